@@ -1,0 +1,226 @@
+#include "services/analyzer/bisect.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+
+namespace farm::analyzer {
+
+Judgement JudgeCommit(std::span<const double> good, std::span<const double> bad,
+                      std::span<const double> x, double alpha) {
+  Judgement j;
+  j.vs_good = WelchTTest(good, x);
+  j.vs_bad = WelchTTest(bad, x);
+  const double g = Mean(good);
+  const double d = Mean(bad) - g;
+  j.position = d == 0 ? 0.5 : (Mean(x) - g) / d;
+  const bool differs_from_good = j.vs_good.p_value < alpha;
+  const bool differs_from_bad = j.vs_bad.p_value < alpha;
+  if (differs_from_bad && j.position < 0.5 && (!differs_from_good || j.position < 0.25)) {
+    j.verdict = "good";
+  } else if (differs_from_good && j.position > 0.5 && (!differs_from_bad || j.position > 0.75)) {
+    j.verdict = "bad";
+  } else {
+    j.verdict = j.position < 0.5 ? "weak-good" : "weak-bad";
+  }
+  return j;
+}
+
+Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const double> bad,
+                                  double expected_relative_change, const BisectOptions& options) {
+  Confirmation c;
+  c.test = WelchTTest(good, bad);
+  const bool same_direction = (c.test.relative_change < 0) == (expected_relative_change < 0);
+  c.confirmed = c.test.p_value < options.alpha &&
+                std::fabs(c.test.relative_change) >= options.magnitude && same_direction;
+  return c;
+}
+
+BisectPlanner::BisectPlanner(std::vector<std::string> commit_ids, int last_good_index,
+                             int first_bad_index, BisectOptions options)
+    : options_(options),
+      base_(last_good_index),
+      commit_ids_(std::move(commit_ids)),
+      good_ref_(last_good_index),
+      bad_ref_(first_bad_index),
+      lo_(last_good_index),
+      hi_(first_bad_index) {
+  options_.initial_repeats = std::max(2, options_.initial_repeats);
+  options_.max_repeats = std::max(options_.initial_repeats, options_.max_repeats);
+  Advance();
+}
+
+const std::string& BisectPlanner::CommitId(int index) const {
+  static const std::string kEmpty;
+  const int i = index - base_;
+  if (i < 0 || i >= static_cast<int>(commit_ids_.size())) return kEmpty;
+  return commit_ids_[i];
+}
+
+const std::vector<double>& BisectPlanner::SamplesOf(int index) const {
+  static const std::vector<double> kNone;
+  auto it = samples_.find(index);
+  return it == samples_.end() ? kNone : it->second;
+}
+
+void BisectPlanner::AddSamples(int commit_index, std::span<const double> values) {
+  if (commit_index < good_ref_ || commit_index > bad_ref_) return;
+  auto& v = samples_[commit_index];
+  v.insert(v.end(), values.begin(), values.end());
+  Advance();
+}
+
+void BisectPlanner::Advance() {
+  pending_.reset();
+  if (done_) return;
+  auto set_pending = [&](int index, int want) {
+    pending_ = BisectRequest{index, CommitId(index), want};
+  };
+  for (int ref : {good_ref_, bad_ref_}) {
+    const int n = static_cast<int>(SamplesOf(ref).size());
+    if (n < 2) {
+      set_pending(ref, options_.initial_repeats - n);
+      return;
+    }
+  }
+  const std::vector<double>& good = SamplesOf(good_ref_);
+  const std::vector<double>& bad = SamplesOf(bad_ref_);
+  auto open_step = [&]() -> BisectStepRecord* {
+    if (!steps_.empty() && steps_.back().verdict == "pending") return &steps_.back();
+    return nullptr;
+  };
+  while (true) {
+    if (hi_ - lo_ <= 1) {
+      done_ = true;
+      return;
+    }
+    if (static_cast<int>(steps_.size()) >= options_.max_steps) {
+      done_ = true;
+      failed_ = true;
+      return;
+    }
+    const int mid = lo_ + (hi_ - lo_) / 2;
+    const std::vector<double>& x = SamplesOf(mid);
+    const int n = static_cast<int>(x.size());
+    auto request = [&](int more) {
+      BisectStepRecord* s = open_step();
+      if (s == nullptr || s->commit_index != mid) {
+        steps_.push_back(BisectStepRecord{static_cast<int>(steps_.size()) + 1, mid, CommitId(mid),
+                                          "pending", 0, 0, 1, 0});
+        s = &steps_.back();
+      }
+      if (s->repeats < n + more) runs_requested_ += n + more - std::max(s->repeats, n);
+      s->repeats = n + more;
+      set_pending(mid, more);
+    };
+    if (n < options_.initial_repeats) {
+      request(options_.initial_repeats - n);
+      return;
+    }
+    const Judgement j = JudgeCommit(good, bad, x, options_.alpha);
+    BisectStepRecord* s = open_step();
+    if (s == nullptr || s->commit_index != mid) {
+      steps_.push_back(BisectStepRecord{static_cast<int>(steps_.size()) + 1, mid, CommitId(mid),
+                                        "pending", 0, 0, 1, 0});
+      s = &steps_.back();
+    }
+    s->verdict = j.verdict;
+    s->repeats = n;
+    s->mean = Mean(x);
+    s->relative_change = j.vs_good.relative_change;
+    s->p_value = (j.position < 0.5) ? j.vs_bad.p_value : j.vs_good.p_value;
+    const bool weak = j.verdict.starts_with("weak");
+    if (weak && n < options_.max_repeats) {
+      // Not trusted: measure the same commit again with more repeats.
+      request(std::min(n, options_.max_repeats - n));
+      return;
+    }
+    used_weak_ |= weak;
+    if (j.verdict == "good" || j.verdict == "weak-good") {
+      lo_ = mid;
+    } else {
+      hi_ = mid;
+    }
+  }
+}
+
+std::string BisectPlanner::ToJson() const {
+  nlohmann::json j;
+  j["options"] = {{"initial_repeats", options_.initial_repeats},
+                  {"max_repeats", options_.max_repeats},
+                  {"confirm_repeats", options_.confirm_repeats},
+                  {"alpha", options_.alpha},
+                  {"magnitude", options_.magnitude},
+                  {"max_steps", options_.max_steps}};
+  j["base"] = base_;
+  j["commit_ids"] = commit_ids_;
+  j["good_ref"] = good_ref_;
+  j["bad_ref"] = bad_ref_;
+  j["lo"] = lo_;
+  j["hi"] = hi_;
+  nlohmann::json samples = nlohmann::json::object();
+  for (const auto& [idx, v] : samples_) samples[std::to_string(idx)] = v;
+  j["samples"] = samples;
+  nlohmann::json steps = nlohmann::json::array();
+  for (const BisectStepRecord& s : steps_) {
+    steps.push_back({{"step", s.step},
+                     {"commit_index", s.commit_index},
+                     {"commit_id", s.commit_id},
+                     {"verdict", s.verdict},
+                     {"repeats", s.repeats},
+                     {"mean", s.mean},
+                     {"p_value", s.p_value},
+                     {"relative_change", s.relative_change}});
+  }
+  j["steps"] = steps;
+  j["done"] = done_;
+  j["failed"] = failed_;
+  j["used_weak"] = used_weak_;
+  j["runs_requested"] = runs_requested_;
+  return j.dump();
+}
+
+absl::StatusOr<BisectPlanner> BisectPlanner::FromJson(const std::string& json) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(json);
+    BisectPlanner p;
+    const auto& o = j.at("options");
+    p.options_.initial_repeats = o.at("initial_repeats").get<int>();
+    p.options_.max_repeats = o.at("max_repeats").get<int>();
+    p.options_.confirm_repeats = o.at("confirm_repeats").get<int>();
+    p.options_.alpha = o.at("alpha").get<double>();
+    p.options_.magnitude = o.at("magnitude").get<double>();
+    p.options_.max_steps = o.at("max_steps").get<int>();
+    p.base_ = j.at("base").get<int>();
+    p.commit_ids_ = j.at("commit_ids").get<std::vector<std::string>>();
+    p.good_ref_ = j.at("good_ref").get<int>();
+    p.bad_ref_ = j.at("bad_ref").get<int>();
+    p.lo_ = j.at("lo").get<int>();
+    p.hi_ = j.at("hi").get<int>();
+    for (const auto& [k, v] : j.at("samples").items())
+      p.samples_[std::stoi(k)] = v.get<std::vector<double>>();
+    for (const auto& s : j.at("steps")) {
+      p.steps_.push_back(
+          BisectStepRecord{s.at("step").get<int>(), s.at("commit_index").get<int>(),
+                           s.at("commit_id").get<std::string>(), s.at("verdict").get<std::string>(),
+                           s.at("repeats").get<int>(), s.at("mean").get<double>(),
+                           s.at("p_value").get<double>(), s.at("relative_change").get<double>()});
+    }
+    p.done_ = j.at("done").get<bool>();
+    p.failed_ = j.at("failed").get<bool>();
+    p.used_weak_ = j.at("used_weak").get<bool>();
+    p.runs_requested_ = j.at("runs_requested").get<int>();
+    if (p.hi_ <= p.lo_ || p.lo_ < p.base_) {
+      return absl::InvalidArgumentError("bisect planner state: bad range");
+    }
+    p.Advance();
+    return p;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(std::string("bisect planner state: ") + e.what());
+  }
+}
+
+}  // namespace farm::analyzer

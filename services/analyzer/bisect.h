@@ -1,0 +1,129 @@
+// Bisection planner and confirmation check: pure state machines, no I/O.
+//
+// The planner holds the commit range [last_good, first_bad] of one series
+// (catalog indices), reference samples of both ends, and every sample
+// measured inside the range. It asks for runs (Next()), is fed their values
+// (AddSamples()), and records each judgement as a step with its evidence.
+//   * the midpoint of the current range is measured with few repeats first;
+//   * it is judged against both references (Welch t-tests and its position
+//     between the two reference means): "good"/"bad" when clear, otherwise a
+//     weak verdict that triggers more repeats of the same commit (doubling up
+//     to max_repeats); only at max_repeats is a weak verdict acted on, and it
+//     stays marked "weak-*" in the record;
+//   * it stops when last good and first bad are adjacent catalog commits.
+// The whole state round-trips through JSON so a restarted analyzer resumes
+// exactly where it stopped.
+//
+// Thread-compatible: one owner at a time. Copyable value type.
+#ifndef SERVICES_ANALYZER_BISECT_H_
+#define SERVICES_ANALYZER_BISECT_H_
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "services/analyzer/stats.h"
+
+namespace farm::analyzer {
+
+struct BisectOptions {
+  int initial_repeats = 3;
+  int max_repeats = 12;
+  int confirm_repeats = 8;
+  double alpha = 0.01;
+  double magnitude = 0.03;
+  int max_steps = 64;
+};
+
+struct BisectStepRecord {
+  int step = 0;  // 1-based
+  int commit_index = 0;
+  std::string commit_id;
+  std::string verdict;  // "pending", "good", "bad", "weak-good", "weak-bad"
+  int repeats = 0;      // samples the verdict rests on
+  double mean = 0;
+  double p_value = 1;          // against the reference it was judged closer to the other of
+  double relative_change = 0;  // against the last good reference mean
+};
+
+struct BisectRequest {
+  int commit_index = 0;
+  std::string commit_id;
+  int repeats = 0;  // additional runs wanted
+};
+
+class BisectPlanner {
+ public:
+  // commit_ids: catalog ids of indices last_good..first_bad, in order
+  // (commit_ids.front() is last_good). REQUIRES: first_bad > last_good.
+  BisectPlanner(std::vector<std::string> commit_ids, int last_good_index, int first_bad_index,
+                BisectOptions options);
+
+  // Adds measured values of a commit in the range (references included) and
+  // advances as far as the evidence allows.
+  void AddSamples(int commit_index, std::span<const double> values);
+
+  // The runs needed next; nullopt when done.
+  std::optional<BisectRequest> Next() const { return pending_; }
+  bool Done() const { return done_; }
+  bool Failed() const { return failed_; }
+  int LastGoodIndex() const { return lo_; }
+  int FirstBadIndex() const { return hi_; }
+  const std::string& CommitId(int index) const;
+  // True when some verdict on the path was weak (acted on at max_repeats).
+  bool UsedWeakVerdict() const { return used_weak_; }
+  const std::vector<BisectStepRecord>& Steps() const { return steps_; }
+  // Number of runs requested so far (references excluded).
+  int RunsRequested() const { return runs_requested_; }
+
+  std::string ToJson() const;
+  static absl::StatusOr<BisectPlanner> FromJson(const std::string& json);
+
+ private:
+  BisectPlanner() = default;
+  void Advance();
+  const std::vector<double>& SamplesOf(int index) const;
+
+  BisectOptions options_;
+  int base_ = 0;  // catalog index of commit_ids_[0]
+  std::vector<std::string> commit_ids_;
+  int good_ref_ = 0;  // catalog indices of the reference commits
+  int bad_ref_ = 0;
+  int lo_ = 0;
+  int hi_ = 0;
+  std::map<int, std::vector<double>> samples_;
+  std::vector<BisectStepRecord> steps_;
+  std::optional<BisectRequest> pending_;
+  bool done_ = false;
+  bool failed_ = false;
+  bool used_weak_ = false;
+  int runs_requested_ = 0;
+};
+
+// Judges one commit's samples against the good and bad references.
+struct Judgement {
+  std::string verdict;  // "good", "bad", "weak-good", "weak-bad"
+  double position = 0;  // 0 = at good mean, 1 = at bad mean
+  TwoSampleResult vs_good;
+  TwoSampleResult vs_bad;
+};
+Judgement JudgeCommit(std::span<const double> good, std::span<const double> bad,
+                      std::span<const double> x, double alpha);
+
+// The confirmation step: last good and first bad re-run interleaved with
+// more repeats. Confirmed when the difference is significant at alpha, at
+// least the magnitude threshold, and in the expected direction (sign of
+// expected_relative_change).
+struct Confirmation {
+  bool confirmed = false;
+  TwoSampleResult test;
+};
+Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const double> bad,
+                                  double expected_relative_change, const BisectOptions& options);
+
+}  // namespace farm::analyzer
+
+#endif  // SERVICES_ANALYZER_BISECT_H_

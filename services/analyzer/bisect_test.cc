@@ -1,0 +1,167 @@
+#include "services/analyzer/bisect.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace farm::analyzer {
+namespace {
+
+// Simulated farm: commit c measures level * (1 + shift if c >= culprit) with
+// relative Gaussian noise cv.
+class Oracle {
+ public:
+  Oracle(uint64_t seed, int culprit, double shift, double cv)
+      : rng_(seed), culprit_(culprit), shift_(shift), cv_(cv) {}
+  std::vector<double> Run(int commit, int repeats) {
+    std::vector<double> v;
+    for (int i = 0; i < repeats; ++i)
+      v.push_back(1000 * (commit >= culprit_ ? 1 + shift_ : 1) * (1 + cv_ * noise_(rng_)));
+    runs_ += repeats;
+    return v;
+  }
+  int runs() const { return runs_; }
+
+ private:
+  std::mt19937_64 rng_;
+  std::normal_distribution<double> noise_{0, 1};
+  int culprit_;
+  double shift_, cv_;
+  int runs_ = 0;
+};
+
+std::vector<std::string> Ids(int lo, int hi) {
+  std::vector<std::string> ids;
+  for (int i = lo; i <= hi; ++i) ids.push_back("c" + std::to_string(i));
+  return ids;
+}
+
+// Runs a bisect to the end, feeding the oracle's answers.
+BisectPlanner RunBisect(Oracle& o, int lo, int hi, const BisectOptions& opt) {
+  BisectPlanner p(Ids(lo, hi), lo, hi, opt);
+  p.AddSamples(lo, o.Run(lo, opt.confirm_repeats));
+  p.AddSamples(hi, o.Run(hi, opt.confirm_repeats));
+  for (int guard = 0; guard < 1000 && p.Next().has_value(); ++guard) {
+    const BisectRequest r = *p.Next();
+    p.AddSamples(r.commit_index, o.Run(r.commit_index, r.repeats));
+  }
+  return p;
+}
+
+TEST(BisectTest, ConvergesToPlantedCommit) {
+  BisectOptions opt;
+  int weak = 0, steps = 0;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    const int culprit = 1 + static_cast<int>(seed * 7 % 62);
+    Oracle o(seed, culprit, -0.15, 0.02);
+    const BisectPlanner p = RunBisect(o, 0, 63, opt);
+    ASSERT_TRUE(p.Done());
+    EXPECT_FALSE(p.Failed());
+    EXPECT_EQ(p.FirstBadIndex(), culprit) << "seed " << seed;
+    EXPECT_EQ(p.LastGoodIndex(), culprit - 1);
+    EXPECT_EQ(p.CommitId(p.FirstBadIndex()), "c" + std::to_string(culprit));
+    // 63 commits apart: 5 or 6 halvings, each ending in a clear verdict;
+    // weak ones in between are retests with more repeats.
+    int clear = 0;
+    for (const auto& s : p.Steps()) {
+      clear += s.verdict == "good" || s.verdict == "bad";
+      weak += s.verdict.starts_with("weak");
+    }
+    EXPECT_GE(clear, 5);
+    EXPECT_LE(clear, 6);
+    steps += static_cast<int>(p.Steps().size());
+  }
+  // A 15% shift under 2% noise is mostly clear at the first 3 repeats.
+  EXPECT_LT(weak * 5, steps);
+}
+
+TEST(BisectTest, NoisyBisectRetestsWeakVerdicts) {
+  BisectOptions opt;
+  int weak_steps = 0, correct = 0;
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    Oracle o(seed, 20, -0.05, 0.04);
+    const BisectPlanner p = RunBisect(o, 0, 40, opt);
+    ASSERT_TRUE(p.Done());
+    correct += p.FirstBadIndex() == 20;
+    for (size_t i = 0; i < p.Steps().size(); ++i) {
+      const auto& s = p.Steps()[i];
+      if (!s.verdict.starts_with("weak")) continue;
+      ++weak_steps;
+      // A weak verdict is followed by a retest of the same commit with more
+      // repeats, unless it was already at max_repeats.
+      if (s.repeats < opt.max_repeats) {
+        ASSERT_LT(i + 1, p.Steps().size());
+        EXPECT_EQ(p.Steps()[i + 1].commit_index, s.commit_index);
+        EXPECT_GT(p.Steps()[i + 1].repeats, s.repeats);
+      }
+    }
+  }
+  EXPECT_GT(weak_steps, 0);
+  EXPECT_GE(correct, 21);  // >= 70% at a 5% shift under 4% noise (bench: accuracy)
+}
+
+TEST(BisectTest, AdjacentRangeIsDoneImmediately) {
+  BisectPlanner p(Ids(4, 5), 4, 5, BisectOptions{});
+  EXPECT_FALSE(p.Done());  // needs reference samples first
+  p.AddSamples(4, std::vector<double>{1, 1.01, 0.99});
+  p.AddSamples(5, std::vector<double>{2, 2.01, 1.99});
+  EXPECT_TRUE(p.Done());
+  EXPECT_EQ(p.FirstBadIndex(), 5);
+  EXPECT_TRUE(p.Steps().empty());
+}
+
+TEST(BisectTest, PendingStepAndRequestAreRecorded) {
+  BisectPlanner p(Ids(0, 8), 0, 8, BisectOptions{});
+  p.AddSamples(0, std::vector<double>{100, 101, 99});
+  p.AddSamples(8, std::vector<double>{80, 81, 79});
+  ASSERT_TRUE(p.Next().has_value());
+  EXPECT_EQ(p.Next()->commit_index, 4);
+  EXPECT_EQ(p.Next()->commit_id, "c4");
+  EXPECT_EQ(p.Next()->repeats, 3);
+  ASSERT_EQ(p.Steps().size(), 1u);
+  EXPECT_EQ(p.Steps()[0].verdict, "pending");
+}
+
+TEST(BisectTest, JsonRoundTripResumesSameBisect) {
+  BisectOptions opt;
+  Oracle a(42, 37, -0.1, 0.02);
+  Oracle b(42, 37, -0.1, 0.02);
+  const BisectPlanner straight = RunBisect(a, 0, 99, opt);
+
+  BisectPlanner p(Ids(0, 99), 0, 99, opt);
+  p.AddSamples(0, b.Run(0, opt.confirm_repeats));
+  p.AddSamples(99, b.Run(99, opt.confirm_repeats));
+  for (int i = 0; i < 3; ++i) {
+    const BisectRequest r = *p.Next();
+    p.AddSamples(r.commit_index, b.Run(r.commit_index, r.repeats));
+  }
+  absl::StatusOr<BisectPlanner> restored = BisectPlanner::FromJson(p.ToJson());
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->Next()->commit_index, p.Next()->commit_index);
+  while (restored->Next().has_value()) {
+    const BisectRequest r = *restored->Next();
+    restored->AddSamples(r.commit_index, b.Run(r.commit_index, r.repeats));
+  }
+  EXPECT_EQ(restored->FirstBadIndex(), 37);
+  EXPECT_EQ(restored->Steps().size(), straight.Steps().size());
+  EXPECT_EQ(restored->RunsRequested(), straight.RunsRequested());
+  EXPECT_FALSE(BisectPlanner::FromJson("{").ok());
+}
+
+TEST(ConfirmationTest, RealShiftConfirmedNoiseRejected) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> n(0, 1);
+  std::vector<double> good, bad, same;
+  for (int i = 0; i < 8; ++i) {
+    good.push_back(1000 * (1 + 0.02 * n(rng)));
+    bad.push_back(800 * (1 + 0.02 * n(rng)));
+    same.push_back(1000 * (1 + 0.02 * n(rng)));
+  }
+  BisectOptions opt;
+  EXPECT_TRUE(EvaluateConfirmation(good, bad, -0.2, opt).confirmed);
+  EXPECT_FALSE(EvaluateConfirmation(good, bad, +0.2, opt).confirmed);  // wrong direction
+  EXPECT_FALSE(EvaluateConfirmation(good, same, -0.2, opt).confirmed);
+}
+
+}  // namespace
+}  // namespace farm::analyzer

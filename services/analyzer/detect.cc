@@ -1,0 +1,283 @@
+#include "services/analyzer/detect.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "services/analyzer/stats.h"
+
+namespace farm::analyzer {
+namespace {
+
+// Prefix sums over the points of a series so every split is O(1).
+class PrefixStats {
+ public:
+  explicit PrefixStats(const Series& s) {
+    n_.push_back(0);
+    sum_.push_back(0);
+    sq_.push_back(0);
+    // Shift by the first value keeps the sum of squares well conditioned.
+    shift_ = s.points.empty() || s.points[0].values.empty() ? 0 : s.points[0].values[0];
+    for (const SeriesPoint& p : s.points) {
+      double n = n_.back(), sum = sum_.back(), sq = sq_.back();
+      for (double v : p.values) {
+        n += 1;
+        sum += v - shift_;
+        sq += (v - shift_) * (v - shift_);
+      }
+      n_.push_back(n);
+      sum_.push_back(sum);
+      sq_.push_back(sq);
+    }
+  }
+  // Points [lo, hi).
+  double N(size_t lo, size_t hi) const { return n_[hi] - n_[lo]; }
+  double MeanOf(size_t lo, size_t hi) const {
+    const double n = N(lo, hi);
+    return n == 0 ? 0 : (sum_[hi] - sum_[lo]) / n + shift_;
+  }
+  double VarOf(size_t lo, size_t hi) const {
+    const double n = N(lo, hi);
+    if (n < 2) return 0;
+    const double s = sum_[hi] - sum_[lo];
+    return std::max(0.0, (sq_[hi] - sq_[lo] - s * s / n) / (n - 1));
+  }
+  TwoSampleResult Test(size_t lo, size_t k, size_t hi) const {
+    return WelchFromSummary(N(lo, k), MeanOf(lo, k), VarOf(lo, k), N(k, hi), MeanOf(k, hi),
+                            VarOf(k, hi));
+  }
+
+ private:
+  double shift_ = 0;
+  std::vector<double> n_, sum_, sq_;
+};
+
+bool IsRegression(Polarity p, double relative_change) {
+  return p == Polarity::kLowerIsBetter ? relative_change > 0 : relative_change < 0;
+}
+
+void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectOptions& opt,
+           double alpha, std::map<size_t, double>* found) {
+  if (depth > opt.max_depth || hi - lo < 2) return;
+  double best_p = 2;
+  size_t best_k = 0;
+  int splits = 0;
+  for (size_t k = lo + 1; k < hi; ++k) {
+    if (ps.N(lo, k) < opt.min_samples_per_side || ps.N(k, hi) < opt.min_samples_per_side) continue;
+    ++splits;
+    const TwoSampleResult r = ps.Test(lo, k, hi);
+    if (r.p_value < best_p) {
+      best_p = r.p_value;
+      best_k = k;
+    }
+  }
+  if (splits == 0) return;
+  const double scan_p = std::min(1.0, best_p * splits);
+  if (scan_p >= alpha) return;
+  (*found)[best_k] = scan_p;
+  Split(ps, lo, best_k, depth + 1, opt, alpha, found);
+  Split(ps, best_k, hi, depth + 1, opt, alpha, found);
+}
+
+ModeEffect MeasureAt(const Series& s, int seg_begin, int last_good, int first_bad, int seg_end) {
+  std::vector<double> before, after;
+  for (const SeriesPoint& p : s.points) {
+    if (p.commit_index >= seg_begin && p.commit_index <= last_good)
+      before.insert(before.end(), p.values.begin(), p.values.end());
+    if (p.commit_index >= first_bad && p.commit_index <= seg_end)
+      after.insert(after.end(), p.values.begin(), p.values.end());
+  }
+  ModeEffect e;
+  e.mode = s.key.mode;
+  e.overhead = s.key.overhead;
+  if (before.empty() || after.empty()) {
+    e.p_value = 2;  // marks "not measured" for the caller
+    return e;
+  }
+  const TwoSampleResult r = WelchTTest(before, after);
+  e.before = r.mean_a;
+  e.after = r.mean_b;
+  e.relative_change = r.relative_change;
+  e.p_value = r.p_value;
+  return e;
+}
+
+}  // namespace
+
+std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOptions& options,
+                                            double alpha_corrected) {
+  std::vector<ChangePoint> out;
+  if (series.points.size() < 2) return out;
+  const PrefixStats ps(series);
+  std::map<size_t, double> found;  // split position -> scan p
+  Split(ps, 0, series.points.size(), 0, options, alpha_corrected, &found);
+  std::vector<size_t> ks;
+  for (const auto& [k, p] : found) ks.push_back(k);
+  for (size_t j = 0; j < ks.size(); ++j) {
+    const size_t lo = j == 0 ? 0 : ks[j - 1];
+    const size_t hi = j + 1 == ks.size() ? series.points.size() : ks[j + 1];
+    const size_t k = ks[j];
+    // Magnitude between the neighbouring change points, not over the whole
+    // series, so a second shift does not dilute the first.
+    const TwoSampleResult r = ps.Test(lo, k, hi);
+    if (std::fabs(r.relative_change) < options.magnitude) continue;
+    ChangePoint cp;
+    cp.key = series.key;
+    cp.polarity = series.polarity;
+    cp.last_good_index = series.points[k - 1].commit_index;
+    cp.last_good = series.points[k - 1].commit_id;
+    cp.first_bad_index = series.points[k].commit_index;
+    cp.first_bad = series.points[k].commit_id;
+    cp.segment_begin_index = series.points[lo].commit_index;
+    cp.segment_end_index = series.points[hi - 1].commit_index;
+    cp.before = r.mean_a;
+    cp.after = r.mean_b;
+    cp.relative_change = r.relative_change;
+    cp.p_value = found[k];
+    cp.regression = IsRegression(series.polarity, r.relative_change);
+    out.push_back(std::move(cp));
+  }
+  return out;
+}
+
+std::vector<ChangePoint> DetectAll(const std::vector<Series>& series,
+                                   const DetectOptions& options) {
+  std::vector<ChangePoint> out;
+  if (series.empty()) return out;
+  const double alpha = options.alpha / static_cast<double>(series.size());
+  for (const Series& s : series) {
+    std::vector<ChangePoint> cps = DetectChangePoints(s, options, alpha);
+    out.insert(out.end(), cps.begin(), cps.end());
+  }
+  return out;
+}
+
+const char* ChangeClassName(ChangeClass c) {
+  switch (c) {
+    case ChangeClass::kIommu:
+      return "iommu";
+    case ChangeClass::kNotIommu:
+      return "not_iommu";
+    case ChangeClass::kUnspecified:
+      break;
+  }
+  return "unspecified";
+}
+
+std::vector<Finding> Classify(const std::vector<ChangePoint>& change_points,
+                              const std::vector<Series>& series, const DetectOptions& options) {
+  const double alpha = options.alpha / static_cast<double>(std::max<size_t>(1, series.size()));
+  // Merge overlapping intervals of one (platform, workload, direction).
+  std::vector<std::vector<const ChangePoint*>> groups;
+  std::vector<const ChangePoint*> sorted;
+  for (const ChangePoint& cp : change_points) sorted.push_back(&cp);
+  std::sort(sorted.begin(), sorted.end(), [](const ChangePoint* a, const ChangePoint* b) {
+    return std::tie(a->key.platform, a->key.workload, a->first_bad_index) <
+           std::tie(b->key.platform, b->key.workload, b->first_bad_index);
+  });
+  for (const ChangePoint* cp : sorted) {
+    std::vector<const ChangePoint*>* home = nullptr;
+    for (auto& g : groups) {
+      const ChangePoint* f = g.front();
+      if (f->key.platform != cp->key.platform || f->key.workload != cp->key.workload ||
+          f->regression != cp->regression)
+        continue;
+      const bool overlap = std::max(f->last_good_index, cp->last_good_index) <
+                           std::min(f->first_bad_index, cp->first_bad_index);
+      if (overlap) {
+        home = &g;
+        break;
+      }
+    }
+    if (home == nullptr) {
+      groups.emplace_back();
+      home = &groups.back();
+    }
+    home->push_back(cp);
+  }
+
+  std::vector<Finding> out;
+  for (const auto& g : groups) {
+    // Primary metric: the largest relative change among plain mode series.
+    const ChangePoint* primary = nullptr;
+    for (const ChangePoint* cp : g) {
+      const bool better = primary == nullptr || (primary->key.overhead && !cp->key.overhead) ||
+                          (primary->key.overhead == cp->key.overhead &&
+                           std::fabs(cp->relative_change) > std::fabs(primary->relative_change));
+      if (better) primary = cp;
+    }
+    Finding f;
+    f.platform = primary->key.platform;
+    f.workload = primary->key.workload;
+    f.metric = primary->key.metric;
+    f.regression = primary->regression;
+    f.polarity = primary->polarity;
+    f.last_good_index = primary->last_good_index;
+    f.last_good = primary->last_good;
+    f.first_bad_index = primary->first_bad_index;
+    f.first_bad = primary->first_bad;
+    for (const ChangePoint* cp : g) f.change_points.push_back(*cp);
+
+    bool off_measured = false, off_changed = false, translated_changed = false,
+         overhead_changed = false;
+    const ModeEffect* best_translated = nullptr;
+    const ModeEffect* best_overhead = nullptr;
+    const ModeEffect* off_effect = nullptr;
+    for (const Series& s : series) {
+      if (s.key.platform != f.platform || s.key.workload != f.workload || s.key.metric != f.metric)
+        continue;
+      ModeEffect e = MeasureAt(s, primary->segment_begin_index, f.last_good_index,
+                               f.first_bad_index, primary->segment_end_index);
+      if (e.p_value > 1) continue;  // this mode was not measured around the change
+      e.significant = e.p_value < alpha && std::fabs(e.relative_change) >= options.magnitude &&
+                      IsRegression(s.polarity, e.relative_change) == f.regression;
+      f.per_mode.push_back(e);
+    }
+    for (const ModeEffect& e : f.per_mode) {
+      if (e.overhead) {
+        overhead_changed |= e.significant;
+        if (e.significant &&
+            (best_overhead == nullptr ||
+             std::fabs(e.relative_change) > std::fabs(best_overhead->relative_change)))
+          best_overhead = &e;
+      } else if (e.mode == "off") {
+        off_measured = true;
+        off_changed = e.significant;
+        off_effect = &e;
+      } else if (e.significant) {
+        translated_changed = true;
+        if (best_translated == nullptr ||
+            std::fabs(e.relative_change) > std::fabs(best_translated->relative_change))
+          best_translated = &e;
+      }
+    }
+    if (overhead_changed || (translated_changed && off_measured && !off_changed)) {
+      f.change_class = ChangeClass::kIommu;
+    } else if (off_changed) {
+      f.change_class = ChangeClass::kNotIommu;
+    }
+    const ModeEffect* chosen = nullptr;
+    if (f.change_class == ChangeClass::kNotIommu) {
+      chosen = off_effect;
+    } else if (best_translated != nullptr) {
+      chosen = best_translated;
+    } else if (best_overhead != nullptr) {
+      chosen = best_overhead;
+    }
+    if (chosen != nullptr) {
+      f.mode = chosen->mode;
+      f.overhead_series = chosen->overhead;
+      f.magnitude = chosen->relative_change;
+      f.p_value = chosen->p_value;
+    } else {
+      f.mode = primary->key.mode;
+      f.overhead_series = primary->key.overhead;
+      f.magnitude = primary->relative_change;
+      f.p_value = primary->p_value;
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace farm::analyzer

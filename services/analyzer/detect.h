@@ -1,0 +1,97 @@
+// Change-point detection over commit order and classification of changes.
+//
+// Method: binary segmentation. In a segment of a series, every split between
+// two adjacent measured commits is tested with Welch's t-test (all repeats
+// left vs right, Boost.Math Student's t); the split with the smallest p is
+// kept when its p, multiplied by the number of splits tried (Bonferroni over
+// the scan), is below alpha / number_of_series (Bonferroni over the series
+// tested). Both halves are then searched again, so several change points in
+// one series are found. A change point is reported when its relative change,
+// measured between its neighbouring change points, reaches the magnitude
+// threshold. Improvements are reported as well as regressions.
+//
+// Pure functions; thread-safe.
+#ifndef SERVICES_ANALYZER_DETECT_H_
+#define SERVICES_ANALYZER_DETECT_H_
+
+#include <string>
+#include <vector>
+
+#include "services/analyzer/series.h"
+
+namespace farm::analyzer {
+
+struct DetectOptions {
+  double magnitude = 0.03;  // minimal |relative change| reported
+  double alpha = 0.01;      // family-wise significance before correction
+  int min_samples_per_side = 2;
+  int max_depth = 16;  // recursion guard
+};
+
+struct ChangePoint {
+  SeriesKey key;
+  Polarity polarity = Polarity::kUnknown;
+  int last_good_index = 0;  // last measured commit before the change
+  std::string last_good;
+  int first_bad_index = 0;  // first measured commit after the change
+  std::string first_bad;
+  int segment_begin_index = 0;  // commit range the before/after means cover
+  int segment_end_index = 0;    // (inclusive)
+  double before = 0;
+  double after = 0;
+  double relative_change = 0;  // (after - before) / |before|
+  double p_value = 1;          // scan-corrected (not series-corrected)
+  bool regression = false;     // false: improvement
+};
+
+// Change points of one series; alpha_corrected is the per-series threshold.
+std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOptions& options,
+                                            double alpha_corrected);
+
+// All series at once, with alpha / series.size() per series.
+std::vector<ChangePoint> DetectAll(const std::vector<Series>& series, const DetectOptions& options);
+
+enum class ChangeClass { kUnspecified, kIommu, kNotIommu };
+const char* ChangeClassName(ChangeClass c);  // "unspecified", "iommu", "not_iommu"
+
+struct ModeEffect {
+  std::string mode;
+  bool overhead = false;
+  double before = 0;
+  double after = 0;
+  double relative_change = 0;
+  double p_value = 1;
+  bool significant = false;
+};
+
+// One candidate regression (or improvement): change points of all series of
+// one (platform, workload) whose commit intervals overlap and agree in
+// direction, merged. The primary series is the one with the largest change
+// among the modes that changed (off when the class is NOT_IOMMU).
+struct Finding {
+  std::string platform;
+  std::string workload;
+  std::string metric;
+  std::string mode;
+  bool overhead_series = false;
+  ChangeClass change_class = ChangeClass::kUnspecified;
+  bool regression = true;
+  int last_good_index = 0;
+  std::string last_good;
+  int first_bad_index = 0;
+  std::string first_bad;
+  double magnitude = 0;  // relative change of the primary series
+  double p_value = 1;
+  Polarity polarity = Polarity::kUnknown;
+  std::vector<ModeEffect> per_mode;  // primary metric, every mode and overhead series
+  std::vector<ChangePoint> change_points;
+};
+
+// Merges change points into findings and classifies them, using the series
+// to measure every mode at the finding's interval.
+std::vector<Finding> Classify(const std::vector<ChangePoint>& change_points,
+                              const std::vector<Series>& series, const DetectOptions& options);
+
+}  // namespace farm::analyzer
+
+#endif  // SERVICES_ANALYZER_DETECT_H_

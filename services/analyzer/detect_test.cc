@@ -1,0 +1,176 @@
+#include "services/analyzer/detect.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace farm::analyzer {
+namespace {
+
+// A throughput series of `commits` commits with `repeats` repeats each,
+// Gaussian noise of relative sd `cv`, and multiplicative shifts planted at
+// given commits.
+Series MakeSeries(uint32_t seed, int commits, int repeats, double cv,
+                  const std::vector<std::pair<int, double>>& shifts,
+                  const std::string& mode = "strict") {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0, 1);
+  Series s;
+  s.key = {"intel-vtd-2s12c", "iozone-nfsrdma", "throughput", mode, false};
+  s.polarity = Polarity::kHigherIsBetter;
+  for (int c = 0; c < commits; ++c) {
+    double level = 1000;
+    for (const auto& [at, rel] : shifts)
+      if (c >= at) level *= 1 + rel;
+    SeriesPoint p{c, "c" + std::to_string(c), {}};
+    for (int r = 0; r < repeats; ++r) p.values.push_back(level * (1 + cv * noise(rng)));
+    s.points.push_back(std::move(p));
+  }
+  return s;
+}
+
+TEST(DetectTest, PlantedShiftFoundAtRightIndex) {
+  const Series s = MakeSeries(1, 40, 5, 0.02, {{23, -0.10}});
+  const auto cps = DetectAll({s}, DetectOptions{});
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_EQ(cps[0].first_bad_index, 23);
+  EXPECT_EQ(cps[0].last_good_index, 22);
+  EXPECT_EQ(cps[0].first_bad, "c23");
+  EXPECT_TRUE(cps[0].regression);
+  EXPECT_NEAR(cps[0].relative_change, -0.10, 0.01);
+  EXPECT_LT(cps[0].p_value, 0.01);
+}
+
+TEST(DetectTest, PureNoiseRaisesNothing) {
+  int found = 0;
+  for (uint32_t seed = 0; seed < 200; ++seed) {
+    const Series s = MakeSeries(seed, 40, 5, 0.03, {});
+    found += static_cast<int>(DetectAll({s}, DetectOptions{}).size());
+  }
+  EXPECT_EQ(found, 0);
+}
+
+TEST(DetectTest, SmallShiftBelowMagnitudeIsNotReported) {
+  // 1.5% with tiny noise is real but under the 3% threshold.
+  const Series s = MakeSeries(3, 30, 5, 0.002, {{15, -0.015}});
+  EXPECT_TRUE(DetectAll({s}, DetectOptions{}).empty());
+  DetectOptions loose;
+  loose.magnitude = 0.01;
+  EXPECT_EQ(DetectAll({s}, loose).size(), 1u);
+}
+
+TEST(DetectTest, TwoRegressionsInOneRangeBothFound) {
+  const Series s = MakeSeries(7, 40, 5, 0.02, {{12, -0.08}, {28, -0.06}});
+  const auto cps = DetectAll({s}, DetectOptions{});
+  ASSERT_EQ(cps.size(), 2u);
+  EXPECT_EQ(cps[0].first_bad_index, 12);
+  EXPECT_EQ(cps[1].first_bad_index, 28);
+  EXPECT_NEAR(cps[0].relative_change, -0.08, 0.01);
+  EXPECT_NEAR(cps[1].relative_change, -0.06, 0.01);
+}
+
+TEST(DetectTest, ImprovementIsRecordedNotRegression) {
+  const Series s = MakeSeries(9, 20, 5, 0.02, {{10, 0.12}});
+  const auto cps = DetectAll({s}, DetectOptions{});
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_FALSE(cps[0].regression);
+  EXPECT_EQ(cps[0].first_bad_index, 10);
+}
+
+TEST(DetectTest, LatencyIncreaseIsRegression) {
+  Series s = MakeSeries(11, 20, 5, 0.02, {{8, 0.2}});
+  s.key.metric = "map_latency_mean";
+  s.polarity = Polarity::kLowerIsBetter;
+  const auto cps = DetectAll({s}, DetectOptions{});
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_TRUE(cps[0].regression);
+}
+
+TEST(DetectTest, SparseSeriesWithRepeats) {
+  // Release tags only: 6 commits, but 5 repeats each.
+  const Series s = MakeSeries(5, 6, 5, 0.02, {{3, -0.2}});
+  const auto cps = DetectAll({s}, DetectOptions{});
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_EQ(cps[0].first_bad_index, 3);
+}
+
+TEST(DetectTest, PolarityFromMetricName) {
+  EXPECT_EQ(MetricPolarity("throughput"), Polarity::kHigherIsBetter);
+  EXPECT_EQ(MetricPolarity("iops"), Polarity::kHigherIsBetter);
+  EXPECT_EQ(MetricPolarity("unmap_latency_p99"), Polarity::kLowerIsBetter);
+  EXPECT_EQ(MetricPolarity("invalidations"), Polarity::kUnknown);
+}
+
+// Rows for modes with a per-mode planted shift at commit `at`.
+std::vector<SampleRow> Rows(const std::map<std::string, double>& shift_by_mode, int at,
+                            uint32_t seed) {
+  std::vector<SampleRow> rows;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0, 1);
+  const std::map<std::string, double> base{{"off", 2000}, {"strict", 1200}, {"lazy", 1600}};
+  for (const auto& [mode, level0] : base) {
+    for (int c = 0; c < 8; ++c) {
+      for (int r = 0; r < 5; ++r) {
+        double level = level0 * (c >= at ? 1 + shift_by_mode.at(mode) : 1);
+        SampleRow row;
+        row.catalog = "linux-iommu";
+        row.commit_id = "k" + std::to_string(c);
+        row.commit_index = c * 10;  // sparse catalog positions
+        row.platform = "intel-vtd-2s12c";
+        row.workload = "iozone-nfsrdma";
+        row.mode = mode;
+        row.metric = "throughput";
+        row.phase = "write";
+        row.repeat = r;
+        row.value = level * (1 + 0.015 * noise(rng));
+        rows.push_back(row);
+      }
+    }
+  }
+  return rows;
+}
+
+TEST(ClassifyTest, TranslatedModesOnlyIsIommu) {
+  const auto rows = Rows({{"off", 0}, {"strict", -0.25}, {"lazy", -0.2}}, 5, 1);
+  const auto series = BuildSeries(rows);
+  ASSERT_EQ(series.size(), 5u);  // 3 modes + strict/off + lazy/off
+  const auto findings = Classify(DetectAll(series, DetectOptions{}), series, DetectOptions{});
+  ASSERT_EQ(findings.size(), 1u);
+  const Finding& f = findings[0];
+  EXPECT_EQ(f.change_class, ChangeClass::kIommu);
+  EXPECT_TRUE(f.regression);
+  EXPECT_EQ(f.mode, "strict");
+  EXPECT_FALSE(f.overhead_series);
+  EXPECT_EQ(f.metric, "throughput/write");
+  EXPECT_EQ(f.last_good, "k4");
+  EXPECT_EQ(f.first_bad, "k5");
+  EXPECT_EQ(f.first_bad_index, 50);
+  EXPECT_NEAR(f.magnitude, -0.25, 0.02);
+  int significant = 0;
+  for (const ModeEffect& e : f.per_mode) {
+    if (!e.overhead && e.mode == "off") {
+      EXPECT_FALSE(e.significant);
+    }
+    significant += e.significant;
+  }
+  EXPECT_EQ(significant, 4);  // strict, lazy, both ratios
+}
+
+TEST(ClassifyTest, EveryModeIncludingOffIsNotIommu) {
+  const auto rows = Rows({{"off", -0.15}, {"strict", -0.15}, {"lazy", -0.15}}, 3, 2);
+  const auto series = BuildSeries(rows);
+  const auto findings = Classify(DetectAll(series, DetectOptions{}), series, DetectOptions{});
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].change_class, ChangeClass::kNotIommu);
+  EXPECT_EQ(findings[0].mode, "off");
+  EXPECT_EQ(findings[0].first_bad, "k3");
+}
+
+TEST(ClassifyTest, NoiseOnlyGivesNoFinding) {
+  const auto rows = Rows({{"off", 0}, {"strict", 0}, {"lazy", 0}}, 3, 3);
+  const auto series = BuildSeries(rows);
+  EXPECT_TRUE(Classify(DetectAll(series, DetectOptions{}), series, DetectOptions{}).empty());
+}
+
+}  // namespace
+}  // namespace farm::analyzer

@@ -1,0 +1,110 @@
+#include "services/analyzer/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <boost/math/distributions/complement.hpp>
+#include <boost/math/distributions/normal.hpp>
+#include <boost/math/distributions/students_t.hpp>
+
+namespace farm::analyzer {
+
+double Mean(std::span<const double> x) {
+  if (x.empty()) return 0;
+  return std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
+}
+
+double Variance(std::span<const double> x) {
+  if (x.size() < 2) return 0;
+  const double m = Mean(x);
+  double ss = 0;
+  for (double v : x) ss += (v - m) * (v - m);
+  return ss / static_cast<double>(x.size() - 1);
+}
+
+namespace {
+
+double Relative(double a, double b) { return a == 0 ? 0 : (b - a) / std::fabs(a); }
+
+}  // namespace
+
+TwoSampleResult WelchFromSummary(double n_a, double mean_a, double var_a, double n_b, double mean_b,
+                                 double var_b) {
+  TwoSampleResult r;
+  r.mean_a = mean_a;
+  r.mean_b = mean_b;
+  r.relative_change = Relative(mean_a, mean_b);
+  if (n_a < 2 || n_b < 2) return r;
+  const double va = std::max(var_a, 0.0) / n_a;
+  const double vb = std::max(var_b, 0.0) / n_b;
+  const double se2 = va + vb;
+  const double diff = mean_b - mean_a;
+  // Identical constant samples arise from deterministic emulator runs; the
+  // means alone then decide, with a tiny tolerance for float noise.
+  const double scale = std::max({std::fabs(mean_a), std::fabs(mean_b), 1e-300});
+  if (se2 <= 1e-24 * scale * scale) {
+    if (std::fabs(diff) <= 1e-12 * scale) return r;
+    r.statistic = diff > 0 ? INFINITY : -INFINITY;
+    r.p_value = 0;
+    return r;
+  }
+  const double t = diff / std::sqrt(se2);
+  // Welch-Satterthwaite degrees of freedom.
+  const double denom = va * va / (n_a - 1) + vb * vb / (n_b - 1);
+  const double df = denom > 0 ? se2 * se2 / denom : n_a + n_b - 2;
+  boost::math::students_t dist(std::max(df, 1.0));
+  r.statistic = t;
+  r.p_value = std::min(1.0, 2 * boost::math::cdf(boost::math::complement(dist, std::fabs(t))));
+  return r;
+}
+
+TwoSampleResult WelchTTest(std::span<const double> a, std::span<const double> b) {
+  return WelchFromSummary(static_cast<double>(a.size()), Mean(a), Variance(a),
+                          static_cast<double>(b.size()), Mean(b), Variance(b));
+}
+
+TwoSampleResult MannWhitneyTest(std::span<const double> a, std::span<const double> b) {
+  TwoSampleResult r;
+  r.mean_a = Mean(a);
+  r.mean_b = Mean(b);
+  r.relative_change = Relative(r.mean_a, r.mean_b);
+  if (a.empty() || b.empty()) return r;
+  struct Item {
+    double v;
+    bool from_a;
+  };
+  std::vector<Item> all;
+  all.reserve(a.size() + b.size());
+  for (double v : a) all.push_back({v, true});
+  for (double v : b) all.push_back({v, false});
+  std::sort(all.begin(), all.end(), [](const Item& x, const Item& y) { return x.v < y.v; });
+  const double n = static_cast<double>(all.size());
+  double rank_sum_a = 0;
+  double tie_term = 0;
+  for (size_t i = 0; i < all.size();) {
+    size_t j = i;
+    while (j < all.size() && all[j].v == all[i].v) ++j;
+    const double avg_rank = (static_cast<double>(i + j) + 1) / 2;  // ranks are 1-based
+    const double t = static_cast<double>(j - i);
+    tie_term += t * t * t - t;
+    for (size_t k = i; k < j; ++k)
+      if (all[k].from_a) rank_sum_a += avg_rank;
+    i = j;
+  }
+  const double na = static_cast<double>(a.size());
+  const double nb = static_cast<double>(b.size());
+  const double u = rank_sum_a - na * (na + 1) / 2;
+  const double mu = na * nb / 2;
+  const double sigma2 = na * nb / 12 * ((n + 1) - tie_term / (n * (n - 1)));
+  if (sigma2 <= 0) return r;
+  // Continuity correction toward the mean. Sign: positive when b ranks higher.
+  const double d = mu - u;
+  const double z = (d - (d > 0 ? 0.5 : d < 0 ? -0.5 : 0)) / std::sqrt(sigma2);
+  boost::math::normal norm;
+  r.statistic = z;
+  r.p_value = std::min(1.0, 2 * boost::math::cdf(boost::math::complement(norm, std::fabs(z))));
+  return r;
+}
+
+}  // namespace farm::analyzer
