@@ -1,0 +1,394 @@
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/format.h"
+#include "cli/git_import.h"
+
+namespace farm::cli {
+namespace {
+
+constexpr absl::Duration kUnaryTimeout = absl::Seconds(30);
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read file '", path, "'"));
+  }
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+std::string RandomKey() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  return absl::StrFormat("farmctl-%016x%016x", gen(), gen());
+}
+
+// Sleeps with exponential backoff: 100 ms doubling up to 5 s.
+absl::Duration NextBackoff(absl::Duration current) {
+  return std::min(current * 2, absl::Seconds(5));
+}
+
+}  // namespace
+
+Commands::Commands(client::ClientOptions options, std::ostream& out, std::ostream& err)
+    : options_(std::move(options)), out_(out), err_(err) {
+  channel_ = client::MakeChannel(options_);
+  jobs_ = pb::JobService::NewStub(channel_);
+  analysis_ = pb::AnalysisService::NewStub(channel_);
+  err_is_tty_ = (&err == &std::cerr) && isatty(STDERR_FILENO) == 1;
+}
+
+int Commands::Fail(const std::string& what, const absl::Status& status) {
+  err_ << "farmctl: " << what << ": " << absl::StatusCodeToString(status.code()) << ": "
+       << status.message();
+  if (status.code() == absl::StatusCode::kUnavailable) {
+    err_ << " (is a farm-scheduler listening on " << options_.server
+         << "? set --server or FARM_SERVER)";
+  }
+  err_ << "\n";
+  return 1;
+}
+
+absl::StatusOr<pb::SubmitMatrixResponse> Commands::SubmitSpec(const std::string& yaml,
+                                                              bool dry_run) {
+  pb::SubmitMatrixRequest request;
+  request.set_spec_yaml(yaml);
+  request.set_dry_run(dry_run);
+  request.set_idempotency_key(RandomKey());
+  absl::Duration backoff = absl::Milliseconds(100);
+  for (int attempt = 0;; ++attempt) {
+    pb::SubmitMatrixResponse response;
+    auto ctx = client::NewContext(options_, kUnaryTimeout);
+    grpc::Status status = jobs_->SubmitMatrix(ctx.get(), request, &response);
+    if (status.ok()) return response;
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= 5) {
+      return client::ToAbsl(status);
+    }
+    absl::SleepFor(backoff);
+    backoff = NextBackoff(backoff);
+  }
+}
+
+absl::StatusOr<pb::MatrixProgress> Commands::WaitForMatrix(
+    int64_t matrix_id, const std::function<void(const pb::MatrixProgress&)>& on_progress,
+    absl::Duration unavailable_limit) {
+  absl::Duration backoff = absl::Milliseconds(100);
+  absl::Time unavailable_since = absl::InfiniteFuture();
+  pb::MatrixProgress last;
+  for (;;) {
+    pb::WatchMatrixRequest request;
+    request.set_matrix_id(matrix_id);
+    auto ctx = client::NewContext(options_, absl::InfiniteDuration());
+    auto reader = jobs_->WatchMatrix(ctx.get(), request);
+    pb::MatrixProgress progress;
+    while (reader->Read(&progress)) {
+      unavailable_since = absl::InfiniteFuture();
+      backoff = absl::Milliseconds(100);
+      last = progress;
+      if (on_progress) on_progress(progress);
+      if (progress.done()) {
+        ctx->TryCancel();
+        (void)reader->Finish();
+        return last;
+      }
+    }
+    grpc::Status status = reader->Finish();
+    // A stream that ends cleanly without done=true (server shutting down) or
+    // an UNAVAILABLE one is resumed: the matrix lives in PostgreSQL.
+    if (!status.ok() && status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      return client::ToAbsl(status);
+    }
+    const absl::Time now = absl::Now();
+    if (unavailable_since == absl::InfiniteFuture()) unavailable_since = now;
+    if (now - unavailable_since > unavailable_limit) {
+      return absl::UnavailableError(
+          absl::StrCat("lost the server for more than ", absl::FormatDuration(unavailable_limit),
+                       status.ok() ? "" : absl::StrCat(": ", status.error_message())));
+    }
+    absl::SleepFor(backoff);
+    backoff = NextBackoff(backoff);
+  }
+}
+
+absl::StatusOr<std::vector<pb::Result>> Commands::FetchResults(int64_t matrix_id,
+                                                               bool include_raw) {
+  pb::GetResultsRequest request;
+  request.set_matrix_id(matrix_id);
+  request.set_include_raw_output(include_raw);
+  auto ctx = client::NewContext(options_, absl::Minutes(10));
+  auto reader = jobs_->GetResults(ctx.get(), request);
+  std::vector<pb::Result> results;
+  pb::Result result;
+  while (reader->Read(&result)) results.push_back(result);
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return client::ToAbsl(status);
+  return results;
+}
+
+void Commands::PrintProgress(const pb::MatrixProgress& progress) {
+  const std::string line = FormatProgressLine(progress);
+  if (err_is_tty_) {
+    err_ << "\r\033[K" << line << (progress.done() ? "\n" : "") << std::flush;
+    return;
+  }
+  const absl::Time now = absl::Now();
+  if (progress.done() ||
+      (line != last_progress_line_ && now - last_progress_print_ >= absl::Seconds(2))) {
+    err_ << line << "\n" << std::flush;
+    last_progress_print_ = now;
+    last_progress_line_ = line;
+  }
+}
+
+int Commands::FollowMatrix(int64_t matrix_id) {
+  auto final_progress =
+      WaitForMatrix(matrix_id, [this](const pb::MatrixProgress& p) { PrintProgress(p); });
+  if (!final_progress.ok()) {
+    return Fail(absl::StrCat("WatchMatrix ", matrix_id), final_progress.status());
+  }
+  const auto& counts = final_progress->counts();
+  if (final_progress->state() == pb::MATRIX_STATE_COMPLETED && counts.failed() == 0) {
+    return 0;
+  }
+  err_ << "farmctl: matrix " << matrix_id << " ended " << MatrixStateName(final_progress->state())
+       << ": " << counts.failed() << " failed, " << counts.cancelled() << " cancelled of "
+       << counts.total() << "\n";
+  return 1;
+}
+
+int Commands::RunSubmit(const std::string& path, bool wait, bool dry_run) {
+  absl::StatusOr<std::string> yaml = ReadFile(path);
+  if (!yaml.ok()) return Fail("submit", yaml.status());
+  absl::StatusOr<pb::SubmitMatrixResponse> response = SubmitSpec(*yaml, dry_run);
+  if (!response.ok()) return Fail(absl::StrCat("submit ", path), response.status());
+  for (const auto& warning : response->warnings()) {
+    err_ << "farmctl: warning: " << warning << "\n";
+  }
+  const pb::Matrix& m = response->matrix();
+  if (dry_run) {
+    out_ << "dry run: " << path << " is valid: matrix '" << m.name() << "' would create "
+         << response->jobs_created() << " jobs\n";
+    return 0;
+  }
+  out_ << "submitted matrix " << m.id() << " (" << m.name() << "): " << response->jobs_created()
+       << " jobs\n"
+       << std::flush;
+  if (!wait) return 0;
+  return FollowMatrix(m.id());
+}
+
+int Commands::RunStatus(std::optional<int64_t> matrix_id) {
+  if (matrix_id.has_value()) {
+    pb::GetMatrixRequest request;
+    request.set_matrix_id(*matrix_id);
+    pb::Matrix matrix;
+    auto ctx = client::NewContext(options_, kUnaryTimeout);
+    grpc::Status status = jobs_->GetMatrix(ctx.get(), request, &matrix);
+    if (!status.ok()) {
+      return Fail(absl::StrCat("GetMatrix ", *matrix_id), client::ToAbsl(status));
+    }
+    out_ << FormatMatrixDetail(matrix);
+    return 0;
+  }
+  pb::ListMatricesRequest request;
+  request.set_limit(50);
+  pb::ListMatricesResponse response;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = jobs_->ListMatrices(ctx.get(), request, &response);
+  if (!status.ok()) return Fail("ListMatrices", client::ToAbsl(status));
+  out_ << FormatMatrixList({response.matrices().begin(), response.matrices().end()});
+  return 0;
+}
+
+int Commands::RunWatch(int64_t matrix_id) {
+  // watch prints to stdout: following the matrix is its whole output.
+  auto final_progress = WaitForMatrix(matrix_id, [this](const pb::MatrixProgress& p) {
+    out_ << FormatProgressLine(p) << "\n" << std::flush;
+  });
+  if (!final_progress.ok()) {
+    return Fail(absl::StrCat("WatchMatrix ", matrix_id), final_progress.status());
+  }
+  return final_progress->state() == pb::MATRIX_STATE_COMPLETED ? 0 : 1;
+}
+
+int Commands::RunCancel(int64_t matrix_id, const std::string& reason) {
+  pb::CancelMatrixRequest request;
+  request.set_matrix_id(matrix_id);
+  request.set_reason(reason);
+  pb::CancelMatrixResponse response;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = jobs_->CancelMatrix(ctx.get(), request, &response);
+  if (!status.ok()) {
+    return Fail(absl::StrCat("CancelMatrix ", matrix_id), client::ToAbsl(status));
+  }
+  out_ << "matrix " << matrix_id << ": " << response.jobs_cancelled() << " jobs cancelled, state "
+       << MatrixStateName(response.matrix().state()) << "\n";
+  return 0;
+}
+
+int Commands::RunResults(int64_t matrix_id, OutputFormat format, bool raw) {
+  absl::StatusOr<std::vector<pb::Result>> results =
+      FetchResults(matrix_id, raw && format == OutputFormat::kJson);
+  if (!results.ok()) {
+    return Fail(absl::StrCat("GetResults ", matrix_id), results.status());
+  }
+  switch (format) {
+    case OutputFormat::kTable:
+      out_ << FormatResultsTable(*results);
+      break;
+    case OutputFormat::kCsv:
+      out_ << FormatResultsCsv(*results);
+      break;
+    case OutputFormat::kJson:
+      out_ << FormatResultsJson(*results);
+      break;
+  }
+  return 0;
+}
+
+int Commands::RunAgents() {
+  pb::ListAgentsResponse response;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = jobs_->ListAgents(ctx.get(), {}, &response);
+  if (!status.ok()) return Fail("ListAgents", client::ToAbsl(status));
+  out_ << FormatAgents({response.agents().begin(), response.agents().end()});
+  return 0;
+}
+
+int Commands::RunCatalogList() {
+  pb::ListCatalogsResponse response;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = jobs_->ListCatalogs(ctx.get(), {}, &response);
+  if (!status.ok()) return Fail("ListCatalogs", client::ToAbsl(status));
+  out_ << FormatCatalogList({response.catalogs().begin(), response.catalogs().end()});
+  return 0;
+}
+
+int Commands::RunCatalogShow(const std::string& name, bool resolve) {
+  pb::GetCatalogRequest request;
+  request.set_name(name);
+  request.set_resolve(resolve);
+  pb::Catalog catalog;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = jobs_->GetCatalog(ctx.get(), request, &catalog);
+  if (!status.ok()) {
+    return Fail(absl::StrCat("GetCatalog ", name), client::ToAbsl(status));
+  }
+  out_ << FormatCatalog(catalog);
+  return 0;
+}
+
+int Commands::RunCatalogLoad(const std::string& path, bool replace) {
+  absl::StatusOr<std::string> yaml = ReadFile(path);
+  if (!yaml.ok()) return Fail("catalog load", yaml.status());
+  pb::LoadCatalogRequest request;
+  request.set_yaml(*yaml);
+  request.set_source_name(path);
+  request.set_replace(replace);
+  pb::LoadCatalogResponse response;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = jobs_->LoadCatalog(ctx.get(), request, &response);
+  if (!status.ok()) {
+    return Fail(absl::StrCat("LoadCatalog ", path), client::ToAbsl(status));
+  }
+  out_ << "loaded catalog " << response.catalog().name() << ": "
+       << response.catalog().commits_size() << " commits\n";
+  return 0;
+}
+
+int Commands::RunCatalogImportGit(const std::string& repo, const std::string& range,
+                                  const std::string& catalog) {
+  auto commits = GitFirstParentLog(repo, range);
+  if (!commits.ok()) return Fail(absl::StrCat("git log ", range), commits.status());
+  if (commits->empty()) {
+    return Fail("catalog import-git",
+                absl::InvalidArgumentError(
+                    absl::StrCat("range ", range, " holds no first-parent commits in ", repo)));
+  }
+  pb::ImportGitCatalogRequest request;
+  request.set_catalog(catalog);
+  request.set_range(range);
+  for (auto& c : *commits) *request.add_commits() = std::move(c);
+  pb::ImportGitCatalogResponse response;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = jobs_->ImportGitCatalog(ctx.get(), request, &response);
+  if (!status.ok()) return Fail("ImportGitCatalog", client::ToAbsl(status));
+  out_ << "catalog " << response.catalog().name() << ": added " << response.added() << " of "
+       << request.commits_size() << " commits from " << range << "\n";
+  return 0;
+}
+
+int Commands::RunRegressions(bool all, OutputFormat format) {
+  pb::ListRegressionsRequest request;
+  request.set_include_closed(all);
+  request.set_include_improvements(all);
+  pb::ListRegressionsResponse response;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = analysis_->ListRegressions(ctx.get(), request, &response);
+  if (!status.ok()) return Fail("ListRegressions", client::ToAbsl(status));
+  std::vector<pb::Regression> regs(response.regressions().begin(), response.regressions().end());
+  out_ << (format == OutputFormat::kJson ? FormatRegressionsJson(regs)
+                                         : FormatRegressionsTable(regs));
+  return 0;
+}
+
+int Commands::RunRegressionShow(int64_t regression_id) {
+  pb::GetRegressionRequest request;
+  request.set_regression_id(regression_id);
+  pb::Regression reg;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = analysis_->GetRegression(ctx.get(), request, &reg);
+  if (!status.ok()) {
+    return Fail(absl::StrCat("GetRegression ", regression_id), client::ToAbsl(status));
+  }
+  out_ << FormatRegression(reg);
+  return 0;
+}
+
+int Commands::RunRegressionMark(int64_t regression_id, const std::string& state,
+                                const std::string& note) {
+  absl::StatusOr<pb::RegressionState> parsed = ParseRegressionMark(state);
+  if (!parsed.ok()) return Fail("regression mark", parsed.status());
+  pb::UpdateRegressionRequest request;
+  request.set_regression_id(regression_id);
+  request.set_state(*parsed);
+  request.set_note(note);
+  pb::Regression reg;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = analysis_->UpdateRegression(ctx.get(), request, &reg);
+  if (!status.ok()) {
+    return Fail(absl::StrCat("UpdateRegression ", regression_id), client::ToAbsl(status));
+  }
+  out_ << "regression " << reg.id() << " is now " << RegressionStateName(reg.state()) << "\n";
+  return 0;
+}
+
+int Commands::RunBisect(int64_t id, bool id_is_bisect, OutputFormat format) {
+  pb::GetBisectRequest request;
+  if (id_is_bisect) {
+    request.set_bisect_id(id);
+  } else {
+    request.set_regression_id(id);
+  }
+  pb::Bisect bisect;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = analysis_->GetBisect(ctx.get(), request, &bisect);
+  if (!status.ok()) {
+    return Fail(absl::StrCat("GetBisect ", id), client::ToAbsl(status));
+  }
+  out_ << (format == OutputFormat::kJson ? FormatBisectJson(bisect) : FormatBisectTable(bisect));
+  return 0;
+}
+
+}  // namespace farm::cli

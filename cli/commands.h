@@ -1,0 +1,87 @@
+// farm::cli::Commands: farmctl's subcommands as plain methods.
+//
+// Each Run* method performs one subcommand against a farm server, writes its
+// output to `out`, diagnostics and progress to `err`, and returns the process
+// exit status (0 ok, 1 a server or I/O error, which is printed as
+// "farmctl: <what>: <CODE>: <message>"). main.cc only parses flags and calls
+// these. The lower-level calls (SubmitSpec, WaitForMatrix, FetchResults) are
+// public so tests and scripts can drive a farm with farmctl's own client code.
+//
+// Thread-safety: one Commands per thread. Ownership: borrows the streams,
+// which must outlive it.
+#ifndef FARM_CLI_COMMANDS_H_
+#define FARM_CLI_COMMANDS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cli/client.h"
+#include "iommufarm/v1/farm.grpc.pb.h"
+
+namespace farm::cli {
+
+namespace pb = ::iommufarm::v1;
+
+enum class OutputFormat { kTable, kCsv, kJson };
+
+class Commands {
+ public:
+  Commands(client::ClientOptions options, std::ostream& out, std::ostream& err);
+  Commands(const Commands&) = delete;
+  Commands& operator=(const Commands&) = delete;
+
+  int RunSubmit(const std::string& path, bool wait, bool dry_run);
+  int RunStatus(std::optional<int64_t> matrix_id);
+  int RunWatch(int64_t matrix_id);
+  int RunCancel(int64_t matrix_id, const std::string& reason);
+  int RunResults(int64_t matrix_id, OutputFormat format, bool raw);
+  int RunAgents();
+  int RunCatalogList();
+  int RunCatalogShow(const std::string& name, bool resolve);
+  int RunCatalogLoad(const std::string& path, bool replace);
+  int RunCatalogImportGit(const std::string& repo, const std::string& range,
+                          const std::string& catalog);
+  int RunRegressions(bool all, OutputFormat format);
+  int RunRegressionShow(int64_t regression_id);
+  int RunRegressionMark(int64_t regression_id, const std::string& state, const std::string& note);
+  int RunBisect(int64_t id, bool id_is_bisect, OutputFormat format);
+
+  // Submits spec text. Retries while the server is UNAVAILABLE (with one
+  // idempotency key, so a retried submit never creates a second matrix).
+  absl::StatusOr<pb::SubmitMatrixResponse> SubmitSpec(const std::string& yaml, bool dry_run);
+  // Follows WatchMatrix until the matrix is done, calling on_progress for each
+  // update; reconnects while the server is away for up to `unavailable_limit`
+  // in a row. Returns the final progress.
+  absl::StatusOr<pb::MatrixProgress> WaitForMatrix(
+      int64_t matrix_id, const std::function<void(const pb::MatrixProgress&)>& on_progress,
+      absl::Duration unavailable_limit = absl::Minutes(2));
+  absl::StatusOr<std::vector<pb::Result>> FetchResults(int64_t matrix_id, bool include_raw);
+
+ private:
+  int Fail(const std::string& what, const absl::Status& status);
+  // Prints progress lines: rewritten in place on a terminal, otherwise at
+  // most one line every few seconds (plus the last).
+  void PrintProgress(const pb::MatrixProgress& progress);
+  int FollowMatrix(int64_t matrix_id);
+
+  client::ClientOptions options_;
+  std::ostream& out_;
+  std::ostream& err_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::JobService::Stub> jobs_;
+  std::unique_ptr<pb::AnalysisService::Stub> analysis_;
+  bool err_is_tty_ = false;
+  absl::Time last_progress_print_ = absl::InfinitePast();
+  std::string last_progress_line_;
+};
+
+}  // namespace farm::cli
+
+#endif  // FARM_CLI_COMMANDS_H_

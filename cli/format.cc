@@ -1,0 +1,519 @@
+#include "cli/format.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+
+#include <algorithm>
+#include <boost/math/distributions/students_t.hpp>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+
+namespace farm::cli {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+std::string ParamsLabel(const pb::Workload& workload) {
+  std::map<std::string, std::string> sorted(workload.params().begin(), workload.params().end());
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : sorted) parts.push_back(absl::StrCat(k, "=", v));
+  return absl::StrJoin(parts, ",");
+}
+
+std::string FormatNumber(double v) {
+  if (std::isnan(v)) return "-";
+  double a = std::fabs(v);
+  if (a != 0 && (a >= 1e7 || a < 1e-3)) return absl::StrFormat("%.4g", v);
+  if (a >= 1000) return absl::StrFormat("%.1f", v);
+  return absl::StrFormat("%.4g", v);
+}
+
+std::string FormatTimestamp(const google::protobuf::Timestamp& ts) {
+  if (ts.seconds() == 0 && ts.nanos() == 0) return "-";
+  google::protobuf::Timestamp trimmed = ts;
+  trimmed.set_nanos(0);
+  return TimeUtil::ToString(trimmed);
+}
+
+std::string ProtoToJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+}  // namespace
+
+MeanCi ComputeMeanCi(const std::vector<double>& values, double confidence) {
+  MeanCi out;
+  out.n = static_cast<int64_t>(values.size());
+  if (values.empty()) {
+    out.mean = std::numeric_limits<double>::quiet_NaN();
+    out.stddev = out.half_width = out.mean;
+    return out;
+  }
+  double sum = 0;
+  for (double v : values) sum += v;
+  out.mean = sum / static_cast<double>(out.n);
+  if (out.n < 2) {
+    out.stddev = out.half_width = std::numeric_limits<double>::quiet_NaN();
+    return out;
+  }
+  double ss = 0;
+  for (double v : values) ss += (v - out.mean) * (v - out.mean);
+  out.stddev = std::sqrt(ss / static_cast<double>(out.n - 1));
+  boost::math::students_t dist(static_cast<double>(out.n - 1));
+  double t = boost::math::quantile(boost::math::complement(dist, (1.0 - confidence) / 2.0));
+  out.half_width = t * out.stddev / std::sqrt(static_cast<double>(out.n));
+  return out;
+}
+
+std::string ModeName(pb::IommuMode mode) {
+  switch (mode) {
+    case pb::IOMMU_MODE_OFF:
+      return "off";
+    case pb::IOMMU_MODE_PASSTHROUGH:
+      return "passthrough";
+    case pb::IOMMU_MODE_STRICT:
+      return "strict";
+    case pb::IOMMU_MODE_LAZY:
+      return "lazy";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string JobStateName(pb::JobState state) {
+  switch (state) {
+    case pb::JOB_STATE_QUEUED:
+      return "queued";
+    case pb::JOB_STATE_LEASED:
+      return "leased";
+    case pb::JOB_STATE_SUCCEEDED:
+      return "succeeded";
+    case pb::JOB_STATE_FAILED:
+      return "failed";
+    case pb::JOB_STATE_CANCELLED:
+      return "cancelled";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string MatrixStateName(pb::MatrixState state) {
+  switch (state) {
+    case pb::MATRIX_STATE_RUNNING:
+      return "running";
+    case pb::MATRIX_STATE_COMPLETED:
+      return "completed";
+    case pb::MATRIX_STATE_FAILED:
+      return "failed";
+    case pb::MATRIX_STATE_CANCELLED:
+      return "cancelled";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string RegressionStateName(pb::RegressionState state) {
+  switch (state) {
+    case pb::REGRESSION_STATE_SUSPECTED:
+      return "suspected";
+    case pb::REGRESSION_STATE_CONFIRMED:
+      return "confirmed";
+    case pb::REGRESSION_STATE_ACKNOWLEDGED:
+      return "acknowledged";
+    case pb::REGRESSION_STATE_FIXED:
+      return "fixed";
+    case pb::REGRESSION_STATE_FALSE_POSITIVE:
+      return "false-positive";
+    case pb::REGRESSION_STATE_REJECTED:
+      return "rejected";
+    default:
+      return "unspecified";
+  }
+}
+
+absl::StatusOr<pb::RegressionState> ParseRegressionMark(const std::string& s) {
+  if (s == "fixed") return pb::REGRESSION_STATE_FIXED;
+  if (s == "false-positive") return pb::REGRESSION_STATE_FALSE_POSITIVE;
+  if (s == "acknowledged") return pb::REGRESSION_STATE_ACKNOWLEDGED;
+  return absl::InvalidArgumentError(
+      absl::StrCat("state '", s, "' is not one of fixed, false-positive, acknowledged"));
+}
+
+std::string MainMetric(const std::vector<pb::Result>& results) {
+  std::string first;
+  for (const auto& r : results) {
+    for (const auto& s : r.samples()) {
+      if (s.metric() == "throughput") return "throughput";
+      if (first.empty()) first = s.metric();
+    }
+  }
+  return first;
+}
+
+std::vector<SummaryRow> Summarize(const std::vector<pb::Result>& results,
+                                  const std::string& metric) {
+  // A workload name is labelled with its params only when the results hold
+  // several parameter sets for it; otherwise the name alone is clearer.
+  std::map<std::string, std::set<std::string>> params_by_name;
+  for (const auto& r : results) {
+    params_by_name[r.job().workload().name()].insert(ParamsLabel(r.job().workload()));
+  }
+  using Key = std::tuple<int32_t, std::string, std::string, std::string, std::string, std::string>;
+  struct Cell {
+    std::string unit;
+    std::vector<double> values;
+  };
+  std::map<Key, Cell> cells;
+  for (const auto& r : results) {
+    const pb::Job& job = r.job();
+    std::string workload = job.workload().name();
+    if (params_by_name[workload].size() > 1) {
+      workload = absl::StrCat(workload, "{", ParamsLabel(job.workload()), "}");
+    }
+    for (const auto& s : r.samples()) {
+      if (s.metric() != metric) continue;
+      Key key{job.commit_index(), job.commit_id(), ModeName(job.mode()),
+              workload,           job.platform(),  s.phase()};
+      Cell& cell = cells[key];
+      cell.unit = s.unit();
+      cell.values.push_back(s.value());
+    }
+  }
+  std::vector<SummaryRow> rows;
+  rows.reserve(cells.size());
+  for (const auto& [key, cell] : cells) {
+    SummaryRow row;
+    row.commit_index = std::get<0>(key);
+    row.commit = std::get<1>(key);
+    row.mode = std::get<2>(key);
+    row.workload = std::get<3>(key);
+    row.platform = std::get<4>(key);
+    row.phase = std::get<5>(key);
+    row.unit = cell.unit;
+    row.stats = ComputeMeanCi(cell.values);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string FormatResultsTable(const std::vector<pb::Result>& results) {
+  if (results.empty()) return "no results\n";
+  const std::string metric = MainMetric(results);
+  if (metric.empty()) return "results carry no samples\n";
+  std::vector<SummaryRow> rows = Summarize(results, metric);
+  std::set<std::string> platforms;
+  bool any_phase = false;
+  for (const auto& row : rows) {
+    platforms.insert(row.platform);
+    any_phase = any_phase || !row.phase.empty();
+  }
+  const bool show_platform = platforms.size() > 1;
+  std::vector<std::string> headers = {"commit", "mode", "workload"};
+  if (show_platform) headers.push_back("platform");
+  if (any_phase) headers.push_back("phase");
+  for (const char* h : {"n", "mean", "ci95 low", "ci95 high", "+/-%", "unit"}) {
+    headers.push_back(h);
+  }
+  std::vector<std::vector<std::string>> cells;
+  for (const auto& row : rows) {
+    std::vector<std::string> line = {row.commit, row.mode, row.workload};
+    if (show_platform) line.push_back(row.platform);
+    if (any_phase) line.push_back(row.phase);
+    line.push_back(absl::StrCat(row.stats.n));
+    line.push_back(FormatNumber(row.stats.mean));
+    const double hw = row.stats.half_width;
+    line.push_back(std::isnan(hw) ? "-" : FormatNumber(row.stats.mean - hw));
+    line.push_back(std::isnan(hw) ? "-" : FormatNumber(row.stats.mean + hw));
+    line.push_back(std::isnan(hw) || row.stats.mean == 0
+                       ? "-"
+                       : absl::StrFormat("%.2f", 100.0 * hw / std::fabs(row.stats.mean)));
+    line.push_back(row.unit);
+    cells.push_back(std::move(line));
+  }
+  return absl::StrCat("metric: ", metric,
+                      " (mean and 95% Student-t confidence interval over "
+                      "repeats)\n",
+                      RenderTable(headers, cells));
+}
+
+std::string CsvField(const std::string& field) {
+  if (field.find_first_of(",\"\r\n") == std::string::npos) return field;
+  std::string out = "\"";
+  for (char c : field) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+std::string FormatResultsCsv(const std::vector<pb::Result>& results) {
+  std::string out =
+      "matrix_id,job_id,attempt,catalog,commit,commit_index,platform,workload,"
+      "params,mode,repeat,agent,metric,phase,value,unit\n";
+  for (const auto& r : results) {
+    const pb::Job& job = r.job();
+    const std::string prefix = absl::StrJoin(
+        {absl::StrCat(job.matrix_id()), absl::StrCat(r.job_id()), absl::StrCat(r.attempt()),
+         CsvField(job.catalog()), CsvField(job.commit_id()), absl::StrCat(job.commit_index()),
+         CsvField(job.platform()), CsvField(job.workload().name()),
+         CsvField(ParamsLabel(job.workload())), ModeName(job.mode()), absl::StrCat(job.repeat()),
+         CsvField(r.agent())},
+        ",");
+    for (const auto& s : r.samples()) {
+      absl::StrAppend(&out, prefix, ",", CsvField(s.metric()), ",", CsvField(s.phase()), ",",
+                      absl::StrFormat("%.17g", s.value()), ",", CsvField(s.unit()), "\n");
+    }
+  }
+  return out;
+}
+
+std::string FormatResultsJson(const std::vector<pb::Result>& results) {
+  nlohmann::ordered_json array = nlohmann::ordered_json::array();
+  for (const auto& r : results) {
+    const pb::Job& job = r.job();
+    nlohmann::ordered_json o;
+    o["matrix_id"] = job.matrix_id();
+    o["job_id"] = r.job_id();
+    o["attempt"] = r.attempt();
+    o["catalog"] = job.catalog();
+    o["commit"] = job.commit_id();
+    o["commit_index"] = job.commit_index();
+    o["platform"] = job.platform();
+    o["workload"] = job.workload().name();
+    nlohmann::ordered_json params = nlohmann::ordered_json::object();
+    std::map<std::string, std::string> sorted(job.workload().params().begin(),
+                                              job.workload().params().end());
+    for (const auto& [k, v] : sorted) params[k] = v;
+    o["params"] = std::move(params);
+    o["mode"] = ModeName(job.mode());
+    o["repeat"] = job.repeat();
+    o["seed"] = job.seed();
+    o["agent"] = r.agent();
+    o["tool_version"] = r.tool_version();
+    o["wall_time_s"] = static_cast<double>(TimeUtil::DurationToNanoseconds(r.wall_time())) / 1e9;
+    nlohmann::ordered_json samples = nlohmann::ordered_json::array();
+    for (const auto& s : r.samples()) {
+      nlohmann::ordered_json so;
+      so["metric"] = s.metric();
+      if (!s.phase().empty()) so["phase"] = s.phase();
+      so["value"] = s.value();
+      so["unit"] = s.unit();
+      samples.push_back(std::move(so));
+    }
+    o["samples"] = std::move(samples);
+    if (!r.raw_output().empty()) {
+      o["raw_format"] = r.raw_format();
+      o["raw_output"] = r.raw_output();
+    }
+    array.push_back(std::move(o));
+  }
+  return array.dump(2) + "\n";
+}
+
+std::string FormatDuration(double seconds) {
+  if (std::isnan(seconds) || seconds < 0) return "?";
+  auto s = static_cast<int64_t>(std::llround(seconds));
+  if (s < 60) return absl::StrCat(s, "s");
+  if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
+}
+
+std::string FormatProgressLine(const pb::MatrixProgress& progress) {
+  const pb::MatrixCounts& c = progress.counts();
+  const int64_t done = c.succeeded() + c.failed() + c.cancelled();
+  std::string line =
+      absl::StrFormat("matrix %d %s: %d/%d done, %d failed", progress.matrix_id(),
+                      MatrixStateName(progress.state()), done, c.total(), c.failed());
+  if (c.cancelled() > 0) absl::StrAppend(&line, ", ", c.cancelled(), " cancelled");
+  absl::StrAppend(&line, absl::StrFormat(", %.1f jobs/s", progress.jobs_per_second()));
+  if (progress.done()) return line;
+  if (progress.has_eta()) {
+    absl::StrAppend(
+        &line, ", ETA ",
+        FormatDuration(static_cast<double>(TimeUtil::DurationToSeconds(progress.eta()))));
+  } else if (progress.jobs_per_second() > 0) {
+    absl::StrAppend(
+        &line, ", ETA ",
+        FormatDuration(static_cast<double>(c.total() - done) / progress.jobs_per_second()));
+  } else {
+    absl::StrAppend(&line, ", ETA ?");
+  }
+  return line;
+}
+
+std::string RenderTable(const std::vector<std::string>& headers,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(headers.size());
+  for (size_t i = 0; i < headers.size(); ++i) width[i] = headers[i].size();
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  auto emit = [&](const std::vector<std::string>& cells, std::string* out) {
+    std::string line;
+    for (size_t i = 0; i < width.size(); ++i) {
+      const std::string& cell = i < cells.size() ? cells[i] : std::string();
+      line += cell;
+      if (i + 1 < width.size()) line += std::string(width[i] - cell.size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    *out += line + "\n";
+  };
+  std::string out;
+  emit(headers, &out);
+  for (const auto& row : rows) emit(row, &out);
+  return out;
+}
+
+std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices) {
+  if (matrices.empty()) return "no matrices\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : matrices) {
+    const auto& c = m.counts();
+    rows.push_back({absl::StrCat(m.id()), m.name(), MatrixStateName(m.state()),
+                    absl::StrCat(c.total()), absl::StrCat(c.succeeded()), absl::StrCat(c.failed()),
+                    absl::StrCat(c.queued() + c.leased()), m.platform(),
+                    FormatTimestamp(m.created_at())});
+  }
+  return RenderTable(
+      {"id", "name", "state", "jobs", "succeeded", "failed", "pending", "platform", "created"},
+      rows);
+}
+
+std::string FormatMatrixDetail(const pb::Matrix& m) {
+  const auto& c = m.counts();
+  return absl::StrCat(
+      "matrix ", m.id(), " ", m.name(), "\n", "  state:     ", MatrixStateName(m.state()), "\n",
+      "  catalog:   ", m.catalog(), "\n", "  platform:  ", m.platform(), "\n",
+      "  jobs:      ", c.total(), " total, ", c.queued(), " queued, ", c.leased(), " leased, ",
+      c.succeeded(), " succeeded, ", c.failed(), " failed, ", c.cancelled(), " cancelled\n",
+      "  created:   ", FormatTimestamp(m.created_at()), "\n",
+      "  finished:  ", FormatTimestamp(m.finished_at()), "\n",
+      m.submitted_by().empty() ? "" : absl::StrCat("  submitted by: ", m.submitted_by(), "\n"));
+}
+
+std::string FormatAgents(const std::vector<pb::Agent>& agents) {
+  if (agents.empty()) return "no agents\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& a : agents) {
+    std::vector<std::string> caps;
+    for (const auto& cap : a.capabilities()) caps.push_back(cap.name());
+    rows.push_back({a.name(), absl::StrCat(a.agent_id()), a.connected() ? "yes" : "no",
+                    absl::StrCat(a.running_jobs(), "/", a.slots()), absl::StrJoin(caps, ","),
+                    a.host().kernel_release(), absl::StrCat(a.host().cpus()),
+                    ModeName(a.host().iommu_mode()), FormatTimestamp(a.last_heartbeat())});
+  }
+  return RenderTable({"name", "id", "connected", "running", "capabilities", "kernel", "cpus",
+                      "iommu", "last heartbeat"},
+                     rows);
+}
+
+std::string FormatCatalogList(const std::vector<pb::Catalog>& catalogs) {
+  if (catalogs.empty()) return "no catalogs\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : catalogs) {
+    rows.push_back(
+        {c.name(), absl::StrCat(c.commits_size()), c.source(), FormatTimestamp(c.loaded_at())});
+  }
+  return RenderTable({"name", "commits", "source", "loaded"}, rows);
+}
+
+std::string FormatCatalog(const pb::Catalog& catalog) {
+  std::string out = absl::StrCat("catalog ", catalog.name(), " (", catalog.source(), "), ",
+                                 catalog.commits_size(), " commits\n");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : catalog.commits()) {
+    std::map<std::string, std::string> set(c.set().begin(), c.set().end());
+    std::vector<std::string> kv;
+    for (const auto& [k, v] : set) kv.push_back(absl::StrCat(k, "=", v));
+    rows.push_back({absl::StrCat(c.index()), c.id(), c.subject(), absl::StrJoin(kv, " ")});
+  }
+  return out + RenderTable({"#", "id", "subject", "set"}, rows);
+}
+
+std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs) {
+  if (regs.empty()) return "no regressions\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : regs) {
+    rows.push_back({absl::StrCat(r.id()), RegressionStateName(r.state()), r.platform(),
+                    r.workload(), r.metric(), r.overhead_series() ? "overhead" : ModeName(r.mode()),
+                    absl::StrFormat("%+.1f%%", 100.0 * r.magnitude()),
+                    absl::StrCat(r.last_good(), "..", r.first_bad()),
+                    r.culprit_id().empty() ? "-" : r.culprit_id(),
+                    r.alert_firing() ? "firing" : "-"});
+  }
+  return RenderTable({"id", "state", "platform", "workload", "metric", "series", "change", "range",
+                      "culprit", "alert"},
+                     rows);
+}
+
+std::string FormatRegressionsJson(const std::vector<pb::Regression>& regs) {
+  pb::ListRegressionsResponse wrapper;
+  for (const auto& r : regs) *wrapper.add_regressions() = r;
+  return ProtoToJson(wrapper) + "\n";
+}
+
+std::string FormatRegression(const pb::Regression& r) {
+  std::string out = absl::StrCat(
+      "regression ", r.id(), " (", RegressionStateName(r.state()), ")\n",
+      "  platform/workload/metric: ", r.platform(), " / ", r.workload(), " / ", r.metric(), "\n",
+      "  series:    ", r.overhead_series() ? "overhead ratio (mode/off)" : ModeName(r.mode()), "\n",
+      "  catalog:   ", r.catalog(), "\n", "  range:     ", r.last_good(), " (last good) .. ",
+      r.first_bad(), " (first bad)\n",
+      absl::StrFormat("  change:    %+.2f%% (p = %.3g)\n", 100.0 * r.magnitude(), r.p_value()),
+      "  culprit:   ",
+      r.culprit_id().empty() ? "-" : absl::StrCat(r.culprit_id(), " \"", r.culprit_subject(), "\""),
+      "\n", "  alert:     ", r.alert_firing() ? "firing" : "not firing", "\n",
+      "  detected:  ", FormatTimestamp(r.detected_at()), "\n");
+  if (r.bisect_id() != 0) absl::StrAppend(&out, "  bisect:    ", r.bisect_id(), "\n");
+  if (!r.note().empty()) absl::StrAppend(&out, "  note:      ", r.note(), "\n");
+  if (r.per_mode_size() > 0) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& e : r.per_mode()) {
+      rows.push_back({ModeName(e.mode()), FormatNumber(e.before()), FormatNumber(e.after()),
+                      absl::StrFormat("%+.2f%%", 100.0 * e.relative_change()),
+                      absl::StrFormat("%.3g", e.p_value())});
+    }
+    absl::StrAppend(&out, RenderTable({"mode", "before", "after", "change", "p"}, rows));
+  }
+  return out;
+}
+
+std::string FormatBisectTable(const pb::Bisect& b) {
+  std::string out = absl::StrCat(
+      "bisect ", b.id(), " for regression ", b.regression_id(), ": ", b.state(), "\n",
+      "  last good: ", b.last_good().empty() ? "-" : b.last_good(),
+      "  first bad: ", b.first_bad().empty() ? "-" : b.first_bad(), "\n", "  culprit:   ",
+      b.culprit_id().empty() ? "-" : absl::StrCat(b.culprit_id(), " \"", b.culprit_subject(), "\""),
+      "\n");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : b.steps()) {
+    rows.push_back({absl::StrCat(s.step()), s.commit_id(), absl::StrCat(s.commit_index()),
+                    s.verdict(), absl::StrCat(s.repeats()), FormatNumber(s.mean()),
+                    absl::StrFormat("%+.2f%%", 100.0 * s.relative_change()),
+                    absl::StrFormat("%.3g", s.p_value())});
+  }
+  if (rows.empty()) return out + "  no steps yet\n";
+  return out + RenderTable({"step", "commit", "index", "verdict", "repeats", "mean", "change", "p"},
+                           rows);
+}
+
+std::string FormatBisectJson(const pb::Bisect& bisect) { return ProtoToJson(bisect) + "\n"; }
+
+}  // namespace farm::cli

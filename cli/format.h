@@ -1,0 +1,97 @@
+// farm::cli formatting: the plain functions behind farmctl's output.
+//
+// Everything here is pure (protos in, text out) so it can be unit-tested
+// without a server: tables, CSV, JSON, the live progress line, and the
+// statistics of the results table (mean and a Student-t 95% confidence
+// interval over repeats).
+//
+// Thread-safety: all functions are reentrant. No ownership is taken.
+#ifndef FARM_CLI_FORMAT_H_
+#define FARM_CLI_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::cli {
+
+namespace pb = ::iommufarm::v1;
+
+// Mean and confidence interval of one cell's repeats. half_width is the
+// distance from the mean to either CI bound; it is NaN when n < 2 (no spread
+// can be estimated from one value).
+struct MeanCi {
+  int64_t n = 0;
+  double mean = 0;
+  double stddev = 0;  // sample standard deviation (n - 1)
+  double half_width = 0;
+};
+
+// REQUIRES: 0 < confidence < 1. Uses the Student t quantile with n - 1
+// degrees of freedom.
+MeanCi ComputeMeanCi(const std::vector<double>& values, double confidence = 0.95);
+
+// "off", "passthrough", "strict", "lazy" (or "unspecified").
+std::string ModeName(pb::IommuMode mode);
+std::string JobStateName(pb::JobState state);
+std::string MatrixStateName(pb::MatrixState state);
+std::string RegressionStateName(pb::RegressionState state);
+// Accepts "fixed", "false-positive", "acknowledged".
+absl::StatusOr<pb::RegressionState> ParseRegressionMark(const std::string& s);
+
+// The metric the results table summarises: "throughput" when any sample has
+// it, else the first metric seen, else "".
+std::string MainMetric(const std::vector<pb::Result>& results);
+
+// One line of the results table: a (commit, mode, workload, platform, phase)
+// cell over its repeats.
+struct SummaryRow {
+  std::string commit;
+  int32_t commit_index = 0;
+  std::string mode;
+  std::string workload;  // name, plus params when one name has several
+  std::string platform;
+  std::string phase;
+  std::string unit;
+  MeanCi stats;
+};
+
+std::vector<SummaryRow> Summarize(const std::vector<pb::Result>& results,
+                                  const std::string& metric);
+
+// The text table. Platform and phase columns appear only when the results
+// have more than one platform / any phase.
+std::string FormatResultsTable(const std::vector<pb::Result>& results);
+// One row per sample, header first; RFC 4180 quoting.
+std::string FormatResultsCsv(const std::vector<pb::Result>& results);
+// A JSON array, one object per result with its job cell and every sample;
+// raw_output included when the results carry it.
+std::string FormatResultsJson(const std::vector<pb::Result>& results);
+
+// "matrix 7 running: 120/400 done, 2 failed, 35.1 jobs/s, ETA 8s".
+std::string FormatProgressLine(const pb::MatrixProgress& progress);
+std::string FormatDuration(double seconds);
+
+std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices);
+std::string FormatMatrixDetail(const pb::Matrix& matrix);
+std::string FormatAgents(const std::vector<pb::Agent>& agents);
+std::string FormatCatalogList(const std::vector<pb::Catalog>& catalogs);
+std::string FormatCatalog(const pb::Catalog& catalog);
+std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs);
+std::string FormatRegressionsJson(const std::vector<pb::Regression>& regs);
+std::string FormatRegression(const pb::Regression& reg);
+std::string FormatBisectTable(const pb::Bisect& bisect);
+std::string FormatBisectJson(const pb::Bisect& bisect);
+
+// Renders rows under headers with columns padded to the widest cell.
+std::string RenderTable(const std::vector<std::string>& headers,
+                        const std::vector<std::vector<std::string>>& rows);
+// Quotes a CSV field when it holds a comma, quote or line break.
+std::string CsvField(const std::string& field);
+
+}  // namespace farm::cli
+
+#endif  // FARM_CLI_FORMAT_H_

@@ -1,0 +1,209 @@
+#include "cli/format.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "nlohmann/json.hpp"
+
+namespace farm::cli {
+namespace {
+
+pb::Result MakeResult(int64_t job_id, const std::string& commit, int index, pb::IommuMode mode,
+                      int repeat, double throughput,
+                      const std::string& platform = "intel-vtd-2s12c") {
+  pb::Result r;
+  r.set_job_id(job_id);
+  r.set_attempt(1);
+  pb::Job* job = r.mutable_job();
+  job->set_id(job_id);
+  job->set_matrix_id(7);
+  job->set_catalog("linux-iommu");
+  job->set_commit_id(commit);
+  job->set_commit_index(index);
+  job->set_platform(platform);
+  job->mutable_workload()->set_name("dma-map-bench");
+  (*job->mutable_workload()->mutable_params())["threads"] = "4";
+  job->set_mode(mode);
+  job->set_repeat(repeat);
+  pb::Sample* s = r.add_samples();
+  s->set_metric("throughput");
+  s->set_value(throughput);
+  s->set_unit("ops/s");
+  pb::Sample* lat = r.add_samples();
+  lat->set_metric("map_latency_mean");
+  lat->set_value(100 + repeat);
+  lat->set_unit("ns");
+  r.set_agent("a1");
+  return r;
+}
+
+TEST(ComputeMeanCiTest, StudentTNotNormal) {
+  // n = 5, sd = sqrt(2.5): t(0.975, 4) = 2.7764451 (tables), not 1.96.
+  MeanCi ci = ComputeMeanCi({1, 2, 3, 4, 5});
+  EXPECT_EQ(ci.n, 5);
+  EXPECT_DOUBLE_EQ(ci.mean, 3.0);
+  EXPECT_NEAR(ci.stddev, std::sqrt(2.5), 1e-12);
+  EXPECT_NEAR(ci.half_width, 2.7764451 * std::sqrt(2.5) / std::sqrt(5.0), 1e-6);
+}
+
+TEST(ComputeMeanCiTest, TwoValuesUseOneDegreeOfFreedom) {
+  // t(0.975, 1) = 12.7062047.
+  MeanCi ci = ComputeMeanCi({1, 3});
+  EXPECT_DOUBLE_EQ(ci.mean, 2.0);
+  EXPECT_NEAR(ci.half_width, 12.7062047, 1e-6);
+}
+
+TEST(ComputeMeanCiTest, OneValueHasNoInterval) {
+  MeanCi ci = ComputeMeanCi({42});
+  EXPECT_EQ(ci.n, 1);
+  EXPECT_DOUBLE_EQ(ci.mean, 42);
+  EXPECT_TRUE(std::isnan(ci.half_width));
+}
+
+TEST(ComputeMeanCiTest, EmptyIsNan) {
+  MeanCi ci = ComputeMeanCi({});
+  EXPECT_EQ(ci.n, 0);
+  EXPECT_TRUE(std::isnan(ci.mean));
+}
+
+TEST(ComputeMeanCiTest, ConstantValuesHaveZeroWidth) {
+  MeanCi ci = ComputeMeanCi({7, 7, 7});
+  EXPECT_DOUBLE_EQ(ci.half_width, 0);
+}
+
+TEST(MainMetricTest, PrefersThroughput) {
+  pb::Result r;
+  r.add_samples()->set_metric("map_latency_mean");
+  r.add_samples()->set_metric("throughput");
+  EXPECT_EQ(MainMetric({r}), "throughput");
+  pb::Result only_lat;
+  only_lat.add_samples()->set_metric("iops");
+  EXPECT_EQ(MainMetric({only_lat}), "iops");
+  EXPECT_EQ(MainMetric({}), "");
+}
+
+TEST(SummarizeTest, GroupsRepeatsPerCellInCommitOrder) {
+  std::vector<pb::Result> results = {
+      MakeResult(1, "bbb", 1, pb::IOMMU_MODE_STRICT, 0, 10),
+      MakeResult(2, "bbb", 1, pb::IOMMU_MODE_STRICT, 1, 12),
+      MakeResult(3, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 20),
+      MakeResult(4, "aaa", 0, pb::IOMMU_MODE_OFF, 0, 30),
+      MakeResult(5, "bbb", 1, pb::IOMMU_MODE_STRICT, 2, 14),
+  };
+  std::vector<SummaryRow> rows = Summarize(results, "throughput");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].commit, "aaa");
+  EXPECT_EQ(rows[0].mode, "off");
+  EXPECT_EQ(rows[1].commit, "aaa");
+  EXPECT_EQ(rows[1].mode, "strict");
+  EXPECT_EQ(rows[2].commit, "bbb");
+  EXPECT_EQ(rows[2].stats.n, 3);
+  EXPECT_DOUBLE_EQ(rows[2].stats.mean, 12);
+  EXPECT_EQ(rows[2].unit, "ops/s");
+  EXPECT_EQ(rows[2].workload, "dma-map-bench");
+}
+
+TEST(SummarizeTest, WorkloadLabelledWithParamsOnlyWhenAmbiguous) {
+  pb::Result a = MakeResult(1, "aaa", 0, pb::IOMMU_MODE_OFF, 0, 1);
+  pb::Result b = MakeResult(2, "aaa", 0, pb::IOMMU_MODE_OFF, 0, 2);
+  (*b.mutable_job()->mutable_workload()->mutable_params())["threads"] = "8";
+  std::vector<SummaryRow> rows = Summarize({a, b}, "throughput");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].workload, "dma-map-bench{threads=4}");
+  EXPECT_EQ(rows[1].workload, "dma-map-bench{threads=8}");
+}
+
+TEST(FormatResultsTableTest, ShowsCiAndPlatformOnlyWhenSeveral) {
+  std::vector<pb::Result> results = {
+      MakeResult(1, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 1),
+      MakeResult(2, "aaa", 0, pb::IOMMU_MODE_STRICT, 1, 2),
+      MakeResult(3, "aaa", 0, pb::IOMMU_MODE_STRICT, 2, 3),
+      MakeResult(4, "aaa", 0, pb::IOMMU_MODE_STRICT, 3, 4),
+      MakeResult(5, "aaa", 0, pb::IOMMU_MODE_STRICT, 4, 5),
+  };
+  std::string table = FormatResultsTable(results);
+  EXPECT_NE(table.find("metric: throughput"), std::string::npos) << table;
+  EXPECT_EQ(table.find("platform"), std::string::npos) << table;
+  // 3 -/+ 1.9632 (t with 4 degrees of freedom).
+  EXPECT_NE(table.find("1.037"), std::string::npos) << table;
+  EXPECT_NE(table.find("4.963"), std::string::npos) << table;
+  results.push_back(MakeResult(6, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 9, "arm-mmu500-8c"));
+  table = FormatResultsTable(results);
+  EXPECT_NE(table.find("platform"), std::string::npos) << table;
+  EXPECT_NE(table.find("arm-mmu500-8c"), std::string::npos) << table;
+  EXPECT_EQ(FormatResultsTable({}), "no results\n");
+}
+
+TEST(FormatResultsCsvTest, EverySampleAndQuoting) {
+  pb::Result r = MakeResult(1, "aaa", 0, pb::IOMMU_MODE_LAZY, 0, 1.5);
+  (*r.mutable_job()->mutable_workload()->mutable_params())["tests"] = "write,read";
+  std::string csv = FormatResultsCsv({r});
+  // Header + 2 samples.
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+  EXPECT_NE(csv.find("\"tests=write,read,threads=4\""), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",lazy,0,a1,throughput,,1.5,ops/s\n"), std::string::npos) << csv;
+  EXPECT_EQ(CsvField("a\"b"), "\"a\"\"b\"");
+  EXPECT_EQ(CsvField("plain"), "plain");
+}
+
+TEST(FormatResultsJsonTest, ParsesBackWithEverySample) {
+  pb::Result r = MakeResult(3, "aaa", 0, pb::IOMMU_MODE_OFF, 2, 5);
+  r.set_raw_output("{\"x\":1}");
+  r.set_raw_format("emu-json");
+  auto j = nlohmann::json::parse(FormatResultsJson({r}));
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["job_id"], 3);
+  EXPECT_EQ(j[0]["mode"], "off");
+  EXPECT_EQ(j[0]["params"]["threads"], "4");
+  EXPECT_EQ(j[0]["samples"].size(), 2u);
+  EXPECT_EQ(j[0]["samples"][0]["value"], 5.0);
+  EXPECT_EQ(j[0]["raw_format"], "emu-json");
+}
+
+TEST(FormatProgressLineTest, CountsRateAndEta) {
+  pb::MatrixProgress p;
+  p.set_matrix_id(9);
+  p.set_state(pb::MATRIX_STATE_RUNNING);
+  p.mutable_counts()->set_total(100);
+  p.mutable_counts()->set_succeeded(40);
+  p.mutable_counts()->set_failed(2);
+  p.set_jobs_per_second(4.2);
+  EXPECT_EQ(FormatProgressLine(p), "matrix 9 running: 42/100 done, 2 failed, 4.2 jobs/s, ETA 14s");
+  p.mutable_eta()->set_seconds(125);
+  EXPECT_EQ(FormatProgressLine(p),
+            "matrix 9 running: 42/100 done, 2 failed, 4.2 jobs/s, ETA 2m05s");
+  p.set_done(true);
+  p.set_state(pb::MATRIX_STATE_FAILED);
+  EXPECT_EQ(FormatProgressLine(p), "matrix 9 failed: 42/100 done, 2 failed, 4.2 jobs/s");
+}
+
+TEST(ParseRegressionMarkTest, AcceptsOnlyTriageStates) {
+  EXPECT_EQ(*ParseRegressionMark("fixed"), pb::REGRESSION_STATE_FIXED);
+  EXPECT_EQ(*ParseRegressionMark("false-positive"), pb::REGRESSION_STATE_FALSE_POSITIVE);
+  EXPECT_EQ(*ParseRegressionMark("acknowledged"), pb::REGRESSION_STATE_ACKNOWLEDGED);
+  EXPECT_FALSE(ParseRegressionMark("confirmed").ok());
+}
+
+TEST(RenderTableTest, PadsColumns) {
+  EXPECT_EQ(RenderTable({"a", "bb"}, {{"xxx", "y"}}), "a    bb\nxxx  y\n");
+}
+
+TEST(FormatAnalysisTest, EmptyDataIsReadable) {
+  EXPECT_EQ(FormatRegressionsTable({}), "no regressions\n");
+  auto j = nlohmann::json::parse(FormatRegressionsJson({}));
+  EXPECT_TRUE(j.is_object());
+  pb::Bisect b;
+  EXPECT_NE(FormatBisectTable(b).find("no steps yet"), std::string::npos);
+  pb::Regression reg;
+  reg.set_id(4);
+  reg.set_magnitude(-0.19);
+  reg.set_state(pb::REGRESSION_STATE_CONFIRMED);
+  std::string table = FormatRegressionsTable({reg});
+  EXPECT_NE(table.find("-19.0%"), std::string::npos) << table;
+  EXPECT_NE(table.find("confirmed"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace farm::cli

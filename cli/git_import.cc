@@ -1,0 +1,110 @@
+#include "cli/git_import.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace farm::cli {
+
+absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty command");
+  int fds[2];
+  if (pipe(fds) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    execvp(cargv[0], cargv.data());
+    // Only async-signal-safe calls between fork and exec/_exit.
+    const char msg[] = "exec failed\n";
+    (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n > 0) {
+      out.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return out;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+    return absl::NotFoundError(absl::StrCat("could not run ", argv[0]));
+  }
+  return absl::UnknownError(absl::StrCat(argv[0], " failed (",
+                                         WIFEXITED(status)
+                                             ? absl::StrCat("exit status ", WEXITSTATUS(status))
+                                             : absl::StrCat("signal ", WTERMSIG(status)),
+                                         ")"));
+}
+
+absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitLog(const std::string& output) {
+  std::vector<iommufarm::v1::CatalogCommit> commits;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    size_t tab = line.find('\t');
+    absl::string_view sha = line.substr(0, tab);
+    if (sha.size() < 7 || sha.size() > 64 ||
+        sha.find_first_not_of("0123456789abcdef") != absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("git log line ", line_no, ": '", sha, "' is not a commit hash"));
+    }
+    iommufarm::v1::CatalogCommit commit;
+    commit.set_id(std::string(sha));
+    if (tab != absl::string_view::npos) {
+      commit.set_subject(std::string(line.substr(tab + 1)));
+    }
+    commit.set_index(static_cast<int32_t>(commits.size()));
+    commits.push_back(std::move(commit));
+  }
+  return commits;
+}
+
+absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitFirstParentLog(
+    const std::string& repo, const std::string& range) {
+  size_t dots = range.find("..");
+  if (dots == std::string::npos || dots == 0 || dots + 2 >= range.size() ||
+      range.find("...") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--range '", range, "' must have the form A..B"));
+  }
+  if (range[0] == '-') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--range '", range, "' must not start with '-'"));
+  }
+  absl::StatusOr<std::string> out = RunProgram(
+      {"git", "-C", repo, "log", "--first-parent", "--reverse", "--format=%H%x09%s", range, "--"});
+  if (!out.ok()) return out.status();
+  return ParseGitLog(*out);
+}
+
+}  // namespace farm::cli

@@ -1,0 +1,159 @@
+// farmctl: the iommu-farm command line client. Parses flags and hands each
+// subcommand to farm::cli::Commands.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+
+namespace {
+
+farm::cli::OutputFormat ToFormat(const std::string& s) {
+  if (s == "csv") return farm::cli::OutputFormat::kCsv;
+  if (s == "json") return farm::cli::OutputFormat::kJson;
+  return farm::cli::OutputFormat::kTable;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "farmctl: submit and follow iommu-farm matrices, read results, agents, "
+      "catalogs and regressions.\nExit status: 0 ok, 1 server or I/O error "
+      "(or a --wait matrix with failed jobs), 2 usage error."};
+  app.require_subcommand(1);
+  farm::client::ClientOptions options;
+  app.add_option("--server", options.server,
+                 "scheduler address HOST:PORT (default: $FARM_SERVER, else " +
+                     std::string(farm::client::kDefaultServer) + ")");
+  app.add_option("--token", options.token,
+                 "bearer token sent with every call (default: $FARM_TOKEN)");
+
+  // submit
+  std::string submit_file;
+  bool submit_wait = false, submit_dry = false;
+  auto* submit = app.add_subcommand("submit", "submit a matrix spec (YAML)");
+  submit->add_option("FILE", submit_file, "matrix spec file")->required();
+  submit->add_flag("--wait", submit_wait,
+                   "follow the matrix with a progress line on stderr until it "
+                   "ends; exit 1 if any job failed or was cancelled");
+  submit->add_flag("--dry-run", submit_dry, "validate and expand on the server, create nothing");
+
+  // status / watch / cancel
+  std::optional<int64_t> status_matrix;
+  auto* status = app.add_subcommand("status", "show one matrix, or list recent matrices");
+  status->add_option("MATRIX", status_matrix, "matrix id");
+  int64_t watch_matrix = 0;
+  auto* watch =
+      app.add_subcommand("watch", "print a progress line per update until the matrix ends");
+  watch->add_option("MATRIX", watch_matrix, "matrix id")->required();
+  int64_t cancel_matrix = 0;
+  std::string cancel_reason = "cancelled by farmctl";
+  auto* cancel = app.add_subcommand("cancel", "cancel a matrix's unfinished jobs");
+  cancel->add_option("MATRIX", cancel_matrix, "matrix id")->required();
+  cancel->add_option("--reason", cancel_reason, "reason recorded with the jobs");
+
+  // results
+  int64_t results_matrix = 0;
+  std::string results_format = "table";
+  bool results_raw = false;
+  auto* results =
+      app.add_subcommand("results",
+                         "a matrix's results: table = per commit x mode x workload [x platform] "
+                         "n, mean and 95% confidence interval of the main metric; csv/json = "
+                         "every sample");
+  results->add_option("MATRIX", results_matrix, "matrix id")->required();
+  results->add_option("--output,-o", results_format, "table, csv or json")
+      ->check(CLI::IsMember({"table", "csv", "json"}));
+  results->add_flag("--raw", results_raw, "with --output json: include each run's raw tool output");
+
+  auto* agents = app.add_subcommand("agents", "list registered agents");
+
+  // catalog
+  auto* catalog = app.add_subcommand("catalog", "commit catalogs");
+  catalog->require_subcommand(1);
+  auto* catalog_list = catalog->add_subcommand("list", "list catalogs");
+  std::string show_name;
+  bool show_resolve = false;
+  auto* catalog_show = catalog->add_subcommand("show", "show a catalog's commits");
+  catalog_show->add_option("NAME", show_name, "catalog name")->required();
+  catalog_show->add_flag("--resolve", show_resolve,
+                         "also fetch each commit's accumulated model state");
+  std::string load_file;
+  bool load_replace = false;
+  auto* catalog_load = catalog->add_subcommand("load", "load a catalog YAML file");
+  catalog_load->add_option("FILE", load_file, "catalog file")->required();
+  catalog_load->add_flag("--replace", load_replace, "replace an existing catalog of the same name");
+  std::string git_repo, git_range, git_catalog = "linux-iommu";
+  auto* catalog_git = catalog->add_subcommand(
+      "import-git",
+      "add a git tree's first-parent commits A..B (oldest first) to a catalog; "
+      "commits without settings inherit the state of the one before");
+  catalog_git->add_option("--repo", git_repo, "path of the git work tree")->required();
+  catalog_git->add_option("--range", git_range, "commit range A..B")->required();
+  catalog_git->add_option("--catalog", git_catalog,
+                          "catalog to extend or create (default linux-iommu)");
+
+  // analysis
+  bool regs_all = false;
+  std::string regs_format = "table";
+  auto* regressions = app.add_subcommand("regressions", "list detected regressions");
+  regressions->add_flag("--all", regs_all,
+                        "include closed ones (fixed, false-positive, rejected) "
+                        "and improvements");
+  regressions->add_option("--output,-o", regs_format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  auto* regression = app.add_subcommand("regression", "one regression");
+  regression->require_subcommand(1);
+  int64_t reg_show_id = 0;
+  auto* reg_show = regression->add_subcommand("show", "show a regression");
+  reg_show->add_option("ID", reg_show_id, "regression id")->required();
+  int64_t reg_mark_id = 0;
+  std::string reg_mark_state, reg_mark_note;
+  auto* reg_mark = regression->add_subcommand("mark", "triage a regression");
+  reg_mark->add_option("ID", reg_mark_id, "regression id")->required();
+  reg_mark->add_option("STATE", reg_mark_state, "fixed, false-positive or acknowledged")
+      ->required()
+      ->check(CLI::IsMember({"fixed", "false-positive", "acknowledged"}));
+  reg_mark->add_option("--note", reg_mark_note, "note kept with the regression");
+  int64_t bisect_id = 0;
+  bool bisect_by_id = false;
+  std::string bisect_format = "table";
+  auto* bisect = app.add_subcommand("bisect", "show the bisect of a regression");
+  bisect->add_option("ID", bisect_id, "regression id (or bisect id with --bisect-id)")->required();
+  bisect->add_flag("--bisect-id", bisect_by_id, "ID is a bisect id, not a regression id");
+  bisect->add_option("--output,-o", bisect_format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    (void)app.exit(e);
+    return 2;
+  }
+
+  options.ApplyEnvironment();
+  farm::cli::Commands commands(options, std::cout, std::cerr);
+  if (*submit) return commands.RunSubmit(submit_file, submit_wait, submit_dry);
+  if (*status) return commands.RunStatus(status_matrix);
+  if (*watch) return commands.RunWatch(watch_matrix);
+  if (*cancel) return commands.RunCancel(cancel_matrix, cancel_reason);
+  if (*results) return commands.RunResults(results_matrix, ToFormat(results_format), results_raw);
+  if (*agents) return commands.RunAgents();
+  if (*catalog_list) return commands.RunCatalogList();
+  if (*catalog_show) return commands.RunCatalogShow(show_name, show_resolve);
+  if (*catalog_load) return commands.RunCatalogLoad(load_file, load_replace);
+  if (*catalog_git) return commands.RunCatalogImportGit(git_repo, git_range, git_catalog);
+  if (*regressions) return commands.RunRegressions(regs_all, ToFormat(regs_format));
+  if (*reg_show) return commands.RunRegressionShow(reg_show_id);
+  if (*reg_mark) return commands.RunRegressionMark(reg_mark_id, reg_mark_state, reg_mark_note);
+  if (*bisect) return commands.RunBisect(bisect_id, bisect_by_id, ToFormat(bisect_format));
+  std::cerr << app.help();
+  return 2;
+}
