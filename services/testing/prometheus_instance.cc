@@ -126,12 +126,13 @@ absl::StatusOr<std::unique_ptr<PrometheusInstance>> PrometheusInstance::Start(
   absl::Status s = StartHttpServer(
       prom->dir_, "prometheus",
       [&](int port) -> std::vector<std::string> {
-        return {binary,
-                "--config.file=" + config,
-                "--storage.tsdb.path=" + data,
+        return {binary, "--config.file=" + config, "--storage.tsdb.path=" + data,
                 absl::StrCat("--web.listen-address=127.0.0.1:", port),
+                absl::StrCat("--web.external-url=http://127.0.0.1:", port),
                 "--web.enable-lifecycle",
-                "--log.level=warn"};
+                // Default 1m: an alert that fired before Alertmanager was
+                // discovered (~5 s) would only arrive a minute later.
+                "--rules.alert.resend-delay=1s", "--log.level=warn"};
       },
       options.start_timeout, &prom->pid_, &prom->port_);
   if (!s.ok()) return s;
@@ -203,6 +204,7 @@ absl::StatusOr<std::unique_ptr<AlertmanagerInstance>> AlertmanagerInstance::Star
                 "--storage.path=" + data,
                 absl::StrCat("--web.listen-address=127.0.0.1:", port),
                 "--cluster.listen-address=",  // empty: no gossip, no second port
+                absl::StrCat("--web.external-url=http://127.0.0.1:", port),
                 "--log.level=warn"};
       },
       options.start_timeout, &am->pid_, &am->port_);

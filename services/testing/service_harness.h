@@ -171,8 +171,9 @@ struct PrometheusOptions {
 class PrometheusInstance final {
  public:
   // Writes prometheus.yml into a fresh temp dir, runs prometheus on a free
-  // loopback port (TSDB in the temp dir, --web.enable-lifecycle) and waits
-  // for GET /-/ready to answer 200.
+  // loopback port (TSDB in the temp dir, --web.enable-lifecycle,
+  // --rules.alert.resend-delay=1s so firing alerts reach a just-discovered
+  // Alertmanager within seconds) and waits for GET /-/ready to answer 200.
   static absl::StatusOr<std::unique_ptr<PrometheusInstance>> Start(
       const PrometheusOptions& options = {});
 
