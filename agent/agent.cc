@@ -1,0 +1,517 @@
+#include "agent/agent.h"
+
+#include <google/protobuf/util/time_util.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace farm::agent {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+using google::protobuf::util::TimeUtil;
+
+constexpr absl::Duration kInitialBackoff = absl::Milliseconds(100);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
+constexpr char kHoldKey[] = "agent.hold_ms";
+
+absl::Duration NextBackoff(absl::Duration d) { return std::min(d * 2, kMaxBackoff); }
+
+bool Transient(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::ABORTED ||
+         code == grpc::StatusCode::INTERNAL || code == grpc::StatusCode::UNKNOWN;
+}
+
+std::string Describe(const grpc::Status& s) {
+  return absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())), ": ",
+                      s.error_message());
+}
+
+absl::Duration FromProto(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+}  // namespace
+
+pb::Executor ExecutorKindFromCapability(const std::string& name) {
+  if (name == "emulator") return pb::EXECUTOR_EMULATOR;
+  if (name == "fio") return pb::EXECUTOR_FIO;
+  if (name == "iozone") return pb::EXECUTOR_IOZONE;
+  return pb::EXECUTOR_UNSPECIFIED;
+}
+
+Agent::Agent(AgentOptions options, std::vector<std::unique_ptr<Executor>> executors,
+             AgentMetrics* metrics)
+    : options_(std::move(options)), metrics_(metrics) {
+  for (auto& e : executors) {
+    const pb::Executor kind = ExecutorKindFromCapability(e->capability());
+    executors_[kind] = std::move(e);
+  }
+  channel_ = client::MakeChannel(options_.client);
+  stub_ = pb::AgentService::NewStub(channel_);
+}
+
+Agent::~Agent() {
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = stop_workers_ = stop_heartbeat_ = true;
+    for (auto& [id, entry] : leases_) entry.cancel->Cancel();
+    cv_.SignalAll();
+  }
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+}
+
+std::unique_ptr<grpc::ClientContext> Agent::Context(absl::Duration timeout) const {
+  return client::NewContext(options_.client, timeout);
+}
+
+void Agent::Count(std::atomic<int64_t>& stat, prometheus::Counter* counter) {
+  stat.fetch_add(1);
+  if (counter != nullptr) counter->Increment();
+}
+
+Agent::Stats Agent::stats() const {
+  Stats s;
+  s.succeeded = succeeded_.load();
+  s.failed = failed_.load();
+  s.revoked = revoked_.load();
+  s.stale = stale_.load();
+  s.released = released_.load();
+  s.abandoned = abandoned_.load();
+  s.registrations = registrations_.load();
+  return s;
+}
+
+void Agent::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutting_down_ = true;
+  cv_.SignalAll();
+}
+
+absl::Status Agent::EnsureRegistered() {
+  absl::Duration backoff = kInitialBackoff;
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (registered_) return absl::OkStatus();
+      if (shutting_down_) return absl::CancelledError("shutting down");
+    }
+    pb::RegisterRequest request;
+    request.set_name(options_.name);
+    request.set_slots(options_.slots);
+    *request.mutable_host() = options_.host;
+    for (const auto& [kind, executor] : executors_) {
+      pb::Capability* cap = request.add_capabilities();
+      cap->set_name(executor->capability());
+      cap->set_version(executor->version());
+    }
+    pb::RegisterResponse response;
+    auto ctx = Context(kRpcTimeout);
+    grpc::Status status = stub_->Register(ctx.get(), request, &response);
+    if (status.ok()) {
+      const int64_t n = registrations_.fetch_add(1) + 1;
+      {
+        absl::MutexLock lock(&mu_);
+        registered_ = true;
+        agent_id_ = response.agent_id();
+        session_ = response.session();
+        absl::Duration interval = FromProto(response.heartbeat_interval());
+        if (interval <= absl::ZeroDuration()) {
+          const absl::Duration ttl = FromProto(response.lease_ttl());
+          interval = ttl > absl::ZeroDuration() ? ttl / 3 : absl::Seconds(2);
+        }
+        heartbeat_interval_ = interval;
+        cv_.SignalAll();
+      }
+      spdlog::info("registered agent {} id {} (heartbeat every {})", options_.name,
+                   response.agent_id(), absl::FormatDuration(heartbeat_interval_));
+      if (options_.on_registered) {
+        options_.on_registered(options_.name, response.agent_id(), n == 1);
+      }
+      return absl::OkStatus();
+    }
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+        status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+        status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      return client::ToAbsl(status);
+    }
+    spdlog::warn("register: {} (retrying in {})", Describe(status), absl::FormatDuration(backoff));
+    absl::MutexLock lock(&mu_);
+    cv_.WaitWithTimeout(&mu_, backoff);
+    backoff = NextBackoff(backoff);
+  }
+}
+
+void Agent::DropAllLeasesLocked() {
+  for (auto& [id, entry] : leases_) {
+    entry.cancel->Cancel();
+    Count(revoked_, metrics_ ? &metrics_->revoked : nullptr);
+  }
+  // Running entries are erased by their workers when they return.
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    it = it->second.running ? std::next(it) : leases_.erase(it);
+  }
+  pending_.clear();
+  registered_ = false;
+  cv_.SignalAll();
+}
+
+void Agent::HeartbeatLoop() {
+  absl::Duration retry = kInitialBackoff;
+  absl::Duration wait = absl::ZeroDuration();
+  for (;;) {
+    pb::HeartbeatRequest request;
+    absl::Duration interval;
+    {
+      absl::MutexLock lock(&mu_);
+      cv_.WaitWithTimeout(&mu_, wait);
+      if (stop_heartbeat_) return;
+      interval = heartbeat_interval_;
+      if (!registered_) {
+        wait = std::min(interval, absl::Milliseconds(200));
+        continue;
+      }
+      request.set_agent_id(agent_id_);
+      request.set_session(session_);
+      for (const auto& [id, entry] : leases_) {
+        *request.add_leases() = entry.lease.lease();
+      }
+    }
+    pb::HeartbeatResponse response;
+    auto ctx = Context(std::max(interval, absl::Seconds(1)));
+    grpc::Status status = stub_->Heartbeat(ctx.get(), request, &response);
+    absl::MutexLock lock(&mu_);
+    if (status.ok()) {
+      retry = kInitialBackoff;
+      wait = interval;
+      for (const pb::LeaseRef& ref : response.revoked()) {
+        auto it = leases_.find(ref.job_id());
+        if (it == leases_.end() || it->second.lease.lease().lease_token() != ref.lease_token()) {
+          continue;
+        }
+        spdlog::info("job {} attempt {}: lease revoked, dropping it", ref.job_id(), ref.attempt());
+        Count(revoked_, metrics_ ? &metrics_->revoked : nullptr);
+        it->second.cancel->Cancel();
+        if (!it->second.running) {
+          pending_.erase(std::remove(pending_.begin(), pending_.end(), ref.job_id()),
+                         pending_.end());
+          leases_.erase(it);
+        }
+      }
+      cv_.SignalAll();
+      continue;
+    }
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND && request.session() == session_) {
+      spdlog::warn("heartbeat: {}; dropping {} leases and re-registering", Describe(status),
+                   leases_.size());
+      DropAllLeasesLocked();
+      wait = absl::ZeroDuration();
+      continue;
+    }
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      fatal_ = client::ToAbsl(status);
+      shutting_down_ = true;
+      cv_.SignalAll();
+      return;
+    }
+    spdlog::warn("heartbeat: {} (retrying in {})", Describe(status), absl::FormatDuration(retry));
+    wait = std::min(retry, interval);
+    retry = NextBackoff(retry);
+  }
+}
+
+absl::Status Agent::Run() {
+  for (int i = 0; i < options_.slots; ++i) {
+    workers_.emplace_back([this] { WorkerLoop(); });
+  }
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+
+  absl::Duration backoff = kInitialBackoff;
+  for (;;) {
+    absl::Status reg = EnsureRegistered();
+    if (!reg.ok()) {
+      if (reg.code() != absl::StatusCode::kCancelled) {
+        absl::MutexLock lock(&mu_);
+        fatal_ = reg;
+        shutting_down_ = true;
+      }
+      break;
+    }
+    pb::LeaseJobsRequest request;
+    {
+      absl::MutexLock lock(&mu_);
+      // Wait for a free slot, a lost session or shutdown.
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return shutting_down_ || !registered_ ||
+               static_cast<int>(pending_.size()) + running_ < options_.slots;
+      };
+      while (!ready()) cv_.Wait(&mu_);
+      if (shutting_down_) break;
+      if (!registered_) continue;
+      request.set_agent_id(agent_id_);
+      request.set_session(session_);
+      request.set_max_jobs(options_.slots - static_cast<int>(pending_.size()) - running_);
+    }
+    pb::LeaseJobsResponse response;
+    auto ctx = Context(kRpcTimeout);
+    grpc::Status status = stub_->LeaseJobs(ctx.get(), request, &response);
+    absl::MutexLock lock(&mu_);
+    if (status.ok()) {
+      backoff = kInitialBackoff;
+      if (request.session() != session_) continue;  // re-registered meanwhile
+      for (const pb::JobLease& lease : response.leases()) {
+        LeaseEntry entry;
+        entry.lease = lease;
+        leases_[lease.job().id()] = std::move(entry);
+        pending_.push_back(lease.job().id());
+        spdlog::debug("leased job {} attempt {}", lease.job().id(), lease.lease().attempt());
+      }
+      cv_.SignalAll();
+      if (response.leases_size() == 0) {
+        cv_.WaitWithTimeout(&mu_, options_.idle_poll);
+      }
+      continue;
+    }
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      if (request.session() == session_ && registered_) {
+        spdlog::warn("lease: {}; re-registering", Describe(status));
+        DropAllLeasesLocked();
+      }
+      continue;
+    }
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      fatal_ = client::ToAbsl(status);
+      shutting_down_ = true;
+      break;
+    }
+    spdlog::warn("lease: {} (retrying in {})", Describe(status), absl::FormatDuration(backoff));
+    cv_.WaitWithTimeout(&mu_, backoff);
+    backoff = NextBackoff(backoff);
+  }
+
+  Drain();
+  absl::MutexLock lock(&mu_);
+  return fatal_;
+}
+
+void Agent::Drain() {
+  pb::ReleaseLeasesRequest release;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    release.set_agent_id(agent_id_);
+    release.set_session(session_);
+    for (int64_t id : pending_) {
+      auto it = leases_.find(id);
+      if (it == leases_.end()) continue;
+      *release.add_leases() = it->second.lease.lease();
+      leases_.erase(it);
+    }
+    pending_.clear();
+    cv_.SignalAll();
+  }
+  if (release.leases_size() > 0) {
+    absl::Duration backoff = kInitialBackoff;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      pb::ReleaseLeasesResponse response;
+      auto ctx = Context(absl::Seconds(5));
+      grpc::Status status = stub_->ReleaseLeases(ctx.get(), release, &response);
+      if (status.ok()) {
+        spdlog::info("released {} of {} unstarted leases", response.released(),
+                     release.leases_size());
+        for (int i = 0; i < response.released(); ++i) {
+          Count(released_, metrics_ ? &metrics_->released : nullptr);
+        }
+        break;
+      }
+      spdlog::warn("release leases: {}", Describe(status));
+      if (!Transient(status.error_code())) break;
+      absl::SleepFor(backoff);
+      backoff = NextBackoff(backoff);
+    }
+  }
+
+  const absl::Time deadline = absl::Now() + options_.drain_timeout;
+  {
+    absl::MutexLock lock(&mu_);
+    while (running_ > 0 && absl::Now() < deadline) {
+      cv_.WaitWithDeadline(&mu_, deadline);
+    }
+    if (running_ > 0) {
+      spdlog::warn("drain timeout: abandoning {} running jobs", running_);
+      for (auto& [id, entry] : leases_) {
+        if (!entry.running) continue;
+        entry.cancel->Cancel();
+        Count(abandoned_, metrics_ ? &metrics_->abandoned : nullptr);
+      }
+    }
+    stop_workers_ = true;
+    stop_heartbeat_ = true;
+    cv_.SignalAll();
+  }
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  // Workers inside a cancellable executor return promptly; any other worker
+  // is joined by the destructor.
+  bool idle;
+  {
+    absl::MutexLock lock(&mu_);
+    idle = running_ == 0;
+  }
+  if (idle) {
+    for (auto& t : workers_) {
+      if (t.joinable()) t.join();
+    }
+  }
+}
+
+void Agent::WorkerLoop() {
+  for (;;) {
+    pb::JobLease lease;
+    std::shared_ptr<CancelToken> cancel;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_workers_ || (!pending_.empty() && !shutting_down_);
+      };
+      while (!ready()) cv_.Wait(&mu_);
+      if (stop_workers_ || shutting_down_) return;
+      const int64_t id = pending_.front();
+      pending_.pop_front();
+      auto it = leases_.find(id);
+      if (it == leases_.end()) continue;
+      it->second.running = true;
+      lease = it->second.lease;
+      cancel = it->second.cancel;
+      ++running_;
+      if (metrics_ != nullptr) metrics_->jobs_running.Set(running_);
+    }
+    RunOne(lease, *cancel);
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = leases_.find(lease.job().id());
+      if (it != leases_.end() && it->second.cancel == cancel) leases_.erase(it);
+      --running_;
+      if (metrics_ != nullptr) metrics_->jobs_running.Set(running_);
+      cv_.SignalAll();
+    }
+  }
+}
+
+void Agent::RunOne(const pb::JobLease& lease, CancelToken& cancel) {
+  const pb::Job& job = lease.job();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ExecutionResult> result;
+  auto executor = executors_.find(job.executor());
+  pb::Job clean = job;
+  auto* set = clean.mutable_model_set();
+  int64_t hold_ms = 0;
+  if (auto it = set->find(kHoldKey); it != set->end()) {
+    if (!absl::SimpleAtoi(it->second, &hold_ms) || hold_ms < 0) {
+      result = absl::InvalidArgumentError(absl::StrCat("model_set ", kHoldKey, "='", it->second,
+                                                       "' is not a non-negative integer"));
+    }
+  }
+  for (auto it = set->begin(); it != set->end();) {
+    it = absl::StartsWith(it->first, "agent.") ? set->erase(it) : std::next(it);
+  }
+  if (!result.ok()) {
+    // hold_ms was invalid: reported below.
+  } else if (hold_ms > 0 && cancel.SleepFor(absl::Milliseconds(hold_ms))) {
+    result = absl::CancelledError("cancelled while holding");
+  } else if (executor == executors_.end()) {
+    result = absl::UnimplementedError(absl::StrCat("agent ", options_.name, " has no executor for ",
+                                                   pb::Executor_Name(job.executor())));
+  } else {
+    result = executor->second->Run(clean, cancel);
+  }
+  if (cancel.cancelled()) {
+    spdlog::info("job {} attempt {}: cancelled, not reported", job.id(), lease.lease().attempt());
+    return;
+  }
+  if (result.ok() && metrics_ != nullptr && result->events_per_second > 0) {
+    metrics_->emulator_events_per_second.Set(result->events_per_second);
+  }
+  Report(lease, cancel, result, absl::Now() - start);
+}
+
+void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
+                   const absl::StatusOr<ExecutionResult>& result, absl::Duration wall_time) {
+  int64_t agent_id;
+  {
+    absl::MutexLock lock(&mu_);
+    agent_id = agent_id_;
+  }
+  pb::ReportResultRequest result_request;
+  pb::ReportFailureRequest failure_request;
+  if (result.ok()) {
+    result_request.set_agent_id(agent_id);
+    *result_request.mutable_lease() = lease.lease();
+    for (const auto& s : result->samples) *result_request.add_samples() = s;
+    result_request.set_raw_output(result->raw_output);
+    result_request.set_raw_format(result->raw_format);
+    *result_request.mutable_host() = options_.host;
+    result_request.set_tool_version(result->tool_version);
+    *result_request.mutable_wall_time() =
+        TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(wall_time));
+  } else {
+    failure_request.set_agent_id(agent_id);
+    *failure_request.mutable_lease() = lease.lease();
+    failure_request.set_reason(std::string(result.status().message()));
+    failure_request.set_retryable(!IsPermanentFailure(result.status().code()));
+    spdlog::warn("job {} attempt {} failed ({}): {}", lease.job().id(), lease.lease().attempt(),
+                 failure_request.retryable() ? "retryable" : "permanent",
+                 result.status().ToString());
+  }
+  absl::Duration backoff = kInitialBackoff;
+  // Retried until accepted, stale, or the lease is revoked / abandoned (the
+  // token fires): ReportResult is idempotent per (job, attempt).
+  while (!cancel.cancelled()) {
+    auto ctx = Context(kRpcTimeout);
+    grpc::Status status;
+    if (result.ok()) {
+      pb::ReportResultResponse response;
+      status = stub_->ReportResult(ctx.get(), result_request, &response);
+      if (status.ok()) {
+        Count(succeeded_, metrics_ ? &metrics_->succeeded : nullptr);
+        if (response.duplicate()) {
+          spdlog::info("job {} attempt {}: duplicate result ignored by server", lease.job().id(),
+                       lease.lease().attempt());
+        }
+        return;
+      }
+    } else {
+      pb::ReportFailureResponse response;
+      status = stub_->ReportFailure(ctx.get(), failure_request, &response);
+      if (status.ok()) {
+        Count(failed_, metrics_ ? &metrics_->failed : nullptr);
+        return;
+      }
+    }
+    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      spdlog::warn("job {} attempt {}: stale lease, report dropped: {}", lease.job().id(),
+                   lease.lease().attempt(), status.error_message());
+      Count(stale_, metrics_ ? &metrics_->stale : nullptr);
+      return;
+    }
+    if (!Transient(status.error_code())) {
+      spdlog::error("job {} attempt {}: report refused: {}", lease.job().id(),
+                    lease.lease().attempt(), Describe(status));
+      return;
+    }
+    spdlog::warn("job {}: report: {} (retrying in {})", lease.job().id(), Describe(status),
+                 absl::FormatDuration(backoff));
+    cancel.SleepFor(backoff);
+    backoff = NextBackoff(backoff);
+  }
+}
+
+}  // namespace farm::agent

@@ -1,0 +1,139 @@
+// farm::agent::Agent: the host agent's control loop.
+//
+// Registers with the scheduler (AgentService), heartbeats every lease it
+// holds, leases up to its free slots of jobs whose executor it has, runs them
+// on `slots` worker threads through the Executor interface and reports each
+// result (or failure) fenced by its lease. It follows the RPC semantics in
+// /work/notes/sched-agent.md:
+//   - UNAVAILABLE / DEADLINE_EXCEEDED: retry with exponential backoff
+//     (100 ms doubling to 5 s); results are idempotent per (job, attempt).
+//   - NOT_FOUND on Heartbeat / LeaseJobs: the session is unknown, so every
+//     lease is dropped (running jobs cancelled) and the agent re-registers.
+//   - FAILED_PRECONDITION on a report: the lease is stale; dropped.
+//   - a lease in HeartbeatResponse.revoked: its job is cancelled and never
+//     reported.
+//   - UNAUTHENTICATED: fatal; Run() returns it.
+// Shutdown(): stop leasing, hand unstarted leases back (ReleaseLeases), let
+// running jobs finish for up to drain_timeout, then cancel (abandon) the rest;
+// their leases expire on the scheduler.
+//
+// Test hook agreed with the scheduler's fault tests: a job whose model_set
+// holds "agent.hold_ms" = N sleeps N ms (cancellable) before it runs; keys
+// starting with "agent." are never passed to an executor.
+//
+// Thread-safety: Run() once, from one thread; Shutdown() and stats() from any
+// thread (not from a signal handler). Ownership: the Agent owns its executors;
+// metrics (nullable) must outlive it. Run() returns once the drain is over;
+// worker threads still inside an executor that ignores its CancelToken are
+// joined by the destructor.
+#ifndef FARM_AGENT_AGENT_H_
+#define FARM_AGENT_AGENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/agent_metrics.h"
+#include "agent/executor.h"
+#include "cli/client.h"
+#include "iommufarm/v1/farm.grpc.pb.h"
+
+namespace farm::agent {
+
+struct AgentOptions {
+  client::ClientOptions client;
+  std::string name;
+  int slots = 1;
+  absl::Duration drain_timeout = absl::Seconds(30);
+  // Pause between LeaseJobs calls that returned nothing.
+  absl::Duration idle_poll = absl::Milliseconds(200);
+  iommufarm::v1::HostFacts host;
+  // Called after every successful Register (first and re-registrations).
+  std::function<void(const std::string& name, int64_t agent_id, bool first)> on_registered;
+};
+
+// Capability name <-> executor kind ("emulator" <-> EXECUTOR_EMULATOR).
+iommufarm::v1::Executor ExecutorKindFromCapability(const std::string& name);
+
+class Agent {
+ public:
+  struct Stats {
+    int64_t succeeded = 0;  // results accepted (including duplicates)
+    int64_t failed = 0;     // failures reported
+    int64_t revoked = 0;    // dropped because the scheduler revoked them
+    int64_t stale = 0;      // reports answered FAILED_PRECONDITION
+    int64_t released = 0;   // handed back at shutdown
+    int64_t abandoned = 0;  // still running when the drain timed out
+    int64_t registrations = 0;
+  };
+
+  Agent(AgentOptions options, std::vector<std::unique_ptr<Executor>> executors,
+        AgentMetrics* metrics);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  absl::Status Run();
+  void Shutdown();
+  Stats stats() const;
+
+ private:
+  struct LeaseEntry {
+    iommufarm::v1::JobLease lease;
+    bool running = false;
+    std::shared_ptr<CancelToken> cancel = std::make_shared<CancelToken>();
+  };
+
+  // Registers, retrying while the server is away. Returns non-OK only when
+  // fatal or when shutting down before it succeeded.
+  absl::Status EnsureRegistered();
+  void HeartbeatLoop();
+  void WorkerLoop();
+  void RunOne(const iommufarm::v1::JobLease& lease, CancelToken& cancel);
+  void Report(const iommufarm::v1::JobLease& lease, CancelToken& cancel,
+              const absl::StatusOr<ExecutionResult>& result, absl::Duration wall_time);
+  // Forgets every lease (session lost): pending dropped, running cancelled.
+  void DropAllLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Drain();
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
+  void Count(std::atomic<int64_t>& stat, prometheus::Counter* counter);
+
+  const AgentOptions options_;
+  std::map<iommufarm::v1::Executor, std::unique_ptr<Executor>> executors_;
+  AgentMetrics* const metrics_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<iommufarm::v1::AgentService::Stub> stub_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // any change of the fields below
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t agent_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string session_ ABSL_GUARDED_BY(mu_);
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(2);
+  std::map<int64_t, LeaseEntry> leases_ ABSL_GUARDED_BY(mu_);  // by job id
+  std::deque<int64_t> pending_ ABSL_GUARDED_BY(mu_);
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_workers_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_heartbeat_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);
+
+  std::atomic<int64_t> succeeded_{0}, failed_{0}, revoked_{0}, stale_{0}, released_{0},
+      abandoned_{0}, registrations_{0};
+  std::vector<std::thread> workers_;
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace farm::agent
+
+#endif  // FARM_AGENT_AGENT_H_

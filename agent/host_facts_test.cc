@@ -1,0 +1,127 @@
+#include "agent/host_facts.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace farm::agent {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+namespace fs = std::filesystem;
+
+struct CmdlineCase {
+  const char* cmdline;
+  pb::IommuMode mode;
+};
+
+class ParseIommuCmdlineTest : public testing::TestWithParam<CmdlineCase> {};
+
+TEST_P(ParseIommuCmdlineTest, Mode) {
+  EXPECT_EQ(ParseIommuCmdline(GetParam().cmdline).mode, GetParam().mode) << GetParam().cmdline;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ParseIommuCmdlineTest,
+    testing::Values(CmdlineCase{"BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro quiet",
+                                pb::IOMMU_MODE_UNSPECIFIED},
+                    CmdlineCase{"intel_iommu=on iommu.strict=1", pb::IOMMU_MODE_STRICT},
+                    CmdlineCase{"intel_iommu=on iommu.strict=0", pb::IOMMU_MODE_LAZY},
+                    CmdlineCase{"intel_iommu=on,sm_on iommu=pt", pb::IOMMU_MODE_PASSTHROUGH},
+                    CmdlineCase{"iommu.passthrough=1", pb::IOMMU_MODE_PASSTHROUGH},
+                    CmdlineCase{"iommu.passthrough=1 iommu.passthrough=0 iommu.strict=1",
+                                pb::IOMMU_MODE_STRICT},
+                    CmdlineCase{"intel_iommu=off", pb::IOMMU_MODE_OFF},
+                    CmdlineCase{"amd_iommu=off iommu.strict=1", pb::IOMMU_MODE_OFF},
+                    CmdlineCase{"iommu=off", pb::IOMMU_MODE_OFF},
+                    CmdlineCase{"intel_iommu=off intel_iommu=on", pb::IOMMU_MODE_UNSPECIFIED},
+                    CmdlineCase{"intel_iommu=strict", pb::IOMMU_MODE_STRICT},
+                    CmdlineCase{"iommu=pt iommu=nopt iommu.strict=0", pb::IOMMU_MODE_LAZY},
+                    CmdlineCase{"iommu.strict=1 iommu.strict=0", pb::IOMMU_MODE_LAZY},
+                    CmdlineCase{"xintel_iommu=off iommu_strict=1", pb::IOMMU_MODE_UNSPECIFIED}));
+
+TEST(ParseIommuCmdlineTest, DetailKeepsOnlyIommuParameters) {
+  EXPECT_EQ(ParseIommuCmdline("ro quiet intel_iommu=on iommu.strict=1\n").detail,
+            "intel_iommu=on iommu.strict=1");
+}
+
+TEST(ModeFromGroupTypesTest, MajorityOfTranslatedTypes) {
+  EXPECT_EQ(ModeFromGroupTypes({}), pb::IOMMU_MODE_UNSPECIFIED);
+  EXPECT_EQ(ModeFromGroupTypes({"DMA-FQ", "DMA-FQ", "DMA"}), pb::IOMMU_MODE_LAZY);
+  EXPECT_EQ(ModeFromGroupTypes({"DMA", "blocked"}), pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(ModeFromGroupTypes({"identity"}), pb::IOMMU_MODE_PASSTHROUGH);
+}
+
+class FakeRoot {
+ public:
+  FakeRoot()
+      : root_(fs::temp_directory_path() /
+              ("farm-hostfacts-" + std::to_string(getpid()) + "-" + std::to_string(counter_++))) {
+    fs::remove_all(root_);
+  }
+  ~FakeRoot() { fs::remove_all(root_); }
+  void Write(const std::string& rel, const std::string& text) {
+    fs::path p = root_ / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  void Dir(const std::string& rel) { fs::create_directories(root_ / rel); }
+  std::string path() const { return root_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path root_;
+};
+
+TEST(DetectHostFactsTest, FakeVtdHostInStrictMode) {
+  FakeRoot root;
+  root.Write("proc/sys/kernel/osrelease", "5.11.0-rc5\n");
+  root.Write("proc/sys/kernel/hostname", "nfs-client\n");
+  root.Write("proc/cmdline", "BOOT_IMAGE=/vmlinuz intel_iommu=on iommu.strict=1\n");
+  for (int i = 0; i < 24; ++i) root.Dir("sys/devices/system/cpu/cpu" + std::to_string(i));
+  root.Dir("sys/devices/system/cpu/cpufreq");
+  root.Dir("sys/devices/system/node/node0");
+  root.Dir("sys/devices/system/node/node1");
+  root.Write("sys/devices/system/node/possible", "0-1\n");
+  root.Dir("sys/class/iommu/dmar0");
+  root.Dir("sys/class/iommu/dmar1");
+  root.Write("sys/kernel/iommu_groups/0/type", "DMA\n");
+  root.Write("sys/kernel/iommu_groups/1/type", "DMA\n");
+  pb::HostFacts facts = DetectHostFacts(root.path());
+  EXPECT_EQ(facts.kernel_release(), "5.11.0-rc5");
+  EXPECT_EQ(facts.hostname(), "nfs-client");
+  EXPECT_EQ(facts.cpus(), 24u);
+  EXPECT_EQ(facts.numa_nodes(), 2u);
+  EXPECT_EQ(facts.iommu_mode(), pb::IOMMU_MODE_STRICT);
+  EXPECT_NE(facts.iommu_detail().find("intel_iommu=on iommu.strict=1"), std::string::npos)
+      << facts.iommu_detail();
+  EXPECT_NE(facts.iommu_detail().find("dmar0,dmar1"), std::string::npos) << facts.iommu_detail();
+}
+
+TEST(DetectHostFactsTest, GroupTypesOverrideCmdlineDefault) {
+  FakeRoot root;
+  root.Write("proc/cmdline", "quiet\n");
+  root.Dir("sys/class/iommu/dmar0");
+  root.Write("sys/kernel/iommu_groups/3/type", "DMA-FQ\n");
+  EXPECT_EQ(DetectHostFacts(root.path()).iommu_mode(), pb::IOMMU_MODE_LAZY);
+}
+
+TEST(DetectHostFactsTest, NoIommuUnitsMeansOff) {
+  FakeRoot root;
+  root.Write("proc/cmdline", "intel_iommu=on iommu.strict=1\n");
+  pb::HostFacts facts = DetectHostFacts(root.path());
+  EXPECT_EQ(facts.iommu_mode(), pb::IOMMU_MODE_OFF);
+  EXPECT_EQ(facts.numa_nodes(), 1u);  // no node dirs: one node
+}
+
+TEST(DetectHostFactsTest, RealHostHasKernelAndCpus) {
+  pb::HostFacts facts = DetectHostFacts("/");
+  EXPECT_FALSE(facts.kernel_release().empty());
+  EXPECT_GE(facts.cpus(), 1u);
+  EXPECT_FALSE(facts.architecture().empty());
+}
+
+}  // namespace
+}  // namespace farm::agent

@@ -1,0 +1,167 @@
+// farm-agent: registers with a farm scheduler, leases jobs and runs them.
+// Parses flags, wires executors, metrics and the Agent, and turns SIGTERM /
+// SIGINT into a drain.
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "agent/agent.h"
+#include "agent/agent_metrics.h"
+#include "agent/executors.h"
+#include "agent/host_facts.h"
+
+namespace {
+
+[[noreturn]] void Exit(int code) {
+  spdlog::default_logger()->flush();
+  std::fflush(nullptr);
+  // Worker threads inside abandoned jobs are not joined: the process ends.
+  std::_Exit(code);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "farm-agent: registers with a farm scheduler, leases jobs its "
+      "capabilities match and runs them on up to --slots worker threads.\n"
+      "SIGTERM/SIGINT: stop leasing, hand back unstarted leases, let running "
+      "jobs finish for up to --drain-timeout, then exit 0 (a second signal "
+      "exits at once)."};
+  farm::agent::AgentOptions options;
+  std::string capabilities = "emulator";
+  std::string metrics_address;
+  std::string drain = "30s";
+  std::string log_level = "info";
+  farm::agent::ExecutorConfig executor_config;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  options.name = host;
+
+  app.add_option("--scheduler", options.client.server,
+                 "scheduler address HOST:PORT (default: $FARM_SERVER, else " +
+                     std::string(farm::client::kDefaultServer) + ")");
+  app.add_option("--name", options.name, "agent name, unique in the farm (default: hostname)");
+  app.add_option("--slots", options.slots, "jobs run at once")->check(CLI::Range(1, 1024));
+  app.add_option("--capabilities", capabilities,
+                 "comma list of executors to offer: emulator (fio, iozone: "
+                 "real runs, refused until their runners are built in)");
+  app.add_option("--metrics", metrics_address,
+                 "serve Prometheus /metrics on HOST:PORT (port 0: any free "
+                 "port; prints 'metrics on HOST:PORT')");
+  app.add_option("--token", options.client.token,
+                 "bearer token for the scheduler (default: $FARM_TOKEN)");
+  app.add_option("--drain-timeout", drain,
+                 "how long running jobs may finish after SIGTERM (e.g. 30s, 2m)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.add_option("--allow-dir", executor_config.allow_dirs,
+                 "directory real runs may use (repeatable)");
+  app.add_option("--allow-device", executor_config.allow_devices,
+                 "block device real runs may use, DEV or DEV:rw (repeatable)");
+  app.add_option("--emu-catalog", executor_config.emu_catalog,
+                 "commit catalog file for the emulator (default: the shipped "
+                 "linux-iommu catalog)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    (void)app.exit(e);
+    return 2;
+  }
+  absl::Duration drain_timeout;
+  if (!absl::ParseDuration(drain, &drain_timeout) || drain_timeout < absl::ZeroDuration()) {
+    std::fprintf(stderr, "farm-agent: --drain-timeout '%s' is not a duration like 30s\n",
+                 drain.c_str());
+    return 2;
+  }
+  options.drain_timeout = drain_timeout;
+  if (options.name.empty()) {
+    std::fprintf(stderr, "farm-agent: --name must not be empty\n");
+    return 2;
+  }
+  options.client.ApplyEnvironment();
+
+  auto logger = spdlog::stderr_color_mt("farm-agent");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  std::vector<std::string> caps = absl::StrSplit(capabilities, ',', absl::SkipWhitespace());
+  auto executors = farm::agent::MakeExecutors(caps, executor_config);
+  if (!executors.ok()) {
+    std::fprintf(stderr, "farm-agent: --capabilities: %s\n",
+                 std::string(executors.status().message()).c_str());
+    return 2;
+  }
+
+  // Signals are taken by one thread with sigwait so the handler can do real
+  // work (wake the agent) safely. Block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  farm::agent::AgentMetrics metrics(*registry);
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (!metrics_address.empty()) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(metrics_address);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "farm-agent: --metrics %s: %s\n", metrics_address.c_str(), e.what());
+      return 1;
+    }
+    exposer->RegisterCollectable(registry);
+    const auto ports = exposer->GetListeningPorts();
+    const std::string bind_host = metrics_address.substr(0, metrics_address.rfind(':'));
+    std::fprintf(stderr, "metrics on %s:%d\n", bind_host.c_str(),
+                 ports.empty() ? 0 : ports.front());
+  }
+
+  options.host = farm::agent::DetectHostFacts("/");
+  options.on_registered = [](const std::string& name, int64_t id, bool first) {
+    if (first) {
+      std::fprintf(stderr, "registered as %s\n", name.c_str());
+      std::fflush(stderr);
+    }
+  };
+  farm::agent::Agent agent(options, std::move(*executors), &metrics);
+
+  std::thread signal_thread([&agent, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("signal {}: draining", sig);
+    agent.Shutdown();
+    sigwait(&signals, &sig);
+    spdlog::warn("second signal {}: exiting now", sig);
+    Exit(0);
+  });
+  signal_thread.detach();
+
+  absl::Status status = agent.Run();
+  const auto stats = agent.stats();
+  spdlog::info(
+      "stopped: {} succeeded, {} failed, {} revoked, {} stale, {} released, "
+      "{} abandoned",
+      stats.succeeded, stats.failed, stats.revoked, stats.stale, stats.released, stats.abandoned);
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    Exit(1);
+  }
+  Exit(0);
+}
