@@ -53,6 +53,16 @@ TEST(PostgresHarness, QueriesSurviveRestart) {
     EXPECT_EQ(r[0][0].as<int64_t>(), 2);
   }
 
+  absl::StatusOr<std::string> other = (*pg)->CreateDatabase("other");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(*other, (*pg)->Uri("other"));
+  {
+    pqxx::connection conn(*other);
+    pqxx::work tx(conn);
+    EXPECT_EQ(tx.exec("SELECT current_database()")[0][0].as<std::string>(), "other");
+  }
+  EXPECT_FALSE((*pg)->CreateDatabase("other").ok());  // exists already
+
   const int port = (*pg)->port();
   ASSERT_TRUE((*pg)->Restart().ok());
   EXPECT_EQ((*pg)->port(), port);

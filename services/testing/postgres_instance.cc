@@ -59,7 +59,9 @@ absl::StatusOr<std::unique_ptr<PostgresInstance>> PostgresInstance::Start(
     if (!absl::IsAlreadyExists(started)) break;
   }
   if (!started.ok()) return started;
-  if (absl::Status s = pg->CreateDatabase(); !s.ok()) return s;
+  if (absl::StatusOr<std::string> db = pg->CreateDatabase(options.database); !db.ok()) {
+    return db.status();
+  }
   return pg;
 }
 
@@ -188,7 +190,7 @@ absl::Status PostgresInstance::Restart() {
   return s;
 }
 
-absl::Status PostgresInstance::CreateDatabase() {
+absl::StatusOr<std::string> PostgresInstance::CreateDatabase(const std::string& name) {
   const std::string conninfo =
       absl::StrCat("host=127.0.0.1 port=", port_, " dbname=postgres user=", user_);
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn(PQconnectdb(conninfo.c_str()), PQfinish);
@@ -197,16 +199,15 @@ absl::Status PostgresInstance::CreateDatabase() {
         absl::StrCat("connect to ", conninfo, ": ", PQerrorMessage(conn.get())));
   }
   std::unique_ptr<char, decltype(&PQfreemem)> ident(
-      PQescapeIdentifier(conn.get(), options_.database.c_str(), options_.database.size()),
-      PQfreemem);
-  if (!ident) return absl::InvalidArgumentError("bad database name: " + options_.database);
+      PQescapeIdentifier(conn.get(), name.c_str(), name.size()), PQfreemem);
+  if (!ident) return absl::InvalidArgumentError("bad database name: " + name);
   std::unique_ptr<PGresult, decltype(&PQclear)> res(
       PQexec(conn.get(), absl::StrCat("CREATE DATABASE ", ident.get()).c_str()), PQclear);
   if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
     return absl::InternalError(
-        absl::StrCat("CREATE DATABASE ", options_.database, ": ", PQerrorMessage(conn.get())));
+        absl::StrCat("CREATE DATABASE ", name, ": ", PQerrorMessage(conn.get())));
   }
-  return absl::OkStatus();
+  return Uri(name);
 }
 
 }  // namespace farm::testing

@@ -86,7 +86,8 @@ absl::Status PollUntil(const std::function<absl::StatusOr<bool>()>& probe, absl:
 struct PostgresOptions {
   // Directory holding the binaries (initdb, postgres).
   std::string bin_dir = "/usr/lib/postgresql/15/bin";
-  // Database created after the first start (Uri() defaults to it).
+  // Database created after the first start. Uri()'s default is "farm"; pass
+  // the name explicitly if you change this.
   std::string database = "farm";
   // Durability off: tests do not need it and it makes them fast. Restart()
   // and Kill() still behave like a real server within one machine boot.
@@ -120,6 +121,10 @@ class PostgresInstance final {
   // Last `max_bytes` of the server log, for failure messages.
   std::string LogTail(size_t max_bytes = 4000) const;
 
+  // CREATE DATABASE `name`; returns Uri(name). Lets a suite share one server
+  // (e.g. a static instance per test binary) with a fresh database per test.
+  absl::StatusOr<std::string> CreateDatabase(const std::string& name);
+
   // Fast shutdown (SIGINT: abort sessions, checkpoint, exit). Idempotent.
   absl::Status Stop();
   // Stop() (if running) then start again on the same port and data dir.
@@ -136,7 +141,6 @@ class PostgresInstance final {
   // the port was taken returns kAlreadyExists so Start() can retry.
   absl::Status StartServer();
   absl::Status Shutdown(int sig, absl::Duration grace);
-  absl::Status CreateDatabase();
 
   PostgresOptions options_;
   std::string dir_;
