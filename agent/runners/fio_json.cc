@@ -109,8 +109,7 @@ absl::StatusOr<FioReport> FromJson(const json& root) {
   FioReport report;
   auto version = root.find("fio version");
   if (version == root.end() || !version->is_string()) {
-    return absl::InvalidArgumentError(
-        "fio json: missing string field \"fio version\"");
+    return absl::InvalidArgumentError("fio json: missing string field \"fio version\"");
   }
   report.fio_version = version->get<std::string>();
   auto jobs = root.find("jobs");
@@ -137,24 +136,22 @@ absl::StatusOr<FioReport> FromJson(const json& root) {
 }  // namespace
 
 absl::StatusOr<FioReport> ParseFioJson(absl::string_view text) {
-  absl::Status last_error =
-      absl::InvalidArgumentError("fio json: no JSON object found in output");
+  absl::Status last_error = absl::InvalidArgumentError("fio json: no JSON object found in output");
   // Try each '{' that opens a line: warnings come before the report, and a
   // warning could itself contain braces mid-line.
   for (size_t pos = 0; pos < text.size(); ++pos) {
     if (text[pos] != '{' || (pos > 0 && text[pos - 1] != '\n')) continue;
     std::optional<size_t> len = ObjectExtent(text.substr(pos));
     if (!len) {
-      last_error = absl::InvalidArgumentError(
-          "fio json: JSON object is truncated (no closing brace)");
+      last_error =
+          absl::InvalidArgumentError("fio json: JSON object is truncated (no closing brace)");
       continue;
     }
     json root;
     try {
       root = json::parse(text.substr(pos, *len));
     } catch (const json::exception& e) {
-      last_error =
-          absl::InvalidArgumentError(absl::StrCat("fio json: ", e.what()));
+      last_error = absl::InvalidArgumentError(absl::StrCat("fio json: ", e.what()));
       continue;
     }
     return FromJson(root);

@@ -13,8 +13,8 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -33,7 +33,7 @@ struct FioDirection {
   std::uint64_t io_bytes = 0;
   std::uint64_t total_ios = 0;
   double iops = 0;
-  double bw_kib_s = 0;        // fio's "bw" field: KiB/s
+  double bw_kib_s = 0;  // fio's "bw" field: KiB/s
   std::uint64_t runtime_ms = 0;
   FioLatency clat;
 

@@ -16,8 +16,7 @@ namespace {
 constexpr std::uint64_t kMaxBytes = 1ull << 40;  // 1 TiB
 
 absl::Status Refuse(absl::string_view key, absl::string_view why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("fio param '", key, "' refused: ", why));
+  return absl::InvalidArgumentError(absl::StrCat("fio param '", key, "' refused: ", why));
 }
 
 // Options a job must never pass through, with the reason the user sees.
@@ -32,27 +31,25 @@ std::string DangerReason(const std::string& key) {
   if (key == "allow_mounted_write") {
     return "it lets fio write to a mounted device and destroy its filesystem";
   }
-  if ((absl::StartsWith(key, "write_") && absl::EndsWith(key, "_log")) ||
-      key == "write_iolog" || absl::StartsWith(key, "log") ||
-      key == "per_job_logs") {
+  if ((absl::StartsWith(key, "write_") && absl::EndsWith(key, "_log")) || key == "write_iolog" ||
+      absl::StartsWith(key, "log") || key == "per_job_logs") {
     return "fio log files would be written to paths the job chooses, outside "
            "the agent's control";
   }
-  if (key == "read_iolog" || key == "replay_redirect" ||
-      key == "iolog" || key == "merge_blktrace_file") {
+  if (key == "read_iolog" || key == "replay_redirect" || key == "iolog" ||
+      key == "merge_blktrace_file") {
     return "it makes fio read or replay files at paths the job chooses";
   }
   if (key == "output" || key == "output_format" || key == "append_terse" ||
       key == "terse_version" || key == "status_interval") {
     return "fio's output file and format are set by the agent";
   }
-  if (key == "ioscheduler" || key == "cgroup" || key == "cgroup_weight" ||
-      key == "uid" || key == "gid" || key == "prioclass" || key == "prio" ||
-      key == "nice") {
+  if (key == "ioscheduler" || key == "cgroup" || key == "cgroup_weight" || key == "uid" ||
+      key == "gid" || key == "prioclass" || key == "prio" || key == "nice") {
     return "it changes host settings or process credentials";
   }
-  if (key == "filename_format" || key == "opendir" || key == "chdir" ||
-      key == "unlink" || key == "nrfiles") {
+  if (key == "filename_format" || key == "opendir" || key == "chdir" || key == "unlink" ||
+      key == "nrfiles") {
     return "file names and locations are chosen by the agent (use filename "
            "or directory inside an allowed directory)";
   }
@@ -60,28 +57,24 @@ std::string DangerReason(const std::string& key) {
 }
 
 const std::set<std::string>& RwModes() {
-  static const auto* modes = new std::set<std::string>{
-      "read", "write", "randread", "randwrite", "rw", "readwrite", "randrw"};
+  static const auto* modes = new std::set<std::string>{"read", "write",     "randread", "randwrite",
+                                                       "rw",   "readwrite", "randrw"};
   return *modes;
 }
 
 const std::set<std::string>& Engines() {
-  static const auto* engines =
-      new std::set<std::string>{"psync", "libaio", "io_uring"};
+  static const auto* engines = new std::set<std::string>{"psync", "libaio", "io_uring"};
   return *engines;
 }
 
 }  // namespace
 
-bool FioSpec::writes() const {
-  return rw != "read" && rw != "randread";
-}
+bool FioSpec::writes() const { return rw != "read" && rw != "randread"; }
 
 const std::vector<std::string>& FioAllowedParams() {
   static const auto* keys = new std::vector<std::string>{
-      "rw",       "bs",        "iodepth",    "numjobs",   "size",
-      "runtime",  "ramp_time", "time_based", "rwmixread", "ioengine",
-      "direct",   "cpus_allowed", "filename", "directory"};
+      "rw",         "bs",        "iodepth",  "numjobs", "size",         "runtime",  "ramp_time",
+      "time_based", "rwmixread", "ioengine", "direct",  "cpus_allowed", "filename", "directory"};
   return *keys;
 }
 
@@ -92,15 +85,13 @@ absl::StatusOr<FioSpec> FioSpecFromParams(const Params& params) {
   // Refuse dangerous and unknown keys first, all before looking at values,
   // so the message is about the most serious problem.
   for (const auto& [raw_key, value] : params) {
-    const std::string key =
-        absl::StrReplaceAll(absl::AsciiStrToLower(raw_key), {{"-", "_"}});
+    const std::string key = absl::StrReplaceAll(absl::AsciiStrToLower(raw_key), {{"-", "_"}});
     if (std::string why = DangerReason(key); !why.empty()) {
       return Refuse(raw_key, why);
     }
     if (std::find(allowed.begin(), allowed.end(), raw_key) == allowed.end()) {
       return Refuse(raw_key,
-                    absl::StrCat("unknown option; allowed: ",
-                                 absl::StrJoin(allowed, ", ")));
+                    absl::StrCat("unknown option; allowed: ", absl::StrJoin(allowed, ", ")));
     }
   }
   if (params.count("filename") > 0 && params.count("directory") > 0) {
@@ -110,12 +101,11 @@ absl::StatusOr<FioSpec> FioSpecFromParams(const Params& params) {
     if (key == "rw") {
       const std::string rw = absl::AsciiStrToLower(value);
       if (absl::StrContains(rw, "trim")) {
-        return Refuse(key, absl::StrCat("trim modes (", value,
-                                        ") discard data on the target"));
+        return Refuse(key, absl::StrCat("trim modes (", value, ") discard data on the target"));
       }
       if (RwModes().count(rw) == 0) {
-        return Refuse(key, absl::StrCat("rw=", value, " is not one of ",
-                                        absl::StrJoin(RwModes(), ", ")));
+        return Refuse(
+            key, absl::StrCat("rw=", value, " is not one of ", absl::StrJoin(RwModes(), ", ")));
       }
       spec.rw = rw;
     } else if (key == "bs") {
@@ -159,8 +149,7 @@ absl::StatusOr<FioSpec> FioSpecFromParams(const Params& params) {
                                         "on the agent's host"));
       }
       if (Engines().count(engine) == 0) {
-        return Refuse(key, absl::StrCat("ioengine=", value,
-                                        " is not in the allowlist ",
+        return Refuse(key, absl::StrCat("ioengine=", value, " is not in the allowlist ",
                                         absl::StrJoin(Engines(), ", ")));
       }
       spec.ioengine = engine;
@@ -173,9 +162,8 @@ absl::StatusOr<FioSpec> FioSpecFromParams(const Params& params) {
       spec.cpus_allowed = value;
     } else if (key == "filename") {
       spec.target = value;
-      spec.target_kind = absl::StartsWith(value, "/dev/")
-                             ? FioTargetKind::kDevice
-                             : FioTargetKind::kFile;
+      spec.target_kind =
+          absl::StartsWith(value, "/dev/") ? FioTargetKind::kDevice : FioTargetKind::kFile;
     } else if (key == "directory") {
       spec.target = value;
       spec.target_kind = FioTargetKind::kDirectory;
@@ -187,15 +175,12 @@ absl::StatusOr<FioSpec> FioSpecFromParams(const Params& params) {
         "(e.g. size=64m)");
   }
   if (have_size && spec.size_bytes < spec.bs_bytes) {
-    return absl::InvalidArgumentError(
-        "fio param 'size' must be at least bs");
+    return absl::InvalidArgumentError("fio param 'size' must be at least bs");
   }
   if (spec.direct && spec.bs_bytes % 512 != 0) {
-    return absl::InvalidArgumentError(
-        "fio param 'bs' must be a multiple of 512 with direct=1");
+    return absl::InvalidArgumentError("fio param 'bs' must be a multiple of 512 with direct=1");
   }
-  if (spec.rwmixread >= 0 && spec.rw != "rw" && spec.rw != "readwrite" &&
-      spec.rw != "randrw") {
+  if (spec.rwmixread >= 0 && spec.rw != "rw" && spec.rw != "readwrite" && spec.rw != "randrw") {
     return absl::InvalidArgumentError(
         "fio param 'rwmixread' only applies to rw, readwrite or randrw");
   }
@@ -206,12 +191,12 @@ absl::StatusOr<FioSpec> FioSpecFromParams(const Params& params) {
   return spec;
 }
 
-absl::StatusOr<std::vector<std::string>> BuildFioArgv(
-    const FioSpec& spec, const AllowedTargets& allowed,
-    const std::string& fio, const std::string& job_name) {
-  if (job_name.empty() ||
-      job_name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"
-                                 "TUVWXYZ0123456789_.-") != std::string::npos) {
+absl::StatusOr<std::vector<std::string>> BuildFioArgv(const FioSpec& spec,
+                                                      const AllowedTargets& allowed,
+                                                      const std::string& fio,
+                                                      const std::string& job_name) {
+  if (job_name.empty() || job_name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"
+                                                     "TUVWXYZ0123456789_.-") != std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("fio job name \"", job_name, "\" is not [A-Za-z0-9_.-]+"));
   }

@@ -61,9 +61,10 @@ absl::StatusOr<FioSpec> FioSpecFromParams(const Params& params);
 // argv[0] is `fio` (a path or a name); ends with --output-format=json.
 // `job_name` ([A-Za-z0-9_.-]+) names fio's files in directory targets; give
 // concurrent runs distinct names so they never share files.
-absl::StatusOr<std::vector<std::string>> BuildFioArgv(
-    const FioSpec& spec, const AllowedTargets& allowed,
-    const std::string& fio = "fio", const std::string& job_name = "farm");
+absl::StatusOr<std::vector<std::string>> BuildFioArgv(const FioSpec& spec,
+                                                      const AllowedTargets& allowed,
+                                                      const std::string& fio = "fio",
+                                                      const std::string& job_name = "farm");
 
 }  // namespace farm::runners
 

@@ -22,19 +22,27 @@ struct Label {
 };
 // iozone's throughput-mode labels (iozone.c, throughput_test()).
 constexpr Label kLabels[] = {
-    {"initial writers", "write"},     {"rewriters", "rewrite"},
-    {"readers", "read"},              {"re-readers", "reread"},
-    {"reverse readers", "bkwdread"},  {"stride readers", "strideread"},
-    {"random readers", "randread"},   {"mixed workload", "mixed"},
-    {"random writers", "randwrite"},  {"pwrite writers", "pwrite"},
-    {"pread readers", "pread"},       {"fwriters", "fwrite"},
-    {"re-fwriters", "frewrite"},      {"freaders", "fread"},
-    {"re-freaders", "freread"},       {"record rewriters", "recrewrite"},
+    {"initial writers", "write"},
+    {"rewriters", "rewrite"},
+    {"readers", "read"},
+    {"re-readers", "reread"},
+    {"reverse readers", "bkwdread"},
+    {"stride readers", "strideread"},
+    {"random readers", "randread"},
+    {"mixed workload", "mixed"},
+    {"random writers", "randwrite"},
+    {"pwrite writers", "pwrite"},
+    {"pread readers", "pread"},
+    {"fwriters", "fwrite"},
+    {"re-fwriters", "frewrite"},
+    {"freaders", "fread"},
+    {"re-freaders", "freread"},
+    {"record rewriters", "recrewrite"},
 };
 
 // "= 4732581.09 kB/sec" -> value and unit.
-absl::Status ParseValue(absl::string_view rhs, absl::string_view line,
-                        double* value, std::string* unit) {
+absl::Status ParseValue(absl::string_view rhs, absl::string_view line, double* value,
+                        std::string* unit) {
   rhs = absl::StripAsciiWhitespace(rhs);
   std::vector<absl::string_view> parts =
       absl::StrSplit(rhs, absl::ByAnyChar(" \t"), absl::SkipEmpty());
@@ -58,26 +66,29 @@ absl::string_view CleanLine(absl::string_view line) {
 }
 
 // "12 initial writers \t= 4732581.09 kB/sec" (after "throughput for").
-absl::Status ParseHeadline(absl::string_view rest, absl::string_view line,
-                           IozoneTest* test, double* value) {
+absl::Status ParseHeadline(absl::string_view rest, absl::string_view line, IozoneTest* test,
+                           double* value) {
   const size_t eq = rest.find('=');
   if (eq == absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("iozone report: no '=' in line \"", line, "\""));
+    return absl::InvalidArgumentError(absl::StrCat("iozone report: no '=' in line \"", line, "\""));
   }
   absl::string_view lhs = absl::StripAsciiWhitespace(rest.substr(0, eq));
   std::vector<absl::string_view> words =
       absl::StrSplit(lhs, absl::ByAnyChar(" \t"), absl::SkipEmpty());
   int n = 0;
   if (words.size() < 2 || !absl::SimpleAtoi(words[0], &n)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "iozone report: no process count and test in line \"", line, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("iozone report: no process count and test in line \"", line, "\""));
   }
   words.erase(words.begin());
   test->processes = n;
   test->label = absl::AsciiStrToLower(absl::StrJoin(words, " "));
   test->name = IozoneTestName(test->label);
-  return ParseValue(rest.substr(eq + 1), line, value, &test->unit);
+  std::string unit;
+  absl::Status s = ParseValue(rest.substr(eq + 1), line, value, &unit);
+  // The line was lower-cased for matching; restore iozone's spelling.
+  test->unit = absl::StrContains(unit, "ops") ? "ops/sec" : "kB/sec";
+  return s;
 }
 
 }  // namespace
@@ -105,8 +116,7 @@ std::map<std::string, IozoneTest> IozoneReport::ByName() const {
   return out;
 }
 
-absl::StatusOr<std::vector<IozoneReport>> ParseIozoneReports(
-    absl::string_view text) {
+absl::StatusOr<std::vector<IozoneReport>> ParseIozoneReports(absl::string_view text) {
   std::vector<IozoneReport> runs;
   std::string version;
   std::set<std::string> seen;  // test names of the current run
@@ -116,8 +126,8 @@ absl::StatusOr<std::vector<IozoneReport>> ParseIozoneReports(
     const std::string lower = absl::AsciiStrToLower(line);
     absl::string_view rest = lower;
     if (absl::ConsumePrefix(&rest, "version $revision:")) {
-      version = std::string(absl::StripAsciiWhitespace(
-          absl::StripSuffix(absl::StripAsciiWhitespace(rest), "$")));
+      version = std::string(
+          absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripAsciiWhitespace(rest), "$")));
       continue;
     }
     if (absl::ConsumePrefix(&rest, "children see throughput for")) {
@@ -141,8 +151,7 @@ absl::StatusOr<std::vector<IozoneReport>> ParseIozoneReports(
     if (absl::ConsumePrefix(&rest, "parent sees throughput for")) {
       IozoneTest parent;
       double value = 0;
-      if (absl::Status s = ParseHeadline(rest, line, &parent, &value);
-          !s.ok()) {
+      if (absl::Status s = ParseHeadline(rest, line, &parent, &value); !s.ok()) {
         return s;
       }
       current->parent = value;
@@ -164,8 +173,7 @@ absl::StatusOr<std::vector<IozoneReport>> ParseIozoneReports(
       return absl::InvalidArgumentError(
           absl::StrCat("iozone report: no '=' in line \"", line, "\""));
     }
-    if (absl::Status s = ParseValue(rest.substr(eq + 1), line, field, nullptr);
-        !s.ok()) {
+    if (absl::Status s = ParseValue(rest.substr(eq + 1), line, field, nullptr); !s.ok()) {
       return s;
     }
   }

@@ -19,8 +19,8 @@
 
 #include <map>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -65,8 +65,7 @@ absl::StatusOr<IozoneReport> ParseIozoneReport(absl::string_view text);
 // Splits text holding several runs one after another (as in a mailing-list
 // post comparing commits) into one report per run: a new run starts whenever
 // a test name already seen in the current run appears again.
-absl::StatusOr<std::vector<IozoneReport>> ParseIozoneReports(
-    absl::string_view text);
+absl::StatusOr<std::vector<IozoneReport>> ParseIozoneReports(absl::string_view text);
 
 }  // namespace farm::runners
 

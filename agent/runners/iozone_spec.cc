@@ -12,13 +12,12 @@ namespace farm::runners {
 namespace {
 
 absl::Status Refuse(absl::string_view key, absl::string_view why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("iozone param '", key, "' refused: ", why));
+  return absl::InvalidArgumentError(absl::StrCat("iozone param '", key, "' refused: ", why));
 }
 
 const std::vector<std::string>& Tests() {
-  static const auto* tests = new std::vector<std::string>{
-      "write", "rewrite", "read", "reread", "randread", "randwrite"};
+  static const auto* tests =
+      new std::vector<std::string>{"write", "rewrite", "read", "reread", "randread", "randwrite"};
   return *tests;
 }
 
@@ -26,8 +25,7 @@ const std::vector<std::string>& Tests() {
 
 const std::vector<std::string>& IozoneAllowedParams() {
   static const auto* keys = new std::vector<std::string>{
-      "tests", "size", "record", "threads", "direct", "machine_info",
-      "directory"};
+      "tests", "size", "record", "threads", "direct", "machine_info", "directory"};
   return *keys;
 }
 
@@ -42,8 +40,7 @@ absl::StatusOr<IozoneSpec> IozoneSpecFromParams(const Params& params) {
                       "iozone's files are named by the agent inside "
                       "'directory' (an allowed directory)");
       }
-      return Refuse(key, absl::StrCat("unknown option; allowed: ",
-                                      absl::StrJoin(allowed, ", ")));
+      return Refuse(key, absl::StrCat("unknown option; allowed: ", absl::StrJoin(allowed, ", ")));
     }
   }
   bool have_size = false;
@@ -53,8 +50,8 @@ absl::StatusOr<IozoneSpec> IozoneSpecFromParams(const Params& params) {
       if (!list.ok()) return list.status();
       for (const std::string& t : *list) {
         if (std::find(Tests().begin(), Tests().end(), t) == Tests().end()) {
-          return Refuse(key, absl::StrCat("unknown test '", t, "'; allowed: ",
-                                          absl::StrJoin(Tests(), ", ")));
+          return Refuse(
+              key, absl::StrCat("unknown test '", t, "'; allowed: ", absl::StrJoin(Tests(), ", ")));
         }
       }
       spec.tests = *list;
@@ -88,25 +85,24 @@ absl::StatusOr<IozoneSpec> IozoneSpecFromParams(const Params& params) {
         "iozone param 'size' is required (per-process file size, e.g. 64m)");
   }
   if (spec.size_bytes % 1024 != 0 || spec.record_bytes % 1024 != 0) {
-    return absl::InvalidArgumentError(
-        "iozone params 'size' and 'record' must be whole KiB");
+    return absl::InvalidArgumentError("iozone params 'size' and 'record' must be whole KiB");
   }
   if (spec.record_bytes > spec.size_bytes) {
-    return absl::InvalidArgumentError(
-        "iozone param 'record' must not exceed 'size'");
+    return absl::InvalidArgumentError("iozone param 'record' must not exceed 'size'");
   }
   return spec;
 }
 
-absl::StatusOr<IozoneCommand> BuildIozoneCommand(
-    const IozoneSpec& spec, const AllowedTargets& allowed,
-    const std::string& iozone, const std::string& file_prefix) {
+absl::StatusOr<IozoneCommand> BuildIozoneCommand(const IozoneSpec& spec,
+                                                 const AllowedTargets& allowed,
+                                                 const std::string& iozone,
+                                                 const std::string& file_prefix) {
   if (file_prefix.empty() ||
       file_prefix.find_first_not_of(
           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
           std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "iozone file prefix \"", file_prefix, "\" is not [A-Za-z0-9_.-]+"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("iozone file prefix \"", file_prefix, "\" is not [A-Za-z0-9_.-]+"));
   }
   IozoneCommand cmd;
   absl::StatusOr<std::string> dir = spec.directory.empty()
@@ -117,8 +113,7 @@ absl::StatusOr<IozoneCommand> BuildIozoneCommand(
   // Every file must itself pass the file checks (no symlink planted under
   // the name we are about to use).
   for (int i = 0; i < spec.threads; ++i) {
-    auto file =
-        allowed.ResolveFile(absl::StrCat(*dir, "/", file_prefix, ".", i));
+    auto file = allowed.ResolveFile(absl::StrCat(*dir, "/", file_prefix, ".", i));
     if (!file.ok()) return file.status();
     cmd.files.push_back(*file);
   }
@@ -127,9 +122,8 @@ absl::StatusOr<IozoneCommand> BuildIozoneCommand(
     if (t == "read" || t == "reread") groups.insert(1);
     if (t == "randread" || t == "randwrite") groups.insert(2);
   }
-  cmd.argv = {iozone,
-              "-s", absl::StrCat(spec.size_bytes / 1024, "k"),
-              "-r", absl::StrCat(spec.record_bytes / 1024, "k")};
+  cmd.argv = {iozone, "-s", absl::StrCat(spec.size_bytes / 1024, "k"), "-r",
+              absl::StrCat(spec.record_bytes / 1024, "k")};
   for (int g : groups) cmd.argv.push_back(absl::StrCat("-i", g));
   if (spec.direct) cmd.argv.push_back("-I");
   if (spec.machine_info) cmd.argv.push_back("-M");

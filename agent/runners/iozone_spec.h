@@ -28,12 +28,12 @@ namespace farm::runners {
 
 struct IozoneSpec {
   std::vector<std::string> tests = {"write", "read"};
-  std::uint64_t size_bytes = 0;             // required (-s), per process
-  std::uint64_t record_bytes = 64 << 10;    // -r
-  int threads = 1;                          // -t
-  bool direct = false;                      // -I
-  bool machine_info = false;                // -M
-  std::string directory;  // empty: the first allowed directory
+  std::uint64_t size_bytes = 0;           // required (-s), per process
+  std::uint64_t record_bytes = 64 << 10;  // -r
+  int threads = 1;                        // -t
+  bool direct = false;                    // -I
+  bool machine_info = false;              // -M
+  std::string directory;                  // empty: the first allowed directory
 };
 
 const std::vector<std::string>& IozoneAllowedParams();
@@ -48,10 +48,10 @@ struct IozoneCommand {
   std::string directory;
   std::vector<std::string> files;  // the -F files, to remove after the run
 };
-absl::StatusOr<IozoneCommand> BuildIozoneCommand(
-    const IozoneSpec& spec, const AllowedTargets& allowed,
-    const std::string& iozone = "iozone",
-    const std::string& file_prefix = "iozone.farm");
+absl::StatusOr<IozoneCommand> BuildIozoneCommand(const IozoneSpec& spec,
+                                                 const AllowedTargets& allowed,
+                                                 const std::string& iozone = "iozone",
+                                                 const std::string& file_prefix = "iozone.farm");
 
 }  // namespace farm::runners
 

@@ -12,8 +12,7 @@
 namespace farm::runners {
 namespace {
 
-absl::Status Bad(absl::string_view key, absl::string_view value,
-                 absl::string_view why) {
+absl::Status Bad(absl::string_view key, absl::string_view value, absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("param '", key, "': ", why, " (got \"", value, "\")"));
 }
@@ -28,8 +27,7 @@ bool AllDigits(absl::string_view s) {
 
 }  // namespace
 
-absl::StatusOr<std::uint64_t> ParseBytes(absl::string_view key,
-                                         absl::string_view value,
+absl::StatusOr<std::uint64_t> ParseBytes(absl::string_view key, absl::string_view value,
                                          std::uint64_t min, std::uint64_t max) {
   std::string v = absl::AsciiStrToLower(absl::StripAsciiWhitespace(value));
   absl::string_view s = v;
@@ -38,33 +36,39 @@ absl::StatusOr<std::uint64_t> ParseBytes(absl::string_view key,
   std::uint64_t mult = 1;
   if (!s.empty()) {
     switch (s.back()) {
-      case 'k': mult = 1ull << 10; break;
-      case 'm': mult = 1ull << 20; break;
-      case 'g': mult = 1ull << 30; break;
-      case 't': mult = 1ull << 40; break;
-      default: break;
+      case 'k':
+        mult = 1ull << 10;
+        break;
+      case 'm':
+        mult = 1ull << 20;
+        break;
+      case 'g':
+        mult = 1ull << 30;
+        break;
+      case 't':
+        mult = 1ull << 40;
+        break;
+      default:
+        break;
     }
     if (mult != 1) s.remove_suffix(1);
   }
   std::uint64_t n = 0;
   if (!AllDigits(s) || !absl::SimpleAtoi(s, &n)) {
-    return Bad(key, value,
-               "expected a size like 4096, 4k, 64m or 1g (binary multiples)");
+    return Bad(key, value, "expected a size like 4096, 4k, 64m or 1g (binary multiples)");
   }
   if (n > max / mult) {
     return Bad(key, value, absl::StrCat("must be at most ", max, " bytes"));
   }
   const std::uint64_t bytes = n * mult;
   if (bytes < min || bytes > max) {
-    return Bad(key, value,
-               absl::StrCat("must be between ", min, " and ", max, " bytes"));
+    return Bad(key, value, absl::StrCat("must be between ", min, " and ", max, " bytes"));
   }
   return bytes;
 }
 
-absl::StatusOr<std::int64_t> ParseInt(absl::string_view key,
-                                      absl::string_view value, std::int64_t min,
-                                      std::int64_t max) {
+absl::StatusOr<std::int64_t> ParseInt(absl::string_view key, absl::string_view value,
+                                      std::int64_t min, std::int64_t max) {
   absl::string_view s = absl::StripAsciiWhitespace(value);
   std::int64_t n = 0;
   if (!AllDigits(s) || !absl::SimpleAtoi(s, &n)) {
@@ -76,8 +80,7 @@ absl::StatusOr<std::int64_t> ParseInt(absl::string_view key,
   return n;
 }
 
-absl::StatusOr<std::int64_t> ParseSeconds(absl::string_view key,
-                                          absl::string_view value,
+absl::StatusOr<std::int64_t> ParseSeconds(absl::string_view key, absl::string_view value,
                                           std::int64_t min, std::int64_t max) {
   std::string v = absl::AsciiStrToLower(absl::StripAsciiWhitespace(value));
   absl::string_view s = v;
@@ -93,8 +96,7 @@ absl::StatusOr<std::int64_t> ParseSeconds(absl::string_view key,
     return Bad(key, value, "expected whole seconds like 10, 30s, 2m or 1h");
   }
   if (n > max / mult || n * mult < min) {
-    return Bad(key, value,
-               absl::StrCat("must be between ", min, " and ", max, " seconds"));
+    return Bad(key, value, absl::StrCat("must be between ", min, " and ", max, " seconds"));
   }
   return n * mult;
 }
@@ -106,8 +108,7 @@ absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view value) {
   return Bad(key, value, "expected 1/0, true/false, yes/no or on/off");
 }
 
-absl::StatusOr<std::vector<std::string>> ParseList(absl::string_view key,
-                                                   absl::string_view value) {
+absl::StatusOr<std::vector<std::string>> ParseList(absl::string_view key, absl::string_view value) {
   absl::string_view s = absl::StripAsciiWhitespace(value);
   if (absl::ConsumePrefix(&s, "[") && !absl::ConsumeSuffix(&s, "]")) {
     return Bad(key, value, "unbalanced '['");
@@ -133,8 +134,7 @@ absl::Status CheckCpuList(absl::string_view key, absl::string_view value) {
     std::int64_t lo = 0, hi = 0;
     if (!AllDigits(range[0]) || !absl::SimpleAtoi(range[0], &lo) ||
         (range.size() == 2 &&
-         (!AllDigits(range[1]) || !absl::SimpleAtoi(range[1], &hi) ||
-          hi < lo)) ||
+         (!AllDigits(range[1]) || !absl::SimpleAtoi(range[1], &hi) || hi < lo)) ||
         lo > 65535 || hi > 65535) {
       return Bad(key, value, "expected CPU list like 0-3,8");
     }

@@ -22,8 +22,7 @@ std::string ReadTestdata(const std::string& name) {
 }
 
 TEST(FioJson, ParsesRecordedRandrw) {
-  absl::StatusOr<FioReport> r =
-      ParseFioJson(ReadTestdata("fio-3.33-randrw-psync.json"));
+  absl::StatusOr<FioReport> r = ParseFioJson(ReadTestdata("fio-3.33-randrw-psync.json"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->fio_version, "fio-3.33");
   ASSERT_EQ(r->jobs.size(), 1u);
@@ -64,23 +63,19 @@ TEST(FioJson, ErrorsAreStatuses) {
   const std::string json = ReadTestdata("fio-3.33-randrw-psync.json");
   EXPECT_FALSE(ParseFioJson("").ok());
   EXPECT_FALSE(ParseFioJson("fio: engine libaio not loadable\n").ok());
-  absl::StatusOr<FioReport> truncated =
-      ParseFioJson(json.substr(0, json.size() / 2));
+  absl::StatusOr<FioReport> truncated = ParseFioJson(json.substr(0, json.size() / 2));
   ASSERT_FALSE(truncated.ok());
   EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos)
       << truncated.status();
   absl::StatusOr<FioReport> no_version = ParseFioJson("{\"jobs\": []}");
   ASSERT_FALSE(no_version.ok());
-  EXPECT_NE(no_version.status().message().find("fio version"),
-            std::string::npos);
+  EXPECT_NE(no_version.status().message().find("fio version"), std::string::npos);
   EXPECT_FALSE(ParseFioJson("{\"fio version\": \"fio-3.33\"}").ok());
-  EXPECT_FALSE(
-      ParseFioJson("{\"fio version\": \"fio-3.33\", \"jobs\": [1]}").ok());
+  EXPECT_FALSE(ParseFioJson("{\"fio version\": \"fio-3.33\", \"jobs\": [1]}").ok());
 }
 
 TEST(FioJson, SamplesNamedPerDirection) {
-  absl::StatusOr<FioReport> r =
-      ParseFioJson(ReadTestdata("fio-3.33-randrw-psync.json"));
+  absl::StatusOr<FioReport> r = ParseFioJson(ReadTestdata("fio-3.33-randrw-psync.json"));
   ASSERT_TRUE(r.ok());
   std::vector<Sample> s = FioSamples(*r);
   ASSERT_EQ(s.size(), 12u);  // 6 metrics x {read, write}; trim did no I/O
@@ -131,21 +126,18 @@ TEST(IozoneReport, Seed000ThreeRunsOfFourTests) {
   EXPECT_DOUBLE_EQ(rr->children, 4220651.19);
   EXPECT_DOUBLE_EQ(rr->min_xfer_kb, 1035264.00);
   // The regression the farm must find: writers lose ~19%, readers ~28%.
-  EXPECT_LT((*runs)[2].Find("write")->children,
-            0.85 * (*runs)[0].Find("write")->children);
+  EXPECT_LT((*runs)[2].Find("write")->children, 0.85 * (*runs)[0].Find("write")->children);
 }
 
 TEST(IozoneReport, SingleParseKeepsAllBlocksInOrder) {
-  absl::StatusOr<IozoneReport> r =
-      ParseIozoneReport(ReadTestdata("seed000-iozone-nfsrdma.txt"));
+  absl::StatusOr<IozoneReport> r = ParseIozoneReport(ReadTestdata("seed000-iozone-nfsrdma.txt"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->tests.size(), 12u);
   EXPECT_DOUBLE_EQ(r->Find("write")->children, 4732581.09);  // first one
 }
 
 TEST(IozoneReport, RecordedTwoProcessRunWithTabs) {
-  absl::StatusOr<IozoneReport> r =
-      ParseIozoneReport(ReadTestdata("iozone-3.489-t2-i0-i1.txt"));
+  absl::StatusOr<IozoneReport> r = ParseIozoneReport(ReadTestdata("iozone-3.489-t2-i0-i1.txt"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->version, "3.489");
   std::map<std::string, IozoneTest> by = r->ByName();
@@ -161,8 +153,7 @@ TEST(IozoneReport, RecordedTwoProcessRunWithTabs) {
 }
 
 TEST(IozoneReport, RecordedRandomTests) {
-  absl::StatusOr<IozoneReport> r =
-      ParseIozoneReport(ReadTestdata("iozone-3.489-t1-i0-i1-i2.txt"));
+  absl::StatusOr<IozoneReport> r = ParseIozoneReport(ReadTestdata("iozone-3.489-t1-i0-i1-i2.txt"));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->tests.size(), 6u);
   EXPECT_EQ(r->tests[4].name, "randread");
@@ -174,8 +165,7 @@ TEST(IozoneReport, RecordedRandomTests) {
 }
 
 TEST(IozoneReport, SamplesNamedPerTest) {
-  absl::StatusOr<IozoneReport> r =
-      ParseIozoneReport(ReadTestdata("iozone-3.489-t2-i0-i1.txt"));
+  absl::StatusOr<IozoneReport> r = ParseIozoneReport(ReadTestdata("iozone-3.489-t2-i0-i1.txt"));
   ASSERT_TRUE(r.ok());
   std::vector<Sample> s = IozoneSamples(*r);
   ASSERT_EQ(s.size(), 24u);
@@ -194,13 +184,11 @@ TEST(IozoneReport, SamplesNamedPerTest) {
 TEST(IozoneReport, ErrorsAreStatuses) {
   EXPECT_FALSE(ParseIozoneReport("").ok());
   EXPECT_FALSE(ParseIozoneReport("iozone test complete.\n").ok());
-  absl::StatusOr<IozoneReport> bad = ParseIozoneReport(
-      "Children see throughput for 2 initial writers = lots kB/sec\n");
+  absl::StatusOr<IozoneReport> bad =
+      ParseIozoneReport("Children see throughput for 2 initial writers = lots kB/sec\n");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("no number"), std::string::npos);
-  EXPECT_FALSE(
-      ParseIozoneReport("Children see throughput for writers = 1 kB/sec\n")
-          .ok());
+  EXPECT_FALSE(ParseIozoneReport("Children see throughput for writers = 1 kB/sec\n").ok());
 }
 
 TEST(IozoneReport, MailQuotingIsStripped) {
@@ -215,8 +203,7 @@ TEST(IozoneReport, MailQuotingIsStripped) {
 TEST(Tools, VersionsFromRecordedOutput) {
   EXPECT_EQ(*ParseFioVersion("fio-3.33\n"), "fio-3.33");
   EXPECT_FALSE(ParseFioVersion("bash: fio: not found\n").ok());
-  EXPECT_EQ(*ParseIozoneVersion(ReadTestdata("iozone-3.489-t2-i0-i1.txt")),
-            "3.489");
+  EXPECT_EQ(*ParseIozoneVersion(ReadTestdata("iozone-3.489-t2-i0-i1.txt")), "3.489");
   EXPECT_FALSE(ParseIozoneVersion("").ok());
 }
 

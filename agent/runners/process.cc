@@ -50,9 +50,8 @@ bool ReadChunk(int fd, std::string* out, std::size_t cap, bool* truncated) {
     if (n < 0 && errno == EAGAIN) return true;
     if (n <= 0) return false;
     const std::size_t room = out->size() < cap ? cap - out->size() : 0;
-    const std::size_t take = static_cast<std::size_t>(n) < room
-                                 ? static_cast<std::size_t>(n)
-                                 : room;
+    const std::size_t take =
+        static_cast<std::size_t>(n) < room ? static_cast<std::size_t>(n) : room;
     out->append(buf, take);
     if (take < static_cast<std::size_t>(n)) *truncated = true;
     return true;
@@ -75,8 +74,8 @@ struct ChildError {
 }  // namespace
 
 std::string ProcessResult::Describe() const {
-  std::string s = signaled ? absl::StrCat("killed by signal ", term_signal)
-                           : absl::StrCat("exit ", exit_code);
+  std::string s =
+      signaled ? absl::StrCat("killed by signal ", term_signal) : absl::StrCat("exit ", exit_code);
   if (timed_out) absl::StrAppend(&s, " (timed out)");
   if (cancelled) absl::StrAppend(&s, " (cancelled)");
   return s;
@@ -89,21 +88,18 @@ absl::StatusOr<std::string> ResolveExecutable(const std::string& name,
   }
   auto executable = [](const std::string& p) {
     struct stat st;
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-           ::access(p.c_str(), X_OK) == 0;
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
   };
   if (name.find('/') != std::string::npos) {
     if (executable(name)) return name;
-    return absl::NotFoundError(
-        absl::StrCat("executable ", name, " not found or not executable"));
+    return absl::NotFoundError(absl::StrCat("executable ", name, " not found or not executable"));
   }
   const std::string path = path_env.empty() ? kDefaultPath : path_env;
   for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
     std::string candidate = absl::StrCat(dir, "/", name);
     if (executable(candidate)) return candidate;
   }
-  return absl::NotFoundError(
-      absl::StrCat("executable ", name, " not found on PATH ", path));
+  return absl::NotFoundError(absl::StrCat("executable ", name, " not found on PATH ", path));
 }
 
 absl::StatusOr<ProcessResult> RunProcess(const ProcessOptions& options) {
@@ -117,8 +113,7 @@ absl::StatusOr<ProcessResult> RunProcess(const ProcessOptions& options) {
   // async-signal-safe calls are allowed (the agent is multi-threaded).
   std::vector<std::string> env_strings =
       options.env ? *options.env
-                  : std::vector<std::string>{absl::StrCat("PATH=", kDefaultPath),
-                                             "LC_ALL=C"};
+                  : std::vector<std::string>{absl::StrCat("PATH=", kDefaultPath), "LC_ALL=C"};
   std::vector<char*> argv;
   for (const std::string& a : options.argv) {
     argv.push_back(const_cast<char*>(a.c_str()));
@@ -146,8 +141,7 @@ absl::StatusOr<ProcessResult> RunProcess(const ProcessOptions& options) {
   Fd status_r(status_pipe[0]), status_w(status_pipe[1]);
   Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (devnull.get() < 0) {
-    return absl::InternalError(
-        absl::StrCat("open /dev/null: ", ErrnoText(errno)));
+    return absl::InternalError(absl::StrCat("open /dev/null: ", ErrnoText(errno)));
   }
 
   const absl::Time start = absl::Now();
@@ -167,13 +161,12 @@ absl::StatusOr<ProcessResult> RunProcess(const ProcessOptions& options) {
     struct sigaction dfl;
     std::memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
-    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD,
-                    SIGUSR1, SIGUSR2, SIGALRM}) {
+    for (int sig :
+         {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM}) {
       ::sigaction(sig, &dfl, nullptr);
     }
     const int sfd = status_w.get();
-    if (::dup2(devnull.get(), 0) < 0 || ::dup2(out_w.get(), 1) < 0 ||
-        ::dup2(err_w.get(), 2) < 0) {
+    if (::dup2(devnull.get(), 0) < 0 || ::dup2(out_w.get(), 1) < 0 || ::dup2(err_w.get(), 2) < 0) {
       ChildFail(sfd, 2);
     }
     if (cwd != nullptr && ::chdir(cwd) != 0) ChildFail(sfd, 1);
@@ -204,10 +197,8 @@ absl::StatusOr<ProcessResult> RunProcess(const ProcessOptions& options) {
     const char* stage = child_error.stage == 1   ? "chdir to "
                         : child_error.stage == 2 ? "dup2 for "
                                                  : "execve ";
-    const std::string what =
-        child_error.stage == 1 ? options.cwd : *exe;
-    return absl::InternalError(absl::StrCat(stage, what, ": ",
-                                            ErrnoText(child_error.err)));
+    const std::string what = child_error.stage == 1 ? options.cwd : *exe;
+    return absl::InternalError(absl::StrCat(stage, what, ": ", ErrnoText(child_error.err)));
   }
 
   ProcessResult result;
@@ -217,9 +208,8 @@ absl::StatusOr<ProcessResult> RunProcess(const ProcessOptions& options) {
   bool exited = false;
   bool term_sent = false, kill_sent = false;
   absl::Time term_at;
-  const absl::Time deadline = options.timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : start + options.timeout;
+  const absl::Time deadline = options.timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                                                          : start + options.timeout;
   absl::Time drain_deadline = absl::InfiniteFuture();
 
   while (out_open || err_open || !exited) {
@@ -233,12 +223,12 @@ absl::StatusOr<ProcessResult> RunProcess(const ProcessOptions& options) {
       ::usleep(20 * 1000);
     }
     if (out_open) {
-      out_open = ReadChunk(out_r.get(), &result.stdout_data,
-                           options.max_stdout, &result.stdout_truncated);
+      out_open =
+          ReadChunk(out_r.get(), &result.stdout_data, options.max_stdout, &result.stdout_truncated);
     }
     if (err_open) {
-      err_open = ReadChunk(err_r.get(), &result.stderr_data,
-                           options.max_stderr, &result.stderr_truncated);
+      err_open =
+          ReadChunk(err_r.get(), &result.stderr_data, options.max_stderr, &result.stderr_truncated);
     }
     const absl::Time now = absl::Now();
     if (!exited) {
@@ -247,8 +237,7 @@ absl::StatusOr<ProcessResult> RunProcess(const ProcessOptions& options) {
       // recycled group.
       siginfo_t info;
       std::memset(&info, 0, sizeof info);
-      if (::waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-          info.si_pid == pid) {
+      if (::waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) {
         ::kill(-pid, SIGKILL);
         int status = 0;
         ::waitpid(pid, &status, 0);

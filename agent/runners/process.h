@@ -49,8 +49,8 @@ struct ProcessOptions {
 };
 
 struct ProcessResult {
-  int exit_code = -1;    // valid when !signaled
-  int term_signal = 0;   // signal that ended the child, when signaled
+  int exit_code = -1;   // valid when !signaled
+  int term_signal = 0;  // signal that ended the child, when signaled
   bool signaled = false;
   bool timed_out = false;
   bool cancelled = false;

@@ -24,25 +24,23 @@ std::string Tail(const std::string& s, size_t n = 2000) {
 }
 
 // Maps a finished process to a Status when it did not succeed.
-absl::Status ProcessStatus(const ProcessResult& p, absl::Duration timeout,
-                           absl::string_view tool) {
+absl::Status ProcessStatus(const ProcessResult& p, absl::Duration timeout, absl::string_view tool) {
   if (p.timed_out) {
-    return absl::DeadlineExceededError(
-        absl::StrCat(tool, " timed out after ", absl::FormatDuration(timeout),
-                     "; its process group was killed"));
+    return absl::DeadlineExceededError(absl::StrCat(tool, " timed out after ",
+                                                    absl::FormatDuration(timeout),
+                                                    "; its process group was killed"));
   }
   if (p.cancelled) {
     return absl::CancelledError(absl::StrCat(tool, " run cancelled"));
   }
   if (!p.ok()) {
-    return absl::InternalError(absl::StrCat(tool, " failed (", p.Describe(),
-                                            "): ", Tail(p.stderr_data)));
+    return absl::InternalError(
+        absl::StrCat(tool, " failed (", p.Describe(), "): ", Tail(p.stderr_data)));
   }
   return absl::OkStatus();
 }
 
-void AddDirection(const FioDirection& d, const char* phase,
-                  std::vector<Sample>* out) {
+void AddDirection(const FioDirection& d, const char* phase, std::vector<Sample>* out) {
   if (!d.active()) return;
   out->push_back({"iops", d.iops, "iops", phase});
   out->push_back({"bw_kib_s", d.bw_kib_s, "KiB/s", phase});
@@ -63,8 +61,7 @@ std::vector<Sample> FioSamples(const FioReport& report) {
   FioJob total = report.jobs.front();
   for (size_t i = 1; i < report.jobs.size(); ++i) {
     const FioJob& j = report.jobs[i];
-    for (auto [acc, add] : {std::pair{&total.read, &j.read},
-                            std::pair{&total.write, &j.write}}) {
+    for (auto [acc, add] : {std::pair{&total.read, &j.read}, std::pair{&total.write, &j.write}}) {
       acc->iops += add->iops;
       acc->bw_kib_s += add->bw_kib_s;
       acc->io_bytes += add->io_bytes;
@@ -91,8 +88,7 @@ std::vector<Sample> IozoneSamples(const IozoneReport& report) {
   return out;
 }
 
-absl::StatusOr<RunResult> FioRunner::Run(const FioSpec& spec,
-                                         const AllowedTargets& allowed,
+absl::StatusOr<RunResult> FioRunner::Run(const FioSpec& spec, const AllowedTargets& allowed,
                                          const RunOptions& options) const {
   absl::StatusOr<std::vector<std::string>> argv =
       BuildFioArgv(spec, allowed, fio_.path, UniqueName("fio"));
@@ -108,15 +104,13 @@ absl::StatusOr<RunResult> FioRunner::Run(const FioSpec& spec,
   }
   absl::StatusOr<FioReport> report = ParseFioJson(proc->stdout_data);
   if (!report.ok()) {
-    return absl::InternalError(absl::StrCat(report.status().message(),
-                                            "; stderr: ",
-                                            Tail(proc->stderr_data)));
+    return absl::InternalError(
+        absl::StrCat(report.status().message(), "; stderr: ", Tail(proc->stderr_data)));
   }
   for (const FioJob& j : report->jobs) {
     if (j.error != 0) {
-      return absl::InternalError(
-          absl::StrCat("fio job ", j.name, " failed with error ", j.error,
-                       ": ", Tail(proc->stderr_data)));
+      return absl::InternalError(absl::StrCat("fio job ", j.name, " failed with error ", j.error,
+                                              ": ", Tail(proc->stderr_data)));
     }
   }
   RunResult result;
@@ -126,24 +120,21 @@ absl::StatusOr<RunResult> FioRunner::Run(const FioSpec& spec,
   }
   result.raw_output = std::move(proc->stdout_data);
   result.raw_format = "fio-json";
-  result.tool_version =
-      report->fio_version.empty() ? fio_.version : report->fio_version;
+  result.tool_version = report->fio_version.empty() ? fio_.version : report->fio_version;
   result.argv = std::move(*argv);
   result.stderr_output = std::move(proc->stderr_data);
   result.wall_time = proc->wall_time;
   return result;
 }
 
-absl::StatusOr<RunResult> FioRunner::RunParams(
-    const Params& params, const AllowedTargets& allowed,
-    const RunOptions& options) const {
+absl::StatusOr<RunResult> FioRunner::RunParams(const Params& params, const AllowedTargets& allowed,
+                                               const RunOptions& options) const {
   absl::StatusOr<FioSpec> spec = FioSpecFromParams(params);
   if (!spec.ok()) return spec.status();
   return Run(*spec, allowed, options);
 }
 
-absl::StatusOr<RunResult> IozoneRunner::Run(const IozoneSpec& spec,
-                                            const AllowedTargets& allowed,
+absl::StatusOr<RunResult> IozoneRunner::Run(const IozoneSpec& spec, const AllowedTargets& allowed,
                                             const RunOptions& options) const {
   absl::StatusOr<IozoneCommand> cmd =
       BuildIozoneCommand(spec, allowed, iozone_.path, UniqueName("iozone"));
@@ -157,31 +148,28 @@ absl::StatusOr<RunResult> IozoneRunner::Run(const IozoneSpec& spec,
   // iozone leaves its -F files behind; they are ours (names checked above).
   for (const std::string& f : cmd->files) std::remove(f.c_str());
   if (!proc.ok()) return proc.status();
-  if (absl::Status s = ProcessStatus(*proc, options.timeout, "iozone");
-      !s.ok()) {
+  if (absl::Status s = ProcessStatus(*proc, options.timeout, "iozone"); !s.ok()) {
     return s;
   }
   absl::StatusOr<IozoneReport> report = ParseIozoneReport(proc->stdout_data);
   if (!report.ok()) {
-    return absl::InternalError(absl::StrCat(report.status().message(),
-                                            "; stderr: ",
-                                            Tail(proc->stderr_data)));
+    return absl::InternalError(
+        absl::StrCat(report.status().message(), "; stderr: ", Tail(proc->stderr_data)));
   }
   RunResult result;
   result.samples = IozoneSamples(*report);
   result.raw_output = std::move(proc->stdout_data);
   result.raw_format = "iozone";
-  result.tool_version =
-      report->version.empty() ? iozone_.version : report->version;
+  result.tool_version = report->version.empty() ? iozone_.version : report->version;
   result.argv = std::move(cmd->argv);
   result.stderr_output = std::move(proc->stderr_data);
   result.wall_time = proc->wall_time;
   return result;
 }
 
-absl::StatusOr<RunResult> IozoneRunner::RunParams(
-    const Params& params, const AllowedTargets& allowed,
-    const RunOptions& options) const {
+absl::StatusOr<RunResult> IozoneRunner::RunParams(const Params& params,
+                                                  const AllowedTargets& allowed,
+                                                  const RunOptions& options) const {
   absl::StatusOr<IozoneSpec> spec = IozoneSpecFromParams(params);
   if (!spec.ok()) return spec.status();
   return Run(*spec, allowed, options);

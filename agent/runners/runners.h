@@ -53,8 +53,8 @@ struct RunOptions {
 
 struct RunResult {
   std::vector<Sample> samples;
-  std::string raw_output;   // the tool's stdout, verbatim
-  std::string raw_format;   // "fio-json" or "iozone"
+  std::string raw_output;  // the tool's stdout, verbatim
+  std::string raw_format;  // "fio-json" or "iozone"
   std::string tool_version;
   std::vector<std::string> argv;  // what was exec'd
   std::string stderr_output;      // warnings, capped
@@ -69,12 +69,10 @@ class FioRunner final {
  public:
   explicit FioRunner(ToolInfo fio) : fio_(std::move(fio)) {}
 
-  absl::StatusOr<RunResult> Run(const FioSpec& spec,
-                                const AllowedTargets& allowed,
+  absl::StatusOr<RunResult> Run(const FioSpec& spec, const AllowedTargets& allowed,
                                 const RunOptions& options) const;
   // FioSpecFromParams + Run.
-  absl::StatusOr<RunResult> RunParams(const Params& params,
-                                      const AllowedTargets& allowed,
+  absl::StatusOr<RunResult> RunParams(const Params& params, const AllowedTargets& allowed,
                                       const RunOptions& options) const;
 
  private:
@@ -85,11 +83,9 @@ class IozoneRunner final {
  public:
   explicit IozoneRunner(ToolInfo iozone) : iozone_(std::move(iozone)) {}
 
-  absl::StatusOr<RunResult> Run(const IozoneSpec& spec,
-                                const AllowedTargets& allowed,
+  absl::StatusOr<RunResult> Run(const IozoneSpec& spec, const AllowedTargets& allowed,
                                 const RunOptions& options) const;
-  absl::StatusOr<RunResult> RunParams(const Params& params,
-                                      const AllowedTargets& allowed,
+  absl::StatusOr<RunResult> RunParams(const Params& params, const AllowedTargets& allowed,
                                       const RunOptions& options) const;
 
  private:

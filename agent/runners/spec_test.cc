@@ -45,8 +45,7 @@ class SandboxTest : public ::testing::Test {
     // refused spec reached exec, the marker shows it.
     for (const char* tool : {"fio", "iozone"}) {
       const std::string path = absl::StrCat(root_, "/wrapped-", tool);
-      std::ofstream(path) << "#!/bin/sh\ntouch " << marker_ << "\nexec "
-                          << tool << " \"$@\"\n";
+      std::ofstream(path) << "#!/bin/sh\ntouch " << marker_ << "\nexec " << tool << " \"$@\"\n";
       fs::permissions(path, fs::perms::owner_all);
     }
     auto allowed = AllowedTargets::Parse({allowed_}, {"/dev/null"});
@@ -61,8 +60,7 @@ class SandboxTest : public ::testing::Test {
     struct stat st;
     ASSERT_EQ(::stat(canary_.c_str(), &st), 0) << what;
     std::ifstream in(canary_);
-    std::string text((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(text, kCanaryText) << what;
     EXPECT_EQ(st.st_ino, canary_stat_.st_ino) << what;
     EXPECT_EQ(st.st_size, canary_stat_.st_size) << what;
@@ -93,111 +91,131 @@ TEST_F(SandboxTest, EveryRefusedFioSpecStartsNothingAndSparesTheCanary) {
   const std::string ok_size = "1m";
   const std::vector<Refusal> table = {
       {{{"exec_prerun", "echo pwned > " + canary_}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "runs a shell command"},
+       absl::StatusCode::kInvalidArgument,
+       "runs a shell command"},
       {{{"exec_postrun", "rm -f " + canary_}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "runs a shell command"},
+       absl::StatusCode::kInvalidArgument,
+       "runs a shell command"},
       {{{"ioengine", "external:/tmp/evil.so"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "arbitrary code"},
+       absl::StatusCode::kInvalidArgument,
+       "arbitrary code"},
       {{{"ioengine", "external"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "arbitrary code"},
+       absl::StatusCode::kInvalidArgument,
+       "arbitrary code"},
       {{{"ioengine", "exec"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "arbitrary code"},
-      {{{"ioengine", "sg"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "allowlist"},
-      {{{"rw", "trim"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "trim modes"},
-      {{{"rw", "randtrim"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "trim modes"},
-      {{{"rw", "trimwrite"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "trim modes"},
+       absl::StatusCode::kInvalidArgument,
+       "arbitrary code"},
+      {{{"ioengine", "sg"}, {"size", ok_size}}, absl::StatusCode::kInvalidArgument, "allowlist"},
+      {{{"rw", "trim"}, {"size", ok_size}}, absl::StatusCode::kInvalidArgument, "trim modes"},
+      {{{"rw", "randtrim"}, {"size", ok_size}}, absl::StatusCode::kInvalidArgument, "trim modes"},
+      {{{"rw", "trimwrite"}, {"size", ok_size}}, absl::StatusCode::kInvalidArgument, "trim modes"},
       {{{"rw", "randread:8"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "is not one of"},
+       absl::StatusCode::kInvalidArgument,
+       "is not one of"},
       {{{"allow_mounted_write", "1"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "mounted device"},
+       absl::StatusCode::kInvalidArgument,
+       "mounted device"},
       {{{"write_bw_log", canary_}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "log files"},
+       absl::StatusCode::kInvalidArgument,
+       "log files"},
       {{{"write_lat_log", canary_}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "log files"},
+       absl::StatusCode::kInvalidArgument,
+       "log files"},
       {{{"write_iops_log", canary_}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "log files"},
+       absl::StatusCode::kInvalidArgument,
+       "log files"},
       {{{"write_hist_log", canary_}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "log files"},
+       absl::StatusCode::kInvalidArgument,
+       "log files"},
       {{{"write_iolog", canary_}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "log files"},
+       absl::StatusCode::kInvalidArgument,
+       "log files"},
       {{{"log_avg_msec", "10"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "log files"},
+       absl::StatusCode::kInvalidArgument,
+       "log files"},
       {{{"read_iolog", canary_}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "read or replay"},
+       absl::StatusCode::kInvalidArgument,
+       "read or replay"},
       {{{"output", canary_}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "output file and format"},
+       absl::StatusCode::kInvalidArgument,
+       "output file and format"},
       {{{"output-format", "terse"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "output file and format"},
+       absl::StatusCode::kInvalidArgument,
+       "output file and format"},
       {{{"trigger-file", canary_}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "run a command"},
+       absl::StatusCode::kInvalidArgument,
+       "run a command"},
       {{{"ioscheduler", "none"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "host settings"},
+       absl::StatusCode::kInvalidArgument,
+       "host settings"},
       {{{"verify", "md5"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "unknown option"},
-      {{{"name", "x"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "unknown option"},
+       absl::StatusCode::kInvalidArgument,
+       "unknown option"},
+      {{{"name", "x"}, {"size", ok_size}}, absl::StatusCode::kInvalidArgument, "unknown option"},
       {{{"size", ok_size}, {"rw", "write"}, {"filename", "../outside/canary"}},
-       absl::StatusCode::kPermissionDenied, "'..'"},
-      {{{"size", ok_size},
-        {"rw", "write"},
-        {"filename", allowed_ + "/sub/../../outside/canary"}},
-       absl::StatusCode::kPermissionDenied, "'..'"},
+       absl::StatusCode::kPermissionDenied,
+       "'..'"},
+      {{{"size", ok_size}, {"rw", "write"}, {"filename", allowed_ + "/sub/../../outside/canary"}},
+       absl::StatusCode::kPermissionDenied,
+       "'..'"},
       {{{"size", ok_size}, {"rw", "write"}, {"filename", canary_}},
-       absl::StatusCode::kPermissionDenied, "outside the allowed"},
+       absl::StatusCode::kPermissionDenied,
+       "outside the allowed"},
       {{{"size", ok_size}, {"rw", "write"}, {"filename", allowed_ + "/link"}},
-       absl::StatusCode::kPermissionDenied, "symbolic link"},
-      {{{"size", ok_size},
-        {"rw", "write"},
-        {"filename", allowed_ + "/dirlink/canary"}},
-       absl::StatusCode::kPermissionDenied, "outside the allowed"},
-      {{{"size", ok_size},
-        {"rw", "write"},
-        {"filename", allowed_ + "/hardlink"}},
-       absl::StatusCode::kPermissionDenied, "hard links"},
+       absl::StatusCode::kPermissionDenied,
+       "symbolic link"},
+      {{{"size", ok_size}, {"rw", "write"}, {"filename", allowed_ + "/dirlink/canary"}},
+       absl::StatusCode::kPermissionDenied,
+       "outside the allowed"},
+      {{{"size", ok_size}, {"rw", "write"}, {"filename", allowed_ + "/hardlink"}},
+       absl::StatusCode::kPermissionDenied,
+       "hard links"},
       {{{"size", ok_size}, {"rw", "write"}, {"directory", outside_}},
-       absl::StatusCode::kPermissionDenied, "outside the allowed"},
+       absl::StatusCode::kPermissionDenied,
+       "outside the allowed"},
       {{{"size", ok_size}, {"rw", "write"}, {"directory", allowed_ + "/dirlink"}},
-       absl::StatusCode::kPermissionDenied, "outside the allowed"},
-      {{{"size", ok_size},
-        {"rw", "write"},
-        {"filename", allowed_ + "/a:" + canary_}},
-       absl::StatusCode::kInvalidArgument, "list of files"},
+       absl::StatusCode::kPermissionDenied,
+       "outside the allowed"},
+      {{{"size", ok_size}, {"rw", "write"}, {"filename", allowed_ + "/a:" + canary_}},
+       absl::StatusCode::kInvalidArgument,
+       "list of files"},
       {{{"size", ok_size}, {"rw", "write"}, {"filename", "/dev/null"}},
-       absl::StatusCode::kPermissionDenied, "read-only"},
+       absl::StatusCode::kPermissionDenied,
+       "read-only"},
       {{{"rw", "read"}, {"filename", "/dev/zero"}},
-       absl::StatusCode::kPermissionDenied, "not allowed on this agent"},
+       absl::StatusCode::kPermissionDenied,
+       "not allowed on this agent"},
       {{{"size", ok_size}, {"filename", allowed_ + "/f"}, {"directory", allowed_}},
-       absl::StatusCode::kInvalidArgument, "not both"},
+       absl::StatusCode::kInvalidArgument,
+       "not both"},
       {{{"bs", "4k$(rm " + canary_ + ")"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "param 'bs'"},
-      {{{"size", "${HOME}"}}, absl::StatusCode::kInvalidArgument,
-       "param 'size'"},
+       absl::StatusCode::kInvalidArgument,
+       "param 'bs'"},
+      {{{"size", "${HOME}"}}, absl::StatusCode::kInvalidArgument, "param 'size'"},
       {{{"cpus_allowed", "0;touch " + canary_}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "param 'cpus_allowed'"},
+       absl::StatusCode::kInvalidArgument,
+       "param 'cpus_allowed'"},
       {{{"numjobs", "100000"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "param 'numjobs'"},
+       absl::StatusCode::kInvalidArgument,
+       "param 'numjobs'"},
       {{{"iodepth", "-1"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "param 'iodepth'"},
-      {{{"rw", "write"}}, absl::StatusCode::kInvalidArgument,
-       "'size' is required"},
+       absl::StatusCode::kInvalidArgument,
+       "param 'iodepth'"},
+      {{{"rw", "write"}}, absl::StatusCode::kInvalidArgument, "'size' is required"},
       {{{"time_based", "1"}, {"size", ok_size}},
-       absl::StatusCode::kInvalidArgument, "needs 'runtime'"},
+       absl::StatusCode::kInvalidArgument,
+       "needs 'runtime'"},
   };
   FioRunner runner(ToolInfo{root_ + "/wrapped-fio", "fio-test"});
   for (const Refusal& r : table) {
     std::string what;
     for (const auto& [k, v] : r.params) absl::StrAppend(&what, k, "=", v, " ");
-    absl::StatusOr<RunResult> result =
-        runner.RunParams(r.params, targets_, RunOptions{});
+    absl::StatusOr<RunResult> result = runner.RunParams(r.params, targets_, RunOptions{});
     ASSERT_FALSE(result.ok()) << what << " was accepted";
     EXPECT_EQ(result.status().code(), r.code) << what << result.status();
     EXPECT_NE(result.status().message().find(r.message), std::string::npos)
-        << what << ": message \"" << result.status().message()
-        << "\" lacks \"" << r.message << "\"";
+        << what << ": message \"" << result.status().message() << "\" lacks \"" << r.message
+        << "\"";
     ExpectCanaryUntouched(what);
   }
 }
@@ -205,43 +223,43 @@ TEST_F(SandboxTest, EveryRefusedFioSpecStartsNothingAndSparesTheCanary) {
 TEST_F(SandboxTest, EveryRefusedIozoneSpecStartsNothingAndSparesTheCanary) {
   const std::vector<Refusal> table = {
       {{{"size", "1m"}, {"filename", canary_}},
-       absl::StatusCode::kInvalidArgument, "named by the agent"},
+       absl::StatusCode::kInvalidArgument,
+       "named by the agent"},
       {{{"size", "1m"}, {"tests", "write,exec"}},
-       absl::StatusCode::kInvalidArgument, "unknown test 'exec'"},
+       absl::StatusCode::kInvalidArgument,
+       "unknown test 'exec'"},
       {{{"size", "1m"}, {"tests", "write,,read"}},
-       absl::StatusCode::kInvalidArgument, "empty list item"},
+       absl::StatusCode::kInvalidArgument,
+       "empty list item"},
       {{{"size", "1m"}, {"directory", outside_}},
-       absl::StatusCode::kPermissionDenied, "outside the allowed"},
-      {{{"size", "1m"}, {"directory", "../outside"}},
-       absl::StatusCode::kPermissionDenied, "'..'"},
+       absl::StatusCode::kPermissionDenied,
+       "outside the allowed"},
+      {{{"size", "1m"}, {"directory", "../outside"}}, absl::StatusCode::kPermissionDenied, "'..'"},
       {{{"size", "1m"}, {"directory", allowed_ + "/dirlink"}},
-       absl::StatusCode::kPermissionDenied, "outside the allowed"},
+       absl::StatusCode::kPermissionDenied,
+       "outside the allowed"},
       {{{"size", "1m"}, {"directory", "/dev"}},
-       absl::StatusCode::kPermissionDenied, "outside the allowed"},
-      {{{"tests", "write"}}, absl::StatusCode::kInvalidArgument,
-       "'size' is required"},
-      {{{"size", "64k"}, {"record", "1m"}},
-       absl::StatusCode::kInvalidArgument, "must not exceed"},
-      {{{"size", "1m"}, {"threads", "0"}},
-       absl::StatusCode::kInvalidArgument, "param 'threads'"},
+       absl::StatusCode::kPermissionDenied,
+       "outside the allowed"},
+      {{{"tests", "write"}}, absl::StatusCode::kInvalidArgument, "'size' is required"},
+      {{{"size", "64k"}, {"record", "1m"}}, absl::StatusCode::kInvalidArgument, "must not exceed"},
+      {{{"size", "1m"}, {"threads", "0"}}, absl::StatusCode::kInvalidArgument, "param 'threads'"},
       {{{"size", "1m"}, {"extra_args", "-+r " + canary_}},
-       absl::StatusCode::kInvalidArgument, "unknown option"},
-      {{{"size", "1m"}, {"-+u", "1"}},
-       absl::StatusCode::kInvalidArgument, "unknown option"},
-      {{{"size", "1m;rm " + canary_}},
-       absl::StatusCode::kInvalidArgument, "param 'size'"},
+       absl::StatusCode::kInvalidArgument,
+       "unknown option"},
+      {{{"size", "1m"}, {"-+u", "1"}}, absl::StatusCode::kInvalidArgument, "unknown option"},
+      {{{"size", "1m;rm " + canary_}}, absl::StatusCode::kInvalidArgument, "param 'size'"},
   };
   IozoneRunner runner(ToolInfo{root_ + "/wrapped-iozone", "3.489"});
   for (const Refusal& r : table) {
     std::string what;
     for (const auto& [k, v] : r.params) absl::StrAppend(&what, k, "=", v, " ");
-    absl::StatusOr<RunResult> result =
-        runner.RunParams(r.params, targets_, RunOptions{});
+    absl::StatusOr<RunResult> result = runner.RunParams(r.params, targets_, RunOptions{});
     ASSERT_FALSE(result.ok()) << what << " was accepted";
     EXPECT_EQ(result.status().code(), r.code) << what << result.status();
     EXPECT_NE(result.status().message().find(r.message), std::string::npos)
-        << what << ": message \"" << result.status().message()
-        << "\" lacks \"" << r.message << "\"";
+        << what << ": message \"" << result.status().message() << "\" lacks \"" << r.message
+        << "\"";
     ExpectCanaryUntouched(what);
   }
 }
@@ -272,13 +290,12 @@ TEST_F(SandboxTest, FioArgvIsBuiltFromTheSpec) {
   auto argv = BuildFioArgv(*spec, targets_, "/usr/bin/fio", "job1");
   ASSERT_TRUE(argv.ok()) << argv.status();
   const std::string real_allowed = fs::canonical(allowed_);
-  EXPECT_EQ(*argv, (std::vector<std::string>{
-                       "/usr/bin/fio", "--name=job1", "--rw=randread",
-                       "--bs=4096", "--iodepth=64", "--numjobs=2",
-                       "--ioengine=io_uring", "--direct=1", "--size=4194304",
-                       "--runtime=1", "--cpus_allowed=0-1",
-                       "--filename=" + real_allowed + "/sub/data",
-                       "--group_reporting", "--output-format=json"}));
+  EXPECT_EQ(*argv,
+            (std::vector<std::string>{
+                "/usr/bin/fio", "--name=job1", "--rw=randread", "--bs=4096", "--iodepth=64",
+                "--numjobs=2", "--ioengine=io_uring", "--direct=1", "--size=4194304", "--runtime=1",
+                "--cpus_allowed=0-1", "--filename=" + real_allowed + "/sub/data",
+                "--group_reporting", "--output-format=json"}));
 }
 
 TEST_F(SandboxTest, FioDefaultsToTheFirstAllowedDirectory) {
@@ -287,9 +304,7 @@ TEST_F(SandboxTest, FioDefaultsToTheFirstAllowedDirectory) {
   auto argv = BuildFioArgv(*spec, targets_);
   ASSERT_TRUE(argv.ok()) << argv.status();
   const std::string real_allowed = fs::canonical(allowed_);
-  EXPECT_NE(std::find(argv->begin(), argv->end(),
-                      "--directory=" + real_allowed),
-            argv->end());
+  EXPECT_NE(std::find(argv->begin(), argv->end(), "--directory=" + real_allowed), argv->end());
   EXPECT_NE(std::find(argv->begin(), argv->end(), "--unlink=1"), argv->end());
   EXPECT_EQ(argv->back(), "--output-format=json");
 }
@@ -300,14 +315,12 @@ TEST_F(SandboxTest, DevicesReadOnlyUnlessAllowedRw) {
   EXPECT_TRUE(BuildFioArgv(*spec, targets_).ok());
   auto write = FioSpecFromParams({{"rw", "randrw"}, {"filename", "/dev/null"}});
   ASSERT_TRUE(write.ok());
-  EXPECT_EQ(BuildFioArgv(*write, targets_).status().code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(BuildFioArgv(*write, targets_).status().code(), absl::StatusCode::kPermissionDenied);
   auto rw_targets = AllowedTargets::Parse({}, {"/dev/null:rw"});
   ASSERT_TRUE(rw_targets.ok());
   auto argv = BuildFioArgv(*write, *rw_targets);
   ASSERT_TRUE(argv.ok()) << argv.status();
-  EXPECT_NE(std::find(argv->begin(), argv->end(), "--filename=/dev/null"),
-            argv->end());
+  EXPECT_NE(std::find(argv->begin(), argv->end(), "--filename=/dev/null"), argv->end());
 }
 
 TEST_F(SandboxTest, NoAllowedDirectoryMeansNoFileRuns) {
@@ -315,8 +328,7 @@ TEST_F(SandboxTest, NoAllowedDirectoryMeansNoFileRuns) {
   ASSERT_TRUE(none.ok());
   auto spec = FioSpecFromParams({{"size", "1m"}});
   ASSERT_TRUE(spec.ok());
-  EXPECT_EQ(BuildFioArgv(*spec, *none).status().code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(BuildFioArgv(*spec, *none).status().code(), absl::StatusCode::kPermissionDenied);
 }
 
 TEST_F(SandboxTest, AllowListFlagsAreChecked) {
@@ -342,11 +354,9 @@ TEST_F(SandboxTest, IozoneArgvIsBuiltFromTheSpec) {
   ASSERT_TRUE(cmd.ok()) << cmd.status();
   const std::string sub = fs::canonical(allowed_ + "/sub");
   EXPECT_EQ(cmd->directory, sub);
-  EXPECT_EQ(cmd->argv,
-            (std::vector<std::string>{"/usr/bin/iozone", "-s", "1048576k",
-                                      "-r", "256k", "-i0", "-i1", "-i2", "-I",
-                                      "-M", "-t", "2", "-F", sub + "/j.0",
-                                      sub + "/j.1"}));
+  EXPECT_EQ(cmd->argv, (std::vector<std::string>{"/usr/bin/iozone", "-s", "1048576k", "-r", "256k",
+                                                 "-i0", "-i1", "-i2", "-I", "-M", "-t", "2", "-F",
+                                                 sub + "/j.0", sub + "/j.1"}));
 }
 
 TEST(FioSpec, AcceptedValues) {

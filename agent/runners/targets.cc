@@ -34,19 +34,18 @@ absl::Status CheckPathText(absl::string_view path) {
     const unsigned char u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) {
       return absl::InvalidArgumentError(
-          absl::StrCat("target path \"", path,
-                       "\" contains a control character"));
+          absl::StrCat("target path \"", path, "\" contains a control character"));
     }
     if (c == ':' || c == '\\') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "target path \"", path, "\" contains '", std::string(1, c),
-          "' (fio treats ':' as a list of files); not allowed"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("target path \"", path, "\" contains '", std::string(1, c),
+                       "' (fio treats ':' as a list of files); not allowed"));
     }
   }
   for (absl::string_view part : absl::StrSplit(path, '/')) {
     if (part == "..") {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "target path \"", path, "\" contains '..'; not allowed"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("target path \"", path, "\" contains '..'; not allowed"));
     }
   }
   return absl::OkStatus();
@@ -59,9 +58,8 @@ bool IsUnder(const std::string& path, const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<AllowedTargets> AllowedTargets::Parse(
-    const std::vector<std::string>& dirs,
-    const std::vector<std::string>& devices) {
+absl::StatusOr<AllowedTargets> AllowedTargets::Parse(const std::vector<std::string>& dirs,
+                                                     const std::vector<std::string>& devices) {
   AllowedTargets t;
   for (const std::string& d : dirs) {
     absl::StatusOr<std::string> real = RealPath(d);
@@ -71,8 +69,7 @@ absl::StatusOr<AllowedTargets> AllowedTargets::Parse(
     }
     struct stat st;
     if (::stat(real->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--allow-dir ", d, ": not a directory"));
+      return absl::InvalidArgumentError(absl::StrCat("--allow-dir ", d, ": not a directory"));
     }
     t.dirs_.push_back(*real);
   }
@@ -90,10 +87,9 @@ absl::StatusOr<AllowedTargets> AllowedTargets::Parse(
           absl::StrCat("--allow-device ", spec, ": ", real.status().message()));
     }
     struct stat st;
-    if (::stat(real->c_str(), &st) != 0 ||
-        !(S_ISBLK(st.st_mode) || S_ISCHR(st.st_mode))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--allow-device ", spec, ": not a block or character device"));
+    if (::stat(real->c_str(), &st) != 0 || !(S_ISBLK(st.st_mode) || S_ISCHR(st.st_mode))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--allow-device ", spec, ": not a block or character device"));
     }
     t.devices_.push_back({*real, writable});
   }
@@ -108,19 +104,18 @@ absl::StatusOr<std::string> AllowedTargets::DefaultDirectory() const {
   return dirs_.front();
 }
 
-absl::Status AllowedTargets::CheckInsideAllowedDir(
-    const std::string& canonical, absl::string_view requested) const {
+absl::Status AllowedTargets::CheckInsideAllowedDir(const std::string& canonical,
+                                                   absl::string_view requested) const {
   for (const std::string& d : dirs_) {
     if (IsUnder(canonical, d)) return absl::OkStatus();
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      "target \"", requested, "\" resolves to ", canonical,
-      ", which is outside the allowed directories [",
-      absl::StrJoin(dirs_, ", "), "] (agent --allow-dir)"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("target \"", requested, "\" resolves to ", canonical,
+                   ", which is outside the allowed directories [", absl::StrJoin(dirs_, ", "),
+                   "] (agent --allow-dir)"));
 }
 
-absl::StatusOr<std::string> AllowedTargets::ResolveDirectory(
-    absl::string_view path) const {
+absl::StatusOr<std::string> AllowedTargets::ResolveDirectory(absl::string_view path) const {
   if (absl::Status s = CheckPathText(path); !s.ok()) return s;
   std::string full(path);
   if (full.front() != '/') {
@@ -139,8 +134,7 @@ absl::StatusOr<std::string> AllowedTargets::ResolveDirectory(
   return *real;
 }
 
-absl::StatusOr<std::string> AllowedTargets::ResolveFile(
-    absl::string_view path) const {
+absl::StatusOr<std::string> AllowedTargets::ResolveFile(absl::string_view path) const {
   if (absl::Status s = CheckPathText(path); !s.ok()) return s;
   std::string full(path);
   if (full.front() != '/') {
@@ -152,8 +146,7 @@ absl::StatusOr<std::string> AllowedTargets::ResolveFile(
   const std::string parent = slash == 0 ? "/" : full.substr(0, slash);
   const std::string leaf = full.substr(slash + 1);
   if (leaf.empty() || leaf == ".") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("target file \"", path, "\" has no file name"));
+    return absl::InvalidArgumentError(absl::StrCat("target file \"", path, "\" has no file name"));
   }
   absl::StatusOr<std::string> real_parent = RealPath(parent);
   if (!real_parent.ok()) return real_parent.status();
@@ -165,10 +158,10 @@ absl::StatusOr<std::string> AllowedTargets::ResolveFile(
   struct stat st;
   if (::lstat(canonical.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "target file ", canonical,
-          " is a symbolic link; links could point outside the allowed "
-          "directories"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("target file ", canonical,
+                       " is a symbolic link; links could point outside the allowed "
+                       "directories"));
     }
     if (!S_ISREG(st.st_mode)) {
       return absl::PermissionDeniedError(
@@ -177,10 +170,10 @@ absl::StatusOr<std::string> AllowedTargets::ResolveFile(
                        "--allow-device)"));
     }
     if (st.st_nlink > 1) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "target file ", canonical,
-          " has several hard links; one may live outside the allowed "
-          "directories"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("target file ", canonical,
+                       " has several hard links; one may live outside the allowed "
+                       "directories"));
     }
   } else if (errno != ENOENT) {
     return absl::InvalidArgumentError(
@@ -189,25 +182,24 @@ absl::StatusOr<std::string> AllowedTargets::ResolveFile(
   return canonical;
 }
 
-absl::StatusOr<std::string> AllowedTargets::ResolveDevice(
-    absl::string_view path, bool write) const {
+absl::StatusOr<std::string> AllowedTargets::ResolveDevice(absl::string_view path,
+                                                          bool write) const {
   if (absl::Status s = CheckPathText(path); !s.ok()) return s;
   absl::StatusOr<std::string> real = RealPath(std::string(path));
   if (!real.ok()) return real.status();
   for (const AllowedDevice& d : devices_) {
     if (d.path != *real) continue;
     if (write && !d.writable) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "device ", *real,
-          " is allowed read-only; this job writes to it (the agent needs "
-          "--allow-device ",
-          *real, ":rw)"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("device ", *real,
+                       " is allowed read-only; this job writes to it (the agent needs "
+                       "--allow-device ",
+                       *real, ":rw)"));
     }
     return *real;
   }
-  return absl::PermissionDeniedError(
-      absl::StrCat("device ", path, " (", *real,
-                   ") is not allowed on this agent (--allow-device)"));
+  return absl::PermissionDeniedError(absl::StrCat(
+      "device ", path, " (", *real, ") is not allowed on this agent (--allow-device)"));
 }
 
 }  // namespace farm::runners

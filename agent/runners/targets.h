@@ -22,8 +22,8 @@
 #define AGENT_RUNNERS_TARGETS_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -41,9 +41,8 @@ class AllowedTargets {
   // `dirs`: --allow-dir values (must exist and be directories).
   // `devices`: --allow-device values, "/dev/X" (read-only), "/dev/X:ro" or
   // "/dev/X:rw" (must exist and be block or character devices).
-  static absl::StatusOr<AllowedTargets> Parse(
-      const std::vector<std::string>& dirs,
-      const std::vector<std::string>& devices);
+  static absl::StatusOr<AllowedTargets> Parse(const std::vector<std::string>& dirs,
+                                              const std::vector<std::string>& devices);
 
   const std::vector<std::string>& dirs() const { return dirs_; }
   const std::vector<AllowedDevice>& devices() const { return devices_; }
@@ -54,8 +53,7 @@ class AllowedTargets {
   // A file path inside an allowed directory (the file may not exist yet).
   absl::StatusOr<std::string> ResolveFile(absl::string_view path) const;
   // An allowed device; `write` requires it to be allowed ":rw".
-  absl::StatusOr<std::string> ResolveDevice(absl::string_view path,
-                                            bool write) const;
+  absl::StatusOr<std::string> ResolveDevice(absl::string_view path, bool write) const;
   // The default target directory: the first allowed one.
   absl::StatusOr<std::string> DefaultDirectory() const;
 

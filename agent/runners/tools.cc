@@ -12,8 +12,7 @@ namespace farm::runners {
 namespace {
 
 absl::StatusOr<ToolInfo> Detect(const std::string& tool, const char* flag,
-                                absl::StatusOr<std::string> (*parse)(
-                                    absl::string_view)) {
+                                absl::StatusOr<std::string> (*parse)(absl::string_view)) {
   absl::StatusOr<std::string> path = ResolveExecutable(tool);
   if (!path.ok()) return path.status();
   ProcessOptions opts;
@@ -23,12 +22,10 @@ absl::StatusOr<ToolInfo> Detect(const std::string& tool, const char* flag,
   absl::StatusOr<ProcessResult> run = RunProcess(opts);
   if (!run.ok()) return run.status();
   // iozone -v exits 0; be lenient about the exit code and trust the text.
-  absl::StatusOr<std::string> version =
-      parse(run->stdout_data + run->stderr_data);
+  absl::StatusOr<std::string> version = parse(run->stdout_data + run->stderr_data);
   if (!version.ok()) {
-    return absl::InternalError(absl::StrCat(*path, " ", flag, " (",
-                                            run->Describe(),
-                                            "): ", version.status().message()));
+    return absl::InternalError(
+        absl::StrCat(*path, " ", flag, " (", run->Describe(), "): ", version.status().message()));
   }
   return ToolInfo{*path, *version};
 }
@@ -47,13 +44,11 @@ absl::StatusOr<std::string> ParseIozoneVersion(absl::string_view output) {
   for (absl::string_view line : absl::StrSplit(output, '\n')) {
     line = absl::StripAsciiWhitespace(line);
     if (absl::ConsumePrefix(&line, "Version $Revision:")) {
-      line = absl::StripAsciiWhitespace(
-          absl::StripSuffix(absl::StripAsciiWhitespace(line), "$"));
+      line = absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripAsciiWhitespace(line), "$"));
       if (!line.empty()) return std::string(line);
     }
   }
-  return absl::InternalError(
-      "no \"Version $Revision: X $\" line in iozone -v");
+  return absl::InternalError("no \"Version $Revision: X $\" line in iozone -v");
 }
 
 absl::StatusOr<ToolInfo> DetectFio(const std::string& fio) {
