@@ -1,0 +1,454 @@
+#include "services/analyzer/analyzer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "services/analyzer/stats.h"
+
+namespace farm::analyzer {
+namespace {
+
+using json = nlohmann::json;
+
+void Log(const std::string& msg) {
+  std::fprintf(stderr, "%s farm-analyzer: %s\n",
+               absl::FormatTime("%H:%M:%S", absl::Now(), absl::UTCTimeZone()).c_str(), msg.c_str());
+}
+
+json SpecToJson(const SeriesSpec& s) {
+  return {{"catalog", s.catalog},
+          {"platform", s.platform},
+          {"workload", s.workload},
+          {"params", json::parse(s.params_json, nullptr, false)},
+          {"model_set", json::parse(s.model_set_json, nullptr, false)},
+          {"executor", s.executor},
+          {"metric", s.metric},
+          {"phase", s.phase},
+          {"mode", s.mode},
+          {"overhead", s.overhead}};
+}
+
+SeriesSpec SpecFromJson(const json& j) {
+  SeriesSpec s;
+  s.catalog = j.at("catalog").get<std::string>();
+  s.platform = j.at("platform").get<std::string>();
+  s.workload = j.at("workload").get<std::string>();
+  s.params_json = j.at("params").dump();
+  s.model_set_json = j.at("model_set").dump();
+  s.executor = j.at("executor").get<int>();
+  s.metric = j.at("metric").get<std::string>();
+  s.phase = j.at("phase").get<std::string>();
+  s.mode = j.at("mode").get<std::string>();
+  s.overhead = j.at("overhead").get<bool>();
+  return s;
+}
+
+const char* ExecutorName(int e) {
+  switch (e) {
+    case 2:
+      return "fio";
+    case 3:
+      return "iozone";
+    default:
+      return "emulator";
+  }
+}
+
+// Seeds kept below 2^31 so every YAML reader takes them as plain integers.
+uint64_t SubmissionSeed(int64_t bisect_id, int seq) {
+  return (static_cast<uint64_t>(bisect_id) * 7919u + static_cast<uint64_t>(seq) * 104729u) %
+             2000000000u +
+         1;
+}
+
+std::string Percent(double rel) { return absl::StrFormat("%+.1f%%", rel * 100); }
+
+}  // namespace
+
+std::vector<double> SeriesValuesAt(const std::vector<SampleRow>& samples, const SeriesSpec& spec,
+                                   const std::string& commit_id) {
+  std::vector<double> out;
+  std::map<std::pair<int64_t, int>, std::pair<std::vector<double>, std::vector<double>>> pairs;
+  for (const SampleRow& s : samples) {
+    if (s.commit_id != commit_id || s.platform != spec.platform || s.workload != spec.workload ||
+        s.metric != spec.metric || s.phase != spec.phase)
+      continue;
+    if (!spec.overhead) {
+      if (s.mode == spec.mode) out.push_back(s.value);
+      continue;
+    }
+    auto& p = pairs[{s.matrix_id, s.repeat}];
+    if (s.mode == spec.mode) p.first.push_back(s.value);
+    if (s.mode == "off") p.second.push_back(s.value);
+  }
+  for (const auto& [key, p] : pairs) {
+    if (p.first.empty() || p.second.empty()) continue;
+    const double off = Mean(p.second);
+    if (off != 0) out.push_back(Mean(p.first) / off);
+  }
+  return out;
+}
+
+std::string RerunSpecYaml(const SeriesSpec& spec, const std::string& name,
+                          const std::vector<std::string>& commits, int repeats,
+                          const std::string& kind, uint64_t seed, int priority) {
+  // JSON flow collections are valid YAML; quoting every id avoids YAML
+  // reading a hex id like 1e100 as a number.
+  json modes = json::array({spec.mode});
+  if (spec.overhead) modes.push_back("off");
+  json params = json::parse(spec.params_json, nullptr, false);
+  if (!params.is_object()) params = json::object();
+  json set = json::parse(spec.model_set_json, nullptr, false);
+  std::string y;
+  absl::StrAppend(&y, "name: ", json(name).dump(), "\n");
+  absl::StrAppend(&y, "catalog: ", json(spec.catalog).dump(), "\n");
+  absl::StrAppend(&y, "platform: ", json(spec.platform).dump(), "\n");
+  absl::StrAppend(&y, "commits: ", json(commits).dump(), "\n");
+  absl::StrAppend(&y, "modes: ", modes.dump(), "\n");
+  absl::StrAppend(&y, "workloads:\n  - name: ", json(spec.workload).dump(), "\n");
+  if (!params.empty()) absl::StrAppend(&y, "    params: ", params.dump(), "\n");
+  absl::StrAppend(&y, "repeats: ", repeats, "\n");
+  absl::StrAppend(&y, "executor: ", ExecutorName(spec.executor), "\n");
+  absl::StrAppend(&y, "kind: ", kind, "\n");
+  absl::StrAppend(&y, "priority: ", priority, "\n");
+  absl::StrAppend(&y, "seed: ", seed, "\n");
+  if (set.is_object() && !set.empty()) absl::StrAppend(&y, "set: ", set.dump(), "\n");
+  return y;
+}
+
+Analyzer::Analyzer(AnalyzerStore* store, JobSubmitter* submitter, AlertSink* sink,
+                   prometheus::Gauge* open_gauge, AnalyzerOptions options)
+    : store_(store),
+      submitter_(submitter),
+      sink_(sink),
+      open_gauge_(open_gauge),
+      options_(std::move(options)) {}
+
+absl::Status Analyzer::Tick() {
+  absl::Status first = absl::OkStatus();
+  auto note = [&](const absl::Status& s, const std::string& what) {
+    if (s.ok()) return;
+    Log(what + ": " + s.ToString());
+    if (first.ok()) first = s;
+  };
+  absl::StatusOr<std::vector<MatrixInfo>> todo = store_->MatricesToAnalyze();
+  note(todo.status(), "listing matrices");
+  if (todo.ok()) {
+    for (const MatrixInfo& m : *todo) note(AnalyzeMatrix(m), absl::StrCat("matrix ", m.id));
+  }
+  absl::StatusOr<std::vector<ActiveBisect>> active = store_->ActiveBisects();
+  note(active.status(), "listing bisects");
+  if (active.ok()) {
+    for (const ActiveBisect& b : *active)
+      note(AdvanceBisect(b), absl::StrCat("bisect ", b.bisect_id));
+  }
+  note(SendAlerts(), "alerts");
+  if (open_gauge_ != nullptr) {
+    absl::StatusOr<int64_t> open = store_->CountOpenRegressions();
+    note(open.status(), "counting regressions");
+    if (open.ok()) open_gauge_->Set(static_cast<double>(*open));
+  }
+  return first;
+}
+
+absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
+  absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples({m.id});
+  if (!samples.ok()) return samples.status();
+  const std::vector<Series> series = BuildSeries(*samples);
+  const std::vector<ChangePoint> cps = DetectAll(series, options_.detect);
+  const std::vector<Finding> findings = Classify(cps, series, options_.detect);
+  std::vector<NewRegression> found;
+  for (const Finding& f : findings) {
+    absl::StatusOr<SeriesSpec> cell = store_->Cell(m.id, f.platform, f.workload);
+    if (!cell.ok()) return cell.status();
+    SeriesSpec spec = *cell;
+    if (spec.catalog.empty()) spec.catalog = m.catalog;
+    const size_t slash = f.metric.find('/');
+    spec.metric = f.metric.substr(0, slash);
+    spec.phase = slash == std::string::npos ? "" : f.metric.substr(slash + 1);
+    spec.mode = f.mode;
+    spec.overhead = f.overhead_series;
+    NewRegression n;
+    n.finding = f;
+    n.series_key =
+        absl::StrCat(f.platform, "|", f.workload, "|", f.metric, "|", f.mode,
+                     f.overhead_series ? "/off" : "", "|", f.last_good, "|", f.first_bad);
+    n.state = 1;  // SUSPECTED until confirmed
+    const json state = {
+        {"series", SpecToJson(spec)},
+        {"regression", f.regression},
+        {"expected_change", f.magnitude},
+        {"last_good", {{"index", f.last_good_index}, {"id", f.last_good}}},
+        {"first_bad", {{"index", f.first_bad_index}, {"id", f.first_bad}}},
+        {"do_bisect", m.analysis_bisect && (f.regression || options_.bisect_improvements)},
+        {"phase", "confirm"},
+        {"seq", 0},
+        {"confirm_matrices", json::array()},
+        {"pending_matrices", json::array()},
+        {"pending_index", -1},
+        {"empty_rounds", 0},
+        {"step_matrix", json::object()}};
+    n.bisect_state_json = state.dump();
+    found.push_back(std::move(n));
+    Log(absl::StrCat("matrix ", m.id, ": ", f.regression ? "regression" : "improvement", " ",
+                     f.platform, " ", f.workload, " ", f.metric, " ", f.mode,
+                     f.overhead_series ? "/off" : "", " ", Percent(f.magnitude), " between ",
+                     f.last_good, " and ", f.first_bad, " (", ChangeClassName(f.change_class),
+                     ", p=", absl::StrFormat("%.2g", f.p_value), ")"));
+  }
+  absl::StatusOr<std::vector<int64_t>> bisects = store_->RecordAnalysis(m.id, m.catalog, found);
+  if (!bisects.ok()) return bisects.status();
+  ++matrices_analyzed_;
+  Log(absl::StrCat("matrix ", m.id, " analysed: ", samples->size(), " samples, ", series.size(),
+                   " series, ", findings.size(), " findings, ", bisects->size(), " new bisects"));
+  return absl::OkStatus();
+}
+
+absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
+  json st = json::parse(b.state_json, nullptr, false);
+  if (st.is_discarded() || !st.is_object()) {
+    return absl::InternalError(absl::StrCat("bisect ", b.bisect_id, ": unreadable state"));
+  }
+  try {
+    const SeriesSpec spec = SpecFromJson(st.at("series"));
+    const int lg_index = st.at("last_good").at("index").get<int>();
+    const int fb_index = st.at("first_bad").at("index").get<int>();
+    const std::string lg = st.at("last_good").at("id").get<std::string>();
+    const std::string fb = st.at("first_bad").at("id").get<std::string>();
+    BisectUpdate u;
+    u.bisect_id = b.bisect_id;
+    u.regression_id = b.regression_id;
+    u.bisect_state = "running";
+    u.last_good = lg;
+    u.first_bad = fb;
+
+    auto submit = [&](const std::string& what, const std::vector<std::string>& commits, int repeats,
+                      const std::string& kind) -> absl::StatusOr<int64_t> {
+      const int seq = st.at("seq").get<int>();
+      const std::string key = absl::StrCat("analyzer/b", b.bisect_id, "/", seq);
+      const std::string yaml =
+          RerunSpecYaml(spec, absl::StrCat("analyzer-b", b.bisect_id, "-", what), commits, repeats,
+                        kind, SubmissionSeed(b.bisect_id, seq), options_.priority);
+      absl::StatusOr<int64_t> id = submitter_->Submit(yaml, key);
+      if (!id.ok()) return id.status();
+      st["seq"] = seq + 1;
+      ++submissions_;
+      return id;
+    };
+
+    if (st.at("phase") == "confirm") {
+      json& cm = st["confirm_matrices"];
+      if (static_cast<int>(cm.size()) < options_.bisect.confirm_repeats) {
+        // One matrix per round keeps last good and first bad interleaved in
+        // the queue (same priority, ids in submission order).
+        while (static_cast<int>(cm.size()) < options_.bisect.confirm_repeats) {
+          absl::StatusOr<int64_t> id =
+              submit(absl::StrCat("confirm", cm.size() + 1), {lg, fb}, 1, "confirm");
+          if (!id.ok()) {
+            // Keep what was submitted; the next tick goes on with the same keys.
+            if (!cm.empty()) {
+              u.state_json = st.dump();
+              (void)store_->SaveBisect(u);
+            }
+            return id.status();
+          }
+          cm.push_back(*id);
+        }
+        BisectUpdate::Step s0;
+        s0.record = BisectStepRecord{
+            0, fb_index, fb, "pending", 2 * options_.bisect.confirm_repeats, 0, 1, 0};
+        s0.matrix_id = cm.front().get<int64_t>();
+        u.steps.push_back(s0);
+        u.state_json = st.dump();
+        Log(absl::StrCat("bisect ", b.bisect_id, ": confirming ", lg, " vs ", fb, " with ",
+                         cm.size(), " interleaved rounds"));
+        return store_->SaveBisect(u);
+      }
+      const std::vector<int64_t> ids = cm.get<std::vector<int64_t>>();
+      absl::StatusOr<bool> done = store_->MatricesTerminal(ids);
+      if (!done.ok()) return done.status();
+      if (!*done) return absl::OkStatus();
+      absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples(ids);
+      if (!samples.ok()) return samples.status();
+      const std::vector<double> good = SeriesValuesAt(*samples, spec, lg);
+      const std::vector<double> bad = SeriesValuesAt(*samples, spec, fb);
+      const Confirmation c =
+          EvaluateConfirmation(good, bad, st.at("expected_change").get<double>(), options_.bisect);
+      BisectUpdate::Step s0;
+      s0.record = BisectStepRecord{0,
+                                   fb_index,
+                                   fb,
+                                   c.confirmed ? "confirmed" : "not-reproduced",
+                                   static_cast<int>(std::min(good.size(), bad.size())),
+                                   c.test.mean_b,
+                                   c.test.p_value,
+                                   c.test.relative_change};
+      s0.matrix_id = ids.front();
+      u.steps.push_back(s0);
+      Log(absl::StrCat("bisect ", b.bisect_id, ": confirmation ", s0.record.verdict, " ",
+                       Percent(c.test.relative_change), absl::StrFormat(" p=%.2g", c.test.p_value),
+                       " (", good.size(), "+", bad.size(), " runs)"));
+      if (!c.confirmed) {
+        st["phase"] = "done";
+        u.bisect_state = "failed";
+        u.regression_state = 6;  // REJECTED
+        u.state_json = st.dump();
+        return store_->SaveBisect(u);
+      }
+      u.regression_state = 2;  // CONFIRMED
+      u.magnitude = c.test.relative_change;
+      u.p_value = c.test.p_value;
+      absl::StatusOr<std::vector<CommitRow>> commits =
+          store_->Commits(spec.catalog, lg_index, fb_index);
+      if (!commits.ok()) return commits.status();
+      if (fb_index - lg_index == 1 || !st.at("do_bisect").get<bool>()) {
+        st["phase"] = "done";
+        u.bisect_state = "done";
+        if (fb_index - lg_index == 1) {
+          u.culprit_id = fb;
+          u.culprit_subject = commits->back().subject;
+        }
+        u.state_json = st.dump();
+        return store_->SaveBisect(u);
+      }
+      std::vector<std::string> ids_in_range;
+      for (const CommitRow& r : *commits) ids_in_range.push_back(r.id);
+      if (static_cast<int>(ids_in_range.size()) != fb_index - lg_index + 1) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("catalog ", spec.catalog, " changed under bisect ", b.bisect_id));
+      }
+      BisectPlanner planner(ids_in_range, lg_index, fb_index, options_.bisect);
+      planner.AddSamples(lg_index, good);
+      planner.AddSamples(fb_index, bad);
+      st["phase"] = "bisect";
+      st["planner"] = json::parse(planner.ToJson());
+      st["culprit_subjects"] = json::object();
+      for (const CommitRow& r : *commits) st["culprit_subjects"][r.id] = r.subject;
+    }
+
+    if (st.at("phase") != "bisect") return absl::OkStatus();
+    absl::StatusOr<BisectPlanner> planner = BisectPlanner::FromJson(st.at("planner").dump());
+    if (!planner.ok()) return planner.status();
+    json& pending = st["pending_matrices"];
+    if (!pending.empty()) {
+      const std::vector<int64_t> ids = pending.get<std::vector<int64_t>>();
+      absl::StatusOr<bool> done = store_->MatricesTerminal(ids);
+      if (!done.ok()) return done.status();
+      if (!*done) return absl::OkStatus();
+      absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples(ids);
+      if (!samples.ok()) return samples.status();
+      const int index = st.at("pending_index").get<int>();
+      const std::vector<double> values = SeriesValuesAt(*samples, spec, planner->CommitId(index));
+      if (values.empty()) {
+        st["empty_rounds"] = st.at("empty_rounds").get<int>() + 1;
+      } else {
+        st["empty_rounds"] = 0;
+      }
+      planner->AddSamples(index, values);
+      pending = json::array();
+      st["pending_index"] = -1;
+    }
+    const bool stuck = st.at("empty_rounds").get<int>() >= 3;
+    if (!planner->Done() && !stuck) {
+      const BisectRequest req = *planner->Next();
+      absl::StatusOr<int64_t> id = submit(absl::StrCat("step", planner->Steps().size()),
+                                          {req.commit_id}, req.repeats, "bisect");
+      if (!id.ok()) return id.status();
+      pending.push_back(*id);
+      st["pending_index"] = req.commit_index;
+      if (!planner->Steps().empty())
+        st["step_matrix"][std::to_string(planner->Steps().back().step)] = *id;
+      Log(absl::StrCat("bisect ", b.bisect_id, ": range ",
+                       planner->CommitId(planner->LastGoodIndex()), "..",
+                       planner->CommitId(planner->FirstBadIndex()), ", testing ", req.commit_id,
+                       " x", req.repeats, " (matrix ", *id, ")"));
+    }
+    st["planner"] = json::parse(planner->ToJson());
+    for (const BisectStepRecord& r : planner->Steps()) {
+      BisectUpdate::Step s;
+      s.record = r;
+      const std::string k = std::to_string(r.step);
+      if (st["step_matrix"].contains(k)) s.matrix_id = st["step_matrix"][k].get<int64_t>();
+      u.steps.push_back(s);
+    }
+    if (planner->Done() || stuck) {
+      st["phase"] = "done";
+      const bool ok = planner->Done() && !planner->Failed();
+      u.bisect_state = ok ? "done" : "failed";
+      u.last_good = planner->CommitId(planner->LastGoodIndex());
+      u.first_bad = planner->CommitId(planner->FirstBadIndex());
+      if (ok) {
+        u.culprit_id = u.first_bad;
+        const json& subjects = st.at("culprit_subjects");
+        if (subjects.contains(u.culprit_id))
+          u.culprit_subject = subjects.at(u.culprit_id).get<std::string>();
+      }
+      Log(absl::StrCat("bisect ", b.bisect_id, ": ", u.bisect_state, ", first bad ", u.first_bad,
+                       " \"", u.culprit_subject, "\" after ", planner->Steps().size(), " steps, ",
+                       planner->RunsRequested(), " runs",
+                       planner->UsedWeakVerdict() ? " (a weak verdict was acted on)" : ""));
+    }
+    u.state_json = st.dump();
+    return store_->SaveBisect(u);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("bisect ", b.bisect_id, ": bad state: ", e.what()));
+  }
+}
+
+absl::Status Analyzer::SendAlerts() {
+  if (sink_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::vector<AlertWork>> work = store_->AlertCandidates();
+  if (!work.ok()) return work.status();
+  const std::string now = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
+  for (const AlertWork& a : *work) {
+    const bool open = a.state == 2 || a.state == 3;
+    if (open && a.alert_firing &&
+        a.seconds_since_sent < absl::ToDoubleSeconds(options_.alert_resend))
+      continue;
+    Alert alert;
+    alert.labels = {{"alertname", "IommuPerfRegression"},
+                    {"platform", a.platform},
+                    {"workload", a.workload},
+                    {"mode", a.overhead ? a.mode_name + "/off" : a.mode_name},
+                    {"metric", a.metric},
+                    {"severity", std::fabs(a.magnitude) >= 0.10 ? "critical" : "warning"},
+                    {"regression_id", std::to_string(a.regression_id)}};
+    const std::string culprit =
+        a.culprit_id.empty() ? (a.bisect_done ? "unknown" : "bisecting") : a.culprit_id;
+    alert.annotations = {
+        {"summary", absl::StrCat(a.workload, " ", a.metric, " ", Percent(a.magnitude), " on ",
+                                 a.platform, " (", a.overhead ? a.mode_name + "/off" : a.mode_name,
+                                 ")", a.culprit_id.empty() ? "" : ", culprit " + a.culprit_id)},
+        {"culprit", culprit},
+        {"culprit_subject", a.culprit_subject},
+        {"magnitude", Percent(a.magnitude)},
+        {"last_good", a.last_good},
+        {"first_bad", a.first_bad},
+        {"bisect_steps", std::to_string(a.bisect_steps)},
+        {"change_class", a.change_class == 1   ? "iommu"
+                         : a.change_class == 2 ? "not_iommu"
+                                               : ""},
+        {"catalog", a.catalog}};
+    alert.starts_at = a.starts_at;
+    if (!open) alert.ends_at = now;
+    if (absl::Status s = sink_->Post({alert}); !s.ok()) return s;
+    if (absl::Status s = store_->MarkAlertSent(a.regression_id, open, json(alert.labels).dump(),
+                                               json(alert.annotations).dump());
+        !s.ok())
+      return s;
+    if (!a.alert_firing || !open) {
+      Log(absl::StrCat("alert ", open ? "firing" : "resolved", " for regression ", a.regression_id,
+                       ": ", alert.annotations["summary"]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace farm::analyzer

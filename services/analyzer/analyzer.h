@@ -1,0 +1,88 @@
+// Analyzer: the farm-analyzer engine. One Tick() does a full pass:
+//   1. every bulk matrix whose jobs are all terminal and that was not yet
+//      analysed: build its series, detect change points, classify, record
+//      suspected regressions (and improvements) with a bisect record;
+//   2. every running bisect: confirmation first (last good / first bad
+//      re-run interleaved, one matrix per round), then bisection steps
+//      submitted as high-priority matrices through the scheduler; every step
+//      and the planner state are written to PostgreSQL after each move;
+//   3. alerts: confirmed regressions are posted to Alertmanager and re-sent
+//      every alert_resend while open; fixed / false-positive ones resolved;
+//   4. the farm_regressions_open gauge.
+// All progress lives in PostgreSQL, so the process may be killed at any point
+// and a new one continues: submissions carry idempotency keys derived from
+// the bisect id and a persisted sequence number, so nothing is submitted
+// twice and no result is lost.
+//
+// Thread-compatible: one thread calls Tick(). Store/submitter/sink/gauge are
+// not owned and must outlive the Analyzer.
+#ifndef SERVICES_ANALYZER_ANALYZER_H_
+#define SERVICES_ANALYZER_ANALYZER_H_
+
+#include <string>
+
+#include <prometheus/gauge.h>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "services/analyzer/analyzer_store.h"
+#include "services/analyzer/bisect.h"
+#include "services/analyzer/clients.h"
+#include "services/analyzer/detect.h"
+
+namespace farm::analyzer {
+
+struct AnalyzerOptions {
+  DetectOptions detect;
+  BisectOptions bisect;
+  absl::Duration alert_resend = absl::Seconds(60);
+  // Improvements are detected, confirmed and recorded; bisecting them costs
+  // runs, so only on request.
+  bool bisect_improvements = false;
+  // Extra priority within the confirm/bisect bands of the scheduler.
+  int priority = 0;
+};
+
+class Analyzer final {
+ public:
+  // `sink` and `open_gauge` may be null (no alerts / no gauge).
+  Analyzer(AnalyzerStore* store, JobSubmitter* submitter, AlertSink* sink,
+           prometheus::Gauge* open_gauge, AnalyzerOptions options);
+  Analyzer(const Analyzer&) = delete;
+  Analyzer& operator=(const Analyzer&) = delete;
+
+  // One pass. Keeps going after a failed item; returns the first error.
+  absl::Status Tick();
+
+  // Totals since start, for logs and tests.
+  int matrices_analyzed() const { return matrices_analyzed_; }
+  int submissions() const { return submissions_; }
+
+ private:
+  absl::Status AnalyzeMatrix(const MatrixInfo& m);
+  absl::Status AdvanceBisect(const ActiveBisect& b);
+  absl::Status SendAlerts();
+
+  AnalyzerStore* store_;
+  JobSubmitter* submitter_;
+  AlertSink* sink_;
+  prometheus::Gauge* open_gauge_;
+  const AnalyzerOptions options_;
+  int matrices_analyzed_ = 0;
+  int submissions_ = 0;
+};
+
+// Values of one series at one commit in a set of samples: the plain mode's
+// values, or for an overhead series mode/off ratios paired per
+// (matrix, repeat).
+std::vector<double> SeriesValuesAt(const std::vector<SampleRow>& samples, const SeriesSpec& spec,
+                                   const std::string& commit_id);
+
+// The YAML spec of a confirm/bisect matrix re-running `spec` at `commits`.
+std::string RerunSpecYaml(const SeriesSpec& spec, const std::string& name,
+                          const std::vector<std::string>& commits, int repeats,
+                          const std::string& kind, uint64_t seed, int priority);
+
+}  // namespace farm::analyzer
+
+#endif  // SERVICES_ANALYZER_ANALYZER_H_

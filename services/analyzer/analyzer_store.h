@@ -1,0 +1,154 @@
+// AnalyzerStore: what farm-analyzer reads and writes in PostgreSQL, behind an
+// interface so the engine (analyzer.h) knows no SQL.
+//
+// The schema is the scheduler's (services/storage/migrations.cc, v1): the
+// analyzer reads matrices, jobs, results and catalog_commits, and writes
+// regressions, bisects, bisect_steps, alerts and analyzer_state. Enum columns
+// hold iommufarm.v1 enum numbers. See /work/notes/sched-analyzer.md.
+//
+// Contract:
+//  - Thread-safe (every call is its own transaction on a pooled connection).
+//  - Each mutating call is one transaction, so a crash leaves either the old
+//    or the new state: detection results and the "matrix analysed" marker are
+//    written together; a bisect's state, steps and regression row likewise.
+//  - Errors: kUnavailable when the database is unreachable, kNotFound for
+//    unknown ids, kInternal otherwise.
+#ifndef SERVICES_ANALYZER_ANALYZER_STORE_H_
+#define SERVICES_ANALYZER_ANALYZER_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "services/analyzer/bisect.h"
+#include "services/analyzer/detect.h"
+#include "services/analyzer/series.h"
+#include "services/storage/pg_pool.h"
+
+namespace farm::analyzer {
+
+struct MatrixInfo {
+  int64_t id = 0;
+  std::string catalog;
+  bool analysis_bisect = false;
+  int executor = 1;  // iommufarm.v1.Executor number
+};
+
+struct CommitRow {
+  int index = 0;
+  std::string id;
+  std::string subject;
+};
+
+// The job cell a bisect re-runs: enough to write a matrix spec for it.
+struct SeriesSpec {
+  std::string catalog;
+  std::string platform;
+  std::string workload;
+  std::string params_json = "{}";     // jobs.params of the bulk jobs
+  std::string model_set_json = "{}";  // jobs.model_set
+  int executor = 1;
+  std::string metric;  // Sample.metric
+  std::string phase;   // Sample.phase
+  std::string mode;    // "strict", ...
+  bool overhead = false;
+};
+
+// A new regression (or improvement) and the bisect record that drives its
+// confirmation.
+struct NewRegression {
+  Finding finding;
+  std::string series_key;         // dedup: no second open regression with this key
+  int state = 1;                  // iommufarm.v1.RegressionState
+  std::string bisect_state_json;  // analyzer_state 'bisect:<id>' (planner etc.)
+};
+
+// A bisect the analyzer is still driving.
+struct ActiveBisect {
+  int64_t bisect_id = 0;
+  int64_t regression_id = 0;
+  std::string state_json;
+};
+
+// One write of a bisect's progress.
+struct BisectUpdate {
+  int64_t bisect_id = 0;
+  int64_t regression_id = 0;
+  std::string state_json;
+  std::string bisect_state;  // "running", "done", "failed"
+  std::string last_good;
+  std::string first_bad;
+  std::string culprit_id;
+  std::string culprit_subject;
+  std::optional<int> regression_state;  // new iommufarm.v1.RegressionState, if changed
+  std::optional<double> magnitude;      // confirmed magnitude, if re-measured
+  std::optional<double> p_value;
+  // Full list of step rows (step 0 = confirmation); upserted by step.
+  struct Step {
+    BisectStepRecord record;
+    int64_t matrix_id = 0;
+  };
+  std::vector<Step> steps;
+};
+
+// What an alert is built from.
+struct AlertWork {
+  int64_t regression_id = 0;
+  int state = 0;  // iommufarm.v1.RegressionState
+  bool bisect_done = false;
+  std::string platform, workload, metric, mode_name, catalog;
+  bool overhead = false;
+  int change_class = 0;
+  double magnitude = 0;
+  std::string last_good, first_bad, culprit_id, culprit_subject;
+  int bisect_steps = 0;
+  bool alert_exists = false;
+  bool alert_firing = false;
+  std::string starts_at;  // RFC 3339, when an alert row exists
+  double seconds_since_sent = 1e18;
+};
+
+class AnalyzerStore {
+ public:
+  virtual ~AnalyzerStore() = default;
+  // Bulk matrices whose jobs are all terminal and that were not analysed.
+  virtual absl::StatusOr<std::vector<MatrixInfo>> MatricesToAnalyze() = 0;
+  // Every sample of the accepted results of these matrices.
+  virtual absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& matrices) = 0;
+  // True when every job of every listed matrix is terminal.
+  virtual absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>& matrices) = 0;
+  // Catalog commits with lo <= index <= hi, in order.
+  virtual absl::StatusOr<std::vector<CommitRow>> Commits(const std::string& catalog, int lo,
+                                                         int hi) = 0;
+  // params / model_set / executor of a bulk job of the cell, for resubmission.
+  virtual absl::StatusOr<SeriesSpec> Cell(int64_t matrix_id, const std::string& platform,
+                                          const std::string& workload) = 0;
+  // Records the findings of a matrix and marks it analysed, atomically.
+  // Findings whose series_key matches an open regression are skipped.
+  // Returns the ids of the bisects created.
+  virtual absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
+      int64_t matrix_id, const std::string& catalog, const std::vector<NewRegression>& found) = 0;
+  virtual absl::StatusOr<std::vector<ActiveBisect>> ActiveBisects() = 0;
+  virtual absl::Status SaveBisect(const BisectUpdate& update) = 0;
+  // Regressions that have, or should have, an alert.
+  virtual absl::StatusOr<std::vector<AlertWork>> AlertCandidates() = 0;
+  // Records that the alert was posted (firing or resolved) with its content.
+  virtual absl::Status MarkAlertSent(int64_t regression_id, bool firing,
+                                     const std::string& labels_json,
+                                     const std::string& annotations_json) = 0;
+  // Open regressions (suspected, confirmed, acknowledged; direction regression).
+  virtual absl::StatusOr<int64_t> CountOpenRegressions() = 0;
+};
+
+std::unique_ptr<AnalyzerStore> NewPgAnalyzerStore(storage::PgPool* pool);
+
+// "off" <-> 1 ... (iommufarm.v1.IommuMode numbers); unknown -> 0 / "".
+int ModeNumber(const std::string& mode);
+std::string ModeName(int mode);
+
+}  // namespace farm::analyzer
+
+#endif  // SERVICES_ANALYZER_ANALYZER_STORE_H_

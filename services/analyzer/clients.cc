@@ -1,0 +1,111 @@
+#include "services/analyzer/clients.h"
+
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "iommufarm/v1/farm.grpc.pb.h"
+
+namespace farm::analyzer {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(what, ": ", s.error_message()));
+}
+
+class GrpcJobSubmitter final : public JobSubmitter {
+ public:
+  GrpcJobSubmitter(const std::string& target, std::string token)
+      : stub_(iommufarm::v1::JobService::NewStub(
+            grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))),
+        token_(std::move(token)) {}
+
+  absl::StatusOr<int64_t> Submit(const std::string& spec_yaml,
+                                 const std::string& idempotency_key) override {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
+    iommufarm::v1::SubmitMatrixRequest req;
+    req.set_spec_yaml(spec_yaml);
+    req.set_idempotency_key(idempotency_key);
+    iommufarm::v1::SubmitMatrixResponse resp;
+    const grpc::Status s = stub_->SubmitMatrix(&ctx, req, &resp);
+    if (!s.ok()) return FromGrpc(s, "SubmitMatrix");
+    return resp.matrix().id();
+  }
+
+ private:
+  std::unique_ptr<iommufarm::v1::JobService::Stub> stub_;
+  const std::string token_;
+};
+
+class AlertmanagerSink final : public AlertSink {
+ public:
+  AlertmanagerSink(std::string origin, std::string prefix)
+      : origin_(std::move(origin)), prefix_(std::move(prefix)) {}
+
+  absl::Status Post(const std::vector<Alert>& alerts) override {
+    if (alerts.empty()) return absl::OkStatus();
+    httplib::Client cli(origin_);
+    cli.set_connection_timeout(5);
+    cli.set_read_timeout(10);
+    auto res = cli.Post(prefix_ + "/api/v2/alerts", AlertsToJson(alerts), "application/json");
+    if (!res) {
+      return absl::UnavailableError(
+          absl::StrCat("alertmanager ", origin_, ": ", httplib::to_string(res.error())));
+    }
+    if (res->status / 100 != 2) {
+      return absl::InternalError(
+          absl::StrCat("alertmanager answered ", res->status, ": ", res->body));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string origin_;
+  const std::string prefix_;
+};
+
+}  // namespace
+
+std::unique_ptr<JobSubmitter> NewGrpcJobSubmitter(const std::string& target,
+                                                  const std::string& token) {
+  return std::make_unique<GrpcJobSubmitter>(target, token);
+}
+
+std::string AlertsToJson(const std::vector<Alert>& alerts) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const Alert& a : alerts) {
+    nlohmann::json j;
+    j["labels"] = a.labels;
+    j["annotations"] = a.annotations;
+    if (!a.starts_at.empty()) j["startsAt"] = a.starts_at;
+    if (!a.ends_at.empty()) j["endsAt"] = a.ends_at;
+    arr.push_back(std::move(j));
+  }
+  return arr.dump();
+}
+
+absl::StatusOr<std::unique_ptr<AlertSink>> NewAlertmanagerSink(const std::string& base_url) {
+  if (!absl::StartsWith(base_url, "http://") && !absl::StartsWith(base_url, "https://")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--alertmanager: expected http://HOST:PORT, got \"", base_url, "\""));
+  }
+  const size_t scheme_end = base_url.find("://") + 3;
+  const size_t path = base_url.find('/', scheme_end);
+  std::string origin = path == std::string::npos ? base_url : base_url.substr(0, path);
+  std::string prefix = path == std::string::npos ? "" : base_url.substr(path);
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  if (absl::StartsWith(origin, "https://")) {
+    return absl::InvalidArgumentError("--alertmanager: https is not supported, use http://");
+  }
+  return std::unique_ptr<AlertSink>(new AlertmanagerSink(origin, prefix));
+}
+
+}  // namespace farm::analyzer

@@ -1,0 +1,57 @@
+// The analyzer's two outbound clients, behind interfaces:
+//   JobSubmitter  submits confirm/bisect matrices through the scheduler's
+//                 JobService.SubmitMatrix (never by inserting jobs itself);
+//   AlertSink     posts alerts to Alertmanager's API v2 (/api/v2/alerts).
+//
+// Thread-safety: implementations are thread-safe (gRPC stubs and one HTTP
+// request per call). Errors: kUnavailable for transport failures (retry on
+// the next tick); other codes as returned by the peer.
+#ifndef SERVICES_ANALYZER_CLIENTS_H_
+#define SERVICES_ANALYZER_CLIENTS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace farm::analyzer {
+
+class JobSubmitter {
+ public:
+  virtual ~JobSubmitter() = default;
+  // Returns the matrix id. The same idempotency key returns the first
+  // matrix again, which is what makes a restarted analyzer safe.
+  virtual absl::StatusOr<int64_t> Submit(const std::string& spec_yaml,
+                                         const std::string& idempotency_key) = 0;
+};
+
+// gRPC JobService client; `target` is HOST:PORT, `token` the bearer token
+// (empty: none).
+std::unique_ptr<JobSubmitter> NewGrpcJobSubmitter(const std::string& target,
+                                                  const std::string& token);
+
+struct Alert {
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::string starts_at;  // RFC 3339; empty: Alertmanager's now
+  std::string ends_at;    // RFC 3339; set to resolve
+};
+
+class AlertSink {
+ public:
+  virtual ~AlertSink() = default;
+  virtual absl::Status Post(const std::vector<Alert>& alerts) = 0;
+};
+
+// `base_url` like http://127.0.0.1:9093 (a path prefix is kept).
+absl::StatusOr<std::unique_ptr<AlertSink>> NewAlertmanagerSink(const std::string& base_url);
+
+// The JSON body Alertmanager's POST /api/v2/alerts takes.
+std::string AlertsToJson(const std::vector<Alert>& alerts);
+
+}  // namespace farm::analyzer
+
+#endif  // SERVICES_ANALYZER_CLIENTS_H_

@@ -1,0 +1,161 @@
+// farm-analyzer: regression detection, confirmation, bisection and alerts
+// over the farm's PostgreSQL. Parses flags, wires the pieces, runs Tick()
+// every --poll-interval until SIGINT/SIGTERM.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <prometheus/gauge.h>
+#include <CLI/CLI.hpp>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "services/analyzer/analyzer.h"
+#include "services/analyzer/analyzer_store.h"
+#include "services/analyzer/clients.h"
+#include "services/metrics/metrics.h"
+#include "services/storage/migrations.h"
+#include "services/storage/pg_pool.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "farm-analyzer: %s\n", msg.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "farm-analyzer: finds performance changes along catalog commit order in the farm's "
+      "results, confirms them, bisects them to the first bad commit through the scheduler, "
+      "and alerts Alertmanager."};
+  std::string db = Env("FARM_DB");
+  std::string scheduler = Env("FARM_SERVER");
+  std::string alertmanager;
+  std::string metrics_address;
+  std::string token = Env("FARM_TOKEN");
+  std::string poll = "2s";
+  std::string resend = "60s";
+  double magnitude = 0.03;
+  double alpha = 0.01;
+  int confirm_repeats = 8;
+  int initial_repeats = 3;
+  int max_repeats = 12;
+  bool bisect_improvements = false;
+  bool once = false;
+  app.add_option("--db", db, "PostgreSQL URI (default $FARM_DB)");
+  app.add_option("--scheduler", scheduler,
+                 "scheduler HOST:PORT for submitting confirm/bisect matrices (default "
+                 "$FARM_SERVER)");
+  app.add_option("--alertmanager", alertmanager,
+                 "Alertmanager base URL, e.g. http://127.0.0.1:9093 (empty: no alerts)");
+  app.add_option("--metrics", metrics_address,
+                 "serve Prometheus /metrics on HOST:PORT (port 0: any free port; the bound "
+                 "address is printed)");
+  app.add_option("--token", token, "bearer token for the scheduler (default $FARM_TOKEN)");
+  app.add_option("--poll-interval", poll, "time between passes, e.g. 500ms, 2s")
+      ->capture_default_str();
+  app.add_option("--alert-resend", resend, "re-send open alerts this often")->capture_default_str();
+  app.add_option("--magnitude", magnitude, "minimal relative change reported (0.03 = 3%)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  app.add_option("--alpha", alpha,
+                 "family-wise significance; divided by the number of series tested")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-12, 0.5));
+  app.add_option("--confirm-repeats", confirm_repeats,
+                 "interleaved re-runs of last good and first bad before a regression counts")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1000));
+  app.add_option("--bisect-repeats", initial_repeats, "first repeats of a bisect step")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1000));
+  app.add_option("--max-repeats", max_repeats,
+                 "repeats a weak bisect verdict may grow to before it is acted on")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 10000));
+  app.add_flag("--bisect-improvements", bisect_improvements,
+               "bisect confirmed improvements too (default: record them only)");
+  app.add_flag("--once", once, "run one pass and exit (exit status 1 if it had errors)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (db.empty()) return Fail("--db (or FARM_DB) is required");
+  if (scheduler.empty()) return Fail("--scheduler (or FARM_SERVER) is required");
+  absl::Duration poll_interval, resend_interval;
+  if (!absl::ParseDuration(poll, &poll_interval) || poll_interval <= absl::ZeroDuration())
+    return Fail("--poll-interval: expected a positive duration like 2s, got \"" + poll + "\"");
+  if (!absl::ParseDuration(resend, &resend_interval) || resend_interval <= absl::ZeroDuration())
+    return Fail("--alert-resend: expected a positive duration like 60s, got \"" + resend + "\"");
+
+  farm::storage::PgPool pool(farm::storage::PgPoolOptions{db, 2, 5});
+  absl::StatusOr<int> version = farm::storage::ApplyMigrations(pool);
+  if (!version.ok()) return Fail("--db: " + version.status().ToString());
+
+  std::unique_ptr<farm::analyzer::AlertSink> sink;
+  if (!alertmanager.empty()) {
+    auto s = farm::analyzer::NewAlertmanagerSink(alertmanager);
+    if (!s.ok()) return Fail(std::string(s.status().message()));
+    sink = std::move(*s);
+  }
+  farm::metrics::MetricsRegistry registry;
+  prometheus::Gauge& open = prometheus::BuildGauge()
+                                .Name("farm_regressions_open")
+                                .Help("Confirmed or acknowledged regressions not yet closed")
+                                .Register(registry.registry())
+                                .Add({});
+  prometheus::Gauge& last_pass = prometheus::BuildGauge()
+                                     .Name("farm_analyzer_last_pass_timestamp_seconds")
+                                     .Help("Unix time of the last analyzer pass without errors")
+                                     .Register(registry.registry())
+                                     .Add({});
+  std::unique_ptr<farm::metrics::MetricsExposer> exposer;
+  if (!metrics_address.empty()) {
+    auto e = farm::metrics::MetricsExposer::Start(metrics_address, registry);
+    if (!e.ok()) return Fail("--metrics: " + e.status().ToString());
+    exposer = std::move(*e);
+    std::fprintf(stderr, "metrics on %s\n", exposer->address().c_str());
+  }
+
+  auto store = farm::analyzer::NewPgAnalyzerStore(&pool);
+  auto submitter = farm::analyzer::NewGrpcJobSubmitter(scheduler, token);
+  farm::analyzer::AnalyzerOptions options;
+  options.detect.magnitude = magnitude;
+  options.detect.alpha = alpha;
+  options.bisect.magnitude = magnitude;
+  options.bisect.confirm_repeats = confirm_repeats;
+  options.bisect.initial_repeats = initial_repeats;
+  options.bisect.max_repeats = std::max(max_repeats, initial_repeats);
+  options.alert_resend = resend_interval;
+  options.bisect_improvements = bisect_improvements;
+  farm::analyzer::Analyzer analyzer(store.get(), submitter.get(), sink.get(), &open, options);
+
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::fprintf(stderr,
+               "farm-analyzer: schema v%d, scheduler %s, alertmanager %s, polling every %s\n",
+               *version, scheduler.c_str(), alertmanager.empty() ? "(none)" : alertmanager.c_str(),
+               absl::FormatDuration(poll_interval).c_str());
+  while (!g_stop.load()) {
+    const absl::Status s = analyzer.Tick();
+    if (s.ok()) last_pass.Set(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+    if (once) return s.ok() ? 0 : 1;
+    const absl::Time until = absl::Now() + poll_interval;
+    while (!g_stop.load() && absl::Now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::fprintf(stderr, "farm-analyzer: stopped\n");
+  return 0;
+}

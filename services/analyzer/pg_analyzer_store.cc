@@ -1,0 +1,377 @@
+// libpqxx implementation of AnalyzerStore over the scheduler's schema v1.
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "services/analyzer/analyzer_store.h"
+
+namespace farm::analyzer {
+
+int ModeNumber(const std::string& mode) {
+  if (mode == "off") return 1;
+  if (mode == "passthrough") return 2;
+  if (mode == "strict") return 3;
+  if (mode == "lazy") return 4;
+  return 0;
+}
+
+std::string ModeName(int mode) {
+  switch (mode) {
+    case 1:
+      return "off";
+    case 2:
+      return "passthrough";
+    case 3:
+      return "strict";
+    case 4:
+      return "lazy";
+    default:
+      return "";
+  }
+}
+
+namespace {
+
+using storage::PgPool;
+
+std::string ArrayLiteral(const std::vector<int64_t>& ids) {
+  return "{" + absl::StrJoin(ids, ",") + "}";
+}
+
+// Lowest matrix id still to analyse, minus one: matrices at or below it are
+// never looked at again (the cursor). Confirm/bisect matrices carry no bulk
+// jobs and never hold it back.
+constexpr const char* kAdvanceFloor =
+    "INSERT INTO analyzer_state (key, value, updated_at) "
+    "SELECT 'matrix_floor', to_jsonb(coalesce("
+    "  (SELECT min(m.id) - 1 FROM matrices m WHERE m.id > $1 "
+    "     AND NOT EXISTS (SELECT 1 FROM analyzer_state s WHERE s.key = 'matrix:' || m.id) "
+    "     AND EXISTS (SELECT 1 FROM jobs j WHERE j.matrix_id = m.id AND j.kind = 1)),"
+    "  (SELECT max(id) FROM matrices), 0)), now() "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = now()";
+
+class PgAnalyzerStore final : public AnalyzerStore {
+ public:
+  explicit PgAnalyzerStore(PgPool* pool) : pool_(pool) {}
+
+  absl::StatusOr<std::vector<MatrixInfo>> MatricesToAnalyze() override {
+    using Out = std::vector<MatrixInfo>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      const int64_t floor = Floor(t);
+      Out out;
+      for (const pqxx::row& r : t.exec_params(
+               "SELECT m.id, m.catalog, m.analysis_bisect, m.executor FROM matrices m "
+               "WHERE m.id > $1 "
+               "  AND NOT EXISTS (SELECT 1 FROM analyzer_state s WHERE s.key = 'matrix:' || m.id) "
+               "  AND EXISTS (SELECT 1 FROM jobs j WHERE j.matrix_id = m.id AND j.kind = 1) "
+               "  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.matrix_id = m.id "
+               "                  AND j.state IN (1, 2)) "
+               "ORDER BY m.id LIMIT 20",
+               floor)) {
+        out.push_back(MatrixInfo{r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<bool>(),
+                                 r[3].as<int>()});
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& matrices) override {
+    using Out = std::vector<SampleRow>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      Out out;
+      for (const pqxx::row& r :
+           t.exec_params("SELECT r.matrix_id, j.catalog, j.commit_id, j.commit_index, j.platform, "
+                         "  j.workload, j.mode, j.repeat, s->>'metric', coalesce(s->>'phase', ''), "
+                         "  (s->>'value')::float8, r.job_id "
+                         "FROM results r JOIN jobs j ON j.id = r.job_id "
+                         "CROSS JOIN LATERAL jsonb_array_elements(r.samples) s "
+                         "WHERE r.matrix_id = ANY($1::bigint[]) AND j.state = 3 "
+                         "  AND r.attempt = (SELECT max(r2.attempt) FROM results r2 "
+                         "                   WHERE r2.job_id = r.job_id) "
+                         "  AND s ? 'value' AND jsonb_typeof(s->'value') = 'number' "
+                         "ORDER BY r.job_id",
+                         ArrayLiteral(matrices))) {
+        SampleRow s;
+        s.sample_id = r[11].as<int64_t>();
+        s.matrix_id = r[0].as<int64_t>();
+        s.catalog = r[1].as<std::string>();
+        s.commit_id = r[2].as<std::string>();
+        s.commit_index = r[3].as<int>();
+        s.platform = r[4].as<std::string>();
+        s.workload = r[5].as<std::string>();
+        s.mode = ModeName(r[6].as<int>());
+        s.repeat = r[7].as<int>();
+        s.metric = r[8].is_null() ? "" : r[8].as<std::string>();
+        s.phase = r[9].as<std::string>();
+        s.value = r[10].as<double>();
+        out.push_back(std::move(s));
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>& matrices) override {
+    return pool_->Call<bool>([&](pqxx::connection& c) -> absl::StatusOr<bool> {
+      pqxx::read_transaction t(c);
+      const pqxx::row r = t.exec_params1(
+          "SELECT count(*) FILTER (WHERE state IN (1, 2)), count(DISTINCT matrix_id) "
+          "FROM jobs WHERE matrix_id = ANY($1::bigint[])",
+          ArrayLiteral(matrices));
+      return r[0].as<int64_t>() == 0;
+    });
+  }
+
+  absl::StatusOr<std::vector<CommitRow>> Commits(const std::string& catalog, int lo,
+                                                 int hi) override {
+    using Out = std::vector<CommitRow>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      Out out;
+      for (const pqxx::row& r :
+           t.exec_params("SELECT idx, id, subject FROM catalog_commits "
+                         "WHERE catalog = $1 AND idx BETWEEN $2 AND $3 ORDER BY idx",
+                         catalog, lo, hi)) {
+        out.push_back(CommitRow{r[0].as<int>(), r[1].as<std::string>(), r[2].as<std::string>()});
+      }
+      if (out.empty()) {
+        return absl::NotFoundError(
+            absl::StrCat("catalog ", catalog, " has no commits in [", lo, ", ", hi, "]"));
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<SeriesSpec> Cell(int64_t matrix_id, const std::string& platform,
+                                  const std::string& workload) override {
+    return pool_->Call<SeriesSpec>([&](pqxx::connection& c) -> absl::StatusOr<SeriesSpec> {
+      pqxx::read_transaction t(c);
+      pqxx::result r = t.exec_params(
+          "SELECT params::text, model_set::text, executor, catalog FROM jobs "
+          "WHERE matrix_id = $1 AND platform = $2 AND workload = $3 ORDER BY id LIMIT 1",
+          matrix_id, platform, workload);
+      if (r.empty()) {
+        return absl::NotFoundError(
+            absl::StrCat("matrix ", matrix_id, " has no job for ", platform, " ", workload));
+      }
+      SeriesSpec s;
+      s.platform = platform;
+      s.workload = workload;
+      s.params_json = r[0][0].as<std::string>();
+      s.model_set_json = r[0][1].as<std::string>();
+      s.executor = r[0][2].as<int>();
+      s.catalog = r[0][3].as<std::string>();
+      return s;
+    });
+  }
+
+  absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
+      int64_t matrix_id, const std::string& catalog,
+      const std::vector<NewRegression>& found) override {
+    using Out = std::vector<int64_t>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::work w(c);
+      Out bisects;
+      // Marker first: a concurrent second analyzer conflicts here and rolls back.
+      w.exec_params("INSERT INTO analyzer_state (key, value) VALUES ('matrix:' || $1, $2::jsonb)",
+                    matrix_id, absl::StrCat("{\"findings\": ", found.size(), "}"));
+      for (const NewRegression& n : found) {
+        const Finding& f = n.finding;
+        if (!w.exec_params("SELECT 1 FROM regressions WHERE series_key = $1 "
+                           "AND state IN (1, 2, 3)",
+                           n.series_key)
+                 .empty())
+          continue;
+        std::string per_mode = "[";
+        bool first = true;
+        for (const ModeEffect& e : f.per_mode) {
+          if (e.overhead) continue;
+          absl::StrAppend(&per_mode, first ? "" : ",", "{\"mode\":", ModeNumber(e.mode),
+                          ",\"before\":", e.before, ",\"after\":", e.after,
+                          ",\"relative_change\":", e.relative_change, ",\"p_value\":", e.p_value,
+                          "}");
+          first = false;
+        }
+        per_mode += "]";
+        const pqxx::row reg = w.exec_params1(
+            "INSERT INTO regressions (state, change_class, direction, platform, workload, "
+            "  metric, mode, overhead_series, catalog, last_good, first_bad, magnitude, p_value, "
+            "  per_mode, matrix_id, series_key) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16) "
+            "RETURNING id",
+            n.state, static_cast<int>(f.change_class), f.regression ? 1 : 2, f.platform, f.workload,
+            f.metric, ModeNumber(f.mode), f.overhead_series, catalog, f.last_good, f.first_bad,
+            f.magnitude, f.p_value, per_mode, matrix_id, n.series_key);
+        const int64_t reg_id = reg[0].as<int64_t>();
+        const pqxx::row b = w.exec_params1(
+            "INSERT INTO bisects (regression_id, state, last_good, first_bad) "
+            "VALUES ($1, 'running', $2, $3) RETURNING id",
+            reg_id, f.last_good, f.first_bad);
+        const int64_t bisect_id = b[0].as<int64_t>();
+        w.exec_params("UPDATE regressions SET bisect_id = $2 WHERE id = $1", reg_id, bisect_id);
+        w.exec_params("INSERT INTO analyzer_state (key, value) VALUES ('bisect:' || $1, $2::jsonb)",
+                      bisect_id, n.bisect_state_json);
+        bisects.push_back(bisect_id);
+      }
+      w.exec_params(kAdvanceFloor, Floor(w));
+      w.commit();
+      return bisects;
+    });
+  }
+
+  absl::StatusOr<std::vector<ActiveBisect>> ActiveBisects() override {
+    using Out = std::vector<ActiveBisect>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      Out out;
+      for (const pqxx::row& r : t.exec("SELECT b.id, b.regression_id, s.value::text FROM bisects b "
+                                       "JOIN analyzer_state s ON s.key = 'bisect:' || b.id "
+                                       "WHERE b.state = 'running' ORDER BY b.id")) {
+        out.push_back(ActiveBisect{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<std::string>()});
+      }
+      return out;
+    });
+  }
+
+  absl::Status SaveBisect(const BisectUpdate& u) override {
+    return pool_->Run([&](pqxx::connection& c) -> absl::Status {
+      pqxx::work w(c);
+      w.exec_params(
+          "UPDATE analyzer_state SET value = $2::jsonb, updated_at = now() "
+          "WHERE key = 'bisect:' || $1",
+          u.bisect_id, u.state_json);
+      w.exec_params(
+          "UPDATE bisects SET state = $2, last_good = $3, first_bad = $4, culprit_id = $5, "
+          "culprit_subject = $6, updated_at = now() WHERE id = $1",
+          u.bisect_id, u.bisect_state, u.last_good, u.first_bad, u.culprit_id, u.culprit_subject);
+      // A person's triage (acknowledged/fixed/false positive) is never overwritten.
+      w.exec_params(
+          "UPDATE regressions SET "
+          " state = CASE WHEN $2 > 0 AND state IN (1, 2) THEN $2 ELSE state END, "
+          " culprit_id = $3, culprit_subject = $4, "
+          " last_good = CASE WHEN $5 = '' THEN last_good ELSE $5 END, "
+          " first_bad = CASE WHEN $6 = '' THEN first_bad ELSE $6 END, "
+          " magnitude = CASE WHEN $7 THEN $8 ELSE magnitude END, "
+          " p_value = CASE WHEN $7 THEN $9 ELSE p_value END, updated_at = now() "
+          "WHERE id = $1",
+          u.regression_id, u.regression_state.value_or(0), u.culprit_id, u.culprit_subject,
+          u.bisect_state == "done" ? u.last_good : std::string(),
+          u.bisect_state == "done" ? u.first_bad : std::string(), u.magnitude.has_value(),
+          u.magnitude.value_or(0), u.p_value.value_or(1));
+      for (const BisectUpdate::Step& s : u.steps) {
+        const BisectStepRecord& r = s.record;
+        w.exec_params(
+            "INSERT INTO bisect_steps (bisect_id, step, commit_id, commit_index, verdict, "
+            "  repeats, mean, p_value, relative_change, matrix_id) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, 0)) "
+            "ON CONFLICT (bisect_id, step) DO UPDATE SET commit_id = excluded.commit_id, "
+            "  commit_index = excluded.commit_index, "
+            "  at = CASE WHEN bisect_steps.verdict = excluded.verdict THEN bisect_steps.at "
+            "            ELSE now() END, "
+            "  verdict = excluded.verdict, repeats = excluded.repeats, mean = excluded.mean, "
+            "  p_value = excluded.p_value, relative_change = excluded.relative_change, "
+            "  matrix_id = coalesce(excluded.matrix_id, bisect_steps.matrix_id)",
+            u.bisect_id, r.step, r.commit_id, r.commit_index, r.verdict, r.repeats, r.mean,
+            r.p_value, r.relative_change, s.matrix_id);
+      }
+      w.commit();
+      return absl::OkStatus();
+    });
+  }
+
+  absl::StatusOr<std::vector<AlertWork>> AlertCandidates() override {
+    using Out = std::vector<AlertWork>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      Out out;
+      for (const pqxx::row& r :
+           t.exec("SELECT g.id, g.state, coalesce(b.state, '') = 'done', g.platform, g.workload, "
+                  "  g.metric, g.mode, g.catalog, g.overhead_series, g.change_class, g.magnitude, "
+                  "  g.last_good, g.first_bad, g.culprit_id, g.culprit_subject, "
+                  "  (SELECT count(*) FROM bisect_steps st WHERE st.bisect_id = g.bisect_id "
+                  "     AND st.step > 0), "
+                  "  a.id IS NOT NULL, coalesce(a.firing, false), "
+                  "  coalesce(to_char(a.starts_at AT TIME ZONE 'UTC', "
+                  "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
+                  "  coalesce(extract(epoch from now() - a.last_sent_at)::float8, 1e18) "
+                  "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
+                  "LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.regression_id = g.id "
+                  "   ORDER BY x.id DESC LIMIT 1) a ON true "
+                  "WHERE g.direction = 1 AND (g.state IN (2, 3) OR (a.firing AND g.state > 3)) "
+                  "ORDER BY g.id")) {
+        AlertWork a;
+        a.regression_id = r[0].as<int64_t>();
+        a.state = r[1].as<int>();
+        a.bisect_done = r[2].as<bool>();
+        a.platform = r[3].as<std::string>();
+        a.workload = r[4].as<std::string>();
+        a.metric = r[5].as<std::string>();
+        a.mode_name = ModeName(r[6].as<int>());
+        a.catalog = r[7].as<std::string>();
+        a.overhead = r[8].as<bool>();
+        a.change_class = r[9].as<int>();
+        a.magnitude = r[10].as<double>();
+        a.last_good = r[11].as<std::string>();
+        a.first_bad = r[12].as<std::string>();
+        a.culprit_id = r[13].as<std::string>();
+        a.culprit_subject = r[14].as<std::string>();
+        a.bisect_steps = r[15].as<int>();
+        a.alert_exists = r[16].as<bool>();
+        a.alert_firing = r[17].as<bool>();
+        a.starts_at = r[18].as<std::string>();
+        a.seconds_since_sent = r[19].as<double>();
+        out.push_back(std::move(a));
+      }
+      return out;
+    });
+  }
+
+  absl::Status MarkAlertSent(int64_t regression_id, bool firing, const std::string& labels_json,
+                             const std::string& annotations_json) override {
+    return pool_->Run([&](pqxx::connection& c) -> absl::Status {
+      pqxx::work w(c);
+      pqxx::result r = w.exec_params(
+          "UPDATE alerts SET firing = $2, labels = $3::jsonb, annotations = $4::jsonb, "
+          "  last_sent_at = now(), ends_at = CASE WHEN $2 THEN NULL ELSE now() END "
+          "WHERE id = (SELECT max(id) FROM alerts WHERE regression_id = $1) RETURNING id",
+          regression_id, firing, labels_json, annotations_json);
+      if (r.empty()) {
+        w.exec_params(
+            "INSERT INTO alerts (regression_id, name, labels, annotations, firing, last_sent_at, "
+            "  ends_at) VALUES ($1, 'IommuPerfRegression', $3::jsonb, $4::jsonb, $2, now(), "
+            "  CASE WHEN $2 THEN NULL ELSE now() END)",
+            regression_id, firing, labels_json, annotations_json);
+      }
+      w.exec_params("UPDATE regressions SET alert_firing = $2 WHERE id = $1", regression_id,
+                    firing);
+      w.commit();
+      return absl::OkStatus();
+    });
+  }
+
+  absl::StatusOr<int64_t> CountOpenRegressions() override {
+    return pool_->Call<int64_t>([&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
+      pqxx::read_transaction t(c);
+      return t.exec1("SELECT count(*) FROM regressions WHERE direction = 1 AND state IN (2, 3)")[0]
+          .as<int64_t>();
+    });
+  }
+
+ private:
+  static int64_t Floor(pqxx::transaction_base& t) {
+    pqxx::result r =
+        t.exec("SELECT (value #>> '{}')::bigint FROM analyzer_state WHERE key = 'matrix_floor'");
+    return r.empty() || r[0][0].is_null() ? 0 : r[0][0].as<int64_t>();
+  }
+
+  PgPool* pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<AnalyzerStore> NewPgAnalyzerStore(storage::PgPool* pool) {
+  return std::make_unique<PgAnalyzerStore>(pool);
+}
+
+}  // namespace farm::analyzer
