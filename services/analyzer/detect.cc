@@ -42,6 +42,21 @@ class PrefixStats {
     const double s = sum_[hi] - sum_[lo];
     return std::max(0.0, (sq_[hi] - sq_[lo] - s * s / n) / (n - 1));
   }
+  // Points [i, j) against [lo, i) + [j, hi).
+  TwoSampleResult TestMiddle(size_t lo, size_t i, size_t j, size_t hi) const {
+    const double n_in = N(i, j);
+    const double n_out = N(lo, hi) - n_in;
+    const double s_in = sum_[j] - sum_[i];
+    const double s_out = (sum_[hi] - sum_[lo]) - s_in;
+    const double q_in = sq_[j] - sq_[i];
+    const double q_out = (sq_[hi] - sq_[lo]) - q_in;
+    auto var = [](double n, double s, double q) {
+      return n < 2 ? 0.0 : std::max(0.0, (q - s * s / n) / (n - 1));
+    };
+    return WelchFromSummary(n_out, n_out == 0 ? 0 : s_out / n_out + shift_,
+                            var(n_out, s_out, q_out), n_in, n_in == 0 ? 0 : s_in / n_in + shift_,
+                            var(n_in, s_in, q_in));
+  }
   TwoSampleResult Test(size_t lo, size_t k, size_t hi) const {
     return WelchFromSummary(N(lo, k), MeanOf(lo, k), VarOf(lo, k), N(k, hi), MeanOf(k, hi),
                             VarOf(k, hi));
@@ -59,6 +74,9 @@ bool IsRegression(Polarity p, double relative_change) {
 void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectOptions& opt,
            double alpha, std::map<size_t, double>* found) {
   if (depth > opt.max_depth || hi - lo < 2) return;
+  // Half of alpha for the single-split scan, half for the middle-segment
+  // scan, so trying both keeps the family-wise error within alpha.
+  const double half = alpha / 2;
   double best_p = 2;
   size_t best_k = 0;
   int splits = 0;
@@ -71,12 +89,39 @@ void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectO
       best_k = k;
     }
   }
-  if (splits == 0) return;
-  const double scan_p = std::min(1.0, best_p * splits);
-  if (scan_p >= alpha) return;
-  (*found)[best_k] = scan_p;
-  Split(ps, lo, best_k, depth + 1, opt, alpha, found);
-  Split(ps, best_k, hi, depth + 1, opt, alpha, found);
+  if (splits > 0 && std::min(1.0, best_p * splits) < half) {
+    (*found)[best_k] = std::min(1.0, best_p * splits);
+    Split(ps, lo, best_k, depth + 1, opt, alpha, found);
+    Split(ps, best_k, hi, depth + 1, opt, alpha, found);
+    return;
+  }
+  // A change that is undone inside the segment (a dip between two releases
+  // that later recovers) hides from a single split: scan every middle run
+  // [i, j) against the rest of the segment.
+  double best_pm = 2;
+  size_t bi = 0, bj = 0;
+  int pairs = 0;
+  for (size_t i = lo + 1; i < hi; ++i) {
+    for (size_t j = i + 1; j < hi; ++j) {
+      const double n_mid = ps.N(i, j);
+      const double n_out = ps.N(lo, hi) - n_mid;
+      if (n_mid < opt.min_samples_per_side || n_out < opt.min_samples_per_side) continue;
+      ++pairs;
+      const TwoSampleResult r = ps.TestMiddle(lo, i, j, hi);
+      if (r.p_value < best_pm) {
+        best_pm = r.p_value;
+        bi = i;
+        bj = j;
+      }
+    }
+  }
+  if (pairs == 0 || std::min(1.0, best_pm * pairs) >= half) return;
+  const double p = std::min(1.0, best_pm * pairs);
+  (*found)[bi] = p;
+  (*found)[bj] = p;
+  Split(ps, lo, bi, depth + 1, opt, alpha, found);
+  Split(ps, bi, bj, depth + 1, opt, alpha, found);
+  Split(ps, bj, hi, depth + 1, opt, alpha, found);
 }
 
 ModeEffect MeasureAt(const Series& s, int seg_begin, int last_good, int first_bad, int seg_end) {

@@ -5,8 +5,11 @@
 // left vs right, Boost.Math Student's t); the split with the smallest p is
 // kept when its p, multiplied by the number of splits tried (Bonferroni over
 // the scan), is below alpha / number_of_series (Bonferroni over the series
-// tested). Both halves are then searched again, so several change points in
-// one series are found. A change point is reported when its relative change,
+// tested). When no single split qualifies, every middle run of commits is
+// tested against the rest of the segment (a regression that a later commit
+// undoes, e.g. v5.10 good, v5.11 bad, v5.12 fixed); each scan gets alpha/2.
+// The parts are then searched again, so several change points in one series
+// are found. A change point is reported when its relative change,
 // measured between its neighbouring change points, reaches the magnitude
 // threshold. Improvements are reported as well as regressions.
 //
