@@ -1,0 +1,126 @@
+// gRPC callback-API adapters for JobService, AgentService and
+// AnalysisService: check the bearer token, hand the call to the WorkerPool
+// (database work never runs on gRPC's threads), call the plain service
+// class, convert absl::Status to grpc::Status. WatchMatrix and GetResults
+// are ServerWriteReactors driven by the pool.
+//
+// Contract: the services, pool and token must outlive the grpc::Server the
+// adapters are registered with; shut the server down (after
+// pool->BeginStopping()) before stopping the pool.
+#ifndef SCHEDULER_GRPC_SERVICES_H_
+#define SCHEDULER_GRPC_SERVICES_H_
+
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "iommufarm/v1/farm.grpc.pb.h"
+#include "scheduler/scheduler_service.h"
+#include "scheduler/worker_pool.h"
+
+namespace farm::scheduler {
+
+grpc::Status ToGrpcStatus(const absl::Status& st);
+
+class JobServiceGrpc final : public pb::JobService::CallbackService {
+ public:
+  JobServiceGrpc(JobService* svc, WorkerPool* pool, std::string token)
+      : svc_(svc), pool_(pool), token_(std::move(token)) {}
+
+  grpc::ServerUnaryReactor* SubmitMatrix(grpc::CallbackServerContext* ctx,
+                                         const pb::SubmitMatrixRequest* req,
+                                         pb::SubmitMatrixResponse* resp) override;
+  grpc::ServerUnaryReactor* GetMatrix(grpc::CallbackServerContext* ctx,
+                                      const pb::GetMatrixRequest* req, pb::Matrix* resp) override;
+  grpc::ServerUnaryReactor* ListMatrices(grpc::CallbackServerContext* ctx,
+                                         const pb::ListMatricesRequest* req,
+                                         pb::ListMatricesResponse* resp) override;
+  grpc::ServerWriteReactor<pb::MatrixProgress>* WatchMatrix(
+      grpc::CallbackServerContext* ctx, const pb::WatchMatrixRequest* req) override;
+  grpc::ServerUnaryReactor* CancelMatrix(grpc::CallbackServerContext* ctx,
+                                         const pb::CancelMatrixRequest* req,
+                                         pb::CancelMatrixResponse* resp) override;
+  grpc::ServerWriteReactor<pb::Result>* GetResults(grpc::CallbackServerContext* ctx,
+                                                   const pb::GetResultsRequest* req) override;
+  grpc::ServerUnaryReactor* ListAgents(grpc::CallbackServerContext* ctx,
+                                       const pb::ListAgentsRequest* req,
+                                       pb::ListAgentsResponse* resp) override;
+  grpc::ServerUnaryReactor* ListCatalogs(grpc::CallbackServerContext* ctx,
+                                         const pb::ListCatalogsRequest* req,
+                                         pb::ListCatalogsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetCatalog(grpc::CallbackServerContext* ctx,
+                                       const pb::GetCatalogRequest* req,
+                                       pb::Catalog* resp) override;
+  grpc::ServerUnaryReactor* LoadCatalog(grpc::CallbackServerContext* ctx,
+                                        const pb::LoadCatalogRequest* req,
+                                        pb::LoadCatalogResponse* resp) override;
+  grpc::ServerUnaryReactor* ImportGitCatalog(grpc::CallbackServerContext* ctx,
+                                             const pb::ImportGitCatalogRequest* req,
+                                             pb::ImportGitCatalogResponse* resp) override;
+
+  // How often WatchMatrix polls the database (tests shorten it).
+  static constexpr int kWatchPollMs = 250;
+
+ private:
+  JobService* const svc_;
+  WorkerPool* const pool_;
+  const std::string token_;
+};
+
+class AgentServiceGrpc final : public pb::AgentService::CallbackService {
+ public:
+  AgentServiceGrpc(AgentService* svc, WorkerPool* pool, std::string token)
+      : svc_(svc), pool_(pool), token_(std::move(token)) {}
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
+                                     const pb::RegisterRequest* req,
+                                     pb::RegisterResponse* resp) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const pb::HeartbeatRequest* req,
+                                      pb::HeartbeatResponse* resp) override;
+  grpc::ServerUnaryReactor* LeaseJobs(grpc::CallbackServerContext* ctx,
+                                      const pb::LeaseJobsRequest* req,
+                                      pb::LeaseJobsResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportResult(grpc::CallbackServerContext* ctx,
+                                         const pb::ReportResultRequest* req,
+                                         pb::ReportResultResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* ctx,
+                                          const pb::ReportFailureRequest* req,
+                                          pb::ReportFailureResponse* resp) override;
+  grpc::ServerUnaryReactor* ReleaseLeases(grpc::CallbackServerContext* ctx,
+                                          const pb::ReleaseLeasesRequest* req,
+                                          pb::ReleaseLeasesResponse* resp) override;
+
+ private:
+  AgentService* const svc_;
+  WorkerPool* const pool_;
+  const std::string token_;
+};
+
+class AnalysisServiceGrpc final : public pb::AnalysisService::CallbackService {
+ public:
+  AnalysisServiceGrpc(AnalysisService* svc, WorkerPool* pool, std::string token)
+      : svc_(svc), pool_(pool), token_(std::move(token)) {}
+
+  grpc::ServerUnaryReactor* ListRegressions(grpc::CallbackServerContext* ctx,
+                                            const pb::ListRegressionsRequest* req,
+                                            pb::ListRegressionsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetRegression(grpc::CallbackServerContext* ctx,
+                                          const pb::GetRegressionRequest* req,
+                                          pb::Regression* resp) override;
+  grpc::ServerUnaryReactor* GetBisect(grpc::CallbackServerContext* ctx,
+                                      const pb::GetBisectRequest* req, pb::Bisect* resp) override;
+  grpc::ServerUnaryReactor* UpdateRegression(grpc::CallbackServerContext* ctx,
+                                             const pb::UpdateRegressionRequest* req,
+                                             pb::Regression* resp) override;
+
+ private:
+  AnalysisService* const svc_;
+  WorkerPool* const pool_;
+  const std::string token_;
+};
+
+}  // namespace farm::scheduler
+
+#endif  // SCHEDULER_GRPC_SERVICES_H_

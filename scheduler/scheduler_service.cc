@@ -1,0 +1,412 @@
+#include "scheduler/scheduler_service.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/catalog_yaml.h"
+
+namespace farm::scheduler {
+namespace {
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  const int64_t ns = absl::ToInt64Nanoseconds(d);
+  out->set_seconds(ns / 1000000000);
+  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
+}
+
+absl::Status CheckLease(const pb::LeaseRef& l) {
+  if (l.job_id() <= 0) return absl::InvalidArgumentError("lease.job_id: required");
+  if (l.attempt() <= 0) return absl::InvalidArgumentError("lease.attempt: required (>= 1)");
+  if (l.lease_token().empty()) return absl::InvalidArgumentError("lease.lease_token: required");
+  return absl::OkStatus();
+}
+
+absl::Status CheckSession(int64_t agent_id, const std::string& session) {
+  if (agent_id <= 0) return absl::InvalidArgumentError("agent_id: required (from Register)");
+  if (session.empty()) return absl::InvalidArgumentError("session: required (from Register)");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// =============================================================== JobService
+
+absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
+    const pb::SubmitMatrixRequest& req, const std::string& submitted_by) {
+  absl::StatusOr<MatrixSpec> spec = ParseMatrixSpec(req.spec_yaml(), config_.limits);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<pb::Catalog> catalog = catalogs_->GetCatalog(spec->catalog);
+  if (absl::IsNotFound(catalog.status())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "catalog: unknown catalog \"", spec->catalog,
+        "\" (load it with `farmctl catalog load FILE` or list them with `farmctl catalog list`)"));
+  }
+  if (!catalog.ok()) return catalog.status();
+  absl::StatusOr<std::vector<ResolvedCommit>> commits = ResolveCommits(*spec, *catalog);
+  if (!commits.ok()) return commits.status();
+  absl::StatusOr<int64_t> count = CountJobs(*spec, commits->size(), config_.limits);
+  if (!count.ok()) return count.status();
+
+  storage::NewMatrix nm;
+  nm.matrix.set_name(spec->name);
+  nm.matrix.set_spec_yaml(req.spec_yaml());
+  nm.matrix.set_catalog(spec->catalog);
+  std::string platforms;
+  for (const std::string& p : spec->platforms) platforms += (platforms.empty() ? "" : ",") + p;
+  nm.matrix.set_platform(platforms);
+  nm.matrix.set_executor(spec->executor);
+  nm.matrix.set_submitted_by(submitted_by);
+  nm.analysis_bisect = spec->bisect;
+  nm.idempotency_key = req.idempotency_key();
+
+  pb::SubmitMatrixResponse resp;
+  for (const std::string& w : spec->warnings) resp.add_warnings(w);
+  if (req.dry_run()) {
+    *resp.mutable_matrix() = nm.matrix;
+    resp.mutable_matrix()->mutable_counts()->set_total(*count);
+    resp.mutable_matrix()->mutable_counts()->set_queued(*count);
+    resp.mutable_matrix()->set_state(pb::MATRIX_STATE_UNSPECIFIED);
+    resp.set_jobs_created(0);
+    return resp;
+  }
+  nm.jobs = ExpandMatrix(*spec, *commits, config_.max_attempts);
+  absl::StatusOr<storage::CreatedMatrix> created = matrices_->CreateMatrix(nm);
+  if (!created.ok()) return created.status();
+  if (!created->existing) metrics_->matrices_submitted.Increment();
+  *resp.mutable_matrix() = created->matrix;
+  resp.set_jobs_created(created->jobs_created);
+  if (created->existing) {
+    resp.add_warnings(absl::StrCat("idempotency key matched matrix ", created->matrix.id(),
+                                   ": nothing new created"));
+  }
+  spdlog::info("matrix {} \"{}\": {} jobs{}", created->matrix.id(), spec->name,
+               created->jobs_created, created->existing ? " (existing)" : "");
+  return resp;
+}
+
+absl::StatusOr<pb::Matrix> JobService::GetMatrix(const pb::GetMatrixRequest& req) {
+  if (req.matrix_id() <= 0) return absl::InvalidArgumentError("matrix_id: required");
+  return matrices_->GetMatrix(req.matrix_id());
+}
+
+absl::StatusOr<pb::ListMatricesResponse> JobService::ListMatrices(
+    const pb::ListMatricesRequest& req) {
+  const int limit = req.limit() <= 0 ? 50 : std::min(req.limit(), 1000);
+  absl::StatusOr<std::vector<pb::Matrix>> ms = matrices_->ListMatrices(limit, req.before_id());
+  if (!ms.ok()) return ms.status();
+  pb::ListMatricesResponse resp;
+  for (pb::Matrix& m : *ms) {
+    m.clear_spec_yaml();  // listing stays small; GetMatrix has it
+    *resp.add_matrices() = std::move(m);
+  }
+  return resp;
+}
+
+absl::StatusOr<pb::CancelMatrixResponse> JobService::CancelMatrix(
+    const pb::CancelMatrixRequest& req) {
+  if (req.matrix_id() <= 0) return absl::InvalidArgumentError("matrix_id: required");
+  auto out = matrices_->CancelMatrix(req.matrix_id(), req.reason());
+  if (!out.ok()) return out.status();
+  pb::CancelMatrixResponse resp;
+  *resp.mutable_matrix() = out->first;
+  resp.set_jobs_cancelled(out->second);
+  spdlog::info("matrix {} cancelled: {} jobs", req.matrix_id(), out->second);
+  return resp;
+}
+
+absl::StatusOr<std::vector<pb::Result>> JobService::ResultsPage(int64_t matrix_id,
+                                                                int64_t after_job_id, int limit,
+                                                                bool include_raw) {
+  if (matrix_id <= 0) return absl::InvalidArgumentError("matrix_id: required");
+  if (after_job_id == 0) {
+    absl::StatusOr<pb::Matrix> m = matrices_->GetMatrix(matrix_id);
+    if (!m.ok()) return m.status();
+  }
+  return matrices_->ListResults(matrix_id, after_job_id, limit, include_raw);
+}
+
+absl::StatusOr<pb::ListAgentsResponse> JobService::ListAgents(const pb::ListAgentsRequest&) {
+  absl::StatusOr<std::vector<pb::Agent>> agents = queue_->ListAgents(config_.liveness());
+  if (!agents.ok()) return agents.status();
+  pb::ListAgentsResponse resp;
+  for (pb::Agent& a : *agents) *resp.add_agents() = std::move(a);
+  return resp;
+}
+
+absl::StatusOr<pb::ListCatalogsResponse> JobService::ListCatalogs(const pb::ListCatalogsRequest&) {
+  absl::StatusOr<std::vector<pb::Catalog>> cats = catalogs_->ListCatalogs();
+  if (!cats.ok()) return cats.status();
+  pb::ListCatalogsResponse resp;
+  for (pb::Catalog& c : *cats) *resp.add_catalogs() = std::move(c);
+  return resp;
+}
+
+absl::StatusOr<pb::Catalog> JobService::GetCatalog(const pb::GetCatalogRequest& req) {
+  if (req.name().empty()) return absl::InvalidArgumentError("name: required");
+  absl::StatusOr<pb::Catalog> cat = catalogs_->GetCatalog(req.name());
+  if (cat.ok() && req.resolve()) ResolveCatalog(&*cat);
+  return cat;
+}
+
+absl::StatusOr<pb::LoadCatalogResponse> JobService::LoadCatalog(const pb::LoadCatalogRequest& req) {
+  const std::string source_name = req.source_name().empty() ? "catalog" : req.source_name();
+  if (req.yaml().size() > config_.limits.max_spec_bytes * 64) {
+    return absl::ResourceExhaustedError(absl::StrCat(source_name, ": catalog too large"));
+  }
+  absl::StatusOr<pb::Catalog> cat = ParseCatalogYaml(req.yaml(), source_name);
+  if (!cat.ok()) return cat.status();
+  cat->set_source("file:" + source_name);
+  absl::StatusOr<pb::Catalog> stored = catalogs_->PutCatalog(*cat, req.replace());
+  if (!stored.ok()) return stored.status();
+  pb::LoadCatalogResponse resp;
+  *resp.mutable_catalog() = *std::move(stored);
+  spdlog::info("catalog \"{}\" loaded from {}: {} commits", resp.catalog().name(), source_name,
+               resp.catalog().commits_size());
+  return resp;
+}
+
+absl::StatusOr<pb::ImportGitCatalogResponse> JobService::ImportGitCatalog(
+    const pb::ImportGitCatalogRequest& req) {
+  if (req.catalog().empty()) return absl::InvalidArgumentError("catalog: required");
+  if (req.commits().empty()) return absl::InvalidArgumentError("commits: empty");
+  std::vector<pb::CatalogCommit> commits;
+  for (int i = 0; i < req.commits_size(); ++i) {
+    if (req.commits(i).id().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("commits[", i, "].id: required"));
+    }
+    commits.push_back(req.commits(i));
+  }
+  auto out = catalogs_->AppendCommits(req.catalog(), "git:" + req.range(), commits);
+  if (!out.ok()) return out.status();
+  pb::ImportGitCatalogResponse resp;
+  *resp.mutable_catalog() = out->first;
+  resp.set_added(out->second);
+  return resp;
+}
+
+absl::StatusOr<std::vector<std::string>> JobService::LoadCatalogDir(
+    const std::string& dir, const std::string& source_prefix) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("--catalog-dir ", dir, ": not a directory"));
+  }
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") {
+      files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  absl::StatusOr<std::vector<pb::Catalog>> have = catalogs_->ListCatalogs();
+  if (!have.ok()) return have.status();
+  std::vector<std::string> loaded;
+  for (const fs::path& f : files) {
+    std::ifstream in(f);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    absl::StatusOr<pb::Catalog> cat = ParseCatalogYaml(ss.str(), f.filename().string());
+    if (!cat.ok()) return cat.status();
+    const bool exists = std::any_of(have->begin(), have->end(),
+                                    [&](const pb::Catalog& c) { return c.name() == cat->name(); });
+    if (exists) continue;
+    cat->set_source(source_prefix.empty() ? "file:" + f.filename().string() : source_prefix);
+    absl::StatusOr<pb::Catalog> stored = catalogs_->PutCatalog(*cat, /*replace=*/false);
+    // Another scheduler may have loaded it a moment ago.
+    if (absl::IsAlreadyExists(stored.status())) continue;
+    if (!stored.ok()) return stored.status();
+    spdlog::info("catalog \"{}\" loaded from {} ({} commits)", cat->name(), f.string(),
+                 cat->commits_size());
+    loaded.push_back(cat->name());
+  }
+  return loaded;
+}
+
+// ============================================================= AgentService
+
+absl::StatusOr<pb::RegisterResponse> AgentService::Register(const pb::RegisterRequest& req) {
+  if (req.name().empty()) return absl::InvalidArgumentError("name: required");
+  if (req.name().size() > 200) return absl::InvalidArgumentError("name: longer than 200");
+  if (req.slots() < 0) return absl::InvalidArgumentError("slots: must be >= 0");
+  absl::StatusOr<pb::RegisterResponse> resp = queue_->RegisterAgent(req, config_.retry);
+  if (!resp.ok()) return resp;
+  SetDuration(config_.heartbeat_interval(), resp->mutable_heartbeat_interval());
+  SetDuration(config_.lease_ttl, resp->mutable_lease_ttl());
+  spdlog::info("agent \"{}\" registered as id {}", req.name(), resp->agent_id());
+  return resp;
+}
+
+absl::StatusOr<pb::HeartbeatResponse> AgentService::Heartbeat(const pb::HeartbeatRequest& req) {
+  absl::Status st = CheckSession(req.agent_id(), req.session());
+  if (!st.ok()) return st;
+  return queue_->Heartbeat(req, config_.lease_ttl);
+}
+
+absl::StatusOr<pb::LeaseJobsResponse> AgentService::LeaseJobs(const pb::LeaseJobsRequest& req) {
+  absl::Status st = CheckSession(req.agent_id(), req.session());
+  if (!st.ok()) return st;
+  const int max_jobs = std::clamp(req.max_jobs(), 1, kMaxLeaseBatch);
+  absl::StatusOr<std::vector<pb::JobLease>> leases =
+      queue_->LeaseJobs(req.agent_id(), req.session(), max_jobs, config_.lease_ttl, eligible_);
+  if (!leases.ok()) return leases.status();
+  metrics_->leases_granted.Increment(static_cast<double>(leases->size()));
+  pb::LeaseJobsResponse resp;
+  resp.mutable_leases()->Reserve(static_cast<int>(leases->size()));
+  for (pb::JobLease& l : *leases) *resp.add_leases() = std::move(l);
+  return resp;
+}
+
+absl::StatusOr<pb::ReportResultResponse> AgentService::ReportResult(
+    const pb::ReportResultRequest& req) {
+  absl::Status st = CheckLease(req.lease());
+  if (!st.ok()) return st;
+  absl::StatusOr<storage::ReportOutcome> out = queue_->ReportResult(req);
+  if (absl::IsFailedPrecondition(out.status())) {
+    metrics_->stale_results_rejected.Increment();
+    spdlog::warn("rejected result: {}", std::string(out.status().message()));
+  }
+  if (!out.ok()) return out.status();
+  if (!out->duplicate) {
+    metrics_->results_ingested.Increment();
+    metrics_->job_duration(out->executor).Observe(out->duration_seconds);
+  }
+  pb::ReportResultResponse resp;
+  resp.set_accepted(out->accepted);
+  resp.set_duplicate(out->duplicate);
+  return resp;
+}
+
+absl::StatusOr<pb::ReportFailureResponse> AgentService::ReportFailure(
+    const pb::ReportFailureRequest& req) {
+  absl::Status st = CheckLease(req.lease());
+  if (!st.ok()) return st;
+  absl::StatusOr<pb::JobState> state = queue_->ReportFailure(req, config_.retry);
+  if (absl::IsFailedPrecondition(state.status())) {
+    metrics_->stale_results_rejected.Increment();
+    spdlog::warn("rejected failure report: {}", std::string(state.status().message()));
+  }
+  if (!state.ok()) return state.status();
+  if (*state == pb::JOB_STATE_FAILED) metrics_->jobs_failed.Increment();
+  pb::ReportFailureResponse resp;
+  resp.set_job_state(*state);
+  return resp;
+}
+
+absl::StatusOr<pb::ReleaseLeasesResponse> AgentService::ReleaseLeases(
+    const pb::ReleaseLeasesRequest& req) {
+  absl::Status st = CheckSession(req.agent_id(), req.session());
+  if (!st.ok()) return st;
+  absl::StatusOr<int> n = queue_->ReleaseLeases(req);
+  if (!n.ok()) return n.status();
+  pb::ReleaseLeasesResponse resp;
+  resp.set_released(*n);
+  return resp;
+}
+
+// ========================================================== AnalysisService
+
+absl::StatusOr<pb::ListRegressionsResponse> AnalysisService::ListRegressions(
+    const pb::ListRegressionsRequest& req) {
+  auto regs = store_->ListRegressions(req);
+  if (!regs.ok()) return regs.status();
+  pb::ListRegressionsResponse resp;
+  for (pb::Regression& r : *regs) *resp.add_regressions() = std::move(r);
+  return resp;
+}
+
+absl::StatusOr<pb::Regression> AnalysisService::GetRegression(const pb::GetRegressionRequest& req) {
+  if (req.regression_id() <= 0) return absl::InvalidArgumentError("regression_id: required");
+  return store_->GetRegression(req.regression_id());
+}
+
+absl::StatusOr<pb::Bisect> AnalysisService::GetBisect(const pb::GetBisectRequest& req) {
+  if (req.bisect_id() <= 0 && req.regression_id() <= 0) {
+    return absl::InvalidArgumentError("bisect_id or regression_id: one is required");
+  }
+  return store_->GetBisect(req.bisect_id(), req.regression_id());
+}
+
+absl::StatusOr<pb::Regression> AnalysisService::UpdateRegression(
+    const pb::UpdateRegressionRequest& req) {
+  if (req.regression_id() <= 0) return absl::InvalidArgumentError("regression_id: required");
+  const pb::RegressionState s = req.state();
+  if (s != pb::REGRESSION_STATE_UNSPECIFIED && s != pb::REGRESSION_STATE_ACKNOWLEDGED &&
+      s != pb::REGRESSION_STATE_FIXED && s != pb::REGRESSION_STATE_FALSE_POSITIVE) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state: ", pb::RegressionState_Name(s),
+                     " cannot be set by hand (expected ACKNOWLEDGED, FIXED or FALSE_POSITIVE)"));
+  }
+  return store_->UpdateRegression(req.regression_id(), s, req.note());
+}
+
+// =================================================================== Reaper
+
+Reaper::Reaper(storage::JobQueue* queue, metrics::SchedulerMetrics* metrics,
+               const SchedulerConfig& config)
+    : queue_(queue), metrics_(metrics), config_(config) {}
+
+Reaper::~Reaper() { Stop(); }
+
+void Reaper::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Reaper::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::StatusOr<storage::ReapOutcome> Reaper::RunOnce() {
+  constexpr int kBatch = 1000;
+  storage::ReapOutcome total;
+  for (;;) {
+    absl::StatusOr<storage::ReapOutcome> r = queue_->ReapExpired(config_.retry, kBatch);
+    if (!r.ok()) return r.status();
+    total.requeued += r->requeued;
+    total.failed += r->failed;
+    metrics_->leases_expired.Increment(static_cast<double>(r->requeued + r->failed));
+    metrics_->jobs_failed.Increment(static_cast<double>(r->failed));
+    if (r->requeued + r->failed < kBatch) break;
+  }
+  if (total.requeued + total.failed > 0) {
+    spdlog::info("reaper: {} expired leases requeued, {} jobs failed (out of attempts)",
+                 total.requeued, total.failed);
+  }
+  absl::StatusOr<std::array<int64_t, 6>> counts = queue_->QueueCounts();
+  if (counts.ok()) {
+    for (int s = 1; s < 6; ++s) metrics_->queue_jobs(s).Set(static_cast<double>((*counts)[s]));
+  }
+  absl::StatusOr<std::vector<pb::Agent>> agents = queue_->ListAgents(config_.liveness());
+  if (agents.ok()) {
+    metrics_->agents_connected.Set(static_cast<double>(std::count_if(
+        agents->begin(), agents->end(), [](const pb::Agent& a) { return a.connected(); })));
+  }
+  return total;
+}
+
+void Reaper::Loop() {
+  const absl::Duration period =
+      std::max(absl::Milliseconds(100), std::min(config_.lease_ttl / 4, absl::Seconds(5)));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    absl::StatusOr<storage::ReapOutcome> r = RunOnce();
+    if (!r.ok()) spdlog::warn("reaper: {}", r.status().ToString());
+    lock.lock();
+    cv_.wait_for(lock, absl::ToChronoMilliseconds(period), [&] { return stop_; });
+  }
+}
+
+}  // namespace farm::scheduler

@@ -1,0 +1,154 @@
+// The scheduler's service logic as plain C++ classes: JobService (users),
+// AgentService (agents) and AnalysisService (regression triage). They take
+// and return the API's protobuf messages and absl::Status; they know
+// nothing of gRPC (grpc_services.h adapts them) and hold no authority in
+// memory: every decision is made by the repositories in SQL, so any number
+// of schedulers may serve one database.
+//
+// Contract: thread-safe; the stores and metrics passed in are not owned and
+// must outlive the service. Errors follow repositories.h: kUnavailable
+// (database away: retry), kNotFound, kFailedPrecondition (stale lease),
+// kInvalidArgument (bad request, message names the field),
+// kResourceExhausted (caps).
+#ifndef SCHEDULER_SCHEDULER_SERVICE_H_
+#define SCHEDULER_SCHEDULER_SERVICE_H_
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "iommufarm/v1/farm.pb.h"
+#include "scheduler/spec.h"
+#include "services/metrics/metrics.h"
+#include "services/storage/repositories.h"
+
+namespace farm::scheduler {
+
+struct SchedulerConfig {
+  absl::Duration lease_ttl = absl::Seconds(30);
+  int max_attempts = 3;
+  SpecLimits limits;
+  storage::RetryPolicy retry;
+  // Heartbeat interval handed to agents.
+  absl::Duration heartbeat_interval() const { return lease_ttl / 3; }
+  // An agent counts as connected with a heartbeat this recent.
+  absl::Duration liveness() const { return lease_ttl; }
+};
+
+class JobService final {
+ public:
+  JobService(storage::CatalogStore* catalogs, storage::MatrixStore* matrices,
+             storage::JobQueue* queue, metrics::SchedulerMetrics* metrics,
+             const SchedulerConfig& config)
+      : catalogs_(catalogs),
+        matrices_(matrices),
+        queue_(queue),
+        metrics_(metrics),
+        config_(config) {}
+  JobService(const JobService&) = delete;
+  JobService& operator=(const JobService&) = delete;
+
+  absl::StatusOr<pb::SubmitMatrixResponse> SubmitMatrix(const pb::SubmitMatrixRequest& req,
+                                                        const std::string& submitted_by);
+  absl::StatusOr<pb::Matrix> GetMatrix(const pb::GetMatrixRequest& req);
+  absl::StatusOr<pb::ListMatricesResponse> ListMatrices(const pb::ListMatricesRequest& req);
+  absl::StatusOr<pb::CancelMatrixResponse> CancelMatrix(const pb::CancelMatrixRequest& req);
+  // One page of GetResults (jobs with id > after_job_id).
+  absl::StatusOr<std::vector<pb::Result>> ResultsPage(int64_t matrix_id, int64_t after_job_id,
+                                                      int limit, bool include_raw);
+  absl::StatusOr<pb::ListAgentsResponse> ListAgents(const pb::ListAgentsRequest& req);
+  absl::StatusOr<pb::ListCatalogsResponse> ListCatalogs(const pb::ListCatalogsRequest& req);
+  absl::StatusOr<pb::Catalog> GetCatalog(const pb::GetCatalogRequest& req);
+  absl::StatusOr<pb::LoadCatalogResponse> LoadCatalog(const pb::LoadCatalogRequest& req);
+  absl::StatusOr<pb::ImportGitCatalogResponse> ImportGitCatalog(
+      const pb::ImportGitCatalogRequest& req);
+
+  // Loads every *.yaml in `dir` whose catalog is not in the database yet
+  // (source "builtin" for files of the default dir, else "file:<name>").
+  // Returns the names loaded; files that fail to parse are errors.
+  absl::StatusOr<std::vector<std::string>> LoadCatalogDir(const std::string& dir,
+                                                          const std::string& source_prefix);
+
+ private:
+  storage::CatalogStore* const catalogs_;
+  storage::MatrixStore* const matrices_;
+  storage::JobQueue* const queue_;
+  metrics::SchedulerMetrics* const metrics_;
+  const SchedulerConfig config_;
+};
+
+class AgentService final {
+ public:
+  AgentService(storage::JobQueue* queue, metrics::SchedulerMetrics* metrics,
+               const SchedulerConfig& config, storage::JobPredicate eligible = {})
+      : queue_(queue), metrics_(metrics), config_(config), eligible_(std::move(eligible)) {}
+  AgentService(const AgentService&) = delete;
+  AgentService& operator=(const AgentService&) = delete;
+
+  absl::StatusOr<pb::RegisterResponse> Register(const pb::RegisterRequest& req);
+  absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& req);
+  absl::StatusOr<pb::LeaseJobsResponse> LeaseJobs(const pb::LeaseJobsRequest& req);
+  absl::StatusOr<pb::ReportResultResponse> ReportResult(const pb::ReportResultRequest& req);
+  absl::StatusOr<pb::ReportFailureResponse> ReportFailure(const pb::ReportFailureRequest& req);
+  absl::StatusOr<pb::ReleaseLeasesResponse> ReleaseLeases(const pb::ReleaseLeasesRequest& req);
+
+  static constexpr int kMaxLeaseBatch = 1000;
+
+ private:
+  storage::JobQueue* const queue_;
+  metrics::SchedulerMetrics* const metrics_;
+  const SchedulerConfig config_;
+  // Host-fact matching hook for fio/iozone jobs (none yet).
+  const storage::JobPredicate eligible_;
+};
+
+class AnalysisService final {
+ public:
+  explicit AnalysisService(storage::AnalysisStore* store) : store_(store) {}
+  AnalysisService(const AnalysisService&) = delete;
+  AnalysisService& operator=(const AnalysisService&) = delete;
+
+  absl::StatusOr<pb::ListRegressionsResponse> ListRegressions(
+      const pb::ListRegressionsRequest& req);
+  absl::StatusOr<pb::Regression> GetRegression(const pb::GetRegressionRequest& req);
+  absl::StatusOr<pb::Bisect> GetBisect(const pb::GetBisectRequest& req);
+  absl::StatusOr<pb::Regression> UpdateRegression(const pb::UpdateRegressionRequest& req);
+
+ private:
+  storage::AnalysisStore* const store_;
+};
+
+// Periodic housekeeping, one thread: requeues expired leases (every
+// ttl/4) and refreshes the queue/agent gauges. Safe to run in every
+// scheduler at once (the reap is SKIP LOCKED and idempotent).
+class Reaper final {
+ public:
+  Reaper(storage::JobQueue* queue, metrics::SchedulerMetrics* metrics,
+         const SchedulerConfig& config);
+  Reaper(const Reaper&) = delete;
+  Reaper& operator=(const Reaper&) = delete;
+  ~Reaper();  // stops the thread
+
+  void Start();
+  void Stop();
+  // One pass (reap until nothing is left, refresh gauges), on the caller's thread.
+  absl::StatusOr<storage::ReapOutcome> RunOnce();
+
+ private:
+  void Loop();
+  storage::JobQueue* const queue_;
+  metrics::SchedulerMetrics* const metrics_;
+  const SchedulerConfig config_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace farm::scheduler
+
+#endif  // SCHEDULER_SCHEDULER_SERVICE_H_

@@ -1,0 +1,90 @@
+// SchedulerServer: wires farm-scheduler together -- PostgreSQL pool,
+// migrations, stores, services, reaper, worker pool and the gRPC server
+// (JobService, AgentService, AnalysisService, health, reflection). Used by
+// main.cc, the in-process tests and the benchmark.
+//
+// Contract: Start() returns a running server or an error (bad address,
+// database unreachable for longer than db_wait, failed migration, bad
+// catalog dir). Shutdown() is idempotent: it stops accepting calls, lets
+// running calls finish (until the deadline, then cancels them), stops the
+// reaper and joins every thread. Thread-safe accessors.
+#ifndef SCHEDULER_SERVER_H_
+#define SCHEDULER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "scheduler/grpc_services.h"
+#include "scheduler/scheduler_service.h"
+#include "scheduler/worker_pool.h"
+#include "services/metrics/metrics.h"
+#include "services/storage/pg_pool.h"
+#include "services/storage/pg_store.h"
+
+namespace farm::scheduler {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:7070";  // host:port, port 0 = any free port
+  std::string db_uri;
+  std::string token;  // empty: no authentication
+  SchedulerConfig config;
+  std::string catalog_dir;                 // empty: load none
+  std::string catalog_source = "builtin";  // source recorded for catalog_dir files
+  int db_connections = 8;
+  int worker_threads = 8;
+  // How long Start() keeps retrying when the database is not up yet.
+  absl::Duration db_wait = absl::Seconds(30);
+  bool run_reaper = true;
+};
+
+class SchedulerServer final {
+ public:
+  // `registry` (not owned) receives the scheduler's metric families.
+  static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(const ServerOptions& options,
+                                                                metrics::MetricsRegistry* registry);
+  SchedulerServer(const SchedulerServer&) = delete;
+  SchedulerServer& operator=(const SchedulerServer&) = delete;
+  ~SchedulerServer();
+
+  int port() const { return port_; }
+  // host:port actually bound.
+  std::string address() const { return address_; }
+  void Shutdown(absl::Duration deadline = absl::Seconds(5));
+
+  JobService& jobs() { return *job_service_; }
+  AgentService& agents() { return *agent_service_; }
+  Reaper& reaper() { return *reaper_; }
+  storage::PgStore& store() { return *store_; }
+  metrics::SchedulerMetrics& metrics() { return *metrics_; }
+
+ private:
+  SchedulerServer() = default;
+
+  std::unique_ptr<storage::PgPool> pool_;
+  std::unique_ptr<storage::PgStore> store_;
+  std::unique_ptr<metrics::SchedulerMetrics> metrics_;
+  std::unique_ptr<JobService> job_service_;
+  std::unique_ptr<AgentService> agent_service_;
+  std::unique_ptr<AnalysisService> analysis_service_;
+  std::unique_ptr<Reaper> reaper_;
+  std::unique_ptr<WorkerPool> workers_;
+  std::unique_ptr<JobServiceGrpc> job_grpc_;
+  std::unique_ptr<AgentServiceGrpc> agent_grpc_;
+  std::unique_ptr<AnalysisServiceGrpc> analysis_grpc_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::string address_;
+  std::mutex shutdown_mu_;
+  bool shut_down_ = false;  // guarded by shutdown_mu_
+};
+
+// Splits "host:port" ("[v6]:port" too). kInvalidArgument naming `flag`.
+absl::Status CheckHostPort(const std::string& value, const std::string& flag);
+
+}  // namespace farm::scheduler
+
+#endif  // SCHEDULER_SERVER_H_

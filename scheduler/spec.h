@@ -1,0 +1,103 @@
+// Matrix specs: parsing + validation of the YAML a user submits (see
+// design.md "Matrix spec"), commit resolution against a catalog, and
+// expansion into jobs.
+//
+// Contract:
+//  - Pure functions, no I/O, thread-safe.
+//  - ParseMatrixSpec reports every problem it finds at once, one per line of
+//    the kInvalidArgument message, each naming the field path and the
+//    problem, e.g. `modes[1]: unknown mode "stict" (expected off,
+//    passthrough, strict, lazy)`. Size caps give kResourceExhausted.
+//  - Expansion order is commits x modes x workloads x platforms x repeats
+//    (commit outermost, so ids follow catalog order); every job gets a
+//    deterministic seed (see JobSeed).
+#ifndef SCHEDULER_SPEC_H_
+#define SCHEDULER_SPEC_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::scheduler {
+
+namespace pb = ::iommufarm::v1;
+
+struct SpecLimits {
+  int64_t max_jobs_per_matrix = 100000;
+  size_t max_spec_bytes = 1 << 20;
+};
+
+struct WorkloadSpec {
+  std::string name;
+  std::map<std::string, std::string> params;  // lists comma-joined
+};
+
+struct MatrixSpec {
+  std::string name;
+  std::string catalog;
+  std::vector<std::string> platforms;
+  // Either a range (inclusive, catalog order) or an explicit list.
+  bool commit_range = false;
+  std::string range_from, range_to;
+  std::vector<std::string> commit_ids;
+  std::vector<pb::IommuMode> modes;
+  std::vector<WorkloadSpec> workloads;
+  int repeats = 1;
+  pb::Executor executor = pb::EXECUTOR_EMULATOR;
+  bool bisect = false;
+  // Extension: "kind: bulk|confirm|bisect" (default bulk). The analyzer
+  // submits confirm and bisect matrices; kind sets the priority band.
+  pb::JobKind kind = pb::JOB_KIND_BULK;
+  int priority = 0;  // within the kind's band, -999..999
+  uint64_t seed = 0;
+  std::map<std::string, std::string> model_set;  // "set:" keys
+  std::vector<std::string> warnings;
+};
+
+// A commit of the catalog picked by the spec.
+struct ResolvedCommit {
+  std::string id;
+  int index = 0;
+};
+
+absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimits& limits);
+
+// Resolves the spec's commits against `catalog` (which must carry its
+// commits): a range A..B gives every commit from A to B inclusive in catalog
+// order; a list keeps the given order. Unknown ids are errors naming them.
+absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spec,
+                                                           const pb::Catalog& catalog);
+
+// Jobs that expansion would create; kResourceExhausted above the cap.
+absl::StatusOr<int64_t> CountJobs(const MatrixSpec& spec, size_t commits, const SpecLimits& limits);
+
+// Full expansion (call CountJobs first to avoid building a huge vector).
+std::vector<pb::Job> ExpandMatrix(const MatrixSpec& spec,
+                                  const std::vector<ResolvedCommit>& commits, int max_attempts);
+
+// Priority of a job of `kind` with the spec's `priority`: bisect work always
+// ahead of confirm runs, ahead of bulk.
+int JobPriority(pb::JobKind kind, int priority);
+
+// Deterministic seed: a hash of the spec seed, platform, workload (name and
+// params), mode and repeat. The commit is deliberately left out: every
+// commit of a series runs with the same random stream per repeat (common
+// random numbers), so differences along the commit axis come from the
+// kernel model, not from seeds.
+uint64_t JobSeed(uint64_t spec_seed, const std::string& platform, const WorkloadSpec& workload,
+                 pb::IommuMode mode, int repeat);
+
+// "off" <-> IOMMU_MODE_OFF etc. Unknown -> IOMMU_MODE_UNSPECIFIED.
+pb::IommuMode ModeFromName(std::string_view name);
+std::string ModeName(pb::IommuMode mode);
+pb::Executor ExecutorFromName(std::string_view name);
+std::string ExecutorName(pb::Executor executor);
+
+}  // namespace farm::scheduler
+
+#endif  // SCHEDULER_SPEC_H_

@@ -1,0 +1,205 @@
+#include "scheduler/spec.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+namespace farm::scheduler {
+namespace {
+
+const char* const kGood = R"(
+name: nfsrdma-v5.11
+catalog: linux-iommu
+platform: intel-vtd-2s12c
+commits: v5.10..v5.12
+modes: [off, strict, lazy]
+workloads:
+  - name: iozone-nfsrdma
+    params: {threads: 12, record: 256k, size: 1g, tests: [write, read]}
+repeats: 5
+executor: emulator
+analysis: {bisect: true}
+)";
+
+pb::Catalog TestCatalog() {
+  pb::Catalog c;
+  c.set_name("linux-iommu");
+  int i = 0;
+  for (const char* id : {"v5.9", "v5.10", "abc123", "v5.11", "def456", "v5.12", "v5.13"}) {
+    auto* cc = c.add_commits();
+    cc->set_id(id);
+    cc->set_index(i++);
+  }
+  return c;
+}
+
+std::string ErrorOf(const std::string& yaml, SpecLimits limits = {}) {
+  auto s = ParseMatrixSpec(yaml, limits);
+  return s.ok() ? "" : std::string(s.status().message());
+}
+
+TEST(SpecTest, ParsesTheDesignExample) {
+  auto s = ParseMatrixSpec(kGood, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->name, "nfsrdma-v5.11");
+  EXPECT_EQ(s->platforms, std::vector<std::string>{"intel-vtd-2s12c"});
+  EXPECT_TRUE(s->commit_range);
+  EXPECT_EQ(s->range_from, "v5.10");
+  EXPECT_EQ(s->range_to, "v5.12");
+  ASSERT_EQ(s->modes.size(), 3u);
+  EXPECT_EQ(s->modes[1], pb::IOMMU_MODE_STRICT);
+  ASSERT_EQ(s->workloads.size(), 1u);
+  EXPECT_EQ(s->workloads[0].params.at("tests"), "write,read");
+  EXPECT_EQ(s->workloads[0].params.at("threads"), "12");
+  EXPECT_EQ(s->repeats, 5);
+  EXPECT_TRUE(s->bisect);
+  EXPECT_EQ(s->executor, pb::EXECUTOR_EMULATOR);
+  EXPECT_TRUE(s->warnings.empty());
+}
+
+TEST(SpecTest, UnknownModeNamesIndexAndChoices) {
+  std::string y = kGood;
+  y.replace(y.find("[off, strict, lazy]"), 19, "[off, stict]");
+  EXPECT_EQ(ErrorOf(y),
+            "modes[1]: unknown mode \"stict\" (expected off, passthrough, strict, lazy)");
+}
+
+TEST(SpecTest, ReportsAllErrorsAtOnce) {
+  const std::string y = R"(
+name: x
+catalog: linux-iommu
+platform: [a, a]
+commits: v1..
+modes: [off, off, bogus]
+workloads: []
+repeats: 0
+executor: qemu
+analysis: {bisect: maybe, extra: 1}
+typo_field: 3
+)";
+  const std::string e = ErrorOf(y);
+  for (const char* want :
+       {"platform[1]: duplicate \"a\"", "commits: bad range \"v1..\"", "modes[1]: duplicate mode",
+        "modes[2]: unknown mode \"bogus\"", "workloads: expected a non-empty list",
+        "repeats: must be between 1 and 10000, got 0", "executor: unknown executor \"qemu\"",
+        "analysis.bisect: expected true or false", "analysis.extra: unknown field",
+        "typo_field: unknown field"}) {
+    EXPECT_NE(e.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << e;
+  }
+}
+
+TEST(SpecTest, RequiredFields) {
+  const std::string e = ErrorOf("name: only-a-name\n");
+  for (const char* want : {"catalog: required", "platform: required", "commits: required",
+                           "modes: required", "workloads: required"}) {
+    EXPECT_NE(e.find(want), std::string::npos) << want << "\n" << e;
+  }
+}
+
+TEST(SpecTest, NotAMapAndSyntaxErrors) {
+  EXPECT_NE(ErrorOf("- a\n- b\n").find("expected a YAML map"), std::string::npos);
+  EXPECT_NE(ErrorOf("name: [unclosed\n").find("YAML syntax error at line"), std::string::npos);
+  EXPECT_NE(ErrorOf("").find("expected a YAML map"), std::string::npos);
+}
+
+TEST(SpecTest, WorkloadErrorsNameThePath) {
+  std::string y = kGood;
+  y.replace(y.find("  - name: iozone-nfsrdma"), 24, "  - nam: iozone-nfsrdma");
+  const std::string e = ErrorOf(y);
+  EXPECT_NE(e.find("workloads[0].nam: unknown field"), std::string::npos) << e;
+  EXPECT_NE(e.find("workloads[0].name: required"), std::string::npos) << e;
+  EXPECT_EQ(ErrorOf(std::string(kGood) + "set: {a: [1, 2]}\n"),
+            "set.a: expected a scalar, got a list");
+}
+
+TEST(SpecTest, SpecSizeCap) {
+  SpecLimits l;
+  l.max_spec_bytes = 64;
+  auto s = ParseMatrixSpec(kGood, l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.status().message().find("--max-spec-bytes"), std::string::npos);
+}
+
+TEST(SpecTest, UnknownNamesOnlyWarn) {
+  std::string y = kGood;
+  y.replace(y.find("intel-vtd-2s12c"), 15, "my-new-platform");
+  auto s = ParseMatrixSpec(y, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->warnings.size(), 1u);
+  EXPECT_NE(s->warnings[0].find("my-new-platform"), std::string::npos);
+}
+
+TEST(ResolveTest, RangeIsInclusiveInCatalogOrder) {
+  auto s = ParseMatrixSpec(kGood, {});
+  ASSERT_TRUE(s.ok());
+  auto c = ResolveCommits(*s, TestCatalog());
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::string> ids;
+  for (const auto& rc : *c) ids.push_back(rc.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"v5.10", "abc123", "v5.11", "def456", "v5.12"}));
+  EXPECT_EQ((*c)[0].index, 1);
+}
+
+TEST(ResolveTest, BackwardsAndUnknown) {
+  MatrixSpec s;
+  s.commit_range = true;
+  s.range_from = "v5.12";
+  s.range_to = "v5.10";
+  auto c = ResolveCommits(s, TestCatalog());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("backwards"), std::string::npos);
+  s.range_from = "nope";
+  c = ResolveCommits(s, TestCatalog());
+  EXPECT_NE(c.status().message().find("range start \"nope\" is not in catalog"), std::string::npos);
+  MatrixSpec l;
+  l.commit_ids = {"v5.13", "zzz"};
+  c = ResolveCommits(l, TestCatalog());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "commits[1]: unknown commit \"zzz\" in catalog \"linux-iommu\"");
+}
+
+TEST(ExpandTest, CountsSeedsAndCap) {
+  auto s = ParseMatrixSpec(kGood, {});
+  ASSERT_TRUE(s.ok());
+  auto c = ResolveCommits(*s, TestCatalog());
+  ASSERT_TRUE(c.ok());
+  auto n = CountJobs(*s, c->size(), {});
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 5 * 3 * 1 * 1 * 5);
+  std::vector<pb::Job> jobs = ExpandMatrix(*s, *c, 3);
+  ASSERT_EQ(static_cast<int64_t>(jobs.size()), *n);
+  // Deterministic, distinct per (mode, repeat), shared across commits.
+  std::set<uint64_t> seeds;
+  for (const pb::Job& j : jobs) {
+    seeds.insert(j.seed());
+    EXPECT_EQ(j.max_attempts(), 3);
+    EXPECT_EQ(j.kind(), pb::JOB_KIND_BULK);
+  }
+  EXPECT_EQ(seeds.size(), 3u * 5u);
+  EXPECT_EQ(ExpandMatrix(*s, *c, 3)[7].seed(), jobs[7].seed());
+  EXPECT_EQ(jobs[0].workload().params().at("tests"), "write,read");
+
+  SpecLimits small;
+  small.max_jobs_per_matrix = 74;
+  auto over = CountJobs(*s, c->size(), small);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.status().message().find("--max-jobs-per-matrix"), std::string::npos);
+  // Huge products saturate instead of overflowing.
+  s->repeats = 10000;
+  s->platforms.assign(1000, "p");
+  EXPECT_FALSE(CountJobs(*s, 1000000000, {}).ok());
+}
+
+TEST(ExpandTest, KindSetsThePriorityBand) {
+  std::string y = std::string(kGood) + "kind: bisect\npriority: 5\n";
+  auto s = ParseMatrixSpec(y, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_GT(JobPriority(pb::JOB_KIND_BISECT, -999), JobPriority(pb::JOB_KIND_CONFIRM, 999));
+  EXPECT_GT(JobPriority(pb::JOB_KIND_CONFIRM, -999), JobPriority(pb::JOB_KIND_BULK, 999));
+  EXPECT_EQ(JobPriority(s->kind, s->priority), 4005);
+}
+
+}  // namespace
+}  // namespace farm::scheduler
