@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "services/analyzer/stats.h"
 
@@ -243,14 +244,15 @@ std::vector<Finding> Classify(const std::vector<ChangePoint>& change_points,
 
   std::vector<Finding> out;
   for (const auto& g : groups) {
-    // Primary metric: the largest relative change among plain mode series.
+    // Primary metric: plain mode series before overhead ratios, throughput-
+    // like (higher is better) before latencies, then the largest change.
+    auto rank = [](const ChangePoint* cp) {
+      return std::make_tuple(!cp->key.overhead, cp->polarity == Polarity::kHigherIsBetter,
+                             std::fabs(cp->relative_change));
+    };
     const ChangePoint* primary = nullptr;
-    for (const ChangePoint* cp : g) {
-      const bool better = primary == nullptr || (primary->key.overhead && !cp->key.overhead) ||
-                          (primary->key.overhead == cp->key.overhead &&
-                           std::fabs(cp->relative_change) > std::fabs(primary->relative_change));
-      if (better) primary = cp;
-    }
+    for (const ChangePoint* cp : g)
+      if (primary == nullptr || rank(cp) > rank(primary)) primary = cp;
     Finding f;
     f.platform = primary->key.platform;
     f.workload = primary->key.workload;

@@ -113,6 +113,9 @@ TEST(DetectTest, PolarityFromMetricName) {
   EXPECT_EQ(MetricPolarity("iops"), Polarity::kHigherIsBetter);
   EXPECT_EQ(MetricPolarity("unmap_latency_p99"), Polarity::kLowerIsBetter);
   EXPECT_EQ(MetricPolarity("invalidations"), Polarity::kUnknown);
+  EXPECT_EQ(MetricPolarity("iotlb_miss_rate"), Polarity::kLowerIsBetter);
+  EXPECT_EQ(MetricPolarity("rcache_hit_rate"), Polarity::kHigherIsBetter);
+  EXPECT_EQ(MetricPolarity("map_latency_max"), Polarity::kUnknown);
 }
 
 // Rows for modes with a per-mode planted shift at commit `at`.

@@ -10,11 +10,13 @@ Polarity MetricPolarity(const std::string& metric) {
   std::string m = metric;
   std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return std::tolower(c); });
   auto has = [&](const char* s) { return m.find(s) != std::string::npos; };
+  // Maxima are single extreme events: too unstable to judge a commit by.
+  if (has("_max")) return Polarity::kUnknown;
   if (has("latency") || has("lat_") || has("_ns") || has("_us") || has("duration") ||
-      has("cpu_util") || has("cycles"))
+      has("miss_rate") || has("cpu_busy"))
     return Polarity::kLowerIsBetter;
   if (has("throughput") || has("iops") || has("bandwidth") || has("bw") || has("ops_per") ||
-      has("tps") || has("rate") || has("gbps") || has("mbps") || has("per_sec"))
+      has("tps") || has("hit_rate") || has("gbps") || has("mbps") || has("per_sec"))
     return Polarity::kHigherIsBetter;
   return Polarity::kUnknown;
 }
