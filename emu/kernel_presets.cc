@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "emu/catalog.h"
 #include "emu/model_config.h"
 
 namespace emu {
@@ -83,11 +85,6 @@ absl::StatusOr<std::map<std::string, std::string>> AccumulateSettings(
 
 absl::StatusOr<std::map<std::string, std::string>> ResolveKernel(const std::string& id,
                                                                  const std::string& catalog_path) {
-  if (!catalog_path.empty()) {
-    return absl::UnimplementedError(
-        "--catalog: commit catalogs are not supported yet (use a built-in id, see `farm-emu "
-        "list commits`, or raw keys k=v,...)");
-  }
   std::string base = id;
   std::string extra;
   if (size_t plus = id.find('+'); plus != std::string::npos) {
@@ -100,11 +97,28 @@ absl::StatusOr<std::map<std::string, std::string>> ResolveKernel(const std::stri
   std::map<std::string, std::string> out;
   if (base == "stock-2016") base = "v4.6";
   if (base == "patched-2016") base = "aa4732406e12";
-  if (base == "latest" || base == "default") base = BuiltinCommits().back().id;
   if (!base.empty()) {
-    auto acc = AccumulateSettings(BuiltinCommits(), base);
-    if (!acc.ok()) return acc.status();
-    out = *std::move(acc);
+    // Commit ids and tags resolve through the commit catalog (emu/catalog.h):
+    // --catalog FILE, else $FARM_EMU_CATALOG, else the shipped linux-iommu.yaml.
+    // Its keys are checked against the model-key registry.
+    farm::emu::KeyValidator validator = [](absl::string_view k, absl::string_view v) {
+      return ModelConfig().Apply({{std::string(k), std::string(v)}}).status();
+    };
+    std::string path = catalog_path;
+    if (path.empty()) {
+      absl::StatusOr<std::string> def = farm::emu::DefaultCatalogPath();
+      if (!def.ok()) return def.status();
+      path = *def;
+    }
+    absl::StatusOr<farm::emu::Catalog> catalog = farm::emu::Catalog::LoadFile(path, validator);
+    if (!catalog.ok()) return catalog.status();
+    if (base == "latest" || base == "default") base = catalog->commits().back().id;
+    absl::StatusOr<farm::emu::ResolvedCommit> r = catalog->Resolve(base);
+    if (!r.ok()) {
+      return absl::Status(r.status().code(), absl::StrCat("--kernel: ", r.status().message(),
+                                                          " (catalog ", path, ")"));
+    }
+    out = std::move(r->settings);
   }
   if (!extra.empty()) {
     auto kv = ParseKeyValues(extra);

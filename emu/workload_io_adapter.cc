@@ -1,0 +1,101 @@
+// The part-2 workloads as emu::Workload entries of the core's registry, so
+// `farm-emu run --workload fio-nvme ...` goes through the core's run driver
+// (model resolution, engine, DMA API, JSON/text output) like dma-map-bench.
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "emu/workload.h"
+#include "emu/workload_io_adapter.h"
+#include "emu/workloads_io.h"
+#include "emu/workloads_io_core.h"
+
+namespace farm::emu {
+namespace {
+
+class IoWorkloadAdapter final : public ::emu::Workload {
+ public:
+  explicit IoWorkloadAdapter(std::string name) : name_(std::move(name)) {}
+
+  absl::Status Configure(const std::map<std::string, std::string>& params,
+                         const ::emu::Platform& platform) override {
+    platform_ = &platform;
+    // The driver fills every parameter with its listed default; an empty
+    // default means "the workload chooses", so it is dropped here.
+    std::map<std::string, std::string> given;
+    for (const auto& [k, v] : params) {
+      if (!v.empty()) given[k] = v;
+    }
+    absl::StatusOr<std::unique_ptr<IoRun>> run =
+        MakeIoRun(name_, given, IoPlatformFor(platform, ::emu::LineCosts{}, name_));
+    if (!run.ok()) return run.status();
+    run_ = std::move(*run);
+    return absl::OkStatus();
+  }
+
+  absl::Status Setup(::emu::WorkloadContext& ctx) override {
+    path_ = std::make_unique<DmaApiPath>(ctx.dma, WorkloadDevices(*platform_, name_));
+    return run_->Setup(*ctx.engine, *path_);
+  }
+
+  void Report(::emu::RunResult& result) const override {
+    IoRunReport r = run_->Finish();
+    result.throughput = r.throughput;
+    result.throughput_unit = r.unit;
+    result.operations = r.map_lat.count();
+    result.map_latency = Summary(r.map_lat, r.map_hist);
+    result.unmap_latency = Summary(r.unmap_lat, r.unmap_hist);
+    for (const auto& [k, v] : r.metrics) result.extra[k] = v;
+    result.kernel_output = !r.fio_json.empty() ? r.fio_json : r.iozone;
+  }
+
+  absl::StatusOr<std::string> FormatKernel(const ::emu::RunResult& result) const override {
+    if (result.kernel_output.empty()) {
+      return absl::UnimplementedError(absl::StrCat(name_, " has no tool output format"));
+    }
+    return result.kernel_output;
+  }
+
+ private:
+  static ::emu::LatencySummary Summary(const ::emu::RunningStats& s, const ::emu::LogHistogram& h) {
+    ::emu::LatencySummary l;
+    l.count = s.count();
+    l.mean = s.mean();
+    l.stddev = s.stddev();
+    l.p50 = h.Quantile(0.5);
+    l.p99 = h.Quantile(0.99);
+    l.max = s.max();
+    return l;
+  }
+
+  std::string name_;
+  const ::emu::Platform* platform_ = nullptr;
+  std::unique_ptr<IoRun> run_;
+  std::unique_ptr<DmaApiPath> path_;
+};
+
+}  // namespace
+
+std::vector<::emu::WorkloadInfo> IoWorkloadInfos() {
+  std::vector<::emu::WorkloadInfo> out;
+  for (const IoWorkloadSpec& spec : IoWorkloads()) {
+    ::emu::WorkloadInfo info;
+    info.name = spec.name;
+    info.description = spec.description;
+    for (const auto& [param, text] : spec.params) {
+      size_t bar = text.find(" | ");
+      std::string def = bar == std::string::npos ? "" : text.substr(0, bar);
+      while (!def.empty() && def.back() == ' ') def.pop_back();
+      while (!def.empty() && def.front() == ' ') def.erase(def.begin());
+      std::string desc = bar == std::string::npos ? text : text.substr(bar + 3);
+      info.params.push_back(::emu::WorkloadParamSpec{param, def, desc});
+    }
+    std::string name = spec.name;
+    info.make = [name]() -> std::unique_ptr<::emu::Workload> {
+      return std::make_unique<IoWorkloadAdapter>(name);
+    };
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+}  // namespace farm::emu

@@ -1,0 +1,21 @@
+// emu/workload_io_adapter.h: registry entries of the part-2 workloads
+// (fio-nvme, iozone-nfsrdma, tcp-stream, nvmf-target) for emu::AllWorkloads().
+// Each entry's factory makes an emu::Workload that runs the workload of
+// workloads_io.h on the run's engine and DmaApi; `--format kernel` (and the
+// CLI's fio-json / iozone formats) print RunResult::kernel_output, the real
+// tool's output (fio JSON or the iozone report).
+// Thread-safety: the returned list is a fresh value; entries are immutable.
+#ifndef EMU_WORKLOAD_IO_ADAPTER_H_
+#define EMU_WORKLOAD_IO_ADAPTER_H_
+
+#include <vector>
+
+#include "emu/workload.h"
+
+namespace farm::emu {
+
+std::vector<::emu::WorkloadInfo> IoWorkloadInfos();
+
+}  // namespace farm::emu
+
+#endif  // EMU_WORKLOAD_IO_ADAPTER_H_

@@ -1,0 +1,62 @@
+// emu/workloads_io_internal.h: parameter handling shared by the part-2
+// workloads (not part of the emu API). Single-threaded helpers.
+#ifndef EMU_WORKLOADS_IO_INTERNAL_H_
+#define EMU_WORKLOADS_IO_INTERNAL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "emu/workloads_io.h"
+
+namespace farm::emu::internal {
+
+// Typed access to --param values with errors naming the parameter; every
+// key read is remembered so CheckAllUsed() can reject typos.
+class Params {
+ public:
+  Params(std::string workload, const std::map<std::string, std::string>& values)
+      : workload_(std::move(workload)), values_(values) {}
+
+  absl::StatusOr<int64_t> Int(const std::string& key, int64_t def, int64_t min, int64_t max);
+  absl::StatusOr<double> Double(const std::string& key, double def, double min, double max);
+  absl::StatusOr<uint64_t> Size(const std::string& key, uint64_t def);
+  absl::StatusOr<std::string> Choice(const std::string& key, const std::string& def,
+                                     const std::vector<std::string>& choices);
+  std::string Str(const std::string& key, const std::string& def);
+  bool Has(const std::string& key) const { return values_.count(key) > 0; }
+  // Error naming every --param that no reader asked for.
+  absl::Status CheckAllUsed() const;
+
+ private:
+  absl::Status Bad(const std::string& key, const std::string& why) const;
+  std::string workload_;
+  std::map<std::string, std::string> values_;
+  std::set<std::string> used_;
+};
+
+// Records one DMA call's latency into the report.
+inline void RecordMap(IoRunReport& r, ::emu::Time ns) {
+  r.map_lat.Add(static_cast<double>(ns));
+  r.map_hist.Add(static_cast<uint64_t>(ns));
+}
+inline void RecordUnmap(IoRunReport& r, ::emu::Time ns) {
+  r.unmap_lat.Add(static_cast<double>(ns));
+  r.unmap_hist.Add(static_cast<uint64_t>(ns));
+}
+
+// Busy (non-idle) time a CPU spent, ns.
+::emu::Time BusyTime(const ::emu::Cpu& cpu);
+
+absl::StatusOr<std::unique_ptr<IoRun>> MakeIozoneNfsRdma(Params& p, const IoPlatform& platform);
+absl::StatusOr<std::unique_ptr<IoRun>> MakeFioNvme(Params& p, const IoPlatform& platform);
+absl::StatusOr<std::unique_ptr<IoRun>> MakeNvmfTarget(Params& p, const IoPlatform& platform);
+absl::StatusOr<std::unique_ptr<IoRun>> MakeTcpStream(Params& p, const IoPlatform& platform);
+
+}  // namespace farm::emu::internal
+
+#endif  // EMU_WORKLOADS_IO_INTERNAL_H_
