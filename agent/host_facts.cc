@@ -11,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -33,7 +34,44 @@ fs::path Under(const std::string& root, const char* absolute) {
   return fs::path(root) / (absolute + 1);  // drop the leading '/'
 }
 
-bool IsTruthy(absl::string_view v) { return v == "1" || v == "y" || v == "on"; }
+// The kernel's kstrtobool(): y/Y/t/T/1 and "on" are true, n/N/f/F/0 and
+// "off" false; anything else leaves the parameter unset.
+int KstrToBool(absl::string_view v) {
+  if (v.empty()) return -1;
+  switch (v[0]) {
+    case 'y':
+    case 'Y':
+    case 't':
+    case 'T':
+    case '1':
+      return 1;
+    case 'n':
+    case 'N':
+    case 'f':
+    case 'F':
+    case '0':
+      return 0;
+    case 'o':
+    case 'O':
+      if (v.size() > 1 && (v[1] == 'n' || v[1] == 'N')) return 1;
+      if (v.size() > 1 && (v[1] == 'f' || v[1] == 'F')) return 0;
+      return -1;
+    default:
+      return -1;
+  }
+}
+
+// "5.11.0-rc5" -> {5, 11}; {0, 0} when unparsable.
+std::pair<int, int> KernelVersion(absl::string_view release) {
+  int major = 0, minor = 0;
+  std::vector<absl::string_view> parts = absl::StrSplit(release, absl::MaxSplits('.', 2));
+  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &major)) return {0, 0};
+  absl::string_view m = parts[1];
+  size_t digits = 0;
+  while (digits < m.size() && absl::ascii_isdigit(static_cast<unsigned char>(m[digits]))) ++digits;
+  if (digits == 0 || !absl::SimpleAtoi(m.substr(0, digits), &minor)) return {0, 0};
+  return {major, minor};
+}
 
 }  // namespace
 
@@ -55,7 +93,8 @@ CmdlineIommu ParseIommuCmdline(std::string_view cmdline) {
       for (absl::string_view v : absl::StrSplit(value, ',')) {
         if (v == "off") disabled = true;
         if (v == "on" || v == "force") disabled = false;
-        if (v == "strict") strict = 1;  // deprecated alias of iommu.strict=1
+        if (v == "strict") strict = 1;     // deprecated alias of iommu.strict=1
+        if (v == "fullflush") strict = 1;  // AMD's pre-v5.15 spelling of strict
       }
     } else if (key == "iommu") {
       for (absl::string_view v : absl::StrSplit(value, ',')) {
@@ -66,9 +105,9 @@ CmdlineIommu ParseIommuCmdline(std::string_view cmdline) {
         if (v == "force" || v == "on") disabled = false;
       }
     } else if (key == "iommu.passthrough") {
-      passthrough = IsTruthy(value);
+      if (const int b = KstrToBool(value); b >= 0) passthrough = b == 1;
     } else if (key == "iommu.strict") {
-      strict = IsTruthy(value) ? 1 : 0;
+      if (const int b = KstrToBool(value); b >= 0) strict = b;
     } else {
       relevant = false;
     }
@@ -175,7 +214,25 @@ pb::HostFacts DetectHostFacts(const std::string& root) {
     }
     // The groups' live domain types are the truth; the cmdline is what was
     // asked for and the fallback when groups are not visible.
-    facts.set_iommu_mode(from_groups != pb::IOMMU_MODE_UNSPECIFIED ? from_groups : cmdline.mode);
+    pb::IommuMode mode = from_groups != pb::IOMMU_MODE_UNSPECIFIED ? from_groups : cmdline.mode;
+    // Before v5.15 there was no "DMA-FQ" type: "DMA" meant translated,
+    // strict or lazy. Then the strictness is the cmdline's, else the
+    // architecture's default of that era (x86: VT-d and AMD-Vi flushed
+    // lazily unless told otherwise; arm64 dma-iommu was strict).
+    const auto [major, minor] = KernelVersion(facts.kernel_release());
+    const bool pre_dma_fq = major > 0 && (major < 5 || (major == 5 && minor < 15));
+    if (from_groups == pb::IOMMU_MODE_STRICT && pre_dma_fq &&
+        std::find(group_types.begin(), group_types.end(), "DMA-FQ") == group_types.end()) {
+      std::string arch = facts.architecture();
+      if (arch.empty()) arch = ReadTrimmed(Under(root, "/proc/sys/kernel/arch"));
+      if (cmdline.mode == pb::IOMMU_MODE_STRICT || cmdline.mode == pb::IOMMU_MODE_LAZY) {
+        mode = cmdline.mode;
+      } else if (arch == "x86_64" || arch == "i686" || arch == "i386") {
+        mode = pb::IOMMU_MODE_LAZY;
+        detail.push_back("pre-5.15 kernel: DMA groups, x86 default lazy");
+      }
+    }
+    facts.set_iommu_mode(mode);
   }
   facts.set_iommu_detail(absl::StrJoin(detail, "; "));
   return facts;

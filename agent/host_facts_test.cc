@@ -40,7 +40,15 @@ INSTANTIATE_TEST_SUITE_P(
                     CmdlineCase{"intel_iommu=strict", pb::IOMMU_MODE_STRICT},
                     CmdlineCase{"iommu=pt iommu=nopt iommu.strict=0", pb::IOMMU_MODE_LAZY},
                     CmdlineCase{"iommu.strict=1 iommu.strict=0", pb::IOMMU_MODE_LAZY},
-                    CmdlineCase{"xintel_iommu=off iommu_strict=1", pb::IOMMU_MODE_UNSPECIFIED}));
+                    CmdlineCase{"xintel_iommu=off iommu_strict=1", pb::IOMMU_MODE_UNSPECIFIED},
+                    // kstrtobool() spellings, as the kernel parses them.
+                    CmdlineCase{"iommu.strict=Y", pb::IOMMU_MODE_STRICT},
+                    CmdlineCase{"iommu.strict=off", pb::IOMMU_MODE_LAZY},
+                    CmdlineCase{"iommu.strict=no", pb::IOMMU_MODE_LAZY},
+                    CmdlineCase{"iommu.passthrough=on", pb::IOMMU_MODE_PASSTHROUGH},
+                    CmdlineCase{"iommu.strict=1 iommu.strict=bogus", pb::IOMMU_MODE_STRICT},
+                    CmdlineCase{"amd_iommu=fullflush", pb::IOMMU_MODE_STRICT},
+                    CmdlineCase{"iommu=pt iommu.strict=1", pb::IOMMU_MODE_PASSTHROUGH}));
 
 TEST(ParseIommuCmdlineTest, DetailKeepsOnlyIommuParameters) {
   EXPECT_EQ(ParseIommuCmdline("ro quiet intel_iommu=on iommu.strict=1\n").detail,
@@ -114,6 +122,69 @@ TEST(DetectHostFactsTest, NoIommuUnitsMeansOff) {
   pb::HostFacts facts = DetectHostFacts(root.path());
   EXPECT_EQ(facts.iommu_mode(), pb::IOMMU_MODE_OFF);
   EXPECT_EQ(facts.numa_nodes(), 1u);  // no node dirs: one node
+}
+
+// Before v5.15 a lazy (flush-queue) domain also showed as "DMA".
+TEST(DetectHostFactsTest, PreDmaFqKernelTakesStrictnessFromCmdline) {
+  FakeRoot root;
+  root.Write("proc/sys/kernel/osrelease", "5.11.0-rc5\n");
+  root.Write("proc/cmdline", "intel_iommu=on iommu.strict=0\n");
+  root.Dir("sys/class/iommu/dmar0");
+  root.Write("sys/kernel/iommu_groups/0/type", "DMA\n");
+  EXPECT_EQ(DetectHostFacts(root.path()).iommu_mode(), pb::IOMMU_MODE_LAZY);
+}
+
+TEST(DetectHostFactsTest, PreDmaFqKernelDefaultsByArchitecture) {
+  FakeRoot x86;
+  x86.Write("proc/sys/kernel/osrelease", "5.10.0\n");
+  x86.Write("proc/sys/kernel/arch", "x86_64\n");
+  x86.Write("proc/cmdline", "intel_iommu=on\n");
+  x86.Dir("sys/class/iommu/dmar0");
+  x86.Write("sys/kernel/iommu_groups/0/type", "DMA\n");
+  pb::HostFacts facts = DetectHostFacts(x86.path());
+  EXPECT_EQ(facts.iommu_mode(), pb::IOMMU_MODE_LAZY);
+  EXPECT_NE(facts.iommu_detail().find("x86 default lazy"), std::string::npos)
+      << facts.iommu_detail();
+
+  FakeRoot arm;
+  arm.Write("proc/sys/kernel/osrelease", "5.10.0\n");
+  arm.Write("proc/sys/kernel/arch", "aarch64\n");
+  arm.Write("proc/cmdline", "quiet\n");
+  arm.Dir("sys/class/iommu/smmu3.0x0000000148000000");
+  arm.Write("sys/kernel/iommu_groups/0/type", "DMA\n");
+  EXPECT_EQ(DetectHostFacts(arm.path()).iommu_mode(), pb::IOMMU_MODE_STRICT);
+}
+
+TEST(DetectHostFactsTest, ModernKernelDmaGroupsAreStrictWhateverTheCmdline) {
+  // v5.15+ shows lazy domains as DMA-FQ; a DMA group there really is strict
+  // (e.g. an untrusted device), whatever iommu.strict asked for.
+  FakeRoot root;
+  root.Write("proc/sys/kernel/osrelease", "6.8.0-31-generic\n");
+  root.Write("proc/sys/kernel/arch", "x86_64\n");
+  root.Write("proc/cmdline", "intel_iommu=on iommu.strict=0\n");
+  root.Dir("sys/class/iommu/dmar0");
+  root.Write("sys/kernel/iommu_groups/0/type", "DMA\n");
+  EXPECT_EQ(DetectHostFacts(root.path()).iommu_mode(), pb::IOMMU_MODE_STRICT);
+}
+
+TEST(DetectHostFactsTest, PassthroughFromIdentityGroups) {
+  FakeRoot root;
+  root.Write("proc/sys/kernel/osrelease", "6.1.0-13-amd64\n");
+  root.Write("proc/cmdline", "amd_iommu=on iommu=pt\n");
+  root.Dir("sys/class/iommu/ivhd0");
+  root.Write("sys/kernel/iommu_groups/0/type", "identity\n");
+  root.Write("sys/kernel/iommu_groups/1/type", "identity\n");
+  root.Write("sys/kernel/iommu_groups/2/type", "DMA\n");
+  pb::HostFacts facts = DetectHostFacts(root.path());
+  EXPECT_EQ(facts.iommu_mode(), pb::IOMMU_MODE_PASSTHROUGH);
+  EXPECT_NE(facts.iommu_detail().find("identity x2"), std::string::npos) << facts.iommu_detail();
+}
+
+TEST(DetectHostFactsTest, UnitsWithoutGroupsFallBackToCmdline) {
+  FakeRoot root;
+  root.Write("proc/cmdline", "intel_iommu=on iommu.strict=1\n");
+  root.Dir("sys/class/iommu/dmar0");
+  EXPECT_EQ(DetectHostFacts(root.path()).iommu_mode(), pb::IOMMU_MODE_STRICT);
 }
 
 TEST(DetectHostFactsTest, RealHostHasKernelAndCpus) {
