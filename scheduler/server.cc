@@ -9,6 +9,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "services/storage/migrations.h"
+#ifdef FARM_HAVE_REAL_MATCH
+#include "agent/runners/real_match.h"
+#endif
 
 namespace farm::scheduler {
 
@@ -54,8 +57,15 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   s->metrics_ = std::make_unique<metrics::SchedulerMetrics>(registry->registry());
   s->job_service_ = std::make_unique<JobService>(s->store_.get(), s->store_.get(), s->store_.get(),
                                                  s->metrics_.get(), options.config);
-  s->agent_service_ =
-      std::make_unique<AgentService>(s->store_.get(), s->metrics_.get(), options.config);
+  storage::JobPredicate eligible;
+#ifdef FARM_HAVE_REAL_MATCH
+  // fio/iozone jobs only go to hosts whose kernel and IOMMU mode match.
+  eligible = [](const pb::Job& j, const storage::AgentView& a) {
+    return farm::runners::RealRunEligible(j, a.host);
+  };
+#endif
+  s->agent_service_ = std::make_unique<AgentService>(s->store_.get(), s->metrics_.get(),
+                                                     options.config, std::move(eligible));
   s->analysis_service_ = std::make_unique<AnalysisService>(s->store_.get());
 
   if (!options.catalog_dir.empty()) {

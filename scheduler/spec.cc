@@ -483,7 +483,15 @@ absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimi
 absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spec,
                                                            const pb::Catalog& catalog) {
   std::map<std::string, int> index;
-  for (const pb::CatalogCommit& c : catalog.commits()) index.emplace(c.id(), c.index());
+  std::map<int, std::map<std::string, std::string>> settings;
+  {
+    std::map<std::string, std::string> state;
+    for (const pb::CatalogCommit& c : catalog.commits()) {
+      index.emplace(c.id(), c.index());
+      for (const auto& [k, v] : c.set()) state[k] = v;
+      settings[c.index()] = state;
+    }
+  }
   std::vector<ResolvedCommit> out;
   if (spec.commit_range) {
     Errors e;
@@ -506,7 +514,7 @@ absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spe
     }
     for (const pb::CatalogCommit& c : catalog.commits()) {
       if (c.index() >= from->second && c.index() <= to->second) {
-        out.push_back({c.id(), c.index()});
+        out.push_back({c.id(), c.index(), settings[c.index()]});
       }
     }
     return out;
@@ -520,7 +528,7 @@ absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spe
                          Quote(catalog.name())));
       continue;
     }
-    out.push_back({it->first, it->second});
+    out.push_back({it->first, it->second, settings[it->second]});
   }
   if (!e.empty()) return absl::InvalidArgumentError(e.Join());
   return out;
@@ -575,6 +583,7 @@ std::vector<pb::Job> ExpandMatrix(const MatrixSpec& spec,
             j.set_kind(spec.kind);
             j.set_state(pb::JOB_STATE_QUEUED);
             j.set_max_attempts(max_attempts);
+            for (const auto& [k, v] : c.settings) (*j.mutable_model_set())[k] = v;
             for (const auto& [k, v] : spec.model_set) (*j.mutable_model_set())[k] = v;
             j.set_seed(JobSeed(spec.seed, platform, w, mode, r));
             jobs.push_back(std::move(j));

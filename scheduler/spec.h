@@ -63,6 +63,10 @@ struct MatrixSpec {
 struct ResolvedCommit {
   std::string id;
   int index = 0;
+  // The catalog's accumulated settings at this commit (every `set:` from the
+  // first commit up to this one). Jobs carry them in model_set so an agent
+  // can run commits of catalogs it has no file for.
+  std::map<std::string, std::string> settings;
 };
 
 absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimits& limits);
@@ -77,6 +81,7 @@ absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spe
 absl::StatusOr<int64_t> CountJobs(const MatrixSpec& spec, size_t commits, const SpecLimits& limits);
 
 // Full expansion (call CountJobs first to avoid building a huge vector).
+// A job's model_set is the commit's settings with the spec's `set:` on top.
 std::vector<pb::Job> ExpandMatrix(const MatrixSpec& spec,
                                   const std::vector<ResolvedCommit>& commits, int max_attempts);
 

@@ -30,6 +30,9 @@ pb::Catalog TestCatalog() {
     cc->set_id(id);
     cc->set_index(i++);
   }
+  (*c.mutable_commits(0)->mutable_set())["iova.allocator"] = "rbtree";
+  (*c.mutable_commits(0)->mutable_set())["fq.kind"] = "global";
+  (*c.mutable_commits(3)->mutable_set())["iova.allocator"] = "rcache";
   return c;
 }
 
@@ -179,6 +182,12 @@ TEST(ExpandTest, CountsSeedsAndCap) {
   EXPECT_EQ(seeds.size(), 3u * 5u);
   EXPECT_EQ(ExpandMatrix(*s, *c, 3)[7].seed(), jobs[7].seed());
   EXPECT_EQ(jobs[0].workload().params().at("tests"), "write,read");
+  // model_set = accumulated catalog settings at the commit, spec `set:` on top.
+  EXPECT_EQ(jobs.front().model_set().at("iova.allocator"), "rbtree");  // v5.10
+  EXPECT_EQ(jobs.back().model_set().at("iova.allocator"), "rcache");   // v5.12
+  EXPECT_EQ(jobs.back().model_set().at("fq.kind"), "global");
+  s->model_set["fq.kind"] = "percpu";
+  EXPECT_EQ(ExpandMatrix(*s, *c, 3).back().model_set().at("fq.kind"), "percpu");
 
   SpecLimits small;
   small.max_jobs_per_matrix = 74;

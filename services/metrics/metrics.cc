@@ -84,32 +84,37 @@ prometheus::Histogram& SchedulerMetrics::job_duration(int executor) {
   return *duration_[(executor >= 0 && executor < 4) ? executor : 0];
 }
 
+namespace {
+prometheus::Family<prometheus::Counter>& AgentJobs(prometheus::Registry& r) {
+  return prometheus::BuildCounter()
+      .Name("farm_agent_jobs_total")
+      .Help("Jobs finished or handed back by this agent, by result")
+      .Register(r);
+}
+}  // namespace
+
 AgentMetrics::AgentMetrics(prometheus::Registry& r)
     : jobs_running(prometheus::BuildGauge()
                        .Name("farm_agent_jobs_running")
                        .Help("Jobs running on this agent now")
                        .Register(r)
                        .Add({})),
-      jobs_succeeded(prometheus::BuildCounter()
-                         .Name("farm_agent_jobs_total")
-                         .Help("Jobs finished by this agent, by outcome")
-                         .Register(r)
-                         .Add({{"outcome", "succeeded"}})),
-      jobs_failed(prometheus::BuildCounter()
-                      .Name("farm_agent_jobs_total")
-                      .Help("Jobs finished by this agent, by outcome")
-                      .Register(r)
-                      .Add({{"outcome", "failed"}})),
-      jobs_revoked(prometheus::BuildCounter()
-                       .Name("farm_agent_jobs_total")
-                       .Help("Jobs finished by this agent, by outcome")
-                       .Register(r)
-                       .Add({{"outcome", "revoked"}})),
+      jobs_succeeded(AgentJobs(r).Add({{"result", "succeeded"}})),
+      jobs_failed(AgentJobs(r).Add({{"result", "failed"}})),
+      jobs_revoked(AgentJobs(r).Add({{"result", "revoked"}})),
+      jobs_stale(AgentJobs(r).Add({{"result", "stale"}})),
+      jobs_released(AgentJobs(r).Add({{"result", "released"}})),
+      jobs_abandoned(AgentJobs(r).Add({{"result", "abandoned"}})),
       emulator_events(prometheus::BuildCounter()
                           .Name("farm_agent_emulator_events_total")
-                          .Help("Emulator events processed (rate() gives events per second)")
+                          .Help("Emulator events processed")
                           .Register(r)
                           .Add({})),
+      emulator_events_per_second(prometheus::BuildGauge()
+                                     .Name("farm_agent_emulator_events_per_second")
+                                     .Help("Emulator events per host second, recent jobs")
+                                     .Register(r)
+                                     .Add({})),
       rpc_errors(prometheus::BuildCounter()
                      .Name("farm_agent_rpc_errors_total")
                      .Help("Failed RPCs to the scheduler")

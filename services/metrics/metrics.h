@@ -74,11 +74,15 @@ class AgentMetrics final {
   AgentMetrics(const AgentMetrics&) = delete;
   AgentMetrics& operator=(const AgentMetrics&) = delete;
 
-  prometheus::Gauge& jobs_running;       // farm_agent_jobs_running
-  prometheus::Counter& jobs_succeeded;   // farm_agent_jobs_total{outcome="succeeded"}
-  prometheus::Counter& jobs_failed;      // farm_agent_jobs_total{outcome="failed"}
-  prometheus::Counter& jobs_revoked;     // farm_agent_jobs_total{outcome="revoked"}
-  prometheus::Counter& emulator_events;  // farm_agent_emulator_events_total (rate() = events/s)
+  prometheus::Gauge& jobs_running;                // farm_agent_jobs_running
+  prometheus::Counter& jobs_succeeded;            // farm_agent_jobs_total{result="succeeded"}
+  prometheus::Counter& jobs_failed;               // farm_agent_jobs_total{result="failed"}
+  prometheus::Counter& jobs_revoked;              // farm_agent_jobs_total{result="revoked"}
+  prometheus::Counter& jobs_stale;                // farm_agent_jobs_total{result="stale"}
+  prometheus::Counter& jobs_released;             // farm_agent_jobs_total{result="released"}
+  prometheus::Counter& jobs_abandoned;            // farm_agent_jobs_total{result="abandoned"}
+  prometheus::Counter& emulator_events;           // farm_agent_emulator_events_total
+  prometheus::Gauge& emulator_events_per_second;  // farm_agent_emulator_events_per_second
   prometheus::Counter& rpc_errors;       // farm_agent_rpc_errors_total
   prometheus::Histogram& job_duration;   // farm_agent_job_duration_seconds
 };

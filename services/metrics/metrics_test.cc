@@ -20,6 +20,16 @@ TEST(SchedulerMetricsTest, FamiliesRenderWithStateAndExecutorLabels) {
   EXPECT_NE(text.find("farm_stale_results_rejected_total 0"), std::string::npos) << text;
 }
 
+TEST(AgentMetricsTest, ResultLabelAndEventsGauge) {
+  MetricsRegistry reg;
+  AgentMetrics m(reg.registry());
+  m.jobs_stale.Increment();
+  m.emulator_events_per_second.Set(12.5);
+  const std::string text = reg.Serialize();
+  EXPECT_NE(text.find("farm_agent_jobs_total{result=\"stale\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("farm_agent_emulator_events_per_second 12.5"), std::string::npos) << text;
+}
+
 TEST(MetricsExposerTest, RejectsAddressWithoutPort) {
   MetricsRegistry reg;
   auto e = MetricsExposer::Start("127.0.0.1", reg);
