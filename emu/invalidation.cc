@@ -1,6 +1,7 @@
 #include "emu/invalidation.h"
 
 #include <algorithm>
+#include <deque>
 
 namespace emu {
 namespace {
@@ -312,7 +313,8 @@ class SmmuV3Cmdq final : public Invalidator {
   AtomicLine shared_lock_;  // cmdq->lock (shared/exclusive counter)
   AtomicLine valid_map_;    // cmdq->valid_map word
   DeviceQueue hw_;
-  std::vector<Member> members_;
+  // A deque: growing it keeps references held by suspended issuers valid.
+  std::deque<Member> members_;
   std::vector<std::unique_ptr<Batch>> batches_;
   std::vector<Batch*> free_batches_;
   Batch* open_ = nullptr;
