@@ -708,31 +708,35 @@ absl::StatusOr<std::vector<pb::JobLease>> PgStore::LeaseJobs(int64_t agent_id,
 absl::StatusOr<ReportOutcome> PgStore::ReportResult(const pb::ReportResultRequest& req) {
   return pool_->Call<ReportOutcome>([&](pqxx::connection& c) -> absl::StatusOr<ReportOutcome> {
     const pb::LeaseRef& l = req.lease();
-    pqxx::work w(c);
-    pqxx::result up = w.exec_params(
-        "UPDATE jobs SET state = 3, finished_at = now(), lease_expires_at = NULL "
-        "WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 2 "
-        "RETURNING matrix_id, executor, "
-        "coalesce(extract(epoch from (now() - started_at)), 0)::float8",
-        l.job_id(), l.attempt(), l.lease_token());
+    const int64_t wall_ns = req.wall_time().seconds() * 1000000000 + req.wall_time().nanos();
+    // One statement, so one round trip and atomic without BEGIN/COMMIT:
+    // the fenced state change and the result row go in together or not at all.
+    pqxx::result up;
+    {
+      pqxx::nontransaction n(c);
+      up = n.exec_params(
+          "WITH up AS (UPDATE jobs SET state = 3, finished_at = now(), lease_expires_at = NULL "
+          "  WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 2 "
+          "  RETURNING id, attempt, matrix_id, executor, "
+          "  coalesce(extract(epoch from (now() - started_at)), 0)::float8 AS dur), "
+          "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
+          "  raw_output, raw_format, host, tool_version, wall_time_ns) "
+          "  SELECT id, attempt, matrix_id, $4, coalesce((SELECT name FROM agents WHERE id = $4), "
+          "''), "
+          "  $5::jsonb, $6, $7, $8::jsonb, $9, $10 FROM up "
+          "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
+          "SELECT executor, dur FROM up",
+          l.job_id(), l.attempt(), l.lease_token(), req.agent_id(), SamplesToJson(req.samples()),
+          req.raw_output(), req.raw_format(), HostToJson(req.host()), req.tool_version(), wall_ns);
+    }
     ReportOutcome out;
     if (!up.empty()) {
-      const int64_t wall_ns = req.wall_time().seconds() * 1000000000 + req.wall_time().nanos();
-      w.exec_params(
-          "INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, raw_output, "
-          "raw_format, host, tool_version, wall_time_ns) "
-          "VALUES ($1, $2, $3, $4, coalesce((SELECT name FROM agents WHERE id = $4), ''), "
-          "$5::jsonb, $6, $7, $8::jsonb, $9, $10) "
-          "ON CONFLICT (job_id, attempt) DO NOTHING",
-          l.job_id(), l.attempt(), up[0][0].as<int64_t>(), req.agent_id(),
-          SamplesToJson(req.samples()), req.raw_output(), req.raw_format(), HostToJson(req.host()),
-          req.tool_version(), wall_ns);
-      w.commit();
       out.accepted = true;
-      out.executor = static_cast<pb::Executor>(up[0][1].as<int>());
-      out.duration_seconds = up[0][2].as<double>();
+      out.executor = static_cast<pb::Executor>(up[0][0].as<int>());
+      out.duration_seconds = up[0][1].as<double>();
       return out;
     }
+    pqxx::work w(c);
     // Not the current lease: a retry of an accepted report, or stale.
     pqxx::result cur = w.exec_params(
         "SELECT j.state, j.attempt, coalesce(j.lease_token, ''), "

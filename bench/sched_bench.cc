@@ -1,0 +1,260 @@
+// sched_bench: jobs leased and reported per second end to end through gRPC
+// (in-process farm-scheduler + real gRPC clients acting as agents), and the
+// same claim-and-complete loop as raw SQL on the same PostgreSQL in the same
+// run. Prints both rates and their ratio (gRPC / SQL).
+//
+//   build/bench/sched_bench [--jobs N] [--agents K] [--batch B]
+//
+// Each path gets a fresh database on one PostgreSQL instance (farm_testing,
+// fsync off) and a matrix of N emulator jobs; K concurrent workers each
+// claim B jobs at a time and complete them one by one (one transaction per
+// result, as agents do).
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+#include <pqxx/pqxx>
+
+#include "iommufarm/v1/farm.grpc.pb.h"
+#include "scheduler/server.h"
+#include "services/metrics/metrics.h"
+#include "services/storage/migrations.h"
+#include "services/storage/pg_pool.h"
+#include "services/storage/pg_store.h"
+#include "services/testing/service_harness.h"
+
+namespace {
+
+namespace pb = ::iommufarm::v1;
+
+int g_jobs = 4000;
+int g_agents = 8;
+int g_batch = 50;
+farm::testing::PostgresInstance* g_pg = nullptr;
+double g_rate_sql = 0, g_rate_grpc = 0;
+
+std::string NewDatabase() {
+  static int n = 0;
+  auto uri = g_pg->CreateDatabase("bench" + std::to_string(n++));
+  if (!uri.ok()) {
+    std::fprintf(stderr, "%s\n", uri.status().ToString().c_str());
+    std::exit(1);
+  }
+  return *uri;
+}
+
+// Schema + one matrix of g_jobs emulator jobs.
+void Populate(const std::string& uri) {
+  farm::storage::PgPool pool({uri, 2, 3});
+  if (!farm::storage::ApplyMigrations(pool).ok()) std::exit(1);
+  farm::storage::PgStore store(&pool);
+  farm::storage::NewMatrix m;
+  m.matrix.set_name("bench");
+  m.matrix.set_spec_yaml("name: bench");
+  for (int i = 0; i < g_jobs; ++i) {
+    pb::Job j;
+    j.set_catalog("linux-iommu");
+    j.set_commit_id("v5.10");
+    j.set_platform("intel-vtd-2s12c");
+    j.mutable_workload()->set_name("dma-map-bench");
+    (*j.mutable_workload()->mutable_params())["threads"] = "1";
+    j.set_mode(pb::IOMMU_MODE_STRICT);
+    j.set_repeat(i);
+    j.set_executor(pb::EXECUTOR_EMULATOR);
+    j.set_kind(pb::JOB_KIND_BULK);
+    j.set_max_attempts(3);
+    m.jobs.push_back(j);
+  }
+  if (!store.CreateMatrix(m).ok()) std::exit(1);
+}
+
+const char* const kRaw =
+    "{\"workload\":\"dma-map-bench\",\"throughput\":123.4,\"map_latency_mean\":512,"
+    "\"unmap_latency_mean\":733,\"counters\":{\"invalidations\":1000,\"rcache_hits\":990}}";
+const char* const kSamples =
+    "[{\"metric\":\"throughput\",\"value\":123.4,\"unit\":\"Mops\",\"phase\":\"\"},"
+    "{\"metric\":\"map_latency_mean\",\"value\":512,\"unit\":\"ns\",\"phase\":\"\"},"
+    "{\"metric\":\"unmap_latency_mean\",\"value\":733,\"unit\":\"ns\",\"phase\":\"\"}]";
+
+// The raw-SQL worker: the queue's claim and complete statements, nothing else.
+void SqlWorker(const std::string& uri, int64_t agent_id, std::atomic<int64_t>* done) {
+  pqxx::connection c(uri);
+  for (;;) {
+    pqxx::work w(c);
+    pqxx::result claimed = w.exec_params(
+        "WITH cand AS (SELECT id FROM jobs WHERE state = 1 AND not_before <= now() "
+        "AND executor = ANY('{1}'::smallint[]) ORDER BY priority DESC, id LIMIT $1 "
+        "FOR UPDATE SKIP LOCKED) "
+        "UPDATE jobs j SET state = 2, attempt = j.attempt + 1, "
+        "lease_token = gen_random_uuid()::text, lease_agent = $2, "
+        "lease_expires_at = now() + interval '30 seconds', started_at = now() "
+        "FROM cand WHERE j.id = cand.id RETURNING j.id, j.attempt, j.lease_token",
+        g_batch, agent_id);
+    w.commit();
+    if (claimed.empty()) return;
+    for (const pqxx::row& r : claimed) {
+      // The same single fenced statement PgStore::ReportResult runs.
+      pqxx::nontransaction t(c);
+      t.exec_params(
+          "WITH up AS (UPDATE jobs SET state = 3, finished_at = now(), lease_expires_at = NULL "
+          "  WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 2 "
+          "  RETURNING id, attempt, matrix_id), "
+          "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, samples, raw_output, "
+          "  raw_format) SELECT id, attempt, matrix_id, $4, $5::jsonb, $6, 'emu-json' FROM up "
+          "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
+          "SELECT count(*) FROM ins",
+          r[0].as<int64_t>(), r[1].as<int>(), r[2].as<std::string>(), agent_id, kSamples, kRaw);
+      done->fetch_add(1);
+    }
+  }
+}
+
+void GrpcWorker(pb::AgentService::Stub* stub, int index, std::atomic<int64_t>* done) {
+  auto ctx = [] {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return c;
+  };
+  pb::RegisterRequest reg;
+  reg.set_name("bench-" + std::to_string(index));
+  reg.add_capabilities()->set_name("emulator");
+  reg.set_slots(g_batch);
+  pb::RegisterResponse a;
+  if (!stub->Register(ctx().get(), reg, &a).ok()) std::exit(1);
+  pb::LeaseJobsRequest lr;
+  lr.set_agent_id(a.agent_id());
+  lr.set_session(a.session());
+  lr.set_max_jobs(g_batch);
+  for (;;) {
+    pb::LeaseJobsResponse leases;
+    grpc::Status st = stub->LeaseJobs(ctx().get(), lr, &leases);
+    if (!st.ok()) {
+      std::fprintf(stderr, "LeaseJobs: %s\n", st.error_message().c_str());
+      std::exit(1);
+    }
+    if (leases.leases_size() == 0) return;
+    for (const pb::JobLease& l : leases.leases()) {
+      pb::ReportResultRequest rr;
+      rr.set_agent_id(a.agent_id());
+      *rr.mutable_lease() = l.lease();
+      for (const auto& [metric, value, unit] :
+           {std::tuple{"throughput", 123.4, "Mops"}, std::tuple{"map_latency_mean", 512.0, "ns"},
+            std::tuple{"unmap_latency_mean", 733.0, "ns"}}) {
+        pb::Sample* s = rr.add_samples();
+        s->set_metric(metric);
+        s->set_value(value);
+        s->set_unit(unit);
+      }
+      rr.set_raw_output(kRaw);
+      rr.set_raw_format("emu-json");
+      pb::ReportResultResponse resp;
+      st = stub->ReportResult(ctx().get(), rr, &resp);
+      if (!st.ok() || !resp.accepted()) {
+        std::fprintf(stderr, "ReportResult: %s\n", st.error_message().c_str());
+        std::exit(1);
+      }
+      done->fetch_add(1);
+    }
+  }
+}
+
+void BM_RawSqlClaimComplete(benchmark::State& state) {
+  for (auto _ : state) {
+    state.PauseTiming();
+    const std::string uri = NewDatabase();
+    Populate(uri);
+    std::atomic<int64_t> done{0};
+    state.ResumeTiming();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> ts;
+    for (int i = 0; i < g_agents; ++i) ts.emplace_back(SqlWorker, uri, i + 1, &done);
+    for (auto& t : ts) t.join();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (done.load() != g_jobs) state.SkipWithError("not every job completed");
+    g_rate_sql = static_cast<double>(done.load()) / secs;
+    state.counters["jobs_per_s"] = g_rate_sql;
+  }
+}
+
+void BM_GrpcLeaseReport(benchmark::State& state) {
+  for (auto _ : state) {
+    state.PauseTiming();
+    const std::string uri = NewDatabase();
+    Populate(uri);
+    farm::metrics::MetricsRegistry registry;
+    farm::scheduler::ServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.db_uri = uri;
+    o.db_connections = g_agents;
+    o.worker_threads = g_agents;
+    auto server = farm::scheduler::SchedulerServer::Start(o, &registry);
+    if (!server.ok()) {
+      state.SkipWithError(server.status().ToString().c_str());
+      return;
+    }
+    auto channel = grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials());
+    auto stub = pb::AgentService::NewStub(channel);
+    std::atomic<int64_t> done{0};
+    state.ResumeTiming();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> ts;
+    for (int i = 0; i < g_agents; ++i) ts.emplace_back(GrpcWorker, stub.get(), i, &done);
+    for (auto& t : ts) t.join();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.PauseTiming();
+    (*server)->Shutdown(absl::Seconds(2));
+    state.ResumeTiming();
+    if (done.load() != g_jobs) state.SkipWithError("not every job completed");
+    g_rate_grpc = static_cast<double>(done.load()) / secs;
+    state.counters["jobs_per_s"] = g_rate_grpc;
+  }
+}
+
+BENCHMARK(BM_RawSqlClaimComplete)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GrpcLeaseReport)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    auto take = [&](const char* flag, int* out) {
+      if (std::strcmp(argv[i], flag) == 0 && i + 1 < argc) {
+        *out = std::atoi(argv[++i]);
+        return true;
+      }
+      return false;
+    };
+    if (take("--jobs", &g_jobs) || take("--agents", &g_agents) || take("--batch", &g_batch)) {
+      continue;
+    }
+    rest.push_back(argv[i]);
+  }
+  int rest_argc = static_cast<int>(rest.size());
+  spdlog::set_level(spdlog::level::warn);
+  auto pg = farm::testing::PostgresInstance::Start();
+  if (!pg.ok()) {
+    std::fprintf(stderr, "postgres: %s\n", pg.status().ToString().c_str());
+    return 1;
+  }
+  g_pg = pg->get();
+  benchmark::Initialize(&rest_argc, rest.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::printf("jobs=%d agents=%d batch=%d\n", g_jobs, g_agents, g_batch);
+  std::printf("raw SQL claim+complete: %.0f jobs/s\n", g_rate_sql);
+  std::printf("gRPC lease+report end to end: %.0f jobs/s\n", g_rate_grpc);
+  if (g_rate_sql > 0) std::printf("ratio gRPC/SQL: %.2f\n", g_rate_grpc / g_rate_sql);
+  g_pg = nullptr;
+  return 0;
+}
