@@ -110,8 +110,13 @@ class SimAgent {
     }
   }
 
-  double Cost(const std::string& commit, const char* key) const {
-    auto c = resolved_.find(commit);
+  // The job's model_set (catalog settings at its commit plus the spec's
+  // `set:`, as the scheduler hands them to real agents) decides; the
+  // resolved catalog is the fallback for schedulers that do not fill it.
+  double Cost(const pb::Job& j, const char* key) const {
+    auto m = j.model_set().find(key);
+    if (m != j.model_set().end()) return std::stod(m->second);
+    auto c = resolved_.find(j.commit_id());
     if (c == resolved_.end()) return 1;
     auto v = c->second.find(key);
     return v == c->second.end() ? 1 : std::stod(v->second);
@@ -124,9 +129,9 @@ class SimAgent {
     double base = j.mode() == pb::IOMMU_MODE_OFF      ? 2000
                   : j.mode() == pb::IOMMU_MODE_STRICT ? 1200
                                                       : 1600;
-    base /= Cost(j.commit_id(), "sim.cpu_cost");
+    base /= Cost(j, "sim.cpu_cost");
     if (j.mode() == pb::IOMMU_MODE_STRICT || j.mode() == pb::IOMMU_MODE_LAZY)
-      base /= Cost(j.commit_id(), "sim.iommu_cost");
+      base /= Cost(j, "sim.iommu_cost");
     pb::ReportResultRequest req;
     req.set_agent_id(agent_id);
     *req.mutable_lease() = l.lease();

@@ -1,5 +1,8 @@
 // libpqxx implementation of AnalyzerStore over the scheduler's schema v1.
+#include <yaml-cpp/yaml.h>
 #include <pqxx/pqxx>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -33,6 +36,21 @@ std::string ModeName(int mode) {
 namespace {
 
 using storage::PgPool;
+
+// The `set:` map of a matrix spec as a JSON object ("{}" when absent).
+absl::StatusOr<std::string> SpecSetAsJson(const std::string& spec_yaml) {
+  try {
+    const YAML::Node root = YAML::Load(spec_yaml);
+    nlohmann::json out = nlohmann::json::object();
+    if (root.IsMap() && root["set"] && root["set"].IsMap()) {
+      for (const auto& kv : root["set"])
+        out[kv.first.as<std::string>()] = kv.second.as<std::string>();
+    }
+    return out.dump();
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("matrix spec_yaml: ", e.what()));
+  }
+}
 
 std::string ArrayLiteral(const std::vector<int64_t>& ids) {
   return "{" + absl::StrJoin(ids, ",") + "}";
@@ -148,8 +166,9 @@ class PgAnalyzerStore final : public AnalyzerStore {
     return pool_->Call<SeriesSpec>([&](pqxx::connection& c) -> absl::StatusOr<SeriesSpec> {
       pqxx::read_transaction t(c);
       pqxx::result r = t.exec_params(
-          "SELECT params::text, model_set::text, executor, catalog FROM jobs "
-          "WHERE matrix_id = $1 AND platform = $2 AND workload = $3 ORDER BY id LIMIT 1",
+          "SELECT j.params::text, j.executor, j.catalog, m.spec_yaml FROM jobs j "
+          "JOIN matrices m ON m.id = j.matrix_id "
+          "WHERE j.matrix_id = $1 AND j.platform = $2 AND j.workload = $3 ORDER BY j.id LIMIT 1",
           matrix_id, platform, workload);
       if (r.empty()) {
         return absl::NotFoundError(
@@ -159,9 +178,13 @@ class PgAnalyzerStore final : public AnalyzerStore {
       s.platform = platform;
       s.workload = workload;
       s.params_json = r[0][0].as<std::string>();
-      s.model_set_json = r[0][1].as<std::string>();
-      s.executor = r[0][2].as<int>();
-      s.catalog = r[0][3].as<std::string>();
+      s.executor = r[0][1].as<int>();
+      s.catalog = r[0][2].as<std::string>();
+      // jobs.model_set holds the commit's catalog settings plus the spec's
+      // `set:`; only the latter may be carried to other commits.
+      absl::StatusOr<std::string> set = SpecSetAsJson(r[0][3].as<std::string>());
+      if (!set.ok()) return set.status();
+      s.model_set_json = *set;
       return s;
     });
   }
