@@ -19,6 +19,13 @@ Judgement JudgeCommit(std::span<const double> good, std::span<const double> bad,
   j.position = d == 0 ? 0.5 : (Mean(x) - g) / d;
   const bool differs_from_good = j.vs_good.p_value < alpha;
   const bool differs_from_bad = j.vs_bad.p_value < alpha;
+  // A deterministic model (no run-to-run variance anywhere) leaves nothing
+  // for more repeats to settle: the position between the references decides.
+  if (good.size() >= 2 && bad.size() >= 2 && x.size() >= 2 && Variance(good) == 0 &&
+      Variance(bad) == 0 && Variance(x) == 0 && d != 0) {
+    j.verdict = j.position < 0.5 ? "good" : "bad";
+    return j;
+  }
   if (differs_from_bad && j.position < 0.5 && (!differs_from_good || j.position < 0.25)) {
     j.verdict = "good";
   } else if (differs_from_good && j.position > 0.5 && (!differs_from_bad || j.position > 0.75)) {
@@ -118,6 +125,13 @@ void BisectPlanner::Advance() {
     };
     if (n < options_.initial_repeats) {
       request(options_.initial_repeats - n);
+      return;
+    }
+    // Runs already asked for at this commit are still out: wait for them
+    // (judging now would re-record the previous verdict, e.g. after a restart).
+    if (BisectStepRecord* open = open_step();
+        open != nullptr && open->commit_index == mid && n < open->repeats) {
+      set_pending(mid, open->repeats - n);
       return;
     }
     const Judgement j = JudgeCommit(good, bad, x, options_.alpha);

@@ -10,6 +10,8 @@
 //     weak verdict that triggers more repeats of the same commit (doubling up
 //     to max_repeats); only at max_repeats is a weak verdict acted on, and it
 //     stays marked "weak-*" in the record;
+//     (with no run-to-run variance at all the position alone decides: a
+//     commit is bad when more than half of the change is present);
 //   * it stops when last good and first bad are adjacent catalog commits.
 // The whole state round-trips through JSON so a restarted analyzer resumes
 // exactly where it stopped.

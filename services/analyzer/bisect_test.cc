@@ -148,6 +148,48 @@ TEST(BisectTest, JsonRoundTripResumesSameBisect) {
   EXPECT_FALSE(BisectPlanner::FromJson("{").ok());
 }
 
+TEST(BisectTest, RestoreWhileRetestPendingKeepsSteps) {
+  // A weak verdict asked for more repeats; the state is saved and restored
+  // before they arrive: the restored planner waits, it does not judge again.
+  BisectOptions opt;
+  BisectPlanner p(Ids(0, 4), 0, 4, opt);
+  p.AddSamples(0, std::vector<double>{100, 102, 98, 101, 99, 100, 101, 99});
+  p.AddSamples(4, std::vector<double>{90, 92, 88, 91, 89, 90, 91, 89});
+  ASSERT_EQ(p.Next()->commit_index, 2);
+  p.AddSamples(2, std::vector<double>{95, 97, 93});  // halfway: weak
+  ASSERT_TRUE(p.Next().has_value());
+  ASSERT_EQ(p.Steps().size(), 2u);
+  EXPECT_TRUE(p.Steps()[0].verdict.starts_with("weak"));
+  EXPECT_EQ(p.Steps()[1].verdict, "pending");
+  EXPECT_EQ(p.Steps()[1].repeats, 6);
+  absl::StatusOr<BisectPlanner> r = BisectPlanner::FromJson(p.ToJson());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->Steps().size(), 2u);
+  EXPECT_EQ(r->Next()->commit_index, 2);
+  EXPECT_EQ(r->Next()->repeats, 3);
+  EXPECT_EQ(r->RunsRequested(), p.RunsRequested());
+  // Partial delivery: only the missing runs are asked for again.
+  r->AddSamples(2, std::vector<double>{96});
+  EXPECT_EQ(r->Steps().size(), 2u);
+  EXPECT_EQ(r->Next()->repeats, 2);
+}
+
+TEST(BisectTest, DeterministicModelNeedsNoRetest) {
+  // Zero variance everywhere (emulator with identical repeats): the
+  // position between the references decides at once.
+  BisectPlanner p(Ids(0, 4), 0, 4, BisectOptions{});
+  p.AddSamples(0, std::vector<double>{100, 100, 100});
+  p.AddSamples(4, std::vector<double>{10, 10, 10});
+  p.AddSamples(2, std::vector<double>{40, 40, 40});  // 2/3 of the change: bad
+  ASSERT_EQ(p.Next()->commit_index, 1);
+  p.AddSamples(1, std::vector<double>{70, 70, 70});  // 1/3: good
+  EXPECT_TRUE(p.Done());
+  EXPECT_EQ(p.FirstBadIndex(), 2);
+  ASSERT_EQ(p.Steps().size(), 2u);
+  EXPECT_EQ(p.Steps()[0].verdict, "bad");
+  EXPECT_EQ(p.Steps()[1].verdict, "good");
+}
+
 TEST(ConfirmationTest, RealShiftConfirmedNoiseRejected) {
   std::mt19937_64 rng(5);
   std::normal_distribution<double> n(0, 1);

@@ -116,6 +116,7 @@ TEST(DetectTest, PolarityFromMetricName) {
   EXPECT_EQ(MetricPolarity("iotlb_miss_rate"), Polarity::kLowerIsBetter);
   EXPECT_EQ(MetricPolarity("rcache_hit_rate"), Polarity::kHigherIsBetter);
   EXPECT_EQ(MetricPolarity("map_latency_max"), Polarity::kUnknown);
+  EXPECT_EQ(MetricPolarity("write_kb_s"), Polarity::kHigherIsBetter);
 }
 
 // Rows for modes with a per-mode planted shift at commit `at`.

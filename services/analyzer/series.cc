@@ -16,7 +16,8 @@ Polarity MetricPolarity(const std::string& metric) {
       has("miss_rate") || has("cpu_busy"))
     return Polarity::kLowerIsBetter;
   if (has("throughput") || has("iops") || has("bandwidth") || has("bw") || has("ops_per") ||
-      has("tps") || has("hit_rate") || has("gbps") || has("mbps") || has("per_sec"))
+      has("tps") || has("hit_rate") || has("gbps") || has("mbps") || has("per_sec") ||
+      has("kb_s") || has("mb_s") || has("gb_s"))
     return Polarity::kHigherIsBetter;
   return Polarity::kUnknown;
 }
