@@ -144,6 +144,7 @@ absl::Status Agent::EnsureRegistered() {
         status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
       return client::ToAbsl(status);
     }
+    CountRpcError();
     spdlog::warn("register: {} (retrying in {})", Describe(status), absl::FormatDuration(backoff));
     absl::MutexLock lock(&mu_);
     cv_.WaitWithTimeout(&mu_, backoff);
@@ -154,7 +155,7 @@ absl::Status Agent::EnsureRegistered() {
 void Agent::DropAllLeasesLocked() {
   for (auto& [id, entry] : leases_) {
     entry.cancel->Cancel();
-    Count(revoked_, metrics_ ? &metrics_->revoked : nullptr);
+    if (!entry.running) Count(revoked_, metrics_ ? &metrics_->jobs_revoked : nullptr);
   }
   // Running entries are erased by their workers when they return.
   for (auto it = leases_.begin(); it != leases_.end();) {
@@ -199,9 +200,11 @@ void Agent::HeartbeatLoop() {
           continue;
         }
         spdlog::info("job {} attempt {}: lease revoked, dropping it", ref.job_id(), ref.attempt());
-        Count(revoked_, metrics_ ? &metrics_->revoked : nullptr);
         it->second.cancel->Cancel();
+        // Running jobs are counted by their worker, which knows whether its
+        // report got in first (then the revocation only says "finished").
         if (!it->second.running) {
+          Count(revoked_, metrics_ ? &metrics_->jobs_revoked : nullptr);
           pending_.erase(std::remove(pending_.begin(), pending_.end(), ref.job_id()),
                          pending_.end());
           leases_.erase(it);
@@ -223,6 +226,7 @@ void Agent::HeartbeatLoop() {
       cv_.SignalAll();
       return;
     }
+    CountRpcError();
     spdlog::warn("heartbeat: {} (retrying in {})", Describe(status), absl::FormatDuration(retry));
     wait = std::min(retry, interval);
     retry = NextBackoff(retry);
@@ -293,6 +297,7 @@ absl::Status Agent::Run() {
       shutting_down_ = true;
       break;
     }
+    CountRpcError();
     spdlog::warn("lease: {} (retrying in {})", Describe(status), absl::FormatDuration(backoff));
     cv_.WaitWithTimeout(&mu_, backoff);
     backoff = NextBackoff(backoff);
@@ -329,10 +334,11 @@ void Agent::Drain() {
         spdlog::info("released {} of {} unstarted leases", response.released(),
                      release.leases_size());
         for (int i = 0; i < response.released(); ++i) {
-          Count(released_, metrics_ ? &metrics_->released : nullptr);
+          Count(released_, metrics_ ? &metrics_->jobs_released : nullptr);
         }
         break;
       }
+      CountRpcError();
       spdlog::warn("release leases: {}", Describe(status));
       if (!Transient(status.error_code())) break;
       absl::SleepFor(backoff);
@@ -351,7 +357,7 @@ void Agent::Drain() {
       for (auto& [id, entry] : leases_) {
         if (!entry.running) continue;
         entry.cancel->Cancel();
-        Count(abandoned_, metrics_ ? &metrics_->abandoned : nullptr);
+        Count(abandoned_, metrics_ ? &metrics_->jobs_abandoned : nullptr);
       }
     }
     stop_workers_ = true;
@@ -409,22 +415,24 @@ void Agent::WorkerLoop() {
 void Agent::RunOne(const pb::JobLease& lease, CancelToken& cancel) {
   const pb::Job& job = lease.job();
   const absl::Time start = absl::Now();
-  absl::StatusOr<ExecutionResult> result;
+  absl::StatusOr<ExecutionResult> result =
+      absl::UnknownError("job not run");  // replaced below on every path
   auto executor = executors_.find(job.executor());
   pb::Job clean = job;
   auto* set = clean.mutable_model_set();
   int64_t hold_ms = 0;
+  absl::Status hold_status;
   if (auto it = set->find(kHoldKey); it != set->end()) {
     if (!absl::SimpleAtoi(it->second, &hold_ms) || hold_ms < 0) {
-      result = absl::InvalidArgumentError(absl::StrCat("model_set ", kHoldKey, "='", it->second,
-                                                       "' is not a non-negative integer"));
+      hold_status = absl::InvalidArgumentError(absl::StrCat(
+          "model_set ", kHoldKey, "='", it->second, "' is not a non-negative integer"));
     }
   }
   for (auto it = set->begin(); it != set->end();) {
     it = absl::StartsWith(it->first, "agent.") ? set->erase(it) : std::next(it);
   }
-  if (!result.ok()) {
-    // hold_ms was invalid: reported below.
+  if (!hold_status.ok()) {
+    result = hold_status;
   } else if (hold_ms > 0 && cancel.SleepFor(absl::Milliseconds(hold_ms))) {
     result = absl::CancelledError("cancelled while holding");
   } else if (executor == executors_.end()) {
@@ -435,10 +443,12 @@ void Agent::RunOne(const pb::JobLease& lease, CancelToken& cancel) {
   }
   if (cancel.cancelled()) {
     spdlog::info("job {} attempt {}: cancelled, not reported", job.id(), lease.lease().attempt());
+    CountCancelled();
     return;
   }
   if (result.ok() && metrics_ != nullptr && result->events_per_second > 0) {
     metrics_->emulator_events_per_second.Set(result->events_per_second);
+    metrics_->emulator_events.Increment(result->events);
   }
   Report(lease, cancel, result, absl::Now() - start);
 }
@@ -481,7 +491,10 @@ void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
       pb::ReportResultResponse response;
       status = stub_->ReportResult(ctx.get(), result_request, &response);
       if (status.ok()) {
-        Count(succeeded_, metrics_ ? &metrics_->succeeded : nullptr);
+        Count(succeeded_, metrics_ ? &metrics_->jobs_succeeded : nullptr);
+        if (metrics_ != nullptr) {
+          metrics_->job_duration.Observe(absl::ToDoubleSeconds(wall_time));
+        }
         if (response.duplicate()) {
           spdlog::info("job {} attempt {}: duplicate result ignored by server", lease.job().id(),
                        lease.lease().attempt());
@@ -492,14 +505,14 @@ void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
       pb::ReportFailureResponse response;
       status = stub_->ReportFailure(ctx.get(), failure_request, &response);
       if (status.ok()) {
-        Count(failed_, metrics_ ? &metrics_->failed : nullptr);
+        Count(failed_, metrics_ ? &metrics_->jobs_failed : nullptr);
         return;
       }
     }
     if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
       spdlog::warn("job {} attempt {}: stale lease, report dropped: {}", lease.job().id(),
                    lease.lease().attempt(), status.error_message());
-      Count(stale_, metrics_ ? &metrics_->stale : nullptr);
+      Count(stale_, metrics_ ? &metrics_->jobs_stale : nullptr);
       return;
     }
     if (!Transient(status.error_code())) {
@@ -507,11 +520,27 @@ void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
                     lease.lease().attempt(), Describe(status));
       return;
     }
+    CountRpcError();
     spdlog::warn("job {}: report: {} (retrying in {})", lease.job().id(), Describe(status),
                  absl::FormatDuration(backoff));
     cancel.SleepFor(backoff);
     backoff = NextBackoff(backoff);
   }
+  CountCancelled();
+}
+
+void Agent::CountRpcError() {
+  if (metrics_ != nullptr) metrics_->rpc_errors.Increment();
+}
+
+void Agent::CountCancelled() {
+  // Abandoned jobs (drain timeout) were counted by Drain().
+  bool draining;
+  {
+    absl::MutexLock lock(&mu_);
+    draining = stop_workers_;
+  }
+  if (!draining) Count(revoked_, metrics_ ? &metrics_->jobs_revoked : nullptr);
 }
 
 }  // namespace farm::agent

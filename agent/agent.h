@@ -43,10 +43,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/agent_metrics.h"
 #include "agent/executor.h"
 #include "cli/client.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "services/metrics/metrics.h"
 
 namespace farm::agent {
 
@@ -78,7 +78,7 @@ class Agent {
   };
 
   Agent(AgentOptions options, std::vector<std::unique_ptr<Executor>> executors,
-        AgentMetrics* metrics);
+        metrics::AgentMetrics* metrics);
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
@@ -107,10 +107,13 @@ class Agent {
   void Drain();
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
   void Count(std::atomic<int64_t>& stat, prometheus::Counter* counter);
+  // A running job stopped by its CancelToken: revoked, unless abandoned.
+  void CountCancelled();
+  void CountRpcError();
 
   const AgentOptions options_;
   std::map<iommufarm::v1::Executor, std::unique_ptr<Executor>> executors_;
-  AgentMetrics* const metrics_;
+  metrics::AgentMetrics* const metrics_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<iommufarm::v1::AgentService::Stub> stub_;
 

@@ -63,7 +63,9 @@ struct ExecutionResult {
   std::string raw_output;
   std::string raw_format;  // "emu-json", "fio-json", "iozone", ...
   std::string tool_version;
-  // Simulated events per wall-clock second (emulator only; 0 otherwise).
+  // Simulated events and their rate per wall-clock second (emulator only;
+  // 0 otherwise).
+  double events = 0;
   double events_per_second = 0;
 };
 

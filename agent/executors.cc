@@ -1,8 +1,11 @@
 #include "agent/executors.h"
 
+#include <cstdio>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "agent/emulator_executor.h"
+#include "agent/runners/real_executors.h"
 
 namespace farm::agent {
 
@@ -16,17 +19,25 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
   for (const std::string& cap : capabilities) {
     if (!seen.insert(cap).second) continue;
     if (cap == "emulator") {
-      return absl::UnimplementedError(
-          "emulator: the emulation core's run API is not linked into this build yet");
+      out.push_back(std::make_unique<EmulatorExecutor>(config.emu_catalog));
     } else if (cap == "fio" || cap == "iozone") {
-      return absl::UnimplementedError(
-          absl::StrCat(cap, ": real runs are not built into this farm-agent yet"));
+      // Real runs (agent/runners): advertised only when the tool is installed.
+      farm::runners::RealExecutorOptions real;
+      real.allow_dirs = config.allow_dirs;
+      real.allow_devices = config.allow_devices;
+      auto executor = farm::runners::MakeRealExecutor(cap, real);
+      if (executor.status().code() == absl::StatusCode::kNotFound) {
+        std::fprintf(stderr, "farm-agent: %s; not advertising it\n",
+                     std::string(executor.status().message()).c_str());
+        continue;
+      }
+      if (!executor.ok()) return executor.status();
+      out.push_back(*std::move(executor));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown capability '", cap, "' (known: emulator, fio, iozone)"));
     }
   }
-  (void)config;
   return out;
 }
 

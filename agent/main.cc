@@ -1,8 +1,6 @@
 // farm-agent: registers with a farm scheduler, leases jobs and runs them.
 // Parses flags, wires executors, metrics and the Agent, and turns SIGTERM /
 // SIGINT into a drain.
-#include <prometheus/exposer.h>
-#include <prometheus/registry.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -19,9 +17,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
-#include "agent/agent_metrics.h"
 #include "agent/executors.h"
 #include "agent/host_facts.h"
+#include "services/metrics/metrics.h"
 
 namespace {
 
@@ -57,8 +55,9 @@ int main(int argc, char** argv) {
   app.add_option("--name", options.name, "agent name, unique in the farm (default: hostname)");
   app.add_option("--slots", options.slots, "jobs run at once")->check(CLI::Range(1, 1024));
   app.add_option("--capabilities", capabilities,
-                 "comma list of executors to offer: emulator (fio, iozone: "
-                 "real runs, refused until their runners are built in)");
+                 "comma list of executors to offer: emulator, fio, iozone "
+                 "(fio/iozone: real runs, need --allow-dir/--allow-device; "
+                 "skipped with a warning when the tool is not installed)");
   app.add_option("--metrics", metrics_address,
                  "serve Prometheus /metrics on HOST:PORT (port 0: any free "
                  "port; prints 'metrics on HOST:PORT')");
@@ -70,8 +69,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_option("--allow-dir", executor_config.allow_dirs,
                  "directory real runs may use (repeatable)");
-  app.add_option("--allow-device", executor_config.allow_devices,
-                 "block device real runs may use, DEV or DEV:rw (repeatable)");
+  app.add_option(
+      "--allow-device", executor_config.allow_devices,
+      "block device real runs may use: DEV, DEV:ro or DEV:rw (writes only with :rw; repeatable)");
   app.add_option("--emu-catalog", executor_config.emu_catalog,
                  "commit catalog file for the emulator (default: the shipped "
                  "linux-iommu catalog)");
@@ -116,21 +116,18 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto registry = std::make_shared<prometheus::Registry>();
-  farm::agent::AgentMetrics metrics(*registry);
-  std::unique_ptr<prometheus::Exposer> exposer;
+  farm::metrics::MetricsRegistry registry;
+  farm::metrics::AgentMetrics metrics(registry.registry());
+  std::unique_ptr<farm::metrics::MetricsExposer> exposer;
   if (!metrics_address.empty()) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(metrics_address);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "farm-agent: --metrics %s: %s\n", metrics_address.c_str(), e.what());
+    auto started = farm::metrics::MetricsExposer::Start(metrics_address, registry);
+    if (!started.ok()) {
+      std::fprintf(stderr, "farm-agent: --metrics %s: %s\n", metrics_address.c_str(),
+                   std::string(started.status().message()).c_str());
       return 1;
     }
-    exposer->RegisterCollectable(registry);
-    const auto ports = exposer->GetListeningPorts();
-    const std::string bind_host = metrics_address.substr(0, metrics_address.rfind(':'));
-    std::fprintf(stderr, "metrics on %s:%d\n", bind_host.c_str(),
-                 ports.empty() ? 0 : ports.front());
+    exposer = std::move(*started);
+    std::fprintf(stderr, "metrics on %s\n", exposer->address().c_str());
   }
 
   options.host = farm::agent::DetectHostFacts("/");

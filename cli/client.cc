@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "services/auth/auth.h"
+
 namespace farm::client {
 
 void ClientOptions::ApplyEnvironment() {
@@ -30,9 +32,7 @@ std::unique_ptr<grpc::ClientContext> NewContext(const ClientOptions& options,
   if (timeout != absl::InfiniteDuration()) {
     context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   }
-  if (!options.token.empty()) {
-    context->AddMetadata("authorization", "Bearer " + options.token);
-  }
+  farm::auth::AttachBearer(context.get(), options.token);
   return context;
 }
 

@@ -177,8 +177,9 @@ int Commands::RunSubmit(const std::string& path, bool wait, bool dry_run) {
   }
   const pb::Matrix& m = response->matrix();
   if (dry_run) {
+    // A dry run creates nothing; the expansion's size is in counts.total.
     out_ << "dry run: " << path << " is valid: matrix '" << m.name() << "' would create "
-         << response->jobs_created() << " jobs\n";
+         << m.counts().total() << " jobs\n";
     return 0;
   }
   out_ << "submitted matrix " << m.id() << " (" << m.name() << "): " << response->jobs_created()

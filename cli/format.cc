@@ -32,8 +32,8 @@ std::string ParamsLabel(const pb::Workload& workload) {
 std::string FormatNumber(double v) {
   if (std::isnan(v)) return "-";
   double a = std::fabs(v);
-  if (a != 0 && (a >= 1e7 || a < 1e-3)) return absl::StrFormat("%.4g", v);
-  if (a >= 1000) return absl::StrFormat("%.1f", v);
+  if (a != 0 && (a >= 1e12 || a < 1e-3)) return absl::StrFormat("%.4g", v);
+  if (a >= 1000) return absl::StrFormat("%.0f", v);
   return absl::StrFormat("%.4g", v);
 }
 

@@ -139,9 +139,28 @@ absl::StatusOr<ProcessResult> RunProcess(const ProcessOptions& options) {
     return absl::InternalError(absl::StrCat("pipe: ", ErrnoText(errno)));
   }
   Fd status_r(status_pipe[0]), status_w(status_pipe[1]);
+  // A daemonised agent may run with 0-2 closed, so a pipe could land there
+  // and be clobbered by the child's dup2 onto stdio: keep every fd the
+  // child uses at 3 or above.
+  for (Fd* fd : {&out_w, &err_w, &status_w}) {
+    if (fd->get() < 3) {
+      const int moved = ::fcntl(fd->get(), F_DUPFD_CLOEXEC, 3);
+      if (moved < 0) {
+        return absl::InternalError(absl::StrCat("fcntl: ", ErrnoText(errno)));
+      }
+      fd->Reset(moved);
+    }
+  }
   Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (devnull.get() < 0) {
     return absl::InternalError(absl::StrCat("open /dev/null: ", ErrnoText(errno)));
+  }
+  if (devnull.get() < 3) {
+    const int moved = ::fcntl(devnull.get(), F_DUPFD_CLOEXEC, 3);
+    if (moved < 0) {
+      return absl::InternalError(absl::StrCat("fcntl: ", ErrnoText(errno)));
+    }
+    devnull.Reset(moved);
   }
 
   const absl::Time start = absl::Now();

@@ -161,6 +161,21 @@ TEST(RunProcess, MinimalEnvironmentAndWorkingDirectory) {
   EXPECT_TRUE(absl::EndsWith(r->stdout_data, "\n/\n")) << r->stdout_data;
 }
 
+TEST(RunProcess, WorksWhenTheCallerHasNoStdio) {
+  // A daemon may run with 0-2 closed: pipes then get those numbers.
+  const int saved_in = ::dup(0);
+  ASSERT_GE(saved_in, 0);
+  ::close(0);
+  ProcessOptions o;
+  o.argv = {"sh", "-c", "echo out; echo err >&2"};
+  auto r = RunProcess(o);
+  ::dup2(saved_in, 0);
+  ::close(saved_in);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stdout_data, "out\n");
+  EXPECT_EQ(r->stderr_data, "err\n");
+}
+
 TEST(RunProcess, ErrorsBeforeTheToolRuns) {
   ProcessOptions o;
   EXPECT_EQ(RunProcess(o).status().code(), absl::StatusCode::kInvalidArgument);

@@ -36,10 +36,10 @@ absl::Status CheckPathText(absl::string_view path) {
       return absl::InvalidArgumentError(
           absl::StrCat("target path \"", path, "\" contains a control character"));
     }
-    if (c == ':' || c == '\\') {
+    if (c == ':' || c == '\\' || c == '$') {
       return absl::InvalidArgumentError(
           absl::StrCat("target path \"", path, "\" contains '", std::string(1, c),
-                       "' (fio treats ':' as a list of files); not allowed"));
+                       "' (fio reads ':' as a list of files and may expand '$'); not allowed"));
     }
   }
   for (absl::string_view part : absl::StrSplit(path, '/')) {
@@ -70,6 +70,10 @@ absl::StatusOr<AllowedTargets> AllowedTargets::Parse(const std::vector<std::stri
     struct stat st;
     if (::stat(real->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat("--allow-dir ", d, ": not a directory"));
+    }
+    if (real->find_first_of(":$\\") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--allow-dir ", d, ": path contains ':', '$' or '\\', which fio would misread"));
     }
     t.dirs_.push_back(*real);
   }
