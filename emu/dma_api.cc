@@ -198,7 +198,7 @@ Task<void> DmaApi::FreeIova(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t npages) 
 // ---- Page tables: __domain_mapping / __arm_lpae_map and their unmaps.
 
 Task<void> DmaApi::InstallPtes(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t phys_pfn,
-                               uint64_t npages) {
+                               uint64_t npages, bool flush) {
   const Model& m = sim_->m();
   Counters& k = sim_->counters;
   Sym sym = inv_->map_sym();
@@ -213,9 +213,9 @@ Task<void> DmaApi::InstallPtes(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t phys_
     k.pgtables_allocated += w.tables_allocated;
   }
   k.ptes_written += w.ptes;
-  if (m.iommu_type == IommuType::kVtd && !m.vtd_coherent) {
+  if (flush && m.iommu_type == IommuType::kVtd && !m.vtd_coherent) {
     // domain_flush_cache() -> clflush_cache_range() of the written PTEs.
-    cpu.Charge(Sym::kClflush, w.lines * m.clflush_line);
+    cpu.Charge(Sym::kClflush, w.lines * m.clflush_line + (w.lines > 0 ? m.clflush_call : 0));
     k.clflush_lines += w.lines;
   }
   if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);
@@ -232,7 +232,7 @@ Task<void> DmaApi::ClearPtes(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t npages)
   cpu.Charge(sym, w.levels_walked * m.pt_level + w.ptes * m.pte_write);
   k.ptes_cleared += unmapped;
   if (m.iommu_type == IommuType::kVtd && !m.vtd_coherent) {
-    cpu.Charge(Sym::kClflush, w.lines * m.clflush_line);
+    cpu.Charge(Sym::kClflush, w.lines * m.clflush_line + (w.lines > 0 ? m.clflush_call : 0));
     k.clflush_lines += w.lines;
   }
   if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);
@@ -259,6 +259,8 @@ Task<uint64_t> DmaApi::MapPage(Cpu& cpu, int dev, uint64_t phys, uint64_t size, 
   if (!IntelPrivate()) {
     cpu.Charge(Sym::kIommuMap, m.iommu_map_call);  // iommu_map() -> __iommu_map()
     ++sim_->counters.iommu_map_calls;
+  } else {
+    cpu.Charge(Sym::kIntelMapPage, m.vtd_private_map_extra);
   }
   co_await InstallPtes(cpu, d, pfn, phys >> kIovaShift, npages);
   co_await inv_->SyncMap(cpu, d.tlb, pfn, npages);
@@ -353,8 +355,9 @@ Task<uint64_t> DmaApi::MapSg(Cpu& cpu, int dev, const SgSegment* segs, int nsegs
       k.pgtables_allocated += sum.tables_allocated;
     }
     k.ptes_written += sum.ptes;
+    cpu.Charge(Sym::kIntelMapSg, m.vtd_private_map_extra);
     if (!m.vtd_coherent) {
-      cpu.Charge(Sym::kClflush, lines * m.clflush_line);
+      cpu.Charge(Sym::kClflush, lines * m.clflush_line + m.clflush_call);
       k.clflush_lines += lines;
     }
     co_await inv_->SyncMap(cpu, d.tlb, pfn, total);
@@ -362,14 +365,23 @@ Task<uint64_t> DmaApi::MapSg(Cpu& cpu, int dev, const SgSegment* segs, int nsegs
   }
   // iommu_dma_map_sg() -> iommu_map_sg(): __iommu_map() per segment; v5.11
   // synced after each, v5.12+ once for the list.
+  const bool vtd_batched_flush = m.iommu_type == IommuType::kVtd && !m.vtd_coherent &&
+                                 m.map_sg == MapSgKind::kBatched;
   uint64_t at = pfn;
   for (int i = 0; i < nsegs; ++i) {
     uint64_t n = PagesFor(segs[i].phys, segs[i].len);
     cpu.Charge(Sym::kIommuMap, m.iommu_map_call);
     ++k.iommu_map_calls;
-    co_await InstallPtes(cpu, d, at, segs[i].phys >> kIovaShift, n);
+    co_await InstallPtes(cpu, d, at, segs[i].phys >> kIovaShift, n, !vtd_batched_flush);
     if (m.map_sg == MapSgKind::kPerSegment) co_await inv_->SyncMap(cpu, d.tlb, at, n);
     at += n;
+  }
+  if (vtd_batched_flush) {
+    // 933fcd01e97e: intel_iommu_iotlb_sync_map() flushes the PTE lines of the
+    // whole list once instead of once per intel_iommu_map().
+    int64_t lines = static_cast<int64_t>(((pfn + total - 1) >> 3) - (pfn >> 3) + 1);
+    cpu.Charge(Sym::kClflush, lines * m.clflush_line + m.clflush_call);
+    k.clflush_lines += lines;
   }
   if (m.map_sg != MapSgKind::kPerSegment) co_await inv_->SyncMap(cpu, d.tlb, pfn, total);
   co_return pfn << kIovaShift;

@@ -105,7 +105,10 @@ class DmaApi {
   uint64_t LimitPfn(const Domain& d) const;
   Task<uint64_t> AllocIova(Cpu& cpu, Domain& d, uint64_t npages);
   Task<void> FreeIova(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t npages);
-  Task<void> InstallPtes(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t phys_pfn, uint64_t npages);
+  //! `flush` = false leaves the VT-d clflush to the caller (one iotlb_sync_map
+  //! over a whole scatterlist, 933fcd01e97e).
+  Task<void> InstallPtes(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t phys_pfn, uint64_t npages,
+                         bool flush = true);
   Task<void> ClearPtes(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t npages);
   Task<void> UnmapRange(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t npages);
   void CacheMaint(Cpu& cpu, Sym sym, uint64_t bytes);

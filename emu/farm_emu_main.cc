@@ -1,7 +1,7 @@
 // farm-emu: command line front end of the emulation core.
 //   farm-emu run --platform P --kernel ID --mode M --workload W [--param k=v]...
 //                [--set key=value]... [--catalog FILE] [--seed N]
-//                [--format json|text|kernel]
+//                [--format json|text|kernel|fio-json|iozone]
 //   farm-emu list platforms|workloads|commits|params [--platform P] [--kernel ID]
 // Exit codes: 0 success, 1 emulation failure, 2 usage error.
 #include <cstdio>
@@ -13,6 +13,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "emu/catalog.h"
 #include "emu/kernel_presets.h"
 #include "emu/model_config.h"
 #include "emu/platform.h"
@@ -68,15 +69,30 @@ void ListWorkloads() {
   }
 }
 
-void ListCommits() {
-  std::cout << "built-in commits, oldest first; settings accumulate (aliases: stock-2016 = v4.6, "
+// The commit catalog (emu/catalog.h): --catalog FILE, else $FARM_EMU_CATALOG,
+// else the shipped linux-iommu.yaml.
+int ListCommits(const std::string& catalog_path) {
+  std::string path = catalog_path;
+  if (path.empty()) {
+    absl::StatusOr<std::string> def = farm::emu::DefaultCatalogPath();
+    if (!def.ok()) return ExitFor(def.status());
+    path = *def;
+  }
+  farm::emu::KeyValidator validator = [](absl::string_view k, absl::string_view v) {
+    return emu::ModelConfig().Apply({{std::string(k), std::string(v)}}).status();
+  };
+  absl::StatusOr<farm::emu::Catalog> catalog = farm::emu::Catalog::LoadFile(path, validator);
+  if (!catalog.ok()) return ExitFor(catalog.status());
+  std::cout << "catalog " << catalog->name() << " (" << path
+            << "), oldest first; settings accumulate (aliases: stock-2016 = v4.6, "
                "patched-2016 = aa4732406e12, latest/default = the last entry)\n";
-  for (const emu::CommitEntry& c : emu::BuiltinCommits()) {
+  for (const farm::emu::CatalogCommit& c : catalog->commits()) {
     std::vector<std::string> kv;
     for (const auto& [k, v] : c.set) kv.push_back(absl::StrCat(k, "=", v));
     std::cout << c.id << "\t" << c.subject << "\n";
     if (!kv.empty()) std::cout << "\tset: " << absl::StrJoin(kv, ", ") << "\n";
   }
+  return 0;
 }
 
 int ListParams(const std::string& platform, const std::string& kernel) {
@@ -116,21 +132,24 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "run one emulation and print its result");
   run->add_option("--platform", spec.platform, "platform (farm-emu list platforms)")->required();
   run->add_option("--kernel", spec.kernel,
-                  "kernel: a built-in commit id or tag (farm-emu list commits), "
-                  "stock-2016, patched-2016, latest, raw keys k=v,..., or ID+k=v,...")
+                  "kernel: a commit of the catalog (tag, or commit id: full or >= 7 hex "
+                  "digits; farm-emu list commits), stock-2016, patched-2016, latest, raw keys "
+                  "k=v,..., or ID+k=v,...")
       ->capture_default_str();
   run->add_option("--mode", spec.mode, "IOMMU mode: off, passthrough, strict, lazy")->required();
   run->add_option("--workload", spec.workload, "workload (farm-emu list workloads)")->required();
   run->add_option("--param", params, "workload parameter k=v (repeatable)");
   run->add_option("--set", sets, "model key override key=value (repeatable; farm-emu list params)");
   run->add_option("--catalog", spec.catalog,
-                  "commit catalog YAML (not supported yet: reserved for the catalog loader)");
+                  "commit catalog YAML (default: $FARM_EMU_CATALOG, else the shipped "
+                  "emu/catalogs/linux-iommu.yaml)");
   run->add_option("--seed", spec.seed, "RNG seed; same inputs and seed give the same output")
       ->capture_default_str();
   run->add_option("--format", format,
-                  "output format: json, text, or kernel (dma-map-bench: "
-                  "the kernel tool's three lines)")
-      ->check(CLI::IsMember({"json", "text", "kernel"}))
+                  "output format: json, text, kernel (dma-map-bench: the kernel tool's three "
+                  "lines), fio-json (fio-nvme, nvmf-target: fio's JSON report) or iozone "
+                  "(iozone-nfsrdma: iozone's throughput report)")
+      ->check(CLI::IsMember({"json", "text", "kernel", "fio-json", "iozone"}))
       ->capture_default_str();
 
   std::string what, list_platform, list_kernel;
@@ -141,6 +160,8 @@ int main(int argc, char** argv) {
   list->add_option("--platform", list_platform,
                    "with params: show values resolved for this platform");
   list->add_option("--kernel", list_kernel, "with params and --platform: resolve this kernel");
+  std::string list_catalog;
+  list->add_option("--catalog", list_catalog, "with commits: list this catalog file instead");
 
   try {
     app.parse(argc, argv);
@@ -152,7 +173,7 @@ int main(int argc, char** argv) {
   if (list->parsed()) {
     if (what == "platforms") ListPlatforms();
     if (what == "workloads") ListWorkloads();
-    if (what == "commits") ListCommits();
+    if (what == "commits") return ListCommits(list_catalog);
     if (what == "params") return ListParams(list_platform, list_kernel);
     return 0;
   }
@@ -165,6 +186,14 @@ int main(int argc, char** argv) {
   }
   if (format == "kernel" && spec.workload != "dma-map-bench") {
     std::cerr << "farm-emu: --format kernel is only defined for dma-map-bench\n";
+    return kUsageError;
+  }
+  if (format == "fio-json" && spec.workload != "fio-nvme" && spec.workload != "nvmf-target") {
+    std::cerr << "farm-emu: --format fio-json is only defined for fio-nvme and nvmf-target\n";
+    return kUsageError;
+  }
+  if (format == "iozone" && spec.workload != "iozone-nfsrdma") {
+    std::cerr << "farm-emu: --format iozone is only defined for iozone-nfsrdma\n";
     return kUsageError;
   }
   auto result = emu::RunEmulation(spec);

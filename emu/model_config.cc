@@ -147,6 +147,10 @@ std::vector<ParamSpec> BuildParams() {
   p.push_back(Int("cost.lock_ns", 15, "ns",
                   "Uncontended spin_lock_irqsave on a lock whose line this CPU owns."));
   p.push_back(Int("cost.unlock_ns", 5, "ns", "spin_unlock_irqrestore."));
+  p.push_back(Int("cost.atomic_far_ns", 0, "ns",
+                  "Occupancy of one atomic RMW at a contended line's home node when the platform "
+                  "executes LSE atomics far (Arm); 0 = near atomics, the line moves to the "
+                  "requester for every RMW (x86)."));
   p.push_back(
       Int("cost.rb_visit_ns", 4, "ns", "Per rbtree node visited (rb_prev/rb_next/descent)."));
   p.push_back(Int("cost.rb_insert_ns", 30, "ns", "rb_link_node + rb_insert_color."));
@@ -174,6 +178,14 @@ std::vector<ParamSpec> BuildParams() {
   p.push_back(Int("cost.pt_alloc_ns", 400, "ns", "Allocate and zero one page-table page."));
   p.push_back(Int("cost.clflush_line_ns", 40, "ns",
                   "clflush of one PTE cache line for a non-coherent VT-d walker."));
+  p.push_back(Int("cost.clflush_call_ns", 0, "ns",
+                  "Fixed part of one domain_flush_cache() -> clflush_cache_range() call on a "
+                  "non-coherent VT-d walker (the mb() pair around the clflush loop), on top of "
+                  "cost.clflush_line_ns per line."));
+  p.push_back(Int("vtd.private_map_extra_ns", 0, "ns",
+                  "Extra CPU per intel_map_sg/intel_map_page call on the VT-d private path. A "
+                  "kernel key for a measured cost without a modelled mechanism: the catalog sets "
+                  "it at c062db039f40 (seed 000, domain geometry 48->47 bits; fitted)."));
   p.push_back(Int("cost.cache_maint_line_ns", 10, "ns",
                   "CPU cache maintenance per 64 B line for a non-coherent device."));
   p.push_back(Int("cost.mmio_write_ns", 60, "ns", "Posted MMIO register write."));
@@ -386,6 +398,7 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.line.remote = i("cost.line_remote_ns");
   m.line.lock = i("cost.lock_ns");
   m.line.unlock = i("cost.unlock_ns");
+  m.line.atomic_far = i("cost.atomic_far_ns");
   m.rb_visit = i("cost.rb_visit_ns");
   m.rb_insert = i("cost.rb_insert_ns");
   m.rb_erase = i("cost.rb_erase_ns");
@@ -399,6 +412,8 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.pte_write = i("cost.pte_write_ns");
   m.pt_alloc = i("cost.pt_alloc_ns");
   m.clflush_line = i("cost.clflush_line_ns");
+  m.clflush_call = i("cost.clflush_call_ns");
+  m.vtd_private_map_extra = i("vtd.private_map_extra_ns");
   m.cache_maint_line = i("cost.cache_maint_line_ns");
   m.mmio_write = i("cost.mmio_write_ns");
   m.mmio_read = i("cost.mmio_read_ns");
@@ -447,6 +462,7 @@ void Model::ApplyNoise(uint64_t seed) {
                   &pte_write,
                   &pt_alloc,
                   &clflush_line,
+                  &clflush_call,
                   &cache_maint_line,
                   &mmio_write,
                   &mmio_read,

@@ -51,3 +51,20 @@ if(TARGET farm_emu)
     gtest_discover_tests(farm_emu_fidelity2_test DISCOVERY_TIMEOUT 60)
   endif()
 endif()
+
+if(TARGET farm-emu)
+  add_test(NAME emu2.cli.list_commits COMMAND farm-emu list commits)
+  set_tests_properties(emu2.cli.list_commits PROPERTIES PASS_REGULAR_EXPRESSION
+    "c588072bba6b\tiommu/vt-d: Convert intel iommu driver to the iommu ops")
+  # The demo's command: the regression is visible at c588072bba6b in strict mode.
+  add_test(NAME emu2.cli.iozone_format
+    COMMAND farm-emu run --platform intel-vtd-2s12c --kernel c588072bba6b --mode strict
+            --workload iozone-nfsrdma --param threads=12 --param record=256k --format iozone)
+  set_tests_properties(emu2.cli.iozone_format PROPERTIES PASS_REGULAR_EXPRESSION
+    "Children see throughput for 12 initial writers *= *[0-9]+\\.[0-9][0-9] kB/sec")
+  add_test(NAME emu2.cli.bad_commit
+    COMMAND farm-emu run --platform intel-vtd-2s12c --kernel deadbeef99 --mode strict
+            --workload iozone-nfsrdma)
+  set_tests_properties(emu2.cli.bad_commit PROPERTIES WILL_FAIL TRUE)
+endif()
+

@@ -168,7 +168,7 @@ class FioRun final : public IoRun {
  public:
   FioRun(FioWorld world, IoPlatform platform, std::vector<int> cpus, IrqAffinity irq, int numjobs,
          int devices, std::string rw, std::string engine_name)
-      : w(std::move(w)),
+      : w(std::move(world)),
         platform_(std::move(platform)),
         cpus_(std::move(cpus)),
         irq_(std::move(irq)),
@@ -440,7 +440,7 @@ namespace {
 class NvmfRun final : public IoRun {
  public:
   NvmfRun(NvmfWorld world, IoPlatform platform, int jobs, int ssds, std::string rw)
-      : w(std::move(w)),
+      : w(std::move(world)),
         platform_(std::move(platform)),
         jobs_(jobs),
         ssds_(ssds),

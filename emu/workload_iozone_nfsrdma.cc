@@ -258,8 +258,8 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeIozoneNfsRdma(Params& p, const IoPlat
   absl::StatusOr<double> eff = p.Double("link_efficiency", 0.95, 0.01, 1);
   absl::StatusOr<int64_t> chunk = p.Int("chunk_pages", 30, 1, 4096);
   absl::StatusOr<double> rtt = p.Double("rtt_us", 4, 0, 1e6);
-  absl::StatusOr<double> sw = p.Double("server_write_us", 250, 0, 1e7);
-  absl::StatusOr<double> sr = p.Double("server_read_us", 150, 0, 1e7);
+  absl::StatusOr<double> sw = p.Double("server_write_us", 500, 0, 1e7);
+  absl::StatusOr<double> sr = p.Double("server_read_us", 400, 0, 1e7);
   absl::StatusOr<int64_t> rpc = p.Int("rpc_ns", 8000, 0, 1000000000);
   absl::StatusOr<int64_t> reply = p.Int("reply_ns", 4000, 0, 1000000000);
   absl::StatusOr<int64_t> sim = p.Int("sim_records", 48, 1, 1000000);
