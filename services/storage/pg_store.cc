@@ -486,11 +486,13 @@ absl::StatusOr<std::vector<pb::Matrix>> PgStore::ListMatrices(int limit, int64_t
   return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
     pqxx::read_transaction t(c);
     Out out;
-    for (const pqxx::row& r :
-         t.exec_params(std::string(kMatrixSelect) +
-                           "WHERE ($2 = 0 OR m.id < $2) GROUP BY m.id ORDER BY m.id DESC LIMIT $1",
-                       limit, before_id)) {
-      out.push_back(RowToMatrix(r));
+    // Page the matrices first, then count each one's jobs through the
+    // (matrix_id, state) index, instead of aggregating every job in the table.
+    for (const pqxx::row& r : t.exec_params(
+             "SELECT id FROM matrices WHERE ($2 = 0 OR id < $2) ORDER BY id DESC LIMIT $1", limit,
+             before_id)) {
+      absl::StatusOr<pb::Matrix> m = LoadMatrix(t, r[0].as<int64_t>());
+      if (m.ok()) out.push_back(*std::move(m));
     }
     return out;
   });

@@ -464,6 +464,19 @@ TEST_F(StoragePgTest, IdempotencyKeyReturnsTheFirstMatrix) {
   EXPECT_FALSE(a->existing);
   EXPECT_TRUE(b->existing);
   EXPECT_EQ(b->matrix.counts().total(), 2);
+  m.idempotency_key = "k2";
+  auto c = store_->CreateMatrix(m);
+  ASSERT_TRUE(c.ok());
+  auto list = store_->ListMatrices(10, 0);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].id(), c->matrix.id());  // newest first
+  EXPECT_EQ((*list)[1].counts().total(), 2);
+  EXPECT_EQ((*list)[1].state(), pb::MATRIX_STATE_RUNNING);
+  list = store_->ListMatrices(10, c->matrix.id());
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id(), a->matrix.id());
 }
 
 TEST_F(StoragePgTest, AnalysisTablesReadAndUpdate) {
