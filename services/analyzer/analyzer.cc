@@ -409,9 +409,6 @@ absl::Status Analyzer::SendAlerts() {
   const std::string now = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
   for (const AlertWork& a : *work) {
     const bool open = a.state == 2 || a.state == 3;
-    if (open && a.alert_firing &&
-        a.seconds_since_sent < absl::ToDoubleSeconds(options_.alert_resend))
-      continue;
     Alert alert;
     alert.labels = {{"alertname", "IommuPerfRegression"},
                     {"platform", a.platform},
@@ -438,6 +435,12 @@ absl::Status Analyzer::SendAlerts() {
         {"catalog", a.catalog}};
     alert.starts_at = a.starts_at;
     if (!open) alert.ends_at = now;
+    // Re-sent every alert_resend while open, and at once when its content
+    // changed (the bisect found the culprit).
+    const bool changed = json::parse(a.annotations_json, nullptr, false) != json(alert.annotations);
+    if (open && a.alert_firing && !changed &&
+        a.seconds_since_sent < absl::ToDoubleSeconds(options_.alert_resend))
+      continue;
     if (absl::Status s = sink_->Post({alert}); !s.ok()) return s;
     if (absl::Status s = store_->MarkAlertSent(a.regression_id, open, json(alert.labels).dump(),
                                                json(alert.annotations).dump());

@@ -107,7 +107,8 @@ struct AlertWork {
   int bisect_steps = 0;
   bool alert_exists = false;
   bool alert_firing = false;
-  std::string starts_at;  // RFC 3339, when an alert row exists
+  std::string starts_at;                // RFC 3339, when an alert row exists
+  std::string annotations_json = "{}";  // as last sent
   double seconds_since_sent = 1e18;
 };
 

@@ -317,7 +317,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
                   "  a.id IS NOT NULL, coalesce(a.firing, false), "
                   "  coalesce(to_char(a.starts_at AT TIME ZONE 'UTC', "
                   "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
-                  "  coalesce(extract(epoch from now() - a.last_sent_at)::float8, 1e18) "
+                  "  coalesce(extract(epoch from now() - a.last_sent_at)::float8, 1e18), "
+                  "  coalesce(a.annotations::text, '{}') "
                   "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
                   "LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.regression_id = g.id "
                   "   ORDER BY x.id DESC LIMIT 1) a ON true "
@@ -344,6 +345,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
         a.alert_firing = r[17].as<bool>();
         a.starts_at = r[18].as<std::string>();
         a.seconds_since_sent = r[19].as<double>();
+        a.annotations_json = r[20].as<std::string>();
         out.push_back(std::move(a));
       }
       return out;
