@@ -83,8 +83,8 @@ class AgentMetrics final {
   prometheus::Counter& jobs_abandoned;            // farm_agent_jobs_total{result="abandoned"}
   prometheus::Counter& emulator_events;           // farm_agent_emulator_events_total
   prometheus::Gauge& emulator_events_per_second;  // farm_agent_emulator_events_per_second
-  prometheus::Counter& rpc_errors;       // farm_agent_rpc_errors_total
-  prometheus::Histogram& job_duration;   // farm_agent_job_duration_seconds
+  prometheus::Counter& rpc_errors;                // farm_agent_rpc_errors_total
+  prometheus::Histogram& job_duration;            // farm_agent_job_duration_seconds
 };
 
 // HTTP endpoint serving the registry at /metrics.
