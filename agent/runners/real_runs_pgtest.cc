@@ -164,7 +164,9 @@ class RealRunsPgTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (agent_) EXPECT_EQ(agent_->Terminate(), 0) << agent_->log();
+    if (agent_) {
+      EXPECT_EQ(agent_->Terminate(), 0) << agent_->log();
+    }
     agent_.reset();
     if (server_) server_->Shutdown();
     server_.reset();
