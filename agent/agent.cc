@@ -47,7 +47,7 @@ pb::Executor ExecutorKindFromCapability(const std::string& name) {
 }
 
 Agent::Agent(AgentOptions options, std::vector<std::unique_ptr<Executor>> executors,
-             AgentMetrics* metrics)
+             metrics::AgentMetrics* metrics)
     : options_(std::move(options)), metrics_(metrics) {
   for (auto& e : executors) {
     const pb::Executor kind = ExecutorKindFromCapability(e->capability());
@@ -147,7 +147,7 @@ absl::Status Agent::EnsureRegistered() {
     CountRpcError();
     spdlog::warn("register: {} (retrying in {})", Describe(status), absl::FormatDuration(backoff));
     absl::MutexLock lock(&mu_);
-    cv_.WaitWithTimeout(&mu_, backoff);
+    WaitUntilShutdownLocked(absl::Now() + backoff);
     backoff = NextBackoff(backoff);
   }
 }
@@ -174,7 +174,12 @@ void Agent::HeartbeatLoop() {
     absl::Duration interval;
     {
       absl::MutexLock lock(&mu_);
-      cv_.WaitWithTimeout(&mu_, wait);
+      // cv_ is signalled for every job change; only a stop ends the wait
+      // early, so heartbeats keep their interval.
+      const absl::Time until = absl::Now() + wait;
+      while (!stop_heartbeat_ && absl::Now() < until) {
+        cv_.WaitWithDeadline(&mu_, until);
+      }
       if (stop_heartbeat_) return;
       interval = heartbeat_interval_;
       if (!registered_) {
@@ -299,7 +304,7 @@ absl::Status Agent::Run() {
     }
     CountRpcError();
     spdlog::warn("lease: {} (retrying in {})", Describe(status), absl::FormatDuration(backoff));
-    cv_.WaitWithTimeout(&mu_, backoff);
+    WaitUntilShutdownLocked(absl::Now() + backoff);
     backoff = NextBackoff(backoff);
   }
 
@@ -527,6 +532,10 @@ void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
     backoff = NextBackoff(backoff);
   }
   CountCancelled();
+}
+
+void Agent::WaitUntilShutdownLocked(absl::Time until) {
+  while (!shutting_down_ && absl::Now() < until) cv_.WaitWithDeadline(&mu_, until);
 }
 
 void Agent::CountRpcError() {

@@ -110,6 +110,8 @@ class Agent {
   // A running job stopped by its CancelToken: revoked, unless abandoned.
   void CountCancelled();
   void CountRpcError();
+  // Backoff sleep that only a shutdown cuts short.
+  void WaitUntilShutdownLocked(absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AgentOptions options_;
   std::map<iommufarm::v1::Executor, std::unique_ptr<Executor>> executors_;
