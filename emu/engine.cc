@@ -346,6 +346,20 @@ void SpinLock::Unlock(Cpu& cpu, int dirty_lines) {
 
 void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
   Time t = cpu.now();
+  if (Time far = engine_->line_costs().atomic_far; far > 0) {
+    // The request travels to the home node, waits for the ops ahead of it,
+    // executes there and the result travels back.
+    Time rtt = HomeRoundTrip(cpu.node());
+    Time arrive = t + rtt / 2;
+    Time start = std::max(arrive, free_at_);
+    free_at_ = start + far;
+    wait_ns_ += start - arrive;
+    ++rmws_;
+    last_index_ = cpu.index();
+    last_node_ = cpu.node();
+    cpu.SpinUntil(free_at_ + (rtt - rtt / 2), sym);
+    return;
+  }
   Time start = std::max(t, free_at_);
   Time cost = (last_index_ == cpu.index()) ? engine_->line_costs().local
                                            : engine_->Transfer(last_node_, cpu.node());
@@ -359,6 +373,11 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
 }
 
 void AtomicLine::Load(Cpu& cpu, Sym sym) {
+  if (engine_->line_costs().atomic_far > 0 && last_index_ >= 0) {
+    // Far atomics leave the line at the home node: a load fetches a copy.
+    cpu.Charge(sym, HomeRoundTrip(cpu.node()));
+    return;
+  }
   if (last_index_ < 0 || last_index_ == cpu.index()) {
     cpu.Charge(sym, 1);
     return;

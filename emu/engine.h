@@ -129,6 +129,11 @@ struct LineCosts {
   Time remote = 180;  // transfer between sockets
   Time lock = 15;     // uncontended lock+irqsave on an owned line
   Time unlock = 5;    // unlock+irqrestore
+  //! > 0: atomic RMWs (AtomicLine) execute at the line's home node (Armv8.1
+  //! LSE "far" atomics): each occupies the home node this long and the
+  //! requester pays the round trip; the line is never pulled exclusively.
+  //! 0: near atomics, the line moves to the requester (x86 lock-prefixed ops).
+  Time atomic_far = 0;
 };
 
 class Engine;
@@ -186,6 +191,12 @@ class Cpu {
 
   const std::array<Time, kNumSyms>& profile() const { return profile_; }
   Time idle_time() const { return idle_; }
+  //! Forgets the busy profile and idle time so far: the start of a measured
+  //! window after a warm-up.
+  void ResetAccounting() {
+    profile_.fill(0);
+    idle_ = 0;
+  }
 
   //! Intrusive link for FIFO wait lists (a CPU waits on one thing at a time).
   Cpu* next_waiter = nullptr;
@@ -323,6 +334,7 @@ class SpinLock {
 
   const std::string& name() const { return name_; }
   const ContentionStats& stats() const { return stats_; }
+  void ResetStats() { stats_ = {}; }
   Cpu* holder() const { return holder_; }
 
  private:
@@ -343,10 +355,15 @@ class SpinLock {
 };
 
 //! A cache line updated by atomic RMW (atomic_inc, fetch_andnot, xchg...).
+//! Near atomics (LineCosts::atomic_far == 0): one RMW at a time in arrival
+//! order, each pulling the line from the last writer. Far atomics: RMWs are
+//! served one at a time at the home node (`home_node`, where the structure
+//! was allocated), each occupying it atomic_far ns; the requester waits for
+//! the round trip to the home node plus its turn.
 //! REQUIRES: the caller executed `co_await cpu.Sync()` immediately before.
 class AtomicLine {
  public:
-  explicit AtomicLine(Engine* e) : engine_(e) {}
+  explicit AtomicLine(Engine* e, int home_node = 0) : engine_(e), home_node_(home_node) {}
   //! One RMW: waits for the line (FIFO), pulls it over, charges `sym`.
   void Rmw(Cpu& cpu, Sym sym);
   //! A plain load: pulls a shared copy when another CPU wrote it last.
@@ -355,7 +372,11 @@ class AtomicLine {
   Time wait_ns() const { return wait_ns_; }
 
  protected:
+  //! Round trip between `node` and the home node (far atomics).
+  Time HomeRoundTrip(int node) const { return engine_->Transfer(node, home_node_); }
+
   Engine* engine_;
+  int home_node_;
   Time free_at_ = 0;
   int last_index_ = -1;
   int last_node_ = 0;

@@ -44,10 +44,19 @@ struct Sim {
   Engine* engine = nullptr;
   const Model* model = nullptr;
   Counters counters;
-  std::vector<const SpinLock*> locks;
+  std::vector<SpinLock*> locks;
 
   const Model& m() const { return *model; }
-  void Register(const SpinLock* l) { locks.push_back(l); }
+  void Register(SpinLock* l) { locks.push_back(l); }
+  //! Zeroes the counters and lock statistics once, at the start of a
+  //! measured window that follows a warm-up (later calls do nothing).
+  void StartMeasurement() {
+    if (measuring) return;
+    measuring = true;
+    counters = Counters{};
+    for (SpinLock* l : locks) l->ResetStats();
+  }
+  bool measuring = false;
 };
 
 }  // namespace emu
