@@ -59,7 +59,11 @@ TEST(KernelPresets, SettingsAccumulateAlongTheList) {
   EXPECT_EQ(raw->at("iova.allocator"), "rcache");
   EXPECT_EQ(raw->at("fq.kind"), "intel-global");
   EXPECT_FALSE(ResolveKernel("v9.99", "").ok());
-  EXPECT_EQ(ResolveKernel("v4.6", "some.yaml").status().code(), absl::StatusCode::kUnimplemented);
+  // --catalog goes through the commit-catalog loader (issue 5): a missing
+  // file is an error naming it, not a silent fallback to the built-ins.
+  auto missing = ResolveKernel("v4.6", "/nonexistent/some.yaml");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("some.yaml"), std::string::npos) << missing.status();
 }
 
 TEST(KernelPresets, EveryBuiltinSettingIsAValidKey) {
