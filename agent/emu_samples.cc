@@ -19,7 +19,7 @@ void Add(std::vector<pb::Sample>& out, const std::string& metric, double value,
 }
 
 void AddLatency(std::vector<pb::Sample>& out, const std::string& prefix,
-                const emu::LatencySummary& lat) {
+                const farm::emu::LatencySummary& lat) {
   if (lat.count == 0) return;  // e.g. mode off has no unmap work to time
   Add(out, absl::StrCat(prefix, "_mean"), lat.mean, "ns");
   Add(out, absl::StrCat(prefix, "_p50"), lat.p50, "ns");
@@ -29,7 +29,7 @@ void AddLatency(std::vector<pb::Sample>& out, const std::string& prefix,
 
 }  // namespace
 
-std::vector<pb::Sample> SamplesFromEmuResult(const emu::RunResult& r) {
+std::vector<pb::Sample> SamplesFromEmuResult(const farm::emu::RunResult& r) {
   std::vector<pb::Sample> out;
   Add(out, "throughput", r.throughput, r.throughput_unit);
   Add(out, "throughput_per_cpu", r.throughput_per_cpu, absl::StrCat(r.throughput_unit, "/cpu"));

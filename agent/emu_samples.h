@@ -21,7 +21,7 @@
 
 namespace farm::agent {
 
-std::vector<iommufarm::v1::Sample> SamplesFromEmuResult(const emu::RunResult& result);
+std::vector<iommufarm::v1::Sample> SamplesFromEmuResult(const farm::emu::RunResult& result);
 
 }  // namespace farm::agent
 

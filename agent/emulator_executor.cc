@@ -1,5 +1,7 @@
 #include "agent/emulator_executor.h"
 
+#include "proto/names.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/emu_samples.h"
@@ -11,19 +13,11 @@ namespace {
 namespace pb = ::iommufarm::v1;
 
 absl::StatusOr<std::string> ModeArg(pb::IommuMode mode) {
-  switch (mode) {
-    case pb::IOMMU_MODE_OFF:
-      return std::string("off");
-    case pb::IOMMU_MODE_PASSTHROUGH:
-      return std::string("passthrough");
-    case pb::IOMMU_MODE_STRICT:
-      return std::string("strict");
-    case pb::IOMMU_MODE_LAZY:
-      return std::string("lazy");
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("job mode ", pb::IommuMode_Name(mode), " is not a mode the emulator runs"));
+  if (mode == pb::IOMMU_MODE_UNSPECIFIED || !pb::IommuMode_IsValid(mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job mode ", pb::IommuMode_Name(mode), " is not a mode the emulator runs"));
   }
+  return ::farm::proto::ModeName(mode);
 }
 
 }  // namespace
@@ -32,8 +26,8 @@ EmulatorExecutor::EmulatorExecutor(std::string catalog) : catalog_(std::move(cat
 
 std::string EmulatorExecutor::version() const { return "farm-emu 0.1"; }
 
-absl::StatusOr<emu::RunSpec> EmulatorExecutor::SpecForJob(const pb::Job& job) const {
-  emu::RunSpec spec;
+absl::StatusOr<farm::emu::RunSpec> EmulatorExecutor::SpecForJob(const pb::Job& job) const {
+  farm::emu::RunSpec spec;
   spec.platform = job.platform();
   spec.workload = job.workload().name();
   spec.params.insert(job.workload().params().begin(), job.workload().params().end());
@@ -47,7 +41,7 @@ absl::StatusOr<emu::RunSpec> EmulatorExecutor::SpecForJob(const pb::Job& job) co
     return absl::InvalidArgumentError("job has no commit_id");
   }
   spec.kernel = job.commit_id();
-  auto known = emu::ResolveKernel(job.commit_id(), catalog_);
+  auto known = farm::emu::ResolveKernel(job.commit_id(), catalog_);
   if (!known.ok() && known.status().code() == absl::StatusCode::kNotFound && !spec.sets.empty()) {
     // Not in our catalog: the scheduler resolved the commit into model_set,
     // so run those keys over the registry defaults.
@@ -60,10 +54,10 @@ absl::StatusOr<emu::RunSpec> EmulatorExecutor::SpecForJob(const pb::Job& job) co
 }
 
 absl::StatusOr<ExecutionResult> EmulatorExecutor::Run(const pb::Job& job, CancelToken& cancel) {
-  absl::StatusOr<emu::RunSpec> spec = SpecForJob(job);
+  absl::StatusOr<farm::emu::RunSpec> spec = SpecForJob(job);
   if (!spec.ok()) return spec.status();
   if (cancel.cancelled()) return absl::CancelledError("cancelled before the run");
-  absl::StatusOr<emu::RunResult> result = emu::RunEmulation(*spec);
+  absl::StatusOr<farm::emu::RunResult> result = farm::emu::RunEmulation(*spec);
   if (!result.ok()) {
     return absl::Status(result.status().code(),
                         absl::StrCat("emulator: ", result.status().message()));
@@ -71,7 +65,7 @@ absl::StatusOr<ExecutionResult> EmulatorExecutor::Run(const pb::Job& job, Cancel
   if (cancel.cancelled()) return absl::CancelledError("cancelled during the run");
   ExecutionResult out;
   out.samples = SamplesFromEmuResult(*result);
-  out.raw_output = emu::FormatJson(*result);
+  out.raw_output = farm::emu::FormatJson(*result);
   out.raw_format = "emu-json";
   out.tool_version = version();
   out.events = static_cast<double>(result->events);

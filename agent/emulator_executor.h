@@ -1,5 +1,5 @@
 // farm::agent::EmulatorExecutor: runs EXECUTOR_EMULATOR jobs in-process on the
-// IOMMU emulation core (emu::RunEmulation).
+// IOMMU emulation core (farm::emu::RunEmulation).
 //
 // A job maps to one emulator run: platform, kernel = job.commit_id, mode,
 // workload name + params, seed, and job.model_set as --set keys on top. When
@@ -31,7 +31,7 @@ class EmulatorExecutor final : public Executor {
   absl::StatusOr<ExecutionResult> Run(const iommufarm::v1::Job& job, CancelToken& cancel) override;
 
   // The emulator run a job asks for (exposed for tests).
-  absl::StatusOr<emu::RunSpec> SpecForJob(const iommufarm::v1::Job& job) const;
+  absl::StatusOr<farm::emu::RunSpec> SpecForJob(const iommufarm::v1::Job& job) const;
 
  private:
   const std::string catalog_;

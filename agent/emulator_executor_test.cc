@@ -19,7 +19,7 @@ std::map<std::string, pb::Sample> ByKey(const std::vector<pb::Sample>& samples) 
 }
 
 TEST(SamplesFromEmuResultTest, HeadlineLatenciesAndPhasedExtras) {
-  emu::RunResult r;
+  farm::emu::RunResult r;
   r.throughput = 1234.5;
   r.throughput_unit = "maps/s";
   r.throughput_per_cpu = 308.6;

@@ -33,9 +33,9 @@ double ThreadCpuSeconds() {
 // The allocator and page-table work of one map+unmap pair, without engine,
 // coroutines, locks or costs.
 uint64_t BareLoop(uint64_t pairs) {
-  emu::IovaDomain iovad(nullptr, "bare", 1, 1);
-  emu::IoPageTable pt;
-  emu::Iotlb tlb(128, 4);
+  farm::emu::IovaDomain iovad(nullptr, "bare", 1, 1);
+  farm::emu::IoPageTable pt;
+  farm::emu::Iotlb tlb(128, 4);
   std::vector<uint64_t> magazine;  // per-CPU loaded magazine
   magazine.reserve(128);
   uint64_t checksum = 0;
@@ -49,7 +49,7 @@ uint64_t BareLoop(uint64_t pairs) {
     } else {
       pfn = iovad.AllocAndInsertRangeLocked(1, limit, true, &visited);
     }
-    emu::PtWork w = pt.Map(pfn, 0x100000 + (i & 1023), 1);
+    farm::emu::PtWork w = pt.Map(pfn, 0x100000 + (i & 1023), 1);
     uint64_t n = 0;
     pt.Unmap(pfn, 1, &n);
     tlb.InvalidateRange(pfn, 1);
@@ -65,7 +65,7 @@ uint64_t BareLoop(uint64_t pairs) {
 
 void BM_EmuDmaMapBench(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
-  emu::RunSpec spec;
+  farm::emu::RunSpec spec;
   spec.platform = "kunpeng920-smmuv3";
   spec.kernel = "latest";
   spec.mode = "strict";
@@ -77,7 +77,7 @@ void BM_EmuDmaMapBench(benchmark::State& state) {
   for (auto _ : state) {
     double c0 = ThreadCpuSeconds();
     auto w0 = std::chrono::steady_clock::now();
-    auto r = emu::RunEmulation(spec);
+    auto r = farm::emu::RunEmulation(spec);
     auto w1 = std::chrono::steady_clock::now();
     double c1 = ThreadCpuSeconds();
     if (!r.ok()) {

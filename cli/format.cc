@@ -79,38 +79,6 @@ MeanCi ComputeMeanCi(const std::vector<double>& values, double confidence) {
   return out;
 }
 
-std::string ModeName(pb::IommuMode mode) {
-  switch (mode) {
-    case pb::IOMMU_MODE_OFF:
-      return "off";
-    case pb::IOMMU_MODE_PASSTHROUGH:
-      return "passthrough";
-    case pb::IOMMU_MODE_STRICT:
-      return "strict";
-    case pb::IOMMU_MODE_LAZY:
-      return "lazy";
-    default:
-      return "unspecified";
-  }
-}
-
-std::string JobStateName(pb::JobState state) {
-  switch (state) {
-    case pb::JOB_STATE_QUEUED:
-      return "queued";
-    case pb::JOB_STATE_LEASED:
-      return "leased";
-    case pb::JOB_STATE_SUCCEEDED:
-      return "succeeded";
-    case pb::JOB_STATE_FAILED:
-      return "failed";
-    case pb::JOB_STATE_CANCELLED:
-      return "cancelled";
-    default:
-      return "unspecified";
-  }
-}
-
 std::string MatrixStateName(pb::MatrixState state) {
   switch (state) {
     case pb::MATRIX_STATE_RUNNING:

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "iommufarm/v1/farm.pb.h"
+#include "proto/names.h"
 
 namespace farm::cli {
 
@@ -35,8 +36,8 @@ struct MeanCi {
 MeanCi ComputeMeanCi(const std::vector<double>& values, double confidence = 0.95);
 
 // "off", "passthrough", "strict", "lazy" (or "unspecified").
-std::string ModeName(pb::IommuMode mode);
-std::string JobStateName(pb::JobState state);
+using ::farm::proto::JobStateName;
+using ::farm::proto::ModeName;
 std::string MatrixStateName(pb::MatrixState state);
 std::string RegressionStateName(pb::RegressionState state);
 // Accepts "fixed", "false-positive", "acknowledged".

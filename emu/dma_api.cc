@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace emu {
+namespace farm::emu {
 namespace {
 constexpr Time kNever = std::numeric_limits<Time>::max();
 constexpr uint64_t kPageMask = (1ULL << kIovaShift) - 1;
@@ -365,8 +365,8 @@ Task<uint64_t> DmaApi::MapSg(Cpu& cpu, int dev, const SgSegment* segs, int nsegs
   }
   // iommu_dma_map_sg() -> iommu_map_sg(): __iommu_map() per segment; v5.11
   // synced after each, v5.12+ once for the list.
-  const bool vtd_batched_flush = m.iommu_type == IommuType::kVtd && !m.vtd_coherent &&
-                                 m.map_sg == MapSgKind::kBatched;
+  const bool vtd_batched_flush =
+      m.iommu_type == IommuType::kVtd && !m.vtd_coherent && m.map_sg == MapSgKind::kBatched;
   uint64_t at = pfn;
   for (int i = 0; i < nsegs; ++i) {
     uint64_t n = PagesFor(segs[i].phys, segs[i].len);
@@ -644,4 +644,4 @@ Task<void> DmaApi::DepotLoop(Cpu& cpu) {
   }
 }
 
-}  // namespace emu
+}  // namespace farm::emu

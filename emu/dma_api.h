@@ -34,7 +34,7 @@
 #include "emu/sim.h"
 #include "emu/task.h"
 
-namespace emu {
+namespace farm::emu {
 
 enum class Mode { kOff, kPassthrough, kStrict, kLazy };
 //! "off" | "passthrough" | "strict" | "lazy".
@@ -153,6 +153,6 @@ class DmaApi {
   void ArmTimer(int timer, Time deadline);
 };
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_DMA_API_H_

@@ -16,7 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "emu/workload.h"
 
-namespace emu {
+namespace farm::emu {
 
 std::vector<WorkloadParamSpec> DmaMapBenchParams() {
   return {
@@ -217,4 +217,4 @@ class DmaMapBench final : public Workload {
 
 std::unique_ptr<Workload> MakeDmaMapBench() { return std::make_unique<DmaMapBench>(); }
 
-}  // namespace emu
+}  // namespace farm::emu

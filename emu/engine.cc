@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace emu {
+namespace farm::emu {
 
 std::string_view SymName(Sym s) {
   switch (s) {
@@ -387,4 +387,4 @@ void AtomicLine::Load(Cpu& cpu, Sym sym) {
   cpu.SpinUntil(start + engine_->Transfer(last_node_, cpu.node()), sym);
 }
 
-}  // namespace emu
+}  // namespace farm::emu

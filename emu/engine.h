@@ -41,7 +41,7 @@
 #include "absl/status/status.h"
 #include "emu/task.h"
 
-namespace emu {
+namespace farm::emu {
 
 using Time = int64_t;  // virtual nanoseconds
 
@@ -446,6 +446,6 @@ class DeviceQueue {
   uint64_t items_ = 0;
 };
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_ENGINE_H_

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace emu {
+namespace farm::emu {
 namespace {
 
 Topology TwoNodes(int per_node) {
@@ -214,4 +214,4 @@ TEST(DeviceQueue, ConsumesInArrivalOrderAtItsPace) {
 }
 
 }  // namespace
-}  // namespace emu
+}  // namespace farm::emu

@@ -47,7 +47,7 @@ int ExitFor(const absl::Status& s) {
 }
 
 void ListPlatforms() {
-  for (const emu::Platform& p : emu::AllPlatforms()) {
+  for (const farm::emu::Platform& p : farm::emu::AllPlatforms()) {
     std::string devs;
     for (const auto& d : p.devices) {
       absl::StrAppend(&devs, devs.empty() ? "" : ", ", d.name, " (node ", d.node, ")");
@@ -59,7 +59,7 @@ void ListPlatforms() {
 }
 
 void ListWorkloads() {
-  for (const emu::WorkloadInfo& w : emu::AllWorkloads()) {
+  for (const farm::emu::WorkloadInfo& w : farm::emu::AllWorkloads()) {
     std::cout << w.name << "\n  " << w.description << "\n";
     for (const auto& p : w.params) {
       std::cout << "  --param " << p.name << "="
@@ -79,7 +79,7 @@ int ListCommits(const std::string& catalog_path) {
     path = *def;
   }
   farm::emu::KeyValidator validator = [](absl::string_view k, absl::string_view v) {
-    return emu::ModelConfig().Apply({{std::string(k), std::string(v)}}).status();
+    return farm::emu::ModelConfig().Apply({{std::string(k), std::string(v)}}).status();
   };
   absl::StatusOr<farm::emu::Catalog> catalog = farm::emu::Catalog::LoadFile(path, validator);
   if (!catalog.ok()) return ExitFor(catalog.status());
@@ -96,17 +96,17 @@ int ListCommits(const std::string& catalog_path) {
 }
 
 int ListParams(const std::string& platform, const std::string& kernel) {
-  const emu::ModelConfig* resolved = nullptr;
-  absl::StatusOr<emu::ModelConfig> cfg;
+  const farm::emu::ModelConfig* resolved = nullptr;
+  absl::StatusOr<farm::emu::ModelConfig> cfg;
   if (!platform.empty()) {
-    emu::RunSpec spec;
+    farm::emu::RunSpec spec;
     spec.platform = platform;
     spec.kernel = kernel.empty() ? "latest" : kernel;
-    cfg = emu::ResolveModel(spec);
+    cfg = farm::emu::ResolveModel(spec);
     if (!cfg.ok()) return ExitFor(cfg.status());
     resolved = &*cfg;
   }
-  for (const emu::ParamSpec& p : emu::AllParams()) {
+  for (const farm::emu::ParamSpec& p : farm::emu::AllParams()) {
     std::cout << p.key << " = " << (resolved ? resolved->Get(p.key) : p.default_value);
     if (!p.unit.empty()) std::cout << " " << p.unit;
     if (resolved) std::cout << "  (default " << p.default_value << ")";
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
       "platform."};
   app.require_subcommand(1);
 
-  emu::RunSpec spec;
+  farm::emu::RunSpec spec;
   std::vector<std::string> params, sets;
   std::string format = "json";
   CLI::App* run = app.add_subcommand("run", "run one emulation and print its result");
@@ -196,14 +196,14 @@ int main(int argc, char** argv) {
     std::cerr << "farm-emu: --format iozone is only defined for iozone-nfsrdma\n";
     return kUsageError;
   }
-  auto result = emu::RunEmulation(spec);
+  auto result = farm::emu::RunEmulation(spec);
   if (!result.ok()) return ExitFor(result.status());
   if (format == "json") {
-    std::cout << emu::FormatJson(*result);
+    std::cout << farm::emu::FormatJson(*result);
   } else if (format == "text") {
-    std::cout << emu::FormatText(*result);
+    std::cout << farm::emu::FormatText(*result);
   } else {
-    auto k = emu::FormatKernel(*result);
+    auto k = farm::emu::FormatKernel(*result);
     if (!k.ok()) return ExitFor(k.status());
     std::cout << *k;
   }

@@ -32,17 +32,17 @@ const Catalog& Shipped() {
 absl::StatusOr<IoRunReport> RunOnCore(const std::string& platform, const std::string& commit,
                                       const std::string& mode, const std::string& workload,
                                       const std::map<std::string, std::string>& params) {
-  absl::StatusOr<const ::emu::Platform*> p = ::emu::FindPlatform(platform);
+  absl::StatusOr<const ::farm::emu::Platform*> p = ::farm::emu::FindPlatform(platform);
   if (!p.ok()) return p.status();
   absl::StatusOr<ResolvedCommit> kernel = Shipped().Resolve(commit);
   if (!kernel.ok()) return kernel.status();
-  absl::StatusOr<::emu::ModelConfig> cfg = ::emu::ModelConfig().Apply((*p)->settings);
+  absl::StatusOr<::farm::emu::ModelConfig> cfg = ::farm::emu::ModelConfig().Apply((*p)->settings);
   if (!cfg.ok()) return cfg.status();
   cfg = cfg->Apply(kernel->settings);
   if (!cfg.ok()) return cfg.status();
-  absl::StatusOr<::emu::Model> model = ::emu::Model::From(*cfg);
+  absl::StatusOr<::farm::emu::Model> model = ::farm::emu::Model::From(*cfg);
   if (!model.ok()) return model.status();
-  absl::StatusOr<::emu::Mode> m = ::emu::ParseMode(mode);
+  absl::StatusOr<::farm::emu::Mode> m = ::farm::emu::ParseMode(mode);
   if (!m.ok()) return m.status();
   return RunIoOnCore(workload, params, **p, *model, *m, 1);
 }
@@ -80,7 +80,7 @@ TEST(ShippedCatalogTest, KeysAreRegistryKeys) {
   absl::StatusOr<std::string> path = DefaultCatalogPath();
   ASSERT_TRUE(path.ok()) << path.status();
   KeyValidator validator = [](absl::string_view k, absl::string_view v) {
-    return ::emu::ModelConfig().Apply({{std::string(k), std::string(v)}}).status();
+    return ::farm::emu::ModelConfig().Apply({{std::string(k), std::string(v)}}).status();
   };
   absl::StatusOr<Catalog> c = Catalog::LoadFile(*path, validator);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -88,9 +88,9 @@ TEST(ShippedCatalogTest, KeysAreRegistryKeys) {
   for (const CatalogCommit& commit : c->commits()) {
     absl::StatusOr<ResolvedCommit> r = c->Resolve(commit.id);
     ASSERT_TRUE(r.ok()) << commit.id;
-    absl::StatusOr<::emu::ModelConfig> cfg = ::emu::ModelConfig().Apply(r->settings);
+    absl::StatusOr<::farm::emu::ModelConfig> cfg = ::farm::emu::ModelConfig().Apply(r->settings);
     ASSERT_TRUE(cfg.ok()) << commit.id << ": " << cfg.status();
-    EXPECT_TRUE(::emu::Model::From(*cfg).ok()) << commit.id;
+    EXPECT_TRUE(::farm::emu::Model::From(*cfg).ok()) << commit.id;
   }
 }
 

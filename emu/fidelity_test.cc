@@ -11,7 +11,7 @@
 #include "emu/workload.h"
 #include "gtest/gtest.h"
 
-namespace emu {
+namespace farm::emu {
 namespace {
 
 double Percent(const RunResult& r, const std::string& sym) {
@@ -146,4 +146,4 @@ TEST(Fidelity, ModeOrderingHoldsEverywhere) {
 }
 
 }  // namespace
-}  // namespace emu
+}  // namespace farm::emu

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <deque>
 
-namespace emu {
+namespace farm::emu {
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -409,4 +409,4 @@ std::unique_ptr<Invalidator> MakeInvalidator(Sim* sim, int max_cpus) {
   return nullptr;
 }
 
-}  // namespace emu
+}  // namespace farm::emu

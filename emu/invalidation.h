@@ -32,7 +32,7 @@
 #include "emu/sim.h"
 #include "emu/task.h"
 
-namespace emu {
+namespace farm::emu {
 
 class Invalidator {
  public:
@@ -54,6 +54,6 @@ class Invalidator {
 //! number of engine CPU slots (for per-CPU bookkeeping).
 std::unique_ptr<Invalidator> MakeInvalidator(Sim* sim, int max_cpus);
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_INVALIDATION_H_

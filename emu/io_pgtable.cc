@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace emu {
+namespace farm::emu {
 namespace {
 constexpr uint64_t kPresent = 1;
 inline int Index(uint64_t pfn, int level) {
@@ -143,4 +143,4 @@ void Iotlb::InvalidateAll() {
   std::fill(stamp_.begin(), stamp_.end(), 0);
 }
 
-}  // namespace emu
+}  // namespace farm::emu

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace emu {
+namespace farm::emu {
 
 //! What one page-table operation touched.
 struct PtWork {
@@ -80,6 +80,6 @@ class Iotlb {
   uint64_t misses_ = 0;
 };
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_IO_PGTABLE_H_

@@ -3,7 +3,7 @@
 
 #include "gtest/gtest.h"
 
-namespace emu {
+namespace farm::emu {
 namespace {
 
 TEST(IoPageTable, MapTranslateUnmap) {
@@ -54,4 +54,4 @@ TEST(Iotlb, CapacityEvictsLru) {
 }
 
 }  // namespace
-}  // namespace emu
+}  // namespace farm::emu

@@ -4,7 +4,7 @@
 #include <bit>
 #include <utility>
 
-namespace emu {
+namespace farm::emu {
 namespace {
 
 // order_base_2(): ceil(log2(n)), 0 for n <= 1.
@@ -411,4 +411,4 @@ uint64_t IovaDomain::CachedPfns() const {
   return n;
 }
 
-}  // namespace emu
+}  // namespace farm::emu

@@ -29,7 +29,7 @@
 #include "emu/sim.h"
 #include "emu/task.h"
 
-namespace emu {
+namespace farm::emu {
 
 inline constexpr uint64_t kIovaAnchor = ~0ULL;
 inline constexpr int kIovaShift = 12;
@@ -142,6 +142,6 @@ class IovaDomain {
   int num_cpus_;
 };
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_IOVA_H_

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace emu {
+namespace farm::emu {
 namespace {
 
 TEST(IovaRbtree, AllocatesTopDownBelowTheLimitSizeAligned) {
@@ -86,4 +86,4 @@ TEST(IovaRbtree, FragmentationMakesTheWalkLong) {
 }
 
 }  // namespace
-}  // namespace emu
+}  // namespace farm::emu

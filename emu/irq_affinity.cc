@@ -66,7 +66,7 @@ absl::StatusOr<IrqAffinity> IrqAffinity::ParseProcText(const std::string& text, 
   return a;
 }
 
-IrqAffinity IrqAffinity::Spread(const ::emu::Topology& topo, int queues) {
+IrqAffinity IrqAffinity::Spread(const ::farm::emu::Topology& topo, int queues) {
   IrqAffinity a;
   int nodes = std::max(1, topo.num_nodes());
   queues = std::max(1, std::min(queues, topo.num_cpus));

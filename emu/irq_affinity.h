@@ -37,7 +37,7 @@ class IrqAffinity {
   static absl::StatusOr<IrqAffinity> ParseProcText(const std::string& text, bool skip_first);
   // Linux-like default: `queues` vectors spread over the nodes, each node's
   // CPUs cut into consecutive groups; the effective CPU is a group's first.
-  static IrqAffinity Spread(const ::emu::Topology& topo, int queues);
+  static IrqAffinity Spread(const ::farm::emu::Topology& topo, int queues);
 
   const std::vector<Queue>& queues() const { return queues_; }
   // Queue index serving CPU `cpu`, or -1 when no mask holds it.

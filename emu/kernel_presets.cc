@@ -6,7 +6,7 @@
 #include "emu/catalog.h"
 #include "emu/model_config.h"
 
-namespace emu {
+namespace farm::emu {
 namespace {
 
 std::vector<CommitEntry> Build() {
@@ -128,4 +128,4 @@ absl::StatusOr<std::map<std::string, std::string>> ResolveKernel(const std::stri
   return out;
 }
 
-}  // namespace emu
+}  // namespace farm::emu

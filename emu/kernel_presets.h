@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace emu {
+namespace farm::emu {
 
 struct CommitEntry {
   std::string id;
@@ -43,6 +43,6 @@ absl::StatusOr<std::map<std::string, std::string>> AccumulateSettings(
 absl::StatusOr<std::map<std::string, std::string>> ResolveKernel(const std::string& id,
                                                                  const std::string& catalog_path);
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_KERNEL_PRESETS_H_

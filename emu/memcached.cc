@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "emu/workload.h"
 
-namespace emu {
+namespace farm::emu {
 
 std::vector<WorkloadParamSpec> MemcachedParams() {
   return {
@@ -230,4 +230,4 @@ class Memcached final : public Workload {
 
 std::unique_ptr<Workload> MakeMemcached() { return std::make_unique<Memcached>(); }
 
-}  // namespace emu
+}  // namespace farm::emu

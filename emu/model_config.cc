@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace emu {
+namespace farm::emu {
 namespace {
 
 ParamSpec Int(std::string key, int64_t def, std::string unit, std::string desc, double min = 0,
@@ -444,46 +444,18 @@ void Model::ApplyNoise(uint64_t seed) {
     k = std::clamp(k, 0.5, 1.5);
     v = static_cast<Time>(std::llround(static_cast<double>(v) * k));
   };
-  for (Time* v : {&line.local,
-                  &line.node,
-                  &line.socket,
-                  &line.remote,
-                  &line.lock,
-                  &line.unlock,
-                  &rb_visit,
-                  &rb_insert,
-                  &rb_erase,
-                  &kmem_cache,
-                  &rcache_op,
-                  &dma_call,
-                  &dma_direct,
-                  &iommu_map_call,
-                  &pt_level,
-                  &pte_write,
-                  &pt_alloc,
-                  &clflush_line,
-                  &clflush_call,
-                  &cache_maint_line,
-                  &mmio_write,
-                  &mmio_read,
-                  &cmd_write,
-                  &poll,
-                  &fq_op,
-                  &memset_per_kib,
-                  &qi_desc,
-                  &qi_iotlb_psi,
-                  &qi_iotlb_dsi,
-                  &qi_iotlb_global,
-                  &wbf,
-                  &smmu_cmd,
-                  &smmu_tlbi,
-                  &smmu_sync,
-                  &mmu500_tlbi,
-                  &mmu500_sync,
-                  &iotlb_hit,
-                  &iotlb_miss_level}) {
+  for (Time* v : {&line.local,   &line.node,       &line.socket,  &line.remote,
+                  &line.lock,    &line.unlock,     &rb_visit,     &rb_insert,
+                  &rb_erase,     &kmem_cache,      &rcache_op,    &dma_call,
+                  &dma_direct,   &iommu_map_call,  &pt_level,     &pte_write,
+                  &pt_alloc,     &clflush_line,    &clflush_call, &cache_maint_line,
+                  &mmio_write,   &mmio_read,       &cmd_write,    &poll,
+                  &fq_op,        &memset_per_kib,  &qi_desc,      &qi_iotlb_psi,
+                  &qi_iotlb_dsi, &qi_iotlb_global, &wbf,          &smmu_cmd,
+                  &smmu_tlbi,    &smmu_sync,       &mmu500_tlbi,  &mmu500_sync,
+                  &iotlb_hit,    &iotlb_miss_level}) {
     f(*v);
   }
 }
 
-}  // namespace emu
+}  // namespace farm::emu

@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "emu/engine.h"
 
-namespace emu {
+namespace farm::emu {
 
 enum class ParamKind { kInt, kDouble, kBool, kEnum };
 
@@ -109,8 +109,8 @@ struct Model {
   Time kmem_cache = 0, rcache_op = 0, dma_call = 0, dma_direct = 0;
   Time iommu_map_call = 0, pt_level = 0, pte_write = 0, pt_alloc = 0;
   Time clflush_line = 0, cache_maint_line = 0, mmio_write = 0, mmio_read = 0;
-  Time clflush_call = 0;             // cost.clflush_call_ns (issue 5)
-  Time vtd_private_map_extra = 0;    // vtd.private_map_extra_ns (issue 5)
+  Time clflush_call = 0;           // cost.clflush_call_ns (issue 5)
+  Time vtd_private_map_extra = 0;  // vtd.private_map_extra_ns (issue 5)
   Time cmd_write = 0, poll = 0, fq_op = 0, memset_per_kib = 0;
   // Device costs (ns).
   Time qi_desc = 0, qi_iotlb_psi = 0, qi_iotlb_dsi = 0, qi_iotlb_global = 0, wbf = 0;
@@ -122,6 +122,6 @@ struct Model {
   void ApplyNoise(uint64_t seed);
 };
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_MODEL_CONFIG_H_

@@ -5,7 +5,7 @@
 #include "emu/platform.h"
 #include "gtest/gtest.h"
 
-namespace emu {
+namespace farm::emu {
 namespace {
 
 TEST(ModelConfig, EveryKeyHasDefaultUnitlessOrUnitAndDescription) {
@@ -92,4 +92,4 @@ TEST(Platforms, TablesAreValidAndTopologiesMatchTheBrief) {
 }
 
 }  // namespace
-}  // namespace emu
+}  // namespace farm::emu

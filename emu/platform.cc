@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace emu {
+namespace farm::emu {
 namespace {
 
 Topology MakeTopology(int sockets, int nodes_per_socket, int cpus_per_node) {
@@ -223,4 +223,4 @@ absl::StatusOr<const Platform*> FindPlatform(const std::string& name) {
       absl::StrCat("unknown platform '", name, "'; valid platforms: ", absl::StrJoin(names, ", ")));
 }
 
-}  // namespace emu
+}  // namespace farm::emu

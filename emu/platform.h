@@ -17,7 +17,7 @@
 #include "emu/dma_api.h"
 #include "emu/engine.h"
 
-namespace emu {
+namespace farm::emu {
 
 struct Platform {
   std::string name;
@@ -32,6 +32,6 @@ const std::vector<Platform>& AllPlatforms();
 //! The named platform; NotFound lists the valid names.
 absl::StatusOr<const Platform*> FindPlatform(const std::string& name);
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_PLATFORM_H_

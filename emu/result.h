@@ -11,7 +11,7 @@
 #include "emu/sim.h"
 #include "emu/stats.h"
 
-namespace emu {
+namespace farm::emu {
 
 struct ProfileEntry {
   std::string symbol;
@@ -59,6 +59,6 @@ struct RunResult {
   std::string kernel_output;
 };
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_RESULT_H_

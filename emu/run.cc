@@ -15,7 +15,7 @@
 #include "emu/workload.h"
 #include "nlohmann/json.hpp"
 
-namespace emu {
+namespace farm::emu {
 
 absl::StatusOr<ModelConfig> ResolveModel(const RunSpec& spec) {
   auto platform = FindPlatform(spec.platform);
@@ -297,4 +297,4 @@ absl::StatusOr<std::string> FormatKernel(const RunResult& r) {
   return r.kernel_output;
 }
 
-}  // namespace emu
+}  // namespace farm::emu

@@ -20,7 +20,7 @@
 #include "emu/model_config.h"
 #include "emu/result.h"
 
-namespace emu {
+namespace farm::emu {
 
 struct RunSpec {
   std::string platform;
@@ -45,6 +45,6 @@ std::string FormatText(const RunResult& r);
 //! The workload's real-tool output (dma-map-bench only).
 absl::StatusOr<std::string> FormatKernel(const RunResult& r);
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_RUN_H_

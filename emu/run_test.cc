@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace emu {
+namespace farm::emu {
 namespace {
 
 RunSpec Spec(const std::string& platform, const std::string& mode, const std::string& workload) {
@@ -165,4 +165,4 @@ TEST(DmaApi, MapSgVariantsCostWhatTheirCodePathsDo) {
 }
 
 }  // namespace
-}  // namespace emu
+}  // namespace farm::emu

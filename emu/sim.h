@@ -15,7 +15,7 @@
 #include "emu/engine.h"
 #include "emu/model_config.h"
 
-namespace emu {
+namespace farm::emu {
 
 //! Event counters of one run (monotonic).
 struct Counters {
@@ -59,6 +59,6 @@ struct Sim {
   bool measuring = false;
 };
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_SIM_H_

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-namespace emu {
+namespace farm::emu {
 
 void RunningStats::Merge(const RunningStats& o) {
   if (o.n_ == 0) return;
@@ -81,4 +81,4 @@ LatencySummary LatencyRecorder::Summary() const {
   return s;
 }
 
-}  // namespace emu
+}  // namespace farm::emu

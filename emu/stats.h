@@ -10,7 +10,7 @@
 #include <array>
 #include <cstdint>
 
-namespace emu {
+namespace farm::emu {
 
 class RunningStats {
  public:
@@ -96,6 +96,6 @@ class LatencyRecorder {
   uint64_t sum_sq_100ns_ = 0;
 };
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_STATS_H_

@@ -25,7 +25,7 @@
 #include <new>
 #include <utility>
 
-namespace emu {
+namespace farm::emu {
 
 //! Per-thread free lists of coroutine frames, in 64-byte size classes.
 class FramePool {
@@ -179,6 +179,6 @@ class [[nodiscard]] Task<void> {
   std::coroutine_handle<promise_type> h_;
 };
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_TASK_H_

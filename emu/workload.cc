@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "emu/workload_io_adapter.h"
 
-namespace emu {
+namespace farm::emu {
 
 absl::StatusOr<std::string> Workload::FormatKernel(const RunResult& result) const {
   return absl::UnimplementedError(
@@ -97,4 +97,4 @@ std::string ParamReader::String(const std::string& name) const {
   return it == p_.end() ? "" : it->second;
 }
 
-}  // namespace emu
+}  // namespace farm::emu

@@ -27,7 +27,7 @@
 #include "emu/result.h"
 #include "emu/sim.h"
 
-namespace emu {
+namespace farm::emu {
 
 struct WorkloadParamSpec {
   std::string name;
@@ -93,6 +93,6 @@ std::unique_ptr<Workload> MakeMemcached();
 std::vector<WorkloadParamSpec> DmaMapBenchParams();
 std::vector<WorkloadParamSpec> MemcachedParams();
 
-}  // namespace emu
+}  // namespace farm::emu
 
 #endif  // EMU_WORKLOAD_H_

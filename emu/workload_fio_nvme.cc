@@ -27,11 +27,11 @@
 namespace farm::emu::internal {
 namespace {
 
-using ::emu::Cpu;
-using ::emu::Engine;
-using ::emu::Sym;
-using ::emu::Task;
-using ::emu::Time;
+using ::farm::emu::Cpu;
+using ::farm::emu::Engine;
+using ::farm::emu::Sym;
+using ::farm::emu::Task;
+using ::farm::emu::Time;
 
 // Longest a CPU with nothing to do sleeps before looking again; bounds how
 // late an interrupt posted to an idle CPU is noticed.
@@ -61,8 +61,8 @@ struct Job {
   int cpu = 0;
   int inflight = 0;
   uint64_t ios = 0;
-  ::emu::RunningStats clat;
-  ::emu::LogHistogram clat_hist;
+  ::farm::emu::RunningStats clat;
+  ::farm::emu::LogHistogram clat_hist;
   Time last_reap = 0;
 };
 
@@ -78,7 +78,7 @@ struct FioWorld {
   FioConfig c;
   std::vector<Slot> slots;
   std::vector<Job> jobs;
-  std::vector<::emu::DeviceQueue> devs;
+  std::vector<::farm::emu::DeviceQueue> devs;
   DmaPath* dma = nullptr;
   IoRunReport* report = nullptr;
 };
@@ -149,7 +149,7 @@ Task<void> FioSlot(FioWorld& w, int si) {
   }
 }
 
-FioLatencyOut LatencyOut(const ::emu::RunningStats& s, const ::emu::LogHistogram& h) {
+FioLatencyOut LatencyOut(const ::farm::emu::RunningStats& s, const ::farm::emu::LogHistogram& h) {
   FioLatencyOut l;
   l.n = s.count();
   l.min_ns = s.min();
@@ -360,13 +360,13 @@ struct NvmfIo {
 
 struct NvmfWorld {
   NvmfConfig c;
-  std::vector<::emu::DeviceQueue> ssds;
-  ::emu::DeviceQueue link;
+  std::vector<::farm::emu::DeviceQueue> ssds;
+  ::farm::emu::DeviceQueue link;
   DmaPath* dma = nullptr;
   IoRunReport* report = nullptr;
   std::vector<uint64_t> ios;
-  std::vector<::emu::RunningStats> lat;
-  std::vector<::emu::LogHistogram> hist;
+  std::vector<::farm::emu::RunningStats> lat;
+  std::vector<::farm::emu::LogHistogram> hist;
   int next_ssd = 0;
 };
 

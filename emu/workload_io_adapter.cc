@@ -1,4 +1,4 @@
-// The part-2 workloads as emu::Workload entries of the core's registry, so
+// The part-2 workloads as farm::emu::Workload entries of the core's registry, so
 // `farm-emu run --workload fio-nvme ...` goes through the core's run driver
 // (model resolution, engine, DMA API, JSON/text output) like dma-map-bench.
 #include <memory>
@@ -12,12 +12,12 @@
 namespace farm::emu {
 namespace {
 
-class IoWorkloadAdapter final : public ::emu::Workload {
+class IoWorkloadAdapter final : public ::farm::emu::Workload {
  public:
   explicit IoWorkloadAdapter(std::string name) : name_(std::move(name)) {}
 
   absl::Status Configure(const std::map<std::string, std::string>& params,
-                         const ::emu::Platform& platform) override {
+                         const ::farm::emu::Platform& platform) override {
     platform_ = &platform;
     // The driver fills every parameter with its listed default; an empty
     // default means "the workload chooses", so it is dropped here.
@@ -26,18 +26,18 @@ class IoWorkloadAdapter final : public ::emu::Workload {
       if (!v.empty()) given[k] = v;
     }
     absl::StatusOr<std::unique_ptr<IoRun>> run =
-        MakeIoRun(name_, given, IoPlatformFor(platform, ::emu::LineCosts{}, name_));
+        MakeIoRun(name_, given, IoPlatformFor(platform, ::farm::emu::LineCosts{}, name_));
     if (!run.ok()) return run.status();
     run_ = std::move(*run);
     return absl::OkStatus();
   }
 
-  absl::Status Setup(::emu::WorkloadContext& ctx) override {
+  absl::Status Setup(::farm::emu::WorkloadContext& ctx) override {
     path_ = std::make_unique<DmaApiPath>(ctx.dma, WorkloadDevices(*platform_, name_));
     return run_->Setup(*ctx.engine, *path_);
   }
 
-  void Report(::emu::RunResult& result) const override {
+  void Report(::farm::emu::RunResult& result) const override {
     IoRunReport r = run_->Finish();
     result.throughput = r.throughput;
     result.throughput_unit = r.unit;
@@ -48,7 +48,7 @@ class IoWorkloadAdapter final : public ::emu::Workload {
     result.kernel_output = !r.fio_json.empty() ? r.fio_json : r.iozone;
   }
 
-  absl::StatusOr<std::string> FormatKernel(const ::emu::RunResult& result) const override {
+  absl::StatusOr<std::string> FormatKernel(const ::farm::emu::RunResult& result) const override {
     if (result.kernel_output.empty()) {
       return absl::UnimplementedError(absl::StrCat(name_, " has no tool output format"));
     }
@@ -56,8 +56,9 @@ class IoWorkloadAdapter final : public ::emu::Workload {
   }
 
  private:
-  static ::emu::LatencySummary Summary(const ::emu::RunningStats& s, const ::emu::LogHistogram& h) {
-    ::emu::LatencySummary l;
+  static ::farm::emu::LatencySummary Summary(const ::farm::emu::RunningStats& s,
+                                             const ::farm::emu::LogHistogram& h) {
+    ::farm::emu::LatencySummary l;
     l.count = s.count();
     l.mean = s.mean();
     l.stddev = s.stddev();
@@ -68,17 +69,17 @@ class IoWorkloadAdapter final : public ::emu::Workload {
   }
 
   std::string name_;
-  const ::emu::Platform* platform_ = nullptr;
+  const ::farm::emu::Platform* platform_ = nullptr;
   std::unique_ptr<IoRun> run_;
   std::unique_ptr<DmaApiPath> path_;
 };
 
 }  // namespace
 
-std::vector<::emu::WorkloadInfo> IoWorkloadInfos() {
-  std::vector<::emu::WorkloadInfo> out;
+std::vector<::farm::emu::WorkloadInfo> IoWorkloadInfos() {
+  std::vector<::farm::emu::WorkloadInfo> out;
   for (const IoWorkloadSpec& spec : IoWorkloads()) {
-    ::emu::WorkloadInfo info;
+    ::farm::emu::WorkloadInfo info;
     info.name = spec.name;
     info.description = spec.description;
     for (const auto& [param, text] : spec.params) {
@@ -87,10 +88,10 @@ std::vector<::emu::WorkloadInfo> IoWorkloadInfos() {
       while (!def.empty() && def.back() == ' ') def.pop_back();
       while (!def.empty() && def.front() == ' ') def.erase(def.begin());
       std::string desc = bar == std::string::npos ? text : text.substr(bar + 3);
-      info.params.push_back(::emu::WorkloadParamSpec{param, def, desc});
+      info.params.push_back(::farm::emu::WorkloadParamSpec{param, def, desc});
     }
     std::string name = spec.name;
-    info.make = [name]() -> std::unique_ptr<::emu::Workload> {
+    info.make = [name]() -> std::unique_ptr<::farm::emu::Workload> {
       return std::make_unique<IoWorkloadAdapter>(name);
     };
     out.push_back(std::move(info));

@@ -1,6 +1,6 @@
 // emu/workload_io_adapter.h: registry entries of the part-2 workloads
-// (fio-nvme, iozone-nfsrdma, tcp-stream, nvmf-target) for emu::AllWorkloads().
-// Each entry's factory makes an emu::Workload that runs the workload of
+// (fio-nvme, iozone-nfsrdma, tcp-stream, nvmf-target) for farm::emu::AllWorkloads().
+// Each entry's factory makes an farm::emu::Workload that runs the workload of
 // workloads_io.h on the run's engine and DmaApi; `--format kernel` (and the
 // CLI's fio-json / iozone formats) print RunResult::kernel_output, the real
 // tool's output (fio JSON or the iozone report).
@@ -14,7 +14,7 @@
 
 namespace farm::emu {
 
-std::vector<::emu::WorkloadInfo> IoWorkloadInfos();
+std::vector<::farm::emu::WorkloadInfo> IoWorkloadInfos();
 
 }  // namespace farm::emu
 

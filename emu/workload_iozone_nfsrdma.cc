@@ -27,11 +27,11 @@
 namespace farm::emu::internal {
 namespace {
 
-using ::emu::Cpu;
-using ::emu::Engine;
-using ::emu::Sym;
-using ::emu::Task;
-using ::emu::Time;
+using ::farm::emu::Cpu;
+using ::farm::emu::Engine;
+using ::farm::emu::Sym;
+using ::farm::emu::Task;
+using ::farm::emu::Time;
 
 struct NfsConfig {
   int threads;
@@ -58,8 +58,8 @@ struct Shared {
   Engine* engine = nullptr;
   DmaPath* dma = nullptr;
   IoRunReport* report = nullptr;
-  ::emu::DeviceQueue to_server, to_client;  // the link, one queue per direction
-  ::emu::RunningStats map30;                // map_sg latency of full chunks
+  ::farm::emu::DeviceQueue to_server, to_client;  // the link, one queue per direction
+  ::farm::emu::RunningStats map30;                // map_sg latency of full chunks
   Barrier barrier;
 };
 
@@ -135,7 +135,7 @@ Task<void> IozoneChild(Cpu& cpu, const NfsConfig& c, const std::vector<std::stri
 }
 
 // CPUs for the processes: round-robin over nodes, first free CPU of each.
-std::vector<int> PickCpus(const ::emu::Topology& topo, int n) {
+std::vector<int> PickCpus(const ::farm::emu::Topology& topo, int n) {
   std::vector<std::vector<int>> per_node;
   for (int node = 0; node < std::max(1, topo.num_nodes()); ++node) {
     per_node.push_back(topo.CpusOfNode(topo.num_nodes() <= 1 ? -1 : node));

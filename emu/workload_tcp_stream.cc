@@ -19,11 +19,11 @@
 namespace farm::emu::internal {
 namespace {
 
-using ::emu::Cpu;
-using ::emu::Engine;
-using ::emu::Sym;
-using ::emu::Task;
-using ::emu::Time;
+using ::farm::emu::Cpu;
+using ::farm::emu::Engine;
+using ::farm::emu::Sym;
+using ::farm::emu::Task;
+using ::farm::emu::Time;
 
 constexpr int kTxRing = 64;  // packets in flight per session before xmit waits
 
@@ -35,7 +35,7 @@ struct TcpConfig {
 };
 
 struct TcpShared {
-  ::emu::DeviceQueue nic;
+  ::farm::emu::DeviceQueue nic;
   DmaPath* dma = nullptr;
   IoRunReport* report = nullptr;
 };

@@ -120,9 +120,9 @@ absl::Status Params::CheckAllUsed() const {
                                                  " (see farm-emu list workloads)"));
 }
 
-::emu::Time BusyTime(const ::emu::Cpu& cpu) {
-  ::emu::Time t = 0;
-  for (::emu::Time v : cpu.profile()) t += v;
+::farm::emu::Time BusyTime(const ::farm::emu::Cpu& cpu) {
+  ::farm::emu::Time t = 0;
+  for (::farm::emu::Time v : cpu.profile()) t += v;
   return t;
 }
 
@@ -223,7 +223,7 @@ absl::StatusOr<IoRunReport> RunIoWorkload(const std::string& name,
                                           uint64_t seed) {
   absl::StatusOr<std::unique_ptr<IoRun>> run = MakeIoRun(name, params, platform);
   if (!run.ok()) return run.status();
-  ::emu::Engine engine(platform.topology, platform.line_costs, seed);
+  ::farm::emu::Engine engine(platform.topology, platform.line_costs, seed);
   std::unique_ptr<DmaPath> path = dma(engine);
   if (!path) return absl::InternalError(absl::StrCat(name, ": no DMA path for this run"));
   if (absl::Status s = (*run)->Setup(engine, *path); !s.ok()) return s;

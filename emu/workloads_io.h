@@ -2,11 +2,11 @@
 // (fio-nvme, iozone-nfsrdma, tcp-stream, nvmf-target) and what they need from
 // the emulation core.
 //
-// A workload is sequential code per virtual CPU (emu::Task) that does what the
+// A workload is sequential code per virtual CPU (farm::emu::Task) that does what the
 // real stack does per I/O or per packet: CPU work charged to a symbol, DMA
 // mapping through DmaPath (the kernel's dma_map_* entry points as the core
 // models them for the run's platform, commit and mode), devices and links as
-// emu::DeviceQueue servers in virtual time. No workload carries a constant
+// farm::emu::DeviceQueue servers in virtual time. No workload carries a constant
 // tuned to one seed: device and protocol figures are parameters with
 // documented defaults, and every IOMMU cost comes from the platform cost
 // table through DmaPath.
@@ -24,13 +24,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "emu/dma_api.h"
 #include "emu/engine.h"
 #include "emu/stats.h"
 #include "emu/task.h"
 
 namespace farm::emu {
 
-enum class DmaDir { kToDevice, kFromDevice, kBidirectional };
+// Workloads use the core's DmaDir (emu/dma_api.h).
 
 // The DMA API as a workload sees it. The core's implementation charges the
 // run's IOMMU mode (off/passthrough: dma-direct; strict; lazy) and code paths.
@@ -41,19 +42,21 @@ class DmaPath {
  public:
   virtual ~DmaPath() = default;
   // dma_map_sg of `nents` page-sized, physically discontiguous segments.
-  virtual ::emu::Task<uint64_t> MapSg(::emu::Cpu& cpu, int dev, int nents, DmaDir dir) = 0;
-  virtual ::emu::Task<void> UnmapSg(::emu::Cpu& cpu, uint64_t handle) = 0;
+  virtual ::farm::emu::Task<uint64_t> MapSg(::farm::emu::Cpu& cpu, int dev, int nents,
+                                            DmaDir dir) = 0;
+  virtual ::farm::emu::Task<void> UnmapSg(::farm::emu::Cpu& cpu, uint64_t handle) = 0;
   // dma_map_page / dma_map_single of `bytes` (rounded up to pages).
-  virtual ::emu::Task<uint64_t> MapPage(::emu::Cpu& cpu, int dev, uint64_t bytes, DmaDir dir) = 0;
-  virtual ::emu::Task<void> UnmapPage(::emu::Cpu& cpu, uint64_t handle) = 0;
+  virtual ::farm::emu::Task<uint64_t> MapPage(::farm::emu::Cpu& cpu, int dev, uint64_t bytes,
+                                              DmaDir dir) = 0;
+  virtual ::farm::emu::Task<void> UnmapPage(::farm::emu::Cpu& cpu, uint64_t handle) = 0;
 };
 
 // What the platform contributes besides the IOMMU: where devices sit and how
 // completion interrupts are spread.
 struct IoPlatform {
   std::string name;
-  ::emu::Topology topology;
-  ::emu::LineCosts line_costs;
+  ::farm::emu::Topology topology;
+  ::farm::emu::LineCosts line_costs;
   int device_node = 0;  // NUMA node of the NVMe / NIC / HCA
   // Default IRQ affinity of the device's I/O queues, in the --param
   // irq_affinity syntax (see irq_affinity.h); empty = spread per node.
@@ -63,11 +66,11 @@ struct IoPlatform {
 // Result of one workload run, ready for the core's RunResult and for the
 // tool formats.
 struct IoRunReport {
-  double throughput = 0;                   // in `unit`
-  std::string unit;                        // "IOPS", "MB/s", "Gb/s"
-  ::emu::RunningStats map_lat, unmap_lat;  // ns, per DMA map/unmap call
-  ::emu::LogHistogram map_hist, unmap_hist;
-  ::emu::Time virtual_ns = 0;
+  double throughput = 0;                         // in `unit`
+  std::string unit;                              // "IOPS", "MB/s", "Gb/s"
+  ::farm::emu::RunningStats map_lat, unmap_lat;  // ns, per DMA map/unmap call
+  ::farm::emu::LogHistogram map_hist, unmap_hist;
+  ::farm::emu::Time virtual_ns = 0;
   std::map<std::string, double> metrics;  // extra named figures (per-CPU IOPS, ...)
   std::string fio_json;                   // --format fio-json (fio-nvme, nvmf-target)
   std::string iozone;                     // --format iozone (iozone-nfsrdma)
@@ -82,7 +85,7 @@ class IoRun {
  public:
   virtual ~IoRun() = default;
   // REQUIRES: called once; `engine` and `dma` outlive the run.
-  virtual absl::Status Setup(::emu::Engine& engine, DmaPath& dma) = 0;
+  virtual absl::Status Setup(::farm::emu::Engine& engine, DmaPath& dma) = 0;
   // REQUIRES: engine.Run() returned OK after Setup.
   virtual IoRunReport Finish() = 0;
 };
@@ -94,7 +97,7 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeIoRun(const std::string& name,
                                                  const IoPlatform& platform);
 
 // Creates the DmaPath for one engine run (after the workload added its CPUs).
-using DmaPathFactory = std::function<std::unique_ptr<DmaPath>(::emu::Engine&)>;
+using DmaPathFactory = std::function<std::unique_ptr<DmaPath>(::farm::emu::Engine&)>;
 
 struct IoWorkloadSpec {
   std::string name;         // "fio-nvme", ...

@@ -15,18 +15,7 @@ constexpr char kKunpeng920NvmeIrqs[] =
     "86-90@86;91-95@92;96-101@100;102-107@102;108-112@108;113-117@116;118-122@118;"
     "123-127@124;0-5@4;6-11@6;12-16@12;17-21@20;22-26@22;27-31@28";
 
-::emu::DmaDir CoreDir(DmaDir d) {
-  switch (d) {
-    case DmaDir::kToDevice:
-      return ::emu::DmaDir::kToDevice;
-    case DmaDir::kFromDevice:
-      return ::emu::DmaDir::kFromDevice;
-    default:
-      return ::emu::DmaDir::kBidirectional;
-  }
-}
-
-int DeviceIndex(const ::emu::Platform& platform, const std::string& kind) {
+int DeviceIndex(const ::farm::emu::Platform& platform, const std::string& kind) {
   for (size_t i = 0; i < platform.devices.size(); ++i) {
     if (platform.devices[i].name.rfind(kind, 0) == 0) return static_cast<int>(i);
   }
@@ -35,23 +24,24 @@ int DeviceIndex(const ::emu::Platform& platform, const std::string& kind) {
 
 }  // namespace
 
-DmaApiPath::DmaApiPath(::emu::DmaApi* api, std::vector<int> devs)
+DmaApiPath::DmaApiPath(::farm::emu::DmaApi* api, std::vector<int> devs)
     : api_(api), devs_(std::move(devs)) {}
 
-::emu::Task<uint64_t> DmaApiPath::MapSg(::emu::Cpu& cpu, int dev, int nents, DmaDir dir) {
+::farm::emu::Task<uint64_t> DmaApiPath::MapSg(::farm::emu::Cpu& cpu, int dev, int nents,
+                                              DmaDir dir) {
   uint64_t id = NewMapping(dev, dir);
   Mapping& m = maps_[id];
   m.segs.resize(nents);
   // Every other page: segments never merge, as with page-cache pages.
-  for (int i = 0; i < nents; ++i) m.segs[i] = ::emu::SgSegment{NextPhys(2), 4096};
+  for (int i = 0; i < nents; ++i) m.segs[i] = ::farm::emu::SgSegment{NextPhys(2), 4096};
   uint64_t dma = co_await api_->MapSg(cpu, m.dev, m.segs.data(), nents, m.dir);
   maps_[id].dma = dma;  // maps_ may have grown while suspended
   co_return id;
 }
 
-::emu::Task<void> DmaApiPath::UnmapSg(::emu::Cpu& cpu, uint64_t handle) {
+::farm::emu::Task<void> DmaApiPath::UnmapSg(::farm::emu::Cpu& cpu, uint64_t handle) {
   Mapping m = std::move(maps_[handle]);
-  if (m.dma != ::emu::kDmaMappingError) {
+  if (m.dma != ::farm::emu::kDmaMappingError) {
     co_await api_->UnmapSg(cpu, m.dev, m.dma, m.segs.data(), static_cast<int>(m.segs.size()),
                            m.dir);
   }
@@ -59,20 +49,22 @@ DmaApiPath::DmaApiPath(::emu::DmaApi* api, std::vector<int> devs)
   free_.push_back(handle);
 }
 
-::emu::Task<uint64_t> DmaApiPath::MapPage(::emu::Cpu& cpu, int dev, uint64_t bytes, DmaDir dir) {
+::farm::emu::Task<uint64_t> DmaApiPath::MapPage(::farm::emu::Cpu& cpu, int dev, uint64_t bytes,
+                                                DmaDir dir) {
   uint64_t id = NewMapping(dev, dir);
   maps_[id].size = bytes;
   uint64_t pages = (bytes + 4095) / 4096;
   int d = maps_[id].dev;
-  ::emu::DmaDir cd = maps_[id].dir;
+  ::farm::emu::DmaDir cd = maps_[id].dir;
   uint64_t dma = co_await api_->MapPage(cpu, d, NextPhys(pages + 1), bytes, cd);
   maps_[id].dma = dma;
   co_return id;
 }
 
-::emu::Task<void> DmaApiPath::UnmapPage(::emu::Cpu& cpu, uint64_t handle) {
+::farm::emu::Task<void> DmaApiPath::UnmapPage(::farm::emu::Cpu& cpu, uint64_t handle) {
   Mapping m = maps_[handle];
-  if (m.dma != ::emu::kDmaMappingError) co_await api_->UnmapPage(cpu, m.dev, m.dma, m.size, m.dir);
+  if (m.dma != ::farm::emu::kDmaMappingError)
+    co_await api_->UnmapPage(cpu, m.dev, m.dma, m.size, m.dir);
   free_.push_back(handle);
 }
 
@@ -87,7 +79,7 @@ uint64_t DmaApiPath::NewMapping(int dev, DmaDir dir) {
   }
   Mapping& m = maps_[id];
   m.dev = devs_.empty() ? 0 : devs_[static_cast<size_t>(dev) < devs_.size() ? dev : 0];
-  m.dir = CoreDir(dir);
+  m.dir = dir;
   m.dma = 0;
   m.size = 0;
   return id;
@@ -100,7 +92,8 @@ uint64_t DmaApiPath::NextPhys(uint64_t pages) {
   return (p + 0x100000) << 12;
 }
 
-std::vector<int> WorkloadDevices(const ::emu::Platform& platform, const std::string& workload) {
+std::vector<int> WorkloadDevices(const ::farm::emu::Platform& platform,
+                                 const std::string& workload) {
   std::vector<int> devs;
   for (const IoWorkloadSpec& s : IoWorkloads()) {
     if (s.name != workload) continue;
@@ -114,8 +107,9 @@ namespace {
 // Owns a run's Sim and DmaApi (RunIoOnCore has no core driver around it).
 class OwningDmaPath final : public DmaPath {
  public:
-  OwningDmaPath(::emu::Engine& engine, const ::emu::Model& model, ::emu::Mode mode,
-                const ::emu::Platform& platform, std::vector<int> devs, CoreRunExtras* extras)
+  OwningDmaPath(::farm::emu::Engine& engine, const ::farm::emu::Model& model,
+                ::farm::emu::Mode mode, const ::farm::emu::Platform& platform,
+                std::vector<int> devs, CoreRunExtras* extras)
       : sim_{&engine, &model, {}, {}},
         api_(&sim_, mode, platform.devices, platform.topology.num_cpus),
         path_(&api_, std::move(devs)),
@@ -125,32 +119,36 @@ class OwningDmaPath final : public DmaPath {
   ~OwningDmaPath() override {
     if (extras_ == nullptr) return;
     // Counters is a struct of uint64_t fields only: add them field by field.
-    static_assert(sizeof(::emu::Counters) % sizeof(uint64_t) == 0);
+    static_assert(sizeof(::farm::emu::Counters) % sizeof(uint64_t) == 0);
     auto* dst = reinterpret_cast<uint64_t*>(&extras_->counters);
     const auto* src = reinterpret_cast<const uint64_t*>(&sim_.counters);
-    for (size_t i = 0; i < sizeof(::emu::Counters) / sizeof(uint64_t); ++i) dst[i] += src[i];
+    for (size_t i = 0; i < sizeof(::farm::emu::Counters) / sizeof(uint64_t); ++i) dst[i] += src[i];
   }
-  ::emu::Task<uint64_t> MapSg(::emu::Cpu& cpu, int dev, int nents, DmaDir dir) override {
+  ::farm::emu::Task<uint64_t> MapSg(::farm::emu::Cpu& cpu, int dev, int nents,
+                                    DmaDir dir) override {
     return path_.MapSg(cpu, dev, nents, dir);
   }
-  ::emu::Task<void> UnmapSg(::emu::Cpu& cpu, uint64_t h) override { return path_.UnmapSg(cpu, h); }
-  ::emu::Task<uint64_t> MapPage(::emu::Cpu& cpu, int dev, uint64_t bytes, DmaDir dir) override {
+  ::farm::emu::Task<void> UnmapSg(::farm::emu::Cpu& cpu, uint64_t h) override {
+    return path_.UnmapSg(cpu, h);
+  }
+  ::farm::emu::Task<uint64_t> MapPage(::farm::emu::Cpu& cpu, int dev, uint64_t bytes,
+                                      DmaDir dir) override {
     return path_.MapPage(cpu, dev, bytes, dir);
   }
-  ::emu::Task<void> UnmapPage(::emu::Cpu& cpu, uint64_t h) override {
+  ::farm::emu::Task<void> UnmapPage(::farm::emu::Cpu& cpu, uint64_t h) override {
     return path_.UnmapPage(cpu, h);
   }
 
  private:
-  ::emu::Sim sim_;
-  ::emu::DmaApi api_;
+  ::farm::emu::Sim sim_;
+  ::farm::emu::DmaApi api_;
   DmaApiPath path_;
   CoreRunExtras* extras_;
 };
 
 }  // namespace
 
-IoPlatform IoPlatformFor(const ::emu::Platform& platform, const ::emu::LineCosts& line,
+IoPlatform IoPlatformFor(const ::farm::emu::Platform& platform, const ::farm::emu::LineCosts& line,
                          const std::string& workload) {
   IoPlatform p;
   p.name = platform.name;
@@ -168,11 +166,12 @@ IoPlatform IoPlatformFor(const ::emu::Platform& platform, const ::emu::LineCosts
 
 absl::StatusOr<IoRunReport> RunIoOnCore(const std::string& workload,
                                         const std::map<std::string, std::string>& params,
-                                        const ::emu::Platform& platform, const ::emu::Model& model,
-                                        ::emu::Mode mode, uint64_t seed, CoreRunExtras* extras) {
+                                        const ::farm::emu::Platform& platform,
+                                        const ::farm::emu::Model& model, ::farm::emu::Mode mode,
+                                        uint64_t seed, CoreRunExtras* extras) {
   std::vector<int> devs = WorkloadDevices(platform, workload);
   if (devs.empty()) return absl::NotFoundError(absl::StrCat("unknown workload '", workload, "'"));
-  DmaPathFactory factory = [&](::emu::Engine& engine) -> std::unique_ptr<DmaPath> {
+  DmaPathFactory factory = [&](::farm::emu::Engine& engine) -> std::unique_ptr<DmaPath> {
     return std::make_unique<OwningDmaPath>(engine, model, mode, platform, devs, extras);
   };
   return RunIoWorkload(workload, params, IoPlatformFor(platform, model.line, workload), factory,

@@ -27,8 +27,8 @@ namespace farm::emu {
 
 // Totals the core reports besides the workload's own figures.
 struct CoreRunExtras {
-  ::emu::Counters counters;                            // summed over the workload's engine runs
-  std::array<::emu::Time, ::emu::kNumSyms> profile{};  // busy ns per symbol, all CPUs
+  ::farm::emu::Counters counters;  // summed over the workload's engine runs
+  std::array<::farm::emu::Time, ::farm::emu::kNumSyms> profile{};  // busy ns per symbol, all CPUs
   uint64_t events = 0;
 };
 
@@ -36,33 +36,35 @@ struct CoreRunExtras {
 // model, the node of the workload's first device, and the default IRQ
 // affinity (kunpeng920-smmuv3 carries the map John Garry printed for his
 // Kunpeng 920 in seed 002; others spread queues per node).
-IoPlatform IoPlatformFor(const ::emu::Platform& platform, const ::emu::LineCosts& line,
+IoPlatform IoPlatformFor(const ::farm::emu::Platform& platform, const ::farm::emu::LineCosts& line,
                          const std::string& workload);
 
 // Indexes into platform.devices of the workload's device kinds (DmaPath dev).
-std::vector<int> WorkloadDevices(const ::emu::Platform& platform, const std::string& workload);
+std::vector<int> WorkloadDevices(const ::farm::emu::Platform& platform,
+                                 const std::string& workload);
 
 // DmaPath over a core DmaApi it does not own: builds discontiguous
 // scatterlists of page-cache-like pages and keeps the mapping handles.
 class DmaApiPath final : public DmaPath {
  public:
-  DmaApiPath(::emu::DmaApi* api, std::vector<int> devs);
-  ::emu::Task<uint64_t> MapSg(::emu::Cpu& cpu, int dev, int nents, DmaDir dir) override;
-  ::emu::Task<void> UnmapSg(::emu::Cpu& cpu, uint64_t handle) override;
-  ::emu::Task<uint64_t> MapPage(::emu::Cpu& cpu, int dev, uint64_t bytes, DmaDir dir) override;
-  ::emu::Task<void> UnmapPage(::emu::Cpu& cpu, uint64_t handle) override;
+  DmaApiPath(::farm::emu::DmaApi* api, std::vector<int> devs);
+  ::farm::emu::Task<uint64_t> MapSg(::farm::emu::Cpu& cpu, int dev, int nents, DmaDir dir) override;
+  ::farm::emu::Task<void> UnmapSg(::farm::emu::Cpu& cpu, uint64_t handle) override;
+  ::farm::emu::Task<uint64_t> MapPage(::farm::emu::Cpu& cpu, int dev, uint64_t bytes,
+                                      DmaDir dir) override;
+  ::farm::emu::Task<void> UnmapPage(::farm::emu::Cpu& cpu, uint64_t handle) override;
 
  private:
   struct Mapping {
     int dev = 0;
-    ::emu::DmaDir dir = ::emu::DmaDir::kBidirectional;
+    ::farm::emu::DmaDir dir = ::farm::emu::DmaDir::kBidirectional;
     uint64_t dma = 0, size = 0;
-    std::vector<::emu::SgSegment> segs;
+    std::vector<::farm::emu::SgSegment> segs;
   };
   uint64_t NewMapping(int dev, DmaDir dir);
   uint64_t NextPhys(uint64_t pages);
 
-  ::emu::DmaApi* api_;
+  ::farm::emu::DmaApi* api_;
   std::vector<int> devs_;
   std::deque<Mapping> maps_;  // index = handle (stable addresses); reused through free_
   std::vector<uint64_t> free_;
@@ -73,9 +75,9 @@ class DmaApiPath final : public DmaPath {
 // CPU profile.
 absl::StatusOr<IoRunReport> RunIoOnCore(const std::string& workload,
                                         const std::map<std::string, std::string>& params,
-                                        const ::emu::Platform& platform, const ::emu::Model& model,
-                                        ::emu::Mode mode, uint64_t seed,
-                                        CoreRunExtras* extras = nullptr);
+                                        const ::farm::emu::Platform& platform,
+                                        const ::farm::emu::Model& model, ::farm::emu::Mode mode,
+                                        uint64_t seed, CoreRunExtras* extras = nullptr);
 
 }  // namespace farm::emu
 

@@ -40,17 +40,17 @@ class Params {
 };
 
 // Records one DMA call's latency into the report.
-inline void RecordMap(IoRunReport& r, ::emu::Time ns) {
+inline void RecordMap(IoRunReport& r, ::farm::emu::Time ns) {
   r.map_lat.Add(static_cast<double>(ns));
   r.map_hist.Add(static_cast<uint64_t>(ns));
 }
-inline void RecordUnmap(IoRunReport& r, ::emu::Time ns) {
+inline void RecordUnmap(IoRunReport& r, ::farm::emu::Time ns) {
   r.unmap_lat.Add(static_cast<double>(ns));
   r.unmap_hist.Add(static_cast<uint64_t>(ns));
 }
 
 // Busy (non-idle) time a CPU spent, ns.
-::emu::Time BusyTime(const ::emu::Cpu& cpu);
+::farm::emu::Time BusyTime(const ::farm::emu::Cpu& cpu);
 
 absl::StatusOr<std::unique_ptr<IoRun>> MakeIozoneNfsRdma(Params& p, const IoPlatform& platform);
 absl::StatusOr<std::unique_ptr<IoRun>> MakeFioNvme(Params& p, const IoPlatform& platform);

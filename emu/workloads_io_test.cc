@@ -16,32 +16,32 @@ using ::testing::HasSubstr;
 // from the IOMMU model: per call plus per segment, unmap optionally slow.
 class FixedCostDma final : public DmaPath {
  public:
-  FixedCostDma(::emu::Time call, ::emu::Time per_seg, ::emu::Time unmap)
+  FixedCostDma(::farm::emu::Time call, ::farm::emu::Time per_seg, ::farm::emu::Time unmap)
       : call_(call), per_seg_(per_seg), unmap_(unmap) {}
-  ::emu::Task<uint64_t> MapSg(::emu::Cpu& cpu, int, int nents, DmaDir) override {
-    cpu.Charge(::emu::Sym::kIommuDmaMapSg, call_ + per_seg_ * nents);
+  ::farm::emu::Task<uint64_t> MapSg(::farm::emu::Cpu& cpu, int, int nents, DmaDir) override {
+    cpu.Charge(::farm::emu::Sym::kIommuDmaMapSg, call_ + per_seg_ * nents);
     co_return ++next_;
   }
-  ::emu::Task<void> UnmapSg(::emu::Cpu& cpu, uint64_t) override {
-    cpu.Charge(::emu::Sym::kIommuDmaUnmapPage, unmap_);
+  ::farm::emu::Task<void> UnmapSg(::farm::emu::Cpu& cpu, uint64_t) override {
+    cpu.Charge(::farm::emu::Sym::kIommuDmaUnmapPage, unmap_);
     co_return;
   }
-  ::emu::Task<uint64_t> MapPage(::emu::Cpu& cpu, int, uint64_t, DmaDir) override {
-    cpu.Charge(::emu::Sym::kIommuDmaMapPage, call_ + per_seg_);
+  ::farm::emu::Task<uint64_t> MapPage(::farm::emu::Cpu& cpu, int, uint64_t, DmaDir) override {
+    cpu.Charge(::farm::emu::Sym::kIommuDmaMapPage, call_ + per_seg_);
     co_return ++next_;
   }
-  ::emu::Task<void> UnmapPage(::emu::Cpu& cpu, uint64_t) override {
-    cpu.Charge(::emu::Sym::kIommuDmaUnmapPage, unmap_);
+  ::farm::emu::Task<void> UnmapPage(::farm::emu::Cpu& cpu, uint64_t) override {
+    cpu.Charge(::farm::emu::Sym::kIommuDmaUnmapPage, unmap_);
     co_return;
   }
 
  private:
-  ::emu::Time call_, per_seg_, unmap_;
+  ::farm::emu::Time call_, per_seg_, unmap_;
   uint64_t next_ = 0;
 };
 
-DmaPathFactory Fixed(::emu::Time call, ::emu::Time per_seg, ::emu::Time unmap) {
-  return [=](::emu::Engine&) { return std::make_unique<FixedCostDma>(call, per_seg, unmap); };
+DmaPathFactory Fixed(::farm::emu::Time call, ::farm::emu::Time per_seg, ::farm::emu::Time unmap) {
+  return [=](::farm::emu::Engine&) { return std::make_unique<FixedCostDma>(call, per_seg, unmap); };
 }
 
 IoPlatform TwoSocket() {

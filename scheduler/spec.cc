@@ -184,49 +184,6 @@ uint64_t Fnv1a(std::string_view s, uint64_t h = 0xcbf29ce484222325ULL) {
 
 }  // namespace
 
-pb::IommuMode ModeFromName(std::string_view name) {
-  if (name == "off") return pb::IOMMU_MODE_OFF;
-  if (name == "passthrough") return pb::IOMMU_MODE_PASSTHROUGH;
-  if (name == "strict") return pb::IOMMU_MODE_STRICT;
-  if (name == "lazy") return pb::IOMMU_MODE_LAZY;
-  return pb::IOMMU_MODE_UNSPECIFIED;
-}
-
-std::string ModeName(pb::IommuMode mode) {
-  switch (mode) {
-    case pb::IOMMU_MODE_OFF:
-      return "off";
-    case pb::IOMMU_MODE_PASSTHROUGH:
-      return "passthrough";
-    case pb::IOMMU_MODE_STRICT:
-      return "strict";
-    case pb::IOMMU_MODE_LAZY:
-      return "lazy";
-    default:
-      return "unspecified";
-  }
-}
-
-pb::Executor ExecutorFromName(std::string_view name) {
-  if (name == "emulator") return pb::EXECUTOR_EMULATOR;
-  if (name == "fio") return pb::EXECUTOR_FIO;
-  if (name == "iozone") return pb::EXECUTOR_IOZONE;
-  return pb::EXECUTOR_UNSPECIFIED;
-}
-
-std::string ExecutorName(pb::Executor executor) {
-  switch (executor) {
-    case pb::EXECUTOR_EMULATOR:
-      return "emulator";
-    case pb::EXECUTOR_FIO:
-      return "fio";
-    case pb::EXECUTOR_IOZONE:
-      return "iozone";
-    default:
-      return "unspecified";
-  }
-}
-
 int JobPriority(pb::JobKind kind, int priority) {
   int band = 0;
   if (kind == pb::JOB_KIND_CONFIRM) band = 2000;

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "iommufarm/v1/farm.pb.h"
+#include "proto/names.h"
 
 namespace farm::scheduler {
 
@@ -98,10 +99,10 @@ uint64_t JobSeed(uint64_t spec_seed, const std::string& platform, const Workload
                  pb::IommuMode mode, int repeat);
 
 // "off" <-> IOMMU_MODE_OFF etc. Unknown -> IOMMU_MODE_UNSPECIFIED.
-pb::IommuMode ModeFromName(std::string_view name);
-std::string ModeName(pb::IommuMode mode);
-pb::Executor ExecutorFromName(std::string_view name);
-std::string ExecutorName(pb::Executor executor);
+using ::farm::proto::ExecutorFromName;
+using ::farm::proto::ExecutorName;
+using ::farm::proto::ModeFromName;
+using ::farm::proto::ModeName;
 
 }  // namespace farm::scheduler
 

@@ -6,26 +6,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "proto/names.h"
 
 namespace farm::runners {
 namespace {
 
 namespace pb = ::iommufarm::v1;
-
-std::string ModeWord(pb::IommuMode m) {
-  switch (m) {
-    case pb::IOMMU_MODE_OFF:
-      return "off";
-    case pb::IOMMU_MODE_PASSTHROUGH:
-      return "passthrough";
-    case pb::IOMMU_MODE_STRICT:
-      return "strict";
-    case pb::IOMMU_MODE_LAZY:
-      return "lazy";
-    default:
-      return "unknown";
-  }
-}
 
 bool IsHex(absl::string_view s) {
   for (char c : s) {
@@ -76,9 +62,9 @@ absl::Status CheckRealRunHost(const pb::Job& job, const pb::HostFacts& host) {
         "host's IOMMU mode is unknown; real runs need a detected mode");
   }
   if (job.mode() != host.iommu_mode()) {
-    return absl::FailedPreconditionError(absl::StrCat("host runs IOMMU mode ",
-                                                      ModeWord(host.iommu_mode()),
-                                                      ", the cell wants ", ModeWord(job.mode())));
+    return absl::FailedPreconditionError(
+        absl::StrCat("host runs IOMMU mode ", ::farm::proto::ModeName(host.iommu_mode()),
+                     ", the cell wants ", ::farm::proto::ModeName(job.mode())));
   }
   if (!KernelMatches(job.commit_id(), host.kernel_release())) {
     return absl::FailedPreconditionError(absl::StrCat("host runs kernel ", host.kernel_release(),

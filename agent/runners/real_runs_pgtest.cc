@@ -27,6 +27,7 @@
 #include "cli/commands.h"
 #include "gtest/gtest.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "proto/names.h"
 #include "scheduler/server.h"
 #include "services/metrics/metrics.h"
 #include "services/testing/service_harness.h"
@@ -42,21 +43,6 @@ std::string ReadAll(const std::string& path) {
   std::ostringstream buf;
   buf << in.rdbuf();
   return buf.str();
-}
-
-std::string ModeName(pb::IommuMode m) {
-  switch (m) {
-    case pb::IOMMU_MODE_OFF:
-      return "off";
-    case pb::IOMMU_MODE_PASSTHROUGH:
-      return "passthrough";
-    case pb::IOMMU_MODE_STRICT:
-      return "strict";
-    case pb::IOMMU_MODE_LAZY:
-      return "lazy";
-    default:
-      return "";
-  }
 }
 
 // farm-agent as a child process, stdout+stderr to a log file.
@@ -159,7 +145,7 @@ class RealRunsPgTest : public ::testing::Test {
     }
     EXPECT_EQ(caps, (std::set<std::string>{"fio", "iozone"}));
     ASSERT_EQ(host_.kernel_release(), release_);
-    mode_ = ModeName(host_.iommu_mode());
+    mode_ = ::farm::proto::ModeName(host_.iommu_mode());
     ASSERT_FALSE(mode_.empty()) << "agent detected no IOMMU mode: " << host_.iommu_detail();
   }
 

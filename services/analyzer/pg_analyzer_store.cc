@@ -6,31 +6,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/names.h"
 #include "services/analyzer/analyzer_store.h"
 
 namespace farm::analyzer {
 
-int ModeNumber(const std::string& mode) {
-  if (mode == "off") return 1;
-  if (mode == "passthrough") return 2;
-  if (mode == "strict") return 3;
-  if (mode == "lazy") return 4;
-  return 0;
-}
+int ModeNumber(const std::string& mode) { return static_cast<int>(proto::ModeFromName(mode)); }
 
 std::string ModeName(int mode) {
-  switch (mode) {
-    case 1:
-      return "off";
-    case 2:
-      return "passthrough";
-    case 3:
-      return "strict";
-    case 4:
-      return "lazy";
-    default:
-      return "";
-  }
+  std::string name = proto::ModeName(mode);
+  return name == "unspecified" ? "" : name;
 }
 
 namespace {

@@ -1,0 +1,34 @@
+// proto/names.h: the one spelling of the API's enums in specs, CLIs, logs and
+// SQL, e.g. IOMMU_MODE_STRICT <-> "strict" (the word users write in a matrix
+// spec and the kernel command line calls iommu.strict=1).
+//
+// Pure functions over the generated enums; thread-safe; no allocation beyond
+// the returned strings. Unknown words map to the *_UNSPECIFIED value and
+// unspecified values to "unspecified", so callers decide what is an error.
+#ifndef PROTO_NAMES_H_
+#define PROTO_NAMES_H_
+
+#include <string>
+#include <string_view>
+
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::proto {
+
+// "off", "passthrough", "strict", "lazy".
+std::string ModeName(iommufarm::v1::IommuMode mode);
+iommufarm::v1::IommuMode ModeFromName(std::string_view name);
+// As stored in PostgreSQL (the enum's number); out-of-range numbers are
+// "unspecified".
+std::string ModeName(int mode_number);
+
+// "emulator", "fio", "iozone".
+std::string ExecutorName(iommufarm::v1::Executor executor);
+iommufarm::v1::Executor ExecutorFromName(std::string_view name);
+
+// "queued", "leased", "succeeded", "failed", "cancelled".
+std::string JobStateName(iommufarm::v1::JobState state);
+
+}  // namespace farm::proto
+
+#endif  // PROTO_NAMES_H_
