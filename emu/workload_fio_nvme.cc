@@ -27,12 +27,6 @@
 namespace farm::emu::internal {
 namespace {
 
-using ::farm::emu::Cpu;
-using ::farm::emu::Engine;
-using ::farm::emu::Sym;
-using ::farm::emu::Task;
-using ::farm::emu::Time;
-
 // Longest a CPU with nothing to do sleeps before looking again; bounds how
 // late an interrupt posted to an idle CPU is noticed.
 constexpr Time kIdleQuantum = 500;
@@ -160,6 +154,18 @@ FioLatencyOut LatencyOut(const ::farm::emu::RunningStats& s, const ::farm::emu::
   return l;
 }
 
+// One job's read or write section of fio's JSON, and its job_runtime.
+void FillDirection(FioJobOut& fj, bool write, uint64_t ios, uint64_t bs, Time runtime,
+                   const ::farm::emu::RunningStats& clat, const ::farm::emu::LogHistogram& hist) {
+  FioDirectionOut d;
+  d.total_ios = ios;
+  d.io_bytes = ios * bs;
+  d.runtime_ms = static_cast<uint64_t>(runtime / 1000000);
+  d.clat = LatencyOut(clat, hist);
+  (write ? fj.write : fj.read) = d;
+  fj.job_runtime_ms = d.runtime_ms;
+}
+
 }  // namespace
 
 namespace {
@@ -230,13 +236,7 @@ class FioRun final : public IoRun {
                     {"ioengine", engine_name_},
                     {"cpus_allowed", absl::StrCat(job.cpu)},
                     {"filename", absl::StrCat("/dev/nvme", job.dev, "n1")}};
-      FioDirectionOut d;
-      d.total_ios = job.ios;
-      d.io_bytes = job.ios * w.c.bs;
-      d.runtime_ms = static_cast<uint64_t>(w.c.runtime / 1000000);
-      d.clat = LatencyOut(job.clat, job.clat_hist);
-      (w.c.write ? fj.write : fj.read) = d;
-      fj.job_runtime_ms = d.runtime_ms;
+      FillDirection(fj, w.c.write, job.ios, w.c.bs, w.c.runtime, job.clat, job.clat_hist);
       fj.sys_cpu = 100.0 * static_cast<double>(BusyTime(*w.slots[job.slot].cpu)) /
                    static_cast<double>(w.c.runtime);
       out.jobs.push_back(std::move(fj));
@@ -284,13 +284,13 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeFioNvme(Params& p, const IoPlatform& 
   std::string cpus_text = p.Str("cpus_allowed", "");
   std::string irq_text = p.Str("irq_affinity", "");
   if (irq_text.empty()) irq_text = platform.irq_affinity;
-  for (const absl::Status& s :
-       {rw.status(), bs.status(), iodepth.status(), numjobs.status(), devices.status(),
-        engine_name.status(), runtime_ms.status(), lat_us.status(), dev_iops.status(),
-        submit_ns.status(), reap_ns.status(), irq_ns.status()}) {
-    if (!s.ok()) return s;
+  if (absl::Status s =
+          ParamsOk(p, {rw.status(), bs.status(), iodepth.status(), numjobs.status(),
+                       devices.status(), engine_name.status(), runtime_ms.status(), lat_us.status(),
+                       dev_iops.status(), submit_ns.status(), reap_ns.status(), irq_ns.status()});
+      !s.ok()) {
+    return s;
   }
-  if (absl::Status s = p.CheckAllUsed(); !s.ok()) return s;
   const int num_cpus = platform.topology.num_cpus;
   std::vector<int> cpus;
   if (cpus_text.empty()) {
@@ -448,10 +448,7 @@ class NvmfRun final : public IoRun {
 
   absl::Status Setup(Engine& engine, DmaPath& dma) override {
     // Queue pairs on the device node's CPUs first, as nvmet binds them there.
-    order_ = platform_.topology.CpusOfNode(platform_.device_node);
-    for (int c = 0; c < platform_.topology.num_cpus; ++c) {
-      if (platform_.topology.cpu_node[c] != platform_.device_node) order_.push_back(c);
-    }
+    order_ = CpusDeviceNodeFirst(platform_);
     std::vector<Cpu*>& cpus = cpus_;
     for (int j = 0; j < jobs_; ++j) cpus.push_back(&engine.AddCpu(order_[j]));
     w.dma = &dma;
@@ -472,13 +469,7 @@ class NvmfRun final : public IoRun {
                     {"bs", absl::StrCat(w.c.bs)},
                     {"iodepth", absl::StrCat(w.c.iodepth)},
                     {"target_cpu", absl::StrCat(order_[j])}};
-      FioDirectionOut d;
-      d.total_ios = w.ios[j];
-      d.io_bytes = w.ios[j] * w.c.bs;
-      d.runtime_ms = static_cast<uint64_t>(w.c.runtime / 1000000);
-      d.clat = LatencyOut(w.lat[j], w.hist[j]);
-      (w.c.read ? fj.read : fj.write) = d;
-      fj.job_runtime_ms = d.runtime_ms;
+      FillDirection(fj, !w.c.read, w.ios[j], w.c.bs, w.c.runtime, w.lat[j], w.hist[j]);
       out.jobs.push_back(std::move(fj));
       total += w.ios[j];
     }
@@ -517,17 +508,14 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeNvmfTarget(Params& p, const IoPlatfor
   absl::StatusOr<double> dev_gbps = p.Double("dev_gbps", 25, 0.01, 10000);
   absl::StatusOr<int64_t> cpu_ns = p.Int("cpu_per_io_ns", 3000, 0, 1000000000);
   absl::StatusOr<double> runtime_ms = p.Double("runtime_ms", 10, 0.01, 100000);
-  for (const absl::Status& s : {ssds.status(), jobs.status(), bs.status(), rw.status(),
-                                iodepth.status(), gbps.status(), lat_us.status(), dev_iops.status(),
-                                dev_gbps.status(), cpu_ns.status(), runtime_ms.status()}) {
-    if (!s.ok()) return s;
+  if (absl::Status s =
+          ParamsOk(p, {ssds.status(), jobs.status(), bs.status(), rw.status(), iodepth.status(),
+                       gbps.status(), lat_us.status(), dev_iops.status(), dev_gbps.status(),
+                       cpu_ns.status(), runtime_ms.status()});
+      !s.ok()) {
+    return s;
   }
-  if (absl::Status s = p.CheckAllUsed(); !s.ok()) return s;
-  if (*jobs > platform.topology.num_cpus) {
-    return absl::InvalidArgumentError(absl::StrCat("nvmf-target: --param jobs=", *jobs, ": ",
-                                                   platform.name, " has ",
-                                                   platform.topology.num_cpus, " CPUs"));
-  }
+  if (absl::Status s = CheckCpuCount("nvmf-target", "jobs", *jobs, platform); !s.ok()) return s;
   NvmfWorld w;
   w.c.bs = *bs;
   w.c.pages = static_cast<int>((*bs + 4095) / 4096);

@@ -27,12 +27,6 @@
 namespace farm::emu::internal {
 namespace {
 
-using ::farm::emu::Cpu;
-using ::farm::emu::Engine;
-using ::farm::emu::Sym;
-using ::farm::emu::Task;
-using ::farm::emu::Time;
-
 struct NfsConfig {
   int threads;
   uint64_t record, size;
@@ -266,12 +260,12 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeIozoneNfsRdma(Params& p, const IoPlat
   absl::StatusOr<int64_t> reply = p.Int("reply_ns", 4000, 0, 1000000000);
   absl::StatusOr<int64_t> sim = p.Int("sim_records", 48, 1, 1000000);
   std::string tests_text = p.Str("tests", "write,rewrite,read,reread");
-  for (const absl::Status& s : {threads.status(), record.status(), size.status(), gbps.status(),
-                                eff.status(), chunk.status(), rtt.status(), sw.status(),
-                                sr.status(), rpc.status(), reply.status(), sim.status()}) {
-    if (!s.ok()) return s;
+  if (absl::Status s = ParamsOk(p, {threads.status(), record.status(), size.status(), gbps.status(),
+                                    eff.status(), chunk.status(), rtt.status(), sw.status(),
+                                    sr.status(), rpc.status(), reply.status(), sim.status()});
+      !s.ok()) {
+    return s;
   }
-  if (absl::Status s = p.CheckAllUsed(); !s.ok()) return s;
   std::vector<std::string> tests;
   for (absl::string_view t :
        absl::StrSplit(tests_text, absl::ByAnyChar(", []"), absl::SkipEmpty())) {

@@ -19,12 +19,6 @@
 namespace farm::emu::internal {
 namespace {
 
-using ::farm::emu::Cpu;
-using ::farm::emu::Engine;
-using ::farm::emu::Sym;
-using ::farm::emu::Task;
-using ::farm::emu::Time;
-
 constexpr int kTxRing = 64;  // packets in flight per session before xmit waits
 
 struct TcpConfig {
@@ -101,10 +95,7 @@ class TcpRun final : public IoRun {
       : c_(c), platform_(std::move(platform)), sessions_(sessions), dir_(std::move(dir)) {}
 
   absl::Status Setup(Engine& engine, DmaPath& dma) override {
-    std::vector<int> order = platform_.topology.CpusOfNode(platform_.device_node);
-    for (int cpu = 0; cpu < platform_.topology.num_cpus; ++cpu) {
-      if (platform_.topology.cpu_node[cpu] != platform_.device_node) order.push_back(cpu);
-    }
+    std::vector<int> order = CpusDeviceNodeFirst(platform_);
     std::vector<Cpu*> cpus;
     for (int s = 0; s < sessions_; ++s) cpus.push_back(&engine.AddCpu(order[s]));
     sh_.dma = &dma;
@@ -149,15 +140,13 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeTcpStream(Params& p, const IoPlatform
   absl::StatusOr<int64_t> pages = p.Int("pages_per_packet", 16, 1, 4096);
   absl::StatusOr<int64_t> cpu_ns = p.Int("cpu_per_packet_ns", 5000, 0, 1000000000);
   absl::StatusOr<double> runtime_ms = p.Double("runtime_ms", 5, 0.01, 100000);
-  for (const absl::Status& s : {dir.status(), sessions.status(), gbps.status(), packet.status(),
-                                pages.status(), cpu_ns.status(), runtime_ms.status()}) {
-    if (!s.ok()) return s;
+  if (absl::Status s = ParamsOk(p, {dir.status(), sessions.status(), gbps.status(), packet.status(),
+                                    pages.status(), cpu_ns.status(), runtime_ms.status()});
+      !s.ok()) {
+    return s;
   }
-  if (absl::Status s = p.CheckAllUsed(); !s.ok()) return s;
-  if (*sessions > platform.topology.num_cpus) {
-    return absl::InvalidArgumentError(absl::StrCat("tcp-stream: --param sessions=", *sessions, ": ",
-                                                   platform.name, " has ",
-                                                   platform.topology.num_cpus, " CPUs"));
+  if (absl::Status s = CheckCpuCount("tcp-stream", "sessions", *sessions, platform); !s.ok()) {
+    return s;
   }
   TcpConfig c;
   c.tx = *dir == "tx";

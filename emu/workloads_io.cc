@@ -120,6 +120,29 @@ absl::Status Params::CheckAllUsed() const {
                                                  " (see farm-emu list workloads)"));
 }
 
+absl::Status ParamsOk(const Params& p, std::initializer_list<absl::Status> parsed) {
+  for (const absl::Status& s : parsed) {
+    if (!s.ok()) return s;
+  }
+  return p.CheckAllUsed();
+}
+
+absl::Status CheckCpuCount(const std::string& workload, const std::string& param, int64_t n,
+                           const IoPlatform& platform) {
+  if (n <= platform.topology.num_cpus) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(workload, ": --param ", param, "=", n, ": ",
+                                                 platform.name, " has ", platform.topology.num_cpus,
+                                                 " CPUs"));
+}
+
+std::vector<int> CpusDeviceNodeFirst(const IoPlatform& platform) {
+  std::vector<int> order = platform.topology.CpusOfNode(platform.device_node);
+  for (int c = 0; c < platform.topology.num_cpus; ++c) {
+    if (platform.topology.cpu_node[c] != platform.device_node) order.push_back(c);
+  }
+  return order;
+}
+
 ::farm::emu::Time BusyTime(const ::farm::emu::Cpu& cpu) {
   ::farm::emu::Time t = 0;
   for (::farm::emu::Time v : cpu.profile()) t += v;

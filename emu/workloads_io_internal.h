@@ -4,6 +4,7 @@
 #define EMU_WORKLOADS_IO_INTERNAL_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <set>
@@ -14,6 +15,13 @@
 #include "emu/workloads_io.h"
 
 namespace farm::emu::internal {
+
+// The engine names every workload body uses.
+using ::farm::emu::Cpu;
+using ::farm::emu::Engine;
+using ::farm::emu::Sym;
+using ::farm::emu::Task;
+using ::farm::emu::Time;
 
 // Typed access to --param values with errors naming the parameter; every
 // key read is remembered so CheckAllUsed() can reject typos.
@@ -38,6 +46,20 @@ class Params {
   std::map<std::string, std::string> values_;
   std::set<std::string> used_;
 };
+
+// The first error among a workload's parsed parameters, else the error for
+// any --param no reader asked for, else OK.
+absl::Status ParamsOk(const Params& p, std::initializer_list<absl::Status> parsed);
+
+// InvalidArgument naming --param `param`=`n` when the platform has fewer
+// than `n` CPUs (one CPU per session / queue pair).
+absl::Status CheckCpuCount(const std::string& workload, const std::string& param, int64_t n,
+                           const IoPlatform& platform);
+
+// Every CPU of the platform, those of the device's node first (in id
+// order), then the rest: where a driver binds queue pairs and where busy
+// streams land when placed near the device.
+std::vector<int> CpusDeviceNodeFirst(const IoPlatform& platform);
 
 // Records one DMA call's latency into the report.
 inline void RecordMap(IoRunReport& r, ::farm::emu::Time ns) {
