@@ -51,6 +51,204 @@ ParamSpec Enum(std::string key, std::string def, std::vector<std::string> choice
                    0};
 }
 
+// The cost keys, in registry order: each row is the registry entry and the
+// Model field it fills, so BuildParams(), Model::From() and Model::ApplyNoise()
+// walk one table instead of three hand-kept lists.
+struct CostKey {
+  const char* key;
+  int64_t def;
+  const char* desc;
+  Time LineCosts::*line = nullptr;  // a field of Model::line, or
+  Time Model::*time = nullptr;      // a Model cost field, or
+  int Model::*count = nullptr;      // an integer field (never noise-scaled)
+  const char* unit = "ns";
+  double max = 1e15;
+  bool noisy = true;  // scaled by noise.cv
+};
+
+const CostKey kCostKeys[] = {
+    {.key = "cost.line_local_ns",
+     .def = 5,
+     .desc = "Atomic RMW on a cache line this CPU owns.",
+     .line = &LineCosts::local},
+    {.key = "cost.line_node_ns",
+     .def = 50,
+     .desc = "Cache-line transfer between two CPUs of one NUMA node.",
+     .line = &LineCosts::node},
+    {.key = "cost.line_socket_ns",
+     .def = 90,
+     .desc = "Cache-line transfer between two nodes of one socket.",
+     .line = &LineCosts::socket},
+    {.key = "cost.line_remote_ns",
+     .def = 180,
+     .desc = "Cache-line transfer between sockets.",
+     .line = &LineCosts::remote},
+    {.key = "cost.lock_ns",
+     .def = 15,
+     .desc = "Uncontended spin_lock_irqsave on a lock whose line this CPU owns.",
+     .line = &LineCosts::lock},
+    {.key = "cost.unlock_ns",
+     .def = 5,
+     .desc = "spin_unlock_irqrestore.",
+     .line = &LineCosts::unlock},
+    {.key = "cost.atomic_far_ns",
+     .def = 0,
+     .desc = "Occupancy of one atomic RMW at a contended line's home node when the platform "
+             "executes LSE atomics far (Arm); 0 = near atomics, the line moves to the requester "
+             "for every RMW (x86).",
+     .line = &LineCosts::atomic_far,
+     .noisy = false},
+    {.key = "cost.rb_visit_ns",
+     .def = 4,
+     .desc = "Per rbtree node visited (rb_prev/rb_next/descent).",
+     .time = &Model::rb_visit},
+    {.key = "cost.rb_insert_ns",
+     .def = 30,
+     .desc = "rb_link_node + rb_insert_color.",
+     .time = &Model::rb_insert},
+    {.key = "cost.rb_erase_ns",
+     .def = 30,
+     .desc = "rb_erase with rebalancing.",
+     .time = &Model::rb_erase},
+    {.key = "cost.rb_dirty_lines",
+     .def = 5,
+     .desc = "Cache lines an rbtree insert or erase writes (node, parent links, rebalancing, "
+             "cached_node); they move with iova_rbtree_lock to the next holder on another CPU, "
+             "which pays a line transfer for each.",
+     .count = &Model::rb_dirty_lines,
+     .unit = "lines",
+     .max = 64,
+     .noisy = false},
+    {.key = "cost.kmem_cache_ns",
+     .def = 25,
+     .desc = "kmem_cache_alloc/free of a struct iova or magazine bookkeeping.",
+     .time = &Model::kmem_cache},
+    {.key = "cost.rcache_op_ns",
+     .def = 8,
+     .desc = "Magazine push/pop (excluding locks).",
+     .time = &Model::rcache_op},
+    {.key = "cost.dma_call_ns",
+     .def = 40,
+     .desc = "Fixed body of a dma_map/unmap entry point with an IOMMU (iommu_dma_map_page / "
+             "intel_map_page: lookups, alignment, checks).",
+     .time = &Model::dma_call},
+    {.key = "cost.dma_direct_ns",
+     .def = 25,
+     .desc = "dma_direct_map_page / unmap (iommu off or passthrough).",
+     .time = &Model::dma_direct},
+    {.key = "cost.iommu_map_call_ns",
+     .def = 40,
+     .desc = "Per __iommu_map / ops->map call (iommu_pgsize, domain checks, indirect call).",
+     .time = &Model::iommu_map_call},
+    {.key = "cost.pt_level_ns",
+     .def = 4,
+     .desc = "Per IO page-table level walked.",
+     .time = &Model::pt_level},
+    {.key = "cost.pte_write_ns",
+     .def = 2,
+     .desc = "Per PTE written or cleared.",
+     .time = &Model::pte_write},
+    {.key = "cost.pt_alloc_ns",
+     .def = 400,
+     .desc = "Allocate and zero one page-table page.",
+     .time = &Model::pt_alloc},
+    {.key = "cost.clflush_line_ns",
+     .def = 40,
+     .desc = "clflush of one PTE cache line for a non-coherent VT-d walker.",
+     .time = &Model::clflush_line},
+    {.key = "cost.clflush_call_ns",
+     .def = 0,
+     .desc = "Fixed part of one domain_flush_cache() -> clflush_cache_range() call on a "
+             "non-coherent VT-d walker (the mb() pair around the clflush loop), on top of "
+             "cost.clflush_line_ns per line.",
+     .time = &Model::clflush_call},
+    {.key = "vtd.private_map_extra_ns",
+     .def = 0,
+     .desc = "Extra CPU per intel_map_sg/intel_map_page call on the VT-d private path. A kernel "
+             "key for a measured cost without a modelled mechanism: the catalog sets it at "
+             "c062db039f40 (seed 000, domain geometry 48->47 bits; fitted).",
+     .time = &Model::vtd_private_map_extra,
+     .noisy = false},
+    {.key = "cost.cache_maint_line_ns",
+     .def = 10,
+     .desc = "CPU cache maintenance per 64 B line for a non-coherent device.",
+     .time = &Model::cache_maint_line},
+    {.key = "cost.mmio_write_ns",
+     .def = 60,
+     .desc = "Posted MMIO register write.",
+     .time = &Model::mmio_write},
+    {.key = "cost.mmio_read_ns",
+     .def = 300,
+     .desc = "MMIO register read (round trip).",
+     .time = &Model::mmio_read},
+    {.key = "cost.cmd_write_ns",
+     .def = 8,
+     .desc = "Write one invalidation descriptor / SMMU command into queue memory.",
+     .time = &Model::cmd_write},
+    {.key = "cost.poll_ns",
+     .def = 30,
+     .desc = "One poll of a completion word (wait descriptor status, CMD_SYNC MSI); also the delay "
+             "to notice completion.",
+     .time = &Model::poll},
+    {.key = "cost.fq_op_ns",
+     .def = 12,
+     .desc = "Flush-queue ring bookkeeping per entry.",
+     .time = &Model::fq_op},
+    {.key = "cost.memset_ns_per_kib",
+     .def = 20,
+     .desc = "memset/memcpy per KiB (workload buffer work).",
+     .time = &Model::memset_per_kib},
+    // ---- Device costs.
+    {.key = "hw.qi_desc_ns",
+     .def = 50,
+     .desc = "VT-d invalidation queue: fetch+decode per descriptor (incl. the wait descriptor's "
+             "status write).",
+     .time = &Model::qi_desc},
+    {.key = "hw.qi_iotlb_psi_ns",
+     .def = 600,
+     .desc = "VT-d page-selective IOTLB invalidation.",
+     .time = &Model::qi_iotlb_psi},
+    {.key = "hw.qi_iotlb_dsi_ns",
+     .def = 900,
+     .desc = "VT-d domain-selective IOTLB invalidation.",
+     .time = &Model::qi_iotlb_dsi},
+    {.key = "hw.qi_iotlb_global_ns",
+     .def = 1200,
+     .desc = "VT-d global IOTLB invalidation.",
+     .time = &Model::qi_iotlb_global},
+    {.key = "hw.wbf_ns",
+     .def = 300,
+     .desc = "VT-d write-buffer flush completion (GSTS.WBFS).",
+     .time = &Model::wbf},
+    {.key = "hw.smmu_cmd_ns",
+     .def = 30,
+     .desc = "SMMUv3: consume one command from the queue.",
+     .time = &Model::smmu_cmd},
+    {.key = "hw.smmu_tlbi_ns",
+     .def = 100,
+     .desc = "SMMUv3: TLBI_NH_VA / TLBI_NH_ASID execution.",
+     .time = &Model::smmu_tlbi},
+    {.key = "hw.smmu_sync_ns",
+     .def = 250,
+     .desc = "SMMUv3: CMD_SYNC completion incl. MSI write.",
+     .time = &Model::smmu_sync},
+    {.key = "hw.mmu500_tlbi_ns",
+     .def = 150,
+     .desc = "MMU-500: one TLBIVA/TLBIASID.",
+     .time = &Model::mmu500_tlbi},
+    {.key = "hw.mmu500_sync_ns",
+     .def = 600,
+     .desc = "MMU-500: TLBSYNC completion after the last invalidation.",
+     .time = &Model::mmu500_sync},
+    {.key = "hw.iotlb_hit_ns", .def = 5, .desc = "Device IOTLB hit.", .time = &Model::iotlb_hit},
+    {.key = "hw.iotlb_miss_level_ns",
+     .def = 120,
+     .desc = "Device IOTLB miss: per page-table level read by the walker.",
+     .time = &Model::iotlb_miss_level},
+};
+
+Time& CostField(Model& m, const CostKey& c) { return c.line ? m.line.*c.line : m.*c.time; }
+
 std::vector<ParamSpec> BuildParams() {
   std::vector<ParamSpec> p;
   // ---- Code paths (what a kernel commit changes).
@@ -138,86 +336,8 @@ std::vector<ParamSpec> BuildParams() {
                   0, 0.5));
 
   // ---- CPU costs.
-  p.push_back(Int("cost.line_local_ns", 5, "ns", "Atomic RMW on a cache line this CPU owns."));
-  p.push_back(
-      Int("cost.line_node_ns", 50, "ns", "Cache-line transfer between two CPUs of one NUMA node."));
-  p.push_back(
-      Int("cost.line_socket_ns", 90, "ns", "Cache-line transfer between two nodes of one socket."));
-  p.push_back(Int("cost.line_remote_ns", 180, "ns", "Cache-line transfer between sockets."));
-  p.push_back(Int("cost.lock_ns", 15, "ns",
-                  "Uncontended spin_lock_irqsave on a lock whose line this CPU owns."));
-  p.push_back(Int("cost.unlock_ns", 5, "ns", "spin_unlock_irqrestore."));
-  p.push_back(Int("cost.atomic_far_ns", 0, "ns",
-                  "Occupancy of one atomic RMW at a contended line's home node when the platform "
-                  "executes LSE atomics far (Arm); 0 = near atomics, the line moves to the "
-                  "requester for every RMW (x86)."));
-  p.push_back(
-      Int("cost.rb_visit_ns", 4, "ns", "Per rbtree node visited (rb_prev/rb_next/descent)."));
-  p.push_back(Int("cost.rb_insert_ns", 30, "ns", "rb_link_node + rb_insert_color."));
-  p.push_back(Int("cost.rb_erase_ns", 30, "ns", "rb_erase with rebalancing."));
-  p.push_back(Int("cost.rb_dirty_lines", 5, "lines",
-                  "Cache lines an rbtree insert or erase writes (node, parent links, "
-                  "rebalancing, cached_node); they move with iova_rbtree_lock to the next "
-                  "holder on another CPU, which pays a line transfer for each.",
-                  0, 64));
-  p.push_back(Int("cost.kmem_cache_ns", 25, "ns",
-                  "kmem_cache_alloc/free of a struct iova or "
-                  "magazine bookkeeping."));
-  p.push_back(Int("cost.rcache_op_ns", 8, "ns", "Magazine push/pop (excluding locks)."));
-  p.push_back(Int("cost.dma_call_ns", 40, "ns",
-                  "Fixed body of a dma_map/unmap entry point with an IOMMU "
-                  "(iommu_dma_map_page / intel_map_page: lookups, alignment, checks)."));
-  p.push_back(Int("cost.dma_direct_ns", 25, "ns",
-                  "dma_direct_map_page / unmap (iommu off or "
-                  "passthrough)."));
-  p.push_back(Int("cost.iommu_map_call_ns", 40, "ns",
-                  "Per __iommu_map / ops->map call (iommu_pgsize, domain checks, indirect "
-                  "call)."));
-  p.push_back(Int("cost.pt_level_ns", 4, "ns", "Per IO page-table level walked."));
-  p.push_back(Int("cost.pte_write_ns", 2, "ns", "Per PTE written or cleared."));
-  p.push_back(Int("cost.pt_alloc_ns", 400, "ns", "Allocate and zero one page-table page."));
-  p.push_back(Int("cost.clflush_line_ns", 40, "ns",
-                  "clflush of one PTE cache line for a non-coherent VT-d walker."));
-  p.push_back(Int("cost.clflush_call_ns", 0, "ns",
-                  "Fixed part of one domain_flush_cache() -> clflush_cache_range() call on a "
-                  "non-coherent VT-d walker (the mb() pair around the clflush loop), on top of "
-                  "cost.clflush_line_ns per line."));
-  p.push_back(Int("vtd.private_map_extra_ns", 0, "ns",
-                  "Extra CPU per intel_map_sg/intel_map_page call on the VT-d private path. A "
-                  "kernel key for a measured cost without a modelled mechanism: the catalog sets "
-                  "it at c062db039f40 (seed 000, domain geometry 48->47 bits; fitted)."));
-  p.push_back(Int("cost.cache_maint_line_ns", 10, "ns",
-                  "CPU cache maintenance per 64 B line for a non-coherent device."));
-  p.push_back(Int("cost.mmio_write_ns", 60, "ns", "Posted MMIO register write."));
-  p.push_back(Int("cost.mmio_read_ns", 300, "ns", "MMIO register read (round trip)."));
-  p.push_back(Int("cost.cmd_write_ns", 8, "ns",
-                  "Write one invalidation descriptor / SMMU command into queue memory."));
-  p.push_back(Int("cost.poll_ns", 30, "ns",
-                  "One poll of a completion word (wait descriptor status, CMD_SYNC MSI); also "
-                  "the delay to notice completion."));
-  p.push_back(Int("cost.fq_op_ns", 12, "ns", "Flush-queue ring bookkeeping per entry."));
-  p.push_back(Int("cost.memset_ns_per_kib", 20, "ns",
-                  "memset/memcpy per KiB (workload "
-                  "buffer work)."));
-  // ---- Device costs.
-  p.push_back(Int("hw.qi_desc_ns", 50, "ns",
-                  "VT-d invalidation queue: fetch+decode per "
-                  "descriptor (incl. the wait descriptor's status write)."));
-  p.push_back(Int("hw.qi_iotlb_psi_ns", 600, "ns", "VT-d page-selective IOTLB invalidation."));
-  p.push_back(Int("hw.qi_iotlb_dsi_ns", 900, "ns", "VT-d domain-selective IOTLB invalidation."));
-  p.push_back(Int("hw.qi_iotlb_global_ns", 1200, "ns", "VT-d global IOTLB invalidation."));
-  p.push_back(Int("hw.wbf_ns", 300, "ns", "VT-d write-buffer flush completion (GSTS.WBFS)."));
-  p.push_back(Int("hw.smmu_cmd_ns", 30, "ns", "SMMUv3: consume one command from the queue."));
-  p.push_back(Int("hw.smmu_tlbi_ns", 100, "ns", "SMMUv3: TLBI_NH_VA / TLBI_NH_ASID execution."));
-  p.push_back(Int("hw.smmu_sync_ns", 250, "ns", "SMMUv3: CMD_SYNC completion incl. MSI write."));
-  p.push_back(Int("hw.mmu500_tlbi_ns", 150, "ns", "MMU-500: one TLBIVA/TLBIASID."));
-  p.push_back(Int("hw.mmu500_sync_ns", 600, "ns",
-                  "MMU-500: TLBSYNC completion after the last "
-                  "invalidation."));
-  p.push_back(Int("hw.iotlb_hit_ns", 5, "ns", "Device IOTLB hit."));
-  p.push_back(Int("hw.iotlb_miss_level_ns", 120, "ns",
-                  "Device IOTLB miss: per page-table level "
-                  "read by the walker."));
+  // ---- CPU and device costs.
+  for (const CostKey& c : kCostKeys) p.push_back(Int(c.key, c.def, c.unit, c.desc, 0, c.max));
   return p;
 }
 
@@ -392,47 +512,13 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.dev_coherent = b("dev.coherent");
   m.noise_cv = std::atof(s("noise.cv").c_str());
 
-  m.line.local = i("cost.line_local_ns");
-  m.line.node = i("cost.line_node_ns");
-  m.line.socket = i("cost.line_socket_ns");
-  m.line.remote = i("cost.line_remote_ns");
-  m.line.lock = i("cost.lock_ns");
-  m.line.unlock = i("cost.unlock_ns");
-  m.line.atomic_far = i("cost.atomic_far_ns");
-  m.rb_visit = i("cost.rb_visit_ns");
-  m.rb_insert = i("cost.rb_insert_ns");
-  m.rb_erase = i("cost.rb_erase_ns");
-  m.rb_dirty_lines = static_cast<int>(i("cost.rb_dirty_lines"));
-  m.kmem_cache = i("cost.kmem_cache_ns");
-  m.rcache_op = i("cost.rcache_op_ns");
-  m.dma_call = i("cost.dma_call_ns");
-  m.dma_direct = i("cost.dma_direct_ns");
-  m.iommu_map_call = i("cost.iommu_map_call_ns");
-  m.pt_level = i("cost.pt_level_ns");
-  m.pte_write = i("cost.pte_write_ns");
-  m.pt_alloc = i("cost.pt_alloc_ns");
-  m.clflush_line = i("cost.clflush_line_ns");
-  m.clflush_call = i("cost.clflush_call_ns");
-  m.vtd_private_map_extra = i("vtd.private_map_extra_ns");
-  m.cache_maint_line = i("cost.cache_maint_line_ns");
-  m.mmio_write = i("cost.mmio_write_ns");
-  m.mmio_read = i("cost.mmio_read_ns");
-  m.cmd_write = i("cost.cmd_write_ns");
-  m.poll = i("cost.poll_ns");
-  m.fq_op = i("cost.fq_op_ns");
-  m.memset_per_kib = i("cost.memset_ns_per_kib");
-  m.qi_desc = i("hw.qi_desc_ns");
-  m.qi_iotlb_psi = i("hw.qi_iotlb_psi_ns");
-  m.qi_iotlb_dsi = i("hw.qi_iotlb_dsi_ns");
-  m.qi_iotlb_global = i("hw.qi_iotlb_global_ns");
-  m.wbf = i("hw.wbf_ns");
-  m.smmu_cmd = i("hw.smmu_cmd_ns");
-  m.smmu_tlbi = i("hw.smmu_tlbi_ns");
-  m.smmu_sync = i("hw.smmu_sync_ns");
-  m.mmu500_tlbi = i("hw.mmu500_tlbi_ns");
-  m.mmu500_sync = i("hw.mmu500_sync_ns");
-  m.iotlb_hit = i("hw.iotlb_hit_ns");
-  m.iotlb_miss_level = i("hw.iotlb_miss_level_ns");
+  for (const CostKey& c : kCostKeys) {
+    if (c.count) {
+      m.*c.count = static_cast<int>(i(c.key));
+    } else {
+      CostField(m, c) = i(c.key);
+    }
+  }
   return m;
 }
 
@@ -444,17 +530,8 @@ void Model::ApplyNoise(uint64_t seed) {
     k = std::clamp(k, 0.5, 1.5);
     v = static_cast<Time>(std::llround(static_cast<double>(v) * k));
   };
-  for (Time* v : {&line.local,   &line.node,       &line.socket,  &line.remote,
-                  &line.lock,    &line.unlock,     &rb_visit,     &rb_insert,
-                  &rb_erase,     &kmem_cache,      &rcache_op,    &dma_call,
-                  &dma_direct,   &iommu_map_call,  &pt_level,     &pte_write,
-                  &pt_alloc,     &clflush_line,    &clflush_call, &cache_maint_line,
-                  &mmio_write,   &mmio_read,       &cmd_write,    &poll,
-                  &fq_op,        &memset_per_kib,  &qi_desc,      &qi_iotlb_psi,
-                  &qi_iotlb_dsi, &qi_iotlb_global, &wbf,          &smmu_cmd,
-                  &smmu_tlbi,    &smmu_sync,       &mmu500_tlbi,  &mmu500_sync,
-                  &iotlb_hit,    &iotlb_miss_level}) {
-    f(*v);
+  for (const CostKey& c : kCostKeys) {
+    if (c.noisy) f(CostField(*this, c));
   }
 }
 

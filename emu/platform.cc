@@ -1,5 +1,7 @@
 #include "emu/platform.h"
 
+#include <array>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -15,11 +17,74 @@ Topology MakeTopology(int sockets, int nodes_per_socket, int cpus_per_node) {
   return t;
 }
 
+// The platforms' settings: one row per model key, one column per platform (the
+// index into Build()'s vector); nullptr leaves the key at its registry default.
+// docs/emulator.md gives the source of every value.
+constexpr int kNumPlatforms = 4;
+struct SettingRow {
+  const char* key;
+  std::array<const char*, kNumPlatforms> value;
+};
+// clang-format off
+const SettingRow kSettings[] = {
+    // key                     2s12c     snb16c    kunpeng   mmu500
+    {"iommu.type",              {"vtd",    "vtd",    "smmuv3", "mmu500"}},
+    {"vtd.coherent",            {"false",  "false",  nullptr,  nullptr}},
+    {"vtd.rwbf",                {"false",  "false",  nullptr,  nullptr}},
+    {"dev.coherent",            {"true",   "true",   "true",   "true"}},
+    {"iotlb.entries",           {"64",     "64",     "128",    "128"}},
+    {"iotlb.ways",              {"4",      "4",      "4",      "4"}},
+    {"cost.line_local_ns",      {"5",      "6",      "6",      "8"}},
+    {"cost.line_node_ns",       {"45",     "55",     "60",     "70"}},
+    {"cost.line_socket_ns",     {"45",     "55",     "110",    "70"}},
+    {"cost.line_remote_ns",     {"130",    "160",    "200",    "70"}},
+    // LSE atomics at the home node (kunpeng: cmdq llq, valid_map).
+    {"cost.atomic_far_ns",      {nullptr,  nullptr,  "20",     nullptr}},
+    {"cost.lock_ns",            {"15",     "12",     "18",     "20"}},
+    {"cost.unlock_ns",          {"5",      "4",      "6",      "8"}},
+    {"cost.rb_visit_ns",        {"5",      "6",      "6",      "8"}},
+    {"cost.rb_insert_ns",       {"35",     "45",     "40",     "50"}},
+    {"cost.rb_erase_ns",        {"35",     "45",     "40",     "50"}},
+    {"cost.kmem_cache_ns",      {"25",     "30",     "30",     "40"}},
+    {"cost.rcache_op_ns",       {"8",      "5",      "10",     "12"}},
+    // 2s12c: seed 000 trace, intel_map_sg entry work (issue 5).
+    {"cost.dma_call_ns",        {"1000",   "50",     "60",     "70"}},
+    {"cost.dma_direct_ns",      {"25",     "30",     "30",     "40"}},
+    // 2s12c: seed 000 trace, __iommu_map per segment.
+    {"cost.iommu_map_call_ns",  {"300",    "50",     "50",     "60"}},
+    {"cost.pt_level_ns",        {"5",      "6",      "6",      "8"}},
+    // 2s12c: __domain_mapping per PTE incl. the sg walk.
+    {"cost.pte_write_ns",       {"100",    "3",      "3",      "4"}},
+    {"cost.pt_alloc_ns",        {"400",    "500",    "500",    "700"}},
+    {"cost.clflush_line_ns",    {"45",     "50",     "40",     "50"}},
+    // 2s12c: seed 000 trace, domain_flush_cache per call.
+    {"cost.clflush_call_ns",    {"2000",   nullptr,  nullptr,  nullptr}},
+    {"cost.mmio_write_ns",      {"60",     "70",     "80",     "100"}},
+    {"cost.mmio_read_ns",       {"350",    "400",    "500",    "450"}},
+    {"cost.cmd_write_ns",       {"8",      "10",     "10",     "12"}},
+    {"cost.poll_ns",            {"30",     "35",     "40",     "50"}},
+    {"cost.fq_op_ns",           {"12",     "6",      "15",     "18"}},
+    {"cost.memset_ns_per_kib",  {"25",     "30",     "30",     "40"}},
+    {"hw.qi_desc_ns",           {"60",     "80",     nullptr,  nullptr}},
+    {"hw.qi_iotlb_psi_ns",      {"700",    "900",    nullptr,  nullptr}},
+    {"hw.qi_iotlb_dsi_ns",      {"1000",   "1200",   nullptr,  nullptr}},
+    {"hw.qi_iotlb_global_ns",   {"1400",   "1600",   nullptr,  nullptr}},
+    {"hw.wbf_ns",               {"300",    "350",    nullptr,  nullptr}},
+    {"hw.smmu_cmd_ns",          {nullptr,  nullptr,  "40",     nullptr}},
+    {"hw.smmu_tlbi_ns",         {nullptr,  nullptr,  "120",    nullptr}},
+    {"hw.smmu_sync_ns",         {nullptr,  nullptr,  "300",    nullptr}},
+    {"hw.mmu500_tlbi_ns",       {nullptr,  nullptr,  nullptr,  "150"}},
+    {"hw.mmu500_sync_ns",       {nullptr,  nullptr,  nullptr,  "700"}},
+    {"hw.iotlb_hit_ns",         {"5",      "6",      "6",      "8"}},
+    {"hw.iotlb_miss_level_ns",  {"110",    "130",    "150",    "180"}},
+};
+// clang-format on
+
 std::vector<Platform> Build() {
-  std::vector<Platform> v;
+  std::vector<Platform> v(kNumPlatforms);
   {
     // Seed 000 NFS/RDMA client: 2-socket Intel Xeon, 12 cores per socket.
-    Platform p;
+    Platform& p = v[0];
     p.name = "intel-vtd-2s12c";
     p.description =
         "2-socket Intel Xeon (Haswell/Broadwell class), 12 cores/socket, 2 NUMA nodes, VT-d "
@@ -27,51 +92,10 @@ std::vector<Platform> Build() {
     p.topology = MakeTopology(2, 1, 12);
     p.devices = {{"nic0", "Mellanox ConnectX-4 (mlx5) 100 Gb/s RDMA NIC", 0, true, 64},
                  {"nvme0", "NVMe SSD", 0, true, 64}};
-    p.settings = {
-        {"iommu.type", "vtd"},
-        {"vtd.coherent", "false"},
-        {"vtd.rwbf", "false"},
-        {"dev.coherent", "true"},
-        {"cost.line_local_ns", "5"},
-        {"cost.line_node_ns", "45"},
-        {"cost.line_socket_ns", "45"},
-        {"cost.line_remote_ns", "130"},
-        {"cost.lock_ns", "15"},
-        {"cost.unlock_ns", "5"},
-        {"cost.rb_visit_ns", "5"},
-        {"cost.rb_insert_ns", "35"},
-        {"cost.rb_erase_ns", "35"},
-        {"cost.kmem_cache_ns", "25"},
-        {"cost.rcache_op_ns", "8"},
-        {"cost.dma_call_ns", "1000"},  // seed 000 trace: intel_map_sg entry work, issue 5
-        {"cost.dma_direct_ns", "25"},
-        {"cost.iommu_map_call_ns", "300"},  // seed 000 trace: __iommu_map per segment
-        {"cost.pt_level_ns", "5"},
-        {"cost.pte_write_ns", "100"},  // __domain_mapping per PTE incl. the sg walk
-        {"cost.pt_alloc_ns", "400"},
-        {"cost.clflush_line_ns", "45"},
-        {"cost.clflush_call_ns", "2000"},  // seed 000 trace: domain_flush_cache per call
-        {"cost.mmio_write_ns", "60"},
-        {"cost.mmio_read_ns", "350"},
-        {"cost.cmd_write_ns", "8"},
-        {"cost.poll_ns", "30"},
-        {"cost.fq_op_ns", "12"},
-        {"cost.memset_ns_per_kib", "25"},
-        {"hw.qi_desc_ns", "60"},
-        {"hw.qi_iotlb_psi_ns", "700"},
-        {"hw.qi_iotlb_dsi_ns", "1000"},
-        {"hw.qi_iotlb_global_ns", "1400"},
-        {"hw.wbf_ns", "300"},
-        {"hw.iotlb_hit_ns", "5"},
-        {"hw.iotlb_miss_level_ns", "110"},
-        {"iotlb.entries", "64"},
-        {"iotlb.ways", "4"},
-    };
-    v.push_back(std::move(p));
   }
   {
     // Seed 001: 16-core Sandy Bridge (2 x 8 cores), ConnectX-3 40 GbE.
-    Platform p;
+    Platform& p = v[1];
     p.name = "intel-vtd-snb16c";
     p.description =
         "2-socket Intel Xeon E5 (Sandy Bridge), 8 cores/socket, 2 NUMA nodes, VT-d with "
@@ -79,51 +103,11 @@ std::vector<Platform> Build() {
         "Peleg et al. ATC'15)";
     p.topology = MakeTopology(2, 1, 8);
     p.devices = {{"nic0", "Mellanox ConnectX-3 40 GbE NIC", 0, true, 64}};
-    p.settings = {
-        {"iommu.type", "vtd"},
-        {"vtd.coherent", "false"},
-        {"vtd.rwbf", "false"},
-        {"dev.coherent", "true"},
-        {"cost.line_local_ns", "6"},
-        {"cost.line_node_ns", "55"},
-        {"cost.line_socket_ns", "55"},
-        {"cost.line_remote_ns", "160"},
-        {"cost.lock_ns", "12"},
-        {"cost.unlock_ns", "4"},
-        {"cost.rb_visit_ns", "6"},
-        {"cost.rb_insert_ns", "45"},
-        {"cost.rb_erase_ns", "45"},
-        {"cost.kmem_cache_ns", "30"},
-        {"cost.rcache_op_ns", "5"},
-        {"cost.dma_call_ns", "50"},
-        {"cost.dma_direct_ns", "30"},
-        {"cost.iommu_map_call_ns", "50"},
-        {"cost.pt_level_ns", "6"},
-        {"cost.pte_write_ns", "3"},
-        {"cost.pt_alloc_ns", "500"},
-        {"cost.clflush_line_ns", "50"},
-        {"cost.mmio_write_ns", "70"},
-        {"cost.mmio_read_ns", "400"},
-        {"cost.cmd_write_ns", "10"},
-        {"cost.poll_ns", "35"},
-        {"cost.fq_op_ns", "6"},
-        {"cost.memset_ns_per_kib", "30"},
-        {"hw.qi_desc_ns", "80"},
-        {"hw.qi_iotlb_psi_ns", "900"},
-        {"hw.qi_iotlb_dsi_ns", "1200"},
-        {"hw.qi_iotlb_global_ns", "1600"},
-        {"hw.wbf_ns", "350"},
-        {"hw.iotlb_hit_ns", "6"},
-        {"hw.iotlb_miss_level_ns", "130"},
-        {"iotlb.entries", "64"},
-        {"iotlb.ways", "4"},
-    };
-    v.push_back(std::move(p));
   }
   {
     // Seeds 002/003: HiSilicon Kunpeng 920, 2 sockets x 2 dies, 32 cores per
     // die, SMMUv3 without range invalidation.
-    Platform p;
+    Platform& p = v[2];
     p.name = "kunpeng920-smmuv3";
     p.description =
         "HiSilicon Kunpeng 920: 2 sockets x 2 dies, 128 cores, 4 NUMA nodes, Arm SMMUv3 "
@@ -133,49 +117,10 @@ std::vector<Platform> Build() {
     p.devices = {{"nvme0", "NVMe SSD (PCIe, node 0)", 0, true, 64},
                  {"nic0", "hns3 100 GbE NIC", 0, true, 64},
                  {"zip0", "HiSilicon ZIP accelerator (Barry Song's test device)", 0, true, 64}};
-    p.settings = {
-        {"iommu.type", "smmuv3"},
-        {"dev.coherent", "true"},
-        {"cost.line_local_ns", "6"},
-        {"cost.line_node_ns", "60"},
-        {"cost.line_socket_ns", "110"},
-        {"cost.line_remote_ns", "200"},
-        // LSE atomics (cmdq llq cmpxchg, valid_map, cmdq->lock) execute at the
-        // home node; occupancy per op (docs/emulator.md, J. Garry's figures).
-        {"cost.atomic_far_ns", "20"},
-        {"cost.lock_ns", "18"},
-        {"cost.unlock_ns", "6"},
-        {"cost.rb_visit_ns", "6"},
-        {"cost.rb_insert_ns", "40"},
-        {"cost.rb_erase_ns", "40"},
-        {"cost.kmem_cache_ns", "30"},
-        {"cost.rcache_op_ns", "10"},
-        {"cost.dma_call_ns", "60"},
-        {"cost.dma_direct_ns", "30"},
-        {"cost.iommu_map_call_ns", "50"},
-        {"cost.pt_level_ns", "6"},
-        {"cost.pte_write_ns", "3"},
-        {"cost.pt_alloc_ns", "500"},
-        {"cost.clflush_line_ns", "40"},
-        {"cost.mmio_write_ns", "80"},
-        {"cost.mmio_read_ns", "500"},
-        {"cost.cmd_write_ns", "10"},
-        {"cost.poll_ns", "40"},
-        {"cost.fq_op_ns", "15"},
-        {"cost.memset_ns_per_kib", "30"},
-        {"hw.smmu_cmd_ns", "40"},
-        {"hw.smmu_tlbi_ns", "120"},
-        {"hw.smmu_sync_ns", "300"},
-        {"hw.iotlb_hit_ns", "6"},
-        {"hw.iotlb_miss_level_ns", "150"},
-        {"iotlb.entries", "128"},
-        {"iotlb.ways", "4"},
-    };
-    v.push_back(std::move(p));
   }
   {
     // Seed 004: 8-core ARMv8 SoC with MMU-500 in front of the NIC root port.
-    Platform p;
+    Platform& p = v[3];
     p.name = "arm-mmu500-8c";
     p.description =
         "8-core ARMv8 SoC (Broadcom-class, seed 004), one NUMA node, Arm MMU-500 (SMMUv2) with "
@@ -183,25 +128,11 @@ std::vector<Platform> Build() {
     p.topology = MakeTopology(1, 1, 8);
     p.devices = {{"nic0", "50 GbE NIC behind MMU-500", 0, true, 64},
                  {"nvme0", "NVMe SSD", 0, true, 64}};
-    p.settings = {
-        {"iommu.type", "mmu500"},      {"dev.coherent", "true"},
-        {"cost.line_local_ns", "8"},   {"cost.line_node_ns", "70"},
-        {"cost.line_socket_ns", "70"}, {"cost.line_remote_ns", "70"},
-        {"cost.lock_ns", "20"},        {"cost.unlock_ns", "8"},
-        {"cost.rb_visit_ns", "8"},     {"cost.rb_insert_ns", "50"},
-        {"cost.rb_erase_ns", "50"},    {"cost.kmem_cache_ns", "40"},
-        {"cost.rcache_op_ns", "12"},   {"cost.dma_call_ns", "70"},
-        {"cost.dma_direct_ns", "40"},  {"cost.iommu_map_call_ns", "60"},
-        {"cost.pt_level_ns", "8"},     {"cost.pte_write_ns", "4"},
-        {"cost.pt_alloc_ns", "700"},   {"cost.clflush_line_ns", "50"},
-        {"cost.mmio_write_ns", "100"}, {"cost.mmio_read_ns", "450"},
-        {"cost.cmd_write_ns", "12"},   {"cost.poll_ns", "50"},
-        {"cost.fq_op_ns", "18"},       {"cost.memset_ns_per_kib", "40"},
-        {"hw.mmu500_tlbi_ns", "150"},  {"hw.mmu500_sync_ns", "700"},
-        {"hw.iotlb_hit_ns", "8"},      {"hw.iotlb_miss_level_ns", "180"},
-        {"iotlb.entries", "128"},      {"iotlb.ways", "4"},
-    };
-    v.push_back(std::move(p));
+  }
+  for (int i = 0; i < kNumPlatforms; ++i) {
+    for (const SettingRow& row : kSettings) {
+      if (row.value[i] != nullptr) v[i].settings[row.key] = row.value[i];
+    }
   }
   return v;
 }
