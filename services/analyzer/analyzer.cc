@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "services/analyzer/stats.h"
 
@@ -123,12 +124,62 @@ std::string RerunSpecYaml(const SeriesSpec& spec, const std::string& name,
   return y;
 }
 
-Analyzer::Analyzer(AnalyzerStore* store, JobSubmitter* submitter, AlertSink* sink,
-                   prometheus::Gauge* open_gauge, AnalyzerOptions options)
+std::string RankNote(const Finding& f, const std::set<std::string>& workload_primary,
+                     const AnalyzerOptions& options) {
+  if (f.primary_metric) return absl::StrCat("primary metric of ", f.workload);
+  const bool alerted = options.secondary_severity != "none";
+  return absl::StrCat("secondary metric: ", f.metric.substr(0, f.metric.find('/')),
+                      " is not a primary metric of ", f.workload, " (",
+                      absl::StrJoin(workload_primary, ", "), "); ",
+                      alerted ? "alerted as " + options.secondary_severity : "not alerted",
+                      options.bisect_secondary ? "" : ", not bisected");
+}
+
+std::optional<Alert> BuildAlert(const AlertWork& a, const AnalyzerOptions& options,
+                                const std::string& now) {
+  if (!a.primary_metric && options.secondary_severity == "none") return std::nullopt;
+  const bool open = a.state == 2 || a.state == 3;
+  const std::string severity = !a.primary_metric                ? options.secondary_severity
+                               : std::fabs(a.magnitude) >= 0.10 ? "critical"
+                                                                : "warning";
+  Alert alert;
+  alert.labels = {{"alertname", "IommuPerfRegression"},
+                  {"platform", a.platform},
+                  {"workload", a.workload},
+                  {"mode", a.overhead ? a.mode_name + "/off" : a.mode_name},
+                  {"metric", a.metric},
+                  {"metric_rank", a.primary_metric ? "primary" : "secondary"},
+                  {"severity", severity},
+                  {"regression_id", std::to_string(a.regression_id)}};
+  const std::string culprit =
+      a.culprit_id.empty() ? (a.bisect_done ? "unknown" : "bisecting") : a.culprit_id;
+  alert.annotations = {
+      {"summary", absl::StrCat(a.primary_metric ? "" : "secondary metric: ", a.workload, " ",
+                               a.metric, " ", Percent(a.magnitude), " on ", a.platform, " (",
+                               a.overhead ? a.mode_name + "/off" : a.mode_name, ")",
+                               a.culprit_id.empty() ? "" : ", culprit " + a.culprit_id)},
+      {"culprit", culprit},
+      {"culprit_subject", a.culprit_subject},
+      {"magnitude", Percent(a.magnitude)},
+      {"last_good", a.last_good},
+      {"first_bad", a.first_bad},
+      {"bisect_steps", std::to_string(a.bisect_steps)},
+      {"change_class", a.change_class == 1   ? "iommu"
+                       : a.change_class == 2 ? "not_iommu"
+                                             : ""},
+      {"catalog", a.catalog}};
+  if (!a.primary_metrics.empty()) alert.annotations["primary_metrics"] = a.primary_metrics;
+  alert.starts_at = a.starts_at;
+  if (!open) alert.ends_at = now;
+  return alert;
+}
+
+Analyzer::Analyzer(AnalyzerStore* store, JobSubmitter* submitter, AlertSink* sink, OpenGauges open,
+                   AnalyzerOptions options)
     : store_(store),
       submitter_(submitter),
       sink_(sink),
-      open_gauge_(open_gauge),
+      open_(open),
       options_(std::move(options)) {}
 
 absl::Status Analyzer::Tick() {
@@ -150,10 +201,13 @@ absl::Status Analyzer::Tick() {
       note(AdvanceBisect(b), absl::StrCat("bisect ", b.bisect_id));
   }
   note(SendAlerts(), "alerts");
-  if (open_gauge_ != nullptr) {
-    absl::StatusOr<int64_t> open = store_->CountOpenRegressions();
+  if (open_.primary != nullptr || open_.secondary != nullptr) {
+    absl::StatusOr<AnalyzerStore::OpenCounts> open = store_->CountOpenRegressions();
     note(open.status(), "counting regressions");
-    if (open.ok()) open_gauge_->Set(static_cast<double>(*open));
+    if (open.ok() && open_.primary != nullptr)
+      open_.primary->Set(static_cast<double>(open->primary));
+    if (open.ok() && open_.secondary != nullptr)
+      open_.secondary->Set(static_cast<double>(open->secondary));
   }
   return first;
 }
@@ -161,7 +215,8 @@ absl::Status Analyzer::Tick() {
 absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples({m.id});
   if (!samples.ok()) return samples.status();
-  const std::vector<Series> series = BuildSeries(*samples);
+  const std::vector<Series> series = BuildSeries(*samples, false, options_.primary_metrics);
+  const PrimaryMetricMap primary = PrimaryMetrics(*samples, options_.primary_metrics);
   const std::vector<ChangePoint> cps = DetectAll(series, options_.detect);
   const std::vector<Finding> findings = Classify(cps, series, options_.detect);
   std::vector<NewRegression> found;
@@ -181,27 +236,35 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
         absl::StrCat(f.platform, "|", f.workload, "|", f.metric, "|", f.mode,
                      f.overhead_series ? "/off" : "", "|", f.last_good, "|", f.first_bad);
     n.state = 1;  // SUSPECTED until confirmed
-    const json state = {
-        {"series", SpecToJson(spec)},
-        {"regression", f.regression},
-        {"expected_change", f.magnitude},
-        {"last_good", {{"index", f.last_good_index}, {"id", f.last_good}}},
-        {"first_bad", {{"index", f.first_bad_index}, {"id", f.first_bad}}},
-        {"do_bisect", m.analysis_bisect && (f.regression || options_.bisect_improvements)},
-        {"phase", "confirm"},
-        {"seq", 0},
-        {"confirm_matrices", json::array()},
-        {"pending_matrices", json::array()},
-        {"pending_index", -1},
-        {"empty_rounds", 0},
-        {"step_matrix", json::object()}};
+    auto pm = primary.find({f.platform, f.workload});
+    const std::set<std::string> workload_primary =
+        pm == primary.end() ? std::set<std::string>{} : pm->second;
+    n.note = RankNote(f, workload_primary, options_);
+    const bool do_bisect = m.analysis_bisect && (f.regression || options_.bisect_improvements) &&
+                           (f.primary_metric || options_.bisect_secondary);
+    const json state = {{"series", SpecToJson(spec)},
+                        {"regression", f.regression},
+                        {"expected_change", f.magnitude},
+                        {"last_good", {{"index", f.last_good_index}, {"id", f.last_good}}},
+                        {"first_bad", {{"index", f.first_bad_index}, {"id", f.first_bad}}},
+                        {"do_bisect", do_bisect},
+                        {"metric_rank", f.primary_metric ? "primary" : "secondary"},
+                        {"primary_metrics", workload_primary},
+                        {"phase", "confirm"},
+                        {"seq", 0},
+                        {"confirm_matrices", json::array()},
+                        {"pending_matrices", json::array()},
+                        {"pending_index", -1},
+                        {"empty_rounds", 0},
+                        {"step_matrix", json::object()}};
     n.bisect_state_json = state.dump();
     found.push_back(std::move(n));
-    Log(absl::StrCat("matrix ", m.id, ": ", f.regression ? "regression" : "improvement", " ",
-                     f.platform, " ", f.workload, " ", f.metric, " ", f.mode,
-                     f.overhead_series ? "/off" : "", " ", Percent(f.magnitude), " between ",
-                     f.last_good, " and ", f.first_bad, " (", ChangeClassName(f.change_class),
-                     ", p=", absl::StrFormat("%.2g", f.p_value), ")"));
+    Log(absl::StrCat("matrix ", m.id, ": ", f.primary_metric ? "" : "secondary-metric ",
+                     f.regression ? "regression" : "improvement", " ", f.platform, " ", f.workload,
+                     " ", f.metric, " ", f.mode, f.overhead_series ? "/off" : "", " ",
+                     Percent(f.magnitude), " between ", f.last_good, " and ", f.first_bad, " (",
+                     ChangeClassName(f.change_class), ", p=", absl::StrFormat("%.2g", f.p_value),
+                     ")"));
   }
   absl::StatusOr<std::vector<int64_t>> bisects = store_->RecordAnalysis(m.id, m.catalog, found);
   if (!bisects.ok()) return bisects.status();
@@ -409,32 +472,9 @@ absl::Status Analyzer::SendAlerts() {
   const std::string now = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
   for (const AlertWork& a : *work) {
     const bool open = a.state == 2 || a.state == 3;
-    Alert alert;
-    alert.labels = {{"alertname", "IommuPerfRegression"},
-                    {"platform", a.platform},
-                    {"workload", a.workload},
-                    {"mode", a.overhead ? a.mode_name + "/off" : a.mode_name},
-                    {"metric", a.metric},
-                    {"severity", std::fabs(a.magnitude) >= 0.10 ? "critical" : "warning"},
-                    {"regression_id", std::to_string(a.regression_id)}};
-    const std::string culprit =
-        a.culprit_id.empty() ? (a.bisect_done ? "unknown" : "bisecting") : a.culprit_id;
-    alert.annotations = {
-        {"summary", absl::StrCat(a.workload, " ", a.metric, " ", Percent(a.magnitude), " on ",
-                                 a.platform, " (", a.overhead ? a.mode_name + "/off" : a.mode_name,
-                                 ")", a.culprit_id.empty() ? "" : ", culprit " + a.culprit_id)},
-        {"culprit", culprit},
-        {"culprit_subject", a.culprit_subject},
-        {"magnitude", Percent(a.magnitude)},
-        {"last_good", a.last_good},
-        {"first_bad", a.first_bad},
-        {"bisect_steps", std::to_string(a.bisect_steps)},
-        {"change_class", a.change_class == 1   ? "iommu"
-                         : a.change_class == 2 ? "not_iommu"
-                                               : ""},
-        {"catalog", a.catalog}};
-    alert.starts_at = a.starts_at;
-    if (!open) alert.ends_at = now;
+    std::optional<Alert> built = BuildAlert(a, options_, now);
+    if (!built.has_value()) continue;
+    Alert& alert = *built;
     // Re-sent every alert_resend while open, and at once when its content
     // changed (the bisect found the culprit).
     const bool changed = json::parse(a.annotations_json, nullptr, false) != json(alert.annotations);

@@ -8,7 +8,12 @@
 //      and the planner state are written to PostgreSQL after each move;
 //   3. alerts: confirmed regressions are posted to Alertmanager and re-sent
 //      every alert_resend while open; fixed / false-positive ones resolved;
-//   4. the farm_regressions_open gauge.
+//   4. the farm_regressions_open gauges (by metric rank).
+// Findings are ranked (detect.h, series.h PrimaryMetrics): a regression of a
+// workload's primary (throughput) metric alerts as warning/critical and is
+// bisected; one of a secondary metric (latency, hit rate, CPU time ...) is
+// recorded and confirmed, alerted at `secondary_severity` (default info,
+// routed so it does not page) and bisected only with `bisect_secondary`.
 // All progress lives in PostgreSQL, so the process may be killed at any point
 // and a new one continues: submissions carry idempotency keys derived from
 // the bisect id and a persisted sequence number, so nothing is submitted
@@ -19,6 +24,8 @@
 #ifndef SERVICES_ANALYZER_ANALYZER_H_
 #define SERVICES_ANALYZER_ANALYZER_H_
 
+#include <optional>
+#include <set>
 #include <string>
 
 #include <prometheus/gauge.h>
@@ -41,13 +48,38 @@ struct AnalyzerOptions {
   bool bisect_improvements = false;
   // Extra priority within the confirm/bisect bands of the scheduler.
   int priority = 0;
+  // workload -> its primary metrics, replacing the derivation from samples.
+  PrimaryOverrides primary_metrics;
+  // Severity label of alerts for confirmed secondary-metric regressions;
+  // "none": they are recorded but not alerted.
+  std::string secondary_severity = "info";
+  // Bisect confirmed secondary-metric regressions too (costs runs).
+  bool bisect_secondary = false;
 };
+
+// The open-regression gauges, one per metric rank; either may be null.
+struct OpenGauges {
+  prometheus::Gauge* primary = nullptr;
+  prometheus::Gauge* secondary = nullptr;
+};
+
+// The Alertmanager alert for a regression, or nullopt when its rank is not
+// alerted (secondary_severity "none"). `now` (RFC 3339) ends a closed one.
+std::optional<Alert> BuildAlert(const AlertWork& work, const AnalyzerOptions& options,
+                                const std::string& now);
+
+// The regression's note recording its rank, e.g. "primary metric of
+// iozone-nfsrdma" or "secondary metric: rcache_hit_rate is not a primary
+// metric of iozone-nfsrdma (throughput, throughput_kb_s); alerted as info,
+// not bisected".
+std::string RankNote(const Finding& f, const std::set<std::string>& workload_primary,
+                     const AnalyzerOptions& options);
 
 class Analyzer final {
  public:
-  // `sink` and `open_gauge` may be null (no alerts / no gauge).
-  Analyzer(AnalyzerStore* store, JobSubmitter* submitter, AlertSink* sink,
-           prometheus::Gauge* open_gauge, AnalyzerOptions options);
+  // `sink` and the gauges may be null (no alerts / no gauge).
+  Analyzer(AnalyzerStore* store, JobSubmitter* submitter, AlertSink* sink, OpenGauges open,
+           AnalyzerOptions options);
   Analyzer(const Analyzer&) = delete;
   Analyzer& operator=(const Analyzer&) = delete;
 
@@ -66,7 +98,7 @@ class Analyzer final {
   AnalyzerStore* store_;
   JobSubmitter* submitter_;
   AlertSink* sink_;
-  prometheus::Gauge* open_gauge_;
+  OpenGauges open_;
   const AnalyzerOptions options_;
   int matrices_analyzed_ = 0;
   int submissions_ = 0;

@@ -113,13 +113,13 @@ class SimAgent {
   // The job's model_set (catalog settings at its commit plus the spec's
   // `set:`, as the scheduler hands them to real agents) decides; the
   // resolved catalog is the fallback for schedulers that do not fill it.
-  double Cost(const pb::Job& j, const char* key) const {
+  double Cost(const pb::Job& j, const char* key, double fallback = 1) const {
     auto m = j.model_set().find(key);
     if (m != j.model_set().end()) return std::stod(m->second);
     auto c = resolved_.find(j.commit_id());
-    if (c == resolved_.end()) return 1;
+    if (c == resolved_.end()) return fallback;
     auto v = c->second.find(key);
-    return v == c->second.end() ? 1 : std::stod(v->second);
+    return v == c->second.end() ? fallback : std::stod(v->second);
   }
 
   void Report(int64_t agent_id, const pb::JobLease& l) {
@@ -140,6 +140,14 @@ class SimAgent {
     s->set_phase("write");
     s->set_unit("kB/s");
     s->set_value(base * (1 + 0.01 * noise(rng)));
+    if (j.mode() == pb::IOMMU_MODE_STRICT || j.mode() == pb::IOMMU_MODE_LAZY) {
+      // A secondary metric (higher is better, not the workload's throughput).
+      pb::Sample* h = req.add_samples();
+      h->set_metric("rcache_hit_rate");
+      h->set_phase("write");
+      h->set_unit("ratio");
+      h->set_value(Cost(j, "sim.hit_rate", 0.9) * (1 + 0.01 * noise(rng)));
+    }
     pb::Sample* c = req.add_samples();  // unknown polarity: never analysed
     c->set_metric("invalidations");
     c->set_value(static_cast<double>(rng() % 1000));
@@ -317,7 +325,7 @@ TEST_F(AnalyzerPgTest, PlantedCostIsFoundBisectedAlertedAndResolved) {
   SubmitBulk(32, 8, 4);
   prometheus::Registry reg;
   prometheus::Gauge& open = prometheus::BuildGauge().Name("g").Register(reg).Add({});
-  Analyzer a(store_.get(), submitter_.get(), sink_.get(), &open, Options());
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {&open, nullptr}, Options());
   TickUntil(
       a, [&] { return Count("SELECT count(*) FROM bisects WHERE state <> 'running'") == 1; },
       "bisect finished");
@@ -403,10 +411,83 @@ TEST_F(AnalyzerPgTest, PlantedCostIsFoundBisectedAlertedAndResolved) {
   EXPECT_EQ(Count("SELECT count(*) FROM regressions WHERE alert_firing"), 0);
 }
 
+// A throughput regression (primary metric) and, earlier in the same matrix,
+// a larger drop of the rcache hit rate (secondary): both are recorded and
+// confirmed; the throughput one is listed first, bisected and alerted as
+// critical; the hit-rate one is alerted as info and not bisected.
+TEST_F(AnalyzerPgTest, PrimaryMetricRegressionRanksAboveSecondary) {
+  StartFarm(33, {{9, {{"sim.hit_rate", "0.6"}}}, {21, {{"sim.iommu_cost", "1.25"}}}});
+  SubmitBulk(32, 8, 4);
+  prometheus::Registry reg;
+  auto& family = prometheus::BuildGauge().Name("g").Register(reg);
+  prometheus::Gauge& open_primary = family.Add({{"metric_rank", "primary"}});
+  prometheus::Gauge& open_secondary = family.Add({{"metric_rank", "secondary"}});
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {&open_primary, &open_secondary},
+             Options());
+  TickUntil(
+      a,
+      [&] {
+        return Count("SELECT count(*) FROM bisects") == 2 &&
+               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
+      },
+      "both findings confirmed and the primary one bisected");
+
+  // Through the API (what farmctl regressions / regression show print).
+  pb::ListRegressionsRequest lr;
+  pb::ListRegressionsResponse list;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(analysis_->ListRegressions(&ctx, lr, &list).ok());
+  }
+  ASSERT_EQ(list.regressions_size(), 2);
+  const pb::Regression& first = list.regressions(0);
+  const pb::Regression& second = list.regressions(1);
+  EXPECT_EQ(first.metric(), "throughput/write");
+  EXPECT_EQ(first.note(), "primary metric of iozone-nfsrdma");
+  EXPECT_EQ(first.state(), pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(first.culprit_id(), "t21");
+  EXPECT_EQ(second.metric(), "rcache_hit_rate/write");
+  EXPECT_EQ(second.state(), pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(second.note(),
+            "secondary metric: rcache_hit_rate is not a primary metric of iozone-nfsrdma "
+            "(throughput); alerted as info, not bisected");
+  EXPECT_EQ(second.first_bad(), "t16");  // measured range, not narrowed by a bisect
+  EXPECT_EQ(second.culprit_id(), "");
+  EXPECT_LT(second.magnitude(), first.magnitude());  // the larger change, ranked second
+  EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM bisect_steps WHERE bisect_id = ",
+                               second.bisect_id(), " AND step > 0")),
+            0);
+  EXPECT_GE(Count(absl::StrCat("SELECT count(*) FROM bisect_steps WHERE bisect_id = ",
+                               first.bisect_id(), " AND step > 0")),
+            3);
+
+  // Alertmanager holds both, with the severities that route them.
+  TickUntil(
+      a,
+      [&] {
+        int seen = 0;
+        for (const json& al : AlertmanagerAlerts())
+          seen += al["annotations"].value("culprit", "") == "t21" ||
+                  al["labels"].value("metric_rank", "") == "secondary";
+        return seen == 2;
+      },
+      "both alerts in Alertmanager");
+  std::map<std::string, json> by_rank;
+  for (const json& al : AlertmanagerAlerts()) by_rank[al["labels"].value("metric_rank", "")] = al;
+  ASSERT_EQ(by_rank.size(), 2u);
+  EXPECT_EQ(by_rank["primary"]["labels"]["severity"], "critical");
+  EXPECT_EQ(by_rank["primary"]["labels"]["regression_id"], std::to_string(first.id()));
+  EXPECT_EQ(by_rank["secondary"]["labels"]["severity"], "info");
+  EXPECT_EQ(by_rank["secondary"]["labels"]["regression_id"], std::to_string(second.id()));
+  EXPECT_EQ(by_rank["secondary"]["annotations"]["primary_metrics"], "throughput");
+  EXPECT_EQ(open_primary.Value(), 1);
+  EXPECT_EQ(open_secondary.Value(), 1);
+}
+
 TEST_F(AnalyzerPgTest, PureNoiseRaisesNothing) {
   StartFarm(25, {});
   const int64_t m = SubmitBulk(24, 4, 4);
-  Analyzer a(store_.get(), submitter_.get(), sink_.get(), nullptr, Options());
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
   TickUntil(
       a,
       [&] {
@@ -419,7 +500,7 @@ TEST_F(AnalyzerPgTest, PureNoiseRaisesNothing) {
   EXPECT_EQ(Count("SELECT count(*) FROM matrices"), 1);  // nothing submitted
   EXPECT_EQ(AlertmanagerAlerts().size(), 0u);
   // Restart-safe cursor: a new analyzer does not analyse it again.
-  Analyzer again(store_.get(), submitter_.get(), sink_.get(), nullptr, Options());
+  Analyzer again(store_.get(), submitter_.get(), sink_.get(), {}, Options());
   ASSERT_TRUE(again.Tick().ok());
   EXPECT_EQ(again.matrices_analyzed(), 0);
 }
@@ -428,7 +509,7 @@ TEST_F(AnalyzerPgTest, TwoRegressionsInOneRangeBothBisected) {
   // t09: IOMMU path 15% slower; t27: every mode (incl. off) 20% slower.
   StartFarm(37, {{9, {{"sim.iommu_cost", "1.15"}}}, {27, {{"sim.cpu_cost", "1.25"}}}});
   SubmitBulk(36, 6, 4);
-  Analyzer a(store_.get(), submitter_.get(), sink_.get(), nullptr, Options());
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
   TickUntil(
       a,
       [&] {

@@ -63,6 +63,7 @@ struct NewRegression {
   Finding finding;
   std::string series_key;         // dedup: no second open regression with this key
   int state = 1;                  // iommufarm.v1.RegressionState
+  std::string note;               // regressions.note: the finding's metric rank (RankNote)
   std::string bisect_state_json;  // analyzer_state 'bisect:<id>' (planner etc.)
 };
 
@@ -105,6 +106,10 @@ struct AlertWork {
   double magnitude = 0;
   std::string last_good, first_bad, culprit_id, culprit_subject;
   int bisect_steps = 0;
+  // Metric rank from the bisect state (rows written before ranking existed
+  // count as primary) and the workload's primary metrics, comma-separated.
+  bool primary_metric = true;
+  std::string primary_metrics;
   bool alert_exists = false;
   bool alert_firing = false;
   std::string starts_at;                // RFC 3339, when an alert row exists
@@ -140,8 +145,13 @@ class AnalyzerStore {
   virtual absl::Status MarkAlertSent(int64_t regression_id, bool firing,
                                      const std::string& labels_json,
                                      const std::string& annotations_json) = 0;
-  // Open regressions (suspected, confirmed, acknowledged; direction regression).
-  virtual absl::StatusOr<int64_t> CountOpenRegressions() = 0;
+  // Confirmed or acknowledged regressions (direction regression), by the
+  // rank of their metric.
+  struct OpenCounts {
+    int64_t primary = 0;
+    int64_t secondary = 0;
+  };
+  virtual absl::StatusOr<OpenCounts> CountOpenRegressions() = 0;
 };
 
 std::unique_ptr<AnalyzerStore> NewPgAnalyzerStore(storage::PgPool* pool);

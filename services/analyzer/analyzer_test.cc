@@ -71,5 +71,60 @@ TEST(AnalyzerHelpersTest, AlertJsonHasLabelsAnnotationsAndEnd) {
   EXPECT_TRUE(NewAlertmanagerSink("http://127.0.0.1:9093/").ok());
 }
 
+AlertWork Work(bool primary, double magnitude) {
+  AlertWork w;
+  w.regression_id = 7;
+  w.state = 2;  // CONFIRMED
+  w.platform = "intel-vtd-2s12c";
+  w.workload = "iozone-nfsrdma";
+  w.metric = primary ? "throughput_kb_s/read" : "rcache_hit_rate";
+  w.mode_name = "lazy";
+  w.magnitude = magnitude;
+  w.primary_metric = primary;
+  w.primary_metrics = "throughput,throughput_kb_s";
+  return w;
+}
+
+TEST(AnalyzerRankTest, PrimaryPagesSecondaryIsInfoOrSilent) {
+  AnalyzerOptions o;
+  auto primary = BuildAlert(Work(true, -0.227), o, "now");
+  ASSERT_TRUE(primary.has_value());
+  EXPECT_EQ(primary->labels["severity"], "critical");
+  EXPECT_EQ(primary->labels["metric_rank"], "primary");
+  EXPECT_EQ(BuildAlert(Work(true, -0.05), o, "now")->labels["severity"], "warning");
+
+  auto secondary = BuildAlert(Work(false, -0.45), o, "now");
+  ASSERT_TRUE(secondary.has_value());
+  EXPECT_EQ(secondary->labels["severity"], "info");  // however large the change
+  EXPECT_EQ(secondary->labels["metric_rank"], "secondary");
+  EXPECT_EQ(secondary->annotations["primary_metrics"], "throughput,throughput_kb_s");
+  EXPECT_EQ(secondary->annotations["summary"].rfind("secondary metric: ", 0), 0u);
+  EXPECT_TRUE(secondary->ends_at.empty());
+
+  o.secondary_severity = "none";
+  EXPECT_FALSE(BuildAlert(Work(false, -0.45), o, "now").has_value());
+  AlertWork fixed = Work(true, -0.2);
+  fixed.state = 4;  // FIXED: resolved
+  EXPECT_EQ(BuildAlert(fixed, o, "2026-01-01T00:00:00Z")->ends_at, "2026-01-01T00:00:00Z");
+}
+
+TEST(AnalyzerRankTest, NoteRecordsTheRank) {
+  Finding f;
+  f.workload = "iozone-nfsrdma";
+  f.metric = "rcache_hit_rate/write";
+  f.primary_metric = false;
+  AnalyzerOptions o;
+  EXPECT_EQ(RankNote(f, {"throughput", "throughput_kb_s"}, o),
+            "secondary metric: rcache_hit_rate is not a primary metric of iozone-nfsrdma "
+            "(throughput, throughput_kb_s); alerted as info, not bisected");
+  o.bisect_secondary = true;
+  o.secondary_severity = "none";
+  EXPECT_EQ(RankNote(f, {"throughput"}, o),
+            "secondary metric: rcache_hit_rate is not a primary metric of iozone-nfsrdma "
+            "(throughput); not alerted");
+  f.primary_metric = true;
+  EXPECT_EQ(RankNote(f, {"throughput"}, o), "primary metric of iozone-nfsrdma");
+}
+
 }  // namespace
 }  // namespace farm::analyzer

@@ -170,6 +170,7 @@ std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOp
     ChangePoint cp;
     cp.key = series.key;
     cp.polarity = series.polarity;
+    cp.primary = series.primary;
     cp.last_good_index = series.points[k - 1].commit_index;
     cp.last_good = series.points[k - 1].commit_id;
     cp.first_bad_index = series.points[k].commit_index;
@@ -244,25 +245,28 @@ std::vector<Finding> Classify(const std::vector<ChangePoint>& change_points,
 
   std::vector<Finding> out;
   for (const auto& g : groups) {
-    // Primary metric: plain mode series before overhead ratios, throughput-
-    // like (higher is better) before latencies, then the largest change.
+    // The finding's metric: a primary metric of the workload, plain mode
+    // series before overhead ratios, throughput-like (higher is better)
+    // before latencies, then the largest change.
     auto rank = [](const ChangePoint* cp) {
-      return std::make_tuple(!cp->key.overhead, cp->polarity == Polarity::kHigherIsBetter,
+      return std::make_tuple(cp->primary, !cp->key.overhead,
+                             cp->polarity == Polarity::kHigherIsBetter,
                              std::fabs(cp->relative_change));
     };
-    const ChangePoint* primary = nullptr;
+    const ChangePoint* lead = nullptr;
     for (const ChangePoint* cp : g)
-      if (primary == nullptr || rank(cp) > rank(primary)) primary = cp;
+      if (lead == nullptr || rank(cp) > rank(lead)) lead = cp;
     Finding f;
-    f.platform = primary->key.platform;
-    f.workload = primary->key.workload;
-    f.metric = primary->key.metric;
-    f.regression = primary->regression;
-    f.polarity = primary->polarity;
-    f.last_good_index = primary->last_good_index;
-    f.last_good = primary->last_good;
-    f.first_bad_index = primary->first_bad_index;
-    f.first_bad = primary->first_bad;
+    f.platform = lead->key.platform;
+    f.workload = lead->key.workload;
+    f.metric = lead->key.metric;
+    f.regression = lead->regression;
+    f.polarity = lead->polarity;
+    f.primary_metric = lead->primary;
+    f.last_good_index = lead->last_good_index;
+    f.last_good = lead->last_good;
+    f.first_bad_index = lead->first_bad_index;
+    f.first_bad = lead->first_bad;
     for (const ChangePoint* cp : g) f.change_points.push_back(*cp);
 
     bool off_measured = false, off_changed = false, translated_changed = false,
@@ -273,8 +277,8 @@ std::vector<Finding> Classify(const std::vector<ChangePoint>& change_points,
     for (const Series& s : series) {
       if (s.key.platform != f.platform || s.key.workload != f.workload || s.key.metric != f.metric)
         continue;
-      ModeEffect e = MeasureAt(s, primary->segment_begin_index, f.last_good_index,
-                               f.first_bad_index, primary->segment_end_index);
+      ModeEffect e = MeasureAt(s, lead->segment_begin_index, f.last_good_index, f.first_bad_index,
+                               lead->segment_end_index);
       if (e.p_value > 1) continue;  // this mode was not measured around the change
       e.significant = e.p_value < alpha && std::fabs(e.relative_change) >= options.magnitude &&
                       IsRegression(s.polarity, e.relative_change) == f.regression;
@@ -317,13 +321,17 @@ std::vector<Finding> Classify(const std::vector<ChangePoint>& change_points,
       f.magnitude = chosen->relative_change;
       f.p_value = chosen->p_value;
     } else {
-      f.mode = primary->key.mode;
-      f.overhead_series = primary->key.overhead;
-      f.magnitude = primary->relative_change;
-      f.p_value = primary->p_value;
+      f.mode = lead->key.mode;
+      f.overhead_series = lead->key.overhead;
+      f.magnitude = lead->relative_change;
+      f.p_value = lead->p_value;
     }
     out.push_back(std::move(f));
   }
+  std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+    return std::make_tuple(!a.primary_metric, !a.regression, -std::fabs(a.magnitude)) <
+           std::make_tuple(!b.primary_metric, !b.regression, -std::fabs(b.magnitude));
+  });
   return out;
 }
 

@@ -34,6 +34,7 @@ struct DetectOptions {
 struct ChangePoint {
   SeriesKey key;
   Polarity polarity = Polarity::kUnknown;
+  bool primary = true;      // Series.primary
   int last_good_index = 0;  // last measured commit before the change
   std::string last_good;
   int first_bad_index = 0;  // first measured commit after the change
@@ -69,8 +70,12 @@ struct ModeEffect {
 
 // One candidate regression (or improvement): change points of all series of
 // one (platform, workload) whose commit intervals overlap and agree in
-// direction, merged. The primary series is the one with the largest change
-// among the modes that changed (off when the class is NOT_IOMMU).
+// direction, merged. Its metric is a primary metric of the workload when one
+// changed in the group (see PrimaryMetrics), so a throughput loss is named as
+// such even when a latency moved more; then plain series before overhead
+// ratios, higher-is-better before lower-is-better, the largest change. Its
+// mode is the one with the largest change among the modes that changed (off
+// when the class is NOT_IOMMU).
 struct Finding {
   std::string platform;
   std::string workload;
@@ -86,12 +91,17 @@ struct Finding {
   double magnitude = 0;  // relative change of the primary series
   double p_value = 1;
   Polarity polarity = Polarity::kUnknown;
-  std::vector<ModeEffect> per_mode;  // primary metric, every mode and overhead series
+  // `metric` is a primary metric of the workload. Secondary findings are
+  // recorded and confirmed but ranked below: lower alert severity, no bisect
+  // unless asked (AnalyzerOptions).
+  bool primary_metric = true;
+  std::vector<ModeEffect> per_mode;  // the finding's metric, every mode and overhead series
   std::vector<ChangePoint> change_points;
 };
 
 // Merges change points into findings and classifies them, using the series
-// to measure every mode at the finding's interval.
+// to measure every mode at the finding's interval. Ranked: primary-metric
+// findings first, regressions before improvements, then by |magnitude|.
 std::vector<Finding> Classify(const std::vector<ChangePoint>& change_points,
                               const std::vector<Series>& series, const DetectOptions& options);
 

@@ -1,6 +1,8 @@
 #include "services/analyzer/detect.h"
 
+#include <map>
 #include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -188,6 +190,137 @@ TEST(ClassifyTest, NoiseOnlyGivesNoFinding) {
   const auto rows = Rows({{"off", 0}, {"strict", 0}, {"lazy", 0}}, 3, 3);
   const auto series = BuildSeries(rows);
   EXPECT_TRUE(Classify(DetectAll(series, DetectOptions{}), series, DetectOptions{}).empty());
+}
+
+// Samples of one metric in off/strict/lazy, 8 commits x 5 repeats, with
+// multiplicative shifts (commit, relative change per mode) planted.
+std::vector<SampleRow> MetricRows(
+    const std::string& metric, const std::string& unit, double level0,
+    const std::vector<std::pair<int, std::map<std::string, double>>>& shifts, uint32_t seed) {
+  std::vector<SampleRow> rows;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0, 1);
+  for (const std::string mode : {"off", "strict", "lazy"}) {
+    for (int c = 0; c < 8; ++c) {
+      double level = level0;
+      for (const auto& [at, by_mode] : shifts)
+        if (c >= at) level *= 1 + by_mode.at(mode);
+      for (int r = 0; r < 5; ++r) {
+        SampleRow row;
+        row.catalog = "linux-iommu";
+        row.commit_id = "k" + std::to_string(c);
+        row.commit_index = c * 10;
+        row.platform = "intel-vtd-2s12c";
+        row.workload = "iozone-nfsrdma";
+        row.mode = mode;
+        row.metric = metric;
+        row.phase = "write";
+        row.unit = unit;
+        row.repeat = r;
+        row.value = level * (1 + 0.01 * noise(rng));
+        rows.push_back(row);
+      }
+    }
+  }
+  return rows;
+}
+
+SampleRow Named(const std::string& workload, const std::string& metric, const std::string& unit) {
+  SampleRow r;
+  r.platform = "p";
+  r.workload = workload;
+  r.metric = metric;
+  r.unit = unit;
+  return r;
+}
+
+std::set<std::string> PrimaryOf(const std::vector<SampleRow>& rows, const std::string& workload,
+                                const PrimaryOverrides& overrides = {}) {
+  return PrimaryMetrics(rows, overrides)[{"p", workload}];
+}
+
+TEST(PrimaryMetricsTest, EmulatorWorkloadsLeadWithTheirThroughput) {
+  // What agent/emu_samples.cc reports for iozone-nfsrdma.
+  const std::vector<SampleRow> rows{Named("iozone-nfsrdma", "throughput", "MB/s"),
+                                    Named("iozone-nfsrdma", "throughput_per_cpu", "MB/s/cpu"),
+                                    Named("iozone-nfsrdma", "read_kb_s", ""),
+                                    Named("iozone-nfsrdma", "throughput_kb_s", ""),
+                                    Named("iozone-nfsrdma", "map_latency_p50", "ns"),
+                                    Named("iozone-nfsrdma", "cpu_busy", "%"),
+                                    Named("iozone-nfsrdma", "rcache_hit_rate", "ratio"),
+                                    Named("iozone-nfsrdma", "invalidations", "")};
+  EXPECT_EQ(PrimaryOf(rows, "iozone-nfsrdma"),
+            (std::set<std::string>{"throughput", "throughput_kb_s"}));
+}
+
+TEST(PrimaryMetricsTest, RealToolsUseTheirOwnThroughputOrWorkRates) {
+  // farm-agent's fio and iozone runners (agent/runners/runners.cc).
+  const std::vector<SampleRow> rows{Named("fio-nvme", "iops", "iops"),
+                                    Named("fio-nvme", "bw_kib_s", "KiB/s"),
+                                    Named("fio-nvme", "clat_p50_ns", "ns"),
+                                    Named("iozone-nfsrdma", "throughput_kb_s", "kB/s"),
+                                    Named("iozone-nfsrdma", "parent_throughput_kb_s", "kB/s"),
+                                    Named("iozone-nfsrdma", "min_throughput_kb_s", "kB/s"),
+                                    Named("iozone-nfsrdma", "min_xfer_kb", "kB")};
+  EXPECT_EQ(PrimaryOf(rows, "fio-nvme"), (std::set<std::string>{"bw_kib_s", "iops"}));
+  EXPECT_EQ(PrimaryOf(rows, "iozone-nfsrdma"), (std::set<std::string>{"throughput_kb_s"}));
+}
+
+TEST(PrimaryMetricsTest, NoThroughputMeansEveryMetricIsPrimaryAndOverridesWin) {
+  const std::vector<SampleRow> rows{Named("lat-only", "map_latency_p50", "ns"),
+                                    Named("lat-only", "unmap_latency_p50", "ns"),
+                                    Named("memcached", "throughput", "transactions/s")};
+  EXPECT_EQ(PrimaryOf(rows, "lat-only"),
+            (std::set<std::string>{"map_latency_p50", "unmap_latency_p50"}));
+  PrimaryOverrides o;
+  ASSERT_TRUE(ParsePrimaryOverride("memcached=map_latency_p50,throughput", &o));
+  EXPECT_EQ(PrimaryOf(rows, "memcached", o),
+            (std::set<std::string>{"map_latency_p50", "throughput"}));
+  EXPECT_TRUE(IsPrimaryMetric({"throughput"}, "throughput/write"));
+  EXPECT_FALSE(IsPrimaryMetric({"throughput"}, "throughput_per_cpu/write"));
+  for (const char* bad : {"memcached", "=x", "memcached=", "memcached=a,,b", "memcached=a,"})
+    EXPECT_FALSE(ParsePrimaryOverride(bad, &o)) << bad;
+}
+
+TEST(ClassifyTest, PrimaryMetricNamesTheFindingAndRanksFirst) {
+  // k5: the IOMMU path loses 20% throughput while the rcache hit rate falls
+  // 40% (same interval: one finding, named by the throughput although the
+  // hit rate moved more). k2: the hit rate alone falls 30%, an earlier and
+  // larger change of a secondary metric: recorded, ranked second.
+  std::vector<SampleRow> rows = MetricRows(
+      "throughput", "kB/s", 1000, {{5, {{"off", 0}, {"strict", -0.2}, {"lazy", -0.2}}}}, 11);
+  const std::vector<SampleRow> hit =
+      MetricRows("rcache_hit_rate", "ratio", 0.9,
+                 {{2, {{"off", -0.3}, {"strict", -0.3}, {"lazy", -0.3}}},
+                  {5, {{"off", -0.4}, {"strict", -0.4}, {"lazy", -0.4}}}},
+                 12);
+  rows.insert(rows.end(), hit.begin(), hit.end());
+  const auto series = BuildSeries(rows);
+  for (const Series& s : series) EXPECT_EQ(s.primary, s.key.metric == "throughput/write");
+  const auto findings = Classify(DetectAll(series, DetectOptions{}), series, DetectOptions{});
+  ASSERT_EQ(findings.size(), 2u);
+  EXPECT_TRUE(findings[0].primary_metric);
+  EXPECT_EQ(findings[0].metric, "throughput/write");
+  EXPECT_EQ(findings[0].first_bad, "k5");
+  EXPECT_EQ(findings[0].change_class, ChangeClass::kIommu);
+  EXPECT_NEAR(findings[0].magnitude, -0.2, 0.02);
+  EXPECT_FALSE(findings[1].primary_metric);
+  EXPECT_EQ(findings[1].metric, "rcache_hit_rate/write");
+  EXPECT_EQ(findings[1].first_bad, "k2");
+  EXPECT_TRUE(findings[1].regression);
+
+  // Without the ranking's first key the larger hit-rate change would have
+  // named the k5 finding: declaring the hit rate primary shows it.
+  PrimaryOverrides o{{"iozone-nfsrdma", {"throughput", "rcache_hit_rate"}}};
+  const auto all_primary = BuildSeries(rows, false, o);
+  const auto f2 = Classify(DetectAll(all_primary, DetectOptions{}), all_primary, DetectOptions{});
+  ASSERT_EQ(f2.size(), 2u);
+  EXPECT_TRUE(f2[0].primary_metric && f2[1].primary_metric);
+  for (const Finding& f : f2) {
+    if (f.first_bad == "k5") {
+      EXPECT_EQ(f.metric, "rcache_hit_rate/write");
+    }
+  }
 }
 
 }  // namespace

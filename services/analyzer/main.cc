@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <prometheus/gauge.h>
 #include <CLI/CLI.hpp>
@@ -55,6 +56,9 @@ int main(int argc, char** argv) {
   int initial_repeats = 3;
   int max_repeats = 12;
   bool bisect_improvements = false;
+  std::vector<std::string> primary_metric_flags;
+  std::string secondary_severity = "info";
+  bool bisect_secondary = false;
   bool once = false;
   app.add_option("--db", db, "PostgreSQL URI (default $FARM_DB)");
   app.add_option("--scheduler", scheduler,
@@ -89,6 +93,18 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(2, 10000));
   app.add_flag("--bisect-improvements", bisect_improvements,
                "bisect confirmed improvements too (default: record them only)");
+  app.add_option("--primary-metric", primary_metric_flags,
+                 "WORKLOAD=METRIC[,METRIC...]: the metrics users bisect WORKLOAD on, instead of "
+                 "the derived ones (its `throughput`/`throughput_<unit>` metrics, else its "
+                 "work rates such as iops); repeatable");
+  app.add_option("--secondary-severity", secondary_severity,
+                 "severity label of alerts for regressions of secondary metrics (latency, hit "
+                 "rates, CPU time ...); none: record them without alerting")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"info", "warning", "critical", "none"}));
+  app.add_flag("--bisect-secondary", bisect_secondary,
+               "bisect confirmed regressions of secondary metrics too (default: confirm and "
+               "record them only)");
   app.add_flag("--once", once, "run one pass and exit (exit status 1 if it had errors)");
   CLI11_PARSE(app, argc, argv);
 
@@ -97,6 +113,11 @@ int main(int argc, char** argv) {
   absl::Duration poll_interval, resend_interval;
   if (!absl::ParseDuration(poll, &poll_interval) || poll_interval <= absl::ZeroDuration())
     return Fail("--poll-interval: expected a positive duration like 2s, got \"" + poll + "\"");
+  farm::analyzer::PrimaryOverrides primary_overrides;
+  for (const std::string& p : primary_metric_flags) {
+    if (!farm::analyzer::ParsePrimaryOverride(p, &primary_overrides))
+      return Fail("--primary-metric: expected WORKLOAD=METRIC[,METRIC...], got \"" + p + "\"");
+  }
   if (!absl::ParseDuration(resend, &resend_interval) || resend_interval <= absl::ZeroDuration())
     return Fail("--alert-resend: expected a positive duration like 60s, got \"" + resend + "\"");
 
@@ -111,11 +132,15 @@ int main(int argc, char** argv) {
     sink = std::move(*s);
   }
   farm::metrics::MetricsRegistry registry;
-  prometheus::Gauge& open = prometheus::BuildGauge()
-                                .Name("farm_regressions_open")
-                                .Help("Confirmed or acknowledged regressions not yet closed")
-                                .Register(registry.registry())
-                                .Add({});
+  auto& open_family =
+      prometheus::BuildGauge()
+          .Name("farm_regressions_open")
+          .Help(
+              "Confirmed or acknowledged regressions not yet closed, by the rank of their "
+              "metric (primary: the workload's throughput)")
+          .Register(registry.registry());
+  prometheus::Gauge& open_primary = open_family.Add({{"metric_rank", "primary"}});
+  prometheus::Gauge& open_secondary = open_family.Add({{"metric_rank", "secondary"}});
   prometheus::Gauge& last_pass = prometheus::BuildGauge()
                                      .Name("farm_analyzer_last_pass_timestamp_seconds")
                                      .Help("Unix time of the last analyzer pass without errors")
@@ -140,7 +165,11 @@ int main(int argc, char** argv) {
   options.bisect.max_repeats = std::max(max_repeats, initial_repeats);
   options.alert_resend = resend_interval;
   options.bisect_improvements = bisect_improvements;
-  farm::analyzer::Analyzer analyzer(store.get(), submitter.get(), sink.get(), &open, options);
+  options.primary_metrics = primary_overrides;
+  options.secondary_severity = secondary_severity;
+  options.bisect_secondary = bisect_secondary;
+  farm::analyzer::Analyzer analyzer(store.get(), submitter.get(), sink.get(),
+                                    {&open_primary, &open_secondary}, options);
 
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

@@ -87,7 +87,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
       for (const pqxx::row& r :
            t.exec_params("SELECT r.matrix_id, j.catalog, j.commit_id, j.commit_index, j.platform, "
                          "  j.workload, j.mode, j.repeat, s->>'metric', coalesce(s->>'phase', ''), "
-                         "  (s->>'value')::float8, r.job_id "
+                         "  (s->>'value')::float8, r.job_id, coalesce(s->>'unit', '') "
                          "FROM results r JOIN jobs j ON j.id = r.job_id "
                          "CROSS JOIN LATERAL jsonb_array_elements(r.samples) s "
                          "WHERE r.matrix_id = ANY($1::bigint[]) AND j.state = 3 "
@@ -109,6 +109,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
         s.metric = r[8].is_null() ? "" : r[8].as<std::string>();
         s.phase = r[9].as<std::string>();
         s.value = r[10].as<double>();
+        s.unit = r[12].as<std::string>();
         out.push_back(std::move(s));
       }
       return out;
@@ -205,12 +206,12 @@ class PgAnalyzerStore final : public AnalyzerStore {
         const pqxx::row reg = w.exec_params1(
             "INSERT INTO regressions (state, change_class, direction, platform, workload, "
             "  metric, mode, overhead_series, catalog, last_good, first_bad, magnitude, p_value, "
-            "  per_mode, matrix_id, series_key) "
-            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16) "
-            "RETURNING id",
+            "  per_mode, matrix_id, series_key, note) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16, "
+            "  $17) RETURNING id",
             n.state, static_cast<int>(f.change_class), f.regression ? 1 : 2, f.platform, f.workload,
             f.metric, ModeNumber(f.mode), f.overhead_series, catalog, f.last_good, f.first_bad,
-            f.magnitude, f.p_value, per_mode, matrix_id, n.series_key);
+            f.magnitude, f.p_value, per_mode, matrix_id, n.series_key, n.note);
         const int64_t reg_id = reg[0].as<int64_t>();
         const pqxx::row b = w.exec_params1(
             "INSERT INTO bisects (regression_id, state, last_good, first_bad) "
@@ -303,8 +304,12 @@ class PgAnalyzerStore final : public AnalyzerStore {
                   "  coalesce(to_char(a.starts_at AT TIME ZONE 'UTC', "
                   "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
                   "  coalesce(extract(epoch from now() - a.last_sent_at)::float8, 1e18), "
-                  "  coalesce(a.annotations::text, '{}') "
+                  "  coalesce(a.annotations::text, '{}'), "
+                  "  coalesce(st.value->>'metric_rank', 'primary') = 'primary', "
+                  "  coalesce((SELECT string_agg(x, ',') FROM "
+                  "     jsonb_array_elements_text(st.value->'primary_metrics') x), '') "
                   "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
+                  "LEFT JOIN analyzer_state st ON st.key = 'bisect:' || g.bisect_id "
                   "LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.regression_id = g.id "
                   "   ORDER BY x.id DESC LIMIT 1) a ON true "
                   "WHERE g.direction = 1 AND (g.state IN (2, 3) OR (a.firing AND g.state > 3)) "
@@ -331,6 +336,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
         a.starts_at = r[18].as<std::string>();
         a.seconds_since_sent = r[19].as<double>();
         a.annotations_json = r[20].as<std::string>();
+        a.primary_metric = r[21].as<bool>();
+        a.primary_metrics = r[22].as<std::string>();
         out.push_back(std::move(a));
       }
       return out;
@@ -360,11 +367,17 @@ class PgAnalyzerStore final : public AnalyzerStore {
     });
   }
 
-  absl::StatusOr<int64_t> CountOpenRegressions() override {
-    return pool_->Call<int64_t>([&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
+  absl::StatusOr<OpenCounts> CountOpenRegressions() override {
+    return pool_->Call<OpenCounts>([&](pqxx::connection& c) -> absl::StatusOr<OpenCounts> {
       pqxx::read_transaction t(c);
-      return t.exec1("SELECT count(*) FROM regressions WHERE direction = 1 AND state IN (2, 3)")[0]
-          .as<int64_t>();
+      const pqxx::row r = t.exec1(
+          "SELECT count(*) FILTER (WHERE coalesce(st.value->>'metric_rank', 'primary') = "
+          "  'primary'), "
+          "  count(*) FILTER (WHERE st.value->>'metric_rank' = 'secondary') "
+          "FROM regressions g "
+          "LEFT JOIN analyzer_state st ON st.key = 'bisect:' || g.bisect_id "
+          "WHERE g.direction = 1 AND g.state IN (2, 3)");
+      return OpenCounts{r[0].as<int64_t>(), r[1].as<int64_t>()};
     });
   }
 

@@ -1,6 +1,7 @@
 #include "services/analyzer/series.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "services/analyzer/stats.h"
 
@@ -22,6 +23,83 @@ Polarity MetricPolarity(const std::string& metric) {
   return Polarity::kUnknown;
 }
 
+namespace {
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// `throughput` or `throughput_<unit>`, not a per-CPU normalisation.
+bool IsHeadlineThroughput(const std::string& metric) {
+  const std::string m = Lower(metric);
+  if (m == "throughput") return true;
+  return m.rfind("throughput_", 0) == 0 && m.find("per_cpu") == std::string::npos &&
+         m.find("/cpu") == std::string::npos;
+}
+
+bool IsWorkRate(const std::string& metric, const std::string& unit) {
+  const std::string m = Lower(metric), u = Lower(unit);
+  if (m.find("per_cpu") != std::string::npos || u.find("/cpu") != std::string::npos) return false;
+  if (m.find("rate") != std::string::npos) return false;  // hit/miss rates are ratios
+  if (u.size() > 2 && u.compare(u.size() - 2, 2, "/s") == 0) return true;
+  if (u == "iops" || u == "tps") return true;
+  if (MetricPolarity(metric) != Polarity::kHigherIsBetter) return false;
+  for (const char* k : {"throughput", "iops", "bw", "bandwidth", "ops_per", "tps", "per_sec",
+                        "_kb_s", "_mb_s", "_gb_s", "gbps", "mbps", "_ops_s"}) {
+    if (m.find(k) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+PrimaryMetricMap PrimaryMetrics(const std::vector<SampleRow>& samples,
+                                const PrimaryOverrides& overrides) {
+  // (platform, workload) -> metric -> a unit seen
+  std::map<std::pair<std::string, std::string>, std::map<std::string, std::string>> seen;
+  for (const SampleRow& s : samples) {
+    std::string& unit = seen[{s.platform, s.workload}][s.metric];
+    if (unit.empty()) unit = s.unit;
+  }
+  PrimaryMetricMap out;
+  for (const auto& [cell, metrics] : seen) {
+    std::set<std::string>& primary = out[cell];
+    if (auto o = overrides.find(cell.second); o != overrides.end()) {
+      primary = o->second;
+      continue;
+    }
+    for (const auto& [metric, unit] : metrics)
+      if (IsHeadlineThroughput(metric)) primary.insert(metric);
+    if (!primary.empty()) continue;
+    for (const auto& [metric, unit] : metrics)
+      if (IsWorkRate(metric, unit)) primary.insert(metric);
+    if (!primary.empty()) continue;
+    for (const auto& [metric, unit] : metrics) primary.insert(metric);
+  }
+  return out;
+}
+
+bool IsPrimaryMetric(const std::set<std::string>& primary, const std::string& series_metric) {
+  return primary.count(series_metric.substr(0, series_metric.find('/'))) > 0;
+}
+
+bool ParsePrimaryOverride(const std::string& text, PrimaryOverrides* overrides) {
+  const size_t eq = text.find('=');
+  if (eq == 0 || eq == std::string::npos || eq + 1 == text.size()) return false;
+  std::set<std::string> metrics;
+  size_t pos = eq + 1;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string m = text.substr(pos, comma - pos);
+    if (m.empty()) return false;
+    metrics.insert(m);
+    pos = comma + 1;
+  }
+  (*overrides)[text.substr(0, eq)] = std::move(metrics);
+  return true;
+}
+
 std::string SeriesMetricName(const std::string& metric, const std::string& phase) {
   return phase.empty() ? metric : metric + "/" + phase;
 }
@@ -30,7 +108,9 @@ std::string SeriesKey::ToString() const {
   return platform + " " + workload + " " + metric + " " + (overhead ? mode + "/off" : mode);
 }
 
-std::vector<Series> BuildSeries(const std::vector<SampleRow>& samples, bool include_unknown) {
+std::vector<Series> BuildSeries(const std::vector<SampleRow>& samples, bool include_unknown,
+                                const PrimaryOverrides& overrides) {
+  const PrimaryMetricMap primary = PrimaryMetrics(samples, overrides);
   // key -> commit_index -> point
   std::map<SeriesKey, std::map<int, SeriesPoint>> cells;
   std::map<SeriesKey, Polarity> polarity;
@@ -49,6 +129,8 @@ std::vector<Series> BuildSeries(const std::vector<SampleRow>& samples, bool incl
     Series s;
     s.key = key;
     s.polarity = polarity[key];
+    auto pm = primary.find({key.platform, key.workload});
+    s.primary = pm == primary.end() || IsPrimaryMetric(pm->second, key.metric);
     for (const auto& [idx, pt] : by_commit) s.points.push_back(pt);
     out.push_back(std::move(s));
   }
@@ -64,6 +146,7 @@ std::vector<Series> BuildSeries(const std::vector<SampleRow>& samples, bool incl
     o.key = s.key;
     o.key.overhead = true;
     o.polarity = s.polarity;
+    o.primary = s.primary;
     for (const SeriesPoint& pt : s.points) {
       auto op = off_it->second.find(pt.commit_index);
       if (op == off_it->second.end()) continue;

@@ -8,6 +8,7 @@
 #define SERVICES_ANALYZER_SERIES_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -26,6 +27,7 @@ struct SampleRow {
   std::string mode;    // "off", "passthrough", "strict", "lazy"
   std::string metric;  // Sample.metric
   std::string phase;   // Sample.phase, may be empty
+  std::string unit;    // Sample.unit, may be empty
   int repeat = 0;
   double value = 0;
 };
@@ -62,16 +64,49 @@ struct SeriesPoint {
 struct Series {
   SeriesKey key;
   Polarity polarity = Polarity::kUnknown;
+  // The metric is one of its workload's primary metrics (PrimaryMetrics).
+  bool primary = true;
   std::vector<SeriesPoint> points;  // ascending commit_index, no duplicates
 };
+
+// Primary metrics: the throughput figures users bisect on, per workload.
+//
+// A workload reports many metrics; only its throughput is what a user
+// bisects a kernel on (seed 000: iozone KB/s). Latencies, CPU time, cache hit
+// rates and the like explain a throughput change, or are diagnostics on their
+// own, so the analyzer ranks their findings below (secondary metrics).
+// Derived from the samples of one (platform, workload), by metric name
+// without phase:
+//   1. metrics named `throughput` or `throughput_<unit>` (`throughput_kb_s`,
+//      `throughput_ops_s`): the workload's own headline figure (every
+//      emulator workload reports `throughput`; real iozone
+//      `throughput_kb_s` per test). Normalised or partial variants
+//      (`throughput_per_cpu`, iozone's min_/max_/avg_/parent_ throughput)
+//      are not primary;
+//   2. else every work-rate metric, judged by its unit (".../s", "iops",
+//      "tps") or name (iops, bw, bandwidth, ops_per, tps, per_sec, _kb_s ...),
+//      e.g. real fio's `iops` and `bw_kib_s`;
+//   3. else every metric (nothing to rank against).
+// `overrides` (workload -> metric names) replaces the derivation for the
+// workloads it names.
+using PrimaryOverrides = std::map<std::string, std::set<std::string>>;
+using PrimaryMetricMap = std::map<std::pair<std::string, std::string>, std::set<std::string>>;
+PrimaryMetricMap PrimaryMetrics(const std::vector<SampleRow>& samples,
+                                const PrimaryOverrides& overrides = {});
+// Whether `series_metric` ("metric" or "metric/phase") is in `primary`.
+bool IsPrimaryMetric(const std::set<std::string>& primary, const std::string& series_metric);
+// Parses "WORKLOAD=METRIC[,METRIC...]" (the --primary-metric flag) into
+// `overrides`; false on malformed input.
+bool ParsePrimaryOverride(const std::string& text, PrimaryOverrides* overrides);
 
 // Groups samples into series (skipping metrics of unknown polarity unless
 // include_unknown) and adds the overhead series mode/off for every
 // translated mode where off exists at the same commit. The overhead value of
 // repeat r is value_r(mode) / mean(off at that commit); its polarity is the
 // metric's polarity (a higher ratio of a throughput is better).
-std::vector<Series> BuildSeries(const std::vector<SampleRow>& samples,
-                                bool include_unknown = false);
+// Series.primary is set from PrimaryMetrics(samples, overrides).
+std::vector<Series> BuildSeries(const std::vector<SampleRow>& samples, bool include_unknown = false,
+                                const PrimaryOverrides& overrides = {});
 
 }  // namespace farm::analyzer
 
