@@ -163,9 +163,13 @@ constexpr char kSeed002Irqs[] = R"(-eirq 298, cpu list 67, effective list 67
 -eirq 321, cpu list 27-31, effective list 28
 )";
 
-TEST(Seed002Test, CpuServicingTheCompletionIrqFallsBehind) {
-  absl::StatusOr<IrqAffinity> irq = IrqAffinity::ParseProcText(kSeed002Irqs, /*skip_first=*/true);
-  ASSERT_TRUE(irq.ok()) << irq.status();
+// Seed 002's IOPS per CPU (John Garry's Kunpeng 920, v5.14-rc2): printed
+// beside the model's, never asserted (the seed's spread is not ordered by
+// node distance and its author says nodes make no huge difference).
+const std::map<int, double> kSeed002Iops = {
+    {0, 479000}, {4, 307000}, {32, 566000}, {64, 488000}, {96, 508000}};
+
+std::map<int, double> RunSeed002(const IrqAffinity& irq) {
   std::map<int, double> iops;
   for (int cpu : {0, 4, 32, 64, 96}) {
     absl::StatusOr<IoRunReport> r = RunOnCore("kunpeng920-smmuv3", "v5.14", "strict", "fio-nvme",
@@ -175,19 +179,53 @@ TEST(Seed002Test, CpuServicingTheCompletionIrqFallsBehind) {
                                                {"iodepth", "64"},
                                                {"numjobs", "1"},
                                                {"cpus_allowed", std::to_string(cpu)},
-                                               {"irq_affinity", irq->ToString()},
+                                               {"irq_affinity", irq.ToString()},
                                                {"runtime_ms", "5"}});
-    ASSERT_TRUE(r.ok()) << r.status();
-    iops[cpu] = r->throughput;
-    std::printf("seed002 cpu %3d node %d irq-cpu %3d: %8.0f IOPS\n", cpu, cpu / 32,
-                irq->IrqCpuFor(cpu), r->throughput);
+    EXPECT_TRUE(r.ok()) << r.status();
+    iops[cpu] = r.ok() ? r->throughput : 0;
   }
+  double best = 0;
+  for (const auto& [cpu, v] : iops) best = std::max(best, v);
+  std::printf("seed002 | CPU | node | IRQ CPU | model IOPS | /best | seed IOPS | /best |\n");
+  for (const auto& [cpu, v] : iops) {
+    std::printf("seed002 | %3d | %d | %3d | %9.0f | %.3f | %6.0f | %.3f |\n", cpu, cpu / 32,
+                irq.IrqCpuFor(cpu), v, v / best, kSeed002Iops.at(cpu),
+                kSeed002Iops.at(cpu) / 566000.0);
+  }
+  return iops;
+}
+
+TEST(Seed002Test, CpuServicingTheCompletionIrqFallsBehind) {
+  absl::StatusOr<IrqAffinity> irq = IrqAffinity::ParseProcText(kSeed002Irqs, /*skip_first=*/true);
+  ASSERT_TRUE(irq.ok()) << irq.status();
+  std::map<int, double> iops = RunSeed002(*irq);
   double best = 0;
   for (const auto& [cpu, v] : iops) best = std::max(best, v);
   std::printf("seed002 cpu4/best = %.3f\n", iops[4] / best);
   EXPECT_EQ(irq->IrqCpuFor(4), 4);
   EXPECT_LE(iops[4], 0.75 * best);
   for (int cpu : {0, 32, 64, 96}) EXPECT_GT(iops[cpu], iops[4]) << cpu;
+}
+
+// The per-node spread the model predicts with the NVMe and its SMMU on node 2
+// (kunpeng920-smmuv3: nvme0 node 2, iommu.node 2): every CPU's completion IRQ
+// lands on its own node, so what differs between nodes is the distance from
+// that node to the device and the SMMU (SQE/CQE lines, the MSI, the cmdq
+// words' far atomics). Same node >= same socket > other socket; nodes 0 and 1
+// are both one socket away and tie. This is the model's prediction, not seed
+// 002's ordering (which is 1 > 3 > 2 > 0).
+TEST(Seed002Test, PerNodeSpreadFollowsDistanceToTheDeviceNode) {
+  absl::StatusOr<IrqAffinity> irq = IrqAffinity::ParseProcText(kSeed002Irqs, /*skip_first=*/true);
+  ASSERT_TRUE(irq.ok()) << irq.status();
+  std::map<int, double> iops = RunSeed002(*irq);
+  for (int cpu : {0, 32, 64, 96}) {
+    ASSERT_GT(iops[cpu], 0) << cpu;
+    // The IRQ CPU sits on the submitting CPU's node for every node.
+    EXPECT_EQ(irq->IrqCpuFor(cpu) / 32, cpu / 32) << cpu;
+  }
+  EXPECT_GT(iops[64], iops[96]);  // node 2 (device) > node 3 (same socket)
+  EXPECT_GT(iops[96], iops[0]);   // same socket > other socket
+  EXPECT_EQ(iops[0], iops[32]);   // nodes 0 and 1: same distance class
 }
 
 }  // namespace

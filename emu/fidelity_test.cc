@@ -130,14 +130,12 @@ TEST(Fidelity, ModeOrderingHoldsEverywhere) {
         }
         if (!runnable) continue;
         ++compared;
-        // The core workloads (CPU-bound) must order exactly. The issue-5
-        // storage/network workloads are device- or link-bound: their modes
-        // tie and a short window shows pipeline-phase differences of up to
-        // ~0.6% either way (docs/fidelity.md lists them), hence 1% slack.
-        bool core = w.name == "dma-map-bench" || w.name == "memcached";
-        double slack = core ? 1.0 : 1.01;
-        EXPECT_LE(tput[0], tput[1] * slack) << platform.name << " " << kernel << " " << w.name;
-        EXPECT_LE(tput[1], tput[2] * slack) << platform.name << " " << kernel << " " << w.name;
+        // Exact, for every workload: the storage/network workloads measure a
+        // steady-state window after a warm-up (ramp_ms) by the device work
+        // done in it, so device-bound modes tie bit for bit instead of
+        // showing where the window cut the pipeline (docs/fidelity.md).
+        EXPECT_LE(tput[0], tput[1]) << platform.name << " " << kernel << " " << w.name;
+        EXPECT_LE(tput[1], tput[2]) << platform.name << " " << kernel << " " << w.name;
       }
     }
   }

@@ -98,9 +98,9 @@ class SmmuV3Cmdq final : public Invalidator {
   explicit SmmuV3Cmdq(Sim* sim)
       : sim_(sim),
         cmdq_lock_(sim->engine, "smmu->cmdq.lock"),
-        llq_(sim->engine),
-        shared_lock_(sim->engine),
-        valid_map_(sim->engine) {
+        llq_(sim->engine, HomeNode(sim)),
+        shared_lock_(sim->engine, HomeNode(sim)),
+        valid_map_(sim->engine, HomeNode(sim)) {
     sim->Register(&cmdq_lock_);
   }
 
@@ -149,6 +149,13 @@ class SmmuV3Cmdq final : public Invalidator {
     bool dispatched = false;
     Cpu* successor = nullptr;  // next owner waiting for our PROD write
   };
+
+  // struct arm_smmu_device (cmdq->q.llq, cmdq->lock, valid_map) is allocated
+  // on the SMMU's node (iommu.node; past the platform's last node: its last).
+  static int HomeNode(Sim* sim) {
+    int nodes = sim->engine->topology().num_nodes();
+    return std::max(0, std::min(sim->m().iommu_node, nodes - 1));
+  }
 
   Member& MemberOf(Cpu& cpu) {
     if (static_cast<size_t>(cpu.index()) >= members_.size()) members_.resize(cpu.index() + 1);

@@ -259,6 +259,13 @@ std::vector<ParamSpec> BuildParams() {
                   "IOVA aperture width of the DMA domain (domain geometry; c062db039f40 made "
                   "VT-d 48->47).",
                   32, 64));
+  p.push_back(
+      Int("iommu.node", 0, "node",
+          "NUMA node of the IOMMU unit: its command queue memory and registers, and the "
+          "driver's shared command-queue words (allocated on the SMMU's node), are homed "
+          "there, so CPUs on other nodes pay the node distance to reach them (SMMUv3 today; "
+          "past the platform's last node: its last node). Set by the platform.",
+          0, 1023));
   p.push_back(Enum("iova.allocator", "rcache", {"rbtree", "rcache"},
                    "IOVA allocation: rbtree = alloc_iova/__free_iova under iova_rbtree_lock on "
                    "every map/unmap (before 9257b4a206fc, v4.7); rcache = alloc_iova_fast/"
@@ -476,6 +483,7 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
                  : t == "smmuv3" ? IommuType::kSmmuV3
                                  : IommuType::kMmu500;
   m.addr_bits = static_cast<int>(i("iommu.addr_bits"));
+  m.iommu_node = static_cast<int>(i("iommu.node"));
   m.allocator = s("iova.allocator") == "rbtree" ? IovaAllocator::kRbtree : IovaAllocator::kRcache;
   m.dma32_first = b("iova.dma32_first");
   m.rcache_max_order = static_cast<int>(i("iova.rcache.max_order"));

@@ -76,6 +76,7 @@ struct Model {
   // Code paths.
   IommuType iommu_type = IommuType::kVtd;            // iommu.type
   int addr_bits = 48;                                // iommu.addr_bits
+  int iommu_node = 0;                                // iommu.node
   IovaAllocator allocator = IovaAllocator::kRcache;  // iova.allocator
   bool dma32_first = true;                           // iova.dma32_first
   int rcache_max_order = 6;                          // iova.rcache.max_order

@@ -29,6 +29,8 @@ struct SettingRow {
 const SettingRow kSettings[] = {
     // key                     2s12c     snb16c    kunpeng   mmu500
     {"iommu.type",              {"vtd",    "vtd",    "smmuv3", "mmu500"}},
+    // kunpeng: seed 002, the NVMe (and, John Garry assumes, its SMMU) on node 2.
+    {"iommu.node",              {nullptr,  nullptr,  "2",      nullptr}},
     {"vtd.coherent",            {"false",  "false",  nullptr,  nullptr}},
     {"vtd.rwbf",                {"false",  "false",  nullptr,  nullptr}},
     {"dev.coherent",            {"true",   "true",   "true",   "true"}},
@@ -111,10 +113,10 @@ std::vector<Platform> Build() {
     p.name = "kunpeng920-smmuv3";
     p.description =
         "HiSilicon Kunpeng 920: 2 sockets x 2 dies, 128 cores, 4 NUMA nodes, Arm SMMUv3 "
-        "(no ECMDQ, no range invalidation); NVMe, hns3 NIC and ZIP accelerator on node 0 "
-        "(seeds 002, 003)";
+        "(no ECMDQ, no range invalidation); NVMe and its SMMU on node 2 (seed 002), hns3 NIC "
+        "and ZIP accelerator on node 0 (seeds 002, 003)";
     p.topology = MakeTopology(2, 2, 32);
-    p.devices = {{"nvme0", "NVMe SSD (PCIe, node 0)", 0, true, 64},
+    p.devices = {{"nvme0", "NVMe SSD (PCIe 81:00.0, node 2 as in seed 002)", 2, true, 64},
                  {"nic0", "hns3 100 GbE NIC", 0, true, 64},
                  {"zip0", "HiSilicon ZIP accelerator (Barry Song's test device)", 0, true, 64}};
   }

@@ -45,7 +45,9 @@ struct FioConfig {
   int iodepth;
   DmaDir dir;
   bool write;
-  Time runtime, dev_latency, dev_per_io, submit_ns, reap_ns, irq_ns;
+  Window win;  // ramp_ms, then runtime_ms measured
+  Time dev_latency, dev_per_io, submit_ns, reap_ns, irq_ns;
+  int dev_node;  // the NVMe's NUMA node: its SQ/CQ memory and MSI source
 };
 
 struct Job {
@@ -54,7 +56,8 @@ struct Job {
   int irq_slot = 0;
   int cpu = 0;
   int inflight = 0;
-  uint64_t ios = 0;
+  uint64_t ios = 0;  // reaped inside the window
+  Time work_ns = 0;  // device service inside the window (dev_per_io per I/O)
   ::farm::emu::RunningStats clat;
   ::farm::emu::LogHistogram clat_hist;
   Time last_reap = 0;
@@ -84,15 +87,17 @@ Task<void> FioSlot(FioWorld& w, int si) {
   const bool has_jobs = !s.jobs.empty();
   for (;;) {
     co_await cpu.Sync();
-    if (has_jobs && cpu.now() >= c.runtime) co_return;
+    if (has_jobs && cpu.now() >= c.win.end) co_return;
     // Hard interrupt work first: nvme_irq -> unmap -> complete.
     if (!s.irq.empty() && s.irq.top().t <= cpu.now()) {
       Event e = s.irq.top();
       s.irq.pop();
-      cpu.Charge(Sym::kApp, c.irq_ns);
+      // nvme_process_cq() reads the CQE the device wrote into CQ memory on
+      // its own node: one line pulled across the node distance.
+      cpu.Charge(Sym::kApp, c.irq_ns + cpu.engine().Transfer(cpu.node(), c.dev_node));
       Time t0 = cpu.now();
       co_await w.dma->UnmapPage(cpu, e.handle);
-      RecordUnmap(*w.report, cpu.now() - t0);
+      if (c.win.Contains(t0)) RecordUnmap(*w.report, cpu.now() - t0);
       co_await cpu.Sync();
       Event done = e;
       done.t = cpu.now();
@@ -106,10 +111,12 @@ Task<void> FioSlot(FioWorld& w, int si) {
       cpu.Charge(Sym::kApp, c.reap_ns);
       Job& j = w.jobs[e.job];
       --j.inflight;
-      ++j.ios;
-      Time lat = cpu.now() - e.submit_t;
-      j.clat.Add(static_cast<double>(lat));
-      j.clat_hist.Add(static_cast<uint64_t>(lat));
+      if (c.win.Contains(cpu.now())) {  // fio's ramp_time: no statistics before
+        ++j.ios;
+        Time lat = cpu.now() - e.submit_t;
+        j.clat.Add(static_cast<double>(lat));
+        j.clat_hist.Add(static_cast<uint64_t>(lat));
+      }
       continue;
     }
     // Submit: round robin over this CPU's jobs with room in their queue.
@@ -125,20 +132,26 @@ Task<void> FioSlot(FioWorld& w, int si) {
     if (pick >= 0) {
       Job& j = w.jobs[pick];
       Time submit_t = cpu.now();
-      cpu.Charge(Sym::kApp, c.submit_ns);
+      // nvme_submit_cmd() writes the 64-byte SQE into the SQ the driver
+      // allocated on the device's node (a line owned by the device's reads):
+      // the store misses across the node distance before the doorbell.
+      cpu.Charge(Sym::kApp, c.submit_ns + cpu.engine().Transfer(cpu.node(), c.dev_node));
       Time t0 = cpu.now();
       uint64_t h = co_await w.dma->MapPage(cpu, 0, c.bs, c.dir);  // nvme_map_data
-      RecordMap(*w.report, cpu.now() - t0);
+      if (c.win.Contains(t0)) RecordMap(*w.report, cpu.now() - t0);
       co_await cpu.Sync();
       Time start = w.devs[j.dev].Start(cpu.now(), c.dev_per_io);
-      w.slots[j.irq_slot].irq.push(Event{start + c.dev_latency, h, pick, submit_t});
+      j.work_ns += c.win.Overlap(start, start + c.dev_per_io);
+      // The completion MSI travels from the device's node to the IRQ CPU's.
+      Time msi = cpu.engine().Transfer(c.dev_node, w.slots[j.irq_slot].cpu->node());
+      w.slots[j.irq_slot].irq.push(Event{start + c.dev_latency + msi, h, pick, submit_t});
       ++j.inflight;
       continue;
     }
     Time next = cpu.now() + kIdleQuantum;
     if (!s.irq.empty()) next = std::min(next, s.irq.top().t);
     if (!s.cqe.empty()) next = std::min(next, s.cqe.top().t);
-    if (has_jobs) next = std::min(next, std::max(cpu.now() + 1, c.runtime));
+    if (has_jobs) next = std::min(next, std::max(cpu.now() + 1, c.win.end));
     cpu.Idle(std::max<Time>(1, next - cpu.now()));
   }
 }
@@ -225,7 +238,8 @@ class FioRun final : public IoRun {
     IoRunReport& report = report_;
     FioRunOut out;
     uint64_t total = 0;
-    const double secs = static_cast<double>(w.c.runtime) / 1e9;
+    const double secs = w.c.win.seconds();
+    Time work_ns = 0;
     for (size_t j = 0; j < w.jobs.size(); ++j) {
       const Job& job = w.jobs[j];
       FioJobOut fj;
@@ -236,20 +250,23 @@ class FioRun final : public IoRun {
                     {"ioengine", engine_name_},
                     {"cpus_allowed", absl::StrCat(job.cpu)},
                     {"filename", absl::StrCat("/dev/nvme", job.dev, "n1")}};
-      FillDirection(fj, w.c.write, job.ios, w.c.bs, w.c.runtime, job.clat, job.clat_hist);
+      FillDirection(fj, w.c.write, job.ios, w.c.bs, w.c.win.end - w.c.win.start, job.clat,
+                    job.clat_hist);
       fj.sys_cpu = 100.0 * static_cast<double>(BusyTime(*w.slots[job.slot].cpu)) /
-                   static_cast<double>(w.c.runtime);
+                   static_cast<double>(w.c.win.end);
       out.jobs.push_back(std::move(fj));
       total += job.ios;
-      double iops = static_cast<double>(job.ios) / secs;
+      work_ns += job.work_ns;
+      double iops = static_cast<double>(job.work_ns) / static_cast<double>(w.c.dev_per_io) / secs;
       report.metrics[absl::StrCat("iops_cpu", job.cpu)] = iops;
       absl::StrAppend(&report.text, "  job", j, " cpu ", job.cpu, " (node ",
                       platform_.topology.cpu_node[job.cpu], ", irq on cpu ",
                       irq_.IrqCpuFor(job.cpu), "): ", static_cast<int64_t>(iops), " IOPS\n");
     }
-    report.throughput = static_cast<double>(total) / secs;
+    report.throughput = static_cast<double>(work_ns) / static_cast<double>(w.c.dev_per_io) / secs;
     report.unit = "IOPS";
-    report.virtual_ns = w.c.runtime;
+    report.virtual_ns = w.c.win.end;
+    report.metrics["ios_reaped_in_window"] = static_cast<double>(total);
     report.fio_json = FormatFioJson(out);
     return report;
   }
@@ -275,7 +292,7 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeFioNvme(Params& p, const IoPlatform& 
   absl::StatusOr<int64_t> devices = p.Int("devices", 1, 1, 256);
   absl::StatusOr<std::string> engine_name =
       p.Choice("ioengine", "io_uring", {"io_uring", "libaio", "psync"});
-  absl::StatusOr<double> runtime_ms = p.Double("runtime_ms", 10, 0.01, 100000);
+  absl::StatusOr<Window> win = ReadWindow(p, 10, 5);
   absl::StatusOr<double> lat_us = p.Double("dev_latency_us", 80, 0, 1e6);
   absl::StatusOr<double> dev_iops = p.Double("dev_iops", 1e6, 1, 1e9);
   absl::StatusOr<int64_t> submit_ns = p.Int("submit_ns", 1200, 0, 1000000000);
@@ -286,7 +303,7 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeFioNvme(Params& p, const IoPlatform& 
   if (irq_text.empty()) irq_text = platform.irq_affinity;
   if (absl::Status s =
           ParamsOk(p, {rw.status(), bs.status(), iodepth.status(), numjobs.status(),
-                       devices.status(), engine_name.status(), runtime_ms.status(), lat_us.status(),
+                       devices.status(), engine_name.status(), win.status(), lat_us.status(),
                        dev_iops.status(), submit_ns.status(), reap_ns.status(), irq_ns.status()});
       !s.ok()) {
     return s;
@@ -327,12 +344,13 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeFioNvme(Params& p, const IoPlatform& 
   w.c.write = *rw == "randwrite" || *rw == "write";
   w.c.dir = w.c.write ? DmaDir::kToDevice : DmaDir::kFromDevice;
   w.c.iodepth = *engine_name == "psync" ? 1 : static_cast<int>(*iodepth);
-  w.c.runtime = static_cast<Time>(*runtime_ms * 1e6);
+  w.c.win = *win;
   w.c.dev_latency = static_cast<Time>(*lat_us * 1000);
   w.c.dev_per_io = std::max<Time>(1, static_cast<Time>(1e9 / *dev_iops));
   w.c.submit_ns = *submit_ns;
   w.c.reap_ns = *reap_ns;
   w.c.irq_ns = *irq_ns;
+  w.c.dev_node = platform.device_node;
   return std::make_unique<FioRun>(std::move(w), platform, cpus, irq, static_cast<int>(*numjobs),
                                   static_cast<int>(*devices), *rw, *engine_name);
 }
@@ -346,7 +364,8 @@ struct NvmfConfig {
   int pages;
   bool read;  // host reads: SSD -> target memory -> RDMA Write to host
   int iodepth;
-  Time runtime, ssd_latency, ssd_per_io, link_per_io, cpu_half;
+  Window win;
+  Time ssd_latency, ssd_per_io, link_per_io, cpu_half;
 };
 
 struct NvmfIo {
@@ -364,7 +383,10 @@ struct NvmfWorld {
   ::farm::emu::DeviceQueue link;
   DmaPath* dma = nullptr;
   IoRunReport* report = nullptr;
-  std::vector<uint64_t> ios;
+  std::vector<uint64_t> ios;  // completed inside the window
+  // The work: payload moved over the fabric inside the window (link_per_io
+  // per I/O), RDMA Write to the host for reads, RDMA Read for writes.
+  std::vector<Time> link_ns;
   std::vector<::farm::emu::RunningStats> lat;
   std::vector<::farm::emu::LogHistogram> hist;
   int next_ssd = 0;
@@ -378,17 +400,17 @@ Task<void> NvmfQueuePair(NvmfWorld& w, Cpu& cpu, int qp) {
     NvmfIo io = ev.top();
     if (io.t > cpu.now()) cpu.Idle(io.t - cpu.now());
     ev.pop();
-    if (cpu.now() >= c.runtime) break;
+    if (cpu.now() >= c.win.end) break;
     auto map = [&](int dev, DmaDir dir) -> Task<uint64_t> {
       Time t0 = cpu.now();
       uint64_t h = co_await w.dma->MapSg(cpu, dev, c.pages, dir);
-      RecordMap(*w.report, cpu.now() - t0);
+      if (c.win.Contains(t0)) RecordMap(*w.report, cpu.now() - t0);
       co_return h;
     };
     auto unmap = [&](uint64_t h) -> Task<void> {
       Time t0 = cpu.now();
       co_await w.dma->UnmapSg(cpu, h);
-      RecordUnmap(*w.report, cpu.now() - t0);
+      if (c.win.Contains(t0)) RecordUnmap(*w.report, cpu.now() - t0);
     };
     if (io.stage == 0) {
       // Command capsule received; nvmet builds the request.
@@ -404,6 +426,7 @@ Task<void> NvmfQueuePair(NvmfWorld& w, Cpu& cpu, int qp) {
         io.h_nic = co_await map(0, DmaDir::kFromDevice);  // RDMA Read from the host
         co_await cpu.Sync();
         io.t = w.link.Submit(cpu.now(), c.link_per_io);
+        w.link_ns[qp] += c.win.Overlap(io.t - c.link_per_io, io.t);
       }
       io.stage = 1;
       ev.push(io);
@@ -413,6 +436,7 @@ Task<void> NvmfQueuePair(NvmfWorld& w, Cpu& cpu, int qp) {
         io.h_nic = co_await map(0, DmaDir::kToDevice);  // rdma_rw_ctx_init
         co_await cpu.Sync();
         io.t = w.link.Submit(cpu.now(), c.link_per_io);
+        w.link_ns[qp] += c.win.Overlap(io.t - c.link_per_io, io.t);
       } else {
         co_await unmap(io.h_nic);
         io.h_ssd = co_await map(1, DmaDir::kToDevice);
@@ -424,10 +448,12 @@ Task<void> NvmfQueuePair(NvmfWorld& w, Cpu& cpu, int qp) {
     } else {
       co_await unmap(c.read ? io.h_nic : io.h_ssd);
       cpu.Charge(Sym::kApp, c.cpu_half);  // response capsule
-      ++w.ios[qp];
-      Time lat = cpu.now() - io.start;
-      w.lat[qp].Add(static_cast<double>(lat));
-      w.hist[qp].Add(static_cast<uint64_t>(lat));
+      if (c.win.Contains(cpu.now())) {
+        ++w.ios[qp];
+        Time lat = cpu.now() - io.start;
+        w.lat[qp].Add(static_cast<double>(lat));
+        w.hist[qp].Add(static_cast<uint64_t>(lat));
+      }
       ev.push(NvmfIo{cpu.now(), 0});  // the host sends the next command
     }
   }
@@ -462,6 +488,7 @@ class NvmfRun final : public IoRun {
 
     FioRunOut out;
     uint64_t total = 0;
+    Time link_ns = 0;
     for (int j = 0; j < jobs_; ++j) {
       FioJobOut fj;
       fj.name = absl::StrCat("qp", j);
@@ -469,15 +496,19 @@ class NvmfRun final : public IoRun {
                     {"bs", absl::StrCat(w.c.bs)},
                     {"iodepth", absl::StrCat(w.c.iodepth)},
                     {"target_cpu", absl::StrCat(order_[j])}};
-      FillDirection(fj, !w.c.read, w.ios[j], w.c.bs, w.c.runtime, w.lat[j], w.hist[j]);
+      FillDirection(fj, !w.c.read, w.ios[j], w.c.bs, w.c.win.end - w.c.win.start, w.lat[j],
+                    w.hist[j]);
       out.jobs.push_back(std::move(fj));
       total += w.ios[j];
+      link_ns += w.link_ns[j];
     }
-    double secs = static_cast<double>(w.c.runtime) / 1e9;
-    report.throughput = static_cast<double>(total * w.c.bs) / secs / 1e6;
+    double secs = w.c.win.seconds();
+    double work = static_cast<double>(link_ns) / static_cast<double>(w.c.link_per_io);
+    report.throughput = work * static_cast<double>(w.c.bs) / secs / 1e6;
     report.unit = "MB/s";
-    report.metrics["iops"] = static_cast<double>(total) / secs;
-    report.virtual_ns = w.c.runtime;
+    report.metrics["iops"] = work / secs;
+    report.metrics["ios_completed_in_window"] = static_cast<double>(total);
+    report.virtual_ns = w.c.win.end;
     report.fio_json = FormatFioJson(out);
     absl::StrAppend(&report.text, "  ", jobs_, " queue pairs, ", ssds_,
                     " SSDs: ", static_cast<int64_t>(report.throughput), " MB/s\n");
@@ -505,13 +536,13 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeNvmfTarget(Params& p, const IoPlatfor
   absl::StatusOr<double> gbps = p.Double("link_gbps", 100, 0.1, 10000);
   absl::StatusOr<double> lat_us = p.Double("dev_latency_us", 90, 0, 1e6);
   absl::StatusOr<double> dev_iops = p.Double("dev_iops", 700000, 1, 1e9);
-  absl::StatusOr<double> dev_gbps = p.Double("dev_gbps", 25, 0.01, 10000);
+  absl::StatusOr<double> dev_gbps = p.Double("dev_gbps", 28, 0.01, 10000);
   absl::StatusOr<int64_t> cpu_ns = p.Int("cpu_per_io_ns", 3000, 0, 1000000000);
-  absl::StatusOr<double> runtime_ms = p.Double("runtime_ms", 10, 0.01, 100000);
+  absl::StatusOr<Window> win = ReadWindow(p, 10, 5);
   if (absl::Status s =
           ParamsOk(p, {ssds.status(), jobs.status(), bs.status(), rw.status(), iodepth.status(),
                        gbps.status(), lat_us.status(), dev_iops.status(), dev_gbps.status(),
-                       cpu_ns.status(), runtime_ms.status()});
+                       cpu_ns.status(), win.status()});
       !s.ok()) {
     return s;
   }
@@ -521,7 +552,7 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeNvmfTarget(Params& p, const IoPlatfor
   w.c.pages = static_cast<int>((*bs + 4095) / 4096);
   w.c.read = *rw == "read";
   w.c.iodepth = static_cast<int>(*iodepth);
-  w.c.runtime = static_cast<Time>(*runtime_ms * 1e6);
+  w.c.win = *win;
   w.c.ssd_latency = static_cast<Time>(*lat_us * 1000);
   double media_ns = static_cast<double>(*bs) * 8.0 / *dev_gbps;
   w.c.ssd_per_io = std::max<Time>(1, static_cast<Time>(std::max(1e9 / *dev_iops, media_ns)));
@@ -529,6 +560,7 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeNvmfTarget(Params& p, const IoPlatfor
   w.c.cpu_half = *cpu_ns / 2;
   w.ssds.resize(*ssds);
   w.ios.assign(*jobs, 0);
+  w.link_ns.assign(*jobs, 0);
   w.lat.resize(*jobs);
   w.hist.resize(*jobs);
   return std::make_unique<NvmfRun>(std::move(w), platform, static_cast<int>(*jobs),

@@ -24,7 +24,8 @@ constexpr int kTxRing = 64;  // packets in flight per session before xmit waits
 struct TcpConfig {
   bool tx;
   int pages;
-  Time cpu_per_packet, wire_per_packet, runtime;
+  Time cpu_per_packet, wire_per_packet;
+  Window win;  // ramp_ms (iperf3 --omit), then runtime_ms measured
   uint64_t packet_bytes;
 };
 
@@ -34,7 +35,8 @@ struct TcpShared {
   IoRunReport* report = nullptr;
 };
 
-Task<void> Session(Cpu& cpu, const TcpConfig& c, TcpShared& sh, uint64_t& packets) {
+// `wire_ns`: the NIC's time on this session's packets inside the window.
+Task<void> Session(Cpu& cpu, const TcpConfig& c, TcpShared& sh, Time& wire_ns) {
   struct InFlight {
     Time done;
     std::vector<uint64_t> handles;
@@ -44,17 +46,16 @@ Task<void> Session(Cpu& cpu, const TcpConfig& c, TcpShared& sh, uint64_t& packet
     for (uint64_t h : hs) {
       Time t0 = cpu.now();
       co_await sh.dma->UnmapPage(cpu, h);
-      RecordUnmap(*sh.report, cpu.now() - t0);
+      if (c.win.Contains(t0)) RecordUnmap(*sh.report, cpu.now() - t0);
     }
   };
-  while (cpu.now() < c.runtime) {
+  while (cpu.now() < c.win.end) {
     if (c.tx) {
       // Reap finished transmissions (NAPI TX completion on this CPU).
       while (!ring.empty() &&
              (ring.front().done <= cpu.now() || static_cast<int>(ring.size()) >= kTxRing)) {
         if (ring.front().done > cpu.now()) cpu.Idle(ring.front().done - cpu.now());
         co_await unmap_all(ring.front().handles);
-        if (ring.front().done <= c.runtime) ++packets;  // only what left the wire in time
         ring.pop_front();
       }
       cpu.Charge(Sym::kApp, c.cpu_per_packet);
@@ -62,10 +63,11 @@ Task<void> Session(Cpu& cpu, const TcpConfig& c, TcpShared& sh, uint64_t& packet
       for (int i = 0; i < c.pages; ++i) {
         Time t0 = cpu.now();
         f.handles.push_back(co_await sh.dma->MapPage(cpu, 0, 4096, DmaDir::kToDevice));
-        RecordMap(*sh.report, cpu.now() - t0);
+        if (c.win.Contains(t0)) RecordMap(*sh.report, cpu.now() - t0);
       }
       co_await cpu.Sync();
       f.done = sh.nic.Submit(cpu.now(), c.wire_per_packet);
+      wire_ns += c.win.Overlap(f.done - c.wire_per_packet, f.done);
       ring.push_back(std::move(f));
     } else {
       // Refill the RX ring slot, wait for the NIC to fill it, unmap, process.
@@ -73,14 +75,14 @@ Task<void> Session(Cpu& cpu, const TcpConfig& c, TcpShared& sh, uint64_t& packet
       for (int i = 0; i < c.pages; ++i) {
         Time t0 = cpu.now();
         hs.push_back(co_await sh.dma->MapPage(cpu, 0, 4096, DmaDir::kFromDevice));
-        RecordMap(*sh.report, cpu.now() - t0);
+        if (c.win.Contains(t0)) RecordMap(*sh.report, cpu.now() - t0);
       }
       co_await cpu.Sync();
       Time arrived = sh.nic.Submit(cpu.now(), c.wire_per_packet);
+      wire_ns += c.win.Overlap(arrived - c.wire_per_packet, arrived);
       if (arrived > cpu.now()) cpu.Idle(arrived - cpu.now());
       co_await unmap_all(hs);
       cpu.Charge(Sym::kApp, c.cpu_per_packet);
-      if (arrived <= c.runtime) ++packets;
     }
   }
 }
@@ -100,21 +102,22 @@ class TcpRun final : public IoRun {
     for (int s = 0; s < sessions_; ++s) cpus.push_back(&engine.AddCpu(order[s]));
     sh_.dma = &dma;
     sh_.report = &report_;
-    packets_.assign(sessions_, 0);
+    wire_ns_.assign(sessions_, 0);
     for (int s = 0; s < sessions_; ++s)
-      engine.Start(*cpus[s], Session(*cpus[s], c_, sh_, packets_[s]));
+      engine.Start(*cpus[s], Session(*cpus[s], c_, sh_, wire_ns_[s]));
     return absl::OkStatus();
   }
 
   IoRunReport Finish() override {
     IoRunReport& report = report_;
-    uint64_t total = 0;
-    for (uint64_t n : packets_) total += n;
-    double secs = static_cast<double>(c_.runtime) / 1e9;
-    report.throughput = static_cast<double>(total * c_.packet_bytes) * 8.0 / secs / 1e9;
+    Time wire_ns = 0;
+    for (Time n : wire_ns_) wire_ns += n;
+    double total = static_cast<double>(wire_ns) / static_cast<double>(c_.wire_per_packet);
+    double secs = c_.win.seconds();
+    report.throughput = total * static_cast<double>(c_.packet_bytes) * 8.0 / secs / 1e9;
     report.unit = "Gb/s";
-    report.virtual_ns = c_.runtime;
-    report.metrics["packets_per_s"] = static_cast<double>(total) / secs;
+    report.virtual_ns = c_.win.end;
+    report.metrics["packets_per_s"] = total / secs;
     absl::StrAppend(&report.text, "  ", sessions_, " ", dir_, " sessions: ", report.throughput,
                     " Gb/s\n");
     return report;
@@ -126,7 +129,7 @@ class TcpRun final : public IoRun {
   int sessions_;
   std::string dir_;
   TcpShared sh_;
-  std::vector<uint64_t> packets_;
+  std::vector<Time> wire_ns_;
   IoRunReport report_;
 };
 
@@ -139,9 +142,9 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeTcpStream(Params& p, const IoPlatform
   absl::StatusOr<uint64_t> packet = p.Size("packet_bytes", 65536);
   absl::StatusOr<int64_t> pages = p.Int("pages_per_packet", 16, 1, 4096);
   absl::StatusOr<int64_t> cpu_ns = p.Int("cpu_per_packet_ns", 5000, 0, 1000000000);
-  absl::StatusOr<double> runtime_ms = p.Double("runtime_ms", 5, 0.01, 100000);
+  absl::StatusOr<Window> win = ReadWindow(p, 5, 5);
   if (absl::Status s = ParamsOk(p, {dir.status(), sessions.status(), gbps.status(), packet.status(),
-                                    pages.status(), cpu_ns.status(), runtime_ms.status()});
+                                    pages.status(), cpu_ns.status(), win.status()});
       !s.ok()) {
     return s;
   }
@@ -155,7 +158,7 @@ absl::StatusOr<std::unique_ptr<IoRun>> MakeTcpStream(Params& p, const IoPlatform
   c.cpu_per_packet = *cpu_ns;
   c.wire_per_packet =
       std::max<Time>(1, static_cast<Time>(static_cast<double>(*packet) * 8.0 / *gbps));
-  c.runtime = static_cast<Time>(*runtime_ms * 1e6);
+  c.win = *win;
   return std::make_unique<TcpRun>(c, platform, static_cast<int>(*sessions), *dir);
 }
 

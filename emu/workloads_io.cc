@@ -143,6 +143,17 @@ std::vector<int> CpusDeviceNodeFirst(const IoPlatform& platform) {
   return order;
 }
 
+absl::StatusOr<Window> ReadWindow(Params& p, double default_runtime_ms, double default_ramp_ms) {
+  absl::StatusOr<double> runtime_ms = p.Double("runtime_ms", default_runtime_ms, 0.01, 100000);
+  if (!runtime_ms.ok()) return runtime_ms.status();
+  absl::StatusOr<double> ramp_ms = p.Double("ramp_ms", default_ramp_ms, 0, 100000);
+  if (!ramp_ms.ok()) return ramp_ms.status();
+  Window w;
+  w.start = static_cast<Time>(*ramp_ms * 1e6);
+  w.end = w.start + static_cast<Time>(*runtime_ms * 1e6);
+  return w;
+}
+
 ::farm::emu::Time BusyTime(const ::farm::emu::Cpu& cpu) {
   ::farm::emu::Time t = 0;
   for (::farm::emu::Time v : cpu.profile()) t += v;
@@ -164,7 +175,8 @@ const std::vector<IoWorkloadSpec>& IoWorkloads() {
          " | CPU list jobs are pinned to, round robin (empty: first CPU of the device's node)"},
         {"devices", "1 | NVMe devices; job i uses device i % devices"},
         {"ioengine", "io_uring | io_uring, libaio, psync (psync forces iodepth 1)"},
-        {"runtime_ms", "10 | virtual run time"},
+        {"runtime_ms", "10 | virtual run time measured (after ramp_ms)"},
+        {"ramp_ms", "5 | warm-up before the measured window (fio's ramp_time): run, not counted"},
         {"dev_latency_us", "80 | device service latency of one I/O"},
         {"dev_iops", "1000000 | device IOPS ceiling"},
         {"irq_affinity", " | queue masks '0-5@4;6-11@6;...' (empty: the platform's map)"},
@@ -201,7 +213,8 @@ const std::vector<IoWorkloadSpec>& IoWorkloads() {
         {"packet_bytes", "65536 | bytes per (TSO/GRO) packet"},
         {"pages_per_packet", "16 | pages DMA-mapped per packet"},
         {"cpu_per_packet_ns", "5000 | CPU per packet (TCP/IP, copy, driver)"},
-        {"runtime_ms", "5 | virtual run time"}},
+        {"runtime_ms", "5 | virtual run time measured (after ramp_ms)"},
+        {"ramp_ms", "5 | warm-up before the measured window (iperf3 --omit): run, not counted"}},
        {"nic"}},
       {"nvmf-target",
        "NVMe over Fabrics target (nvmet-rdma): per I/O the data buffer is mapped for the RDMA "
@@ -214,9 +227,12 @@ const std::vector<IoWorkloadSpec>& IoWorkloads() {
         {"link_gbps", "100 | fabric line rate"},
         {"dev_latency_us", "90 | SSD service latency"},
         {"dev_iops", "700000 | SSD IOPS ceiling"},
-        {"dev_gbps", "25 | SSD media bandwidth (Gb/s)"},
+        {"dev_gbps",
+         "28 | SSD media bandwidth (Gb/s; 3.5 GB/s, a PCIe 3.0 x4 drive's sequential rate)"},
         {"cpu_per_io_ns", "3000 | target CPU per I/O (capsule, nvmet, nvme submit, completion)"},
-        {"runtime_ms", "10 | virtual run time"}},
+        {"runtime_ms", "10 | virtual run time measured (after ramp_ms)"},
+        {"ramp_ms",
+         "5 | warm-up before the measured window (the host fio's ramp_time): run, not counted"}},
        {"nic", "nvme"}},
   };
   return *k;

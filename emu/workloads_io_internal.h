@@ -61,6 +61,32 @@ absl::Status CheckCpuCount(const std::string& workload, const std::string& param
 // streams land when placed near the device.
 std::vector<int> CpusDeviceNodeFirst(const IoPlatform& platform);
 
+// The measured window of a run. Everything before `start` is warm-up (fio's
+// ramp_time, iperf3's --omit): queues fill, rcaches and flush queues reach
+// their cycle. The run stops at `end`. Throughput is the work the devices
+// did inside the window, each I/O or packet credited with the share of its
+// device service interval that falls in it: counting whole completions
+// instead makes a short run depend on where the window cuts the pipeline's
+// phase (a flush in progress at the edge, the first completions of a cold
+// start), which is not a property of the mode being measured. Shares are
+// summed as integer nanoseconds of service (every item of a workload's
+// device takes the same service time), so equal work gives bit-identical
+// throughput whatever order the items were counted in.
+struct Window {
+  Time start = 0, end = 0;
+  // Nanoseconds of the service interval [a, b) inside the window.
+  Time Overlap(Time a, Time b) const {
+    Time lo = a > start ? a : start, hi = b < end ? b : end;
+    return hi > lo ? hi - lo : 0;
+  }
+  bool Contains(Time t) const { return t >= start && t < end; }
+  double seconds() const { return static_cast<double>(end - start) / 1e9; }
+};
+
+// Reads `ramp_ms` and `runtime_ms` (with the workload's default run time)
+// into a window; errors name the parameter.
+absl::StatusOr<Window> ReadWindow(Params& p, double default_runtime_ms, double default_ramp_ms);
+
 // Records one DMA call's latency into the report.
 inline void RecordMap(IoRunReport& r, ::farm::emu::Time ns) {
   r.map_lat.Add(static_cast<double>(ns));
