@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <regex>
 #include <set>
@@ -66,16 +67,25 @@ class Child {
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
   ~Child() {
+    Stop();
+    // Kept when the test failed, for the failure message's context.
+    if (!::testing::Test::HasFailure()) ::unlink(log_.c_str());
+  }
+  void Stop() {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGTERM);
     for (int i = 0; i < 100; ++i) {
       int st;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) return;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
       ::usleep(50 * 1000);
     }
     ::kill(-pid_, SIGKILL);
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
   std::string Log() const {
     std::ifstream in(log_);
@@ -202,6 +212,7 @@ TEST(DashboardsFarmPgTest, EveryReferencedMetricIsExportedAndEveryQueryRuns) {
   for (const Query& q : rules->exprs) queries.push_back(q);
 
   std::set<std::string> checked;
+  std::map<std::string, std::string> checked_by;
   for (const Query& q : queries) {
     if (q.kind != "promql") continue;
     for (const std::string& name : PromqlMetricNames(q.text)) {
@@ -215,6 +226,7 @@ TEST(DashboardsFarmPgTest, EveryReferencedMetricIsExportedAndEveryQueryRuns) {
                       << " is exported by no farm component (scheduler, agent, analyzer)";
         continue;
       }
+      if (checked_by.emplace(name, by).second) std::cout << name << ": " << by << "\n";
       // Label values matched with = must be ones the component sets.
       const Exposition& e = exported[by];
       auto samples = e.samples.find(name);
