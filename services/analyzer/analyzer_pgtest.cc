@@ -484,6 +484,41 @@ TEST_F(AnalyzerPgTest, PrimaryMetricRegressionRanksAboveSecondary) {
   EXPECT_EQ(open_secondary.Value(), 1);
 }
 
+// The flags: --bisect-secondary bisects the hit-rate drop to its commit too,
+// --secondary-severity none keeps it out of Alertmanager.
+TEST_F(AnalyzerPgTest, SecondaryMetricBisectedButNotAlertedOnRequest) {
+  StartFarm(33, {{9, {{"sim.hit_rate", "0.6"}}}, {21, {{"sim.iommu_cost", "1.25"}}}});
+  SubmitBulk(32, 8, 4);
+  AnalyzerOptions o = Options();
+  o.bisect_secondary = true;
+  o.secondary_severity = "none";
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, o);
+  TickUntil(
+      a,
+      [&] {
+        return Count("SELECT count(*) FROM bisects") == 2 &&
+               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0 &&
+               Count("SELECT count(*) FROM regressions WHERE alert_firing") == 1;
+      },
+      "both bisects finished, the primary one alerted");
+  const pqxx::result g =
+      Query("SELECT metric, culprit_id, note, alert_firing FROM regressions ORDER BY id");
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0][0].as<std::string>(), "throughput/write");
+  EXPECT_EQ(g[0][1].as<std::string>(), "t21");
+  EXPECT_TRUE(g[0][3].as<bool>());
+  EXPECT_EQ(g[1][0].as<std::string>(), "rcache_hit_rate/write");
+  EXPECT_EQ(g[1][1].as<std::string>(), "t09");
+  EXPECT_EQ(g[1][2].as<std::string>(),
+            "secondary metric: rcache_hit_rate is not a primary metric of iozone-nfsrdma "
+            "(throughput); not alerted");
+  EXPECT_FALSE(g[1][3].as<bool>());
+  (void)a.Tick();
+  const json alerts = AlertmanagerAlerts();
+  ASSERT_EQ(alerts.size(), 1u) << alerts.dump();
+  EXPECT_EQ(alerts[0]["labels"]["metric_rank"], "primary");
+}
+
 TEST_F(AnalyzerPgTest, PureNoiseRaisesNothing) {
   StartFarm(25, {});
   const int64_t m = SubmitBulk(24, 4, 4);
