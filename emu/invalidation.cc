@@ -92,8 +92,18 @@ class VtdQi final : public Invalidator {
 };
 
 // ---------------------------------------------------------------------------
+// The Arm drivers share io-pgtable-arm (__arm_lpae_map/unmap) and neither has
+// an iotlb_sync_map callback, so nothing is charged after a map.
+class ArmInvalidator : public Invalidator {
+ public:
+  Sym map_sym() const final { return Sym::kArmLpaeMap; }
+  Sym unmap_sym() const final { return Sym::kArmLpaeUnmap; }
+  Task<void> SyncMap(Cpu&, Iotlb&, uint64_t, uint64_t) final { co_return; }
+};
+
+// ---------------------------------------------------------------------------
 // Arm SMMUv3 command queue.
-class SmmuV3Cmdq final : public Invalidator {
+class SmmuV3Cmdq final : public ArmInvalidator {
  public:
   explicit SmmuV3Cmdq(Sim* sim)
       : sim_(sim),
@@ -103,11 +113,6 @@ class SmmuV3Cmdq final : public Invalidator {
         valid_map_(sim->engine, HomeNode(sim)) {
     sim->Register(&cmdq_lock_);
   }
-
-  Sym map_sym() const override { return Sym::kArmLpaeMap; }
-  Sym unmap_sym() const override { return Sym::kArmLpaeUnmap; }
-
-  Task<void> SyncMap(Cpu&, Iotlb&, uint64_t, uint64_t) override { co_return; }
 
   // arm_smmu_tlb_inv_range_domain(): one TLBI_NH_VA per granule (no range
   // invalidation on this generation), batched CMDQ_BATCH_ENTRIES at a time,
@@ -240,6 +245,7 @@ class SmmuV3Cmdq final : public Invalidator {
     if (sync) {
       co_await cpu.Sync();
       shared_lock_.Rmw(cpu, Sym::kCmdqIssue);
+      ++shared_holders_;
     }
     // 4. arm_smmu_cmdq_set_valid_map(): atomic xor into the bitmap.
     co_await cpu.Sync();
@@ -285,8 +291,20 @@ class SmmuV3Cmdq final : public Invalidator {
       } else {
         cpu.SpinUntil(me.completion + m.poll, Sym::kCmdqIssue);
       }
+      // arm_smmu_cmdq_shared_tryunlock(): atomic_read(&cmdq->lock) == 1 means
+      // this is the last reader, which then publishes the consumer index it
+      // polled: WRITE_ONCE(cmdq->q.llq.cons, llq.cons). That store changes the
+      // llq word, so every reserver's expected value goes stale and its next
+      // cmpxchg fails, exactly like a competing reservation.
       co_await cpu.Sync();
-      shared_lock_.Rmw(cpu, Sym::kCmdqIssue);
+      shared_lock_.Load(cpu, Sym::kCmdqIssue);
+      if (shared_holders_ == 1) {
+        co_await cpu.Sync();
+        llq_.Modify(cpu, Sym::kCmdqIssue);
+      }
+      co_await cpu.Sync();
+      shared_lock_.Rmw(cpu, Sym::kCmdqIssue);  // arm_smmu_cmdq_shared_unlock()
+      --shared_holders_;
     }
   }
 
@@ -318,6 +336,7 @@ class SmmuV3Cmdq final : public Invalidator {
   SpinLock cmdq_lock_;
   CmpxchgWord llq_;         // cmdq->q.llq (prod, cons, OWNED flag)
   AtomicLine shared_lock_;  // cmdq->lock (shared/exclusive counter)
+  int shared_holders_ = 0;  // its value: CMD_SYNC issuers holding it shared
   AtomicLine valid_map_;    // cmdq->valid_map word
   DeviceQueue hw_;
   // A deque: growing it keeps references held by suspended issuers valid.
@@ -331,16 +350,11 @@ class SmmuV3Cmdq final : public Invalidator {
 
 // ---------------------------------------------------------------------------
 // Arm MMU-500 (SMMUv2) TLB maintenance.
-class Mmu500Tlb final : public Invalidator {
+class Mmu500Tlb final : public ArmInvalidator {
  public:
   explicit Mmu500Tlb(Sim* sim) : sim_(sim), cb_lock_(sim->engine, "smmu_domain->cb_lock") {
     sim->Register(&cb_lock_);
   }
-
-  Sym map_sym() const override { return Sym::kArmLpaeMap; }
-  Sym unmap_sym() const override { return Sym::kArmLpaeUnmap; }
-
-  Task<void> SyncMap(Cpu&, Iotlb&, uint64_t, uint64_t) override { co_return; }
 
   // arm_smmu_tlb_inv_range_s1(): one TLBIVA register write per granule,
   // then arm_smmu_tlb_sync_context().
