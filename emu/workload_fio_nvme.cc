@@ -8,12 +8,18 @@
 // that queue's effective IRQ CPU (IrqAffinity), which runs nvme_irq, the
 // dma_unmap (strict: invalidate and wait) and blk_mq_complete_request, then
 // posts the CQE the job reaps. A CPU that is both a job's CPU and its queue's
-// IRQ CPU does all of it (seed 002's CPU 4).
+// IRQ CPU does all of it (seed 002's CPU 4). What crosses NUMA nodes is
+// charged at the platform's line cost for the distance to the device's node:
+// the SQE store into the SQ and the CQE read from the CQ (the driver
+// allocates both on the device's node) and the completion MSI's trip to the
+// IRQ CPU. Throughput is the NVMe's service time inside the measured window
+// (after ramp_ms), see Window in workloads_io_internal.h.
 //
 // nvmf-target: each target CPU serves one queue pair whose host keeps iodepth
 // commands outstanding. Per command nvmet maps the data buffer twice, for the
 // SSD (nvme_map_data) and for the RDMA NIC (rdma_rw_ctx_init ->
-// ib_dma_map_sg), and unmaps each when that device is done.
+// ib_dma_map_sg), and unmaps each when that device is done. Throughput is the
+// payload's time on the fabric link inside the measured window.
 #include <algorithm>
 #include <memory>
 #include <queue>

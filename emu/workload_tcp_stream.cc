@@ -7,7 +7,8 @@
 // server shared by all sessions. TX completions are reaped by the same CPU
 // (NAPI on the queue's CPU) and unmapped there; RX packets are unmapped when
 // they are received. So per packet the CPU pays pages x (map + unmap) on top
-// of its protocol work, and the NIC's rate caps the total.
+// of its protocol work, and the NIC's rate caps the total. Throughput is the
+// NIC's wire time inside the measured window (after ramp_ms).
 #include <algorithm>
 #include <deque>
 #include <memory>
