@@ -91,8 +91,10 @@ Task<void> FioSlot(FioWorld& w, int si) {
   Cpu& cpu = *s.cpu;
   const FioConfig& c = w.c;
   const bool has_jobs = !s.jobs.empty();
+  bool measuring = false;
   for (;;) {
     co_await cpu.Sync();
+    EnterWindow(c.win, cpu, *w.dma, measuring);
     if (has_jobs && cpu.now() >= c.win.end) co_return;
     // Hard interrupt work first: nvme_irq -> unmap -> complete.
     if (!s.irq.empty() && s.irq.top().t <= cpu.now()) {
@@ -259,7 +261,7 @@ class FioRun final : public IoRun {
       FillDirection(fj, w.c.write, job.ios, w.c.bs, w.c.win.end - w.c.win.start, job.clat,
                     job.clat_hist);
       fj.sys_cpu = 100.0 * static_cast<double>(BusyTime(*w.slots[job.slot].cpu)) /
-                   static_cast<double>(w.c.win.end);
+                   static_cast<double>(w.c.win.end - w.c.win.start);
       out.jobs.push_back(std::move(fj));
       total += job.ios;
       work_ns += job.work_ns;
@@ -402,11 +404,16 @@ Task<void> NvmfQueuePair(NvmfWorld& w, Cpu& cpu, int qp) {
   const NvmfConfig& c = w.c;
   std::priority_queue<NvmfIo, std::vector<NvmfIo>, std::greater<NvmfIo>> ev;
   for (int i = 0; i < c.iodepth; ++i) ev.push(NvmfIo{0, 0});
+  bool measuring = false;
   while (!ev.empty()) {
     NvmfIo io = ev.top();
     if (io.t > cpu.now()) cpu.Idle(io.t - cpu.now());
     ev.pop();
     if (cpu.now() >= c.win.end) break;
+    if (!measuring && cpu.now() >= c.win.start) {
+      co_await cpu.Sync();
+      EnterWindow(c.win, cpu, *w.dma, measuring);
+    }
     auto map = [&](int dev, DmaDir dir) -> Task<uint64_t> {
       Time t0 = cpu.now();
       uint64_t h = co_await w.dma->MapSg(cpu, dev, c.pages, dir);

@@ -33,7 +33,7 @@ class IoWorkloadAdapter final : public ::farm::emu::Workload {
   }
 
   absl::Status Setup(::farm::emu::WorkloadContext& ctx) override {
-    path_ = std::make_unique<DmaApiPath>(ctx.dma, WorkloadDevices(*platform_, name_));
+    path_ = std::make_unique<DmaApiPath>(ctx.dma, WorkloadDevices(*platform_, name_), ctx.sim);
     return run_->Setup(*ctx.engine, *path_);
   }
 

@@ -50,7 +50,12 @@ Task<void> Session(Cpu& cpu, const TcpConfig& c, TcpShared& sh, Time& wire_ns) {
       if (c.win.Contains(t0)) RecordUnmap(*sh.report, cpu.now() - t0);
     }
   };
+  bool measuring = false;
   while (cpu.now() < c.win.end) {
+    if (!measuring && cpu.now() >= c.win.start) {
+      co_await cpu.Sync();
+      EnterWindow(c.win, cpu, *sh.dma, measuring);
+    }
     if (c.tx) {
       // Reap finished transmissions (NAPI TX completion on this CPU).
       while (!ring.empty() &&

@@ -49,6 +49,11 @@ class DmaPath {
   virtual ::farm::emu::Task<uint64_t> MapPage(::farm::emu::Cpu& cpu, int dev, uint64_t bytes,
                                               DmaDir dir) = 0;
   virtual ::farm::emu::Task<void> UnmapPage(::farm::emu::Cpu& cpu, uint64_t handle) = 0;
+  // The measured window starts (a workload CPU's clock crossed ramp_ms): the
+  // core zeroes the run's counters and lock statistics once and forgets its
+  // timer daemons' CPU accounting, as memcached does after its warm-up. Each
+  // workload CPU resets its own accounting. REQUIRES: cpu.Sync() just before.
+  virtual void StartMeasurement(::farm::emu::Cpu& /*cpu*/) {}
 };
 
 // What the platform contributes besides the IOMMU: where devices sit and how

@@ -24,8 +24,16 @@ int DeviceIndex(const ::farm::emu::Platform& platform, const std::string& kind) 
 
 }  // namespace
 
-DmaApiPath::DmaApiPath(::farm::emu::DmaApi* api, std::vector<int> devs)
-    : api_(api), devs_(std::move(devs)) {}
+DmaApiPath::DmaApiPath(::farm::emu::DmaApi* api, std::vector<int> devs, ::farm::emu::Sim* sim)
+    : api_(api), devs_(std::move(devs)), sim_(sim) {}
+
+void DmaApiPath::StartMeasurement(::farm::emu::Cpu& cpu) {
+  if (sim_ == nullptr || sim_->measuring) return;
+  for (const auto& c : cpu.engine().cpus()) {
+    if (c->daemon()) c->ResetAccounting();
+  }
+  sim_->StartMeasurement();
+}
 
 ::farm::emu::Task<uint64_t> DmaApiPath::MapSg(::farm::emu::Cpu& cpu, int dev, int nents,
                                               DmaDir dir) {
@@ -112,7 +120,7 @@ class OwningDmaPath final : public DmaPath {
                 std::vector<int> devs, CoreRunExtras* extras)
       : sim_{&engine, &model, {}, {}},
         api_(&sim_, mode, platform.devices, platform.topology.num_cpus),
-        path_(&api_, std::move(devs)),
+        path_(&api_, std::move(devs), &sim_),
         extras_(extras) {
     api_.StartDaemons(engine);
   }
@@ -138,6 +146,7 @@ class OwningDmaPath final : public DmaPath {
   ::farm::emu::Task<void> UnmapPage(::farm::emu::Cpu& cpu, uint64_t h) override {
     return path_.UnmapPage(cpu, h);
   }
+  void StartMeasurement(::farm::emu::Cpu& cpu) override { path_.StartMeasurement(cpu); }
 
  private:
   ::farm::emu::Sim sim_;

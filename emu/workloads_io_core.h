@@ -47,12 +47,14 @@ std::vector<int> WorkloadDevices(const ::farm::emu::Platform& platform,
 // scatterlists of page-cache-like pages and keeps the mapping handles.
 class DmaApiPath final : public DmaPath {
  public:
-  DmaApiPath(::farm::emu::DmaApi* api, std::vector<int> devs);
+  // `sim` (optional): the run's Sim, for StartMeasurement.
+  DmaApiPath(::farm::emu::DmaApi* api, std::vector<int> devs, ::farm::emu::Sim* sim = nullptr);
   ::farm::emu::Task<uint64_t> MapSg(::farm::emu::Cpu& cpu, int dev, int nents, DmaDir dir) override;
   ::farm::emu::Task<void> UnmapSg(::farm::emu::Cpu& cpu, uint64_t handle) override;
   ::farm::emu::Task<uint64_t> MapPage(::farm::emu::Cpu& cpu, int dev, uint64_t bytes,
                                       DmaDir dir) override;
   ::farm::emu::Task<void> UnmapPage(::farm::emu::Cpu& cpu, uint64_t handle) override;
+  void StartMeasurement(::farm::emu::Cpu& cpu) override;
 
  private:
   struct Mapping {
@@ -66,6 +68,7 @@ class DmaApiPath final : public DmaPath {
 
   ::farm::emu::DmaApi* api_;
   std::vector<int> devs_;
+  ::farm::emu::Sim* sim_;
   std::deque<Mapping> maps_;  // index = handle (stable addresses); reused through free_
   std::vector<uint64_t> free_;
   uint64_t next_pfn_ = 0;

@@ -83,6 +83,20 @@ struct Window {
   double seconds() const { return static_cast<double>(end - start) / 1e9; }
 };
 
+// Called by a workload CPU at a synchronised point: the first time its clock
+// is inside the window (or past it), starts the core's measurement and
+// forgets this CPU's warm-up accounting. Returns true from then on.
+inline bool EnterWindow(const Window& win, Cpu& cpu, DmaPath& dma, bool& measuring) {
+  if (!measuring && cpu.now() >= win.start) {
+    measuring = true;
+    if (win.start > 0) {
+      dma.StartMeasurement(cpu);
+      cpu.ResetAccounting();
+    }
+  }
+  return measuring;
+}
+
 // Reads `ramp_ms` and `runtime_ms` (with the workload's default run time)
 // into a window; errors name the parameter.
 absl::StatusOr<Window> ReadWindow(Params& p, double default_runtime_ms, double default_ramp_ms);
