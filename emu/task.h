@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <exception>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 namespace farm::emu {
@@ -100,54 +101,29 @@ struct PromiseBase {
 }  // namespace internal
 
 template <typename T = void>
-class [[nodiscard]] Task {
- public:
-  struct promise_type : internal::PromiseBase {
-    T value{};
-    Task get_return_object() {
-      return Task(std::coroutine_handle<promise_type>::from_promise(*this));
-    }
-    void return_value(T v) { value = std::move(v); }
-  };
+class Task;
 
-  Task() = default;
-  explicit Task(std::coroutine_handle<promise_type> h) : h_(h) {}
-  Task(Task&& o) noexcept : h_(std::exchange(o.h_, {})) {}
-  Task& operator=(Task&& o) noexcept {
-    if (this != &o) {
-      if (h_) h_.destroy();
-      h_ = std::exchange(o.h_, {});
-    }
-    return *this;
-  }
-  Task(const Task&) = delete;
-  Task& operator=(const Task&) = delete;
-  ~Task() {
-    if (h_) h_.destroy();
-  }
+namespace internal {
 
-  bool await_ready() const noexcept { return false; }
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<> cont) noexcept {
-    h_.promise().continuation = cont;
-    return h_;
-  }
-  T await_resume() { return std::move(h_.promise().value); }
-
-  std::coroutine_handle<promise_type> handle() const { return h_; }
-
- private:
-  std::coroutine_handle<promise_type> h_;
+// The promise of Task<T>: the value slot and return_value, or return_void.
+template <typename T>
+struct TaskPromise : PromiseBase {
+  T value{};
+  Task<T> get_return_object();
+  void return_value(T v) { value = std::move(v); }
+};
+template <>
+struct TaskPromise<void> : PromiseBase {
+  Task<void> get_return_object();
+  void return_void() {}
 };
 
-template <>
-class [[nodiscard]] Task<void> {
+}  // namespace internal
+
+template <typename T>
+class [[nodiscard]] Task {
  public:
-  struct promise_type : internal::PromiseBase {
-    Task get_return_object() {
-      return Task(std::coroutine_handle<promise_type>::from_promise(*this));
-    }
-    void return_void() {}
-  };
+  using promise_type = internal::TaskPromise<T>;
 
   Task() = default;
   explicit Task(std::coroutine_handle<promise_type> h) : h_(h) {}
@@ -170,7 +146,9 @@ class [[nodiscard]] Task<void> {
     h_.promise().continuation = cont;
     return h_;
   }
-  void await_resume() noexcept {}
+  T await_resume() {
+    if constexpr (!std::is_void_v<T>) return std::move(h_.promise().value);
+  }
 
   std::coroutine_handle<promise_type> handle() const { return h_; }
   bool done() const { return !h_ || h_.done(); }
@@ -178,6 +156,18 @@ class [[nodiscard]] Task<void> {
  private:
   std::coroutine_handle<promise_type> h_;
 };
+
+namespace internal {
+
+template <typename T>
+Task<T> TaskPromise<T>::get_return_object() {
+  return Task<T>(std::coroutine_handle<TaskPromise>::from_promise(*this));
+}
+inline Task<void> TaskPromise<void>::get_return_object() {
+  return Task<void>(std::coroutine_handle<TaskPromise>::from_promise(*this));
+}
+
+}  // namespace internal
 
 }  // namespace farm::emu
 
