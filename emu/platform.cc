@@ -83,54 +83,43 @@ const SettingRow kSettings[] = {
 // clang-format on
 
 std::vector<Platform> Build() {
-  std::vector<Platform> v(kNumPlatforms);
-  {
-    // Seed 000 NFS/RDMA client: 2-socket Intel Xeon, 12 cores per socket.
-    Platform& p = v[0];
-    p.name = "intel-vtd-2s12c";
-    p.description =
-        "2-socket Intel Xeon (Haswell/Broadwell class), 12 cores/socket, 2 NUMA nodes, VT-d "
-        "with queued invalidation; ConnectX RDMA NIC and NVMe on node 0 (seed 000 client)";
-    p.topology = MakeTopology(2, 1, 12);
-    p.devices = {{"nic0", "Mellanox ConnectX-4 (mlx5) 100 Gb/s RDMA NIC", 0, true, 64},
-                 {"nvme0", "NVMe SSD", 0, true, 64}};
-  }
-  {
-    // Seed 001: 16-core Sandy Bridge (2 x 8 cores), ConnectX-3 40 GbE.
-    Platform& p = v[1];
-    p.name = "intel-vtd-snb16c";
-    p.description =
-        "2-socket Intel Xeon E5 (Sandy Bridge), 8 cores/socket, 2 NUMA nodes, VT-d with "
-        "queued invalidation, non-coherent page walk; 40 GbE NIC on node 0 (seed 001, "
-        "Peleg et al. ATC'15)";
-    p.topology = MakeTopology(2, 1, 8);
-    p.devices = {{"nic0", "Mellanox ConnectX-3 40 GbE NIC", 0, true, 64}};
-  }
-  {
-    // Seeds 002/003: HiSilicon Kunpeng 920, 2 sockets x 2 dies, 32 cores per
-    // die, SMMUv3 without range invalidation.
-    Platform& p = v[2];
-    p.name = "kunpeng920-smmuv3";
-    p.description =
-        "HiSilicon Kunpeng 920: 2 sockets x 2 dies, 128 cores, 4 NUMA nodes, Arm SMMUv3 "
-        "(no ECMDQ, no range invalidation); NVMe and its SMMU on node 2 (seed 002), hns3 NIC "
-        "and ZIP accelerator on node 0 (seeds 002, 003)";
-    p.topology = MakeTopology(2, 2, 32);
-    p.devices = {{"nvme0", "NVMe SSD (PCIe 81:00.0, node 2 as in seed 002)", 2, true, 64},
-                 {"nic0", "hns3 100 GbE NIC", 0, true, 64},
-                 {"zip0", "HiSilicon ZIP accelerator (Barry Song's test device)", 0, true, 64}};
-  }
-  {
-    // Seed 004: 8-core ARMv8 SoC with MMU-500 in front of the NIC root port.
-    Platform& p = v[3];
-    p.name = "arm-mmu500-8c";
-    p.description =
-        "8-core ARMv8 SoC (Broadcom-class, seed 004), one NUMA node, Arm MMU-500 (SMMUv2) with "
-        "TLBSYNC polling; 50 GbE NIC and NVMe";
-    p.topology = MakeTopology(1, 1, 8);
-    p.devices = {{"nic0", "50 GbE NIC behind MMU-500", 0, true, 64},
-                 {"nvme0", "NVMe SSD", 0, true, 64}};
-  }
+  // In kSettings column order; each settings map ({}) is filled from it below.
+  std::vector<Platform> v = {
+      // Seed 000 NFS/RDMA client: 2-socket Intel Xeon, 12 cores per socket.
+      {"intel-vtd-2s12c",
+       "2-socket Intel Xeon (Haswell/Broadwell class), 12 cores/socket, 2 NUMA nodes, VT-d "
+       "with queued invalidation; ConnectX RDMA NIC and NVMe on node 0 (seed 000 client)",
+       MakeTopology(2, 1, 12),
+       {{"nic0", "Mellanox ConnectX-4 (mlx5) 100 Gb/s RDMA NIC", 0, true, 64},
+        {"nvme0", "NVMe SSD", 0, true, 64}},
+       {}},
+      // Seed 001: 16-core Sandy Bridge (2 x 8 cores), ConnectX-3 40 GbE.
+      {"intel-vtd-snb16c",
+       "2-socket Intel Xeon E5 (Sandy Bridge), 8 cores/socket, 2 NUMA nodes, VT-d with "
+       "queued invalidation, non-coherent page walk; 40 GbE NIC on node 0 (seed 001, "
+       "Peleg et al. ATC'15)",
+       MakeTopology(2, 1, 8),
+       {{"nic0", "Mellanox ConnectX-3 40 GbE NIC", 0, true, 64}},
+       {}},
+      // Seeds 002/003: HiSilicon Kunpeng 920, 2 sockets x 2 dies, 32 cores per
+      // die, SMMUv3 without range invalidation.
+      {"kunpeng920-smmuv3",
+       "HiSilicon Kunpeng 920: 2 sockets x 2 dies, 128 cores, 4 NUMA nodes, Arm SMMUv3 "
+       "(no ECMDQ, no range invalidation); NVMe and its SMMU on node 2 (seed 002), hns3 NIC "
+       "and ZIP accelerator on node 0 (seeds 002, 003)",
+       MakeTopology(2, 2, 32),
+       {{"nvme0", "NVMe SSD (PCIe 81:00.0, node 2 as in seed 002)", 2, true, 64},
+        {"nic0", "hns3 100 GbE NIC", 0, true, 64},
+        {"zip0", "HiSilicon ZIP accelerator (Barry Song's test device)", 0, true, 64}},
+       {}},
+      // Seed 004: 8-core ARMv8 SoC with MMU-500 in front of the NIC root port.
+      {"arm-mmu500-8c",
+       "8-core ARMv8 SoC (Broadcom-class, seed 004), one NUMA node, Arm MMU-500 (SMMUv2) with "
+       "TLBSYNC polling; 50 GbE NIC and NVMe",
+       MakeTopology(1, 1, 8),
+       {{"nic0", "50 GbE NIC behind MMU-500", 0, true, 64}, {"nvme0", "NVMe SSD", 0, true, 64}},
+       {}},
+  };
   for (int i = 0; i < kNumPlatforms; ++i) {
     for (const SettingRow& row : kSettings) {
       if (row.value[i] != nullptr) v[i].settings[row.key] = row.value[i];
