@@ -1,5 +1,6 @@
 #include "scheduler/grpc_services.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <mutex>
@@ -35,46 +36,151 @@ grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, WorkerPool* po
   return reactor;
 }
 
-// WatchMatrix: polls the matrix on the pool, writes a progress message when
-// it changed (or every few seconds), ends after done = true. Database
-// outages do not end the stream: it keeps polling.
+// WatchMatrix: event-driven. The reactor subscribes to the matrix's change
+// notifications (one PostgreSQL LISTEN connection per scheduler fans out to
+// every stream); a wake-up posts a read of the matrix to the pool, at most
+// one per min_interval, and a progress message goes out when the counts
+// changed. A slow fallback poll (which always sends, doubling as a
+// keep-alive) covers lost notifications. Database outages do not end the
+// stream.
+//
+// Concurrency: at most one step (a read on the pool or a write in flight)
+// at a time (`busy_`); wake-ups during a step set `wake_` and cause one more
+// read when the step ends. Timers cannot be cancelled, so a fallback timer
+// carries a generation and is ignored once a newer read was scheduled. The
+// reactor is deleted when gRPC is done with it and no posted task still
+// refers to it.
 class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
  public:
-  WatchReactor(JobService* svc, WorkerPool* pool, int64_t matrix_id)
-      : svc_(svc), pool_(pool), matrix_id_(matrix_id) {
-    Schedule(0);
+  WatchReactor(JobService* svc, WorkerPool* pool, storage::MatrixEvents* events,
+               const WatchOptions& options, JobServiceGrpc::WatchStats* stats, int64_t matrix_id)
+      : svc_(svc),
+        pool_(pool),
+        events_(events),
+        options_(options),
+        stats_(stats),
+        matrix_id_(matrix_id) {
+    // busy_ starts true: a wake-up arriving before the first read only marks
+    // wake_.
+    if (events_ != nullptr) handle_ = events_->Subscribe(matrix_id_, [this] { Wake(); });
+    bool failed = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      failed = !PostLocked(std::chrono::milliseconds(0), Cause::kFirst, 0);
+    }
+    if (failed) FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
   }
 
   void OnWriteDone(bool ok) override {
     if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
       return;
     }
     if (msg_.done()) {
-      Finish(grpc::Status::OK);
+      FinishOnce(grpc::Status::OK);
       return;
     }
-    Schedule(JobServiceGrpc::kWatchPollMs);
+    Idle(options_.fallback_poll);
   }
   void OnCancel() override { cancelled_.store(true); }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // Outside mu_: the events thread holds its own lock while calling Wake().
+    if (events_ != nullptr) events_->Unsubscribe(handle_);
+    bool del = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      del = pending_ == 0;
+    }
+    if (del) delete this;
+  }
 
  private:
   using Clock = std::chrono::steady_clock;
+  enum class Cause { kFirst, kWake, kFallback };
 
-  void Schedule(int delay_ms) {
-    if (!pool_->PostAfter(std::chrono::milliseconds(delay_ms), [this] { Poll(); })) {
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  // Called by the events thread: cheap, never blocks on the database.
+  void Wake() {
+    bool failed = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_) return;
+      if (busy_) {
+        wake_ = true;
+        return;
+      }
+      failed = !ScheduleReadLocked();
     }
+    if (failed) FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
   }
 
-  void Poll() {
+  // A read soon, but not sooner than min_interval after the previous one,
+  // so a burst of notifications costs at most one read per interval.
+  bool ScheduleReadLocked() {
+    busy_ = true;
+    wake_ = false;
+    ++timer_gen_;
+    const auto earliest = last_read_ + absl::ToChronoMilliseconds(options_.min_interval);
+    const auto delay =
+        std::max(std::chrono::milliseconds(0),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()));
+    return PostLocked(delay, Cause::kWake, 0);
+  }
+
+  bool PostLocked(std::chrono::milliseconds delay, Cause cause, uint64_t gen) {
+    ++pending_;
+    if (!pool_->PostAfter(delay, [this, cause, gen] { Run(cause, gen); })) {
+      --pending_;
+      return false;
+    }
+    return true;
+  }
+
+  // The step ended without a write: wait for a wake-up or the fallback.
+  void Idle(absl::Duration fallback) {
+    bool failed = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+      if (finished_) return;
+      if (wake_) {
+        failed = !ScheduleReadLocked();
+      } else {
+        failed = !PostLocked(absl::ToChronoMilliseconds(fallback), Cause::kFallback, ++timer_gen_);
+      }
+    }
+    if (failed) FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  }
+
+  void Run(Cause cause, uint64_t gen) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      --pending_;
+      if (done_) {
+        const bool last = pending_ == 0;
+        lock.unlock();
+        if (last) delete this;
+        return;
+      }
+      if (finished_) return;
+      if (cause == Cause::kFallback) {
+        if (busy_ || gen != timer_gen_) return;  // superseded by a wake-up
+        busy_ = true;
+      }
+      wake_ = false;  // this read sees every change notified so far
+      last_read_ = Clock::now();
+    }
+    (cause == Cause::kFallback ? stats_->fallback_reads : stats_->wake_reads).fetch_add(1);
+    Read(cause == Cause::kFallback);
+  }
+
+  void Read(bool fallback) {
     if (cancelled_.load()) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
       return;
     }
     if (pool_->stopping()) {
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+      FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
       return;
     }
     pb::GetMatrixRequest req;
@@ -82,10 +188,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
     absl::StatusOr<pb::Matrix> m = svc_->GetMatrix(req);
     if (!m.ok()) {
       if (absl::IsUnavailable(m.status()) && sent_any_) {
-        Schedule(JobServiceGrpc::kWatchPollMs * 4);
+        // Notifications stop with the database too: look again soon.
+        Idle(std::min(options_.fallback_poll, absl::Seconds(1)));
         return;
       }
-      Finish(ToGrpcStatus(m.status()));
+      FinishOnce(ToGrpcStatus(m.status()));
       return;
     }
     const pb::MatrixCounts& c = m->counts();
@@ -97,8 +204,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
     }
     const bool done = m->state() != pb::MATRIX_STATE_RUNNING;
     const bool changed = !sent_any_ || finished != last_finished_ || c.leased() != last_leased_;
-    if (!done && !changed && now - last_sent_ < std::chrono::seconds(2)) {
-      Schedule(JobServiceGrpc::kWatchPollMs);
+    if (!done && !changed && !fallback) {
+      Idle(options_.fallback_poll);
       return;
     }
     msg_.Clear();
@@ -114,20 +221,42 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
     }
     msg_.set_done(done);
     sent_any_ = true;
-    last_sent_ = now;
     last_finished_ = finished;
     last_leased_ = c.leased();
     StartWrite(&msg_);
   }
 
+  void FinishOnce(grpc::Status st) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    Finish(std::move(st));
+  }
+
   JobService* const svc_;
   WorkerPool* const pool_;
+  storage::MatrixEvents* const events_;  // may be null: fallback polling only
+  const WatchOptions options_;
+  JobServiceGrpc::WatchStats* const stats_;
   const int64_t matrix_id_;
+  storage::MatrixEvents::Handle handle_ = 0;
   std::atomic<bool> cancelled_{false};
-  // Only touched by the single in-flight step (poll or write completion).
+
+  std::mutex mu_;
+  bool busy_ = true;               // guarded by mu_: a read is posted/running or a write in flight
+  bool wake_ = false;              // guarded by mu_: notified while busy
+  bool finished_ = false;          // guarded by mu_: Finish() called
+  bool done_ = false;              // guarded by mu_: OnDone() ran
+  int pending_ = 0;                // guarded by mu_: posted tasks that refer to this
+  uint64_t timer_gen_ = 0;         // guarded by mu_
+  Clock::time_point last_read_{};  // guarded by mu_
+
+  // Only touched by the single step in flight.
   pb::MatrixProgress msg_;
   bool sent_any_ = false;
-  Clock::time_point t0_, last_sent_;
+  Clock::time_point t0_;
   int64_t finished0_ = 0, last_finished_ = -1, last_leased_ = -1;
 };
 
@@ -238,7 +367,7 @@ grpc::ServerWriteReactor<pb::MatrixProgress>* JobServiceGrpc::WatchMatrix(
                         ? auth
                         : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "matrix_id: required"));
   }
-  return new WatchReactor(svc_, pool_, req->matrix_id());
+  return new WatchReactor(svc_, pool_, events_, watch_, &watch_stats_, req->matrix_id());
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::CancelMatrix(grpc::CallbackServerContext* ctx,
                                                        const pb::CancelMatrixRequest* req,

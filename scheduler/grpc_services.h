@@ -10,6 +10,7 @@
 #ifndef SCHEDULER_GRPC_SERVICES_H_
 #define SCHEDULER_GRPC_SERVICES_H_
 
+#include <atomic>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -18,15 +19,35 @@
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/worker_pool.h"
+#include "services/storage/repositories.h"
 
 namespace farm::scheduler {
 
 grpc::Status ToGrpcStatus(const absl::Status& st);
 
+// WatchMatrix pacing. With change events, a stream reads the matrix when
+// notified (at most once per min_interval) and otherwise every
+// fallback_poll, which also sends a message (keep-alive, fresh rate/ETA).
+// Without events (nullptr) the fallback poll is all there is.
+struct WatchOptions {
+  absl::Duration fallback_poll = absl::Seconds(2);
+  absl::Duration min_interval = absl::Milliseconds(100);
+};
+
 class JobServiceGrpc final : public pb::JobService::CallbackService {
  public:
-  JobServiceGrpc(JobService* svc, WorkerPool* pool, std::string token)
-      : svc_(svc), pool_(pool), token_(std::move(token)) {}
+  // `events` (not owned, may be null) wakes WatchMatrix streams.
+  JobServiceGrpc(JobService* svc, WorkerPool* pool, std::string token,
+                 storage::MatrixEvents* events = nullptr, WatchOptions watch = {})
+      : svc_(svc), pool_(pool), token_(std::move(token)), events_(events), watch_(watch) {}
+
+  // Why WatchMatrix streams read the database, over the server's life (the
+  // first read of a stream counts as a wake read).
+  struct WatchStats {
+    std::atomic<int64_t> wake_reads{0};
+    std::atomic<int64_t> fallback_reads{0};
+  };
+  const WatchStats& watch_stats() const { return watch_stats_; }
 
   grpc::ServerUnaryReactor* SubmitMatrix(grpc::CallbackServerContext* ctx,
                                          const pb::SubmitMatrixRequest* req,
@@ -59,13 +80,13 @@ class JobServiceGrpc final : public pb::JobService::CallbackService {
                                              const pb::ImportGitCatalogRequest* req,
                                              pb::ImportGitCatalogResponse* resp) override;
 
-  // How often WatchMatrix polls the database (tests shorten it).
-  static constexpr int kWatchPollMs = 250;
-
  private:
   JobService* const svc_;
   WorkerPool* const pool_;
   const std::string token_;
+  storage::MatrixEvents* const events_;
+  const WatchOptions watch_;
+  WatchStats watch_stats_;
 };
 
 class AgentServiceGrpc final : public pb::AgentService::CallbackService {

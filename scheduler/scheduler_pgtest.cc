@@ -61,6 +61,7 @@ class SchedulerGrpcPgTest : public ::testing::Test {
     o.config.retry.base_backoff = absl::Milliseconds(10);
     o.db_connections = 4;
     o.worker_threads = 4;
+    o.watch.fallback_poll = watch_fallback_;
     auto s = SchedulerServer::Start(o, &registry_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
@@ -102,6 +103,18 @@ class SchedulerGrpcPgTest : public ::testing::Test {
     return resp;
   }
 
+  pb::LeaseJobsResponse LeaseVia(const pb::RegisterResponse& a, int max_jobs) {
+    pb::LeaseJobsRequest lr;
+    lr.set_agent_id(a.agent_id());
+    lr.set_session(a.session());
+    lr.set_max_jobs(max_jobs);
+    pb::LeaseJobsResponse leases;
+    grpc::Status st = agents_->LeaseJobs(Ctx().get(), lr, &leases);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return leases;
+  }
+
+  absl::Duration watch_fallback_ = absl::Seconds(2);
   std::unique_ptr<PostgresInstance> pg_;
   metrics::MetricsRegistry registry_;
   std::unique_ptr<SchedulerServer> server_;
@@ -260,6 +273,13 @@ TEST_F(SchedulerGrpcPgTest, MatrixRunsToCompletionWithWatchAndResults) {
   ASSERT_TRUE(reader->Finish().ok());
   EXPECT_EQ(ids.size(), 12u);
 
+  // "connected" means a heartbeat within the TTL (2 s here); on a loaded
+  // machine the steps above can take longer than that, so beat first.
+  pb::HeartbeatRequest hb;
+  hb.set_agent_id(a.agent_id());
+  hb.set_session(a.session());
+  pb::HeartbeatResponse hbr;
+  ASSERT_TRUE(agents_->Heartbeat(Ctx().get(), hb, &hbr).ok());
   pb::ListAgentsResponse agents;
   ASSERT_TRUE(jobs_->ListAgents(Ctx().get(), pb::ListAgentsRequest(), &agents).ok());
   ASSERT_EQ(agents.agents_size(), 1);
@@ -342,12 +362,7 @@ TEST_F(SchedulerGrpcPgTest, CancelRevokesLeases) {
   pb::SubmitMatrixResponse sub;
   ASSERT_TRUE(jobs_->SubmitMatrix(Ctx().get(), req, &sub).ok());
   pb::RegisterResponse a = Register("a");
-  pb::LeaseJobsRequest lr;
-  lr.set_agent_id(a.agent_id());
-  lr.set_session(a.session());
-  lr.set_max_jobs(3);
-  pb::LeaseJobsResponse leases;
-  ASSERT_TRUE(agents_->LeaseJobs(Ctx().get(), lr, &leases).ok());
+  pb::LeaseJobsResponse leases = LeaseVia(a, 3);
   ASSERT_EQ(leases.leases_size(), 3);
   pb::CancelMatrixRequest cr;
   cr.set_matrix_id(sub.matrix().id());
@@ -372,6 +387,81 @@ TEST_F(SchedulerGrpcPgTest, CancelRevokesLeases) {
   pb::Regression reg;
   EXPECT_EQ(analysis_->GetRegression(Ctx().get(), gr, &reg).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+// A WatchMatrix stream whose fallback poll would only fire after an hour:
+// every message after the first must come from a change notification.
+class SchedulerWatchPgTest : public SchedulerGrpcPgTest {
+ protected:
+  SchedulerWatchPgTest() { watch_fallback_ = absl::Hours(1); }
+};
+
+TEST_F(SchedulerWatchPgTest, WatchIsWokenByJobChangesNotByTheFallbackPoll) {
+  LoadCatalog();
+  pb::SubmitMatrixRequest req;
+  req.set_spec_yaml(kSpec);
+  pb::SubmitMatrixResponse sub;
+  ASSERT_TRUE(jobs_->SubmitMatrix(Ctx().get(), req, &sub).ok());
+  const int64_t mid = sub.matrix().id();
+  storage::PgMatrixListener* listener = server_->matrix_listener();
+  ASSERT_NE(listener, nullptr);
+  ASSERT_TRUE(
+      ::farm::testing::PollUntil([&]() -> absl::StatusOr<bool> { return listener->listening(); },
+                                 absl::Seconds(20), "scheduler LISTENing")
+          .ok());
+
+  // The deadline bounds a broken test; it is far below the fallback (1 h),
+  // so a message after the first can only come from a notification.
+  pb::WatchMatrixRequest w;
+  w.set_matrix_id(mid);
+  auto ctx = Ctx();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto reader = jobs_->WatchMatrix(ctx.get(), w);
+  pb::MatrixProgress p;
+  ASSERT_TRUE(reader->Read(&p));
+  EXPECT_EQ(p.counts().queued(), 12);
+  EXPECT_FALSE(p.done());
+
+  pb::RegisterResponse a = Register("watch-agent");
+  pb::LeaseJobsResponse leases = LeaseVia(a, 1);
+  ASSERT_EQ(leases.leases_size(), 1);
+  pb::ReportResultRequest rr;
+  rr.set_agent_id(a.agent_id());
+  *rr.mutable_lease() = leases.leases(0).lease();
+  rr.add_samples()->set_metric("throughput");
+  pb::ReportResultResponse resp;
+  ASSERT_TRUE(agents_->ReportResult(Ctx().get(), rr, &resp).ok());
+
+  // The lease and the report each notify; reads are coalesced, so the
+  // stream shows leased = 1 and/or succeeded = 1, ending at succeeded = 1.
+  int after_first = 0;
+  do {
+    ASSERT_TRUE(reader->Read(&p)) << "stream ended before the change was seen: "
+                                  << reader->Finish().error_message();
+    ++after_first;
+  } while (p.counts().succeeded() < 1);
+  EXPECT_EQ(p.counts().succeeded(), 1);
+  EXPECT_FALSE(p.done());
+
+  pb::CancelMatrixRequest cr;
+  cr.set_matrix_id(mid);
+  pb::CancelMatrixResponse cresp;
+  ASSERT_TRUE(jobs_->CancelMatrix(Ctx().get(), cr, &cresp).ok());
+  while (!p.done()) {
+    ASSERT_TRUE(reader->Read(&p)) << reader->Finish().error_message();
+    ++after_first;
+  }
+  EXPECT_EQ(p.state(), pb::MATRIX_STATE_CANCELLED);
+  EXPECT_FALSE(reader->Read(&p));
+  grpc::Status st = reader->Finish();
+  EXPECT_TRUE(st.ok()) << st.error_message();
+
+  // Order and counts, not time: at least two messages after the first, all
+  // produced by wake-up reads; the fallback timer never fired.
+  EXPECT_GE(after_first, 2);
+  EXPECT_EQ(server_->watch_stats().fallback_reads.load(), 0);
+  EXPECT_GE(server_->watch_stats().wake_reads.load(), 3);
+  EXPECT_GE(listener->notifications(), 3);  // lease, report, cancel
 }
 
 }  // namespace

@@ -74,9 +74,13 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     if (!loaded.ok()) return loaded.status();
   }
 
+  if (options.watch_events) {
+    s->listener_ = std::make_unique<storage::PgMatrixListener>(options.db_uri);
+    s->listener_->Start();
+  }
   s->workers_ = std::make_unique<WorkerPool>(options.worker_threads);
-  s->job_grpc_ =
-      std::make_unique<JobServiceGrpc>(s->job_service_.get(), s->workers_.get(), options.token);
+  s->job_grpc_ = std::make_unique<JobServiceGrpc>(s->job_service_.get(), s->workers_.get(),
+                                                  options.token, s->listener_.get(), options.watch);
   s->agent_grpc_ =
       std::make_unique<AgentServiceGrpc>(s->agent_service_.get(), s->workers_.get(), options.token);
   s->analysis_grpc_ = std::make_unique<AnalysisServiceGrpc>(s->analysis_service_.get(),
@@ -115,6 +119,7 @@ void SchedulerServer::Shutdown(absl::Duration deadline) {
   }
   if (workers_) workers_->Stop();
   if (server_) server_->Wait();
+  if (listener_) listener_->Stop();
 }
 
 SchedulerServer::~SchedulerServer() { Shutdown(); }

@@ -22,6 +22,7 @@
 #include "scheduler/scheduler_service.h"
 #include "scheduler/worker_pool.h"
 #include "services/metrics/metrics.h"
+#include "services/storage/pg_listener.h"
 #include "services/storage/pg_pool.h"
 #include "services/storage/pg_store.h"
 
@@ -39,6 +40,10 @@ struct ServerOptions {
   // How long Start() keeps retrying when the database is not up yet.
   absl::Duration db_wait = absl::Seconds(30);
   bool run_reaper = true;
+  // WatchMatrix: LISTEN/NOTIFY wake-ups on one extra connection (off: the
+  // fallback poll only) and the pacing of reads.
+  bool watch_events = true;
+  WatchOptions watch;
 };
 
 class SchedulerServer final {
@@ -60,6 +65,9 @@ class SchedulerServer final {
   Reaper& reaper() { return *reaper_; }
   storage::PgStore& store() { return *store_; }
   metrics::SchedulerMetrics& metrics() { return *metrics_; }
+  // Null when ServerOptions::watch_events is off.
+  storage::PgMatrixListener* matrix_listener() { return listener_.get(); }
+  const JobServiceGrpc::WatchStats& watch_stats() const { return job_grpc_->watch_stats(); }
 
  private:
   SchedulerServer() = default;
@@ -71,6 +79,8 @@ class SchedulerServer final {
   std::unique_ptr<AgentService> agent_service_;
   std::unique_ptr<AnalysisService> analysis_service_;
   std::unique_ptr<Reaper> reaper_;
+  // Outlives the gRPC adapters: streams unsubscribe when gRPC is done.
+  std::unique_ptr<storage::PgMatrixListener> listener_;
   std::unique_ptr<WorkerPool> workers_;
   std::unique_ptr<JobServiceGrpc> job_grpc_;
   std::unique_ptr<AgentServiceGrpc> agent_grpc_;

@@ -182,11 +182,89 @@ CREATE TABLE analyzer_state (
 );
 )SQL";
 
+// Cheap queue gauges and change notifications for watchers.
+//  - Terminal jobs (succeeded 3, failed 4, cancelled 5) only ever grow, so
+//    their totals are kept in job_state_totals, changed by the same statement
+//    that moves a job, instead of counting a table that grows with history.
+//    Rows are sharded by backend so concurrent reporters do not queue on one
+//    hot row; a reader sums the shards. Non-terminal states are counted
+//    through the partial indexes on state = 1 / state = 2.
+//  - Every statement that changes job states raises one NOTIFY farm_matrix
+//    per matrix it touched (payload: the matrix id), so a scheduler's single
+//    listener can wake the WatchMatrix streams of that matrix. Statement-level
+//    with transition tables: a 100,000-job cancel is one trigger call.
+// Jobs are only ever inserted as queued (state default), so INSERT needs no
+// trigger; DELETE (a cascaded matrix delete) takes its terminal rows off.
+const char* const kV2QueueTotalsAndNotify = R"SQL(
+CREATE TABLE job_state_totals (
+  state  smallint NOT NULL,
+  shard  smallint NOT NULL,
+  jobs   bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (state, shard)
+);
+INSERT INTO job_state_totals (state, shard, jobs)
+  SELECT s, sh, 0 FROM generate_series(3, 5) s, generate_series(0, 15) sh;
+UPDATE job_state_totals t SET jobs = c.n
+  FROM (SELECT state, count(*) AS n FROM jobs WHERE state >= 3 GROUP BY state) c
+  WHERE t.state = c.state AND t.shard = 0;
+
+CREATE FUNCTION farm_jobs_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  v_shard smallint := pg_backend_pid() % 16;
+  v_row record;
+BEGIN
+  -- Ordered by state so two statements on one shard lock rows in one order.
+  FOR v_row IN
+    SELECT x.state, sum(x.delta) AS delta FROM (
+      SELECT n.state, 1 AS delta FROM new_rows n JOIN old_rows o ON o.id = n.id
+        WHERE n.state <> o.state AND n.state >= 3
+      UNION ALL
+      SELECT o.state, -1 FROM new_rows n JOIN old_rows o ON o.id = n.id
+        WHERE n.state <> o.state AND o.state >= 3) x
+    GROUP BY x.state ORDER BY x.state
+  LOOP
+    IF v_row.delta <> 0 THEN
+      UPDATE job_state_totals SET jobs = jobs + v_row.delta
+        WHERE state = v_row.state AND shard = v_shard;
+    END IF;
+  END LOOP;
+  FOR v_row IN
+    SELECT DISTINCT n.matrix_id FROM new_rows n JOIN old_rows o ON o.id = n.id
+      WHERE n.state <> o.state ORDER BY n.matrix_id
+  LOOP
+    PERFORM pg_notify('farm_matrix', v_row.matrix_id::text);
+  END LOOP;
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION farm_jobs_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  v_shard smallint := pg_backend_pid() % 16;
+  v_row record;
+BEGIN
+  FOR v_row IN
+    SELECT state, count(*) AS n FROM old_rows WHERE state >= 3 GROUP BY state ORDER BY state
+  LOOP
+    UPDATE job_state_totals SET jobs = jobs - v_row.n WHERE state = v_row.state AND shard = v_shard;
+  END LOOP;
+  RETURN NULL;
+END $$;
+
+CREATE TRIGGER jobs_state_totals_upd AFTER UPDATE ON jobs
+  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION farm_jobs_updated();
+CREATE TRIGGER jobs_state_totals_del AFTER DELETE ON jobs
+  REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION farm_jobs_deleted();
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
   static const std::vector<Migration>* const kAll = new std::vector<Migration>{
       {1, "initial schema: catalogs, matrices, jobs, results, agents, analysis", kV1Schema},
+      {2, "terminal job totals table and NOTIFY farm_matrix on job state changes",
+       kV2QueueTotalsAndNotify},
   };
   return *kAll;
 }

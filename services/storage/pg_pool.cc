@@ -37,18 +37,21 @@ absl::Status CurrentExceptionToStatus(const std::string& what) {
   }
 }
 
-PgPool::PgPool(PgPoolOptions options) : options_(std::move(options)) {
-  conninfo_ = options_.uri;
-  if (conninfo_.find("connect_timeout") == std::string::npos) {
-    const bool is_uri =
-        conninfo_.rfind("postgres", 0) == 0 && conninfo_.find("://") != std::string::npos;
-    if (is_uri) {
-      conninfo_ += (conninfo_.find('?') == std::string::npos ? "?" : "&");
-      conninfo_ += "connect_timeout=" + std::to_string(options_.connect_timeout_seconds);
-    } else {
-      conninfo_ += " connect_timeout=" + std::to_string(options_.connect_timeout_seconds);
-    }
+std::string WithConnectTimeout(const std::string& uri, int seconds) {
+  std::string out = uri;
+  if (out.find("connect_timeout") != std::string::npos) return out;
+  const bool is_uri = out.rfind("postgres", 0) == 0 && out.find("://") != std::string::npos;
+  if (is_uri) {
+    out += (out.find('?') == std::string::npos ? "?" : "&");
+    out += "connect_timeout=" + std::to_string(seconds);
+  } else {
+    out += " connect_timeout=" + std::to_string(seconds);
   }
+  return out;
+}
+
+PgPool::PgPool(PgPoolOptions options) : options_(std::move(options)) {
+  conninfo_ = WithConnectTimeout(options_.uri, options_.connect_timeout_seconds);
   const int n = std::max(1, options_.size);
   for (int i = 0; i < n; ++i) {
     slots_.push_back(std::make_unique<Slot>());
@@ -77,6 +80,7 @@ absl::StatusOr<PgPool::Slot*> PgPool::Acquire() {
   try {
     auto conn = std::make_unique<pqxx::connection>(conninfo_);
     slot->conn = std::move(conn);
+    slot->prepared = 0;
     std::lock_guard<std::mutex> lock(mu_);
     backoff_ = std::chrono::milliseconds(0);
     next_connect_ = {};
@@ -94,6 +98,29 @@ absl::StatusOr<PgPool::Slot*> PgPool::Acquire() {
   }
 }
 
+void PgPool::Prepare(const std::string& name, const std::string& sql) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Several stores may share a pool and register the same statement.
+  for (const auto& [n, q] : statements_) {
+    if (n == name && q == sql) return;
+  }
+  statements_.emplace_back(name, sql);
+}
+
+void PgPool::SyncPrepared(Slot* slot) {
+  std::vector<std::pair<std::string, std::string>> missing;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (slot->prepared >= statements_.size()) return;
+    missing.assign(statements_.begin() + static_cast<std::ptrdiff_t>(slot->prepared),
+                   statements_.end());
+  }
+  for (const auto& [name, sql] : missing) {
+    slot->conn->prepare(name, sql);
+    ++slot->prepared;
+  }
+}
+
 void PgPool::Release(Slot* slot, bool broken) {
   if (broken) slot->conn.reset();
   std::lock_guard<std::mutex> lock(mu_);
@@ -107,6 +134,7 @@ absl::Status PgPool::Run(const std::function<absl::Status(pqxx::connection&)>& f
   absl::Status st;
   bool broken = false;
   try {
+    SyncPrepared(*slot);
     st = fn(*(*slot)->conn);
     broken = !(*slot)->conn->is_open();
   } catch (...) {

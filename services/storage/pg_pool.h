@@ -14,6 +14,10 @@
 //    server shutdown states -> kUnavailable; serialization failure/deadlock
 //    -> kAborted; unique violation -> kAlreadyExists; others -> kInternal.
 //  - `fn` must not keep the connection beyond the call.
+//  - Prepared statements registered with Prepare() exist on every pooled
+//    connection: each connection (also one opened after a server restart)
+//    gets every registered definition before its first use. libpqxx 6.4
+//    sends the PREPARE to the server lazily, on the first exec_prepared.
 #ifndef SERVICES_STORAGE_PG_POOL_H_
 #define SERVICES_STORAGE_PG_POOL_H_
 
@@ -24,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <pqxx/pqxx>
@@ -38,6 +43,10 @@ struct PgPoolOptions {
   int size = 8;     // connections
   int connect_timeout_seconds = 3;
 };
+
+// `uri` with connect_timeout=`seconds` added unless it sets one (URI or
+// key=value form), so a dead server never hangs a connect.
+std::string WithConnectTimeout(const std::string& uri, int seconds);
 
 // Converts the exception currently being handled (inside a catch block) into
 // a Status. `what` prefixes the message.
@@ -68,12 +77,21 @@ class PgPool final {
 
   const std::string& uri() const { return options_.uri; }
 
+  // Registers `sql` as prepared statement `name` on all pooled connections,
+  // present and future; use it with txn.exec_prepared(name, ...). Register
+  // every statement before the first Run() that uses it. Names are unique.
+  void Prepare(const std::string& name, const std::string& sql);
+
  private:
   struct Slot {
     std::unique_ptr<pqxx::connection> conn;
+    size_t prepared = 0;  // statements_[0, prepared) are defined on conn
   };
   absl::StatusOr<Slot*> Acquire();
   void Release(Slot* slot, bool broken);
+  // Defines the statements registered since the slot's connection last
+  // caught up. May throw (pqxx).
+  void SyncPrepared(Slot* slot);
 
   const PgPoolOptions options_;
   std::string conninfo_;
@@ -84,6 +102,7 @@ class PgPool final {
   // Reconnect backoff, shared by all slots: guarded by mu_.
   std::chrono::steady_clock::time_point next_connect_{};
   std::chrono::milliseconds backoff_{0};
+  std::vector<std::pair<std::string, std::string>> statements_;  // guarded by mu_
 };
 
 }  // namespace farm::storage

@@ -308,9 +308,56 @@ pb::Regression RowToRegression(const pqxx::row& r) {
   return g;
 }
 
+// ------------------------------------------- prepared hot-path statements
+
+const char* const kLeaseAgent = "farm_lease_agent";
+const char* const kLeaseClaim = "farm_lease_claim";
+const char* const kLeaseGrant = "farm_lease_grant";
+const char* const kReportResult = "farm_report_result";
+const char* const kReportCheck = "farm_report_check";
+
+void PrepareQueueStatements(PgPool* pool) {
+  pool->Prepare(kLeaseAgent,
+                "SELECT name, executors::text, capabilities::text, host::text FROM agents "
+                "WHERE id = $1 AND session = $2");
+  // $1 executors (smallint[] literal), $2 limit.
+  pool->Prepare(kLeaseClaim, std::string("SELECT ") + kJobCols +
+                                 " FROM jobs j WHERE j.state = 1 AND j.not_before <= now() "
+                                 "AND j.executor = ANY($1::smallint[]) "
+                                 "ORDER BY j.priority DESC, j.id LIMIT $2 FOR UPDATE SKIP LOCKED");
+  // $1 ids (bigint[] literal), $2 agent id, $3 agent name, $4 ttl seconds.
+  pool->Prepare(kLeaseGrant,
+                "UPDATE jobs SET state = 2, attempt = attempt + 1, "
+                "lease_token = gen_random_uuid()::text, lease_agent = $2, lease_owner = $3, "
+                "lease_expires_at = now() + make_interval(secs => $4), started_at = now() "
+                "WHERE id = ANY($1::bigint[]) "
+                "RETURNING id, attempt, lease_token, "
+                "(extract(epoch from lease_expires_at) * 1000000)::bigint");
+  // One statement, so one round trip and atomic without BEGIN/COMMIT: the
+  // fenced state change and the result row go in together or not at all.
+  pool->Prepare(
+      kReportResult,
+      "WITH up AS (UPDATE jobs SET state = 3, finished_at = now(), lease_expires_at = NULL "
+      "  WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 2 "
+      "  RETURNING id, attempt, matrix_id, executor, "
+      "  coalesce(extract(epoch from (now() - started_at)), 0)::float8 AS dur), "
+      "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
+      "  raw_output, raw_format, host, tool_version, wall_time_ns) "
+      "  SELECT id, attempt, matrix_id, $4, coalesce((SELECT name FROM agents WHERE id = $4), ''), "
+      "  $5::jsonb, $6, $7, $8::jsonb, $9, $10 FROM up "
+      "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
+      "SELECT executor, dur FROM up");
+  pool->Prepare(kReportCheck,
+                "SELECT j.state, j.attempt, coalesce(j.lease_token, ''), "
+                "EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id AND r.attempt = $2) "
+                "FROM jobs j WHERE j.id = $1");
+}
+
 }  // namespace
 
 // ================================================================= catalogs
+
+PgStore::PgStore(PgPool* pool) : pool_(pool) { PrepareQueueStatements(pool_); }
 
 absl::StatusOr<pb::Catalog> PgStore::PutCatalog(const pb::Catalog& catalog, bool replace) {
   return pool_->Call<pb::Catalog>([&](pqxx::connection& c) -> absl::StatusOr<pb::Catalog> {
@@ -637,10 +684,7 @@ absl::StatusOr<std::vector<pb::JobLease>> PgStore::LeaseJobs(int64_t agent_id,
   using Out = std::vector<pb::JobLease>;
   return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
     pqxx::work w(c);
-    pqxx::result a = w.exec_params(
-        "SELECT name, executors::text, capabilities::text, host::text FROM agents "
-        "WHERE id = $1 AND session = $2",
-        agent_id, session);
+    pqxx::result a = w.exec_prepared(kLeaseAgent, agent_id, session);
     if (a.empty()) {
       return absl::NotFoundError(
           absl::StrCat("unknown agent ", agent_id, " or session: re-register"));
@@ -650,12 +694,7 @@ absl::StatusOr<std::vector<pb::JobLease>> PgStore::LeaseJobs(int64_t agent_id,
     agent.name = a[0][0].as<std::string>();
     const std::string executors = a[0][1].as<std::string>();
     if (executors == "{}") return Out{};
-    pqxx::result cand = w.exec_params(
-        std::string("SELECT ") + kJobCols +
-            " FROM jobs j WHERE j.state = 1 AND j.not_before <= now() "
-            "AND j.executor = ANY($1::smallint[]) ORDER BY j.priority DESC, j.id LIMIT $2 "
-            "FOR UPDATE SKIP LOCKED",
-        executors, max_jobs);
+    pqxx::result cand = w.exec_prepared(kLeaseClaim, executors, max_jobs);
     if (cand.empty()) return Out{};
     std::unordered_map<int64_t, pb::Job> jobs;
     std::vector<int64_t> ids;
@@ -672,14 +711,8 @@ absl::StatusOr<std::vector<pb::JobLease>> PgStore::LeaseJobs(int64_t agent_id,
       jobs.emplace(j.id(), std::move(j));
     }
     if (ids.empty()) return Out{};
-    pqxx::result up = w.exec_params(
-        "UPDATE jobs SET state = 2, attempt = attempt + 1, lease_token = gen_random_uuid()::text, "
-        "lease_agent = $2, lease_owner = $3, "
-        "lease_expires_at = now() + make_interval(secs => $4), started_at = now() "
-        "WHERE id = ANY($1::bigint[]) "
-        "RETURNING id, attempt, lease_token, "
-        "(extract(epoch from lease_expires_at) * 1000000)::bigint",
-        ArrayLiteral(ids), agent_id, agent.name, Secs(ttl));
+    pqxx::result up =
+        w.exec_prepared(kLeaseGrant, ArrayLiteral(ids), agent_id, agent.name, Secs(ttl));
     w.commit();
     std::unordered_map<int64_t, pqxx::result::size_type> by_id;
     for (pqxx::result::size_type i = 0; i < up.size(); ++i)
@@ -716,20 +749,9 @@ absl::StatusOr<ReportOutcome> PgStore::ReportResult(const pb::ReportResultReques
     pqxx::result up;
     {
       pqxx::nontransaction n(c);
-      up = n.exec_params(
-          "WITH up AS (UPDATE jobs SET state = 3, finished_at = now(), lease_expires_at = NULL "
-          "  WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 2 "
-          "  RETURNING id, attempt, matrix_id, executor, "
-          "  coalesce(extract(epoch from (now() - started_at)), 0)::float8 AS dur), "
-          "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
-          "  raw_output, raw_format, host, tool_version, wall_time_ns) "
-          "  SELECT id, attempt, matrix_id, $4, coalesce((SELECT name FROM agents WHERE id = $4), "
-          "''), "
-          "  $5::jsonb, $6, $7, $8::jsonb, $9, $10 FROM up "
-          "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
-          "SELECT executor, dur FROM up",
-          l.job_id(), l.attempt(), l.lease_token(), req.agent_id(), SamplesToJson(req.samples()),
-          req.raw_output(), req.raw_format(), HostToJson(req.host()), req.tool_version(), wall_ns);
+      up = n.exec_prepared(kReportResult, l.job_id(), l.attempt(), l.lease_token(), req.agent_id(),
+                           SamplesToJson(req.samples()), req.raw_output(), req.raw_format(),
+                           HostToJson(req.host()), req.tool_version(), wall_ns);
     }
     ReportOutcome out;
     if (!up.empty()) {
@@ -740,11 +762,7 @@ absl::StatusOr<ReportOutcome> PgStore::ReportResult(const pb::ReportResultReques
     }
     pqxx::work w(c);
     // Not the current lease: a retry of an accepted report, or stale.
-    pqxx::result cur = w.exec_params(
-        "SELECT j.state, j.attempt, coalesce(j.lease_token, ''), "
-        "EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id AND r.attempt = $2) "
-        "FROM jobs j WHERE j.id = $1",
-        l.job_id(), l.attempt());
+    pqxx::result cur = w.exec_prepared(kReportCheck, l.job_id(), l.attempt());
     w.commit();
     if (cur.empty()) return absl::NotFoundError(absl::StrCat("job ", l.job_id(), " not found"));
     const int state = cur[0][0].as<int>();
@@ -835,7 +853,12 @@ absl::StatusOr<std::array<int64_t, 6>> PgStore::QueueCounts() {
   return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
     pqxx::read_transaction t(c);
     Out out{};
-    for (const pqxx::row& r : t.exec("SELECT state, count(*) FROM jobs GROUP BY state")) {
+    // Bounded by the live queue, not by history: queued/leased through their
+    // partial indexes, terminal states from the totals the job triggers keep.
+    for (const pqxx::row& r :
+         t.exec("SELECT 1, count(*) FROM jobs WHERE state = 1 "
+                "UNION ALL SELECT 2, count(*) FROM jobs WHERE state = 2 "
+                "UNION ALL SELECT state, sum(jobs)::bigint FROM job_state_totals GROUP BY state")) {
       const int s = r[0].as<int>();
       if (s >= 0 && s < 6) out[s] = r[1].as<int64_t>();
     }

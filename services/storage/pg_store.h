@@ -4,6 +4,9 @@
 // Contract: thread-safe (each call checks out its own pooled connection);
 // does not own the pool, which must outlive it. Requires the schema of
 // migrations.h (ApplyMigrations) to be applied. All fencing is in SQL.
+// The lease claim and the result report run as prepared statements
+// (PgPool::Prepare: defined again on every new connection, so a PostgreSQL
+// restart costs one re-prepare per connection, not an error).
 #ifndef SERVICES_STORAGE_PG_STORE_H_
 #define SERVICES_STORAGE_PG_STORE_H_
 
@@ -21,7 +24,9 @@ class PgStore final : public CatalogStore,
                       public JobQueue,
                       public AnalysisStore {
  public:
-  explicit PgStore(PgPool* pool) : pool_(pool) {}
+  // Registers the hot queue statements (claim, report) as prepared
+  // statements on the pool's connections.
+  explicit PgStore(PgPool* pool);
   PgStore(const PgStore&) = delete;
   PgStore& operator=(const PgStore&) = delete;
 

@@ -152,6 +152,26 @@ class JobQueue {
   virtual absl::StatusOr<std::string> AgentName(int64_t agent_id) = 0;
 };
 
+// ------------------------------------------------------------ change events
+
+// Wake-ups for readers that follow a matrix (WatchMatrix). A wake-up says
+// "look again", never what changed: callers re-read the matrix. It may be
+// spurious, and delivery is best effort (a notification can be lost while
+// the database is away), so callers keep a slow fallback poll; after a
+// reconnect every subscriber is woken once, since changes may have been
+// missed meanwhile.
+class MatrixEvents {
+ public:
+  using Handle = uint64_t;
+  virtual ~MatrixEvents() = default;
+  // `wake` runs on the events thread: it must be cheap and must not block
+  // (post work elsewhere). It may run before Subscribe returns.
+  virtual Handle Subscribe(int64_t matrix_id, std::function<void()> wake) = 0;
+  // After this returns, `wake` of that subscription is not running and is
+  // never called again.
+  virtual void Unsubscribe(Handle handle) = 0;
+};
+
 // ------------------------------------------------------------------ analysis
 
 class AnalysisStore {

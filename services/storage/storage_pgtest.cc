@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "services/storage/migrations.h"
+#include "services/storage/pg_listener.h"
 #include "services/storage/pg_pool.h"
 #include "services/storage/pg_store.h"
 #include "services/testing/service_harness.h"
@@ -105,6 +106,14 @@ class StoragePgTest : public ::testing::Test {
     r.mutable_host()->set_kernel_release("6.1");
     r.mutable_wall_time()->set_nanos(5000);
     return store_->ReportResult(r);
+  }
+
+  absl::StatusOr<int> Release(const pb::RegisterResponse& a, const pb::LeaseRef& l) {
+    pb::ReleaseLeasesRequest rel;
+    rel.set_agent_id(a.agent_id());
+    rel.set_session(a.session());
+    *rel.add_leases() = l;
+    return store_->ReleaseLeases(rel);
   }
 
   pb::JobState StateOf(int64_t job_id) {
@@ -296,11 +305,7 @@ TEST_F(StoragePgTest, ReleaseDoesNotSpendAnAttempt) {
   pb::RegisterResponse a = Register("a1");
   std::vector<pb::JobLease> ls = Lease(a, 2);
   ASSERT_EQ(ls.size(), 2u);
-  pb::ReleaseLeasesRequest rel;
-  rel.set_agent_id(a.agent_id());
-  rel.set_session(a.session());
-  *rel.add_leases() = ls[0].lease();
-  auto n = store_->ReleaseLeases(rel);
+  auto n = Release(a, ls[0].lease());
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 1);
   std::vector<pb::JobLease> again = Lease(a, 5);
@@ -520,11 +525,130 @@ TEST_F(StoragePgTest, AnalysisTablesReadAndUpdate) {
   EXPECT_TRUE(regs->empty());  // closed ones hidden by default
 }
 
+// The queue gauge reads terminal totals from job_state_totals (kept by the
+// jobs triggers) and counts only queued/leased rows: after every kind of
+// transition it must agree with a full count of the table.
+TEST_F(StoragePgTest, QueueCountsMatchAFullCountAfterEveryTransition) {
+  auto full_count = [&]() {
+    std::array<int64_t, 6> out{};
+    auto st = pool_->Run([&](pqxx::connection& c) {
+      pqxx::work w(c);
+      for (const pqxx::row& r : w.exec("SELECT state, count(*) FROM jobs GROUP BY state")) {
+        out[r[0].as<int>()] = r[1].as<int64_t>();
+      }
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(st.ok()) << st;
+    return out;
+  };
+  auto expect_match = [&](const std::string& when) {
+    auto counts = store_->QueueCounts();
+    ASSERT_TRUE(counts.ok()) << counts.status();
+    EXPECT_EQ(*counts, full_count()) << when;
+  };
+  const int64_t m1 = MakeMatrix(12, /*max_attempts=*/1);
+  const int64_t m2 = MakeMatrix(5);
+  expect_match("created");
+  pb::RegisterResponse a = Register("counts-agent");
+  std::vector<pb::JobLease> ls = Lease(a, 10);
+  ASSERT_EQ(ls.size(), 10u);
+  expect_match("leased");
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Report(a, ls[i].lease()).ok());
+  ASSERT_TRUE(Report(a, ls[0].lease()).ok());  // duplicate: no double count
+  expect_match("reported");
+  pb::ReportFailureRequest f;
+  f.set_agent_id(a.agent_id());
+  *f.mutable_lease() = ls[4].lease();
+  f.set_reason("boom");
+  f.set_retryable(false);
+  ASSERT_TRUE(store_->ReportFailure(f, retry_).ok());
+  expect_match("failed");
+  ExpireAllLeases();
+  auto reaped = store_->ReapExpired(retry_, 100);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  expect_match("reaped");
+  ASSERT_TRUE(store_->CancelMatrix(m2, "test").ok());
+  ASSERT_TRUE(store_->CancelMatrix(m1, "test").ok());
+  expect_match("cancelled");
+  auto counts = store_->QueueCounts();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ((*counts)[pb::JOB_STATE_SUCCEEDED], 4);
+  ASSERT_TRUE(pool_
+                  ->Run([&](pqxx::connection& c) {
+                    pqxx::work w(c);
+                    w.exec_params("DELETE FROM matrices WHERE id = $1", m1);
+                    w.commit();
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  expect_match("matrix deleted");
+}
+
+// One LISTEN connection wakes the subscribers of exactly the matrix whose
+// jobs changed state.
+TEST_F(StoragePgTest, ListenerWakesSubscribersOfTheChangedMatrix) {
+  const int64_t m1 = MakeMatrix(3);
+  const int64_t m2 = MakeMatrix(3);
+  PgMatrixListener listener(pool_->uri());
+  std::atomic<int> w1{0}, w2{0};
+  const auto h1 = listener.Subscribe(m1, [&] { ++w1; });
+  const auto h2 = listener.Subscribe(m2, [&] { ++w2; });
+  listener.Start();
+  // The first connect wakes everyone once (anything before LISTEN is lost).
+  auto up = ::farm::testing::PollUntil(
+      [&]() -> absl::StatusOr<bool> { return w1.load() >= 1 && w2.load() >= 1; }, absl::Seconds(20),
+      "listener connected");
+  ASSERT_TRUE(up.ok()) << up;
+  const int w1_before = w1.load(), w2_before = w2.load();
+  const int64_t n_before = listener.notifications();
+
+  pb::RegisterResponse a = Register("listen-agent");
+  // Jobs are leased in id order, so this lease is one job of m1.
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  ASSERT_EQ(ls[0].job().matrix_id(), m1);
+  ASSERT_TRUE(Report(a, ls[0].lease()).ok());
+  auto woke = ::farm::testing::PollUntil(
+      [&]() -> absl::StatusOr<bool> { return listener.notifications() >= n_before + 2; },
+      absl::Seconds(20), "two notifications (lease, report)");
+  ASSERT_TRUE(woke.ok()) << woke;
+  EXPECT_GE(w1.load(), w1_before + 1);
+  EXPECT_EQ(w2.load(), w2_before);  // m2 did not change
+  EXPECT_EQ(listener.connects(), 1);
+
+  listener.Unsubscribe(h1);
+  const int w1_after = w1.load();
+  ASSERT_TRUE(store_->CancelMatrix(m1, "x").ok());
+  ASSERT_TRUE(store_->CancelMatrix(m2, "x").ok());
+  auto woke2 =
+      ::farm::testing::PollUntil([&]() -> absl::StatusOr<bool> { return w2.load() > w2_before; },
+                                 absl::Seconds(20), "m2 subscriber woken by its cancel");
+  ASSERT_TRUE(woke2.ok()) << woke2;
+  EXPECT_EQ(w1.load(), w1_after);  // unsubscribed
+  listener.Unsubscribe(h2);
+  listener.Stop();
+}
+
 // Runs last in this binary (gtest keeps declaration order): it restarts the
 // shared server.
 TEST_F(StoragePgTest, SurvivesPostgresRestart) {
-  MakeMatrix(1);
+  const int64_t m = MakeMatrix(1);
   ASSERT_TRUE(store_->QueueCounts().ok());
+  // Prepared statements in use on the pooled connections before the restart.
+  pb::RegisterResponse a0 = Register("restart-agent-0");
+  std::vector<pb::JobLease> l0 = Lease(a0, 1);
+  ASSERT_EQ(l0.size(), 1u);
+  auto released = Release(a0, l0[0].lease());
+  ASSERT_TRUE(released.ok()) << released.status();
+  ASSERT_EQ(*released, 1);
+  PgMatrixListener listener(pool_->uri());
+  std::atomic<int> wakes{0};
+  const auto h = listener.Subscribe(m, [&] { ++wakes; });
+  listener.Start();
+  ASSERT_TRUE(
+      ::farm::testing::PollUntil([&]() -> absl::StatusOr<bool> { return listener.connects() == 1; },
+                                 absl::Seconds(20), "listener up")
+          .ok());
   ASSERT_TRUE(pg_->Stop().ok());
   // During the outage calls fail with kUnavailable, never hang or crash.
   auto down = store_->QueueCounts();
@@ -543,6 +667,28 @@ TEST_F(StoragePgTest, SurvivesPostgresRestart) {
       },
       absl::Seconds(20), "queue readable after restart");
   EXPECT_TRUE(st.ok()) << st;
+
+  // The listener reconnected by itself and woke its subscribers, because
+  // notifications during the outage are lost.
+  auto relisten = ::farm::testing::PollUntil(
+      [&]() -> absl::StatusOr<bool> { return listener.connects() >= 2 && listener.listening(); },
+      absl::Seconds(30), "listener reconnected");
+  ASSERT_TRUE(relisten.ok()) << relisten;
+  EXPECT_GE(wakes.load(), 2);  // one wake-all per connect
+  const int wakes_before = wakes.load();
+  // Claim and report run as prepared statements: they work on the new
+  // connections (defined again there), and the change is notified.
+  pb::RegisterResponse a = Register("restart-agent");
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  auto rep = Report(a, ls[0].lease());
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_TRUE(rep->accepted);
+  auto woke = ::farm::testing::PollUntil(
+      [&]() -> absl::StatusOr<bool> { return wakes.load() > wakes_before; }, absl::Seconds(20),
+      "wake-up after restart");
+  EXPECT_TRUE(woke.ok()) << woke;
+  listener.Unsubscribe(h);
 }
 
 }  // namespace
