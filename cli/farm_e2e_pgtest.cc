@@ -3,10 +3,8 @@
 // code (farm::cli::Commands) plus the farmctl binary for the output formats.
 // Checks that every job of a small matrix succeeded exactly once, with one
 // result each, and that SIGTERM makes the agents exit 0.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -22,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/server.h"
 #include "services/metrics/metrics.h"
+#include "services/testing/child_process.h"
 #include "services/testing/service_harness.h"
 
 namespace farm {
@@ -29,55 +28,16 @@ namespace {
 
 namespace pb = ::iommufarm::v1;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
+// A farm-agent child process with stdout+stderr in one log file.
+std::unique_ptr<testing::ChildProcess> StartAgent(const std::string& scheduler,
+                                                  const std::string& name,
+                                                  const std::string& log_path) {
+  return std::make_unique<testing::ChildProcess>(
+      std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", scheduler, "--name", name, "--slots",
+                               "2", "--capabilities", "emulator", "--metrics", "127.0.0.1:0",
+                               "--drain-timeout", "10s"},
+      log_path);
 }
-
-// A farm-agent child process with its stderr in a file.
-class AgentProcess {
- public:
-  AgentProcess(const std::string& scheduler, const std::string& name, const std::string& log_path)
-      : log_path_(log_path) {
-    std::vector<std::string> args = {
-        FARM_AGENT_BIN, "--scheduler", scheduler,     "--name",
-        name,           "--slots",     "2",           "--capabilities",
-        "emulator",     "--metrics",   "127.0.0.1:0", "--drain-timeout",
-        "10s"};
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, STDERR_FILENO);
-      dup2(fd, STDOUT_FILENO);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~AgentProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  std::string log() const { return ReadAll(log_path_); }
-  // SIGTERM and wait; returns the exit status (or -1 if killed by a signal).
-  int Terminate() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  std::string log_path_;
-  pid_t pid_ = -1;
-};
 
 constexpr char kSpec[] = R"(name: e2e-smoke
 catalog: linux-iommu
@@ -105,18 +65,18 @@ TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
   const std::string address = (*server)->address();
 
   const std::string base = testing::HarnessTempBase() + "/farm-e2e-" + std::to_string(getpid());
-  std::vector<std::unique_ptr<AgentProcess>> agents;
+  std::vector<std::unique_ptr<testing::ChildProcess>> agents;
   for (int i = 1; i <= 2; ++i) {
-    agents.push_back(std::make_unique<AgentProcess>(address, absl::StrCat("e2e-agent-", i),
-                                                    absl::StrCat(base, "-agent-", i, ".log")));
+    agents.push_back(StartAgent(address, absl::StrCat("e2e-agent-", i),
+                                absl::StrCat(base, "-agent-", i, ".log")));
   }
   for (auto& agent : agents) {
     absl::Status up = testing::PollUntil(
         [&]() -> absl::StatusOr<bool> {
-          return agent->log().find("registered as e2e-agent-") != std::string::npos;
+          return agent->Out().find("registered as e2e-agent-") != std::string::npos;
         },
         absl::Seconds(30), "agent registration");
-    ASSERT_TRUE(up.ok()) << up << "\n" << agent->log();
+    ASSERT_TRUE(up.ok()) << up << "\n" << agent->Out();
   }
 
   client::ClientOptions client_options;
@@ -133,10 +93,10 @@ TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
   auto final_progress =
       commands.WaitForMatrix(matrix_id, [&](const pb::MatrixProgress&) { ++updates; });
   ASSERT_TRUE(final_progress.ok()) << final_progress.status() << "\n"
-                                   << agents[0]->log() << agents[1]->log();
+                                   << agents[0]->Out() << agents[1]->Out();
   EXPECT_TRUE(final_progress->done());
   EXPECT_EQ(final_progress->state(), pb::MATRIX_STATE_COMPLETED)
-      << agents[0]->log() << agents[1]->log();
+      << agents[0]->Out() << agents[1]->Out();
   EXPECT_EQ(final_progress->counts().succeeded(), jobs);
   EXPECT_EQ(final_progress->counts().failed(), 0);
   EXPECT_GE(updates, 1);
@@ -183,7 +143,7 @@ TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
                   .ok());
 
   for (auto& agent : agents) {
-    EXPECT_EQ(agent->Terminate(), 0) << agent->log();
+    EXPECT_EQ(agent->Terminate(), 0) << agent->Out();
   }
   (*server)->Shutdown();
 }

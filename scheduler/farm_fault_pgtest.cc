@@ -9,15 +9,11 @@
 //  - scheduler killed and restarted mid-matrix: the matrix completes;
 //  - PostgreSQL restarted mid-matrix: nothing lost, nothing duplicated.
 // Waits are bounded polls (PollUntil), never timing assertions.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -25,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "services/testing/child_process.h"
 #include "services/testing/service_harness.h"
 
 namespace {
@@ -33,68 +30,12 @@ namespace pb = ::iommufarm::v1;
 using ::farm::testing::PollUntil;
 using ::farm::testing::PostgresInstance;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+using Proc = ::farm::testing::ChildProcess;
+
+// A child process with stdout/stderr in <prefix>.out / <prefix>.err.
+std::unique_ptr<Proc> Spawn(const std::vector<std::string>& argv, const std::string& prefix) {
+  return std::make_unique<Proc>(argv, prefix + ".out", prefix + ".err");
 }
-
-// A child process with stdout/stderr in files; SIGKILLed on destruction.
-class Proc {
- public:
-  Proc(const std::vector<std::string>& argv, const std::string& log_prefix)
-      : out_(log_prefix + ".out"), err_(log_prefix + ".err") {
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      int o = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int e = open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(o, 1);
-      dup2(e, 2);
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  Proc(const Proc&) = delete;
-  Proc& operator=(const Proc&) = delete;
-  ~Proc() {
-    if (pid_ > 0) {
-      kill(pid_, SIGCONT);
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-  }
-  void Signal(int sig) { kill(pid_, sig); }
-  int Wait() {
-    int status = 0;
-    if (pid_ > 0) waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-  std::string Out() const { return ReadFile(out_); }
-  std::string Err() const { return ReadFile(err_); }
-  bool Alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
-
-  // Waits until `needle` shows up in stdout (or stderr).
-  absl::Status WaitFor(const std::string& needle, bool in_stderr, absl::Duration timeout) {
-    return PollUntil(
-        [&]() -> absl::StatusOr<bool> {
-          if (!Alive()) {
-            return absl::InternalError("process exited; stderr:\n" + Err().substr(0, 4000));
-          }
-          return (in_stderr ? Err() : Out()).find(needle) != std::string::npos;
-        },
-        timeout, "\"" + needle + "\" from the process");
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string out_, err_;
-};
 
 // The binaries under test: compiled-in build paths, overridable by
 // $FARM_SCHEDULER_BIN / $FARM_AGENT_BIN (e.g. to test installed ones).
@@ -130,7 +71,7 @@ class FarmFaultPgTest : public ::testing::Test {
   }
 
   void StartScheduler() {
-    scheduler_ = std::make_unique<Proc>(
+    scheduler_ = Spawn(
         std::vector<std::string>{Bin("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN), "--listen",
                                  absl::StrCat("127.0.0.1:", port_), "--db", db_uri_, "--metrics",
                                  "127.0.0.1:0", "--lease-ttl", "2s", "--retry-backoff", "200ms",
@@ -141,12 +82,12 @@ class FarmFaultPgTest : public ::testing::Test {
   }
 
   std::unique_ptr<Proc> StartAgent(const std::string& name, int slots = 4) {
-    auto a = std::make_unique<Proc>(
-        std::vector<std::string>{Bin("FARM_AGENT_BIN", FARM_AGENT_BIN), "--scheduler",
-                                 absl::StrCat("127.0.0.1:", port_), "--name", name, "--slots",
-                                 std::to_string(slots), "--capabilities", "emulator", "--metrics",
-                                 "127.0.0.1:0", "--drain-timeout", "1s"},
-        absl::StrCat(logs_, "/", name, "-", ++agent_starts_));
+    auto a =
+        Spawn(std::vector<std::string>{Bin("FARM_AGENT_BIN", FARM_AGENT_BIN), "--scheduler",
+                                       absl::StrCat("127.0.0.1:", port_), "--name", name, "--slots",
+                                       std::to_string(slots), "--capabilities", "emulator",
+                                       "--metrics", "127.0.0.1:0", "--drain-timeout", "1s"},
+              absl::StrCat(logs_, "/", name, "-", ++agent_starts_));
     absl::Status st = a->WaitFor("registered as " + name, true, absl::Seconds(60));
     EXPECT_TRUE(st.ok()) << st << "\n" << a->Err();
     return a;

@@ -5,11 +5,9 @@
 // output (parsed again here with the shared parsers). A cell whose IOMMU mode
 // is not this host's is never leased, and a refused spec fails permanently
 // without touching a canary outside the allowed directory.
-#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -30,6 +28,7 @@
 #include "proto/names.h"
 #include "scheduler/server.h"
 #include "services/metrics/metrics.h"
+#include "services/testing/child_process.h"
 #include "services/testing/service_harness.h"
 
 namespace farm {
@@ -38,48 +37,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace pb = ::iommufarm::v1;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
-// farm-agent as a child process, stdout+stderr to a log file.
-class AgentProcess {
- public:
-  AgentProcess(std::vector<std::string> args, const std::string& log_path) : log_path_(log_path) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, STDERR_FILENO);
-      dup2(fd, STDOUT_FILENO);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~AgentProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  std::string log() const { return ReadAll(log_path_); }
-  int Terminate() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  std::string log_path_;
-  pid_t pid_ = -1;
-};
+using testing::ReadFileOrEmpty;
 
 class RealRunsPgTest : public ::testing::Test {
  protected:
@@ -119,17 +77,17 @@ class RealRunsPgTest : public ::testing::Test {
     grpc::Status st = stub->LoadCatalog(ctx.get(), load, &loaded);
     ASSERT_TRUE(st.ok()) << st.error_message();
 
-    agent_ = std::make_unique<AgentProcess>(
+    agent_ = std::make_unique<testing::ChildProcess>(
         std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", server_->address(), "--name",
                                  "real-agent", "--slots", "2", "--capabilities", "fio,iozone",
                                  "--allow-dir", allowed_, "--drain-timeout", "10s"},
         root_ + "/agent.log");
     absl::Status up = testing::PollUntil(
         [&]() -> absl::StatusOr<bool> {
-          return agent_->log().find("registered as real-agent") != std::string::npos;
+          return agent_->Out().find("registered as real-agent") != std::string::npos;
         },
         absl::Seconds(60), "agent registration");
-    ASSERT_TRUE(up.ok()) << up << "\n" << agent_->log();
+    ASSERT_TRUE(up.ok()) << up << "\n" << agent_->Out();
 
     // What the agent says this host is: the cells must ask for that.
     pb::ListAgentsResponse agents;
@@ -151,7 +109,7 @@ class RealRunsPgTest : public ::testing::Test {
 
   void TearDown() override {
     if (agent_) {
-      EXPECT_EQ(agent_->Terminate(), 0) << agent_->log();
+      EXPECT_EQ(agent_->Terminate(), 0) << agent_->Out();
     }
     agent_.reset();
     if (server_) server_->Shutdown();
@@ -177,7 +135,7 @@ class RealRunsPgTest : public ::testing::Test {
     if (!submitted.ok()) return {};
     *matrix_id = submitted->matrix().id();
     auto progress = commands.WaitForMatrix(*matrix_id, [](const pb::MatrixProgress&) {});
-    EXPECT_TRUE(progress.ok()) << progress.status() << "\n" << agent_->log();
+    EXPECT_TRUE(progress.ok()) << progress.status() << "\n" << agent_->Out();
     return progress.ok() ? *progress : pb::MatrixProgress();
   }
 
@@ -203,7 +161,7 @@ class RealRunsPgTest : public ::testing::Test {
   std::unique_ptr<testing::PostgresInstance> pg_;
   std::unique_ptr<scheduler::SchedulerServer> server_;
   client::ClientOptions client_;
-  std::unique_ptr<AgentProcess> agent_;
+  std::unique_ptr<testing::ChildProcess> agent_;
 };
 
 TEST_F(RealRunsPgTest, FioMatrixRunsOnThisHostAndRecordsIt) {
@@ -221,7 +179,7 @@ TEST_F(RealRunsPgTest, FioMatrixRunsOnThisHostAndRecordsIt) {
       Run(Spec("fio-real", "fio", mode_, "fio-nvme",
                "{rw: randrw, bs: 4k, size: 4m, runtime: 1, ioengine: psync, iodepth: 1}", 2),
           &matrix_id);
-  EXPECT_EQ(done.state(), pb::MATRIX_STATE_COMPLETED) << agent_->log();
+  EXPECT_EQ(done.state(), pb::MATRIX_STATE_COMPLETED) << agent_->Out();
   EXPECT_EQ(done.counts().succeeded(), 2);
   std::vector<pb::Result> results = Results(matrix_id);
   ASSERT_EQ(results.size(), 2u);
@@ -259,7 +217,7 @@ TEST_F(RealRunsPgTest, IozoneMatrixRunsOnThisHostAndRecordsIt) {
       Run(Spec("iozone-real", "iozone", mode_, "iozone-nfsrdma",
                "{threads: 2, record: 64k, size: 1m, tests: [write, read]}", 1),
           &matrix_id);
-  EXPECT_EQ(done.state(), pb::MATRIX_STATE_COMPLETED) << agent_->log();
+  EXPECT_EQ(done.state(), pb::MATRIX_STATE_COMPLETED) << agent_->Out();
   std::vector<pb::Result> results = Results(matrix_id);
   ASSERT_EQ(results.size(), 1u);
   const pb::Result& r = results[0];
@@ -281,7 +239,7 @@ TEST_F(RealRunsPgTest, IozoneMatrixRunsOnThisHostAndRecordsIt) {
 }
 
 TEST_F(RealRunsPgTest, RefusedSpecsFailPermanentlyAndTouchNothing) {
-  const std::string before = ReadAll(canary_);
+  const std::string before = ReadFileOrEmpty(canary_);
   int64_t matrix_id = 0;
   pb::MatrixProgress done =
       Run(Spec("fio-evil", "fio", mode_, "fio-nvme",
@@ -302,10 +260,10 @@ TEST_F(RealRunsPgTest, RefusedSpecsFailPermanentlyAndTouchNothing) {
              &matrix3);
   EXPECT_EQ(done.state(), pb::MATRIX_STATE_FAILED);
   // Refusals are not retried: one attempt each, and the agent says why.
-  const std::string log = agent_->log();
+  const std::string log = agent_->Out();
   EXPECT_NE(log.find("runs a shell command"), std::string::npos) << log;
   EXPECT_NE(log.find("outside the allowed directories"), std::string::npos) << log;
-  EXPECT_EQ(ReadAll(canary_), before);
+  EXPECT_EQ(ReadFileOrEmpty(canary_), before);
   EXPECT_EQ(std::distance(fs::directory_iterator(fs::path(canary_).parent_path()),
                           fs::directory_iterator()),
             1);

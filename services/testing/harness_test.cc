@@ -6,6 +6,10 @@
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "services/testing/child_process.h"
 #include "services/testing/service_harness.h"
 
 namespace farm::testing {
@@ -161,6 +166,39 @@ TEST(HarnessHelpers, PickFreePortAndUrlEncode) {
   // Nothing listens on a port we just picked: a transport error, not an HTTP code.
   absl::StatusOr<HttpResponse> r = HttpGet(absl::StrCat("http://127.0.0.1:", port, "/"));
   EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+}
+
+TEST(ChildProcessTest, CapturesOutputExitCodeAndSignals) {
+  const std::string base = HarnessTempBase() + "/farm-child-" + std::to_string(getpid());
+  {
+    ChildProcess p({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, base + ".out",
+                   base + ".err");
+    const int status = p.Wait();
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 3);
+    EXPECT_EQ(p.Out(), "out\n");
+    EXPECT_EQ(p.Err(), "err\n");
+    EXPECT_FALSE(p.Alive());
+  }
+  {
+    ChildProcess p({"/bin/sh", "-c", "echo ready >&2; exec sleep 60"}, base + ".log");
+    ASSERT_TRUE(p.WaitFor("ready", /*in_stderr=*/true, absl::Seconds(30)).ok()) << p.Err();
+    EXPECT_TRUE(p.Alive());
+    EXPECT_EQ(p.Terminate(), -1);  // ended by SIGTERM
+    EXPECT_FALSE(p.Alive());
+  }
+  {
+    // Exits before printing what we wait for: an error, not a timeout.
+    ChildProcess p({"/bin/sh", "-c", "echo bye >&2"}, base + ".log");
+    absl::Status st = p.WaitFor("never", true, absl::Seconds(30));
+    EXPECT_EQ(st.code(), absl::StatusCode::kInternal) << st;
+  }
+  {
+    ChildProcess p({"/nonexistent/binary"}, base + ".log");
+    const int status = p.Wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 127);
+  }
+  for (const char* ext : {".out", ".err", ".log"}) std::filesystem::remove(base + ext);
 }
 
 }  // namespace
