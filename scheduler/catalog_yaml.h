@@ -1,11 +1,12 @@
-// Commit catalog files (design.md "Commit catalogs"): YAML with `catalog:`
-// and `commits:` (oldest first; each {id, subject, set: {key: value}}).
+// Commit catalog files (design.md "Commit catalogs") for the scheduler: the
+// text is parsed by the emulator's catalog loader (emu/catalog.h, target
+// farm_emu_catalog), the one catalog parser in the tree, and converted to
+// the API's Catalog message that the scheduler stores in PostgreSQL.
 //
-// Contract: pure functions, thread-safe. Parse errors name the field path
-// (e.g. `commits[3].id: duplicate "v5.10"`), all reported at once in one
-// kInvalidArgument. Unknown extra keys are ignored so the emulator's own
-// richer catalog files load too. The scheduler keeps its own light parser
-// on purpose: it must not link the emulator.
+// Contract: pure functions, thread-safe. Errors are kInvalidArgument whose
+// message starts with "<source_name>:<line>: " (from the loader), e.g.
+// `mine.yaml:4: duplicate commit id 'a' (first at mine.yaml:3)`. Model-key
+// names are not checked here (any scalar value is accepted), as before.
 #ifndef SCHEDULER_CATALOG_YAML_H_
 #define SCHEDULER_CATALOG_YAML_H_
 
@@ -17,7 +18,8 @@
 
 namespace farm::scheduler {
 
-// `source_name` prefixes error messages (e.g. the file name).
+// `source_name` prefixes error messages (e.g. the file name). The catalog
+// must be named (`catalog:`): the database keys catalogs by name.
 absl::StatusOr<::iommufarm::v1::Catalog> ParseCatalogYaml(std::string_view yaml,
                                                           const std::string& source_name);
 

@@ -17,6 +17,7 @@ commits:
     subject: "iommu/iova: introduce per-cpu caching to iova allocation"
     set: {iova.allocator: rcache}
   - id: v4.7
+    subject: "Linux 4.7"
 )",
                             "test.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -29,14 +30,36 @@ commits:
   EXPECT_EQ(c->commits(0).resolved().at("iova.allocator"), "rbtree");
 }
 
-TEST(CatalogYamlTest, ErrorsNameFileAndPath) {
-  auto c =
-      ParseCatalogYaml("catalog: x\ncommits:\n  - id: a\n  - id: a\n  - subject: s\n", "mine.yaml");
-  ASSERT_FALSE(c.ok());
-  const std::string m(c.status().message());
-  EXPECT_NE(m.find("mine.yaml: commits[1].id: duplicate \"a\""), std::string::npos) << m;
-  EXPECT_NE(m.find("mine.yaml: commits[2].id: required"), std::string::npos) << m;
-  EXPECT_FALSE(ParseCatalogYaml("commits: []", "f").ok());
+// One parser (emu's loader): errors name the file and the line.
+TEST(CatalogYamlTest, ErrorsNameFileAndLine) {
+  auto dup = ParseCatalogYaml(
+      "catalog: x\ncommits:\n  - {id: a, subject: s}\n  - {id: a, subject: t}\n", "mine.yaml");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(dup.status().message().find("mine.yaml:4: duplicate commit id 'a'"), std::string::npos)
+      << dup.status();
+
+  auto no_id = ParseCatalogYaml("catalog: x\ncommits:\n  - subject: s\n", "mine.yaml");
+  ASSERT_FALSE(no_id.ok());
+  EXPECT_NE(no_id.status().message().find("mine.yaml:3: commit without 'id'"), std::string::npos)
+      << no_id.status();
+
+  auto no_name = ParseCatalogYaml("commits:\n  - {id: a, subject: s}\n", "f.yaml");
+  ASSERT_FALSE(no_name.ok());
+  EXPECT_NE(no_name.status().message().find("f.yaml:1: catalog: required"), std::string::npos)
+      << no_name.status();
+
+  auto bad_set =
+      ParseCatalogYaml("catalog: x\ncommits:\n  - id: a\n    subject: s\n    set: [1]\n", "f.yaml");
+  ASSERT_FALSE(bad_set.ok());
+  EXPECT_NE(bad_set.status().message().find("f.yaml:5: commit 'a': 'set' must be a map"),
+            std::string::npos)
+      << bad_set.status();
+
+  EXPECT_FALSE(ParseCatalogYaml("catalog: x\ncommits: []", "f").ok());
+  auto syntax = ParseCatalogYaml("catalog: [x\n", "f.yaml");
+  ASSERT_FALSE(syntax.ok());
+  EXPECT_NE(syntax.status().message().find("f.yaml:"), std::string::npos) << syntax.status();
 }
 
 }  // namespace
