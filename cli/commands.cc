@@ -339,8 +339,9 @@ int Commands::RunRegressions(bool all, OutputFormat format) {
   grpc::Status status = analysis_->ListRegressions(ctx.get(), request, &response);
   if (!status.ok()) return Fail("ListRegressions", client::ToAbsl(status));
   std::vector<pb::Regression> regs(response.regressions().begin(), response.regressions().end());
-  out_ << (format == OutputFormat::kJson ? FormatRegressionsJson(regs)
-                                         : FormatRegressionsTable(regs));
+  out_ << (format == OutputFormat::kJson  ? FormatRegressionsJson(regs)
+           : format == OutputFormat::kCsv ? FormatRegressionsCsv(regs)
+                                          : FormatRegressionsTable(regs));
   return 0;
 }
 
@@ -371,7 +372,8 @@ int Commands::RunRegressionMark(int64_t regression_id, const std::string& state,
   if (!status.ok()) {
     return Fail(absl::StrCat("UpdateRegression ", regression_id), client::ToAbsl(status));
   }
-  out_ << "regression " << reg.id() << " is now " << RegressionStateName(reg.state()) << "\n";
+  out_ << "regression " << reg.id() << " is now " << RegressionStateName(reg.state())
+       << (reg.metric_rank().empty() ? "" : " (" + reg.metric_rank() + " metric)") << "\n";
   return 0;
 }
 

@@ -415,20 +415,48 @@ std::string FormatCatalog(const pb::Catalog& catalog) {
   return out + RenderTable({"#", "id", "subject", "set"}, rows);
 }
 
+namespace {
+// A server older than the metric_rank field sends it empty: unknown, not primary.
+std::string RankName(const pb::Regression& r) {
+  return r.metric_rank().empty() ? "-" : r.metric_rank();
+}
+}  // namespace
+
 std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs) {
   if (regs.empty()) return "no regressions\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : regs) {
-    rows.push_back({absl::StrCat(r.id()), RegressionStateName(r.state()), r.platform(),
-                    r.workload(), r.metric(), r.overhead_series() ? "overhead" : ModeName(r.mode()),
-                    absl::StrFormat("%+.1f%%", 100.0 * r.magnitude()),
-                    absl::StrCat(r.last_good(), "..", r.first_bad()),
-                    r.culprit_id().empty() ? "-" : r.culprit_id(),
-                    r.alert_firing() ? "firing" : "-"});
+    rows.push_back(
+        {absl::StrCat(r.id()), RegressionStateName(r.state()), r.platform(), r.workload(),
+         r.metric(), RankName(r), r.overhead_series() ? "overhead" : ModeName(r.mode()),
+         absl::StrFormat("%+.1f%%", 100.0 * r.magnitude()),
+         absl::StrCat(r.last_good(), "..", r.first_bad()),
+         r.culprit_id().empty() ? "-" : r.culprit_id(), r.alert_firing() ? "firing" : "-"});
   }
-  return RenderTable({"id", "state", "platform", "workload", "metric", "series", "change", "range",
-                      "culprit", "alert"},
+  return RenderTable({"id", "state", "platform", "workload", "metric", "rank", "series", "change",
+                      "range", "culprit", "alert"},
                      rows);
+}
+
+std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs) {
+  std::string out =
+      "id,state,platform,workload,metric,rank,primary_metrics,series,change,p_value,last_good,"
+      "first_bad,culprit,alert,note\n";
+  for (const auto& r : regs) {
+    absl::StrAppend(
+        &out,
+        absl::StrJoin(
+            {absl::StrCat(r.id()), RegressionStateName(r.state()), CsvField(r.platform()),
+             CsvField(r.workload()), CsvField(r.metric()), CsvField(RankName(r)),
+             CsvField(absl::StrJoin(r.primary_metrics(), ";")),
+             r.overhead_series() ? std::string("overhead") : ModeName(r.mode()),
+             absl::StrFormat("%.17g", r.magnitude()), absl::StrFormat("%.17g", r.p_value()),
+             CsvField(r.last_good()), CsvField(r.first_bad()), CsvField(r.culprit_id()),
+             r.alert_firing() ? std::string("firing") : std::string(), CsvField(r.note())},
+            ","),
+        "\n");
+  }
+  return out;
 }
 
 std::string FormatRegressionsJson(const std::vector<pb::Regression>& regs) {
@@ -441,8 +469,12 @@ std::string FormatRegression(const pb::Regression& r) {
   std::string out = absl::StrCat(
       "regression ", r.id(), " (", RegressionStateName(r.state()), ")\n",
       "  platform/workload/metric: ", r.platform(), " / ", r.workload(), " / ", r.metric(), "\n",
-      "  series:    ", r.overhead_series() ? "overhead ratio (mode/off)" : ModeName(r.mode()), "\n",
-      "  catalog:   ", r.catalog(), "\n", "  range:     ", r.last_good(), " (last good) .. ",
+      "  rank:      ", RankName(r),
+      r.primary_metrics_size() > 0
+          ? absl::StrCat(" (primary metrics: ", absl::StrJoin(r.primary_metrics(), ", "), ")")
+          : std::string(),
+      "\n", "  series:    ", r.overhead_series() ? "overhead ratio (mode/off)" : ModeName(r.mode()),
+      "\n", "  catalog:   ", r.catalog(), "\n", "  range:     ", r.last_good(), " (last good) .. ",
       r.first_bad(), " (first bad)\n",
       absl::StrFormat("  change:    %+.2f%% (p = %.3g)\n", 100.0 * r.magnitude(), r.p_value()),
       "  culprit:   ",

@@ -83,6 +83,8 @@ std::string FormatCatalogList(const std::vector<pb::Catalog>& catalogs);
 std::string FormatCatalog(const pb::Catalog& catalog);
 std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs);
 std::string FormatRegressionsJson(const std::vector<pb::Regression>& regs);
+// One line per regression; primary_metrics joined by ';'. Header line first.
+std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs);
 std::string FormatRegression(const pb::Regression& reg);
 std::string FormatBisectTable(const pb::Bisect& bisect);
 std::string FormatBisectJson(const pb::Bisect& bisect);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 
 namespace farm::cli {
@@ -203,6 +204,68 @@ TEST(FormatAnalysisTest, EmptyDataIsReadable) {
   std::string table = FormatRegressionsTable({reg});
   EXPECT_NE(table.find("-19.0%"), std::string::npos) << table;
   EXPECT_NE(table.find("confirmed"), std::string::npos) << table;
+}
+
+pb::Regression RankedRegression(int64_t id, const std::string& metric, const std::string& rank) {
+  pb::Regression reg;
+  reg.set_id(id);
+  reg.set_state(pb::REGRESSION_STATE_CONFIRMED);
+  reg.set_workload("iozone-nfsrdma");
+  reg.set_metric(metric);
+  reg.set_metric_rank(rank);
+  reg.add_primary_metrics("throughput");
+  reg.add_primary_metrics("throughput_kb_s");
+  reg.set_note("looked at, \"fine\"");
+  return reg;
+}
+
+TEST(FormatRegressionsTest, TableHasRankColumn) {
+  const std::string table = FormatRegressionsTable(
+      {RankedRegression(1, "throughput", "primary"), RankedRegression(2, "latency", "secondary")});
+  std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u) << table;
+  const size_t col = lines[0].find("rank");
+  ASSERT_NE(col, std::string::npos) << table;
+  EXPECT_EQ(lines[1].substr(col, 8), "primary ") << table;
+  EXPECT_EQ(lines[2].substr(col, 9), "secondary") << table;
+  // An older server leaves the field empty: shown as unknown, never as primary.
+  pb::Regression old = RankedRegression(3, "throughput", "");
+  const std::string t2 = FormatRegressionsTable({old});
+  std::vector<std::string> l2 = absl::StrSplit(t2, '\n', absl::SkipEmpty());
+  ASSERT_EQ(l2.size(), 2u);
+  EXPECT_EQ(l2[1].substr(l2[0].find("rank"), 2), "- ") << t2;
+}
+
+TEST(FormatRegressionsTest, CsvHasRankAndPrimaryMetrics) {
+  const std::string csv = FormatRegressionsCsv({RankedRegression(2, "latency", "secondary")});
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << csv;
+  std::vector<std::string> header = absl::StrSplit(lines[0], ',');
+  ASSERT_GE(header.size(), 7u);
+  EXPECT_EQ(header[5], "rank");
+  EXPECT_EQ(header[6], "primary_metrics");
+  EXPECT_EQ(lines[1].rfind(
+                "2,confirmed,,iozone-nfsrdma,latency,secondary,throughput;throughput_kb_s,", 0),
+            0u)
+      << csv;
+  EXPECT_NE(lines[1].find("\"looked at, \"\"fine\"\"\""), std::string::npos) << csv;
+}
+
+TEST(FormatRegressionsTest, JsonCarriesRankFields) {
+  auto j = nlohmann::json::parse(FormatRegressionsJson(
+      {RankedRegression(1, "throughput", "primary"), RankedRegression(2, "latency", "secondary")}));
+  ASSERT_EQ(j["regressions"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["regressions"][0]["metric_rank"], "primary");
+  EXPECT_EQ(j["regressions"][1]["metric_rank"], "secondary");
+  EXPECT_EQ(j["regressions"][1]["primary_metrics"],
+            nlohmann::json::array({"throughput", "throughput_kb_s"}));
+}
+
+TEST(FormatRegressionsTest, DetailShowsRank) {
+  const std::string text = FormatRegression(RankedRegression(2, "latency", "secondary"));
+  EXPECT_NE(text.find("rank:      secondary (primary metrics: throughput, throughput_kb_s)"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

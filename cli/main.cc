@@ -103,8 +103,12 @@ int main(int argc, char** argv) {
   regressions->add_flag("--all", regs_all,
                         "include closed ones (fixed, false-positive, rejected) "
                         "and improvements");
-  regressions->add_option("--output,-o", regs_format, "table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  regressions
+      ->add_option("--output,-o", regs_format,
+                   "table, csv or json; every format carries the metric rank (primary: "
+                   "the workload's throughput metric; secondary: latency, hit rate, CPU "
+                   "time)")
+      ->check(CLI::IsMember({"table", "csv", "json"}));
   auto* regression = app.add_subcommand("regression", "one regression");
   regression->require_subcommand(1);
   int64_t reg_show_id = 0;
@@ -117,7 +121,9 @@ int main(int argc, char** argv) {
   reg_mark->add_option("STATE", reg_mark_state, "fixed, false-positive or acknowledged")
       ->required()
       ->check(CLI::IsMember({"fixed", "false-positive", "acknowledged"}));
-  reg_mark->add_option("--note", reg_mark_note, "note kept with the regression");
+  reg_mark->add_option("--note", reg_mark_note,
+                       "note kept with the regression (replaces the analyzer's note; the "
+                       "metric rank is its own field and is kept)");
   int64_t bisect_id = 0;
   bool bisect_by_id = false;
   std::string bisect_format = "table";

@@ -239,6 +239,8 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
     auto pm = primary.find({f.platform, f.workload});
     const std::set<std::string> workload_primary =
         pm == primary.end() ? std::set<std::string>{} : pm->second;
+    n.metric_rank = f.primary_metric ? "primary" : "secondary";
+    n.primary_metrics.assign(workload_primary.begin(), workload_primary.end());
     n.note = RankNote(f, workload_primary, options_);
     const bool do_bisect = m.analysis_bisect && (f.regression || options_.bisect_improvements) &&
                            (f.primary_metric || options_.bisect_secondary);

@@ -482,6 +482,44 @@ TEST_F(AnalyzerPgTest, PrimaryMetricRegressionRanksAboveSecondary) {
   EXPECT_EQ(by_rank["secondary"]["annotations"]["primary_metrics"], "throughput");
   EXPECT_EQ(open_primary.Value(), 1);
   EXPECT_EQ(open_secondary.Value(), 1);
+
+  // The rank is a field of its own: a triage note replaces the analyzer's
+  // sentence but not the rank, and the rank still drives the alert.
+  EXPECT_EQ(first.metric_rank(), "primary");
+  ASSERT_EQ(first.primary_metrics_size(), 1);
+  EXPECT_EQ(first.primary_metrics(0), "throughput");
+  EXPECT_EQ(second.metric_rank(), "secondary");
+  ASSERT_EQ(second.primary_metrics_size(), 1);
+  EXPECT_EQ(second.primary_metrics(0), "throughput");
+  pb::UpdateRegressionRequest ur;
+  ur.set_regression_id(second.id());
+  ur.set_state(pb::REGRESSION_STATE_ACKNOWLEDGED);
+  ur.set_note("primary metric looks fine; tracked elsewhere");
+  pb::Regression updated;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(analysis_->UpdateRegression(&ctx, ur, &updated).ok());
+  }
+  EXPECT_EQ(updated.metric_rank(), "secondary");
+  pb::GetRegressionRequest gr;
+  gr.set_regression_id(second.id());
+  pb::Regression reread;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(analysis_->GetRegression(&ctx, gr, &reread).ok());
+  }
+  EXPECT_EQ(reread.note(), "primary metric looks fine; tracked elsewhere");
+  EXPECT_EQ(reread.metric_rank(), "secondary");
+  ASSERT_EQ(reread.primary_metrics_size(), 1);
+  (void)a.Tick();
+  EXPECT_EQ(open_primary.Value(), 1);
+  EXPECT_EQ(open_secondary.Value(), 1);  // acknowledged is still open
+  for (const json& al : AlertmanagerAlerts()) {
+    if (al["labels"].value("regression_id", "") == std::to_string(second.id())) {
+      EXPECT_EQ(al["labels"]["metric_rank"], "secondary");
+      EXPECT_EQ(al["labels"]["severity"], "info");
+    }
+  }
 }
 
 // The flags: --bisect-secondary bisects the hit-rate drop to its commit too,

@@ -1,7 +1,7 @@
 // AnalyzerStore: what farm-analyzer reads and writes in PostgreSQL, behind an
 // interface so the engine (analyzer.h) knows no SQL.
 //
-// The schema is the scheduler's (services/storage/migrations.cc, v1): the
+// The schema is the scheduler's (services/storage/migrations.cc, v3): the
 // analyzer reads matrices, jobs, results and catalog_commits, and writes
 // regressions, bisects, bisect_steps, alerts and analyzer_state. Enum columns
 // hold iommufarm.v1 enum numbers. See /work/notes/sched-analyzer.md.
@@ -61,9 +61,11 @@ struct SeriesSpec {
 // confirmation.
 struct NewRegression {
   Finding finding;
-  std::string series_key;         // dedup: no second open regression with this key
-  int state = 1;                  // iommufarm.v1.RegressionState
-  std::string note;               // regressions.note: the finding's metric rank (RankNote)
+  std::string series_key;                    // dedup: no second open regression with this key
+  int state = 1;                             // iommufarm.v1.RegressionState
+  std::string metric_rank = "primary";       // regressions.metric_rank: "primary" | "secondary"
+  std::vector<std::string> primary_metrics;  // regressions.primary_metrics (the workload's)
+  std::string note;               // regressions.note: a human sentence on the rank (RankNote)
   std::string bisect_state_json;  // analyzer_state 'bisect:<id>' (planner etc.)
 };
 
@@ -106,8 +108,8 @@ struct AlertWork {
   double magnitude = 0;
   std::string last_good, first_bad, culprit_id, culprit_subject;
   int bisect_steps = 0;
-  // Metric rank from the bisect state (rows written before ranking existed
-  // count as primary) and the workload's primary metrics, comma-separated.
+  // regressions.metric_rank == "primary" (rows written before ranking
+  // existed count as primary) and regressions.primary_metrics, comma-separated.
   bool primary_metric = true;
   std::string primary_metrics;
   bool alert_exists = false;

@@ -206,12 +206,13 @@ class PgAnalyzerStore final : public AnalyzerStore {
         const pqxx::row reg = w.exec_params1(
             "INSERT INTO regressions (state, change_class, direction, platform, workload, "
             "  metric, mode, overhead_series, catalog, last_good, first_bad, magnitude, p_value, "
-            "  per_mode, matrix_id, series_key, note) "
+            "  per_mode, matrix_id, series_key, note, metric_rank, primary_metrics) "
             "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16, "
-            "  $17) RETURNING id",
+            "  $17, $18, ARRAY(SELECT jsonb_array_elements_text($19::jsonb))) RETURNING id",
             n.state, static_cast<int>(f.change_class), f.regression ? 1 : 2, f.platform, f.workload,
             f.metric, ModeNumber(f.mode), f.overhead_series, catalog, f.last_good, f.first_bad,
-            f.magnitude, f.p_value, per_mode, matrix_id, n.series_key, n.note);
+            f.magnitude, f.p_value, per_mode, matrix_id, n.series_key, n.note, n.metric_rank,
+            nlohmann::json(n.primary_metrics).dump());
         const int64_t reg_id = reg[0].as<int64_t>();
         const pqxx::row b = w.exec_params1(
             "INSERT INTO bisects (regression_id, state, last_good, first_bad) "
@@ -305,11 +306,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
                   "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
                   "  coalesce(extract(epoch from now() - a.last_sent_at)::float8, 1e18), "
                   "  coalesce(a.annotations::text, '{}'), "
-                  "  coalesce(st.value->>'metric_rank', 'primary') = 'primary', "
-                  "  coalesce((SELECT string_agg(x, ',') FROM "
-                  "     jsonb_array_elements_text(st.value->'primary_metrics') x), '') "
+                  "  g.metric_rank = 'primary', array_to_string(g.primary_metrics, ',') "
                   "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
-                  "LEFT JOIN analyzer_state st ON st.key = 'bisect:' || g.bisect_id "
                   "LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.regression_id = g.id "
                   "   ORDER BY x.id DESC LIMIT 1) a ON true "
                   "WHERE g.direction = 1 AND (g.state IN (2, 3) OR (a.firing AND g.state > 3)) "
@@ -371,11 +369,9 @@ class PgAnalyzerStore final : public AnalyzerStore {
     return pool_->Call<OpenCounts>([&](pqxx::connection& c) -> absl::StatusOr<OpenCounts> {
       pqxx::read_transaction t(c);
       const pqxx::row r = t.exec1(
-          "SELECT count(*) FILTER (WHERE coalesce(st.value->>'metric_rank', 'primary') = "
-          "  'primary'), "
-          "  count(*) FILTER (WHERE st.value->>'metric_rank' = 'secondary') "
+          "SELECT count(*) FILTER (WHERE g.metric_rank = 'primary'), "
+          "  count(*) FILTER (WHERE g.metric_rank = 'secondary') "
           "FROM regressions g "
-          "LEFT JOIN analyzer_state st ON st.key = 'bisect:' || g.bisect_id "
           "WHERE g.direction = 1 AND g.state IN (2, 3)");
       return OpenCounts{r[0].as<int64_t>(), r[1].as<int64_t>()};
     });

@@ -258,6 +258,26 @@ CREATE TRIGGER jobs_state_totals_del AFTER DELETE ON jobs
   FOR EACH STATEMENT EXECUTE FUNCTION farm_jobs_deleted();
 )SQL";
 
+// The analyzer's metric rank as columns of regressions (it used to live only
+// in the bisect state and the free-text note, which a person's triage note
+// overwrites). Rows written before are backfilled from that bisect state;
+// rows without one predate ranking and count as primary.
+const char* const kV3RegressionMetricRank = R"SQL(
+ALTER TABLE regressions
+  ADD COLUMN metric_rank text NOT NULL DEFAULT 'primary'
+    CHECK (metric_rank IN ('primary', 'secondary')),
+  ADD COLUMN primary_metrics text[] NOT NULL DEFAULT '{}';
+UPDATE regressions g
+  SET metric_rank = coalesce(st.value->>'metric_rank', 'primary'),
+      primary_metrics = coalesce(ARRAY(SELECT jsonb_array_elements_text(
+                                   CASE WHEN jsonb_typeof(st.value->'primary_metrics') = 'array'
+                                        THEN st.value->'primary_metrics' ELSE '[]'::jsonb END)),
+                                 '{}')
+  FROM analyzer_state st
+  WHERE st.key = 'bisect:' || g.bisect_id
+    AND st.value->>'metric_rank' IN ('primary', 'secondary');
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
@@ -265,6 +285,7 @@ const std::vector<Migration>& AllMigrations() {
       {1, "initial schema: catalogs, matrices, jobs, results, agents, analysis", kV1Schema},
       {2, "terminal job totals table and NOTIFY farm_matrix on job state changes",
        kV2QueueTotalsAndNotify},
+      {3, "regressions.metric_rank and regressions.primary_metrics", kV3RegressionMetricRank},
   };
   return *kAll;
 }

@@ -268,7 +268,8 @@ std::string RegressionCols() {
   return "id, state, change_class, direction, platform, workload, metric, mode, overhead_series, "
          "catalog, last_good, first_bad, magnitude, p_value, per_mode::text, "
          "coalesce(bisect_id, 0), culprit_id, culprit_subject, alert_firing, "
-         "(extract(epoch from detected_at) * 1000000)::bigint, note, coalesce(matrix_id, 0)";
+         "(extract(epoch from detected_at) * 1000000)::bigint, note, coalesce(matrix_id, 0), "
+         "metric_rank, array_to_json(primary_metrics)::text";
 }
 
 pb::Regression RowToRegression(const pqxx::row& r) {
@@ -305,6 +306,14 @@ pb::Regression RowToRegression(const pqxx::row& r) {
   SetMicros(r[19].as<int64_t>(), g.mutable_detected_at());
   g.set_note(r[20].as<std::string>());
   g.set_matrix_id(r[21].as<int64_t>());
+  g.set_metric_rank(r[22].as<std::string>());
+  // JSON rather than the array text format: no quoting rules to reimplement.
+  json metrics = json::parse(r[23].as<std::string>(), nullptr, false);
+  if (metrics.is_array()) {
+    for (const json& m : metrics) {
+      if (m.is_string()) g.add_primary_metrics(m.get<std::string>());
+    }
+  }
   return g;
 }
 

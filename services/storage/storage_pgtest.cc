@@ -525,6 +525,116 @@ TEST_F(StoragePgTest, AnalysisTablesReadAndUpdate) {
   EXPECT_TRUE(regs->empty());  // closed ones hidden by default
 }
 
+TEST_F(StoragePgTest, MetricRankRoundTripsAndSurvivesATriageNote) {
+  ASSERT_TRUE(pool_
+                  ->Run([](pqxx::connection& c) {
+                    pqxx::work w(c);
+                    w.exec(
+                        "INSERT INTO regressions (id, workload, metric, metric_rank, "
+                        "primary_metrics, note) VALUES "
+                        "(1, 'iozone-nfsrdma', 'throughput_kb_s', 'primary', "
+                        "  '{throughput_kb_s,\"odd, name\"}', 'primary metric of iozone-nfsrdma'), "
+                        "(2, 'iozone-nfsrdma', 'latency_us', 'secondary', '{throughput_kb_s}', "
+                        "  'secondary metric')");
+                    w.exec("INSERT INTO regressions (id, metric) VALUES (3, 'throughput')");
+                    w.commit();
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  auto regs = store_->ListRegressions(pb::ListRegressionsRequest());
+  ASSERT_TRUE(regs.ok()) << regs.status();
+  ASSERT_EQ(regs->size(), 3u);
+  EXPECT_EQ((*regs)[0].metric_rank(), "primary");
+  ASSERT_EQ((*regs)[0].primary_metrics_size(), 2);
+  EXPECT_EQ((*regs)[0].primary_metrics(0), "throughput_kb_s");
+  EXPECT_EQ((*regs)[0].primary_metrics(1), "odd, name");
+  EXPECT_EQ((*regs)[1].metric_rank(), "secondary");
+  ASSERT_EQ((*regs)[1].primary_metrics_size(), 1);
+  EXPECT_EQ((*regs)[2].metric_rank(), "primary");  // column default
+  EXPECT_EQ((*regs)[2].primary_metrics_size(), 0);
+
+  // A person's note replaces the analyzer's sentence, never the rank.
+  auto u = store_->UpdateRegression(2, pb::REGRESSION_STATE_ACKNOWLEDGED, "known, tracked in #12");
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->note(), "known, tracked in #12");
+  EXPECT_EQ(u->metric_rank(), "secondary");
+  ASSERT_EQ(u->primary_metrics_size(), 1);
+  EXPECT_EQ(u->primary_metrics(0), "throughput_kb_s");
+  auto g = store_->GetRegression(2);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->metric_rank(), "secondary");
+
+  // The column only takes the two ranks.
+  absl::Status bad = pool_->Run([](pqxx::connection& c) -> absl::Status {
+    try {
+      pqxx::work w(c);
+      w.exec("UPDATE regressions SET metric_rank = 'tertiary' WHERE id = 1");
+      w.commit();
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(e.what());
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_FALSE(bad.ok());
+}
+
+// A database at the previous schema version (2), holding regressions ranked
+// only in the analyzer's bisect state, gains the columns, backfilled.
+TEST_F(StoragePgTest, MetricRankMigrationAppliesOnAnExistingDatabase) {
+  auto uri = pg_->CreateDatabase("rank_upgrade");
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  PgPool old_pool(PgPoolOptions{*uri, 2, 3});
+  ASSERT_GE(AllMigrations().size(), 3u);
+  ASSERT_EQ(AllMigrations()[2].version, 3);
+  ASSERT_TRUE(old_pool
+                  .Run([](pqxx::connection& c) {
+                    pqxx::work w(c);
+                    w.exec(
+                        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+                        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+                    for (int i = 0; i < 2; ++i) {
+                      const Migration& m = AllMigrations()[i];
+                      w.exec(m.sql);
+                      w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                                    m.version, m.name);
+                    }
+                    w.exec(
+                        "INSERT INTO regressions (id, metric, note) VALUES "
+                        "(1, 'throughput_kb_s', 'primary metric of iozone-nfsrdma'), "
+                        "(2, 'latency_us', 'triaged: someone else''s note'), "
+                        "(3, 'throughput', 'from before ranking')");
+                    w.exec(
+                        "INSERT INTO bisects (id, regression_id) VALUES (11, 1), (12, 2), (13, 3)");
+                    w.exec("UPDATE regressions SET bisect_id = 10 + id");
+                    w.exec(
+                        "INSERT INTO analyzer_state (key, value) VALUES "
+                        "('bisect:11', '{\"metric_rank\": \"primary\", "
+                        "  \"primary_metrics\": [\"throughput_kb_s\"]}'), "
+                        "('bisect:12', '{\"metric_rank\": \"secondary\", "
+                        "  \"primary_metrics\": [\"throughput_kb_s\", \"throughput\"]}'), "
+                        "('bisect:13', '{\"phase\": \"done\"}')");
+                    w.commit();
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  auto v = ApplyMigrations(old_pool);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, static_cast<int>(AllMigrations().size()));
+  PgStore store(&old_pool);
+  auto regs = store.ListRegressions(pb::ListRegressionsRequest());
+  ASSERT_TRUE(regs.ok()) << regs.status();
+  ASSERT_EQ(regs->size(), 3u);
+  EXPECT_EQ((*regs)[0].metric_rank(), "primary");
+  ASSERT_EQ((*regs)[0].primary_metrics_size(), 1);
+  EXPECT_EQ((*regs)[0].primary_metrics(0), "throughput_kb_s");
+  EXPECT_EQ((*regs)[1].metric_rank(), "secondary");  // from the bisect state, not the note
+  ASSERT_EQ((*regs)[1].primary_metrics_size(), 2);
+  EXPECT_EQ((*regs)[1].primary_metrics(1), "throughput");
+  EXPECT_EQ((*regs)[1].note(), "triaged: someone else's note");
+  EXPECT_EQ((*regs)[2].metric_rank(), "primary");  // unranked rows count as primary
+  EXPECT_EQ((*regs)[2].primary_metrics_size(), 0);
+}
+
 // The queue gauge reads terminal totals from job_state_totals (kept by the
 // jobs triggers) and counts only queued/leased rows: after every kind of
 // transition it must agree with a full count of the table.
