@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -66,6 +67,75 @@ absl::Status CheckIdText(absl::string_view id) {
         absl::StrCat("commit id '", id, "' contains '..' (reserved for ranges)"));
   }
   return absl::OkStatus();
+}
+
+constexpr size_t kMaxErrors = 20;
+
+// One status for many: the first one's code, every message on its own line.
+absl::Status JoinErrors(const std::vector<absl::Status>& errors) {
+  std::vector<std::string> lines;
+  for (const absl::Status& e : errors) lines.emplace_back(e.message());
+  if (errors.size() >= kMaxErrors)
+    lines.push_back(absl::StrCat("(stopped after ", kMaxErrors, " errors)"));
+  return absl::Status(errors.front().code(), absl::StrJoin(lines, "\n"));
+}
+
+// One entry of `commits`, checked field by field. yaml-cpp may throw; the
+// caller turns that into a located error.
+absl::StatusOr<CatalogCommit> ParseCommit(const YAML::Node& entry, absl::string_view source_name,
+                                          const KeyValidator& validator) {
+  if (!entry.IsMap()) {
+    return ErrorAt(source_name, entry, "each commit is a map with id, subject and set");
+  }
+  CatalogCommit commit;
+  commit.source = std::string(source_name);
+  commit.line = entry.Mark().line + 1;
+  for (const auto& kv : entry) {
+    std::string field = kv.first.as<std::string>();
+    if (field != "id" && field != "subject" && field != "set") {
+      return ErrorAt(source_name, kv.first,
+                     absl::StrCat("unknown field '", field, "' (expected id, subject, set)"));
+    }
+  }
+  const YAML::Node id = entry["id"];
+  if (!id || !id.IsScalar() || id.Scalar().empty()) {
+    return ErrorAt(source_name, entry, "commit without 'id'");
+  }
+  commit.id = id.Scalar();
+  if (absl::Status s = CheckIdText(commit.id); !s.ok()) {
+    return ErrorAt(source_name, id, s.message());
+  }
+  const YAML::Node subject = entry["subject"];
+  if (!subject || !subject.IsScalar() || subject.Scalar().empty()) {
+    return ErrorAt(source_name, entry, absl::StrCat("commit '", commit.id, "' without 'subject'"));
+  }
+  commit.subject = subject.Scalar();
+  if (const YAML::Node set = entry["set"]; set) {
+    if (!set.IsMap()) {
+      return ErrorAt(source_name, set,
+                     absl::StrCat("commit '", commit.id, "': 'set' must be a map of model keys"));
+    }
+    for (const auto& kv : set) {
+      std::string key = kv.first.as<std::string>();
+      if (!kv.second.IsScalar()) {
+        return ErrorAt(
+            source_name, kv.second,
+            absl::StrCat("commit '", commit.id, "': bad value for '", key, "': expected a scalar"));
+      }
+      std::string value = kv.second.Scalar();
+      if (validator) {
+        if (absl::Status s = validator(key, value); !s.ok()) {
+          return ErrorAt(source_name, kv.first,
+                         absl::StrCat("commit '", commit.id, "': ", s.message()));
+        }
+      }
+      if (!commit.set.emplace(key, value).second) {
+        return ErrorAt(source_name, kv.first,
+                       absl::StrCat("commit '", commit.id, "': key '", key, "' set twice"));
+      }
+    }
+  }
+  return commit;
 }
 
 }  // namespace
@@ -125,62 +195,22 @@ absl::StatusOr<Catalog> Catalog::LoadString(absl::string_view yaml, absl::string
     if (!commits.IsSequence()) {
       return ErrorAt(source_name, commits, "'commits' must be a list");
     }
+    // Every entry is checked even after a bad one, so that one load names every
+    // problem of a hand-written catalog (up to kMaxErrors).
+    std::vector<absl::Status> errors;
     for (const YAML::Node& entry : commits) {
-      if (!entry.IsMap()) {
-        return ErrorAt(source_name, entry, "each commit is a map with id, subject and set");
+      absl::StatusOr<CatalogCommit> commit;
+      try {
+        commit = ParseCommit(entry, source_name, validator);
+      } catch (const YAML::Exception& e) {
+        commit = absl::InvalidArgumentError(
+            absl::StrCat(Where(source_name, e.mark.line + 1), ": ", e.msg));
       }
-      CatalogCommit commit;
-      commit.source = std::string(source_name);
-      commit.line = entry.Mark().line + 1;
-      for (const auto& kv : entry) {
-        std::string field = kv.first.as<std::string>();
-        if (field != "id" && field != "subject" && field != "set") {
-          return ErrorAt(source_name, kv.first,
-                         absl::StrCat("unknown field '", field, "' (expected id, subject, set)"));
-        }
-      }
-      const YAML::Node id = entry["id"];
-      if (!id || !id.IsScalar() || id.Scalar().empty()) {
-        return ErrorAt(source_name, entry, "commit without 'id'");
-      }
-      commit.id = id.Scalar();
-      if (absl::Status s = CheckIdText(commit.id); !s.ok()) {
-        return ErrorAt(source_name, id, s.message());
-      }
-      const YAML::Node subject = entry["subject"];
-      if (!subject || !subject.IsScalar() || subject.Scalar().empty()) {
-        return ErrorAt(source_name, entry,
-                       absl::StrCat("commit '", commit.id, "' without 'subject'"));
-      }
-      commit.subject = subject.Scalar();
-      if (const YAML::Node set = entry["set"]; set) {
-        if (!set.IsMap()) {
-          return ErrorAt(
-              source_name, set,
-              absl::StrCat("commit '", commit.id, "': 'set' must be a map of model keys"));
-        }
-        for (const auto& kv : set) {
-          std::string key = kv.first.as<std::string>();
-          if (!kv.second.IsScalar()) {
-            return ErrorAt(source_name, kv.second,
-                           absl::StrCat("commit '", commit.id, "': bad value for '", key,
-                                        "': expected a scalar"));
-          }
-          std::string value = kv.second.Scalar();
-          if (validator) {
-            if (absl::Status s = validator(key, value); !s.ok()) {
-              return ErrorAt(source_name, kv.first,
-                             absl::StrCat("commit '", commit.id, "': ", s.message()));
-            }
-          }
-          if (!commit.set.emplace(key, value).second) {
-            return ErrorAt(source_name, kv.first,
-                           absl::StrCat("commit '", commit.id, "': key '", key, "' set twice"));
-          }
-        }
-      }
-      if (absl::Status s = catalog.Append(std::move(commit)); !s.ok()) return s;
+      absl::Status s = commit.ok() ? catalog.Append(*std::move(commit)) : commit.status();
+      if (!s.ok()) errors.push_back(std::move(s));
+      if (errors.size() >= kMaxErrors) break;
     }
+    if (!errors.empty()) return JoinErrors(errors);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(Where(source_name, e.mark.line + 1), ": ", e.msg));

@@ -17,9 +17,10 @@
 // tree (ImportCommitList) gets its state: it inherits from the catalog's end.
 //
 // Errors are absl::Status values whose message starts with "<file>:<line>: "
-// so a user can fix their own catalog. Key names and values are checked by a
-// KeyValidator (the emulation core's model-key registry); without one any
-// scalar value is accepted.
+// so a user can fix their own catalog; a load checks every commit entry and
+// reports every bad one, one line each (up to 20), not just the first. Key
+// names and values are checked by a KeyValidator (the emulation core's
+// model-key registry); without one any scalar value is accepted.
 //
 // Thread-safety: a Catalog is immutable after loading except through
 // ImportCommitList; const methods may be called from many threads at once.

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 
 namespace farm::emu {
 namespace {
@@ -131,6 +132,21 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"Syntax", "commits:\n  - {id: v1, subject: s\n  - x\n", "YAML syntax error", 4},
         BadCase{"NoCommits", "catalog: x\n", "missing 'commits'", 1}),
     [](const ::testing::TestParamInfo<BadCase>& p) { return p.param.name; });
+
+TEST(CatalogTest, ReportsEveryBadEntryInOneLoad) {
+  auto c = Catalog::LoadString(
+      "commits:\n  - {id: v1, subject: s}\n  - id: v2\n  - {id: v1, subject: t}\n"
+      "  - {id: v3, subject: u, sett: {}}\n  - {id: v4, subject: ok}\n",
+      "many.yaml");
+  ASSERT_FALSE(c.ok());
+  std::vector<std::string> lines = absl::StrSplit(c.status().message(), '\n');
+  ASSERT_EQ(lines.size(), 3u) << c.status();
+  EXPECT_THAT(lines[0], HasSubstr("many.yaml:3: commit 'v2' without 'subject'"));
+  EXPECT_THAT(lines[1], HasSubstr("many.yaml:4: duplicate commit id 'v1'"));
+  EXPECT_THAT(lines[2], HasSubstr("many.yaml:5: unknown field 'sett'"));
+  // The first error decides the code (a missing subject is a bad argument).
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+}
 
 TEST(CatalogTest, ImportAppendsInheritingAndSkipsKnownCommits) {
   auto c = Catalog::LoadString(kSmall, "small.yaml");
