@@ -79,44 +79,16 @@ MeanCi ComputeMeanCi(const std::vector<double>& values, double confidence) {
   return out;
 }
 
-std::string MatrixStateName(pb::MatrixState state) {
-  switch (state) {
-    case pb::MATRIX_STATE_RUNNING:
-      return "running";
-    case pb::MATRIX_STATE_COMPLETED:
-      return "completed";
-    case pb::MATRIX_STATE_FAILED:
-      return "failed";
-    case pb::MATRIX_STATE_CANCELLED:
-      return "cancelled";
-    default:
-      return "unspecified";
-  }
-}
-
-std::string RegressionStateName(pb::RegressionState state) {
-  switch (state) {
-    case pb::REGRESSION_STATE_SUSPECTED:
-      return "suspected";
-    case pb::REGRESSION_STATE_CONFIRMED:
-      return "confirmed";
-    case pb::REGRESSION_STATE_ACKNOWLEDGED:
-      return "acknowledged";
-    case pb::REGRESSION_STATE_FIXED:
-      return "fixed";
-    case pb::REGRESSION_STATE_FALSE_POSITIVE:
-      return "false-positive";
-    case pb::REGRESSION_STATE_REJECTED:
-      return "rejected";
-    default:
-      return "unspecified";
-  }
-}
-
 absl::StatusOr<pb::RegressionState> ParseRegressionMark(const std::string& s) {
-  if (s == "fixed") return pb::REGRESSION_STATE_FIXED;
-  if (s == "false-positive") return pb::REGRESSION_STATE_FALSE_POSITIVE;
-  if (s == "acknowledged") return pb::REGRESSION_STATE_ACKNOWLEDGED;
+  // Only the triage states are a user's to set; the analyzer owns the rest.
+  switch (pb::RegressionState state = proto::RegressionStateFromName(s)) {
+    case pb::REGRESSION_STATE_FIXED:
+    case pb::REGRESSION_STATE_FALSE_POSITIVE:
+    case pb::REGRESSION_STATE_ACKNOWLEDGED:
+      return state;
+    default:
+      break;
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("state '", s, "' is not one of fixed, false-positive, acknowledged"));
 }

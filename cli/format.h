@@ -37,9 +37,9 @@ MeanCi ComputeMeanCi(const std::vector<double>& values, double confidence = 0.95
 
 // "off", "passthrough", "strict", "lazy" (or "unspecified").
 using ::farm::proto::JobStateName;
+using ::farm::proto::MatrixStateName;
 using ::farm::proto::ModeName;
-std::string MatrixStateName(pb::MatrixState state);
-std::string RegressionStateName(pb::RegressionState state);
+using ::farm::proto::RegressionStateName;
 // Accepts "fixed", "false-positive", "acknowledged".
 absl::StatusOr<pb::RegressionState> ParseRegressionMark(const std::string& s);
 

@@ -1,22 +1,72 @@
 #include "proto/names.h"
 
+#include <cstddef>
+
 namespace farm::proto {
 namespace pb = ::iommufarm::v1;
+namespace {
 
-std::string ModeName(pb::IommuMode mode) {
-  switch (mode) {
-    case pb::IOMMU_MODE_OFF:
-      return "off";
-    case pb::IOMMU_MODE_PASSTHROUGH:
-      return "passthrough";
-    case pb::IOMMU_MODE_STRICT:
-      return "strict";
-    case pb::IOMMU_MODE_LAZY:
-      return "lazy";
-    default:
-      return "unspecified";
+// One table per enum serves both directions, so a spelling is written once.
+template <typename E>
+struct Spelling {
+  E value;
+  std::string_view name;
+};
+
+template <typename E, size_t N>
+std::string NameOf(const Spelling<E> (&table)[N], E value) {
+  for (const Spelling<E>& s : table) {
+    if (s.value == value) return std::string(s.name);
   }
+  return "unspecified";
 }
+
+template <typename E, size_t N>
+E ValueOf(const Spelling<E> (&table)[N], std::string_view name, E unspecified) {
+  for (const Spelling<E>& s : table) {
+    if (s.name == name) return s.value;
+  }
+  return unspecified;
+}
+
+constexpr Spelling<pb::IommuMode> kModes[] = {
+    {pb::IOMMU_MODE_OFF, "off"},
+    {pb::IOMMU_MODE_PASSTHROUGH, "passthrough"},
+    {pb::IOMMU_MODE_STRICT, "strict"},
+    {pb::IOMMU_MODE_LAZY, "lazy"},
+};
+
+constexpr Spelling<pb::Executor> kExecutors[] = {
+    {pb::EXECUTOR_EMULATOR, "emulator"},
+    {pb::EXECUTOR_FIO, "fio"},
+    {pb::EXECUTOR_IOZONE, "iozone"},
+};
+
+constexpr Spelling<pb::JobState> kJobStates[] = {
+    {pb::JOB_STATE_QUEUED, "queued"},       {pb::JOB_STATE_LEASED, "leased"},
+    {pb::JOB_STATE_SUCCEEDED, "succeeded"}, {pb::JOB_STATE_FAILED, "failed"},
+    {pb::JOB_STATE_CANCELLED, "cancelled"},
+};
+
+constexpr Spelling<pb::MatrixState> kMatrixStates[] = {
+    {pb::MATRIX_STATE_RUNNING, "running"},
+    {pb::MATRIX_STATE_COMPLETED, "completed"},
+    {pb::MATRIX_STATE_FAILED, "failed"},
+    {pb::MATRIX_STATE_CANCELLED, "cancelled"},
+};
+
+constexpr Spelling<pb::RegressionState> kRegressionStates[] = {
+    {pb::REGRESSION_STATE_SUSPECTED, "suspected"},
+    {pb::REGRESSION_STATE_CONFIRMED, "confirmed"},
+    {pb::REGRESSION_STATE_ACKNOWLEDGED, "acknowledged"},
+    {pb::REGRESSION_STATE_FIXED, "fixed"},
+    {pb::REGRESSION_STATE_FALSE_POSITIVE, "false-positive"},
+    {pb::REGRESSION_STATE_REJECTED, "rejected"},
+};
+
+}  // namespace
+
+std::string ModeName(pb::IommuMode mode) { return NameOf(kModes, mode); }
 
 std::string ModeName(int mode_number) {
   if (!pb::IommuMode_IsValid(mode_number)) return "unspecified";
@@ -24,48 +74,25 @@ std::string ModeName(int mode_number) {
 }
 
 pb::IommuMode ModeFromName(std::string_view name) {
-  if (name == "off") return pb::IOMMU_MODE_OFF;
-  if (name == "passthrough") return pb::IOMMU_MODE_PASSTHROUGH;
-  if (name == "strict") return pb::IOMMU_MODE_STRICT;
-  if (name == "lazy") return pb::IOMMU_MODE_LAZY;
-  return pb::IOMMU_MODE_UNSPECIFIED;
+  return ValueOf(kModes, name, pb::IOMMU_MODE_UNSPECIFIED);
 }
 
-std::string ExecutorName(pb::Executor executor) {
-  switch (executor) {
-    case pb::EXECUTOR_EMULATOR:
-      return "emulator";
-    case pb::EXECUTOR_FIO:
-      return "fio";
-    case pb::EXECUTOR_IOZONE:
-      return "iozone";
-    default:
-      return "unspecified";
-  }
-}
+std::string ExecutorName(pb::Executor executor) { return NameOf(kExecutors, executor); }
 
 pb::Executor ExecutorFromName(std::string_view name) {
-  if (name == "emulator") return pb::EXECUTOR_EMULATOR;
-  if (name == "fio") return pb::EXECUTOR_FIO;
-  if (name == "iozone") return pb::EXECUTOR_IOZONE;
-  return pb::EXECUTOR_UNSPECIFIED;
+  return ValueOf(kExecutors, name, pb::EXECUTOR_UNSPECIFIED);
 }
 
-std::string JobStateName(pb::JobState state) {
-  switch (state) {
-    case pb::JOB_STATE_QUEUED:
-      return "queued";
-    case pb::JOB_STATE_LEASED:
-      return "leased";
-    case pb::JOB_STATE_SUCCEEDED:
-      return "succeeded";
-    case pb::JOB_STATE_FAILED:
-      return "failed";
-    case pb::JOB_STATE_CANCELLED:
-      return "cancelled";
-    default:
-      return "unspecified";
-  }
+std::string JobStateName(pb::JobState state) { return NameOf(kJobStates, state); }
+
+std::string MatrixStateName(pb::MatrixState state) { return NameOf(kMatrixStates, state); }
+
+std::string RegressionStateName(pb::RegressionState state) {
+  return NameOf(kRegressionStates, state);
+}
+
+pb::RegressionState RegressionStateFromName(std::string_view name) {
+  return ValueOf(kRegressionStates, name, pb::REGRESSION_STATE_UNSPECIFIED);
 }
 
 }  // namespace farm::proto

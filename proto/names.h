@@ -29,6 +29,13 @@ iommufarm::v1::Executor ExecutorFromName(std::string_view name);
 // "queued", "leased", "succeeded", "failed", "cancelled".
 std::string JobStateName(iommufarm::v1::JobState state);
 
+// "running", "completed", "failed", "cancelled".
+std::string MatrixStateName(iommufarm::v1::MatrixState state);
+
+// "suspected", "confirmed", "acknowledged", "fixed", "false-positive", "rejected".
+std::string RegressionStateName(iommufarm::v1::RegressionState state);
+iommufarm::v1::RegressionState RegressionStateFromName(std::string_view name);
+
 }  // namespace farm::proto
 
 #endif  // PROTO_NAMES_H_
