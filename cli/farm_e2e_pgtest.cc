@@ -71,11 +71,7 @@ TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
                                 absl::StrCat(base, "-agent-", i, ".log")));
   }
   for (auto& agent : agents) {
-    absl::Status up = testing::PollUntil(
-        [&]() -> absl::StatusOr<bool> {
-          return agent->Out().find("registered as e2e-agent-") != std::string::npos;
-        },
-        absl::Seconds(30), "agent registration");
+    absl::Status up = agent->WaitFor("registered as e2e-agent-", false, absl::Seconds(30));
     ASSERT_TRUE(up.ok()) << up << "\n" << agent->Out();
   }
 

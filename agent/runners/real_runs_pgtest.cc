@@ -82,11 +82,7 @@ class RealRunsPgTest : public ::testing::Test {
                                  "real-agent", "--slots", "2", "--capabilities", "fio,iozone",
                                  "--allow-dir", allowed_, "--drain-timeout", "10s"},
         root_ + "/agent.log");
-    absl::Status up = testing::PollUntil(
-        [&]() -> absl::StatusOr<bool> {
-          return agent_->Out().find("registered as real-agent") != std::string::npos;
-        },
-        absl::Seconds(60), "agent registration");
+    absl::Status up = agent_->WaitFor("registered as real-agent", false, absl::Seconds(60));
     ASSERT_TRUE(up.ok()) << up << "\n" << agent_->Out();
 
     // What the agent says this host is: the cells must ask for that.
