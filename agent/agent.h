@@ -26,8 +26,8 @@
 // metrics (nullable) must outlive it. Run() returns once the drain is over;
 // worker threads still inside an executor that ignores its CancelToken are
 // joined by the destructor.
-#ifndef FARM_AGENT_AGENT_H_
-#define FARM_AGENT_AGENT_H_
+#ifndef AGENT_AGENT_H_
+#define AGENT_AGENT_H_
 
 #include <atomic>
 #include <cstdint>
@@ -43,10 +43,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/executor.h"
-#include "cli/client.h"
+#include "agent/executors/executor.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
-#include "services/metrics/metrics.h"
+#include "lib/client/client.h"
+#include "lib/metrics/metrics.h"
 
 namespace farm::agent {
 
@@ -141,4 +141,4 @@ class Agent {
 
 }  // namespace farm::agent
 
-#endif  // FARM_AGENT_AGENT_H_
+#endif  // AGENT_AGENT_H_

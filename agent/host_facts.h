@@ -8,8 +8,8 @@
 // All paths are read under a root directory so tests can feed fake trees.
 //
 // Thread-safety: reentrant. No ownership.
-#ifndef FARM_AGENT_HOST_FACTS_H_
-#define FARM_AGENT_HOST_FACTS_H_
+#ifndef AGENT_HOST_FACTS_H_
+#define AGENT_HOST_FACTS_H_
 
 #include <string>
 #include <string_view>
@@ -42,4 +42,4 @@ iommufarm::v1::HostFacts DetectHostFacts(const std::string& root = "/");
 
 }  // namespace farm::agent
 
-#endif  // FARM_AGENT_HOST_FACTS_H_
+#endif  // AGENT_HOST_FACTS_H_

@@ -17,9 +17,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
-#include "agent/executors.h"
+#include "agent/executors/executors.h"
 #include "agent/host_facts.h"
-#include "services/metrics/metrics.h"
+#include "lib/metrics/metrics.h"
 
 namespace {
 

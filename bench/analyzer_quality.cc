@@ -1,4 +1,4 @@
-// Detection-quality driver for the analyzer (issue 6, item 9).
+// Detection-quality driver for the analyzer.
 //
 // Plants multiplicative shifts of 1-20% at known catalog commits in seeded
 // series with Gaussian noise of CV 0.5-5%, then runs, on the very same

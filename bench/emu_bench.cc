@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "emu/io_pgtable.h"
-#include "emu/iova.h"
-#include "emu/run.h"
+#include "emu/iommu/io_pgtable.h"
+#include "emu/iommu/iova.h"
+#include "emu/run/run.h"
 
 namespace {
 

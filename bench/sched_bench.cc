@@ -24,12 +24,12 @@
 #include <pqxx/pqxx>
 
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/metrics/metrics.h"
+#include "lib/storage/migrations.h"
+#include "lib/storage/pg_pool.h"
+#include "lib/storage/pg_store.h"
 #include "scheduler/server.h"
-#include "services/metrics/metrics.h"
-#include "services/storage/migrations.h"
-#include "services/storage/pg_pool.h"
-#include "services/storage/pg_store.h"
-#include "services/testing/service_harness.h"
+#include "testing/service_harness.h"
 
 namespace {
 

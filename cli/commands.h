@@ -9,8 +9,8 @@
 //
 // Thread-safety: one Commands per thread. Ownership: borrows the streams,
 // which must outlive it.
-#ifndef FARM_CLI_COMMANDS_H_
-#define FARM_CLI_COMMANDS_H_
+#ifndef CLI_COMMANDS_H_
+#define CLI_COMMANDS_H_
 
 #include <cstdint>
 #include <functional>
@@ -22,8 +22,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "cli/client.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/client/client.h"
 
 namespace farm::cli {
 
@@ -84,4 +84,4 @@ class Commands {
 
 }  // namespace farm::cli
 
-#endif  // FARM_CLI_COMMANDS_H_
+#endif  // CLI_COMMANDS_H_

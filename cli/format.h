@@ -6,8 +6,8 @@
 // interval over repeats).
 //
 // Thread-safety: all functions are reentrant. No ownership is taken.
-#ifndef FARM_CLI_FORMAT_H_
-#define FARM_CLI_FORMAT_H_
+#ifndef CLI_FORMAT_H_
+#define CLI_FORMAT_H_
 
 #include <cstdint>
 #include <string>
@@ -97,4 +97,4 @@ std::string CsvField(const std::string& field);
 
 }  // namespace farm::cli
 
-#endif  // FARM_CLI_FORMAT_H_
+#endif  // CLI_FORMAT_H_

@@ -7,8 +7,8 @@
 // Thread-safety: reentrant; RunProgram forks, so call it from a process that
 // is not holding locks other threads need in the child (farmctl is single
 // threaded at that point).
-#ifndef FARM_CLI_GIT_IMPORT_H_
-#define FARM_CLI_GIT_IMPORT_H_
+#ifndef CLI_GIT_IMPORT_H_
+#define CLI_GIT_IMPORT_H_
 
 #include <string>
 #include <vector>
@@ -34,4 +34,4 @@ absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitFirstParentLog(
 
 }  // namespace farm::cli
 
-#endif  // FARM_CLI_GIT_IMPORT_H_
+#endif  // CLI_GIT_IMPORT_H_

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "cli/client.h"
 #include "cli/commands.h"
+#include "lib/client/client.h"
 
 namespace {
 

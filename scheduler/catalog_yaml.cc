@@ -3,7 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "emu/catalog.h"
+#include "emu/model/catalog.h"
 
 namespace farm::scheduler {
 

@@ -7,7 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "services/auth/auth.h"
+#include "lib/auth/auth.h"
 
 namespace farm::scheduler {
 namespace {

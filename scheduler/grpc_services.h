@@ -17,9 +17,9 @@
 
 #include "absl/status/status.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/storage/repositories.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/worker_pool.h"
-#include "services/storage/repositories.h"
 
 namespace farm::scheduler {
 

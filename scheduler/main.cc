@@ -11,9 +11,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/time/time.h"
+#include "lib/auth/auth.h"
+#include "lib/metrics/metrics.h"
 #include "scheduler/server.h"
-#include "services/auth/auth.h"
-#include "services/metrics/metrics.h"
 
 #ifndef FARM_DEFAULT_CATALOG_DIR
 #define FARM_DEFAULT_CATALOG_DIR ""

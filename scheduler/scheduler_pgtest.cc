@@ -9,10 +9,10 @@
 #include <gtest/gtest.h>
 
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/auth/auth.h"
+#include "lib/metrics/metrics.h"
 #include "scheduler/server.h"
-#include "services/auth/auth.h"
-#include "services/metrics/metrics.h"
-#include "services/testing/service_harness.h"
+#include "testing/service_harness.h"
 
 namespace farm::scheduler {
 namespace {

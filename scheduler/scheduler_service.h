@@ -22,9 +22,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
+#include "lib/metrics/metrics.h"
+#include "lib/storage/repositories.h"
 #include "scheduler/spec.h"
-#include "services/metrics/metrics.h"
-#include "services/storage/repositories.h"
 
 namespace farm::scheduler {
 
@@ -102,7 +102,8 @@ class AgentService final {
   storage::JobQueue* const queue_;
   metrics::SchedulerMetrics* const metrics_;
   const SchedulerConfig config_;
-  // Host-fact matching hook for fio/iozone jobs (none yet).
+  // Which agent may take which job (real fio/iozone runs need a matching
+  // host: scheduler/real_match.h); empty = every agent takes every job.
   const storage::JobPredicate eligible_;
 };
 

@@ -8,10 +8,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "services/storage/migrations.h"
-#ifdef FARM_HAVE_REAL_MATCH
-#include "agent/runners/real_match.h"
-#endif
+#include "lib/storage/migrations.h"
+#include "scheduler/real_match.h"
 
 namespace farm::scheduler {
 
@@ -58,12 +56,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   s->job_service_ = std::make_unique<JobService>(s->store_.get(), s->store_.get(), s->store_.get(),
                                                  s->metrics_.get(), options.config);
   storage::JobPredicate eligible;
-#ifdef FARM_HAVE_REAL_MATCH
   // fio/iozone jobs only go to hosts whose kernel and IOMMU mode match.
   eligible = [](const pb::Job& j, const storage::AgentView& a) {
-    return farm::runners::RealRunEligible(j, a.host);
+    return RealRunEligible(j, a.host);
   };
-#endif
   s->agent_service_ = std::make_unique<AgentService>(s->store_.get(), s->metrics_.get(),
                                                      options.config, std::move(eligible));
   s->analysis_service_ = std::make_unique<AnalysisService>(s->store_.get());

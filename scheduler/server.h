@@ -18,13 +18,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "lib/metrics/metrics.h"
+#include "lib/storage/pg_listener.h"
+#include "lib/storage/pg_pool.h"
+#include "lib/storage/pg_store.h"
 #include "scheduler/grpc_services.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/worker_pool.h"
-#include "services/metrics/metrics.h"
-#include "services/storage/pg_listener.h"
-#include "services/storage/pg_pool.h"
-#include "services/storage/pg_store.h"
 
 namespace farm::scheduler {
 

@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/runners/process.h"
+#include "lib/process/process.h"
 
 namespace farm::runners {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "agent/runners/process.h"
+#include "lib/process/process.h"
 
 namespace farm::runners {
 namespace {

@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/storage/pg_pool.h"
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/detect.h"
 #include "services/analyzer/series.h"
-#include "services/storage/pg_pool.h"
 
 namespace farm::analyzer {
 

@@ -14,12 +14,12 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "lib/metrics/metrics.h"
+#include "lib/storage/migrations.h"
+#include "lib/storage/pg_pool.h"
 #include "services/analyzer/analyzer.h"
 #include "services/analyzer/analyzer_store.h"
 #include "services/analyzer/clients.h"
-#include "services/metrics/metrics.h"
-#include "services/storage/migrations.h"
-#include "services/storage/pg_pool.h"
 
 namespace {
 

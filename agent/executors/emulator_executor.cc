@@ -1,0 +1,78 @@
+#include "agent/executors/emulator_executor.h"
+
+#include "proto/names.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/executors/emu_samples.h"
+#include "emu/model/kernel.h"
+
+namespace farm::agent {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+
+absl::StatusOr<std::string> ModeArg(pb::IommuMode mode) {
+  if (mode == pb::IOMMU_MODE_UNSPECIFIED || !pb::IommuMode_IsValid(mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job mode ", pb::IommuMode_Name(mode), " is not a mode the emulator runs"));
+  }
+  return ::farm::proto::ModeName(mode);
+}
+
+}  // namespace
+
+EmulatorExecutor::EmulatorExecutor(std::string catalog) : catalog_(std::move(catalog)) {}
+
+std::string EmulatorExecutor::version() const { return "farm-emu 0.1"; }
+
+absl::StatusOr<farm::emu::RunSpec> EmulatorExecutor::SpecForJob(const pb::Job& job) const {
+  farm::emu::RunSpec spec;
+  spec.platform = job.platform();
+  spec.workload = job.workload().name();
+  spec.params.insert(job.workload().params().begin(), job.workload().params().end());
+  spec.sets.insert(job.model_set().begin(), job.model_set().end());
+  spec.seed = job.seed();
+  spec.catalog = catalog_;
+  absl::StatusOr<std::string> mode = ModeArg(job.mode());
+  if (!mode.ok()) return mode.status();
+  spec.mode = *mode;
+  if (job.commit_id().empty()) {
+    return absl::InvalidArgumentError("job has no commit_id");
+  }
+  spec.kernel = job.commit_id();
+  auto known = farm::emu::ResolveKernel(job.commit_id(), catalog_);
+  if (!known.ok() && known.status().code() == absl::StatusCode::kNotFound && !spec.sets.empty()) {
+    // Not in our catalog: the scheduler resolved the commit into model_set,
+    // so run those keys over the registry defaults.
+    std::vector<std::string> kv;
+    for (const auto& [k, v] : spec.sets) kv.push_back(absl::StrCat(k, "=", v));
+    spec.kernel = absl::StrJoin(kv, ",");
+    spec.sets.clear();
+  }
+  return spec;
+}
+
+absl::StatusOr<ExecutionResult> EmulatorExecutor::Run(const pb::Job& job, CancelToken& cancel) {
+  absl::StatusOr<farm::emu::RunSpec> spec = SpecForJob(job);
+  if (!spec.ok()) return spec.status();
+  if (cancel.cancelled()) return absl::CancelledError("cancelled before the run");
+  absl::StatusOr<farm::emu::RunResult> result = farm::emu::RunEmulation(*spec);
+  if (!result.ok()) {
+    return absl::Status(result.status().code(),
+                        absl::StrCat("emulator: ", result.status().message()));
+  }
+  if (cancel.cancelled()) return absl::CancelledError("cancelled during the run");
+  ExecutionResult out;
+  out.samples = SamplesFromEmuResult(*result);
+  out.raw_output = farm::emu::FormatJson(*result);
+  out.raw_format = "emu-json";
+  out.tool_version = version();
+  out.events = static_cast<double>(result->events);
+  if (result->wall_seconds > 0) {
+    out.events_per_second = static_cast<double>(result->events) / result->wall_seconds;
+  }
+  return out;
+}
+
+}  // namespace farm::agent

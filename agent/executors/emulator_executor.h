@@ -1,0 +1,42 @@
+// farm::agent::EmulatorExecutor: runs EXECUTOR_EMULATOR jobs in-process on the
+// IOMMU emulation core (farm::emu::RunEmulation).
+//
+// A job maps to one emulator run: platform, kernel = job.commit_id, mode,
+// workload name + params, seed, and job.model_set as --set keys on top. When
+// the commit is not in the agent's catalog (a user catalog the scheduler
+// resolved), the kernel is the model_set alone over the registry defaults.
+// The result is reported as samples (agent/emu_samples.h) plus the full
+// emulator JSON as raw output ("emu-json").
+//
+// Thread-safety: Run() may be called concurrently (each run owns its engine).
+// Cancellation: an emulator run is not interruptible; a cancelled token is
+// checked before and after it, and the agent drops the result.
+#ifndef AGENT_EXECUTORS_EMULATOR_EXECUTOR_H_
+#define AGENT_EXECUTORS_EMULATOR_EXECUTOR_H_
+
+#include <string>
+
+#include "agent/executors/executor.h"
+#include "emu/run/run.h"
+
+namespace farm::agent {
+
+class EmulatorExecutor final : public Executor {
+ public:
+  // catalog: commit catalog file ("" = the emulator's default).
+  explicit EmulatorExecutor(std::string catalog = "");
+
+  std::string capability() const override { return "emulator"; }
+  std::string version() const override;
+  absl::StatusOr<ExecutionResult> Run(const iommufarm::v1::Job& job, CancelToken& cancel) override;
+
+  // The emulator run a job asks for (exposed for tests).
+  absl::StatusOr<farm::emu::RunSpec> SpecForJob(const iommufarm::v1::Job& job) const;
+
+ private:
+  const std::string catalog_;
+};
+
+}  // namespace farm::agent
+
+#endif  // AGENT_EXECUTORS_EMULATOR_EXECUTOR_H_

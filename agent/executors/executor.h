@@ -1,0 +1,90 @@
+// farm::agent executors: how a leased job is run.
+//
+// The agent hands each job to the Executor registered for its executor kind
+// (EXECUTOR_EMULATOR now; fio and iozone runners in agent/runners/ plug in
+// the same way). An executor runs one job synchronously on the calling worker
+// thread and returns the samples and raw output to report.
+//
+// Error contract of Run():
+//   - CANCELLED: the CancelToken fired (lease revoked or shutdown); nothing is
+//     reported.
+//   - INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, UNIMPLEMENTED: the job
+//     itself cannot run (unknown platform, commit, workload, refused spec);
+//     reported as a non-retryable failure.
+//   - anything else: reported as a retryable failure.
+//
+// Thread-safety: Run() is called concurrently from up to --slots worker
+// threads, so implementations must be safe for concurrent calls.
+// CancelToken is shared between the worker and the thread that cancels.
+#ifndef AGENT_EXECUTORS_EXECUTOR_H_
+#define AGENT_EXECUTORS_EXECUTOR_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::agent {
+
+// One-shot cancellation flag that long-running work polls or sleeps on.
+class CancelToken {
+ public:
+  CancelToken() = default;
+  CancelToken(const CancelToken&) = delete;
+  CancelToken& operator=(const CancelToken&) = delete;
+
+  void Cancel() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancelled_.store(true);
+    }
+    cv_.notify_all();
+  }
+  bool cancelled() const { return cancelled_.load(); }
+  // Sleeps up to `d`; returns true if cancelled (early or already).
+  bool SleepFor(absl::Duration d) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [this] { return cancelled_.load(); });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct ExecutionResult {
+  std::vector<iommufarm::v1::Sample> samples;
+  std::string raw_output;
+  std::string raw_format;  // "emu-json", "fio-json", "iozone", ...
+  std::string tool_version;
+  // Simulated events and their rate per wall-clock second (emulator only;
+  // 0 otherwise).
+  double events = 0;
+  double events_per_second = 0;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // The capability name advertised at registration ("emulator", "fio", ...).
+  virtual std::string capability() const = 0;
+  virtual std::string version() const = 0;
+  virtual absl::StatusOr<ExecutionResult> Run(const iommufarm::v1::Job& job,
+                                              CancelToken& cancel) = 0;
+};
+
+// True for error codes that mean the job can never succeed as specified.
+inline bool IsPermanentFailure(absl::StatusCode code) {
+  return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound ||
+         code == absl::StatusCode::kFailedPrecondition || code == absl::StatusCode::kUnimplemented;
+}
+
+}  // namespace farm::agent
+
+#endif  // AGENT_EXECUTORS_EXECUTOR_H_

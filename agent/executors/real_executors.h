@@ -1,0 +1,46 @@
+// real_executors: farm-agent Executors for real fio and iozone runs, adapting
+// FioRunner / IozoneRunner (plain C++) to the agent's Executor interface
+// (agent/executor.h, proto Jobs and Samples).
+//
+// Contract:
+// - MakeRealExecutor detects the tool once (DetectFio / DetectIozone): the
+//   agent advertises the capability with that version only when this
+//   succeeds. NotFound: tool not installed. InvalidArgument: a bad
+//   --allow-dir / --allow-device value.
+// - Run(job, cancel) builds the spec from job.workload().params and runs it.
+//   Refused specs and targets come back as InvalidArgument (a permanent
+//   failure in the agent's error contract: retrying cannot help); timeouts
+//   and tool failures keep retryable codes; a fired CancelToken gives
+//   Cancelled and the tool's process group is killed.
+// - The executor is immutable after construction; Run is safe to call from
+//   several worker threads at once (each run uses its own file names).
+#ifndef AGENT_EXECUTORS_REAL_EXECUTORS_H_
+#define AGENT_EXECUTORS_REAL_EXECUTORS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/executors/executor.h"
+
+namespace farm::runners {
+
+struct RealExecutorOptions {
+  std::vector<std::string> allow_dirs;     // --allow-dir
+  std::vector<std::string> allow_devices;  // --allow-device DEV[:ro|:rw]
+  // Upper bound per run when the spec gives no runtime; with a runtime the
+  // bound is runtime + ramp_time + `slack`.
+  absl::Duration default_timeout = absl::Minutes(30);
+  absl::Duration slack = absl::Minutes(5);
+  std::string tool;  // executable override (tests); empty: "fio" / "iozone"
+};
+
+// `capability` is "fio" or "iozone".
+absl::StatusOr<std::unique_ptr<farm::agent::Executor>> MakeRealExecutor(
+    const std::string& capability, const RealExecutorOptions& options);
+
+}  // namespace farm::runners
+
+#endif  // AGENT_EXECUTORS_REAL_EXECUTORS_H_

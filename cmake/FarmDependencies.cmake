@@ -1,0 +1,54 @@
+# Every external dependency of the tree, found once here (imported targets
+# found in the top directory are visible in every folder below it). All come
+# from Debian packages; scripts/install-deps installs them.
+find_package(Threads REQUIRED)
+find_package(GTest REQUIRED)
+find_package(benchmark CONFIG REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)
+find_package(Boost REQUIRED)
+find_package(CURL REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PQ REQUIRED IMPORTED_TARGET libpq)
+pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
+# Debian builds cpp-httplib as a shared library (not header-only).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+
+find_program(FARM_CLANG_FORMAT clang-format REQUIRED)
+find_program(FARM_GIT git REQUIRED)
+
+# farm_warnings(target): the project's warning set, applied per target.
+function(farm_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow
+                                           -Wnon-virtual-dtor -Wno-unused-parameter)
+endfunction()
+
+# farm_library(name SOURCES... [PUBLIC libs...] [PRIVATE libs...]): a static
+# library with full-path includes ("emu/engine/engine.h") and the warning set.
+function(farm_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC;PRIVATE;DEFINES" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${FARM_SOURCE_ROOT})
+  target_link_libraries(${name} PUBLIC ${ARG_PUBLIC} PRIVATE ${ARG_PRIVATE})
+  if(ARG_DEFINES)
+    target_compile_definitions(${name} PRIVATE ${ARG_DEFINES})
+  endif()
+  farm_warnings(${name})
+endfunction()
+
+# farm_binary(name SOURCES... LIBS...): a product binary.
+function(farm_binary name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;DEFINES" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS})
+  if(ARG_DEFINES)
+    target_compile_definitions(${name} PRIVATE ${ARG_DEFINES})
+  endif()
+  farm_warnings(${name})
+endfunction()

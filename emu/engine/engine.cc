@@ -1,0 +1,390 @@
+#include "emu/engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace farm::emu {
+
+std::string_view SymName(Sym s) {
+  switch (s) {
+    case Sym::kApp:
+      return "[app]";
+    case Sym::kNdelay:
+      return "ndelay";
+    case Sym::kMemset:
+      return "memset";
+    case Sym::kBenchStats:
+      return "map_benchmark_thread";
+    case Sym::kSpinLockIrqsave:
+      return "_raw_spin_lock_irqsave";
+    case Sym::kSpinUnlockIrqrestore:
+      return "_raw_spin_unlock_irqrestore";
+    case Sym::kAllocIova:
+      return "alloc_iova";
+    case Sym::kFreeIova:
+      return "__free_iova";
+    case Sym::kFindIova:
+      return "find_iova";
+    case Sym::kRcacheGet:
+      return "iova_rcache_get";
+    case Sym::kRcacheInsert:
+      return "iova_rcache_insert";
+    case Sym::kMagazineFreePfns:
+      return "iova_magazine_free_pfns";
+    case Sym::kKmemCache:
+      return "kmem_cache_alloc";
+    case Sym::kDmaDirectMap:
+      return "dma_direct_map_page";
+    case Sym::kDmaDirectUnmap:
+      return "dma_direct_unmap_page";
+    case Sym::kIommuDmaMapPage:
+      return "iommu_dma_map_page";
+    case Sym::kIommuDmaUnmapPage:
+      return "iommu_dma_unmap_page";
+    case Sym::kIommuDmaMapSg:
+      return "iommu_dma_map_sg";
+    case Sym::kIntelMapPage:
+      return "intel_map_page";
+    case Sym::kIntelUnmap:
+      return "intel_unmap";
+    case Sym::kIntelMapSg:
+      return "intel_map_sg";
+    case Sym::kIommuMap:
+      return "__iommu_map";
+    case Sym::kDomainMapping:
+      return "__domain_mapping";
+    case Sym::kDmaPteClear:
+      return "dma_pte_clear_range";
+    case Sym::kClflush:
+      return "clflush_cache_range";
+    case Sym::kFlushWriteBuffer:
+      return "iommu_flush_write_buffer";
+    case Sym::kQiSubmitSync:
+      return "qi_submit_sync";
+    case Sym::kArmLpaeMap:
+      return "__arm_lpae_map";
+    case Sym::kArmLpaeUnmap:
+      return "__arm_lpae_unmap";
+    case Sym::kCmdqIssue:
+      return "arm_smmu_cmdq_issue_cmdlist";
+    case Sym::kCmdqPollValid:
+      return "__arm_smmu_cmdq_poll_set_valid_map";
+    case Sym::kArmSmmuTlbSync:
+      return "arm_smmu_tlb_sync_context";
+    case Sym::kArmSmmuTlbInv:
+      return "arm_smmu_tlb_inv_range_s1";
+    case Sym::kQueueIova:
+      return "queue_iova";
+    case Sym::kFqFlush:
+      return "fq_flush_iotlb";
+    case Sym::kAddUnmap:
+      return "add_unmap";
+    case Sym::kFlushUnmaps:
+      return "flush_unmaps";
+    case Sym::kPgtableAlloc:
+      return "alloc_pgtable_page";
+    case Sym::kOther:
+      return "[other]";
+    case Sym::kCount:
+      break;
+  }
+  return "?";
+}
+
+namespace {
+uint64_t SplitMix(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+inline uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+}  // namespace
+
+Rng::Rng(uint64_t seed) {
+  uint64_t x = seed;
+  for (auto& s : s_) s = SplitMix(x);
+}
+
+uint64_t Rng::Next() {
+  const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = Rotl(s_[3], 45);
+  return result;
+}
+
+double Rng::Normal() {
+  double u1 = Uniform();
+  double u2 = Uniform();
+  if (u1 < 1e-300) u1 = 1e-300;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+std::vector<int> Topology::CpusOfNode(int node) const {
+  std::vector<int> out;
+  for (int c = 0; c < num_cpus; ++c) {
+    if (node < 0 || cpu_node[c] == node) out.push_back(c);
+  }
+  return out;
+}
+
+namespace {
+
+// The engine-owned coroutine that runs one CPU's program and, when it
+// returns, hands the host thread to the next runnable CPU.
+struct RootTask {
+  struct promise_type : internal::PromiseBase {
+    Engine* engine;
+    Cpu* cpu;
+    promise_type(Engine* e, Cpu* c, Task<void>&) : engine(e), cpu(c) {}
+    RootTask get_return_object() {
+      return RootTask{std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
+    void return_void() {}
+    struct Final {
+      bool await_ready() noexcept { return false; }
+      std::coroutine_handle<> await_suspend(std::coroutine_handle<promise_type> h) noexcept {
+        Engine* e = h.promise().engine;
+        e->Finished(*h.promise().cpu);
+        return e->Next();
+      }
+      void await_resume() noexcept {}
+    };
+    Final final_suspend() noexcept { return {}; }
+  };
+  std::coroutine_handle<promise_type> h;
+};
+
+RootTask Drive(Engine* e, Cpu* c, Task<void> program) { co_await program; }
+
+}  // namespace
+
+Engine::Engine(Topology topo, LineCosts costs, uint64_t seed)
+    : topo_(std::move(topo)), costs_(costs), seed_(seed) {}
+
+Engine::~Engine() {
+  for (auto& c : cpus_) {
+    if (c->root_) c->root_.destroy();
+  }
+}
+
+Cpu& Engine::AddCpu(int cpu, bool daemon) {
+  int node = (cpu >= 0 && cpu < topo_.num_cpus) ? topo_.cpu_node[cpu] : 0;
+  int index = static_cast<int>(cpus_.size());
+  uint64_t s = seed_ * 0x100000001b3ULL + static_cast<uint64_t>(index) * 0x9e3779b97f4a7c15ULL;
+  cpus_.push_back(std::unique_ptr<Cpu>(new Cpu(this, index, cpu, node, daemon, s)));
+  return *cpus_.back();
+}
+
+void Engine::Start(Cpu& cpu, Task<void> program) {
+  RootTask r = Drive(this, &cpu, std::move(program));
+  cpu.root_ = r.h;
+  cpu.resume_ = r.h;
+  if (!cpu.daemon_) ++live_;
+  Push(&cpu);
+}
+
+absl::Status Engine::Run() {
+  while (live_ > 0) {
+    if (heap_.empty()) {
+      int blocked = 0;
+      for (auto& c : cpus_) blocked += (c->blocked_ && !c->daemon_) ? 1 : 0;
+      return absl::InternalError(
+          absl::StrCat("engine deadlock: ", blocked, " CPUs blocked, none runnable"));
+    }
+    Cpu* c = Pop();
+    current_ = std::max(current_, c->now_);
+    ++switches_;
+    c->resume_.resume();
+  }
+  return absl::OkStatus();
+}
+
+void Engine::Push(Cpu* c) {
+  heap_.push_back(c);
+  std::push_heap(heap_.begin(), heap_.end(), [](Cpu* a, Cpu* b) { return Before(b, a); });
+}
+
+Cpu* Engine::Pop() {
+  std::pop_heap(heap_.begin(), heap_.end(), [](Cpu* a, Cpu* b) { return Before(b, a); });
+  Cpu* c = heap_.back();
+  heap_.pop_back();
+  return c;
+}
+
+std::coroutine_handle<> Engine::Yield(Cpu& cpu, std::coroutine_handle<> h) {
+  cpu.resume_ = h;
+  Push(&cpu);
+  Cpu* n = Pop();
+  current_ = std::max(current_, n->now_);
+  ++switches_;
+  return n->resume_;
+}
+
+std::coroutine_handle<> Engine::BlockCurrent(Cpu& cpu, std::coroutine_handle<> h) {
+  cpu.resume_ = h;
+  cpu.blocked_ = true;
+  cpu.block_start_ = cpu.now_;
+  return Next();
+}
+
+std::coroutine_handle<> Engine::Next() {
+  if (live_ == 0 || heap_.empty()) return std::noop_coroutine();
+  Cpu* n = Pop();
+  current_ = std::max(current_, n->now_);
+  ++switches_;
+  return n->resume_;
+}
+
+void Engine::Finished(Cpu& cpu) {
+  cpu.finished_ = true;
+  if (!cpu.daemon_) --live_;
+}
+
+void Engine::Wake(Cpu& cpu, Time t) {
+  if (!cpu.blocked_) return;
+  cpu.blocked_ = false;
+  Time w = std::max(t, current_);
+  if (w > cpu.now_) cpu.now_ = w;
+  Push(&cpu);
+}
+
+std::coroutine_handle<> Cpu::BlockAwaiter::await_suspend(std::coroutine_handle<> h) noexcept {
+  return cpu->engine_->BlockCurrent(*cpu, h);
+}
+
+void Cpu::BlockAwaiter::await_resume() noexcept {
+  Time waited = cpu->now_ - cpu->block_start_;
+  if (idle) {
+    cpu->idle_ += waited;
+  } else {
+    cpu->profile_[static_cast<int>(sym)] += waited;
+  }
+}
+
+// ---- SpinLock: queued spinlock (kernel/locking/qspinlock.c) in virtual time.
+
+void SpinLock::Take(Cpu& cpu, Sym data_sym) {
+  const LineCosts& lc = engine_->line_costs();
+  Time t = cpu.now();
+  Time start = std::max(t, free_at_);
+  Time handoff = lc.lock;
+  if (last_index_ >= 0 && last_index_ != cpu.index()) {
+    handoff += engine_->Transfer(last_node_, cpu.node());
+  }
+  ++stats_.acquisitions;
+  if (start > t) {
+    ++stats_.contended;
+    stats_.wait_ns += start - t;
+  }
+  cpu.Charge(Sym::kSpinLockIrqsave, start - t + handoff);
+  if (last_index_ >= 0 && last_index_ != cpu.index() && dirty_lines_ > 0) {
+    cpu.Charge(data_sym, dirty_lines_ * engine_->Transfer(last_node_, cpu.node()));
+  }
+  holder_ = &cpu;
+}
+
+bool SpinLock::TryAcquireNow(Cpu& cpu, Sym data_sym) {
+  if (!engine_->IsEarliest(cpu) || holder_ != nullptr) return false;
+  Take(cpu, data_sym);
+  return true;
+}
+
+Task<void> SpinLock::AcquireSlow(Cpu& cpu, Sym data_sym) {
+  co_await cpu.Sync();
+  if (holder_ == nullptr) {
+    Take(cpu, data_sym);
+    co_return;
+  }
+  // Held by a CPU that is itself waiting on something: join the MCS queue.
+  ++stats_.acquisitions;
+  ++stats_.contended;
+  Time arrived = cpu.now();
+  cpu.next_waiter = nullptr;
+  if (wait_tail_) {
+    wait_tail_->next_waiter = &cpu;
+  } else {
+    wait_head_ = &cpu;
+  }
+  wait_tail_ = &cpu;
+  co_await cpu.Block(Sym::kSpinLockIrqsave);
+  // Unlock() made us the holder and woke us after the hand-off.
+  stats_.wait_ns += cpu.now() - arrived;
+  if (last_index_ != cpu.index() && dirty_lines_ > 0) {
+    cpu.Charge(data_sym, dirty_lines_ * engine_->Transfer(last_node_, cpu.node()));
+  }
+}
+
+void SpinLock::Unlock(Cpu& cpu, int dirty_lines) {
+  cpu.Charge(Sym::kSpinUnlockIrqrestore, engine_->line_costs().unlock);
+  last_index_ = cpu.index();
+  last_node_ = cpu.node();
+  dirty_lines_ = dirty_lines;
+  if (Cpu* w = wait_head_) {
+    wait_head_ = w->next_waiter;
+    if (!wait_head_) wait_tail_ = nullptr;
+    w->next_waiter = nullptr;
+    holder_ = w;
+    // MCS hand-off: the releaser writes the next waiter's node.
+    Time grant = std::max(w->now(), cpu.now()) + engine_->Transfer(cpu.node(), w->node()) +
+                 engine_->line_costs().lock;
+    engine_->Wake(*w, grant);
+    return;
+  }
+  holder_ = nullptr;
+  free_at_ = cpu.now();
+}
+
+// ---- AtomicLine.
+
+void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
+  Time t = cpu.now();
+  if (Time far = engine_->line_costs().atomic_far; far > 0) {
+    // The request travels to the home node, waits for the ops ahead of it,
+    // executes there and the result travels back.
+    Time rtt = HomeRoundTrip(cpu.node());
+    Time arrive = t + rtt / 2;
+    Time start = std::max(arrive, free_at_);
+    free_at_ = start + far;
+    wait_ns_ += start - arrive;
+    ++rmws_;
+    last_index_ = cpu.index();
+    last_node_ = cpu.node();
+    cpu.SpinUntil(free_at_ + (rtt - rtt / 2), sym);
+    return;
+  }
+  Time start = std::max(t, free_at_);
+  Time cost = (last_index_ == cpu.index()) ? engine_->line_costs().local
+                                           : engine_->Transfer(last_node_, cpu.node());
+  if (last_index_ < 0) cost = engine_->line_costs().local;
+  free_at_ = start + cost;
+  wait_ns_ += start - t;
+  ++rmws_;
+  last_index_ = cpu.index();
+  last_node_ = cpu.node();
+  cpu.SpinUntil(free_at_, sym);
+}
+
+void AtomicLine::Load(Cpu& cpu, Sym sym) {
+  if (engine_->line_costs().atomic_far > 0 && last_index_ >= 0) {
+    // Far atomics leave the line at the home node: a load fetches a copy.
+    cpu.Charge(sym, HomeRoundTrip(cpu.node()));
+    return;
+  }
+  if (last_index_ < 0 || last_index_ == cpu.index()) {
+    cpu.Charge(sym, 1);
+    return;
+  }
+  Time t = cpu.now();
+  Time start = std::max(t, free_at_);
+  cpu.SpinUntil(start + engine_->Transfer(last_node_, cpu.node()), sym);
+}
+
+}  // namespace farm::emu

@@ -1,0 +1,451 @@
+// emu/engine/engine.h: the discrete-event engine: virtual CPUs, virtual time and the
+// shared resources they contend for.
+//
+// Time is an integer count of virtual nanoseconds. Each virtual CPU (Cpu) runs
+// one program, a Task<void>, as sequential code and keeps its own clock: work
+// that touches only CPU-private state is charged with Cpu::Charge() and costs
+// no scheduling at all. Before touching shared state a program executes
+// `co_await cpu.Sync()`, which returns at once when this CPU's clock is the
+// earliest of all runnable CPUs, and otherwise parks the CPU in a heap ordered
+// by (clock, index) and transfers control to the earliest one. Shared state is
+// therefore always read and written in global time order (a conservative
+// parallel-discrete-event schedule run on one host thread), and a run is a
+// pure function of its inputs and seed: there is no wall clock in model logic.
+//
+// Shared resources:
+//  - SpinLock: a queued spinlock (qspinlock/MCS order). Hand-off costs one
+//    cache-line transfer whose price depends on the NUMA distance between the
+//    releasing and the acquiring CPU; lines the holder dirtied move with it.
+//  - AtomicLine / CmpxchgWord: a cache line updated by atomic read-modify-
+//    write; requests are served one at a time in arrival order, and a cmpxchg
+//    fails when another CPU changed the word since this CPU last observed it,
+//    so retries under contention emerge (the SMMUv3 cmdq prod/cons word).
+//  - DeviceQueue: a device consuming work at a rate (VT-d invalidation queue,
+//    SMMU command processing), in arrival order.
+//
+// Thread-safety: an Engine and everything attached to it is single-threaded;
+// run independent engines on independent threads. Ownership: the Engine owns
+// its Cpus and their root coroutine frames; resources (SpinLock, ...) are
+// owned by the model objects that embed them and must outlive Run().
+#ifndef EMU_ENGINE_ENGINE_H_
+#define EMU_ENGINE_ENGINE_H_
+
+#include <array>
+#include <coroutine>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "emu/engine/task.h"
+
+namespace farm::emu {
+
+using Time = int64_t;  // virtual nanoseconds
+
+inline constexpr Time kNsPerUs = 1000;
+inline constexpr Time kNsPerMs = 1000 * 1000;
+inline constexpr Time kNsPerSec = 1000 * 1000 * 1000;
+
+//! Kernel symbols CPU time is charged to, as `perf top` would name them.
+enum class Sym : uint8_t {
+  kApp,                   // the workload's own user/kernel work
+  kNdelay,                // ndelay() in map_benchmark_thread
+  kMemset,                // buffer staining in map_benchmark_thread
+  kBenchStats,            // atomic64_add of the benchmark's shared sums
+  kSpinLockIrqsave,       // _raw_spin_lock_irqsave (incl. queued slowpath)
+  kSpinUnlockIrqrestore,  // _raw_spin_unlock_irqrestore
+  kAllocIova,             // alloc_iova / __alloc_and_insert_iova_range
+  kFreeIova,              // __free_iova / remove_iova
+  kFindIova,              // find_iova / private_find_iova
+  kRcacheGet,             // iova_rcache_get (alloc_iova_fast fast path)
+  kRcacheInsert,          // iova_rcache_insert (free_iova_fast fast path)
+  kMagazineFreePfns,      // iova_magazine_free_pfns
+  kKmemCache,             // kmem_cache_alloc/free, kmalloc/kfree
+  kDmaDirectMap,          // dma_direct_map_page
+  kDmaDirectUnmap,        // dma_direct_unmap_page
+  kIommuDmaMapPage,       // iommu_dma_map_page
+  kIommuDmaUnmapPage,     // iommu_dma_unmap_page / __iommu_dma_unmap
+  kIommuDmaMapSg,         // iommu_dma_map_sg / __iommu_map_sg
+  kIntelMapPage,          // intel_map_page / __intel_map_single
+  kIntelUnmap,            // intel_unmap
+  kIntelMapSg,            // intel_map_sg
+  kIommuMap,              // __iommu_map / iommu_pgsize loop
+  kDomainMapping,         // __domain_mapping / pfn_to_dma_pte
+  kDmaPteClear,           // dma_pte_clear_range
+  kClflush,               // clflush_cache_range
+  kFlushWriteBuffer,      // iommu_flush_write_buffer
+  kQiSubmitSync,          // qi_submit_sync
+  kArmLpaeMap,            // __arm_lpae_map
+  kArmLpaeUnmap,          // __arm_lpae_unmap
+  kCmdqIssue,             // arm_smmu_cmdq_issue_cmdlist
+  kCmdqPollValid,         // __arm_smmu_cmdq_poll_set_valid_map
+  kArmSmmuTlbSync,        // arm_smmu_tlb_sync_context (MMU-500)
+  kArmSmmuTlbInv,         // arm_smmu_tlb_inv_range_s1 (MMU-500 TLBIVA writes)
+  kQueueIova,             // queue_iova
+  kFqFlush,               // fq_flush_iotlb / fq_ring_free / fq_flush_timeout
+  kAddUnmap,              // add_unmap (VT-d deferred flush, 2008 / v4.7)
+  kFlushUnmaps,           // flush_unmaps
+  kPgtableAlloc,          // alloc_pgtable_page / __arm_lpae_alloc_pages
+  kOther,
+  kCount
+};
+inline constexpr int kNumSyms = static_cast<int>(Sym::kCount);
+
+//! The perf-top name of a symbol.
+std::string_view SymName(Sym s);
+
+//! Small, fast, seedable PRNG (xoshiro256**). Deterministic for a seed.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 1);
+  uint64_t Next();
+  //! Uniform in [0, 1).
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+  //! Standard normal (Box-Muller).
+  double Normal();
+
+ private:
+  uint64_t s_[4];
+};
+
+//! CPU/NUMA topology: which node each CPU sits on and which socket each node.
+struct Topology {
+  int num_cpus = 1;
+  std::vector<int> cpu_node;     // size num_cpus
+  std::vector<int> node_socket;  // size num_nodes
+  int num_nodes() const { return static_cast<int>(node_socket.size()); }
+  //! CPUs on `node`, in id order (all CPUs for node < 0).
+  std::vector<int> CpusOfNode(int node) const;
+};
+
+//! Price of moving a cache line between CPUs, by distance class.
+struct LineCosts {
+  Time local = 5;     // RMW on a line this CPU already owns
+  Time node = 50;     // transfer between CPUs of one NUMA node
+  Time socket = 90;   // transfer between nodes of one socket
+  Time remote = 180;  // transfer between sockets
+  Time lock = 15;     // uncontended lock+irqsave on an owned line
+  Time unlock = 5;    // unlock+irqrestore
+  //! > 0: atomic RMWs (AtomicLine) execute at the line's home node (Armv8.1
+  //! LSE "far" atomics): each occupies the home node this long and the
+  //! requester pays the round trip; the line is never pulled exclusively.
+  //! 0: near atomics, the line moves to the requester (x86 lock-prefixed ops).
+  Time atomic_far = 0;
+};
+
+class Engine;
+
+//! One virtual CPU. Created by Engine::AddCpu; owned by the Engine.
+class Cpu {
+ public:
+  Cpu(const Cpu&) = delete;
+  Cpu& operator=(const Cpu&) = delete;
+
+  int index() const { return index_; }  // unique, stable
+  int cpu() const { return cpu_; }      // topology CPU number
+  int node() const { return node_; }
+  bool daemon() const { return daemon_; }
+  Time now() const { return now_; }
+  Engine& engine() const { return *engine_; }
+  Rng& rng() { return rng_; }
+
+  //! Charge `ns` of busy CPU time to symbol `s` (private work, no event).
+  void Charge(Sym s, Time ns) {
+    now_ += ns;
+    profile_[static_cast<int>(s)] += ns;
+  }
+  //! Spend `ns` idle (not busy: excluded from the profile percentages).
+  void Idle(Time ns) {
+    now_ += ns;
+    idle_ += ns;
+  }
+  //! Spin (busy) until time t, charged to `s`.
+  void SpinUntil(Time t, Sym s) {
+    if (t > now_) Charge(s, t - now_);
+  }
+
+  struct SyncAwaiter {
+    Cpu* cpu;
+    bool await_ready() noexcept;
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) noexcept;
+    void await_resume() noexcept {}
+  };
+  //! Wait until this CPU is the earliest runnable one; required before any
+  //! access to shared state.
+  SyncAwaiter Sync() { return SyncAwaiter{this}; }
+
+  struct BlockAwaiter {
+    Cpu* cpu;
+    Sym sym;
+    bool idle;
+    bool await_ready() noexcept { return false; }
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) noexcept;
+    void await_resume() noexcept;
+  };
+  //! Leave the run queue until Engine::Wake(); the wait is charged to `sym`
+  //! (spinning, busy) or, with idle=true, counted as idle time.
+  BlockAwaiter Block(Sym sym, bool idle = false) { return BlockAwaiter{this, sym, idle}; }
+
+  const std::array<Time, kNumSyms>& profile() const { return profile_; }
+  Time idle_time() const { return idle_; }
+  //! Forgets the busy profile and idle time so far: the start of a measured
+  //! window after a warm-up.
+  void ResetAccounting() {
+    profile_.fill(0);
+    idle_ = 0;
+  }
+
+  //! Intrusive link for FIFO wait lists (a CPU waits on one thing at a time).
+  Cpu* next_waiter = nullptr;
+  //! Scratch value a waker passes to a blocked CPU (e.g. a completion time).
+  int64_t wait_arg = 0;
+
+ private:
+  friend class Engine;
+  Cpu(Engine* e, int index, int cpu, int node, bool daemon, uint64_t seed)
+      : engine_(e), index_(index), cpu_(cpu), node_(node), daemon_(daemon), rng_(seed) {}
+
+  Engine* engine_;
+  int index_;
+  int cpu_;
+  int node_;
+  bool daemon_;
+  Time now_ = 0;
+  Time idle_ = 0;
+  Time block_start_ = 0;
+  bool blocked_ = false;
+  bool finished_ = false;
+  std::coroutine_handle<> resume_;
+  std::coroutine_handle<> root_;
+  Rng rng_;
+  std::array<Time, kNumSyms> profile_{};
+};
+
+//! The scheduler. See the file comment.
+class Engine {
+ public:
+  Engine(Topology topo, LineCosts costs, uint64_t seed);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  //! Adds a virtual CPU on topology CPU `cpu`. Daemons (timer handlers) do not
+  //! keep the run alive: Run() returns when every non-daemon program is done.
+  Cpu& AddCpu(int cpu, bool daemon = false);
+  //! Gives `cpu` its program. REQUIRES: called once per Cpu, before Run().
+  void Start(Cpu& cpu, Task<void> program);
+  //! Runs until every non-daemon program has returned.
+  absl::Status Run();
+
+  const Topology& topology() const { return topo_; }
+  const LineCosts& line_costs() const { return costs_; }
+  const std::vector<std::unique_ptr<Cpu>>& cpus() const { return cpus_; }
+
+  //! Price of moving a cache line from a CPU on node `from` to one on `to`.
+  Time Transfer(int from_node, int to_node) const {
+    if (from_node == to_node) return costs_.node;
+    if (topo_.node_socket[from_node] == topo_.node_socket[to_node]) return costs_.socket;
+    return costs_.remote;
+  }
+
+  //! Makes a blocked CPU runnable at time max(t, its clock, current time).
+  void Wake(Cpu& cpu, Time t);
+  //! Time of the most recent ordered (synchronised) action.
+  Time current_time() const { return current_; }
+  uint64_t events() const { return events_; }
+  uint64_t switches() const { return switches_; }
+
+  // Used by the awaiters.
+  bool IsEarliest(Cpu& cpu) {
+    ++events_;
+    if (heap_.empty() || Before(&cpu, heap_.front())) {
+      current_ = cpu.now_;
+      return true;
+    }
+    return false;
+  }
+  std::coroutine_handle<> Yield(Cpu& cpu, std::coroutine_handle<> h);
+  std::coroutine_handle<> BlockCurrent(Cpu& cpu, std::coroutine_handle<> h);
+  std::coroutine_handle<> Next();
+  void Finished(Cpu& cpu);
+
+ private:
+  static bool Before(const Cpu* a, const Cpu* b) {
+    return a->now_ < b->now_ || (a->now_ == b->now_ && a->index_ < b->index_);
+  }
+  void Push(Cpu* c);
+  Cpu* Pop();
+
+  Topology topo_;
+  LineCosts costs_;
+  uint64_t seed_;
+  std::vector<std::unique_ptr<Cpu>> cpus_;
+  std::vector<Cpu*> heap_;
+  int live_ = 0;
+  Time current_ = 0;
+  uint64_t events_ = 0;
+  uint64_t switches_ = 0;
+};
+
+inline bool Cpu::SyncAwaiter::await_ready() noexcept { return cpu->engine_->IsEarliest(*cpu); }
+inline std::coroutine_handle<> Cpu::SyncAwaiter::await_suspend(std::coroutine_handle<> h) noexcept {
+  return cpu->engine_->Yield(*cpu, h);
+}
+
+//! Per-resource contention statistics.
+struct ContentionStats {
+  uint64_t acquisitions = 0;
+  uint64_t contended = 0;
+  Time wait_ns = 0;  // time spent waiting for the holder (excl. hand-off)
+};
+
+//! A queued spinlock (spin_lock_irqsave on a qspinlock) in virtual time.
+class SpinLock {
+ public:
+  SpinLock(Engine* e, std::string name) : engine_(e), name_(std::move(name)) {}
+  SpinLock(const SpinLock&) = delete;
+  SpinLock& operator=(const SpinLock&) = delete;
+
+  class [[nodiscard]] Awaiter {
+   public:
+    Awaiter(SpinLock* l, Cpu* c, Sym data_sym) : lock_(l), cpu_(c), data_sym_(data_sym) {}
+    bool await_ready() { return lock_->TryAcquireNow(*cpu_, data_sym_); }
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) {
+      slow_ = lock_->AcquireSlow(*cpu_, data_sym_);
+      return slow_.await_suspend(h);
+    }
+    void await_resume() {}
+
+   private:
+    SpinLock* lock_;
+    Cpu* cpu_;
+    Sym data_sym_;
+    Task<void> slow_;
+  };
+  //! `co_await lock.Lock(cpu, sym)`: acquire. Lines the previous holder
+  //! dirtied (see Unlock) are pulled over and charged to `data_sym`.
+  Awaiter Lock(Cpu& cpu, Sym data_sym) { return Awaiter(this, &cpu, data_sym); }
+  //! Release; `dirty_lines` protected lines were written while held and will
+  //! follow the lock to the next holder. Never suspends.
+  void Unlock(Cpu& cpu, int dirty_lines = 1);
+
+  const std::string& name() const { return name_; }
+  const ContentionStats& stats() const { return stats_; }
+  void ResetStats() { stats_ = {}; }
+  Cpu* holder() const { return holder_; }
+
+ private:
+  bool TryAcquireNow(Cpu& cpu, Sym data_sym);
+  Task<void> AcquireSlow(Cpu& cpu, Sym data_sym);
+  void Take(Cpu& cpu, Sym data_sym);
+
+  Engine* engine_;
+  std::string name_;
+  Cpu* holder_ = nullptr;
+  Time free_at_ = 0;
+  int last_index_ = -1;
+  int last_node_ = 0;
+  int dirty_lines_ = 0;
+  Cpu* wait_head_ = nullptr;
+  Cpu* wait_tail_ = nullptr;
+  ContentionStats stats_;
+};
+
+//! A cache line updated by atomic RMW (atomic_inc, fetch_andnot, xchg...).
+//! Near atomics (LineCosts::atomic_far == 0): one RMW at a time in arrival
+//! order, each pulling the line from the last writer. Far atomics: RMWs are
+//! served one at a time at the home node (`home_node`, where the structure
+//! was allocated), each occupying it atomic_far ns; the requester waits for
+//! the round trip to the home node plus its turn.
+//! REQUIRES: the caller executed `co_await cpu.Sync()` immediately before.
+class AtomicLine {
+ public:
+  explicit AtomicLine(Engine* e, int home_node = 0) : engine_(e), home_node_(home_node) {}
+  //! One RMW: waits for the line (FIFO), pulls it over, charges `sym`.
+  void Rmw(Cpu& cpu, Sym sym);
+  //! A plain load: pulls a shared copy when another CPU wrote it last.
+  void Load(Cpu& cpu, Sym sym);
+  uint64_t rmws() const { return rmws_; }
+  Time wait_ns() const { return wait_ns_; }
+
+ protected:
+  //! Round trip between `node` and the home node (far atomics).
+  Time HomeRoundTrip(int node) const { return engine_->Transfer(node, home_node_); }
+
+  Engine* engine_;
+  int home_node_;
+  Time free_at_ = 0;
+  int last_index_ = -1;
+  int last_node_ = 0;
+  uint64_t rmws_ = 0;
+  Time wait_ns_ = 0;
+};
+
+//! A word updated with a cmpxchg loop. The value is abstracted to a version
+//! number: a cmpxchg succeeds iff nobody changed the word since the caller
+//! observed it (by a load or a previous attempt).
+//! REQUIRES: the caller executed `co_await cpu.Sync()` immediately before.
+class CmpxchgWord : public AtomicLine {
+ public:
+  using AtomicLine::AtomicLine;
+  //! READ_ONCE of the word.
+  uint64_t Observe(Cpu& cpu, Sym sym) {
+    Load(cpu, sym);
+    return version_;
+  }
+  //! cmpxchg(&word, observed, new): on failure `observed` is refreshed.
+  bool TryCmpxchg(Cpu& cpu, uint64_t& observed, Sym sym) {
+    Rmw(cpu, sym);
+    ++attempts_;
+    if (observed == version_) {
+      observed = ++version_;
+      return true;
+    }
+    ++failures_;
+    observed = version_;
+    return false;
+  }
+  //! An unconditional RMW that changes the word (atomic_fetch_andnot).
+  void Modify(Cpu& cpu, Sym sym) {
+    Rmw(cpu, sym);
+    ++version_;
+  }
+  uint64_t attempts() const { return attempts_; }
+  uint64_t failures() const { return failures_; }
+
+ private:
+  uint64_t version_ = 0;
+  uint64_t attempts_ = 0;
+  uint64_t failures_ = 0;
+};
+
+//! A device consuming work in arrival order at its own pace.
+//! REQUIRES: the caller executed `co_await cpu.Sync()` before Submit.
+class DeviceQueue {
+ public:
+  //! Work of `ns` arrives at time t; returns when the device starts it.
+  Time Start(Time t, Time ns) {
+    Time s = t > busy_until_ ? t : busy_until_;
+    busy_until_ = s + ns;
+    busy_ns_ += ns;
+    ++items_;
+    return s;
+  }
+  //! As Start, returning the completion time.
+  Time Submit(Time t, Time ns) { return Start(t, ns) + ns; }
+  Time busy_until() const { return busy_until_; }
+  Time busy_ns() const { return busy_ns_; }
+  uint64_t items() const { return items_; }
+
+ private:
+  Time busy_until_ = 0;
+  Time busy_ns_ = 0;
+  uint64_t items_ = 0;
+};
+
+}  // namespace farm::emu
+
+#endif  // EMU_ENGINE_ENGINE_H_

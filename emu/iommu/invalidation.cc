@@ -1,0 +1,433 @@
+#include "emu/iommu/invalidation.h"
+
+#include <algorithm>
+#include <deque>
+
+namespace farm::emu {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Intel VT-d invalidation queue.
+class VtdQi final : public Invalidator {
+ public:
+  explicit VtdQi(Sim* sim)
+      : sim_(sim),
+        q_lock_(sim->engine, "qi->q_lock"),
+        register_lock_(sim->engine, "iommu->register_lock") {
+    sim->Register(&q_lock_);
+    sim->Register(&register_lock_);
+  }
+
+  Sym map_sym() const override { return Sym::kDomainMapping; }
+  Sym unmap_sym() const override { return Sym::kDmaPteClear; }
+
+  // __mapping_notify_one(): without caching mode only the write buffer may
+  // need flushing, and only on hardware that reports RWBF.
+  Task<void> SyncMap(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+    if (!sim_->m().vtd_rwbf) co_return;
+    co_await FlushWriteBuffer(cpu);
+  }
+
+  // iommu_flush_iotlb_psi() -> qi_flush_iotlb(): one page-selective (or, when
+  // the aligned mask gets too large, domain-selective) IOTLB descriptor.
+  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+    const Model& m = sim_->m();
+    ++sim_->counters.inv_range;
+    bool psi = npages <= 512;  // cap_max_amask_val on typical parts: 2 MiB
+    co_await QiSubmitSync(cpu, 1, psi ? m.qi_iotlb_psi : m.qi_iotlb_dsi);
+    tlb.InvalidateRange(pfn, npages);
+  }
+
+  Task<void> InvalidateDomain(Cpu& cpu, Iotlb& tlb) override {
+    ++sim_->counters.inv_domain;
+    co_await QiSubmitSync(cpu, 1, sim_->m().qi_iotlb_dsi);
+    tlb.InvalidateAll();
+  }
+
+  Task<void> InvalidateGlobal(Cpu& cpu, Iotlb& tlb) override {
+    ++sim_->counters.inv_global;
+    co_await QiSubmitSync(cpu, 1, sim_->m().qi_iotlb_global);
+    tlb.InvalidateAll();
+  }
+
+ private:
+  // qi_submit_sync(): write `ndesc` descriptors and a wait descriptor under
+  // q_lock, write the tail register, then spin until the hardware writes the
+  // wait descriptor's status. The kernel drops and retakes q_lock around each
+  // cpu_relax() of that spin; the model lets the wait run unlocked and takes
+  // the lock once more for the final check and slot reclaim.
+  Task<void> QiSubmitSync(Cpu& cpu, int ndesc, Time hw_work) {
+    const Model& m = sim_->m();
+    co_await q_lock_.Lock(cpu, Sym::kQiSubmitSync);
+    cpu.Charge(Sym::kQiSubmitSync, (ndesc + 1) * m.cmd_write + m.mmio_write);
+    // Submissions are ordered by q_lock, so the queue sees them in time order.
+    Time done = hw_.Submit(cpu.now(), (ndesc + 1) * m.qi_desc + hw_work);
+    sim_->counters.qi_descriptors += ndesc + 1;
+    ++sim_->counters.syncs;
+    q_lock_.Unlock(cpu, 1);
+    cpu.SpinUntil(done + m.poll, Sym::kQiSubmitSync);
+    co_await q_lock_.Lock(cpu, Sym::kQiSubmitSync);
+    cpu.Charge(Sym::kQiSubmitSync, m.cmd_write);
+    q_lock_.Unlock(cpu, 1);
+  }
+
+  // iommu_flush_write_buffer(): GCMD.WBF then poll GSTS under register_lock.
+  Task<void> FlushWriteBuffer(Cpu& cpu) {
+    const Model& m = sim_->m();
+    co_await register_lock_.Lock(cpu, Sym::kFlushWriteBuffer);
+    cpu.Charge(Sym::kFlushWriteBuffer, m.mmio_write);
+    Time done = wbf_hw_.Submit(cpu.now(), m.wbf);
+    Time t = cpu.now() + m.mmio_read;
+    while (t < done) t += m.mmio_read;  // IOMMU_WAIT_OP polling GSTS
+    cpu.SpinUntil(t, Sym::kFlushWriteBuffer);
+    ++sim_->counters.write_buffer_flushes;
+    register_lock_.Unlock(cpu, 0);
+  }
+
+  Sim* sim_;
+  SpinLock q_lock_;
+  SpinLock register_lock_;
+  DeviceQueue hw_;
+  DeviceQueue wbf_hw_;
+};
+
+// ---------------------------------------------------------------------------
+// The Arm drivers share io-pgtable-arm (__arm_lpae_map/unmap) and neither has
+// an iotlb_sync_map callback, so nothing is charged after a map.
+class ArmInvalidator : public Invalidator {
+ public:
+  Sym map_sym() const final { return Sym::kArmLpaeMap; }
+  Sym unmap_sym() const final { return Sym::kArmLpaeUnmap; }
+  Task<void> SyncMap(Cpu&, Iotlb&, uint64_t, uint64_t) final { co_return; }
+};
+
+// ---------------------------------------------------------------------------
+// Arm SMMUv3 command queue.
+class SmmuV3Cmdq final : public ArmInvalidator {
+ public:
+  explicit SmmuV3Cmdq(Sim* sim)
+      : sim_(sim),
+        cmdq_lock_(sim->engine, "smmu->cmdq.lock"),
+        llq_(sim->engine, HomeNode(sim)),
+        shared_lock_(sim->engine, HomeNode(sim)),
+        valid_map_(sim->engine, HomeNode(sim)) {
+    sim->Register(&cmdq_lock_);
+  }
+
+  // arm_smmu_tlb_inv_range_domain(): one TLBI_NH_VA per granule (no range
+  // invalidation on this generation), batched CMDQ_BATCH_ENTRIES at a time,
+  // the last batch with CMD_SYNC.
+  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+    const Model& m = sim_->m();
+    ++sim_->counters.inv_range;
+    uint64_t left = npages;
+    while (left > 0) {
+      int n = static_cast<int>(std::min<uint64_t>(left, static_cast<uint64_t>(m.cmdq_batch)));
+      left -= n;
+      co_await IssueCmdlist(cpu, n, left == 0, n * m.smmu_tlbi);
+    }
+    tlb.InvalidateRange(pfn, npages);
+  }
+
+  // arm_smmu_tlb_inv_context(): TLBI_NH_ASID + CMD_SYNC.
+  Task<void> InvalidateDomain(Cpu& cpu, Iotlb& tlb) override {
+    ++sim_->counters.inv_domain;
+    co_await IssueCmdlist(cpu, 1, true, sim_->m().smmu_tlbi);
+    tlb.InvalidateAll();
+  }
+
+ private:
+  struct Batch;
+  struct Member {
+    Batch* batch = nullptr;
+    Time hw_ns = 0;
+    Time completion = 0;
+    bool done = false;
+    bool waiting = false;
+  };
+  struct Batch {
+    std::vector<int> members;  // engine CPU indices, in slot order
+    int unvalidated = 0;
+    Time valid_max = 0;
+    Cpu* owner = nullptr;
+    bool owner_waiting = false;
+    bool dispatched = false;
+    Cpu* successor = nullptr;  // next owner waiting for our PROD write
+  };
+
+  // struct arm_smmu_device (cmdq->q.llq, cmdq->lock, valid_map) is allocated
+  // on the SMMU's node (iommu.node; past the platform's last node: its last).
+  static int HomeNode(Sim* sim) {
+    int nodes = sim->engine->topology().num_nodes();
+    return std::max(0, std::min(sim->m().iommu_node, nodes - 1));
+  }
+
+  Member& MemberOf(Cpu& cpu) {
+    if (static_cast<size_t>(cpu.index()) >= members_.size()) members_.resize(cpu.index() + 1);
+    return members_[cpu.index()];
+  }
+  Batch* NewBatch() {
+    if (free_batches_.empty()) {
+      batches_.push_back(std::make_unique<Batch>());
+      batches_.back()->members.reserve(256);
+      return batches_.back().get();
+    }
+    Batch* b = free_batches_.back();
+    free_batches_.pop_back();
+    b->members.clear();
+    b->unvalidated = 0;
+    b->valid_max = 0;
+    b->owner = nullptr;
+    b->owner_waiting = false;
+    b->dispatched = false;
+    b->successor = nullptr;
+    return b;
+  }
+
+  Task<void> IssueCmdlist(Cpu& cpu, int n, bool sync, Time hw_work) {
+    sim_->counters.cmdq_commands += n + (sync ? 1 : 0);
+    if (sync) ++sim_->counters.syncs;
+    if (sim_->m().cmdq == CmdqKind::kSpinlock) {
+      co_await IssueLocked(cpu, n, sync, hw_work);
+    } else {
+      co_await IssueLockfree(cpu, n, sync, hw_work);
+    }
+  }
+
+  // Before 587e6c10a7ce: arm_smmu_cmdq_issue_cmd() per command and
+  // arm_smmu_cmdq_issue_sync(), all under smmu->cmdq.lock, waiting for the
+  // CMD_SYNC to be consumed with the lock held.
+  Task<void> IssueLocked(Cpu& cpu, int n, bool sync, Time hw_work) {
+    const Model& m = sim_->m();
+    int slots = n + (sync ? 1 : 0);
+    co_await cmdq_lock_.Lock(cpu, Sym::kCmdqIssue);
+    // queue_insert_raw() + a PROD register write per command.
+    cpu.Charge(Sym::kCmdqIssue, slots * (m.cmd_write + m.mmio_write));
+    Time done = hw_.Submit(cpu.now(), slots * m.smmu_cmd + hw_work + (sync ? m.smmu_sync : 0));
+    if (sync) cpu.SpinUntil(done + m.poll, Sym::kCmdqIssue);  // poll CONS
+    cmdq_lock_.Unlock(cpu, 1);
+  }
+
+  // 587e6c10a7ce and later: arm_smmu_cmdq_issue_cmdlist().
+  Task<void> IssueLockfree(Cpu& cpu, int n, bool sync, Time hw_work) {
+    const Model& m = sim_->m();
+    Engine& eng = cpu.engine();
+    Member& me = MemberOf(cpu);
+    int slots = n + (sync ? 1 : 0);
+
+    // 1. Reserve slots: cmpxchg loop on cmdq->q.llq.val.
+    co_await cpu.Sync();
+    uint64_t observed = llq_.Observe(cpu, Sym::kCmdqIssue);
+    for (;;) {
+      cpu.Charge(Sym::kCmdqIssue, 2);  // queue_has_space(), queue_inc_prod_n()
+      co_await cpu.Sync();
+      ++sim_->counters.cmdq_cmpxchg_attempts;
+      if (llq_.TryCmpxchg(cpu, observed, Sym::kCmdqIssue)) break;
+      ++sim_->counters.cmdq_cmpxchg_failures;
+    }
+    // owner = !(llq.prod & CMDQ_PROD_OWNED_FLAG)
+    bool owner = open_ == nullptr;
+    if (owner) {
+      open_ = NewBatch();
+      open_->owner = &cpu;
+    }
+    Batch* b = open_;
+    b->members.push_back(cpu.index());
+    ++b->unvalidated;
+    me.batch = b;
+    me.hw_ns = slots * m.smmu_cmd + hw_work + (sync ? m.smmu_sync : 0);
+    me.done = false;
+    me.waiting = false;
+
+    // 2. arm_smmu_cmdq_write_entries(): private queue memory writes.
+    cpu.Charge(Sym::kCmdqIssue, slots * m.cmd_write);
+    // 3. arm_smmu_cmdq_shared_lock() for a CMD_SYNC.
+    if (sync) {
+      co_await cpu.Sync();
+      shared_lock_.Rmw(cpu, Sym::kCmdqIssue);
+      ++shared_holders_;
+    }
+    // 4. arm_smmu_cmdq_set_valid_map(): atomic xor into the bitmap.
+    co_await cpu.Sync();
+    valid_map_.Rmw(cpu, Sym::kCmdqPollValid);
+    b->valid_max = std::max(b->valid_max, cpu.now());
+    if (--b->unvalidated == 0 && b->owner_waiting) {
+      b->owner_waiting = false;
+      eng.Wake(*b->owner, cpu.now() + m.poll);
+    }
+
+    if (owner) {
+      // 5a. Wait for the previous owner to publish PROD (cmdq->owner_prod).
+      co_await cpu.Sync();
+      if (last_closed_ && !last_closed_->dispatched) {
+        last_closed_->successor = &cpu;
+        co_await cpu.Block(Sym::kCmdqIssue);
+      } else {
+        cpu.SpinUntil(last_prod_write_ + m.poll, Sym::kCmdqIssue);
+      }
+      // 5b. atomic_fetch_andnot(CMDQ_PROD_OWNED_FLAG): stop gathering.
+      co_await cpu.Sync();
+      llq_.Modify(cpu, Sym::kCmdqIssue);
+      open_ = nullptr;
+      last_closed_ = b;
+      // 5c. arm_smmu_cmdq_poll_valid_map() over the gathered range.
+      if (b->unvalidated > 0) {
+        b->owner_waiting = true;
+        co_await cpu.Block(Sym::kCmdqPollValid);
+      } else {
+        cpu.SpinUntil(b->valid_max + m.poll, Sym::kCmdqPollValid);
+      }
+      // 5d. writel_relaxed(prod, cmdq->q.prod_reg); owner_prod = prod.
+      cpu.Charge(Sym::kCmdqIssue, m.mmio_write);
+      co_await cpu.Sync();
+      Dispatch(cpu, b);
+    }
+
+    // 6. arm_smmu_cmdq_poll_until_sync(), then shared unlock.
+    if (sync) {
+      if (!me.done) {
+        me.waiting = true;
+        co_await cpu.Block(Sym::kCmdqIssue);
+      } else {
+        cpu.SpinUntil(me.completion + m.poll, Sym::kCmdqIssue);
+      }
+      // arm_smmu_cmdq_shared_tryunlock(): atomic_read(&cmdq->lock) == 1 means
+      // this is the last reader, which then publishes the consumer index it
+      // polled: WRITE_ONCE(cmdq->q.llq.cons, llq.cons). That store changes the
+      // llq word, so every reserver's expected value goes stale and its next
+      // cmpxchg fails, exactly like a competing reservation.
+      co_await cpu.Sync();
+      shared_lock_.Load(cpu, Sym::kCmdqIssue);
+      if (shared_holders_ == 1) {
+        co_await cpu.Sync();
+        llq_.Modify(cpu, Sym::kCmdqIssue);
+      }
+      co_await cpu.Sync();
+      shared_lock_.Rmw(cpu, Sym::kCmdqIssue);  // arm_smmu_cmdq_shared_unlock()
+      --shared_holders_;
+    }
+  }
+
+  // The SMMU consumes the gathered batch in slot order.
+  void Dispatch(Cpu& cpu, Batch* b) {
+    const Model& m = sim_->m();
+    Engine& eng = cpu.engine();
+    Time t = hw_.Start(cpu.now(), 0);
+    for (int idx : b->members) {
+      Member& mb = members_[idx];
+      t += mb.hw_ns;
+      mb.completion = t;
+      mb.done = true;
+      if (mb.waiting) {
+        mb.waiting = false;
+        eng.Wake(*eng.cpus()[idx], t + m.poll);
+      }
+    }
+    hw_.Submit(t, 0);
+    last_prod_write_ = cpu.now();
+    b->dispatched = true;
+    ++sim_->counters.cmdq_batches;
+    if (b->successor) eng.Wake(*b->successor, cpu.now() + m.poll);
+    if (last_closed_ == b) last_closed_ = nullptr;
+    free_batches_.push_back(b);
+  }
+
+  Sim* sim_;
+  SpinLock cmdq_lock_;
+  CmpxchgWord llq_;         // cmdq->q.llq (prod, cons, OWNED flag)
+  AtomicLine shared_lock_;  // cmdq->lock (shared/exclusive counter)
+  int shared_holders_ = 0;  // its value: CMD_SYNC issuers holding it shared
+  AtomicLine valid_map_;    // cmdq->valid_map word
+  DeviceQueue hw_;
+  // A deque: growing it keeps references held by suspended issuers valid.
+  std::deque<Member> members_;
+  std::vector<std::unique_ptr<Batch>> batches_;
+  std::vector<Batch*> free_batches_;
+  Batch* open_ = nullptr;
+  Batch* last_closed_ = nullptr;
+  Time last_prod_write_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Arm MMU-500 (SMMUv2) TLB maintenance.
+class Mmu500Tlb final : public ArmInvalidator {
+ public:
+  explicit Mmu500Tlb(Sim* sim) : sim_(sim), cb_lock_(sim->engine, "smmu_domain->cb_lock") {
+    sim->Register(&cb_lock_);
+  }
+
+  // arm_smmu_tlb_inv_range_s1(): one TLBIVA register write per granule,
+  // then arm_smmu_tlb_sync_context().
+  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+    const Model& m = sim_->m();
+    ++sim_->counters.inv_range;
+    co_await cpu.Sync();
+    for (uint64_t i = 0; i < npages; ++i) {
+      cpu.Charge(Sym::kArmSmmuTlbInv, m.mmio_write);
+      hw_.Submit(cpu.now(), m.mmu500_tlbi);
+    }
+    co_await TlbSync(cpu);
+    tlb.InvalidateRange(pfn, npages);
+  }
+
+  // arm_smmu_tlb_inv_context_s1(): TLBIASID + sync.
+  Task<void> InvalidateDomain(Cpu& cpu, Iotlb& tlb) override {
+    const Model& m = sim_->m();
+    ++sim_->counters.inv_domain;
+    co_await cpu.Sync();
+    cpu.Charge(Sym::kArmSmmuTlbInv, m.mmio_write);
+    hw_.Submit(cpu.now(), m.mmu500_tlbi);
+    co_await TlbSync(cpu);
+    tlb.InvalidateAll();
+  }
+
+ private:
+  // __arm_smmu_tlb_sync(): write TLBSYNC, then poll TLBSTATUS TLB_SPIN_COUNT
+  // times per round with udelay(delay), delay doubling, up to
+  // TLB_LOOP_TIMEOUT (1 s) before "TLB sync timed out".
+  Task<void> TlbSync(Cpu& cpu) {
+    const Model& m = sim_->m();
+    constexpr int kSpinCount = 10;
+    constexpr Time kLoopTimeoutUs = 1000000;
+    co_await cb_lock_.Lock(cpu, Sym::kArmSmmuTlbSync);
+    cpu.Charge(Sym::kArmSmmuTlbSync, m.mmio_write);
+    Time done = hw_.Submit(cpu.now(), m.mmu500_sync);
+    ++sim_->counters.syncs;
+    Time t = cpu.now();
+    bool ok = false;
+    for (Time delay = 1; delay < kLoopTimeoutUs && !ok; delay *= 2) {
+      for (int spin = 0; spin < kSpinCount; ++spin) {
+        t += m.mmio_read;
+        ++sim_->counters.tlb_sync_polls;
+        if (t >= done) {
+          ok = true;
+          break;
+        }
+      }
+      if (!ok) t += delay * kNsPerUs;  // udelay(delay)
+    }
+    if (!ok) ++sim_->counters.tlb_sync_timeouts;
+    cpu.SpinUntil(t, Sym::kArmSmmuTlbSync);
+    cb_lock_.Unlock(cpu, 0);
+  }
+
+  Sim* sim_;
+  SpinLock cb_lock_;
+  DeviceQueue hw_;
+};
+
+}  // namespace
+
+std::unique_ptr<Invalidator> MakeInvalidator(Sim* sim, int max_cpus) {
+  switch (sim->m().iommu_type) {
+    case IommuType::kVtd:
+      return std::make_unique<VtdQi>(sim);
+    case IommuType::kSmmuV3:
+      return std::make_unique<SmmuV3Cmdq>(sim);
+    case IommuType::kMmu500:
+      return std::make_unique<Mmu500Tlb>(sim);
+  }
+  return nullptr;
+}
+
+}  // namespace farm::emu

@@ -1,0 +1,59 @@
+// emu/iommu/invalidation.h: the IOMMU drivers' TLB-invalidation machinery.
+//
+// Invalidator is what the DMA layer calls for iotlb_sync_map, iotlb_sync
+// (strict unmap), flush_iotlb_all (flush queues) and the VT-d global flush.
+// Three implementations, each over real queue state in virtual time:
+//  - VtdQi: the VT-d invalidation queue, qi_submit_sync() (drivers/iommu/intel/
+//    dmar.c): descriptors plus a wait descriptor written under qi->q_lock, the
+//    tail register written, then a spin on the wait descriptor's status; the
+//    hardware consumes descriptors in order. Also iommu_flush_write_buffer().
+//  - SmmuV3Cmdq: arm_smmu_cmdq_issue_cmdlist() (arm-smmu-v3.c) in both forms:
+//    one cmdq spinlock held for insertion and the CMD_SYNC wait (before
+//    587e6c10a7ce), or the lock-free form: a cmpxchg loop on the shared
+//    prod/cons word reserves slots, the first CPU to find OWNED clear becomes
+//    owner, waits for the previous owner, clears OWNED with fetch_andnot
+//    (gathering every slot reserved so far), waits for the valid bitmap and
+//    writes PROD once; CMD_SYNC issuers poll for their sync.
+//  - Mmu500Tlb: arm-smmu.c TLBIVA register writes and the TLBSYNC/TLBSTATUS
+//    poll with exponential backoff (__arm_smmu_tlb_sync) under cb_lock.
+// Each also invalidates the device-side Iotlb of the domain when it runs.
+//
+// Thread-safety: engine thread only. Ownership: owns its locks and queue
+// state; borrows Sim and the domains' Iotlbs.
+#ifndef EMU_IOMMU_INVALIDATION_H_
+#define EMU_IOMMU_INVALIDATION_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "emu/engine/engine.h"
+#include "emu/engine/task.h"
+#include "emu/iommu/io_pgtable.h"
+#include "emu/iommu/sim.h"
+
+namespace farm::emu {
+
+class Invalidator {
+ public:
+  virtual ~Invalidator() = default;
+  //! iotlb_sync_map / __mapping_notify_one after installing PTEs.
+  virtual Task<void> SyncMap(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) = 0;
+  //! iommu_iotlb_sync for a range (strict unmap): invalidate and wait.
+  virtual Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) = 0;
+  //! flush_iotlb_all for a domain: invalidate and wait.
+  virtual Task<void> InvalidateDomain(Cpu& cpu, Iotlb& tlb) = 0;
+  //! A global flush (VT-d DMA_TLB_GLOBAL_FLUSH); defaults to a domain flush.
+  virtual Task<void> InvalidateGlobal(Cpu& cpu, Iotlb& tlb) { return InvalidateDomain(cpu, tlb); }
+  //! Symbol charged for the driver's unmap/map page-table work.
+  virtual Sym map_sym() const = 0;
+  virtual Sym unmap_sym() const = 0;
+};
+
+//! Creates the invalidator for the model's iommu.type. `max_cpus` is the
+//! number of engine CPU slots (for per-CPU bookkeeping).
+std::unique_ptr<Invalidator> MakeInvalidator(Sim* sim, int max_cpus);
+
+}  // namespace farm::emu
+
+#endif  // EMU_IOMMU_INVALIDATION_H_

@@ -1,0 +1,401 @@
+#include "emu/model/catalog.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "absl/strings/string_view.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+#ifndef FARM_EMU_SOURCE_CATALOG_DIR
+#define FARM_EMU_SOURCE_CATALOG_DIR ""
+#endif
+
+namespace farm::emu {
+namespace {
+
+constexpr size_t kMinPrefix = 7;
+
+std::string Where(absl::string_view source, int line) { return absl::StrCat(source, ":", line); }
+
+absl::Status ErrorAt(absl::string_view source, const YAML::Node& node, absl::string_view message) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(Where(source, node.Mark().line + 1), ": ", message));
+}
+
+bool IsHex(absl::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+// Two commit ids name the same commit when one abbreviates the other.
+bool SameCommit(absl::string_view a, absl::string_view b) {
+  if (a == b) return true;
+  if (!IsHex(a) || !IsHex(b) || a.size() < kMinPrefix || b.size() < kMinPrefix) return false;
+  std::string la = absl::AsciiStrToLower(a);
+  std::string lb = absl::AsciiStrToLower(b);
+  return absl::StartsWith(la, lb) || absl::StartsWith(lb, la);
+}
+
+absl::Status CheckIdText(absl::string_view id) {
+  if (id.empty()) return absl::InvalidArgumentError("empty commit id");
+  for (char c : id) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      return absl::InvalidArgumentError(absl::StrCat("commit id '", id, "' contains whitespace"));
+    }
+  }
+  if (absl::StrContains(id, "..")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("commit id '", id, "' contains '..' (reserved for ranges)"));
+  }
+  return absl::OkStatus();
+}
+
+constexpr size_t kMaxErrors = 20;
+
+// One status for many: the first one's code, every message on its own line.
+absl::Status JoinErrors(const std::vector<absl::Status>& errors) {
+  std::vector<std::string> lines;
+  for (const absl::Status& e : errors) lines.emplace_back(e.message());
+  if (errors.size() >= kMaxErrors)
+    lines.push_back(absl::StrCat("(stopped after ", kMaxErrors, " errors)"));
+  return absl::Status(errors.front().code(), absl::StrJoin(lines, "\n"));
+}
+
+// One entry of `commits`, checked field by field. yaml-cpp may throw; the
+// caller turns that into a located error.
+absl::StatusOr<CatalogCommit> ParseCommit(const YAML::Node& entry, absl::string_view source_name,
+                                          const KeyValidator& validator) {
+  if (!entry.IsMap()) {
+    return ErrorAt(source_name, entry, "each commit is a map with id, subject and set");
+  }
+  CatalogCommit commit;
+  commit.source = std::string(source_name);
+  commit.line = entry.Mark().line + 1;
+  for (const auto& kv : entry) {
+    std::string field = kv.first.as<std::string>();
+    if (field != "id" && field != "subject" && field != "set") {
+      return ErrorAt(source_name, kv.first,
+                     absl::StrCat("unknown field '", field, "' (expected id, subject, set)"));
+    }
+  }
+  const YAML::Node id = entry["id"];
+  if (!id || !id.IsScalar() || id.Scalar().empty()) {
+    return ErrorAt(source_name, entry, "commit without 'id'");
+  }
+  commit.id = id.Scalar();
+  if (absl::Status s = CheckIdText(commit.id); !s.ok()) {
+    return ErrorAt(source_name, id, s.message());
+  }
+  const YAML::Node subject = entry["subject"];
+  if (!subject || !subject.IsScalar() || subject.Scalar().empty()) {
+    return ErrorAt(source_name, entry, absl::StrCat("commit '", commit.id, "' without 'subject'"));
+  }
+  commit.subject = subject.Scalar();
+  if (const YAML::Node set = entry["set"]; set) {
+    if (!set.IsMap()) {
+      return ErrorAt(source_name, set,
+                     absl::StrCat("commit '", commit.id, "': 'set' must be a map of model keys"));
+    }
+    for (const auto& kv : set) {
+      std::string key = kv.first.as<std::string>();
+      if (!kv.second.IsScalar()) {
+        return ErrorAt(
+            source_name, kv.second,
+            absl::StrCat("commit '", commit.id, "': bad value for '", key, "': expected a scalar"));
+      }
+      std::string value = kv.second.Scalar();
+      if (validator) {
+        if (absl::Status s = validator(key, value); !s.ok()) {
+          return ErrorAt(source_name, kv.first,
+                         absl::StrCat("commit '", commit.id, "': ", s.message()));
+        }
+      }
+      if (!commit.set.emplace(key, value).second) {
+        return ErrorAt(source_name, kv.first,
+                       absl::StrCat("commit '", commit.id, "': key '", key, "' set twice"));
+      }
+    }
+  }
+  return commit;
+}
+
+}  // namespace
+
+absl::Status Catalog::Append(CatalogCommit commit) {
+  for (const CatalogCommit& other : commits_) {
+    if (SameCommit(other.id, commit.id)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(Where(commit.source, commit.line), ": duplicate commit id '", commit.id,
+                       "' (already at ", Where(other.source, other.line), " as '", other.id, "')"));
+    }
+  }
+  commits_.push_back(std::move(commit));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Catalog> Catalog::LoadFile(const std::string& path, const KeyValidator& validator) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open catalog file '", path, "'"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return LoadString(buf.str(), path, validator);
+}
+
+absl::StatusOr<Catalog> Catalog::LoadString(absl::string_view yaml, absl::string_view source_name,
+                                            const KeyValidator& validator) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(source_name, e.mark.line + 1), ": YAML syntax error: ", e.msg));
+  }
+  Catalog catalog;
+  try {
+    if (!root.IsMap()) {
+      return ErrorAt(source_name, root, "a catalog is a map with keys 'catalog' and 'commits'");
+    }
+    for (const auto& kv : root) {
+      std::string field = kv.first.as<std::string>();
+      if (field != "catalog" && field != "commits" && field != "description") {
+        return ErrorAt(
+            source_name, kv.first,
+            absl::StrCat("unknown field '", field, "' (expected catalog, description, commits)"));
+      }
+    }
+    if (root["catalog"]) {
+      if (!root["catalog"].IsScalar()) {
+        return ErrorAt(source_name, root["catalog"], "'catalog' must be a name");
+      }
+      catalog.name_ = root["catalog"].as<std::string>();
+    }
+    const YAML::Node commits = root["commits"];
+    if (!commits) {
+      return ErrorAt(source_name, root, "missing 'commits' list");
+    }
+    if (!commits.IsSequence()) {
+      return ErrorAt(source_name, commits, "'commits' must be a list");
+    }
+    // Every entry is checked even after a bad one, so that one load names every
+    // problem of a hand-written catalog (up to kMaxErrors).
+    std::vector<absl::Status> errors;
+    for (const YAML::Node& entry : commits) {
+      absl::StatusOr<CatalogCommit> commit;
+      try {
+        commit = ParseCommit(entry, source_name, validator);
+      } catch (const YAML::Exception& e) {
+        commit = absl::InvalidArgumentError(
+            absl::StrCat(Where(source_name, e.mark.line + 1), ": ", e.msg));
+      }
+      absl::Status s = commit.ok() ? catalog.Append(*std::move(commit)) : commit.status();
+      if (!s.ok()) errors.push_back(std::move(s));
+      if (errors.size() >= kMaxErrors) break;
+    }
+    if (!errors.empty()) return JoinErrors(errors);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(source_name, e.mark.line + 1), ": ", e.msg));
+  }
+  if (catalog.commits_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source_name, ": catalog has no commits"));
+  }
+  return catalog;
+}
+
+absl::StatusOr<size_t> Catalog::Find(absl::string_view id) const {
+  for (size_t i = 0; i < commits_.size(); ++i) {
+    if (commits_[i].id == id) return i;
+  }
+  if (!IsHex(id)) {
+    return absl::NotFoundError(absl::StrCat("unknown commit '", id, "' in catalog '", name_, "'"));
+  }
+  if (id.size() < kMinPrefix) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "commit id '", id, "' is too short: give at least ", kMinPrefix, " hex digits"));
+  }
+  std::vector<size_t> hits;
+  for (size_t i = 0; i < commits_.size(); ++i) {
+    if (SameCommit(commits_[i].id, id)) hits.push_back(i);
+  }
+  if (hits.empty()) {
+    return absl::NotFoundError(absl::StrCat("unknown commit '", id, "' in catalog '", name_, "'"));
+  }
+  if (hits.size() > 1) {
+    std::vector<std::string> names;
+    for (size_t i : hits) names.push_back(commits_[i].id);
+    return absl::InvalidArgumentError(
+        absl::StrCat("commit id '", id, "' is ambiguous: ", absl::StrJoin(names, ", ")));
+  }
+  return hits.front();
+}
+
+std::map<std::string, std::string> Catalog::SettingsAt(size_t index) const {
+  std::map<std::string, std::string> out;
+  for (size_t i = 0; i <= index && i < commits_.size(); ++i) {
+    for (const auto& [k, v] : commits_[i].set) out[k] = v;
+  }
+  return out;
+}
+
+absl::StatusOr<ResolvedCommit> Catalog::Resolve(absl::string_view id) const {
+  absl::StatusOr<size_t> index = Find(id);
+  if (!index.ok()) return index.status();
+  ResolvedCommit r;
+  r.index = *index;
+  r.id = commits_[*index].id;
+  r.subject = commits_[*index].subject;
+  r.settings = SettingsAt(*index);
+  return r;
+}
+
+absl::StatusOr<std::vector<size_t>> Catalog::Range(absl::string_view spec) const {
+  absl::string_view from = spec, to = spec;
+  if (size_t dots = spec.find(".."); dots != absl::string_view::npos) {
+    from = spec.substr(0, dots);
+    to = spec.substr(dots + 2);
+    if (from.empty() || to.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("range '", spec, "': expected FROM..TO with both ends named"));
+    }
+  }
+  absl::StatusOr<size_t> a = Find(from);
+  if (!a.ok())
+    return absl::Status(a.status().code(),
+                        absl::StrCat("range '", spec, "': ", a.status().message()));
+  absl::StatusOr<size_t> b = Find(to);
+  if (!b.ok())
+    return absl::Status(b.status().code(),
+                        absl::StrCat("range '", spec, "': ", b.status().message()));
+  if (*b < *a) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("range '", spec, "': '", to, "' comes before '", from, "' in the catalog"));
+  }
+  std::vector<size_t> out;
+  for (size_t i = *a; i <= *b; ++i) out.push_back(i);
+  return out;
+}
+
+absl::Status Catalog::ImportCommitList(absl::string_view text, absl::string_view source_name,
+                                       CommitListOrder order) {
+  std::vector<CatalogCommit> incoming;
+  int line_no = 0;
+  for (absl::string_view raw : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    absl::string_view line = absl::StripAsciiWhitespace(raw);
+    if (line.empty() || line.front() == '#') continue;
+    size_t cut = line.find('\t');
+    if (cut == absl::string_view::npos) cut = line.find(' ');
+    if (cut == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(source_name, line_no), ": expected '<commit id><TAB><subject>', got '", line, "'"));
+    }
+    CatalogCommit c;
+    c.id = std::string(line.substr(0, cut));
+    c.subject = std::string(absl::StripAsciiWhitespace(line.substr(cut + 1)));
+    c.source = std::string(source_name);
+    c.line = line_no;
+    if (!IsHex(c.id) || c.id.size() < kMinPrefix) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(source_name, line_no), ": '", c.id, "' is not a commit id (7 or more hex digits)"));
+    }
+    if (c.subject.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(source_name, line_no), ": commit '", c.id, "' without a subject"));
+    }
+    incoming.push_back(std::move(c));
+  }
+  if (order == CommitListOrder::kNewestFirst) std::reverse(incoming.begin(), incoming.end());
+  // Validate the whole list before touching the catalog, so a bad import
+  // leaves it as it was.
+  Catalog trial = *this;
+  for (CatalogCommit& c : incoming) {
+    bool known = false;
+    for (const CatalogCommit& existing : trial.commits_) {
+      if (SameCommit(existing.id, c.id)) {
+        known = true;
+        break;
+      }
+    }
+    if (known) continue;
+    if (absl::Status s = trial.Append(std::move(c)); !s.ok()) return s;
+  }
+  *this = std::move(trial);
+  return absl::OkStatus();
+}
+
+namespace {
+
+std::string ExecutableDir() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  return exe.parent_path().string();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> DefaultCatalogPath() {
+  std::vector<std::string> tried;
+  if (const char* env = std::getenv("FARM_EMU_CATALOG"); env != nullptr && *env != '\0') {
+    // An explicit choice is never second-guessed: a wrong path is an error.
+    if (std::filesystem::exists(env)) return std::string(env);
+    return absl::NotFoundError(
+        absl::StrCat("FARM_EMU_CATALOG names '", env, "', which does not exist"));
+  }
+  std::vector<std::string> candidates;
+  if (std::string dir = ExecutableDir(); !dir.empty()) {
+    candidates.push_back(dir + "/catalogs/linux-iommu.yaml");
+    candidates.push_back(dir + "/../share/iommu-farm/catalogs/linux-iommu.yaml");
+  }
+  if (absl::string_view src = FARM_EMU_SOURCE_CATALOG_DIR; !src.empty()) {
+    candidates.push_back(absl::StrCat(src, "/linux-iommu.yaml"));
+  }
+  for (const std::string& c : candidates) {
+    if (std::filesystem::exists(c)) return c;
+    tried.push_back(c);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no commit catalog found (set FARM_EMU_CATALOG or pass "
+                   "--catalog); tried: ",
+                   absl::StrJoin(tried, ", ")));
+}
+
+absl::StatusOr<ResolvedCommit> ResolveKernel(absl::string_view kernel_id,
+                                             const std::string& catalog_path,
+                                             const KeyValidator& validator) {
+  std::string path = catalog_path;
+  if (path.empty()) {
+    absl::StatusOr<std::string> def = DefaultCatalogPath();
+    if (!def.ok()) return def.status();
+    path = *def;
+  }
+  absl::StatusOr<Catalog> catalog = Catalog::LoadFile(path, validator);
+  if (!catalog.ok()) return catalog.status();
+  absl::StatusOr<ResolvedCommit> r = catalog->Resolve(kernel_id);
+  if (!r.ok()) {
+    return absl::Status(r.status().code(),
+                        absl::StrCat("--kernel: ", r.status().message(), " (catalog ", path, ")"));
+  }
+  return r;
+}
+
+}  // namespace farm::emu

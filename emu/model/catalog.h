@@ -1,0 +1,130 @@
+// Commit catalogs: the kernel's history as a list of model-key settings.
+//
+// A catalog is a YAML file, oldest commit first (first-parent order):
+//
+//   catalog: linux-iommu
+//   commits:
+//     - id: v4.6
+//       subject: "Linux 4.6"
+//       set: {iova.allocator: rbtree, map_sg: intel-private}
+//     - id: 9257b4a206fc
+//       subject: "iommu/iova: introduce per-cpu caching to iova allocation"
+//       set: {iova.allocator: rcache}
+//
+// Settings accumulate down the list: the model state of commit i is every `set`
+// of commits 0..i applied in order, so a commit without `set` runs exactly like
+// the one before it. That is also how a plain commit list imported from a kernel
+// tree (ImportCommitList) gets its state: it inherits from the catalog's end.
+//
+// Errors are absl::Status values whose message starts with "<file>:<line>: "
+// so a user can fix their own catalog; a load checks every commit entry and
+// reports every bad one, one line each (up to 20), not just the first. Key
+// names and values are checked by a KeyValidator (the emulation core's
+// model-key registry); without one any scalar value is accepted.
+//
+// Thread-safety: a Catalog is immutable after loading except through
+// ImportCommitList; const methods may be called from many threads at once.
+// Ownership: plain value type, copyable.
+#ifndef EMU_MODEL_CATALOG_H_
+#define EMU_MODEL_CATALOG_H_
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace farm::emu {
+
+// Checks one `key: value` of a `set`. Returns OK, or InvalidArgument /
+// NotFound whose message explains the problem without a location (the loader
+// prefixes file and line).
+using KeyValidator = std::function<absl::Status(absl::string_view key, absl::string_view value)>;
+
+// One entry of the list, as written.
+struct CatalogCommit {
+  std::string id;                          // tag ("v5.11") or abbreviated/full commit id
+  std::string subject;                     // the commit's subject line or "Linux 5.11"
+  std::map<std::string, std::string> set;  // keys this commit changes
+  std::string source;                      // file the entry came from
+  int line = 0;                            // 1-based line of the entry in `source`
+};
+
+// A commit resolved to its place and its accumulated model state.
+struct ResolvedCommit {
+  size_t index = 0;
+  std::string id;
+  std::string subject;
+  std::map<std::string, std::string> settings;  // accumulated over 0..index
+};
+
+// Order of lines in an imported commit list.
+enum class CommitListOrder {
+  kNewestFirst,  // what `git log --format='%h%x09%s'` prints
+  kOldestFirst,  // `git log --reverse ...`
+};
+
+class Catalog {
+ public:
+  // Reads and validates a catalog file. Errors name `path` and the line.
+  static absl::StatusOr<Catalog> LoadFile(const std::string& path,
+                                          const KeyValidator& validator = {});
+  // Same for text already in memory; `source_name` stands in for the file name.
+  static absl::StatusOr<Catalog> LoadString(absl::string_view yaml, absl::string_view source_name,
+                                            const KeyValidator& validator = {});
+
+  const std::string& name() const { return name_; }
+  const std::vector<CatalogCommit>& commits() const { return commits_; }
+  size_t size() const { return commits_.size(); }
+
+  // Finds a commit by tag or id. Commit ids match by prefix in either
+  // direction (a full 40-digit id finds a 12-digit entry and vice versa) once
+  // at least 7 hex digits are given; an ambiguous prefix is an error.
+  absl::StatusOr<size_t> Find(absl::string_view id) const;
+
+  // Accumulated settings of commits 0..index. REQUIRES: index < size().
+  std::map<std::string, std::string> SettingsAt(size_t index) const;
+
+  // Find + SettingsAt.
+  absl::StatusOr<ResolvedCommit> Resolve(absl::string_view id) const;
+
+  // "A..B": every commit from A through B, both included (unlike git's A..B,
+  // the range keeps A so that a sweep carries its own baseline). A single id
+  // without ".." is a range of one. Errors if B comes before A.
+  absl::StatusOr<std::vector<size_t>> Range(absl::string_view spec) const;
+
+  // Appends a plain commit list ("<id><TAB or space><subject>" per line, blank
+  // lines and lines starting with '#' ignored) after the last entry. Commits
+  // already in the catalog are skipped, so re-importing an overlapping git log
+  // is harmless; new ones set nothing and therefore inherit. Errors name
+  // `source_name` and the line.
+  absl::Status ImportCommitList(absl::string_view text, absl::string_view source_name,
+                                CommitListOrder order = CommitListOrder::kNewestFirst);
+
+ private:
+  absl::Status Append(CatalogCommit commit);
+
+  std::string name_;
+  std::vector<CatalogCommit> commits_;
+};
+
+// The catalog `farm-emu run --kernel` uses when no --catalog is given:
+// $FARM_EMU_CATALOG if set, else linux-iommu.yaml shipped beside the
+// executable (<exe dir>/catalogs/ or <exe dir>/../share/iommu-farm/catalogs/),
+// else the source tree's emu/model/catalogs/linux-iommu.yaml. Returns NotFound
+// listing every place tried.
+absl::StatusOr<std::string> DefaultCatalogPath();
+
+// The one function `--kernel` goes through: loads `catalog_path` (or
+// DefaultCatalogPath() when empty) and resolves `kernel_id` in it.
+absl::StatusOr<ResolvedCommit> ResolveKernel(absl::string_view kernel_id,
+                                             const std::string& catalog_path,
+                                             const KeyValidator& validator = {});
+
+}  // namespace farm::emu
+
+#endif  // EMU_MODEL_CATALOG_H_

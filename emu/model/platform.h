@@ -1,0 +1,45 @@
+// emu/model/platform.h: the emulated machines.
+//
+// A Platform is a CPU/NUMA topology, the IOMMU it has, its DMA devices and
+// one cost table (model-key settings applied over the registry defaults).
+// Every workload and kernel on a platform uses the same table: there are no
+// per-workload or per-scenario factors. docs/emulator.md says where each
+// number comes from.
+// Thread-safety: the registry is immutable after first use.
+#ifndef EMU_MODEL_PLATFORM_H_
+#define EMU_MODEL_PLATFORM_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "emu/engine/engine.h"
+
+namespace farm::emu {
+
+//! A DMA-capable device of a platform.
+struct DeviceSpec {
+  std::string name;
+  std::string description;
+  int node = 0;
+  bool pci = true;
+  int dma_bits = 64;  // the driver's DMA mask
+};
+
+struct Platform {
+  std::string name;
+  std::string description;
+  Topology topology;
+  std::vector<DeviceSpec> devices;
+  //! Model keys this platform sets: iommu.type, coherency, and every cost.
+  std::map<std::string, std::string> settings;
+};
+
+const std::vector<Platform>& AllPlatforms();
+//! The named platform; NotFound lists the valid names.
+absl::StatusOr<const Platform*> FindPlatform(const std::string& name);
+
+}  // namespace farm::emu
+
+#endif  // EMU_MODEL_PLATFORM_H_

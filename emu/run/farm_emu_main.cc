@@ -1,0 +1,211 @@
+// farm-emu: command line front end of the emulation core.
+//   farm-emu run --platform P --kernel ID --mode M --workload W [--param k=v]...
+//                [--set key=value]... [--catalog FILE] [--seed N]
+//                [--format json|text|kernel|fio-json|iozone]
+//   farm-emu list platforms|workloads|commits|params [--platform P] [--kernel ID]
+// Exit codes: 0 success, 1 emulation failure, 2 usage error.
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "emu/model/catalog.h"
+#include "emu/model/kernel.h"
+#include "emu/model/model_config.h"
+#include "emu/model/platform.h"
+#include "emu/run/run.h"
+#include "emu/workloads/workload.h"
+
+namespace {
+
+constexpr int kUsageError = 2;
+
+bool SplitKv(const std::string& s, std::map<std::string, std::string>& out, const char* flag) {
+  size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    std::cerr << "farm-emu: " << flag << " expects key=value, got '" << s << "'\n";
+    return false;
+  }
+  out[s.substr(0, eq)] = s.substr(eq + 1);
+  return true;
+}
+
+int ExitFor(const absl::Status& s) {
+  std::cerr << "farm-emu: " << s.message() << "\n";
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kUnimplemented:
+      return kUsageError;
+    default:
+      return 1;
+  }
+}
+
+void ListPlatforms() {
+  for (const farm::emu::Platform& p : farm::emu::AllPlatforms()) {
+    std::string devs;
+    for (const auto& d : p.devices) {
+      absl::StrAppend(&devs, devs.empty() ? "" : ", ", d.name, " (node ", d.node, ")");
+    }
+    std::cout << p.name << "\n  " << p.description << "\n  cpus " << p.topology.num_cpus
+              << ", nodes " << p.topology.num_nodes() << ", iommu " << p.settings.at("iommu.type")
+              << ", devices: " << devs << "\n";
+  }
+}
+
+void ListWorkloads() {
+  for (const farm::emu::WorkloadInfo& w : farm::emu::AllWorkloads()) {
+    std::cout << w.name << "\n  " << w.description << "\n";
+    for (const auto& p : w.params) {
+      std::cout << "  --param " << p.name << "="
+                << (p.default_value.empty() ? "''" : p.default_value) << "\t" << p.description
+                << "\n";
+    }
+  }
+}
+
+// The commit catalog (emu/catalog.h): --catalog FILE, else $FARM_EMU_CATALOG,
+// else the shipped linux-iommu.yaml.
+int ListCommits(const std::string& catalog_path) {
+  std::string path = catalog_path;
+  if (path.empty()) {
+    absl::StatusOr<std::string> def = farm::emu::DefaultCatalogPath();
+    if (!def.ok()) return ExitFor(def.status());
+    path = *def;
+  }
+  farm::emu::KeyValidator validator = [](absl::string_view k, absl::string_view v) {
+    return farm::emu::ModelConfig().Apply({{std::string(k), std::string(v)}}).status();
+  };
+  absl::StatusOr<farm::emu::Catalog> catalog = farm::emu::Catalog::LoadFile(path, validator);
+  if (!catalog.ok()) return ExitFor(catalog.status());
+  std::cout << "catalog " << catalog->name() << " (" << path
+            << "), oldest first; settings accumulate (aliases: stock-2016 = v4.6, "
+               "patched-2016 = aa4732406e12, latest/default = the last entry)\n";
+  for (const farm::emu::CatalogCommit& c : catalog->commits()) {
+    std::vector<std::string> kv;
+    for (const auto& [k, v] : c.set) kv.push_back(absl::StrCat(k, "=", v));
+    std::cout << c.id << "\t" << c.subject << "\n";
+    if (!kv.empty()) std::cout << "\tset: " << absl::StrJoin(kv, ", ") << "\n";
+  }
+  return 0;
+}
+
+int ListParams(const std::string& platform, const std::string& kernel) {
+  const farm::emu::ModelConfig* resolved = nullptr;
+  absl::StatusOr<farm::emu::ModelConfig> cfg;
+  if (!platform.empty()) {
+    farm::emu::RunSpec spec;
+    spec.platform = platform;
+    spec.kernel = kernel.empty() ? "latest" : kernel;
+    cfg = farm::emu::ResolveModel(spec);
+    if (!cfg.ok()) return ExitFor(cfg.status());
+    resolved = &*cfg;
+  }
+  for (const farm::emu::ParamSpec& p : farm::emu::AllParams()) {
+    std::cout << p.key << " = " << (resolved ? resolved->Get(p.key) : p.default_value);
+    if (!p.unit.empty()) std::cout << " " << p.unit;
+    if (resolved) std::cout << "  (default " << p.default_value << ")";
+    if (!p.choices.empty()) std::cout << "  [" << absl::StrJoin(p.choices, "|") << "]";
+    std::cout << "\n    " << p.description << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "farm-emu: IOMMU / DMA-API emulation core of iommu-farm. Discrete-event simulation of "
+      "virtual CPUs running the kernel's DMA mapping paths (IOVA allocator, rcache, page "
+      "tables, flush queues, VT-d QI, SMMUv3 cmdq, MMU-500 TLB sync) on an emulated "
+      "platform."};
+  app.require_subcommand(1);
+
+  farm::emu::RunSpec spec;
+  std::vector<std::string> params, sets;
+  std::string format = "json";
+  CLI::App* run = app.add_subcommand("run", "run one emulation and print its result");
+  run->add_option("--platform", spec.platform, "platform (farm-emu list platforms)")->required();
+  run->add_option("--kernel", spec.kernel,
+                  "kernel: a commit of the catalog (tag, or commit id: full or >= 7 hex "
+                  "digits; farm-emu list commits), stock-2016, patched-2016, latest, raw keys "
+                  "k=v,..., or ID+k=v,...")
+      ->capture_default_str();
+  run->add_option("--mode", spec.mode, "IOMMU mode: off, passthrough, strict, lazy")->required();
+  run->add_option("--workload", spec.workload, "workload (farm-emu list workloads)")->required();
+  run->add_option("--param", params, "workload parameter k=v (repeatable)");
+  run->add_option("--set", sets, "model key override key=value (repeatable; farm-emu list params)");
+  run->add_option("--catalog", spec.catalog,
+                  "commit catalog YAML (default: $FARM_EMU_CATALOG, else the shipped "
+                  "emu/model/catalogs/linux-iommu.yaml)");
+  run->add_option("--seed", spec.seed, "RNG seed; same inputs and seed give the same output")
+      ->capture_default_str();
+  run->add_option("--format", format,
+                  "output format: json, text, kernel (dma-map-bench: the kernel tool's three "
+                  "lines), fio-json (fio-nvme, nvmf-target: fio's JSON report) or iozone "
+                  "(iozone-nfsrdma: iozone's throughput report)")
+      ->check(CLI::IsMember({"json", "text", "kernel", "fio-json", "iozone"}))
+      ->capture_default_str();
+
+  std::string what, list_platform, list_kernel;
+  CLI::App* list = app.add_subcommand("list", "list platforms, workloads, commits or params");
+  list->add_option("what", what, "platforms | workloads | commits | params")
+      ->required()
+      ->check(CLI::IsMember({"platforms", "workloads", "commits", "params"}));
+  list->add_option("--platform", list_platform,
+                   "with params: show values resolved for this platform");
+  list->add_option("--kernel", list_kernel, "with params and --platform: resolve this kernel");
+  std::string list_catalog;
+  list->add_option("--catalog", list_catalog, "with commits: list this catalog file instead");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : kUsageError;
+  }
+
+  if (list->parsed()) {
+    if (what == "platforms") ListPlatforms();
+    if (what == "workloads") ListWorkloads();
+    if (what == "commits") return ListCommits(list_catalog);
+    if (what == "params") return ListParams(list_platform, list_kernel);
+    return 0;
+  }
+
+  for (const std::string& p : params) {
+    if (!SplitKv(p, spec.params, "--param")) return kUsageError;
+  }
+  for (const std::string& s : sets) {
+    if (!SplitKv(s, spec.sets, "--set")) return kUsageError;
+  }
+  if (format == "kernel" && spec.workload != "dma-map-bench") {
+    std::cerr << "farm-emu: --format kernel is only defined for dma-map-bench\n";
+    return kUsageError;
+  }
+  if (format == "fio-json" && spec.workload != "fio-nvme" && spec.workload != "nvmf-target") {
+    std::cerr << "farm-emu: --format fio-json is only defined for fio-nvme and nvmf-target\n";
+    return kUsageError;
+  }
+  if (format == "iozone" && spec.workload != "iozone-nfsrdma") {
+    std::cerr << "farm-emu: --format iozone is only defined for iozone-nfsrdma\n";
+    return kUsageError;
+  }
+  auto result = farm::emu::RunEmulation(spec);
+  if (!result.ok()) return ExitFor(result.status());
+  if (format == "json") {
+    std::cout << farm::emu::FormatJson(*result);
+  } else if (format == "text") {
+    std::cout << farm::emu::FormatText(*result);
+  } else {
+    auto k = farm::emu::FormatKernel(*result);
+    if (!k.ok()) return ExitFor(k.status());
+    std::cout << *k;
+  }
+  return 0;
+}

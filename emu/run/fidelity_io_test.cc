@@ -1,0 +1,232 @@
+// Reproductions of seeds 000 and 002 from the commit catalog alone: the
+// platform cost tables, the catalog's per-commit keys and the workloads, with
+// nothing tuned inside a workload. The figures printed here are the ones in
+// docs/fidelity.md ("Seeds 000 and 002 from the commit catalog").
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "emu/iommu/dma_api.h"
+#include "emu/model/catalog.h"
+#include "emu/model/irq_affinity.h"
+#include "emu/model/model_config.h"
+#include "emu/model/platform.h"
+#include "emu/workloads/io_core.h"
+
+namespace farm::emu {
+namespace {
+
+const Catalog& Shipped() {
+  static const Catalog* c = [] {
+    absl::StatusOr<std::string> path = DefaultCatalogPath();
+    if (!path.ok()) return static_cast<Catalog*>(nullptr);
+    absl::StatusOr<Catalog> cat = Catalog::LoadFile(*path);
+    return cat.ok() ? new Catalog(*cat) : nullptr;
+  }();
+  return *c;
+}
+
+absl::StatusOr<IoRunReport> RunOnCore(const std::string& platform, const std::string& commit,
+                                      const std::string& mode, const std::string& workload,
+                                      const std::map<std::string, std::string>& params) {
+  absl::StatusOr<const Platform*> p = FindPlatform(platform);
+  if (!p.ok()) return p.status();
+  absl::StatusOr<ResolvedCommit> kernel = Shipped().Resolve(commit);
+  if (!kernel.ok()) return kernel.status();
+  absl::StatusOr<ModelConfig> cfg = ModelConfig().Apply((*p)->settings);
+  if (!cfg.ok()) return cfg.status();
+  cfg = cfg->Apply(kernel->settings);
+  if (!cfg.ok()) return cfg.status();
+  absl::StatusOr<Model> model = Model::From(*cfg);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<Mode> m = ParseMode(mode);
+  if (!m.ok()) return m.status();
+  return RunIoOnCore(workload, params, **p, *model, *m, 1);
+}
+
+// Seed 000's NFS server, from its 65f746e8285f figures: the turnaround that
+// gives 12 processes 4.73 GB/s of writes and 5.92 GB/s of reads on the
+// unregressed kernel. Everything after that is the IOMMU model's prediction.
+const std::map<std::string, std::string> kSeed000 = {
+    {"threads", "12"},       {"record", "256k"},         {"size", "1g"},
+    {"tests", "write,read"}, {"server_write_us", "560"}, {"server_read_us", "425"},
+};
+
+struct Iozone {
+  double write = 0, read = 0, map30_ns = 0;
+};
+
+Iozone RunSeed000(const std::string& commit, const std::string& mode) {
+  absl::StatusOr<IoRunReport> r =
+      RunOnCore("intel-vtd-2s12c", commit, mode, "iozone-nfsrdma", kSeed000);
+  EXPECT_TRUE(r.ok()) << commit << ": " << r.status();
+  if (!r.ok()) return {};
+  Iozone z;
+  z.write = r->metrics.at("write_kb_s");
+  z.read = r->metrics.at("read_kb_s");
+  z.map30_ns = r->metrics.count("map_sg_full_chunk_mean_ns")
+                   ? r->metrics.at("map_sg_full_chunk_mean_ns")
+                   : 0;
+  std::printf("seed000 %-5s %-14s writers %9.0f kB/s readers %9.0f kB/s map_sg(30) %6.1f us\n",
+              mode.c_str(), commit.c_str(), z.write, z.read, z.map30_ns / 1000);
+  return z;
+}
+
+// Every key the shipped catalog sets is a model key with a valid value.
+TEST(ShippedCatalogTest, KeysAreRegistryKeys) {
+  absl::StatusOr<std::string> path = DefaultCatalogPath();
+  ASSERT_TRUE(path.ok()) << path.status();
+  KeyValidator validator = [](absl::string_view k, absl::string_view v) {
+    return ModelConfig().Apply({{std::string(k), std::string(v)}}).status();
+  };
+  absl::StatusOr<Catalog> c = Catalog::LoadFile(*path, validator);
+  ASSERT_TRUE(c.ok()) << c.status();
+  // ... and every commit's accumulated state resolves to a model.
+  for (const CatalogCommit& commit : c->commits()) {
+    absl::StatusOr<ResolvedCommit> r = c->Resolve(commit.id);
+    ASSERT_TRUE(r.ok()) << commit.id;
+    absl::StatusOr<ModelConfig> cfg = ModelConfig().Apply(r->settings);
+    ASSERT_TRUE(cfg.ok()) << commit.id << ": " << cfg.status();
+    EXPECT_TRUE(Model::From(*cfg).ok()) << commit.id;
+  }
+}
+
+TEST(Seed000Test, BisectedCommitsReproduceTheReportedRatios) {
+  Iozone base = RunSeed000("65f746e8285f", "strict");
+  Iozone geom = RunSeed000("c062db039f40", "strict");
+  Iozone conv = RunSeed000("c588072bba6b", "strict");
+  ASSERT_GT(base.write, 0);
+  ASSERT_GT(base.read, 0);
+  std::printf("seed000 ratios: c062 writers %.3f readers %.3f; c588 writers %.3f readers %.3f\n",
+              geom.write / base.write, geom.read / base.read, conv.write / base.write,
+              conv.read / base.read);
+  EXPECT_NEAR(geom.write / base.write, 0.92, 0.08);
+  EXPECT_NEAR(geom.read / base.read, 0.91, 0.08);
+  EXPECT_NEAR(conv.write / base.write, 0.80, 0.08);
+  EXPECT_NEAR(conv.read / base.read, 0.72, 0.08);
+}
+
+TEST(Seed000Test, ThirtySegmentMapSgCostsMatchTheTrace) {
+  Iozone before = RunSeed000("65f746e8285f", "strict");
+  Iozone after = RunSeed000("c588072bba6b", "strict");
+  // Seed 000's function_graph trace: ~10 us in v5.10, ~63 us in v5.11-rc;
+  // the issue asks for about 10 and about 60, within a factor of 2.
+  EXPECT_GE(before.map30_ns, 10000 / 2);
+  EXPECT_LE(before.map30_ns, 10000 * 2);
+  EXPECT_GE(after.map30_ns, 60000 / 2);
+  EXPECT_LE(after.map30_ns, 60000 * 2);
+}
+
+TEST(Seed000Test, V512FixesRecoverThroughput) {
+  Iozone base = RunSeed000("65f746e8285f", "strict");
+  for (const char* id : {"933fcd01e97e", "v5.12", "v5.15", "v6.8"}) {
+    Iozone z = RunSeed000(id, "strict");
+    EXPECT_GE(z.write / base.write, 0.95) << id;
+    EXPECT_GE(z.read / base.read, 0.95) << id;
+  }
+}
+
+TEST(Seed000Test, NoRegressionWithoutTheIommu) {
+  Iozone base = RunSeed000("65f746e8285f", "off");
+  Iozone conv = RunSeed000("c588072bba6b", "off");
+  EXPECT_GE(conv.write / base.write, 0.99);
+  EXPECT_GE(conv.read / base.read, 0.99);
+}
+
+// Seed 002: John Garry's Kunpeng 920, NVMe queue IRQ affinity as he printed it.
+constexpr char kSeed002Irqs[] = R"(-eirq 298, cpu list 67, effective list 67
+-eirq 299, cpu list 32-38, effective list 35
+-eirq 300, cpu list 39-45, effective list 39
+-eirq 301, cpu list 46-51, effective list 46
+-eirq 302, cpu list 52-57, effective list 52
+-eirq 303, cpu list 58-63, effective list 60
+-eirq 304, cpu list 64-69, effective list 68
+-eirq 305, cpu list 70-75, effective list 70
+-eirq 306, cpu list 76-80, effective list 76
+-eirq 307, cpu list 81-85, effective list 84
+-eirq 308, cpu list 86-90, effective list 86
+-eirq 309, cpu list 91-95, effective list 92
+-eirq 310, cpu list 96-101, effective list 100
+-eirq 311, cpu list 102-107, effective list 102
+-eirq 312, cpu list 108-112, effective list 108
+-eirq 313, cpu list 113-117, effective list 116
+-eirq 314, cpu list 118-122, effective list 118
+-eirq 315, cpu list 123-127, effective list 124
+-eirq 316, cpu list 0-5, effective list 4
+-eirq 317, cpu list 6-11, effective list 6
+-eirq 318, cpu list 12-16, effective list 12
+-eirq 319, cpu list 17-21, effective list 20
+-eirq 320, cpu list 22-26, effective list 22
+-eirq 321, cpu list 27-31, effective list 28
+)";
+
+// Seed 002's IOPS per CPU (John Garry's Kunpeng 920, v5.14-rc2): printed
+// beside the model's, never asserted (the seed's spread is not ordered by
+// node distance and its author says nodes make no huge difference).
+const std::map<int, double> kSeed002Iops = {
+    {0, 479000}, {4, 307000}, {32, 566000}, {64, 488000}, {96, 508000}};
+
+std::map<int, double> RunSeed002(const IrqAffinity& irq) {
+  std::map<int, double> iops;
+  for (int cpu : {0, 4, 32, 64, 96}) {
+    absl::StatusOr<IoRunReport> r = RunOnCore("kunpeng920-smmuv3", "v5.14", "strict", "fio-nvme",
+                                              {{"rw", "randread"},
+                                               {"bs", "4k"},
+                                               {"ioengine", "io_uring"},
+                                               {"iodepth", "64"},
+                                               {"numjobs", "1"},
+                                               {"cpus_allowed", std::to_string(cpu)},
+                                               {"irq_affinity", irq.ToString()},
+                                               {"runtime_ms", "5"}});
+    EXPECT_TRUE(r.ok()) << r.status();
+    iops[cpu] = r.ok() ? r->throughput : 0;
+  }
+  double best = 0;
+  for (const auto& [cpu, v] : iops) best = std::max(best, v);
+  std::printf("seed002 | CPU | node | IRQ CPU | model IOPS | /best | seed IOPS | /best |\n");
+  for (const auto& [cpu, v] : iops) {
+    std::printf("seed002 | %3d | %d | %3d | %9.0f | %.3f | %6.0f | %.3f |\n", cpu, cpu / 32,
+                irq.IrqCpuFor(cpu), v, v / best, kSeed002Iops.at(cpu),
+                kSeed002Iops.at(cpu) / 566000.0);
+  }
+  return iops;
+}
+
+TEST(Seed002Test, CpuServicingTheCompletionIrqFallsBehind) {
+  absl::StatusOr<IrqAffinity> irq = IrqAffinity::ParseProcText(kSeed002Irqs, /*skip_first=*/true);
+  ASSERT_TRUE(irq.ok()) << irq.status();
+  std::map<int, double> iops = RunSeed002(*irq);
+  double best = 0;
+  for (const auto& [cpu, v] : iops) best = std::max(best, v);
+  std::printf("seed002 cpu4/best = %.3f\n", iops[4] / best);
+  EXPECT_EQ(irq->IrqCpuFor(4), 4);
+  EXPECT_LE(iops[4], 0.75 * best);
+  for (int cpu : {0, 32, 64, 96}) EXPECT_GT(iops[cpu], iops[4]) << cpu;
+}
+
+// The per-node spread the model predicts with the NVMe and its SMMU on node 2
+// (kunpeng920-smmuv3: nvme0 node 2, iommu.node 2): every CPU's completion IRQ
+// lands on its own node, so what differs between nodes is the distance from
+// that node to the device and the SMMU (SQE/CQE lines, the MSI, the cmdq
+// words' far atomics). Same node >= same socket > other socket; nodes 0 and 1
+// are both one socket away and tie. This is the model's prediction, not seed
+// 002's ordering (which is 1 > 3 > 2 > 0).
+TEST(Seed002Test, PerNodeSpreadFollowsDistanceToTheDeviceNode) {
+  absl::StatusOr<IrqAffinity> irq = IrqAffinity::ParseProcText(kSeed002Irqs, /*skip_first=*/true);
+  ASSERT_TRUE(irq.ok()) << irq.status();
+  std::map<int, double> iops = RunSeed002(*irq);
+  for (int cpu : {0, 32, 64, 96}) {
+    ASSERT_GT(iops[cpu], 0) << cpu;
+    // The IRQ CPU sits on the submitting CPU's node for every node.
+    EXPECT_EQ(irq->IrqCpuFor(cpu) / 32, cpu / 32) << cpu;
+  }
+  EXPECT_GT(iops[64], iops[96]);  // node 2 (device) > node 3 (same socket)
+  EXPECT_GT(iops[96], iops[0]);   // same socket > other socket
+  EXPECT_EQ(iops[0], iops[32]);   // nodes 0 and 1: same distance class
+}
+
+}  // namespace
+}  // namespace farm::emu

@@ -1,0 +1,50 @@
+// emu/run/run.h: one emulation run as a library call (used by farm-emu and the
+// farm agent in-process), and the output formats.
+//
+// RunEmulation resolves platform, kernel (commit settings), mode, workload and
+// `--set` overrides into a Model, builds the engine and the DMA API, runs the
+// workload and returns a RunResult. It is a pure function of its RunSpec
+// except for RunResult::wall_seconds. Errors: InvalidArgument / NotFound for
+// bad input (usage errors, an unreadable --catalog included),
+// Internal for model failures.
+// Thread-safety: reentrant; concurrent runs on different threads are
+// independent (each owns its engine; coroutine frame pools are per thread).
+#ifndef EMU_RUN_RUN_H_
+#define EMU_RUN_RUN_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "emu/model/model_config.h"
+#include "emu/workloads/result.h"
+
+namespace farm::emu {
+
+struct RunSpec {
+  std::string platform;
+  std::string kernel = "latest";
+  std::string mode;
+  std::string workload;
+  std::map<std::string, std::string> params;  // --param k=v
+  std::map<std::string, std::string> sets;    // --set key=value
+  std::string catalog;                        // --catalog FILE
+  uint64_t seed = 1;
+};
+
+//! Resolves the model keys for a spec (defaults -> platform -> kernel -> sets).
+absl::StatusOr<ModelConfig> ResolveModel(const RunSpec& spec);
+
+absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec);
+
+//! JSON document (see docs/emulator.md "Output"); wall time is under "wall".
+std::string FormatJson(const RunResult& r);
+//! Human-readable summary.
+std::string FormatText(const RunResult& r);
+//! The workload's real-tool output (dma-map-bench only).
+absl::StatusOr<std::string> FormatKernel(const RunResult& r);
+
+}  // namespace farm::emu
+
+#endif  // EMU_RUN_RUN_H_

@@ -1,0 +1,168 @@
+// End-to-end tests of RunEmulation, the output formats and the DMA API paths.
+#include "emu/run/run.h"
+
+#include <algorithm>
+
+#include "emu/iommu/dma_api.h"
+#include "emu/model/platform.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace farm::emu {
+namespace {
+
+RunSpec Spec(const std::string& platform, const std::string& mode, const std::string& workload) {
+  RunSpec s;
+  s.platform = platform;
+  s.mode = mode;
+  s.workload = workload;
+  if (workload == "dma-map-bench") {
+    s.params = {{"seconds", "0.0005"}, {"threads", "4"}};
+  } else {
+    // No warm-up: the whole run is measured, so every unmap has its map
+    // (plus one initial RX buffer per instance still mapped at the end).
+    s.params = {{"seconds", "0.002"}, {"instances", "4"}, {"warmup", "0"}};
+  }
+  return s;
+}
+
+TEST(Run, EveryPlatformModeWorkloadRunsCleanly) {
+  for (const Platform& p : AllPlatforms()) {
+    for (const char* mode : {"off", "passthrough", "strict", "lazy"}) {
+      for (const char* w : {"dma-map-bench", "memcached"}) {
+        for (const char* kernel : {"latest", "stock-2016"}) {
+          RunSpec s = Spec(p.name, mode, w);
+          s.kernel = kernel;
+          auto r = RunEmulation(s);
+          ASSERT_TRUE(r.ok()) << p.name << " " << mode << " " << w << ": " << r.status();
+          EXPECT_GT(r->throughput, 0) << p.name << " " << mode << " " << w;
+          EXPECT_EQ(r->errors, 0u);
+          EXPECT_EQ(r->counters.dma_faults, 0u) << p.name << " " << mode << " " << w;
+          EXPECT_EQ(r->counters.dma_maps, r->counters.dma_unmaps + (w[0] == 'm' ? 4 : 0));
+        }
+      }
+    }
+  }
+}
+
+TEST(Run, JsonHasTheContractFields) {
+  auto r = RunEmulation(Spec("kunpeng920-smmuv3", "strict", "dma-map-bench"));
+  ASSERT_TRUE(r.ok());
+  auto j = nlohmann::json::parse(FormatJson(*r));
+  for (const char* k :
+       {"platform", "kernel", "mode", "workload", "seed", "throughput", "latency_ns", "profile",
+        "counters", "virtual_duration_ns", "events", "model", "wall"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["throughput"]["unit"], "map+unmap/s");
+  for (const char* k : {"mean", "stddev", "p50", "p99", "max"}) {
+    EXPECT_TRUE(j["latency_ns"]["map"].contains(k));
+    EXPECT_TRUE(j["latency_ns"]["unmap"].contains(k));
+  }
+  for (const char* k :
+       {"invalidations", "syncs", "rcache_hit_rate", "rbtree_nodes_visited", "lock_wait_ns"}) {
+    EXPECT_TRUE(j["counters"].contains(k)) << k;
+  }
+  EXPECT_EQ(j["model"]["smmu.cmdq"], "lockfree");
+  EXPECT_EQ(j["profile"][0]["symbol"], "arm_smmu_cmdq_issue_cmdlist");
+}
+
+TEST(Run, DeterministicForASeedAndNoiseIsSeeded) {
+  RunSpec s = Spec("intel-vtd-snb16c", "lazy", "memcached");
+  s.kernel = "stock-2016";
+  auto a = RunEmulation(s);
+  auto b = RunEmulation(s);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ja = nlohmann::json::parse(FormatJson(*a));
+  auto jb = nlohmann::json::parse(FormatJson(*b));
+  ja.erase("wall");
+  jb.erase("wall");
+  EXPECT_EQ(ja, jb);
+
+  s.sets = {{"noise.cv", "0.05"}};
+  auto n1 = RunEmulation(s);
+  s.seed = 2;
+  auto n2 = RunEmulation(s);
+  ASSERT_TRUE(n1.ok() && n2.ok());
+  EXPECT_NE(n1->throughput, n2->throughput);
+  EXPECT_NE(n1->throughput, a->throughput);
+}
+
+TEST(Run, KernelFormatIsTheToolsThreeLines) {
+  RunSpec s = Spec("intel-vtd-2s12c", "strict", "dma-map-bench");
+  s.params = {{"seconds", "0.001"}, {"threads", "2"}, {"granule", "4"}, {"dir", "1"}};
+  auto r = RunEmulation(s);
+  ASSERT_TRUE(r.ok());
+  auto k = FormatKernel(*r);
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->rfind("dma mapping benchmark: threads:2 seconds:0 node:-1 dir:TO_DEVICE "
+                     "granule: 4\naverage map latency(us):",
+                     0),
+            0u);
+  EXPECT_NE(k->find("\naverage unmap latency(us):"), std::string::npos);
+  EXPECT_EQ(std::count(k->begin(), k->end(), '\n'), 3);
+  auto m = RunEmulation(Spec("intel-vtd-2s12c", "strict", "memcached"));
+  EXPECT_FALSE(FormatKernel(*m).ok());
+}
+
+TEST(Run, UsageErrorsAreClear) {
+  RunSpec s = Spec("nope", "strict", "memcached");
+  EXPECT_EQ(RunEmulation(s).status().code(), absl::StatusCode::kNotFound);
+  s = Spec("intel-vtd-snb16c", "sloppy", "memcached");
+  EXPECT_EQ(RunEmulation(s).status().code(), absl::StatusCode::kInvalidArgument);
+  s = Spec("intel-vtd-snb16c", "strict", "memcached");
+  s.params["bogus"] = "1";
+  EXPECT_EQ(RunEmulation(s).status().code(), absl::StatusCode::kInvalidArgument);
+  s = Spec("intel-vtd-snb16c", "strict", "memcached");
+  s.sets["no.such.key"] = "1";
+  EXPECT_EQ(RunEmulation(s).status().code(), absl::StatusCode::kInvalidArgument);
+  s = Spec("arm-mmu500-8c", "strict", "dma-map-bench");
+  s.params["threads"] = "9";
+  EXPECT_EQ(RunEmulation(s).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// map_sg variants on VT-d with write-buffer flushing: per-segment syncs each
+// segment, batched once, the private path walks and flushes once.
+TEST(DmaApi, MapSgVariantsCostWhatTheirCodePathsDo) {
+  auto cost_of = [](const char* variant) {
+    const Platform* p = *FindPlatform("intel-vtd-2s12c");
+    ModelConfig cfg = *ModelConfig().Apply(p->settings);
+    cfg = *cfg.Apply({{"map_sg", variant}, {"vtd.rwbf", "true"}});
+    Model m = *Model::From(cfg);
+    Engine e(p->topology, m.line, 1);
+    Sim sim;
+    sim.engine = &e;
+    sim.model = &m;
+    DmaApi dma(&sim, Mode::kStrict, p->devices, p->topology.num_cpus);
+    Cpu& cpu = e.AddCpu(0);
+    Time map_ns = 0;
+    uint64_t flushes = 0;
+    auto prog = [&](Cpu& c) -> Task<void> {
+      SgSegment segs[30];
+      for (int i = 0; i < 30; ++i) segs[i] = SgSegment{(1ULL << 30) + i * 8192ULL, 4096};
+      for (int rep = 0; rep < 10; ++rep) {
+        Time t0 = c.now();
+        uint64_t a = co_await dma.MapSg(c, 0, segs, 30, DmaDir::kFromDevice);
+        map_ns += c.now() - t0;
+        co_await dma.UnmapSg(c, 0, a, segs, 30, DmaDir::kFromDevice);
+      }
+    };
+    e.Start(cpu, prog(cpu));
+    EXPECT_TRUE(e.Run().ok());
+    flushes = sim.counters.write_buffer_flushes;
+    EXPECT_EQ(sim.counters.ptes_written, 300u);
+    EXPECT_EQ(sim.counters.ptes_cleared, 300u);
+    return std::make_pair(map_ns, flushes);
+  };
+  auto priv = cost_of("intel-private");
+  auto per_seg = cost_of("per-segment");
+  auto batched = cost_of("batched");
+  EXPECT_EQ(priv.second, 10u);
+  EXPECT_EQ(per_seg.second, 300u);
+  EXPECT_EQ(batched.second, 10u);
+  EXPECT_GT(per_seg.first, 2 * batched.first);
+  EXPECT_GT(batched.first, priv.first);
+}
+
+}  // namespace
+}  // namespace farm::emu

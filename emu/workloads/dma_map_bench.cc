@@ -1,0 +1,220 @@
+// dma-map-bench: kernel/dma/map_benchmark.c (v5.11+) on the emulator.
+//
+// Each thread, bound to a CPU of `node` (all CPUs when node = -1), loops:
+//   stain the buffer (dir != FROM_DEVICE), dma_map_single, ndelay(dma_trans_ns),
+//   dma_unmap_single, then atomically add the 100 ns-unit samples to the
+//   shared sums (map_benchmark_data, one cache line all threads update).
+// The report reproduces the kernel's integer arithmetic (div64_u64 of 100 ns
+// sums, int_sqrt64 of the variance) and the user tool's three output lines.
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "emu/workloads/workload.h"
+
+namespace farm::emu {
+
+std::vector<WorkloadParamSpec> DmaMapBenchParams() {
+  return {
+      {"threads", "1", "benchmark threads, one per CPU (1..1024; <= CPUs of the node)"},
+      {"seconds", "1",
+       "virtual seconds to run (the kernel tool's -s; fractions allowed, the kernel default is "
+       "20)"},
+      {"node", "-1", "NUMA node to bind threads to (-1 = NUMA_NO_NODE: all CPUs)"},
+      {"dir", "0", "DMA direction: 0 BIDIRECTIONAL, 1 TO_DEVICE, 2 FROM_DEVICE"},
+      {"granule", "1", "pages per mapping (1..1024)"},
+      {"dma_trans_ns", "0", "ndelay between map and unmap (0..10000000)"},
+      {"bits", "32", "DMA mask bits (20..64)"},
+      {"device", "", "platform device to map for (default: the platform's first device)"},
+  };
+}
+
+namespace {
+
+int64_t IntSqrt64(uint64_t x) {
+  // int_sqrt64(): floor(sqrt(x)).
+  uint64_t r = static_cast<uint64_t>(std::sqrt(static_cast<long double>(x)));
+  while (r * r > x) --r;
+  while ((r + 1) * (r + 1) <= x) ++r;
+  return static_cast<int64_t>(r);
+}
+
+const char* kDirections[] = {"BIDIRECTIONAL", "TO_DEVICE", "FROM_DEVICE"};
+
+class DmaMapBench final : public Workload {
+ public:
+  absl::Status Configure(const std::map<std::string, std::string>& params,
+                         const Platform& platform) override {
+    ParamReader r(params);
+    auto threads = r.Int("threads", 1, 1024);
+    if (!threads.ok()) return threads.status();
+    auto seconds = r.Double("seconds", 1e-6, 300);
+    if (!seconds.ok()) return seconds.status();
+    auto node = r.Int("node", -1, 1 << 20);
+    if (!node.ok()) return node.status();
+    auto dir = r.Int("dir", 0, 2);
+    if (!dir.ok()) return dir.status();
+    auto granule = r.Int("granule", 1, 1024);
+    if (!granule.ok()) return granule.status();
+    auto trans = r.Int("dma_trans_ns", 0, 10 * kNsPerMs);
+    if (!trans.ok()) return trans.status();
+    auto bits = r.Int("bits", 20, 64);
+    if (!bits.ok()) return bits.status();
+    threads_ = static_cast<int>(*threads);
+    seconds_ = *seconds;
+    node_ = static_cast<int>(*node);
+    dir_ = static_cast<int>(*dir);
+    granule_ = static_cast<int>(*granule);
+    trans_ns_ = *trans;
+    bits_ = static_cast<int>(*bits);
+    if (node_ >= platform.topology.num_nodes()) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter node: ", node_, " but ",
+                                                     platform.name, " has ",
+                                                     platform.topology.num_nodes(), " nodes"));
+    }
+    cpus_ = platform.topology.CpusOfNode(node_);
+    if (threads_ > static_cast<int>(cpus_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter threads: ", threads_, " threads but only ", cpus_.size(), " CPUs on node ",
+          node_, " of ", platform.name, " (more threads than CPUs is not modelled)"));
+    }
+    std::string dev = r.String("device");
+    device_ = 0;
+    if (!dev.empty()) {
+      device_ = -1;
+      for (size_t i = 0; i < platform.devices.size(); ++i) {
+        if (platform.devices[i].name == dev) device_ = static_cast<int>(i);
+      }
+      if (device_ < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("parameter device: ", platform.name, " has no device '", dev, "'"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Setup(WorkloadContext& ctx) override {
+    ctx_ = ctx;
+    ctx.dma->SetDmaBits(device_, bits_);
+    stats_line_ = std::make_unique<AtomicLine>(ctx.engine);
+    end_ = static_cast<Time>(std::llround(seconds_ * kNsPerSec));
+    threads_state_.resize(static_cast<size_t>(threads_));
+    for (int i = 0; i < threads_; ++i) {
+      Cpu& cpu = ctx.engine->AddCpu(cpus_[i]);
+      ctx.engine->Start(cpu, Thread(cpu, threads_state_[i], i));
+    }
+    return absl::OkStatus();
+  }
+
+  void Report(RunResult& r) const override {
+    LatencyRecorder map, unmap;
+    uint64_t loops = 0, errors = 0;
+    for (const ThreadState& t : threads_state_) {
+      map.Merge(t.map);
+      unmap.Merge(t.unmap);
+      loops += t.loops;
+      errors += t.errors;
+    }
+    double secs = static_cast<double>(end_) / kNsPerSec;
+    r.operations = loops;
+    r.errors = errors;
+    r.throughput = static_cast<double>(loops) / secs;
+    r.throughput_unit = "map+unmap/s";
+    r.throughput_per_cpu = r.throughput / threads_;
+    r.map_latency = map.Summary();
+    r.unmap_latency = unmap.Summary();
+    // kernel/dma/map_benchmark.c arithmetic, in 100 ns units.
+    if (loops > 0) {
+      uint64_t avg_map = map.sum_100ns() / loops;
+      uint64_t avg_unmap = unmap.sum_100ns() / loops;
+      uint64_t var_map = map.sum_sq_100ns() / loops - avg_map * avg_map;
+      uint64_t var_unmap = unmap.sum_sq_100ns() / loops - avg_unmap * avg_unmap;
+      r.extra["avg_map_100ns"] = static_cast<double>(avg_map);
+      r.extra["map_stddev"] = static_cast<double>(IntSqrt64(var_map));
+      r.extra["avg_unmap_100ns"] = static_cast<double>(avg_unmap);
+      r.extra["unmap_stddev"] = static_cast<double>(IntSqrt64(var_unmap));
+    } else {
+      r.extra["avg_map_100ns"] = r.extra["map_stddev"] = 0;
+      r.extra["avg_unmap_100ns"] = r.extra["unmap_stddev"] = 0;
+    }
+  }
+
+  absl::StatusOr<std::string> FormatKernel(const RunResult& r) const override {
+    auto get = [&](const char* k) {
+      auto it = r.extra.find(k);
+      return it == r.extra.end() ? 0.0 : it->second;
+    };
+    // tools/testing/selftests/dma/dma_map_benchmark.c, verbatim formats.
+    std::string out =
+        absl::StrFormat("dma mapping benchmark: threads:%d seconds:%d node:%d dir:%s granule: %d\n",
+                        threads_, static_cast<int>(seconds_), node_, kDirections[dir_], granule_);
+    out += absl::StrFormat("average map latency(us):%.1f standard deviation:%.1f\n",
+                           get("avg_map_100ns") / 10.0, get("map_stddev") / 10.0);
+    out += absl::StrFormat("average unmap latency(us):%.1f standard deviation:%.1f\n",
+                           get("avg_unmap_100ns") / 10.0, get("unmap_stddev") / 10.0);
+    return out;
+  }
+
+ private:
+  struct ThreadState {
+    LatencyRecorder map, unmap;
+    uint64_t loops = 0;
+    uint64_t errors = 0;
+  };
+
+  // map_benchmark_thread()
+  Task<void> Thread(Cpu& cpu, ThreadState& st, int index) {
+    const Model& m = ctx_.sim->m();
+    DmaApi& dma = *ctx_.dma;
+    const uint64_t size = static_cast<uint64_t>(granule_) << 12;
+    // The thread's buffer: __get_free_pages() on its node.
+    const uint64_t phys = (1ULL << 36) + (static_cast<uint64_t>(index) << 24);
+    const DmaDir dir = static_cast<DmaDir>(dir_);
+    const Time stain = static_cast<Time>(granule_) * 4 * m.memset_per_kib;
+    while (cpu.now() < end_) {
+      if (dir != DmaDir::kFromDevice) cpu.Charge(Sym::kMemset, stain);
+      Time t0 = cpu.now();
+      uint64_t addr = co_await dma.MapPage(cpu, device_, phys, size, dir);
+      Time t1 = cpu.now();
+      if (addr == kDmaMappingError) {
+        // pr_err("dma_map_single failed on %s\n"); the thread exits.
+        ++st.errors;
+        co_return;
+      }
+      st.map.Add(t1 - t0);
+      cpu.Charge(Sym::kNdelay, trans_ns_);
+      Time t2 = cpu.now();
+      co_await dma.UnmapPage(cpu, device_, addr, size, dir);
+      st.unmap.Add(cpu.now() - t2);
+      // atomic64_add() x4 + atomic64_inc() on the shared sums.
+      co_await cpu.Sync();
+      stats_line_->Rmw(cpu, Sym::kBenchStats);
+      cpu.Charge(Sym::kBenchStats, 4 * m.line.local);
+      ++st.loops;
+    }
+  }
+
+  int threads_ = 1;
+  double seconds_ = 1;
+  int node_ = -1;
+  int dir_ = 0;
+  int granule_ = 1;
+  Time trans_ns_ = 0;
+  int bits_ = 32;
+  int device_ = 0;
+  std::vector<int> cpus_;
+  Time end_ = 0;
+  WorkloadContext ctx_;
+  std::unique_ptr<AtomicLine> stats_line_;
+  std::vector<ThreadState> threads_state_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> MakeDmaMapBench() { return std::make_unique<DmaMapBench>(); }
+
+}  // namespace farm::emu

@@ -1,0 +1,678 @@
+// farm-analyzer against the real pieces: PostgreSQL (farm_testing), the real
+// scheduler (farm_scheduler_lib, in-process gRPC server), the real
+// Alertmanager, and -- for the restart test -- the farm-analyzer binary as a
+// child process killed with SIGKILL mid-bisect.
+//
+// Results come from SimAgent: a test driver that speaks the real
+// AgentService (Register / LeaseJobs / ReportResult) and answers each job
+// from a planted model over the catalog's resolved settings
+// (sim.iommu_cost divides throughput in translated modes, sim.cpu_cost in
+// every mode) with 1% seeded noise. The end-to-end variant with real
+// farm-agents and the emulator is the demo (scripts/demo).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/storage/pg_pool.h"
+#include "scheduler/server.h"
+#include "services/analyzer/analyzer.h"
+#include "services/analyzer/analyzer_store.h"
+#include "services/analyzer/clients.h"
+#include "testing/service_harness.h"
+
+namespace farm::analyzer {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+using json = nlohmann::json;
+
+// Answers jobs from the planted model through the real AgentService.
+class SimAgent {
+ public:
+  SimAgent(const std::string& target,
+           std::map<std::string, std::map<std::string, std::string>> resolved)
+      : channel_(grpc::CreateChannel(target, grpc::InsecureChannelCredentials())),
+        stub_(pb::AgentService::NewStub(channel_)),
+        resolved_(std::move(resolved)) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~SimAgent() {
+    stop_ = true;
+    thread_.join();
+  }
+  // While set, bisect jobs are leased but their results held back.
+  void HoldBisect(bool hold) { hold_bisect_ = hold; }
+  int reported() const { return reported_; }
+
+ private:
+  void Loop() {
+    pb::RegisterRequest reg;
+    reg.set_name("sim-agent");
+    reg.add_capabilities()->set_name("emulator");
+    reg.set_slots(64);
+    pb::RegisterResponse rr;
+    while (!stop_) {
+      grpc::ClientContext ctx;
+      if (stub_->Register(&ctx, reg, &rr).ok()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::vector<pb::JobLease> held;
+    absl::Time last_beat = absl::Now();
+    while (!stop_) {
+      pb::LeaseJobsRequest lr;
+      lr.set_agent_id(rr.agent_id());
+      lr.set_session(rr.session());
+      lr.set_max_jobs(32);
+      pb::LeaseJobsResponse resp;
+      grpc::ClientContext ctx;
+      const bool ok = stub_->LeaseJobs(&ctx, lr, &resp).ok();
+      std::vector<pb::JobLease> todo;
+      if (ok) todo.assign(resp.leases().begin(), resp.leases().end());
+      if (!hold_bisect_) {
+        todo.insert(todo.end(), held.begin(), held.end());
+        held.clear();
+      }
+      for (const pb::JobLease& l : todo) {
+        if (hold_bisect_ && l.job().kind() == pb::JOB_KIND_BISECT) {
+          held.push_back(l);
+          continue;
+        }
+        Report(rr.agent_id(), l);
+      }
+      if (absl::Now() - last_beat > absl::Seconds(2)) {
+        pb::HeartbeatRequest hb;
+        hb.set_agent_id(rr.agent_id());
+        hb.set_session(rr.session());
+        for (const auto& l : held) *hb.add_leases() = l.lease();
+        pb::HeartbeatResponse hr;
+        grpc::ClientContext hctx;
+        (void)stub_->Heartbeat(&hctx, hb, &hr);
+        last_beat = absl::Now();
+      }
+      if (todo.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  // The job's model_set (catalog settings at its commit plus the spec's
+  // `set:`, as the scheduler hands them to real agents) decides; the
+  // resolved catalog is the fallback for schedulers that do not fill it.
+  double Cost(const pb::Job& j, const char* key, double fallback = 1) const {
+    auto m = j.model_set().find(key);
+    if (m != j.model_set().end()) return std::stod(m->second);
+    auto c = resolved_.find(j.commit_id());
+    if (c == resolved_.end()) return fallback;
+    auto v = c->second.find(key);
+    return v == c->second.end() ? fallback : std::stod(v->second);
+  }
+
+  void Report(int64_t agent_id, const pb::JobLease& l) {
+    const pb::Job& j = l.job();
+    std::mt19937_64 rng(j.seed());
+    std::normal_distribution<double> noise(0, 1);
+    double base = j.mode() == pb::IOMMU_MODE_OFF      ? 2000
+                  : j.mode() == pb::IOMMU_MODE_STRICT ? 1200
+                                                      : 1600;
+    base /= Cost(j, "sim.cpu_cost");
+    if (j.mode() == pb::IOMMU_MODE_STRICT || j.mode() == pb::IOMMU_MODE_LAZY)
+      base /= Cost(j, "sim.iommu_cost");
+    pb::ReportResultRequest req;
+    req.set_agent_id(agent_id);
+    *req.mutable_lease() = l.lease();
+    pb::Sample* s = req.add_samples();
+    s->set_metric("throughput");
+    s->set_phase("write");
+    s->set_unit("kB/s");
+    s->set_value(base * (1 + 0.01 * noise(rng)));
+    if (j.mode() == pb::IOMMU_MODE_STRICT || j.mode() == pb::IOMMU_MODE_LAZY) {
+      // A secondary metric (higher is better, not the workload's throughput).
+      pb::Sample* h = req.add_samples();
+      h->set_metric("rcache_hit_rate");
+      h->set_phase("write");
+      h->set_unit("ratio");
+      h->set_value(Cost(j, "sim.hit_rate", 0.9) * (1 + 0.01 * noise(rng)));
+    }
+    pb::Sample* c = req.add_samples();  // unknown polarity: never analysed
+    c->set_metric("invalidations");
+    c->set_value(static_cast<double>(rng() % 1000));
+    req.set_raw_format("sim");
+    pb::ReportResultResponse resp;
+    grpc::ClientContext ctx;
+    if (stub_->ReportResult(&ctx, req, &resp).ok()) ++reported_;
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::AgentService::Stub> stub_;
+  const std::map<std::string, std::map<std::string, std::string>> resolved_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> hold_bisect_{false};
+  std::atomic<int> reported_{0};
+  std::thread thread_;
+};
+
+testing::PostgresInstance* g_pg = nullptr;
+
+class AnalyzerPgTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto pg = testing::PostgresInstance::Start();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    g_pg = pg->release();
+  }
+  static void TearDownTestSuite() {
+    delete g_pg;
+    g_pg = nullptr;
+  }
+
+  // Fresh database, scheduler, Alertmanager and a catalog of `n` commits
+  // t00..; `sets` maps a commit index to its settings.
+  void StartFarm(int n, const std::map<int, std::map<std::string, std::string>>& sets) {
+    static int counter = 0;
+    auto uri = g_pg->CreateDatabase(absl::StrCat("analyzer_", ::getpid(), "_", ++counter));
+    ASSERT_TRUE(uri.ok()) << uri.status();
+    db_uri_ = *uri;
+    scheduler::ServerOptions so;
+    so.listen = "127.0.0.1:0";
+    so.db_uri = db_uri_;
+    so.db_connections = 4;
+    so.worker_threads = 4;
+    auto server = scheduler::SchedulerServer::Start(so, &registry_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    auto am = testing::AlertmanagerInstance::Start();
+    ASSERT_TRUE(am.ok()) << am.status();
+    am_ = std::move(*am);
+
+    std::string yaml = "catalog: analyzer-test\ncommits:\n";
+    for (int i = 0; i < n; ++i) {
+      absl::StrAppend(&yaml, "  - id: ", Id(i), "\n    subject: \"test commit ", i, "\"\n");
+      auto it = sets.find(i);
+      if (it != sets.end()) {
+        absl::StrAppend(&yaml, "    set: {");
+        bool first = true;
+        for (const auto& [k, v] : it->second) {
+          absl::StrAppend(&yaml, first ? "" : ", ", k, ": \"", v, "\"");
+          first = false;
+        }
+        absl::StrAppend(&yaml, "}\n");
+      }
+    }
+    jobs_ = pb::JobService::NewStub(
+        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+    analysis_ = pb::AnalysisService::NewStub(
+        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+    {
+      pb::LoadCatalogRequest req;
+      req.set_yaml(yaml);
+      req.set_source_name("analyzer_pgtest");
+      pb::LoadCatalogResponse resp;
+      grpc::ClientContext ctx;
+      const grpc::Status s = jobs_->LoadCatalog(&ctx, req, &resp);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+    }
+    std::map<std::string, std::map<std::string, std::string>> resolved;
+    {
+      pb::GetCatalogRequest req;
+      req.set_name("analyzer-test");
+      req.set_resolve(true);
+      pb::Catalog cat;
+      grpc::ClientContext ctx;
+      ASSERT_TRUE(jobs_->GetCatalog(&ctx, req, &cat).ok());
+      ASSERT_EQ(cat.commits_size(), n);
+      for (const auto& c : cat.commits())
+        resolved[c.id()] = {c.resolved().begin(), c.resolved().end()};
+    }
+    agent_ = std::make_unique<SimAgent>(server_->address(), resolved);
+    pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{db_uri_, 2, 5});
+    store_ = NewPgAnalyzerStore(pool_.get());
+    submitter_ = NewGrpcJobSubmitter(server_->address(), "");
+    auto sink = NewAlertmanagerSink(am_->BaseUrl());
+    ASSERT_TRUE(sink.ok());
+    sink_ = std::move(*sink);
+  }
+
+  void TearDown() override {
+    agent_.reset();
+    if (server_) server_->Shutdown(absl::Seconds(2));
+  }
+
+  static std::string Id(int i) { return absl::StrFormat("t%02d", i); }
+
+  // Bulk matrix over every `stride`-th commit of 0..last.
+  int64_t SubmitBulk(int last, int stride, int repeats) {
+    std::vector<std::string> ids;
+    for (int i = 0; i <= last; i += stride) ids.push_back("\"" + Id(i) + "\"");
+    const std::string spec = absl::StrCat(
+        "name: analyzer-test\ncatalog: analyzer-test\nplatform: intel-vtd-2s12c\n"
+        "commits: [",
+        absl::StrJoin(ids, ", "),
+        "]\nmodes: [off, strict, lazy]\nworkloads:\n  - name: iozone-nfsrdma\n"
+        "repeats: ",
+        repeats, "\nexecutor: emulator\nanalysis: {bisect: true}\n");
+    pb::SubmitMatrixRequest req;
+    req.set_spec_yaml(spec);
+    pb::SubmitMatrixResponse resp;
+    grpc::ClientContext ctx;
+    const grpc::Status s = jobs_->SubmitMatrix(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.matrix().id();
+  }
+
+  pqxx::result Query(const std::string& sql) {
+    pqxx::connection c(db_uri_);
+    pqxx::nontransaction t(c);
+    return t.exec(sql);
+  }
+
+  int64_t Count(const std::string& sql) { return Query(sql)[0][0].as<int64_t>(); }
+
+  // Ticks the in-process analyzer until `done` holds (bounded wait).
+  void TickUntil(Analyzer& a, const std::function<bool()>& done, const std::string& what) {
+    const absl::Status s = testing::PollUntil(
+        [&]() -> absl::StatusOr<bool> {
+          (void)a.Tick();
+          return done();
+        },
+        absl::Seconds(120), what, absl::Milliseconds(50));
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  json AlertmanagerAlerts() {
+    auto r = testing::HttpGet(am_->BaseUrl() + "/api/v2/alerts?filter=" +
+                              testing::UrlEncode("alertname=\"IommuPerfRegression\""));
+    if (!r.ok() || r->status != 200) return json::array();
+    return json::parse(r->body, nullptr, false);
+  }
+
+  AnalyzerOptions Options() {
+    AnalyzerOptions o;
+    o.alert_resend = absl::Hours(1);  // content changes must still go out at once
+    return o;
+  }
+
+  metrics::MetricsRegistry registry_;
+  std::string db_uri_;
+  std::unique_ptr<scheduler::SchedulerServer> server_;
+  std::unique_ptr<testing::AlertmanagerInstance> am_;
+  std::unique_ptr<pb::JobService::Stub> jobs_;
+  std::unique_ptr<pb::AnalysisService::Stub> analysis_;
+  std::unique_ptr<SimAgent> agent_;
+  std::unique_ptr<storage::PgPool> pool_;
+  std::unique_ptr<AnalyzerStore> store_;
+  std::unique_ptr<JobSubmitter> submitter_;
+  std::unique_ptr<AlertSink> sink_;
+};
+
+TEST_F(AnalyzerPgTest, PlantedCostIsFoundBisectedAlertedAndResolved) {
+  // Commit t21 makes the IOMMU path 25% more expensive (throughput / 1.25).
+  StartFarm(33, {{21, {{"sim.iommu_cost", "1.25"}}}});
+  SubmitBulk(32, 8, 4);
+  prometheus::Registry reg;
+  prometheus::Gauge& open = prometheus::BuildGauge().Name("g").Register(reg).Add({});
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {&open, nullptr}, Options());
+  TickUntil(
+      a, [&] { return Count("SELECT count(*) FROM bisects WHERE state <> 'running'") == 1; },
+      "bisect finished");
+
+  const pqxx::result g = Query(
+      "SELECT id, state, change_class, direction, culprit_id, culprit_subject, last_good, "
+      "first_bad, magnitude, mode FROM regressions");
+  ASSERT_EQ(g.size(), 1u);
+  const int64_t id = g[0][0].as<int64_t>();
+  EXPECT_EQ(g[0][1].as<int>(), pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(g[0][2].as<int>(), pb::CHANGE_CLASS_IOMMU);
+  EXPECT_EQ(g[0][3].as<int>(), pb::CHANGE_DIRECTION_REGRESSION);
+  EXPECT_EQ(g[0][4].as<std::string>(), "t21");
+  EXPECT_EQ(g[0][5].as<std::string>(), "test commit 21");
+  EXPECT_EQ(g[0][6].as<std::string>(), "t20");
+  EXPECT_EQ(g[0][7].as<std::string>(), "t21");
+  EXPECT_NEAR(g[0][8].as<double>(), -0.2, 0.03);
+  EXPECT_NE(g[0][9].as<int>(), pb::IOMMU_MODE_OFF);
+
+  // Read back through the scheduler's AnalysisService: what farmctl shows.
+  pb::GetBisectRequest br;
+  br.set_regression_id(id);
+  pb::Bisect bisect;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(analysis_->GetBisect(&ctx, br, &bisect).ok());
+  }
+  EXPECT_EQ(bisect.state(), "done");
+  EXPECT_EQ(bisect.culprit_id(), "t21");
+  ASSERT_GE(bisect.steps_size(), 3);  // confirmation + 3 halvings of t16..t24
+  EXPECT_EQ(bisect.steps(0).verdict(), "confirmed");
+  for (int i = 1; i < bisect.steps_size(); ++i) {
+    const pb::BisectStep& s = bisect.steps(i);
+    EXPECT_EQ(s.step(), i);
+    EXPECT_NE(s.verdict(), "pending");
+    EXPECT_GE(s.repeats(), 3);
+    EXPECT_GT(s.mean(), 0);
+    const bool bad = s.verdict() == "bad" || s.verdict() == "weak-bad";
+    EXPECT_EQ(bad, s.commit_index() >= 21) << s.commit_id() << " " << s.verdict();
+  }
+
+  // Alertmanager really holds it, with the culprit.
+  TickUntil(
+      a,
+      [&] {
+        for (const json& al : AlertmanagerAlerts())
+          if (al["labels"].value("regression_id", "") == std::to_string(id) &&
+              al["annotations"].value("culprit", "") == "t21")
+            return true;
+        return false;
+      },
+      "alert with culprit in Alertmanager");
+  json alert;
+  for (const json& al : AlertmanagerAlerts())
+    if (al["labels"].value("regression_id", "") == std::to_string(id)) alert = al;
+  EXPECT_EQ(alert["labels"]["platform"], "intel-vtd-2s12c");
+  EXPECT_EQ(alert["labels"]["workload"], "iozone-nfsrdma");
+  EXPECT_EQ(alert["labels"]["severity"], "critical");
+  EXPECT_EQ(alert["annotations"]["culprit_subject"], "test commit 21");
+  EXPECT_EQ(alert["annotations"]["last_good"], "t20");
+  EXPECT_EQ(alert["annotations"]["change_class"], "iommu");
+  EXPECT_EQ(alert["status"]["state"], "active");
+  EXPECT_EQ(open.Value(), 1);
+
+  // Marked fixed through the API: the alert is resolved, the gauge drops.
+  pb::UpdateRegressionRequest ur;
+  ur.set_regression_id(id);
+  ur.set_state(pb::REGRESSION_STATE_FIXED);
+  pb::Regression updated;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(analysis_->UpdateRegression(&ctx, ur, &updated).ok());
+  }
+  TickUntil(
+      a,
+      [&] {
+        for (const json& al : AlertmanagerAlerts())
+          if (al["labels"].value("regression_id", "") == std::to_string(id)) return false;
+        return true;
+      },
+      "alert resolved in Alertmanager");
+  EXPECT_EQ(open.Value(), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM regressions WHERE alert_firing"), 0);
+}
+
+// A throughput regression (primary metric) and, earlier in the same matrix,
+// a larger drop of the rcache hit rate (secondary): both are recorded and
+// confirmed; the throughput one is listed first, bisected and alerted as
+// critical; the hit-rate one is alerted as info and not bisected.
+TEST_F(AnalyzerPgTest, PrimaryMetricRegressionRanksAboveSecondary) {
+  StartFarm(33, {{9, {{"sim.hit_rate", "0.6"}}}, {21, {{"sim.iommu_cost", "1.25"}}}});
+  SubmitBulk(32, 8, 4);
+  prometheus::Registry reg;
+  auto& family = prometheus::BuildGauge().Name("g").Register(reg);
+  prometheus::Gauge& open_primary = family.Add({{"metric_rank", "primary"}});
+  prometheus::Gauge& open_secondary = family.Add({{"metric_rank", "secondary"}});
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {&open_primary, &open_secondary},
+             Options());
+  TickUntil(
+      a,
+      [&] {
+        return Count("SELECT count(*) FROM bisects") == 2 &&
+               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
+      },
+      "both findings confirmed and the primary one bisected");
+
+  // Through the API (what farmctl regressions / regression show print).
+  pb::ListRegressionsRequest lr;
+  pb::ListRegressionsResponse list;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(analysis_->ListRegressions(&ctx, lr, &list).ok());
+  }
+  ASSERT_EQ(list.regressions_size(), 2);
+  const pb::Regression& first = list.regressions(0);
+  const pb::Regression& second = list.regressions(1);
+  EXPECT_EQ(first.metric(), "throughput/write");
+  EXPECT_EQ(first.note(), "primary metric of iozone-nfsrdma");
+  EXPECT_EQ(first.state(), pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(first.culprit_id(), "t21");
+  EXPECT_EQ(second.metric(), "rcache_hit_rate/write");
+  EXPECT_EQ(second.state(), pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(second.note(),
+            "secondary metric: rcache_hit_rate is not a primary metric of iozone-nfsrdma "
+            "(throughput); alerted as info, not bisected");
+  EXPECT_EQ(second.first_bad(), "t16");  // measured range, not narrowed by a bisect
+  EXPECT_EQ(second.culprit_id(), "");
+  EXPECT_LT(second.magnitude(), first.magnitude());  // the larger change, ranked second
+  EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM bisect_steps WHERE bisect_id = ",
+                               second.bisect_id(), " AND step > 0")),
+            0);
+  EXPECT_GE(Count(absl::StrCat("SELECT count(*) FROM bisect_steps WHERE bisect_id = ",
+                               first.bisect_id(), " AND step > 0")),
+            3);
+
+  // Alertmanager holds both, with the severities that route them.
+  TickUntil(
+      a,
+      [&] {
+        int seen = 0;
+        for (const json& al : AlertmanagerAlerts())
+          seen += al["annotations"].value("culprit", "") == "t21" ||
+                  al["labels"].value("metric_rank", "") == "secondary";
+        return seen == 2;
+      },
+      "both alerts in Alertmanager");
+  std::map<std::string, json> by_rank;
+  for (const json& al : AlertmanagerAlerts()) by_rank[al["labels"].value("metric_rank", "")] = al;
+  ASSERT_EQ(by_rank.size(), 2u);
+  EXPECT_EQ(by_rank["primary"]["labels"]["severity"], "critical");
+  EXPECT_EQ(by_rank["primary"]["labels"]["regression_id"], std::to_string(first.id()));
+  EXPECT_EQ(by_rank["secondary"]["labels"]["severity"], "info");
+  EXPECT_EQ(by_rank["secondary"]["labels"]["regression_id"], std::to_string(second.id()));
+  EXPECT_EQ(by_rank["secondary"]["annotations"]["primary_metrics"], "throughput");
+  EXPECT_EQ(open_primary.Value(), 1);
+  EXPECT_EQ(open_secondary.Value(), 1);
+
+  // The rank is a field of its own: a triage note replaces the analyzer's
+  // sentence but not the rank, and the rank still drives the alert.
+  EXPECT_EQ(first.metric_rank(), "primary");
+  ASSERT_EQ(first.primary_metrics_size(), 1);
+  EXPECT_EQ(first.primary_metrics(0), "throughput");
+  EXPECT_EQ(second.metric_rank(), "secondary");
+  ASSERT_EQ(second.primary_metrics_size(), 1);
+  EXPECT_EQ(second.primary_metrics(0), "throughput");
+  pb::UpdateRegressionRequest ur;
+  ur.set_regression_id(second.id());
+  ur.set_state(pb::REGRESSION_STATE_ACKNOWLEDGED);
+  ur.set_note("primary metric looks fine; tracked elsewhere");
+  pb::Regression updated;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(analysis_->UpdateRegression(&ctx, ur, &updated).ok());
+  }
+  EXPECT_EQ(updated.metric_rank(), "secondary");
+  pb::GetRegressionRequest gr;
+  gr.set_regression_id(second.id());
+  pb::Regression reread;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(analysis_->GetRegression(&ctx, gr, &reread).ok());
+  }
+  EXPECT_EQ(reread.note(), "primary metric looks fine; tracked elsewhere");
+  EXPECT_EQ(reread.metric_rank(), "secondary");
+  ASSERT_EQ(reread.primary_metrics_size(), 1);
+  (void)a.Tick();
+  EXPECT_EQ(open_primary.Value(), 1);
+  EXPECT_EQ(open_secondary.Value(), 1);  // acknowledged is still open
+  for (const json& al : AlertmanagerAlerts()) {
+    if (al["labels"].value("regression_id", "") == std::to_string(second.id())) {
+      EXPECT_EQ(al["labels"]["metric_rank"], "secondary");
+      EXPECT_EQ(al["labels"]["severity"], "info");
+    }
+  }
+}
+
+// The flags: --bisect-secondary bisects the hit-rate drop to its commit too,
+// --secondary-severity none keeps it out of Alertmanager.
+TEST_F(AnalyzerPgTest, SecondaryMetricBisectedButNotAlertedOnRequest) {
+  StartFarm(33, {{9, {{"sim.hit_rate", "0.6"}}}, {21, {{"sim.iommu_cost", "1.25"}}}});
+  SubmitBulk(32, 8, 4);
+  AnalyzerOptions o = Options();
+  o.bisect_secondary = true;
+  o.secondary_severity = "none";
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, o);
+  TickUntil(
+      a,
+      [&] {
+        return Count("SELECT count(*) FROM bisects") == 2 &&
+               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0 &&
+               Count("SELECT count(*) FROM regressions WHERE alert_firing") == 1;
+      },
+      "both bisects finished, the primary one alerted");
+  const pqxx::result g =
+      Query("SELECT metric, culprit_id, note, alert_firing FROM regressions ORDER BY id");
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0][0].as<std::string>(), "throughput/write");
+  EXPECT_EQ(g[0][1].as<std::string>(), "t21");
+  EXPECT_TRUE(g[0][3].as<bool>());
+  EXPECT_EQ(g[1][0].as<std::string>(), "rcache_hit_rate/write");
+  EXPECT_EQ(g[1][1].as<std::string>(), "t09");
+  EXPECT_EQ(g[1][2].as<std::string>(),
+            "secondary metric: rcache_hit_rate is not a primary metric of iozone-nfsrdma "
+            "(throughput); not alerted");
+  EXPECT_FALSE(g[1][3].as<bool>());
+  (void)a.Tick();
+  const json alerts = AlertmanagerAlerts();
+  ASSERT_EQ(alerts.size(), 1u) << alerts.dump();
+  EXPECT_EQ(alerts[0]["labels"]["metric_rank"], "primary");
+}
+
+TEST_F(AnalyzerPgTest, PureNoiseRaisesNothing) {
+  StartFarm(25, {});
+  const int64_t m = SubmitBulk(24, 4, 4);
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
+  TickUntil(
+      a,
+      [&] {
+        return Count(absl::StrCat("SELECT count(*) FROM analyzer_state WHERE key = 'matrix:", m,
+                                  "'")) == 1;
+      },
+      "matrix analysed");
+  (void)a.Tick();
+  EXPECT_EQ(Count("SELECT count(*) FROM regressions"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM matrices"), 1);  // nothing submitted
+  EXPECT_EQ(AlertmanagerAlerts().size(), 0u);
+  // Restart-safe cursor: a new analyzer does not analyse it again.
+  Analyzer again(store_.get(), submitter_.get(), sink_.get(), {}, Options());
+  ASSERT_TRUE(again.Tick().ok());
+  EXPECT_EQ(again.matrices_analyzed(), 0);
+}
+
+TEST_F(AnalyzerPgTest, TwoRegressionsInOneRangeBothBisected) {
+  // t09: IOMMU path 15% slower; t27: every mode (incl. off) 20% slower.
+  StartFarm(37, {{9, {{"sim.iommu_cost", "1.15"}}}, {27, {{"sim.cpu_cost", "1.25"}}}});
+  SubmitBulk(36, 6, 4);
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
+  TickUntil(
+      a,
+      [&] {
+        return Count("SELECT count(*) FROM bisects") >= 2 &&
+               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
+      },
+      "both bisects finished");
+  const pqxx::result g =
+      Query("SELECT culprit_id, change_class, mode FROM regressions ORDER BY first_bad");
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0][0].as<std::string>(), "t09");
+  EXPECT_EQ(g[0][1].as<int>(), pb::CHANGE_CLASS_IOMMU);
+  EXPECT_EQ(g[1][0].as<std::string>(), "t27");
+  EXPECT_EQ(g[1][1].as<int>(), pb::CHANGE_CLASS_NOT_IOMMU);
+  EXPECT_EQ(g[1][2].as<int>(), pb::IOMMU_MODE_OFF);
+}
+
+#ifdef FARM_ANALYZER_BIN
+// The farm-analyzer process is SIGKILLed while a bisect step is pending; a new
+// process finishes the same bisect without submitting anything twice.
+TEST_F(AnalyzerPgTest, KilledMidBisectRestartFinishesSameBisect) {
+  StartFarm(33, {{13, {{"sim.iommu_cost", "1.3"}}}});
+  agent_->HoldBisect(true);
+  SubmitBulk(32, 16, 4);  // t00, t16, t32: bisect over t00..t16 (4 halvings)
+  const std::string log = ::testing::TempDir() + "/farm-analyzer-" + std::to_string(getpid());
+  auto spawn = [&]() -> pid_t {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 2);
+        dup2(fd, 1);
+      }
+      const std::string db = db_uri_, sched = server_->address(), am = am_->BaseUrl();
+      execl(FARM_ANALYZER_BIN, FARM_ANALYZER_BIN, "--db", db.c_str(), "--scheduler", sched.c_str(),
+            "--alertmanager", am.c_str(), "--poll-interval", "100ms", "--alert-resend", "1s",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return pid;
+  };
+  pid_t pid = spawn();
+  ASSERT_GT(pid, 0);
+  const absl::Status mid = testing::PollUntil(
+      [&]() -> absl::StatusOr<bool> {
+        return Count(
+                   "SELECT count(*) FROM bisect_steps WHERE step >= 1 AND verdict = 'pending' "
+                   "AND matrix_id IS NOT NULL") >= 1;
+      },
+      absl::Seconds(120), "a bisect step pending");
+  ASSERT_TRUE(mid.ok()) << mid;
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  EXPECT_TRUE(WIFSIGNALED(wstatus));
+  const int64_t bisect_id = Query("SELECT id FROM bisects")[0][0].as<int64_t>();
+  agent_->HoldBisect(false);  // the pending step's runs complete while no analyzer runs
+
+  pid = spawn();
+  ASSERT_GT(pid, 0);
+  const absl::Status fin = testing::PollUntil(
+      [&]() -> absl::StatusOr<bool> {
+        return Count("SELECT count(*) FROM bisects WHERE state = 'done'") == 1 &&
+               Count("SELECT count(*) FROM regressions WHERE alert_firing") == 1;
+      },
+      absl::Seconds(120), "bisect done after restart");
+  kill(pid, SIGTERM);
+  waitpid(pid, &wstatus, 0);
+  std::ifstream in(log);
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(fin.ok()) << fin << "\n" << out;
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << out;
+
+  EXPECT_EQ(Count("SELECT count(*) FROM bisects"), 1);
+  EXPECT_EQ(Query("SELECT id FROM bisects")[0][0].as<int64_t>(), bisect_id);
+  EXPECT_EQ(Query("SELECT culprit_id FROM bisects")[0][0].as<std::string>(), "t13");
+  // Every submission is recorded exactly once: matrices the analyzer made
+  // == its persisted sequence number; steps are contiguous.
+  const int64_t seq =
+      Query(absl::StrCat("SELECT (value->>'seq')::bigint FROM analyzer_state "
+                         "WHERE key = 'bisect:",
+                         bisect_id, "'"))[0][0]
+          .as<int64_t>();
+  EXPECT_EQ(Count("SELECT count(*) FROM matrices WHERE idempotency_key LIKE 'analyzer/%'"), seq);
+  const int64_t steps = Count("SELECT count(*) FROM bisect_steps WHERE step >= 1");
+  EXPECT_EQ(Count("SELECT max(step) FROM bisect_steps"), steps);
+  EXPECT_GE(steps, 4);
+  EXPECT_EQ(Count("SELECT count(*) FROM bisect_steps WHERE verdict = 'pending'"), 0);
+}
+#endif
+
+}  // namespace
+}  // namespace farm::analyzer

@@ -1,0 +1,148 @@
+// End to end: real PostgreSQL, the real farm-scheduler (in-process), two
+// spawned farm-agent processes running emulator jobs, and farmctl's own client
+// code (farm::cli::Commands) plus the farmctl binary for the output formats.
+// Checks that every job of a small matrix succeeded exactly once, with one
+// result each, and that SIGTERM makes the agents exit 0.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "cli/git_import.h"
+#include "lib/metrics/metrics.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/server.h"
+#include "testing/child_process.h"
+#include "testing/service_harness.h"
+
+namespace farm {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+
+// A farm-agent child process with stdout+stderr in one log file.
+std::unique_ptr<testing::ChildProcess> StartAgent(const std::string& scheduler,
+                                                  const std::string& name,
+                                                  const std::string& log_path) {
+  return std::make_unique<testing::ChildProcess>(
+      std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", scheduler, "--name", name, "--slots",
+                               "2", "--capabilities", "emulator", "--metrics", "127.0.0.1:0",
+                               "--drain-timeout", "10s"},
+      log_path);
+}
+
+constexpr char kSpec[] = R"(name: e2e-smoke
+catalog: linux-iommu
+platform: intel-vtd-snb16c
+commits: [v4.6, 9257b4a206fc]
+modes: [off, strict, lazy]
+workloads:
+  - name: dma-map-bench
+    params: {threads: 2, seconds: 0.002}
+repeats: 3
+executor: emulator
+)";
+
+TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
+  auto pg = testing::PostgresInstance::Start();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  metrics::MetricsRegistry registry;
+  scheduler::ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_uri = (*pg)->Uri();
+  options.catalog_dir = std::string(FARM_SOURCE_DIR) + "/emu/model/catalogs";
+  options.config.lease_ttl = absl::Seconds(6);
+  auto server = scheduler::SchedulerServer::Start(options, &registry);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = (*server)->address();
+
+  const std::string base = testing::HarnessTempBase() + "/farm-e2e-" + std::to_string(getpid());
+  std::vector<std::unique_ptr<testing::ChildProcess>> agents;
+  for (int i = 1; i <= 2; ++i) {
+    agents.push_back(StartAgent(address, absl::StrCat("e2e-agent-", i),
+                                absl::StrCat(base, "-agent-", i, ".log")));
+  }
+  for (auto& agent : agents) {
+    absl::Status up = agent->WaitFor("registered as e2e-agent-", false, absl::Seconds(30));
+    ASSERT_TRUE(up.ok()) << up << "\n" << agent->Out();
+  }
+
+  client::ClientOptions client_options;
+  client_options.server = address;
+  std::ostringstream out, err;
+  cli::Commands commands(client_options, out, err);
+  auto submitted = commands.SubmitSpec(kSpec, /*dry_run=*/false);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const int64_t jobs = submitted->jobs_created();
+  EXPECT_EQ(jobs, 2 * 3 * 3);
+  const int64_t matrix_id = submitted->matrix().id();
+
+  int updates = 0;
+  auto final_progress =
+      commands.WaitForMatrix(matrix_id, [&](const pb::MatrixProgress&) { ++updates; });
+  ASSERT_TRUE(final_progress.ok()) << final_progress.status() << "\n"
+                                   << agents[0]->Out() << agents[1]->Out();
+  EXPECT_TRUE(final_progress->done());
+  EXPECT_EQ(final_progress->state(), pb::MATRIX_STATE_COMPLETED)
+      << agents[0]->Out() << agents[1]->Out();
+  EXPECT_EQ(final_progress->counts().succeeded(), jobs);
+  EXPECT_EQ(final_progress->counts().failed(), 0);
+  EXPECT_GE(updates, 1);
+
+  auto results = commands.FetchResults(matrix_id, /*include_raw=*/true);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(static_cast<int64_t>(results->size()), jobs);
+  std::set<int64_t> job_ids;
+  std::set<std::string> agent_names;
+  for (const pb::Result& r : *results) {
+    EXPECT_TRUE(job_ids.insert(r.job_id()).second) << "duplicate result for job " << r.job_id();
+    EXPECT_EQ(r.attempt(), 1);
+    EXPECT_EQ(r.raw_format(), "emu-json");
+    EXPECT_FALSE(r.raw_output().empty());
+    EXPECT_TRUE(nlohmann::json::accept(r.raw_output()));
+    bool has_throughput = false;
+    for (const auto& s : r.samples()) has_throughput |= s.metric() == "throughput";
+    EXPECT_TRUE(has_throughput) << r.ShortDebugString().substr(0, 500);
+    agent_names.insert(r.agent());
+  }
+  EXPECT_EQ(static_cast<int64_t>(job_ids.size()), jobs);
+
+  // The three output formats, through the farmctl binary itself.
+  for (const char* format : {"table", "csv", "json"}) {
+    auto printed = cli::RunProgram({FARMCTL_BIN, "--server", address, "results",
+                                    std::to_string(matrix_id), "--output", format});
+    ASSERT_TRUE(printed.ok()) << format << ": " << printed.status();
+    if (std::string(format) == "table") {
+      EXPECT_NE(printed->find("metric: throughput"), std::string::npos) << *printed;
+      EXPECT_NE(printed->find("9257b4a206fc"), std::string::npos) << *printed;
+    } else if (std::string(format) == "json") {
+      auto j = nlohmann::json::parse(*printed);
+      EXPECT_EQ(static_cast<int64_t>(j.size()), jobs);
+    } else {
+      EXPECT_GT(std::count(printed->begin(), printed->end(), '\n'), jobs);
+    }
+  }
+  auto agents_out = cli::RunProgram({FARMCTL_BIN, "--server", address, "agents"});
+  ASSERT_TRUE(agents_out.ok()) << agents_out.status();
+  EXPECT_NE(agents_out->find("e2e-agent-1"), std::string::npos) << *agents_out;
+  // The analysis calls work against empty tables.
+  EXPECT_TRUE(cli::RunProgram(
+                  {FARMCTL_BIN, "--server", address, "regressions", "--all", "--output", "json"})
+                  .ok());
+
+  for (auto& agent : agents) {
+    EXPECT_EQ(agent->Terminate(), 0) << agent->Out();
+  }
+  (*server)->Shutdown();
+}
+
+}  // namespace
+}  // namespace farm

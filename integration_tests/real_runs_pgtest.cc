@@ -1,0 +1,270 @@
+// Whole farm, real tools: PostgreSQL, the real farm-scheduler (in-process)
+// and a spawned farm-agent offering fio and iozone with an allowed temp dir.
+// Matrices with executor fio / iozone run to completion on this host; their
+// results carry the host's kernel release, IOMMU mode, tool version and raw
+// output (parsed again here with the shared parsers). A cell whose IOMMU mode
+// is not this host's is never leased, and a refused spec fails permanently
+// without touching a canary outside the allowed directory.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "agent/runners/fio_json.h"
+#include "agent/runners/iozone_report.h"
+#include "cli/commands.h"
+#include "gtest/gtest.h"
+#include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/client/client.h"
+#include "lib/metrics/metrics.h"
+#include "proto/names.h"
+#include "scheduler/server.h"
+#include "testing/child_process.h"
+#include "testing/service_harness.h"
+
+namespace farm {
+namespace {
+
+namespace fs = std::filesystem;
+namespace pb = ::iommufarm::v1;
+
+using testing::ReadFileOrEmpty;
+
+class RealRunsPgTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = testing::HarnessTempBase() + "/farm-realruns-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+    allowed_ = root_ + "/allowed";
+    fs::create_directories(allowed_);
+    fs::create_directories(root_ + "/outside");
+    canary_ = root_ + "/outside/canary";
+    std::ofstream(canary_) << "canary\n";
+
+    auto pg = testing::PostgresInstance::Start();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    pg_ = *std::move(pg);
+    scheduler::ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.db_uri = pg_->Uri();
+    options.config.lease_ttl = absl::Seconds(30);
+    auto server = scheduler::SchedulerServer::Start(options, &registry_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    client_.server = server_->address();
+
+    // A catalog naming this host's kernel, so real cells match it.
+    struct utsname uts {};
+    ASSERT_EQ(uname(&uts), 0);
+    release_ = uts.release;
+    auto stub = pb::JobService::NewStub(client::MakeChannel(client_));
+    pb::LoadCatalogRequest load;
+    load.set_yaml(absl::StrCat("catalog: host-kernels\ncommits:\n  - id: \"", release_,
+                               "\"\n    subject: \"this host's running kernel\"\n"));
+    load.set_source_name("real_runs_pgtest");
+    pb::LoadCatalogResponse loaded;
+    auto ctx = client::NewContext(client_, absl::Seconds(30));
+    grpc::Status st = stub->LoadCatalog(ctx.get(), load, &loaded);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+
+    agent_ = std::make_unique<testing::ChildProcess>(
+        std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", server_->address(), "--name",
+                                 "real-agent", "--slots", "2", "--capabilities", "fio,iozone",
+                                 "--allow-dir", allowed_, "--drain-timeout", "10s"},
+        root_ + "/agent.log");
+    absl::Status up = agent_->WaitFor("registered as real-agent", false, absl::Seconds(60));
+    ASSERT_TRUE(up.ok()) << up << "\n" << agent_->Out();
+
+    // What the agent says this host is: the cells must ask for that.
+    pb::ListAgentsResponse agents;
+    auto ctx2 = client::NewContext(client_, absl::Seconds(30));
+    st = stub->ListAgents(ctx2.get(), pb::ListAgentsRequest(), &agents);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    ASSERT_EQ(agents.agents_size(), 1);
+    host_ = agents.agents(0).host();
+    std::set<std::string> caps;
+    for (const auto& c : agents.agents(0).capabilities()) {
+      caps.insert(c.name());
+      EXPECT_FALSE(c.version().empty()) << c.name();
+    }
+    EXPECT_EQ(caps, (std::set<std::string>{"fio", "iozone"}));
+    ASSERT_EQ(host_.kernel_release(), release_);
+    mode_ = ::farm::proto::ModeName(host_.iommu_mode());
+    ASSERT_FALSE(mode_.empty()) << "agent detected no IOMMU mode: " << host_.iommu_detail();
+  }
+
+  void TearDown() override {
+    if (agent_) {
+      EXPECT_EQ(agent_->Terminate(), 0) << agent_->Out();
+    }
+    agent_.reset();
+    if (server_) server_->Shutdown();
+    server_.reset();
+    pg_.reset();
+    if (!root_.empty()) fs::remove_all(root_);
+  }
+
+  std::string Spec(const std::string& name, const std::string& executor, const std::string& mode,
+                   const std::string& workload, const std::string& params, int repeats) {
+    return absl::StrCat("name: ", name, "\ncatalog: host-kernels\nplatform: this-host\n",
+                        "commits: [\"", release_, "\"]\nmodes: [", mode, "]\n",
+                        "workloads:\n  - name: ", workload, "\n    params: ", params,
+                        "\nrepeats: ", repeats, "\nexecutor: ", executor, "\n");
+  }
+
+  // Submits and waits; returns the final progress.
+  pb::MatrixProgress Run(const std::string& spec, int64_t* matrix_id) {
+    std::ostringstream out, err;
+    cli::Commands commands(client_, out, err);
+    auto submitted = commands.SubmitSpec(spec, /*dry_run=*/false);
+    EXPECT_TRUE(submitted.ok()) << submitted.status();
+    if (!submitted.ok()) return {};
+    *matrix_id = submitted->matrix().id();
+    auto progress = commands.WaitForMatrix(*matrix_id, [](const pb::MatrixProgress&) {});
+    EXPECT_TRUE(progress.ok()) << progress.status() << "\n" << agent_->Out();
+    return progress.ok() ? *progress : pb::MatrixProgress();
+  }
+
+  std::vector<pb::Result> Results(int64_t matrix_id) {
+    std::ostringstream out, err;
+    cli::Commands commands(client_, out, err);
+    auto results = commands.FetchResults(matrix_id, /*include_raw=*/true);
+    EXPECT_TRUE(results.ok()) << results.status();
+    return results.ok() ? *results : std::vector<pb::Result>{};
+  }
+
+  void ExpectHostRecorded(const pb::Result& r) {
+    EXPECT_EQ(r.host().kernel_release(), release_);
+    EXPECT_EQ(r.host().iommu_mode(), host_.iommu_mode());
+    EXPECT_FALSE(r.host().iommu_detail().empty());
+    EXPECT_FALSE(r.host().hostname().empty());
+    EXPECT_EQ(r.agent(), "real-agent");
+  }
+
+  std::string root_, allowed_, canary_, release_, mode_;
+  pb::HostFacts host_;
+  metrics::MetricsRegistry registry_;
+  std::unique_ptr<testing::PostgresInstance> pg_;
+  std::unique_ptr<scheduler::SchedulerServer> server_;
+  client::ClientOptions client_;
+  std::unique_ptr<testing::ChildProcess> agent_;
+};
+
+TEST_F(RealRunsPgTest, FioMatrixRunsOnThisHostAndRecordsIt) {
+  // A cell in a mode this host is not in goes first: it must stay queued
+  // while the matching matrix is leased past it.
+  const std::string other_mode = mode_ == "strict" ? "lazy" : "strict";
+  std::ostringstream out, err;
+  cli::Commands commands(client_, out, err);
+  auto mismatched = commands.SubmitSpec(
+      Spec("fio-other-mode", "fio", other_mode, "fio-nvme", "{rw: read, size: 1m}", 1), false);
+  ASSERT_TRUE(mismatched.ok()) << mismatched.status();
+
+  int64_t matrix_id = 0;
+  pb::MatrixProgress done =
+      Run(Spec("fio-real", "fio", mode_, "fio-nvme",
+               "{rw: randrw, bs: 4k, size: 4m, runtime: 1, ioengine: psync, iodepth: 1}", 2),
+          &matrix_id);
+  EXPECT_EQ(done.state(), pb::MATRIX_STATE_COMPLETED) << agent_->Out();
+  EXPECT_EQ(done.counts().succeeded(), 2);
+  std::vector<pb::Result> results = Results(matrix_id);
+  ASSERT_EQ(results.size(), 2u);
+  for (const pb::Result& r : results) {
+    ExpectHostRecorded(r);
+    EXPECT_EQ(r.raw_format(), "fio-json");
+    EXPECT_EQ(r.tool_version().rfind("fio-", 0), 0u) << r.tool_version();
+    std::set<std::string> phases;
+    for (const pb::Sample& s : r.samples()) {
+      if (s.metric() == "iops") {
+        phases.insert(s.phase());
+        EXPECT_GT(s.value(), 0);
+      }
+    }
+    EXPECT_EQ(phases, (std::set<std::string>{"read", "write"}));
+    auto parsed = runners::ParseFioJson(r.raw_output());
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(parsed->fio_version, r.tool_version());
+  }
+
+  pb::GetMatrixRequest get;
+  get.set_matrix_id(mismatched->matrix().id());
+  pb::Matrix other;
+  auto stub = pb::JobService::NewStub(client::MakeChannel(client_));
+  auto ctx = client::NewContext(client_, absl::Seconds(30));
+  ASSERT_TRUE(stub->GetMatrix(ctx.get(), get, &other).ok());
+  EXPECT_EQ(other.counts().queued(), 1)
+      << "a " << other_mode << " cell ran on a " << mode_ << " host";
+  EXPECT_EQ(other.counts().succeeded(), 0);
+}
+
+TEST_F(RealRunsPgTest, IozoneMatrixRunsOnThisHostAndRecordsIt) {
+  int64_t matrix_id = 0;
+  pb::MatrixProgress done =
+      Run(Spec("iozone-real", "iozone", mode_, "iozone-nfsrdma",
+               "{threads: 2, record: 64k, size: 1m, tests: [write, read]}", 1),
+          &matrix_id);
+  EXPECT_EQ(done.state(), pb::MATRIX_STATE_COMPLETED) << agent_->Out();
+  std::vector<pb::Result> results = Results(matrix_id);
+  ASSERT_EQ(results.size(), 1u);
+  const pb::Result& r = results[0];
+  ExpectHostRecorded(r);
+  EXPECT_EQ(r.raw_format(), "iozone");
+  EXPECT_FALSE(r.tool_version().empty());
+  std::set<std::string> phases;
+  for (const pb::Sample& s : r.samples()) {
+    if (s.metric() == "throughput_kb_s") {
+      phases.insert(s.phase());
+      EXPECT_GT(s.value(), 0);
+      EXPECT_EQ(s.unit(), "kB/s");
+    }
+  }
+  EXPECT_EQ(phases, (std::set<std::string>{"write", "rewrite", "read", "reread"}));
+  auto parsed = runners::ParseIozoneReport(r.raw_output());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->Find("write")->processes, 2);
+}
+
+TEST_F(RealRunsPgTest, RefusedSpecsFailPermanentlyAndTouchNothing) {
+  const std::string before = ReadFileOrEmpty(canary_);
+  int64_t matrix_id = 0;
+  pb::MatrixProgress done =
+      Run(Spec("fio-evil", "fio", mode_, "fio-nvme",
+               absl::StrCat("{size: 1m, exec_prerun: \"rm -f ", canary_, "\"}"), 1),
+          &matrix_id);
+  EXPECT_EQ(done.state(), pb::MATRIX_STATE_FAILED);
+  EXPECT_EQ(done.counts().failed(), 1);
+  int64_t matrix2 = 0;
+  done = Run(Spec("fio-outside", "fio", mode_, "fio-nvme",
+                  absl::StrCat("{size: 1m, rw: write, filename: \"", canary_, "\"}"), 1),
+             &matrix2);
+  EXPECT_EQ(done.state(), pb::MATRIX_STATE_FAILED);
+  int64_t matrix3 = 0;
+  done = Run(Spec("iozone-outside", "iozone", mode_, "iozone-nfsrdma",
+                  absl::StrCat("{size: 1m, directory: \"", fs::path(canary_).parent_path().string(),
+                               "\"}"),
+                  1),
+             &matrix3);
+  EXPECT_EQ(done.state(), pb::MATRIX_STATE_FAILED);
+  // Refusals are not retried: one attempt each, and the agent says why.
+  const std::string log = agent_->Out();
+  EXPECT_NE(log.find("runs a shell command"), std::string::npos) << log;
+  EXPECT_NE(log.find("outside the allowed directories"), std::string::npos) << log;
+  EXPECT_EQ(ReadFileOrEmpty(canary_), before);
+  EXPECT_EQ(std::distance(fs::directory_iterator(fs::path(canary_).parent_path()),
+                          fs::directory_iterator()),
+            1);
+  EXPECT_TRUE(Results(matrix_id).empty());
+}
+
+}  // namespace
+}  // namespace farm

@@ -1,0 +1,35 @@
+// Bearer-token authentication for farm RPCs.
+//
+// Server side: CheckBearer() compares the call's "authorization" metadata
+// with "Bearer <token>" in constant time. An empty expected token disables
+// the check (a farm on loopback without --token). Client side: AttachBearer()
+// adds the metadata to a ClientContext; plain metadata rather than
+// grpc::CallCredentials because gRPC refuses call credentials on the
+// insecure channels a loopback farm uses.
+//
+// Thread-safe: free functions over their arguments only.
+#ifndef LIB_AUTH_AUTH_H_
+#define LIB_AUTH_AUTH_H_
+
+#include <string>
+#include <string_view>
+
+#include <grpcpp/grpcpp.h>
+
+namespace farm::auth {
+
+// Reads `env` (e.g. "FARM_TOKEN") if `flag_value` is empty.
+std::string TokenFromFlagOrEnv(const std::string& flag_value, const char* env);
+
+// True if `header` (the metadata value) is exactly "Bearer <expected>".
+bool BearerMatches(std::string_view header, std::string_view expected);
+
+// OK, or UNAUTHENTICATED naming what is wrong (missing vs wrong token).
+grpc::Status CheckBearer(const grpc::ServerContextBase& ctx, const std::string& expected);
+
+// Adds "authorization: Bearer <token>" unless token is empty.
+void AttachBearer(grpc::ClientContext* ctx, const std::string& token);
+
+}  // namespace farm::auth
+
+#endif  // LIB_AUTH_AUTH_H_

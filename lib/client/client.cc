@@ -1,0 +1,44 @@
+#include "lib/client/client.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "lib/auth/auth.h"
+
+namespace farm::client {
+
+void ClientOptions::ApplyEnvironment() {
+  if (server.empty()) {
+    const char* env = std::getenv("FARM_SERVER");
+    server = (env != nullptr && *env != '\0') ? env : kDefaultServer;
+  }
+  if (token.empty()) {
+    const char* env = std::getenv("FARM_TOKEN");
+    if (env != nullptr) token = env;
+  }
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
+  grpc::ChannelArguments args;
+  // Results of big matrices stream as many messages; single large raw outputs
+  // (emulator JSON) must still fit one message.
+  args.SetMaxReceiveMessageSize(64 * 1024 * 1024);
+  return grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), args);
+}
+
+std::unique_ptr<grpc::ClientContext> NewContext(const ClientOptions& options,
+                                                absl::Duration timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (timeout != absl::InfiniteDuration()) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+  farm::auth::AttachBearer(context.get(), options.token);
+  return context;
+}
+
+absl::Status ToAbsl(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+}  // namespace farm::client

@@ -1,0 +1,151 @@
+#include "lib/metrics/metrics.h"
+
+#include <exception>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+namespace farm::metrics {
+namespace {
+
+const char* const kStateNames[6] = {"unspecified", "queued", "leased",
+                                    "succeeded",   "failed", "cancelled"};
+const char* const kExecutorNames[4] = {"unspecified", "emulator", "fio", "iozone"};
+
+prometheus::Histogram::BucketBoundaries DurationBuckets() {
+  // 1 ms .. ~1 h, roughly x3 per bucket: emulator jobs are short, real runs long.
+  return {0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000, 3600};
+}
+
+}  // namespace
+
+std::string MetricsRegistry::Serialize() const {
+  prometheus::TextSerializer s;
+  return s.Serialize(registry_->Collect());
+}
+
+SchedulerMetrics::SchedulerMetrics(prometheus::Registry& r)
+    : leases_granted(prometheus::BuildCounter()
+                         .Name("farm_leases_granted_total")
+                         .Help("Job leases granted to agents")
+                         .Register(r)
+                         .Add({})),
+      leases_expired(prometheus::BuildCounter()
+                         .Name("farm_leases_expired_total")
+                         .Help("Leases that expired and were requeued or failed by the reaper")
+                         .Register(r)
+                         .Add({})),
+      stale_results_rejected(prometheus::BuildCounter()
+                                 .Name("farm_stale_results_rejected_total")
+                                 .Help("Results/failures rejected for a stale lease token")
+                                 .Register(r)
+                                 .Add({})),
+      agents_connected(prometheus::BuildGauge()
+                           .Name("farm_agents_connected")
+                           .Help("Agents with a heartbeat within the liveness window")
+                           .Register(r)
+                           .Add({})),
+      results_ingested(prometheus::BuildCounter()
+                           .Name("farm_results_ingested_total")
+                           .Help("Results accepted and stored (duplicates not counted)")
+                           .Register(r)
+                           .Add({})),
+      matrices_submitted(prometheus::BuildCounter()
+                             .Name("farm_matrices_submitted_total")
+                             .Help("Matrices created by SubmitMatrix")
+                             .Register(r)
+                             .Add({})),
+      jobs_failed(prometheus::BuildCounter()
+                      .Name("farm_jobs_failed_total")
+                      .Help("Jobs that ended FAILED (out of attempts or non-retryable)")
+                      .Register(r)
+                      .Add({})) {
+  auto& q = prometheus::BuildGauge()
+                .Name("farm_queue_jobs")
+                .Help("Jobs in the queue by state (all matrices)")
+                .Register(r);
+  for (int s = 1; s < 6; ++s) queue_[s] = &q.Add({{"state", kStateNames[s]}});
+  queue_[0] = queue_[1];
+  auto& d = prometheus::BuildHistogram()
+                .Name("farm_job_duration_seconds")
+                .Help("Lease grant to accepted result, by executor")
+                .Register(r);
+  for (int e = 1; e < 4; ++e) {
+    duration_[e] = &d.Add({{"executor", kExecutorNames[e]}}, DurationBuckets());
+  }
+  duration_[0] = duration_[1];
+}
+
+prometheus::Gauge& SchedulerMetrics::queue_jobs(int job_state) {
+  return *queue_[(job_state >= 0 && job_state < 6) ? job_state : 0];
+}
+
+prometheus::Histogram& SchedulerMetrics::job_duration(int executor) {
+  return *duration_[(executor >= 0 && executor < 4) ? executor : 0];
+}
+
+namespace {
+prometheus::Family<prometheus::Counter>& AgentJobs(prometheus::Registry& r) {
+  return prometheus::BuildCounter()
+      .Name("farm_agent_jobs_total")
+      .Help("Jobs finished or handed back by this agent, by result")
+      .Register(r);
+}
+}  // namespace
+
+AgentMetrics::AgentMetrics(prometheus::Registry& r)
+    : jobs_running(prometheus::BuildGauge()
+                       .Name("farm_agent_jobs_running")
+                       .Help("Jobs running on this agent now")
+                       .Register(r)
+                       .Add({})),
+      jobs_succeeded(AgentJobs(r).Add({{"result", "succeeded"}})),
+      jobs_failed(AgentJobs(r).Add({{"result", "failed"}})),
+      jobs_revoked(AgentJobs(r).Add({{"result", "revoked"}})),
+      jobs_stale(AgentJobs(r).Add({{"result", "stale"}})),
+      jobs_released(AgentJobs(r).Add({{"result", "released"}})),
+      jobs_abandoned(AgentJobs(r).Add({{"result", "abandoned"}})),
+      emulator_events(prometheus::BuildCounter()
+                          .Name("farm_agent_emulator_events_total")
+                          .Help("Emulator events processed")
+                          .Register(r)
+                          .Add({})),
+      emulator_events_per_second(prometheus::BuildGauge()
+                                     .Name("farm_agent_emulator_events_per_second")
+                                     .Help("Emulator events per host second, recent jobs")
+                                     .Register(r)
+                                     .Add({})),
+      rpc_errors(prometheus::BuildCounter()
+                     .Name("farm_agent_rpc_errors_total")
+                     .Help("Failed RPCs to the scheduler")
+                     .Register(r)
+                     .Add({})),
+      job_duration(prometheus::BuildHistogram()
+                       .Name("farm_agent_job_duration_seconds")
+                       .Help("Wall time of jobs run by this agent")
+                       .Register(r)
+                       .Add({}, DurationBuckets())) {}
+
+absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(const std::string& address,
+                                                                      MetricsRegistry& registry) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return absl::InvalidArgumentError("metrics address \"" + address +
+                                      "\": expected host:port (port 0 picks a free one)");
+  }
+  std::unique_ptr<MetricsExposer> out(new MetricsExposer());
+  out->host_ = address.substr(0, colon);
+  try {
+    out->exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError("metrics: cannot listen on " + address + ": " + e.what());
+  }
+  out->exposer_->RegisterCollectable(registry.shared());
+  const std::vector<int> ports = out->exposer_->GetListeningPorts();
+  out->port_ = ports.empty() ? 0 : ports.front();
+  return out;
+}
+
+MetricsExposer::~MetricsExposer() = default;
+
+}  // namespace farm::metrics

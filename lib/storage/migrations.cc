@@ -1,0 +1,337 @@
+#include "lib/storage/migrations.h"
+
+namespace farm::storage {
+namespace {
+
+// Arbitrary constant shared by every process that migrates this schema.
+constexpr long long kMigrationLockKey = 0x6661726d6d696772;  // "farmmigr"
+
+// Enum columns hold the proto enum numbers (iommufarm.v1.*).
+const char* const kV1Schema = R"SQL(
+CREATE TABLE catalogs (
+  name        text PRIMARY KEY,
+  source      text NOT NULL DEFAULT '',
+  loaded_at   timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE catalog_commits (
+  catalog     text NOT NULL REFERENCES catalogs(name) ON DELETE CASCADE,
+  idx         integer NOT NULL,
+  id          text NOT NULL,
+  subject     text NOT NULL DEFAULT '',
+  set         jsonb NOT NULL DEFAULT '{}'::jsonb,
+  PRIMARY KEY (catalog, idx),
+  UNIQUE (catalog, id)
+);
+
+CREATE TABLE matrices (
+  id               bigserial PRIMARY KEY,
+  name             text NOT NULL,
+  spec_yaml        text NOT NULL,
+  catalog          text NOT NULL DEFAULT '',
+  platform         text NOT NULL DEFAULT '',
+  executor         smallint NOT NULL DEFAULT 0,
+  analysis_bisect  boolean NOT NULL DEFAULT false,
+  submitted_by     text NOT NULL DEFAULT '',
+  idempotency_key  text UNIQUE,
+  total_jobs       bigint NOT NULL DEFAULT 0,
+  cancelled        boolean NOT NULL DEFAULT false,
+  cancel_reason    text NOT NULL DEFAULT '',
+  created_at       timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE agents (
+  id               bigserial PRIMARY KEY,
+  name             text NOT NULL UNIQUE,
+  session          text NOT NULL,
+  capabilities     jsonb NOT NULL DEFAULT '[]'::jsonb,   -- [{name, version}]
+  executors        smallint[] NOT NULL DEFAULT '{}',     -- Executor numbers it can run
+  host             jsonb NOT NULL DEFAULT '{}'::jsonb,
+  slots            integer NOT NULL DEFAULT 1,
+  registered_at    timestamptz NOT NULL DEFAULT now(),
+  last_heartbeat   timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE jobs (
+  id               bigserial PRIMARY KEY,
+  matrix_id        bigint NOT NULL REFERENCES matrices(id) ON DELETE CASCADE,
+  catalog          text NOT NULL DEFAULT '',
+  commit_id        text NOT NULL,
+  commit_index     integer NOT NULL DEFAULT 0,
+  platform         text NOT NULL,
+  workload         text NOT NULL,
+  params           jsonb NOT NULL DEFAULT '{}'::jsonb,
+  mode             smallint NOT NULL,
+  repeat           integer NOT NULL DEFAULT 0,
+  executor         smallint NOT NULL,
+  priority         integer NOT NULL DEFAULT 0,
+  kind             smallint NOT NULL DEFAULT 1,
+  state            smallint NOT NULL DEFAULT 1,
+  attempt          integer NOT NULL DEFAULT 0,   -- attempts spent incl. the current lease
+  max_attempts     integer NOT NULL DEFAULT 3,
+  failure_reason   text NOT NULL DEFAULT '',
+  model_set        jsonb NOT NULL DEFAULT '{}'::jsonb,
+  seed             bigint NOT NULL DEFAULT 0,    -- uint64 bit pattern
+  lease_agent      bigint,
+  lease_owner      text NOT NULL DEFAULT '',
+  lease_token      text,
+  lease_expires_at timestamptz,
+  not_before       timestamptz NOT NULL DEFAULT now(),
+  created_at       timestamptz NOT NULL DEFAULT now(),
+  started_at       timestamptz,
+  finished_at      timestamptz
+);
+-- The queue: claim order is priority desc, id among queued jobs.
+CREATE INDEX jobs_queue_idx ON jobs (priority DESC, id) WHERE state = 1;
+CREATE INDEX jobs_matrix_state_idx ON jobs (matrix_id, state);
+CREATE INDEX jobs_lease_expiry_idx ON jobs (lease_expires_at) WHERE state = 2;
+CREATE INDEX jobs_lease_agent_idx ON jobs (lease_agent) WHERE state = 2;
+
+-- One row per accepted (job, attempt): the primary key is the idempotency fence.
+CREATE TABLE results (
+  job_id        bigint NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  attempt       integer NOT NULL,
+  matrix_id     bigint NOT NULL,
+  agent_id      bigint,
+  agent         text NOT NULL DEFAULT '',
+  samples       jsonb NOT NULL DEFAULT '[]'::jsonb,  -- [{metric, value, unit, phase}]
+  raw_output    text NOT NULL DEFAULT '',
+  raw_format    text NOT NULL DEFAULT '',
+  host          jsonb NOT NULL DEFAULT '{}'::jsonb,
+  tool_version  text NOT NULL DEFAULT '',
+  wall_time_ns  bigint NOT NULL DEFAULT 0,
+  finished_at   timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (job_id, attempt)
+);
+CREATE INDEX results_matrix_idx ON results (matrix_id, job_id);
+
+-- Analyzer tables (filled by farm-analyzer; read/triaged via AnalysisService).
+CREATE TABLE regressions (
+  id               bigserial PRIMARY KEY,
+  state            smallint NOT NULL DEFAULT 1,
+  change_class     smallint NOT NULL DEFAULT 0,
+  direction        smallint NOT NULL DEFAULT 1,
+  platform         text NOT NULL DEFAULT '',
+  workload         text NOT NULL DEFAULT '',
+  metric           text NOT NULL DEFAULT '',
+  mode             smallint NOT NULL DEFAULT 0,
+  overhead_series  boolean NOT NULL DEFAULT false,
+  catalog          text NOT NULL DEFAULT '',
+  last_good        text NOT NULL DEFAULT '',
+  first_bad        text NOT NULL DEFAULT '',
+  magnitude        double precision NOT NULL DEFAULT 0,
+  p_value          double precision NOT NULL DEFAULT 1,
+  per_mode         jsonb NOT NULL DEFAULT '[]'::jsonb,  -- [{mode, before, after, relative_change, p_value}]
+  bisect_id        bigint,
+  culprit_id       text NOT NULL DEFAULT '',
+  culprit_subject  text NOT NULL DEFAULT '',
+  alert_firing     boolean NOT NULL DEFAULT false,
+  detected_at      timestamptz NOT NULL DEFAULT now(),
+  note             text NOT NULL DEFAULT '',
+  matrix_id        bigint,
+  series_key       text NOT NULL DEFAULT '',  -- analyzer's dedup key for a series
+  updated_at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX regressions_matrix_idx ON regressions (matrix_id);
+
+CREATE TABLE bisects (
+  id               bigserial PRIMARY KEY,
+  regression_id    bigint NOT NULL REFERENCES regressions(id) ON DELETE CASCADE,
+  state            text NOT NULL DEFAULT 'running',  -- running, done, failed
+  last_good        text NOT NULL DEFAULT '',
+  first_bad        text NOT NULL DEFAULT '',
+  culprit_id       text NOT NULL DEFAULT '',
+  culprit_subject  text NOT NULL DEFAULT '',
+  created_at       timestamptz NOT NULL DEFAULT now(),
+  updated_at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX bisects_regression_idx ON bisects (regression_id);
+
+CREATE TABLE bisect_steps (
+  bisect_id        bigint NOT NULL REFERENCES bisects(id) ON DELETE CASCADE,
+  step             integer NOT NULL,
+  commit_id        text NOT NULL,
+  commit_index     integer NOT NULL DEFAULT 0,
+  verdict          text NOT NULL DEFAULT 'pending',
+  repeats          integer NOT NULL DEFAULT 0,
+  mean             double precision NOT NULL DEFAULT 0,
+  p_value          double precision NOT NULL DEFAULT 1,
+  relative_change  double precision NOT NULL DEFAULT 0,
+  matrix_id        bigint,        -- jobs the analyzer submitted for this step
+  at               timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (bisect_id, step)
+);
+
+CREATE TABLE alerts (
+  id               bigserial PRIMARY KEY,
+  regression_id    bigint REFERENCES regressions(id) ON DELETE CASCADE,
+  name             text NOT NULL DEFAULT '',
+  labels           jsonb NOT NULL DEFAULT '{}'::jsonb,
+  annotations      jsonb NOT NULL DEFAULT '{}'::jsonb,
+  firing           boolean NOT NULL DEFAULT true,
+  starts_at        timestamptz NOT NULL DEFAULT now(),
+  ends_at          timestamptz,
+  last_sent_at     timestamptz
+);
+
+-- Analyzer cursor and other small state, e.g. ('last_result_job_id', '123').
+CREATE TABLE analyzer_state (
+  key         text PRIMARY KEY,
+  value       jsonb NOT NULL,
+  updated_at  timestamptz NOT NULL DEFAULT now()
+);
+)SQL";
+
+// Cheap queue gauges and change notifications for watchers.
+//  - Terminal jobs (succeeded 3, failed 4, cancelled 5) only ever grow, so
+//    their totals are kept in job_state_totals, changed by the same statement
+//    that moves a job, instead of counting a table that grows with history.
+//    Rows are sharded by backend so concurrent reporters do not queue on one
+//    hot row; a reader sums the shards. Non-terminal states are counted
+//    through the partial indexes on state = 1 / state = 2.
+//  - Every statement that changes job states raises one NOTIFY farm_matrix
+//    per matrix it touched (payload: the matrix id), so a scheduler's single
+//    listener can wake the WatchMatrix streams of that matrix. Statement-level
+//    with transition tables: a 100,000-job cancel is one trigger call.
+// Jobs are only ever inserted as queued (state default), so INSERT needs no
+// trigger; DELETE (a cascaded matrix delete) takes its terminal rows off.
+const char* const kV2QueueTotalsAndNotify = R"SQL(
+CREATE TABLE job_state_totals (
+  state  smallint NOT NULL,
+  shard  smallint NOT NULL,
+  jobs   bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (state, shard)
+);
+INSERT INTO job_state_totals (state, shard, jobs)
+  SELECT s, sh, 0 FROM generate_series(3, 5) s, generate_series(0, 15) sh;
+UPDATE job_state_totals t SET jobs = c.n
+  FROM (SELECT state, count(*) AS n FROM jobs WHERE state >= 3 GROUP BY state) c
+  WHERE t.state = c.state AND t.shard = 0;
+
+CREATE FUNCTION farm_jobs_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  v_shard smallint := pg_backend_pid() % 16;
+  v_row record;
+BEGIN
+  -- Ordered by state so two statements on one shard lock rows in one order.
+  FOR v_row IN
+    SELECT x.state, sum(x.delta) AS delta FROM (
+      SELECT n.state, 1 AS delta FROM new_rows n JOIN old_rows o ON o.id = n.id
+        WHERE n.state <> o.state AND n.state >= 3
+      UNION ALL
+      SELECT o.state, -1 FROM new_rows n JOIN old_rows o ON o.id = n.id
+        WHERE n.state <> o.state AND o.state >= 3) x
+    GROUP BY x.state ORDER BY x.state
+  LOOP
+    IF v_row.delta <> 0 THEN
+      UPDATE job_state_totals SET jobs = jobs + v_row.delta
+        WHERE state = v_row.state AND shard = v_shard;
+    END IF;
+  END LOOP;
+  FOR v_row IN
+    SELECT DISTINCT n.matrix_id FROM new_rows n JOIN old_rows o ON o.id = n.id
+      WHERE n.state <> o.state ORDER BY n.matrix_id
+  LOOP
+    PERFORM pg_notify('farm_matrix', v_row.matrix_id::text);
+  END LOOP;
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION farm_jobs_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  v_shard smallint := pg_backend_pid() % 16;
+  v_row record;
+BEGIN
+  FOR v_row IN
+    SELECT state, count(*) AS n FROM old_rows WHERE state >= 3 GROUP BY state ORDER BY state
+  LOOP
+    UPDATE job_state_totals SET jobs = jobs - v_row.n WHERE state = v_row.state AND shard = v_shard;
+  END LOOP;
+  RETURN NULL;
+END $$;
+
+CREATE TRIGGER jobs_state_totals_upd AFTER UPDATE ON jobs
+  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION farm_jobs_updated();
+CREATE TRIGGER jobs_state_totals_del AFTER DELETE ON jobs
+  REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION farm_jobs_deleted();
+)SQL";
+
+// The analyzer's metric rank as columns of regressions (it used to live only
+// in the bisect state and the free-text note, which a person's triage note
+// overwrites). Rows written before are backfilled from that bisect state;
+// rows without one predate ranking and count as primary.
+const char* const kV3RegressionMetricRank = R"SQL(
+ALTER TABLE regressions
+  ADD COLUMN metric_rank text NOT NULL DEFAULT 'primary'
+    CHECK (metric_rank IN ('primary', 'secondary')),
+  ADD COLUMN primary_metrics text[] NOT NULL DEFAULT '{}';
+UPDATE regressions g
+  SET metric_rank = coalesce(st.value->>'metric_rank', 'primary'),
+      primary_metrics = coalesce(ARRAY(SELECT jsonb_array_elements_text(
+                                   CASE WHEN jsonb_typeof(st.value->'primary_metrics') = 'array'
+                                        THEN st.value->'primary_metrics' ELSE '[]'::jsonb END)),
+                                 '{}')
+  FROM analyzer_state st
+  WHERE st.key = 'bisect:' || g.bisect_id
+    AND st.value->>'metric_rank' IN ('primary', 'secondary');
+)SQL";
+
+}  // namespace
+
+const std::vector<Migration>& AllMigrations() {
+  static const std::vector<Migration>* const kAll = new std::vector<Migration>{
+      {1, "initial schema: catalogs, matrices, jobs, results, agents, analysis", kV1Schema},
+      {2, "terminal job totals table and NOTIFY farm_matrix on job state changes",
+       kV2QueueTotalsAndNotify},
+      {3, "regressions.metric_rank and regressions.primary_metrics", kV3RegressionMetricRank},
+  };
+  return *kAll;
+}
+
+absl::StatusOr<int> ApplyMigrations(PgPool& pool) {
+  return pool.Call<int>([](pqxx::connection& c) -> absl::StatusOr<int> {
+    {
+      pqxx::nontransaction n(c);
+      n.exec("SELECT pg_advisory_lock(" + std::to_string(kMigrationLockKey) + ")");
+    }
+    int version = 0;
+    absl::Status failure;
+    try {
+      {
+        pqxx::work w(c);
+        w.exec(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())");
+        pqxx::row r = w.exec1("SELECT coalesce(max(version), 0) FROM schema_migrations");
+        version = r[0].as<int>();
+        w.commit();
+      }
+      for (const Migration& m : AllMigrations()) {
+        if (m.version <= version) continue;
+        pqxx::work w(c);
+        w.exec(m.sql);
+        w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version,
+                      m.name);
+        w.commit();
+        version = m.version;
+      }
+    } catch (...) {
+      failure = CurrentExceptionToStatus("migrate to version " + std::to_string(version + 1));
+    }
+    if (c.is_open()) {
+      try {
+        pqxx::nontransaction n(c);
+        n.exec("SELECT pg_advisory_unlock(" + std::to_string(kMigrationLockKey) + ")");
+      } catch (...) {
+        // The lock dies with the session anyway.
+      }
+    }
+    if (!failure.ok()) return failure;
+    return version;
+  });
+}
+
+}  // namespace farm::storage

@@ -1,0 +1,148 @@
+#include "lib/storage/pg_pool.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace farm::storage {
+namespace {
+
+bool IsUnavailableState(const std::string& sqlstate) {
+  // Class 08: connection exceptions; 57P01..57P03: admin/crash shutdown,
+  // cannot connect now (server starting or stopping).
+  return sqlstate.rfind("08", 0) == 0 || sqlstate == "57P01" || sqlstate == "57P02" ||
+         sqlstate == "57P03";
+}
+
+}  // namespace
+
+absl::Status CurrentExceptionToStatus(const std::string& what) {
+  try {
+    throw;
+  } catch (const pqxx::broken_connection& e) {
+    return absl::UnavailableError(what + ": database connection lost: " + e.what());
+  } catch (const pqxx::in_doubt_error& e) {
+    return absl::UnavailableError(what + ": commit outcome unknown: " + e.what());
+  } catch (const pqxx::sql_error& e) {
+    const std::string state = e.sqlstate();
+    std::string msg = what + ": " + e.what();
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    if (IsUnavailableState(state)) return absl::UnavailableError(msg);
+    if (state == "40001" || state == "40P01") return absl::AbortedError(msg);
+    if (state == "23505") return absl::AlreadyExistsError(msg);
+    return absl::InternalError(msg + " (sqlstate " + state + ")");
+  } catch (const std::exception& e) {
+    return absl::InternalError(what + ": " + e.what());
+  } catch (...) {
+    return absl::InternalError(what + ": unknown exception");
+  }
+}
+
+std::string WithConnectTimeout(const std::string& uri, int seconds) {
+  std::string out = uri;
+  if (out.find("connect_timeout") != std::string::npos) return out;
+  const bool is_uri = out.rfind("postgres", 0) == 0 && out.find("://") != std::string::npos;
+  if (is_uri) {
+    out += (out.find('?') == std::string::npos ? "?" : "&");
+    out += "connect_timeout=" + std::to_string(seconds);
+  } else {
+    out += " connect_timeout=" + std::to_string(seconds);
+  }
+  return out;
+}
+
+PgPool::PgPool(PgPoolOptions options) : options_(std::move(options)) {
+  conninfo_ = WithConnectTimeout(options_.uri, options_.connect_timeout_seconds);
+  const int n = std::max(1, options_.size);
+  for (int i = 0; i < n; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    free_.push_back(slots_.back().get());
+  }
+}
+
+PgPool::~PgPool() = default;
+
+absl::StatusOr<PgPool::Slot*> PgPool::Acquire() {
+  Slot* slot = nullptr;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !free_.empty(); });
+    slot = free_.back();
+    free_.pop_back();
+    if (slot->conn != nullptr && slot->conn->is_open()) return slot;
+    slot->conn.reset();
+    if (std::chrono::steady_clock::now() < next_connect_) {
+      free_.push_back(slot);
+      cv_.notify_one();
+      return absl::UnavailableError("database unavailable (reconnect backing off)");
+    }
+  }
+  // Connect outside the lock: it can take up to connect_timeout.
+  try {
+    auto conn = std::make_unique<pqxx::connection>(conninfo_);
+    slot->conn = std::move(conn);
+    slot->prepared = 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    backoff_ = std::chrono::milliseconds(0);
+    next_connect_ = {};
+    return slot;
+  } catch (...) {
+    absl::Status st = CurrentExceptionToStatus("connect");
+    std::lock_guard<std::mutex> lock(mu_);
+    backoff_ = std::min(std::chrono::milliseconds(2000),
+                        std::max(std::chrono::milliseconds(50), backoff_ * 2));
+    next_connect_ = std::chrono::steady_clock::now() + backoff_;
+    free_.push_back(slot);
+    cv_.notify_one();
+    // Any failure to connect is an outage from the caller's point of view.
+    return absl::UnavailableError(std::string(st.message()));
+  }
+}
+
+void PgPool::Prepare(const std::string& name, const std::string& sql) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Several stores may share a pool and register the same statement.
+  for (const auto& [n, q] : statements_) {
+    if (n == name && q == sql) return;
+  }
+  statements_.emplace_back(name, sql);
+}
+
+void PgPool::SyncPrepared(Slot* slot) {
+  std::vector<std::pair<std::string, std::string>> missing;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (slot->prepared >= statements_.size()) return;
+    missing.assign(statements_.begin() + static_cast<std::ptrdiff_t>(slot->prepared),
+                   statements_.end());
+  }
+  for (const auto& [name, sql] : missing) {
+    slot->conn->prepare(name, sql);
+    ++slot->prepared;
+  }
+}
+
+void PgPool::Release(Slot* slot, bool broken) {
+  if (broken) slot->conn.reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(slot);
+  cv_.notify_one();
+}
+
+absl::Status PgPool::Run(const std::function<absl::Status(pqxx::connection&)>& fn) {
+  absl::StatusOr<Slot*> slot = Acquire();
+  if (!slot.ok()) return slot.status();
+  absl::Status st;
+  bool broken = false;
+  try {
+    SyncPrepared(*slot);
+    st = fn(*(*slot)->conn);
+    broken = !(*slot)->conn->is_open();
+  } catch (...) {
+    st = CurrentExceptionToStatus("database");
+    broken = !(*slot)->conn->is_open() || absl::IsUnavailable(st);
+  }
+  Release(*slot, broken);
+  return st;
+}
+
+}  // namespace farm::storage

@@ -1,0 +1,110 @@
+// PgPool: a small fixed-size pool of libpqxx connections to one PostgreSQL
+// database, and the one place where libpqxx exceptions become absl::Status.
+//
+// Contract:
+//  - Thread-safe. Each pqxx::connection is used by exactly one thread at a
+//    time: Run() checks a connection out, calls `fn`, and checks it back in.
+//    Callers block while all connections are busy.
+//  - Connections are opened lazily. A connection that breaks (server restart,
+//    network) is discarded; the next Run() reconnects. While the server is
+//    unreachable, Run() fails fast with kUnavailable (reconnect attempts are
+//    spaced by an exponential backoff, 50 ms .. 2 s) instead of hanging, so
+//    RPCs answer UNAVAILABLE during an outage and recover by themselves.
+//  - Error mapping (ToStatus): connection loss, "in doubt" commits and
+//    server shutdown states -> kUnavailable; serialization failure/deadlock
+//    -> kAborted; unique violation -> kAlreadyExists; others -> kInternal.
+//  - `fn` must not keep the connection beyond the call.
+//  - Prepared statements registered with Prepare() exist on every pooled
+//    connection: each connection (also one opened after a server restart)
+//    gets every registered definition before its first use. libpqxx 6.4
+//    sends the PREPARE to the server lazily, on the first exec_prepared.
+#ifndef LIB_STORAGE_PG_POOL_H_
+#define LIB_STORAGE_PG_POOL_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace farm::storage {
+
+struct PgPoolOptions {
+  std::string uri;  // libpq URI or key=value string
+  int size = 8;     // connections
+  int connect_timeout_seconds = 3;
+};
+
+// `uri` with connect_timeout=`seconds` added unless it sets one (URI or
+// key=value form), so a dead server never hangs a connect.
+std::string WithConnectTimeout(const std::string& uri, int seconds);
+
+// Converts the exception currently being handled (inside a catch block) into
+// a Status. `what` prefixes the message.
+absl::Status CurrentExceptionToStatus(const std::string& what);
+
+class PgPool final {
+ public:
+  explicit PgPool(PgPoolOptions options);
+  PgPool(const PgPool&) = delete;
+  PgPool& operator=(const PgPool&) = delete;
+  ~PgPool();
+
+  // Runs `fn` on a pooled connection. Exceptions thrown by `fn` (pqxx or
+  // std) are caught and turned into a Status; a broken connection is dropped.
+  absl::Status Run(const std::function<absl::Status(pqxx::connection&)>& fn);
+
+  // Convenience for value-returning work.
+  template <typename T>
+  absl::StatusOr<T> Call(const std::function<absl::StatusOr<T>(pqxx::connection&)>& fn) {
+    absl::StatusOr<T> out = absl::UnknownError("not run");
+    absl::Status st = Run([&](pqxx::connection& c) -> absl::Status {
+      out = fn(c);
+      return out.status();
+    });
+    if (!st.ok()) return st;
+    return out;
+  }
+
+  const std::string& uri() const { return options_.uri; }
+
+  // Registers `sql` as prepared statement `name` on all pooled connections,
+  // present and future; use it with txn.exec_prepared(name, ...). Register
+  // every statement before the first Run() that uses it. Names are unique.
+  void Prepare(const std::string& name, const std::string& sql);
+
+ private:
+  struct Slot {
+    std::unique_ptr<pqxx::connection> conn;
+    size_t prepared = 0;  // statements_[0, prepared) are defined on conn
+  };
+  absl::StatusOr<Slot*> Acquire();
+  void Release(Slot* slot, bool broken);
+  // Defines the statements registered since the slot's connection last
+  // caught up. May throw (pqxx).
+  void SyncPrepared(Slot* slot);
+
+  const PgPoolOptions options_;
+  std::string conninfo_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // owned; guarded by mu_
+  std::vector<Slot*> free_;                   // guarded by mu_
+  // Reconnect backoff, shared by all slots: guarded by mu_.
+  std::chrono::steady_clock::time_point next_connect_{};
+  std::chrono::milliseconds backoff_{0};
+  std::vector<std::pair<std::string, std::string>> statements_;  // guarded by mu_
+};
+
+}  // namespace farm::storage
+
+#endif  // LIB_STORAGE_PG_POOL_H_
