@@ -9,40 +9,34 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/client/client.h"
 
 namespace farm::analyzer {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(what, ": ", s.error_message()));
-}
-
+// The scheduler reached the way farmctl and farm-agent reach it (lib/client):
+// one channel, the bearer token on every call.
 class GrpcJobSubmitter final : public JobSubmitter {
  public:
-  GrpcJobSubmitter(const std::string& target, std::string token)
-      : stub_(iommufarm::v1::JobService::NewStub(
-            grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))),
-        token_(std::move(token)) {}
+  explicit GrpcJobSubmitter(client::ClientOptions options)
+      : options_(std::move(options)),
+        stub_(iommufarm::v1::JobService::NewStub(client::MakeChannel(options_))) {}
 
   absl::StatusOr<int64_t> Submit(const std::string& spec_yaml,
                                  const std::string& idempotency_key) override {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
+    std::unique_ptr<grpc::ClientContext> ctx = client::NewContext(options_, absl::Seconds(30));
     iommufarm::v1::SubmitMatrixRequest req;
     req.set_spec_yaml(spec_yaml);
     req.set_idempotency_key(idempotency_key);
     iommufarm::v1::SubmitMatrixResponse resp;
-    const grpc::Status s = stub_->SubmitMatrix(&ctx, req, &resp);
-    if (!s.ok()) return FromGrpc(s, "SubmitMatrix");
+    const absl::Status s = client::ToAbsl(stub_->SubmitMatrix(ctx.get(), req, &resp));
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("SubmitMatrix: ", s.message()));
     return resp.matrix().id();
   }
 
  private:
+  const client::ClientOptions options_;
   std::unique_ptr<iommufarm::v1::JobService::Stub> stub_;
-  const std::string token_;
 };
 
 class AlertmanagerSink final : public AlertSink {
@@ -76,7 +70,10 @@ class AlertmanagerSink final : public AlertSink {
 
 std::unique_ptr<JobSubmitter> NewGrpcJobSubmitter(const std::string& target,
                                                   const std::string& token) {
-  return std::make_unique<GrpcJobSubmitter>(target, token);
+  client::ClientOptions options;
+  options.server = target;
+  options.token = token;
+  return std::make_unique<GrpcJobSubmitter>(std::move(options));
 }
 
 std::string AlertsToJson(const std::vector<Alert>& alerts) {
