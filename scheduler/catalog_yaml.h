@@ -1,6 +1,6 @@
-// Commit catalog files (design.md "Commit catalogs") for the scheduler: the
-// text is parsed by the emulator's catalog loader (emu/catalog.h, target
-// farm_emu_catalog), the one catalog parser in the tree, and converted to
+// Commit catalog files (docs/catalog.md) for the scheduler: the
+// text is parsed by the emulator's catalog loader (emu/model/catalog.h, target
+// farm_emu_model), the one catalog parser in the tree, and converted to
 // the API's Catalog message that the scheduler stores in PostgreSQL.
 //
 // Contract: pure functions, thread-safe. Errors are kInvalidArgument whose

@@ -12,7 +12,7 @@
 namespace farm::scheduler {
 namespace {
 
-// Names the emulator is required to know (design.md); others only warn,
+// Names every emulator build knows (docs/emulator.md); others only warn,
 // since the emulator may offer more.
 const std::set<std::string>& KnownPlatforms() {
   static const auto* const k = new std::set<std::string>{"intel-vtd-2s12c", "intel-vtd-snb16c",

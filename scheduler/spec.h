@@ -1,5 +1,5 @@
 // Matrix specs: parsing + validation of the YAML a user submits (see
-// design.md "Matrix spec"), commit resolution against a catalog, and
+// docs/scheduler.md "Matrix specs"), commit resolution against a catalog, and
 // expansion into jobs.
 //
 // Contract:

@@ -1,7 +1,7 @@
 // Internals of the service harness shared by the instance implementations:
 // spawning a server child (own process group, parent-death SIGKILL, optional
 // credential drop), waiting for and stopping it, and the per-instance temp
-// dir with its cleanup record. Not for use outside services/testing.
+// dir with its cleanup record. Not for use outside testing.
 //
 // Thread-safety: all functions are thread-safe; a given pid/dir is expected
 // to be handled by one owner at a time.

@@ -112,7 +112,7 @@ absl::Status PostgresInstance::InitDb() {
 
   std::vector<std::string> conf = {
       "",
-      "# --- farm test harness (services/testing) ---",
+      "# --- farm test harness (testing) ---",
       "listen_addresses = '127.0.0.1'",
       absl::StrCat("unix_socket_directories = '", SocketDirFor(dir_), "'"),
       absl::StrCat("fsync = ", options_.fsync ? "on" : "off"),

@@ -1,10 +1,10 @@
 // AnalyzerStore: what farm-analyzer reads and writes in PostgreSQL, behind an
 // interface so the engine (analyzer.h) knows no SQL.
 //
-// The schema is the scheduler's (services/storage/migrations.cc, v3): the
+// The schema is the scheduler's (lib/storage/migrations.cc, v3): the
 // analyzer reads matrices, jobs, results and catalog_commits, and writes
 // regressions, bisects, bisect_steps, alerts and analyzer_state. Enum columns
-// hold iommufarm.v1 enum numbers. See /work/notes/sched-analyzer.md.
+// hold iommufarm.v1 enum numbers (docs/analyzer.md describes the passes).
 //
 // Contract:
 //  - Thread-safe (every call is its own transaction on a pooled connection).

@@ -240,7 +240,7 @@ std::set<std::string> PrimaryOf(const std::vector<SampleRow>& rows, const std::s
 }
 
 TEST(PrimaryMetricsTest, EmulatorWorkloadsLeadWithTheirThroughput) {
-  // What agent/emu_samples.cc reports for iozone-nfsrdma.
+  // What agent/executors/emu_samples.cc reports for iozone-nfsrdma.
   const std::vector<SampleRow> rows{Named("iozone-nfsrdma", "throughput", "MB/s"),
                                     Named("iozone-nfsrdma", "throughput_per_cpu", "MB/s/cpu"),
                                     Named("iozone-nfsrdma", "read_kb_s", ""),
