@@ -1,6 +1,6 @@
 // Golden outputs of the emulator: `farm-emu run --format json` for every
 // platform x workload x IOMMU mode at two kernels (the catalog's oldest
-// commit and its latest), zero noise, short windows, with the wall-clock
+// commit and its latest), zero noise whatever the default, short windows, with the wall-clock
 // fields dropped. The model is deterministic for a given input and seed, so
 // any difference is a model change: it must come with regenerated files
 // (scripts/emu-golden) in the same commit, and the commit says why.
