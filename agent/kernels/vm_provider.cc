@@ -99,38 +99,26 @@ absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q) 
   if (q.accel != "tcg" && q.accel != "kvm") {
     return absl::InvalidArgumentError(absl::StrCat("unknown QEMU accelerator '", q.accel, "'"));
   }
+  // One option and its value a line.
+  // clang-format off
   return std::vector<std::string>{
       q.qemu,
-      "-M",
-      "q35",
-      "-accel",
-      q.accel,
-      "-nodefaults",
-      "-no-user-config",
-      "-no-reboot",
-      "-display",
-      "none",
-      "-m",
-      absl::StrCat(q.memory_mib, "M"),
-      "-smp",
-      absl::StrCat(q.cpus),
-      "-device",
-      "intel-iommu,intremap=on,caching-mode=on",
-      "-drive",
-      absl::StrCat("file=", q.nvme_image, ",if=none,id=nvme0,format=raw"),
-      "-device",
-      "nvme,serial=farm-nvme0,drive=nvme0",
-      "-serial",
-      absl::StrCat("file:", q.console_log),
-      "-serial",
-      absl::StrCat("file:", q.channel_log),
-      "-kernel",
-      q.kernel,
-      "-initrd",
-      q.initrd,
-      "-append",
-      q.cmdline,
+      "-M", "q35",
+      "-accel", q.accel,
+      "-nodefaults", "-no-user-config", "-no-reboot",
+      "-display", "none",
+      "-m", absl::StrCat(q.memory_mib, "M"),
+      "-smp", absl::StrCat(q.cpus),
+      "-device", "intel-iommu,intremap=on,caching-mode=on",
+      "-drive", absl::StrCat("file=", q.nvme_image, ",if=none,id=nvme0,format=raw"),
+      "-device", "nvme,serial=farm-nvme0,drive=nvme0",
+      "-serial", absl::StrCat("file:", q.console_log),
+      "-serial", absl::StrCat("file:", q.channel_log),
+      "-kernel", q.kernel,
+      "-initrd", q.initrd,
+      "-append", q.cmdline,
   };
+  // clang-format on
 }
 
 absl::StatusOr<std::string> KernelImagePath(const std::string& kernels_dir,
