@@ -1,0 +1,124 @@
+#include "agent/kernels/guest_channel.h"
+
+#include <optional>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace farm::kernels {
+namespace {
+
+constexpr absl::string_view kBegin = "@@farm-begin ";
+constexpr absl::string_view kEnd = "@@farm-end ";
+constexpr absl::string_view kDone = "@@farm-done";
+
+std::vector<std::string> Fields(absl::string_view line) {
+  return absl::StrSplit(line, ' ', absl::SkipWhitespace());
+}
+
+}  // namespace
+
+absl::StatusOr<GuestOutput> ParseGuestChannel(absl::string_view text) {
+  GuestOutput out;
+  std::optional<std::string> open;  // the section being read
+  GuestSection current;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    absl::ConsumeSuffix(&line, "\r");
+    if (open) {
+      if (absl::ConsumePrefix(&line, kEnd)) {
+        std::vector<std::string> f = Fields(line);
+        if (f.size() != 2 || f[0] != *open || !absl::SimpleAtoi(f[1], &current.exit)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("guest channel: section '", *open, "' ends with '", kEnd, line, "'"));
+        }
+        if (!out.sections.emplace(*open, std::move(current)).second) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("guest channel: section '", *open, "' given twice"));
+        }
+        current = GuestSection{};
+        open.reset();
+      } else {
+        absl::StrAppend(&current.body, line, "\n");
+      }
+      continue;
+    }
+    if (absl::ConsumePrefix(&line, kBegin)) {
+      std::vector<std::string> f = Fields(line);
+      if (f.size() != 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("guest channel: bad section start '", kBegin, line, "'"));
+      }
+      open = f[0];
+    } else if (line == kDone) {
+      out.done = true;
+    }
+  }
+  if (open) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("guest channel: section '", *open, "' never ends"));
+  }
+  return out;
+}
+
+absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output) {
+  KernelFacts facts;
+  auto facts_it = output.sections.find("facts");
+  if (facts_it == output.sections.end()) {
+    return absl::InvalidArgumentError("guest channel: no facts section");
+  }
+  for (absl::string_view line : absl::StrSplit(facts_it->second.body, '\n', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(line, absl::MaxSplits('=', 1));
+    if (kv.first == "release") facts.release = std::string(kv.second);
+    if (kv.first == "machine") facts.machine = std::string(kv.second);
+    if (kv.first == "cmdline") facts.cmdline = std::string(kv.second);
+  }
+  if (facts.release.empty()) {
+    return absl::InvalidArgumentError("guest channel: facts section has no release");
+  }
+  if (auto it = output.sections.find("iommu-groups"); it != output.sections.end()) {
+    for (absl::string_view line : absl::StrSplit(it->second.body, '\n', absl::SkipEmpty())) {
+      std::vector<std::string> f = Fields(line);
+      if (f.size() < 2) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("guest channel: bad iommu-groups line '", line, "'"));
+      }
+      facts.groups.push_back(
+          IommuGroup{f[0], f[1], std::vector<std::string>(f.begin() + 2, f.end())});
+    }
+  }
+  if (auto it = output.sections.find("nvme"); it != output.sections.end()) {
+    for (absl::string_view line : absl::StrSplit(it->second.body, '\n', absl::SkipEmpty())) {
+      std::vector<std::string> f = Fields(line);
+      if (f.size() < 3) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("guest channel: bad nvme line '", line, "'"));
+      }
+      facts.nvme.push_back(NvmeController{f[0], f[1], f[2] == "-" ? "" : f[2],
+                                          std::vector<std::string>(f.begin() + 3, f.end())});
+    }
+  }
+  return facts;
+}
+
+std::string ConsoleTail(absl::string_view console, int max_lines, std::size_t max_bytes) {
+  std::vector<absl::string_view> lines = absl::StrSplit(console, '\n');
+  while (!lines.empty() && absl::StripAsciiWhitespace(lines.back()).empty()) lines.pop_back();
+  std::size_t first = lines.size() > static_cast<std::size_t>(max_lines)
+                          ? lines.size() - static_cast<std::size_t>(max_lines)
+                          : 0;
+  std::string tail;
+  for (std::size_t i = first; i < lines.size(); ++i) {
+    absl::string_view line = lines[i];
+    absl::ConsumeSuffix(&line, "\r");
+    absl::StrAppend(&tail, line, "\n");
+  }
+  if (tail.size() > max_bytes) tail = tail.substr(tail.size() - max_bytes);
+  return tail;
+}
+
+}  // namespace farm::kernels

@@ -1,0 +1,53 @@
+// guest_channel: the framed output the guest's init (agent/kernels/guest/init)
+// writes to the VM's farm serial port, and what it says.
+//
+// Frame grammar (one item a line; a serial tty may end lines with "\r\n"):
+//   @@farm-begin <section>
+//   <body lines>
+//   @@farm-end <section> <exit status>
+//   ...
+//   @@farm-done
+// Sections the init writes: facts (key=value: release, machine, cmdline),
+// iommu-groups ("<id> <type> <device>..."), nvme ("<name> <pci> <group|->
+// <namespace>..."), tool (the tool's stdout), tool-stderr.
+//
+// Contract: pure functions of their input (no I/O), thread-safe. Lines
+// outside a frame are ignored; a frame that never ends, a mismatched end, or
+// a section given twice is InvalidArgument. A missing `@@farm-done` is not an
+// error here: GuestOutput::done says whether the guest got to the end.
+#ifndef AGENT_KERNELS_GUEST_CHANNEL_H_
+#define AGENT_KERNELS_GUEST_CHANNEL_H_
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "agent/kernels/kernel_provider.h"
+
+namespace farm::kernels {
+
+struct GuestSection {
+  std::string body;  // its lines, each ending in "\n", without "\r"
+  int exit = 0;
+};
+
+struct GuestOutput {
+  std::map<std::string, GuestSection> sections;
+  bool done = false;  // `@@farm-done` seen
+};
+
+absl::StatusOr<GuestOutput> ParseGuestChannel(absl::string_view text);
+
+// The facts, iommu-groups and nvme sections as KernelFacts. InvalidArgument
+// when the facts section is missing or a line is malformed.
+absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output);
+
+// The last `max_lines` lines of a console log (at most `max_bytes`), "\r"
+// removed: what a failure reason quotes.
+std::string ConsoleTail(absl::string_view console, int max_lines = 30,
+                        std::size_t max_bytes = 4096);
+
+}  // namespace farm::kernels
+
+#endif  // AGENT_KERNELS_GUEST_CHANNEL_H_

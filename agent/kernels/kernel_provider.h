@@ -1,0 +1,118 @@
+// kernel_provider: where a real job's kernel comes from. A KernelProvider
+// runs a job's tool (fio) under the kernel release and IOMMU mode the job
+// names and reports the mode that kernel really ran, so that nothing is ever
+// recorded under a mode the kernel did not run.
+//
+// Kinds: `host` (this machine's booted kernel, host_provider.h) and `vm` (the
+// release booted under QEMU with an emulated IOMMU, vm_provider.h).
+//
+// Error contract, shared by every provider (it matches the executors' one in
+// agent/executors/executor.h, so a caller can pass statuses through):
+// - CanRun: OK, or FAILED_PRECONDITION saying why this provider cannot run
+//   the request (wrong release or mode on the host, no image for the release,
+//   no qemu). Callers use it to decide what to lease, never to fail a job.
+// - Run: INVALID_ARGUMENT for a request that can never run (unspecified mode,
+//   bad argv); FAILED_PRECONDITION when the kernel ran another mode than the
+//   one requested (permanent: the message names both) or when CanRun refuses;
+//   ABORTED when the kernel did not get to the result (panic, halt, hang,
+//   QEMU failure; the message carries the console tail); CANCELLED when
+//   `cancelled` fired; INTERNAL for local I/O failures. A tool that runs and
+//   exits non-zero is not an error: see KernelRun::tool_exit.
+//
+// Thread-safety: implementations are safe for concurrent Run/CanRun calls
+// (each run owns its scratch files). Providers own no kernel images; they
+// read them from the paths their config names.
+#ifndef AGENT_KERNELS_KERNEL_PROVIDER_H_
+#define AGENT_KERNELS_KERNEL_PROVIDER_H_
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::kernels {
+
+// What a job asks of a kernel.
+struct KernelRequest {
+  std::string kernel_release;  // the commit's kernel, e.g. "6.1.0-57-cloud-amd64"
+  iommufarm::v1::IommuMode mode = iommufarm::v1::IOMMU_MODE_UNSPECIFIED;
+  // The tool's validated argv (argv[0] "fio"); empty: boot and report facts
+  // only. Arguments are passed verbatim, never through a shell.
+  std::vector<std::string> tool_argv;
+  // How long the tool itself is expected to run; the provider adds its boot
+  // timeout and margin to make the wall-clock limit.
+  absl::Duration tool_runtime = absl::ZeroDuration();
+  std::function<bool()> cancelled;  // may be empty; polled, must be cheap
+};
+
+// One IOMMU group as the running kernel reports it.
+struct IommuGroup {
+  std::string id;
+  std::string type;                  // default domain type: "DMA", "DMA-FQ", "identity", ...
+  std::vector<std::string> devices;  // PCI addresses
+};
+
+// One NVMe controller of the running kernel.
+struct NvmeController {
+  std::string name;                     // "nvme0"
+  std::string pci_address;              // "0000:00:01.0"
+  std::string group;                    // its IOMMU group id; empty when it has none
+  std::vector<std::string> namespaces;  // "nvme0n1"
+};
+
+// What the kernel that ran the job says about itself.
+struct KernelFacts {
+  std::string release;  // uname -r
+  std::string machine;  // uname -m
+  std::string cmdline;  // /proc/cmdline
+  std::vector<IommuGroup> groups;
+  std::vector<NvmeController> nvme;
+};
+
+struct KernelRun {
+  std::string provider;  // "host", "vm"
+  iommufarm::v1::IommuMode requested = iommufarm::v1::IOMMU_MODE_UNSPECIFIED;
+  iommufarm::v1::IommuMode effective = iommufarm::v1::IOMMU_MODE_UNSPECIFIED;
+  std::string effective_detail;  // what decided it, e.g. "nvme0 0000:00:01.0 group 1: DMA"
+  KernelFacts facts;
+  std::string accel;          // vm: "tcg" or "kvm"; host: empty
+  std::string machine_model;  // vm: "q35+intel-iommu"; host: empty
+  std::string tool_stdout;    // fio's JSON report when argv asked for it
+  std::string tool_stderr;
+  int tool_exit = -1;        // -1: no tool ran
+  absl::Duration wall_time;  // start of the run (boot) to its result
+};
+
+class KernelProvider {
+ public:
+  virtual ~KernelProvider() = default;
+  virtual std::string_view name() const = 0;
+  virtual absl::Status CanRun(const KernelRequest& request) const = 0;
+  virtual absl::StatusOr<KernelRun> Run(const KernelRequest& request) = 0;
+};
+
+// The kernel command-line parameter that selects `mode` on an Intel VT-d
+// machine: off "intel_iommu=off", passthrough "iommu.passthrough=1", strict
+// "iommu.strict=1", lazy "iommu.strict=0". InvalidArgument for unspecified.
+absl::StatusOr<std::string> ModeKernelParameter(iommufarm::v1::IommuMode mode);
+
+// The mode a default domain type stands for: "identity" -> passthrough,
+// "DMA" -> strict, "DMA-FQ" -> lazy; UNSPECIFIED for anything else
+// ("blocked", "unmanaged", unknown words).
+iommufarm::v1::IommuMode ModeFromDomainType(std::string_view type);
+
+// The effective mode of the kernel that reported `facts`, decided by the
+// group of its first NVMe controller (the device the job's I/O goes to): no
+// group means no IOMMU translates it (off). `detail` gets what decided it.
+// INTERNAL when there is no NVMe controller or the group's type has no mode.
+absl::StatusOr<iommufarm::v1::IommuMode> EffectiveMode(const KernelFacts& facts,
+                                                       std::string* detail);
+
+}  // namespace farm::kernels
+
+#endif  // AGENT_KERNELS_KERNEL_PROVIDER_H_

@@ -1,0 +1,377 @@
+// The pure parts of the kernel providers: mode parameters and mapping, the
+// guest's framed channel, QEMU's argv, the job archive, how a finished guest
+// run is judged, and the host provider's refusal. Nothing here runs QEMU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "agent/kernels/guest_channel.h"
+#include "agent/kernels/host_provider.h"
+#include "agent/kernels/kernel_provider.h"
+#include "agent/kernels/vm_provider.h"
+
+namespace farm::kernels {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+using ::testing::HasSubstr;
+
+// What the guest init writes for a strict boot, with the serial tty's "\r\n"
+// and a printk line outside any frame.
+constexpr char kStrictChannel[] =
+    "@@farm-begin facts\r\n"
+    "release=6.1.0-57-cloud-amd64\r\n"
+    "machine=x86_64\r\n"
+    "cmdline=console=ttyS0 panic=-1 iommu.strict=1\r\n"
+    "@@farm-end facts 0\r\n"
+    "[    3.1] random: crng init done\r\n"
+    "@@farm-begin iommu-groups\r\n"
+    "0 DMA 0000:00:00.0 \r\n"
+    "1 DMA 0000:00:01.0 \r\n"
+    "2 DMA 0000:00:1f.0 0000:00:1f.2 0000:00:1f.3 \r\n"
+    "@@farm-end iommu-groups 0\r\n"
+    "@@farm-begin nvme\r\n"
+    "nvme0 0000:00:01.0 1 nvme0n1 \r\n"
+    "@@farm-end nvme 0\r\n"
+    "@@farm-begin tool\r\n"
+    "{\r\n  \"fio version\" : \"fio-3.33\"\r\n}\r\n"
+    "@@farm-end tool 0\r\n"
+    "@@farm-begin tool-stderr\r\n"
+    "@@farm-end tool-stderr 0\r\n"
+    "@@farm-done\r\n";
+
+KernelRequest Request(pb::IommuMode mode) {
+  KernelRequest r;
+  r.kernel_release = "6.1.0-57-cloud-amd64";
+  r.mode = mode;
+  r.tool_argv = {"fio", "--name=r", "--output-format=json"};
+  return r;
+}
+
+QemuExit CleanExit() {
+  QemuExit e;
+  e.exited_cleanly = true;
+  e.description = "exit 0";
+  return e;
+}
+
+TEST(ModeKernelParameterTest, EachModeHasItsParameter) {
+  EXPECT_EQ(*ModeKernelParameter(pb::IOMMU_MODE_OFF), "intel_iommu=off");
+  EXPECT_EQ(*ModeKernelParameter(pb::IOMMU_MODE_PASSTHROUGH), "iommu.passthrough=1");
+  EXPECT_EQ(*ModeKernelParameter(pb::IOMMU_MODE_STRICT), "iommu.strict=1");
+  EXPECT_EQ(*ModeKernelParameter(pb::IOMMU_MODE_LAZY), "iommu.strict=0");
+  EXPECT_EQ(ModeKernelParameter(pb::IOMMU_MODE_UNSPECIFIED).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ModeFromDomainTypeTest, KernelSpellings) {
+  EXPECT_EQ(ModeFromDomainType("identity"), pb::IOMMU_MODE_PASSTHROUGH);
+  EXPECT_EQ(ModeFromDomainType("DMA"), pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(ModeFromDomainType("DMA-FQ"), pb::IOMMU_MODE_LAZY);
+  EXPECT_EQ(ModeFromDomainType("blocked"), pb::IOMMU_MODE_UNSPECIFIED);
+  EXPECT_EQ(ModeFromDomainType("dma"), pb::IOMMU_MODE_UNSPECIFIED);
+}
+
+TEST(EffectiveModeTest, DecidedByTheNvmeGroup) {
+  KernelFacts f;
+  f.groups = {{"0", "identity", {"0000:00:00.0"}}, {"1", "DMA-FQ", {"0000:00:01.0"}}};
+  f.nvme = {{"nvme0", "0000:00:01.0", "1", {"nvme0n1"}}};
+  std::string detail;
+  EXPECT_EQ(*EffectiveMode(f, &detail), pb::IOMMU_MODE_LAZY);
+  EXPECT_EQ(detail, "nvme0 0000:00:01.0 group 1: DMA-FQ");
+}
+
+TEST(EffectiveModeTest, NoGroupIsOff) {
+  KernelFacts f;
+  f.nvme = {{"nvme0", "0000:00:01.0", "", {"nvme0n1"}}};
+  std::string detail;
+  EXPECT_EQ(*EffectiveMode(f, &detail), pb::IOMMU_MODE_OFF);
+  EXPECT_THAT(detail, HasSubstr("no IOMMU group"));
+}
+
+TEST(EffectiveModeTest, UnknownOrMissingIsAnError) {
+  KernelFacts none;
+  EXPECT_EQ(EffectiveMode(none, nullptr).status().code(), absl::StatusCode::kInternal);
+  KernelFacts blocked;
+  blocked.groups = {{"1", "blocked", {}}};
+  blocked.nvme = {{"nvme0", "0000:00:01.0", "1", {}}};
+  EXPECT_EQ(EffectiveMode(blocked, nullptr).status().code(), absl::StatusCode::kInternal);
+  KernelFacts unlisted;
+  unlisted.nvme = {{"nvme0", "0000:00:01.0", "7", {}}};
+  EXPECT_EQ(EffectiveMode(unlisted, nullptr).status().code(), absl::StatusCode::kInternal);
+}
+
+TEST(GuestChannelTest, ParsesFramesAndFacts) {
+  absl::StatusOr<GuestOutput> out = ParseGuestChannel(kStrictChannel);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->done);
+  ASSERT_EQ(out->sections.count("tool"), 1u);
+  EXPECT_EQ(out->sections.at("tool").body, "{\n  \"fio version\" : \"fio-3.33\"\n}\n");
+  EXPECT_EQ(out->sections.at("tool").exit, 0);
+  absl::StatusOr<KernelFacts> f = KernelFactsFromGuest(*out);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->release, "6.1.0-57-cloud-amd64");
+  EXPECT_EQ(f->machine, "x86_64");
+  EXPECT_EQ(f->cmdline, "console=ttyS0 panic=-1 iommu.strict=1");
+  ASSERT_EQ(f->groups.size(), 3u);
+  EXPECT_EQ(f->groups[2].devices,
+            (std::vector<std::string>{"0000:00:1f.0", "0000:00:1f.2", "0000:00:1f.3"}));
+  ASSERT_EQ(f->nvme.size(), 1u);
+  EXPECT_EQ(f->nvme[0].group, "1");
+  EXPECT_EQ(f->nvme[0].namespaces, std::vector<std::string>{"nvme0n1"});
+}
+
+TEST(GuestChannelTest, ToolExitStatusIsKept) {
+  absl::StatusOr<GuestOutput> out =
+      ParseGuestChannel("@@farm-begin tool\nfio: oops\n@@farm-end tool 127\n");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FALSE(out->done);
+  EXPECT_EQ(out->sections.at("tool").exit, 127);
+}
+
+TEST(GuestChannelTest, BrokenFramesAreRefused) {
+  EXPECT_EQ(ParseGuestChannel("@@farm-begin tool\n{\n").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseGuestChannel("@@farm-begin tool\n@@farm-end nvme 0\n").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseGuestChannel("@@farm-begin a\n@@farm-end a 0\n@@farm-begin a\n@@farm-end a 0\n")
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(KernelFactsFromGuest(GuestOutput{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ConsoleTailTest, KeepsTheLastLines) {
+  std::string console;
+  for (int i = 0; i < 100; ++i) console += "line " + std::to_string(i) + "\r\n";
+  std::string tail = ConsoleTail(console, 3);
+  EXPECT_EQ(tail, "line 97\nline 98\nline 99\n");
+  EXPECT_LE(ConsoleTail(console, 100, 20).size(), 20u);
+}
+
+TEST(GuestCmdlineTest, ConsolePanicAndMode) {
+  EXPECT_EQ(*GuestCmdline(pb::IOMMU_MODE_STRICT),
+            "console=ttyS0 earlyprintk=serial,ttyS0,115200 panic=-1 iommu.strict=1");
+  EXPECT_THAT(*GuestCmdline(pb::IOMMU_MODE_OFF), HasSubstr(" intel_iommu=off"));
+  EXPECT_FALSE(GuestCmdline(pb::IOMMU_MODE_UNSPECIFIED).ok());
+}
+
+QemuInvocation Invocation() {
+  QemuInvocation q;
+  q.qemu = "qemu-system-x86_64";
+  q.accel = "tcg";
+  q.kernel = "/k/vmlinuz";
+  q.initrd = "/s/initrd";
+  q.nvme_image = "/s/nvme.img";
+  q.console_log = "/s/console.log";
+  q.channel_log = "/s/channel.log";
+  q.cmdline = "console=ttyS0 iommu.strict=1";
+  return q;
+}
+
+// The value after `flag`, or "" (flags may repeat: the n-th occurrence).
+std::string After(const std::vector<std::string>& argv, const std::string& flag, int n = 0) {
+  for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == flag && n-- == 0) return argv[i + 1];
+  }
+  return "";
+}
+
+TEST(BuildQemuArgvTest, Q35WithVtdNvmeAndTwoSerials) {
+  absl::StatusOr<std::vector<std::string>> argv = BuildQemuArgv(Invocation());
+  ASSERT_TRUE(argv.ok()) << argv.status();
+  const std::vector<std::string>& a = *argv;
+  EXPECT_EQ(a[0], "qemu-system-x86_64");
+  EXPECT_EQ(After(a, "-M"), "q35");
+  EXPECT_EQ(After(a, "-accel"), "tcg");
+  for (const char* flag : {"-nodefaults", "-no-user-config", "-no-reboot"}) {
+    EXPECT_NE(std::find(a.begin(), a.end(), flag), a.end()) << flag;
+  }
+  EXPECT_EQ(After(a, "-m"), "1024M");
+  EXPECT_EQ(After(a, "-smp"), "2");
+  EXPECT_EQ(After(a, "-device", 0), "intel-iommu,intremap=on,caching-mode=on");
+  EXPECT_EQ(After(a, "-drive"), "file=/s/nvme.img,if=none,id=nvme0,format=raw");
+  EXPECT_EQ(After(a, "-device", 1), "nvme,serial=farm-nvme0,drive=nvme0");
+  EXPECT_EQ(After(a, "-serial", 0), "file:/s/console.log");
+  EXPECT_EQ(After(a, "-serial", 1), "file:/s/channel.log");
+  EXPECT_EQ(After(a, "-kernel"), "/k/vmlinuz");
+  EXPECT_EQ(After(a, "-initrd"), "/s/initrd");
+  EXPECT_EQ(After(a, "-append"), "console=ttyS0 iommu.strict=1");
+  // No device beyond the IOMMU and the NVMe: no network, no display.
+  EXPECT_EQ(std::count(a.begin(), a.end(), "-device"), 2);
+  EXPECT_EQ(std::count(a.begin(), a.end(), "-netdev"), 0);
+}
+
+TEST(BuildQemuArgvTest, RefusesWhatQemuCannotCarry) {
+  QemuInvocation q = Invocation();
+  q.nvme_image = "/s/a,b.img";
+  EXPECT_EQ(BuildQemuArgv(q).status().code(), absl::StatusCode::kInvalidArgument);
+  q = Invocation();
+  q.accel = "hvf";
+  EXPECT_EQ(BuildQemuArgv(q).status().code(), absl::StatusCode::kInvalidArgument);
+  q = Invocation();
+  q.memory_mib = 0;
+  EXPECT_EQ(BuildQemuArgv(q).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(KernelImagePathTest, PlainReleasesOnly) {
+  EXPECT_EQ(*KernelImagePath("/c", "6.1.0-57-cloud-amd64"), "/c/6.1.0-57-cloud-amd64/vmlinuz");
+  EXPECT_FALSE(KernelImagePath("/c", "../etc").ok());
+  EXPECT_FALSE(KernelImagePath("/c", "a/b").ok());
+  EXPECT_FALSE(KernelImagePath("/c", "").ok());
+}
+
+// Walks a newc archive: the names in order, checking magic and alignment.
+std::vector<std::string> NewcNames(const std::string& a, std::string* argv_content) {
+  std::vector<std::string> names;
+  std::size_t off = 0;
+  while (off + 110 <= a.size()) {
+    EXPECT_EQ(a.substr(off, 6), "070701") << off;
+    auto field = [&](int i) {
+      std::uint32_t v = 0;
+      EXPECT_TRUE(absl::SimpleHexAtoi(a.substr(off + 6 + 8 * i, 8), &v));
+      return v;
+    };
+    std::uint32_t size = field(6), namesize = field(11);
+    std::string name = a.substr(off + 110, namesize - 1);
+    names.push_back(name);
+    off = (off + 110 + namesize + 3) & ~std::size_t{3};
+    if (name == "farm/argv" && argv_content) *argv_content = a.substr(off, size);
+    off = (off + size + 3) & ~std::size_t{3};
+    if (name == "TRAILER!!!") break;
+  }
+  EXPECT_EQ(off, a.size());
+  return names;
+}
+
+TEST(GuestJobArchiveTest, ArgvOneALineWithParentsAndTrailer) {
+  absl::StatusOr<std::string> a =
+      GuestJobArchive({"/usr/bin/fio", "--name=r", "--filename=/dev/nvme0n1"}, "/dev/nvme0n1");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->size() % 4, 0u);
+  std::string argv;
+  EXPECT_EQ(NewcNames(*a, &argv),
+            (std::vector<std::string>{"farm", "farm/argv", "farm/wait-device", "TRAILER!!!"}));
+  EXPECT_EQ(argv, "fio\n--name=r\n--filename=/dev/nvme0n1\n");
+}
+
+TEST(GuestJobArchiveTest, RefusesWhatTheGuestCannotRun) {
+  EXPECT_EQ(GuestJobArchive({"iozone", "-a"}, "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GuestJobArchive({"fio", "--name=a\n--exec_prerun=x"}, "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(GuestJobArchive({}, "").ok());  // facts only
+}
+
+TEST(InterpretGuestRunTest, StrictRunCarriesFactsAndToolOutput) {
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), kStrictChannel, "", CleanExit());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->provider, "vm");
+  EXPECT_EQ(run->requested, pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(run->effective_detail, "nvme0 0000:00:01.0 group 1: DMA");
+  EXPECT_EQ(run->tool_exit, 0);
+  EXPECT_THAT(run->tool_stdout, HasSubstr("fio-3.33"));
+}
+
+TEST(InterpretGuestRunTest, LazyUnderCachingModeIsAPermanentMismatch) {
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_LAZY), kStrictChannel, "", CleanExit());
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
+  EXPECT_THAT(run.status().message(), HasSubstr("requested IOMMU mode lazy"));
+  EXPECT_THAT(run.status().message(), HasSubstr("ran strict"));
+}
+
+TEST(InterpretGuestRunTest, AnotherReleaseIsAMismatch) {
+  KernelRequest r = Request(pb::IOMMU_MODE_STRICT);
+  r.kernel_release = "6.1.0-56-cloud-amd64";
+  absl::StatusOr<KernelRun> run = InterpretGuestRun(r, kStrictChannel, "", CleanExit());
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(run.status().message(), HasSubstr("6.1.0-56-cloud-amd64"));
+  EXPECT_THAT(run.status().message(), HasSubstr("6.1.0-57-cloud-amd64"));
+}
+
+TEST(InterpretGuestRunTest, UnfinishedGuestFailsWithTheConsoleTail) {
+  QemuExit halted;
+  halted.halted = true;
+  halted.description = "killed by signal 15 (cancelled)";
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), "",
+                        "Probing EDD...\r\n\r\nDecoding failed\r\n\r\n -- System halted", halted);
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(run.status().message(), HasSubstr("halted during boot"));
+  EXPECT_THAT(run.status().message(), HasSubstr("Decoding failed"));
+
+  QemuExit hung;
+  hung.timed_out = true;
+  hung.description = "killed by signal 9 (timed out) after 1m30s";
+  run = InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT),
+                          "@@farm-begin facts\nrelease=6.1.0-57-cloud-amd64\n@@farm-end facts 0\n",
+                          "Kernel panic - not syncing: VFS\n", hung);
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(run.status().message(), HasSubstr("did not finish in time"));
+  EXPECT_THAT(run.status().message(), HasSubstr("Kernel panic"));
+}
+
+pb::HostFacts Host() {
+  pb::HostFacts h;
+  h.set_kernel_release("6.18.44");
+  h.set_iommu_mode(pb::IOMMU_MODE_PASSTHROUGH);
+  h.set_iommu_detail("iommu=pt");
+  return h;
+}
+
+TEST(HostKernelProviderTest, RefusesAnotherReleaseOrMode) {
+  HostKernelProvider host(Host());
+  KernelRequest r;
+  r.kernel_release = "6.18.44";
+  r.mode = pb::IOMMU_MODE_PASSTHROUGH;
+  EXPECT_TRUE(host.CanRun(r).ok());
+  r.mode = pb::IOMMU_MODE_STRICT;
+  absl::Status s = host.CanRun(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("runs mode passthrough"));
+  EXPECT_THAT(s.message(), HasSubstr("in mode strict"));
+  r.mode = pb::IOMMU_MODE_PASSTHROUGH;
+  r.kernel_release = "6.1.0-57-cloud-amd64";
+  s = host.Run(r).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("6.1.0-57-cloud-amd64"));
+}
+
+TEST(HostKernelProviderTest, RunsTheToolOnTheHost) {
+  HostKernelProvider host(Host());
+  KernelRequest r;
+  r.kernel_release = "6.18.44";
+  r.mode = pb::IOMMU_MODE_PASSTHROUGH;
+  r.tool_argv = {"/bin/sh", "-c", "echo report; exit 3"};
+  absl::StatusOr<KernelRun> run = host.Run(r);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->provider, "host");
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_PASSTHROUGH);
+  EXPECT_EQ(run->tool_stdout, "report\n");
+  EXPECT_EQ(run->tool_exit, 3);
+}
+
+TEST(VmKernelProviderTest, RefusesWithoutImageOrQemu) {
+  VmConfig c;
+  c.kernels_dir = "/nonexistent/kernels";
+  c.initramfs = "/nonexistent/initramfs.cpio";
+  c.allow_dir = "/tmp";
+  VmKernelProvider vm(c);
+  absl::Status s = vm.CanRun(Request(pb::IOMMU_MODE_STRICT));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("scripts/fetch-test-kernels"));
+  EXPECT_EQ(vm.CanRun(Request(pb::IOMMU_MODE_UNSPECIFIED)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace farm::kernels

@@ -1,0 +1,215 @@
+// Boots the Debian amd64 cloud kernel that scripts/fetch-test-kernels fetched
+// under QEMU (TCG) on q35 + intel-iommu (caching mode) with an emulated NVMe,
+// through the vm provider: the effective mode of each requested mode, a real
+// fio randread parsed by ParseFioJson, the lazy-under-caching-mode mismatch,
+// and a corrupt image failing with its console tail. Missing kernel or QEMU
+// fails (never skips): the message says what to run.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "agent/kernels/vm_provider.h"
+#include "agent/runners/fio_json.h"
+#include "lib/process/process.h"
+
+namespace farm::kernels {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr char kFetchHint[] =
+    "run scripts/fetch-test-kernels (as root: it fetches the Debian amd64 cloud kernel; "
+    "scripts/install-deps installs qemu-system-x86)";
+
+// The newest fetched amd64 cloud kernel: <cache>/<release>/vmlinuz.
+std::string NewestAmd64Release(const std::string& cache) {
+  std::vector<std::string> releases;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(cache, ec)) {
+    std::string name = e.path().filename().string();
+    if (absl::EndsWith(name, "-cloud-amd64") && fs::exists(e.path() / ".complete") &&
+        fs::is_regular_file(e.path() / "vmlinuz")) {
+      releases.push_back(name);
+    }
+  }
+  std::sort(releases.begin(), releases.end());  // same ABI width: lexical is fine
+  return releases.empty() ? "" : releases.back();
+}
+
+class VmBootTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* env = std::getenv("FARM_KERNEL_CACHE");
+    kernels_dir_ = new std::string(env ? env : "/var/cache/iommu-farm/kernels");
+    release_ = new std::string(NewestAmd64Release(*kernels_dir_));
+    initramfs_ = new std::string();
+    if (release_->empty() || !runners::ResolveExecutable("qemu-system-x86_64").ok()) return;
+    runners::ProcessOptions build;
+    build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--out",
+                  FARM_GUEST_ROOT_DIR};
+    build.timeout = absl::Minutes(2);
+    absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(build);
+    if (r.ok() && r->ok()) {
+      *initramfs_ = std::string(absl::StripAsciiWhitespace(r->stdout_data));
+      std::cout << "guest root: " << *initramfs_ << " (" << fs::file_size(*initramfs_)
+                << " bytes)\n";
+    } else {
+      std::cerr << "build-guest-root failed: " << (r.ok() ? r->stderr_data : r.status().ToString())
+                << "\n";
+    }
+  }
+  static void TearDownTestSuite() {
+    delete kernels_dir_;
+    delete release_;
+    delete initramfs_;
+  }
+
+  void SetUp() override {
+    ASSERT_FALSE(release_->empty())
+        << "no *-cloud-amd64 kernel under " << *kernels_dir_ << ": " << kFetchHint;
+    ASSERT_TRUE(runners::ResolveExecutable("qemu-system-x86_64").ok())
+        << "no qemu-system-x86_64: " << kFetchHint;
+    ASSERT_FALSE(initramfs_->empty()) << "scripts/build-guest-root failed (see above)";
+    std::string tmpl = (fs::temp_directory_path() / "vm-boot-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    allow_dir_ = tmpl;
+    config_.kernels_dir = *kernels_dir_;
+    config_.initramfs = *initramfs_;
+    config_.allow_dir = allow_dir_;
+    config_.boot_timeout = absl::Seconds(60);
+  }
+  void TearDown() override {
+    if (allow_dir_.empty()) return;
+    // The provider removes its scratch directory: nothing may be left.
+    std::error_code ec;
+    EXPECT_TRUE(fs::is_empty(allow_dir_, ec)) << allow_dir_;
+    fs::remove_all(allow_dir_, ec);
+  }
+
+  KernelRequest Request(pb::IommuMode mode) const {
+    KernelRequest r;
+    r.kernel_release = *release_;
+    r.mode = mode;
+    return r;
+  }
+
+  static std::string* kernels_dir_;
+  static std::string* release_;
+  static std::string* initramfs_;
+  std::string allow_dir_;
+  VmConfig config_;
+};
+
+std::string* VmBootTest::kernels_dir_ = nullptr;
+std::string* VmBootTest::release_ = nullptr;
+std::string* VmBootTest::initramfs_ = nullptr;
+
+void Report(const std::string& what, const KernelRun& run) {
+  std::cout << what << ": boot-to-result " << absl::FormatDuration(run.wall_time) << ", effective "
+            << run.effective_detail << ", cmdline '" << run.facts.cmdline << "'\n";
+}
+
+TEST_F(VmBootTest, StrictRunsFioOnTheNvmeUnderDma) {
+  KernelRequest r = Request(pb::IOMMU_MODE_STRICT);
+  r.tool_argv = {"fio",         "--name=randread", "--filename=/dev/nvme0n1", "--rw=randread",
+                 "--bs=4k",     "--direct=1",      "--ioengine=libaio",       "--iodepth=16",
+                 "--runtime=2", "--time_based",    "--output-format=json"};
+  r.tool_runtime = absl::Seconds(2);
+  VmKernelProvider vm(config_);
+  absl::StatusOr<KernelRun> run = vm.Run(r);
+  ASSERT_TRUE(run.ok()) << run.status();
+  Report("strict", *run);
+  EXPECT_EQ(run->facts.release, *release_);
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_STRICT);
+  EXPECT_THAT(run->effective_detail, HasSubstr(": DMA"));
+  EXPECT_THAT(run->facts.cmdline, HasSubstr("iommu.strict=1"));
+  EXPECT_EQ(run->accel, "tcg");
+  ASSERT_EQ(run->tool_exit, 0) << run->tool_stderr;
+  absl::StatusOr<runners::FioReport> report = runners::ParseFioJson(run->tool_stdout);
+  ASSERT_TRUE(report.ok()) << report.status() << "\n" << run->tool_stdout;
+  ASSERT_EQ(report->jobs.size(), 1u);
+  EXPECT_EQ(report->jobs[0].error, 0);
+  EXPECT_GT(report->jobs[0].read.iops, 0);
+  std::cout << "strict: fio " << report->fio_version << " randread 4k qd16 read IOPS "
+            << report->jobs[0].read.iops << "\n";
+}
+
+TEST_F(VmBootTest, PassthroughGivesTheNvmeAnIdentityDomain) {
+  VmKernelProvider vm(config_);
+  absl::StatusOr<KernelRun> run = vm.Run(Request(pb::IOMMU_MODE_PASSTHROUGH));
+  ASSERT_TRUE(run.ok()) << run.status();
+  Report("passthrough", *run);
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_PASSTHROUGH);
+  EXPECT_THAT(run->effective_detail, HasSubstr(": identity"));
+  EXPECT_EQ(run->tool_exit, -1);  // facts only
+}
+
+TEST_F(VmBootTest, OffLeavesTheNvmeWithoutGroup) {
+  VmKernelProvider vm(config_);
+  absl::StatusOr<KernelRun> run = vm.Run(Request(pb::IOMMU_MODE_OFF));
+  ASSERT_TRUE(run.ok()) << run.status();
+  Report("off", *run);
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_OFF);
+  EXPECT_TRUE(run->facts.groups.empty());
+}
+
+TEST_F(VmBootTest, LazyUnderCachingModeFailsAsStrict) {
+  VmKernelProvider vm(config_);
+  absl::Time start = absl::Now();
+  absl::StatusOr<KernelRun> run = vm.Run(Request(pb::IOMMU_MODE_LAZY));
+  std::cout << "lazy: boot-to-result " << absl::FormatDuration(absl::Now() - start) << ": "
+            << run.status() << "\n";
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
+  EXPECT_THAT(run.status().message(), HasSubstr("requested IOMMU mode lazy"));
+  EXPECT_THAT(run.status().message(), HasSubstr("ran strict"));
+}
+
+TEST_F(VmBootTest, CorruptImageFailsWithTheConsoleTail) {
+  // The release's image with 4 MiB of its compressed payload overwritten:
+  // the boot header is intact, so QEMU loads it and the decompressor fails.
+  fs::path dir =
+      fs::path(allow_dir_).parent_path() / (fs::path(allow_dir_).filename().string() + "-kernels");
+  fs::create_directories(dir / *release_);
+  fs::path image = dir / *release_ / "vmlinuz";
+  fs::copy_file(fs::path(*kernels_dir_) / *release_ / "vmlinuz", image);
+  {
+    std::fstream f(image, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(2 << 20);
+    std::mt19937 rng(12);
+    for (int i = 0; i < (4 << 20) / 4; ++i) {
+      std::uint32_t v = rng();
+      f.write(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+    ASSERT_TRUE(f.good());
+  }
+  VmConfig c = config_;
+  c.kernels_dir = dir.string();
+  c.boot_timeout = absl::Seconds(30);
+  VmKernelProvider vm(c);
+  absl::Time start = absl::Now();
+  absl::StatusOr<KernelRun> run = vm.Run(Request(pb::IOMMU_MODE_STRICT));
+  std::cout << "corrupt image: failed after " << absl::FormatDuration(absl::Now() - start) << ": "
+            << run.status() << "\n";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kAborted) << run.status();
+  EXPECT_THAT(run.status().message(), HasSubstr("console tail"));
+  EXPECT_THAT(run.status().message(), HasSubstr("System halted"));
+}
+
+}  // namespace
+}  // namespace farm::kernels

@@ -1,0 +1,349 @@
+#include "agent/kernels/vm_provider.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "agent/kernels/guest_channel.h"
+#include "lib/process/process.h"
+#include "proto/names.h"
+
+namespace farm::kernels {
+
+namespace pb = ::iommufarm::v1;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The guest's NVMe namespace: the only block device of the VM.
+constexpr char kGuestNvme[] = "/dev/nvme0n1";
+
+// What a halted x86 boot stub prints (arch/x86/boot/compressed/misc.c
+// error()); the CPU then spins in hlt, so QEMU would run until the limit.
+constexpr char kHaltMarker[] = "-- System halted";
+
+void AppendNewcHeader(std::string& out, const std::string& name, std::uint32_t mode,
+                      std::size_t size, std::uint32_t ino) {
+  // Fields: ino mode uid gid nlink mtime filesize devmajor devminor rdevmajor
+  // rdevminor namesize check, 8 hex digits each.
+  absl::StrAppendFormat(&out, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X", ino,
+                        mode, 0, 0, (mode & 0040000) ? 2 : 1, 0, size, 0, 0, 0, 0, name.size() + 1,
+                        0);
+  out += name;
+  out.push_back('\0');
+  while (out.size() % 4 != 0) out.push_back('\0');
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::string();  // a serial file QEMU never created is empty output
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+absl::Status ErrnoStatus(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// The last `n` bytes of `path`, cheaply, for the halt watch.
+std::string FileTail(const std::string& path, off_t n) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string buf;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    off_t from = st.st_size > n ? st.st_size - n : 0;
+    buf.resize(static_cast<std::size_t>(st.st_size - from));
+    ssize_t got = ::pread(fd, buf.data(), buf.size(), from);
+    buf.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+  }
+  ::close(fd);
+  return buf;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> GuestCmdline(pb::IommuMode mode) {
+  absl::StatusOr<std::string> param = ModeKernelParameter(mode);
+  if (!param.ok()) return param.status();
+  return absl::StrCat("console=ttyS0 earlyprintk=serial,ttyS0,115200 panic=-1 ", *param);
+}
+
+absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q) {
+  for (const std::string* p :
+       {&q.kernel, &q.initrd, &q.nvme_image, &q.console_log, &q.channel_log}) {
+    if (p->empty() || absl::StrContains(*p, ',')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("QEMU cannot take the path '", *p, "' (empty or containing ',')"));
+    }
+  }
+  if (q.memory_mib <= 0 || q.cpus <= 0) {
+    return absl::InvalidArgumentError("QEMU needs positive memory and CPU counts");
+  }
+  if (q.accel != "tcg" && q.accel != "kvm") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown QEMU accelerator '", q.accel, "'"));
+  }
+  // One option and its value a line.
+  // clang-format off
+  return std::vector<std::string>{
+      q.qemu,
+      "-M", "q35",
+      "-accel", q.accel,
+      "-nodefaults", "-no-user-config", "-no-reboot",
+      "-display", "none",
+      "-m", absl::StrCat(q.memory_mib, "M"),
+      "-smp", absl::StrCat(q.cpus),
+      "-device", "intel-iommu,intremap=on,caching-mode=on",
+      "-drive", absl::StrCat("file=", q.nvme_image, ",if=none,id=nvme0,format=raw"),
+      "-device", "nvme,serial=farm-nvme0,drive=nvme0",
+      "-serial", absl::StrCat("file:", q.console_log),
+      "-serial", absl::StrCat("file:", q.channel_log),
+      "-kernel", q.kernel,
+      "-initrd", q.initrd,
+      "-append", q.cmdline,
+  };
+  // clang-format on
+}
+
+absl::StatusOr<std::string> KernelImagePath(const std::string& kernels_dir,
+                                            const std::string& release) {
+  bool plain = !release.empty() && release.find("..") == std::string::npos;
+  for (char c : release) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '+' &&
+        c != '-') {
+      plain = false;
+    }
+  }
+  if (!plain) {
+    return absl::InvalidArgumentError(absl::StrCat("'", release, "' is not a kernel release"));
+  }
+  return (fs::path(kernels_dir) / release / "vmlinuz").string();
+}
+
+std::string NewcArchive(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::string out;
+  std::uint32_t ino = 1;
+  std::set<std::string> dirs;
+  for (const auto& [path, content] : files) {
+    // Parents first, each once: the kernel's unpacker needs them to exist.
+    std::string parent;
+    for (const auto& part : fs::path(path).parent_path()) {
+      parent = parent.empty() ? part.string() : absl::StrCat(parent, "/", part.string());
+      if (dirs.insert(parent).second) AppendNewcHeader(out, parent, 0040755, 0, ino++);
+    }
+    AppendNewcHeader(out, path, 0100644, content.size(), ino++);
+    out += content;
+    while (out.size() % 4 != 0) out.push_back('\0');
+  }
+  AppendNewcHeader(out, "TRAILER!!!", 0, 0, 0);
+  return out;
+}
+
+absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool_argv,
+                                            const std::string& wait_device) {
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!tool_argv.empty()) {
+    if (fs::path(tool_argv[0]).filename() != "fio") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the guest root has no tool '", tool_argv[0], "' (only fio)"));
+    }
+    std::string argv = "fio\n";
+    for (std::size_t i = 1; i < tool_argv.size(); ++i) {
+      if (tool_argv[i].find_first_of(std::string("\n\0", 2)) != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("argument ", i, " has a newline or NUL; the guest cannot pass it"));
+      }
+      absl::StrAppend(&argv, tool_argv[i], "\n");
+    }
+    files.emplace_back("farm/argv", std::move(argv));
+  }
+  if (!wait_device.empty()) files.emplace_back("farm/wait-device", wait_device + "\n");
+  return NewcArchive(files);
+}
+
+absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::string_view channel,
+                                            absl::string_view console, const QemuExit& exit) {
+  auto aborted = [&](absl::string_view why) {
+    std::string msg = absl::StrCat("guest kernel ", request.kernel_release, " ", why, " (qemu ",
+                                   exit.description, ")");
+    std::string err = std::string(absl::StripAsciiWhitespace(exit.qemu_stderr));
+    if (!err.empty()) absl::StrAppend(&msg, "; qemu said: ", ConsoleTail(err, 5, 1024));
+    absl::StrAppend(&msg, "; console tail:\n", ConsoleTail(console));
+    return absl::AbortedError(msg);
+  };
+  absl::StatusOr<GuestOutput> out = ParseGuestChannel(channel);
+  if (!out.ok())
+    return aborted(absl::StrCat("wrote a broken farm channel: ", out.status().message()));
+  if (!out->done) {
+    if (exit.halted) return aborted("halted during boot");
+    if (exit.timed_out) return aborted("did not finish in time");
+    return aborted("stopped before the job finished");
+  }
+  absl::StatusOr<KernelFacts> facts = KernelFactsFromGuest(*out);
+  if (!facts.ok()) return aborted(facts.status().message());
+
+  KernelRun run;
+  run.provider = "vm";
+  run.requested = request.mode;
+  run.facts = *std::move(facts);
+  if (run.facts.release != request.kernel_release) {
+    return absl::FailedPreconditionError(absl::StrCat("requested kernel ", request.kernel_release,
+                                                      " but the guest booted ", run.facts.release));
+  }
+  absl::StatusOr<pb::IommuMode> effective = EffectiveMode(run.facts, &run.effective_detail);
+  if (!effective.ok()) return aborted(effective.status().message());
+  run.effective = *effective;
+  if (run.effective != request.mode) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("requested IOMMU mode ", proto::ModeName(request.mode),
+                     " but the guest kernel ran ", proto::ModeName(run.effective), " (",
+                     run.effective_detail, "; cmdline: ", run.facts.cmdline, ")"));
+  }
+  if (auto it = out->sections.find("tool"); it != out->sections.end()) {
+    run.tool_stdout = it->second.body;
+    run.tool_exit = it->second.exit;
+  }
+  if (auto it = out->sections.find("tool-stderr"); it != out->sections.end()) {
+    run.tool_stderr = it->second.body;
+  }
+  return run;
+}
+
+VmKernelProvider::VmKernelProvider(VmConfig config) : config_(std::move(config)) {}
+
+absl::Status VmKernelProvider::CanRun(const KernelRequest& request) const {
+  if (request.mode == pb::IOMMU_MODE_UNSPECIFIED) {
+    return absl::InvalidArgumentError("the request names no IOMMU mode");
+  }
+  absl::StatusOr<std::string> image = KernelImagePath(config_.kernels_dir, request.kernel_release);
+  if (!image.ok()) return image.status();
+  std::error_code ec;
+  if (!fs::is_regular_file(*image, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no kernel image for ", request.kernel_release, " (", *image,
+                     "; scripts/fetch-test-kernels fetches the test kernels)"));
+  }
+  if (!fs::is_regular_file(config_.initramfs, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat("no guest initramfs '", config_.initramfs,
+                                                      "' (scripts/build-guest-root builds it)"));
+  }
+  if (config_.allow_dir.empty() || !fs::is_directory(config_.allow_dir, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("allow dir '", config_.allow_dir, "' is not a directory"));
+  }
+  if (absl::StatusOr<std::string> q = runners::ResolveExecutable(config_.qemu); !q.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("no QEMU: ", q.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
+  if (absl::Status s = CanRun(request); !s.ok()) return s;
+  absl::StatusOr<std::string> cmdline = GuestCmdline(request.mode);
+  if (!cmdline.ok()) return cmdline.status();
+  absl::StatusOr<std::string> job = GuestJobArchive(request.tool_argv, kGuestNvme);
+  if (!job.ok()) return job.status();
+
+  std::string tmpl = (fs::path(config_.allow_dir) / "farm-vm-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) return ErrnoStatus("mkdtemp under " + config_.allow_dir);
+  const fs::path scratch = tmpl;
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{scratch};
+
+  QemuInvocation q;
+  q.qemu = config_.qemu;
+  q.accel = config_.accel;
+  q.memory_mib = config_.memory_mib;
+  q.cpus = config_.cpus;
+  q.kernel = *KernelImagePath(config_.kernels_dir, request.kernel_release);
+  q.initrd = (scratch / "initrd").string();
+  q.nvme_image = (scratch / "nvme.img").string();
+  q.console_log = (scratch / "console.log").string();
+  q.channel_log = (scratch / "channel.log").string();
+  q.cmdline = *cmdline;
+
+  {
+    int fd = ::open(q.nvme_image.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return ErrnoStatus("create " + q.nvme_image);
+    int rc = ::ftruncate(fd, static_cast<off_t>(config_.nvme_bytes));
+    ::close(fd);
+    if (rc != 0) return ErrnoStatus("size " + q.nvme_image);
+  }
+  {
+    std::error_code ec;
+    fs::copy_file(config_.initramfs, q.initrd, ec);
+    if (ec) return absl::InternalError(absl::StrCat("copy initramfs: ", ec.message()));
+    // The kernel unpacks concatenated archives in order; the job's comes last.
+    std::ofstream out(q.initrd, std::ios::binary | std::ios::app);
+    out << *job;
+    if (!out.flush()) return absl::InternalError("append the job archive to " + q.initrd);
+  }
+  absl::StatusOr<std::vector<std::string>> argv = BuildQemuArgv(q);
+  if (!argv.ok()) return argv.status();
+
+  std::atomic<bool> halted{false};
+  std::atomic<bool> cancelled{false};
+  absl::Time next_look = absl::InfinitePast();
+  runners::ProcessOptions opts;
+  opts.argv = *argv;
+  opts.timeout = config_.boot_timeout + request.tool_runtime + config_.margin;
+  opts.max_stdout = 1 << 20;
+  opts.cancelled = [&] {
+    if (request.cancelled && request.cancelled()) {
+      cancelled = true;
+      return true;
+    }
+    absl::Time now = absl::Now();
+    if (now < next_look) return false;
+    next_look = now + absl::Milliseconds(250);
+    if (absl::StrContains(FileTail(q.console_log, 256), kHaltMarker)) halted = true;
+    return halted.load();
+  };
+  absl::Time start = absl::Now();
+  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(opts);
+  if (!r.ok()) return r.status();
+  if (cancelled) return absl::CancelledError("cancelled while the guest ran");
+
+  QemuExit exit;
+  exit.exited_cleanly = r->ok();
+  exit.timed_out = r->timed_out;
+  exit.halted = halted;
+  exit.description = halted ? std::string("stopped: the console showed a halt") : r->Describe();
+  if (exit.timed_out) {
+    absl::StrAppend(&exit.description, " after ", absl::FormatDuration(opts.timeout));
+  }
+  exit.qemu_stderr = r->stderr_data;
+  absl::StatusOr<std::string> channel = ReadFile(q.channel_log);
+  absl::StatusOr<std::string> console = ReadFile(q.console_log);
+  if (!channel.ok()) return channel.status();
+  if (!console.ok()) return console.status();
+  absl::StatusOr<KernelRun> run = InterpretGuestRun(request, *channel, *console, exit);
+  if (!run.ok()) return run.status();
+  run->accel = config_.accel;
+  run->machine_model = "q35+intel-iommu";
+  run->wall_time = absl::Now() - start;
+  return run;
+}
+
+}  // namespace farm::kernels
