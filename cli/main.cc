@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "lib/client/client.h"
+#include "lib/service/flags.h"
 
 namespace {
 
@@ -25,11 +26,12 @@ int main(int argc, char** argv) {
       "(or a --wait matrix with failed jobs), 2 usage error."};
   app.require_subcommand(1);
   farm::client::ClientOptions options;
-  app.add_option("--server", options.server,
-                 "scheduler address HOST:PORT (default: $FARM_SERVER, else " +
-                     std::string(farm::client::kDefaultServer) + ")");
-  app.add_option("--token", options.token,
-                 "bearer token sent with every call (default: $FARM_TOKEN)");
+  options.server = farm::client::kDefaultServer;
+  app.add_option("--server", options.server, "scheduler address HOST:PORT")
+      ->capture_default_str()
+      ->envname("FARM_SERVER");
+  app.add_option("--token", options.token, "bearer token sent with every call")
+      ->envname("FARM_TOKEN");
 
   // submit
   std::string submit_file;
@@ -133,18 +135,8 @@ int main(int argc, char** argv) {
   bisect->add_option("--output,-o", bisect_format, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    (void)app.exit(e);
-    return 2;
-  }
+  if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
 
-  options.ApplyEnvironment();
   farm::cli::Commands commands(options, std::cout, std::cerr);
   if (*submit) return commands.RunSubmit(submit_file, submit_wait, submit_dry);
   if (*status) return commands.RunStatus(status_matrix);
