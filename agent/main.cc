@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
@@ -55,10 +56,11 @@ int main(int argc, char** argv) {
       ->envname("FARM_SERVER");
   app.add_option("--name", options.name, "agent name, unique in the farm (default: hostname)");
   app.add_option("--slots", options.slots, "jobs run at once")->check(CLI::Range(1, 1024));
-  app.add_option("--capabilities", capabilities,
-                 "comma list of executors to offer: emulator, fio, iozone "
-                 "(fio/iozone: real runs, need --allow-dir/--allow-device; "
-                 "skipped with a warning when the tool is not installed)");
+  app.add_option(
+      "--capabilities", capabilities,
+      "comma list of executors to offer: " + absl::StrJoin(farm::proto::ExecutorNames(), ", ") +
+          " (fio/iozone: real runs, need --allow-dir/--allow-device; "
+          "skipped with a warning when the tool is not installed)");
   app.add_option("--metrics", metrics_address,
                  "serve Prometheus /metrics on HOST:PORT (port 0: any free "
                  "port; prints 'metrics on HOST:PORT')");

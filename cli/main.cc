@@ -4,10 +4,13 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "lib/client/client.h"
 #include "lib/service/flags.h"
+#include "proto/names.h"
 
 namespace {
 
@@ -120,9 +123,14 @@ int main(int argc, char** argv) {
   std::string reg_mark_state, reg_mark_note;
   auto* reg_mark = regression->add_subcommand("mark", "triage a regression");
   reg_mark->add_option("ID", reg_mark_id, "regression id")->required();
-  reg_mark->add_option("STATE", reg_mark_state, "fixed, false-positive or acknowledged")
+  // The states a user may set; the others are the analyzer's.
+  const std::vector<std::string> markable = {
+      farm::proto::RegressionStateName(iommufarm::v1::REGRESSION_STATE_FIXED),
+      farm::proto::RegressionStateName(iommufarm::v1::REGRESSION_STATE_FALSE_POSITIVE),
+      farm::proto::RegressionStateName(iommufarm::v1::REGRESSION_STATE_ACKNOWLEDGED)};
+  reg_mark->add_option("STATE", reg_mark_state, absl::StrJoin(markable, ", "))
       ->required()
-      ->check(CLI::IsMember({"fixed", "false-positive", "acknowledged"}));
+      ->check(CLI::IsMember(markable));
   reg_mark->add_option("--note", reg_mark_note,
                        "note kept with the regression (replaces the analyzer's note; the "
                        "metric rank is its own field and is kept)");
