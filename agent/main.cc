@@ -1,7 +1,6 @@
 // farm-agent: registers with a farm scheduler, leases jobs and runs them.
 // Parses flags, wires executors, metrics and the Agent, and turns SIGTERM /
 // SIGINT into a drain.
-#include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -11,15 +10,18 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/executors/executors.h"
 #include "agent/host_facts.h"
 #include "lib/metrics/metrics.h"
+#include "lib/service/flags.h"
+#include "lib/service/shutdown.h"
+#include "proto/names.h"
 
 namespace {
 
@@ -40,31 +42,33 @@ int main(int argc, char** argv) {
       "jobs finish for up to --drain-timeout, then exit 0 (a second signal "
       "exits at once)."};
   farm::agent::AgentOptions options;
-  std::string capabilities = "emulator";
+  std::string capabilities = farm::proto::ExecutorName(iommufarm::v1::EXECUTOR_EMULATOR);
   std::string metrics_address;
-  std::string drain = "30s";
   std::string log_level = "info";
   farm::agent::ExecutorConfig executor_config;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   options.name = host;
+  options.client.server = farm::client::kDefaultServer;
 
-  app.add_option("--scheduler", options.client.server,
-                 "scheduler address HOST:PORT (default: $FARM_SERVER, else " +
-                     std::string(farm::client::kDefaultServer) + ")");
+  app.add_option("--scheduler", options.client.server, "scheduler address HOST:PORT")
+      ->capture_default_str()
+      ->envname("FARM_SERVER");
   app.add_option("--name", options.name, "agent name, unique in the farm (default: hostname)");
   app.add_option("--slots", options.slots, "jobs run at once")->check(CLI::Range(1, 1024));
-  app.add_option("--capabilities", capabilities,
-                 "comma list of executors to offer: emulator, fio, iozone "
-                 "(fio/iozone: real runs, need --allow-dir/--allow-device; "
-                 "skipped with a warning when the tool is not installed)");
+  app.add_option(
+      "--capabilities", capabilities,
+      "comma list of executors to offer: " + absl::StrJoin(farm::proto::ExecutorNames(), ", ") +
+          " (fio/iozone: real runs, need --allow-dir/--allow-device; "
+          "skipped with a warning when the tool is not installed)");
   app.add_option("--metrics", metrics_address,
                  "serve Prometheus /metrics on HOST:PORT (port 0: any free "
                  "port; prints 'metrics on HOST:PORT')");
-  app.add_option("--token", options.client.token,
-                 "bearer token for the scheduler (default: $FARM_TOKEN)");
-  app.add_option("--drain-timeout", drain,
-                 "how long running jobs may finish after SIGTERM (e.g. 30s, 2m)");
+  app.add_option("--token", options.client.token, "bearer token for the scheduler")
+      ->envname("FARM_TOKEN");
+  farm::service::AddDurationOption(app, "--drain-timeout", &options.drain_timeout, "30s",
+                                   "how long running jobs may finish after SIGTERM (e.g. 30s, 2m)",
+                                   farm::service::DurationRange::kNonNegative);
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_option("--allow-dir", executor_config.allow_dirs,
@@ -75,26 +79,11 @@ int main(int argc, char** argv) {
   app.add_option("--emu-catalog", executor_config.emu_catalog,
                  "commit catalog file for the emulator (default: the shipped "
                  "linux-iommu catalog)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    (void)app.exit(e);
-    return 2;
-  }
-  absl::Duration drain_timeout;
-  if (!absl::ParseDuration(drain, &drain_timeout) || drain_timeout < absl::ZeroDuration()) {
-    std::fprintf(stderr, "farm-agent: --drain-timeout '%s' is not a duration like 30s\n",
-                 drain.c_str());
-    return 2;
-  }
-  options.drain_timeout = drain_timeout;
+  if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
   if (options.name.empty()) {
     std::fprintf(stderr, "farm-agent: --name must not be empty\n");
     return 2;
   }
-  options.client.ApplyEnvironment();
 
   auto logger = spdlog::stderr_color_mt("farm-agent");
   spdlog::set_default_logger(logger);
@@ -108,13 +97,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Signals are taken by one thread with sigwait so the handler can do real
-  // work (wake the agent) safely. Block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Before any thread starts, so that no worker or gRPC thread takes a signal.
+  farm::service::ShutdownSignals signals;
 
   farm::metrics::MetricsRegistry registry;
   farm::metrics::AgentMetrics metrics(registry.registry());
@@ -139,16 +123,10 @@ int main(int argc, char** argv) {
   };
   farm::agent::Agent agent(options, std::move(*executors), &metrics);
 
-  std::thread signal_thread([&agent, signals] {
-    int sig = 0;
-    sigwait(&signals, &sig);
+  signals.OnStop([&agent](int sig) {
     spdlog::info("signal {}: draining", sig);
     agent.Shutdown();
-    sigwait(&signals, &sig);
-    spdlog::warn("second signal {}: exiting now", sig);
-    Exit(0);
   });
-  signal_thread.detach();
 
   absl::Status status = agent.Run();
   const auto stats = agent.stats();

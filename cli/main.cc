@@ -4,9 +4,13 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "lib/client/client.h"
+#include "lib/service/flags.h"
+#include "proto/names.h"
 
 namespace {
 
@@ -25,11 +29,12 @@ int main(int argc, char** argv) {
       "(or a --wait matrix with failed jobs), 2 usage error."};
   app.require_subcommand(1);
   farm::client::ClientOptions options;
-  app.add_option("--server", options.server,
-                 "scheduler address HOST:PORT (default: $FARM_SERVER, else " +
-                     std::string(farm::client::kDefaultServer) + ")");
-  app.add_option("--token", options.token,
-                 "bearer token sent with every call (default: $FARM_TOKEN)");
+  options.server = farm::client::kDefaultServer;
+  app.add_option("--server", options.server, "scheduler address HOST:PORT")
+      ->capture_default_str()
+      ->envname("FARM_SERVER");
+  app.add_option("--token", options.token, "bearer token sent with every call")
+      ->envname("FARM_TOKEN");
 
   // submit
   std::string submit_file;
@@ -118,9 +123,14 @@ int main(int argc, char** argv) {
   std::string reg_mark_state, reg_mark_note;
   auto* reg_mark = regression->add_subcommand("mark", "triage a regression");
   reg_mark->add_option("ID", reg_mark_id, "regression id")->required();
-  reg_mark->add_option("STATE", reg_mark_state, "fixed, false-positive or acknowledged")
+  // The states a user may set; the others are the analyzer's.
+  const std::vector<std::string> markable = {
+      farm::proto::RegressionStateName(iommufarm::v1::REGRESSION_STATE_FIXED),
+      farm::proto::RegressionStateName(iommufarm::v1::REGRESSION_STATE_FALSE_POSITIVE),
+      farm::proto::RegressionStateName(iommufarm::v1::REGRESSION_STATE_ACKNOWLEDGED)};
+  reg_mark->add_option("STATE", reg_mark_state, absl::StrJoin(markable, ", "))
       ->required()
-      ->check(CLI::IsMember({"fixed", "false-positive", "acknowledged"}));
+      ->check(CLI::IsMember(markable));
   reg_mark->add_option("--note", reg_mark_note,
                        "note kept with the regression (replaces the analyzer's note; the "
                        "metric rank is its own field and is kept)");
@@ -133,18 +143,8 @@ int main(int argc, char** argv) {
   bisect->add_option("--output,-o", bisect_format, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    (void)app.exit(e);
-    return 2;
-  }
+  if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
 
-  options.ApplyEnvironment();
   farm::cli::Commands commands(options, std::cout, std::cerr);
   if (*submit) return commands.RunSubmit(submit_file, submit_wait, submit_dry);
   if (*status) return commands.RunStatus(status_matrix);

@@ -18,7 +18,14 @@ std::string NameOf(const Spelling<E> (&table)[N], E value) {
   for (const Spelling<E>& s : table) {
     if (s.value == value) return std::string(s.name);
   }
-  return "unspecified";
+  return kUnspecifiedName;
+}
+
+template <typename E, size_t N>
+std::vector<std::string> NamesOf(const Spelling<E> (&table)[N]) {
+  std::vector<std::string> out;
+  for (const Spelling<E>& s : table) out.emplace_back(s.name);
+  return out;
 }
 
 template <typename E, size_t N>
@@ -69,7 +76,7 @@ constexpr Spelling<pb::RegressionState> kRegressionStates[] = {
 std::string ModeName(pb::IommuMode mode) { return NameOf(kModes, mode); }
 
 std::string ModeName(int mode_number) {
-  if (!pb::IommuMode_IsValid(mode_number)) return "unspecified";
+  if (!pb::IommuMode_IsValid(mode_number)) return kUnspecifiedName;
   return ModeName(static_cast<pb::IommuMode>(mode_number));
 }
 
@@ -77,11 +84,15 @@ pb::IommuMode ModeFromName(std::string_view name) {
   return ValueOf(kModes, name, pb::IOMMU_MODE_UNSPECIFIED);
 }
 
+std::vector<std::string> ModeNames() { return NamesOf(kModes); }
+
 std::string ExecutorName(pb::Executor executor) { return NameOf(kExecutors, executor); }
 
 pb::Executor ExecutorFromName(std::string_view name) {
   return ValueOf(kExecutors, name, pb::EXECUTOR_UNSPECIFIED);
 }
+
+std::vector<std::string> ExecutorNames() { return NamesOf(kExecutors); }
 
 std::string JobStateName(pb::JobState state) { return NameOf(kJobStates, state); }
 
@@ -94,5 +105,7 @@ std::string RegressionStateName(pb::RegressionState state) {
 pb::RegressionState RegressionStateFromName(std::string_view name) {
   return ValueOf(kRegressionStates, name, pb::REGRESSION_STATE_UNSPECIFIED);
 }
+
+std::vector<std::string> RegressionStateNames() { return NamesOf(kRegressionStates); }
 
 }  // namespace farm::proto

@@ -10,14 +10,20 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::proto {
 
+// The word of every *_UNSPECIFIED value (and of numbers out of range).
+inline constexpr char kUnspecifiedName[] = "unspecified";
+
 // "off", "passthrough", "strict", "lazy".
 std::string ModeName(iommufarm::v1::IommuMode mode);
 iommufarm::v1::IommuMode ModeFromName(std::string_view name);
+// Every mode's word, in enum order: for --help and "known: ..." messages.
+std::vector<std::string> ModeNames();
 // As stored in PostgreSQL (the enum's number); out-of-range numbers are
 // "unspecified".
 std::string ModeName(int mode_number);
@@ -25,6 +31,8 @@ std::string ModeName(int mode_number);
 // "emulator", "fio", "iozone".
 std::string ExecutorName(iommufarm::v1::Executor executor);
 iommufarm::v1::Executor ExecutorFromName(std::string_view name);
+// Every executor's word, in enum order.
+std::vector<std::string> ExecutorNames();
 
 // "queued", "leased", "succeeded", "failed", "cancelled".
 std::string JobStateName(iommufarm::v1::JobState state);
@@ -35,6 +43,8 @@ std::string MatrixStateName(iommufarm::v1::MatrixState state);
 // "suspected", "confirmed", "acknowledged", "fixed", "false-positive", "rejected".
 std::string RegressionStateName(iommufarm::v1::RegressionState state);
 iommufarm::v1::RegressionState RegressionStateFromName(std::string_view name);
+// Every regression state's word, in enum order.
+std::vector<std::string> RegressionStateNames();
 
 }  // namespace farm::proto
 

@@ -42,6 +42,32 @@ TEST(NamesTest, EveryEnumValueHasOneWordThatReadsBack) {
                                        &RegressionStateFromName);
 }
 
+// The name lists are the same words, each reading back, in enum order.
+template <typename E>
+void ExpectListed(const std::vector<std::string>& names, const google::protobuf::EnumDescriptor* d,
+                  std::string (*name)(E), E (*from_name)(std::string_view)) {
+  std::vector<std::string> expected;
+  for (int i = 0; i < d->value_count(); ++i) {
+    if (d->value(i)->number() != 0) expected.push_back(name(static_cast<E>(d->value(i)->number())));
+  }
+  EXPECT_EQ(names, expected);
+  for (const std::string& word : names) {
+    EXPECT_NE(static_cast<int>(from_name(word)), 0) << word;
+    EXPECT_EQ(name(from_name(word)), word);
+  }
+}
+
+TEST(NamesTest, NameListsHoldEveryWordOnce) {
+  ExpectListed<pb::IommuMode>(ModeNames(), pb::IommuMode_descriptor(), &ModeName, &ModeFromName);
+  ExpectListed<pb::Executor>(ExecutorNames(), pb::Executor_descriptor(), &ExecutorName,
+                             &ExecutorFromName);
+  ExpectListed<pb::RegressionState>(RegressionStateNames(), pb::RegressionState_descriptor(),
+                                    &RegressionStateName, &RegressionStateFromName);
+  EXPECT_EQ(ModeNames(), (std::vector<std::string>{"off", "passthrough", "strict", "lazy"}));
+  EXPECT_EQ(ExecutorNames(), (std::vector<std::string>{"emulator", "fio", "iozone"}));
+  EXPECT_EQ(ModeName(pb::IOMMU_MODE_UNSPECIFIED), kUnspecifiedName);
+}
+
 TEST(NamesTest, StoredModeNumbers) {
   EXPECT_EQ(ModeName(static_cast<int>(pb::IOMMU_MODE_LAZY)), "lazy");
   EXPECT_EQ(ModeName(99), "unspecified");

@@ -1,7 +1,5 @@
 // farm-scheduler: parse flags, start SchedulerServer and the /metrics
 // exposer, wait for SIGTERM/SIGINT, shut down cleanly.
-#include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -9,41 +7,24 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
-#include "absl/strings/numbers.h"
 #include "absl/time/time.h"
-#include "lib/auth/auth.h"
 #include "lib/metrics/metrics.h"
+#include "lib/service/flags.h"
+#include "lib/service/shutdown.h"
 #include "scheduler/server.h"
 
 #ifndef FARM_DEFAULT_CATALOG_DIR
 #define FARM_DEFAULT_CATALOG_DIR ""
 #endif
 
-namespace {
-
-// "30s", "500ms", "2m", or plain seconds ("30", "0.5").
-bool ParseDurationFlag(const std::string& text, absl::Duration* out) {
-  double secs = 0;
-  if (absl::SimpleAtod(text, &secs)) {
-    *out = absl::Seconds(secs);
-    return secs > 0;
-  }
-  return absl::ParseDuration(text, out) && *out > absl::ZeroDuration();
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{
       "farm-scheduler: serves JobService, AgentService and AnalysisService (gRPC) over a "
       "PostgreSQL job queue; applies schema migrations at start. Several schedulers may share "
       "one database."};
+  farm::scheduler::ServerOptions opts;
   std::string listen = "127.0.0.1:7070";
-  std::string db;
   std::string metrics_addr = "127.0.0.1:9464";
-  std::string token;
-  std::string lease_ttl = "30s";
-  std::string retry_backoff = "1s";
   int max_attempts = 3;
   int64_t max_jobs = 100000;
   size_t max_spec_bytes = 1 << 20;
@@ -54,24 +35,23 @@ int main(int argc, char** argv) {
                  "gRPC address host:port; port 0 picks a free port (printed as `listening on "
                  "HOST:PORT` on stdout)")
       ->capture_default_str();
-  app.add_option("--db", db,
-                 "PostgreSQL URI, e.g. postgresql://user@127.0.0.1:5432/farm "
-                 "(default: $FARM_DB)");
+  app.add_option("--db", opts.db_uri, "PostgreSQL URI, e.g. postgresql://user@127.0.0.1:5432/farm")
+      ->envname("FARM_DB");
   app.add_option("--metrics", metrics_addr,
                  "Prometheus /metrics address host:port; port 0 picks a free port (printed as "
                  "`metrics on HOST:PORT`)")
       ->capture_default_str();
-  app.add_option("--token", token,
-                 "require `authorization: Bearer TOKEN` on every call (default: $FARM_TOKEN; "
-                 "empty: no authentication)");
-  app.add_option("--lease-ttl", lease_ttl,
-                 "lease lifetime without a heartbeat (e.g. 30s, 2s, 500ms); agents heartbeat every "
-                 "ttl/3, the reaper runs every ttl/4")
-      ->capture_default_str();
-  app.add_option("--retry-backoff", retry_backoff,
-                 "delay before a failed or expired job is leased again; doubles per attempt "
-                 "(capped at 5m)")
-      ->capture_default_str();
+  app.add_option("--token", opts.token,
+                 "require `authorization: Bearer TOKEN` on every call (empty: no "
+                 "authentication)")
+      ->envname("FARM_TOKEN");
+  farm::service::AddDurationOption(
+      app, "--lease-ttl", &opts.config.lease_ttl, "30s",
+      "lease lifetime without a heartbeat (e.g. 30s, 2s, 500ms); agents heartbeat every "
+      "ttl/3, the reaper runs every ttl/4");
+  farm::service::AddDurationOption(app, "--retry-backoff", &opts.config.retry.base_backoff, "1s",
+                                   "delay before a failed or expired job is leased again; "
+                                   "doubles per attempt (capped at 5m)");
   app.add_option("--max-attempts", max_attempts, "attempts per job before it fails")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
@@ -90,25 +70,13 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
 
   auto logger = spdlog::stderr_color_mt("farm-scheduler");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
 
-  farm::scheduler::ServerOptions opts;
   opts.listen = listen;
-  opts.db_uri = db.empty() ? farm::auth::TokenFromFlagOrEnv("", "FARM_DB") : db;
-  opts.token = farm::auth::TokenFromFlagOrEnv(token, "FARM_TOKEN");
-  if (!ParseDurationFlag(lease_ttl, &opts.config.lease_ttl)) {
-    std::cerr << "--lease-ttl \"" << lease_ttl << "\": expected a positive duration like 30s\n";
-    return 2;
-  }
-  if (!ParseDurationFlag(retry_backoff, &opts.config.retry.base_backoff)) {
-    std::cerr << "--retry-backoff \"" << retry_backoff
-              << "\": expected a positive duration like 1s\n";
-    return 2;
-  }
   opts.config.max_attempts = max_attempts;
   opts.config.limits.max_jobs_per_matrix = max_jobs;
   opts.config.limits.max_spec_bytes = max_spec_bytes;
@@ -131,12 +99,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Signals are taken by sigwait below; block them before any thread starts.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // Before any thread starts, so that no gRPC or pool thread takes a signal.
+  farm::service::ShutdownSignals signals;
 
   farm::metrics::MetricsRegistry registry;
   absl::StatusOr<std::unique_ptr<farm::metrics::MetricsExposer>> exposer =
@@ -156,8 +120,7 @@ int main(int argc, char** argv) {
   spdlog::info("farm-scheduler up: grpc {} metrics {} lease-ttl {}", (*server)->address(),
                (*exposer)->address(), absl::FormatDuration(opts.config.lease_ttl));
 
-  int sig = 0;
-  sigwait(&sigs, &sig);
+  const int sig = signals.Wait();
   spdlog::info("signal {}: shutting down", sig);
   (*server)->Shutdown(absl::Seconds(5));
   server->reset();

@@ -4,10 +4,13 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/executors/emulator_executor.h"
 #include "agent/executors/real_executors.h"
+#include "proto/names.h"
 
 namespace farm::agent {
+namespace pb = ::iommufarm::v1;
 
 absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
     const std::vector<std::string>& capabilities, const ExecutorConfig& config) {
@@ -18,9 +21,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
   }
   for (const std::string& cap : capabilities) {
     if (!seen.insert(cap).second) continue;
-    if (cap == "emulator") {
+    const pb::Executor kind = proto::ExecutorFromName(cap);
+    if (kind == pb::EXECUTOR_EMULATOR) {
       out.push_back(std::make_unique<EmulatorExecutor>(config.emu_catalog));
-    } else if (cap == "fio" || cap == "iozone") {
+    } else if (kind == pb::EXECUTOR_FIO || kind == pb::EXECUTOR_IOZONE) {
       // Real runs (agent/runners): advertised only when the tool is installed.
       farm::runners::RealExecutorOptions real;
       real.allow_dirs = config.allow_dirs;
@@ -35,7 +39,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
       out.push_back(*std::move(executor));
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown capability '", cap, "' (known: emulator, fio, iozone)"));
+          absl::StrCat("unknown capability '", cap,
+                       "' (known: ", absl::StrJoin(proto::ExecutorNames(), ", "), ")"));
     }
   }
   return out;

@@ -1,20 +1,45 @@
 #include "agent/executors/real_executors.h"
 
-#include <map>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/runners/runners.h"
+#include "proto/names.h"
 
 namespace farm::runners {
 namespace {
 
 namespace pb = ::iommufarm::v1;
 
-Params ParamsOf(const pb::Job& job) {
-  return Params(job.workload().params().begin(), job.workload().params().end());
-}
+// What differs between the real tools, one row each: the executor kind
+// (whose name is also the tool's default executable), how the tool is
+// detected, how a job's params become a spec and how long a run may take.
+// Everything else, the Executor below does the same way for every tool.
+struct FioTool {
+  using Spec = FioSpec;
+  using Runner = FioRunner;
+  static constexpr pb::Executor kKind = pb::EXECUTOR_FIO;
+  static absl::StatusOr<ToolInfo> Detect(const std::string& tool) { return DetectFio(tool); }
+  static absl::StatusOr<Spec> SpecOf(const Params& params) { return FioSpecFromParams(params); }
+  // fio runs for runtime + ramp_time when the spec sets a runtime.
+  static absl::Duration Timeout(const Spec& spec, const RealExecutorOptions& opts) {
+    return spec.runtime_s > 0 ? absl::Seconds(spec.runtime_s + spec.ramp_time_s) + opts.slack
+                              : opts.default_timeout;
+  }
+};
+
+struct IozoneTool {
+  using Spec = IozoneSpec;
+  using Runner = IozoneRunner;
+  static constexpr pb::Executor kKind = pb::EXECUTOR_IOZONE;
+  static absl::StatusOr<ToolInfo> Detect(const std::string& tool) { return DetectIozone(tool); }
+  static absl::StatusOr<Spec> SpecOf(const Params& params) { return IozoneSpecFromParams(params); }
+  // iozone has no runtime: it runs until its files are written and read.
+  static absl::Duration Timeout(const Spec&, const RealExecutorOptions& opts) {
+    return opts.default_timeout;
+  }
+};
 
 // Refusals are about the job, not this moment: make them permanent.
 absl::Status Permanent(const absl::Status& s) {
@@ -40,91 +65,68 @@ absl::StatusOr<farm::agent::ExecutionResult> ToExecution(absl::StatusOr<RunResul
   return out;
 }
 
-RunOptions MakeRunOptions(absl::Duration timeout, farm::agent::CancelToken& cancel) {
-  RunOptions opts;
-  opts.timeout = timeout;
-  opts.cancelled = [&cancel] { return cancel.cancelled(); };
-  return opts;
-}
-
-class FioExecutor final : public farm::agent::Executor {
+template <typename Tool>
+class RealExecutor final : public farm::agent::Executor {
  public:
-  FioExecutor(ToolInfo tool, AllowedTargets allowed, RealExecutorOptions opts)
+  RealExecutor(ToolInfo tool, AllowedTargets allowed, RealExecutorOptions opts)
       : version_(tool.version),
         runner_(std::move(tool)),
         allowed_(std::move(allowed)),
         opts_(std::move(opts)) {}
 
-  std::string capability() const override { return "fio"; }
+  std::string capability() const override { return proto::ExecutorName(Tool::kKind); }
   std::string version() const override { return version_; }
 
   absl::StatusOr<farm::agent::ExecutionResult> Run(const pb::Job& job,
                                                    farm::agent::CancelToken& cancel) override {
-    absl::StatusOr<FioSpec> spec = FioSpecFromParams(ParamsOf(job));
+    absl::StatusOr<typename Tool::Spec> spec =
+        Tool::SpecOf(Params(job.workload().params().begin(), job.workload().params().end()));
     if (!spec.ok()) return spec.status();
-    const absl::Duration timeout =
-        spec->runtime_s > 0 ? absl::Seconds(spec->runtime_s + spec->ramp_time_s) + opts_.slack
-                            : opts_.default_timeout;
-    return ToExecution(runner_.Run(*spec, allowed_, MakeRunOptions(timeout, cancel)));
+    RunOptions run;
+    run.timeout = Tool::Timeout(*spec, opts_);
+    run.cancelled = [&cancel] { return cancel.cancelled(); };
+    return ToExecution(runner_.Run(*spec, allowed_, run));
   }
 
  private:
   const std::string version_;
-  const FioRunner runner_;
+  const typename Tool::Runner runner_;
   const AllowedTargets allowed_;
   const RealExecutorOptions opts_;
 };
 
-class IozoneExecutor final : public farm::agent::Executor {
- public:
-  IozoneExecutor(ToolInfo tool, AllowedTargets allowed, RealExecutorOptions opts)
-      : version_(tool.version),
-        runner_(std::move(tool)),
-        allowed_(std::move(allowed)),
-        opts_(std::move(opts)) {}
-
-  std::string capability() const override { return "iozone"; }
-  std::string version() const override { return version_; }
-
-  absl::StatusOr<farm::agent::ExecutionResult> Run(const pb::Job& job,
-                                                   farm::agent::CancelToken& cancel) override {
-    absl::StatusOr<IozoneSpec> spec = IozoneSpecFromParams(ParamsOf(job));
-    if (!spec.ok()) return spec.status();
-    return ToExecution(runner_.Run(*spec, allowed_, MakeRunOptions(opts_.default_timeout, cancel)));
-  }
-
- private:
-  const std::string version_;
-  const IozoneRunner runner_;
-  const AllowedTargets allowed_;
-  const RealExecutorOptions opts_;
-};
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<farm::agent::Executor>> MakeRealExecutor(
-    const std::string& capability, const RealExecutorOptions& options) {
-  if (capability != "fio" && capability != "iozone") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("real executor '", capability, "' unknown (known: fio, iozone)"));
-  }
+template <typename Tool>
+absl::StatusOr<std::unique_ptr<farm::agent::Executor>> MakeExecutor(
+    const RealExecutorOptions& options) {
+  const std::string name = proto::ExecutorName(Tool::kKind);
   absl::StatusOr<AllowedTargets> allowed =
       AllowedTargets::Parse(options.allow_dirs, options.allow_devices);
   if (!allowed.ok()) return allowed.status();
   if (allowed->empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(capability, ": real runs need at least one --allow-dir or --allow-device"));
+        absl::StrCat(name, ": real runs need at least one --allow-dir or --allow-device"));
   }
-  const std::string tool = options.tool.empty() ? capability : options.tool;
-  absl::StatusOr<ToolInfo> info = capability == "fio" ? DetectFio(tool) : DetectIozone(tool);
+  absl::StatusOr<ToolInfo> info = Tool::Detect(options.tool.empty() ? name : options.tool);
   if (!info.ok()) {
-    return absl::Status(info.status().code(),
-                        absl::StrCat(capability, ": ", info.status().message()));
+    return absl::Status(info.status().code(), absl::StrCat(name, ": ", info.status().message()));
   }
-  if (capability == "fio") {
-    return std::make_unique<FioExecutor>(*std::move(info), *std::move(allowed), options);
+  return std::make_unique<RealExecutor<Tool>>(*std::move(info), *std::move(allowed), options);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<farm::agent::Executor>> MakeRealExecutor(
+    const std::string& capability, const RealExecutorOptions& options) {
+  switch (proto::ExecutorFromName(capability)) {
+    case pb::EXECUTOR_FIO:
+      return MakeExecutor<FioTool>(options);
+    case pb::EXECUTOR_IOZONE:
+      return MakeExecutor<IozoneTool>(options);
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "real executor '", capability, "' unknown (known: ", proto::ExecutorName(FioTool::kKind),
+          ", ", proto::ExecutorName(IozoneTool::kKind), ")"));
   }
-  return std::make_unique<IozoneExecutor>(*std::move(info), *std::move(allowed), options);
 }
 
 }  // namespace farm::runners

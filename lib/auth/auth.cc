@@ -1,14 +1,6 @@
 #include "lib/auth/auth.h"
 
-#include <cstdlib>
-
 namespace farm::auth {
-
-std::string TokenFromFlagOrEnv(const std::string& flag_value, const char* env) {
-  if (!flag_value.empty()) return flag_value;
-  const char* v = std::getenv(env);
-  return v == nullptr ? std::string() : std::string(v);
-}
 
 bool BearerMatches(std::string_view header, std::string_view expected) {
   constexpr std::string_view kPrefix = "Bearer ";

@@ -18,9 +18,6 @@
 
 namespace farm::auth {
 
-// Reads `env` (e.g. "FARM_TOKEN") if `flag_value` is empty.
-std::string TokenFromFlagOrEnv(const std::string& flag_value, const char* env);
-
 // True if `header` (the metadata value) is exactly "Bearer <expected>".
 bool BearerMatches(std::string_view header, std::string_view expected);
 

@@ -1,22 +1,10 @@
 #include "lib/client/client.h"
 
 #include <chrono>
-#include <cstdlib>
 
 #include "lib/auth/auth.h"
 
 namespace farm::client {
-
-void ClientOptions::ApplyEnvironment() {
-  if (server.empty()) {
-    const char* env = std::getenv("FARM_SERVER");
-    server = (env != nullptr && *env != '\0') ? env : kDefaultServer;
-  }
-  if (token.empty()) {
-    const char* env = std::getenv("FARM_TOKEN");
-    if (env != nullptr) token = env;
-  }
-}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   grpc::ChannelArguments args;

@@ -1,9 +1,9 @@
 // farm::client: how farmctl and farm-agent reach a farm server.
 //
-// One small shared helper so that both clients agree on the server address
-// fallbacks (flag, then FARM_SERVER, then 127.0.0.1:7070), on the token
-// fallback (flag, then FARM_TOKEN) and on how the token travels: as
-// "authorization: Bearer <token>" metadata on every call. The token is set on
+// One small shared helper so that both clients agree on the default server
+// address and on how the token travels: as "authorization: Bearer <token>"
+// metadata on every call. (The FARM_SERVER / FARM_TOKEN fallbacks are the
+// mains' CLI11 `envname`, see lib/service/flags.h.) The token is set on
 // each ClientContext rather than through call credentials because gRPC drops
 // call credentials on insecure (loopback) channels.
 //
@@ -27,9 +27,6 @@ inline constexpr char kDefaultServer[] = "127.0.0.1:7070";
 struct ClientOptions {
   std::string server;  // HOST:PORT
   std::string token;   // empty: no authorization metadata
-
-  // Fills empty fields from FARM_SERVER / FARM_TOKEN, then the defaults.
-  void ApplyEnvironment();
 };
 
 // An insecure channel to options.server (loopback / private network farms).

@@ -5,12 +5,12 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "proto/names.h"
+
 namespace farm::metrics {
 namespace {
 
-const char* const kStateNames[6] = {"unspecified", "queued", "leased",
-                                    "succeeded",   "failed", "cancelled"};
-const char* const kExecutorNames[4] = {"unspecified", "emulator", "fio", "iozone"};
+namespace pb = ::iommufarm::v1;
 
 prometheus::Histogram::BucketBoundaries DurationBuckets() {
   // 1 ms .. ~1 h, roughly x3 per bucket: emulator jobs are short, real runs long.
@@ -64,14 +64,17 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& r)
                 .Name("farm_queue_jobs")
                 .Help("Jobs in the queue by state (all matrices)")
                 .Register(r);
-  for (int s = 1; s < 6; ++s) queue_[s] = &q.Add({{"state", kStateNames[s]}});
+  for (int s = 1; s < 6; ++s) {
+    queue_[s] = &q.Add({{"state", proto::JobStateName(static_cast<pb::JobState>(s))}});
+  }
   queue_[0] = queue_[1];
   auto& d = prometheus::BuildHistogram()
                 .Name("farm_job_duration_seconds")
                 .Help("Lease grant to accepted result, by executor")
                 .Register(r);
   for (int e = 1; e < 4; ++e) {
-    duration_[e] = &d.Add({{"executor", kExecutorNames[e]}}, DurationBuckets());
+    duration_[e] = &d.Add({{"executor", proto::ExecutorName(static_cast<pb::Executor>(e))}},
+                          DurationBuckets());
   }
   duration_[0] = duration_[1];
 }

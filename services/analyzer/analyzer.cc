@@ -11,10 +11,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "proto/names.h"
 #include "services/analyzer/stats.h"
 
 namespace farm::analyzer {
 namespace {
+
+namespace pb = ::iommufarm::v1;
 
 using json = nlohmann::json;
 
@@ -51,15 +54,11 @@ SeriesSpec SpecFromJson(const json& j) {
   return s;
 }
 
-const char* ExecutorName(int e) {
-  switch (e) {
-    case 2:
-      return "fio";
-    case 3:
-      return "iozone";
-    default:
-      return "emulator";
-  }
+// As stored (the enum's number); specs without one ran on the emulator.
+std::string ExecutorName(int e) {
+  const pb::Executor kind =
+      pb::Executor_IsValid(e) ? static_cast<pb::Executor>(e) : pb::EXECUTOR_UNSPECIFIED;
+  return proto::ExecutorName(kind == pb::EXECUTOR_UNSPECIFIED ? pb::EXECUTOR_EMULATOR : kind);
 }
 
 // Seeds kept below 2^31 so every YAML reader takes them as plain integers.
@@ -87,7 +86,7 @@ std::vector<double> SeriesValuesAt(const std::vector<SampleRow>& samples, const 
     }
     auto& p = pairs[{s.matrix_id, s.repeat}];
     if (s.mode == spec.mode) p.first.push_back(s.value);
-    if (s.mode == "off") p.second.push_back(s.value);
+    if (s.mode == proto::ModeName(pb::IOMMU_MODE_OFF)) p.second.push_back(s.value);
   }
   for (const auto& [key, p] : pairs) {
     if (p.first.empty() || p.second.empty()) continue;
@@ -103,7 +102,7 @@ std::string RerunSpecYaml(const SeriesSpec& spec, const std::string& name,
   // JSON flow collections are valid YAML; quoting every id avoids YAML
   // reading a hex id like 1e100 as a number.
   json modes = json::array({spec.mode});
-  if (spec.overhead) modes.push_back("off");
+  if (spec.overhead) modes.push_back(proto::ModeName(pb::IOMMU_MODE_OFF));
   json params = json::parse(spec.params_json, nullptr, false);
   if (!params.is_object()) params = json::object();
   json set = json::parse(spec.model_set_json, nullptr, false);

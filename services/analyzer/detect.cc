@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "proto/names.h"
 #include "services/analyzer/stats.h"
 
 namespace farm::analyzer {
@@ -291,7 +292,7 @@ std::vector<Finding> Classify(const std::vector<ChangePoint>& change_points,
             (best_overhead == nullptr ||
              std::fabs(e.relative_change) > std::fabs(best_overhead->relative_change)))
           best_overhead = &e;
-      } else if (e.mode == "off") {
+      } else if (e.mode == proto::ModeName(iommufarm::v1::IOMMU_MODE_OFF)) {
         off_measured = true;
         off_changed = e.significant;
         off_effect = &e;

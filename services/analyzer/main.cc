@@ -1,20 +1,20 @@
 // farm-analyzer: regression detection, confirmation, bisection and alerts
 // over the farm's PostgreSQL. Parses flags, wires the pieces, runs Tick()
 // every --poll-interval until SIGINT/SIGTERM.
-#include <atomic>
-#include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <prometheus/gauge.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "lib/metrics/metrics.h"
+#include "lib/service/flags.h"
+#include "lib/service/shutdown.h"
 #include "lib/storage/migrations.h"
 #include "lib/storage/pg_pool.h"
 #include "services/analyzer/analyzer.h"
@@ -22,14 +22,6 @@
 #include "services/analyzer/clients.h"
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop.store(true); }
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "farm-analyzer: %s\n", msg.c_str());
@@ -43,13 +35,13 @@ int main(int argc, char** argv) {
       "farm-analyzer: finds performance changes along catalog commit order in the farm's "
       "results, confirms them, bisects them to the first bad commit through the scheduler, "
       "and alerts Alertmanager."};
-  std::string db = Env("FARM_DB");
-  std::string scheduler = Env("FARM_SERVER");
+  std::string db;
+  std::string scheduler;
   std::string alertmanager;
   std::string metrics_address;
-  std::string token = Env("FARM_TOKEN");
-  std::string poll = "2s";
-  std::string resend = "60s";
+  std::string token;
+  absl::Duration poll_interval;
+  farm::analyzer::AnalyzerOptions options;
   double magnitude = 0.03;
   double alpha = 0.01;
   int confirm_repeats = 8;
@@ -60,19 +52,20 @@ int main(int argc, char** argv) {
   std::string secondary_severity = "info";
   bool bisect_secondary = false;
   bool once = false;
-  app.add_option("--db", db, "PostgreSQL URI (default $FARM_DB)");
+  app.add_option("--db", db, "PostgreSQL URI")->envname("FARM_DB");
   app.add_option("--scheduler", scheduler,
-                 "scheduler HOST:PORT for submitting confirm/bisect matrices (default "
-                 "$FARM_SERVER)");
+                 "scheduler HOST:PORT for submitting confirm/bisect matrices")
+      ->envname("FARM_SERVER");
   app.add_option("--alertmanager", alertmanager,
                  "Alertmanager base URL, e.g. http://127.0.0.1:9093 (empty: no alerts)");
   app.add_option("--metrics", metrics_address,
                  "serve Prometheus /metrics on HOST:PORT (port 0: any free port; the bound "
                  "address is printed)");
-  app.add_option("--token", token, "bearer token for the scheduler (default $FARM_TOKEN)");
-  app.add_option("--poll-interval", poll, "time between passes, e.g. 500ms, 2s")
-      ->capture_default_str();
-  app.add_option("--alert-resend", resend, "re-send open alerts this often")->capture_default_str();
+  app.add_option("--token", token, "bearer token for the scheduler")->envname("FARM_TOKEN");
+  farm::service::AddDurationOption(app, "--poll-interval", &poll_interval, "2s",
+                                   "time between passes, e.g. 500ms, 2s");
+  farm::service::AddDurationOption(app, "--alert-resend", &options.alert_resend, "60s",
+                                   "re-send open alerts this often");
   app.add_option("--magnitude", magnitude, "minimal relative change reported (0.03 = 3%)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));
@@ -106,20 +99,19 @@ int main(int argc, char** argv) {
                "bisect confirmed regressions of secondary metrics too (default: confirm and "
                "record them only)");
   app.add_flag("--once", once, "run one pass and exit (exit status 1 if it had errors)");
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
 
   if (db.empty()) return Fail("--db (or FARM_DB) is required");
   if (scheduler.empty()) return Fail("--scheduler (or FARM_SERVER) is required");
-  absl::Duration poll_interval, resend_interval;
-  if (!absl::ParseDuration(poll, &poll_interval) || poll_interval <= absl::ZeroDuration())
-    return Fail("--poll-interval: expected a positive duration like 2s, got \"" + poll + "\"");
   farm::analyzer::PrimaryOverrides primary_overrides;
   for (const std::string& p : primary_metric_flags) {
     if (!farm::analyzer::ParsePrimaryOverride(p, &primary_overrides))
       return Fail("--primary-metric: expected WORKLOAD=METRIC[,METRIC...], got \"" + p + "\"");
   }
-  if (!absl::ParseDuration(resend, &resend_interval) || resend_interval <= absl::ZeroDuration())
-    return Fail("--alert-resend: expected a positive duration like 60s, got \"" + resend + "\"");
+
+  // Before any thread starts, so that no pool, gRPC or HTTP thread takes a signal.
+  farm::service::ShutdownSignals signals;
+  spdlog::set_default_logger(spdlog::stderr_color_mt("farm-analyzer"));
 
   farm::storage::PgPool pool(farm::storage::PgPoolOptions{db, 2, 5});
   absl::StatusOr<int> version = farm::storage::ApplyMigrations(pool);
@@ -156,14 +148,12 @@ int main(int argc, char** argv) {
 
   auto store = farm::analyzer::NewPgAnalyzerStore(&pool);
   auto submitter = farm::analyzer::NewGrpcJobSubmitter(scheduler, token);
-  farm::analyzer::AnalyzerOptions options;
   options.detect.magnitude = magnitude;
   options.detect.alpha = alpha;
   options.bisect.magnitude = magnitude;
   options.bisect.confirm_repeats = confirm_repeats;
   options.bisect.initial_repeats = initial_repeats;
   options.bisect.max_repeats = std::max(max_repeats, initial_repeats);
-  options.alert_resend = resend_interval;
   options.bisect_improvements = bisect_improvements;
   options.primary_metrics = primary_overrides;
   options.secondary_severity = secondary_severity;
@@ -171,19 +161,15 @@ int main(int argc, char** argv) {
   farm::analyzer::Analyzer analyzer(store.get(), submitter.get(), sink.get(),
                                     {&open_primary, &open_secondary}, options);
 
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
   std::fprintf(stderr,
                "farm-analyzer: schema v%d, scheduler %s, alertmanager %s, polling every %s\n",
                *version, scheduler.c_str(), alertmanager.empty() ? "(none)" : alertmanager.c_str(),
                absl::FormatDuration(poll_interval).c_str());
-  while (!g_stop.load()) {
+  while (!signals.stop_requested()) {
     const absl::Status s = analyzer.Tick();
     if (s.ok()) last_pass.Set(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
     if (once) return s.ok() ? 0 : 1;
-    const absl::Time until = absl::Now() + poll_interval;
-    while (!g_stop.load() && absl::Now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    signals.WaitFor(poll_interval);
   }
   std::fprintf(stderr, "farm-analyzer: stopped\n");
   return 0;

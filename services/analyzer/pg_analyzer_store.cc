@@ -15,7 +15,7 @@ int ModeNumber(const std::string& mode) { return static_cast<int>(proto::ModeFro
 
 std::string ModeName(int mode) {
   std::string name = proto::ModeName(mode);
-  return name == "unspecified" ? "" : name;
+  return name == proto::kUnspecifiedName ? "" : name;
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "proto/names.h"
 #include "services/analyzer/stats.h"
 
 namespace farm::analyzer {
@@ -136,10 +137,11 @@ std::vector<Series> BuildSeries(const std::vector<SampleRow>& samples, bool incl
   }
   // Overhead series: every translated mode against off of the same cell.
   std::vector<Series> overhead;
+  const std::string off = proto::ModeName(iommufarm::v1::IOMMU_MODE_OFF);
   for (const Series& s : out) {
-    if (s.key.mode == "off") continue;
+    if (s.key.mode == off) continue;
     SeriesKey off_key = s.key;
-    off_key.mode = "off";
+    off_key.mode = off;
     auto off_it = cells.find(off_key);
     if (off_it == cells.end()) continue;
     Series o;
