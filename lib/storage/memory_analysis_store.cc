@@ -1,5 +1,7 @@
 #include "lib/storage/memory_analysis_store.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace farm::storage {
@@ -53,7 +55,10 @@ absl::StatusOr<pb::Bisect> MemoryAnalysisStore::GetBisect(int64_t bisect_id,
                                      ? absl::StrCat("bisect ", bisect_id, " not found")
                                      : absl::StrCat("no bisect for regression ", regression_id));
     }
-    return *found;
+    pb::Bisect b = *found;
+    std::sort(b.mutable_steps()->begin(), b.mutable_steps()->end(),
+              [](const pb::BisectStep& x, const pb::BisectStep& y) { return x.step() < y.step(); });
+    return b;
   });
 }
 
