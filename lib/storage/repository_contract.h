@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,9 @@ struct ContractParam {
   // test failure when it cannot be built.
   std::function<std::unique_ptr<ContractBackend>()> make;
 };
+
+// gtest prints a parameter of a failed case with this.
+inline void PrintTo(const ContractParam& p, std::ostream* os) { *os << p.name; }
 
 inline std::string ContractParamName(const ::testing::TestParamInfo<ContractParam>& info) {
   return info.param.name;
