@@ -1,0 +1,92 @@
+// JobQueue: agents and the fenced job queue. A lease is (job_id, attempt,
+// lease_token); every report, heartbeat and release names one, and a stale
+// one (expired, re-granted, cancelled) is refused, so a job's result is
+// accepted exactly once whatever agents crash, retry or come back late.
+// Claim order is priority desc, then job id (bisect > confirm > bulk by the
+// priority bands the scheduler assigns).
+//
+// The conventions of every repository interface (thread-safety, error
+// codes, the database's clock) are stated once, in repositories.h.
+#ifndef LIB_STORAGE_JOB_QUEUE_H_
+#define LIB_STORAGE_JOB_QUEUE_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::storage {
+
+namespace pb = ::iommufarm::v1;
+
+// What a leasing agent looks like to the eligibility hook.
+struct AgentView {
+  int64_t id = 0;
+  std::string name;
+  std::vector<pb::Capability> capabilities;
+  pb::HostFacts host;
+};
+
+// Extra eligibility test applied to candidate jobs after the executor
+// match; the hook for host-fact matching of real (fio/iozone) runs. Must be
+// cheap and thread-safe. Empty function: every candidate is eligible.
+using JobPredicate = std::function<bool(const pb::Job& job, const AgentView& agent)>;
+
+struct RetryPolicy {
+  absl::Duration base_backoff = absl::Seconds(1);  // doubled per spent attempt
+  absl::Duration max_backoff = absl::Minutes(5);
+};
+
+struct ReportOutcome {
+  bool accepted = false;
+  bool duplicate = false;
+  pb::Executor executor = pb::EXECUTOR_UNSPECIFIED;
+  double duration_seconds = 0;  // lease start to acceptance (first acceptance only)
+};
+
+struct ReapOutcome {
+  int64_t requeued = 0;
+  int64_t failed = 0;
+};
+
+class JobQueue {
+ public:
+  virtual ~JobQueue() = default;
+  // Upserts the agent by name with a fresh session; the old session's leases
+  // are expired (attempt spent, like the reaper). Fills agent_id, session.
+  virtual absl::StatusOr<pb::RegisterResponse> RegisterAgent(const pb::RegisterRequest& req,
+                                                             const RetryPolicy& retry) = 0;
+  // kNotFound for an unknown agent/session. Fills extended/revoked/expiry.
+  virtual absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& req,
+                                                          absl::Duration ttl) = 0;
+  // Claims up to max_jobs queued jobs (FOR UPDATE SKIP LOCKED, priority desc,
+  // id) whose executor the agent can run and that pass `eligible`.
+  virtual absl::StatusOr<std::vector<pb::JobLease>> LeaseJobs(int64_t agent_id,
+                                                              const std::string& session,
+                                                              int max_jobs, absl::Duration ttl,
+                                                              const JobPredicate& eligible) = 0;
+  // Fenced by (job, attempt, token); kFailedPrecondition when stale.
+  // The result row records the agent's current name.
+  virtual absl::StatusOr<ReportOutcome> ReportResult(const pb::ReportResultRequest& req) = 0;
+  virtual absl::StatusOr<pb::JobState> ReportFailure(const pb::ReportFailureRequest& req,
+                                                     const RetryPolicy& retry) = 0;
+  // Back to queued without spending an attempt. kNotFound on bad session.
+  virtual absl::StatusOr<int> ReleaseLeases(const pb::ReleaseLeasesRequest& req) = 0;
+  // Requeues (or fails, at max attempts) up to `limit` expired leases.
+  virtual absl::StatusOr<ReapOutcome> ReapExpired(const RetryPolicy& retry, int limit) = 0;
+  // Job counts over all matrices, indexed by pb::JobState number.
+  virtual absl::StatusOr<std::array<int64_t, 6>> QueueCounts() = 0;
+  // Agents; `connected` means a heartbeat within `liveness`.
+  virtual absl::StatusOr<std::vector<pb::Agent>> ListAgents(absl::Duration liveness) = 0;
+  // The agent's name, for results (kNotFound if unknown).
+  virtual absl::StatusOr<std::string> AgentName(int64_t agent_id) = 0;
+};
+
+}  // namespace farm::storage
+
+#endif  // LIB_STORAGE_JOB_QUEUE_H_

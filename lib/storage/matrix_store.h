@@ -1,0 +1,57 @@
+// MatrixStore: submitted matrices, their expanded jobs (created with the
+// matrix) and the accepted results read back per matrix.
+//
+// The conventions of every repository interface (thread-safety, error
+// codes, the database's clock) are stated once, in repositories.h.
+#ifndef LIB_STORAGE_MATRIX_STORE_H_
+#define LIB_STORAGE_MATRIX_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::storage {
+
+namespace pb = ::iommufarm::v1;
+
+struct NewMatrix {
+  // name, spec_yaml, catalog, platform, executor, submitted_by are used.
+  pb::Matrix matrix;
+  bool analysis_bisect = false;
+  std::string idempotency_key;  // empty: none
+  // Fully expanded jobs; state/attempt/lease fields are ignored.
+  std::vector<pb::Job> jobs;
+};
+
+struct CreatedMatrix {
+  pb::Matrix matrix;
+  int64_t jobs_created = 0;
+  bool existing = false;  // idempotency key matched an earlier submit
+};
+
+class MatrixStore {
+ public:
+  virtual ~MatrixStore() = default;
+  // Creates the matrix and all its jobs in one transaction (jobs by COPY).
+  virtual absl::StatusOr<CreatedMatrix> CreateMatrix(const NewMatrix& m) = 0;
+  // With counts and the state derived from them.
+  virtual absl::StatusOr<pb::Matrix> GetMatrix(int64_t id) = 0;
+  virtual absl::StatusOr<std::vector<pb::Matrix>> ListMatrices(int limit, int64_t before_id) = 0;
+  // Cancels every non-terminal job (revoking leases). Returns the matrix
+  // afterwards and the number of jobs cancelled.
+  virtual absl::StatusOr<std::pair<pb::Matrix, int64_t>> CancelMatrix(
+      int64_t id, const std::string& reason) = 0;
+  // Accepted results of the matrix's jobs with job_id > after_job_id, in
+  // job order, at most `limit`.
+  virtual absl::StatusOr<std::vector<pb::Result>> ListResults(int64_t matrix_id,
+                                                              int64_t after_job_id, int limit,
+                                                              bool include_raw) = 0;
+};
+
+}  // namespace farm::storage
+
+#endif  // LIB_STORAGE_MATRIX_STORE_H_

@@ -1,0 +1,148 @@
+#include "lib/storage/memory_matrix_store.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "lib/storage/row_codec.h"
+
+namespace farm::storage {
+
+using Tables = MemoryDatabase::Tables;
+using Changes = MemoryDatabase::Changes;
+
+absl::StatusOr<CreatedMatrix> MemoryMatrixStore::CreateMatrix(const NewMatrix& m) {
+  return db_->Write([&](Tables& t, Changes&) -> absl::StatusOr<CreatedMatrix> {
+    if (!m.idempotency_key.empty()) {
+      for (const auto& [id, row] : t.matrices) {
+        if (row.idempotency_key != m.idempotency_key) continue;
+        absl::StatusOr<pb::Matrix> mat = MatrixFromTables(t, id);
+        if (!mat.ok()) return mat.status();
+        return CreatedMatrix{*mat, 0, true};
+      }
+    }
+    const absl::Time now = db_->Now();
+    const pb::Matrix& mm = m.matrix;
+    MatrixRow row;
+    row.id = ++t.last_matrix_id;
+    row.name = mm.name();
+    row.spec_yaml = mm.spec_yaml();
+    row.catalog = mm.catalog();
+    row.platform = mm.platform();
+    row.executor = mm.executor();
+    row.analysis_bisect = m.analysis_bisect;
+    row.submitted_by = mm.submitted_by();
+    row.idempotency_key = m.idempotency_key;
+    row.created_at = now;
+    const int64_t id = row.id;
+    t.matrices.emplace(id, std::move(row));
+    // The COPY's columns; the rest take the column defaults.
+    for (const pb::Job& j : m.jobs) {
+      JobRow r;
+      pb::Job& job = r.job;
+      job.set_id(++t.last_job_id);
+      job.set_matrix_id(id);
+      job.set_catalog(j.catalog());
+      job.set_commit_id(j.commit_id());
+      job.set_commit_index(j.commit_index());
+      job.set_platform(j.platform());
+      job.mutable_workload()->set_name(j.workload().name());
+      JsonToMap(MapToJson(j.workload().params()), job.mutable_workload()->mutable_params());
+      job.set_mode(j.mode());
+      job.set_repeat(j.repeat());
+      job.set_executor(j.executor());
+      job.set_priority(j.priority());
+      job.set_kind(j.kind());
+      job.set_state(pb::JOB_STATE_QUEUED);
+      job.set_max_attempts(j.max_attempts());
+      JsonToMap(MapToJson(j.model_set()), job.mutable_model_set());
+      job.set_seed(j.seed());
+      r.not_before = now;
+      t.jobs.emplace(job.id(), std::move(r));
+    }
+    absl::StatusOr<pb::Matrix> mat = MatrixFromTables(t, id);
+    if (!mat.ok()) return mat.status();
+    return CreatedMatrix{*mat, static_cast<int64_t>(m.jobs.size()), false};
+  });
+}
+
+absl::StatusOr<pb::Matrix> MemoryMatrixStore::GetMatrix(int64_t id) {
+  return db_->Read([&](const Tables& t) { return MatrixFromTables(t, id); });
+}
+
+absl::StatusOr<std::vector<pb::Matrix>> MemoryMatrixStore::ListMatrices(int limit,
+                                                                        int64_t before_id) {
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<pb::Matrix>> {
+    std::vector<pb::Matrix> out;
+    for (auto it = t.matrices.rbegin(); it != t.matrices.rend(); ++it) {  // id DESC
+      if (static_cast<int>(out.size()) >= limit) break;
+      if (before_id != 0 && it->first >= before_id) continue;
+      absl::StatusOr<pb::Matrix> m = MatrixFromTables(t, it->first);
+      if (m.ok()) out.push_back(*std::move(m));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::pair<pb::Matrix, int64_t>> MemoryMatrixStore::CancelMatrix(
+    int64_t id, const std::string& reason) {
+  using Out = std::pair<pb::Matrix, int64_t>;
+  return db_->Write([&](Tables& t, Changes& changes) -> absl::StatusOr<Out> {
+    auto m = t.matrices.find(id);
+    if (m == t.matrices.end())
+      return absl::NotFoundError(absl::StrCat("matrix ", id, " not found"));
+    m->second.cancelled = true;
+    m->second.cancel_reason = reason;
+    const absl::Time now = db_->Now();
+    int64_t n = 0;
+    // The lease token stays: a heartbeat carrying it finds the job no longer
+    // leased and is told "revoked"; a result carrying it is stale.
+    for (auto& [job_id, j] : t.jobs) {
+      if (j.job.matrix_id() != id) continue;
+      if (j.job.state() != pb::JOB_STATE_QUEUED && j.job.state() != pb::JOB_STATE_LEASED) continue;
+      j.job.set_state(pb::JOB_STATE_CANCELLED);
+      j.finished_at = now;
+      j.lease_expires_at.reset();
+      j.job.set_failure_reason(reason.empty() ? "cancelled" : "cancelled: " + reason);
+      ++n;
+    }
+    if (n > 0) changes.insert(id);
+    absl::StatusOr<pb::Matrix> mat = MatrixFromTables(t, id);
+    if (!mat.ok()) return mat.status();
+    return Out{*mat, n};
+  });
+}
+
+absl::StatusOr<std::vector<pb::Result>> MemoryMatrixStore::ListResults(int64_t matrix_id,
+                                                                       int64_t after_job_id,
+                                                                       int limit,
+                                                                       bool include_raw) {
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<pb::Result>> {
+    std::vector<pb::Result> out;
+    // results are keyed (job_id, attempt): ORDER BY r.job_id, r.attempt.
+    for (auto it = t.results.upper_bound({after_job_id, std::numeric_limits<int>::max()});
+         it != t.results.end(); ++it) {
+      if (static_cast<int>(out.size()) >= limit) break;
+      const ResultRow& r = it->second;
+      if (r.matrix_id != matrix_id) continue;
+      auto job = t.jobs.find(it->first.first);
+      if (job == t.jobs.end()) continue;
+      pb::Result res;
+      *res.mutable_job() = JobFromRow(job->second);
+      res.set_job_id(it->first.first);
+      res.set_attempt(it->first.second);
+      res.set_agent(r.agent);
+      *res.mutable_samples() = r.samples;
+      res.set_raw_output(include_raw ? r.raw_output : "");
+      res.set_raw_format(r.raw_format);
+      *res.mutable_host() = r.host;
+      res.set_tool_version(r.tool_version);
+      res.mutable_wall_time()->set_seconds(r.wall_time_ns / 1000000000);
+      res.mutable_wall_time()->set_nanos(static_cast<int32_t>(r.wall_time_ns % 1000000000));
+      SetTime(r.finished_at, res.mutable_finished_at());
+      out.push_back(std::move(res));
+    }
+    return out;
+  });
+}
+
+}  // namespace farm::storage

@@ -1,0 +1,96 @@
+#include "lib/storage/pg_analysis_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "lib/storage/pg_rows.h"
+#include "lib/storage/row_codec.h"
+
+namespace farm::storage {
+
+PgAnalysisStore::PgAnalysisStore(PgPool* pool) : pool_(pool) {}
+
+absl::StatusOr<std::vector<pb::Regression>> PgAnalysisStore::ListRegressions(
+    const pb::ListRegressionsRequest& req) {
+  using Out = std::vector<pb::Regression>;
+  return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+    pqxx::read_transaction t(c);
+    Out out;
+    for (const pqxx::row& r :
+         t.exec_params(std::string("SELECT ") + kRegressionCols +
+                           " FROM regressions WHERE ($1 OR state NOT IN (4, 5, 6)) "
+                           "AND ($2 OR direction <> 2) AND ($3 = 0 OR matrix_id = $3) ORDER BY id",
+                       req.include_closed(), req.include_improvements(), req.matrix_id())) {
+      out.push_back(RowToRegression(r));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<pb::Regression> PgAnalysisStore::GetRegression(int64_t id) {
+  return pool_->Call<pb::Regression>([&](pqxx::connection& c) -> absl::StatusOr<pb::Regression> {
+    pqxx::read_transaction t(c);
+    pqxx::result r = t.exec_params(
+        std::string("SELECT ") + kRegressionCols + " FROM regressions WHERE id = $1", id);
+    if (r.empty()) return absl::NotFoundError(absl::StrCat("regression ", id, " not found"));
+    return RowToRegression(r[0]);
+  });
+}
+
+absl::StatusOr<pb::Bisect> PgAnalysisStore::GetBisect(int64_t bisect_id, int64_t regression_id) {
+  return pool_->Call<pb::Bisect>([&](pqxx::connection& c) -> absl::StatusOr<pb::Bisect> {
+    pqxx::read_transaction t(c);
+    pqxx::result r = t.exec_params(
+        "SELECT id, regression_id, state, last_good, first_bad, culprit_id, culprit_subject "
+        "FROM bisects WHERE ($1 <> 0 AND id = $1) OR ($1 = 0 AND regression_id = $2) "
+        "ORDER BY id DESC LIMIT 1",
+        bisect_id, regression_id);
+    if (r.empty()) {
+      return absl::NotFoundError(bisect_id != 0
+                                     ? absl::StrCat("bisect ", bisect_id, " not found")
+                                     : absl::StrCat("no bisect for regression ", regression_id));
+    }
+    pb::Bisect b;
+    b.set_id(r[0][0].as<int64_t>());
+    b.set_regression_id(r[0][1].as<int64_t>());
+    b.set_state(r[0][2].as<std::string>());
+    b.set_last_good(r[0][3].as<std::string>());
+    b.set_first_bad(r[0][4].as<std::string>());
+    b.set_culprit_id(r[0][5].as<std::string>());
+    b.set_culprit_subject(r[0][6].as<std::string>());
+    for (const pqxx::row& s :
+         t.exec_params("SELECT step, commit_id, commit_index, verdict, repeats, mean, p_value, "
+                       "relative_change, (extract(epoch from at) * 1000000)::bigint "
+                       "FROM bisect_steps WHERE bisect_id = $1 ORDER BY step",
+                       b.id())) {
+      pb::BisectStep* st = b.add_steps();
+      st->set_step(s[0].as<int>());
+      st->set_commit_id(s[1].as<std::string>());
+      st->set_commit_index(s[2].as<int>());
+      st->set_verdict(s[3].as<std::string>());
+      st->set_repeats(s[4].as<int>());
+      st->set_mean(s[5].as<double>());
+      st->set_p_value(s[6].as<double>());
+      st->set_relative_change(s[7].as<double>());
+      SetMicros(s[8].as<int64_t>(), st->mutable_at());
+    }
+    return b;
+  });
+}
+
+absl::StatusOr<pb::Regression> PgAnalysisStore::UpdateRegression(int64_t id,
+                                                                 pb::RegressionState state,
+                                                                 const std::string& note) {
+  return pool_->Call<pb::Regression>([&](pqxx::connection& c) -> absl::StatusOr<pb::Regression> {
+    pqxx::work w(c);
+    pqxx::result r = w.exec_params(
+        "UPDATE regressions SET state = CASE WHEN $2 = 0 THEN state ELSE $2 END, "
+        "note = CASE WHEN $3 = '' THEN note ELSE $3 END, updated_at = now() "
+        "WHERE id = $1 RETURNING " +
+            std::string(kRegressionCols),
+        id, static_cast<int>(state), note);
+    if (r.empty()) return absl::NotFoundError(absl::StrCat("regression ", id, " not found"));
+    w.commit();
+    return RowToRegression(r[0]);
+  });
+}
+
+}  // namespace farm::storage

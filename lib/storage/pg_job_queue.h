@@ -1,0 +1,52 @@
+// PgJobQueue: JobQueue in PostgreSQL (agents, jobs, results). All fencing
+// is in SQL: a lease is the row's (attempt, lease_token) while state = 2.
+// The lease claim and the result report run as prepared statements
+// (PgPool::Prepare: defined again on every new connection, so a PostgreSQL
+// restart costs one re-prepare per connection, not an error).
+//
+// Contract: thread-safe (each call checks out its own pooled connection);
+// does not own the pool, which must outlive it. Requires the schema of
+// migrations.h (ApplyMigrations) to be applied.
+#ifndef LIB_STORAGE_PG_JOB_QUEUE_H_
+#define LIB_STORAGE_PG_JOB_QUEUE_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/storage/job_queue.h"
+#include "lib/storage/pg_pool.h"
+
+namespace farm::storage {
+
+class PgJobQueue : public JobQueue {
+ public:
+  // Registers the hot queue statements (claim, report) as prepared
+  // statements on the pool's connections.
+  explicit PgJobQueue(PgPool* pool);
+  PgJobQueue(const PgJobQueue&) = delete;
+  PgJobQueue& operator=(const PgJobQueue&) = delete;
+
+  absl::StatusOr<pb::RegisterResponse> RegisterAgent(const pb::RegisterRequest& req,
+                                                     const RetryPolicy& retry) override;
+  absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& req,
+                                                  absl::Duration ttl) override;
+  absl::StatusOr<std::vector<pb::JobLease>> LeaseJobs(int64_t agent_id, const std::string& session,
+                                                      int max_jobs, absl::Duration ttl,
+                                                      const JobPredicate& eligible) override;
+  absl::StatusOr<ReportOutcome> ReportResult(const pb::ReportResultRequest& req) override;
+  absl::StatusOr<pb::JobState> ReportFailure(const pb::ReportFailureRequest& req,
+                                             const RetryPolicy& retry) override;
+  absl::StatusOr<int> ReleaseLeases(const pb::ReleaseLeasesRequest& req) override;
+  absl::StatusOr<ReapOutcome> ReapExpired(const RetryPolicy& retry, int limit) override;
+  absl::StatusOr<std::array<int64_t, 6>> QueueCounts() override;
+  absl::StatusOr<std::vector<pb::Agent>> ListAgents(absl::Duration liveness) override;
+  absl::StatusOr<std::string> AgentName(int64_t agent_id) override;
+
+ private:
+  PgPool* const pool_;  // not owned
+};
+
+}  // namespace farm::storage
+
+#endif  // LIB_STORAGE_PG_JOB_QUEUE_H_

@@ -1,0 +1,140 @@
+#include "lib/storage/pg_matrix_store.h"
+
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "lib/storage/pg_rows.h"
+#include "lib/storage/row_codec.h"
+
+namespace farm::storage {
+
+PgMatrixStore::PgMatrixStore(PgPool* pool) : pool_(pool) {}
+
+absl::StatusOr<CreatedMatrix> PgMatrixStore::CreateMatrix(const NewMatrix& m) {
+  return pool_->Call<CreatedMatrix>([&](pqxx::connection& c) -> absl::StatusOr<CreatedMatrix> {
+    pqxx::work w(c);
+    if (!m.idempotency_key.empty()) {
+      pqxx::result ex =
+          w.exec_params("SELECT id FROM matrices WHERE idempotency_key = $1", m.idempotency_key);
+      if (!ex.empty()) {
+        absl::StatusOr<pb::Matrix> mat = LoadMatrix(w, ex[0][0].as<int64_t>());
+        if (!mat.ok()) return mat.status();
+        return CreatedMatrix{*mat, 0, true};
+      }
+    }
+    const pb::Matrix& mm = m.matrix;
+    pqxx::row r = w.exec_params1(
+        "INSERT INTO matrices (name, spec_yaml, catalog, platform, executor, analysis_bisect, "
+        "submitted_by, idempotency_key, total_jobs) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''), $9) RETURNING id",
+        mm.name(), mm.spec_yaml(), mm.catalog(), mm.platform(), static_cast<int>(mm.executor()),
+        m.analysis_bisect, mm.submitted_by(), m.idempotency_key,
+        static_cast<int64_t>(m.jobs.size()));
+    const int64_t id = r[0].as<int64_t>();
+    {
+      pqxx::stream_to s(
+          w, "jobs",
+          std::vector<std::string>{"matrix_id", "catalog", "commit_id", "commit_index", "platform",
+                                   "workload", "params", "mode", "repeat", "executor", "priority",
+                                   "kind", "max_attempts", "model_set", "seed"});
+      for (const pb::Job& j : m.jobs) {
+        s << std::make_tuple(id, j.catalog(), j.commit_id(), j.commit_index(), j.platform(),
+                             j.workload().name(), MapToJson(j.workload().params()),
+                             static_cast<int>(j.mode()), j.repeat(), static_cast<int>(j.executor()),
+                             j.priority(), static_cast<int>(j.kind()), j.max_attempts(),
+                             MapToJson(j.model_set()), static_cast<int64_t>(j.seed()));
+      }
+      s.complete();
+    }
+    absl::StatusOr<pb::Matrix> mat = LoadMatrix(w, id);
+    if (!mat.ok()) return mat.status();
+    w.commit();
+    return CreatedMatrix{*mat, static_cast<int64_t>(m.jobs.size()), false};
+  });
+}
+
+absl::StatusOr<pb::Matrix> PgMatrixStore::GetMatrix(int64_t id) {
+  return pool_->Call<pb::Matrix>([&](pqxx::connection& c) -> absl::StatusOr<pb::Matrix> {
+    pqxx::read_transaction t(c);
+    return LoadMatrix(t, id);
+  });
+}
+
+absl::StatusOr<std::vector<pb::Matrix>> PgMatrixStore::ListMatrices(int limit, int64_t before_id) {
+  using Out = std::vector<pb::Matrix>;
+  return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+    pqxx::read_transaction t(c);
+    Out out;
+    // Page the matrices first, then count each one's jobs through the
+    // (matrix_id, state) index, instead of aggregating every job in the table.
+    for (const pqxx::row& r : t.exec_params(
+             "SELECT id FROM matrices WHERE ($2 = 0 OR id < $2) ORDER BY id DESC LIMIT $1", limit,
+             before_id)) {
+      absl::StatusOr<pb::Matrix> m = LoadMatrix(t, r[0].as<int64_t>());
+      if (m.ok()) out.push_back(*std::move(m));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::pair<pb::Matrix, int64_t>> PgMatrixStore::CancelMatrix(
+    int64_t id, const std::string& reason) {
+  using Out = std::pair<pb::Matrix, int64_t>;
+  return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+    pqxx::work w(c);
+    pqxx::result m = w.exec_params(
+        "UPDATE matrices SET cancelled = true, cancel_reason = $2 WHERE id = $1 RETURNING id", id,
+        reason);
+    if (m.empty()) return absl::NotFoundError(absl::StrCat("matrix ", id, " not found"));
+    // The lease token stays: a heartbeat carrying it finds the job no longer
+    // leased and is told "revoked"; a result carrying it is stale.
+    pqxx::result j = w.exec_params(
+        "UPDATE jobs SET state = 5, finished_at = now(), lease_expires_at = NULL, "
+        "failure_reason = 'cancelled' || CASE WHEN $2 <> '' THEN ': ' || $2 ELSE '' END "
+        "WHERE matrix_id = $1 AND state IN (1, 2)",
+        id, reason);
+    const int64_t n = static_cast<int64_t>(j.affected_rows());
+    absl::StatusOr<pb::Matrix> mat = LoadMatrix(w, id);
+    if (!mat.ok()) return mat.status();
+    w.commit();
+    return Out{*mat, n};
+  });
+}
+
+absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matrix_id,
+                                                                   int64_t after_job_id, int limit,
+                                                                   bool include_raw) {
+  using Out = std::vector<pb::Result>;
+  return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+    pqxx::read_transaction t(c);
+    Out out;
+    for (const pqxx::row& r : t.exec_params(
+             std::string("SELECT ") + kJobCols +
+                 ", r.attempt, r.agent, r.samples::text, CASE WHEN $4 THEN r.raw_output ELSE '' "
+                 "END, r.raw_format, r.host::text, r.tool_version, r.wall_time_ns, "
+                 "(extract(epoch from r.finished_at) * 1000000)::bigint "
+                 "FROM results r JOIN jobs j ON j.id = r.job_id "
+                 "WHERE r.matrix_id = $1 AND r.job_id > $2 ORDER BY r.job_id, r.attempt LIMIT $3",
+             matrix_id, after_job_id, limit, include_raw)) {
+      pb::Result res;
+      *res.mutable_job() = RowToJob(r, 0);
+      const int b = kJobColCount;
+      res.set_job_id(res.job().id());
+      res.set_attempt(r[b + 0].as<int>());
+      res.set_agent(r[b + 1].as<std::string>());
+      JsonToSamples(r[b + 2].as<std::string>(), res.mutable_samples());
+      res.set_raw_output(r[b + 3].as<std::string>());
+      res.set_raw_format(r[b + 4].as<std::string>());
+      JsonToHost(r[b + 5].as<std::string>(), res.mutable_host());
+      res.set_tool_version(r[b + 6].as<std::string>());
+      const int64_t ns = r[b + 7].as<int64_t>();
+      res.mutable_wall_time()->set_seconds(ns / 1000000000);
+      res.mutable_wall_time()->set_nanos(static_cast<int32_t>(ns % 1000000000));
+      SetMicros(r[b + 8].as<int64_t>(), res.mutable_finished_at());
+      out.push_back(std::move(res));
+    }
+    return out;
+  });
+}
+
+}  // namespace farm::storage

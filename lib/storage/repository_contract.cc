@@ -1,0 +1,837 @@
+// The repository contract cases (repository_contract.h): what every
+// implementation of repositories.h must do, from the lease fencing to the
+// analysis reads. Each case gets a fresh, empty database.
+#include "lib/storage/repository_contract.h"
+
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace farm::storage {
+
+void RepositoryContractTest::SetUp() {
+  backend_ = GetParam().make();
+  ASSERT_NE(backend_, nullptr);
+}
+
+int64_t RepositoryContractTest::MakeMatrix(int n, int max_attempts, int prio, pb::Executor executor,
+                                           pb::JobKind kind) {
+  NewMatrix m;
+  m.matrix.set_name("m");
+  m.matrix.set_spec_yaml("name: m");
+  m.matrix.set_catalog("c");
+  m.matrix.set_executor(executor);
+  for (int i = 0; i < n; ++i) {
+    pb::Job j;
+    j.set_catalog("c");
+    j.set_commit_id("c" + std::to_string(i));
+    j.set_commit_index(i);
+    j.set_platform("p");
+    j.mutable_workload()->set_name("dma-map-bench");
+    (*j.mutable_workload()->mutable_params())["tests"] = "write,read";
+    j.set_mode(pb::IOMMU_MODE_STRICT);
+    j.set_executor(executor);
+    j.set_priority(prio);
+    j.set_kind(kind);
+    j.set_max_attempts(max_attempts);
+    j.set_seed(0xfedcba9876543210ULL + i);
+    m.jobs.push_back(j);
+  }
+  auto c = matrices().CreateMatrix(m);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? c->matrix.id() : 0;
+}
+
+pb::RegisterResponse RepositoryContractTest::Register(const std::string& name,
+                                                      const std::string& cap) {
+  pb::RegisterRequest r;
+  r.set_name(name);
+  r.add_capabilities()->set_name(cap);
+  r.set_slots(4);
+  r.mutable_host()->set_hostname("h-" + name);
+  auto resp = queue().RegisterAgent(r, retry_);
+  EXPECT_TRUE(resp.ok()) << resp.status();
+  return resp.ok() ? *resp : pb::RegisterResponse();
+}
+
+std::vector<pb::JobLease> RepositoryContractTest::Lease(const pb::RegisterResponse& a, int n,
+                                                        absl::Duration ttl) {
+  auto l = queue().LeaseJobs(a.agent_id(), a.session(), n, ttl, {});
+  EXPECT_TRUE(l.ok()) << l.status();
+  return l.ok() ? *l : std::vector<pb::JobLease>{};
+}
+
+absl::StatusOr<ReportOutcome> RepositoryContractTest::Report(const pb::RegisterResponse& a,
+                                                             const pb::LeaseRef& l, double value) {
+  pb::ReportResultRequest r;
+  r.set_agent_id(a.agent_id());
+  *r.mutable_lease() = l;
+  auto* s = r.add_samples();
+  s->set_metric("throughput");
+  s->set_value(value);
+  s->set_unit("MB/s");
+  r.set_raw_output("{\"raw\": true}");
+  r.set_raw_format("emu-json");
+  r.set_tool_version("emu 0.1");
+  r.mutable_host()->set_kernel_release("6.1");
+  r.mutable_wall_time()->set_nanos(5000);
+  return queue().ReportResult(r);
+}
+
+absl::StatusOr<int> RepositoryContractTest::Release(const pb::RegisterResponse& a,
+                                                    const pb::LeaseRef& l) {
+  pb::ReleaseLeasesRequest rel;
+  rel.set_agent_id(a.agent_id());
+  rel.set_session(a.session());
+  *rel.add_leases() = l;
+  return queue().ReleaseLeases(rel);
+}
+
+absl::StatusOr<pb::JobState> RepositoryContractTest::Fail(const pb::RegisterResponse& a,
+                                                          const pb::LeaseRef& l,
+                                                          const std::string& reason,
+                                                          bool retryable) {
+  pb::ReportFailureRequest f;
+  f.set_agent_id(a.agent_id());
+  *f.mutable_lease() = l;
+  f.set_reason(reason);
+  f.set_retryable(retryable);
+  return queue().ReportFailure(f, retry_);
+}
+
+namespace {
+
+TEST_P(RepositoryContractTest, LeaseReportIdempotentAndStale) {
+  const int64_t m = MakeMatrix(3);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 2);
+  ASSERT_EQ(ls.size(), 2u);
+  EXPECT_EQ(ls[0].lease().attempt(), 1);
+  EXPECT_LT(ls[0].job().id(), ls[1].job().id());
+  EXPECT_EQ(ls[0].job().workload().params().at("tests"), "write,read");
+  EXPECT_EQ(ls[0].job().seed(), 0xfedcba9876543210ULL);
+  EXPECT_EQ(ls[0].job().state(), pb::JOB_STATE_LEASED);
+  EXPECT_FALSE(ls[0].lease().lease_token().empty());
+  EXPECT_NE(ls[0].lease().lease_token(), ls[1].lease().lease_token());
+
+  auto r = Report(a, ls[0].lease());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->accepted);
+  EXPECT_FALSE(r->duplicate);
+  EXPECT_EQ(r->executor, pb::EXECUTOR_EMULATOR);
+  // The same report again (a retry after a lost answer): duplicate, not stored twice.
+  r = Report(a, ls[0].lease(), 2.0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->duplicate);
+  // A wrong token for the other job: stale.
+  pb::LeaseRef bad = ls[1].lease();
+  bad.set_lease_token("00000000-0000-0000-0000-000000000000");
+  r = Report(a, bad);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+
+  auto results = matrices().ListResults(m, 0, 100, true);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 1u);
+  const pb::Result& res = (*results)[0];
+  EXPECT_EQ(res.job_id(), ls[0].job().id());
+  ASSERT_EQ(res.samples_size(), 1);
+  EXPECT_EQ(res.samples(0).value(), 1.0);
+  EXPECT_EQ(res.raw_output(), "{\"raw\": true}");
+  EXPECT_EQ(res.agent(), "a1");
+  EXPECT_EQ(res.host().kernel_release(), "6.1");
+  EXPECT_EQ(res.job().state(), pb::JOB_STATE_SUCCEEDED);
+
+  auto mat = matrices().GetMatrix(m);
+  ASSERT_TRUE(mat.ok());
+  EXPECT_EQ(mat->counts().total(), 3);
+  EXPECT_EQ(mat->counts().succeeded(), 1);
+  EXPECT_EQ(mat->counts().leased(), 1);
+  EXPECT_EQ(mat->counts().queued(), 1);
+  EXPECT_EQ(mat->state(), pb::MATRIX_STATE_RUNNING);
+}
+
+TEST_P(RepositoryContractTest, HeartbeatExtendsAndReportsRevoked) {
+  const int64_t m = MakeMatrix(2);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 2, absl::Seconds(5));
+  ASSERT_EQ(ls.size(), 2u);
+  pb::HeartbeatRequest hb;
+  hb.set_agent_id(a.agent_id());
+  hb.set_session(a.session());
+  *hb.add_leases() = ls[0].lease();
+  *hb.add_leases() = ls[1].lease();
+  pb::LeaseRef junk;
+  junk.set_job_id(ls[0].job().id());
+  junk.set_attempt(1);
+  junk.set_lease_token("not a token; DROP TABLE jobs");
+  *hb.add_leases() = junk;
+  auto r = queue().Heartbeat(hb, absl::Seconds(60));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->extended_size(), 2);
+  EXPECT_EQ(r->revoked_size(), 1);
+  EXPECT_GT(r->lease_expires_at().seconds(), ls[0].expires_at().seconds() + 30);
+
+  // Cancel revokes both leases; results for them are stale.
+  auto c = matrices().CancelMatrix(m, "test");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->second, 2);
+  EXPECT_EQ(c->first.state(), pb::MATRIX_STATE_CANCELLED);
+  hb.mutable_leases()->RemoveLast();
+  r = queue().Heartbeat(hb, absl::Seconds(60));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->extended_size(), 0);
+  EXPECT_EQ(r->revoked_size(), 2);
+  EXPECT_EQ(Report(a, ls[0].lease()).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  // Unknown session.
+  hb.set_session("nope");
+  EXPECT_EQ(queue().Heartbeat(hb, absl::Seconds(1)).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(RepositoryContractTest, ReaperRequeuesThenFailsAtMaxAttempts) {
+  MakeMatrix(1, /*max_attempts=*/2);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> first = Lease(a, 1);
+  ASSERT_EQ(first.size(), 1u);
+  const int64_t id = first[0].job().id();
+  // Not expired yet: the reaper leaves it alone.
+  auto reaped = queue().ReapExpired(retry_, 100);
+  ASSERT_TRUE(reaped.ok());
+  EXPECT_EQ(reaped->requeued + reaped->failed, 0);
+
+  backend().ExpireAllLeases();
+  reaped = queue().ReapExpired(retry_, 100);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->requeued, 1);
+  EXPECT_EQ(backend().StateOf(id), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(backend().FailureReason(id), "attempt 1 of 2: lease expired (agent a1)");
+  // The old lease is dead: heartbeat revokes it, its result is stale.
+  EXPECT_EQ(Report(a, first[0].lease()).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  backend().ExpireAllLeases();  // clears the backoff
+  std::vector<pb::JobLease> second = Lease(a, 1);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].job().id(), id);
+  EXPECT_EQ(second[0].lease().attempt(), 2);
+  EXPECT_NE(second[0].lease().lease_token(), first[0].lease().lease_token());
+
+  backend().ExpireAllLeases();
+  reaped = queue().ReapExpired(retry_, 100);
+  ASSERT_TRUE(reaped.ok());
+  EXPECT_EQ(reaped->failed, 1);
+  EXPECT_EQ(backend().StateOf(id), pb::JOB_STATE_FAILED);
+  auto m = matrices().GetMatrix(second[0].job().matrix_id());
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->state(), pb::MATRIX_STATE_FAILED);
+  EXPECT_TRUE(m->has_finished_at());
+  EXPECT_EQ(backend().FailureReason(id), "attempt 2 of 2: lease expired (agent a1)");
+}
+
+TEST_P(RepositoryContractTest, ReaperTakesAtMostTheLimit) {
+  MakeMatrix(5);
+  pb::RegisterResponse a = Register("a1");
+  ASSERT_EQ(Lease(a, 5).size(), 5u);
+  backend().ExpireAllLeases();
+  auto reaped = queue().ReapExpired(retry_, 3);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->requeued, 3);
+  reaped = queue().ReapExpired(retry_, 3);
+  ASSERT_TRUE(reaped.ok());
+  EXPECT_EQ(reaped->requeued, 2);
+}
+
+TEST_P(RepositoryContractTest, BackoffDelaysTheRetry) {
+  MakeMatrix(1);
+  pb::RegisterResponse a = Register("a1");
+  ASSERT_EQ(Lease(a, 1).size(), 1u);
+  backend().ExpireAllLeases();
+  RetryPolicy slow{absl::Hours(1), absl::Hours(2)};
+  ASSERT_TRUE(queue().ReapExpired(slow, 100).ok());
+  EXPECT_TRUE(Lease(a, 1).empty());  // not_before is an hour away
+}
+
+TEST_P(RepositoryContractTest, ReleaseDoesNotSpendAnAttempt) {
+  MakeMatrix(2);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 2);
+  ASSERT_EQ(ls.size(), 2u);
+  auto n = Release(a, ls[0].lease());
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 1);
+  std::vector<pb::JobLease> again = Lease(a, 5);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].job().id(), ls[0].job().id());
+  EXPECT_EQ(again[0].lease().attempt(), 1);
+  EXPECT_EQ(Report(a, ls[0].lease()).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Report(a, again[0].lease()).ok());
+}
+
+TEST_P(RepositoryContractTest, ReleaseOnlyTouchesTheCallersOwnLeases) {
+  MakeMatrix(1);
+  pb::RegisterResponse a = Register("a1");
+  pb::RegisterResponse b = Register("b1");
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  auto n = Release(b, ls[0].lease());
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 0);
+  EXPECT_EQ(backend().StateOf(ls[0].job().id()), pb::JOB_STATE_LEASED);
+  pb::RegisterResponse stale = b;
+  stale.set_session("not-the-session");
+  EXPECT_EQ(Release(stale, ls[0].lease()).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(RepositoryContractTest, ReportFailureRetryableAndNot) {
+  MakeMatrix(2, /*max_attempts=*/3);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 2);
+  ASSERT_EQ(ls.size(), 2u);
+  auto s = Fail(a, ls[0].lease(), "emulator crashed", true);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s, pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(backend().FailureReason(ls[0].job().id()), "attempt 1 of 3: emulator crashed");
+  s = Fail(a, ls[1].lease(), "unknown platform", false);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(*s, pb::JOB_STATE_FAILED);
+  // Again: stale.
+  EXPECT_EQ(Fail(a, ls[1].lease(), "unknown platform", false).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_P(RepositoryContractTest, RetryableFailureFailsAtMaxAttempts) {
+  MakeMatrix(1, /*max_attempts=*/2);
+  pb::RegisterResponse a = Register("a1");
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    backend().ExpireAllLeases();  // past the backoff
+    std::vector<pb::JobLease> ls = Lease(a, 1);
+    ASSERT_EQ(ls.size(), 1u) << "attempt " << attempt;
+    EXPECT_EQ(ls[0].lease().attempt(), attempt);
+    auto s = Fail(a, ls[0].lease(), "flaky", true);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(*s, attempt < 2 ? pb::JOB_STATE_QUEUED : pb::JOB_STATE_FAILED);
+  }
+  backend().ExpireAllLeases();
+  EXPECT_TRUE(Lease(a, 1).empty());
+}
+
+TEST_P(RepositoryContractTest, ExecutorMatchingAndPriorityOrder) {
+  MakeMatrix(2, 3, /*prio=*/0, pb::EXECUTOR_EMULATOR);
+  const int64_t fio = MakeMatrix(2, 3, /*prio=*/0, pb::EXECUTOR_FIO);
+  const int64_t urgent = MakeMatrix(2, 3, /*prio=*/4000, pb::EXECUTOR_EMULATOR);
+  pb::RegisterResponse f = Register("fio-host", "fio");
+  std::vector<pb::JobLease> fl = Lease(f, 10);
+  ASSERT_EQ(fl.size(), 2u);
+  for (const auto& l : fl) EXPECT_EQ(l.job().matrix_id(), fio);
+  pb::RegisterResponse e = Register("emu-host");
+  std::vector<pb::JobLease> el = Lease(e, 2);
+  ASSERT_EQ(el.size(), 2u);
+  for (const auto& l : el) EXPECT_EQ(l.job().matrix_id(), urgent);
+  // The eligibility hook can refuse jobs.
+  auto none = queue().LeaseJobs(e.agent_id(), e.session(), 10, absl::Seconds(30),
+                                [](const pb::Job&, const AgentView&) { return false; });
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(Lease(e, 10).size(), 2u);
+  // An agent without a known executor gets nothing.
+  pb::RegisterResponse odd = Register("odd-host", "qemu");
+  EXPECT_TRUE(Lease(odd, 10).empty());
+}
+
+// The scheduler's priority bands (spec.cc JobPriority): bisect 4000 +
+// priority, confirm 2000 + priority, bulk 0 + priority.
+TEST_P(RepositoryContractTest, BisectThenConfirmThenBulk) {
+  const int64_t bulk = MakeMatrix(2, 3, /*prio=*/999, pb::EXECUTOR_EMULATOR, pb::JOB_KIND_BULK);
+  const int64_t confirm = MakeMatrix(1, 3, 2000, pb::EXECUTOR_EMULATOR, pb::JOB_KIND_CONFIRM);
+  const int64_t bisect = MakeMatrix(1, 3, 4000 - 5, pb::EXECUTOR_EMULATOR, pb::JOB_KIND_BISECT);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<int64_t> order;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<pb::JobLease> ls = Lease(a, 1);
+    ASSERT_EQ(ls.size(), 1u);
+    order.push_back(ls[0].job().matrix_id());
+  }
+  EXPECT_EQ(order, (std::vector<int64_t>{bisect, confirm, bulk, bulk}));
+  // One batch comes in the same order.
+  MakeMatrix(1, 3, 0, pb::EXECUTOR_EMULATOR, pb::JOB_KIND_BULK);
+  const int64_t late_bisect = MakeMatrix(1, 3, 4000, pb::EXECUTOR_EMULATOR, pb::JOB_KIND_BISECT);
+  std::vector<pb::JobLease> batch = Lease(a, 5);
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[0].job().matrix_id(), late_bisect);
+  EXPECT_EQ(batch[0].job().kind(), pb::JOB_KIND_BISECT);
+}
+
+// The hook sees the registered agent and the job; the claim takes the
+// first max_jobs candidates in queue order and then applies the hook.
+TEST_P(RepositoryContractTest, EligibilityHookSeesTheAgentAfterTheClaim) {
+  MakeMatrix(4);
+  pb::RegisterRequest r;
+  r.set_name("real-host");
+  r.add_capabilities()->set_name("emulator");
+  r.mutable_capabilities(0)->set_version("0.9");
+  r.mutable_host()->set_kernel_release("6.8.0");
+  r.mutable_host()->set_iommu_mode(pb::IOMMU_MODE_LAZY);
+  auto a = queue().RegisterAgent(r, retry_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::mutex mu;
+  std::vector<int> seen_commits;
+  auto odd_commits_only = [&](const pb::Job& j, const AgentView& v) {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(v.id, a->agent_id());
+    EXPECT_EQ(v.name, "real-host");
+    EXPECT_EQ(v.host.kernel_release(), "6.8.0");
+    EXPECT_EQ(v.host.iommu_mode(), pb::IOMMU_MODE_LAZY);
+    EXPECT_EQ(v.capabilities.size(), 1u);
+    if (!v.capabilities.empty()) {
+      EXPECT_EQ(v.capabilities[0].version(), "0.9");
+    }
+    EXPECT_EQ(j.state(), pb::JOB_STATE_QUEUED);
+    seen_commits.push_back(j.commit_index());
+    return j.commit_index() % 2 == 1;
+  };
+  auto got = queue().LeaseJobs(a->agent_id(), a->session(), 2, absl::Seconds(30), odd_commits_only);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].job().commit_index(), 1);
+  EXPECT_EQ(seen_commits, (std::vector<int>{0, 1}));
+  got = queue().LeaseJobs(a->agent_id(), a->session(), 10, absl::Seconds(30), odd_commits_only);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].job().commit_index(), 3);
+}
+
+TEST_P(RepositoryContractTest, ReRegisterExpiresOldSessionLeases) {
+  MakeMatrix(1);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  pb::RegisterResponse a2 = Register("a1");
+  EXPECT_EQ(a2.agent_id(), a.agent_id());
+  EXPECT_NE(a2.session(), a.session());
+  EXPECT_EQ(backend().StateOf(ls[0].job().id()), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(backend().FailureReason(ls[0].job().id()),
+            "attempt 1 of 3: agent re-registered while holding the lease (agent a1)");
+  EXPECT_EQ(queue().LeaseJobs(a.agent_id(), a.session(), 1, absl::Seconds(1), {}).status().code(),
+            absl::StatusCode::kNotFound);
+  backend().ExpireAllLeases();
+  std::vector<pb::JobLease> again = Lease(a2, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].lease().attempt(), 2);
+}
+
+TEST_P(RepositoryContractTest, StaleAttemptsAndUnknownIdsAreRefused) {
+  MakeMatrix(1);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> first = Lease(a, 1);
+  ASSERT_EQ(first.size(), 1u);
+  backend().ExpireAllLeases();
+  ASSERT_TRUE(queue().ReapExpired(retry_, 100).ok());
+  backend().ExpireAllLeases();
+  std::vector<pb::JobLease> second = Lease(a, 1);
+  ASSERT_EQ(second.size(), 1u);
+  // The current token with the previous attempt is not the lease.
+  pb::LeaseRef mixed = second[0].lease();
+  mixed.set_attempt(1);
+  auto r = Report(a, mixed);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find("at attempt 2"), std::string::npos) << r.status();
+  EXPECT_EQ(Fail(a, mixed, "x", true).status().code(), absl::StatusCode::kFailedPrecondition);
+  pb::HeartbeatRequest hb;
+  hb.set_agent_id(a.agent_id());
+  hb.set_session(a.session());
+  *hb.add_leases() = mixed;
+  *hb.add_leases() = second[0].lease();
+  auto h = queue().Heartbeat(hb, absl::Seconds(30));
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->revoked_size(), 1);
+  EXPECT_EQ(h->revoked(0).attempt(), 1);
+  ASSERT_EQ(h->extended_size(), 1);
+  // Another agent's heartbeat does not extend this lease.
+  pb::RegisterResponse b = Register("b1");
+  hb.set_agent_id(b.agent_id());
+  hb.set_session(b.session());
+  h = queue().Heartbeat(hb, absl::Seconds(30));
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->extended_size(), 0);
+  EXPECT_EQ(h->revoked_size(), 2);
+  // The right lease still reports, once.
+  ASSERT_TRUE(Report(a, second[0].lease()).ok());
+  EXPECT_EQ(Fail(a, second[0].lease(), "late", true).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  pb::LeaseRef ghost;
+  ghost.set_job_id(999999);
+  ghost.set_attempt(1);
+  ghost.set_lease_token("00000000-0000-0000-0000-000000000000");
+  EXPECT_EQ(Report(a, ghost).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Fail(a, ghost, "x", true).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(queue().AgentName(999999).status().code(), absl::StatusCode::kNotFound);
+  auto name = queue().AgentName(a.agent_id());
+  ASSERT_TRUE(name.ok()) << name.status();
+  EXPECT_EQ(*name, "a1");
+  EXPECT_EQ(queue().LeaseJobs(999999, "s", 1, absl::Seconds(1), {}).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(matrices().GetMatrix(999999).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(matrices().CancelMatrix(999999, "x").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(RepositoryContractTest, ConcurrentAgentsRunEveryJobExactlyOnce) {
+  constexpr int kJobs = 600;
+  const int64_t m = MakeMatrix(kJobs);
+  std::mutex mu;
+  std::map<int64_t, int> seen;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 4; ++i) {
+    ts.emplace_back([&, i] {
+      pb::RegisterResponse a = Register("c" + std::to_string(i));
+      for (;;) {
+        std::vector<pb::JobLease> ls = Lease(a, 16);
+        if (ls.empty()) break;
+        for (const auto& l : ls) {
+          auto r = Report(a, l.lease());
+          if (!r.ok() || r->duplicate) ++errors;
+          std::lock_guard<std::mutex> lock(mu);
+          ++seen[l.job().id()];
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(static_cast<int>(seen.size()), kJobs);
+  for (const auto& [id, n] : seen) EXPECT_EQ(n, 1) << "job " << id;
+  auto mat = matrices().GetMatrix(m);
+  ASSERT_TRUE(mat.ok());
+  EXPECT_EQ(mat->state(), pb::MATRIX_STATE_COMPLETED);
+  EXPECT_EQ(mat->counts().succeeded(), kJobs);
+  EXPECT_TRUE(mat->has_finished_at());
+  int64_t results = 0, after = 0;
+  for (;;) {
+    auto page = matrices().ListResults(m, after, 250, false);
+    ASSERT_TRUE(page.ok());
+    if (page->empty()) break;
+    for (const pb::Result& r : *page) EXPECT_EQ(r.raw_output(), "");  // include_raw = false
+    results += static_cast<int64_t>(page->size());
+    after = page->back().job_id();
+  }
+  EXPECT_EQ(results, kJobs);
+}
+
+TEST_P(RepositoryContractTest, NonFiniteSamplesSurviveTheResultRow) {
+  const int64_t m = MakeMatrix(1);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  pb::ReportResultRequest r;
+  r.set_agent_id(a.agent_id());
+  *r.mutable_lease() = ls[0].lease();
+  r.add_samples()->set_value(std::nan(""));
+  r.add_samples()->set_value(-HUGE_VAL);
+  r.mutable_samples(0)->set_metric("ratio");
+  r.mutable_samples(1)->set_phase("read");
+  r.mutable_wall_time()->set_seconds(3);
+  r.mutable_wall_time()->set_nanos(7);
+  ASSERT_TRUE(queue().ReportResult(r).ok());
+  auto results = matrices().ListResults(m, 0, 10, true);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 1u);
+  const pb::Result& res = (*results)[0];
+  ASSERT_EQ(res.samples_size(), 2);
+  EXPECT_TRUE(std::isnan(res.samples(0).value()));
+  EXPECT_EQ(res.samples(0).metric(), "ratio");
+  EXPECT_EQ(res.samples(1).value(), -HUGE_VAL);
+  EXPECT_EQ(res.samples(1).phase(), "read");
+  EXPECT_EQ(res.wall_time().seconds(), 3);
+  EXPECT_EQ(res.wall_time().nanos(), 7);
+  EXPECT_EQ(res.attempt(), 1);
+  EXPECT_EQ(res.job().attempt(), 1);
+  EXPECT_EQ(res.job().lease_owner(), "a1");
+}
+
+TEST_P(RepositoryContractTest, MatrixStateFollowsItsJobs) {
+  const int64_t m = MakeMatrix(2);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 2);
+  ASSERT_EQ(ls.size(), 2u);
+  ASSERT_TRUE(Report(a, ls[0].lease()).ok());
+  auto mat = matrices().GetMatrix(m);
+  ASSERT_TRUE(mat.ok());
+  EXPECT_EQ(mat->state(), pb::MATRIX_STATE_RUNNING);
+  EXPECT_FALSE(mat->has_finished_at());
+  EXPECT_EQ(mat->name(), "m");
+  EXPECT_EQ(mat->spec_yaml(), "name: m");
+  EXPECT_EQ(mat->catalog(), "c");
+  EXPECT_EQ(mat->executor(), pb::EXECUTOR_EMULATOR);
+  EXPECT_GT(mat->created_at().seconds(), 0);
+  ASSERT_TRUE(Fail(a, ls[1].lease(), "no", false).ok());
+  mat = matrices().GetMatrix(m);
+  ASSERT_TRUE(mat.ok());
+  EXPECT_EQ(mat->state(), pb::MATRIX_STATE_FAILED);
+  EXPECT_TRUE(mat->has_finished_at());
+  // Cancelling a finished matrix cancels nothing; a matrix without jobs is
+  // complete at once.
+  auto c = matrices().CancelMatrix(m, "");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->second, 0);
+  EXPECT_EQ(c->first.state(), pb::MATRIX_STATE_CANCELLED);
+  const int64_t empty = MakeMatrix(0);
+  mat = matrices().GetMatrix(empty);
+  ASSERT_TRUE(mat.ok());
+  EXPECT_EQ(mat->state(), pb::MATRIX_STATE_COMPLETED);
+  EXPECT_EQ(mat->counts().total(), 0);
+  // A cancelled job carries the reason.
+  const int64_t q = MakeMatrix(1);
+  ASSERT_TRUE(matrices().CancelMatrix(q, "changed my mind").ok());
+  auto page = matrices().GetMatrix(q);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->counts().cancelled(), 1);
+}
+
+TEST_P(RepositoryContractTest, QueueCountsFollowEveryTransition) {
+  const int64_t m1 = MakeMatrix(12, /*max_attempts=*/1);
+  const int64_t m2 = MakeMatrix(5);
+  auto counts = queue().QueueCounts();
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(*counts, (std::array<int64_t, 6>{0, 17, 0, 0, 0, 0}));
+  pb::RegisterResponse a = Register("counts-agent");
+  std::vector<pb::JobLease> ls = Lease(a, 10);
+  ASSERT_EQ(ls.size(), 10u);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Report(a, ls[i].lease()).ok());
+  ASSERT_TRUE(Report(a, ls[0].lease()).ok());  // duplicate: no double count
+  ASSERT_TRUE(Fail(a, ls[4].lease(), "boom", false).ok());
+  counts = queue().QueueCounts();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(*counts, (std::array<int64_t, 6>{0, 7, 5, 4, 1, 0}));
+  backend().ExpireAllLeases();
+  auto reaped = queue().ReapExpired(retry_, 100);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->failed, 5);  // max_attempts = 1
+  ASSERT_TRUE(matrices().CancelMatrix(m2, "test").ok());
+  ASSERT_TRUE(matrices().CancelMatrix(m1, "test").ok());
+  counts = queue().QueueCounts();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(*counts, (std::array<int64_t, 6>{0, 0, 0, 4, 6, 7}));
+}
+
+TEST_P(RepositoryContractTest, ListAgentsShowsRunningJobsAndLiveness) {
+  MakeMatrix(3);
+  pb::RegisterResponse b = Register("b-agent");
+  pb::RegisterResponse a = Register("a-agent", "fio");
+  ASSERT_EQ(Lease(b, 2).size(), 2u);
+  auto agents = queue().ListAgents(absl::Minutes(5));
+  ASSERT_TRUE(agents.ok()) << agents.status();
+  ASSERT_EQ(agents->size(), 2u);
+  EXPECT_EQ((*agents)[0].name(), "a-agent");  // by name
+  EXPECT_EQ((*agents)[0].agent_id(), a.agent_id());
+  EXPECT_EQ((*agents)[0].running_jobs(), 0);
+  EXPECT_EQ((*agents)[1].running_jobs(), 2);
+  EXPECT_EQ((*agents)[1].slots(), 4);
+  EXPECT_EQ((*agents)[1].host().hostname(), "h-b-agent");
+  ASSERT_EQ((*agents)[1].capabilities_size(), 1);
+  EXPECT_EQ((*agents)[1].capabilities(0).name(), "emulator");
+  EXPECT_TRUE((*agents)[1].connected());
+  EXPECT_GT((*agents)[1].registered_at().seconds(), 0);
+  agents = queue().ListAgents(absl::ZeroDuration());
+  ASSERT_TRUE(agents.ok());
+  EXPECT_FALSE((*agents)[0].connected());
+}
+
+TEST_P(RepositoryContractTest, CatalogsPutAppendGet) {
+  pb::Catalog c;
+  c.set_name("linux-iommu");
+  c.set_source("builtin");
+  for (const char* id : {"v1", "v2", "v3"}) {
+    auto* cc = c.add_commits();
+    cc->set_id(id);
+    cc->set_subject(std::string("subject ") + id);
+    (*cc->mutable_set())["k"] = id;
+  }
+  ASSERT_TRUE(catalogs().PutCatalog(c, false).ok());
+  EXPECT_EQ(catalogs().PutCatalog(c, false).status().code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(catalogs().PutCatalog(c, true).ok());
+  std::vector<pb::CatalogCommit> more(2);
+  more[0].set_id("v3");
+  more[1].set_id("v4");
+  auto ap = catalogs().AppendCommits("linux-iommu", "git:v3..v4", more);
+  ASSERT_TRUE(ap.ok()) << ap.status();
+  EXPECT_EQ(ap->second, 1);
+  EXPECT_EQ(ap->first.source(), "builtin");  // the existing catalog keeps its source
+  auto got = catalogs().GetCatalog("linux-iommu");
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->commits_size(), 4);
+  EXPECT_EQ(got->commits(3).id(), "v4");
+  EXPECT_EQ(got->commits(3).index(), 3);
+  EXPECT_EQ(got->commits(1).set().at("k"), "v2");
+  EXPECT_EQ(got->commits(1).subject(), "subject v2");
+  EXPECT_EQ(catalogs().GetCatalog("nope").status().code(), absl::StatusCode::kNotFound);
+  auto list = catalogs().ListCatalogs();
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 1u);
+  // Appending to a catalog that does not exist creates it.
+  ap = catalogs().AppendCommits("fresh", "git:a..b", more);
+  ASSERT_TRUE(ap.ok()) << ap.status();
+  EXPECT_EQ(ap->second, 2);
+  EXPECT_EQ(ap->first.source(), "git:a..b");
+  list = catalogs().ListCatalogs();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].name(), "fresh");  // by name
+  EXPECT_EQ((*list)[0].commits_size(), 0);
+}
+
+TEST_P(RepositoryContractTest, IdempotencyKeyReturnsTheFirstMatrix) {
+  NewMatrix m;
+  m.matrix.set_name("x");
+  m.matrix.set_spec_yaml("y");
+  m.idempotency_key = "k1";
+  pb::Job j;
+  j.set_commit_id("c");
+  j.set_platform("p");
+  j.mutable_workload()->set_name("w");
+  j.set_mode(pb::IOMMU_MODE_OFF);
+  j.set_executor(pb::EXECUTOR_EMULATOR);
+  j.set_max_attempts(3);
+  m.jobs = {j, j};
+  auto a = matrices().CreateMatrix(m);
+  auto b = matrices().CreateMatrix(m);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->matrix.id(), b->matrix.id());
+  EXPECT_FALSE(a->existing);
+  EXPECT_EQ(a->jobs_created, 2);
+  EXPECT_TRUE(b->existing);
+  EXPECT_EQ(b->jobs_created, 0);
+  EXPECT_EQ(b->matrix.counts().total(), 2);
+  m.idempotency_key = "k2";
+  auto c = matrices().CreateMatrix(m);
+  ASSERT_TRUE(c.ok());
+  auto list = matrices().ListMatrices(10, 0);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].id(), c->matrix.id());  // newest first
+  EXPECT_EQ((*list)[1].counts().total(), 2);
+  EXPECT_EQ((*list)[1].state(), pb::MATRIX_STATE_RUNNING);
+  list = matrices().ListMatrices(10, c->matrix.id());
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id(), a->matrix.id());
+  list = matrices().ListMatrices(1, 0);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id(), c->matrix.id());
+}
+
+TEST_P(RepositoryContractTest, AnalysisTablesReadAndUpdate) {
+  pb::Regression g;
+  g.set_id(7);
+  g.set_state(pb::REGRESSION_STATE_SUSPECTED);
+  g.set_direction(pb::CHANGE_DIRECTION_REGRESSION);
+  g.set_platform("p");
+  g.set_workload("w");
+  g.set_metric("throughput");
+  g.set_mode(pb::IOMMU_MODE_STRICT);
+  g.set_last_good("a");
+  g.set_first_bad("b");
+  g.set_magnitude(-0.19);
+  g.set_p_value(1);
+  pb::ModeEffect* e = g.add_per_mode();
+  e->set_mode(pb::IOMMU_MODE_STRICT);
+  e->set_before(10);
+  e->set_after(8.1);
+  backend().PutRegression(g);
+  pb::Bisect b;
+  b.set_id(3);
+  b.set_regression_id(7);
+  b.set_state("done");
+  b.set_culprit_id("c588072bba6b");
+  pb::BisectStep* s1 = b.add_steps();
+  s1->set_step(1);
+  s1->set_commit_id("x");
+  s1->set_verdict("bad");
+  pb::BisectStep* s0 = b.add_steps();
+  s0->set_step(0);
+  s0->set_commit_id("y");
+  s0->set_verdict("good");
+  backend().PutBisect(b);
+  g.set_bisect_id(3);
+  g.set_id(8);
+  g.set_direction(pb::CHANGE_DIRECTION_IMPROVEMENT);
+  backend().PutRegression(g);
+
+  pb::ListRegressionsRequest lr;
+  auto regs = analysis().ListRegressions(lr);
+  ASSERT_TRUE(regs.ok()) << regs.status();
+  ASSERT_EQ(regs->size(), 1u);
+  EXPECT_EQ((*regs)[0].id(), 7);
+  EXPECT_DOUBLE_EQ((*regs)[0].magnitude(), -0.19);
+  ASSERT_EQ((*regs)[0].per_mode_size(), 1);
+  EXPECT_DOUBLE_EQ((*regs)[0].per_mode(0).after(), 8.1);
+  lr.set_include_improvements(true);
+  regs = analysis().ListRegressions(lr);
+  ASSERT_TRUE(regs.ok());
+  ASSERT_EQ(regs->size(), 2u);
+  EXPECT_EQ((*regs)[1].bisect_id(), 3);
+  auto bis = analysis().GetBisect(0, 7);
+  ASSERT_TRUE(bis.ok()) << bis.status();
+  EXPECT_EQ(bis->culprit_id(), "c588072bba6b");
+  ASSERT_EQ(bis->steps_size(), 2);
+  EXPECT_EQ(bis->steps(0).verdict(), "good");
+  bis = analysis().GetBisect(3, 0);
+  ASSERT_TRUE(bis.ok()) << bis.status();
+  EXPECT_EQ(bis->regression_id(), 7);
+  EXPECT_EQ(analysis().GetBisect(4, 0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(analysis().GetBisect(0, 8).status().code(), absl::StatusCode::kNotFound);
+  auto u = analysis().UpdateRegression(7, pb::REGRESSION_STATE_FIXED, "fixed in v6.2");
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->state(), pb::REGRESSION_STATE_FIXED);
+  EXPECT_EQ(u->note(), "fixed in v6.2");
+  // Unspecified state and an empty note leave both as they are.
+  u = analysis().UpdateRegression(7, pb::REGRESSION_STATE_UNSPECIFIED, "");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->state(), pb::REGRESSION_STATE_FIXED);
+  EXPECT_EQ(u->note(), "fixed in v6.2");
+  regs = analysis().ListRegressions(pb::ListRegressionsRequest());
+  ASSERT_TRUE(regs.ok());
+  EXPECT_TRUE(regs->empty());  // closed ones hidden by default
+  EXPECT_EQ(analysis().GetRegression(99).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(analysis().UpdateRegression(99, pb::REGRESSION_STATE_FIXED, "").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_P(RepositoryContractTest, MetricRankSurvivesATriageNote) {
+  pb::Regression g;
+  g.set_id(2);
+  g.set_workload("iozone-nfsrdma");
+  g.set_metric("latency_us");
+  g.set_metric_rank("secondary");
+  g.add_primary_metrics("throughput_kb_s");
+  g.add_primary_metrics("odd, name");
+  g.set_note("secondary metric");
+  g.set_matrix_id(42);
+  backend().PutRegression(g);
+  pb::Regression plain;
+  plain.set_id(3);
+  plain.set_metric("throughput");
+  backend().PutRegression(plain);
+  auto u = analysis().UpdateRegression(2, pb::REGRESSION_STATE_ACKNOWLEDGED, "known, tracked");
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->note(), "known, tracked");
+  EXPECT_EQ(u->metric_rank(), "secondary");
+  ASSERT_EQ(u->primary_metrics_size(), 2);
+  EXPECT_EQ(u->primary_metrics(1), "odd, name");
+  auto got = analysis().GetRegression(3);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->metric_rank(), "primary");  // the column default
+  EXPECT_EQ(got->primary_metrics_size(), 0);
+  pb::ListRegressionsRequest by_matrix;
+  by_matrix.set_matrix_id(42);
+  auto regs = analysis().ListRegressions(by_matrix);
+  ASSERT_TRUE(regs.ok());
+  ASSERT_EQ(regs->size(), 1u);
+  EXPECT_EQ((*regs)[0].id(), 2);
+}
+
+}  // namespace
+}  // namespace farm::storage

@@ -1,0 +1,169 @@
+#include "lib/storage/row_codec.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace farm::storage {
+namespace {
+using json = nlohmann::json;
+}  // namespace
+
+void SetMicros(int64_t micros, google::protobuf::Timestamp* ts) {
+  ts->set_seconds(micros / 1000000);
+  ts->set_nanos(static_cast<int32_t>((micros % 1000000) * 1000));
+}
+
+void SetTime(absl::Time t, google::protobuf::Timestamp* ts) {
+  SetMicros(absl::ToUnixMicros(t), ts);
+}
+
+std::string MapToJson(const google::protobuf::Map<std::string, std::string>& m) {
+  json j = json::object();
+  for (const auto& [k, v] : m) j[k] = v;
+  return j.dump();
+}
+
+void JsonToMap(const std::string& text, google::protobuf::Map<std::string, std::string>* out) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    (*out)[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
+  }
+}
+
+std::string HostToJson(const pb::HostFacts& h) {
+  json j = {{"hostname", h.hostname()},
+            {"kernel_release", h.kernel_release()},
+            {"cpus", h.cpus()},
+            {"numa_nodes", h.numa_nodes()},
+            {"iommu_mode", static_cast<int>(h.iommu_mode())},
+            {"iommu_detail", h.iommu_detail()},
+            {"architecture", h.architecture()}};
+  return j.dump();
+}
+
+void JsonToHost(const std::string& text, pb::HostFacts* h) {
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return;
+  h->set_hostname(j.value("hostname", ""));
+  h->set_kernel_release(j.value("kernel_release", ""));
+  h->set_cpus(j.value("cpus", 0u));
+  h->set_numa_nodes(j.value("numa_nodes", 0u));
+  h->set_iommu_mode(static_cast<pb::IommuMode>(j.value("iommu_mode", 0)));
+  h->set_iommu_detail(j.value("iommu_detail", ""));
+  h->set_architecture(j.value("architecture", ""));
+}
+
+std::string SamplesToJson(const google::protobuf::RepeatedPtrField<pb::Sample>& samples) {
+  json arr = json::array();
+  for (const pb::Sample& s : samples) {
+    json e = {{"metric", s.metric()}, {"unit", s.unit()}, {"phase", s.phase()}};
+    // JSON has no NaN/Inf; keep them as strings so nothing is lost.
+    if (std::isfinite(s.value())) {
+      e["value"] = s.value();
+    } else {
+      e["value"] = std::to_string(s.value());
+    }
+    arr.push_back(std::move(e));
+  }
+  return arr.dump();
+}
+
+void JsonToSamples(const std::string& text, google::protobuf::RepeatedPtrField<pb::Sample>* out) {
+  json arr = json::parse(text, nullptr, false);
+  if (!arr.is_array()) return;
+  for (const json& e : arr) {
+    pb::Sample* s = out->Add();
+    s->set_metric(e.value("metric", ""));
+    s->set_unit(e.value("unit", ""));
+    s->set_phase(e.value("phase", ""));
+    auto v = e.find("value");
+    if (v != e.end()) {
+      if (v->is_number()) {
+        s->set_value(v->get<double>());
+      } else if (v->is_string()) {
+        s->set_value(std::strtod(v->get<std::string>().c_str(), nullptr));
+      }
+    }
+  }
+}
+
+std::string CapsToJson(const google::protobuf::RepeatedPtrField<pb::Capability>& caps) {
+  json arr = json::array();
+  for (const pb::Capability& c : caps)
+    arr.push_back({{"name", c.name()}, {"version", c.version()}});
+  return arr.dump();
+}
+
+void JsonToCaps(const std::string& text, google::protobuf::RepeatedPtrField<pb::Capability>* out) {
+  json arr = json::parse(text, nullptr, false);
+  if (!arr.is_array()) return;
+  for (const json& e : arr) {
+    pb::Capability* c = out->Add();
+    c->set_name(e.value("name", ""));
+    c->set_version(e.value("version", ""));
+  }
+}
+
+std::vector<int> ExecutorsOf(const google::protobuf::RepeatedPtrField<pb::Capability>& caps) {
+  std::set<int> out;
+  for (const pb::Capability& c : caps) {
+    if (c.name() == "emulator") out.insert(pb::EXECUTOR_EMULATOR);
+    if (c.name() == "fio") out.insert(pb::EXECUTOR_FIO);
+    if (c.name() == "iozone") out.insert(pb::EXECUTOR_IOZONE);
+  }
+  return {out.begin(), out.end()};
+}
+
+std::string PerModeToJson(const google::protobuf::RepeatedPtrField<pb::ModeEffect>& modes) {
+  json arr = json::array();
+  for (const pb::ModeEffect& m : modes) {
+    arr.push_back({{"mode", static_cast<int>(m.mode())},
+                   {"before", m.before()},
+                   {"after", m.after()},
+                   {"relative_change", m.relative_change()},
+                   {"p_value", m.p_value()}});
+  }
+  return arr.dump();
+}
+
+void JsonToPerMode(const std::string& text, pb::Regression* g) {
+  json arr = json::parse(text, nullptr, false);
+  if (!arr.is_array()) return;
+  for (const json& e : arr) {
+    pb::ModeEffect* m = g->add_per_mode();
+    m->set_mode(static_cast<pb::IommuMode>(e.value("mode", 0)));
+    m->set_before(e.value("before", 0.0));
+    m->set_after(e.value("after", 0.0));
+    m->set_relative_change(e.value("relative_change", 0.0));
+    m->set_p_value(e.value("p_value", 1.0));
+  }
+}
+
+void JsonToPrimaryMetrics(const std::string& text, pb::Regression* g) {
+  json metrics = json::parse(text, nullptr, false);
+  if (!metrics.is_array()) return;
+  for (const json& m : metrics) {
+    if (m.is_string()) g->add_primary_metrics(m.get<std::string>());
+  }
+}
+
+void DeriveMatrixState(bool cancelled, int64_t finished_micros, pb::Matrix* m) {
+  const pb::MatrixCounts& c = m->counts();
+  const bool terminal = c.queued() + c.leased() == 0;
+  if (!terminal) {
+    m->set_state(pb::MATRIX_STATE_RUNNING);
+  } else if (cancelled) {
+    m->set_state(pb::MATRIX_STATE_CANCELLED);
+  } else if (c.failed() > 0) {
+    m->set_state(pb::MATRIX_STATE_FAILED);
+  } else {
+    m->set_state(pb::MATRIX_STATE_COMPLETED);
+  }
+  if (terminal && finished_micros != 0) SetMicros(finished_micros, m->mutable_finished_at());
+}
+
+}  // namespace farm::storage

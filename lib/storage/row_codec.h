@@ -1,0 +1,59 @@
+// How the farm's rows hold values that are not plain columns: the jsonb
+// documents (workload params, model sets, host facts, capabilities,
+// samples, per-mode effects), microsecond timestamps, and the matrix state
+// derived from its job counts. Independent of the database driver, so the
+// PostgreSQL repositories and the in-memory ones store and return exactly
+// the same values (a sample value that is NaN, a host field the document
+// does not carry).
+//
+// Contract: pure functions, thread-safe. Decoders are lenient like the
+// jsonb readers they serve: malformed text leaves the output untouched or
+// partly filled, never fails.
+#ifndef LIB_STORAGE_ROW_CODEC_H_
+#define LIB_STORAGE_ROW_CODEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::storage {
+
+namespace pb = ::iommufarm::v1;
+
+// Microseconds since the epoch (the database's timestamp resolution).
+void SetMicros(int64_t micros, google::protobuf::Timestamp* ts);
+void SetTime(absl::Time t, google::protobuf::Timestamp* ts);
+
+std::string MapToJson(const google::protobuf::Map<std::string, std::string>& m);
+void JsonToMap(const std::string& text, google::protobuf::Map<std::string, std::string>* out);
+
+std::string HostToJson(const pb::HostFacts& h);
+void JsonToHost(const std::string& text, pb::HostFacts* h);
+
+// Non-finite values are kept as strings (JSON has no NaN/Inf).
+std::string SamplesToJson(const google::protobuf::RepeatedPtrField<pb::Sample>& samples);
+void JsonToSamples(const std::string& text, google::protobuf::RepeatedPtrField<pb::Sample>* out);
+
+std::string CapsToJson(const google::protobuf::RepeatedPtrField<pb::Capability>& caps);
+void JsonToCaps(const std::string& text, google::protobuf::RepeatedPtrField<pb::Capability>* out);
+
+// Executors an agent can run, from its capability names, ascending.
+std::vector<int> ExecutorsOf(const google::protobuf::RepeatedPtrField<pb::Capability>& caps);
+
+// regressions.per_mode ([{mode, before, after, relative_change, p_value}]).
+std::string PerModeToJson(const google::protobuf::RepeatedPtrField<pb::ModeEffect>& modes);
+void JsonToPerMode(const std::string& text, pb::Regression* g);
+// regressions.primary_metrics as a JSON array of strings.
+void JsonToPrimaryMetrics(const std::string& text, pb::Regression* g);
+
+// Sets m's state (and finished_at, `finished_micros` of its last job, 0 if
+// none) from its counts: running while any job is queued or leased, then
+// cancelled, failed or completed.
+void DeriveMatrixState(bool cancelled, int64_t finished_micros, pb::Matrix* m);
+
+}  // namespace farm::storage
+
+#endif  // LIB_STORAGE_ROW_CODEC_H_

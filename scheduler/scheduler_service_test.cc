@@ -1,0 +1,597 @@
+// The scheduler's service classes (scheduler_service.h) on the in-memory
+// repositories (lib/storage/memory_store.h): submit, lease, heartbeat,
+// report, stale leases, cancellation, results and triage, in milliseconds
+// and without PostgreSQL or gRPC. The database clock is a manual one, so
+// lease expiry and retry backoff are stepped, not slept. The same flows
+// through gRPC and PostgreSQL are scheduler_pgtest's.
+#include "scheduler/scheduler_service.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/mutex.h"
+#include "lib/metrics/metrics.h"
+#include "lib/storage/memory_store.h"
+
+namespace farm::scheduler {
+namespace {
+
+const char* const kCatalog = R"(
+catalog: test-iommu
+commits:
+  - id: v5.10
+    subject: "Linux 5.10"
+    set: {iova.allocator: rcache}
+  - id: aaa111
+    subject: "iommu: something"
+  - id: v5.11
+    subject: "Linux 5.11"
+    set: {fq.kind: percpu}
+  - id: v5.12
+    subject: "Linux 5.12"
+)";
+
+// 3 commits x 2 modes x 2 repeats = 12 jobs.
+const char* const kSpec = R"(
+name: unit-test
+catalog: test-iommu
+platform: intel-vtd-2s12c
+commits: aaa111..v5.12
+modes: [off, strict]
+workloads:
+  - name: dma-map-bench
+    params: {threads: 2, tests: [map, unmap]}
+repeats: 2
+executor: emulator
+)";
+
+class ManualClock {
+ public:
+  absl::Time Now() const {
+    absl::MutexLock lock(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1767225600);
+};
+
+SchedulerConfig TestConfig() {
+  SchedulerConfig c;
+  c.lease_ttl = absl::Seconds(2);
+  c.retry.base_backoff = absl::Milliseconds(10);
+  return c;
+}
+
+class SchedulerServiceTest : public ::testing::Test {
+ protected:
+  SchedulerServiceTest()
+      : store_([this] { return clock_.Now(); }),
+        metrics_(registry_.registry()),
+        config_(TestConfig()),
+        jobs_(&store_, &store_, &store_, &metrics_, config_),
+        agents_(&store_, &metrics_, config_),
+        analysis_(&store_),
+        reaper_(&store_, &metrics_, config_) {}
+
+  void LoadCatalog() {
+    pb::LoadCatalogRequest req;
+    req.set_yaml(kCatalog);
+    req.set_source_name("test.yaml");
+    auto resp = jobs_.LoadCatalog(req);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    EXPECT_EQ(resp->catalog().commits_size(), 4);
+    EXPECT_EQ(resp->catalog().source(), "file:test.yaml");
+  }
+
+  pb::SubmitMatrixResponse Submit(const std::string& spec, const std::string& key = "") {
+    pb::SubmitMatrixRequest req;
+    req.set_spec_yaml(spec);
+    req.set_idempotency_key(key);
+    auto resp = jobs_.SubmitMatrix(req, "tester");
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp.ok() ? *resp : pb::SubmitMatrixResponse();
+  }
+
+  // The spec reduced to one job (v5.12, off, one repeat).
+  static std::string OneJobSpec() {
+    std::string one = kSpec;
+    one.replace(one.find("aaa111..v5.12"), 13, "[v5.12]");
+    one.replace(one.find("[off, strict]"), 13, "[off]");
+    one.replace(one.find("repeats: 2"), 10, "repeats: 1");
+    return one;
+  }
+
+  pb::RegisterResponse Register(const std::string& name) {
+    pb::RegisterRequest req;
+    req.set_name(name);
+    req.add_capabilities()->set_name("emulator");
+    req.set_slots(4);
+    auto resp = agents_.Register(req);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp.ok() ? *resp : pb::RegisterResponse();
+  }
+
+  pb::LeaseJobsResponse Lease(const pb::RegisterResponse& a, int max_jobs) {
+    pb::LeaseJobsRequest lr;
+    lr.set_agent_id(a.agent_id());
+    lr.set_session(a.session());
+    lr.set_max_jobs(max_jobs);
+    auto resp = agents_.LeaseJobs(lr);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp.ok() ? *resp : pb::LeaseJobsResponse();
+  }
+
+  pb::ReportResultRequest ResultFor(const pb::RegisterResponse& a, const pb::JobLease& l) {
+    pb::ReportResultRequest rr;
+    rr.set_agent_id(a.agent_id());
+    *rr.mutable_lease() = l.lease();
+    auto* s = rr.add_samples();
+    s->set_metric("throughput");
+    s->set_value(100 + l.job().repeat());
+    rr.set_raw_output("raw-" + std::to_string(l.job().id()));
+    rr.set_raw_format("emu-json");
+    return rr;
+  }
+
+  pb::HeartbeatResponse Beat(const pb::RegisterResponse& a,
+                             const std::vector<pb::LeaseRef>& leases) {
+    pb::HeartbeatRequest hb;
+    hb.set_agent_id(a.agent_id());
+    hb.set_session(a.session());
+    for (const auto& l : leases) *hb.add_leases() = l;
+    auto resp = agents_.Heartbeat(hb);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp.ok() ? *resp : pb::HeartbeatResponse();
+  }
+
+  bool MetricsHave(const std::string& line) {
+    return registry_.Serialize().find(line) != std::string::npos;
+  }
+
+  ManualClock clock_;
+  storage::MemoryStore store_;
+  metrics::MetricsRegistry registry_;
+  metrics::SchedulerMetrics metrics_;
+  const SchedulerConfig config_;
+  JobService jobs_;
+  AgentService agents_;
+  AnalysisService analysis_;
+  Reaper reaper_;
+};
+
+TEST_F(SchedulerServiceTest, SpecErrorsComeBackAsInvalidArgumentNamingTheField) {
+  LoadCatalog();
+  std::string bad = kSpec;
+  bad.replace(bad.find("[off, strict]"), 13, "[off, stict]");
+  pb::SubmitMatrixRequest req;
+  req.set_spec_yaml(bad);
+  auto resp = jobs_.SubmitMatrix(req, "tester");
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(resp.status().message(),
+            "modes[1]: unknown mode \"stict\" (expected off, passthrough, strict, lazy)");
+  std::string unknown_catalog = kSpec;
+  unknown_catalog.replace(unknown_catalog.find("catalog: test-iommu"), 19, "catalog: nope");
+  req.set_spec_yaml(unknown_catalog);
+  resp = jobs_.SubmitMatrix(req, "tester");
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(resp.status().message().find("catalog: unknown catalog \"nope\""), std::string::npos);
+  // Dry run: counted, nothing created.
+  req.set_spec_yaml(kSpec);
+  req.set_dry_run(true);
+  resp = jobs_.SubmitMatrix(req, "tester");
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->matrix().counts().total(), 3 * 2 * 2);
+  EXPECT_EQ(resp->jobs_created(), 0);
+  auto list = jobs_.ListMatrices(pb::ListMatricesRequest());
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->matrices_size(), 0);
+  EXPECT_FALSE(MetricsHave("farm_matrices_submitted_total 1"));
+}
+
+TEST_F(SchedulerServiceTest, MatrixRunsToCompletionWithResults) {
+  LoadCatalog();
+  pb::GetCatalogRequest gc;
+  gc.set_name("test-iommu");
+  gc.set_resolve(true);
+  auto cat = jobs_.GetCatalog(gc);
+  ASSERT_TRUE(cat.ok()) << cat.status();
+  EXPECT_EQ(cat->commits(3).resolved().at("fq.kind"), "percpu");
+  EXPECT_EQ(cat->commits(3).resolved().at("iova.allocator"), "rcache");
+
+  pb::SubmitMatrixResponse sub = Submit(kSpec);
+  ASSERT_EQ(sub.jobs_created(), 12);
+  EXPECT_EQ(sub.matrix().submitted_by(), "tester");
+  EXPECT_EQ(sub.matrix().state(), pb::MATRIX_STATE_RUNNING);
+  const int64_t mid = sub.matrix().id();
+
+  pb::RegisterResponse a = Register("agent-1");
+  ASSERT_GT(a.agent_id(), 0);
+  EXPECT_EQ(a.lease_ttl().seconds(), 2);
+  EXPECT_EQ(a.heartbeat_interval().nanos(), 666666666);  // ttl / 3
+  std::set<std::string> commits;
+  int reported = 0;
+  for (int round = 0; round < 10 && reported < 12; ++round) {
+    pb::LeaseJobsResponse leases = Lease(a, 5);
+    EXPECT_LE(leases.leases_size(), 5);
+    for (const pb::JobLease& l : leases.leases()) {
+      commits.insert(l.job().commit_id());
+      EXPECT_EQ(l.job().workload().params().at("tests"), "map,unmap");
+      pb::ReportResultRequest rr = ResultFor(a, l);
+      auto resp = agents_.ReportResult(rr);
+      ASSERT_TRUE(resp.ok()) << resp.status();
+      EXPECT_TRUE(resp->accepted());
+      EXPECT_FALSE(resp->duplicate());
+      // Retrying the same report is harmless.
+      resp = agents_.ReportResult(rr);
+      ASSERT_TRUE(resp.ok()) << resp.status();
+      EXPECT_TRUE(resp->duplicate());
+      ++reported;
+    }
+  }
+  EXPECT_EQ(reported, 12);
+  EXPECT_EQ(commits, (std::set<std::string>{"aaa111", "v5.11", "v5.12"}));
+  pb::GetMatrixRequest gm;
+  gm.set_matrix_id(mid);
+  auto m = jobs_.GetMatrix(gm);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->state(), pb::MATRIX_STATE_COMPLETED);
+  EXPECT_EQ(m->counts().succeeded(), 12);
+
+  // Paged like GetResults: pages of 5 until an empty one.
+  std::set<int64_t> ids;
+  int64_t after = 0;
+  for (;;) {
+    auto page = jobs_.ResultsPage(mid, after, 5, /*include_raw=*/true);
+    ASSERT_TRUE(page.ok()) << page.status();
+    if (page->empty()) break;
+    EXPECT_LE(page->size(), 5u);
+    for (const pb::Result& r : *page) {
+      ids.insert(r.job_id());
+      EXPECT_EQ(r.raw_output(), "raw-" + std::to_string(r.job_id()));
+      EXPECT_EQ(r.agent(), "agent-1");
+      EXPECT_EQ(r.samples_size(), 1);
+      EXPECT_EQ(r.job().state(), pb::JOB_STATE_SUCCEEDED);
+    }
+    after = page->back().job_id();
+  }
+  EXPECT_EQ(ids.size(), 12u);
+  auto page = jobs_.ResultsPage(mid, 0, 100, /*include_raw=*/false);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ((*page)[0].raw_output(), "");
+  EXPECT_EQ(jobs_.ResultsPage(9999, 0, 10, false).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(jobs_.ResultsPage(0, 0, 10, false).status().code(), absl::StatusCode::kInvalidArgument);
+
+  Beat(a, {});
+  auto agents = jobs_.ListAgents(pb::ListAgentsRequest());
+  ASSERT_TRUE(agents.ok());
+  ASSERT_EQ(agents->agents_size(), 1);
+  EXPECT_TRUE(agents->agents(0).connected());
+  EXPECT_EQ(agents->agents(0).running_jobs(), 0);
+  // Connected means a heartbeat within the TTL.
+  clock_.Advance(absl::Seconds(3));
+  agents = jobs_.ListAgents(pb::ListAgentsRequest());
+  ASSERT_TRUE(agents.ok());
+  EXPECT_FALSE(agents->agents(0).connected());
+
+  EXPECT_TRUE(MetricsHave("farm_results_ingested_total 12")) << registry_.Serialize();
+  EXPECT_TRUE(MetricsHave("farm_leases_granted_total 12")) << registry_.Serialize();
+  EXPECT_TRUE(MetricsHave("farm_matrices_submitted_total 1")) << registry_.Serialize();
+}
+
+TEST_F(SchedulerServiceTest, StaleResultRejectedAfterLeaseExpiresAndIsRegranted) {
+  LoadCatalog();
+  ASSERT_EQ(Submit(OneJobSpec()).jobs_created(), 1);
+  pb::RegisterResponse slow = Register("slow");
+  pb::RegisterResponse fast = Register("fast");
+  pb::LeaseJobsResponse first = Lease(slow, 1);
+  ASSERT_EQ(first.leases_size(), 1);
+  EXPECT_EQ(first.leases(0).lease().attempt(), 1);
+
+  // "slow" stops heartbeating: after the TTL the reaper requeues the job
+  // and, after the retry backoff, "fast" gets it.
+  auto reaped = reaper_.RunOnce();
+  ASSERT_TRUE(reaped.ok());
+  EXPECT_EQ(reaped->requeued, 0);
+  clock_.Advance(absl::Seconds(2) + absl::Microseconds(1));
+  reaped = reaper_.RunOnce();
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->requeued, 1);
+  EXPECT_EQ(Lease(fast, 1).leases_size(), 0);  // still in backoff
+  clock_.Advance(absl::Milliseconds(10));
+  pb::LeaseJobsResponse second = Lease(fast, 1);
+  ASSERT_EQ(second.leases_size(), 1);
+  EXPECT_EQ(second.leases(0).lease().attempt(), 2);
+  EXPECT_EQ(second.leases(0).job().failure_reason(), "attempt 1 of 3: lease expired (agent slow)");
+
+  // The slow agent wakes up: heartbeat says revoked, result is rejected.
+  pb::HeartbeatResponse hbr = Beat(slow, {first.leases(0).lease()});
+  ASSERT_EQ(hbr.revoked_size(), 1);
+  EXPECT_EQ(hbr.extended_size(), 0);
+  auto late = agents_.ReportResult(ResultFor(slow, first.leases(0)));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
+  auto ok = agents_.ReportResult(ResultFor(fast, second.leases(0)));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(ok->accepted());
+  EXPECT_TRUE(MetricsHave("farm_stale_results_rejected_total 1")) << registry_.Serialize();
+  EXPECT_TRUE(MetricsHave("farm_leases_expired_total 1")) << registry_.Serialize();
+
+  // Unknown session: NOT_FOUND (the agent re-registers).
+  pb::HeartbeatRequest hb;
+  hb.set_agent_id(slow.agent_id());
+  hb.set_session("bogus");
+  EXPECT_EQ(agents_.Heartbeat(hb).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SchedulerServiceTest, HeartbeatsKeepALeaseAlivePastItsTtl) {
+  LoadCatalog();
+  Submit(OneJobSpec());
+  pb::RegisterResponse a = Register("a");
+  pb::LeaseJobsResponse l = Lease(a, 1);
+  ASSERT_EQ(l.leases_size(), 1);
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    pb::HeartbeatResponse hbr = Beat(a, {l.leases(0).lease()});
+    ASSERT_EQ(hbr.extended_size(), 1) << "beat " << i;
+    auto reaped = reaper_.RunOnce();
+    ASSERT_TRUE(reaped.ok());
+    EXPECT_EQ(reaped->requeued, 0);
+  }
+  ASSERT_TRUE(agents_.ReportResult(ResultFor(a, l.leases(0))).ok());
+}
+
+TEST_F(SchedulerServiceTest, CancelRevokesLeases) {
+  LoadCatalog();
+  pb::SubmitMatrixResponse sub = Submit(kSpec);
+  pb::RegisterResponse a = Register("a");
+  pb::LeaseJobsResponse leases = Lease(a, 3);
+  ASSERT_EQ(leases.leases_size(), 3);
+  pb::CancelMatrixRequest cr;
+  cr.set_matrix_id(sub.matrix().id());
+  cr.set_reason("changed my mind");
+  auto cresp = jobs_.CancelMatrix(cr);
+  ASSERT_TRUE(cresp.ok()) << cresp.status();
+  EXPECT_EQ(cresp->jobs_cancelled(), 12);
+  EXPECT_EQ(cresp->matrix().state(), pb::MATRIX_STATE_CANCELLED);
+  std::vector<pb::LeaseRef> refs;
+  for (const auto& l : leases.leases()) refs.push_back(l.lease());
+  pb::HeartbeatResponse hbr = Beat(a, refs);
+  EXPECT_EQ(hbr.revoked_size(), 3);
+  EXPECT_EQ(agents_.ReportResult(ResultFor(a, leases.leases(0))).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Lease(a, 10).leases_size(), 0);
+  pb::GetMatrixRequest gm;
+  gm.set_matrix_id(9999);
+  EXPECT_EQ(jobs_.GetMatrix(gm).status().code(), absl::StatusCode::kNotFound);
+  cr.set_matrix_id(9999);
+  EXPECT_EQ(jobs_.CancelMatrix(cr).status().code(), absl::StatusCode::kNotFound);
+  pb::GetRegressionRequest gr;
+  gr.set_regression_id(1);
+  EXPECT_EQ(analysis_.GetRegression(gr).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SchedulerServiceTest, IdempotencyKeyCreatesOneMatrix) {
+  LoadCatalog();
+  pb::SubmitMatrixResponse a = Submit(kSpec, "k1");
+  pb::SubmitMatrixResponse b = Submit(kSpec, "k1");
+  EXPECT_EQ(a.matrix().id(), b.matrix().id());
+  EXPECT_EQ(b.jobs_created(), 0);
+  ASSERT_EQ(b.warnings_size(), 1);
+  EXPECT_NE(b.warnings(0).find("idempotency key matched matrix"), std::string::npos);
+  EXPECT_TRUE(MetricsHave("farm_matrices_submitted_total 1")) << registry_.Serialize();
+  Submit(kSpec, "k2");
+  auto list = jobs_.ListMatrices(pb::ListMatricesRequest());
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->matrices_size(), 2);
+  EXPECT_EQ(list->matrices(0).spec_yaml(), "");  // listings stay small
+  pb::ListMatricesRequest older;
+  older.set_before_id(list->matrices(0).id());
+  list = jobs_.ListMatrices(older);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->matrices_size(), 1);
+  EXPECT_EQ(list->matrices(0).id(), a.matrix().id());
+}
+
+TEST_F(SchedulerServiceTest, FailuresRetryThenFailAndReleaseGivesTheJobBack) {
+  LoadCatalog();
+  Submit(kSpec);
+  pb::RegisterResponse a = Register("a");
+  pb::LeaseJobsResponse l = Lease(a, 3);
+  ASSERT_EQ(l.leases_size(), 3);
+  pb::ReportFailureRequest f;
+  f.set_agent_id(a.agent_id());
+  *f.mutable_lease() = l.leases(0).lease();
+  f.set_reason("emulator crashed");
+  f.set_retryable(true);
+  auto fr = agents_.ReportFailure(f);
+  ASSERT_TRUE(fr.ok()) << fr.status();
+  EXPECT_EQ(fr->job_state(), pb::JOB_STATE_QUEUED);
+  *f.mutable_lease() = l.leases(1).lease();
+  f.set_retryable(false);
+  fr = agents_.ReportFailure(f);
+  ASSERT_TRUE(fr.ok());
+  EXPECT_EQ(fr->job_state(), pb::JOB_STATE_FAILED);
+  EXPECT_TRUE(MetricsHave("farm_jobs_failed_total 1")) << registry_.Serialize();
+  EXPECT_EQ(agents_.ReportFailure(f).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(MetricsHave("farm_stale_results_rejected_total 1")) << registry_.Serialize();
+
+  pb::ReleaseLeasesRequest rel;
+  rel.set_agent_id(a.agent_id());
+  rel.set_session(a.session());
+  *rel.add_leases() = l.leases(2).lease();
+  auto released = agents_.ReleaseLeases(rel);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(released->released(), 1);
+  clock_.Advance(absl::Seconds(1));  // past the failed job's backoff
+  pb::LeaseJobsResponse again = Lease(a, 20);
+  // Every job but the failed one is queued again: the released one without
+  // spending its attempt, the retried one on its second.
+  EXPECT_EQ(again.leases_size(), 11);
+  for (const auto& x : again.leases()) {
+    if (x.job().id() == l.leases(2).job().id()) {
+      EXPECT_EQ(x.lease().attempt(), 1);
+    }
+    if (x.job().id() == l.leases(0).job().id()) {
+      EXPECT_EQ(x.lease().attempt(), 2);
+    }
+  }
+  pb::GetMatrixRequest gm;
+  gm.set_matrix_id(l.leases(0).job().matrix_id());
+  auto m = jobs_.GetMatrix(gm);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->counts().failed(), 1);
+  EXPECT_EQ(m->counts().leased(), 11);
+}
+
+TEST_F(SchedulerServiceTest, RequestsAreCheckedBeforeTheStore) {
+  pb::RegisterRequest reg;
+  EXPECT_EQ(agents_.Register(reg).status().code(), absl::StatusCode::kInvalidArgument);
+  reg.set_name(std::string(201, 'x'));
+  EXPECT_EQ(agents_.Register(reg).status().code(), absl::StatusCode::kInvalidArgument);
+  reg.set_name("ok");
+  reg.set_slots(-1);
+  EXPECT_EQ(agents_.Register(reg).status().code(), absl::StatusCode::kInvalidArgument);
+  pb::LeaseJobsRequest lr;
+  EXPECT_EQ(agents_.LeaseJobs(lr).status().code(), absl::StatusCode::kInvalidArgument);
+  lr.set_agent_id(1);
+  EXPECT_EQ(agents_.LeaseJobs(lr).status().code(), absl::StatusCode::kInvalidArgument);
+  lr.set_session("s");
+  EXPECT_EQ(agents_.LeaseJobs(lr).status().code(), absl::StatusCode::kNotFound);
+  pb::ReportResultRequest rr;
+  rr.mutable_lease()->set_job_id(1);
+  rr.mutable_lease()->set_attempt(1);
+  auto r = agents_.ReportResult(rr);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "lease.lease_token: required");
+  pb::GetMatrixRequest gm;
+  EXPECT_EQ(jobs_.GetMatrix(gm).status().code(), absl::StatusCode::kInvalidArgument);
+  pb::GetBisectRequest gb;
+  EXPECT_EQ(analysis_.GetBisect(gb).status().code(), absl::StatusCode::kInvalidArgument);
+  pb::UpdateRegressionRequest ur;
+  ur.set_regression_id(1);
+  ur.set_state(pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(analysis_.UpdateRegression(ur).status().code(), absl::StatusCode::kInvalidArgument);
+  pb::ImportGitCatalogRequest ig;
+  ig.set_catalog("c");
+  EXPECT_EQ(jobs_.ImportGitCatalog(ig).status().code(), absl::StatusCode::kInvalidArgument);
+  ig.add_commits();
+  EXPECT_EQ(jobs_.ImportGitCatalog(ig).status().message(), "commits[0].id: required");
+}
+
+TEST_F(SchedulerServiceTest, LeaseBatchIsClampedAndTheHostPredicateApplies) {
+  LoadCatalog();
+  Submit(kSpec);
+  pb::RegisterResponse a = Register("a");
+  EXPECT_EQ(Lease(a, 0).leases_size(), 1);  // at least one
+  // An agent service whose hook refuses every job leases nothing.
+  AgentService picky(&store_, &metrics_, config_,
+                     [](const pb::Job&, const storage::AgentView& v) { return v.name == "b"; });
+  pb::LeaseJobsRequest lr;
+  lr.set_agent_id(a.agent_id());
+  lr.set_session(a.session());
+  lr.set_max_jobs(AgentService::kMaxLeaseBatch + 5);
+  auto none = picky.LeaseJobs(lr);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->leases_size(), 0);
+  auto rest = agents_.LeaseJobs(lr);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(rest->leases_size(), 11);
+}
+
+TEST_F(SchedulerServiceTest, CatalogsLoadImportAndLoadFromADirectoryOnce) {
+  LoadCatalog();
+  pb::LoadCatalogRequest again;
+  again.set_yaml(kCatalog);
+  EXPECT_EQ(jobs_.LoadCatalog(again).status().code(), absl::StatusCode::kAlreadyExists);
+  again.set_replace(true);
+  ASSERT_TRUE(jobs_.LoadCatalog(again).ok());
+  pb::ImportGitCatalogRequest ig;
+  ig.set_catalog("test-iommu");
+  ig.set_range("v5.12..v5.13");
+  ig.add_commits()->set_id("v5.12");
+  ig.add_commits()->set_id("v5.13");
+  auto imp = jobs_.ImportGitCatalog(ig);
+  ASSERT_TRUE(imp.ok()) << imp.status();
+  EXPECT_EQ(imp->added(), 1);
+  pb::GetCatalogRequest gc;
+  gc.set_name("test-iommu");
+  auto cat = jobs_.GetCatalog(gc);
+  ASSERT_TRUE(cat.ok());
+  EXPECT_EQ(cat->commits_size(), 5);
+  EXPECT_EQ(cat->commits(4).index(), 4);
+
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "scheduler_service_test_catalogs";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string other = kCatalog;
+  other.replace(other.find("test-iommu"), 10, "other-iommu");
+  std::ofstream(dir / "a.yaml") << kCatalog;  // already loaded: skipped
+  std::ofstream(dir / "b.yaml") << other;
+  std::ofstream(dir / "notes.txt") << "not a catalog";
+  auto loaded = jobs_.LoadCatalogDir(dir.string(), "builtin");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, std::vector<std::string>{"other-iommu"});
+  loaded = jobs_.LoadCatalogDir(dir.string(), "builtin");
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_TRUE(loaded->empty());
+  auto list = jobs_.ListCatalogs(pb::ListCatalogsRequest());
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->catalogs_size(), 2);
+  EXPECT_EQ(list->catalogs(0).name(), "other-iommu");
+  EXPECT_EQ(list->catalogs(0).source(), "builtin");
+  EXPECT_EQ(jobs_.LoadCatalogDir((dir / "missing").string(), "").status().code(),
+            absl::StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(SchedulerServiceTest, RegressionsAreListedTriagedAndTheirBisectRead) {
+  store_.db().Write([&](storage::MemoryDatabase::Tables& t, storage::MemoryDatabase::Changes&) {
+    pb::Regression& g = t.regressions[5].regression;
+    g.set_id(5);
+    g.set_state(pb::REGRESSION_STATE_CONFIRMED);
+    g.set_direction(pb::CHANGE_DIRECTION_REGRESSION);
+    g.set_metric("throughput");
+    g.set_metric_rank("primary");
+    g.set_bisect_id(9);
+    pb::Bisect& b = t.bisects[9];
+    b.set_id(9);
+    b.set_regression_id(5);
+    b.set_culprit_id("abc123");
+    return 0;
+  });
+  auto list = analysis_.ListRegressions(pb::ListRegressionsRequest());
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->regressions_size(), 1);
+  pb::GetBisectRequest gb;
+  gb.set_regression_id(5);
+  auto b = analysis_.GetBisect(gb);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->culprit_id(), "abc123");
+  pb::UpdateRegressionRequest ur;
+  ur.set_regression_id(5);
+  ur.set_state(pb::REGRESSION_STATE_FALSE_POSITIVE);
+  ur.set_note("noise");
+  auto u = analysis_.UpdateRegression(ur);
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->state(), pb::REGRESSION_STATE_FALSE_POSITIVE);
+  list = analysis_.ListRegressions(pb::ListRegressionsRequest());
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->regressions_size(), 0);  // closed
+  pb::GetRegressionRequest gr;
+  gr.set_regression_id(5);
+  auto g = analysis_.GetRegression(gr);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->note(), "noise");
+}
+
+}  // namespace
+}  // namespace farm::scheduler
