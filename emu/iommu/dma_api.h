@@ -4,12 +4,10 @@
 // dma_unmap_sg for a device, in one of four modes:
 //  - off and passthrough: dma-direct (no IOVA, no page tables);
 //  - strict: unmap clears PTEs, invalidates and waits, then frees the IOVA;
-//  - lazy: unmap clears PTEs and defers invalidation + IOVA free through the
-//    flush mechanism selected by fq.kind (the 2008 VT-d global list, the v4.7
-//    per-CPU lists, the v4.14+ per-CPU flush queue, the v6.7 single queue).
-// Per device there is one DMA domain (default domain): an IovaDomain, an
-// IoPageTable, a device-side Iotlb and the page-table lock used when
-// iopgtable.lockless is false. One Invalidator serves the IOMMU unit.
+//  - lazy: unmap clears PTEs and hands invalidation + IOVA free to the
+//    DeferredFlush policy fq.kind selects (flush_queue.h).
+// Per device there is one DMA domain (default domain, domain.h). One
+// Invalidator (invalidation.h) serves the IOMMU unit.
 //
 // The VT-d private path (map_sg=intel-private on iommu.type=vtd) follows
 // intel_map_page/intel_unmap/intel_map_sg; otherwise the dma-iommu path
@@ -17,8 +15,8 @@
 //
 // Timers (flush queue timeouts, depot trimming) run on daemon CPUs that
 // StartDaemons() adds to the engine.
-// Thread-safety: engine thread only. Ownership: owns domains, queues and the
-// invalidator; borrows Sim and the Engine.
+// Thread-safety: engine thread only. Ownership: owns the domains, the
+// invalidator and the deferred-flush policy; borrows Sim and the Engine.
 #ifndef EMU_IOMMU_DMA_API_H_
 #define EMU_IOMMU_DMA_API_H_
 
@@ -29,9 +27,9 @@
 
 #include "emu/engine/engine.h"
 #include "emu/engine/task.h"
+#include "emu/iommu/domain.h"
+#include "emu/iommu/flush_queue.h"
 #include "emu/iommu/invalidation.h"
-#include "emu/iommu/io_pgtable.h"
-#include "emu/iommu/iova.h"
 #include "emu/iommu/sim.h"
 #include "emu/model/platform.h"
 
@@ -88,34 +86,16 @@ class DmaApi {
   uint64_t mapped_pages() const;
 
  private:
-  struct Domain;
-  struct FqEntry;
-  struct FlushQueue;
-  class Timers;
-
   bool IntelPrivate() const;
-  uint64_t LimitPfn(const Domain& d) const;
-  Task<uint64_t> AllocIova(Cpu& cpu, Domain& d, uint64_t npages);
-  Task<void> FreeIova(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t npages);
+  uint64_t LimitPfn(const DmaDomain& d) const;
+  Task<uint64_t> AllocIova(Cpu& cpu, DmaDomain& d, uint64_t npages);
   //! `flush` = false leaves the VT-d clflush to the caller (one iotlb_sync_map
   //! over a whole scatterlist, 933fcd01e97e).
-  Task<void> InstallPtes(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t phys_pfn, uint64_t npages,
+  Task<void> InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn, uint64_t npages,
                          bool flush = true);
-  Task<void> ClearPtes(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t npages);
-  Task<void> UnmapRange(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t npages);
+  Task<void> ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);
+  Task<void> UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);
   void CacheMaint(Cpu& cpu, Sym sym, uint64_t bytes);
-
-  // Deferred flushing.
-  Task<void> AddUnmapGlobal(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t npages);
-  Task<void> FlushUnmapsGlobal(Cpu& cpu);
-  Task<void> AddUnmapPercpu(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t npages);
-  Task<void> FlushUnmapsPercpu(Cpu& cpu, int owner_cpu);
-  Task<void> QueueIova(Cpu& cpu, Domain& d, uint64_t pfn, uint64_t npages);
-  Task<void> FqFlushIotlb(Cpu& cpu, Domain& d);
-  Task<void> FqRingFree(Cpu& cpu, Domain& d, FlushQueue& fq);
-  Task<void> FqFlushTimeout(Cpu& cpu, Domain& d);
-  Task<void> OnTimer(Cpu& cpu, int timer);
-  Task<void> TimerLoop(Cpu& cpu);
   Task<void> DepotLoop(Cpu& cpu);
 
   Sim* sim_;
@@ -123,26 +103,8 @@ class DmaApi {
   std::vector<DeviceSpec> devices_;
   int num_cpus_;
   std::unique_ptr<Invalidator> inv_;
-  std::vector<std::unique_ptr<Domain>> domains_;
-
-  // 2008 VT-d global deferred list (add_unmap / flush_unmaps).
-  struct DeferredEntry {
-    Domain* domain;
-    uint64_t pfn;
-    uint64_t npages;
-  };
-  std::unique_ptr<SpinLock> async_umap_flush_lock_;
-  std::vector<DeferredEntry> global_list_;
-  bool global_timer_on_ = false;
-  // v4.7 per-CPU deferred lists.
-  struct PercpuDeferred;
-  std::vector<std::unique_ptr<PercpuDeferred>> percpu_deferred_;
-
-  // Timer daemon state: timer i fires at deadline_[i] (kNever when idle).
-  std::vector<Time> deadline_;
-  Cpu* timer_cpu_ = nullptr;
-  bool timer_sleeping_ = false;
-  void ArmTimer(int timer, Time deadline);
+  std::vector<std::unique_ptr<DmaDomain>> domains_;
+  std::unique_ptr<DeferredFlush> flush_;  // lazy mode only
 };
 
 }  // namespace farm::emu
