@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "absl/strings/str_cat.h"
+#include "lib/base/check.h"
 
 namespace farm::emu {
 namespace {
@@ -55,6 +56,15 @@ DmaApi::~DmaApi() = default;
 void DmaApi::SetDmaBits(int dev, int bits) {
   devices_[dev].dma_bits = bits;
   if (static_cast<size_t>(dev) < domains_.size()) domains_[dev]->dma_bits = bits;
+}
+
+void DmaApi::StartMeasurement(Cpu& cpu) {
+  FARM_DCHECK(cpu.now() == cpu.engine().current_time(), "cpu.Sync() just before");
+  if (sim_->measuring) return;
+  for (const auto& c : cpu.engine().cpus()) {
+    if (c->daemon()) c->ResetAccounting();
+  }
+  sim_->StartMeasurement();
 }
 
 int DmaApi::FindDevice(const std::string& name) const {

@@ -1,7 +1,8 @@
 // emu/iommu/dma_api.h: the kernel's streaming DMA API over the modelled IOMMU.
 //
-// DmaApi is what workloads call: dma_map_page / dma_unmap_page / dma_map_sg /
-// dma_unmap_sg for a device, in one of four modes:
+// DmaApi is the DmaPath (dma_path.h) workloads map through: dma_map_page /
+// dma_unmap_page / dma_map_sg / dma_unmap_sg for a device, in one of four
+// modes:
 //  - off and passthrough: dma-direct (no IOVA, no page tables);
 //  - strict: unmap clears PTEs, invalidates and waits, then frees the IOVA;
 //  - lazy: unmap clears PTEs and hands invalidation + IOVA free to the
@@ -27,6 +28,7 @@
 
 #include "emu/engine/engine.h"
 #include "emu/engine/task.h"
+#include "emu/iommu/dma_path.h"
 #include "emu/iommu/domain.h"
 #include "emu/iommu/flush_queue.h"
 #include "emu/iommu/invalidation.h"
@@ -40,40 +42,26 @@ enum class Mode { kOff, kPassthrough, kStrict, kLazy };
 absl::StatusOr<Mode> ParseMode(const std::string& s);
 const char* ModeName(Mode m);
 
-enum class DmaDir { kBidirectional = 0, kToDevice = 1, kFromDevice = 2 };
-
-struct SgSegment {
-  uint64_t phys;  // byte address
-  uint64_t len;   // bytes
-};
-
-inline constexpr uint64_t kDmaMappingError = ~0ULL;
-
-class DmaApi {
+class DmaApi final : public DmaPath {
  public:
   DmaApi(Sim* sim, Mode mode, std::vector<DeviceSpec> devices, int num_cpus);
-  ~DmaApi();
+  ~DmaApi() override;
   DmaApi(const DmaApi&) = delete;
   DmaApi& operator=(const DmaApi&) = delete;
 
   //! Adds the timer daemons the mode needs. Call once before Engine::Run().
   void StartDaemons(Engine& engine);
 
-  //! Overrides a device's DMA mask (dma_set_mask); before any mapping.
-  void SetDmaBits(int dev, int bits);
-
-  //! dma_map_page_attrs(): returns the DMA address or kDmaMappingError.
-  Task<uint64_t> MapPage(Cpu& cpu, int dev, uint64_t phys, uint64_t size, DmaDir dir);
-  //! dma_unmap_page_attrs().
-  Task<void> UnmapPage(Cpu& cpu, int dev, uint64_t dma, uint64_t size, DmaDir dir);
-  //! dma_map_sg_attrs(): the list is mapped contiguously; returns its DMA
-  //! address or kDmaMappingError.
-  Task<uint64_t> MapSg(Cpu& cpu, int dev, const SgSegment* segs, int nsegs, DmaDir dir);
-  //! dma_unmap_sg_attrs().
-  Task<void> UnmapSg(Cpu& cpu, int dev, uint64_t dma, const SgSegment* segs, int nsegs, DmaDir dir);
-  //! The device reads/writes [dma, dma+len): IOTLB lookups (and page walks on
-  //! misses) on the device side. Returns device-side translation time.
-  Time DeviceAccess(int dev, uint64_t dma, uint64_t len);
+  // DmaPath (the kernel functions each models are named in dma_path.h).
+  void SetDmaBits(int dev, int bits) override;
+  Task<uint64_t> MapPage(Cpu& cpu, int dev, uint64_t phys, uint64_t size, DmaDir dir) override;
+  Task<void> UnmapPage(Cpu& cpu, int dev, uint64_t dma, uint64_t size, DmaDir dir) override;
+  Task<uint64_t> MapSg(Cpu& cpu, int dev, const SgSegment* segs, int nsegs, DmaDir dir) override;
+  Task<void> UnmapSg(Cpu& cpu, int dev, uint64_t dma, const SgSegment* segs, int nsegs,
+                     DmaDir dir) override;
+  Time DeviceAccess(int dev, uint64_t dma, uint64_t len) override;
+  //! FARM_DCHECKs that `cpu` just synchronised.
+  void StartMeasurement(Cpu& cpu) override;
 
   Mode mode() const { return mode_; }
   int device_count() const { return static_cast<int>(devices_.size()); }
