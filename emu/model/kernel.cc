@@ -22,7 +22,7 @@ absl::StatusOr<std::map<std::string, std::string>> ResolveKernel(const std::stri
   if (base == "stock-2016") base = "v4.6";
   if (base == "patched-2016") base = "aa4732406e12";
   if (!base.empty()) {
-    // Commit ids and tags resolve through the commit catalog (emu/catalog.h):
+    // Commit ids and tags resolve through the commit catalog (emu/model/catalog.h):
     // --catalog FILE, else $FARM_EMU_CATALOG, else the shipped linux-iommu.yaml.
     // Its keys are checked against the model-key registry.
     farm::emu::KeyValidator validator = [](absl::string_view k, absl::string_view v) {
