@@ -16,7 +16,7 @@
 
 #include <vector>
 
-#include "emu/workloads/result.h"
+#include "emu/run/result.h"
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::agent {

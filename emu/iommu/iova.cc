@@ -4,6 +4,8 @@
 #include <bit>
 #include <utility>
 
+#include "lib/base/check.h"
+
 namespace farm::emu {
 namespace {
 
@@ -60,6 +62,7 @@ int IovaDomain::LookupDepth() const {
 // max32_alloc_size so later requests of this size fail fast.
 uint64_t IovaDomain::AllocAndInsertRangeLocked(uint64_t size, uint64_t limit_pfn, bool size_aligned,
                                                int* visited) {
+  FARM_DCHECK(RbtreeLockHeldOrNoEngine(), "iova_rbtree_lock held");
   uint64_t align_mask = ~0ULL;
   if (size_aligned) align_mask <<= FlsLong(size - 1);
   uint64_t high_pfn = limit_pfn;
@@ -136,6 +139,7 @@ void IovaDomain::DeleteUpdateCached(It free) {
 }
 
 bool IovaDomain::ContainsLocked(uint64_t pfn, int* visited) const {
+  FARM_DCHECK(RbtreeLockHeldOrNoEngine(), "iova_rbtree_lock held");
   *visited += LookupDepth();
   auto it = tree_.upper_bound(IovaRange{pfn, pfn});
   if (it == tree_.begin()) return false;
@@ -144,6 +148,7 @@ bool IovaDomain::ContainsLocked(uint64_t pfn, int* visited) const {
 }
 
 bool IovaDomain::RemoveLocked(uint64_t pfn, int* visited) {
+  FARM_DCHECK(RbtreeLockHeldOrNoEngine(), "iova_rbtree_lock held");
   // private_find_iova()
   *visited += LookupDepth();
   auto it = tree_.upper_bound(IovaRange{pfn, pfn});

@@ -68,7 +68,8 @@ class IovaDomain {
   //! holds more than num_online_cpus (v6.7 list depot).
   Task<void> DepotWork(Cpu& cpu);
 
-  // ---- Pure algorithms (REQUIRES: iova_rbtree_lock held, or no engine).
+  // ---- Pure algorithms. iova_rbtree_lock must be held (checked with
+  // FARM_DCHECK) unless the domain has no engine (Sim or its engine null).
 
   //! __alloc_and_insert_iova_range(); `limit_pfn` exclusive. Adds the nodes
   //! walked to *visited. Returns the new pfn_lo or 0 on failure.
@@ -112,6 +113,9 @@ class IovaDomain {
     std::vector<std::unique_ptr<CpuRcache>> cpu;
   };
 
+  bool RbtreeLockHeldOrNoEngine() const {
+    return sim_ == nullptr || sim_->engine == nullptr || rbtree_lock_.holder() != nullptr;
+  }
   It CachedFor(uint64_t limit_pfn) {
     return limit_pfn <= dma_32bit_pfn_ ? cached32_node_ : cached_node_;
   }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "emu/model/model_config.h"
 
 namespace farm::emu {
 namespace {
@@ -230,6 +231,18 @@ TEST(ShippedCatalogTest, HoldsTheSeed000Story) {
   EXPECT_EQ(c->Resolve("58a8bb39490d")->settings.at("map_sg"),
             c->Resolve("c588072bba6b")->settings.at("map_sg"));
   EXPECT_EQ(c->Resolve("v5.12")->settings.at("map_sg"), "batched");
+}
+
+// Every key a shipped commit sets is a model key with a valid value.
+TEST(ShippedCatalogTest, EverySettingIsAValidModelKey) {
+  absl::StatusOr<std::string> path = DefaultCatalogPath();
+  ASSERT_TRUE(path.ok()) << path.status();
+  absl::StatusOr<Catalog> catalog = Catalog::LoadFile(*path);
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  ModelConfig cfg;
+  for (const CatalogCommit& c : catalog->commits()) {
+    EXPECT_TRUE(cfg.Apply(c.set).ok()) << c.id;
+  }
 }
 
 TEST(ShippedCatalogTest, EnvOverridesDefault) {

@@ -66,13 +66,6 @@ TEST(KernelPresets, SettingsAccumulateAlongTheList) {
   EXPECT_NE(missing.status().message().find("some.yaml"), std::string::npos) << missing.status();
 }
 
-TEST(KernelPresets, EveryBuiltinSettingIsAValidKey) {
-  ModelConfig cfg;
-  for (const CommitEntry& c : BuiltinCommits()) {
-    EXPECT_TRUE(cfg.Apply(c.set).ok()) << c.id;
-  }
-}
-
 TEST(Platforms, TablesAreValidAndTopologiesMatchTheBrief) {
   ModelConfig cfg;
   for (const Platform& p : AllPlatforms()) {

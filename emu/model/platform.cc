@@ -82,6 +82,13 @@ const SettingRow kSettings[] = {
 };
 // clang-format on
 
+// Seed 002: John Garry's Kunpeng 920 NVMe queue affinities (23 I/O queues;
+// the admin vector, listed first there, carries no I/O).
+constexpr char kKunpeng920NvmeIrqs[] =
+    "32-38@35;39-45@39;46-51@46;52-57@52;58-63@60;64-69@68;70-75@70;76-80@76;81-85@84;"
+    "86-90@86;91-95@92;96-101@100;102-107@102;108-112@108;113-117@116;118-122@118;"
+    "123-127@124;0-5@4;6-11@6;12-16@12;17-21@20;22-26@22;27-31@28";
+
 std::vector<Platform> Build() {
   // In kSettings column order; each settings map ({}) is filled from it below.
   std::vector<Platform> v = {
@@ -90,8 +97,8 @@ std::vector<Platform> Build() {
        "2-socket Intel Xeon (Haswell/Broadwell class), 12 cores/socket, 2 NUMA nodes, VT-d "
        "with queued invalidation; ConnectX RDMA NIC and NVMe on node 0 (seed 000 client)",
        MakeTopology(2, 1, 12),
-       {{"nic0", "Mellanox ConnectX-4 (mlx5) 100 Gb/s RDMA NIC", 0, true, 64},
-        {"nvme0", "NVMe SSD", 0, true, 64}},
+       {{"nic0", "Mellanox ConnectX-4 (mlx5) 100 Gb/s RDMA NIC", 0, true, 64, ""},
+        {"nvme0", "NVMe SSD", 0, true, 64, ""}},
        {}},
       // Seed 001: 16-core Sandy Bridge (2 x 8 cores), ConnectX-3 40 GbE.
       {"intel-vtd-snb16c",
@@ -99,7 +106,7 @@ std::vector<Platform> Build() {
        "queued invalidation, non-coherent page walk; 40 GbE NIC on node 0 (seed 001, "
        "Peleg et al. ATC'15)",
        MakeTopology(2, 1, 8),
-       {{"nic0", "Mellanox ConnectX-3 40 GbE NIC", 0, true, 64}},
+       {{"nic0", "Mellanox ConnectX-3 40 GbE NIC", 0, true, 64, ""}},
        {}},
       // Seeds 002/003: HiSilicon Kunpeng 920, 2 sockets x 2 dies, 32 cores per
       // die, SMMUv3 without range invalidation.
@@ -108,16 +115,18 @@ std::vector<Platform> Build() {
        "(no ECMDQ, no range invalidation); NVMe and its SMMU on node 2 (seed 002), hns3 NIC "
        "and ZIP accelerator on node 0 (seeds 002, 003)",
        MakeTopology(2, 2, 32),
-       {{"nvme0", "NVMe SSD (PCIe 81:00.0, node 2 as in seed 002)", 2, true, 64},
-        {"nic0", "hns3 100 GbE NIC", 0, true, 64},
-        {"zip0", "HiSilicon ZIP accelerator (Barry Song's test device)", 0, true, 64}},
+       {{"nvme0", "NVMe SSD (PCIe 81:00.0, node 2 as in seed 002)", 2, true, 64,
+         kKunpeng920NvmeIrqs},
+        {"nic0", "hns3 100 GbE NIC", 0, true, 64, ""},
+        {"zip0", "HiSilicon ZIP accelerator (Barry Song's test device)", 0, true, 64, ""}},
        {}},
       // Seed 004: 8-core ARMv8 SoC with MMU-500 in front of the NIC root port.
       {"arm-mmu500-8c",
        "8-core ARMv8 SoC (Broadcom-class, seed 004), one NUMA node, Arm MMU-500 (SMMUv2) with "
        "TLBSYNC polling; 50 GbE NIC and NVMe",
        MakeTopology(1, 1, 8),
-       {{"nic0", "50 GbE NIC behind MMU-500", 0, true, 64}, {"nvme0", "NVMe SSD", 0, true, 64}},
+       {{"nic0", "50 GbE NIC behind MMU-500", 0, true, 64, ""},
+        {"nvme0", "NVMe SSD", 0, true, 64, ""}},
        {}},
   };
   for (int i = 0; i < kNumPlatforms; ++i) {

@@ -1,11 +1,10 @@
 // emu/model/platform.h: the emulated machines.
 //
-// A Platform is a CPU/NUMA topology, the IOMMU it has, its DMA devices and
-// one cost table (model-key settings applied over the registry defaults).
-// Every workload and kernel on a platform uses the same table: there are no
-// per-workload or per-scenario factors. docs/emulator.md says where each
-// number comes from.
-// Thread-safety: the registry is immutable after first use.
+// A Platform is a CPU/NUMA topology, the IOMMU it has, its DMA devices (with
+// where they sit and how their interrupts are spread) and one cost table (model-key settings
+// applied over the registry defaults). Every workload and kernel on a platform uses the same table:
+// there are no per-workload or per-scenario factors. docs/emulator.md says where each number comes
+// from. Thread-safety: the registry is immutable after first use.
 #ifndef EMU_MODEL_PLATFORM_H_
 #define EMU_MODEL_PLATFORM_H_
 
@@ -25,6 +24,10 @@ struct DeviceSpec {
   int node = 0;
   bool pci = true;
   int dma_bits = 64;  // the driver's DMA mask
+  //! Effective IRQ CPU of each of the device's I/O queues as the machine
+  //! assigns them, in the `--param irq_affinity` syntax (irq_affinity.h);
+  //! empty = Linux's default spread over the nodes (IrqAffinity::Spread).
+  std::string irq_affinity;
 };
 
 struct Platform {

@@ -61,15 +61,14 @@ void ListPlatforms() {
 void ListWorkloads() {
   for (const farm::emu::WorkloadInfo& w : farm::emu::AllWorkloads()) {
     std::cout << w.name << "\n  " << w.description << "\n";
-    for (const auto& p : w.params) {
+    for (const farm::emu::WorkloadParam& p : w.params) {
       std::cout << "  --param " << p.name << "="
-                << (p.default_value.empty() ? "''" : p.default_value) << "\t" << p.description
-                << "\n";
+                << (p.default_value.empty() ? "''" : p.default_value) << "\t" << p.meaning << "\n";
     }
   }
 }
 
-// The commit catalog (emu/catalog.h): --catalog FILE, else $FARM_EMU_CATALOG,
+// The commit catalog (emu/model/catalog.h): --catalog FILE, else $FARM_EMU_CATALOG,
 // else the shipped linux-iommu.yaml.
 int ListCommits(const std::string& catalog_path) {
   std::string path = catalog_path;

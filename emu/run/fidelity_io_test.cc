@@ -9,42 +9,25 @@
 
 #include <gtest/gtest.h>
 
-#include "emu/iommu/dma_api.h"
 #include "emu/model/catalog.h"
 #include "emu/model/irq_affinity.h"
 #include "emu/model/model_config.h"
-#include "emu/model/platform.h"
-#include "emu/workloads/io_core.h"
+#include "emu/run/run.h"
 
 namespace farm::emu {
 namespace {
 
-const Catalog& Shipped() {
-  static const Catalog* c = [] {
-    absl::StatusOr<std::string> path = DefaultCatalogPath();
-    if (!path.ok()) return static_cast<Catalog*>(nullptr);
-    absl::StatusOr<Catalog> cat = Catalog::LoadFile(*path);
-    return cat.ok() ? new Catalog(*cat) : nullptr;
-  }();
-  return *c;
-}
-
-absl::StatusOr<IoRunReport> RunOnCore(const std::string& platform, const std::string& commit,
+// One run at a catalog commit, through the run driver.
+absl::StatusOr<RunResult> RunAtCommit(const std::string& platform, const std::string& commit,
                                       const std::string& mode, const std::string& workload,
                                       const std::map<std::string, std::string>& params) {
-  absl::StatusOr<const Platform*> p = FindPlatform(platform);
-  if (!p.ok()) return p.status();
-  absl::StatusOr<ResolvedCommit> kernel = Shipped().Resolve(commit);
-  if (!kernel.ok()) return kernel.status();
-  absl::StatusOr<ModelConfig> cfg = ModelConfig().Apply((*p)->settings);
-  if (!cfg.ok()) return cfg.status();
-  cfg = cfg->Apply(kernel->settings);
-  if (!cfg.ok()) return cfg.status();
-  absl::StatusOr<Model> model = Model::From(*cfg);
-  if (!model.ok()) return model.status();
-  absl::StatusOr<Mode> m = ParseMode(mode);
-  if (!m.ok()) return m.status();
-  return RunIoOnCore(workload, params, **p, *model, *m, 1);
+  RunSpec spec;
+  spec.platform = platform;
+  spec.kernel = commit;
+  spec.mode = mode;
+  spec.workload = workload;
+  spec.params = params;
+  return RunEmulation(spec);
 }
 
 // Seed 000's NFS server, from its 65f746e8285f figures: the turnaround that
@@ -60,16 +43,15 @@ struct Iozone {
 };
 
 Iozone RunSeed000(const std::string& commit, const std::string& mode) {
-  absl::StatusOr<IoRunReport> r =
-      RunOnCore("intel-vtd-2s12c", commit, mode, "iozone-nfsrdma", kSeed000);
+  absl::StatusOr<RunResult> r =
+      RunAtCommit("intel-vtd-2s12c", commit, mode, "iozone-nfsrdma", kSeed000);
   EXPECT_TRUE(r.ok()) << commit << ": " << r.status();
   if (!r.ok()) return {};
   Iozone z;
-  z.write = r->metrics.at("write_kb_s");
-  z.read = r->metrics.at("read_kb_s");
-  z.map30_ns = r->metrics.count("map_sg_full_chunk_mean_ns")
-                   ? r->metrics.at("map_sg_full_chunk_mean_ns")
-                   : 0;
+  z.write = r->extra.at("write_kb_s");
+  z.read = r->extra.at("read_kb_s");
+  z.map30_ns =
+      r->extra.count("map_sg_full_chunk_mean_ns") ? r->extra.at("map_sg_full_chunk_mean_ns") : 0;
   std::printf("seed000 %-5s %-14s writers %9.0f kB/s readers %9.0f kB/s map_sg(30) %6.1f us\n",
               mode.c_str(), commit.c_str(), z.write, z.read, z.map30_ns / 1000);
   return z;
@@ -172,7 +154,7 @@ const std::map<int, double> kSeed002Iops = {
 std::map<int, double> RunSeed002(const IrqAffinity& irq) {
   std::map<int, double> iops;
   for (int cpu : {0, 4, 32, 64, 96}) {
-    absl::StatusOr<IoRunReport> r = RunOnCore("kunpeng920-smmuv3", "v5.14", "strict", "fio-nvme",
+    absl::StatusOr<RunResult> r = RunAtCommit("kunpeng920-smmuv3", "v5.14", "strict", "fio-nvme",
                                               {{"rw", "randread"},
                                                {"bs", "4k"},
                                                {"ioengine", "io_uring"},

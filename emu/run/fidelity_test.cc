@@ -89,7 +89,7 @@ TEST(Fidelity, GarrySmmuV3CmdqScaling) {
 // parameters it has, shrunk; everything else at its default.
 std::map<std::string, std::string> ShortParams(const WorkloadInfo& w) {
   std::map<std::string, std::string> p;
-  for (const WorkloadParamSpec& s : w.params) {
+  for (const WorkloadParam& s : w.params) {
     if (s.name == "seconds") p["seconds"] = w.name == "memcached" ? "0.005" : "0.001";
     if (s.name == "warmup") p["warmup"] = "0.005";
     if (s.name == "runtime_ms") p["runtime_ms"] = "5";

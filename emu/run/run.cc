@@ -35,7 +35,7 @@ absl::StatusOr<ModelConfig> ResolveModel(const RunSpec& spec) {
   return c3;
 }
 
-absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec) {
+absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec, const DmaPathFactory& dma_path) {
   auto platform_or = FindPlatform(spec.platform);
   if (!platform_or.ok()) return platform_or.status();
   const Platform& platform = **platform_or;
@@ -57,6 +57,7 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec) {
     noise_factor = std::clamp(1.0 + model.noise_cv * r.Normal(), 0.5, 1.5);
   }
 
+  if (absl::Status s = params->Validate(&platform); !s.ok()) return s;
   std::unique_ptr<Workload> workload = (*info)->make();
   if (absl::Status s = workload->Configure(*params, platform); !s.ok()) return s;
 
@@ -65,11 +66,12 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec) {
   sim.engine = &engine;
   sim.model = &model;
   DmaApi dma(&sim, *mode, platform.devices, platform.topology.num_cpus);
+  std::unique_ptr<DmaPath> fake = dma_path ? dma_path() : nullptr;
   WorkloadContext ctx;
-  ctx.sim = &sim;
   ctx.engine = &engine;
-  ctx.dma = &dma;
+  ctx.dma = fake ? fake.get() : &dma;
   ctx.platform = &platform;
+  ctx.model = &model;
   ctx.seed = spec.seed;
   ctx.noise_factor = noise_factor;
   if (absl::Status s = workload->Setup(ctx); !s.ok()) return s;
@@ -86,9 +88,18 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec) {
   r.mode = spec.mode;
   r.workload = spec.workload;
   r.seed = spec.seed;
-  r.params = *params;
+  r.params = params->values();
   r.model = cfg->values();
-  workload->Report(r);
+  WorkloadReport report = workload->Report();
+  r.throughput = report.throughput;
+  r.throughput_unit = report.throughput_unit;
+  r.throughput_per_cpu = report.throughput_per_cpu;
+  r.operations = report.operations;
+  r.errors = report.errors;
+  r.map_latency = report.map_latency;
+  r.unmap_latency = report.unmap_latency;
+  r.extra = std::move(report.extra);
+  r.kernel_output = std::move(report.tool_output);
 
   // Profile over every CPU (workload and timer daemons), percent of busy.
   std::array<int64_t, kNumSyms> prof{};
@@ -147,8 +158,6 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec) {
   r.events = engine.events();
   r.switches = engine.switches();
   r.wall_seconds = std::chrono::duration<double>(wall1 - wall0).count();
-  auto k = workload->FormatKernel(r);
-  if (k.ok()) r.kernel_output = *k;
   return r;
 }
 

@@ -1,9 +1,11 @@
-// emu/run/run.h: one emulation run as a library call (used by farm-emu and the
-// farm agent in-process), and the output formats.
+// emu/run/run.h: one emulation run as a library call (used by farm-emu, the
+// farm agent in-process, the fidelity and workload tests and emu_bench), and
+// the output formats.
 //
-// RunEmulation resolves platform, kernel (commit settings), mode, workload and
-// `--set` overrides into a Model, builds the engine and the DMA API, runs the
-// workload and returns a RunResult. It is a pure function of its RunSpec
+// RunEmulation is the one run driver: it resolves platform, kernel (commit
+// settings), mode, workload parameters and `--set` overrides into a Model,
+// builds the engine and the DMA API, runs the workload (emu/workloads/
+// workload.h) and returns a RunResult. It is a pure function of its RunSpec
 // except for RunResult::wall_seconds. Errors: InvalidArgument / NotFound for
 // bad input (usage errors, an unreadable --catalog included),
 // Internal for model failures.
@@ -13,12 +15,15 @@
 #define EMU_RUN_RUN_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "emu/iommu/dma_path.h"
 #include "emu/model/model_config.h"
-#include "emu/workloads/result.h"
+#include "emu/run/result.h"
 
 namespace farm::emu {
 
@@ -36,13 +41,18 @@ struct RunSpec {
 //! Resolves the model keys for a spec (defaults -> platform -> kernel -> sets).
 absl::StatusOr<ModelConfig> ResolveModel(const RunSpec& spec);
 
-absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec);
+//! What the workload maps through instead of the run's DMA API: workload
+//! tests pass fixed-cost fakes. The DMA API is still built and reported.
+using DmaPathFactory = std::function<std::unique_ptr<DmaPath>()>;
+
+absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec,
+                                       const DmaPathFactory& dma_path = nullptr);
 
 //! JSON document (see docs/emulator.md "Output"); wall time is under "wall".
 std::string FormatJson(const RunResult& r);
 //! Human-readable summary.
 std::string FormatText(const RunResult& r);
-//! The workload's real-tool output (dma-map-bench only).
+//! The workload's real-tool output (--format kernel, fio-json, iozone).
 absl::StatusOr<std::string> FormatKernel(const RunResult& r);
 
 }  // namespace farm::emu

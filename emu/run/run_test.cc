@@ -119,6 +119,10 @@ TEST(Run, UsageErrorsAreClear) {
   s = Spec("arm-mmu500-8c", "strict", "dma-map-bench");
   s.params["threads"] = "9";
   EXPECT_EQ(RunEmulation(s).status().code(), absl::StatusCode::kInvalidArgument);
+  // A table bound that is the platform's CPU count.
+  s = Spec("intel-vtd-snb16c", "strict", "memcached");
+  s.params["instances"] = "17";
+  EXPECT_EQ(RunEmulation(s).status().message(), "parameter instances: 17 out of range [1, 16]");
 }
 
 // map_sg variants on VT-d with write-buffer flushing: per-segment syncs each

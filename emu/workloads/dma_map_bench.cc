@@ -18,21 +18,6 @@
 
 namespace farm::emu {
 
-std::vector<WorkloadParamSpec> DmaMapBenchParams() {
-  return {
-      {"threads", "1", "benchmark threads, one per CPU (1..1024; <= CPUs of the node)"},
-      {"seconds", "1",
-       "virtual seconds to run (the kernel tool's -s; fractions allowed, the kernel default is "
-       "20)"},
-      {"node", "-1", "NUMA node to bind threads to (-1 = NUMA_NO_NODE: all CPUs)"},
-      {"dir", "0", "DMA direction: 0 BIDIRECTIONAL, 1 TO_DEVICE, 2 FROM_DEVICE"},
-      {"granule", "1", "pages per mapping (1..1024)"},
-      {"dma_trans_ns", "0", "ndelay between map and unmap (0..10000000)"},
-      {"bits", "32", "DMA mask bits (20..64)"},
-      {"device", "", "platform device to map for (default: the platform's first device)"},
-  };
-}
-
 namespace {
 
 int64_t IntSqrt64(uint64_t x) {
@@ -45,32 +30,66 @@ int64_t IntSqrt64(uint64_t x) {
 
 const char* kDirections[] = {"BIDIRECTIONAL", "TO_DEVICE", "FROM_DEVICE"};
 
+constexpr WorkloadParam kParams[] = {
+    {.name = "threads",
+     .type = ParamType::kInt,
+     .default_value = "1",
+     .min = 1,
+     .max = 1024,
+     .meaning = "benchmark threads, one per CPU (1..1024; <= CPUs of the node)"},
+    {.name = "seconds",
+     .type = ParamType::kDouble,
+     .default_value = "1",
+     .min = 1e-6,
+     .max = 300,
+     .meaning = "virtual seconds to run (the kernel tool's -s; fractions allowed, the kernel "
+                "default is 20)"},
+    {.name = "node",
+     .type = ParamType::kInt,
+     .default_value = "-1",
+     .min = -1,
+     .max = 1 << 20,
+     .meaning = "NUMA node to bind threads to (-1 = NUMA_NO_NODE: all CPUs)"},
+    {.name = "dir",
+     .type = ParamType::kInt,
+     .default_value = "0",
+     .min = 0,
+     .max = 2,
+     .meaning = "DMA direction: 0 BIDIRECTIONAL, 1 TO_DEVICE, 2 FROM_DEVICE"},
+    {.name = "granule",
+     .type = ParamType::kInt,
+     .default_value = "1",
+     .min = 1,
+     .max = 1024,
+     .meaning = "pages per mapping (1..1024)"},
+    {.name = "dma_trans_ns",
+     .type = ParamType::kInt,
+     .default_value = "0",
+     .min = 0,
+     .max = 10 * kNsPerMs,
+     .meaning = "ndelay between map and unmap (0..10000000)"},
+    {.name = "bits",
+     .type = ParamType::kInt,
+     .default_value = "32",
+     .min = 20,
+     .max = 64,
+     .meaning = "DMA mask bits (20..64)"},
+    {.name = "device",
+     .type = ParamType::kString,
+     .default_value = "",
+     .meaning = "platform device to map for (default: the platform's first device)"},
+};
+
 class DmaMapBench final : public Workload {
- public:
-  absl::Status Configure(const std::map<std::string, std::string>& params,
-                         const Platform& platform) override {
-    ParamReader r(params);
-    auto threads = r.Int("threads", 1, 1024);
-    if (!threads.ok()) return threads.status();
-    auto seconds = r.Double("seconds", 1e-6, 300);
-    if (!seconds.ok()) return seconds.status();
-    auto node = r.Int("node", -1, 1 << 20);
-    if (!node.ok()) return node.status();
-    auto dir = r.Int("dir", 0, 2);
-    if (!dir.ok()) return dir.status();
-    auto granule = r.Int("granule", 1, 1024);
-    if (!granule.ok()) return granule.status();
-    auto trans = r.Int("dma_trans_ns", 0, 10 * kNsPerMs);
-    if (!trans.ok()) return trans.status();
-    auto bits = r.Int("bits", 20, 64);
-    if (!bits.ok()) return bits.status();
-    threads_ = static_cast<int>(*threads);
-    seconds_ = *seconds;
-    node_ = static_cast<int>(*node);
-    dir_ = static_cast<int>(*dir);
-    granule_ = static_cast<int>(*granule);
-    trans_ns_ = *trans;
-    bits_ = static_cast<int>(*bits);
+ private:
+  absl::Status DoConfigure(const WorkloadParams& p, const Platform& platform) override {
+    threads_ = static_cast<int>(p.Int("threads"));
+    seconds_ = p.Double("seconds");
+    node_ = static_cast<int>(p.Int("node"));
+    dir_ = static_cast<int>(p.Int("dir"));
+    granule_ = static_cast<int>(p.Int("granule"));
+    trans_ns_ = p.Int("dma_trans_ns");
+    bits_ = static_cast<int>(p.Int("bits"));
     if (node_ >= platform.topology.num_nodes()) {
       return absl::InvalidArgumentError(absl::StrCat("parameter node: ", node_, " but ",
                                                      platform.name, " has ",
@@ -82,7 +101,7 @@ class DmaMapBench final : public Workload {
           "parameter threads: ", threads_, " threads but only ", cpus_.size(), " CPUs on node ",
           node_, " of ", platform.name, " (more threads than CPUs is not modelled)"));
     }
-    std::string dev = r.String("device");
+    const std::string& dev = p.Str("device");
     device_ = 0;
     if (!dev.empty()) {
       device_ = -1;
@@ -97,7 +116,7 @@ class DmaMapBench final : public Workload {
     return absl::OkStatus();
   }
 
-  absl::Status Setup(WorkloadContext& ctx) override {
+  absl::Status DoSetup(WorkloadContext& ctx) override {
     ctx_ = ctx;
     ctx.dma->SetDmaBits(device_, bits_);
     stats_line_ = std::make_unique<AtomicLine>(ctx.engine);
@@ -110,7 +129,8 @@ class DmaMapBench final : public Workload {
     return absl::OkStatus();
   }
 
-  void Report(RunResult& r) const override {
+  WorkloadReport DoReport() override {
+    WorkloadReport r;
     LatencyRecorder map, unmap;
     uint64_t loops = 0, errors = 0;
     for (const ThreadState& t : threads_state_) {
@@ -141,22 +161,16 @@ class DmaMapBench final : public Workload {
       r.extra["avg_map_100ns"] = r.extra["map_stddev"] = 0;
       r.extra["avg_unmap_100ns"] = r.extra["unmap_stddev"] = 0;
     }
-  }
-
-  absl::StatusOr<std::string> FormatKernel(const RunResult& r) const override {
-    auto get = [&](const char* k) {
-      auto it = r.extra.find(k);
-      return it == r.extra.end() ? 0.0 : it->second;
-    };
     // tools/testing/selftests/dma/dma_map_benchmark.c, verbatim formats.
-    std::string out =
+    r.tool_output =
         absl::StrFormat("dma mapping benchmark: threads:%d seconds:%d node:%d dir:%s granule: %d\n",
                         threads_, static_cast<int>(seconds_), node_, kDirections[dir_], granule_);
-    out += absl::StrFormat("average map latency(us):%.1f standard deviation:%.1f\n",
-                           get("avg_map_100ns") / 10.0, get("map_stddev") / 10.0);
-    out += absl::StrFormat("average unmap latency(us):%.1f standard deviation:%.1f\n",
-                           get("avg_unmap_100ns") / 10.0, get("unmap_stddev") / 10.0);
-    return out;
+    r.tool_output += absl::StrFormat("average map latency(us):%.1f standard deviation:%.1f\n",
+                                     r.extra["avg_map_100ns"] / 10.0, r.extra["map_stddev"] / 10.0);
+    r.tool_output +=
+        absl::StrFormat("average unmap latency(us):%.1f standard deviation:%.1f\n",
+                        r.extra["avg_unmap_100ns"] / 10.0, r.extra["unmap_stddev"] / 10.0);
+    return r;
   }
 
  private:
@@ -168,8 +182,8 @@ class DmaMapBench final : public Workload {
 
   // map_benchmark_thread()
   Task<void> Thread(Cpu& cpu, ThreadState& st, int index) {
-    const Model& m = ctx_.sim->m();
-    DmaApi& dma = *ctx_.dma;
+    const Model& m = *ctx_.model;
+    DmaPath& dma = *ctx_.dma;
     const uint64_t size = static_cast<uint64_t>(granule_) << 12;
     // The thread's buffer: __get_free_pages() on its node.
     const uint64_t phys = (1ULL << 36) + (static_cast<uint64_t>(index) << 24);
@@ -213,8 +227,15 @@ class DmaMapBench final : public Workload {
   std::vector<ThreadState> threads_state_;
 };
 
+std::unique_ptr<Workload> Make() { return std::make_unique<DmaMapBench>(); }
+
 }  // namespace
 
-std::unique_ptr<Workload> MakeDmaMapBench() { return std::make_unique<DmaMapBench>(); }
+WorkloadInfo DmaMapBenchWorkload() {
+  return {"dma-map-bench",
+          "kernel/dma/map_benchmark.c: threads loop dma_map_single / ndelay(dma_trans_ns) / "
+          "dma_unmap_single on one device and report map/unmap latency",
+          kParams, ParamStyle::kParameter, Make};
+}
 
 }  // namespace farm::emu

@@ -21,10 +21,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "emu/workloads/io_internal.h"
+#include "emu/workloads/io_common.h"
 #include "emu/workloads/tool_formats.h"
 
-namespace farm::emu::internal {
+namespace farm::emu {
 namespace {
 
 struct NfsConfig {
@@ -34,6 +34,7 @@ struct NfsConfig {
   int chunk_pages;
   Time rtt, server_write, server_read, rpc_cpu, reply_cpu;
   int sim_records;
+  int nic;  // platform device index of the HCA
 };
 
 struct ProcState {
@@ -50,8 +51,8 @@ struct Barrier {
 
 struct Shared {
   Engine* engine = nullptr;
-  DmaPath* dma = nullptr;
-  IoRunReport* report = nullptr;
+  DmaMappings* dma = nullptr;
+  DmaLatencies* lat = nullptr;
   DeviceQueue to_server, to_client;  // the link, one queue per direction
   RunningStats map30;                // map_sg latency of full chunks
   Barrier barrier;
@@ -71,7 +72,7 @@ Task<void> WaitAll(Cpu& cpu, Shared& sh) {
 }
 
 Task<void> IozoneTest(Cpu& cpu, const NfsConfig& c, bool is_write, Shared& sh, ProcState& st) {
-  DmaPath& dma = *sh.dma;
+  DmaMappings& dma = *sh.dma;
   const uint64_t page = 4096;
   const uint64_t record_pages = (c.record + page - 1) / page;
   std::vector<uint64_t> handles;
@@ -90,9 +91,9 @@ Task<void> IozoneTest(Cpu& cpu, const NfsConfig& c, bool is_write, Shared& sh, P
     handles.clear();
     for (int n : chunk_nents) {
       Time t0 = cpu.now();
-      uint64_t h = co_await dma.MapSg(cpu, 0, n, dir);  // frwr_map: ib_dma_map_sg
+      uint64_t h = co_await dma.MapSg(cpu, c.nic, n, dir);  // frwr_map: ib_dma_map_sg
       Time lat = cpu.now() - t0;
-      RecordMap(*sh.report, lat);
+      sh.lat->RecordMap(lat);
       if (n == c.chunk_pages) sh.map30.Add(static_cast<double>(lat));
       handles.push_back(h);
     }
@@ -112,7 +113,7 @@ Task<void> IozoneTest(Cpu& cpu, const NfsConfig& c, bool is_write, Shared& sh, P
     for (uint64_t h : handles) {
       Time t0 = cpu.now();
       co_await dma.UnmapSg(cpu, h);  // frwr_unmap_sync: LOCAL_INV + ib_dma_unmap_sg
-      RecordUnmap(*sh.report, cpu.now() - t0);
+      sh.lat->RecordUnmap(cpu.now() - t0);
     }
     st.bytes += c.record;
   }
@@ -148,20 +149,131 @@ std::vector<int> PickCpus(const Topology& topo, int n) {
   return out;
 }
 
-class IozoneRun final : public IoRun {
- public:
-  IozoneRun(NfsConfig c, std::vector<std::string> tests, IoPlatform platform,
-            uint64_t records_in_file)
-      : c_(c),
-        tests_(std::move(tests)),
-        platform_(std::move(platform)),
-        records_in_file_(records_in_file) {}
+constexpr WorkloadParam kParams[] = {
+    {.name = "threads",
+     .type = ParamType::kInt,
+     .default_value = "12",
+     .min = 1,
+     .max = 1024,
+     .meaning = "iozone processes (-t), one CPU each"},
+    {.name = "record",
+     .type = ParamType::kSize,
+     .default_value = "256k",
+     .meaning = "record size (-r)"},
+    {.name = "size",
+     .type = ParamType::kSize,
+     .default_value = "1g",
+     .meaning = "file size per process (-s)"},
+    {.name = "tests",
+     .type = ParamType::kString,
+     .default_value = "write,rewrite,read,reread",
+     .meaning = "any of write, rewrite, read, reread"},
+    {.name = "link_gbps",
+     .type = ParamType::kDouble,
+     .default_value = "56",
+     .min = 0.1,
+     .max = 10000,
+     .meaning = "InfiniBand signalling rate"},
+    {.name = "link_efficiency",
+     .type = ParamType::kDouble,
+     .default_value = "0.95",
+     .min = 0.01,
+     .max = 1,
+     .meaning = "payload share of the wire (64b/66b, headers)"},
+    {.name = "chunk_pages",
+     .type = ParamType::kInt,
+     .default_value = "30",
+     .min = 1,
+     .max = 4096,
+     .meaning = "pages per memory region (xprtrdma FRWR depth)"},
+    {.name = "rtt_us",
+     .type = ParamType::kDouble,
+     .default_value = "4",
+     .min = 0,
+     .max = 1e6,
+     .meaning = "RDMA round trip"},
+    {.name = "server_write_us",
+     .type = ParamType::kDouble,
+     .default_value = "500",
+     .min = 0,
+     .max = 1e7,
+     .meaning = "NFS server turnaround of one WRITE (round figure, disk-backed server)"},
+    {.name = "server_read_us",
+     .type = ParamType::kDouble,
+     .default_value = "400",
+     .min = 0,
+     .max = 1e7,
+     .meaning = "NFS server turnaround of one READ (round figure)"},
+    {.name = "rpc_ns",
+     .type = ParamType::kInt,
+     .default_value = "8000",
+     .min = 0,
+     .max = 1000000000,
+     .meaning = "client CPU per RPC (syscall, NFS, RPC/RDMA marshalling, posts)"},
+    {.name = "reply_ns",
+     .type = ParamType::kInt,
+     .default_value = "4000",
+     .min = 0,
+     .max = 1000000000,
+     .meaning = "client CPU per reply (completion, wakeup, return)"},
+    {.name = "sim_records",
+     .type = ParamType::kInt,
+     .default_value = "48",
+     .min = 1,
+     .max = 1000000,
+     .meaning = "records simulated per process per test; the rest of the file is steady state "
+                "and extrapolated"},
+};
 
-  absl::Status Setup(Engine& engine, DmaPath& dma) override {
+class IozoneNfsRdma final : public Workload {
+ private:
+  absl::Status DoConfigure(const WorkloadParams& p, const Platform& platform) override {
+    platform_ = &platform;
+    const int64_t threads = p.Int("threads");
+    const uint64_t record = p.Size("record");
+    tests_.clear();
+    for (absl::string_view t :
+         absl::StrSplit(p.Str("tests"), absl::ByAnyChar(", []"), absl::SkipEmpty())) {
+      std::string name(t);
+      if (IozoneLabel(name).empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("iozone-nfsrdma: --param tests: unknown test '", name,
+                         "' (expected write, rewrite, read, reread)"));
+      }
+      tests_.push_back(name);
+    }
+    if (tests_.empty()) return absl::InvalidArgumentError("iozone-nfsrdma: --param tests is empty");
+    if (threads > platform.topology.num_cpus) {
+      return absl::InvalidArgumentError(absl::StrCat("iozone-nfsrdma: --param threads=", threads,
+                                                     ": platform ", platform.name, " has only ",
+                                                     platform.topology.num_cpus, " CPUs"));
+    }
+    NfsConfig& c = c_;
+    c.threads = static_cast<int>(threads);
+    c.record = record;
+    c.size = std::max(p.Size("size"), record);
+    c.link_bytes_per_ns =
+        p.Double("link_gbps") * p.Double("link_efficiency") / 8.0;  // Gb/s = bits per ns
+    c.chunk_pages = static_cast<int>(p.Int("chunk_pages"));
+    c.rtt = static_cast<Time>(p.Double("rtt_us") * 1000);
+    c.server_write = static_cast<Time>(p.Double("server_write_us") * 1000);
+    c.server_read = static_cast<Time>(p.Double("server_read_us") * 1000);
+    c.rpc_cpu = p.Int("rpc_ns");
+    c.reply_cpu = p.Int("reply_ns");
+    c.nic = DeviceIndex(platform, "nic");
+    records_in_file_ = c.size / c.record;
+    c.sim_records = static_cast<int>(
+        std::min<uint64_t>(p.Int("sim_records"), std::max<uint64_t>(records_in_file_, 1)));
+    return absl::OkStatus();
+  }
+
+  absl::Status DoSetup(WorkloadContext& ctx) override {
+    Engine& engine = *ctx.engine;
     sh_.engine = &engine;
-    sh_.dma = &dma;
-    sh_.report = &report_;
-    std::vector<int> cpus = PickCpus(platform_.topology, c_.threads);
+    dma_ = std::make_unique<DmaMappings>(ctx.dma);
+    sh_.dma = dma_.get();
+    sh_.lat = &lat_;
+    std::vector<int> cpus = PickCpus(platform_->topology, c_.threads);
     sh_.barrier.n = static_cast<int>(cpus.size());
     st_.assign(tests_.size(), std::vector<ProcState>(cpus.size()));
     for (int cpu : cpus) vcpus_.push_back(&engine.AddCpu(cpu));
@@ -171,17 +283,17 @@ class IozoneRun final : public IoRun {
     return absl::OkStatus();
   }
 
-  IoRunReport Finish() override {
-    IoRunReport& report = report_;
-    report.unit = "MB/s";
+  WorkloadReport DoReport() override {
+    WorkloadReport report;
+    lat_.Report(report);
+    report.throughput_unit = "MB/s";
     IozoneRunOut out;
     out.processes = c_.threads;
     out.file_kb = c_.size / 1024;
     out.record_kb = c_.record / 1024;
     out.command_line = absl::StrCat("iozone -i0 -i1 -s", out.file_kb, "k -r", out.record_kb, "k -t",
-                                    c_.threads, " -I (emulated on ", platform_.name, ")");
+                                    c_.threads, " -I (emulated on ", platform_->name, ")");
     double total_children = 0;
-    Time virtual_total = 0;
     const double scale = static_cast<double>(records_in_file_) / c_.sim_records;
     for (size_t ti = 0; ti < tests_.size(); ++ti) {
       const std::vector<ProcState>& st = st_[ti];
@@ -203,11 +315,10 @@ class IozoneRun final : public IoRun {
       // The simulated window stands for the whole file: throughput is steady state.
       t.wall_s = static_cast<double>(last - first) * scale / 1e9;
       t.min_xfer_kb = static_cast<double>(records_in_file_ * c_.record) / 1024.0;
-      report.metrics[absl::StrCat(tests_[ti], "_kb_s")] = children;
+      report.extra[absl::StrCat(tests_[ti], "_kb_s")] = children;
       // "<metric>.<phase>": the names the agent's real iozone runs use.
-      report.metrics[absl::StrCat("throughput_kb_s.", tests_[ti])] = children;
+      report.extra[absl::StrCat("throughput_kb_s.", tests_[ti])] = children;
       total_children += children;
-      virtual_total += last - first;
       out.tests.push_back(std::move(t));
     }
     // CPU time: busy time of the children's CPUs, split evenly over the tests.
@@ -218,86 +329,35 @@ class IozoneRun final : public IoRun {
                 static_cast<double>(tests_.size());
     }
     report.throughput = total_children / static_cast<double>(tests_.size()) * 1024.0 / 1e6;
-    report.virtual_ns = virtual_total;
     if (sh_.map30.count() > 0) {
-      report.metrics["map_sg_full_chunk_mean_ns"] = sh_.map30.mean();
-      report.metrics["map_sg_full_chunk_pages"] = c_.chunk_pages;
+      report.extra["map_sg_full_chunk_mean_ns"] = sh_.map30.mean();
+      report.extra["map_sg_full_chunk_pages"] = c_.chunk_pages;
     }
-    report.iozone = FormatIozone(out);
-    for (const auto& t : out.tests) {
-      double sum = 0;
-      for (double v : t.per_process_kb_s) sum += v;
-      absl::StrAppend(&report.text, "  ", t.label, ": ", static_cast<int64_t>(sum), " kB/sec\n");
-    }
+    report.tool_output = FormatIozone(out);
     return report;
   }
 
- private:
   NfsConfig c_;
   std::vector<std::string> tests_;
-  IoPlatform platform_;
-  uint64_t records_in_file_;
+  const Platform* platform_ = nullptr;
+  uint64_t records_in_file_ = 0;
+  std::unique_ptr<DmaMappings> dma_;
+  DmaLatencies lat_;
   Shared sh_;
-  IoRunReport report_;
   std::vector<Cpu*> vcpus_;
   std::vector<std::vector<ProcState>> st_;
 };
 
+std::unique_ptr<Workload> Make() { return std::make_unique<IozoneNfsRdma>(); }
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<IoRun>> MakeIozoneNfsRdma(Params& p, const IoPlatform& platform) {
-  NfsConfig c;
-  absl::StatusOr<int64_t> threads = p.Int("threads", 12, 1, 1024);
-  absl::StatusOr<uint64_t> record = p.Size("record", 256 << 10);
-  absl::StatusOr<uint64_t> size = p.Size("size", 1ULL << 30);
-  absl::StatusOr<double> gbps = p.Double("link_gbps", 56, 0.1, 10000);
-  absl::StatusOr<double> eff = p.Double("link_efficiency", 0.95, 0.01, 1);
-  absl::StatusOr<int64_t> chunk = p.Int("chunk_pages", 30, 1, 4096);
-  absl::StatusOr<double> rtt = p.Double("rtt_us", 4, 0, 1e6);
-  absl::StatusOr<double> sw = p.Double("server_write_us", 500, 0, 1e7);
-  absl::StatusOr<double> sr = p.Double("server_read_us", 400, 0, 1e7);
-  absl::StatusOr<int64_t> rpc = p.Int("rpc_ns", 8000, 0, 1000000000);
-  absl::StatusOr<int64_t> reply = p.Int("reply_ns", 4000, 0, 1000000000);
-  absl::StatusOr<int64_t> sim = p.Int("sim_records", 48, 1, 1000000);
-  std::string tests_text = p.Str("tests", "write,rewrite,read,reread");
-  if (absl::Status s = ParamsOk(p, {threads.status(), record.status(), size.status(), gbps.status(),
-                                    eff.status(), chunk.status(), rtt.status(), sw.status(),
-                                    sr.status(), rpc.status(), reply.status(), sim.status()});
-      !s.ok()) {
-    return s;
-  }
-  std::vector<std::string> tests;
-  for (absl::string_view t :
-       absl::StrSplit(tests_text, absl::ByAnyChar(", []"), absl::SkipEmpty())) {
-    std::string name(t);
-    if (IozoneLabel(name).empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("iozone-nfsrdma: --param tests: unknown test '", name,
-                       "' (expected write, rewrite, read, reread)"));
-    }
-    tests.push_back(name);
-  }
-  if (tests.empty()) return absl::InvalidArgumentError("iozone-nfsrdma: --param tests is empty");
-  if (*threads > platform.topology.num_cpus) {
-    return absl::InvalidArgumentError(absl::StrCat("iozone-nfsrdma: --param threads=", *threads,
-                                                   ": platform ", platform.name, " has only ",
-                                                   platform.topology.num_cpus, " CPUs"));
-  }
-  c.threads = static_cast<int>(*threads);
-  c.record = *record;
-  c.size = std::max(*size, *record);
-  c.link_bytes_per_ns = *gbps * *eff / 8.0;  // Gb/s = bits per ns
-  c.chunk_pages = static_cast<int>(*chunk);
-  c.rtt = static_cast<Time>(*rtt * 1000);
-  c.server_write = static_cast<Time>(*sw * 1000);
-  c.server_read = static_cast<Time>(*sr * 1000);
-  c.rpc_cpu = *rpc;
-  c.reply_cpu = *reply;
-  uint64_t records_in_file = c.size / c.record;
-  c.sim_records =
-      static_cast<int>(std::min<uint64_t>(*sim, std::max<uint64_t>(records_in_file, 1)));
-
-  return std::make_unique<IozoneRun>(c, std::move(tests), platform, records_in_file);
+WorkloadInfo IozoneNfsRdmaWorkload() {
+  return {"iozone-nfsrdma",
+          "iozone -t N over an NFSv3/RDMA mount: each RPC registers its data as FRWR memory "
+          "regions of up to chunk_pages pages (dma_map_sg), the server moves data with RDMA "
+          "Read/Write over the link, the client invalidates and unmaps on the reply",
+          kParams, ParamStyle::kDashParam, Make};
 }
 
-}  // namespace farm::emu::internal
+}  // namespace farm::emu

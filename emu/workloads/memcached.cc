@@ -22,73 +22,106 @@
 
 namespace farm::emu {
 
-std::vector<WorkloadParamSpec> MemcachedParams() {
-  return {
-      {"instances", "16", "memcached instances, one pinned per CPU from CPU 0"},
-      {"seconds", "0.05", "virtual seconds measured (after the warm-up)"},
-      {"warmup", "0.01",
-       "virtual seconds run before the measured window (cold IOVA caches and lists); "
-       "excluded from throughput, latencies, profile, counters and lock statistics"},
-      {"set_ratio", "0.1", "fraction of SET requests (memslap default 10%)"},
-      {"key_bytes", "64", "key size"},
-      {"value_bytes", "1024", "value size"},
-      {"app_ns", "16000",
-       "application + network-stack CPU time per request, ns (16 us: 990,803 tps on 16 "
-       "Sandy Bridge cores with iommu=off, seed 001)"},
-      {"app_jitter", "0.1", "uniform +- fraction applied to app_ns per request"},
-      {"rx_buf_bytes", "2048", "RX buffer size mapped per packet"},
-      {"rx_dma_per_req", "1", "RX buffer map+unmap pairs per request"},
-      {"tx_dma_per_get", "2", "TX mappings per GET response (header + value fragment)"},
-      {"tx_dma_per_set", "1", "TX mappings per SET response"},
-      {"device", "nic0", "NIC device"},
-  };
-}
-
 namespace {
 
+constexpr WorkloadParam kParams[] = {
+    {.name = "instances",
+     .type = ParamType::kInt,
+     .default_value = "16",
+     .min = 1,
+     .max_is_cpu_count = true,
+     .meaning = "memcached instances, one pinned per CPU from CPU 0"},
+    {.name = "seconds",
+     .type = ParamType::kDouble,
+     .default_value = "0.05",
+     .min = 1e-6,
+     .max = 300,
+     .meaning = "virtual seconds measured (after the warm-up)"},
+    {.name = "warmup",
+     .type = ParamType::kDouble,
+     .default_value = "0.01",
+     .min = 0,
+     .max = 300,
+     .meaning = "virtual seconds run before the measured window (cold IOVA caches and lists); "
+                "excluded from throughput, latencies, profile, counters and lock statistics"},
+    {.name = "set_ratio",
+     .type = ParamType::kDouble,
+     .default_value = "0.1",
+     .min = 0,
+     .max = 1,
+     .meaning = "fraction of SET requests (memslap default 10%)"},
+    {.name = "key_bytes",
+     .type = ParamType::kInt,
+     .default_value = "64",
+     .min = 1,
+     .max = 250,
+     .meaning = "key size"},
+    {.name = "value_bytes",
+     .type = ParamType::kInt,
+     .default_value = "1024",
+     .min = 1,
+     .max = 1 << 20,
+     .meaning = "value size"},
+    {.name = "app_ns",
+     .type = ParamType::kInt,
+     .default_value = "16000",
+     .min = 0,
+     .max = kNsPerSec,
+     .meaning = "application + network-stack CPU time per request, ns (16 us: 990,803 tps on 16 "
+                "Sandy Bridge cores with iommu=off, seed 001)"},
+    {.name = "app_jitter",
+     .type = ParamType::kDouble,
+     .default_value = "0.1",
+     .min = 0,
+     .max = 0.9,
+     .meaning = "uniform +- fraction applied to app_ns per request"},
+    {.name = "rx_buf_bytes",
+     .type = ParamType::kInt,
+     .default_value = "2048",
+     .min = 64,
+     .max = 65536,
+     .meaning = "RX buffer size mapped per packet"},
+    {.name = "rx_dma_per_req",
+     .type = ParamType::kInt,
+     .default_value = "1",
+     .min = 0,
+     .max = 16,
+     .meaning = "RX buffer map+unmap pairs per request"},
+    {.name = "tx_dma_per_get",
+     .type = ParamType::kInt,
+     .default_value = "2",
+     .min = 0,
+     .max = 16,
+     .meaning = "TX mappings per GET response (header + value fragment)"},
+    {.name = "tx_dma_per_set",
+     .type = ParamType::kInt,
+     .default_value = "1",
+     .min = 0,
+     .max = 16,
+     .meaning = "TX mappings per SET response"},
+    {.name = "device",
+     .type = ParamType::kString,
+     .default_value = "nic0",
+     .meaning = "NIC device"},
+};
+
 class Memcached final : public Workload {
- public:
-  absl::Status Configure(const std::map<std::string, std::string>& params,
-                         const Platform& platform) override {
-    ParamReader r(params);
-    auto inst = r.Int("instances", 1, platform.topology.num_cpus);
-    if (!inst.ok()) return inst.status();
-    auto seconds = r.Double("seconds", 1e-6, 300);
-    if (!seconds.ok()) return seconds.status();
-    auto warmup = r.Double("warmup", 0, 300);
-    if (!warmup.ok()) return warmup.status();
-    auto set_ratio = r.Double("set_ratio", 0, 1);
-    if (!set_ratio.ok()) return set_ratio.status();
-    auto key = r.Int("key_bytes", 1, 250);
-    if (!key.ok()) return key.status();
-    auto value = r.Int("value_bytes", 1, 1 << 20);
-    if (!value.ok()) return value.status();
-    auto app = r.Int("app_ns", 0, kNsPerSec);
-    if (!app.ok()) return app.status();
-    auto jitter = r.Double("app_jitter", 0, 0.9);
-    if (!jitter.ok()) return jitter.status();
-    auto rxbuf = r.Int("rx_buf_bytes", 64, 65536);
-    if (!rxbuf.ok()) return rxbuf.status();
-    auto rxn = r.Int("rx_dma_per_req", 0, 16);
-    if (!rxn.ok()) return rxn.status();
-    auto txg = r.Int("tx_dma_per_get", 0, 16);
-    if (!txg.ok()) return txg.status();
-    auto txs = r.Int("tx_dma_per_set", 0, 16);
-    if (!txs.ok()) return txs.status();
-    instances_ = static_cast<int>(*inst);
-    seconds_ = *seconds;
-    warmup_ = *warmup;
-    set_ratio_ = *set_ratio;
-    key_ = *key;
-    value_ = *value;
-    app_ns_ = *app;
-    jitter_ = *jitter;
-    rx_buf_ = static_cast<uint64_t>(*rxbuf);
-    rx_n_ = static_cast<int>(*rxn);
-    tx_get_ = static_cast<int>(*txg);
-    tx_set_ = static_cast<int>(*txs);
+ private:
+  absl::Status DoConfigure(const WorkloadParams& p, const Platform& platform) override {
+    instances_ = static_cast<int>(p.Int("instances"));
+    seconds_ = p.Double("seconds");
+    warmup_ = p.Double("warmup");
+    set_ratio_ = p.Double("set_ratio");
+    key_ = p.Int("key_bytes");
+    value_ = p.Int("value_bytes");
+    app_ns_ = p.Int("app_ns");
+    jitter_ = p.Double("app_jitter");
+    rx_buf_ = static_cast<uint64_t>(p.Int("rx_buf_bytes"));
+    rx_n_ = static_cast<int>(p.Int("rx_dma_per_req"));
+    tx_get_ = static_cast<int>(p.Int("tx_dma_per_get"));
+    tx_set_ = static_cast<int>(p.Int("tx_dma_per_set"));
     device_ = -1;
-    std::string dev = r.String("device");
+    const std::string& dev = p.Str("device");
     for (size_t i = 0; i < platform.devices.size(); ++i) {
       if (platform.devices[i].name == dev) device_ = static_cast<int>(i);
     }
@@ -99,7 +132,7 @@ class Memcached final : public Workload {
     return absl::OkStatus();
   }
 
-  absl::Status Setup(WorkloadContext& ctx) override {
+  absl::Status DoSetup(WorkloadContext& ctx) override {
     ctx_ = ctx;
     warm_end_ = static_cast<Time>(std::llround(warmup_ * kNsPerSec));
     end_ = warm_end_ + static_cast<Time>(std::llround(seconds_ * kNsPerSec));
@@ -111,7 +144,8 @@ class Memcached final : public Workload {
     return absl::OkStatus();
   }
 
-  void Report(RunResult& r) const override {
+  WorkloadReport DoReport() override {
+    WorkloadReport r;
     LatencyRecorder map, unmap;
     uint64_t reqs = 0, errors = 0, sets = 0;
     for (const State& s : state_) {
@@ -130,6 +164,7 @@ class Memcached final : public Workload {
     r.map_latency = map.Summary();
     r.unmap_latency = unmap.Summary();
     r.extra["set_requests"] = static_cast<double>(sets);
+    return r;
   }
 
  private:
@@ -153,7 +188,7 @@ class Memcached final : public Workload {
   }
 
   Task<void> Instance(Cpu& cpu, State& st, int index) {
-    DmaApi& dma = *ctx_.dma;
+    DmaPath& dma = *ctx_.dma;
     const uint64_t base = (1ULL << 38) + (static_cast<uint64_t>(index) << 28);
     constexpr int kMaxDma = 16;
     uint64_t rx[kMaxDma];
@@ -170,12 +205,7 @@ class Memcached final : public Workload {
       if (!measuring && cpu.now() >= warm_end_) {
         measuring = true;
         co_await cpu.Sync();
-        if (!ctx_.sim->measuring) {
-          for (const auto& c : ctx_.engine->cpus()) {
-            if (c->daemon()) c->ResetAccounting();
-          }
-        }
-        ctx_.sim->StartMeasurement();
+        ctx_.dma->StartMeasurement(cpu);
         cpu.ResetAccounting();
         st = State{};
       }
@@ -226,8 +256,15 @@ class Memcached final : public Workload {
   std::vector<State> state_;
 };
 
+std::unique_ptr<Workload> Make() { return std::make_unique<Memcached>(); }
+
 }  // namespace
 
-std::unique_ptr<Workload> MakeMemcached() { return std::make_unique<Memcached>(); }
+WorkloadInfo MemcachedWorkload() {
+  return {"memcached",
+          "memcached server under memslap: one instance per CPU, each request = NIC RX unmap + "
+          "refill map, application work, TX map(s) and TX-completion unmap(s)",
+          kParams, ParamStyle::kParameter, Make};
+}
 
 }  // namespace farm::emu

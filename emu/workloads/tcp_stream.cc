@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "emu/workloads/io_internal.h"
+#include "emu/workloads/io_common.h"
 
-namespace farm::emu::internal {
+namespace farm::emu {
 namespace {
 
 constexpr int kTxRing = 64;  // packets in flight per session before xmit waits
@@ -28,12 +28,13 @@ struct TcpConfig {
   Time cpu_per_packet, wire_per_packet;
   Window win;  // ramp_ms (iperf3 --omit), then runtime_ms measured
   uint64_t packet_bytes;
+  int nic;  // platform device index
 };
 
 struct TcpShared {
   DeviceQueue nic;
-  DmaPath* dma = nullptr;
-  IoRunReport* report = nullptr;
+  DmaMappings* dma = nullptr;
+  DmaLatencies* lat = nullptr;
 };
 
 // `wire_ns`: the NIC's time on this session's packets inside the window.
@@ -47,14 +48,14 @@ Task<void> Session(Cpu& cpu, const TcpConfig& c, TcpShared& sh, Time& wire_ns) {
     for (uint64_t h : hs) {
       Time t0 = cpu.now();
       co_await sh.dma->UnmapPage(cpu, h);
-      if (c.win.Contains(t0)) RecordUnmap(*sh.report, cpu.now() - t0);
+      if (c.win.Contains(t0)) sh.lat->RecordUnmap(cpu.now() - t0);
     }
   };
   bool measuring = false;
   while (cpu.now() < c.win.end) {
     if (!measuring && cpu.now() >= c.win.start) {
       co_await cpu.Sync();
-      EnterWindow(c.win, cpu, *sh.dma, measuring);
+      EnterWindow(c.win, cpu, sh.dma->dma(), measuring);
     }
     if (c.tx) {
       // Reap finished transmissions (NAPI TX completion on this CPU).
@@ -68,8 +69,8 @@ Task<void> Session(Cpu& cpu, const TcpConfig& c, TcpShared& sh, Time& wire_ns) {
       InFlight f;
       for (int i = 0; i < c.pages; ++i) {
         Time t0 = cpu.now();
-        f.handles.push_back(co_await sh.dma->MapPage(cpu, 0, 4096, DmaDir::kToDevice));
-        if (c.win.Contains(t0)) RecordMap(*sh.report, cpu.now() - t0);
+        f.handles.push_back(co_await sh.dma->MapPage(cpu, c.nic, 4096, DmaDir::kToDevice));
+        if (c.win.Contains(t0)) sh.lat->RecordMap(cpu.now() - t0);
       }
       co_await cpu.Sync();
       f.done = sh.nic.Submit(cpu.now(), c.wire_per_packet);
@@ -80,8 +81,8 @@ Task<void> Session(Cpu& cpu, const TcpConfig& c, TcpShared& sh, Time& wire_ns) {
       std::vector<uint64_t> hs;
       for (int i = 0; i < c.pages; ++i) {
         Time t0 = cpu.now();
-        hs.push_back(co_await sh.dma->MapPage(cpu, 0, 4096, DmaDir::kFromDevice));
-        if (c.win.Contains(t0)) RecordMap(*sh.report, cpu.now() - t0);
+        hs.push_back(co_await sh.dma->MapPage(cpu, c.nic, 4096, DmaDir::kFromDevice));
+        if (c.win.Contains(t0)) sh.lat->RecordMap(cpu.now() - t0);
       }
       co_await cpu.Sync();
       Time arrived = sh.nic.Submit(cpu.now(), c.wire_per_packet);
@@ -93,79 +94,123 @@ Task<void> Session(Cpu& cpu, const TcpConfig& c, TcpShared& sh, Time& wire_ns) {
   }
 }
 
-}  // namespace
+constexpr absl::string_view kDirections[] = {"tx", "rx"};
 
-namespace {
+constexpr WorkloadParam kParams[] = {
+    {.name = "direction",
+     .type = ParamType::kChoice,
+     .default_value = "tx",
+     .choices = kDirections,
+     .meaning = "tx or rx"},
+    {.name = "sessions",
+     .type = ParamType::kInt,
+     .default_value = "4",
+     .min = 1,
+     .max = 4096,
+     .meaning = "streams, one CPU each"},
+    {.name = "link_gbps",
+     .type = ParamType::kDouble,
+     .default_value = "100",
+     .min = 0.1,
+     .max = 10000,
+     .meaning = "NIC line rate"},
+    {.name = "packet_bytes",
+     .type = ParamType::kSize,
+     .default_value = "65536",
+     .meaning = "bytes per (TSO/GRO) packet"},
+    {.name = "pages_per_packet",
+     .type = ParamType::kInt,
+     .default_value = "16",
+     .min = 1,
+     .max = 4096,
+     .meaning = "pages DMA-mapped per packet"},
+    {.name = "cpu_per_packet_ns",
+     .type = ParamType::kInt,
+     .default_value = "5000",
+     .min = 0,
+     .max = 1000000000,
+     .meaning = "CPU per packet (TCP/IP, copy, driver)"},
+    {.name = "runtime_ms",
+     .type = ParamType::kDouble,
+     .default_value = "5",
+     .min = 0.01,
+     .max = 100000,
+     .meaning = "virtual run time measured (after ramp_ms)"},
+    {.name = "ramp_ms",
+     .type = ParamType::kDouble,
+     .default_value = "5",
+     .min = 0,
+     .max = 100000,
+     .meaning = "warm-up before the measured window (iperf3 --omit): run, not counted"},
+};
 
-class TcpRun final : public IoRun {
- public:
-  TcpRun(TcpConfig c, IoPlatform platform, int sessions, std::string dir)
-      : c_(c), platform_(std::move(platform)), sessions_(sessions), dir_(std::move(dir)) {}
+class TcpStream final : public Workload {
+ private:
+  absl::Status DoConfigure(const WorkloadParams& p, const Platform& platform) override {
+    platform_ = &platform;
+    dir_ = p.Str("direction");
+    sessions_ = static_cast<int>(p.Int("sessions"));
+    if (absl::Status s = CheckCpuCount("tcp-stream", "sessions", sessions_, platform); !s.ok()) {
+      return s;
+    }
+    const uint64_t packet = p.Size("packet_bytes");
+    c_.tx = dir_ == "tx";
+    c_.pages = static_cast<int>(p.Int("pages_per_packet"));
+    c_.packet_bytes = packet;
+    c_.cpu_per_packet = p.Int("cpu_per_packet_ns");
+    c_.wire_per_packet = std::max<Time>(
+        1, static_cast<Time>(static_cast<double>(packet) * 8.0 / p.Double("link_gbps")));
+    c_.win = ReadWindow(p);
+    c_.nic = DeviceIndex(platform, "nic");
+    nic_node_ = platform.devices.empty() ? 0 : platform.devices[c_.nic].node;
+    return absl::OkStatus();
+  }
 
-  absl::Status Setup(Engine& engine, DmaPath& dma) override {
-    std::vector<int> order = CpusDeviceNodeFirst(platform_);
+  absl::Status DoSetup(WorkloadContext& ctx) override {
+    Engine& engine = *ctx.engine;
+    std::vector<int> order = CpusDeviceNodeFirst(*platform_, nic_node_);
     std::vector<Cpu*> cpus;
     for (int s = 0; s < sessions_; ++s) cpus.push_back(&engine.AddCpu(order[s]));
-    sh_.dma = &dma;
-    sh_.report = &report_;
+    dma_ = std::make_unique<DmaMappings>(ctx.dma);
+    sh_.dma = dma_.get();
+    sh_.lat = &lat_;
     wire_ns_.assign(sessions_, 0);
     for (int s = 0; s < sessions_; ++s)
       engine.Start(*cpus[s], Session(*cpus[s], c_, sh_, wire_ns_[s]));
     return absl::OkStatus();
   }
 
-  IoRunReport Finish() override {
-    IoRunReport& report = report_;
+  WorkloadReport DoReport() override {
+    WorkloadReport report;
+    lat_.Report(report);
     Time wire_ns = 0;
     for (Time n : wire_ns_) wire_ns += n;
     double total = static_cast<double>(wire_ns) / static_cast<double>(c_.wire_per_packet);
     double secs = c_.win.seconds();
     report.throughput = total * static_cast<double>(c_.packet_bytes) * 8.0 / secs / 1e9;
-    report.unit = "Gb/s";
-    report.virtual_ns = c_.win.end;
-    report.metrics["packets_per_s"] = total / secs;
-    absl::StrAppend(&report.text, "  ", sessions_, " ", dir_, " sessions: ", report.throughput,
-                    " Gb/s\n");
+    report.throughput_unit = "Gb/s";
+    report.extra["packets_per_s"] = total / secs;
     return report;
   }
 
- private:
   TcpConfig c_;
-  IoPlatform platform_;
-  int sessions_;
+  const Platform* platform_ = nullptr;
+  int sessions_ = 4, nic_node_ = 0;
   std::string dir_;
+  std::unique_ptr<DmaMappings> dma_;
+  DmaLatencies lat_;
   TcpShared sh_;
   std::vector<Time> wire_ns_;
-  IoRunReport report_;
 };
+
+std::unique_ptr<Workload> Make() { return std::make_unique<TcpStream>(); }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<IoRun>> MakeTcpStream(Params& p, const IoPlatform& platform) {
-  absl::StatusOr<std::string> dir = p.Choice("direction", "tx", {"tx", "rx"});
-  absl::StatusOr<int64_t> sessions = p.Int("sessions", 4, 1, 4096);
-  absl::StatusOr<double> gbps = p.Double("link_gbps", 100, 0.1, 10000);
-  absl::StatusOr<uint64_t> packet = p.Size("packet_bytes", 65536);
-  absl::StatusOr<int64_t> pages = p.Int("pages_per_packet", 16, 1, 4096);
-  absl::StatusOr<int64_t> cpu_ns = p.Int("cpu_per_packet_ns", 5000, 0, 1000000000);
-  absl::StatusOr<Window> win = ReadWindow(p, 5, 5);
-  if (absl::Status s = ParamsOk(p, {dir.status(), sessions.status(), gbps.status(), packet.status(),
-                                    pages.status(), cpu_ns.status(), win.status()});
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckCpuCount("tcp-stream", "sessions", *sessions, platform); !s.ok()) {
-    return s;
-  }
-  TcpConfig c;
-  c.tx = *dir == "tx";
-  c.pages = static_cast<int>(*pages);
-  c.packet_bytes = *packet;
-  c.cpu_per_packet = *cpu_ns;
-  c.wire_per_packet =
-      std::max<Time>(1, static_cast<Time>(static_cast<double>(*packet) * 8.0 / *gbps));
-  c.win = *win;
-  return std::make_unique<TcpRun>(c, platform, static_cast<int>(*sessions), *dir);
+WorkloadInfo TcpStreamWorkload() {
+  return {"tcp-stream",
+          "iperf-like bulk TCP: per packet CPU work and DMA mapping of its pages, NIC at link rate",
+          kParams, ParamStyle::kDashParam, Make};
 }
 
-}  // namespace farm::emu::internal
+}  // namespace farm::emu

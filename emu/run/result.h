@@ -1,7 +1,9 @@
-// emu/workloads/result.h: the outcome of one emulation run (what FormatJson prints).
+// emu/run/result.h: the outcome of one emulation run (what FormatJson prints):
+// the workload's report (WorkloadReport) with the run's identity, the DMA
+// layer's counters and locks, and the engine's profile and totals.
 // Plain value type; copyable.
-#ifndef EMU_WORKLOADS_RESULT_H_
-#define EMU_WORKLOADS_RESULT_H_
+#ifndef EMU_RUN_RESULT_H_
+#define EMU_RUN_RESULT_H_
 
 #include <cstdint>
 #include <map>
@@ -54,11 +56,13 @@ struct RunResult {
   double wall_seconds = 0;  // host time; the only non-deterministic field
   // Resolved model keys.
   std::map<std::string, std::string> model;
-  // Workload-specific extras (e.g. the kernel-format text).
+  // Workload-specific figures.
   std::map<std::string, double> extra;
+  // The real tool's output (dma_map_benchmark's three lines, fio JSON, the
+  // iozone report), or "" when the workload has none.
   std::string kernel_output;
 };
 
 }  // namespace farm::emu
 
-#endif  // EMU_WORKLOADS_RESULT_H_
+#endif  // EMU_RUN_RESULT_H_
