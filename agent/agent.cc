@@ -119,21 +119,21 @@ absl::Status Agent::EnsureRegistered() {
     grpc::Status status = stub_->Register(ctx.get(), request, &response);
     if (status.ok()) {
       const int64_t n = registrations_.fetch_add(1) + 1;
+      absl::Duration interval = FromProto(response.heartbeat_interval());
+      if (interval <= absl::ZeroDuration()) {
+        const absl::Duration ttl = FromProto(response.lease_ttl());
+        interval = ttl > absl::ZeroDuration() ? ttl / 3 : absl::Seconds(2);
+      }
       {
         absl::MutexLock lock(&mu_);
         registered_ = true;
         agent_id_ = response.agent_id();
         session_ = response.session();
-        absl::Duration interval = FromProto(response.heartbeat_interval());
-        if (interval <= absl::ZeroDuration()) {
-          const absl::Duration ttl = FromProto(response.lease_ttl());
-          interval = ttl > absl::ZeroDuration() ? ttl / 3 : absl::Seconds(2);
-        }
         heartbeat_interval_ = interval;
         cv_.SignalAll();
       }
       spdlog::info("registered agent {} id {} (heartbeat every {})", options_.name,
-                   response.agent_id(), absl::FormatDuration(heartbeat_interval_));
+                   response.agent_id(), absl::FormatDuration(interval));
       if (options_.on_registered) {
         options_.on_registered(options_.name, response.agent_id(), n == 1);
       }

@@ -83,8 +83,8 @@ class Agent {
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
-  absl::Status Run();
-  void Shutdown();
+  absl::Status Run() ABSL_LOCKS_EXCLUDED(mu_);
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
   Stats stats() const;
 
  private:
@@ -96,19 +96,20 @@ class Agent {
 
   // Registers, retrying while the server is away. Returns non-OK only when
   // fatal or when shutting down before it succeeded.
-  absl::Status EnsureRegistered();
-  void HeartbeatLoop();
-  void WorkerLoop();
-  void RunOne(const iommufarm::v1::JobLease& lease, CancelToken& cancel);
+  absl::Status EnsureRegistered() ABSL_LOCKS_EXCLUDED(mu_);
+  void HeartbeatLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void RunOne(const iommufarm::v1::JobLease& lease, CancelToken& cancel) ABSL_LOCKS_EXCLUDED(mu_);
   void Report(const iommufarm::v1::JobLease& lease, CancelToken& cancel,
-              const absl::StatusOr<ExecutionResult>& result, absl::Duration wall_time);
+              const absl::StatusOr<ExecutionResult>& result, absl::Duration wall_time)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets every lease (session lost): pending dropped, running cancelled.
   void DropAllLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Drain();
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
   void Count(std::atomic<int64_t>& stat, prometheus::Counter* counter);
   // A running job stopped by its CancelToken: revoked, unless abandoned.
-  void CountCancelled();
+  void CountCancelled() ABSL_LOCKS_EXCLUDED(mu_);
   void CountRpcError();
   // Backoff sleep that only a shutdown cuts short.
   void WaitUntilShutdownLocked(absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "lib/base/check.h"
 #include "nlohmann/json.hpp"
 
 namespace farm::cli {
@@ -56,6 +57,7 @@ std::string ProtoToJson(const google::protobuf::Message& message) {
 }  // namespace
 
 MeanCi ComputeMeanCi(const std::vector<double>& values, double confidence) {
+  FARM_DCHECK(confidence > 0 && confidence < 1, "confidence level outside (0, 1)");
   MeanCi out;
   out.n = static_cast<int64_t>(values.size());
   if (values.empty()) {

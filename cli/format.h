@@ -31,8 +31,8 @@ struct MeanCi {
   double half_width = 0;
 };
 
-// REQUIRES: 0 < confidence < 1. Uses the Student t quantile with n - 1
-// degrees of freedom.
+// REQUIRES: 0 < confidence < 1 (FARM_DCHECK). Uses the Student t quantile
+// with n - 1 degrees of freedom.
 MeanCi ComputeMeanCi(const std::vector<double>& values, double confidence = 0.95);
 
 // "off", "passthrough", "strict", "lazy" (or "unspecified").

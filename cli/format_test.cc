@@ -55,6 +55,15 @@ TEST(ComputeMeanCiTest, TwoValuesUseOneDegreeOfFreedom) {
   EXPECT_NEAR(ci.half_width, 12.7062047, 1e-6);
 }
 
+TEST(ComputeMeanCiDeathTest, ConfidenceOutsideTheOpenUnitIntervalAborts) {
+  ASSERT_TRUE(FARM_INVARIANTS) << "tests are built with invariant checks on";
+  EXPECT_GT(ComputeMeanCi({1, 2, 3}, 0.5).half_width, 0);
+  for (double bad : {0.0, 1.0, -0.5, 95.0}) {
+    EXPECT_DEATH(ComputeMeanCi({1, 2, 3}, bad), "confidence level outside \\(0, 1\\)")
+        << "confidence " << bad;
+  }
+}
+
 TEST(ComputeMeanCiTest, OneValueHasNoInterval) {
   MeanCi ci = ComputeMeanCi({42});
   EXPECT_EQ(ci.n, 1);

@@ -28,7 +28,9 @@ absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv);
 absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitLog(const std::string& output);
 
 // `git -C repo log --first-parent --reverse --format=%H%x09%s range`, parsed.
-// REQUIRES: range has the form A..B.
+// `range` is user input (farmctl catalog import-git --range): anything but the
+// form A..B (or a leading '-', which git would read as an option) is
+// kInvalidArgument, not a precondition.
 absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitFirstParentLog(
     const std::string& repo, const std::string& range);
 

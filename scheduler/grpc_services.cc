@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <mutex>
 
 #include <spdlog/spdlog.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "lib/auth/auth.h"
 
 namespace farm::scheduler {
@@ -65,13 +66,13 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
     if (events_ != nullptr) handle_ = events_->Subscribe(matrix_id_, [this] { Wake(); });
     bool failed = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       failed = !PostLocked(std::chrono::milliseconds(0), Cause::kFirst, 0);
     }
     if (failed) FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
   }
 
-  void OnWriteDone(bool ok) override {
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
     if (!ok) {
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
       return;
@@ -83,12 +84,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
     Idle(options_.fallback_poll);
   }
   void OnCancel() override { cancelled_.store(true); }
-  void OnDone() override {
+  void OnDone() override ABSL_LOCKS_EXCLUDED(mu_) {
     // Outside mu_: the events thread holds its own lock while calling Wake().
     if (events_ != nullptr) events_->Unsubscribe(handle_);
     bool del = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       done_ = true;
       del = pending_ == 0;
     }
@@ -100,10 +101,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
   enum class Cause { kFirst, kWake, kFallback };
 
   // Called by the events thread: cheap, never blocks on the database.
-  void Wake() {
+  void Wake() ABSL_LOCKS_EXCLUDED(mu_) {
     bool failed = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (finished_) return;
       if (busy_) {
         wake_ = true;
@@ -116,7 +117,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
 
   // A read soon, but not sooner than min_interval after the previous one,
   // so a burst of notifications costs at most one read per interval.
-  bool ScheduleReadLocked() {
+  bool ScheduleReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     busy_ = true;
     wake_ = false;
     ++timer_gen_;
@@ -127,7 +128,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
     return PostLocked(delay, Cause::kWake, 0);
   }
 
-  bool PostLocked(std::chrono::milliseconds delay, Cause cause, uint64_t gen) {
+  bool PostLocked(std::chrono::milliseconds delay, Cause cause, uint64_t gen)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ++pending_;
     if (!pool_->PostAfter(delay, [this, cause, gen] { Run(cause, gen); })) {
       --pending_;
@@ -137,10 +139,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
   }
 
   // The step ended without a write: wait for a wake-up or the fallback.
-  void Idle(absl::Duration fallback) {
+  void Idle(absl::Duration fallback) ABSL_LOCKS_EXCLUDED(mu_) {
     bool failed = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       busy_ = false;
       if (finished_) return;
       if (wake_) {
@@ -152,29 +154,34 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
     if (failed) FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
   }
 
-  void Run(Cause cause, uint64_t gen) {
+  void Run(Cause cause, uint64_t gen) ABSL_LOCKS_EXCLUDED(mu_) {
+    bool gone = false;  // OnDone() ran: only the last task deletes
+    bool last = false;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       --pending_;
       if (done_) {
-        const bool last = pending_ == 0;
-        lock.unlock();
-        if (last) delete this;
-        return;
+        gone = true;
+        last = pending_ == 0;
+      } else {
+        if (finished_) return;
+        if (cause == Cause::kFallback) {
+          if (busy_ || gen != timer_gen_) return;  // superseded by a wake-up
+          busy_ = true;
+        }
+        wake_ = false;  // this read sees every change notified so far
+        last_read_ = Clock::now();
       }
-      if (finished_) return;
-      if (cause == Cause::kFallback) {
-        if (busy_ || gen != timer_gen_) return;  // superseded by a wake-up
-        busy_ = true;
-      }
-      wake_ = false;  // this read sees every change notified so far
-      last_read_ = Clock::now();
+    }
+    if (gone) {
+      if (last) delete this;
+      return;
     }
     (cause == Cause::kFallback ? stats_->fallback_reads : stats_->wake_reads).fetch_add(1);
     Read(cause == Cause::kFallback);
   }
 
-  void Read(bool fallback) {
+  void Read(bool fallback) ABSL_LOCKS_EXCLUDED(mu_) {
     if (cancelled_.load()) {
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
       return;
@@ -226,9 +233,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
     StartWrite(&msg_);
   }
 
-  void FinishOnce(grpc::Status st) {
+  void FinishOnce(grpc::Status st) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (finished_) return;
       finished_ = true;
     }
@@ -244,16 +251,18 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
   storage::MatrixEvents::Handle handle_ = 0;
   std::atomic<bool> cancelled_{false};
 
-  std::mutex mu_;
-  bool busy_ = true;               // guarded by mu_: a read is posted/running or a write in flight
-  bool wake_ = false;              // guarded by mu_: notified while busy
-  bool finished_ = false;          // guarded by mu_: Finish() called
-  bool done_ = false;              // guarded by mu_: OnDone() ran
-  int pending_ = 0;                // guarded by mu_: posted tasks that refer to this
-  uint64_t timer_gen_ = 0;         // guarded by mu_
-  Clock::time_point last_read_{};  // guarded by mu_
+  absl::Mutex mu_;
+  // A read is posted/running or a write in flight.
+  bool busy_ ABSL_GUARDED_BY(mu_) = true;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;      // notified while busy
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called
+  bool done_ ABSL_GUARDED_BY(mu_) = false;      // OnDone() ran
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;        // posted tasks that refer to this
+  uint64_t timer_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::time_point last_read_ ABSL_GUARDED_BY(mu_) = {};
 
-  // Only touched by the single step in flight.
+  // Only touched by the single step in flight (busy_ hands it over), so not
+  // under mu_.
   pb::MatrixProgress msg_;
   bool sent_any_ = false;
   Clock::time_point t0_;

@@ -348,25 +348,13 @@ absl::StatusOr<pb::Regression> AnalysisService::UpdateRegression(
 
 Reaper::Reaper(storage::JobQueue* queue, metrics::SchedulerMetrics* metrics,
                const SchedulerConfig& config)
-    : queue_(queue), metrics_(metrics), config_(config) {}
+    : queue_(queue), metrics_(metrics), config_(config), loop_([this] {
+        absl::StatusOr<storage::ReapOutcome> r = RunOnce();
+        if (!r.ok()) spdlog::warn("reaper: {}", r.status().ToString());
+        return std::max(absl::Milliseconds(100), std::min(config_.lease_ttl / 4, absl::Seconds(5)));
+      }) {}
 
 Reaper::~Reaper() { Stop(); }
-
-void Reaper::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (thread_.joinable()) return;
-  stop_ = false;
-  thread_ = std::thread([this] { Loop(); });
-}
-
-void Reaper::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
 
 absl::StatusOr<storage::ReapOutcome> Reaper::RunOnce() {
   constexpr int kBatch = 1000;
@@ -394,19 +382,6 @@ absl::StatusOr<storage::ReapOutcome> Reaper::RunOnce() {
         agents->begin(), agents->end(), [](const pb::Agent& a) { return a.connected(); })));
   }
   return total;
-}
-
-void Reaper::Loop() {
-  const absl::Duration period =
-      std::max(absl::Milliseconds(100), std::min(config_.lease_ttl / 4, absl::Seconds(5)));
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    absl::StatusOr<storage::ReapOutcome> r = RunOnce();
-    if (!r.ok()) spdlog::warn("reaper: {}", r.status().ToString());
-    lock.lock();
-    cv_.wait_for(lock, absl::ToChronoMilliseconds(period), [&] { return stop_; });
-  }
 }
 
 }  // namespace farm::scheduler

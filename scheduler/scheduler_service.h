@@ -13,15 +13,13 @@
 #ifndef SCHEDULER_SCHEDULER_SERVICE_H_
 #define SCHEDULER_SCHEDULER_SERVICE_H_
 
-#include <condition_variable>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
+#include "lib/base/background_loop.h"
 #include "lib/metrics/metrics.h"
 #include "lib/storage/repositories.h"
 #include "scheduler/spec.h"
@@ -123,9 +121,11 @@ class AnalysisService final {
   storage::AnalysisStore* const store_;
 };
 
-// Periodic housekeeping, one thread: requeues expired leases (every
-// ttl/4) and refreshes the queue/agent gauges. Safe to run in every
-// scheduler at once (the reap is SKIP LOCKED and idempotent).
+// Periodic housekeeping, one thread (a BackgroundLoop): requeues expired
+// leases (every ttl/4, clamped to 100 ms .. 5 s) and refreshes the
+// queue/agent gauges. Safe to run in every scheduler at once (the reap is
+// SKIP LOCKED and idempotent). Start() and Stop() from any thread but the
+// reaper's; RunOnce() from any thread.
 class Reaper final {
  public:
   Reaper(storage::JobQueue* queue, metrics::SchedulerMetrics* metrics,
@@ -134,20 +134,16 @@ class Reaper final {
   Reaper& operator=(const Reaper&) = delete;
   ~Reaper();  // stops the thread
 
-  void Start();
-  void Stop();
+  void Start() { loop_.Start(); }
+  void Stop() { loop_.Stop(); }
   // One pass (reap until nothing is left, refresh gauges), on the caller's thread.
   absl::StatusOr<storage::ReapOutcome> RunOnce();
 
  private:
-  void Loop();
   storage::JobQueue* const queue_;
   metrics::SchedulerMetrics* const metrics_;
   const SchedulerConfig config_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
-  std::thread thread_;
+  base::BackgroundLoop loop_;  // last: stopped before the fields it uses go
 };
 
 }  // namespace farm::scheduler

@@ -105,7 +105,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
 }
 
 void SchedulerServer::Shutdown(absl::Duration deadline) {
-  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  absl::MutexLock lock(&shutdown_mu_);
   if (shut_down_) return;
   shut_down_ = true;
   if (reaper_) reaper_->Stop();

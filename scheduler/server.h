@@ -16,7 +16,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/metrics/metrics.h"
 #include "lib/storage/pg_listener.h"
@@ -58,7 +60,7 @@ class SchedulerServer final {
   int port() const { return port_; }
   // host:port actually bound.
   std::string address() const { return address_; }
-  void Shutdown(absl::Duration deadline = absl::Seconds(5));
+  void Shutdown(absl::Duration deadline = absl::Seconds(5)) ABSL_LOCKS_EXCLUDED(shutdown_mu_);
 
   JobService& jobs() { return *job_service_; }
   AgentService& agents() { return *agent_service_; }
@@ -88,8 +90,9 @@ class SchedulerServer final {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;
-  std::mutex shutdown_mu_;
-  bool shut_down_ = false;  // guarded by shutdown_mu_
+  // Held for the whole of Shutdown(): a second caller waits for the first.
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };
 
 // Splits "host:port" ("[v6]:port" too). kInvalidArgument naming `flag`.

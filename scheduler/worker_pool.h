@@ -2,22 +2,24 @@
 // tasks. The gRPC adapters hand every blocking (database) call to it so
 // gRPC's callback threads never block on PostgreSQL.
 //
-// Contract: thread-safe. Stop() runs what is already due, drops delayed
-// tasks that are not due, and joins the threads; Post() after Stop() runs
-// nothing and returns false. stopping() lets long-lived work (streams)
-// notice shutdown. Tasks must not throw.
+// Contract: thread-safe (one mutex guards both queues; tasks run outside
+// it). Stop() runs every queued task, delayed ones at once, and joins the
+// threads; Post() after Stop() runs nothing and returns false. stopping()
+// lets long-lived work (streams) notice shutdown. Tasks must not throw.
 #ifndef SCHEDULER_WORKER_POOL_H_
 #define SCHEDULER_WORKER_POOL_H_
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace farm::scheduler {
 
@@ -30,19 +32,20 @@ class WorkerPool final {
   WorkerPool& operator=(const WorkerPool&) = delete;
   ~WorkerPool() { Stop(); }
 
-  bool Post(std::function<void()> fn) {
+  bool Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_) {
     return PostAfter(std::chrono::milliseconds(0), std::move(fn));
   }
 
-  bool PostAfter(std::chrono::milliseconds delay, std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool PostAfter(std::chrono::milliseconds delay, std::function<void()> fn)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     if (stopped_) return false;
     if (delay.count() <= 0) {
       ready_.push_back(std::move(fn));
     } else {
       delayed_.emplace(std::chrono::steady_clock::now() + delay, std::move(fn));
     }
-    cv_.notify_one();
+    cv_.Signal();
     return true;
   }
 
@@ -51,23 +54,35 @@ class WorkerPool final {
   bool stopping() const { return stopping_.load(); }
 
   // Runs delayed tasks immediately (so streams get their last step and
-  // finish), then joins.
-  void Stop() {
+  // finish), then joins. Not from a pool thread.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopped_) return;
       stopping_.store(true);
       draining_ = true;
+      cv_.SignalAll();
     }
-    cv_.notify_all();
     for (std::thread& t : threads_) t.join();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopped_ = true;
   }
 
  private:
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_) {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        absl::MutexLock lock(&mu_);
+        if (!NextTaskLocked(&fn)) return;
+      }
+      fn();
+    }
+  }
+
+  // Waits until a task is due and moves it to *fn; false once draining left
+  // nothing to run.
+  bool NextTaskLocked(std::function<void()>* fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (;;) {
       const auto now = std::chrono::steady_clock::now();
       while (!delayed_.empty() && (draining_ || delayed_.begin()->first <= now)) {
@@ -75,31 +90,28 @@ class WorkerPool final {
         delayed_.erase(delayed_.begin());
       }
       if (!ready_.empty()) {
-        std::function<void()> fn = std::move(ready_.front());
+        *fn = std::move(ready_.front());
         ready_.pop_front();
-        lock.unlock();
-        fn();
-        lock.lock();
-        continue;
+        return true;
       }
-      if (draining_) return;
+      if (draining_) return false;
       if (delayed_.empty()) {
-        cv_.wait(lock);
+        cv_.Wait(&mu_);
       } else {
-        cv_.wait_until(lock, delayed_.begin()->first);
+        cv_.WaitWithTimeout(&mu_, absl::FromChrono(delayed_.begin()->first - now));
       }
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> ready_;  // guarded by mu_
-  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>>
-      delayed_;            // guarded by mu_
-  bool draining_ = false;  // guarded by mu_
-  bool stopped_ = false;   // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;  // a task was posted, or draining began
+  std::deque<std::function<void()>> ready_ ABSL_GUARDED_BY(mu_);
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> delayed_
+      ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> stopping_{false};
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> threads_;  // set in the constructor, joined by Stop()
 };
 
 }  // namespace farm::scheduler

@@ -20,41 +20,40 @@
 #define AGENT_EXECUTORS_EXECUTOR_H_
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::agent {
 
 // One-shot cancellation flag that long-running work polls or sleeps on.
+// cancelled() is a lock-free load (executors poll it in hot loops); the flag
+// is set with mu_ held so that a SleepFor() waiting on mu_ cannot miss it.
 class CancelToken {
  public:
   CancelToken() = default;
   CancelToken(const CancelToken&) = delete;
   CancelToken& operator=(const CancelToken&) = delete;
 
-  void Cancel() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      cancelled_.store(true);
-    }
-    cv_.notify_all();
+  void Cancel() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    cancelled_.store(true);
   }
   bool cancelled() const { return cancelled_.load(); }
   // Sleeps up to `d`; returns true if cancelled (early or already).
-  bool SleepFor(absl::Duration d) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [this] { return cancelled_.load(); });
+  bool SleepFor(absl::Duration d) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    // Await re-evaluates the condition whenever mu_ is released (Cancel()).
+    return mu_.AwaitWithTimeout(absl::Condition(this, &CancelToken::cancelled), d);
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
+  absl::Mutex mu_;
   std::atomic<bool> cancelled_{false};
 };
 

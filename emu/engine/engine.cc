@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "lib/base/check.h"
 
 namespace farm::emu {
 
@@ -184,6 +185,9 @@ Cpu& Engine::AddCpu(int cpu, bool daemon) {
 }
 
 void Engine::Start(Cpu& cpu, Task<void> program) {
+  FARM_DCHECK(cpu.engine_ == this, "Start() of another engine's Cpu");
+  FARM_DCHECK(!cpu.root_, "Start() called twice for one Cpu");
+  FARM_DCHECK(!ran_, "Start() after Run()");
   RootTask r = Drive(this, &cpu, std::move(program));
   cpu.root_ = r.h;
   cpu.resume_ = r.h;
@@ -192,6 +196,7 @@ void Engine::Start(Cpu& cpu, Task<void> program) {
 }
 
 absl::Status Engine::Run() {
+  ran_ = true;
   while (live_ > 0) {
     if (heap_.empty()) {
       int blocked = 0;
@@ -345,6 +350,7 @@ void SpinLock::Unlock(Cpu& cpu, int dirty_lines) {
 // ---- AtomicLine.
 
 void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
+  FARM_DCHECK(cpu.synced(), "atomic RMW without `co_await cpu.Sync()` immediately before");
   Time t = cpu.now();
   if (Time far = engine_->line_costs().atomic_far; far > 0) {
     // The request travels to the home node, waits for the ops ahead of it,
@@ -373,6 +379,7 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
 }
 
 void AtomicLine::Load(Cpu& cpu, Sym sym) {
+  FARM_DCHECK(cpu.synced(), "atomic load without `co_await cpu.Sync()` immediately before");
   if (engine_->line_costs().atomic_far > 0 && last_index_ >= 0) {
     // Far atomics leave the line at the home node: a load fetches a copy.
     cpu.Charge(sym, HomeRoundTrip(cpu.node()));

@@ -171,11 +171,15 @@ class Cpu {
     Cpu* cpu;
     bool await_ready() noexcept;
     std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) noexcept;
-    void await_resume() noexcept {}
+    void await_resume() noexcept { cpu->synced_at_ = cpu->now_; }
   };
   //! Wait until this CPU is the earliest runnable one; required before any
   //! access to shared state.
   SyncAwaiter Sync() { return SyncAwaiter{this}; }
+  //! True while the clock still reads what it read when `co_await Sync()`
+  //! last returned: nothing was charged since, so this CPU is still the
+  //! earliest and may touch shared state (what FARM_DCHECK checks).
+  bool synced() const { return synced_at_ == now_; }
 
   struct BlockAwaiter {
     Cpu* cpu;
@@ -216,6 +220,7 @@ class Cpu {
   Time now_ = 0;
   Time idle_ = 0;
   Time block_start_ = 0;
+  Time synced_at_ = -1;  // now_ when Sync() last returned; never a clock value at first
   bool blocked_ = false;
   bool finished_ = false;
   std::coroutine_handle<> resume_;
@@ -235,7 +240,8 @@ class Engine {
   //! Adds a virtual CPU on topology CPU `cpu`. Daemons (timer handlers) do not
   //! keep the run alive: Run() returns when every non-daemon program is done.
   Cpu& AddCpu(int cpu, bool daemon = false);
-  //! Gives `cpu` its program. REQUIRES: called once per Cpu, before Run().
+  //! Gives `cpu` (one of this engine's) its program. REQUIRES: called once
+  //! per Cpu, before Run() (FARM_DCHECK).
   void Start(Cpu& cpu, Task<void> program);
   //! Runs until every non-daemon program has returned.
   absl::Status Run();
@@ -284,6 +290,7 @@ class Engine {
   uint64_t seed_;
   std::vector<std::unique_ptr<Cpu>> cpus_;
   std::vector<Cpu*> heap_;
+  bool ran_ = false;  // Run() was called: Start() is too late
   int live_ = 0;
   Time current_ = 0;
   uint64_t events_ = 0;
@@ -360,7 +367,8 @@ class SpinLock {
 //! served one at a time at the home node (`home_node`, where the structure
 //! was allocated), each occupying it atomic_far ns; the requester waits for
 //! the round trip to the home node plus its turn.
-//! REQUIRES: the caller executed `co_await cpu.Sync()` immediately before.
+//! REQUIRES: the caller executed `co_await cpu.Sync()` immediately before
+//! (nothing charged in between: FARM_DCHECK(cpu.synced())).
 class AtomicLine {
  public:
   explicit AtomicLine(Engine* e, int home_node = 0) : engine_(e), home_node_(home_node) {}
@@ -387,7 +395,8 @@ class AtomicLine {
 //! A word updated with a cmpxchg loop. The value is abstracted to a version
 //! number: a cmpxchg succeeds iff nobody changed the word since the caller
 //! observed it (by a load or a previous attempt).
-//! REQUIRES: the caller executed `co_await cpu.Sync()` immediately before.
+//! REQUIRES: the caller executed `co_await cpu.Sync()` immediately before
+//! (checked by AtomicLine's Rmw and Load).
 class CmpxchgWord : public AtomicLine {
  public:
   using AtomicLine::AtomicLine;
@@ -422,8 +431,10 @@ class CmpxchgWord : public AtomicLine {
   uint64_t failures_ = 0;
 };
 
-//! A device consuming work in arrival order at its own pace.
-//! REQUIRES: the caller executed `co_await cpu.Sync()` before Submit.
+//! A device consuming work in arrival order at its own pace. Arrival order
+//! is global time order only if every submitter synced (`co_await
+//! cpu.Sync()`, or holds a SpinLock taken since) before Submit. Not checked:
+//! Start and Submit see a time, not the submitting Cpu.
 class DeviceQueue {
  public:
   //! Work of `ns` arrives at time t; returns when the device starts it.

@@ -198,6 +198,74 @@ TEST(Engine, DeadlockIsReported) {
   EXPECT_FALSE(e.Run().ok());
 }
 
+// The preconditions of engine.h are FARM_DCHECKs, live in test builds.
+TEST(EngineDeathTest, SharedAccessAfterChargeWithoutSyncAborts) {
+  ASSERT_TRUE(FARM_INVARIANTS) << "tests are built with invariant checks on";
+  auto run = [](bool sync_again) {
+    Engine e(TwoNodes(1), Costs(), 1);
+    AtomicLine line(&e);
+    auto prog = [&](Cpu& cpu) -> Task<void> {
+      co_await cpu.Sync();
+      line.Rmw(cpu, Sym::kOther);   // synced: fine
+      cpu.Charge(Sym::kOther, 10);  // the clock moved: another CPU may be earlier
+      if (sync_again) co_await cpu.Sync();
+      line.Rmw(cpu, Sym::kOther);
+    };
+    Cpu& a = e.AddCpu(0);
+    e.Start(a, prog(a));
+    return e.Run().ok();
+  };
+  EXPECT_TRUE(run(/*sync_again=*/true));
+  EXPECT_DEATH(run(/*sync_again=*/false),
+               "precondition failed: cpu.synced\\(\\): atomic RMW without");
+}
+
+TEST(EngineDeathTest, CmpxchgObserveWithoutSyncAborts) {
+  ASSERT_TRUE(FARM_INVARIANTS);
+  auto run = [] {
+    Engine e(TwoNodes(1), Costs(), 1);
+    CmpxchgWord word(&e);
+    auto prog = [&](Cpu& cpu) -> Task<void> {
+      cpu.Charge(Sym::kOther, 1);  // never synced
+      word.Observe(cpu, Sym::kOther);
+      co_return;
+    };
+    Cpu& a = e.AddCpu(0);
+    e.Start(a, prog(a));
+    (void)e.Run();
+  };
+  EXPECT_DEATH(run(), "atomic load without `co_await cpu.Sync\\(\\)`");
+}
+
+TEST(EngineDeathTest, StartTwiceForOneCpuAborts) {
+  ASSERT_TRUE(FARM_INVARIANTS);
+  auto idle = [](Cpu& cpu) -> Task<void> { co_return; };
+  Engine e(TwoNodes(1), Costs(), 1);
+  Cpu& a = e.AddCpu(0);
+  e.Start(a, idle(a));
+  EXPECT_DEATH(e.Start(a, idle(a)), "Start\\(\\) called twice for one Cpu");
+}
+
+TEST(EngineDeathTest, StartAfterRunAborts) {
+  ASSERT_TRUE(FARM_INVARIANTS);
+  auto idle = [](Cpu& cpu) -> Task<void> { co_return; };
+  Engine e(TwoNodes(1), Costs(), 1);
+  Cpu& a = e.AddCpu(0);
+  Cpu& b = e.AddCpu(1);
+  e.Start(a, idle(a));
+  ASSERT_TRUE(e.Run().ok());
+  EXPECT_DEATH(e.Start(b, idle(b)), "Start\\(\\) after Run\\(\\)");
+}
+
+TEST(EngineDeathTest, StartOfAnotherEnginesCpuAborts) {
+  ASSERT_TRUE(FARM_INVARIANTS);
+  auto idle = [](Cpu& cpu) -> Task<void> { co_return; };
+  Engine e(TwoNodes(1), Costs(), 1);
+  Engine other(TwoNodes(1), Costs(), 1);
+  Cpu& a = other.AddCpu(0);
+  EXPECT_DEATH(e.Start(a, idle(a)), "Start\\(\\) of another engine's Cpu");
+}
+
 TEST(DeviceQueue, ConsumesInArrivalOrderAtItsPace) {
   DeviceQueue q;
   EXPECT_EQ(q.Submit(0, 100), 100);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "lib/base/check.h"
 
 #ifndef FARM_EMU_SOURCE_CATALOG_DIR
 #define FARM_EMU_SOURCE_CATALOG_DIR ""
@@ -249,6 +250,7 @@ absl::StatusOr<size_t> Catalog::Find(absl::string_view id) const {
 }
 
 std::map<std::string, std::string> Catalog::SettingsAt(size_t index) const {
+  FARM_DCHECK(index < commits_.size(), "SettingsAt() past the last commit");
   std::map<std::string, std::string> out;
   for (size_t i = 0; i <= index && i < commits_.size(); ++i) {
     for (const auto& [k, v] : commits_[i].set) out[k] = v;

@@ -86,7 +86,8 @@ class Catalog {
   // at least 7 hex digits are given; an ambiguous prefix is an error.
   absl::StatusOr<size_t> Find(absl::string_view id) const;
 
-  // Accumulated settings of commits 0..index. REQUIRES: index < size().
+  // Accumulated settings of commits 0..index. REQUIRES: index < size()
+  // (FARM_DCHECK).
   std::map<std::string, std::string> SettingsAt(size_t index) const;
 
   // Find + SettingsAt.

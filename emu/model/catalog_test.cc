@@ -265,5 +265,13 @@ TEST(ShippedCatalogTest, EnvOverridesDefault) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(CatalogDeathTest, SettingsAtPastTheEndAborts) {
+  ASSERT_TRUE(FARM_INVARIANTS) << "tests are built with invariant checks on";
+  absl::StatusOr<Catalog> c = Catalog::LoadString(kSmall, "small.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->SettingsAt(c->size() - 1).at("b"), "2");
+  EXPECT_DEATH(c->SettingsAt(c->size()), "index < commits_.size\\(\\): SettingsAt\\(\\) past");
+}
+
 }  // namespace
 }  // namespace farm::emu

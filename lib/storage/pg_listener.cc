@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -44,28 +45,23 @@ constexpr long kWaitMicros = 200000;
 
 }  // namespace
 
-PgMatrixListener::PgMatrixListener(std::string uri) : uri_(WithConnectTimeout(uri, 3)) {}
+struct PgMatrixListener::Session {
+  std::unique_ptr<pqxx::connection> conn;
+  std::unique_ptr<Receiver> receiver;  // declared after conn: destroyed (UNLISTEN) first
+  int pid = 0;
+  std::set<int64_t> ids;  // notified since the last dispatch
+  bool any = false;
+  Clock::time_point next_check;
+};
+
+PgMatrixListener::PgMatrixListener(std::string uri)
+    : uri_(WithConnectTimeout(uri, 3)),
+      loop_([this] { return Pass(); }, [this] { Disconnect(); }) {}
 
 PgMatrixListener::~PgMatrixListener() { Stop(); }
 
-void PgMatrixListener::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (thread_.joinable()) return;
-  stop_ = false;
-  thread_ = std::thread([this] { Loop(); });
-}
-
-void PgMatrixListener::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
 MatrixEvents::Handle PgMatrixListener::Subscribe(int64_t matrix_id, std::function<void()> wake) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const Handle h = next_++;
   subs_.emplace(h, Sub{matrix_id, std::move(wake)});
   return h;
@@ -74,83 +70,82 @@ MatrixEvents::Handle PgMatrixListener::Subscribe(int64_t matrix_id, std::functio
 void PgMatrixListener::Unsubscribe(Handle handle) {
   // Dispatch holds mu_ while calling back, so once we hold it no callback of
   // this handle is running.
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   subs_.erase(handle);
 }
 
 void PgMatrixListener::Dispatch(const std::set<int64_t>& ids, bool all) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto& [h, sub] : subs_) {
     if (all || ids.count(sub.matrix_id) != 0) sub.wake();
   }
 }
 
-bool PgMatrixListener::SleepFor(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, d, [&] { return stop_; });
-  return !stop_;
+bool PgMatrixListener::Connect() {
+  auto session = std::make_unique<Session>();
+  try {
+    session->conn = std::make_unique<pqxx::connection>(uri_);
+    session->receiver = std::make_unique<Receiver>(*session->conn, &session->ids, &session->any,
+                                                   &notifications_);  // issues LISTEN
+    pqxx::nontransaction n(*session->conn);
+    session->pid = n.exec1("SELECT pg_backend_pid()")[0].as<int>();
+  } catch (const std::exception& e) {
+    backoff_ = std::min(std::chrono::milliseconds(2000),
+                        std::max(std::chrono::milliseconds(50), backoff_ * 2));
+    spdlog::debug("matrix listener: connect failed ({}); retrying in {} ms", e.what(),
+                  backoff_.count());
+    return false;
+  }
+  session->next_check = Clock::now() + kHealthCheck;
+  session_ = std::move(session);
+  backoff_ = std::chrono::milliseconds(0);
+  connects_.fetch_add(1);
+  listening_.store(true);
+  if (connects_.load() > 1) spdlog::info("matrix listener: reconnected, waking every watcher");
+  return true;
 }
 
-void PgMatrixListener::Loop() {
-  std::chrono::milliseconds backoff{0};
-  auto stopping = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stop_;
-  };
-  while (!stopping()) {
-    std::set<int64_t> ids;
-    bool any = false;
-    std::unique_ptr<pqxx::connection> conn;
-    std::unique_ptr<Receiver> receiver;
-    int pid = 0;
-    try {
-      conn = std::make_unique<pqxx::connection>(uri_);
-      receiver = std::make_unique<Receiver>(*conn, &ids, &any, &notifications_);  // issues LISTEN
-      pqxx::nontransaction n(*conn);
-      pid = n.exec1("SELECT pg_backend_pid()")[0].as<int>();
-    } catch (const std::exception& e) {
-      receiver.reset();
-      conn.reset();
-      backoff = std::min(std::chrono::milliseconds(2000),
-                         std::max(std::chrono::milliseconds(50), backoff * 2));
-      spdlog::debug("matrix listener: connect failed ({}); retrying in {} ms", e.what(),
-                    backoff.count());
-      SleepFor(backoff);
-      continue;
-    }
-    backoff = std::chrono::milliseconds(0);
-    connects_.fetch_add(1);
-    listening_.store(true);
-    if (connects_.load() > 1) spdlog::info("matrix listener: reconnected, waking every watcher");
+void PgMatrixListener::Disconnect() {
+  listening_.store(false);
+  session_.reset();
+}
+
+absl::Duration PgMatrixListener::Pass() {
+  if (session_ == nullptr) {
+    if (!Connect()) return absl::FromChrono(backoff_);
     // Whatever was notified before LISTEN took effect is lost: look again.
     Dispatch({}, /*all=*/true);
-    auto next_check = Clock::now() + kHealthCheck;
-    while (!stopping()) {
-      try {
-        conn->await_notification(0, kWaitMicros);
-        if (!conn->is_open()) break;
-        if (Clock::now() >= next_check) {
-          next_check = Clock::now() + kHealthCheck;
-          pqxx::nontransaction n(*conn);
-          // A different backend means libpqxx reconnected behind our back:
-          // start over so LISTEN and the wake-all happen for sure.
-          if (n.exec1("SELECT pg_backend_pid()")[0].as<int>() != pid) break;
-        }
-      } catch (const std::exception& e) {
-        spdlog::warn("matrix listener: connection lost ({})", e.what());
-        break;
-      }
-      if (any) {
-        std::set<int64_t> woken;
-        woken.swap(ids);
-        any = false;
-        Dispatch(woken, /*all=*/false);
+    return absl::ZeroDuration();
+  }
+  Session& s = *session_;
+  try {
+    s.conn->await_notification(0, kWaitMicros);
+    if (!s.conn->is_open()) {
+      Disconnect();
+      return absl::ZeroDuration();
+    }
+    if (Clock::now() >= s.next_check) {
+      s.next_check = Clock::now() + kHealthCheck;
+      pqxx::nontransaction n(*s.conn);
+      // A different backend means libpqxx reconnected behind our back:
+      // start over so LISTEN and the wake-all happen for sure.
+      if (n.exec1("SELECT pg_backend_pid()")[0].as<int>() != s.pid) {
+        Disconnect();
+        return absl::ZeroDuration();
       }
     }
-    listening_.store(false);
-    receiver.reset();
-    conn.reset();
+  } catch (const std::exception& e) {
+    spdlog::warn("matrix listener: connection lost ({})", e.what());
+    Disconnect();
+    return absl::ZeroDuration();
   }
+  if (s.any) {
+    std::set<int64_t> woken;
+    woken.swap(s.ids);
+    s.any = false;
+    Dispatch(woken, /*all=*/false);
+  }
+  return absl::ZeroDuration();
 }
 
 }  // namespace farm::storage

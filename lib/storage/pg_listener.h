@@ -4,7 +4,8 @@
 // (MatrixEvents), so any number of WatchMatrix streams cost one connection.
 //
 // Contract:
-//  - Thread-safe. One background thread owns the connection; Subscribe /
+//  - Thread-safe. One background thread (a BackgroundLoop) owns the
+//    connection: each pass waits up to one slice for notifications. Subscribe /
 //    Unsubscribe may be called from any thread, also from inside a wake
 //    callback's caller chain as long as not from the callback itself.
 //  - Callbacks run on the listener thread with the subscriber table locked:
@@ -20,15 +21,18 @@
 #define LIB_STORAGE_PG_LISTENER_H_
 
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
+#include <memory>
 #include <set>
 #include <string>
-#include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "lib/base/background_loop.h"
 #include "lib/storage/repositories.h"
 
 namespace farm::storage {
@@ -43,11 +47,11 @@ class PgMatrixListener final : public MatrixEvents {
   PgMatrixListener& operator=(const PgMatrixListener&) = delete;
   ~PgMatrixListener() override;
 
-  void Start();
-  void Stop();
+  void Start() { loop_.Start(); }
+  void Stop() { loop_.Stop(); }
 
-  Handle Subscribe(int64_t matrix_id, std::function<void()> wake) override;
-  void Unsubscribe(Handle handle) override;
+  Handle Subscribe(int64_t matrix_id, std::function<void()> wake) override ABSL_LOCKS_EXCLUDED(mu_);
+  void Unsubscribe(Handle handle) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Observability (tests, logs): notifications received on the channel,
   // successful LISTEN set-ups (first connect included), and whether LISTEN
@@ -61,22 +65,32 @@ class PgMatrixListener final : public MatrixEvents {
     int64_t matrix_id;
     std::function<void()> wake;
   };
-  void Loop();
+  // The open connection with its LISTEN in place (defined in the .cc).
+  struct Session;
+
+  // One pass of the loop: (re)connect, or wait one slice for notifications
+  // and dispatch them. Returns the pause before the next pass (the connect
+  // backoff, else zero).
+  absl::Duration Pass();
+  // Opens the connection and issues LISTEN; false (session_ unset) on failure.
+  bool Connect();
+  // Drops the connection; on the loop thread (a pass, or at_exit).
+  void Disconnect();
   // Wakes the subscribers of `ids` (all of them when `all`).
-  void Dispatch(const std::set<int64_t>& ids, bool all);
-  // Sleeps up to `d` unless stopping; returns false when stopping.
-  bool SleepFor(std::chrono::milliseconds d);
+  void Dispatch(const std::set<int64_t>& ids, bool all) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string uri_;
-  std::mutex mu_;  // guards subs_, next_, stop_
-  std::condition_variable cv_;
-  std::map<Handle, Sub> subs_;
-  Handle next_ = 1;
-  bool stop_ = false;
-  std::thread thread_;
+  absl::Mutex mu_;
+  std::map<Handle, Sub> subs_ ABSL_GUARDED_BY(mu_);
+  Handle next_ ABSL_GUARDED_BY(mu_) = 1;
+  // Touched by the loop thread only.
+  std::unique_ptr<Session> session_;
+  std::chrono::milliseconds backoff_{0};
+
   std::atomic<int64_t> notifications_{0};
   std::atomic<int64_t> connects_{0};
   std::atomic<bool> listening_{false};
+  base::BackgroundLoop loop_;  // last: joined before the fields it uses go
 };
 
 }  // namespace farm::storage

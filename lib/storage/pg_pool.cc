@@ -64,15 +64,14 @@ PgPool::~PgPool() = default;
 absl::StatusOr<PgPool::Slot*> PgPool::Acquire() {
   Slot* slot = nullptr;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !free_.empty(); });
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &PgPool::HasFreeSlot));
     slot = free_.back();
     free_.pop_back();
     if (slot->conn != nullptr && slot->conn->is_open()) return slot;
     slot->conn.reset();
     if (std::chrono::steady_clock::now() < next_connect_) {
       free_.push_back(slot);
-      cv_.notify_one();
       return absl::UnavailableError("database unavailable (reconnect backing off)");
     }
   }
@@ -81,25 +80,24 @@ absl::StatusOr<PgPool::Slot*> PgPool::Acquire() {
     auto conn = std::make_unique<pqxx::connection>(conninfo_);
     slot->conn = std::move(conn);
     slot->prepared = 0;
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     backoff_ = std::chrono::milliseconds(0);
     next_connect_ = {};
     return slot;
   } catch (...) {
     absl::Status st = CurrentExceptionToStatus("connect");
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     backoff_ = std::min(std::chrono::milliseconds(2000),
                         std::max(std::chrono::milliseconds(50), backoff_ * 2));
     next_connect_ = std::chrono::steady_clock::now() + backoff_;
     free_.push_back(slot);
-    cv_.notify_one();
     // Any failure to connect is an outage from the caller's point of view.
     return absl::UnavailableError(std::string(st.message()));
   }
 }
 
 void PgPool::Prepare(const std::string& name, const std::string& sql) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // Several stores may share a pool and register the same statement.
   for (const auto& [n, q] : statements_) {
     if (n == name && q == sql) return;
@@ -110,7 +108,7 @@ void PgPool::Prepare(const std::string& name, const std::string& sql) {
 void PgPool::SyncPrepared(Slot* slot) {
   std::vector<std::pair<std::string, std::string>> missing;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (slot->prepared >= statements_.size()) return;
     missing.assign(statements_.begin() + static_cast<std::ptrdiff_t>(slot->prepared),
                    statements_.end());
@@ -123,9 +121,8 @@ void PgPool::SyncPrepared(Slot* slot) {
 
 void PgPool::Release(Slot* slot, bool broken) {
   if (broken) slot->conn.reset();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   free_.push_back(slot);
-  cv_.notify_one();
 }
 
 absl::Status PgPool::Run(const std::function<absl::Status(pqxx::connection&)>& fn) {

@@ -22,19 +22,19 @@
 #define LIB_STORAGE_PG_POOL_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <pqxx/pqxx>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace farm::storage {
 
@@ -61,7 +61,8 @@ class PgPool final {
 
   // Runs `fn` on a pooled connection. Exceptions thrown by `fn` (pqxx or
   // std) are caught and turned into a Status; a broken connection is dropped.
-  absl::Status Run(const std::function<absl::Status(pqxx::connection&)>& fn);
+  absl::Status Run(const std::function<absl::Status(pqxx::connection&)>& fn)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Convenience for value-returning work.
   template <typename T>
@@ -80,29 +81,34 @@ class PgPool final {
   // Registers `sql` as prepared statement `name` on all pooled connections,
   // present and future; use it with txn.exec_prepared(name, ...). Register
   // every statement before the first Run() that uses it. Names are unique.
-  void Prepare(const std::string& name, const std::string& sql);
+  void Prepare(const std::string& name, const std::string& sql) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // A slot's fields belong to the thread that checked it out (Acquire to
+  // Release); the free list decides who that is.
   struct Slot {
     std::unique_ptr<pqxx::connection> conn;
     size_t prepared = 0;  // statements_[0, prepared) are defined on conn
   };
-  absl::StatusOr<Slot*> Acquire();
-  void Release(Slot* slot, bool broken);
+  // Waits for a free slot; connects it if needed (outside mu_).
+  absl::StatusOr<Slot*> Acquire() ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(Slot* slot, bool broken) ABSL_LOCKS_EXCLUDED(mu_);
   // Defines the statements registered since the slot's connection last
   // caught up. May throw (pqxx).
-  void SyncPrepared(Slot* slot);
+  void SyncPrepared(Slot* slot) ABSL_LOCKS_EXCLUDED(mu_);
+  bool HasFreeSlot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !free_.empty(); }
 
   const PgPoolOptions options_;
   std::string conninfo_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::unique_ptr<Slot>> slots_;  // owned; guarded by mu_
-  std::vector<Slot*> free_;                   // guarded by mu_
-  // Reconnect backoff, shared by all slots: guarded by mu_.
-  std::chrono::steady_clock::time_point next_connect_{};
-  std::chrono::milliseconds backoff_{0};
-  std::vector<std::pair<std::string, std::string>> statements_;  // guarded by mu_
+  // Waiters for a slot Await HasFreeSlot: absl re-evaluates it whenever mu_
+  // is released, so Release() needs no explicit signal.
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);  // owned
+  std::vector<Slot*> free_ ABSL_GUARDED_BY(mu_);
+  // Reconnect backoff, shared by all slots.
+  std::chrono::steady_clock::time_point next_connect_ ABSL_GUARDED_BY(mu_) = {};
+  std::chrono::milliseconds backoff_ ABSL_GUARDED_BY(mu_) = std::chrono::milliseconds(0);
+  std::vector<std::pair<std::string, std::string>> statements_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace farm::storage

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "lib/base/check.h"
 
 namespace farm::analyzer {
 
@@ -55,6 +56,7 @@ BisectPlanner::BisectPlanner(std::vector<std::string> commit_ids, int last_good_
       bad_ref_(first_bad_index),
       lo_(last_good_index),
       hi_(first_bad_index) {
+  FARM_DCHECK(first_bad_index > last_good_index, "bisect range must have first_bad > last_good");
   options_.initial_repeats = std::max(2, options_.initial_repeats);
   options_.max_repeats = std::max(options_.initial_repeats, options_.max_repeats);
   Advance();

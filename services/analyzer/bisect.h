@@ -60,7 +60,8 @@ struct BisectRequest {
 class BisectPlanner {
  public:
   // commit_ids: catalog ids of indices last_good..first_bad, in order
-  // (commit_ids.front() is last_good). REQUIRES: first_bad > last_good.
+  // (commit_ids.front() is last_good). REQUIRES: first_bad > last_good
+  // (FARM_DCHECK).
   BisectPlanner(std::vector<std::string> commit_ids, int last_good_index, int first_bad_index,
                 BisectOptions options);
 

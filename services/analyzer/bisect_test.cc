@@ -205,5 +205,12 @@ TEST(ConfirmationTest, RealShiftConfirmedNoiseRejected) {
   EXPECT_FALSE(EvaluateConfirmation(good, same, -0.2, opt).confirmed);
 }
 
+TEST(BisectPlannerDeathTest, EmptyRangeAborts) {
+  ASSERT_TRUE(FARM_INVARIANTS) << "tests are built with invariant checks on";
+  EXPECT_DEATH(BisectPlanner(Ids(5, 5), 5, 5, BisectOptions{}),
+               "first_bad_index > last_good_index: bisect range must have");
+  EXPECT_DEATH(BisectPlanner(Ids(4, 6), 6, 4, BisectOptions{}), "first_bad > last_good");
+}
+
 }  // namespace
 }  // namespace farm::analyzer
