@@ -72,14 +72,23 @@ bool IsRegression(Polarity p, double relative_change) {
   return p == Polarity::kLowerIsBetter ? relative_change > 0 : relative_change < 0;
 }
 
-void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectOptions& opt,
-           double alpha, std::map<size_t, double>* found) {
-  if (depth > opt.max_depth || hi - lo < 2) return;
-  // Half of alpha for the single-split scan, half for the middle-segment
-  // scan, so trying both keeps the family-wise error within alpha.
-  const double half = alpha / 2;
+// A split found by the scan: its corrected p, and whether it is only
+// suggestive.
+struct Found {
+  double p = 1;
+  bool suggestive = false;
+};
+
+struct ScanResult {
+  double single_p = 2;  // best single split, Bonferroni over the splits tried
+  size_t k = 0;
+  double middle_p = 2;  // best middle run, Bonferroni over the runs tried
+  size_t i = 0, j = 0;
+};
+
+ScanResult SingleScan(const PrefixStats& ps, size_t lo, size_t hi, const DetectOptions& opt) {
+  ScanResult s;
   double best_p = 2;
-  size_t best_k = 0;
   int splits = 0;
   for (size_t k = lo + 1; k < hi; ++k) {
     if (ps.N(lo, k) < opt.min_samples_per_side || ps.N(k, hi) < opt.min_samples_per_side) continue;
@@ -87,20 +96,19 @@ void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectO
     const TwoSampleResult r = ps.Test(lo, k, hi);
     if (r.p_value < best_p) {
       best_p = r.p_value;
-      best_k = k;
+      s.k = k;
     }
   }
-  if (splits > 0 && std::min(1.0, best_p * splits) < half) {
-    (*found)[best_k] = std::min(1.0, best_p * splits);
-    Split(ps, lo, best_k, depth + 1, opt, alpha, found);
-    Split(ps, best_k, hi, depth + 1, opt, alpha, found);
-    return;
-  }
-  // A change that is undone inside the segment (a dip between two releases
-  // that later recovers) hides from a single split: scan every middle run
-  // [i, j) against the rest of the segment.
+  if (splits > 0) s.single_p = std::min(1.0, best_p * splits);
+  return s;
+}
+
+// A change that is undone inside the segment (a dip between two releases
+// that later recovers) hides from a single split: scan every middle run
+// [i, j) against the rest of the segment.
+void MiddleScan(const PrefixStats& ps, size_t lo, size_t hi, const DetectOptions& opt,
+                ScanResult* s) {
   double best_pm = 2;
-  size_t bi = 0, bj = 0;
   int pairs = 0;
   for (size_t i = lo + 1; i < hi; ++i) {
     for (size_t j = i + 1; j < hi; ++j) {
@@ -111,18 +119,39 @@ void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectO
       const TwoSampleResult r = ps.TestMiddle(lo, i, j, hi);
       if (r.p_value < best_pm) {
         best_pm = r.p_value;
-        bi = i;
-        bj = j;
+        s->i = i;
+        s->j = j;
       }
     }
   }
-  if (pairs == 0 || std::min(1.0, best_pm * pairs) >= half) return;
-  const double p = std::min(1.0, best_pm * pairs);
-  (*found)[bi] = p;
-  (*found)[bj] = p;
-  Split(ps, lo, bi, depth + 1, opt, alpha, found);
-  Split(ps, bi, bj, depth + 1, opt, alpha, found);
-  Split(ps, bj, hi, depth + 1, opt, alpha, found);
+  if (pairs > 0) s->middle_p = std::min(1.0, best_pm * pairs);
+}
+
+// `loose` > alpha: a best single split with corrected p under loose / 2 that
+// misses alpha / 2 is recorded as suggestive (not searched further).
+void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectOptions& opt,
+           double alpha, double loose, std::map<size_t, Found>* found) {
+  if (depth > opt.max_depth || hi - lo < 2) return;
+  // Half of alpha for the single-split scan, half for the middle-segment
+  // scan, so trying both keeps the family-wise error within alpha.
+  const double half = alpha / 2;
+  ScanResult s = SingleScan(ps, lo, hi, opt);
+  if (s.single_p < half) {
+    (*found)[s.k] = Found{s.single_p, false};
+    Split(ps, lo, s.k, depth + 1, opt, alpha, loose, found);
+    Split(ps, s.k, hi, depth + 1, opt, alpha, loose, found);
+    return;
+  }
+  MiddleScan(ps, lo, hi, opt, &s);
+  if (s.middle_p < half) {
+    (*found)[s.i] = Found{s.middle_p, false};
+    (*found)[s.j] = Found{s.middle_p, false};
+    Split(ps, lo, s.i, depth + 1, opt, alpha, loose, found);
+    Split(ps, s.i, s.j, depth + 1, opt, alpha, loose, found);
+    Split(ps, s.j, hi, depth + 1, opt, alpha, loose, found);
+    return;
+  }
+  if (s.single_p < loose / 2 && !found->contains(s.k)) (*found)[s.k] = Found{s.single_p, true};
 }
 
 ModeEffect MeasureAt(const Series& s, int seg_begin, int last_good, int first_bad, int seg_end) {
@@ -148,25 +177,27 @@ ModeEffect MeasureAt(const Series& s, int seg_begin, int last_good, int first_ba
   return e;
 }
 
-}  // namespace
-
-std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOptions& options,
-                                            double alpha_corrected) {
+std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& options, double alpha,
+                                double loose) {
   std::vector<ChangePoint> out;
   if (series.points.size() < 2) return out;
   const PrefixStats ps(series);
-  std::map<size_t, double> found;  // split position -> scan p
-  Split(ps, 0, series.points.size(), 0, options, alpha_corrected, &found);
+  std::map<size_t, Found> found;  // split position -> scan p
+  Split(ps, 0, series.points.size(), 0, options, alpha, loose, &found);
   std::vector<size_t> ks;
-  for (const auto& [k, p] : found) ks.push_back(k);
+  for (const auto& [k, f] : found) ks.push_back(k);
   for (size_t j = 0; j < ks.size(); ++j) {
     const size_t lo = j == 0 ? 0 : ks[j - 1];
     const size_t hi = j + 1 == ks.size() ? series.points.size() : ks[j + 1];
     const size_t k = ks[j];
     // Magnitude between the neighbouring change points, not over the whole
-    // series, so a second shift does not dilute the first.
+    // series, so a second shift does not dilute the first; judged on the
+    // interval, so a true change at the threshold is not lost half the time.
     const TwoSampleResult r = ps.Test(lo, k, hi);
-    if (std::fabs(r.relative_change) < options.magnitude) continue;
+    const Interval ci =
+        RelativeChangeInterval(ps.N(lo, k), ps.MeanOf(lo, k), ps.VarOf(lo, k), ps.N(k, hi),
+                               ps.MeanOf(k, hi), ps.VarOf(k, hi), options.interval_level);
+    if (JudgeMagnitude(ci, options.magnitude) == MagnitudeCall::kBelow) continue;
     ChangePoint cp;
     cp.key = series.key;
     cp.polarity = series.polarity;
@@ -180,9 +211,48 @@ std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOp
     cp.before = r.mean_a;
     cp.after = r.mean_b;
     cp.relative_change = r.relative_change;
-    cp.p_value = found[k];
+    cp.p_value = found[k].p;
     cp.regression = IsRegression(series.polarity, r.relative_change);
+    cp.interval = ci;
+    cp.suggestive = found[k].suggestive;
     out.push_back(std::move(cp));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOptions& options,
+                                            double alpha_corrected) {
+  return Detect(series, options, alpha_corrected, 0);
+}
+
+double SeriesScanP(const Series& series, const DetectOptions& options) {
+  if (series.points.size() < 2) return 1;
+  const PrefixStats ps(series);
+  ScanResult s = SingleScan(ps, 0, series.points.size(), options);
+  MiddleScan(ps, 0, series.points.size(), options, &s);
+  return std::min(1.0, 2 * std::min(s.single_p, s.middle_p));
+}
+
+double SeriesAlpha(const std::vector<Series>& series, const DetectOptions& options) {
+  if (series.empty()) return options.alpha;
+  if (series.size() == 1) return options.alpha;
+  std::vector<double> p;
+  p.reserve(series.size());
+  for (const Series& s : series) p.push_back(SeriesScanP(s, options));
+  const double t = BenjaminiHochbergThreshold(p, options.alpha);
+  return t > 0 ? t : options.alpha / static_cast<double>(series.size());
+}
+
+std::vector<ChangePoint> DetectCandidates(const std::vector<Series>& series,
+                                          const DetectOptions& options) {
+  std::vector<ChangePoint> out;
+  if (series.empty()) return out;
+  const double alpha = SeriesAlpha(series, options);
+  for (const Series& s : series) {
+    std::vector<ChangePoint> cps = Detect(s, options, alpha, alpha * options.suggestive_factor);
+    out.insert(out.end(), cps.begin(), cps.end());
   }
   return out;
 }
@@ -191,7 +261,7 @@ std::vector<ChangePoint> DetectAll(const std::vector<Series>& series,
                                    const DetectOptions& options) {
   std::vector<ChangePoint> out;
   if (series.empty()) return out;
-  const double alpha = options.alpha / static_cast<double>(series.size());
+  const double alpha = SeriesAlpha(series, options);
   for (const Series& s : series) {
     std::vector<ChangePoint> cps = DetectChangePoints(s, options, alpha);
     out.insert(out.end(), cps.begin(), cps.end());
