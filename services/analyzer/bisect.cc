@@ -171,15 +171,30 @@ void BisectPlanner::Advance() {
     s->mean = Mean(x);
     s->relative_change = j.vs_good.relative_change;
     s->p_value = (j.position < 0.5) ? j.vs_bad.p_value : j.vs_good.p_value;
-    if (HoldsTwoChanges(good, bad, x, j, options_)) {
-      // Part of the change is in (lo, mid], part in (mid, hi]: bisect both,
-      // mid being the bad reference of the first and the good one of the
-      // second.
+    // Two changes in the range: trusted from twice the first repeats (a
+    // single culprit's midpoint rarely differs from both references by
+    // chance twice). With no run-to-run variance the position rule above
+    // decides, as before.
+    const bool deterministic = Variance(good) == 0 && Variance(bad) == 0 && Variance(x) == 0;
+    const bool two = !deterministic && HoldsTwoChanges(good, bad, x, j, options_);
+    if (two && n < 2 * options_.initial_repeats && n < options_.max_repeats) {
+      s->verdict = j.position < 0.5 ? "weak-good" : "weak-bad";
+      request(std::min(n, options_.max_repeats - n));
+      return;
+    }
+    if (two) {
+      // Part of the change is before mid, part after: bisect both, mid
+      // being the bad reference of the first and the good one of the
+      // second. Each part spans from its references, not from the current
+      // bounds: the verdicts that moved them were judged against references
+      // that mixed both changes (a commit with a small first change looks
+      // "good" next to the whole change). Samples already taken are reused.
       s->verdict = "split";
       s->p_value = std::max(j.vs_good.p_value, j.vs_bad.p_value);
-      parts_.insert(parts_.begin(), Part{mid, bad_ref_, mid, hi_});
-      bad_ref_ = mid;
+      parts_.insert(parts_.begin(), Part{mid, bad_ref_, mid, bad_ref_});
       hi_ = mid;
+      lo_ = good_ref_;
+      bad_ref_ = mid;
       continue;
     }
     const bool weak = j.verdict.starts_with("weak");
