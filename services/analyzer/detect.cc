@@ -178,7 +178,7 @@ ModeEffect MeasureAt(const Series& s, int seg_begin, int last_good, int first_ba
 }
 
 std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& options, double alpha,
-                                double loose) {
+                                double loose, bool include_suggestive) {
   std::vector<ChangePoint> out;
   if (series.points.size() < 2) return out;
   const PrefixStats ps(series);
@@ -198,6 +198,10 @@ std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& optio
         RelativeChangeInterval(ps.N(lo, k), ps.MeanOf(lo, k), ps.VarOf(lo, k), ps.N(k, hi),
                                ps.MeanOf(k, hi), ps.VarOf(k, hi), options.interval_level);
     if (JudgeMagnitude(ci, options.magnitude) == MagnitudeCall::kBelow) continue;
+    // Under the threshold by its point estimate but reaching it within the
+    // interval: suggestive, for the confirmation's extra repeats to decide.
+    const bool suggestive = found[k].suggestive || std::fabs(r.relative_change) < options.magnitude;
+    if (suggestive && !include_suggestive) continue;
     ChangePoint cp;
     cp.key = series.key;
     cp.polarity = series.polarity;
@@ -214,7 +218,7 @@ std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& optio
     cp.p_value = found[k].p;
     cp.regression = IsRegression(series.polarity, r.relative_change);
     cp.interval = ci;
-    cp.suggestive = found[k].suggestive;
+    cp.suggestive = suggestive;
     out.push_back(std::move(cp));
   }
   return out;
@@ -224,7 +228,7 @@ std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& optio
 
 std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOptions& options,
                                             double alpha_corrected) {
-  return Detect(series, options, alpha_corrected, 0);
+  return Detect(series, options, alpha_corrected, 0, false);
 }
 
 double SeriesScanP(const Series& series, const DetectOptions& options) {
@@ -251,7 +255,7 @@ std::vector<ChangePoint> DetectCandidates(const std::vector<Series>& series,
   if (series.empty()) return out;
   const double alpha = SeriesAlpha(series, options);
   for (const Series& s : series) {
-    std::vector<ChangePoint> cps = Detect(s, options, alpha, alpha * options.suggestive_factor);
+    std::vector<ChangePoint> cps = Detect(s, options, alpha, alpha * options.suggestive_factor, true);
     out.insert(out.end(), cps.begin(), cps.end());
   }
   return out;

@@ -16,15 +16,19 @@
 // of them costs most of the power at 3% shifts). The BH threshold is each
 // series' alpha.
 //
-// Magnitude: a change point is reported when the confidence interval (level
-// interval_level) of its relative change, measured between its neighbouring
-// change points, reaches the magnitude threshold (stats.h JudgeMagnitude);
-// one whose interval lies wholly under it is real but too small.
+// Magnitude, measured between the neighbouring change points: a change point
+// whose confidence interval (level interval_level) lies wholly under the
+// magnitude threshold is real but too small and dropped (stats.h
+// JudgeMagnitude); one whose point estimate reaches the threshold is
+// reported; one whose point estimate misses it but whose interval reaches
+// it is suggestive (a true change at the threshold measures below it half
+// the time).
 //
-// Suggestive splits: a best split whose corrected p misses the series' alpha
-// but is below suggestive_factor times it is returned by DetectCandidates
-// marked `suggestive`: the caller re-measures its two neighbouring commits
-// with more repeats before deciding (bisect.h EvaluateConfirmation).
+// Suggestive candidates, returned by DetectCandidates marked `suggestive`
+// (DetectAll leaves them out): the interval case above, and a best split
+// whose corrected p misses the series' alpha but is below suggestive_factor
+// times it. The caller re-measures the two neighbouring commits with more
+// repeats and decides on the interval (bisect.h EvaluateConfirmation).
 // Improvements are reported as well as regressions.
 //
 // Pure functions; thread-safe.
@@ -69,8 +73,9 @@ struct ChangePoint {
   bool regression = false;     // false: improvement
   // Interval (DetectOptions.interval_level) of relative_change.
   Interval interval;
-  // Not significant at the series' alpha, only below suggestive_factor x it:
-  // to be re-measured with more repeats before it counts.
+  // Not significant at the series' alpha (only below suggestive_factor x
+  // it), or under the magnitude by its point estimate with an interval
+  // reaching it: to be re-measured with more repeats before it counts.
   bool suggestive = false;
 };
 
