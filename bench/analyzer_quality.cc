@@ -205,12 +205,11 @@ int main(int argc, char** argv) {
         exact += o.bisect_exact;
         runs += o.bisect_runs;
       }
-      std::printf("%5.0f%% %4.1f%% | %7.1f%% %9.2f %7.1f%% %8.1f %8.1f | %7.1f%% %9.2f\n",
-                  shift * 100, cv * 100, 100.0 * hits / trials, per100,
-                  bisected ? 100.0 * exact / bisected : 0.0,
-                  bisected ? static_cast<double>(runs) / bisected : 0.0,
-                  static_cast<double>(noise_runs) / trials, 100.0 * base_hits / trials,
-                  per100_base);
+      std::printf(
+          "%5.0f%% %4.1f%% | %7.1f%% %9.2f %7.1f%% %8.1f %8.1f | %7.1f%% %9.2f\n", shift * 100,
+          cv * 100, 100.0 * hits / trials, per100, bisected ? 100.0 * exact / bisected : 0.0,
+          bisected ? static_cast<double>(runs) / bisected : 0.0,
+          static_cast<double>(noise_runs) / trials, 100.0 * base_hits / trials, per100_base);
     }
   }
   return 0;

@@ -245,9 +245,8 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
     n.metric_rank = f.primary_metric ? "primary" : "secondary";
     n.primary_metrics.assign(workload_primary.begin(), workload_primary.end());
     n.note = RankNote(f, workload_primary, options_);
-    const bool suggestive =
-        std::all_of(f.change_points.begin(), f.change_points.end(),
-                    [](const ChangePoint& cp) { return cp.suggestive; });
+    const bool suggestive = std::all_of(f.change_points.begin(), f.change_points.end(),
+                                        [](const ChangePoint& cp) { return cp.suggestive; });
     if (suggestive) n.note += "; suggestive (confirmed with more repeats before it counts)";
     const bool do_bisect = m.analysis_bisect && (f.regression || options_.bisect_improvements) &&
                            (f.primary_metric || options_.bisect_secondary);
@@ -342,8 +341,8 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
           cm.push_back(*id);
         }
         BisectUpdate::Step s0;
-        s0.record = BisectStepRecord{0, fb_index, fb, "pending", 2 * per_round * (1 << round),
-                                     0, 1, 0};
+        s0.record =
+            BisectStepRecord{0, fb_index, fb, "pending", 2 * per_round * (1 << round), 0, 1, 0};
         s0.matrix_id = cm.front().get<int64_t>();
         u.steps.push_back(s0);
         u.state_json = st.dump();
@@ -496,11 +495,11 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
         u.culprit_id = u.first_bad;
         u.culprit_subject = subject_of(u.culprit_id);
         for (const Culprit& c : planner->Culprits()) {
-          u.culprits.push_back(BisectUpdate::CulpritRow{
-              c, planner->CommitId(c.last_good_index), subject_of(c.commit_id)});
+          u.culprits.push_back(BisectUpdate::CulpritRow{c, planner->CommitId(c.last_good_index),
+                                                        subject_of(c.commit_id)});
           absl::StrAppend(&named, named.empty() ? "" : ", ", c.commit_id, " (",
-                          Percent(c.relative_change), absl::StrFormat(", share %.0f%%", c.share * 100),
-                          ")");
+                          Percent(c.relative_change),
+                          absl::StrFormat(", share %.0f%%", c.share * 100), ")");
         }
       }
       if (u.culprits.size() > 1)

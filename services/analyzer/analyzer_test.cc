@@ -215,8 +215,8 @@ TEST(AnalyzerRatioTest, OnlyTheOverheadRatioMovedIsDetectedConfirmedAndBisected)
   planner.AddSamples(24, bad);
   for (int guard = 0; guard < 100 && planner.Next().has_value(); ++guard) {
     const BisectRequest req = *planner.Next();
-    planner.AddSamples(req.commit_index,
-                       SeriesValuesAt(farm.Run(req.commit_index, req.repeats), spec, req.commit_id));
+    planner.AddSamples(req.commit_index, SeriesValuesAt(farm.Run(req.commit_index, req.repeats),
+                                                        spec, req.commit_id));
   }
   ASSERT_TRUE(planner.Done());
   EXPECT_FALSE(planner.Failed());

@@ -61,11 +61,11 @@ Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const 
   c.interval = RelativeChangeInterval(good, bad, options.interval_level);
   const bool same_direction = (c.test.relative_change < 0) == (expected_relative_change < 0);
   const int repeats = static_cast<int>(std::min(good.size(), bad.size()));
-  c.decision = same_direction ? DecideWithRepeats(c.test.p_value,
-                                                  JudgeMagnitude(c.interval, options.magnitude),
-                                                  options.alpha, options.loose_alpha, repeats,
-                                                  options.max_confirm_repeats)
-                              : SampleDecision::kReject;
+  c.decision = same_direction
+                   ? DecideWithRepeats(c.test.p_value,
+                                       JudgeMagnitude(c.interval, options.magnitude), options.alpha,
+                                       options.loose_alpha, repeats, options.max_confirm_repeats)
+                   : SampleDecision::kReject;
   c.confirmed = c.decision == SampleDecision::kAccept;
   return c;
 }

@@ -19,6 +19,8 @@ class PrefixStats {
     sq_.push_back(0);
     // Shift by the first value keeps the sum of squares well conditioned.
     shift_ = s.points.empty() || s.points[0].values.empty() ? 0 : s.points[0].values[0];
+    within_.push_back(0);
+    within_df_.push_back(0);
     for (const SeriesPoint& p : s.points) {
       double n = n_.back(), sum = sum_.back(), sq = sq_.back();
       for (double v : p.values) {
@@ -29,8 +31,26 @@ class PrefixStats {
       n_.push_back(n);
       sum_.push_back(sum);
       sq_.push_back(sq);
+      within_.push_back(within_.back() +
+                        Variance(p.values) *
+                            (p.values.size() < 2 ? 0.0 : static_cast<double>(p.values.size() - 1)));
+      within_df_.push_back(within_df_.back() +
+                           (p.values.size() < 2 ? 0.0 : static_cast<double>(p.values.size() - 1)));
     }
   }
+  // Within-commit variance pooled over points [lo, hi) and its degrees of
+  // freedom: the run-to-run noise, untouched by any shift between commits.
+  double WithinDf(size_t lo, size_t hi) const { return within_df_[hi] - within_df_[lo]; }
+  double WithinVar(size_t lo, size_t hi) const {
+    const double df = WithinDf(lo, hi);
+    return df <= 0 ? 0 : std::max(0.0, within_[hi] - within_[lo]) / df;
+  }
+  // Repeats give the noise level directly; then two groups of commits are
+  // compared with it (Student's t on those degrees of freedom) instead of
+  // Welch's test, whose degrees of freedom collapse to ~4 when one side is
+  // a single commit of 5 repeats (a change after the first measured
+  // commit). Without enough repeats, Welch.
+  bool UseWithin(size_t lo, size_t hi) const { return WithinDf(lo, hi) >= kMinWithinDf; }
   // Points [lo, hi).
   double N(size_t lo, size_t hi) const { return n_[hi] - n_[lo]; }
   double MeanOf(size_t lo, size_t hi) const {
@@ -54,18 +74,26 @@ class PrefixStats {
     auto var = [](double n, double s, double q) {
       return n < 2 ? 0.0 : std::max(0.0, (q - s * s / n) / (n - 1));
     };
-    return WelchFromSummary(n_out, n_out == 0 ? 0 : s_out / n_out + shift_,
-                            var(n_out, s_out, q_out), n_in, n_in == 0 ? 0 : s_in / n_in + shift_,
+    const double mean_out = n_out == 0 ? 0 : s_out / n_out + shift_;
+    const double mean_in = n_in == 0 ? 0 : s_in / n_in + shift_;
+    if (UseWithin(lo, hi))
+      return ContrastFromSummary(n_out, mean_out, n_in, mean_in, WithinVar(lo, hi),
+                                 WithinDf(lo, hi));
+    return WelchFromSummary(n_out, mean_out, var(n_out, s_out, q_out), n_in, mean_in,
                             var(n_in, s_in, q_in));
   }
   TwoSampleResult Test(size_t lo, size_t k, size_t hi) const {
+    if (UseWithin(lo, hi))
+      return ContrastFromSummary(N(lo, k), MeanOf(lo, k), N(k, hi), MeanOf(k, hi),
+                                 WithinVar(lo, hi), WithinDf(lo, hi));
     return WelchFromSummary(N(lo, k), MeanOf(lo, k), VarOf(lo, k), N(k, hi), MeanOf(k, hi),
                             VarOf(k, hi));
   }
 
  private:
+  static constexpr double kMinWithinDf = 8;
   double shift_ = 0;
-  std::vector<double> n_, sum_, sq_;
+  std::vector<double> n_, sum_, sq_, within_, within_df_;
 };
 
 bool IsRegression(Polarity p, double relative_change) {
@@ -255,7 +283,8 @@ std::vector<ChangePoint> DetectCandidates(const std::vector<Series>& series,
   if (series.empty()) return out;
   const double alpha = SeriesAlpha(series, options);
   for (const Series& s : series) {
-    std::vector<ChangePoint> cps = Detect(s, options, alpha, alpha * options.suggestive_factor, true);
+    std::vector<ChangePoint> cps =
+        Detect(s, options, alpha, alpha * options.suggestive_factor, true);
     out.insert(out.end(), cps.begin(), cps.end());
   }
   return out;

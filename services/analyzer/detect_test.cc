@@ -1,8 +1,8 @@
 #include "services/analyzer/detect.h"
 
+#include <cmath>
 #include <map>
 #include <random>
-#include <cmath>
 #include <set>
 
 #include <gtest/gtest.h>

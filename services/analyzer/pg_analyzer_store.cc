@@ -277,8 +277,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
               "INSERT INTO bisect_culprits (bisect_id, ordinal, commit_id, commit_index, "
               "  last_good, subject, relative_change, share) "
               "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-              u.bisect_id, ++ordinal, c.culprit.commit_id, c.culprit.index, c.last_good,
-              c.subject, c.culprit.relative_change, c.culprit.share);
+              u.bisect_id, ++ordinal, c.culprit.commit_id, c.culprit.index, c.last_good, c.subject,
+              c.culprit.relative_change, c.culprit.share);
         }
       }
       for (const BisectUpdate::Step& s : u.steps) {

@@ -59,6 +59,29 @@ TwoSampleResult WelchFromSummary(double n_a, double mean_a, double var_a, double
   return r;
 }
 
+TwoSampleResult ContrastFromSummary(double n_a, double mean_a, double n_b, double mean_b,
+                                    double variance, double df) {
+  TwoSampleResult r;
+  r.mean_a = mean_a;
+  r.mean_b = mean_b;
+  r.relative_change = Relative(mean_a, mean_b);
+  if (n_a < 1 || n_b < 1 || df < 1) return r;
+  const double se2 = std::max(variance, 0.0) * (1 / n_a + 1 / n_b);
+  const double diff = mean_b - mean_a;
+  const double scale = std::max({std::fabs(mean_a), std::fabs(mean_b), 1e-300});
+  if (se2 <= 1e-24 * scale * scale) {
+    if (std::fabs(diff) <= 1e-12 * scale) return r;
+    r.statistic = diff > 0 ? INFINITY : -INFINITY;
+    r.p_value = 0;
+    return r;
+  }
+  const double t = diff / std::sqrt(se2);
+  boost::math::students_t dist(df);
+  r.statistic = t;
+  r.p_value = std::min(1.0, 2 * boost::math::cdf(boost::math::complement(dist, std::fabs(t))));
+  return r;
+}
+
 TwoSampleResult WelchTTest(std::span<const double> a, std::span<const double> b) {
   return WelchFromSummary(static_cast<double>(a.size()), Mean(a), Variance(a),
                           static_cast<double>(b.size()), Mean(b), Variance(b));
@@ -131,7 +154,8 @@ Interval RelativeChangeInterval(std::span<const double> a, std::span<const doubl
 
 MagnitudeCall JudgeMagnitude(const Interval& ci, double magnitude) {
   const double upper = std::max(std::fabs(ci.lo), std::fabs(ci.hi));
-  const double lower = (ci.lo <= 0 && ci.hi >= 0) ? 0 : std::min(std::fabs(ci.lo), std::fabs(ci.hi));
+  const double lower =
+      (ci.lo <= 0 && ci.hi >= 0) ? 0 : std::min(std::fabs(ci.lo), std::fabs(ci.hi));
   if (upper < magnitude) return MagnitudeCall::kBelow;
   if (lower >= magnitude) return MagnitudeCall::kAbove;
   return MagnitudeCall::kReaches;

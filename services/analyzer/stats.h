@@ -34,6 +34,16 @@ TwoSampleResult WelchTTest(std::span<const double> a, std::span<const double> b)
 TwoSampleResult WelchFromSummary(double n_a, double mean_a, double var_a, double n_b, double mean_b,
                                  double var_b);
 
+// Two-sided t-test of mean_b - mean_a with a noise variance estimated
+// elsewhere (`variance`, on `df` degrees of freedom): the contrast of two
+// groups of commits when every commit's repeats give a within-commit
+// variance, pooled over the segment (one-way ANOVA). Student's t at df.
+// With df = n_a + n_b - 2 and the two groups' pooled variance it is
+// Student's equal-variance t-test. variance 0: the means decide, as in
+// WelchFromSummary.
+TwoSampleResult ContrastFromSummary(double n_a, double mean_a, double n_b, double mean_b,
+                                    double variance, double df);
+
 // Mann-Whitney U test with normal approximation and tie correction,
 // two-sided. Robust to outliers; used as a second opinion.
 TwoSampleResult MannWhitneyTest(std::span<const double> a, std::span<const double> b);
@@ -51,8 +61,7 @@ struct Interval {
 };
 Interval RelativeChangeInterval(double n_a, double mean_a, double var_a, double n_b, double mean_b,
                                 double var_b, double level);
-Interval RelativeChangeInterval(std::span<const double> a, std::span<const double> b,
-                                double level);
+Interval RelativeChangeInterval(std::span<const double> a, std::span<const double> b, double level);
 
 // The magnitude rule on the interval, not on the point estimate: a true
 // change of exactly the threshold measures below it half the time, so the

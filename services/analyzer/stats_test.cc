@@ -47,6 +47,18 @@ TEST(StatsTest, TooFewSamplesIsNotSignificant) {
   EXPECT_DOUBLE_EQ(WelchTTest(a, b).p_value, 1);
 }
 
+// Reference: R t.test(1:3, 4:6, var.equal = TRUE) -> t = -3.6742, df = 4,
+// p = 0.02131 (pooled variance 1).
+TEST(StatsTest, ContrastWithPooledVarianceMatchesStudent) {
+  const TwoSampleResult r = ContrastFromSummary(3, 2, 3, 5, 1, 4);
+  EXPECT_NEAR(r.statistic, 3.6742, 1e-3);
+  EXPECT_NEAR(r.p_value, 0.02131, 2e-4);
+  // More degrees of freedom for the same variance: a smaller p.
+  EXPECT_LT(ContrastFromSummary(3, 2, 3, 5, 1, 40).p_value, r.p_value);
+  EXPECT_EQ(ContrastFromSummary(3, 2, 3, 5, 0, 4).p_value, 0);
+  EXPECT_EQ(ContrastFromSummary(3, 2, 3, 2, 0, 4).p_value, 1);
+}
+
 // Hand-computed: a = 1..5 (mean 3, var 2.5), b = 2,4,..,10 (mean 6, var 10):
 // se = sqrt(2.5/5 + 10/5) = 1.5811, Welch df = 5.8824, qt(0.975, 5.8824) =
 // 2.4594 (R), so the difference 3 +- 3.8886 over |mean a| = 3 is
