@@ -4,14 +4,19 @@
 // series with Gaussian noise of CV 0.5-5%, then runs, on the very same
 // series:
 //   * the analyzer pipeline: change-point detection (binary segmentation,
-//     Welch t, Bonferroni) -> confirmation (last good / first bad re-run
-//     interleaved, confirm_repeats each) -> bisect over the untested catalog
+//     Welch t, Bonferroni over the scan, magnitude on the interval; significant
+//     and suggestive candidates) -> adaptive confirmation (last good / first
+//     bad re-run interleaved, confirm_repeats each, doubled while the result
+//     is suggestive, up to max_confirm_repeats: the simulated farm draws the
+//     extra samples at those commits) -> bisect over the untested catalog
 //     commits inside the interval (simulated farm answering each run);
 //   * a plain baseline: Welch t-test between each pair of adjacent measured
 //     commits, p < alpha, same magnitude threshold, no correction, no
 //     confirmation.
 // Prints recall, false alerts per 100 measured commits (from noise-only
-// series with the same CV), bisect accuracy and runs per bisect.
+// series with the same CV), bisect accuracy, runs per detection (every run
+// after the bulk matrix: confirmation with its extra repeats and the bisect)
+// and the runs the extra repeats cost per noise-only series.
 //
 //   analyzer_quality [--trials N] [--seed S]
 #include <cmath>
@@ -76,18 +81,25 @@ struct Outcome {
 Outcome RunAnalyzer(Farm& farm, const Series& s, const DetectOptions& dopt,
                     const BisectOptions& bopt) {
   Outcome o;
-  for (const auto& cp : farm::analyzer::DetectAll({s}, dopt)) {
+  for (const auto& cp : farm::analyzer::DetectCandidates({s}, dopt)) {
     const int before = farm.runs;
-    // Confirmation: interleaved re-runs of both ends.
+    // Confirmation: interleaved re-runs of both ends, doubled while the
+    // result is only suggestive.
     std::vector<double> good, bad;
-    for (int r = 0; r < bopt.confirm_repeats; ++r) {
-      auto g = farm.Run(cp.last_good_index, 1);
-      auto b = farm.Run(cp.first_bad_index, 1);
-      good.push_back(g[0]);
-      bad.push_back(b[0]);
+    auto interleave = [&](int rounds) {
+      for (int r = 0; r < rounds; ++r) {
+        good.push_back(farm.Run(cp.last_good_index, 1)[0]);
+        bad.push_back(farm.Run(cp.first_bad_index, 1)[0]);
+      }
+    };
+    interleave(bopt.confirm_repeats);
+    farm::analyzer::Confirmation c =
+        farm::analyzer::EvaluateConfirmation(good, bad, cp.relative_change, bopt);
+    while (c.decision == farm::analyzer::SampleDecision::kMoreRepeats) {
+      interleave(static_cast<int>(good.size()));
+      c = farm::analyzer::EvaluateConfirmation(good, bad, cp.relative_change, bopt);
     }
-    if (!farm::analyzer::EvaluateConfirmation(good, bad, cp.relative_change, bopt).confirmed)
-      continue;
+    if (!c.confirmed) continue;
     const bool holds = farm.culprit > cp.last_good_index && farm.culprit <= cp.first_bad_index;
     if (!holds) {
       ++o.false_alerts;
@@ -151,24 +163,27 @@ int main(int argc, char** argv) {
   std::printf(
       "catalog %d commits, every %dth measured (%d points) x %d repeats, %d trials per cell, "
       "seed %llu\nmagnitude %.0f%%, alpha %.2g; confirm %d+%d interleaved; bisect repeats "
-      "%d..%d\n\n",
+      "%d..%d; confirm doubled up to %d while p < %.2g\n\n",
       kCatalog, kStride, measured, kRepeats, trials, static_cast<unsigned long long>(seed),
       dopt.magnitude * 100, dopt.alpha, bopt.confirm_repeats, bopt.confirm_repeats,
-      bopt.initial_repeats, bopt.max_repeats);
-  std::printf("%6s %5s | %8s %9s %8s %8s | %8s %9s\n", "shift", "cv", "recall", "false/100",
-              "bisect", "runs/bis", "t recall", "t fal/100");
-  std::printf("%6s %5s | %8s %9s %8s %8s | %8s %9s\n", "", "", "analyzer", "commits", "exact", "",
-              "baseline", "baseline");
+      bopt.initial_repeats, bopt.max_repeats, bopt.max_confirm_repeats, bopt.loose_alpha);
+  std::printf("%6s %5s | %8s %9s %8s %8s %8s | %8s %9s\n", "shift", "cv", "recall", "false/100",
+              "bisect", "runs/det", "runs/ns", "t recall", "t fal/100");
+  std::printf("%6s %5s | %8s %9s %8s %8s %8s | %8s %9s\n", "", "", "analyzer", "commits", "exact",
+              "", "noise", "baseline", "baseline");
   const double shifts[] = {-0.01, -0.02, -0.03, -0.05, -0.10, -0.20};
   const double cvs[] = {0.005, 0.01, 0.02, 0.05};
   std::mt19937_64 master(seed);
   for (double cv : cvs) {
     // False alerts: noise-only series with this CV.
     int fa = 0, fa_base = 0;
+    long noise_runs = 0;
     for (int t = 0; t < trials; ++t) {
       Farm farm{std::mt19937_64(master()), -1, 0, cv};
       const Series s = Measure(farm);
+      const int bulk = farm.runs;
       fa += RunAnalyzer(farm, s, dopt, bopt).false_alerts;
+      noise_runs += farm.runs - bulk;
       fa_base += RunBaseline(farm, s, dopt).false_alerts;
     }
     const double per100 = 100.0 * fa / (static_cast<double>(trials) * measured);
@@ -190,11 +205,11 @@ int main(int argc, char** argv) {
         exact += o.bisect_exact;
         runs += o.bisect_runs;
       }
-      std::printf("%5.0f%% %4.1f%% | %7.1f%% %9.2f %7.1f%% %8.1f | %7.1f%% %9.2f\n", shift * 100,
-                  cv * 100, 100.0 * hits / trials, per100,
-                  bisected ? 100.0 * exact / bisected : 0.0,
-                  bisected ? static_cast<double>(runs) / bisected : 0.0, 100.0 * base_hits / trials,
-                  per100_base);
+      std::printf(
+          "%5.0f%% %4.1f%% | %7.1f%% %9.2f %7.1f%% %8.1f %8.1f | %7.1f%% %9.2f\n", shift * 100,
+          cv * 100, 100.0 * hits / trials, per100, bisected ? 100.0 * exact / bisected : 0.0,
+          bisected ? static_cast<double>(runs) / bisected : 0.0,
+          static_cast<double>(noise_runs) / trials, 100.0 * base_hits / trials, per100_base);
     }
   }
   return 0;

@@ -600,6 +600,39 @@ TEST_F(AnalyzerPgTest, TwoRegressionsInOneRangeBothBisected) {
   EXPECT_EQ(g[1][2].as<int>(), pb::IOMMU_MODE_OFF);
 }
 
+TEST_F(AnalyzerPgTest, OnlyTheOverheadRatioMovedIsConfirmedAndBisectedOnTheRatio) {
+  // t21: off 2% faster (cpu_cost 0.98), strict and lazy 2% slower (iommu_cost
+  // 1.0412 on top): no mode's throughput moves by 3%, the ratio mode/off
+  // drops 4%.
+  StartFarm(33, {{21, {{"sim.cpu_cost", "0.98"}, {"sim.iommu_cost", "1.0412"}}}});
+  SubmitBulk(32, 8, 4);
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
+  TickUntil(
+      a,
+      [&] {
+        return Count("SELECT count(*) FROM bisects") >= 1 &&
+               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
+      },
+      "bisects finished");
+  const pqxx::result g = Query(
+      "SELECT id, state, change_class, overhead_series, culprit_id, magnitude, bisect_id "
+      "FROM regressions WHERE direction = 1 AND culprit_id <> '' ORDER BY id");
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0][1].as<int>(), pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(g[0][2].as<int>(), pb::CHANGE_CLASS_IOMMU);
+  EXPECT_TRUE(g[0][3].as<bool>());  // found, confirmed and bisected on mode/off
+  EXPECT_EQ(g[0][4].as<std::string>(), "t21");
+  EXPECT_NEAR(g[0][5].as<double>(), 0.98 / 1.0412 / 0.98 - 1, 0.015);
+  // Its one culprit, with the whole change, in bisect_culprits.
+  const pqxx::result c = Query(
+      absl::StrCat("SELECT commit_id, last_good, share FROM bisect_culprits WHERE bisect_id = ",
+                   g[0][6].as<int64_t>(), " ORDER BY ordinal"));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0][0].as<std::string>(), "t21");
+  EXPECT_EQ(c[0][1].as<std::string>(), "t20");
+  EXPECT_DOUBLE_EQ(c[0][2].as<double>(), 1);
+}
+
 #ifdef FARM_ANALYZER_BIN
 // The farm-analyzer process is SIGKILLed while a bisect step is pending; a new
 // process finishes the same bisect without submitting anything twice.

@@ -278,6 +278,25 @@ UPDATE regressions g
     AND st.value->>'metric_rank' IN ('primary', 'secondary');
 )SQL";
 
+// Every culprit of a bisect: a range holding more than one change is split
+// and each part bisected to its own first bad commit (bisects.culprit_id
+// keeps the one with the largest share). share: its part's change over the
+// whole range's change; relative_change: its part's change relative to the
+// range's last good mean.
+const char* const kV4BisectCulprits = R"SQL(
+CREATE TABLE bisect_culprits (
+  bisect_id        bigint NOT NULL REFERENCES bisects(id) ON DELETE CASCADE,
+  ordinal          integer NOT NULL,        -- 1-based, in commit order
+  commit_id        text NOT NULL,
+  commit_index     integer NOT NULL DEFAULT 0,
+  last_good        text NOT NULL DEFAULT '',
+  subject          text NOT NULL DEFAULT '',
+  relative_change  double precision NOT NULL DEFAULT 0,
+  share            double precision NOT NULL DEFAULT 1,
+  PRIMARY KEY (bisect_id, ordinal)
+);
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
@@ -286,6 +305,7 @@ const std::vector<Migration>& AllMigrations() {
       {2, "terminal job totals table and NOTIFY farm_matrix on job state changes",
        kV2QueueTotalsAndNotify},
       {3, "regressions.metric_rank and regressions.primary_metrics", kV3RegressionMetricRank},
+      {4, "bisect_culprits: every culprit of a bisect with its share", kV4BisectCulprits},
   };
   return *kAll;
 }

@@ -1,5 +1,6 @@
 #include "services/analyzer/analyzer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -216,7 +217,9 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   if (!samples.ok()) return samples.status();
   const std::vector<Series> series = BuildSeries(*samples, false, options_.primary_metrics);
   const PrimaryMetricMap primary = PrimaryMetrics(*samples, options_.primary_metrics);
-  const std::vector<ChangePoint> cps = DetectAll(series, options_.detect);
+  // Suggestive candidates are recorded as suspected too: their confirmation
+  // re-runs both commits with doubled repeats until the evidence decides.
+  const std::vector<ChangePoint> cps = DetectCandidates(series, options_.detect);
   const std::vector<Finding> findings = Classify(cps, series, options_.detect);
   std::vector<NewRegression> found;
   for (const Finding& f : findings) {
@@ -241,6 +244,9 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
     n.metric_rank = f.primary_metric ? "primary" : "secondary";
     n.primary_metrics.assign(workload_primary.begin(), workload_primary.end());
     n.note = RankNote(f, workload_primary, options_);
+    const bool suggestive = std::all_of(f.change_points.begin(), f.change_points.end(),
+                                        [](const ChangePoint& cp) { return cp.suggestive; });
+    if (suggestive) n.note += "; suggestive (confirmed with more repeats before it counts)";
     const bool do_bisect = m.analysis_bisect && (f.regression || options_.bisect_improvements) &&
                            (f.primary_metric || options_.bisect_secondary);
     const json state = {{"series", SpecToJson(spec)},
@@ -265,7 +271,7 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
                      " ", f.metric, " ", f.mode, f.overhead_series ? "/off" : "", " ",
                      Percent(f.magnitude), " between ", f.last_good, " and ", f.first_bad, " (",
                      ChangeClassName(f.change_class), ", p=", absl::StrFormat("%.2g", f.p_value),
-                     ")"));
+                     suggestive ? ", suggestive" : "", ")"));
   }
   absl::StatusOr<std::vector<int64_t>> bisects = store_->RecordAnalysis(m.id, m.catalog, found);
   if (!bisects.ok()) return bisects.status();
@@ -309,12 +315,20 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
 
     if (st.at("phase") == "confirm") {
       json& cm = st["confirm_matrices"];
-      if (static_cast<int>(cm.size()) < options_.bisect.confirm_repeats) {
+      // Round r (0-based) of confirm_repeats matrices doubles the repeats of
+      // both commits: round 0 runs 1 repeat per matrix, round r >= 1 runs
+      // 2^(r-1), so after round r each commit has confirm_repeats * 2^r.
+      const int per_round = std::max(1, options_.bisect.confirm_repeats);
+      const int round = st.value("confirm_round", 0);
+      const int wanted = per_round * (round + 1);
+      if (static_cast<int>(cm.size()) < wanted) {
         // One matrix per round keeps last good and first bad interleaved in
         // the queue (same priority, ids in submission order).
-        while (static_cast<int>(cm.size()) < options_.bisect.confirm_repeats) {
+        while (static_cast<int>(cm.size()) < wanted) {
+          const int r = static_cast<int>(cm.size()) / per_round;
+          const int repeats = r == 0 ? 1 : 1 << (r - 1);
           absl::StatusOr<int64_t> id =
-              submit(absl::StrCat("confirm", cm.size() + 1), {lg, fb}, 1, "confirm");
+              submit(absl::StrCat("confirm", cm.size() + 1), {lg, fb}, repeats, "confirm");
           if (!id.ok()) {
             // Keep what was submitted; the next tick goes on with the same keys.
             if (!cm.empty()) {
@@ -326,8 +340,8 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
           cm.push_back(*id);
         }
         BisectUpdate::Step s0;
-        s0.record = BisectStepRecord{
-            0, fb_index, fb, "pending", 2 * options_.bisect.confirm_repeats, 0, 1, 0};
+        s0.record =
+            BisectStepRecord{0, fb_index, fb, "pending", 2 * per_round * (1 << round), 0, 1, 0};
         s0.matrix_id = cm.front().get<int64_t>();
         u.steps.push_back(s0);
         u.state_json = st.dump();
@@ -345,6 +359,27 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
       const std::vector<double> bad = SeriesValuesAt(*samples, spec, fb);
       const Confirmation c =
           EvaluateConfirmation(good, bad, st.at("expected_change").get<double>(), options_.bisect);
+      if (c.decision == SampleDecision::kMoreRepeats) {
+        // Suggestive, not conclusive: both commits again with doubled repeats.
+        st["confirm_round"] = round + 1;
+        BisectUpdate::Step s0;
+        s0.record = BisectStepRecord{0,
+                                     fb_index,
+                                     fb,
+                                     "pending",
+                                     static_cast<int>(std::min(good.size(), bad.size())),
+                                     c.test.mean_b,
+                                     c.test.p_value,
+                                     c.test.relative_change};
+        s0.matrix_id = ids.front();
+        u.steps.push_back(s0);
+        u.state_json = st.dump();
+        Log(absl::StrCat("bisect ", b.bisect_id, ": confirmation suggestive ",
+                         Percent(c.test.relative_change),
+                         absl::StrFormat(" p=%.2g", c.test.p_value), " (", good.size(), "+",
+                         bad.size(), " runs), doubling the repeats"));
+        return store_->SaveBisect(u);
+      }
       BisectUpdate::Step s0;
       s0.record = BisectStepRecord{0,
                                    fb_index,
@@ -378,6 +413,8 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
         if (fb_index - lg_index == 1) {
           u.culprit_id = fb;
           u.culprit_subject = commits->back().subject;
+          u.culprits.push_back(BisectUpdate::CulpritRow{
+              Culprit{lg_index, fb_index, fb, c.test.relative_change, 1}, lg, u.culprit_subject});
         }
         u.state_json = st.dump();
         return store_->SaveBisect(u);
@@ -448,12 +485,24 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
       u.bisect_state = ok ? "done" : "failed";
       u.last_good = planner->CommitId(planner->LastGoodIndex());
       u.first_bad = planner->CommitId(planner->FirstBadIndex());
+      const json& subjects = st.at("culprit_subjects");
+      auto subject_of = [&](const std::string& id) {
+        return subjects.contains(id) ? subjects.at(id).get<std::string>() : std::string();
+      };
+      std::string named;
       if (ok) {
         u.culprit_id = u.first_bad;
-        const json& subjects = st.at("culprit_subjects");
-        if (subjects.contains(u.culprit_id))
-          u.culprit_subject = subjects.at(u.culprit_id).get<std::string>();
+        u.culprit_subject = subject_of(u.culprit_id);
+        for (const Culprit& c : planner->Culprits()) {
+          u.culprits.push_back(BisectUpdate::CulpritRow{c, planner->CommitId(c.last_good_index),
+                                                        subject_of(c.commit_id)});
+          absl::StrAppend(&named, named.empty() ? "" : ", ", c.commit_id, " (",
+                          Percent(c.relative_change),
+                          absl::StrFormat(", share %.0f%%", c.share * 100), ")");
+        }
       }
+      if (u.culprits.size() > 1)
+        Log(absl::StrCat("bisect ", b.bisect_id, ": ", u.culprits.size(), " culprits: ", named));
       Log(absl::StrCat("bisect ", b.bisect_id, ": ", u.bisect_state, ", first bad ", u.first_bad,
                        " \"", u.culprit_subject, "\" after ", planner->Steps().size(), " steps, ",
                        planner->RunsRequested(), " runs",

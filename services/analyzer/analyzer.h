@@ -3,9 +3,12 @@
 //      analysed: build its series, detect change points, classify, record
 //      suspected regressions (and improvements) with a bisect record;
 //   2. every running bisect: confirmation first (last good / first bad
-//      re-run interleaved, one matrix per round), then bisection steps
-//      submitted as high-priority matrices through the scheduler; every step
-//      and the planner state are written to PostgreSQL after each move;
+//      re-run interleaved, one matrix per round; while the result is only
+//      suggestive, another round doubling both commits' repeats), then
+//      bisection steps submitted as high-priority matrices through the
+//      scheduler, down to every culprit of the range; every step, the
+//      culprits and the planner state are written to PostgreSQL after each
+//      move;
 //   3. alerts: confirmed regressions are posted to Alertmanager and re-sent
 //      every alert_resend while open; fixed / false-positive ones resolved;
 //   4. the farm_regressions_open gauges (by metric rank).

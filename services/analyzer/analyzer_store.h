@@ -1,9 +1,10 @@
 // AnalyzerStore: what farm-analyzer reads and writes in PostgreSQL, behind an
 // interface so the engine (analyzer.h) knows no SQL.
 //
-// The schema is the scheduler's (lib/storage/migrations.cc, v3): the
+// The schema is the scheduler's (lib/storage/migrations.cc, v4): the
 // analyzer reads matrices, jobs, results and catalog_commits, and writes
-// regressions, bisects, bisect_steps, alerts and analyzer_state. Enum columns
+// regressions, bisects, bisect_steps, bisect_culprits, alerts and
+// analyzer_state. Enum columns
 // hold iommufarm.v1 enum numbers (docs/analyzer.md describes the passes).
 //
 // Contract:
@@ -89,6 +90,14 @@ struct BisectUpdate {
   std::optional<int> regression_state;  // new iommufarm.v1.RegressionState, if changed
   std::optional<double> magnitude;      // confirmed magnitude, if re-measured
   std::optional<double> p_value;
+  // Every culprit when the bisect is done (bisect_culprits); written only
+  // when non-empty, replacing what was there.
+  struct CulpritRow {
+    Culprit culprit;
+    std::string last_good;
+    std::string subject;
+  };
+  std::vector<CulpritRow> culprits;
   // Full list of step rows (step 0 = confirmation); upserted by step.
   struct Step {
     BisectStepRecord record;

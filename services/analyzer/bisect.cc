@@ -37,13 +37,37 @@ Judgement JudgeCommit(std::span<const double> good, std::span<const double> bad,
   return j;
 }
 
+namespace {
+
+// The commit is significantly different from both references and at least
+// the magnitude away from each (point estimates, relative to the good
+// reference: splitting costs a bisect, so a part must clearly be there).
+bool HoldsTwoChanges(std::span<const double> good, std::span<const double> bad,
+                     std::span<const double> x, const Judgement& j, const BisectOptions& o) {
+  if (j.vs_good.p_value >= o.alpha || j.vs_bad.p_value >= o.alpha) return false;
+  if (j.position <= 0 || j.position >= 1) return false;
+  const double g = Mean(good);
+  if (g == 0) return false;
+  const double m = Mean(x);
+  return std::fabs(m - g) / std::fabs(g) >= o.magnitude &&
+         std::fabs(Mean(bad) - m) / std::fabs(g) >= o.magnitude;
+}
+
+}  // namespace
+
 Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const double> bad,
                                   double expected_relative_change, const BisectOptions& options) {
   Confirmation c;
   c.test = WelchTTest(good, bad);
+  c.interval = RelativeChangeInterval(good, bad, options.interval_level);
   const bool same_direction = (c.test.relative_change < 0) == (expected_relative_change < 0);
-  c.confirmed = c.test.p_value < options.alpha &&
-                std::fabs(c.test.relative_change) >= options.magnitude && same_direction;
+  const int repeats = static_cast<int>(std::min(good.size(), bad.size()));
+  c.decision = same_direction
+                   ? DecideWithRepeats(c.test.p_value,
+                                       JudgeMagnitude(c.interval, options.magnitude), options.alpha,
+                                       options.loose_alpha, repeats, options.max_confirm_repeats)
+                   : SampleDecision::kReject;
+  c.confirmed = c.decision == SampleDecision::kAccept;
   return c;
 }
 
@@ -95,14 +119,13 @@ void BisectPlanner::Advance() {
       return;
     }
   }
-  const std::vector<double>& good = SamplesOf(good_ref_);
-  const std::vector<double>& bad = SamplesOf(bad_ref_);
   auto open_step = [&]() -> BisectStepRecord* {
     if (!steps_.empty() && steps_.back().verdict == "pending") return &steps_.back();
     return nullptr;
   };
   while (true) {
     if (hi_ - lo_ <= 1) {
+      if (FinishRange()) continue;
       done_ = true;
       return;
     }
@@ -136,6 +159,8 @@ void BisectPlanner::Advance() {
       set_pending(mid, open->repeats - n);
       return;
     }
+    const std::vector<double>& good = SamplesOf(good_ref_);
+    const std::vector<double>& bad = SamplesOf(bad_ref_);
     const Judgement j = JudgeCommit(good, bad, x, options_.alpha);
     BisectStepRecord* s = open_step();
     if (s == nullptr || s->commit_index != mid) {
@@ -148,6 +173,32 @@ void BisectPlanner::Advance() {
     s->mean = Mean(x);
     s->relative_change = j.vs_good.relative_change;
     s->p_value = (j.position < 0.5) ? j.vs_bad.p_value : j.vs_good.p_value;
+    // Two changes in the range: trusted from twice the first repeats (a
+    // single culprit's midpoint rarely differs from both references by
+    // chance twice). With no run-to-run variance the position rule above
+    // decides, as before.
+    const bool deterministic = Variance(good) == 0 && Variance(bad) == 0 && Variance(x) == 0;
+    const bool two = !deterministic && HoldsTwoChanges(good, bad, x, j, options_);
+    if (two && n < 2 * options_.initial_repeats && n < options_.max_repeats) {
+      s->verdict = j.position < 0.5 ? "weak-good" : "weak-bad";
+      request(std::min(n, options_.max_repeats - n));
+      return;
+    }
+    if (two) {
+      // Part of the change is before mid, part after: bisect both, mid
+      // being the bad reference of the first and the good one of the
+      // second. Each part spans from its references, not from the current
+      // bounds: the verdicts that moved them were judged against references
+      // that mixed both changes (a commit with a small first change looks
+      // "good" next to the whole change). Samples already taken are reused.
+      s->verdict = "split";
+      s->p_value = std::max(j.vs_good.p_value, j.vs_bad.p_value);
+      parts_.insert(parts_.begin(), Part{mid, bad_ref_, mid, bad_ref_});
+      hi_ = mid;
+      lo_ = good_ref_;
+      bad_ref_ = mid;
+      continue;
+    }
     const bool weak = j.verdict.starts_with("weak");
     if (weak && n < options_.max_repeats) {
       // Not trusted: measure the same commit again with more repeats.
@@ -161,6 +212,41 @@ void BisectPlanner::Advance() {
       hi_ = mid;
     }
   }
+}
+
+bool BisectPlanner::FinishRange() {
+  const int range_good = base_;
+  const int range_bad = base_ + static_cast<int>(commit_ids_.size()) - 1;
+  const double g0 = Mean(SamplesOf(range_good));
+  const double total = Mean(SamplesOf(range_bad)) - g0;
+  const double part = Mean(SamplesOf(bad_ref_)) - Mean(SamplesOf(good_ref_));
+  culprits_.push_back(Culprit{lo_, hi_, CommitId(hi_), g0 == 0 ? 0 : part / std::fabs(g0),
+                              total == 0 ? 1 : part / total});
+  if (parts_.empty()) {
+    // Named by the culprit with the largest share.
+    const Culprit* main = &culprits_.front();
+    for (const Culprit& c : culprits_)
+      if (std::fabs(c.share) > std::fabs(main->share)) main = &c;
+    lo_ = main->last_good_index;
+    hi_ = main->index;
+    return false;
+  }
+  const Part next = parts_.front();
+  parts_.erase(parts_.begin());
+  good_ref_ = next.good_ref;
+  bad_ref_ = next.bad_ref;
+  lo_ = next.lo;
+  hi_ = next.hi;
+  return true;
+}
+
+std::vector<Culprit> BisectPlanner::Culprits() const {
+  std::vector<Culprit> out = culprits_;
+  // A state saved before culprits were tracked names its single first bad.
+  if (out.empty() && done_ && !failed_) out.push_back(Culprit{lo_, hi_, CommitId(hi_), 0, 1});
+  std::sort(out.begin(), out.end(),
+            [](const Culprit& a, const Culprit& b) { return a.index < b.index; });
+  return out;
 }
 
 std::string BisectPlanner::ToJson() const {
@@ -196,6 +282,18 @@ std::string BisectPlanner::ToJson() const {
   j["failed"] = failed_;
   j["used_weak"] = used_weak_;
   j["runs_requested"] = runs_requested_;
+  nlohmann::json parts = nlohmann::json::array();
+  for (const Part& p : parts_)
+    parts.push_back({{"good_ref", p.good_ref}, {"bad_ref", p.bad_ref}, {"lo", p.lo}, {"hi", p.hi}});
+  j["parts"] = parts;
+  nlohmann::json culprits = nlohmann::json::array();
+  for (const Culprit& c : culprits_)
+    culprits.push_back({{"last_good_index", c.last_good_index},
+                        {"index", c.index},
+                        {"commit_id", c.commit_id},
+                        {"relative_change", c.relative_change},
+                        {"share", c.share}});
+  j["culprits"] = culprits;
   return j.dump();
 }
 
@@ -229,6 +327,15 @@ absl::StatusOr<BisectPlanner> BisectPlanner::FromJson(const std::string& json) {
     p.failed_ = j.at("failed").get<bool>();
     p.used_weak_ = j.at("used_weak").get<bool>();
     p.runs_requested_ = j.at("runs_requested").get<int>();
+    // States saved before several culprits were tracked have neither key.
+    for (const auto& q : j.value("parts", nlohmann::json::array()))
+      p.parts_.push_back(Part{q.at("good_ref").get<int>(), q.at("bad_ref").get<int>(),
+                              q.at("lo").get<int>(), q.at("hi").get<int>()});
+    for (const auto& c : j.value("culprits", nlohmann::json::array()))
+      p.culprits_.push_back(Culprit{c.at("last_good_index").get<int>(), c.at("index").get<int>(),
+                                    c.at("commit_id").get<std::string>(),
+                                    c.at("relative_change").get<double>(),
+                                    c.at("share").get<double>()});
     if (p.hi_ <= p.lo_ || p.lo_ < p.base_) {
       return absl::InvalidArgumentError("bisect planner state: bad range");
     }

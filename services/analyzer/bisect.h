@@ -12,7 +12,14 @@
 //     stays marked "weak-*" in the record;
 //     (with no run-to-run variance at all the position alone decides: a
 //     commit is bad when more than half of the change is present);
-//   * it stops when last good and first bad are adjacent catalog commits.
+//   * a commit significantly different from both references, with at least
+//     the magnitude on either side of it, means the range holds more than
+//     one change (verdict "split"): the range is split there and each part
+//     is bisected to its own first bad commit, against its own references
+//     (the part's ends); several culprits are reported, each with its share
+//     of the total change;
+//   * a range stops when its last good and first bad are adjacent catalog
+//     commits; the bisect is done when every range has stopped.
 // The whole state round-trips through JSON so a restarted analyzer resumes
 // exactly where it stopped.
 //
@@ -38,17 +45,34 @@ struct BisectOptions {
   double alpha = 0.01;
   double magnitude = 0.03;
   int max_steps = 64;
+  // Adaptive confirmation (EvaluateConfirmation): a suggestive result (p
+  // under loose_alpha) is re-run with doubled repeats per commit up to
+  // max_confirm_repeats; the magnitude is judged on the interval at
+  // interval_level.
+  double loose_alpha = 0.1;
+  int max_confirm_repeats = 128;
+  double interval_level = 0.99;
 };
 
 struct BisectStepRecord {
   int step = 0;  // 1-based
   int commit_index = 0;
   std::string commit_id;
-  std::string verdict;  // "pending", "good", "bad", "weak-good", "weak-bad"
+  std::string verdict;  // "pending", "good", "bad", "weak-good", "weak-bad", "split"
   int repeats = 0;      // samples the verdict rests on
   double mean = 0;
   double p_value = 1;          // against the reference it was judged closer to the other of
   double relative_change = 0;  // against the last good reference mean
+};
+
+// One first bad commit of the range, with the change it brings: measured
+// between the references of the part of the range it was bisected in.
+struct Culprit {
+  int last_good_index = 0;
+  int index = 0;  // the first bad commit
+  std::string commit_id;
+  double relative_change = 0;  // its part's change, relative to the range's last good mean
+  double share = 0;            // its part's change over the whole range's change
 };
 
 struct BisectRequest {
@@ -73,8 +97,12 @@ class BisectPlanner {
   std::optional<BisectRequest> Next() const { return pending_; }
   bool Done() const { return done_; }
   bool Failed() const { return failed_; }
+  // The culprit with the largest share when done (the range being bisected
+  // before that).
   int LastGoodIndex() const { return lo_; }
   int FirstBadIndex() const { return hi_; }
+  // Every culprit found, in commit order; one unless the range was split.
+  std::vector<Culprit> Culprits() const;
   const std::string& CommitId(int index) const;
   // True when some verdict on the path was weak (acted on at max_repeats).
   bool UsedWeakVerdict() const { return used_weak_; }
@@ -89,6 +117,17 @@ class BisectPlanner {
   BisectPlanner() = default;
   void Advance();
   const std::vector<double>& SamplesOf(int index) const;
+  // The current range has stopped: records its culprit, moves to the next
+  // part; false when none is left.
+  bool FinishRange();
+
+  // A part of the range still to bisect: references and current bounds.
+  struct Part {
+    int good_ref = 0;
+    int bad_ref = 0;
+    int lo = 0;
+    int hi = 0;
+  };
 
   BisectOptions options_;
   int base_ = 0;  // catalog index of commit_ids_[0]
@@ -104,6 +143,8 @@ class BisectPlanner {
   bool failed_ = false;
   bool used_weak_ = false;
   int runs_requested_ = 0;
+  std::vector<Part> parts_;  // parts waiting, bisected after the current one
+  std::vector<Culprit> culprits_;
 };
 
 // Judges one commit's samples against the good and bad references.
@@ -117,12 +158,17 @@ Judgement JudgeCommit(std::span<const double> good, std::span<const double> bad,
                       std::span<const double> x, double alpha);
 
 // The confirmation step: last good and first bad re-run interleaved with
-// more repeats. Confirmed when the difference is significant at alpha, at
-// least the magnitude threshold, and in the expected direction (sign of
-// expected_relative_change).
+// more repeats. Confirmed when the difference is significant at alpha, its
+// interval (interval_level) reaches the magnitude threshold, and it is in the
+// expected direction (sign of expected_relative_change). A suggestive result
+// (p under loose_alpha, same direction, interval reaching the magnitude)
+// with fewer than max_confirm_repeats per commit asks for more repeats
+// (decision kMoreRepeats: double them); see DecideWithRepeats.
 struct Confirmation {
   bool confirmed = false;
+  SampleDecision decision = SampleDecision::kReject;
   TwoSampleResult test;
+  Interval interval;
 };
 Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const double> bad,
                                   double expected_relative_change, const BisectOptions& options);

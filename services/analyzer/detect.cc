@@ -20,6 +20,8 @@ class PrefixStats {
     sq_.push_back(0);
     // Shift by the first value keeps the sum of squares well conditioned.
     shift_ = s.points.empty() || s.points[0].values.empty() ? 0 : s.points[0].values[0];
+    within_.push_back(0);
+    within_df_.push_back(0);
     for (const SeriesPoint& p : s.points) {
       double n = n_.back(), sum = sum_.back(), sq = sq_.back();
       for (double v : p.values) {
@@ -30,8 +32,26 @@ class PrefixStats {
       n_.push_back(n);
       sum_.push_back(sum);
       sq_.push_back(sq);
+      within_.push_back(within_.back() +
+                        Variance(p.values) *
+                            (p.values.size() < 2 ? 0.0 : static_cast<double>(p.values.size() - 1)));
+      within_df_.push_back(within_df_.back() +
+                           (p.values.size() < 2 ? 0.0 : static_cast<double>(p.values.size() - 1)));
     }
   }
+  // Within-commit variance pooled over points [lo, hi) and its degrees of
+  // freedom: the run-to-run noise, untouched by any shift between commits.
+  double WithinDf(size_t lo, size_t hi) const { return within_df_[hi] - within_df_[lo]; }
+  double WithinVar(size_t lo, size_t hi) const {
+    const double df = WithinDf(lo, hi);
+    return df <= 0 ? 0 : std::max(0.0, within_[hi] - within_[lo]) / df;
+  }
+  // Repeats give the noise level directly; then two groups of commits are
+  // compared with it (Student's t on those degrees of freedom) instead of
+  // Welch's test, whose degrees of freedom collapse to ~4 when one side is
+  // a single commit of 5 repeats (a change after the first measured
+  // commit). Without enough repeats, Welch.
+  bool UseWithin(size_t lo, size_t hi) const { return WithinDf(lo, hi) >= kMinWithinDf; }
   // Points [lo, hi).
   double N(size_t lo, size_t hi) const { return n_[hi] - n_[lo]; }
   double MeanOf(size_t lo, size_t hi) const {
@@ -55,32 +75,49 @@ class PrefixStats {
     auto var = [](double n, double s, double q) {
       return n < 2 ? 0.0 : std::max(0.0, (q - s * s / n) / (n - 1));
     };
-    return WelchFromSummary(n_out, n_out == 0 ? 0 : s_out / n_out + shift_,
-                            var(n_out, s_out, q_out), n_in, n_in == 0 ? 0 : s_in / n_in + shift_,
+    const double mean_out = n_out == 0 ? 0 : s_out / n_out + shift_;
+    const double mean_in = n_in == 0 ? 0 : s_in / n_in + shift_;
+    if (UseWithin(lo, hi))
+      return ContrastFromSummary(n_out, mean_out, n_in, mean_in, WithinVar(lo, hi),
+                                 WithinDf(lo, hi));
+    return WelchFromSummary(n_out, mean_out, var(n_out, s_out, q_out), n_in, mean_in,
                             var(n_in, s_in, q_in));
   }
   TwoSampleResult Test(size_t lo, size_t k, size_t hi) const {
+    if (UseWithin(lo, hi))
+      return ContrastFromSummary(N(lo, k), MeanOf(lo, k), N(k, hi), MeanOf(k, hi),
+                                 WithinVar(lo, hi), WithinDf(lo, hi));
     return WelchFromSummary(N(lo, k), MeanOf(lo, k), VarOf(lo, k), N(k, hi), MeanOf(k, hi),
                             VarOf(k, hi));
   }
 
  private:
+  static constexpr double kMinWithinDf = 8;
   double shift_ = 0;
-  std::vector<double> n_, sum_, sq_;
+  std::vector<double> n_, sum_, sq_, within_, within_df_;
 };
 
 bool IsRegression(Polarity p, double relative_change) {
   return p == Polarity::kLowerIsBetter ? relative_change > 0 : relative_change < 0;
 }
 
-void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectOptions& opt,
-           double alpha, std::map<size_t, double>* found) {
-  if (depth > opt.max_depth || hi - lo < 2) return;
-  // Half of alpha for the single-split scan, half for the middle-segment
-  // scan, so trying both keeps the family-wise error within alpha.
-  const double half = alpha / 2;
+// A split found by the scan: its corrected p, and whether it is only
+// suggestive.
+struct Found {
+  double p = 1;
+  bool suggestive = false;
+};
+
+struct ScanResult {
+  double single_p = 2;  // best single split, Bonferroni over the splits tried
+  size_t k = 0;
+  double middle_p = 2;  // best middle run, Bonferroni over the runs tried
+  size_t i = 0, j = 0;
+};
+
+ScanResult SingleScan(const PrefixStats& ps, size_t lo, size_t hi, const DetectOptions& opt) {
+  ScanResult s;
   double best_p = 2;
-  size_t best_k = 0;
   int splits = 0;
   for (size_t k = lo + 1; k < hi; ++k) {
     if (ps.N(lo, k) < opt.min_samples_per_side || ps.N(k, hi) < opt.min_samples_per_side) continue;
@@ -88,20 +125,19 @@ void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectO
     const TwoSampleResult r = ps.Test(lo, k, hi);
     if (r.p_value < best_p) {
       best_p = r.p_value;
-      best_k = k;
+      s.k = k;
     }
   }
-  if (splits > 0 && std::min(1.0, best_p * splits) < half) {
-    (*found)[best_k] = std::min(1.0, best_p * splits);
-    Split(ps, lo, best_k, depth + 1, opt, alpha, found);
-    Split(ps, best_k, hi, depth + 1, opt, alpha, found);
-    return;
-  }
-  // A change that is undone inside the segment (a dip between two releases
-  // that later recovers) hides from a single split: scan every middle run
-  // [i, j) against the rest of the segment.
+  if (splits > 0) s.single_p = std::min(1.0, best_p * splits);
+  return s;
+}
+
+// A change that is undone inside the segment (a dip between two releases
+// that later recovers) hides from a single split: scan every middle run
+// [i, j) against the rest of the segment.
+void MiddleScan(const PrefixStats& ps, size_t lo, size_t hi, const DetectOptions& opt,
+                ScanResult* s) {
   double best_pm = 2;
-  size_t bi = 0, bj = 0;
   int pairs = 0;
   for (size_t i = lo + 1; i < hi; ++i) {
     for (size_t j = i + 1; j < hi; ++j) {
@@ -112,18 +148,39 @@ void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectO
       const TwoSampleResult r = ps.TestMiddle(lo, i, j, hi);
       if (r.p_value < best_pm) {
         best_pm = r.p_value;
-        bi = i;
-        bj = j;
+        s->i = i;
+        s->j = j;
       }
     }
   }
-  if (pairs == 0 || std::min(1.0, best_pm * pairs) >= half) return;
-  const double p = std::min(1.0, best_pm * pairs);
-  (*found)[bi] = p;
-  (*found)[bj] = p;
-  Split(ps, lo, bi, depth + 1, opt, alpha, found);
-  Split(ps, bi, bj, depth + 1, opt, alpha, found);
-  Split(ps, bj, hi, depth + 1, opt, alpha, found);
+  if (pairs > 0) s->middle_p = std::min(1.0, best_pm * pairs);
+}
+
+// `loose` > alpha: a best single split with corrected p under loose / 2 that
+// misses alpha / 2 is recorded as suggestive (not searched further).
+void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectOptions& opt,
+           double alpha, double loose, std::map<size_t, Found>* found) {
+  if (depth > opt.max_depth || hi - lo < 2) return;
+  // Half of alpha for the single-split scan, half for the middle-segment
+  // scan, so trying both keeps the family-wise error within alpha.
+  const double half = alpha / 2;
+  ScanResult s = SingleScan(ps, lo, hi, opt);
+  if (s.single_p < half) {
+    (*found)[s.k] = Found{s.single_p, false};
+    Split(ps, lo, s.k, depth + 1, opt, alpha, loose, found);
+    Split(ps, s.k, hi, depth + 1, opt, alpha, loose, found);
+    return;
+  }
+  MiddleScan(ps, lo, hi, opt, &s);
+  if (s.middle_p < half) {
+    (*found)[s.i] = Found{s.middle_p, false};
+    (*found)[s.j] = Found{s.middle_p, false};
+    Split(ps, lo, s.i, depth + 1, opt, alpha, loose, found);
+    Split(ps, s.i, s.j, depth + 1, opt, alpha, loose, found);
+    Split(ps, s.j, hi, depth + 1, opt, alpha, loose, found);
+    return;
+  }
+  if (s.single_p < loose / 2 && !found->contains(s.k)) (*found)[s.k] = Found{s.single_p, true};
 }
 
 ModeEffect MeasureAt(const Series& s, int seg_begin, int last_good, int first_bad, int seg_end) {
@@ -149,25 +206,31 @@ ModeEffect MeasureAt(const Series& s, int seg_begin, int last_good, int first_ba
   return e;
 }
 
-}  // namespace
-
-std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOptions& options,
-                                            double alpha_corrected) {
+std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& options, double alpha,
+                                double loose, bool include_suggestive) {
   std::vector<ChangePoint> out;
   if (series.points.size() < 2) return out;
   const PrefixStats ps(series);
-  std::map<size_t, double> found;  // split position -> scan p
-  Split(ps, 0, series.points.size(), 0, options, alpha_corrected, &found);
+  std::map<size_t, Found> found;  // split position -> scan p
+  Split(ps, 0, series.points.size(), 0, options, alpha, loose, &found);
   std::vector<size_t> ks;
-  for (const auto& [k, p] : found) ks.push_back(k);
+  for (const auto& [k, f] : found) ks.push_back(k);
   for (size_t j = 0; j < ks.size(); ++j) {
     const size_t lo = j == 0 ? 0 : ks[j - 1];
     const size_t hi = j + 1 == ks.size() ? series.points.size() : ks[j + 1];
     const size_t k = ks[j];
     // Magnitude between the neighbouring change points, not over the whole
-    // series, so a second shift does not dilute the first.
+    // series, so a second shift does not dilute the first; judged on the
+    // interval, so a true change at the threshold is not lost half the time.
     const TwoSampleResult r = ps.Test(lo, k, hi);
-    if (std::fabs(r.relative_change) < options.magnitude) continue;
+    const Interval ci =
+        RelativeChangeInterval(ps.N(lo, k), ps.MeanOf(lo, k), ps.VarOf(lo, k), ps.N(k, hi),
+                               ps.MeanOf(k, hi), ps.VarOf(k, hi), options.interval_level);
+    if (JudgeMagnitude(ci, options.magnitude) == MagnitudeCall::kBelow) continue;
+    // Under the threshold by its point estimate but reaching it within the
+    // interval: suggestive, for the confirmation's extra repeats to decide.
+    const bool suggestive = found[k].suggestive || std::fabs(r.relative_change) < options.magnitude;
+    if (suggestive && !include_suggestive) continue;
     ChangePoint cp;
     cp.key = series.key;
     cp.polarity = series.polarity;
@@ -181,9 +244,49 @@ std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOp
     cp.before = r.mean_a;
     cp.after = r.mean_b;
     cp.relative_change = r.relative_change;
-    cp.p_value = found[k];
+    cp.p_value = found[k].p;
     cp.regression = IsRegression(series.polarity, r.relative_change);
+    cp.interval = ci;
+    cp.suggestive = suggestive;
     out.push_back(std::move(cp));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOptions& options,
+                                            double alpha_corrected) {
+  return Detect(series, options, alpha_corrected, 0, false);
+}
+
+double SeriesScanP(const Series& series, const DetectOptions& options) {
+  if (series.points.size() < 2) return 1;
+  const PrefixStats ps(series);
+  ScanResult s = SingleScan(ps, 0, series.points.size(), options);
+  MiddleScan(ps, 0, series.points.size(), options, &s);
+  return std::min(1.0, 2 * std::min(s.single_p, s.middle_p));
+}
+
+double SeriesAlpha(const std::vector<Series>& series, const DetectOptions& options) {
+  if (series.empty()) return options.alpha;
+  if (series.size() == 1) return options.alpha;
+  std::vector<double> p;
+  p.reserve(series.size());
+  for (const Series& s : series) p.push_back(SeriesScanP(s, options));
+  const double t = BenjaminiHochbergThreshold(p, options.alpha);
+  return t > 0 ? t : options.alpha / static_cast<double>(series.size());
+}
+
+std::vector<ChangePoint> DetectCandidates(const std::vector<Series>& series,
+                                          const DetectOptions& options) {
+  std::vector<ChangePoint> out;
+  if (series.empty()) return out;
+  const double alpha = SeriesAlpha(series, options);
+  for (const Series& s : series) {
+    std::vector<ChangePoint> cps =
+        Detect(s, options, alpha, alpha * options.suggestive_factor, true);
+    out.insert(out.end(), cps.begin(), cps.end());
   }
   return out;
 }
@@ -192,7 +295,7 @@ std::vector<ChangePoint> DetectAll(const std::vector<Series>& series,
                                    const DetectOptions& options) {
   std::vector<ChangePoint> out;
   if (series.empty()) return out;
-  const double alpha = options.alpha / static_cast<double>(series.size());
+  const double alpha = SeriesAlpha(series, options);
   for (const Series& s : series) {
     std::vector<ChangePoint> cps = DetectChangePoints(s, options, alpha);
     out.insert(out.end(), cps.begin(), cps.end());

@@ -4,14 +4,32 @@
 // two adjacent measured commits is tested with Welch's t-test (all repeats
 // left vs right, Boost.Math Student's t); the split with the smallest p is
 // kept when its p, multiplied by the number of splits tried (Bonferroni over
-// the scan), is below alpha / number_of_series (Bonferroni over the series
-// tested). When no single split qualifies, every middle run of commits is
-// tested against the rest of the segment (a regression that a later commit
-// undoes, e.g. v5.10 good, v5.11 bad, v5.12 fixed); each scan gets alpha/2.
-// The parts are then searched again, so several change points in one series
-// are found. A change point is reported when its relative change,
-// measured between its neighbouring change points, reaches the magnitude
-// threshold. Improvements are reported as well as regressions.
+// the scan), is below the series' alpha. When no single split qualifies,
+// every middle run of commits is tested against the rest of the segment (a
+// regression that a later commit undoes, e.g. v5.10 good, v5.11 bad, v5.12
+// fixed); each scan gets half the alpha. The parts are then searched again,
+// so several change points in one series are found.
+//
+// Multiplicity across series: Benjamini-Hochberg at false discovery rate
+// alpha over the series' whole-scan p-values (not Bonferroni over every
+// series: a matrix has hundreds of series, and a family-wise bound over all
+// of them costs most of the power at 3% shifts). The BH threshold is each
+// series' alpha.
+//
+// Magnitude, measured between the neighbouring change points: a change point
+// whose confidence interval (level interval_level) lies wholly under the
+// magnitude threshold is real but too small and dropped (stats.h
+// JudgeMagnitude); one whose point estimate reaches the threshold is
+// reported; one whose point estimate misses it but whose interval reaches
+// it is suggestive (a true change at the threshold measures below it half
+// the time).
+//
+// Suggestive candidates, returned by DetectCandidates marked `suggestive`
+// (DetectAll leaves them out): the interval case above, and a best split
+// whose corrected p misses the series' alpha but is below suggestive_factor
+// times it. The caller re-measures the two neighbouring commits with more
+// repeats and decides on the interval (bisect.h EvaluateConfirmation).
+// Improvements are reported as well as regressions.
 //
 // Pure functions; thread-safe.
 #ifndef SERVICES_ANALYZER_DETECT_H_
@@ -21,6 +39,7 @@
 #include <vector>
 
 #include "services/analyzer/series.h"
+#include "services/analyzer/stats.h"
 
 namespace farm::analyzer {
 
@@ -29,6 +48,12 @@ struct DetectOptions {
   double alpha = 0.01;      // family-wise significance before correction
   int min_samples_per_side = 2;
   int max_depth = 16;  // recursion guard
+  // Confidence level of the relative-change interval the magnitude is
+  // judged on.
+  double interval_level = 0.99;
+  // A best split whose corrected p is below suggestive_factor x the series'
+  // alpha (but not below alpha) is a suggestive candidate (DetectCandidates).
+  double suggestive_factor = 30;
 };
 
 struct ChangePoint {
@@ -46,13 +71,35 @@ struct ChangePoint {
   double relative_change = 0;  // (after - before) / |before|
   double p_value = 1;          // scan-corrected (not series-corrected)
   bool regression = false;     // false: improvement
+  // Interval (DetectOptions.interval_level) of relative_change.
+  Interval interval;
+  // Not significant at the series' alpha (only below suggestive_factor x
+  // it), or under the magnitude by its point estimate with an interval
+  // reaching it: to be re-measured with more repeats before it counts.
+  bool suggestive = false;
 };
 
 // Change points of one series; alpha_corrected is the per-series threshold.
+// Only significant change points (none suggestive).
 std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOptions& options,
                                             double alpha_corrected);
 
-// All series at once, with alpha / series.size() per series.
+// The whole-scan p-value of a series: the best single split or middle run of
+// the whole series, Bonferroni-corrected over the splits tried and the two
+// scans. What Benjamini-Hochberg ranks across series.
+double SeriesScanP(const Series& series, const DetectOptions& options);
+
+// The per-series alpha for these series: the Benjamini-Hochberg threshold at
+// false discovery rate options.alpha over their SeriesScanP, or alpha / m
+// when BH rejects none.
+double SeriesAlpha(const std::vector<Series>& series, const DetectOptions& options);
+
+// All series at once with the per-series alpha of SeriesAlpha: significant
+// change points and suggestive candidates (ChangePoint.suggestive).
+std::vector<ChangePoint> DetectCandidates(const std::vector<Series>& series,
+                                          const DetectOptions& options);
+
+// DetectCandidates without the suggestive ones.
 std::vector<ChangePoint> DetectAll(const std::vector<Series>& series, const DetectOptions& options);
 
 enum class ChangeClass { kUnspecified, kIommu, kNotIommu };

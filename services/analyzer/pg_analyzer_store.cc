@@ -269,6 +269,18 @@ class PgAnalyzerStore final : public AnalyzerStore {
           u.bisect_state == "done" ? u.last_good : std::string(),
           u.bisect_state == "done" ? u.first_bad : std::string(), u.magnitude.has_value(),
           u.magnitude.value_or(0), u.p_value.value_or(1));
+      if (!u.culprits.empty()) {
+        w.exec_params("DELETE FROM bisect_culprits WHERE bisect_id = $1", u.bisect_id);
+        int ordinal = 0;
+        for (const BisectUpdate::CulpritRow& c : u.culprits) {
+          w.exec_params(
+              "INSERT INTO bisect_culprits (bisect_id, ordinal, commit_id, commit_index, "
+              "  last_good, subject, relative_change, share) "
+              "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+              u.bisect_id, ++ordinal, c.culprit.commit_id, c.culprit.index, c.last_good, c.subject,
+              c.culprit.relative_change, c.culprit.share);
+        }
+      }
       for (const BisectUpdate::Step& s : u.steps) {
         const BisectStepRecord& r = s.record;
         w.exec_params(

@@ -59,6 +59,29 @@ TwoSampleResult WelchFromSummary(double n_a, double mean_a, double var_a, double
   return r;
 }
 
+TwoSampleResult ContrastFromSummary(double n_a, double mean_a, double n_b, double mean_b,
+                                    double variance, double df) {
+  TwoSampleResult r;
+  r.mean_a = mean_a;
+  r.mean_b = mean_b;
+  r.relative_change = Relative(mean_a, mean_b);
+  if (n_a < 1 || n_b < 1 || df < 1) return r;
+  const double se2 = std::max(variance, 0.0) * (1 / n_a + 1 / n_b);
+  const double diff = mean_b - mean_a;
+  const double scale = std::max({std::fabs(mean_a), std::fabs(mean_b), 1e-300});
+  if (se2 <= 1e-24 * scale * scale) {
+    if (std::fabs(diff) <= 1e-12 * scale) return r;
+    r.statistic = diff > 0 ? INFINITY : -INFINITY;
+    r.p_value = 0;
+    return r;
+  }
+  const double t = diff / std::sqrt(se2);
+  boost::math::students_t dist(df);
+  r.statistic = t;
+  r.p_value = std::min(1.0, 2 * boost::math::cdf(boost::math::complement(dist, std::fabs(t))));
+  return r;
+}
+
 TwoSampleResult WelchTTest(std::span<const double> a, std::span<const double> b) {
   return WelchFromSummary(static_cast<double>(a.size()), Mean(a), Variance(a),
                           static_cast<double>(b.size()), Mean(b), Variance(b));
@@ -105,6 +128,77 @@ TwoSampleResult MannWhitneyTest(std::span<const double> a, std::span<const doubl
   r.statistic = z;
   r.p_value = std::min(1.0, 2 * boost::math::cdf(boost::math::complement(norm, std::fabs(z))));
   return r;
+}
+
+Interval RelativeChangeInterval(double n_a, double mean_a, double var_a, double n_b, double mean_b,
+                                double var_b, double level) {
+  const double rel = Relative(mean_a, mean_b);
+  if (n_a < 2 || n_b < 2 || mean_a == 0) return {-INFINITY, INFINITY};
+  const double va = std::max(var_a, 0.0) / n_a;
+  const double vb = std::max(var_b, 0.0) / n_b;
+  const double se2 = va + vb;
+  if (se2 <= 0) return {rel, rel};
+  const double denom = va * va / (n_a - 1) + vb * vb / (n_b - 1);
+  const double df = denom > 0 ? se2 * se2 / denom : n_a + n_b - 2;
+  boost::math::students_t dist(std::max(df, 1.0));
+  const double q = boost::math::quantile(boost::math::complement(dist, (1 - level) / 2));
+  const double half = q * std::sqrt(se2) / std::fabs(mean_a);
+  return {rel - half, rel + half};
+}
+
+Interval RelativeChangeInterval(std::span<const double> a, std::span<const double> b,
+                                double level) {
+  return RelativeChangeInterval(static_cast<double>(a.size()), Mean(a), Variance(a),
+                                static_cast<double>(b.size()), Mean(b), Variance(b), level);
+}
+
+MagnitudeCall JudgeMagnitude(const Interval& ci, double magnitude) {
+  const double upper = std::max(std::fabs(ci.lo), std::fabs(ci.hi));
+  const double lower =
+      (ci.lo <= 0 && ci.hi >= 0) ? 0 : std::min(std::fabs(ci.lo), std::fabs(ci.hi));
+  if (upper < magnitude) return MagnitudeCall::kBelow;
+  if (lower >= magnitude) return MagnitudeCall::kAbove;
+  return MagnitudeCall::kReaches;
+}
+
+double BenjaminiHochbergThreshold(std::span<const double> p, double q) {
+  std::vector<double> sorted(p.begin(), p.end());
+  std::sort(sorted.begin(), sorted.end());
+  const double m = static_cast<double>(sorted.size());
+  double threshold = 0;
+  for (size_t k = 1; k <= sorted.size(); ++k) {
+    const double line = static_cast<double>(k) * q / m;
+    if (sorted[k - 1] <= line) threshold = line;
+  }
+  return threshold;
+}
+
+std::vector<bool> BenjaminiHochberg(std::span<const double> p, double q) {
+  const double t = BenjaminiHochbergThreshold(p, q);
+  std::vector<bool> out;
+  out.reserve(p.size());
+  for (double v : p) out.push_back(t > 0 && v <= t);
+  return out;
+}
+
+const char* SampleDecisionName(SampleDecision d) {
+  switch (d) {
+    case SampleDecision::kAccept:
+      return "accept";
+    case SampleDecision::kMoreRepeats:
+      return "more-repeats";
+    case SampleDecision::kReject:
+      break;
+  }
+  return "reject";
+}
+
+SampleDecision DecideWithRepeats(double p_value, MagnitudeCall magnitude, double alpha,
+                                 double loose_alpha, int repeats, int max_repeats) {
+  if (magnitude == MagnitudeCall::kBelow) return SampleDecision::kReject;
+  if (p_value < alpha) return SampleDecision::kAccept;
+  if (p_value < loose_alpha && repeats < max_repeats) return SampleDecision::kMoreRepeats;
+  return SampleDecision::kReject;
 }
 
 }  // namespace farm::analyzer

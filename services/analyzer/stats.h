@@ -34,9 +34,65 @@ TwoSampleResult WelchTTest(std::span<const double> a, std::span<const double> b)
 TwoSampleResult WelchFromSummary(double n_a, double mean_a, double var_a, double n_b, double mean_b,
                                  double var_b);
 
+// Two-sided t-test of mean_b - mean_a with a noise variance estimated
+// elsewhere (`variance`, on `df` degrees of freedom): the contrast of two
+// groups of commits when every commit's repeats give a within-commit
+// variance, pooled over the segment (one-way ANOVA). Student's t at df.
+// With df = n_a + n_b - 2 and the two groups' pooled variance it is
+// Student's equal-variance t-test. variance 0: the means decide, as in
+// WelchFromSummary.
+TwoSampleResult ContrastFromSummary(double n_a, double mean_a, double n_b, double mean_b,
+                                    double variance, double df);
+
 // Mann-Whitney U test with normal approximation and tie correction,
 // two-sided. Robust to outliers; used as a second opinion.
 TwoSampleResult MannWhitneyTest(std::span<const double> a, std::span<const double> b);
+
+// Two-sided confidence interval, at `level`, of the relative change
+// (mean_b - mean_a) / |mean_a| from summary statistics: Welch's interval of
+// the difference (Student's t quantile at the Welch-Satterthwaite degrees of
+// freedom) divided by |mean_a|. The uncertainty of the denominator is left
+// out: at the noise levels of benchmark repeats (CV of a few %) it moves the
+// bounds by well under a tenth of their width. Fewer than two values on a
+// side give (-inf, +inf); zero variance gives the point estimate.
+struct Interval {
+  double lo = 0;
+  double hi = 0;
+};
+Interval RelativeChangeInterval(double n_a, double mean_a, double var_a, double n_b, double mean_b,
+                                double var_b, double level);
+Interval RelativeChangeInterval(std::span<const double> a, std::span<const double> b, double level);
+
+// The magnitude rule on the interval, not on the point estimate: a true
+// change of exactly the threshold measures below it half the time, so the
+// point estimate would lose half of the changes at the threshold. kBelow:
+// every plausible |change| is under `magnitude` (the change is real but
+// small); kAbove: every plausible |change| is at least `magnitude`;
+// kReaches: the interval holds the threshold.
+enum class MagnitudeCall { kBelow, kReaches, kAbove };
+MagnitudeCall JudgeMagnitude(const Interval& relative_change, double magnitude);
+
+// Benjamini-Hochberg step-up procedure at false discovery rate q over the
+// m hypotheses whose p-values are given: with p sorted ascending, the k
+// smallest are rejected for the largest k with p_(k) <= k q / m. Returns
+// k q / m (0 when nothing is rejected): hypothesis i is rejected exactly when
+// p[i] <= that threshold, so it also serves as the per-hypothesis alpha.
+double BenjaminiHochbergThreshold(std::span<const double> p, double q);
+// Per hypothesis: rejected by Benjamini-Hochberg at q.
+std::vector<bool> BenjaminiHochberg(std::span<const double> p, double q);
+
+// The adaptive-sampling decision on one comparison of two commits (Pinpoint
+// style: few repeats first, more only where the evidence is suggestive).
+//   kReject: the interval lies under the magnitude, or p is not even
+//            suggestive (>= loose_alpha), or the repeats are at the cap;
+//   kAccept: p < alpha and the interval reaches the magnitude;
+//   kMoreRepeats: suggestive (alpha <= p < loose_alpha, the interval
+//            reaching the magnitude) with repeats below max_repeats: run the
+//            two commits again, doubling their repeats.
+enum class SampleDecision { kReject, kAccept, kMoreRepeats };
+const char* SampleDecisionName(SampleDecision d);  // "reject", "accept", "more-repeats"
+SampleDecision DecideWithRepeats(double p_value, MagnitudeCall magnitude, double alpha,
+                                 double loose_alpha, int repeats, int max_repeats);
 
 }  // namespace farm::analyzer
 

@@ -1,5 +1,7 @@
 #include "services/analyzer/stats.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 namespace farm::analyzer {
@@ -43,6 +45,97 @@ TEST(StatsTest, TooFewSamplesIsNotSignificant) {
   const std::vector<double> a{1};
   const std::vector<double> b{100, 101};
   EXPECT_DOUBLE_EQ(WelchTTest(a, b).p_value, 1);
+}
+
+// Reference: R t.test(1:3, 4:6, var.equal = TRUE) -> t = -3.6742, df = 4,
+// p = 0.02131 (pooled variance 1).
+TEST(StatsTest, ContrastWithPooledVarianceMatchesStudent) {
+  const TwoSampleResult r = ContrastFromSummary(3, 2, 3, 5, 1, 4);
+  EXPECT_NEAR(r.statistic, 3.6742, 1e-3);
+  EXPECT_NEAR(r.p_value, 0.02131, 2e-4);
+  // More degrees of freedom for the same variance: a smaller p.
+  EXPECT_LT(ContrastFromSummary(3, 2, 3, 5, 1, 40).p_value, r.p_value);
+  EXPECT_EQ(ContrastFromSummary(3, 2, 3, 5, 0, 4).p_value, 0);
+  EXPECT_EQ(ContrastFromSummary(3, 2, 3, 2, 0, 4).p_value, 1);
+}
+
+// Hand-computed: a = 1..5 (mean 3, var 2.5), b = 2,4,..,10 (mean 6, var 10):
+// se = sqrt(2.5/5 + 10/5) = 1.5811, Welch df = 5.8824, qt(0.975, 5.8824) =
+// 2.4594 (R), so the difference 3 +- 3.8886 over |mean a| = 3 is
+// 1 +- 1.2962.
+TEST(StatsTest, RelativeChangeIntervalMatchesHandComputation) {
+  const std::vector<double> a{1, 2, 3, 4, 5};
+  const std::vector<double> b{2, 4, 6, 8, 10};
+  const Interval ci = RelativeChangeInterval(a, b, 0.95);
+  EXPECT_NEAR(ci.lo, 1 - 1.2962, 2e-3);
+  EXPECT_NEAR(ci.hi, 1 + 1.2962, 2e-3);
+  const Interval wide = RelativeChangeInterval(a, b, 0.99);
+  EXPECT_LT(wide.lo, ci.lo);
+  EXPECT_GT(wide.hi, ci.hi);
+  // Too few values: nothing is known.
+  const Interval none = RelativeChangeInterval(std::vector<double>{1}, b, 0.95);
+  EXPECT_TRUE(std::isinf(none.lo) && std::isinf(none.hi));
+}
+
+TEST(StatsTest, MagnitudeIsJudgedOnTheInterval) {
+  // Clearly at least 3%.
+  EXPECT_EQ(JudgeMagnitude({-0.05, -0.04}, 0.03), MagnitudeCall::kAbove);
+  // A true 3% change measured at -2.8%: the point estimate misses the
+  // threshold, the interval reaches it.
+  EXPECT_EQ(JudgeMagnitude({-0.035, -0.021}, 0.03), MagnitudeCall::kReaches);
+  // Real but small: every plausible value is under 3%.
+  EXPECT_EQ(JudgeMagnitude({-0.025, -0.01}, 0.03), MagnitudeCall::kBelow);
+  EXPECT_EQ(JudgeMagnitude({-0.01, 0.02}, 0.03), MagnitudeCall::kBelow);
+  // Straddling zero but reaching -4%.
+  EXPECT_EQ(JudgeMagnitude({-0.04, 0.01}, 0.03), MagnitudeCall::kReaches);
+  EXPECT_EQ(JudgeMagnitude({0.031, 0.05}, 0.03), MagnitudeCall::kAbove);
+}
+
+// Hand-computed Benjamini-Hochberg examples at q = 0.05.
+TEST(StatsTest, BenjaminiHochbergMatchesHandComputation) {
+  // m = 5, lines k q / m = .01 .02 .03 .04 .05; sorted p .005 .01 .03 .04 .2:
+  // the first four are under their lines, .2 is not: threshold .04.
+  const std::vector<double> p1{0.01, 0.04, 0.03, 0.005, 0.2};
+  EXPECT_NEAR(BenjaminiHochbergThreshold(p1, 0.05), 0.04, 1e-12);
+  EXPECT_EQ(BenjaminiHochberg(p1, 0.05), (std::vector<bool>{true, true, true, true, false}));
+  // Step-up: p_(1) = .02 misses its line .0167, but p_(3) = .03 <= .05, so
+  // all three are rejected (Bonferroni at .05/3 would reject none).
+  const std::vector<double> p2{0.03, 0.02, 0.025};
+  EXPECT_NEAR(BenjaminiHochbergThreshold(p2, 0.05), 0.05, 1e-12);
+  EXPECT_EQ(BenjaminiHochberg(p2, 0.05), (std::vector<bool>{true, true, true}));
+  // m = 4, lines .0125 .025 .0375 .05: .001 .013 .014 pass, .5 does not.
+  const std::vector<double> p3{0.5, 0.014, 0.001, 0.013};
+  EXPECT_NEAR(BenjaminiHochbergThreshold(p3, 0.05), 0.0375, 1e-12);
+  EXPECT_EQ(BenjaminiHochberg(p3, 0.05), (std::vector<bool>{false, true, true, true}));
+  // Nothing under any line.
+  const std::vector<double> p4{0.3, 0.6};
+  EXPECT_EQ(BenjaminiHochbergThreshold(p4, 0.05), 0);
+  EXPECT_EQ(BenjaminiHochberg(p4, 0.05), (std::vector<bool>{false, false}));
+}
+
+TEST(StatsTest, AdaptiveRepeatDecision) {
+  const double alpha = 0.01, loose = 0.1;
+  // Significant and reaching the magnitude: accepted at once.
+  EXPECT_EQ(DecideWithRepeats(0.001, MagnitudeCall::kReaches, alpha, loose, 8, 128),
+            SampleDecision::kAccept);
+  EXPECT_EQ(DecideWithRepeats(0.001, MagnitudeCall::kAbove, alpha, loose, 8, 128),
+            SampleDecision::kAccept);
+  // Suggestive: more repeats until the cap, then rejected.
+  EXPECT_EQ(DecideWithRepeats(0.05, MagnitudeCall::kReaches, alpha, loose, 8, 128),
+            SampleDecision::kMoreRepeats);
+  EXPECT_EQ(DecideWithRepeats(0.05, MagnitudeCall::kAbove, alpha, loose, 64, 128),
+            SampleDecision::kMoreRepeats);
+  EXPECT_EQ(DecideWithRepeats(0.05, MagnitudeCall::kReaches, alpha, loose, 128, 128),
+            SampleDecision::kReject);
+  // Not even suggestive.
+  EXPECT_EQ(DecideWithRepeats(0.5, MagnitudeCall::kReaches, alpha, loose, 8, 128),
+            SampleDecision::kReject);
+  // Real but confidently under the magnitude: no repeats can change that.
+  EXPECT_EQ(DecideWithRepeats(1e-9, MagnitudeCall::kBelow, alpha, loose, 8, 128),
+            SampleDecision::kReject);
+  EXPECT_EQ(DecideWithRepeats(0.05, MagnitudeCall::kBelow, alpha, loose, 8, 128),
+            SampleDecision::kReject);
+  EXPECT_STREQ(SampleDecisionName(SampleDecision::kMoreRepeats), "more-repeats");
 }
 
 }  // namespace
