@@ -107,8 +107,8 @@ Outcome RunAnalyzer(Farm& farm, const Series& s, const DetectOptions& dopt,
     }
     o.hit = true;
     std::vector<std::string> ids;
-    for (int c = cp.last_good_index; c <= cp.first_bad_index; ++c)
-      ids.push_back("c" + std::to_string(c));
+    for (int i = cp.last_good_index; i <= cp.first_bad_index; ++i)
+      ids.push_back("c" + std::to_string(i));
     BisectPlanner p(ids, cp.last_good_index, cp.first_bad_index, bopt);
     p.AddSamples(cp.last_good_index, good);
     p.AddSamples(cp.first_bad_index, bad);

@@ -272,13 +272,13 @@ class PgAnalyzerStore final : public AnalyzerStore {
       if (!u.culprits.empty()) {
         w.exec_params("DELETE FROM bisect_culprits WHERE bisect_id = $1", u.bisect_id);
         int ordinal = 0;
-        for (const BisectUpdate::CulpritRow& c : u.culprits) {
+        for (const BisectUpdate::CulpritRow& row : u.culprits) {
           w.exec_params(
               "INSERT INTO bisect_culprits (bisect_id, ordinal, commit_id, commit_index, "
               "  last_good, subject, relative_change, share) "
               "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-              u.bisect_id, ++ordinal, c.culprit.commit_id, c.culprit.index, c.last_good, c.subject,
-              c.culprit.relative_change, c.culprit.share);
+              u.bisect_id, ++ordinal, row.culprit.commit_id, row.culprit.index, row.last_good,
+              row.subject, row.culprit.relative_change, row.culprit.share);
         }
       }
       for (const BisectUpdate::Step& s : u.steps) {
