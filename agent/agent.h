@@ -3,8 +3,8 @@
 // Registers with the scheduler (AgentService), heartbeats every lease it
 // holds, leases up to its free slots of jobs whose executor it has, runs them
 // on `slots` worker threads through the Executor interface and reports each
-// result (or failure) fenced by its lease. It follows the RPC semantics in
-// /work/notes/sched-agent.md:
+// result (or failure) fenced by its lease. It follows the RPC semantics of the
+// farm's error model (docs/architecture.md, "Error model"):
 //   - UNAVAILABLE / DEADLINE_EXCEEDED: retry with exponential backoff
 //     (100 ms doubling to 5 s); results are idempotent per (job, attempt).
 //   - NOT_FOUND on Heartbeat / LeaseJobs: the session is unknown, so every
