@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "proto/names.h"
 
 namespace farm::agent {
 namespace {
@@ -40,10 +41,7 @@ absl::Duration FromProto(const google::protobuf::Duration& d) {
 }  // namespace
 
 pb::Executor ExecutorKindFromCapability(const std::string& name) {
-  if (name == "emulator") return pb::EXECUTOR_EMULATOR;
-  if (name == "fio") return pb::EXECUTOR_FIO;
-  if (name == "iozone") return pb::EXECUTOR_IOZONE;
-  return pb::EXECUTOR_UNSPECIFIED;
+  return proto::ExecutorFromName(name);
 }
 
 Agent::Agent(AgentOptions options, std::vector<std::unique_ptr<Executor>> executors,

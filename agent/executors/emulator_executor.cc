@@ -24,6 +24,10 @@ absl::StatusOr<std::string> ModeArg(pb::IommuMode mode) {
 
 EmulatorExecutor::EmulatorExecutor(std::string catalog) : catalog_(std::move(catalog)) {}
 
+std::string EmulatorExecutor::capability() const {
+  return proto::ExecutorName(pb::EXECUTOR_EMULATOR);
+}
+
 std::string EmulatorExecutor::version() const { return "farm-emu 0.1"; }
 
 absl::StatusOr<farm::emu::RunSpec> EmulatorExecutor::SpecForJob(const pb::Job& job) const {

@@ -26,7 +26,7 @@ class EmulatorExecutor final : public Executor {
   // catalog: commit catalog file ("" = the emulator's default).
   explicit EmulatorExecutor(std::string catalog = "");
 
-  std::string capability() const override { return "emulator"; }
+  std::string capability() const override;
   std::string version() const override;
   absl::StatusOr<ExecutionResult> Run(const iommufarm::v1::Job& job, CancelToken& cancel) override;
 
