@@ -152,8 +152,22 @@ void Commands::PrintProgress(const pb::MatrixProgress& progress) {
 }
 
 int Commands::FollowMatrix(int64_t matrix_id) {
-  auto final_progress =
-      WaitForMatrix(matrix_id, [this](const pb::MatrixProgress& p) { PrintProgress(p); });
+  // The final line reports the whole wait. The server's rate covers only its
+  // last watch stream (0 when the matrix was done before it began), so the
+  // final rate is measured here; the matrix was just submitted, so every
+  // finished job finished during the wait.
+  const absl::Time started = absl::Now();
+  auto final_progress = WaitForMatrix(matrix_id, [&](const pb::MatrixProgress& p) {
+    if (!p.done()) {
+      PrintProgress(p);
+      return;
+    }
+    const pb::MatrixCounts& c = p.counts();
+    pb::MatrixProgress last = p;
+    last.set_jobs_per_second(JobsPerSecond(c.succeeded() + c.failed() + c.cancelled(),
+                                           absl::ToDoubleSeconds(absl::Now() - started)));
+    PrintProgress(last);
+  });
   if (!final_progress.ok()) {
     return Fail(absl::StrCat("WatchMatrix ", matrix_id), final_progress.status());
   }
@@ -189,7 +203,7 @@ int Commands::RunSubmit(const std::string& path, bool wait, bool dry_run) {
   return FollowMatrix(m.id());
 }
 
-int Commands::RunStatus(std::optional<int64_t> matrix_id) {
+int Commands::RunStatus(std::optional<int64_t> matrix_id, OutputFormat format) {
   if (matrix_id.has_value()) {
     pb::GetMatrixRequest request;
     request.set_matrix_id(*matrix_id);
@@ -199,7 +213,10 @@ int Commands::RunStatus(std::optional<int64_t> matrix_id) {
     if (!status.ok()) {
       return Fail(absl::StrCat("GetMatrix ", *matrix_id), client::ToAbsl(status));
     }
-    out_ << FormatMatrixDetail(matrix);
+    // csv and json render the one matrix as a one-row list, so scripts read
+    // `status` and `status MATRIX` alike.
+    out_ << (format == OutputFormat::kTable ? FormatMatrixDetail(matrix)
+                                            : FormatMatrixList({matrix}, format));
     return 0;
   }
   pb::ListMatricesRequest request;
@@ -208,7 +225,7 @@ int Commands::RunStatus(std::optional<int64_t> matrix_id) {
   auto ctx = client::NewContext(options_, kUnaryTimeout);
   grpc::Status status = jobs_->ListMatrices(ctx.get(), request, &response);
   if (!status.ok()) return Fail("ListMatrices", client::ToAbsl(status));
-  out_ << FormatMatrixList({response.matrices().begin(), response.matrices().end()});
+  out_ << FormatMatrixList({response.matrices().begin(), response.matrices().end()}, format);
   return 0;
 }
 
@@ -258,21 +275,35 @@ int Commands::RunResults(int64_t matrix_id, OutputFormat format, bool raw) {
   return 0;
 }
 
-int Commands::RunAgents() {
+int Commands::RunAgents(OutputFormat format) {
   pb::ListAgentsResponse response;
   auto ctx = client::NewContext(options_, kUnaryTimeout);
   grpc::Status status = jobs_->ListAgents(ctx.get(), {}, &response);
   if (!status.ok()) return Fail("ListAgents", client::ToAbsl(status));
-  out_ << FormatAgents({response.agents().begin(), response.agents().end()});
+  out_ << FormatAgents({response.agents().begin(), response.agents().end()}, format);
   return 0;
 }
 
-int Commands::RunCatalogList() {
+int Commands::RunCatalogList(OutputFormat format) {
   pb::ListCatalogsResponse response;
   auto ctx = client::NewContext(options_, kUnaryTimeout);
   grpc::Status status = jobs_->ListCatalogs(ctx.get(), {}, &response);
   if (!status.ok()) return Fail("ListCatalogs", client::ToAbsl(status));
-  out_ << FormatCatalogList({response.catalogs().begin(), response.catalogs().end()});
+  // ListCatalogs omits the commits (by contract), so each catalog is fetched
+  // to count them; catalogs are few.
+  std::vector<pb::Catalog> catalogs;
+  for (const pb::Catalog& summary : response.catalogs()) {
+    pb::GetCatalogRequest request;
+    request.set_name(summary.name());
+    pb::Catalog catalog;
+    auto get_ctx = client::NewContext(options_, kUnaryTimeout);
+    status = jobs_->GetCatalog(get_ctx.get(), request, &catalog);
+    if (!status.ok()) {
+      return Fail(absl::StrCat("GetCatalog ", summary.name()), client::ToAbsl(status));
+    }
+    catalogs.push_back(std::move(catalog));
+  }
+  out_ << FormatCatalogList(catalogs, format);
   return 0;
 }
 

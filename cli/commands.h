@@ -22,14 +22,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cli/format.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 
 namespace farm::cli {
 
 namespace pb = ::iommufarm::v1;
-
-enum class OutputFormat { kTable, kCsv, kJson };
 
 class Commands {
  public:
@@ -38,12 +37,12 @@ class Commands {
   Commands& operator=(const Commands&) = delete;
 
   int RunSubmit(const std::string& path, bool wait, bool dry_run);
-  int RunStatus(std::optional<int64_t> matrix_id);
+  int RunStatus(std::optional<int64_t> matrix_id, OutputFormat format);
   int RunWatch(int64_t matrix_id);
   int RunCancel(int64_t matrix_id, const std::string& reason);
   int RunResults(int64_t matrix_id, OutputFormat format, bool raw);
-  int RunAgents();
-  int RunCatalogList();
+  int RunAgents(OutputFormat format);
+  int RunCatalogList(OutputFormat format);
   int RunCatalogShow(const std::string& name, bool resolve);
   int RunCatalogLoad(const std::string& path, bool replace);
   int RunCatalogImportGit(const std::string& repo, const std::string& range,

@@ -56,6 +56,20 @@ std::string ProtoToJson(const google::protobuf::Message& message) {
 
 }  // namespace
 
+const std::vector<std::string>& OutputFormatNames() {
+  static const auto* const names = new std::vector<std::string>{"table", "csv", "json"};
+  return *names;
+}
+
+absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& name) {
+  const std::vector<std::string>& names = OutputFormatNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return static_cast<OutputFormat>(i);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("output format '", name, "' is not one of ", absl::StrJoin(names, ", ")));
+}
+
 MeanCi ComputeMeanCi(const std::vector<double>& values, double confidence) {
   FARM_DCHECK(confidence > 0 && confidence < 1, "confidence level outside (0, 1)");
   MeanCi out;
@@ -298,6 +312,11 @@ std::string FormatProgressLine(const pb::MatrixProgress& progress) {
   return line;
 }
 
+double JobsPerSecond(int64_t jobs_finished, double elapsed_seconds) {
+  if (!(elapsed_seconds > 0) || jobs_finished <= 0) return 0;
+  return static_cast<double>(jobs_finished) / elapsed_seconds;
+}
+
 std::string RenderTable(const std::vector<std::string>& headers,
                         const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width(headers.size());
@@ -323,19 +342,44 @@ std::string RenderTable(const std::vector<std::string>& headers,
   return out;
 }
 
-std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices) {
-  if (matrices.empty()) return "no matrices\n";
+std::string RenderList(const std::vector<std::string>& headers,
+                       const std::vector<std::vector<std::string>>& rows,
+                       const google::protobuf::Message& message, OutputFormat format,
+                       const std::string& empty_text) {
+  switch (format) {
+    case OutputFormat::kJson:
+      return ProtoToJson(message) + "\n";
+    case OutputFormat::kCsv: {
+      auto line = [](const std::vector<std::string>& cells) {
+        std::vector<std::string> quoted;
+        for (const auto& cell : cells) quoted.push_back(CsvField(cell));
+        return absl::StrCat(absl::StrJoin(quoted, ","), "\n");
+      };
+      std::string out = line(headers);
+      for (const auto& row : rows) out += line(row);
+      return out;
+    }
+    case OutputFormat::kTable:
+      break;
+  }
+  if (rows.empty()) return empty_text;
+  return RenderTable(headers, rows);
+}
+
+std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices, OutputFormat format) {
   std::vector<std::vector<std::string>> rows;
+  pb::ListMatricesResponse message;
   for (const auto& m : matrices) {
     const auto& c = m.counts();
     rows.push_back({absl::StrCat(m.id()), m.name(), MatrixStateName(m.state()),
                     absl::StrCat(c.total()), absl::StrCat(c.succeeded()), absl::StrCat(c.failed()),
                     absl::StrCat(c.queued() + c.leased()), m.platform(),
                     FormatTimestamp(m.created_at())});
+    *message.add_matrices() = m;
   }
-  return RenderTable(
+  return RenderList(
       {"id", "name", "state", "jobs", "succeeded", "failed", "pending", "platform", "created"},
-      rows);
+      rows, message, format, "no matrices\n");
 }
 
 std::string FormatMatrixDetail(const pb::Matrix& m) {
@@ -350,9 +394,9 @@ std::string FormatMatrixDetail(const pb::Matrix& m) {
       m.submitted_by().empty() ? "" : absl::StrCat("  submitted by: ", m.submitted_by(), "\n"));
 }
 
-std::string FormatAgents(const std::vector<pb::Agent>& agents) {
-  if (agents.empty()) return "no agents\n";
+std::string FormatAgents(const std::vector<pb::Agent>& agents, OutputFormat format) {
   std::vector<std::vector<std::string>> rows;
+  pb::ListAgentsResponse message;
   for (const auto& a : agents) {
     std::vector<std::string> caps;
     for (const auto& cap : a.capabilities()) caps.push_back(cap.name());
@@ -360,20 +404,23 @@ std::string FormatAgents(const std::vector<pb::Agent>& agents) {
                     absl::StrCat(a.running_jobs(), "/", a.slots()), absl::StrJoin(caps, ","),
                     a.host().kernel_release(), absl::StrCat(a.host().cpus()),
                     ModeName(a.host().iommu_mode()), FormatTimestamp(a.last_heartbeat())});
+    *message.add_agents() = a;
   }
-  return RenderTable({"name", "id", "connected", "running", "capabilities", "kernel", "cpus",
-                      "iommu", "last heartbeat"},
-                     rows);
+  return RenderList({"name", "id", "connected", "running", "capabilities", "kernel", "cpus",
+                     "iommu", "last heartbeat"},
+                    rows, message, format, "no agents\n");
 }
 
-std::string FormatCatalogList(const std::vector<pb::Catalog>& catalogs) {
-  if (catalogs.empty()) return "no catalogs\n";
+std::string FormatCatalogList(const std::vector<pb::Catalog>& catalogs, OutputFormat format) {
   std::vector<std::vector<std::string>> rows;
+  pb::ListCatalogsResponse message;
   for (const auto& c : catalogs) {
     rows.push_back(
         {c.name(), absl::StrCat(c.commits_size()), c.source(), FormatTimestamp(c.loaded_at())});
+    *message.add_catalogs() = c;
   }
-  return RenderTable({"name", "commits", "source", "loaded"}, rows);
+  return RenderList({"name", "commits", "source", "loaded"}, rows, message, format,
+                    "no catalogs\n");
 }
 
 std::string FormatCatalog(const pb::Catalog& catalog) {

@@ -21,6 +21,13 @@ namespace farm::cli {
 
 namespace pb = ::iommufarm::v1;
 
+// farmctl's --output for list commands.
+enum class OutputFormat { kTable, kCsv, kJson };
+// The accepted --output names, in OutputFormat order: table, csv, json.
+const std::vector<std::string>& OutputFormatNames();
+// InvalidArgument naming the accepted values when `name` is not one of them.
+absl::StatusOr<OutputFormat> ParseOutputFormat(const std::string& name);
+
 // Mean and confidence interval of one cell's repeats. half_width is the
 // distance from the mean to either CI bound; it is NaN when n < 2 (no spread
 // can be estimated from one value).
@@ -74,12 +81,24 @@ std::string FormatResultsJson(const std::vector<pb::Result>& results);
 
 // "matrix 7 running: 120/400 done, 2 failed, 35.1 jobs/s, ETA 8s".
 std::string FormatProgressLine(const pb::MatrixProgress& progress);
+// Jobs finished per second of wall time; 0 when no time has passed. The
+// server's rate covers only its own watch stream, so a client that waited
+// longer (reconnects, a matrix done before the first update) measures its own.
+double JobsPerSecond(int64_t jobs_finished, double elapsed_seconds);
 std::string FormatDuration(double seconds);
 
-std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices);
+// The list commands (status, agents, catalog list) share one renderer,
+// RenderList: table and CSV come from the same rows, JSON is the list's
+// response message (as FormatRegressionsJson), so the formats never disagree.
+std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices,
+                             OutputFormat format = OutputFormat::kTable);
 std::string FormatMatrixDetail(const pb::Matrix& matrix);
-std::string FormatAgents(const std::vector<pb::Agent>& agents);
-std::string FormatCatalogList(const std::vector<pb::Catalog>& catalogs);
+std::string FormatAgents(const std::vector<pb::Agent>& agents,
+                         OutputFormat format = OutputFormat::kTable);
+// Counts each catalog's commits, so the catalogs must carry them (GetCatalog;
+// ListCatalogs omits them).
+std::string FormatCatalogList(const std::vector<pb::Catalog>& catalogs,
+                              OutputFormat format = OutputFormat::kTable);
 std::string FormatCatalog(const pb::Catalog& catalog);
 std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs);
 std::string FormatRegressionsJson(const std::vector<pb::Regression>& regs);
@@ -94,6 +113,13 @@ std::string RenderTable(const std::vector<std::string>& headers,
                         const std::vector<std::vector<std::string>>& rows);
 // Quotes a CSV field when it holds a comma, quote or line break.
 std::string CsvField(const std::string& field);
+// Rows under headers as a table (`empty_text` when there are no rows), as CSV
+// (header line first, RFC 4180 quoting), or as `message` in proto JSON with
+// the proto field names.
+std::string RenderList(const std::vector<std::string>& headers,
+                       const std::vector<std::vector<std::string>>& rows,
+                       const google::protobuf::Message& message, OutputFormat format,
+                       const std::string& empty_text);
 
 }  // namespace farm::cli
 

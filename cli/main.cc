@@ -14,10 +14,18 @@
 
 namespace {
 
+// --output,-o on a list command: one of farm::cli::OutputFormatNames(); any
+// other value is a usage error (exit 2) that lists them.
+CLI::Option* AddOutputOption(CLI::App* command, std::string* format,
+                             const std::string& description = "table, csv or json") {
+  *format = "table";
+  return command->add_option("--output,-o", *format, description)
+      ->check(CLI::IsMember(farm::cli::OutputFormatNames()));
+}
+
 farm::cli::OutputFormat ToFormat(const std::string& s) {
-  if (s == "csv") return farm::cli::OutputFormat::kCsv;
-  if (s == "json") return farm::cli::OutputFormat::kJson;
-  return farm::cli::OutputFormat::kTable;
+  // Parsing already checked the value against OutputFormatNames().
+  return farm::cli::ParseOutputFormat(s).value_or(farm::cli::OutputFormat::kTable);
 }
 
 }  // namespace
@@ -50,6 +58,9 @@ int main(int argc, char** argv) {
   std::optional<int64_t> status_matrix;
   auto* status = app.add_subcommand("status", "show one matrix, or list recent matrices");
   status->add_option("MATRIX", status_matrix, "matrix id");
+  std::string status_format;
+  AddOutputOption(status, &status_format,
+                  "table, csv or json (with MATRIX: csv and json give it as a one-row list)");
   int64_t watch_matrix = 0;
   auto* watch =
       app.add_subcommand("watch", "print a progress line per update until the matrix ends");
@@ -62,7 +73,7 @@ int main(int argc, char** argv) {
 
   // results
   int64_t results_matrix = 0;
-  std::string results_format = "table";
+  std::string results_format;
   bool results_raw = false;
   auto* results =
       app.add_subcommand("results",
@@ -70,16 +81,20 @@ int main(int argc, char** argv) {
                          "n, mean and 95% confidence interval of the main metric; csv/json = "
                          "every sample");
   results->add_option("MATRIX", results_matrix, "matrix id")->required();
-  results->add_option("--output,-o", results_format, "table, csv or json")
-      ->check(CLI::IsMember({"table", "csv", "json"}));
+  AddOutputOption(results, &results_format);
   results->add_flag("--raw", results_raw, "with --output json: include each run's raw tool output");
 
   auto* agents = app.add_subcommand("agents", "list registered agents");
+  std::string agents_format;
+  AddOutputOption(agents, &agents_format);
 
   // catalog
   auto* catalog = app.add_subcommand("catalog", "commit catalogs");
   catalog->require_subcommand(1);
-  auto* catalog_list = catalog->add_subcommand("list", "list catalogs");
+  auto* catalog_list = catalog->add_subcommand("list", "list catalogs with their commit counts");
+  std::string catalog_list_format;
+  AddOutputOption(catalog_list, &catalog_list_format,
+                  "table, csv or json (json carries each catalog's commits)");
   std::string show_name;
   bool show_resolve = false;
   auto* catalog_show = catalog->add_subcommand("show", "show a catalog's commits");
@@ -103,17 +118,15 @@ int main(int argc, char** argv) {
 
   // analysis
   bool regs_all = false;
-  std::string regs_format = "table";
+  std::string regs_format;
   auto* regressions = app.add_subcommand("regressions", "list detected regressions");
   regressions->add_flag("--all", regs_all,
                         "include closed ones (fixed, false-positive, rejected) "
                         "and improvements");
-  regressions
-      ->add_option("--output,-o", regs_format,
-                   "table, csv or json; every format carries the metric rank (primary: "
-                   "the workload's throughput metric; secondary: latency, hit rate, CPU "
-                   "time)")
-      ->check(CLI::IsMember({"table", "csv", "json"}));
+  AddOutputOption(regressions, &regs_format,
+                  "table, csv or json; every format carries the metric rank (primary: "
+                  "the workload's throughput metric; secondary: latency, hit rate, CPU "
+                  "time)");
   auto* regression = app.add_subcommand("regression", "one regression");
   regression->require_subcommand(1);
   int64_t reg_show_id = 0;
@@ -147,12 +160,12 @@ int main(int argc, char** argv) {
 
   farm::cli::Commands commands(options, std::cout, std::cerr);
   if (*submit) return commands.RunSubmit(submit_file, submit_wait, submit_dry);
-  if (*status) return commands.RunStatus(status_matrix);
+  if (*status) return commands.RunStatus(status_matrix, ToFormat(status_format));
   if (*watch) return commands.RunWatch(watch_matrix);
   if (*cancel) return commands.RunCancel(cancel_matrix, cancel_reason);
   if (*results) return commands.RunResults(results_matrix, ToFormat(results_format), results_raw);
-  if (*agents) return commands.RunAgents();
-  if (*catalog_list) return commands.RunCatalogList();
+  if (*agents) return commands.RunAgents(ToFormat(agents_format));
+  if (*catalog_list) return commands.RunCatalogList(ToFormat(catalog_list_format));
   if (*catalog_show) return commands.RunCatalogShow(show_name, show_resolve);
   if (*catalog_load) return commands.RunCatalogLoad(load_file, load_replace);
   if (*catalog_git) return commands.RunCatalogImportGit(git_repo, git_range, git_catalog);
