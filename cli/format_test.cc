@@ -277,5 +277,112 @@ TEST(FormatRegressionsTest, DetailShowsRank) {
       << text;
 }
 
+TEST(JobsPerSecondTest, FinishedOverElapsed) {
+  EXPECT_DOUBLE_EQ(JobsPerSecond(18, 4.0), 4.5);
+  EXPECT_EQ(JobsPerSecond(18, 0.0), 0.0);
+  EXPECT_EQ(JobsPerSecond(0, 3.0), 0.0);
+}
+
+TEST(FormatProgressLineTest, FinalLineShowsTheMeasuredRate) {
+  pb::MatrixProgress p;
+  p.set_matrix_id(3);
+  p.set_state(pb::MATRIX_STATE_COMPLETED);
+  p.set_done(true);
+  p.mutable_counts()->set_total(18);
+  p.mutable_counts()->set_succeeded(18);
+  p.set_jobs_per_second(JobsPerSecond(18, 4.0));
+  EXPECT_EQ(FormatProgressLine(p), "matrix 3 completed: 18/18 done, 0 failed, 4.5 jobs/s");
+}
+
+TEST(ParseOutputFormatTest, AcceptsTheListedNamesOnly) {
+  EXPECT_EQ(OutputFormatNames(), (std::vector<std::string>{"table", "csv", "json"}));
+  EXPECT_EQ(*ParseOutputFormat("table"), OutputFormat::kTable);
+  EXPECT_EQ(*ParseOutputFormat("csv"), OutputFormat::kCsv);
+  EXPECT_EQ(*ParseOutputFormat("json"), OutputFormat::kJson);
+  absl::StatusOr<OutputFormat> bad = ParseOutputFormat("xml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("table, csv, json"), std::string::npos) << bad.status();
+}
+
+pb::Catalog CatalogWithCommits(const std::string& name, int commits) {
+  pb::Catalog c;
+  c.set_name(name);
+  c.set_source("file:" + name + ".yaml");
+  for (int i = 0; i < commits; ++i) {
+    pb::CatalogCommit* cc = c.add_commits();
+    cc->set_index(i);
+    cc->set_id("v" + std::to_string(i));
+  }
+  return c;
+}
+
+TEST(FormatCatalogListTest, CountsCommitsInEveryFormat) {
+  const std::vector<pb::Catalog> cats = {CatalogWithCommits("linux-iommu", 12),
+                                         CatalogWithCommits("a,b", 0)};
+  const std::string table = FormatCatalogList(cats);
+  std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u) << table;
+  EXPECT_EQ(lines[0].rfind("name", 0), 0u) << table;
+  EXPECT_NE(lines[1].find("linux-iommu  12"), std::string::npos) << table;
+  EXPECT_EQ(FormatCatalogList(cats, OutputFormat::kCsv),
+            "name,commits,source,loaded\n"
+            "linux-iommu,12,file:linux-iommu.yaml,-\n"
+            "\"a,b\",0,\"file:a,b.yaml\",-\n");
+  auto j = nlohmann::json::parse(FormatCatalogList(cats, OutputFormat::kJson));
+  ASSERT_EQ(j["catalogs"].size(), 2u);
+  EXPECT_EQ(j["catalogs"][0]["name"], "linux-iommu");
+  EXPECT_EQ(j["catalogs"][0]["commits"].size(), 12u);
+}
+
+TEST(FormatAgentsTest, TableCsvAndJsonShareTheRows) {
+  pb::Agent a;
+  a.set_name("agent-1");
+  a.set_agent_id(5);
+  a.set_connected(true);
+  a.set_slots(2);
+  a.set_running_jobs(1);
+  a.add_capabilities()->set_name("emulator");
+  a.add_capabilities()->set_name("fio");
+  a.mutable_host()->set_kernel_release("6.1.0");
+  a.mutable_host()->set_cpus(8);
+  a.mutable_host()->set_iommu_mode(pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(FormatAgents({}), "no agents\n");
+  EXPECT_EQ(FormatAgents({}, OutputFormat::kCsv),
+            "name,id,connected,running,capabilities,kernel,cpus,iommu,last heartbeat\n");
+  const std::string table = FormatAgents({a});
+  EXPECT_NE(table.find("agent-1"), std::string::npos) << table;
+  EXPECT_NE(table.find("emulator,fio"), std::string::npos) << table;
+  std::vector<std::string> csv =
+      absl::StrSplit(FormatAgents({a}, OutputFormat::kCsv), '\n', absl::SkipEmpty());
+  ASSERT_EQ(csv.size(), 2u);
+  EXPECT_EQ(csv[1], "agent-1,5,yes,1/2,\"emulator,fio\",6.1.0,8,strict,-");
+  auto j = nlohmann::json::parse(FormatAgents({a}, OutputFormat::kJson));
+  ASSERT_EQ(j["agents"].size(), 1u);
+  EXPECT_EQ(j["agents"][0]["name"], "agent-1");
+  EXPECT_EQ(j["agents"][0]["slots"], 2);
+  EXPECT_TRUE(nlohmann::json::parse(FormatAgents({}, OutputFormat::kJson)).is_object());
+}
+
+TEST(FormatMatrixListTest, TableCsvAndJson) {
+  pb::Matrix m;
+  m.set_id(7);
+  m.set_name("smoke");
+  m.set_state(pb::MATRIX_STATE_RUNNING);
+  m.set_platform("intel-vtd-snb16c");
+  m.mutable_counts()->set_total(18);
+  m.mutable_counts()->set_succeeded(10);
+  m.mutable_counts()->set_queued(6);
+  m.mutable_counts()->set_leased(2);
+  EXPECT_EQ(FormatMatrixList({}), "no matrices\n");
+  const std::string table = FormatMatrixList({m});
+  EXPECT_NE(table.find("smoke"), std::string::npos) << table;
+  EXPECT_EQ(FormatMatrixList({m}, OutputFormat::kCsv),
+            "id,name,state,jobs,succeeded,failed,pending,platform,created\n"
+            "7,smoke,running,18,10,0,8,intel-vtd-snb16c,-\n");
+  auto j = nlohmann::json::parse(FormatMatrixList({m}, OutputFormat::kJson));
+  ASSERT_EQ(j["matrices"].size(), 1u);
+  EXPECT_EQ(j["matrices"][0]["name"], "smoke");
+}
+
 }  // namespace
 }  // namespace farm::cli

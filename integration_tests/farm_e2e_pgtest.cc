@@ -133,6 +133,55 @@ TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
   auto agents_out = cli::RunProgram({FARMCTL_BIN, "--server", address, "agents"});
   ASSERT_TRUE(agents_out.ok()) << agents_out.status();
   EXPECT_NE(agents_out->find("e2e-agent-1"), std::string::npos) << *agents_out;
+  // The other list commands: --output json parses, and is the same list.
+  for (const char* list : {"status", "agents", "catalog"}) {
+    std::vector<std::string> argv = {FARMCTL_BIN, "--server", address, list};
+    if (std::string(list) == "catalog") argv.push_back("list");
+    for (const char* flag : {"--output", "json"}) argv.push_back(flag);
+    auto printed = cli::RunProgram(argv);
+    ASSERT_TRUE(printed.ok()) << list << ": " << printed.status();
+    ASSERT_TRUE(nlohmann::json::accept(*printed)) << list << ": " << *printed;
+    auto j = nlohmann::json::parse(*printed);
+    const char* key = std::string(list) == "status"   ? "matrices"
+                      : std::string(list) == "agents" ? "agents"
+                                                      : "catalogs";
+    EXPECT_FALSE(j[key].empty()) << list << ": " << *printed;
+  }
+  // catalog list counts each catalog's commits, as catalog show does.
+  auto shown =
+      cli::RunProgram({FARMCTL_BIN, "--server", address, "catalog", "show", "linux-iommu"});
+  ASSERT_TRUE(shown.ok()) << shown.status();
+  std::istringstream shown_head(*shown);
+  std::string word, name, source;
+  int64_t shown_commits = 0;
+  shown_head >> word >> name >> source >> shown_commits;  // "catalog NAME (SOURCE), N commits"
+  ASSERT_EQ(name, "linux-iommu") << *shown;
+  ASSERT_GT(shown_commits, 1) << *shown;
+  auto listed = cli::RunProgram({FARMCTL_BIN, "--server", address, "catalog", "list"});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  bool found = false;
+  std::istringstream rows(*listed);
+  for (std::string row; std::getline(rows, row);) {
+    std::istringstream cells(row);
+    std::string cell_name;
+    int64_t commits = -1;
+    cells >> cell_name >> commits;
+    if (cell_name != "linux-iommu") continue;
+    found = true;
+    EXPECT_EQ(commits, shown_commits) << *listed;
+  }
+  EXPECT_TRUE(found) << *listed;
+  auto listed_json =
+      cli::RunProgram({FARMCTL_BIN, "--server", address, "catalog", "list", "--output", "json"});
+  ASSERT_TRUE(listed_json.ok()) << listed_json.status();
+  for (const auto& c : nlohmann::json::parse(*listed_json)["catalogs"]) {
+    if (c["name"] == "linux-iommu")
+      EXPECT_EQ(static_cast<int64_t>(c["commits"].size()), shown_commits);
+  }
+  // An unknown --output is a usage error naming the accepted values.
+  auto bad = cli::RunProgram({FARMCTL_BIN, "--server", address, "agents", "--output", "xml"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("exit status 2"), std::string::npos) << bad.status();
   // The analysis calls work against empty tables.
   EXPECT_TRUE(cli::RunProgram(
                   {FARMCTL_BIN, "--server", address, "regressions", "--all", "--output", "json"})
