@@ -443,26 +443,64 @@ std::string RankName(const pb::Regression& r) {
 }
 }  // namespace
 
+namespace {
+// A regression's culprits, largest share or not, in commit order:
+// "c062db039f40 (43%), c588072bba6b (57%)"; the single culprit_id when the
+// server sends no list (one culprit, or a server older than the list).
+std::string CulpritsCell(const pb::Regression& r) {
+  if (r.culprits_size() <= 1) return r.culprit_id().empty() ? "-" : r.culprit_id();
+  std::vector<std::string> named;
+  for (const pb::Culprit& c : r.culprits()) {
+    named.push_back(absl::StrFormat("%s (%.0f%%)", c.commit_id(), 100.0 * c.share()));
+  }
+  return absl::StrJoin(named, ", ");
+}
+
+// One row per culprit, for the detail views; empty when there is no list.
+std::string CulpritsTable(const google::protobuf::RepeatedPtrField<pb::Culprit>& culprits) {
+  if (culprits.empty()) return "";
+  std::vector<std::vector<std::string>> rows;
+  for (const pb::Culprit& c : culprits) {
+    rows.push_back({c.commit_id(), absl::StrFormat("%.0f%%", 100.0 * c.share()),
+                    absl::StrFormat("%+.2f%%", 100.0 * c.relative_change()),
+                    c.last_good().empty() ? "-" : c.last_good(), c.subject()});
+  }
+  return absl::StrCat(absl::StrFormat("  culprits:  %d\n", culprits.size()),
+                      RenderTable({"culprit", "share", "change", "last good", "subject"}, rows));
+}
+}  // namespace
+
 std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs) {
   if (regs.empty()) return "no regressions\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : regs) {
-    rows.push_back(
-        {absl::StrCat(r.id()), RegressionStateName(r.state()), r.platform(), r.workload(),
-         r.metric(), RankName(r), r.overhead_series() ? "overhead" : ModeName(r.mode()),
-         absl::StrFormat("%+.1f%%", 100.0 * r.magnitude()),
-         absl::StrCat(r.last_good(), "..", r.first_bad()),
-         r.culprit_id().empty() ? "-" : r.culprit_id(), r.alert_firing() ? "firing" : "-"});
+    rows.push_back({absl::StrCat(r.id()), RegressionStateName(r.state()), r.platform(),
+                    r.workload(), r.metric(), RankName(r),
+                    r.overhead_series() ? "overhead" : ModeName(r.mode()),
+                    absl::StrFormat("%+.1f%%", 100.0 * r.magnitude()),
+                    absl::StrCat(r.last_good(), "..", r.first_bad()), CulpritsCell(r),
+                    r.alert_firing() ? "firing" : "-"});
   }
   return RenderTable({"id", "state", "platform", "workload", "metric", "rank", "series", "change",
                       "range", "culprit", "alert"},
                      rows);
 }
 
+namespace {
+// "c062db039f40:0.43;c588072bba6b:0.57": every culprit with its share.
+std::string CulpritsCsv(const google::protobuf::RepeatedPtrField<pb::Culprit>& culprits) {
+  std::vector<std::string> out;
+  for (const pb::Culprit& c : culprits) {
+    out.push_back(absl::StrFormat("%s:%.17g", c.commit_id(), c.share()));
+  }
+  return absl::StrJoin(out, ";");
+}
+}  // namespace
+
 std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs) {
   std::string out =
       "id,state,platform,workload,metric,rank,primary_metrics,series,change,p_value,last_good,"
-      "first_bad,culprit,alert,note\n";
+      "first_bad,culprit,alert,note,culprits\n";
   for (const auto& r : regs) {
     absl::StrAppend(
         &out,
@@ -473,7 +511,8 @@ std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs) {
              r.overhead_series() ? std::string("overhead") : ModeName(r.mode()),
              absl::StrFormat("%.17g", r.magnitude()), absl::StrFormat("%.17g", r.p_value()),
              CsvField(r.last_good()), CsvField(r.first_bad()), CsvField(r.culprit_id()),
-             r.alert_firing() ? std::string("firing") : std::string(), CsvField(r.note())},
+             r.alert_firing() ? std::string("firing") : std::string(), CsvField(r.note()),
+             CsvField(CulpritsCsv(r.culprits()))},
             ","),
         "\n");
   }
@@ -502,6 +541,7 @@ std::string FormatRegression(const pb::Regression& r) {
       r.culprit_id().empty() ? "-" : absl::StrCat(r.culprit_id(), " \"", r.culprit_subject(), "\""),
       "\n", "  alert:     ", r.alert_firing() ? "firing" : "not firing", "\n",
       "  detected:  ", FormatTimestamp(r.detected_at()), "\n");
+  if (r.culprits_size() > 1) absl::StrAppend(&out, CulpritsTable(r.culprits()));
   if (r.bisect_id() != 0) absl::StrAppend(&out, "  bisect:    ", r.bisect_id(), "\n");
   if (!r.note().empty()) absl::StrAppend(&out, "  note:      ", r.note(), "\n");
   if (r.per_mode_size() > 0) {
@@ -523,6 +563,7 @@ std::string FormatBisectTable(const pb::Bisect& b) {
       "  first bad: ", b.first_bad().empty() ? "-" : b.first_bad(), "\n", "  culprit:   ",
       b.culprit_id().empty() ? "-" : absl::StrCat(b.culprit_id(), " \"", b.culprit_subject(), "\""),
       "\n");
+  if (b.culprits_size() > 1) absl::StrAppend(&out, CulpritsTable(b.culprits()));
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : b.steps()) {
     rows.push_back({absl::StrCat(s.step()), s.commit_id(), absl::StrCat(s.commit_index()),

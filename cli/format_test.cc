@@ -384,5 +384,88 @@ TEST(FormatMatrixListTest, TableCsvAndJson) {
   EXPECT_EQ(j["matrices"][0]["name"], "smoke");
 }
 
+// seed 000's range: two changes, each its own culprit with its share.
+pb::Regression TwoCulpritRegression() {
+  pb::Regression reg = RankedRegression(7, "throughput", "primary");
+  reg.set_bisect_id(3);
+  reg.set_culprit_id("c588072bba6b");
+  reg.set_culprit_subject("iommu: second");
+  pb::Culprit* a = reg.add_culprits();
+  a->set_commit_id("c062db039f40");
+  a->set_subject("iommu/vt-d: Update domain geometry");
+  a->set_last_good("aaaa");
+  a->set_relative_change(-0.098);
+  a->set_share(0.43);
+  pb::Culprit* b = reg.add_culprits();
+  b->set_commit_id("c588072bba6b");
+  b->set_subject("iommu: second");
+  b->set_last_good("c062db039f40");
+  b->set_relative_change(-0.129);
+  b->set_share(0.57);
+  return reg;
+}
+
+TEST(FormatRegressionsTest, EveryCulpritIsListedWithItsShare) {
+  const pb::Regression reg = TwoCulpritRegression();
+  const std::string table = FormatRegressionsTable({reg});
+  EXPECT_NE(table.find("c062db039f40 (43%), c588072bba6b (57%)"), std::string::npos) << table;
+
+  const std::string csv = FormatRegressionsCsv({reg});
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << csv;
+  std::vector<std::string> header = absl::StrSplit(lines[0], ',');
+  EXPECT_EQ(header.back(), "culprits") << csv;
+  EXPECT_NE(lines[1].find(",c062db039f40:0.42999999999999999;c588072bba6b:0.56999999999999995"),
+            std::string::npos)
+      << csv;
+
+  auto j = nlohmann::json::parse(FormatRegressionsJson({reg}));
+  const auto& cs = j["regressions"][0]["culprits"];
+  ASSERT_EQ(cs.size(), 2u) << j.dump();
+  EXPECT_EQ(cs[0]["commit_id"], "c062db039f40");
+  EXPECT_DOUBLE_EQ(cs[0]["share"].get<double>(), 0.43);
+  EXPECT_EQ(cs[1]["commit_id"], "c588072bba6b");
+
+  const std::string text = FormatRegression(reg);
+  EXPECT_NE(text.find("culprits:  2"), std::string::npos) << text;
+  for (const std::string want :
+       {"c062db039f40  43%    -9.80%   aaaa", "c588072bba6b  57%    -12.90%  c062db039f40"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  }
+  EXPECT_NE(text.find("iommu/vt-d: Update domain geometry"), std::string::npos) << text;
+}
+
+TEST(FormatRegressionsTest, OneCulpritKeepsTheSingleCulpritLayout) {
+  pb::Regression reg = RankedRegression(8, "throughput", "primary");
+  reg.set_culprit_id("t21");
+  reg.add_culprits()->set_commit_id("t21");
+  const std::string table = FormatRegressionsTable({reg});
+  EXPECT_NE(table.find("t21 "), std::string::npos) << table;
+  EXPECT_EQ(table.find("(100%)"), std::string::npos) << table;
+  EXPECT_EQ(FormatRegression(reg).find("culprits:"), std::string::npos);
+}
+
+TEST(FormatBisectTest, TableListsEveryCulprit) {
+  const pb::Regression reg = TwoCulpritRegression();
+  pb::Bisect b;
+  b.set_id(3);
+  b.set_regression_id(7);
+  b.set_state("done");
+  b.set_culprit_id("c588072bba6b");
+  *b.mutable_culprits() = reg.culprits();
+  pb::BisectStep* s = b.add_steps();
+  s->set_step(1);
+  s->set_commit_id("c062db039f40");
+  s->set_verdict("split");
+  const std::string text = FormatBisectTable(b);
+  EXPECT_NE(text.find("culprits:  2"), std::string::npos) << text;
+  EXPECT_NE(text.find("c062db039f40  43%"), std::string::npos) << text;
+  EXPECT_NE(text.find("c588072bba6b  57%"), std::string::npos) << text;
+  EXPECT_NE(text.find("split"), std::string::npos) << text;
+  auto j = nlohmann::json::parse(FormatBisectJson(b));
+  ASSERT_EQ(j["culprits"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["culprits"][1]["commit_id"], "c588072bba6b");
+}
+
 }  // namespace
 }  // namespace farm::cli

@@ -9,9 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/metrics/metrics.h"
 #include "lib/storage/memory_store.h"
@@ -591,6 +595,50 @@ TEST_F(SchedulerServiceTest, RegressionsAreListedTriagedAndTheirBisectRead) {
   auto g = analysis_.GetRegression(gr);
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->note(), "noise");
+}
+
+TEST_F(SchedulerServiceTest, EveryCulpritOfASplitBisectIsServed) {
+  store_.db().Write([&](storage::MemoryDatabase::Tables& t, storage::MemoryDatabase::Changes&) {
+    pb::Regression& g = t.regressions[6].regression;
+    g.set_id(6);
+    g.set_state(pb::REGRESSION_STATE_CONFIRMED);
+    g.set_direction(pb::CHANGE_DIRECTION_REGRESSION);
+    g.set_bisect_id(11);
+    g.set_culprit_id("c588072bba6b");
+    pb::Bisect& b = t.bisects[11];
+    b.set_id(11);
+    b.set_regression_id(6);
+    b.set_state("done");
+    b.set_culprit_id("c588072bba6b");
+    for (const auto& [id, share] : std::vector<std::pair<std::string, double>>{
+             {"c062db039f40", 0.43}, {"c588072bba6b", 0.57}}) {
+      pb::Culprit* c = b.add_culprits();
+      c->set_commit_id(id);
+      c->set_share(share);
+    }
+    return 0;
+  });
+  auto ids = [](const google::protobuf::RepeatedPtrField<pb::Culprit>& cs) {
+    std::vector<std::string> out;
+    for (const pb::Culprit& c : cs) out.push_back(absl::StrCat(c.commit_id(), " ", c.share()));
+    return out;
+  };
+  const std::vector<std::string> want = {"c062db039f40 0.43", "c588072bba6b 0.57"};
+  auto list = analysis_.ListRegressions(pb::ListRegressionsRequest());
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->regressions_size(), 1);
+  EXPECT_EQ(ids(list->regressions(0).culprits()), want);
+  pb::GetRegressionRequest gr;
+  gr.set_regression_id(6);
+  auto g = analysis_.GetRegression(gr);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(ids(g->culprits()), want);
+  pb::GetBisectRequest gb;
+  gb.set_regression_id(6);
+  auto b = analysis_.GetBisect(gb);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(ids(b->culprits()), want);
+  EXPECT_EQ(b->culprit_id(), "c588072bba6b");
 }
 
 }  // namespace

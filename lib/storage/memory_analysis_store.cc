@@ -8,6 +8,22 @@ namespace farm::storage {
 
 using Tables = MemoryDatabase::Tables;
 
+namespace {
+
+// A regression's culprits are those of its bisect (as PgAnalysisStore reads
+// them from bisect_culprits), whatever the stored row holds.
+pb::Regression WithCulprits(const Tables& t, const pb::Regression& stored) {
+  pb::Regression g = stored;
+  g.clear_culprits();
+  auto it = t.bisects.find(g.bisect_id());
+  if (g.bisect_id() != 0 && it != t.bisects.end()) {
+    *g.mutable_culprits() = it->second.culprits();
+  }
+  return g;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<pb::Regression>> MemoryAnalysisStore::ListRegressions(
     const pb::ListRegressionsRequest& req) {
   return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<pb::Regression>> {
@@ -22,7 +38,7 @@ absl::StatusOr<std::vector<pb::Regression>> MemoryAnalysisStore::ListRegressions
         continue;
       }
       if (req.matrix_id() != 0 && g.matrix_id() != req.matrix_id()) continue;
-      out.push_back(g);
+      out.push_back(WithCulprits(t, g));
     }
     return out;
   });
@@ -34,7 +50,7 @@ absl::StatusOr<pb::Regression> MemoryAnalysisStore::GetRegression(int64_t id) {
     if (it == t.regressions.end()) {
       return absl::NotFoundError(absl::StrCat("regression ", id, " not found"));
     }
-    return it->second.regression;
+    return WithCulprits(t, it->second.regression);
   });
 }
 
@@ -74,7 +90,7 @@ absl::StatusOr<pb::Regression> MemoryAnalysisStore::UpdateRegression(int64_t id,
     if (state != pb::REGRESSION_STATE_UNSPECIFIED) g.set_state(state);
     if (!note.empty()) g.set_note(note);
     it->second.updated_at = db_->Now();
-    return g;
+    return WithCulprits(t, g);
   });
 }
 

@@ -1,10 +1,53 @@
 #include "lib/storage/pg_analysis_store.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/storage/pg_rows.h"
 #include "lib/storage/row_codec.h"
 
 namespace farm::storage {
+
+namespace {
+
+// Every culprit of the given bisects (bisect_culprits), by bisect id, in
+// commit order.
+std::map<int64_t, std::vector<pb::Culprit>> ReadCulprits(pqxx::transaction_base& t,
+                                                         const std::vector<int64_t>& bisect_ids) {
+  std::map<int64_t, std::vector<pb::Culprit>> out;
+  if (bisect_ids.empty()) return out;
+  for (const pqxx::row& r : t.exec_params(
+           "SELECT bisect_id, commit_id, subject, last_good, relative_change, share, "
+           "commit_index FROM bisect_culprits "
+           "WHERE bisect_id = ANY(string_to_array($1, ',')::bigint[]) ORDER BY bisect_id, ordinal",
+           absl::StrJoin(bisect_ids, ","))) {
+    pb::Culprit& c = out[r[0].as<int64_t>()].emplace_back();
+    c.set_commit_id(r[1].as<std::string>());
+    c.set_subject(r[2].as<std::string>());
+    c.set_last_good(r[3].as<std::string>());
+    c.set_relative_change(r[4].as<double>());
+    c.set_share(r[5].as<double>());
+    c.set_commit_index(r[6].as<int>());
+  }
+  return out;
+}
+
+// A regression's culprits are those of its bisect.
+void FillCulprits(pqxx::transaction_base& t, std::vector<pb::Regression>& regs) {
+  std::vector<int64_t> ids;
+  for (const pb::Regression& g : regs) {
+    if (g.bisect_id() != 0) ids.push_back(g.bisect_id());
+  }
+  const std::map<int64_t, std::vector<pb::Culprit>> culprits = ReadCulprits(t, ids);
+  for (pb::Regression& g : regs) {
+    auto it = culprits.find(g.bisect_id());
+    if (it == culprits.end()) continue;
+    for (const pb::Culprit& c : it->second) *g.add_culprits() = c;
+  }
+}
+
+}  // namespace
 
 PgAnalysisStore::PgAnalysisStore(PgPool* pool) : pool_(pool) {}
 
@@ -21,6 +64,7 @@ absl::StatusOr<std::vector<pb::Regression>> PgAnalysisStore::ListRegressions(
                        req.include_closed(), req.include_improvements(), req.matrix_id())) {
       out.push_back(RowToRegression(r));
     }
+    FillCulprits(t, out);
     return out;
   });
 }
@@ -31,7 +75,9 @@ absl::StatusOr<pb::Regression> PgAnalysisStore::GetRegression(int64_t id) {
     pqxx::result r = t.exec_params(
         std::string("SELECT ") + kRegressionCols + " FROM regressions WHERE id = $1", id);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("regression ", id, " not found"));
-    return RowToRegression(r[0]);
+    std::vector<pb::Regression> regs{RowToRegression(r[0])};
+    FillCulprits(t, regs);
+    return regs.front();
   });
 }
 
@@ -72,6 +118,7 @@ absl::StatusOr<pb::Bisect> PgAnalysisStore::GetBisect(int64_t bisect_id, int64_t
       st->set_relative_change(s[7].as<double>());
       SetMicros(s[8].as<int64_t>(), st->mutable_at());
     }
+    for (const pb::Culprit& cu : ReadCulprits(t, {b.id()})[b.id()]) *b.add_culprits() = cu;
     return b;
   });
 }
@@ -88,8 +135,10 @@ absl::StatusOr<pb::Regression> PgAnalysisStore::UpdateRegression(int64_t id,
             std::string(kRegressionCols),
         id, static_cast<int>(state), note);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("regression ", id, " not found"));
+    std::vector<pb::Regression> regs{RowToRegression(r[0])};
+    FillCulprits(w, regs);
     w.commit();
-    return RowToRegression(r[0]);
+    return regs.front();
   });
 }
 

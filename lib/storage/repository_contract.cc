@@ -723,6 +723,71 @@ TEST_P(RepositoryContractTest, IdempotencyKeyReturnsTheFirstMatrix) {
   EXPECT_EQ((*list)[0].id(), c->matrix.id());
 }
 
+// A bisect whose range held two changes: both culprits, in commit order,
+// on the bisect and on every read of its regression.
+TEST_P(RepositoryContractTest, EveryCulpritOfASplitBisect) {
+  pb::Bisect b;
+  b.set_id(5);
+  b.set_regression_id(9);
+  b.set_state("done");
+  b.set_culprit_id("c588072bba6b");
+  pb::Culprit* c1 = b.add_culprits();
+  c1->set_commit_id("c062db039f40");
+  c1->set_subject("iommu/vt-d: Update domain geometry");
+  c1->set_last_good("a1");
+  c1->set_relative_change(-0.098);
+  c1->set_share(0.43);
+  c1->set_commit_index(3);
+  pb::Culprit* c2 = b.add_culprits();
+  c2->set_commit_id("c588072bba6b");
+  c2->set_last_good("c062db039f40");
+  c2->set_relative_change(-0.129);
+  c2->set_share(0.57);
+  c2->set_commit_index(6);
+  pb::Regression g;
+  g.set_id(9);
+  g.set_state(pb::REGRESSION_STATE_CONFIRMED);
+  g.set_direction(pb::CHANGE_DIRECTION_REGRESSION);
+  g.set_platform("p");
+  g.set_workload("w");
+  g.set_metric("throughput");
+  g.set_bisect_id(5);
+  g.set_culprit_id("c588072bba6b");
+  backend().PutRegression(g);
+  pb::Regression unbisected = g;
+  unbisected.set_id(10);
+  unbisected.set_bisect_id(0);
+  backend().PutRegression(unbisected);
+  backend().PutBisect(b);  // after its regression (bisects.regression_id references it)
+
+  auto check = [](const google::protobuf::RepeatedPtrField<pb::Culprit>& cs) {
+    ASSERT_EQ(cs.size(), 2);
+    EXPECT_EQ(cs[0].commit_id(), "c062db039f40");
+    EXPECT_EQ(cs[0].subject(), "iommu/vt-d: Update domain geometry");
+    EXPECT_EQ(cs[0].last_good(), "a1");
+    EXPECT_DOUBLE_EQ(cs[0].relative_change(), -0.098);
+    EXPECT_DOUBLE_EQ(cs[0].share(), 0.43);
+    EXPECT_EQ(cs[0].commit_index(), 3);
+    EXPECT_EQ(cs[1].commit_id(), "c588072bba6b");
+    EXPECT_EQ(cs[1].last_good(), "c062db039f40");
+    EXPECT_DOUBLE_EQ(cs[1].share(), 0.57);
+  };
+  auto bis = analysis().GetBisect(0, 9);
+  ASSERT_TRUE(bis.ok()) << bis.status();
+  check(bis->culprits());
+  auto reg = analysis().GetRegression(9);
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  check(reg->culprits());
+  auto regs = analysis().ListRegressions(pb::ListRegressionsRequest());
+  ASSERT_TRUE(regs.ok()) << regs.status();
+  ASSERT_EQ(regs->size(), 2u);
+  check((*regs)[0].culprits());
+  EXPECT_EQ((*regs)[1].culprits_size(), 0);
+  auto u = analysis().UpdateRegression(9, pb::REGRESSION_STATE_ACKNOWLEDGED, "");
+  ASSERT_TRUE(u.ok()) << u.status();
+  check(u->culprits());
+}
+
 TEST_P(RepositoryContractTest, AnalysisTablesReadAndUpdate) {
   pb::Regression g;
   g.set_id(7);

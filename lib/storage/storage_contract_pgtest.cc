@@ -127,6 +127,14 @@ class PgBackend final : public ContractBackend {
             b.id(), s.step(), s.commit_id(), s.commit_index(), s.verdict(), s.repeats(), s.mean(),
             s.p_value(), s.relative_change());
       }
+      int ordinal = 0;
+      for (const pb::Culprit& c : b.culprits()) {
+        w.exec_params(
+            "INSERT INTO bisect_culprits (bisect_id, ordinal, commit_id, commit_index, "
+            "last_good, subject, relative_change, share) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            b.id(), ++ordinal, c.commit_id(), c.commit_index(), c.last_good(), c.subject(),
+            c.relative_change(), c.share());
+      }
     });
   }
 

@@ -169,6 +169,15 @@ std::optional<Alert> BuildAlert(const AlertWork& a, const AnalyzerOptions& optio
                                              : ""},
       {"catalog", a.catalog}};
   if (!a.primary_metrics.empty()) alert.annotations["primary_metrics"] = a.primary_metrics;
+  // Every culprit of a range that held several changes; the culprit label
+  // above stays the largest share so that rules and dashboards keep working.
+  if (!a.culprits.empty()) {
+    std::vector<std::string> named;
+    for (const AlertWork::NamedCulprit& c : a.culprits) {
+      named.push_back(absl::StrFormat("%s (%.0f%%)", c.commit_id, 100.0 * c.share));
+    }
+    alert.annotations["culprits"] = absl::StrJoin(named, ", ");
+  }
   alert.starts_at = a.starts_at;
   if (!open) alert.ends_at = now;
   return alert;

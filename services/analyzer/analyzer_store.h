@@ -116,6 +116,13 @@ struct AlertWork {
   int change_class = 0;
   double magnitude = 0;
   std::string last_good, first_bad, culprit_id, culprit_subject;
+  // Every culprit of the bisect (bisect_culprits) with its share, in commit
+  // order; culprit_id is the one with the largest share.
+  struct NamedCulprit {
+    std::string commit_id;
+    double share = 0;
+  };
+  std::vector<NamedCulprit> culprits;
   int bisect_steps = 0;
   // regressions.metric_rank == "primary" (rows written before ranking
   // existed count as primary) and regressions.primary_metrics, comma-separated.

@@ -111,6 +111,20 @@ TEST(AnalyzerRankTest, PrimaryPagesSecondaryIsInfoOrSilent) {
   EXPECT_EQ(BuildAlert(fixed, o, "2026-01-01T00:00:00Z")->ends_at, "2026-01-01T00:00:00Z");
 }
 
+TEST(AnalyzerAlertTest, AnnotationsNameEveryCulpritLabelKeepsTheLargest) {
+  AnalyzerOptions o;
+  AlertWork w = Work(true, -0.21);
+  w.bisect_done = true;
+  w.culprit_id = "c588072bba6b";
+  w.culprits = {{"c062db039f40", 0.43}, {"c588072bba6b", 0.57}};
+  auto alert = BuildAlert(w, o, "now");
+  ASSERT_TRUE(alert.has_value());
+  EXPECT_EQ(alert->annotations["culprits"], "c062db039f40 (43%), c588072bba6b (57%)");
+  EXPECT_EQ(alert->annotations["culprit"], "c588072bba6b");
+  // No bisect result yet: no culprits annotation.
+  EXPECT_EQ(BuildAlert(Work(true, -0.21), o, "now")->annotations.count("culprits"), 0u);
+}
+
 TEST(AnalyzerRankTest, NoteRecordsTheRank) {
   Finding f;
   f.workload = "iozone-nfsrdma";

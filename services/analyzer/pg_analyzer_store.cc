@@ -318,7 +318,10 @@ class PgAnalyzerStore final : public AnalyzerStore {
                   "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
                   "  coalesce(extract(epoch from now() - a.last_sent_at)::float8, 1e18), "
                   "  coalesce(a.annotations::text, '{}'), "
-                  "  g.metric_rank = 'primary', array_to_string(g.primary_metrics, ',') "
+                  "  g.metric_rank = 'primary', array_to_string(g.primary_metrics, ',') , "
+                  "  (SELECT coalesce(json_agg(json_build_array(bc.commit_id, bc.share) "
+                  "     ORDER BY bc.ordinal)::text, '[]') "
+                  "   FROM bisect_culprits bc WHERE bc.bisect_id = g.bisect_id) "
                   "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
                   "LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.regression_id = g.id "
                   "   ORDER BY x.id DESC LIMIT 1) a ON true "
@@ -348,6 +351,9 @@ class PgAnalyzerStore final : public AnalyzerStore {
         a.annotations_json = r[20].as<std::string>();
         a.primary_metric = r[21].as<bool>();
         a.primary_metrics = r[22].as<std::string>();
+        for (const nlohmann::json& c : nlohmann::json::parse(r[23].as<std::string>())) {
+          a.culprits.push_back({c.at(0).get<std::string>(), c.at(1).get<double>()});
+        }
         out.push_back(std::move(a));
       }
       return out;
