@@ -376,7 +376,7 @@ int Commands::RunRegressions(bool all, OutputFormat format) {
   return 0;
 }
 
-int Commands::RunRegressionShow(int64_t regression_id) {
+int Commands::RunRegressionShow(int64_t regression_id, OutputFormat format) {
   pb::GetRegressionRequest request;
   request.set_regression_id(regression_id);
   pb::Regression reg;
@@ -385,7 +385,9 @@ int Commands::RunRegressionShow(int64_t regression_id) {
   if (!status.ok()) {
     return Fail(absl::StrCat("GetRegression ", regression_id), client::ToAbsl(status));
   }
-  out_ << FormatRegression(reg);
+  out_ << (format == OutputFormat::kJson  ? FormatRegressionJson(reg)
+           : format == OutputFormat::kCsv ? FormatRegressionsCsv({reg})
+                                          : FormatRegression(reg));
   return 0;
 }
 

@@ -48,7 +48,7 @@ class Commands {
   int RunCatalogImportGit(const std::string& repo, const std::string& range,
                           const std::string& catalog);
   int RunRegressions(bool all, OutputFormat format);
-  int RunRegressionShow(int64_t regression_id);
+  int RunRegressionShow(int64_t regression_id, OutputFormat format);
   int RunRegressionMark(int64_t regression_id, const std::string& state, const std::string& note);
   int RunBisect(int64_t id, bool id_is_bisect, OutputFormat format);
 

@@ -576,6 +576,8 @@ std::string FormatBisectTable(const pb::Bisect& b) {
                            rows);
 }
 
+std::string FormatRegressionJson(const pb::Regression& reg) { return ProtoToJson(reg) + "\n"; }
+
 std::string FormatBisectJson(const pb::Bisect& bisect) { return ProtoToJson(bisect) + "\n"; }
 
 }  // namespace farm::cli

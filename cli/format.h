@@ -102,9 +102,12 @@ std::string FormatCatalogList(const std::vector<pb::Catalog>& catalogs,
 std::string FormatCatalog(const pb::Catalog& catalog);
 std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs);
 std::string FormatRegressionsJson(const std::vector<pb::Regression>& regs);
-// One line per regression; primary_metrics joined by ';'. Header line first.
+// One line per regression; primary_metrics joined by ';', the last column
+// `culprits` as id:share joined by ';'. Header line first.
 std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs);
+// The detail view; with several culprits, one row per culprit and its share.
 std::string FormatRegression(const pb::Regression& reg);
+std::string FormatRegressionJson(const pb::Regression& reg);
 std::string FormatBisectTable(const pb::Bisect& bisect);
 std::string FormatBisectJson(const pb::Bisect& bisect);
 

@@ -132,6 +132,11 @@ int main(int argc, char** argv) {
   int64_t reg_show_id = 0;
   auto* reg_show = regression->add_subcommand("show", "show a regression");
   reg_show->add_option("ID", reg_show_id, "regression id")->required();
+  std::string reg_show_format = "table";
+  reg_show
+      ->add_option("--output,-o", reg_show_format,
+                   "table, csv or json; every format names each culprit with its share")
+      ->check(CLI::IsMember({"table", "csv", "json"}));
   int64_t reg_mark_id = 0;
   std::string reg_mark_state, reg_mark_note;
   auto* reg_mark = regression->add_subcommand("mark", "triage a regression");
@@ -170,7 +175,7 @@ int main(int argc, char** argv) {
   if (*catalog_load) return commands.RunCatalogLoad(load_file, load_replace);
   if (*catalog_git) return commands.RunCatalogImportGit(git_repo, git_range, git_catalog);
   if (*regressions) return commands.RunRegressions(regs_all, ToFormat(regs_format));
-  if (*reg_show) return commands.RunRegressionShow(reg_show_id);
+  if (*reg_show) return commands.RunRegressionShow(reg_show_id, ToFormat(reg_show_format));
   if (*reg_mark) return commands.RunRegressionMark(reg_mark_id, reg_mark_state, reg_mark_note);
   if (*bisect) return commands.RunBisect(bisect_id, bisect_by_id, ToFormat(bisect_format));
   std::cerr << app.help();
