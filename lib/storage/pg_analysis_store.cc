@@ -118,7 +118,8 @@ absl::StatusOr<pb::Bisect> PgAnalysisStore::GetBisect(int64_t bisect_id, int64_t
       st->set_relative_change(s[7].as<double>());
       SetMicros(s[8].as<int64_t>(), st->mutable_at());
     }
-    for (const pb::Culprit& cu : ReadCulprits(t, {b.id()})[b.id()]) *b.add_culprits() = cu;
+    std::map<int64_t, std::vector<pb::Culprit>> culprits = ReadCulprits(t, {b.id()});
+    for (const pb::Culprit& cu : culprits[b.id()]) *b.add_culprits() = cu;
     return b;
   });
 }
