@@ -318,7 +318,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
                   "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
                   "  coalesce(extract(epoch from now() - a.last_sent_at)::float8, 1e18), "
                   "  coalesce(a.annotations::text, '{}'), "
-                  "  g.metric_rank = 'primary', array_to_string(g.primary_metrics, ',') , "
+                  "  g.metric_rank = 'primary', array_to_string(g.primary_metrics, ','), "
                   "  (SELECT coalesce(json_agg(json_build_array(bc.commit_id, bc.share) "
                   "     ORDER BY bc.ordinal)::text, '[]') "
                   "   FROM bisect_culprits bc WHERE bc.bisect_id = g.bisect_id) "
