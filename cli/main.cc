@@ -132,11 +132,9 @@ int main(int argc, char** argv) {
   int64_t reg_show_id = 0;
   auto* reg_show = regression->add_subcommand("show", "show a regression");
   reg_show->add_option("ID", reg_show_id, "regression id")->required();
-  std::string reg_show_format = "table";
-  reg_show
-      ->add_option("--output,-o", reg_show_format,
-                   "table, csv or json; every format names each culprit with its share")
-      ->check(CLI::IsMember({"table", "csv", "json"}));
+  std::string reg_show_format;
+  AddOutputOption(reg_show, &reg_show_format,
+                  "table, csv or json; every format names each culprit with its share");
   int64_t reg_mark_id = 0;
   std::string reg_mark_state, reg_mark_note;
   auto* reg_mark = regression->add_subcommand("mark", "triage a regression");
