@@ -10,6 +10,8 @@
 #include <set>
 #include <thread>
 
+#include "lib/storage/test_rows.h"
+
 namespace farm::storage {
 
 void RepositoryContractTest::SetUp() {
@@ -19,27 +21,7 @@ void RepositoryContractTest::SetUp() {
 
 int64_t RepositoryContractTest::MakeMatrix(int n, int max_attempts, int prio, pb::Executor executor,
                                            pb::JobKind kind) {
-  NewMatrix m;
-  m.matrix.set_name("m");
-  m.matrix.set_spec_yaml("name: m");
-  m.matrix.set_catalog("c");
-  m.matrix.set_executor(executor);
-  for (int i = 0; i < n; ++i) {
-    pb::Job j;
-    j.set_catalog("c");
-    j.set_commit_id("c" + std::to_string(i));
-    j.set_commit_index(i);
-    j.set_platform("p");
-    j.mutable_workload()->set_name("dma-map-bench");
-    (*j.mutable_workload()->mutable_params())["tests"] = "write,read";
-    j.set_mode(pb::IOMMU_MODE_STRICT);
-    j.set_executor(executor);
-    j.set_priority(prio);
-    j.set_kind(kind);
-    j.set_max_attempts(max_attempts);
-    j.set_seed(0xfedcba9876543210ULL + i);
-    m.jobs.push_back(j);
-  }
+  const NewMatrix m = testrows::Matrix(n, max_attempts, prio, executor, kind);
   auto c = matrices().CreateMatrix(m);
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? c->matrix.id() : 0;
@@ -47,11 +29,7 @@ int64_t RepositoryContractTest::MakeMatrix(int n, int max_attempts, int prio, pb
 
 pb::RegisterResponse RepositoryContractTest::Register(const std::string& name,
                                                       const std::string& cap) {
-  pb::RegisterRequest r;
-  r.set_name(name);
-  r.add_capabilities()->set_name(cap);
-  r.set_slots(4);
-  r.mutable_host()->set_hostname("h-" + name);
+  const pb::RegisterRequest r = testrows::Registration(name, cap);
   auto resp = queue().RegisterAgent(r, retry_);
   EXPECT_TRUE(resp.ok()) << resp.status();
   return resp.ok() ? *resp : pb::RegisterResponse();

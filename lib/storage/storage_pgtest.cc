@@ -15,6 +15,7 @@
 #include "lib/storage/pg_listener.h"
 #include "lib/storage/pg_pool.h"
 #include "lib/storage/pg_store.h"
+#include "lib/storage/test_rows.h"
 #include "testing/service_harness.h"
 
 namespace farm::storage {
@@ -48,38 +49,14 @@ class StoragePgTest : public ::testing::Test {
   // A matrix of `n` emulator jobs (or `executor`), priority `prio`.
   int64_t MakeMatrix(int n, int max_attempts = 3, int prio = 0,
                      pb::Executor executor = pb::EXECUTOR_EMULATOR) {
-    NewMatrix m;
-    m.matrix.set_name("m");
-    m.matrix.set_spec_yaml("name: m");
-    m.matrix.set_catalog("c");
-    m.matrix.set_executor(executor);
-    for (int i = 0; i < n; ++i) {
-      pb::Job j;
-      j.set_catalog("c");
-      j.set_commit_id("c" + std::to_string(i));
-      j.set_commit_index(i);
-      j.set_platform("p");
-      j.mutable_workload()->set_name("dma-map-bench");
-      (*j.mutable_workload()->mutable_params())["tests"] = "write,read";
-      j.set_mode(pb::IOMMU_MODE_STRICT);
-      j.set_executor(executor);
-      j.set_priority(prio);
-      j.set_kind(pb::JOB_KIND_BULK);
-      j.set_max_attempts(max_attempts);
-      j.set_seed(0xfedcba9876543210ULL + i);
-      m.jobs.push_back(j);
-    }
+    const NewMatrix m = testrows::Matrix(n, max_attempts, prio, executor, pb::JOB_KIND_BULK);
     auto c = store_->CreateMatrix(m);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? c->matrix.id() : 0;
   }
 
   pb::RegisterResponse Register(const std::string& name, const std::string& cap = "emulator") {
-    pb::RegisterRequest r;
-    r.set_name(name);
-    r.add_capabilities()->set_name(cap);
-    r.set_slots(4);
-    r.mutable_host()->set_hostname("h-" + name);
+    const pb::RegisterRequest r = testrows::Registration(name, cap);
     auto resp = store_->RegisterAgent(r, retry_);
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp.ok() ? *resp : pb::RegisterResponse();
