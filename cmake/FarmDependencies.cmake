@@ -1,6 +1,7 @@
 # Every external dependency of the tree, found once here (imported targets
 # found in the top directory are visible in every folder below it). All come
 # from Debian packages; scripts/install-deps installs them.
+include(GNUInstallDirs)
 find_package(Threads REQUIRED)
 find_package(GTest REQUIRED)
 find_package(benchmark CONFIG REQUIRED)
@@ -42,13 +43,18 @@ function(farm_library name)
   farm_warnings(${name})
 endfunction()
 
-# farm_binary(name SOURCES... LIBS...): a product binary.
+# farm_binary(name [INSTALL] SOURCES... LIBS...): a binary. INSTALL marks a
+# product binary: `cmake --install` and the .deb put it in ${CMAKE_INSTALL_BINDIR}
+# (benchmarks and test tools stay in the build tree).
 function(farm_binary name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;DEFINES" ${ARGN})
+  cmake_parse_arguments(ARG "INSTALL" "" "SOURCES;LIBS;DEFINES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS})
   if(ARG_DEFINES)
     target_compile_definitions(${name} PRIVATE ${ARG_DEFINES})
   endif()
   farm_warnings(${name})
+  if(ARG_INSTALL)
+    install(TARGETS ${name} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT farm)
+  endif()
 endfunction()

@@ -6,8 +6,10 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace farm::dashboards {
@@ -222,6 +224,37 @@ std::vector<std::string> DashboardProblems(const json& d, const std::string& nam
         problems.push_back(absl::StrCat(tw, ": Prometheus target without expr"));
       if (type.find("postgres") != std::string::npos && t.value("rawSql", "").empty())
         problems.push_back(absl::StrCat(tw, ": SQL target without rawSql"));
+    }
+  }
+  // Every $variable a query names is defined (or one of Grafana's $__ ones);
+  // a series over results' samples never averages job kinds or phases.
+  std::set<std::string> vars;
+  if (d.contains("templating") && d["templating"].contains("list")) {
+    for (const json& v : d["templating"]["list"]) vars.insert(v.value("name", ""));
+  }
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (const Query& q : DashboardQueries(d, name)) {
+    const std::string& t = q.text;
+    for (size_t i = t.find('$'); i != std::string::npos; i = t.find('$', i + 1)) {
+      size_t b = i + 1;
+      if (b < t.size() && t[b] == '{') ++b;
+      size_t e = b;
+      while (e < t.size() && ident(t[e])) ++e;
+      const std::string var = t.substr(b, e - b);
+      if (var.empty() || std::isdigit(static_cast<unsigned char>(var[0]))) continue;
+      if (var.rfind("__", 0) != 0 && !vars.contains(var)) {
+        problems.push_back(absl::StrCat(q.where, ": uses $", var, ", which is not a variable"));
+      }
+    }
+    if (q.kind == "sql" && absl::StrContains(q.text, "samples") &&
+        absl::StrContains(q.text, "avg(")) {
+      if (!absl::StrContains(q.text, "j.kind"))
+        problems.push_back(absl::StrCat(q.where,
+                                        ": averages samples over every job kind "
+                                        "(bulk, confirmation and bisect runs pooled)"));
+      if (!absl::StrContains(q.text, "'phase'"))
+        problems.push_back(
+            absl::StrCat(q.where, ": averages samples over every phase (e.g. read with write)"));
     }
   }
   if (d.contains("templating") && d["templating"].contains("list")) {

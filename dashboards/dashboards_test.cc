@@ -125,6 +125,25 @@ TEST(DashboardsJsonTest, ProblemsAreFound) {
   EXPECT_TRUE(has("differs from the panel's"));
 }
 
+TEST(DashboardsJsonTest, UndefinedVariablesAndPooledSeriesAreFound) {
+  const nlohmann::json d = nlohmann::json::parse(R"js({
+    "templating": {"list": [
+      {"name": "pg", "type": "datasource", "query": "grafana-postgresql-datasource"},
+      {"name": "platform", "type": "custom", "query": "a,b"}]},
+    "panels": [
+      {"id": 1, "type": "table", "datasource": {"type": "grafana-postgresql-datasource", "uid": "${pg}"},
+       "targets": [{"refId": "A", "rawSql": "SELECT avg((s->>'value')::float8) FROM results r JOIN jobs j ON j.id = r.job_id CROSS JOIN LATERAL jsonb_array_elements(r.samples) s WHERE j.platform = '$platform' AND j.workload = '${workload}' AND $__timeFilter(j.finished_at)"}]},
+      {"id": 2, "type": "table", "datasource": {"type": "grafana-postgresql-datasource", "uid": "${pg}"},
+       "targets": [{"refId": "A", "rawSql": "SELECT avg((s->>'value')::float8) FROM results r JOIN jobs j ON j.id = r.job_id CROSS JOIN LATERAL jsonb_array_elements(r.samples) s WHERE j.kind IN (1) AND s->>'phase' = '' AND j.platform = '$platform'"}]}
+    ]})js");
+  const std::vector<std::string> p = DashboardProblems(d, "t.json");
+  ASSERT_EQ(p.size(), 3u) << testing::PrintToString(p);
+  EXPECT_NE(p[0].find("panel 1"), std::string::npos) << p[0];
+  EXPECT_NE(p[0].find("uses $workload, which is not a variable"), std::string::npos) << p[0];
+  EXPECT_NE(p[1].find("over every job kind"), std::string::npos) << p[1];
+  EXPECT_NE(p[2].find("over every phase"), std::string::npos) << p[2];
+}
+
 TEST(PromqlNamesTest, SelectorsOnly) {
   using S = std::set<std::string>;
   EXPECT_EQ(

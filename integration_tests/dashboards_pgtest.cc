@@ -144,7 +144,9 @@ std::string Substitute(std::string q) {
                                  {"$catalog", "linux-iommu"},
                                  {"$platform", "intel-vtd-2s12c"},
                                  {"$workload", "dma-map-bench"},
-                                 {"$metric", "throughput"}});
+                                 {"$metric", "throughput"},
+                                 {"$phase", "(none)"},
+                                 {"$kind", "1"}});
 }
 
 TEST(DashboardsFarmPgTest, EveryReferencedMetricIsExportedAndEveryQueryRuns) {
