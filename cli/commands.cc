@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/format.h"
 #include "cli/git_import.h"
+#include "cli/report.h"
 
 namespace farm::cli {
 namespace {
@@ -424,6 +425,87 @@ int Commands::RunBisect(int64_t id, bool id_is_bisect, OutputFormat format) {
     return Fail(absl::StrCat("GetBisect ", id), client::ToAbsl(status));
   }
   out_ << (format == OutputFormat::kJson ? FormatBisectJson(bisect) : FormatBisectTable(bisect));
+  return 0;
+}
+
+int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
+                        const std::string& output_path) {
+  ReportSources sources;
+  sources.farm_version = FARM_VERSION;
+  sources.generated_at =
+      absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(), absl::UTCTimeZone());
+  if (regression_id.has_value()) {
+    pb::GetRegressionRequest request;
+    request.set_regression_id(*regression_id);
+    pb::Regression reg;
+    auto ctx = client::NewContext(options_, kUnaryTimeout);
+    grpc::Status status = analysis_->GetRegression(ctx.get(), request, &reg);
+    if (!status.ok()) {
+      return Fail(absl::StrCat("GetRegression ", *regression_id), client::ToAbsl(status));
+    }
+    matrix_id = reg.matrix_id();
+    sources.focus_regression = reg.id();
+    sources.regressions.push_back(std::move(reg));
+  } else {
+    pb::ListRegressionsRequest request;
+    request.set_matrix_id(matrix_id);
+    request.set_include_closed(true);
+    request.set_include_improvements(true);
+    pb::ListRegressionsResponse response;
+    auto ctx = client::NewContext(options_, kUnaryTimeout);
+    grpc::Status status = analysis_->ListRegressions(ctx.get(), request, &response);
+    if (!status.ok()) return Fail("ListRegressions", client::ToAbsl(status));
+    sources.regressions.assign(response.regressions().begin(), response.regressions().end());
+  }
+  {
+    pb::GetMatrixRequest request;
+    request.set_matrix_id(matrix_id);
+    auto ctx = client::NewContext(options_, kUnaryTimeout);
+    grpc::Status status = jobs_->GetMatrix(ctx.get(), request, &sources.matrix);
+    if (!status.ok()) return Fail(absl::StrCat("GetMatrix ", matrix_id), client::ToAbsl(status));
+  }
+  absl::StatusOr<std::vector<pb::Result>> results = FetchResults(matrix_id, false);
+  if (!results.ok()) return Fail(absl::StrCat("GetResults ", matrix_id), results.status());
+  sources.results = std::move(*results);
+  {
+    pb::GetCatalogRequest request;
+    request.set_name(sources.matrix.catalog());
+    pb::Catalog catalog;
+    auto ctx = client::NewContext(options_, kUnaryTimeout);
+    grpc::Status status = jobs_->GetCatalog(ctx.get(), request, &catalog);
+    if (!status.ok()) {
+      return Fail(absl::StrCat("GetCatalog ", request.name()), client::ToAbsl(status));
+    }
+    sources.commits.assign(catalog.commits().begin(), catalog.commits().end());
+  }
+  for (const pb::Regression& reg : sources.regressions) {
+    if (reg.bisect_id() == 0) continue;
+    pb::GetBisectRequest request;
+    request.set_bisect_id(reg.bisect_id());
+    pb::Bisect bisect;
+    auto ctx = client::NewContext(options_, kUnaryTimeout);
+    grpc::Status status = analysis_->GetBisect(ctx.get(), request, &bisect);
+    if (!status.ok()) {
+      return Fail(absl::StrCat("GetBisect ", reg.bisect_id()), client::ToAbsl(status));
+    }
+    sources.bisects.push_back(std::move(bisect));
+  }
+  const ReportData report = BuildReport(sources);
+  const std::string html = RenderReportHtml(report);
+  if (output_path == "-") {
+    out_ << html;
+    return 0;
+  }
+  std::ofstream file(output_path, std::ios::binary | std::ios::trunc);
+  file << html;
+  file.close();
+  if (!file) {
+    return Fail("report",
+                absl::PermissionDeniedError(absl::StrCat("cannot write '", output_path, "'")));
+  }
+  out_ << "wrote " << output_path << ": " << report.plots.size() << " plots, "
+       << sources.regressions.size() << " regressions, " << sources.bisects.size() << " bisects, "
+       << sources.results.size() << " results\n";
   return 0;
 }
 

@@ -51,6 +51,11 @@ class Commands {
   int RunRegressionShow(int64_t regression_id, OutputFormat format);
   int RunRegressionMark(int64_t regression_id, const std::string& state, const std::string& note);
   int RunBisect(int64_t id, bool id_is_bisect, OutputFormat format);
+  // Writes the HTML report (cli/report.h) of a matrix, or of one regression
+  // when regression_id is set (matrix_id is then ignored), to output_path
+  // ("-": stdout).
+  int RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
+                const std::string& output_path);
 
   // Submits spec text. Retries while the server is UNAVAILABLE (with one
   // idempotency key, so a retried submit never creates a second matrix).

@@ -33,7 +33,7 @@ farm::cli::OutputFormat ToFormat(const std::string& s) {
 int main(int argc, char** argv) {
   CLI::App app{
       "farmctl: submit and follow iommu-farm matrices, read results, agents, "
-      "catalogs and regressions.\nExit status: 0 ok, 1 server or I/O error "
+      "catalogs and regressions, write HTML reports.\nExit status: 0 ok, 1 server or I/O error "
       "(or a --wait matrix with failed jobs), 2 usage error."};
   app.require_subcommand(1);
   farm::client::ClientOptions options;
@@ -159,6 +159,29 @@ int main(int argc, char** argv) {
   bisect->add_option("--output,-o", bisect_format, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
 
+  // report
+  std::optional<int64_t> report_matrix, report_regression;
+  std::string report_file;
+  auto* report = app.add_subcommand(
+      "report",
+      "write one self-contained HTML file (inline CSS and SVG, no scripts, nothing fetched): a "
+      "plain-text summary, per workload and metric the series over commits per mode with 95% "
+      "confidence bands and the overhead ratio mode/off, change points and culprits marked "
+      "with their subjects, the bisect steps, the results table, host facts and versions");
+  auto* report_matrix_opt =
+      report->add_option("MATRIX", report_matrix, "matrix id: report the whole matrix");
+  report
+      ->add_option("--regression", report_regression,
+                   "regression id: report that regression (its matrix's series of its workload "
+                   "and metric, its bisect) instead of a matrix")
+      ->excludes(report_matrix_opt);
+  report->add_option("--output,-o", report_file, "HTML file to write ('-': stdout)")->required();
+  report->callback([&] {
+    if (!report_matrix && !report_regression) {
+      throw CLI::ValidationError("report", "give MATRIX or --regression ID");
+    }
+  });
+
   if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
 
   farm::cli::Commands commands(options, std::cout, std::cerr);
@@ -176,6 +199,9 @@ int main(int argc, char** argv) {
   if (*reg_show) return commands.RunRegressionShow(reg_show_id, ToFormat(reg_show_format));
   if (*reg_mark) return commands.RunRegressionMark(reg_mark_id, reg_mark_state, reg_mark_note);
   if (*bisect) return commands.RunBisect(bisect_id, bisect_by_id, ToFormat(bisect_format));
+  if (*report) {
+    return commands.RunReport(report_matrix.value_or(0), report_regression, report_file);
+  }
   std::cerr << app.help();
   return 2;
 }

@@ -20,6 +20,8 @@ pkg_check_modules(PQ REQUIRED IMPORTED_TARGET libpq)
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
 # Debian builds cpp-httplib as a shared library (not header-only).
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# Tests only: reads the screenshot of the HTML report back.
+pkg_check_modules(PNG REQUIRED IMPORTED_TARGET libpng)
 
 find_program(FARM_CLANG_FORMAT clang-format REQUIRED)
 find_program(FARM_GIT git REQUIRED)
