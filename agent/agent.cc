@@ -23,10 +23,19 @@ constexpr char kHoldKey[] = "agent.hold_ms";
 
 absl::Duration NextBackoff(absl::Duration d) { return std::min(d * 2, kMaxBackoff); }
 
+// INTERNAL and UNKNOWN also mean "try again", but a bounded number of times
+// (kMaxInternalRetries): a request the server cannot store fails the same
+// way every time, and retrying it forever while heartbeating is a livelock.
+constexpr int kMaxInternalRetries = 5;
+
 bool Transient(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
          code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::ABORTED ||
          code == grpc::StatusCode::INTERNAL || code == grpc::StatusCode::UNKNOWN;
+}
+
+bool ServerFault(grpc::StatusCode code) {
+  return code == grpc::StatusCode::INTERNAL || code == grpc::StatusCode::UNKNOWN;
 }
 
 std::string Describe(const grpc::Status& s) {
@@ -485,12 +494,18 @@ void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
                  result.status().ToString());
   }
   absl::Duration backoff = kInitialBackoff;
+  bool send_result = result.ok();
+  int server_faults = 0;
   // Retried until accepted, stale, or the lease is revoked / abandoned (the
-  // token fires): ReportResult is idempotent per (job, attempt).
+  // token fires): ReportResult is idempotent per (job, attempt). A result
+  // the scheduler refuses for good (INVALID_ARGUMENT: e.g. text PostgreSQL
+  // cannot store) or keeps failing on (INTERNAL, kMaxInternalRetries times)
+  // becomes a failure report with the reason, so the job fails once and the
+  // agent moves on.
   while (!cancel.cancelled()) {
     auto ctx = Context(kRpcTimeout);
     grpc::Status status;
-    if (result.ok()) {
+    if (send_result) {
       pb::ReportResultResponse response;
       status = stub_->ReportResult(ctx.get(), result_request, &response);
       if (status.ok()) {
@@ -518,7 +533,23 @@ void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
       Count(stale_, metrics_ ? &metrics_->jobs_stale : nullptr);
       return;
     }
-    if (!Transient(status.error_code())) {
+    const bool gave_up = ServerFault(status.error_code()) && ++server_faults > kMaxInternalRetries;
+    if (send_result && (gave_up || !Transient(status.error_code()))) {
+      // Permanent unless the server only failed: then another attempt may
+      // fare better.
+      failure_request.set_agent_id(agent_id);
+      *failure_request.mutable_lease() = lease.lease();
+      failure_request.set_reason(
+          absl::StrCat("result refused by the scheduler: ", Describe(status)));
+      failure_request.set_retryable(gave_up);
+      spdlog::error("job {} attempt {}: result refused ({}); reporting the job failed",
+                    lease.job().id(), lease.lease().attempt(), Describe(status));
+      send_result = false;
+      server_faults = 0;
+      backoff = kInitialBackoff;
+      continue;
+    }
+    if (gave_up || !Transient(status.error_code())) {
       spdlog::error("job {} attempt {}: report refused: {}", lease.job().id(),
                     lease.lease().attempt(), Describe(status));
       return;

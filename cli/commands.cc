@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "cli/format.h"
 #include "cli/git_import.h"
 #include "cli/report.h"
@@ -18,6 +19,8 @@ namespace farm::cli {
 namespace {
 
 constexpr absl::Duration kUnaryTimeout = absl::Seconds(30);
+constexpr absl::Duration kWatchSilence = absl::Seconds(20);
+constexpr absl::Duration kWatchFirstMessage = absl::Seconds(5);
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -86,25 +89,69 @@ absl::StatusOr<pb::MatrixProgress> Commands::WaitForMatrix(
     absl::Duration unavailable_limit) {
   absl::Duration backoff = absl::Milliseconds(100);
   absl::Time unavailable_since = absl::InfiniteFuture();
+  absl::Time last_heard = absl::Now();  // guarded by each stream's heard_mu
   pb::MatrixProgress last;
   for (;;) {
     pb::WatchMatrixRequest request;
     request.set_matrix_id(matrix_id);
     auto ctx = client::NewContext(options_, absl::InfiniteDuration());
+    // The server writes at least every 2 s (its fallback poll); silence for
+    // kWatchSilence means it is frozen or cut off (a stopped process keeps
+    // its sockets open, so nothing else notices): cancel and fail. The
+    // silence counts across reconnects (keepalive may break a frozen
+    // server's stream first); a fresh stream gets kWatchFirstMessage to say
+    // something, which a restarted server does at once.
+    absl::Mutex heard_mu;
+    const absl::Time stream_start = absl::Now();
+    bool stream_over = false;
+    bool silent = false;
+    std::thread watchdog([&] {
+      absl::MutexLock lock(&heard_mu);
+      while (!stream_over) {
+        const absl::Time give_up =
+            std::max(last_heard + kWatchSilence, stream_start + kWatchFirstMessage);
+        if (absl::Now() >= give_up) {
+          silent = true;
+          ctx->TryCancel();
+          return;
+        }
+        heard_mu.AwaitWithDeadline(absl::Condition(&stream_over), give_up);
+      }
+    });
+    const auto end_watchdog = [&] {
+      {
+        absl::MutexLock lock(&heard_mu);
+        stream_over = true;
+      }
+      watchdog.join();
+    };
+    // Created with the watchdog running: the call's start blocks too when
+    // the server is frozen.
     auto reader = jobs_->WatchMatrix(ctx.get(), request);
     pb::MatrixProgress progress;
     while (reader->Read(&progress)) {
+      {
+        absl::MutexLock lock(&heard_mu);
+        last_heard = absl::Now();
+      }
       unavailable_since = absl::InfiniteFuture();
       backoff = absl::Milliseconds(100);
       last = progress;
       if (on_progress) on_progress(progress);
       if (progress.done()) {
+        end_watchdog();
         ctx->TryCancel();
         (void)reader->Finish();
         return last;
       }
     }
+    end_watchdog();
     grpc::Status status = reader->Finish();
+    if (silent) {
+      return absl::DeadlineExceededError(absl::StrCat("no progress from the server for ",
+                                                      absl::FormatDuration(kWatchSilence),
+                                                      " (server frozen or unreachable)"));
+    }
     // A stream that ends cleanly without done=true (server shutting down) or
     // an UNAVAILABLE one is resumed: the matrix lives in PostgreSQL.
     if (!status.ok() && status.error_code() != grpc::StatusCode::UNAVAILABLE) {

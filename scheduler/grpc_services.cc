@@ -7,14 +7,26 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/auth/auth.h"
 
 namespace farm::scheduler {
+
+grpc::Status CallerGone(grpc::CallbackServerContext& ctx) {
+  if (ctx.IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller cancelled");
+  if (ctx.deadline() <= std::chrono::system_clock::now()) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed before the call ran");
+  }
+  return grpc::Status::OK;
+}
+
 namespace {
 
 // Runs `fn` (returning absl::StatusOr<T>) on the pool and finishes the call
-// with its value copied into *resp.
+// with its value copied into *resp. A full pool sheds the call with
+// RESOURCE_EXHAUSTED; a caller that left (cancelled, or past its deadline)
+// while the call waited gets no work done for it.
 template <typename T, typename Fn>
 grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, WorkerPool* pool,
                                 const std::string& token, T* resp, Fn fn) {
@@ -24,16 +36,28 @@ grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, WorkerPool* po
     reactor->Finish(auth);
     return reactor;
   }
-  const bool posted = pool->Post([reactor, resp, fn = std::move(fn)]() mutable {
-    absl::StatusOr<T> out = fn();
-    if (out.ok()) {
-      *resp = *std::move(out);
-      reactor->Finish(grpc::Status::OK);
-    } else {
-      reactor->Finish(ToGrpcStatus(out.status()));
-    }
-  });
-  if (!posted) reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
+  const WorkerPool::Admission admitted =
+      pool->Admit([ctx, reactor, resp, fn = std::move(fn)]() mutable {
+        grpc::Status gone = CallerGone(*ctx);
+        if (!gone.ok()) {
+          reactor->Finish(gone);
+          return;
+        }
+        absl::StatusOr<T> out = fn();
+        if (out.ok()) {
+          *resp = *std::move(out);
+          reactor->Finish(grpc::Status::OK);
+        } else {
+          reactor->Finish(ToGrpcStatus(out.status()));
+        }
+      });
+  if (admitted == WorkerPool::Admission::kFull) {
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("scheduler busy: ", pool->max_queued(), " calls of this kind queued; retry")));
+  } else if (admitted == WorkerPool::Admission::kStopped) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
+  }
   return reactor;
 }
 
@@ -290,10 +314,24 @@ class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
  private:
   static constexpr int kPage = 500;
 
+  // The first page is admitted like any expensive call (shed when the pool
+  // is full); later pages continue a stream already admitted.
   void Fetch() {
-    if (!pool_->Post([this] { FetchNow(); })) {
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+    if (after_ == 0) {
+      switch (pool_->Admit([this] { FetchNow(); })) {
+        case WorkerPool::Admission::kQueued:
+          return;
+        case WorkerPool::Admission::kFull:
+          Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              "scheduler busy: too many expensive calls queued; retry"));
+          return;
+        case WorkerPool::Admission::kStopped:
+          break;
+      }
+    } else if (pool_->Post([this] { FetchNow(); })) {
+      return;
     }
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
   }
   void FetchNow() {
     if (cancelled_.load()) {
@@ -350,7 +388,7 @@ grpc::Status ToGrpcStatus(const absl::Status& st) {
 grpc::ServerUnaryReactor* JobServiceGrpc::SubmitMatrix(grpc::CallbackServerContext* ctx,
                                                        const pb::SubmitMatrixRequest* req,
                                                        pb::SubmitMatrixResponse* resp) {
-  return Unary(ctx, pool_, token_, resp,
+  return Unary(ctx, heavy_, token_, resp,
                [this, req, peer = Peer(ctx)] { return svc_->SubmitMatrix(*req, peer); });
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::GetMatrix(grpc::CallbackServerContext* ctx,
@@ -394,7 +432,7 @@ grpc::ServerWriteReactor<pb::Result>* JobServiceGrpc::GetResults(grpc::CallbackS
     };
     return new Fail(auth);
   }
-  return new ResultsReactor(svc_, pool_, req->matrix_id(), req->include_raw_output());
+  return new ResultsReactor(svc_, heavy_, req->matrix_id(), req->include_raw_output());
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::ListAgents(grpc::CallbackServerContext* ctx,
                                                      const pb::ListAgentsRequest* req,
@@ -414,12 +452,12 @@ grpc::ServerUnaryReactor* JobServiceGrpc::GetCatalog(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* JobServiceGrpc::LoadCatalog(grpc::CallbackServerContext* ctx,
                                                       const pb::LoadCatalogRequest* req,
                                                       pb::LoadCatalogResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->LoadCatalog(*req); });
+  return Unary(ctx, heavy_, token_, resp, [this, req] { return svc_->LoadCatalog(*req); });
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::ImportGitCatalog(grpc::CallbackServerContext* ctx,
                                                            const pb::ImportGitCatalogRequest* req,
                                                            pb::ImportGitCatalogResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->ImportGitCatalog(*req); });
+  return Unary(ctx, heavy_, token_, resp, [this, req] { return svc_->ImportGitCatalog(*req); });
 }
 
 // --------------------------------------------------------------- AgentService
@@ -432,12 +470,16 @@ grpc::ServerUnaryReactor* AgentServiceGrpc::Register(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* AgentServiceGrpc::Heartbeat(grpc::CallbackServerContext* ctx,
                                                       const pb::HeartbeatRequest* req,
                                                       pb::HeartbeatResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->Heartbeat(*req); });
+  return Unary(ctx, lease_pool_, token_, resp, [this, req] { return lease_svc_->Heartbeat(*req); });
 }
 grpc::ServerUnaryReactor* AgentServiceGrpc::LeaseJobs(grpc::CallbackServerContext* ctx,
                                                       const pb::LeaseJobsRequest* req,
                                                       pb::LeaseJobsResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->LeaseJobs(*req); });
+  // Checked again once the leases are taken: a caller that left meanwhile
+  // never learns of them, so they go back unspent.
+  return Unary(ctx, pool_, token_, resp, [this, ctx, req] {
+    return svc_->LeaseJobs(*req, [ctx] { return !CallerGone(*ctx).ok(); });
+  });
 }
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReportResult(grpc::CallbackServerContext* ctx,
                                                          const pb::ReportResultRequest* req,
@@ -452,7 +494,8 @@ grpc::ServerUnaryReactor* AgentServiceGrpc::ReportFailure(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReleaseLeases(grpc::CallbackServerContext* ctx,
                                                           const pb::ReleaseLeasesRequest* req,
                                                           pb::ReleaseLeasesResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->ReleaseLeases(*req); });
+  return Unary(ctx, lease_pool_, token_, resp,
+               [this, req] { return lease_svc_->ReleaseLeases(*req); });
 }
 
 // ------------------------------------------------------------ AnalysisService

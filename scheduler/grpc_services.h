@@ -25,6 +25,10 @@ namespace farm::scheduler {
 
 grpc::Status ToGrpcStatus(const absl::Status& st);
 
+// OK while the caller still waits for the answer; CANCELLED or
+// DEADLINE_EXCEEDED once it left. Safe from any thread while the call runs.
+grpc::Status CallerGone(grpc::CallbackServerContext& ctx);
+
 // WatchMatrix pacing. With change events, a stream reads the matrix when
 // notified (at most once per min_interval) and otherwise every
 // fallback_poll, which also sends a message (keep-alive, fresh rate/ETA).
@@ -36,10 +40,19 @@ struct WatchOptions {
 
 class JobServiceGrpc final : public pb::JobService::CallbackService {
  public:
-  // `events` (not owned, may be null) wakes WatchMatrix streams.
+  // `events` (not owned, may be null) wakes WatchMatrix streams. `heavy`
+  // (not owned; null: `pool`) runs the expensive calls (SubmitMatrix,
+  // LoadCatalog, ImportGitCatalog, GetResults); give it a queue bound so
+  // they are shed with RESOURCE_EXHAUSTED instead of piling up.
   JobServiceGrpc(JobService* svc, WorkerPool* pool, std::string token,
-                 storage::MatrixEvents* events = nullptr, WatchOptions watch = {})
-      : svc_(svc), pool_(pool), token_(std::move(token)), events_(events), watch_(watch) {}
+                 storage::MatrixEvents* events = nullptr, WatchOptions watch = {},
+                 WorkerPool* heavy = nullptr)
+      : svc_(svc),
+        pool_(pool),
+        heavy_(heavy != nullptr ? heavy : pool),
+        token_(std::move(token)),
+        events_(events),
+        watch_(watch) {}
 
   // Why WatchMatrix streams read the database, over the server's life (the
   // first read of a stream counts as a wake read).
@@ -83,6 +96,7 @@ class JobServiceGrpc final : public pb::JobService::CallbackService {
  private:
   JobService* const svc_;
   WorkerPool* const pool_;
+  WorkerPool* const heavy_;
   const std::string token_;
   storage::MatrixEvents* const events_;
   const WatchOptions watch_;
@@ -91,8 +105,17 @@ class JobServiceGrpc final : public pb::JobService::CallbackService {
 
 class AgentServiceGrpc final : public pb::AgentService::CallbackService {
  public:
-  AgentServiceGrpc(AgentService* svc, WorkerPool* pool, std::string token)
-      : svc_(svc), pool_(pool), token_(std::move(token)) {}
+  // `lease_svc` on `lease_pool` (not owned; null: `svc` on `pool`) serves
+  // Heartbeat and ReleaseLeases: lease renewals get their own threads (and,
+  // through their own store, their own database connections) so they never
+  // wait behind other work.
+  AgentServiceGrpc(AgentService* svc, WorkerPool* pool, std::string token,
+                   AgentService* lease_svc = nullptr, WorkerPool* lease_pool = nullptr)
+      : svc_(svc),
+        pool_(pool),
+        lease_svc_(lease_svc != nullptr ? lease_svc : svc),
+        lease_pool_(lease_pool != nullptr ? lease_pool : pool),
+        token_(std::move(token)) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const pb::RegisterRequest* req,
@@ -116,6 +139,8 @@ class AgentServiceGrpc final : public pb::AgentService::CallbackService {
  private:
   AgentService* const svc_;
   WorkerPool* const pool_;
+  AgentService* const lease_svc_;
+  WorkerPool* const lease_pool_;
   const std::string token_;
 };
 

@@ -1,5 +1,7 @@
 #include "scheduler/scheduler_service.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/catalog_yaml.h"
+#include "scheduler/storable_text.h"
 
 namespace farm::scheduler {
 namespace {
@@ -26,6 +29,14 @@ absl::Status CheckLease(const pb::LeaseRef& l) {
   return absl::OkStatus();
 }
 
+// Monotonic and, unlike CLOCK_MONOTONIC, counting time the system was
+// suspended; both count time this process was stopped.
+absl::Duration BootClock() {
+  timespec ts{};
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return absl::DurationFromTimespec(ts);
+}
+
 absl::Status CheckSession(int64_t agent_id, const std::string& session) {
   if (agent_id <= 0) return absl::InvalidArgumentError("agent_id: required (from Register)");
   if (session.empty()) return absl::InvalidArgumentError("session: required (from Register)");
@@ -38,6 +49,7 @@ absl::Status CheckSession(int64_t agent_id, const std::string& session) {
 
 absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
     const pb::SubmitMatrixRequest& req, const std::string& submitted_by) {
+  if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   absl::StatusOr<MatrixSpec> spec = ParseMatrixSpec(req.spec_yaml(), config_.limits);
   if (!spec.ok()) return spec.status();
   absl::StatusOr<pb::Catalog> catalog = catalogs_->GetCatalog(spec->catalog);
@@ -109,6 +121,7 @@ absl::StatusOr<pb::ListMatricesResponse> JobService::ListMatrices(
 
 absl::StatusOr<pb::CancelMatrixResponse> JobService::CancelMatrix(
     const pb::CancelMatrixRequest& req) {
+  if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   if (req.matrix_id() <= 0) return absl::InvalidArgumentError("matrix_id: required");
   auto out = matrices_->CancelMatrix(req.matrix_id(), req.reason());
   if (!out.ok()) return out.status();
@@ -154,6 +167,7 @@ absl::StatusOr<pb::Catalog> JobService::GetCatalog(const pb::GetCatalogRequest& 
 }
 
 absl::StatusOr<pb::LoadCatalogResponse> JobService::LoadCatalog(const pb::LoadCatalogRequest& req) {
+  if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   const std::string source_name = req.source_name().empty() ? "catalog" : req.source_name();
   if (req.yaml().size() > config_.limits.max_spec_bytes * 64) {
     return absl::ResourceExhaustedError(absl::StrCat(source_name, ": catalog too large"));
@@ -172,6 +186,7 @@ absl::StatusOr<pb::LoadCatalogResponse> JobService::LoadCatalog(const pb::LoadCa
 
 absl::StatusOr<pb::ImportGitCatalogResponse> JobService::ImportGitCatalog(
     const pb::ImportGitCatalogRequest& req) {
+  if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   if (req.catalog().empty()) return absl::InvalidArgumentError("catalog: required");
   if (req.commits().empty()) return absl::InvalidArgumentError("commits: empty");
   std::vector<pb::CatalogCommit> commits;
@@ -230,6 +245,7 @@ absl::StatusOr<std::vector<std::string>> JobService::LoadCatalogDir(
 // ============================================================= AgentService
 
 absl::StatusOr<pb::RegisterResponse> AgentService::Register(const pb::RegisterRequest& req) {
+  if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   if (req.name().empty()) return absl::InvalidArgumentError("name: required");
   if (req.name().size() > 200) return absl::InvalidArgumentError("name: longer than 200");
   if (req.slots() < 0) return absl::InvalidArgumentError("slots: must be >= 0");
@@ -247,13 +263,30 @@ absl::StatusOr<pb::HeartbeatResponse> AgentService::Heartbeat(const pb::Heartbea
   return queue_->Heartbeat(req, config_.lease_ttl);
 }
 
-absl::StatusOr<pb::LeaseJobsResponse> AgentService::LeaseJobs(const pb::LeaseJobsRequest& req) {
+absl::StatusOr<pb::LeaseJobsResponse> AgentService::LeaseJobs(
+    const pb::LeaseJobsRequest& req, const std::function<bool()>& caller_gone) {
   absl::Status st = CheckSession(req.agent_id(), req.session());
   if (!st.ok()) return st;
+  const auto gone = [&] { return caller_gone && caller_gone(); };
+  if (gone()) return absl::CancelledError("caller left before leasing");
   const int max_jobs = std::clamp(req.max_jobs(), 1, kMaxLeaseBatch);
   absl::StatusOr<std::vector<pb::JobLease>> leases =
       queue_->LeaseJobs(req.agent_id(), req.session(), max_jobs, config_.lease_ttl, eligible_);
   if (!leases.ok()) return leases.status();
+  if (!leases->empty() && gone()) {
+    pb::ReleaseLeasesRequest back;
+    back.set_agent_id(req.agent_id());
+    back.set_session(req.session());
+    for (const pb::JobLease& l : *leases) *back.add_leases() = l.lease();
+    absl::StatusOr<int> n = queue_->ReleaseLeases(back);
+    if (!n.ok()) {
+      // The reaper takes them back after the TTL (spending the attempt).
+      spdlog::warn("leases for a departed caller not released: {}", n.status().ToString());
+    } else {
+      spdlog::info("agent {}: caller left while leasing; {} leases released", req.agent_id(), *n);
+    }
+    return absl::CancelledError("caller left while leasing; leases released");
+  }
   metrics_->leases_granted.Increment(static_cast<double>(leases->size()));
   pb::LeaseJobsResponse resp;
   resp.mutable_leases()->Reserve(static_cast<int>(leases->size()));
@@ -265,6 +298,7 @@ absl::StatusOr<pb::ReportResultResponse> AgentService::ReportResult(
     const pb::ReportResultRequest& req) {
   absl::Status st = CheckLease(req.lease());
   if (!st.ok()) return st;
+  if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   absl::StatusOr<storage::ReportOutcome> out = queue_->ReportResult(req);
   if (absl::IsFailedPrecondition(out.status())) {
     metrics_->stale_results_rejected.Increment();
@@ -285,6 +319,7 @@ absl::StatusOr<pb::ReportFailureResponse> AgentService::ReportFailure(
     const pb::ReportFailureRequest& req) {
   absl::Status st = CheckLease(req.lease());
   if (!st.ok()) return st;
+  if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   absl::StatusOr<pb::JobState> state = queue_->ReportFailure(req, config_.retry);
   if (absl::IsFailedPrecondition(state.status())) {
     metrics_->stale_results_rejected.Increment();
@@ -333,6 +368,7 @@ absl::StatusOr<pb::Bisect> AnalysisService::GetBisect(const pb::GetBisectRequest
 
 absl::StatusOr<pb::Regression> AnalysisService::UpdateRegression(
     const pb::UpdateRegressionRequest& req) {
+  if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   if (req.regression_id() <= 0) return absl::InvalidArgumentError("regression_id: required");
   const pb::RegressionState s = req.state();
   if (s != pb::REGRESSION_STATE_UNSPECIFIED && s != pb::REGRESSION_STATE_ACKNOWLEDGED &&
@@ -348,13 +384,41 @@ absl::StatusOr<pb::Regression> AnalysisService::UpdateRegression(
 
 Reaper::Reaper(storage::JobQueue* queue, metrics::SchedulerMetrics* metrics,
                const SchedulerConfig& config)
-    : queue_(queue), metrics_(metrics), config_(config), loop_([this] {
-        absl::StatusOr<storage::ReapOutcome> r = RunOnce();
-        if (!r.ok()) spdlog::warn("reaper: {}", r.status().ToString());
-        return std::max(absl::Milliseconds(100), std::min(config_.lease_ttl / 4, absl::Seconds(5)));
-      }) {}
+    : queue_(queue), metrics_(metrics), config_(config), loop_([this] { return Tick(); }) {}
 
 Reaper::~Reaper() { Stop(); }
+
+void Reaper::Start() {
+  const absl::Duration now = BootClock();
+  grace_until_ = now + config_.lease_ttl;
+  last_pass_end_ = now;
+  last_pause_ = absl::ZeroDuration();
+  loop_.Start();
+}
+
+absl::Duration Reaper::Tick() {
+  const absl::Duration pause =
+      std::max(absl::Milliseconds(100), std::min(config_.lease_ttl / 4, absl::Seconds(5)));
+  const absl::Duration now = BootClock();
+  const absl::Duration gap = now - last_pass_end_;
+  if (gap > last_pause_ + std::max(config_.lease_ttl / 2, absl::Seconds(1))) {
+    pauses_detected_.fetch_add(1);
+    grace_until_ = now + config_.lease_ttl;
+    spdlog::warn("reaper: this process was paused for {} (expected {}); no lease expires for {}",
+                 absl::FormatDuration(gap), absl::FormatDuration(last_pause_),
+                 absl::FormatDuration(config_.lease_ttl));
+  }
+  if (now < grace_until_) {
+    grace_passes_.fetch_add(1);
+    RefreshGauges();
+  } else {
+    absl::StatusOr<storage::ReapOutcome> r = RunOnce();
+    if (!r.ok()) spdlog::warn("reaper: {}", r.status().ToString());
+  }
+  last_pass_end_ = BootClock();
+  last_pause_ = pause;
+  return pause;
+}
 
 absl::StatusOr<storage::ReapOutcome> Reaper::RunOnce() {
   constexpr int kBatch = 1000;
@@ -372,6 +436,11 @@ absl::StatusOr<storage::ReapOutcome> Reaper::RunOnce() {
     spdlog::info("reaper: {} expired leases requeued, {} jobs failed (out of attempts)",
                  total.requeued, total.failed);
   }
+  RefreshGauges();
+  return total;
+}
+
+void Reaper::RefreshGauges() {
   absl::StatusOr<std::array<int64_t, 6>> counts = queue_->QueueCounts();
   if (counts.ok()) {
     for (int s = 1; s < 6; ++s) metrics_->queue_jobs(s).Set(static_cast<double>((*counts)[s]));
@@ -381,7 +450,6 @@ absl::StatusOr<storage::ReapOutcome> Reaper::RunOnce() {
     metrics_->agents_connected.Set(static_cast<double>(std::count_if(
         agents->begin(), agents->end(), [](const pb::Agent& a) { return a.connected(); })));
   }
-  return total;
 }
 
 }  // namespace farm::scheduler

@@ -13,6 +13,8 @@
 #ifndef SCHEDULER_SCHEDULER_SERVICE_H_
 #define SCHEDULER_SCHEDULER_SERVICE_H_
 
+#include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -89,7 +91,11 @@ class AgentService final {
 
   absl::StatusOr<pb::RegisterResponse> Register(const pb::RegisterRequest& req);
   absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& req);
-  absl::StatusOr<pb::LeaseJobsResponse> LeaseJobs(const pb::LeaseJobsRequest& req);
+  // `caller_gone` (may be empty) is asked before claiming and after: leases
+  // taken for a caller that left go back to the queue unspent (ReleaseLeases)
+  // and the call answers kCancelled.
+  absl::StatusOr<pb::LeaseJobsResponse> LeaseJobs(const pb::LeaseJobsRequest& req,
+                                                  const std::function<bool()>& caller_gone = {});
   absl::StatusOr<pb::ReportResultResponse> ReportResult(const pb::ReportResultRequest& req);
   absl::StatusOr<pb::ReportFailureResponse> ReportFailure(const pb::ReportFailureRequest& req);
   absl::StatusOr<pb::ReleaseLeasesResponse> ReleaseLeases(const pb::ReleaseLeasesRequest& req);
@@ -126,6 +132,13 @@ class AnalysisService final {
 // queue/agent gauges. Safe to run in every scheduler at once (the reap is
 // SKIP LOCKED and idempotent). Start() and Stop() from any thread but the
 // reaper's; RunOnce() from any thread.
+//
+// Grace: the loop expires nothing for one TTL after Start() and after a
+// pause of this process (a gap on the boot-time clock, which counts
+// SIGSTOP and suspend, well beyond the loop's own period). Agents could not
+// reach a stopped or not-yet-started scheduler, so their leases ran out
+// through no fault of theirs; the grace lets every healthy agent heartbeat
+// (every ttl/3) before anything is reaped. RunOnce() reaps regardless.
 class Reaper final {
  public:
   Reaper(storage::JobQueue* queue, metrics::SchedulerMetrics* metrics,
@@ -134,15 +147,29 @@ class Reaper final {
   Reaper& operator=(const Reaper&) = delete;
   ~Reaper();  // stops the thread
 
-  void Start() { loop_.Start(); }
+  void Start();
   void Stop() { loop_.Stop(); }
   // One pass (reap until nothing is left, refresh gauges), on the caller's thread.
   absl::StatusOr<storage::ReapOutcome> RunOnce();
+  // Passes of the loop that skipped reaping for grace (start or pause).
+  int64_t grace_passes() const { return grace_passes_.load(); }
+  int64_t pauses_detected() const { return pauses_detected_.load(); }
 
  private:
+  // One pass of the loop; returns the pause before the next.
+  absl::Duration Tick();
+  // The gauges alone (no reaping).
+  void RefreshGauges();
+
   storage::JobQueue* const queue_;
   metrics::SchedulerMetrics* const metrics_;
   const SchedulerConfig config_;
+  // Loop-thread state (Start() resets it before the thread runs).
+  absl::Duration grace_until_;  // boot-time clock
+  absl::Duration last_pass_end_;
+  absl::Duration last_pause_;
+  std::atomic<int64_t> grace_passes_{0};
+  std::atomic<int64_t> pauses_detected_{0};
   base::BackgroundLoop loop_;  // last: stopped before the fields it uses go
 };
 

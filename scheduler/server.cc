@@ -1,5 +1,6 @@
 #include "scheduler/server.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -33,8 +34,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     return absl::InvalidArgumentError("--db: required (a PostgreSQL URI; or set FARM_DB)");
   }
   std::unique_ptr<SchedulerServer> s(new SchedulerServer());
-  s->pool_ = std::make_unique<storage::PgPool>(
-      storage::PgPoolOptions{options.db_uri, options.db_connections, 3});
+  s->pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{
+      options.db_uri, options.db_connections, 3, options.db_statement_timeout_ms});
 
   // The database may still be starting (farm-local, systemd): retry.
   const absl::Time give_up = absl::Now() + options.db_wait;
@@ -74,11 +75,26 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     s->listener_ = std::make_unique<storage::PgMatrixListener>(options.db_uri);
     s->listener_->Start();
   }
+  s->lease_db_ = std::make_unique<storage::PgPool>(
+      storage::PgPoolOptions{options.db_uri, std::max(1, options.lease_db_connections), 3,
+                             options.db_statement_timeout_ms});
+  s->lease_store_ = std::make_unique<storage::PgStore>(s->lease_db_.get());
+  s->lease_service_ =
+      std::make_unique<AgentService>(s->lease_store_.get(), s->metrics_.get(), options.config);
   s->workers_ = std::make_unique<WorkerPool>(options.worker_threads);
-  s->job_grpc_ = std::make_unique<JobServiceGrpc>(s->job_service_.get(), s->workers_.get(),
-                                                  options.token, s->listener_.get(), options.watch);
+  // Expensive calls never hold every database connection: one at least is
+  // left for the cheap ones.
+  const int heavy_threads =
+      std::clamp(options.heavy_threads, 1, std::max(1, options.db_connections - 1));
+  s->heavy_workers_ = std::make_unique<WorkerPool>(
+      heavy_threads, static_cast<size_t>(std::max(1, options.heavy_queue)));
+  s->lease_workers_ = std::make_unique<WorkerPool>(std::max(1, options.lease_threads));
+  s->job_grpc_ =
+      std::make_unique<JobServiceGrpc>(s->job_service_.get(), s->workers_.get(), options.token,
+                                       s->listener_.get(), options.watch, s->heavy_workers_.get());
   s->agent_grpc_ =
-      std::make_unique<AgentServiceGrpc>(s->agent_service_.get(), s->workers_.get(), options.token);
+      std::make_unique<AgentServiceGrpc>(s->agent_service_.get(), s->workers_.get(), options.token,
+                                         s->lease_service_.get(), s->lease_workers_.get());
   s->analysis_grpc_ = std::make_unique<AnalysisServiceGrpc>(s->analysis_service_.get(),
                                                             s->workers_.get(), options.token);
 
@@ -92,13 +108,38 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   // Raw tool output and large specs travel in one message.
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.SetMaxSendMessageSize(64 << 20);
+  grpc::ResourceQuota quota("farm-scheduler");
+  quota.Resize(static_cast<size_t>(options.grpc_memory_bytes));
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  // Keepalive: a vanished client's streams end within ~30 s, and clients'
+  // own pings (lib/client: every 10 s, also without calls) are welcome.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     s->workers_->Stop();
+    s->heavy_workers_->Stop();
+    s->lease_workers_->Stop();
     return absl::UnavailableError(
         absl::StrCat("--listen ", options.listen, ": cannot listen (address in use or invalid)"));
   }
   s->address_ = absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", s->port_);
+  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  storage::PgPool* health_db = s->lease_db_.get();
+  s->health_loop_ = std::make_unique<base::BackgroundLoop>([health, health_db] {
+    const absl::Status st = health_db->Run([](pqxx::connection& c) {
+      pqxx::nontransaction n(c);
+      n.exec("SELECT 1");
+      return absl::OkStatus();
+    });
+    if (health != nullptr) health->SetServingStatus(st.ok());
+    return absl::Seconds(1);
+  });
+  s->health_loop_->Start();
   s->reaper_ = std::make_unique<Reaper>(s->store_.get(), s->metrics_.get(), options.config);
   if (options.run_reaper) s->reaper_->Start();
   return s;
@@ -109,11 +150,16 @@ void SchedulerServer::Shutdown(absl::Duration deadline) {
   if (shut_down_) return;
   shut_down_ = true;
   if (reaper_) reaper_->Stop();
-  if (workers_) workers_->BeginStopping();
+  if (health_loop_) health_loop_->Stop();
+  for (WorkerPool* p : {workers_.get(), heavy_workers_.get(), lease_workers_.get()}) {
+    if (p != nullptr) p->BeginStopping();
+  }
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(deadline));
   }
-  if (workers_) workers_->Stop();
+  for (WorkerPool* p : {workers_.get(), heavy_workers_.get(), lease_workers_.get()}) {
+    if (p != nullptr) p->Stop();
+  }
   if (server_) server_->Wait();
   if (listener_) listener_->Stop();
 }

@@ -7,7 +7,8 @@
 // database unreachable for longer than db_wait, failed migration, bad
 // catalog dir). Shutdown() is idempotent: it stops accepting calls, lets
 // running calls finish (until the deadline, then cancels them), stops the
-// reaper and joins every thread. Thread-safe accessors.
+// reaper and joins every thread. Thread-safe accessors. The standard health
+// service answers SERVING only while PostgreSQL is reachable.
 #ifndef SCHEDULER_SERVER_H_
 #define SCHEDULER_SERVER_H_
 
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "lib/base/background_loop.h"
 #include "lib/metrics/metrics.h"
 #include "lib/storage/pg_listener.h"
 #include "lib/storage/pg_pool.h"
@@ -38,7 +40,21 @@ struct ServerOptions {
   std::string catalog_dir;                 // empty: load none
   std::string catalog_source = "builtin";  // source recorded for catalog_dir files
   int db_connections = 8;
+  // PostgreSQL statement_timeout on the pool's connections (0: none).
+  int db_statement_timeout_ms = 120000;
   int worker_threads = 8;
+  // Expensive calls (SubmitMatrix, LoadCatalog, ImportGitCatalog,
+  // GetResults) run on their own threads; beyond heavy_queue waiting calls
+  // they are shed with RESOURCE_EXHAUSTED.
+  int heavy_threads = 2;
+  int heavy_queue = 8;
+  // Heartbeat and ReleaseLeases: own threads and own database connections.
+  int lease_threads = 2;
+  int lease_db_connections = 2;
+  // gRPC limits: concurrent streams per connection and the memory gRPC may
+  // use for all calls together (the resource quota).
+  int max_concurrent_streams = 100;
+  int64_t grpc_memory_bytes = int64_t{1} << 30;
   // How long Start() keeps retrying when the database is not up yet.
   absl::Duration db_wait = absl::Seconds(30);
   bool run_reaper = true;
@@ -84,10 +100,19 @@ class SchedulerServer final {
   // Outlives the gRPC adapters: streams unsubscribe when gRPC is done.
   std::unique_ptr<storage::PgMatrixListener> listener_;
   std::unique_ptr<WorkerPool> workers_;
+  std::unique_ptr<WorkerPool> heavy_workers_;
+  // Lease renewals: their own connections, store, service and threads.
+  std::unique_ptr<storage::PgPool> lease_db_;
+  std::unique_ptr<storage::PgStore> lease_store_;
+  std::unique_ptr<AgentService> lease_service_;
+  std::unique_ptr<WorkerPool> lease_workers_;
   std::unique_ptr<JobServiceGrpc> job_grpc_;
   std::unique_ptr<AgentServiceGrpc> agent_grpc_;
   std::unique_ptr<AnalysisServiceGrpc> analysis_grpc_;
   std::unique_ptr<grpc::Server> server_;
+  // Health: SERVING only while PostgreSQL answers (checked every second
+  // over the lease connections). Stopped before server_ goes.
+  std::unique_ptr<base::BackgroundLoop> health_loop_;
   int port_ = 0;
   std::string address_;
   // Held for the whole of Shutdown(): a second caller waits for the first.

@@ -1,11 +1,15 @@
 // WorkerPool: a fixed set of threads running posted tasks, plus delayed
-// tasks. The gRPC adapters hand every blocking (database) call to it so
-// gRPC's callback threads never block on PostgreSQL.
+// tasks. The gRPC adapters hand every blocking (database) call to one so
+// gRPC's callback threads never block on PostgreSQL; the scheduler keeps
+// separate pools so that lease renewals never queue behind expensive calls.
 //
 // Contract: thread-safe (one mutex guards both queues; tasks run outside
 // it). Stop() runs every queued task, delayed ones at once, and joins the
-// threads; Post() after Stop() runs nothing and returns false. stopping()
-// lets long-lived work (streams) notice shutdown. Tasks must not throw.
+// threads; Post() after Stop() runs nothing and returns false. Admit() is
+// Post() with admission control: with a queue bound (max_queued > 0) it
+// refuses (kFull) once that many tasks wait, so callers can shed load
+// instead of queueing without limit. stopping() lets long-lived work
+// (streams) notice shutdown. Tasks must not throw.
 #ifndef SCHEDULER_WORKER_POOL_H_
 #define SCHEDULER_WORKER_POOL_H_
 
@@ -25,7 +29,12 @@ namespace farm::scheduler {
 
 class WorkerPool final {
  public:
-  explicit WorkerPool(int threads) {
+  enum class Admission { kQueued, kFull, kStopped };
+
+  // max_queued: ready tasks that may wait for a thread before Admit()
+  // refuses (0: no bound). Post()/PostAfter() are never refused for it:
+  // they continue work already admitted (a stream's next step).
+  explicit WorkerPool(int threads, size_t max_queued = 0) : max_queued_(max_queued) {
     for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
   }
   WorkerPool(const WorkerPool&) = delete;
@@ -35,6 +44,17 @@ class WorkerPool final {
   bool Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_) {
     return PostAfter(std::chrono::milliseconds(0), std::move(fn));
   }
+
+  Admission Admit(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return Admission::kStopped;
+    if (max_queued_ > 0 && ready_.size() >= max_queued_) return Admission::kFull;
+    ready_.push_back(std::move(fn));
+    cv_.Signal();
+    return Admission::kQueued;
+  }
+
+  size_t max_queued() const { return max_queued_; }
 
   bool PostAfter(std::chrono::milliseconds delay, std::function<void()> fn)
       ABSL_LOCKS_EXCLUDED(mu_) {
@@ -103,6 +123,7 @@ class WorkerPool final {
     }
   }
 
+  const size_t max_queued_;
   absl::Mutex mu_;
   absl::CondVar cv_;  // a task was posted, or draining began
   std::deque<std::function<void()>> ready_ ABSL_GUARDED_BY(mu_);

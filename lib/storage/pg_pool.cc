@@ -50,8 +50,33 @@ std::string WithConnectTimeout(const std::string& uri, int seconds) {
   return out;
 }
 
+std::string WithSessionOptions(const std::string& conninfo, int statement_timeout_ms) {
+  std::string out = conninfo;
+  const bool is_uri = out.rfind("postgres", 0) == 0 && out.find("://") != std::string::npos;
+  const auto add = [&](const std::string& key, const std::string& uri_value,
+                       const std::string& kv_value) {
+    if (out.find(key + "=") != std::string::npos) return;
+    if (is_uri) {
+      out += (out.find('?') == std::string::npos ? "?" : "&");
+      out += key + "=" + uri_value;
+    } else {
+      out += " " + key + "=" + kv_value;
+    }
+  };
+  add("keepalives", "1", "1");
+  add("keepalives_idle", "10", "10");
+  add("keepalives_interval", "5", "5");
+  add("keepalives_count", "4", "4");
+  if (statement_timeout_ms > 0) {
+    const std::string ms = std::to_string(statement_timeout_ms);
+    add("options", "-c%20statement_timeout%3D" + ms, "'-c statement_timeout=" + ms + "'");
+  }
+  return out;
+}
+
 PgPool::PgPool(PgPoolOptions options) : options_(std::move(options)) {
-  conninfo_ = WithConnectTimeout(options_.uri, options_.connect_timeout_seconds);
+  conninfo_ = WithSessionOptions(WithConnectTimeout(options_.uri, options_.connect_timeout_seconds),
+                                 options_.statement_timeout_ms);
   const int n = std::max(1, options_.size);
   for (int i = 0; i < n; ++i) {
     slots_.push_back(std::make_unique<Slot>());

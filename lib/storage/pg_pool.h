@@ -42,7 +42,15 @@ struct PgPoolOptions {
   std::string uri;  // libpq URI or key=value string
   int size = 8;     // connections
   int connect_timeout_seconds = 3;
+  // Server-side cap on one statement (0: the server's default); a hung or
+  // runaway statement ends with an error instead of holding a connection.
+  int statement_timeout_ms = 0;
 };
+
+// `conninfo` with TCP keepalives (a peer that vanished is noticed in ~30 s
+// rather than the kernel's two hours) and, when > 0, statement_timeout,
+// each unless the URI / key=value string sets it already.
+std::string WithSessionOptions(const std::string& conninfo, int statement_timeout_ms);
 
 // `uri` with connect_timeout=`seconds` added unless it sets one (URI or
 // key=value form), so a dead server never hangs a connect.
