@@ -1,11 +1,13 @@
-// gRPC callback-API adapters for JobService, AgentService and
-// AnalysisService: check the bearer token, hand the call to the WorkerPool
-// (database work never runs on gRPC's threads), call the plain service
-// class, convert absl::Status to grpc::Status. WatchMatrix and GetResults
-// are ServerWriteReactors driven by the pool.
+// gRPC callback-API adapters for JobService, AgentService, AnalysisService
+// and AccessService: hand the call to the WorkerPool (database work never
+// runs on gRPC's threads), authorize it there (scheduler/authz.h: the
+// principal, its role against the RPC table, an agent's own name and
+// leases), call the plain service class, convert absl::Status to
+// grpc::Status. WatchMatrix and GetResults are ServerWriteReactors driven
+// by the pool (they authorize on the gRPC thread when they start).
 //
-// Contract: the services, pool and token must outlive the grpc::Server the
-// adapters are registered with; shut the server down (after
+// Contract: the services, pool and authorizer must outlive the grpc::Server
+// the adapters are registered with; shut the server down (after
 // pool->BeginStopping()) before stopping the pool.
 #ifndef SCHEDULER_GRPC_SERVICES_H_
 #define SCHEDULER_GRPC_SERVICES_H_
@@ -17,7 +19,9 @@
 
 #include "absl/status/status.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/storage/access_store.h"
 #include "lib/storage/repositories.h"
+#include "scheduler/authz.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/worker_pool.h"
 
@@ -37,9 +41,9 @@ struct WatchOptions {
 class JobServiceGrpc final : public pb::JobService::CallbackService {
  public:
   // `events` (not owned, may be null) wakes WatchMatrix streams.
-  JobServiceGrpc(JobService* svc, WorkerPool* pool, std::string token,
+  JobServiceGrpc(JobService* svc, WorkerPool* pool, Authorizer* authz,
                  storage::MatrixEvents* events = nullptr, WatchOptions watch = {})
-      : svc_(svc), pool_(pool), token_(std::move(token)), events_(events), watch_(watch) {}
+      : svc_(svc), pool_(pool), authz_(authz), events_(events), watch_(watch) {}
 
   // Why WatchMatrix streams read the database, over the server's life (the
   // first read of a stream counts as a wake read).
@@ -83,7 +87,7 @@ class JobServiceGrpc final : public pb::JobService::CallbackService {
  private:
   JobService* const svc_;
   WorkerPool* const pool_;
-  const std::string token_;
+  Authorizer* const authz_;
   storage::MatrixEvents* const events_;
   const WatchOptions watch_;
   WatchStats watch_stats_;
@@ -91,8 +95,8 @@ class JobServiceGrpc final : public pb::JobService::CallbackService {
 
 class AgentServiceGrpc final : public pb::AgentService::CallbackService {
  public:
-  AgentServiceGrpc(AgentService* svc, WorkerPool* pool, std::string token)
-      : svc_(svc), pool_(pool), token_(std::move(token)) {}
+  AgentServiceGrpc(AgentService* svc, WorkerPool* pool, Authorizer* authz)
+      : svc_(svc), pool_(pool), authz_(authz) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const pb::RegisterRequest* req,
@@ -116,13 +120,13 @@ class AgentServiceGrpc final : public pb::AgentService::CallbackService {
  private:
   AgentService* const svc_;
   WorkerPool* const pool_;
-  const std::string token_;
+  Authorizer* const authz_;
 };
 
 class AnalysisServiceGrpc final : public pb::AnalysisService::CallbackService {
  public:
-  AnalysisServiceGrpc(AnalysisService* svc, WorkerPool* pool, std::string token)
-      : svc_(svc), pool_(pool), token_(std::move(token)) {}
+  AnalysisServiceGrpc(AnalysisService* svc, WorkerPool* pool, Authorizer* authz)
+      : svc_(svc), pool_(pool), authz_(authz) {}
 
   grpc::ServerUnaryReactor* ListRegressions(grpc::CallbackServerContext* ctx,
                                             const pb::ListRegressionsRequest* req,
@@ -139,7 +143,30 @@ class AnalysisServiceGrpc final : public pb::AnalysisService::CallbackService {
  private:
   AnalysisService* const svc_;
   WorkerPool* const pool_;
-  const std::string token_;
+  Authorizer* const authz_;
+};
+
+// API tokens: created (the secret returned once, only its SHA-256 stored),
+// listed and revoked by admins.
+class AccessServiceGrpc final : public pb::AccessService::CallbackService {
+ public:
+  AccessServiceGrpc(storage::AccessStore* store, WorkerPool* pool, Authorizer* authz)
+      : store_(store), pool_(pool), authz_(authz) {}
+
+  grpc::ServerUnaryReactor* CreateToken(grpc::CallbackServerContext* ctx,
+                                        const pb::CreateTokenRequest* req,
+                                        pb::CreateTokenResponse* resp) override;
+  grpc::ServerUnaryReactor* ListTokens(grpc::CallbackServerContext* ctx,
+                                       const pb::ListTokensRequest* req,
+                                       pb::ListTokensResponse* resp) override;
+  grpc::ServerUnaryReactor* RevokeToken(grpc::CallbackServerContext* ctx,
+                                        const pb::RevokeTokenRequest* req,
+                                        pb::RevokeTokenResponse* resp) override;
+
+ private:
+  storage::AccessStore* const store_;
+  WorkerPool* const pool_;
+  Authorizer* const authz_;
 };
 
 }  // namespace farm::scheduler

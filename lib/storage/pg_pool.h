@@ -44,6 +44,10 @@ struct PgPoolOptions {
   int connect_timeout_seconds = 3;
 };
 
+// `text` with the password of every database URI or key=value connection
+// string in it replaced by "***", for logs and errors.
+std::string RedactDatabaseUri(const std::string& text);
+
 // `uri` with connect_timeout=`seconds` added unless it sets one (URI or
 // key=value form), so a dead server never hangs a connect.
 std::string WithConnectTimeout(const std::string& uri, int seconds);
