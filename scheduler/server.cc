@@ -14,14 +14,22 @@
 namespace farm::scheduler {
 namespace {
 
-// Adds reflection to one builder only (InitProtoReflectionServerBuilderPlugin
-// would add it to every server of the process).
+// Reflection on this builder or not. Linking grpc++_reflection registers its
+// plugin for every server of the process; this option removes it and adds it
+// back only when `on`.
 class ReflectionOption final : public grpc::ServerBuilderOption {
  public:
+  explicit ReflectionOption(bool on) : on_(on) {}
   void UpdateArguments(grpc::ChannelArguments*) override {}
   void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
-    plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
+    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+      return p->name() == "proto_server_reflection";
+    });
+    if (on_) plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
   }
+
+ private:
+  const bool on_;
 };
 
 }  // namespace
@@ -123,9 +131,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   grpc::ServerBuilder builder;
   // Reflection cannot check a bearer token: it is served only where every
   // caller has a principal from the transport (mTLS) or none is needed.
-  if (!authz.authenticated() || authz.client_certificates) {
-    builder.SetOption(std::make_unique<ReflectionOption>());
-  }
+  builder.SetOption(
+      std::make_unique<ReflectionOption>(!authz.authenticated() || authz.client_certificates));
   builder.AddListeningPort(options.listen, service::MakeServerCredentials(options.tls), &s->port_);
   // One port, one server: with SO_REUSEPORT a second scheduler would bind the
   // same port and silently take a share of the calls.
