@@ -64,8 +64,8 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", metrics_address,
                  "serve Prometheus /metrics on HOST:PORT (port 0: any free "
                  "port; prints 'metrics on HOST:PORT')");
-  app.add_option("--token", options.client.token, "bearer token for the scheduler")
-      ->envname("FARM_TOKEN");
+  farm::client::SecurityFlags security;
+  farm::client::AddSecurityOptions(app, &security);
   farm::service::AddDurationOption(app, "--drain-timeout", &options.drain_timeout, "30s",
                                    "how long running jobs may finish after SIGTERM (e.g. 30s, 2m)",
                                    farm::service::DurationRange::kNonNegative);
@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
   if (options.name.empty()) {
     std::fprintf(stderr, "farm-agent: --name must not be empty\n");
+    return 2;
+  }
+  if (absl::Status st = farm::client::ApplySecurity(security, &options.client); !st.ok()) {
+    std::fprintf(stderr, "farm-agent: %s\n", std::string(st.message()).c_str());
     return 2;
   }
 

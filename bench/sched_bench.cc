@@ -1,7 +1,10 @@
 // sched_bench: jobs leased and reported per second end to end through gRPC
 // (in-process farm-scheduler + real gRPC clients acting as agents), and the
 // same claim-and-complete loop as raw SQL on the same PostgreSQL in the same
-// run. Prints both rates and their ratio (gRPC / SQL).
+// run. Prints both rates and their ratio (gRPC / SQL). Then the same gRPC
+// loop with one channel per agent, plaintext and mTLS (each agent presents
+// its own certificate from scripts/farm-certs, so the agent-identity checks
+// run too), and TLS vs plaintext connections set up per second (handshakes).
 //
 //   build/bench/sched_bench [--jobs N] [--agents K] [--batch B]
 //
@@ -9,6 +12,7 @@
 // fsync off) and a matrix of N emulator jobs; K concurrent workers each
 // claim B jobs at a time and complete them one by one (one transaction per
 // result, as agents do).
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +28,7 @@
 #include <pqxx/pqxx>
 
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/client/client.h"
 #include "lib/metrics/metrics.h"
 #include "lib/storage/migrations.h"
 #include "lib/storage/pg_pool.h"
@@ -40,6 +45,28 @@ int g_agents = 8;
 int g_batch = 50;
 farm::testing::PostgresInstance* g_pg = nullptr;
 double g_rate_sql = 0, g_rate_grpc = 0;
+double g_rate_plain_per_agent = 0, g_rate_mtls_per_agent = 0;
+double g_connects_plain = 0, g_connects_tls = 0;
+std::string g_certs;  // scripts/farm-certs output: ca, server, bench-0..K-1 (agents)
+
+std::string Slurp(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  return out;
+}
+
+farm::service::TlsPem Pem(const std::string& name, bool with_root) {
+  farm::service::TlsPem p;
+  p.cert_chain = Slurp(g_certs + "/" + name + ".pem");
+  p.private_key = Slurp(g_certs + "/" + name + ".key");
+  if (with_root) p.root_certs = Slurp(g_certs + "/ca.pem");
+  return p;
+}
 
 std::string NewDatabase() {
   static int n = 0;
@@ -166,6 +193,110 @@ void GrpcWorker(pb::AgentService::Stub* stub, int index, std::atomic<int64_t>* d
   }
 }
 
+// One scheduler on a fresh database; mTLS (client certificates required) when `tls`.
+std::unique_ptr<farm::scheduler::SchedulerServer> StartScheduler(
+    const std::string& uri, bool tls, farm::metrics::MetricsRegistry* registry) {
+  farm::scheduler::ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.db_uri = uri;
+  o.db_connections = g_agents;
+  o.worker_threads = g_agents;
+  if (tls) o.tls = Pem("server", /*with_root=*/true);
+  auto server = farm::scheduler::SchedulerServer::Start(o, registry);
+  if (!server.ok()) {
+    std::fprintf(stderr, "scheduler: %s\n", server.status().ToString().c_str());
+    std::exit(1);
+  }
+  return *std::move(server);
+}
+
+farm::client::ClientOptions AgentClient(const std::string& address, int index, bool tls) {
+  farm::client::ClientOptions c;
+  c.server = address;
+  if (tls) {
+    c.tls = Pem("bench-" + std::to_string(index), false);
+    c.tls.root_certs = Slurp(g_certs + "/ca.pem");
+  }
+  return c;
+}
+
+// The gRPC loop with one channel (one connection) per agent.
+double RunPerAgent(bool tls) {
+  const std::string uri = NewDatabase();
+  Populate(uri);
+  farm::metrics::MetricsRegistry registry;
+  auto server = StartScheduler(uri, tls, &registry);
+  std::vector<std::unique_ptr<pb::AgentService::Stub>> stubs;
+  for (int i = 0; i < g_agents; ++i) {
+    stubs.push_back(pb::AgentService::NewStub(
+        farm::client::MakeChannel(AgentClient(server->address(), i, tls))));
+  }
+  std::atomic<int64_t> done{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> ts;
+  for (int i = 0; i < g_agents; ++i) ts.emplace_back(GrpcWorker, stubs[i].get(), i, &done);
+  for (auto& t : ts) t.join();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  server->Shutdown(absl::Seconds(2));
+  if (done.load() != g_jobs) {
+    std::fprintf(stderr, "not every job completed\n");
+    std::exit(1);
+  }
+  return static_cast<double>(done.load()) / secs;
+}
+
+// New connections (channel + handshake + one ListAgents) per second.
+double RunConnects(bool tls, int n) {
+  const std::string uri = NewDatabase();
+  Populate(uri);
+  farm::metrics::MetricsRegistry registry;
+  auto server = StartScheduler(uri, tls, &registry);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    farm::client::ClientOptions c = AgentClient(server->address(), i % g_agents, tls);
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.use_local_subchannel_pool", 1);  // a fresh connection every time
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+    if (tls) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = c.tls.root_certs;
+      ssl.pem_cert_chain = c.tls.cert_chain;
+      ssl.pem_private_key = c.tls.private_key;
+      creds = grpc::SslCredentials(ssl);
+    }
+    auto stub = pb::JobService::NewStub(grpc::CreateCustomChannel(c.server, creds, args));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    pb::ListAgentsResponse resp;
+    // The agent certificates' role allows ListAgents (viewer).
+    grpc::Status st = stub->ListAgents(&ctx, {}, &resp);
+    if (!st.ok()) {
+      std::fprintf(stderr, "ListAgents: %s\n", st.error_message().c_str());
+      std::exit(1);
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  server->Shutdown(absl::Seconds(2));
+  return n / secs;
+}
+
+void BM_GrpcPerAgentPlaintext(benchmark::State& state) {
+  for (auto _ : state) g_rate_plain_per_agent = RunPerAgent(false);
+  state.counters["jobs_per_s"] = g_rate_plain_per_agent;
+}
+void BM_GrpcPerAgentMtls(benchmark::State& state) {
+  for (auto _ : state) g_rate_mtls_per_agent = RunPerAgent(true);
+  state.counters["jobs_per_s"] = g_rate_mtls_per_agent;
+}
+void BM_ConnectsPlaintext(benchmark::State& state) {
+  for (auto _ : state) g_connects_plain = RunConnects(false, 200);
+  state.counters["connects_per_s"] = g_connects_plain;
+}
+void BM_ConnectsTls(benchmark::State& state) {
+  for (auto _ : state) g_connects_tls = RunConnects(true, 200);
+  state.counters["connects_per_s"] = g_connects_tls;
+}
+
 void BM_RawSqlClaimComplete(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
@@ -222,6 +353,10 @@ void BM_GrpcLeaseReport(benchmark::State& state) {
 
 BENCHMARK(BM_RawSqlClaimComplete)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcLeaseReport)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GrpcPerAgentPlaintext)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GrpcPerAgentMtls)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConnectsPlaintext)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConnectsTls)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
@@ -248,6 +383,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   g_pg = pg->get();
+  g_certs = farm::testing::HarnessTempBase() + "/farm-bench-certs-" + std::to_string(getpid());
+  const std::string certs = std::string(FARM_SOURCE_DIR) + "/scripts/farm-certs";
+  std::string make = certs + " init " + g_certs + " 2>/dev/null";
+  for (int i = 0; i < g_agents; ++i) {
+    make += " && " + certs + " client " + g_certs + " bench-" + std::to_string(i) +
+            " agent 2>/dev/null";
+  }
+  if (std::system(make.c_str()) != 0) {
+    std::fprintf(stderr, "scripts/farm-certs failed\n");
+    return 1;
+  }
   benchmark::Initialize(&rest_argc, rest.data());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
@@ -255,6 +401,17 @@ int main(int argc, char** argv) {
   std::printf("raw SQL claim+complete: %.0f jobs/s\n", g_rate_sql);
   std::printf("gRPC lease+report end to end: %.0f jobs/s\n", g_rate_grpc);
   if (g_rate_sql > 0) std::printf("ratio gRPC/SQL: %.2f\n", g_rate_grpc / g_rate_sql);
+  std::printf("gRPC per-agent channels, plaintext: %.0f jobs/s\n", g_rate_plain_per_agent);
+  std::printf("gRPC per-agent channels, mTLS + agent identity: %.0f jobs/s\n",
+              g_rate_mtls_per_agent);
+  if (g_rate_plain_per_agent > 0) {
+    std::printf("ratio mTLS/plaintext jobs/s: %.2f\n",
+                g_rate_mtls_per_agent / g_rate_plain_per_agent);
+  }
+  std::printf("new connections + 1 call: plaintext %.0f/s, TLS handshakes %.0f/s (ratio %.2f)\n",
+              g_connects_plain, g_connects_tls,
+              g_connects_plain > 0 ? g_connects_tls / g_connects_plain : 0.0);
+  std::system(("rm -rf " + g_certs).c_str());
   g_pg = nullptr;
   return 0;
 }

@@ -50,6 +50,7 @@ Commands::Commands(client::ClientOptions options, std::ostream& out, std::ostrea
   channel_ = client::MakeChannel(options_);
   jobs_ = pb::JobService::NewStub(channel_);
   analysis_ = pb::AnalysisService::NewStub(channel_);
+  access_ = pb::AccessService::NewStub(channel_);
   err_is_tty_ = (&err == &std::cerr) && isatty(STDERR_FILENO) == 1;
 }
 
@@ -320,6 +321,46 @@ int Commands::RunResults(int64_t matrix_id, OutputFormat format, bool raw) {
       out_ << FormatResultsJson(*results);
       break;
   }
+  return 0;
+}
+
+int Commands::RunTokenCreate(const std::string& name, const std::string& role) {
+  pb::CreateTokenRequest request;
+  request.set_name(name);
+  request.set_role(role);
+  pb::CreateTokenResponse response;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = access_->CreateToken(ctx.get(), request, &response);
+  if (!status.ok()) return Fail("CreateToken", client::ToAbsl(status));
+  out_ << response.token() << "\n";
+  err_ << "token \"" << response.info().name() << "\" (role " << response.info().role()
+       << ") created; it is shown only this once\n";
+  return 0;
+}
+
+int Commands::RunTokenList() {
+  pb::ListTokensResponse response;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = access_->ListTokens(ctx.get(), {}, &response);
+  if (!status.ok()) return Fail("ListTokens", client::ToAbsl(status));
+  out_ << absl::StrFormat("%-6s %-24s %-10s %-20s %s\n", "ID", "NAME", "ROLE", "CREATED", "STATE");
+  for (const pb::ApiToken& t : response.tokens()) {
+    const absl::Time created = absl::FromUnixSeconds(t.created_at().seconds());
+    out_ << absl::StrFormat("%-6d %-24s %-10s %-20s %s\n", t.id(), t.name(), t.role(),
+                            absl::FormatTime("%Y-%m-%d %H:%M:%S", created, absl::UTCTimeZone()),
+                            t.revoked() ? "revoked" : "live");
+  }
+  return 0;
+}
+
+int Commands::RunTokenRevoke(const std::string& name) {
+  pb::RevokeTokenRequest request;
+  request.set_name(name);
+  pb::RevokeTokenResponse response;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = access_->RevokeToken(ctx.get(), request, &response);
+  if (!status.ok()) return Fail("RevokeToken", client::ToAbsl(status));
+  err_ << "token \"" << name << "\" revoked\n";
   return 0;
 }
 

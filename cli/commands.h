@@ -56,6 +56,10 @@ class Commands {
   // ("-": stdout).
   int RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
                 const std::string& output_path);
+  // API tokens (admin): create prints the secret, once, alone on stdout.
+  int RunTokenCreate(const std::string& name, const std::string& role);
+  int RunTokenList();
+  int RunTokenRevoke(const std::string& name);
 
   // Submits spec text. Retries while the server is UNAVAILABLE (with one
   // idempotency key, so a retried submit never creates a second matrix).
@@ -81,6 +85,7 @@ class Commands {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::JobService::Stub> jobs_;
   std::unique_ptr<pb::AnalysisService::Stub> analysis_;
+  std::unique_ptr<pb::AccessService::Stub> access_;
   bool err_is_tty_ = false;
   absl::Time last_progress_print_ = absl::InfinitePast();
   std::string last_progress_line_;

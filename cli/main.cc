@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
   app.add_option("--server", options.server, "scheduler address HOST:PORT")
       ->capture_default_str()
       ->envname("FARM_SERVER");
-  app.add_option("--token", options.token, "bearer token sent with every call")
-      ->envname("FARM_TOKEN");
+  farm::client::SecurityFlags security;
+  farm::client::AddSecurityOptions(app, &security);
 
   // submit
   std::string submit_file;
@@ -83,6 +83,22 @@ int main(int argc, char** argv) {
   results->add_option("MATRIX", results_matrix, "matrix id")->required();
   AddOutputOption(results, &results_format);
   results->add_flag("--raw", results_raw, "with --output json: include each run's raw tool output");
+
+  // token create / list / revoke
+  auto* token = app.add_subcommand("token", "API tokens (admin): create, list, revoke");
+  token->require_subcommand(1);
+  std::string token_name, token_role;
+  auto* token_create = token->add_subcommand(
+      "create", "create a token; prints the secret once on stdout (only its hash is stored)");
+  token_create->add_option("--name", token_name, "principal name (an agent token: the agent name)")
+      ->required();
+  token_create->add_option("--role", token_role, "viewer, submitter, agent or admin")
+      ->required()
+      ->check(CLI::IsMember({"viewer", "submitter", "agent", "admin"}));
+  auto* token_list = token->add_subcommand("list", "list tokens (never their secrets)");
+  std::string revoke_name;
+  auto* token_revoke = token->add_subcommand("revoke", "revoke the live token NAME");
+  token_revoke->add_option("NAME", revoke_name, "token name")->required();
 
   auto* agents = app.add_subcommand("agents", "list registered agents");
   std::string agents_format;
@@ -183,6 +199,10 @@ int main(int argc, char** argv) {
   });
 
   if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
+  if (absl::Status st = farm::client::ApplySecurity(security, &options); !st.ok()) {
+    std::cerr << "farmctl: " << st.message() << "\n";
+    return 2;
+  }
 
   farm::cli::Commands commands(options, std::cout, std::cerr);
   if (*submit) return commands.RunSubmit(submit_file, submit_wait, submit_dry);
@@ -190,6 +210,9 @@ int main(int argc, char** argv) {
   if (*watch) return commands.RunWatch(watch_matrix);
   if (*cancel) return commands.RunCancel(cancel_matrix, cancel_reason);
   if (*results) return commands.RunResults(results_matrix, ToFormat(results_format), results_raw);
+  if (*token_create) return commands.RunTokenCreate(token_name, token_role);
+  if (*token_list) return commands.RunTokenList();
+  if (*token_revoke) return commands.RunTokenRevoke(revoke_name);
   if (*agents) return commands.RunAgents(ToFormat(agents_format));
   if (*catalog_list) return commands.RunCatalogList(ToFormat(catalog_list_format));
   if (*catalog_show) return commands.RunCatalogShow(show_name, show_resolve);

@@ -3,12 +3,19 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <type_traits>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "lib/auth/auth.h"
 
 namespace farm::scheduler {
@@ -27,23 +34,32 @@ namespace {
 // with its value copied into *resp. A full pool sheds the call with
 // RESOURCE_EXHAUSTED; a caller that left (cancelled, or past its deadline)
 // while the call waited gets no work done for it.
+// `fn` may take the caller's Principal. Authorization runs on the pool too:
+// an API token is looked up in the database.
 template <typename T, typename Fn>
 grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, WorkerPool* pool,
-                                const std::string& token, T* resp, Fn fn) {
+                                Authorizer* authz, const char* rpc, T* resp, Fn fn) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  grpc::Status auth = auth::CheckBearer(*ctx, token);
-  if (!auth.ok()) {
-    reactor->Finish(auth);
-    return reactor;
-  }
+  authz->CountCall();
   const WorkerPool::Admission admitted =
-      pool->Admit([ctx, reactor, resp, fn = std::move(fn)]() mutable {
+      pool->Admit([reactor, ctx, authz, rpc, resp, fn = std::move(fn)]() mutable {
         grpc::Status gone = CallerGone(*ctx);
         if (!gone.ok()) {
           reactor->Finish(gone);
           return;
         }
-        absl::StatusOr<T> out = fn();
+        absl::StatusOr<Principal> who = authz->Authorize(*ctx, rpc);
+        if (!who.ok()) {
+          reactor->Finish(ToGrpcStatus(who.status()));
+          return;
+        }
+        absl::StatusOr<T> out = [&] {
+          if constexpr (std::is_invocable_v<Fn&, const Principal&>) {
+            return fn(*who);
+          } else {
+            return fn();
+          }
+        }();
         if (out.ok()) {
           *resp = *std::move(out);
           reactor->Finish(grpc::Status::OK);
@@ -375,12 +391,73 @@ class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
 
 std::string Peer(grpc::CallbackServerContext* ctx) { return ctx->peer(); }
 
+// A short random id that ties an error a client sees to the server log line.
+std::string ErrorId() {
+  thread_local absl::BitGen gen;
+  return absl::StrFormat("%08x", absl::Uniform<uint32_t>(gen));
+}
+
+// A bound agent's id, then the leases it names.
+template <typename Leases>
+absl::Status CheckAgent(Authorizer* authz, const Principal& who, int64_t agent_id,
+                        const Leases& leases) {
+  absl::Status st = authz->CheckAgentId(who, agent_id);
+  if (!st.ok() || !who.bound_agent()) return st;
+  std::vector<int64_t> ids;
+  for (const pb::LeaseRef& l : leases) ids.push_back(l.job_id());
+  return authz->CheckLeases(who, agent_id, ids);
+}
+
+void ToProto(const storage::ApiToken& t, pb::ApiToken* out) {
+  out->set_id(t.id);
+  out->set_name(t.name);
+  out->set_role(t.role);
+  const int64_t created = absl::ToUnixMicros(t.created_at);
+  out->mutable_created_at()->set_seconds(created / 1000000);
+  out->mutable_created_at()->set_nanos(static_cast<int32_t>(created % 1000000) * 1000);
+  out->set_revoked(t.revoked);
+  if (t.revoked) {
+    const int64_t revoked = absl::ToUnixMicros(t.revoked_at);
+    out->mutable_revoked_at()->set_seconds(revoked / 1000000);
+    out->mutable_revoked_at()->set_nanos(static_cast<int32_t>(revoked % 1000000) * 1000);
+  }
+}
+
+// Names of principals: what scripts/farm-certs accepts, so a token name can
+// also be an agent name or a certificate CN.
+bool ValidPrincipalName(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return absl::ascii_isalnum(name[0]);
+}
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& st) {
   if (st.ok()) return grpc::Status::OK;
   // absl and gRPC share the canonical code numbers.
-  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
+  const auto code = static_cast<grpc::StatusCode>(st.code());
+  // What a client sees: never database internals (SQL, server messages) and
+  // at most kMaxEcho characters of a message that may quote its input. The
+  // whole message goes to the log under an id the client is given.
+  constexpr size_t kMaxEcho = 200;
+  const bool internal = st.code() == absl::StatusCode::kInternal ||
+                        st.code() == absl::StatusCode::kUnknown ||
+                        st.code() == absl::StatusCode::kDataLoss;
+  if (!internal && st.message().size() <= kMaxEcho) {
+    return grpc::Status(code, std::string(st.message()));
+  }
+  const std::string id = ErrorId();
+  spdlog::warn("error {} ({}): {}", id, absl::StatusCodeToString(st.code()),
+               absl::CEscape(st.message()));
+  if (internal) {
+    return grpc::Status(code,
+                        absl::StrCat("internal error (error id ", id, " in the scheduler log)"));
+  }
+  return grpc::Status(code, absl::StrCat(st.message().substr(0, kMaxEcho), "... (error id ", id,
+                                         " in the scheduler log)"));
 }
 
 // ----------------------------------------------------------------- JobService
@@ -388,22 +465,26 @@ grpc::Status ToGrpcStatus(const absl::Status& st) {
 grpc::ServerUnaryReactor* JobServiceGrpc::SubmitMatrix(grpc::CallbackServerContext* ctx,
                                                        const pb::SubmitMatrixRequest* req,
                                                        pb::SubmitMatrixResponse* resp) {
-  return Unary(ctx, heavy_, token_, resp,
+  return Unary(ctx, heavy_, authz_, "JobService/SubmitMatrix", resp,
                [this, req, peer = Peer(ctx)] { return svc_->SubmitMatrix(*req, peer); });
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::GetMatrix(grpc::CallbackServerContext* ctx,
                                                     const pb::GetMatrixRequest* req,
                                                     pb::Matrix* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->GetMatrix(*req); });
+  return Unary(ctx, pool_, authz_, "JobService/GetMatrix", resp,
+               [this, req] { return svc_->GetMatrix(*req); });
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::ListMatrices(grpc::CallbackServerContext* ctx,
                                                        const pb::ListMatricesRequest* req,
                                                        pb::ListMatricesResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->ListMatrices(*req); });
+  return Unary(ctx, pool_, authz_, "JobService/ListMatrices", resp,
+               [this, req] { return svc_->ListMatrices(*req); });
 }
 grpc::ServerWriteReactor<pb::MatrixProgress>* JobServiceGrpc::WatchMatrix(
     grpc::CallbackServerContext* ctx, const pb::WatchMatrixRequest* req) {
-  grpc::Status auth = auth::CheckBearer(*ctx, token_);
+  authz_->CountCall();
+  // On the gRPC thread: a stream starts rarely, and its reads go to the pool.
+  grpc::Status auth = ToGrpcStatus(authz_->Authorize(*ctx, "JobService/WatchMatrix").status());
   if (!auth.ok() || req->matrix_id() <= 0) {
     class Fail final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
      public:
@@ -419,11 +500,13 @@ grpc::ServerWriteReactor<pb::MatrixProgress>* JobServiceGrpc::WatchMatrix(
 grpc::ServerUnaryReactor* JobServiceGrpc::CancelMatrix(grpc::CallbackServerContext* ctx,
                                                        const pb::CancelMatrixRequest* req,
                                                        pb::CancelMatrixResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->CancelMatrix(*req); });
+  return Unary(ctx, pool_, authz_, "JobService/CancelMatrix", resp,
+               [this, req] { return svc_->CancelMatrix(*req); });
 }
 grpc::ServerWriteReactor<pb::Result>* JobServiceGrpc::GetResults(grpc::CallbackServerContext* ctx,
                                                                  const pb::GetResultsRequest* req) {
-  grpc::Status auth = auth::CheckBearer(*ctx, token_);
+  authz_->CountCall();
+  grpc::Status auth = ToGrpcStatus(authz_->Authorize(*ctx, "JobService/GetResults").status());
   if (!auth.ok()) {
     class Fail final : public grpc::ServerWriteReactor<pb::Result> {
      public:
@@ -437,27 +520,32 @@ grpc::ServerWriteReactor<pb::Result>* JobServiceGrpc::GetResults(grpc::CallbackS
 grpc::ServerUnaryReactor* JobServiceGrpc::ListAgents(grpc::CallbackServerContext* ctx,
                                                      const pb::ListAgentsRequest* req,
                                                      pb::ListAgentsResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->ListAgents(*req); });
+  return Unary(ctx, pool_, authz_, "JobService/ListAgents", resp,
+               [this, req] { return svc_->ListAgents(*req); });
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::ListCatalogs(grpc::CallbackServerContext* ctx,
                                                        const pb::ListCatalogsRequest* req,
                                                        pb::ListCatalogsResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->ListCatalogs(*req); });
+  return Unary(ctx, pool_, authz_, "JobService/ListCatalogs", resp,
+               [this, req] { return svc_->ListCatalogs(*req); });
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::GetCatalog(grpc::CallbackServerContext* ctx,
                                                      const pb::GetCatalogRequest* req,
                                                      pb::Catalog* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->GetCatalog(*req); });
+  return Unary(ctx, pool_, authz_, "JobService/GetCatalog", resp,
+               [this, req] { return svc_->GetCatalog(*req); });
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::LoadCatalog(grpc::CallbackServerContext* ctx,
                                                       const pb::LoadCatalogRequest* req,
                                                       pb::LoadCatalogResponse* resp) {
-  return Unary(ctx, heavy_, token_, resp, [this, req] { return svc_->LoadCatalog(*req); });
+  return Unary(ctx, heavy_, authz_, "JobService/LoadCatalog", resp,
+               [this, req] { return svc_->LoadCatalog(*req); });
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::ImportGitCatalog(grpc::CallbackServerContext* ctx,
                                                            const pb::ImportGitCatalogRequest* req,
                                                            pb::ImportGitCatalogResponse* resp) {
-  return Unary(ctx, heavy_, token_, resp, [this, req] { return svc_->ImportGitCatalog(*req); });
+  return Unary(ctx, heavy_, authz_, "JobService/ImportGitCatalog", resp,
+               [this, req] { return svc_->ImportGitCatalog(*req); });
 }
 
 // --------------------------------------------------------------- AgentService
@@ -465,37 +553,66 @@ grpc::ServerUnaryReactor* JobServiceGrpc::ImportGitCatalog(grpc::CallbackServerC
 grpc::ServerUnaryReactor* AgentServiceGrpc::Register(grpc::CallbackServerContext* ctx,
                                                      const pb::RegisterRequest* req,
                                                      pb::RegisterResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->Register(*req); });
+  return Unary(ctx, pool_, authz_, "AgentService/Register", resp,
+               [this, req](const Principal& who) -> absl::StatusOr<pb::RegisterResponse> {
+                 absl::Status st = authz_->CheckRegister(who, req->name());
+                 if (!st.ok()) return st;
+                 return svc_->Register(*req);
+               });
 }
 grpc::ServerUnaryReactor* AgentServiceGrpc::Heartbeat(grpc::CallbackServerContext* ctx,
                                                       const pb::HeartbeatRequest* req,
                                                       pb::HeartbeatResponse* resp) {
-  return Unary(ctx, lease_pool_, token_, resp, [this, req] { return lease_svc_->Heartbeat(*req); });
+  return Unary(ctx, lease_pool_, authz_, "AgentService/Heartbeat", resp,
+               [this, req](const Principal& who) -> absl::StatusOr<pb::HeartbeatResponse> {
+                 absl::Status st = CheckAgent(authz_, who, req->agent_id(), req->leases());
+                 if (!st.ok()) return st;
+                 return lease_svc_->Heartbeat(*req);
+               });
 }
 grpc::ServerUnaryReactor* AgentServiceGrpc::LeaseJobs(grpc::CallbackServerContext* ctx,
                                                       const pb::LeaseJobsRequest* req,
                                                       pb::LeaseJobsResponse* resp) {
   // Checked again once the leases are taken: a caller that left meanwhile
   // never learns of them, so they go back unspent.
-  return Unary(ctx, pool_, token_, resp, [this, ctx, req] {
-    return svc_->LeaseJobs(*req, [ctx] { return !CallerGone(*ctx).ok(); });
-  });
+  return Unary(ctx, pool_, authz_, "AgentService/LeaseJobs", resp,
+               [this, ctx, req](const Principal& who) -> absl::StatusOr<pb::LeaseJobsResponse> {
+                 absl::Status st = authz_->CheckAgentId(who, req->agent_id());
+                 if (!st.ok()) return st;
+                 return svc_->LeaseJobs(*req, [ctx] { return !CallerGone(*ctx).ok(); });
+               });
 }
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReportResult(grpc::CallbackServerContext* ctx,
                                                          const pb::ReportResultRequest* req,
                                                          pb::ReportResultResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->ReportResult(*req); });
+  return Unary(ctx, pool_, authz_, "AgentService/ReportResult", resp,
+               [this, req](const Principal& who) -> absl::StatusOr<pb::ReportResultResponse> {
+                 absl::Status st = CheckAgent(authz_, who, req->agent_id(),
+                                              std::vector<pb::LeaseRef>{req->lease()});
+                 if (!st.ok()) return st;
+                 return svc_->ReportResult(*req);
+               });
 }
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReportFailure(grpc::CallbackServerContext* ctx,
                                                           const pb::ReportFailureRequest* req,
                                                           pb::ReportFailureResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->ReportFailure(*req); });
+  return Unary(ctx, pool_, authz_, "AgentService/ReportFailure", resp,
+               [this, req](const Principal& who) -> absl::StatusOr<pb::ReportFailureResponse> {
+                 absl::Status st = CheckAgent(authz_, who, req->agent_id(),
+                                              std::vector<pb::LeaseRef>{req->lease()});
+                 if (!st.ok()) return st;
+                 return svc_->ReportFailure(*req);
+               });
 }
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReleaseLeases(grpc::CallbackServerContext* ctx,
                                                           const pb::ReleaseLeasesRequest* req,
                                                           pb::ReleaseLeasesResponse* resp) {
-  return Unary(ctx, lease_pool_, token_, resp,
-               [this, req] { return lease_svc_->ReleaseLeases(*req); });
+  return Unary(ctx, lease_pool_, authz_, "AgentService/ReleaseLeases", resp,
+               [this, req](const Principal& who) -> absl::StatusOr<pb::ReleaseLeasesResponse> {
+                 absl::Status st = CheckAgent(authz_, who, req->agent_id(), req->leases());
+                 if (!st.ok()) return st;
+                 return lease_svc_->ReleaseLeases(*req);
+               });
 }
 
 // ------------------------------------------------------------ AnalysisService
@@ -503,22 +620,77 @@ grpc::ServerUnaryReactor* AgentServiceGrpc::ReleaseLeases(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* AnalysisServiceGrpc::ListRegressions(
     grpc::CallbackServerContext* ctx, const pb::ListRegressionsRequest* req,
     pb::ListRegressionsResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->ListRegressions(*req); });
+  return Unary(ctx, pool_, authz_, "AnalysisService/ListRegressions", resp,
+               [this, req] { return svc_->ListRegressions(*req); });
 }
 grpc::ServerUnaryReactor* AnalysisServiceGrpc::GetRegression(grpc::CallbackServerContext* ctx,
                                                              const pb::GetRegressionRequest* req,
                                                              pb::Regression* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->GetRegression(*req); });
+  return Unary(ctx, pool_, authz_, "AnalysisService/GetRegression", resp,
+               [this, req] { return svc_->GetRegression(*req); });
 }
 grpc::ServerUnaryReactor* AnalysisServiceGrpc::GetBisect(grpc::CallbackServerContext* ctx,
                                                          const pb::GetBisectRequest* req,
                                                          pb::Bisect* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->GetBisect(*req); });
+  return Unary(ctx, pool_, authz_, "AnalysisService/GetBisect", resp,
+               [this, req] { return svc_->GetBisect(*req); });
 }
 grpc::ServerUnaryReactor* AnalysisServiceGrpc::UpdateRegression(
     grpc::CallbackServerContext* ctx, const pb::UpdateRegressionRequest* req,
     pb::Regression* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->UpdateRegression(*req); });
+  return Unary(ctx, pool_, authz_, "AnalysisService/UpdateRegression", resp,
+               [this, req] { return svc_->UpdateRegression(*req); });
+}
+
+// ------------------------------------------------------------- AccessService
+
+grpc::ServerUnaryReactor* AccessServiceGrpc::CreateToken(grpc::CallbackServerContext* ctx,
+                                                         const pb::CreateTokenRequest* req,
+                                                         pb::CreateTokenResponse* resp) {
+  return Unary(
+      ctx, pool_, authz_, "AccessService/CreateToken", resp,
+      [this, req]() -> absl::StatusOr<pb::CreateTokenResponse> {
+        if (!ValidPrincipalName(req->name())) {
+          return absl::InvalidArgumentError(
+              "name: 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit");
+        }
+        if (!ParseRole(req->role()).has_value()) {
+          return absl::InvalidArgumentError("role: viewer, submitter, agent or admin");
+        }
+        const std::string secret = auth::NewToken();
+        if (secret.empty()) return absl::InternalError("random number generator failed");
+        absl::StatusOr<storage::ApiToken> t =
+            store_->CreateToken(req->name(), req->role(), auth::TokenSha256Hex(secret));
+        if (!t.ok()) return t.status();
+        pb::CreateTokenResponse out;
+        ToProto(*t, out.mutable_info());
+        out.set_token(secret);
+        spdlog::info("token created: name \"{}\" role {}", absl::CEscape(t->name), t->role);
+        return out;
+      });
+}
+grpc::ServerUnaryReactor* AccessServiceGrpc::ListTokens(grpc::CallbackServerContext* ctx,
+                                                        const pb::ListTokensRequest* req,
+                                                        pb::ListTokensResponse* resp) {
+  return Unary(ctx, pool_, authz_, "AccessService/ListTokens", resp,
+               [this]() -> absl::StatusOr<pb::ListTokensResponse> {
+                 absl::StatusOr<std::vector<storage::ApiToken>> all = store_->ListTokens();
+                 if (!all.ok()) return all.status();
+                 pb::ListTokensResponse out;
+                 for (const storage::ApiToken& t : *all) ToProto(t, out.add_tokens());
+                 return out;
+               });
+}
+grpc::ServerUnaryReactor* AccessServiceGrpc::RevokeToken(grpc::CallbackServerContext* ctx,
+                                                         const pb::RevokeTokenRequest* req,
+                                                         pb::RevokeTokenResponse* resp) {
+  return Unary(ctx, pool_, authz_, "AccessService/RevokeToken", resp,
+               [this, req]() -> absl::StatusOr<pb::RevokeTokenResponse> {
+                 absl::Status st = store_->RevokeToken(req->name());
+                 if (!st.ok()) return st;
+                 spdlog::info("token revoked: name \"{}\"", absl::CEscape(req->name()));
+                 return pb::RevokeTokenResponse();
+               });
 }
 
 }  // namespace farm::scheduler

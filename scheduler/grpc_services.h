@@ -1,11 +1,13 @@
-// gRPC callback-API adapters for JobService, AgentService and
-// AnalysisService: check the bearer token, hand the call to the WorkerPool
-// (database work never runs on gRPC's threads), call the plain service
-// class, convert absl::Status to grpc::Status. WatchMatrix and GetResults
-// are ServerWriteReactors driven by the pool.
+// gRPC callback-API adapters for JobService, AgentService, AnalysisService
+// and AccessService: hand the call to the WorkerPool (database work never
+// runs on gRPC's threads), authorize it there (scheduler/authz.h: the
+// principal, its role against the RPC table, an agent's own name and
+// leases), call the plain service class, convert absl::Status to
+// grpc::Status. WatchMatrix and GetResults are ServerWriteReactors driven
+// by the pool (they authorize on the gRPC thread when they start).
 //
-// Contract: the services, pool and token must outlive the grpc::Server the
-// adapters are registered with; shut the server down (after
+// Contract: the services, pool and authorizer must outlive the grpc::Server
+// the adapters are registered with; shut the server down (after
 // pool->BeginStopping()) before stopping the pool.
 #ifndef SCHEDULER_GRPC_SERVICES_H_
 #define SCHEDULER_GRPC_SERVICES_H_
@@ -17,7 +19,9 @@
 
 #include "absl/status/status.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/storage/access_store.h"
 #include "lib/storage/repositories.h"
+#include "scheduler/authz.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/worker_pool.h"
 
@@ -44,13 +48,13 @@ class JobServiceGrpc final : public pb::JobService::CallbackService {
   // (not owned; null: `pool`) runs the expensive calls (SubmitMatrix,
   // LoadCatalog, ImportGitCatalog, GetResults); give it a queue bound so
   // they are shed with RESOURCE_EXHAUSTED instead of piling up.
-  JobServiceGrpc(JobService* svc, WorkerPool* pool, std::string token,
+  JobServiceGrpc(JobService* svc, WorkerPool* pool, Authorizer* authz,
                  storage::MatrixEvents* events = nullptr, WatchOptions watch = {},
                  WorkerPool* heavy = nullptr)
       : svc_(svc),
         pool_(pool),
         heavy_(heavy != nullptr ? heavy : pool),
-        token_(std::move(token)),
+        authz_(authz),
         events_(events),
         watch_(watch) {}
 
@@ -97,7 +101,7 @@ class JobServiceGrpc final : public pb::JobService::CallbackService {
   JobService* const svc_;
   WorkerPool* const pool_;
   WorkerPool* const heavy_;
-  const std::string token_;
+  Authorizer* const authz_;
   storage::MatrixEvents* const events_;
   const WatchOptions watch_;
   WatchStats watch_stats_;
@@ -109,13 +113,13 @@ class AgentServiceGrpc final : public pb::AgentService::CallbackService {
   // Heartbeat and ReleaseLeases: lease renewals get their own threads (and,
   // through their own store, their own database connections) so they never
   // wait behind other work.
-  AgentServiceGrpc(AgentService* svc, WorkerPool* pool, std::string token,
+  AgentServiceGrpc(AgentService* svc, WorkerPool* pool, Authorizer* authz,
                    AgentService* lease_svc = nullptr, WorkerPool* lease_pool = nullptr)
       : svc_(svc),
         pool_(pool),
         lease_svc_(lease_svc != nullptr ? lease_svc : svc),
         lease_pool_(lease_pool != nullptr ? lease_pool : pool),
-        token_(std::move(token)) {}
+        authz_(authz) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const pb::RegisterRequest* req,
@@ -141,13 +145,13 @@ class AgentServiceGrpc final : public pb::AgentService::CallbackService {
   WorkerPool* const pool_;
   AgentService* const lease_svc_;
   WorkerPool* const lease_pool_;
-  const std::string token_;
+  Authorizer* const authz_;
 };
 
 class AnalysisServiceGrpc final : public pb::AnalysisService::CallbackService {
  public:
-  AnalysisServiceGrpc(AnalysisService* svc, WorkerPool* pool, std::string token)
-      : svc_(svc), pool_(pool), token_(std::move(token)) {}
+  AnalysisServiceGrpc(AnalysisService* svc, WorkerPool* pool, Authorizer* authz)
+      : svc_(svc), pool_(pool), authz_(authz) {}
 
   grpc::ServerUnaryReactor* ListRegressions(grpc::CallbackServerContext* ctx,
                                             const pb::ListRegressionsRequest* req,
@@ -164,7 +168,30 @@ class AnalysisServiceGrpc final : public pb::AnalysisService::CallbackService {
  private:
   AnalysisService* const svc_;
   WorkerPool* const pool_;
-  const std::string token_;
+  Authorizer* const authz_;
+};
+
+// API tokens: created (the secret returned once, only its SHA-256 stored),
+// listed and revoked by admins.
+class AccessServiceGrpc final : public pb::AccessService::CallbackService {
+ public:
+  AccessServiceGrpc(storage::AccessStore* store, WorkerPool* pool, Authorizer* authz)
+      : store_(store), pool_(pool), authz_(authz) {}
+
+  grpc::ServerUnaryReactor* CreateToken(grpc::CallbackServerContext* ctx,
+                                        const pb::CreateTokenRequest* req,
+                                        pb::CreateTokenResponse* resp) override;
+  grpc::ServerUnaryReactor* ListTokens(grpc::CallbackServerContext* ctx,
+                                       const pb::ListTokensRequest* req,
+                                       pb::ListTokensResponse* resp) override;
+  grpc::ServerUnaryReactor* RevokeToken(grpc::CallbackServerContext* ctx,
+                                        const pb::RevokeTokenRequest* req,
+                                        pb::RevokeTokenResponse* resp) override;
+
+ private:
+  storage::AccessStore* const store_;
+  WorkerPool* const pool_;
+  Authorizer* const authz_;
 };
 
 }  // namespace farm::scheduler

@@ -1,5 +1,6 @@
 // farm-scheduler: parse flags, start SchedulerServer and the /metrics
 // exposer, wait for SIGTERM/SIGINT, shut down cleanly.
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -11,6 +12,7 @@
 #include "lib/metrics/metrics.h"
 #include "lib/service/flags.h"
 #include "lib/service/shutdown.h"
+#include "lib/service/tls.h"
 #include "scheduler/server.h"
 
 #ifndef FARM_DEFAULT_CATALOG_DIR
@@ -41,10 +43,14 @@ int main(int argc, char** argv) {
                  "Prometheus /metrics address host:port; port 0 picks a free port (printed as "
                  "`metrics on HOST:PORT`)")
       ->capture_default_str();
-  app.add_option("--token", opts.token,
-                 "require `authorization: Bearer TOKEN` on every call (empty: no "
-                 "authentication)")
-      ->envname("FARM_TOKEN");
+  std::string admin_token_file;
+  app.add_option("--admin-token-file", admin_token_file,
+                 "file whose first line is the bootstrap admin bearer token (or set "
+                 "FARM_ADMIN_TOKEN). No token and no --tls-ca: calls are not authenticated, "
+                 "which only a loopback --listen (or --insecure) allows")
+      ->envname("FARM_ADMIN_TOKEN_FILE");
+  farm::service::TlsFlags tls_flags;
+  farm::service::AddTlsOptions(app, &tls_flags, /*server=*/true);
   farm::service::AddDurationOption(
       app, "--lease-ttl", &opts.config.lease_ttl, "30s",
       "lease lifetime without a heartbeat (e.g. 30s, 2s, 500ms); agents heartbeat every "
@@ -77,6 +83,28 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   opts.listen = listen;
+  absl::StatusOr<farm::service::TlsPem> tls = farm::service::LoadTls(tls_flags, /*server=*/true);
+  if (!tls.ok()) {
+    std::cerr << "farm-scheduler: " << tls.status().message() << "\n";
+    return 2;
+  }
+  opts.tls = *std::move(tls);
+  opts.insecure = tls_flags.insecure;
+  if (!admin_token_file.empty()) {
+    absl::StatusOr<std::string> token =
+        farm::service::ReadSecretFile(admin_token_file, "--admin-token-file");
+    if (!token.ok()) {
+      std::cerr << "farm-scheduler: " << token.status().message() << "\n";
+      return 2;
+    }
+    opts.token = *std::move(token);
+  } else if (const char* env = std::getenv("FARM_ADMIN_TOKEN"); env != nullptr && *env != '\0') {
+    opts.token = env;
+  }
+  if (absl::Status exposure = farm::scheduler::CheckExposure(opts); !exposure.ok()) {
+    std::cerr << "farm-scheduler: " << exposure.message() << "\n";
+    return 2;
+  }
   opts.config.max_attempts = max_attempts;
   opts.config.limits.max_jobs_per_matrix = max_jobs;
   opts.config.limits.max_spec_bytes = max_spec_bytes;
@@ -114,6 +142,12 @@ int main(int argc, char** argv) {
   if (!server.ok()) {
     spdlog::error("{}", std::string(server.status().message()));
     return 1;
+  }
+  if (opts.insecure && !farm::service::IsLoopbackAddress(opts.listen) &&
+      (!opts.tls.enabled() || (opts.token.empty() && opts.tls.root_certs.empty()))) {
+    spdlog::warn("--insecure: {} serves {} off loopback; anyone on the network can call it",
+                 (*server)->address(),
+                 opts.tls.enabled() ? "unauthenticated calls" : "plaintext gRPC");
   }
   std::cout << "listening on " << (*server)->address() << "\n"
             << "metrics on " << (*exposer)->address() << std::endl;

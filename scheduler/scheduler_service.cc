@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/catalog_yaml.h"
 #include "scheduler/storable_text.h"
@@ -96,7 +97,7 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
     resp.add_warnings(absl::StrCat("idempotency key matched matrix ", created->matrix.id(),
                                    ": nothing new created"));
   }
-  spdlog::info("matrix {} \"{}\": {} jobs{}", created->matrix.id(), spec->name,
+  spdlog::info("matrix {} \"{}\": {} jobs{}", created->matrix.id(), absl::CEscape(spec->name),
                created->jobs_created, created->existing ? " (existing)" : "");
   return resp;
 }
@@ -179,8 +180,8 @@ absl::StatusOr<pb::LoadCatalogResponse> JobService::LoadCatalog(const pb::LoadCa
   if (!stored.ok()) return stored.status();
   pb::LoadCatalogResponse resp;
   *resp.mutable_catalog() = *std::move(stored);
-  spdlog::info("catalog \"{}\" loaded from {}: {} commits", resp.catalog().name(), source_name,
-               resp.catalog().commits_size());
+  spdlog::info("catalog \"{}\" loaded from {}: {} commits", absl::CEscape(resp.catalog().name()),
+               absl::CEscape(source_name), resp.catalog().commits_size());
   return resp;
 }
 
@@ -253,7 +254,7 @@ absl::StatusOr<pb::RegisterResponse> AgentService::Register(const pb::RegisterRe
   if (!resp.ok()) return resp;
   SetDuration(config_.heartbeat_interval(), resp->mutable_heartbeat_interval());
   SetDuration(config_.lease_ttl, resp->mutable_lease_ttl());
-  spdlog::info("agent \"{}\" registered as id {}", req.name(), resp->agent_id());
+  spdlog::info("agent \"{}\" registered as id {}", absl::CEscape(req.name()), resp->agent_id());
   return resp;
 }
 

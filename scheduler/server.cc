@@ -13,6 +13,27 @@
 #include "scheduler/real_match.h"
 
 namespace farm::scheduler {
+namespace {
+
+// Reflection on this builder or not. Linking grpc++_reflection registers its
+// plugin for every server of the process; this option removes it and adds it
+// back only when `on`.
+class ReflectionOption final : public grpc::ServerBuilderOption {
+ public:
+  explicit ReflectionOption(bool on) : on_(on) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+      return p->name() == "proto_server_reflection";
+    });
+    if (on_) plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
+  }
+
+ private:
+  const bool on_;
+};
+
+}  // namespace
 
 absl::Status CheckHostPort(const std::string& value, const std::string& flag) {
   const auto colon = value.rfind(':');
@@ -26,9 +47,25 @@ absl::Status CheckHostPort(const std::string& value, const std::string& flag) {
   return absl::OkStatus();
 }
 
+absl::Status CheckExposure(const ServerOptions& options) {
+  absl::Status st =
+      service::CheckPlaintextAllowed(options.listen, options.tls, options.insecure, "--listen");
+  if (!st.ok()) return st;
+  const bool authenticated = !options.token.empty() || !options.tls.root_certs.empty();
+  if (!authenticated && !options.insecure && !service::IsLoopbackAddress(options.listen)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--listen ", options.listen,
+        ": unauthenticated calls off loopback are refused. Give --tls-ca (client certificates) "
+        "or an admin token (--admin-token-file or FARM_ADMIN_TOKEN), or pass --insecure"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     const ServerOptions& options, metrics::MetricsRegistry* registry) {
   absl::Status st = CheckHostPort(options.listen, "--listen");
+  if (!st.ok()) return st;
+  st = CheckExposure(options);
   if (!st.ok()) return st;
   if (options.db_uri.empty()) {
     return absl::InvalidArgumentError("--db: required (a PostgreSQL URI; or set FARM_DB)");
@@ -89,22 +126,37 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   s->heavy_workers_ = std::make_unique<WorkerPool>(
       heavy_threads, static_cast<size_t>(std::max(1, options.heavy_queue)));
   s->lease_workers_ = std::make_unique<WorkerPool>(std::max(1, options.lease_threads));
+  s->access_ = std::make_unique<storage::PgAccessStore>(s->pool_.get());
+  AuthzOptions authz;
+  authz.admin_token = options.token;
+  authz.client_certificates = !options.tls.root_certs.empty();
+  authz.agent_liveness = options.config.liveness();
+  s->authz_ = std::make_unique<Authorizer>(authz, s->access_.get(), s->store_.get());
   s->job_grpc_ =
-      std::make_unique<JobServiceGrpc>(s->job_service_.get(), s->workers_.get(), options.token,
+      std::make_unique<JobServiceGrpc>(s->job_service_.get(), s->workers_.get(), s->authz_.get(),
                                        s->listener_.get(), options.watch, s->heavy_workers_.get());
-  s->agent_grpc_ =
-      std::make_unique<AgentServiceGrpc>(s->agent_service_.get(), s->workers_.get(), options.token,
-                                         s->lease_service_.get(), s->lease_workers_.get());
+  s->agent_grpc_ = std::make_unique<AgentServiceGrpc>(s->agent_service_.get(), s->workers_.get(),
+                                                      s->authz_.get(), s->lease_service_.get(),
+                                                      s->lease_workers_.get());
   s->analysis_grpc_ = std::make_unique<AnalysisServiceGrpc>(s->analysis_service_.get(),
-                                                            s->workers_.get(), options.token);
+                                                            s->workers_.get(), s->authz_.get());
+  s->access_grpc_ =
+      std::make_unique<AccessServiceGrpc>(s->access_.get(), s->workers_.get(), s->authz_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  // Reflection cannot check a bearer token: it is served only where every
+  // caller has a principal from the transport (mTLS) or none is needed.
+  builder.SetOption(
+      std::make_unique<ReflectionOption>(!authz.authenticated() || authz.client_certificates));
+  builder.AddListeningPort(options.listen, service::MakeServerCredentials(options.tls), &s->port_);
+  // One port, one server: with SO_REUSEPORT a second scheduler would bind the
+  // same port and silently take a share of the calls.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(s->job_grpc_.get());
   builder.RegisterService(s->agent_grpc_.get());
   builder.RegisterService(s->analysis_grpc_.get());
+  builder.RegisterService(s->access_grpc_.get());
   // Raw tool output and large specs travel in one message.
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.SetMaxSendMessageSize(64 << 20);
@@ -125,7 +177,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     s->heavy_workers_->Stop();
     s->lease_workers_->Stop();
     return absl::UnavailableError(
-        absl::StrCat("--listen ", options.listen, ": cannot listen (address in use or invalid)"));
+        absl::StrCat("--listen ", options.listen,
+                     ": cannot listen (address in use by another process, or invalid)"));
   }
   s->address_ = absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", s->port_);
   grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();

@@ -23,9 +23,12 @@
 #include "absl/time/time.h"
 #include "lib/base/background_loop.h"
 #include "lib/metrics/metrics.h"
+#include "lib/service/tls.h"
+#include "lib/storage/pg_access_store.h"
 #include "lib/storage/pg_listener.h"
 #include "lib/storage/pg_pool.h"
 #include "lib/storage/pg_store.h"
+#include "scheduler/authz.h"
 #include "scheduler/grpc_services.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/worker_pool.h"
@@ -35,7 +38,15 @@ namespace farm::scheduler {
 struct ServerOptions {
   std::string listen = "127.0.0.1:7070";  // host:port, port 0 = any free port
   std::string db_uri;
-  std::string token;  // empty: no authentication
+  // Bootstrap admin bearer token (from a file or the environment, never
+  // argv). Empty and no tls.root_certs: callers are not authenticated, which
+  // only a loopback (or --insecure) listener allows.
+  std::string token;
+  // Empty: plaintext. cert_chain+private_key: TLS; root_certs too: client
+  // certificates required and verified (mTLS).
+  service::TlsPem tls;
+  // Plaintext or unauthenticated on a non-loopback --listen (logged as a warning).
+  bool insecure = false;
   SchedulerConfig config;
   std::string catalog_dir;                 // empty: load none
   std::string catalog_source = "builtin";  // source recorded for catalog_dir files
@@ -83,6 +94,9 @@ class SchedulerServer final {
   Reaper& reaper() { return *reaper_; }
   storage::PgStore& store() { return *store_; }
   metrics::SchedulerMetrics& metrics() { return *metrics_; }
+  // Calls that reached an adapter (past TLS) and those refused by authorization.
+  const Authorizer& authorizer() const { return *authz_; }
+  storage::AccessStore& access() { return *access_; }
   // Null when ServerOptions::watch_events is off.
   storage::PgMatrixListener* matrix_listener() { return listener_.get(); }
   const JobServiceGrpc::WatchStats& watch_stats() const { return job_grpc_->watch_stats(); }
@@ -96,6 +110,8 @@ class SchedulerServer final {
   std::unique_ptr<JobService> job_service_;
   std::unique_ptr<AgentService> agent_service_;
   std::unique_ptr<AnalysisService> analysis_service_;
+  std::unique_ptr<storage::PgAccessStore> access_;
+  std::unique_ptr<Authorizer> authz_;
   std::unique_ptr<Reaper> reaper_;
   // Outlives the gRPC adapters: streams unsubscribe when gRPC is done.
   std::unique_ptr<storage::PgMatrixListener> listener_;
@@ -109,6 +125,7 @@ class SchedulerServer final {
   std::unique_ptr<JobServiceGrpc> job_grpc_;
   std::unique_ptr<AgentServiceGrpc> agent_grpc_;
   std::unique_ptr<AnalysisServiceGrpc> analysis_grpc_;
+  std::unique_ptr<AccessServiceGrpc> access_grpc_;
   std::unique_ptr<grpc::Server> server_;
   // Health: SERVING only while PostgreSQL answers (checked every second
   // over the lease connections). Stopped before server_ goes.
@@ -119,6 +136,11 @@ class SchedulerServer final {
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };
+
+// The exposure rule for `options.listen`: a non-loopback address needs TLS
+// and authentication (a client CA or an admin token) unless
+// options.insecure. FailedPrecondition saying how to fix it.
+absl::Status CheckExposure(const ServerOptions& options);
 
 // Splits "host:port" ("[v6]:port" too). kInvalidArgument naming `flag`.
 absl::Status CheckHostPort(const std::string& value, const std::string& flag);

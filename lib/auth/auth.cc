@@ -1,5 +1,10 @@
 #include "lib/auth/auth.h"
 
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+#include <array>
+
 namespace farm::auth {
 
 bool BearerMatches(std::string_view header, std::string_view expected) {
@@ -32,6 +37,41 @@ grpc::Status CheckBearer(const grpc::ServerContextBase& ctx, const std::string& 
 
 void AttachBearer(grpc::ClientContext* ctx, const std::string& token) {
   if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+}
+
+std::string BearerToken(const grpc::ServerContextBase& ctx) {
+  constexpr std::string_view kPrefix = "Bearer ";
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end()) return "";
+  std::string_view v(it->second.data(), it->second.size());
+  if (v.substr(0, kPrefix.size()) != kPrefix) return "";
+  return std::string(v.substr(kPrefix.size()));
+}
+
+namespace {
+std::string Hex(const unsigned char* p, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(kDigits[p[i] >> 4]);
+    out.push_back(kDigits[p[i] & 15]);
+  }
+  return out;
+}
+}  // namespace
+
+std::string NewToken() {
+  std::array<unsigned char, 32> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) return "";
+  return "farm_" + Hex(bytes.data(), bytes.size());
+}
+
+std::string TokenSha256Hex(std::string_view token) {
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest.data());
+  return Hex(digest.data(), digest.size());
 }
 
 }  // namespace farm::auth

@@ -1,6 +1,7 @@
 #include "lib/client/client.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "lib/auth/auth.h"
 
@@ -17,7 +18,15 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  return grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (options.tls.enabled()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls.root_certs;
+    ssl.pem_cert_chain = options.tls.cert_chain;
+    ssl.pem_private_key = options.tls.private_key;
+    creds = grpc::SslCredentials(ssl);
+  }
+  return grpc::CreateCustomChannel(options.server, creds, args);
 }
 
 std::unique_ptr<grpc::ClientContext> NewContext(const ClientOptions& options,
@@ -33,6 +42,29 @@ std::unique_ptr<grpc::ClientContext> NewContext(const ClientOptions& options,
 absl::Status ToAbsl(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+void AddSecurityOptions(CLI::App& app, SecurityFlags* out) {
+  service::AddTlsOptions(app, &out->tls, /*server=*/false);
+  app.add_option("--token-file", out->token_file,
+                 "file whose first line is the bearer token sent with every call (or set "
+                 "FARM_TOKEN; never on the command line)")
+      ->envname("FARM_TOKEN_FILE");
+}
+
+absl::Status ApplySecurity(const SecurityFlags& flags, ClientOptions* options) {
+  absl::StatusOr<service::TlsPem> pem = service::LoadTls(flags.tls, /*server=*/false);
+  if (!pem.ok()) return pem.status();
+  options->tls = *std::move(pem);
+  if (!flags.token_file.empty()) {
+    absl::StatusOr<std::string> token = service::ReadSecretFile(flags.token_file, "--token-file");
+    if (!token.ok()) return token.status();
+    options->token = *std::move(token);
+  } else if (const char* env = std::getenv("FARM_TOKEN"); env != nullptr && *env != '\0') {
+    options->token = env;
+  }
+  return service::CheckPlaintextAllowed(options->server, options->tls, flags.tls.insecure,
+                                        "server");
 }
 
 }  // namespace farm::client

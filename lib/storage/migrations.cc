@@ -297,6 +297,27 @@ CREATE TABLE bisect_culprits (
 );
 )SQL";
 
+// API tokens are stored as their SHA-256 only; a name is unique among live
+// (unrevoked) tokens. agent_principals: the principal that registered each
+// agent name, so another principal cannot take a connected agent's name.
+const char* const kV5ApiTokens = R"SQL(
+CREATE TABLE api_tokens (
+  id            bigserial PRIMARY KEY,
+  name          text NOT NULL,
+  role          text NOT NULL,
+  token_sha256  text NOT NULL UNIQUE,
+  created_at    timestamptz NOT NULL DEFAULT now(),
+  revoked_at    timestamptz
+);
+CREATE UNIQUE INDEX api_tokens_live_name ON api_tokens (name) WHERE revoked_at IS NULL;
+
+CREATE TABLE agent_principals (
+  name        text PRIMARY KEY,
+  principal   text NOT NULL,
+  claimed_at  timestamptz NOT NULL DEFAULT now()
+);
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
@@ -306,6 +327,7 @@ const std::vector<Migration>& AllMigrations() {
        kV2QueueTotalsAndNotify},
       {3, "regressions.metric_rank and regressions.primary_metrics", kV3RegressionMetricRank},
       {4, "bisect_culprits: every culprit of a bisect with its share", kV4BisectCulprits},
+      {5, "api_tokens (hashed) and agent_principals (owner of each agent name)", kV5ApiTokens},
   };
   return *kAll;
 }

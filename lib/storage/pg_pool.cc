@@ -37,6 +37,27 @@ absl::Status CurrentExceptionToStatus(const std::string& what) {
   }
 }
 
+std::string RedactDatabaseUri(const std::string& text) {
+  // URI form: scheme://user:PASSWORD@host; key=value form: password=PASSWORD.
+  std::string out = text;
+  for (size_t scheme = out.find("://"); scheme != std::string::npos;
+       scheme = out.find("://", scheme + 3)) {
+    const size_t start = scheme + 3;
+    const size_t at = out.find('@', start);
+    const size_t end = out.find_first_of(" /?\n\"'", start);
+    if (at == std::string::npos || (end != std::string::npos && end < at)) continue;
+    const size_t colon = out.find(':', start);
+    if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+  }
+  for (size_t p = out.find("password="); p != std::string::npos; p = out.find("password=", p + 9)) {
+    const size_t start = p + 9;
+    size_t end = out.find_first_of(" &\n", start);
+    if (end == std::string::npos) end = out.size();
+    out.replace(start, end - start, "***");
+  }
+  return out;
+}
+
 std::string WithConnectTimeout(const std::string& uri, int seconds) {
   std::string out = uri;
   if (out.find("connect_timeout") != std::string::npos) return out;
@@ -117,7 +138,7 @@ absl::StatusOr<PgPool::Slot*> PgPool::Acquire() {
     next_connect_ = std::chrono::steady_clock::now() + backoff_;
     free_.push_back(slot);
     // Any failure to connect is an outage from the caller's point of view.
-    return absl::UnavailableError(std::string(st.message()));
+    return absl::UnavailableError(RedactDatabaseUri(std::string(st.message())));
   }
 }
 

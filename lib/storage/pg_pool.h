@@ -51,6 +51,9 @@ struct PgPoolOptions {
 // rather than the kernel's two hours) and, when > 0, statement_timeout,
 // each unless the URI / key=value string sets it already.
 std::string WithSessionOptions(const std::string& conninfo, int statement_timeout_ms);
+// `text` with the password of every database URI or key=value connection
+// string in it replaced by "***", for logs and errors.
+std::string RedactDatabaseUri(const std::string& text);
 
 // `uri` with connect_timeout=`seconds` added unless it sets one (URI or
 // key=value form), so a dead server never hangs a connect.

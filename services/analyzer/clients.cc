@@ -1,6 +1,11 @@
 #include "services/analyzer/clients.h"
 
 #include <grpcpp/grpcpp.h>
+// https Alertmanager URLs (pkg-config's cpp-httplib defines it already).
+// Only this file includes httplib, so the define holds for every use.
+#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
+#define CPPHTTPLIB_OPENSSL_SUPPORT
+#endif
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
@@ -41,14 +46,20 @@ class GrpcJobSubmitter final : public JobSubmitter {
 
 class AlertmanagerSink final : public AlertSink {
  public:
-  AlertmanagerSink(std::string origin, std::string prefix)
-      : origin_(std::move(origin)), prefix_(std::move(prefix)) {}
+  AlertmanagerSink(std::string origin, std::string prefix, AlertmanagerAuth auth)
+      : origin_(std::move(origin)), prefix_(std::move(prefix)), auth_(std::move(auth)) {}
 
   absl::Status Post(const std::vector<Alert>& alerts) override {
     if (alerts.empty()) return absl::OkStatus();
     httplib::Client cli(origin_);
     cli.set_connection_timeout(5);
     cli.set_read_timeout(10);
+    if (!auth_.ca_file.empty()) cli.set_ca_cert_path(auth_.ca_file.c_str());
+    if (absl::StartsWith(origin_, "https://")) cli.enable_server_certificate_verification(true);
+    if (!auth_.bearer_token.empty()) cli.set_bearer_token_auth(auth_.bearer_token.c_str());
+    if (!auth_.basic_user.empty()) {
+      cli.set_basic_auth(auth_.basic_user.c_str(), auth_.basic_password.c_str());
+    }
     auto res = cli.Post(prefix_ + "/api/v2/alerts", AlertsToJson(alerts), "application/json");
     if (!res) {
       return absl::UnavailableError(
@@ -64,6 +75,7 @@ class AlertmanagerSink final : public AlertSink {
  private:
   const std::string origin_;
   const std::string prefix_;
+  const AlertmanagerAuth auth_;
 };
 
 }  // namespace
@@ -73,6 +85,10 @@ std::unique_ptr<JobSubmitter> NewGrpcJobSubmitter(const std::string& target,
   client::ClientOptions options;
   options.server = target;
   options.token = token;
+  return std::make_unique<GrpcJobSubmitter>(std::move(options));
+}
+
+std::unique_ptr<JobSubmitter> NewGrpcJobSubmitter(client::ClientOptions options) {
   return std::make_unique<GrpcJobSubmitter>(std::move(options));
 }
 
@@ -89,7 +105,8 @@ std::string AlertsToJson(const std::vector<Alert>& alerts) {
   return arr.dump();
 }
 
-absl::StatusOr<std::unique_ptr<AlertSink>> NewAlertmanagerSink(const std::string& base_url) {
+absl::StatusOr<std::unique_ptr<AlertSink>> NewAlertmanagerSink(const std::string& base_url,
+                                                               AlertmanagerAuth auth) {
   if (!absl::StartsWith(base_url, "http://") && !absl::StartsWith(base_url, "https://")) {
     return absl::InvalidArgumentError(
         absl::StrCat("--alertmanager: expected http://HOST:PORT, got \"", base_url, "\""));
@@ -99,10 +116,15 @@ absl::StatusOr<std::unique_ptr<AlertSink>> NewAlertmanagerSink(const std::string
   std::string origin = path == std::string::npos ? base_url : base_url.substr(0, path);
   std::string prefix = path == std::string::npos ? "" : base_url.substr(path);
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-  if (absl::StartsWith(origin, "https://")) {
-    return absl::InvalidArgumentError("--alertmanager: https is not supported, use http://");
+  if (!auth.ca_file.empty() && !absl::StartsWith(origin, "https://")) {
+    return absl::InvalidArgumentError("--alertmanager-ca needs an https:// --alertmanager URL");
   }
-  return std::unique_ptr<AlertSink>(new AlertmanagerSink(origin, prefix));
+  if ((!auth.bearer_token.empty() || !auth.basic_user.empty()) &&
+      !absl::StartsWith(origin, "https://")) {
+    return absl::InvalidArgumentError(
+        "--alertmanager credentials travel only over https: use an https:// URL");
+  }
+  return std::unique_ptr<AlertSink>(new AlertmanagerSink(origin, prefix, std::move(auth)));
 }
 
 }  // namespace farm::analyzer

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/client/client.h"
 
 namespace farm::analyzer {
 
@@ -32,6 +33,8 @@ class JobSubmitter {
 // (empty: none).
 std::unique_ptr<JobSubmitter> NewGrpcJobSubmitter(const std::string& target,
                                                   const std::string& token);
+// The same over `options` (server, token, TLS).
+std::unique_ptr<JobSubmitter> NewGrpcJobSubmitter(client::ClientOptions options);
 
 struct Alert {
   std::map<std::string, std::string> labels;
@@ -46,8 +49,17 @@ class AlertSink {
   virtual absl::Status Post(const std::vector<Alert>& alerts) = 0;
 };
 
-// `base_url` like http://127.0.0.1:9093 (a path prefix is kept).
-absl::StatusOr<std::unique_ptr<AlertSink>> NewAlertmanagerSink(const std::string& base_url);
+// How the analyzer authenticates Alertmanager and itself to it (https only).
+struct AlertmanagerAuth {
+  std::string ca_file;       // PEM CA bundle verifying the server; empty: system CAs
+  std::string bearer_token;  // "Authorization: Bearer"; from a file, never argv
+  std::string basic_user, basic_password;
+};
+
+// `base_url` like http://127.0.0.1:9093 or https://am.lab:9093 (a path prefix
+// is kept). Credentials and a CA need https.
+absl::StatusOr<std::unique_ptr<AlertSink>> NewAlertmanagerSink(const std::string& base_url,
+                                                               AlertmanagerAuth auth = {});
 
 // The JSON body Alertmanager's POST /api/v2/alerts takes.
 std::string AlertsToJson(const std::vector<Alert>& alerts);

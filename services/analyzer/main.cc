@@ -15,6 +15,7 @@
 #include "lib/metrics/metrics.h"
 #include "lib/service/flags.h"
 #include "lib/service/shutdown.h"
+#include "lib/service/tls.h"
 #include "lib/storage/migrations.h"
 #include "lib/storage/pg_pool.h"
 #include "services/analyzer/analyzer.h"
@@ -39,7 +40,6 @@ int main(int argc, char** argv) {
   std::string scheduler;
   std::string alertmanager;
   std::string metrics_address;
-  std::string token;
   absl::Duration poll_interval;
   farm::analyzer::AnalyzerOptions options;
   double magnitude = 0.03;
@@ -56,12 +56,25 @@ int main(int argc, char** argv) {
   app.add_option("--scheduler", scheduler,
                  "scheduler HOST:PORT for submitting confirm/bisect matrices")
       ->envname("FARM_SERVER");
-  app.add_option("--alertmanager", alertmanager,
-                 "Alertmanager base URL, e.g. http://127.0.0.1:9093 (empty: no alerts)");
+  app.add_option(
+      "--alertmanager", alertmanager,
+      "Alertmanager base URL, e.g. http://127.0.0.1:9093 or https://am.lab:9093 (empty: no "
+      "alerts)");
   app.add_option("--metrics", metrics_address,
                  "serve Prometheus /metrics on HOST:PORT (port 0: any free port; the bound "
                  "address is printed)");
-  app.add_option("--token", token, "bearer token for the scheduler")->envname("FARM_TOKEN");
+  farm::client::SecurityFlags security;
+  farm::client::AddSecurityOptions(app, &security);
+  std::string am_ca, am_bearer_file, am_basic_file;
+  app.add_option("--alertmanager-ca", am_ca, "PEM CA bundle verifying an https Alertmanager")
+      ->envname("FARM_ALERTMANAGER_CA");
+  app.add_option("--alertmanager-bearer-file", am_bearer_file,
+                 "file whose first line is a bearer token for Alertmanager (https only)")
+      ->envname("FARM_ALERTMANAGER_BEARER_FILE");
+  app.add_option("--alertmanager-basic-file", am_basic_file,
+                 "file whose first line is USER:PASSWORD for Alertmanager basic auth (https "
+                 "only)")
+      ->envname("FARM_ALERTMANAGER_BASIC_FILE");
   farm::service::AddDurationOption(app, "--poll-interval", &poll_interval, "2s",
                                    "time between passes, e.g. 500ms, 2s");
   farm::service::AddDurationOption(app, "--alert-resend", &options.alert_resend, "60s",
@@ -119,7 +132,24 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<farm::analyzer::AlertSink> sink;
   if (!alertmanager.empty()) {
-    auto s = farm::analyzer::NewAlertmanagerSink(alertmanager);
+    farm::analyzer::AlertmanagerAuth am_auth;
+    am_auth.ca_file = am_ca;
+    if (!am_bearer_file.empty()) {
+      auto t = farm::service::ReadSecretFile(am_bearer_file, "--alertmanager-bearer-file");
+      if (!t.ok()) return Fail(std::string(t.status().message()));
+      am_auth.bearer_token = *t;
+    }
+    if (!am_basic_file.empty()) {
+      auto t = farm::service::ReadSecretFile(am_basic_file, "--alertmanager-basic-file");
+      if (!t.ok()) return Fail(std::string(t.status().message()));
+      const size_t colon = t->find(':');
+      if (colon == std::string::npos) {
+        return Fail("--alertmanager-basic-file: expected one line USER:PASSWORD");
+      }
+      am_auth.basic_user = t->substr(0, colon);
+      am_auth.basic_password = t->substr(colon + 1);
+    }
+    auto s = farm::analyzer::NewAlertmanagerSink(alertmanager, std::move(am_auth));
     if (!s.ok()) return Fail(std::string(s.status().message()));
     sink = std::move(*s);
   }
@@ -147,7 +177,12 @@ int main(int argc, char** argv) {
   }
 
   auto store = farm::analyzer::NewPgAnalyzerStore(&pool);
-  auto submitter = farm::analyzer::NewGrpcJobSubmitter(scheduler, token);
+  farm::client::ClientOptions client_options;
+  client_options.server = scheduler;
+  if (absl::Status st = farm::client::ApplySecurity(security, &client_options); !st.ok()) {
+    return Fail(std::string(st.message()));
+  }
+  auto submitter = farm::analyzer::NewGrpcJobSubmitter(std::move(client_options));
   options.detect.magnitude = magnitude;
   options.detect.alpha = alpha;
   options.bisect.magnitude = magnitude;

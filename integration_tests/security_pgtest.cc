@@ -1,0 +1,555 @@
+// The secure control plane over real TLS on loopback: farm-scheduler
+// in-process with mTLS (certificates made by scripts/farm-certs) and a real
+// PostgreSQL. Bad transports never reach a handler; every RPC x every role
+// gets allowed / PERMISSION_DENIED / UNAUTHENTICATED as the table says; an
+// agent cannot touch another agent's lease or take over its name; revoked
+// tokens stop working; insecure exposure and a second server on a used port
+// are refused at start; user strings are escaped in the log.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <sstream>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <pqxx/pqxx>
+
+#include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/client/client.h"
+#include "lib/metrics/metrics.h"
+#include "lib/service/tls.h"
+#include "scheduler/authz.h"
+#include "scheduler/server.h"
+#include "testing/child_process.h"
+#include "testing/service_harness.h"
+
+namespace farm {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+using scheduler::Role;
+
+const char* const kCatalog = R"(
+catalog: sec-test
+commits:
+  - id: v5.10
+    subject: "Linux 5.10"
+  - id: v5.11
+    subject: "Linux 5.11"
+)";
+
+const char* const kSpec = R"(
+name: sec-test
+catalog: sec-test
+platform: intel-vtd-2s12c
+commits: v5.10..v5.11
+modes: [strict]
+workloads:
+  - name: dma-map-bench
+    params: {threads: 1, tests: [map]}
+repeats: 2
+executor: emulator
+)";
+
+std::string Slurp(const std::string& path) { return testing::ReadFileOrEmpty(path); }
+
+int Sh(const std::string& cmd) {
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+class SecurityPgTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto pg = testing::PostgresInstance::Start();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    pg_ = pg->release();
+    std::string tmpl = testing::HarnessTempBase() + "/farm-sec-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = new std::string(tmpl);
+    const std::string certs = std::string(FARM_SOURCE_DIR) + "/scripts/farm-certs";
+    // The farm's CA with a client per role, an agent pair, a certificate
+    // without a role; and a second CA whose client the farm must not trust.
+    ASSERT_EQ(Sh(certs + " init " + *dir_ + "/ca 2>/dev/null"), 0);
+    for (const char* c : {"viewer1 viewer", "submitter1 submitter", "agent-a agent",
+                          "agent-b agent", "admin1 admin", "norole none-such"}) {
+      const std::string args(c);
+      if (args.find("none-such") != std::string::npos) {
+        // farm-certs only writes the four roles: a role-less certificate by hand.
+        ASSERT_EQ(Sh("cd " + *dir_ +
+                     "/ca && openssl req -newkey ec -pkeyopt "
+                     "ec_paramgen_curve:prime256v1 -nodes -keyout norole.key -out norole.csr "
+                     "-subj /CN=norole 2>/dev/null && openssl x509 -req -in norole.csr -CA "
+                     "ca.pem -CAkey ca.key -CAcreateserial -out norole.pem -days 2 2>/dev/null"),
+                  0);
+        continue;
+      }
+      ASSERT_EQ(Sh(certs + " client " + *dir_ + "/ca " + args + " 2>/dev/null"), 0) << args;
+    }
+    ASSERT_EQ(Sh(certs + " init " + *dir_ + "/other 2>/dev/null"), 0);
+    ASSERT_EQ(Sh(certs + " client " + *dir_ + "/other mallory admin 2>/dev/null"), 0);
+  }
+  static void TearDownTestSuite() {
+    delete pg_;
+    pg_ = nullptr;
+    if (dir_ != nullptr) std::filesystem::remove_all(*dir_);
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  void SetUp() override {
+    static int n = 0;
+    auto uri = pg_->CreateDatabase("sec_" + std::to_string(++n));
+    ASSERT_TRUE(uri.ok()) << uri.status();
+    db_uri_ = *uri;
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(absl::Seconds(2));
+  }
+
+  static service::TlsPem ServerPem() {
+    service::TlsPem p;
+    p.cert_chain = Slurp(*dir_ + "/ca/server.pem");
+    p.private_key = Slurp(*dir_ + "/ca/server.key");
+    p.root_certs = Slurp(*dir_ + "/ca/ca.pem");
+    return p;
+  }
+  // A client of `ca` ("ca" or "other") presenting certificate `name` (empty: none).
+  static service::TlsPem ClientPem(const std::string& name, const std::string& ca = "ca") {
+    service::TlsPem p;
+    p.root_certs = Slurp(*dir_ + "/ca/ca.pem");  // the server's CA, to verify it
+    if (!name.empty()) {
+      p.cert_chain = Slurp(*dir_ + "/" + ca + "/" + name + ".pem");
+      p.private_key = Slurp(*dir_ + "/" + ca + "/" + name + ".key");
+    }
+    return p;
+  }
+
+  void StartServer(const std::string& admin_token = "bootstrap-s3cret") {
+    scheduler::ServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.db_uri = db_uri_;
+    o.token = admin_token;
+    o.tls = ServerPem();
+    o.config.lease_ttl = absl::Seconds(10);
+    o.db_connections = 4;
+    o.worker_threads = 4;
+    auto s = scheduler::SchedulerServer::Start(o, &registry_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+
+  client::ClientOptions Client(const std::string& cert, const std::string& token = "") {
+    client::ClientOptions c;
+    c.server = server_->address();
+    c.tls = ClientPem(cert);
+    c.token = token;
+    return c;
+  }
+
+  // The status of calling `method` ("/pkg.Service/Method") with `request`.
+  static grpc::Status Call(const client::ClientOptions& c, const std::string& method,
+                           const google::protobuf::Message& request) {
+    grpc::GenericStub stub(client::MakeChannel(c));
+    const std::string bytes = request.SerializeAsString();
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer req(&slice, 1), resp;
+    std::promise<grpc::Status> done;
+    auto ctx = client::NewContext(c, absl::Seconds(10));
+    stub.UnaryCall(ctx.get(), method, grpc::StubOptions(), &req, &resp,
+                   [&](grpc::Status s) { done.set_value(s); });
+    return done.get_future().get();
+  }
+
+  std::string CreateToken(const std::string& name, const std::string& role) {
+    pb::CreateTokenRequest req;
+    req.set_name(name);
+    req.set_role(role);
+    pb::CreateTokenResponse resp;
+    client::ClientOptions admin = Client("admin1", "bootstrap-s3cret");
+    auto stub = pb::AccessService::NewStub(client::MakeChannel(admin));
+    auto ctx = client::NewContext(admin, absl::Seconds(10));
+    grpc::Status st = stub->CreateToken(ctx.get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.token();
+  }
+
+  // Loads the catalog and submits the spec (as admin); returns the matrix id.
+  int64_t SubmitMatrix() {
+    client::ClientOptions admin = Client("admin1");
+    auto jobs = pb::JobService::NewStub(client::MakeChannel(admin));
+    pb::LoadCatalogRequest lc;
+    lc.set_yaml(kCatalog);
+    pb::LoadCatalogResponse lr;
+    auto c1 = client::NewContext(admin, absl::Seconds(10));
+    grpc::Status st = jobs->LoadCatalog(c1.get(), lc, &lr);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    pb::SubmitMatrixRequest sm;
+    sm.set_spec_yaml(kSpec);
+    pb::SubmitMatrixResponse sr;
+    auto c2 = client::NewContext(admin, absl::Seconds(10));
+    st = jobs->SubmitMatrix(c2.get(), sm, &sr);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return sr.matrix().id();
+  }
+
+  pb::RegisterResponse Register(const client::ClientOptions& c, const std::string& name,
+                                grpc::Status* status = nullptr) {
+    auto agents = pb::AgentService::NewStub(client::MakeChannel(c));
+    pb::RegisterRequest req;
+    req.set_name(name);
+    req.set_slots(1);
+    req.add_capabilities()->set_name("emulator");
+    pb::RegisterResponse resp;
+    auto ctx = client::NewContext(c, absl::Seconds(10));
+    grpc::Status st = agents->Register(ctx.get(), req, &resp);
+    if (status != nullptr) {
+      *status = st;
+    } else {
+      EXPECT_TRUE(st.ok()) << name << ": " << st.error_message();
+    }
+    return resp;
+  }
+
+  int64_t Sql(const std::string& query) {
+    pqxx::connection c(db_uri_);
+    pqxx::work w(c);
+    return w.exec1(query)[0].as<int64_t>();
+  }
+
+  static testing::PostgresInstance* pg_;
+  static std::string* dir_;
+  std::string db_uri_;
+  metrics::MetricsRegistry registry_;
+  std::unique_ptr<scheduler::SchedulerServer> server_;
+};
+
+testing::PostgresInstance* SecurityPgTest::pg_ = nullptr;
+std::string* SecurityPgTest::dir_ = nullptr;
+
+TEST_F(SecurityPgTest, BadTransportsNeverReachAHandler) {
+  StartServer();
+  pb::ListMatricesRequest req;
+  const std::string method = "/iommufarm.v1.JobService/ListMatrices";
+  // TLS without a client certificate.
+  client::ClientOptions no_cert = Client("");
+  EXPECT_EQ(Call(no_cert, method, req).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // A client certificate from another CA.
+  client::ClientOptions foreign = Client("");
+  foreign.tls = ClientPem("mallory", "other");
+  EXPECT_EQ(Call(foreign, method, req).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // Plaintext, with the admin token even.
+  client::ClientOptions plain;
+  plain.server = server_->address();
+  plain.token = "bootstrap-s3cret";
+  EXPECT_EQ(Call(plain, method, req).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(server_->authorizer().calls(), 0);
+  // The same call with the farm's certificate reaches the handler.
+  grpc::Status ok = Call(Client("viewer1"), method, req);
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(server_->authorizer().calls(), 1);
+}
+
+TEST_F(SecurityPgTest, EveryRpcEveryRole) {
+  StartServer();
+  SubmitMatrix();
+  // Token principals of each role (names distinct from the certificates').
+  std::map<Role, std::string> tokens = {
+      {Role::kViewer, CreateToken("tok-viewer", "viewer")},
+      {Role::kSubmitter, CreateToken("tok-submitter", "submitter")},
+      {Role::kAgent, CreateToken("tok-agent", "agent")},
+      {Role::kAdmin, CreateToken("tok-admin", "admin")},
+  };
+  // The agent principals register first so that their agent calls carry their
+  // own agent id.
+  const int64_t agent_cert_id = Register(Client("agent-a"), "agent-a").agent_id();
+  const int64_t agent_tok_id =
+      Register(Client("norole", tokens[Role::kAgent]), "tok-agent").agent_id();
+
+  struct Caller {
+    std::string label;
+    client::ClientOptions options;
+    Role role;  // kNone: UNAUTHENTICATED expected when `unknown_token`
+    bool unknown_token = false;
+    std::string agent_name;
+    int64_t agent_id = 0;
+  };
+  std::vector<Caller> callers = {
+      {"cert viewer", Client("viewer1"), Role::kViewer},
+      {"cert submitter", Client("submitter1"), Role::kSubmitter},
+      {"cert agent", Client("agent-a"), Role::kAgent, false, "agent-a", agent_cert_id},
+      {"cert admin", Client("admin1"), Role::kAdmin, false, "admin-reg", agent_cert_id},
+      {"cert without role", Client("norole"), Role::kNone},
+      {"unknown token", Client("admin1", "farm_not-a-token"), Role::kNone, true},
+      {"token viewer", Client("norole", tokens[Role::kViewer]), Role::kViewer},
+      {"token submitter", Client("norole", tokens[Role::kSubmitter]), Role::kSubmitter},
+      {"token agent", Client("norole", tokens[Role::kAgent]), Role::kAgent, false, "tok-agent",
+       agent_tok_id},
+      {"token admin", Client("norole", tokens[Role::kAdmin]), Role::kAdmin, false, "admin-reg2",
+       agent_tok_id},
+  };
+  const std::map<std::string, std::string> service_of = {
+      {"JobService", "iommufarm.v1.JobService"},
+      {"AgentService", "iommufarm.v1.AgentService"},
+      {"AnalysisService", "iommufarm.v1.AnalysisService"},
+      {"AccessService", "iommufarm.v1.AccessService"},
+  };
+  // Every method of every service is in the table.
+  int methods = 0;
+  for (const auto& [short_name, full] : service_of) {
+    const google::protobuf::ServiceDescriptor* sd =
+        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(full);
+    ASSERT_NE(sd, nullptr) << full;
+    for (int i = 0; i < sd->method_count(); ++i, ++methods) {
+      EXPECT_TRUE(scheduler::MinimumRole(short_name + "/" + sd->method(i)->name()).has_value())
+          << short_name << "/" << sd->method(i)->name() << " has no row in RpcRoleTable()";
+    }
+  }
+  EXPECT_EQ(methods, static_cast<int>(scheduler::RpcRoleTable().size()));
+
+  int allowed = 0, denied = 0, unauthenticated = 0;
+  for (const scheduler::RpcRule& rule : scheduler::RpcRoleTable()) {
+    const std::string rpc(rule.rpc);
+    const std::string service = rpc.substr(0, rpc.find('/'));
+    const std::string method_name = rpc.substr(rpc.find('/') + 1);
+    const std::string method = "/" + service_of.at(service) + "/" + method_name;
+    for (const Caller& c : callers) {
+      // Requests a permitted caller may make: agents with their own name and id.
+      std::unique_ptr<google::protobuf::Message> req;
+      const google::protobuf::MethodDescriptor* md =
+          google::protobuf::DescriptorPool::generated_pool()
+              ->FindServiceByName(service_of.at(service))
+              ->FindMethodByName(method_name);
+      req.reset(google::protobuf::MessageFactory::generated_factory()
+                    ->GetPrototype(md->input_type())
+                    ->New());
+      if (method_name == "Register") {
+        static_cast<pb::RegisterRequest*>(req.get())->set_name(c.agent_name.empty() ? "someone"
+                                                                                    : c.agent_name);
+      } else if (method_name == "RevokeToken") {
+        static_cast<pb::RevokeTokenRequest*>(req.get())->set_name("no-such-token");
+      } else if (service == "AgentService") {
+        const google::protobuf::FieldDescriptor* f = md->input_type()->FindFieldByName("agent_id");
+        if (f != nullptr) req->GetReflection()->SetInt64(req.get(), f, c.agent_id);
+      }
+      const grpc::Status st = Call(c.options, method, *req);
+      if (c.unknown_token) {
+        EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+            << rpc << " by " << c.label << ": " << st.error_message();
+        ++unauthenticated;
+      } else if (static_cast<int>(c.role) >= static_cast<int>(rule.min_role)) {
+        EXPECT_NE(st.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+            << rpc << " by " << c.label << ": " << st.error_message();
+        EXPECT_NE(st.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+            << rpc << " by " << c.label << ": " << st.error_message();
+        ++allowed;
+      } else {
+        EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+            << rpc << " by " << c.label << ": " << st.error_message();
+        ++denied;
+      }
+    }
+  }
+  std::cout << "rpc x caller: " << allowed << " allowed, " << denied << " denied, "
+            << unauthenticated << " unauthenticated\n";
+  EXPECT_GT(allowed, 0);
+  EXPECT_GT(denied, 0);
+}
+
+TEST_F(SecurityPgTest, AgentCannotTouchAnotherAgentsLease) {
+  StartServer();
+  const int64_t matrix = SubmitMatrix();
+  ASSERT_GT(matrix, 0);
+  client::ClientOptions a = Client("agent-a"), b = Client("agent-b");
+  const pb::RegisterResponse ra = Register(a, "agent-a");
+  const pb::RegisterResponse rb = Register(b, "agent-b");
+  auto stub_a = pb::AgentService::NewStub(client::MakeChannel(a));
+  auto stub_b = pb::AgentService::NewStub(client::MakeChannel(b));
+  pb::LeaseJobsRequest lr;
+  lr.set_agent_id(ra.agent_id());
+  lr.set_session(ra.session());
+  lr.set_max_jobs(1);
+  pb::LeaseJobsResponse leases;
+  auto ctx = client::NewContext(a, absl::Seconds(10));
+  ASSERT_TRUE(stub_a->LeaseJobs(ctx.get(), lr, &leases).ok());
+  ASSERT_EQ(leases.leases_size(), 1);
+  const pb::LeaseRef lease = leases.leases(0).lease();
+
+  // B with its own agent id and A's lease, and B posing as A's agent id.
+  for (int64_t agent_id : {rb.agent_id(), ra.agent_id()}) {
+    pb::ReportResultRequest rr;
+    rr.set_agent_id(agent_id);
+    *rr.mutable_lease() = lease;
+    rr.add_samples()->set_metric("x");
+    pb::ReportResultResponse rresp;
+    auto c1 = client::NewContext(b, absl::Seconds(10));
+    EXPECT_EQ(stub_b->ReportResult(c1.get(), rr, &rresp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    pb::ReportFailureRequest fr;
+    fr.set_agent_id(agent_id);
+    *fr.mutable_lease() = lease;
+    fr.set_reason("not mine");
+    pb::ReportFailureResponse fresp;
+    auto c2 = client::NewContext(b, absl::Seconds(10));
+    EXPECT_EQ(stub_b->ReportFailure(c2.get(), fr, &fresp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    pb::HeartbeatRequest hr;
+    hr.set_agent_id(agent_id);
+    hr.set_session(agent_id == rb.agent_id() ? rb.session() : ra.session());
+    *hr.add_leases() = lease;
+    pb::HeartbeatResponse hresp;
+    auto c3 = client::NewContext(b, absl::Seconds(10));
+    EXPECT_EQ(stub_b->Heartbeat(c3.get(), hr, &hresp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(Sql("SELECT count(*) FROM results"), 0);
+  EXPECT_EQ(Sql("SELECT count(*) FROM jobs WHERE state = 2 AND lease_agent = " +
+                std::to_string(ra.agent_id())),
+            1);
+  // A itself still reports its lease.
+  pb::ReportResultRequest mine;
+  mine.set_agent_id(ra.agent_id());
+  *mine.mutable_lease() = lease;
+  mine.add_samples()->set_metric("x");
+  pb::ReportResultResponse ok;
+  auto c4 = client::NewContext(a, absl::Seconds(10));
+  grpc::Status st = stub_a->ReportResult(c4.get(), mine, &ok);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_TRUE(ok.accepted());
+  EXPECT_EQ(Sql("SELECT count(*) FROM results"), 1);
+}
+
+TEST_F(SecurityPgTest, NameTakeoverRefused) {
+  StartServer();
+  SubmitMatrix();
+  client::ClientOptions a = Client("agent-a");
+  const pb::RegisterResponse ra = Register(a, "agent-a");
+  auto stub_a = pb::AgentService::NewStub(client::MakeChannel(a));
+  pb::LeaseJobsRequest lr;
+  lr.set_agent_id(ra.agent_id());
+  lr.set_session(ra.session());
+  lr.set_max_jobs(1);
+  pb::LeaseJobsResponse leases;
+  auto ctx = client::NewContext(a, absl::Seconds(10));
+  ASSERT_TRUE(stub_a->LeaseJobs(ctx.get(), lr, &leases).ok());
+  ASSERT_EQ(leases.leases_size(), 1);
+
+  // Another agent certificate, and an admin, try A's name.
+  grpc::Status st;
+  Register(Client("agent-b"), "agent-a", &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+  Register(Client("admin1"), "agent-a", &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+  // A's session and lease are intact.
+  EXPECT_EQ(Sql("SELECT count(*) FROM agents WHERE name = 'agent-a' AND session = '" +
+                ra.session() + "'"),
+            1);
+  EXPECT_EQ(Sql("SELECT count(*) FROM jobs WHERE state = 2 AND lease_agent = " +
+                std::to_string(ra.agent_id())),
+            1);
+  // A re-registers itself fine.
+  Register(a, "agent-a", &st);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+}
+
+TEST_F(SecurityPgTest, RevokedTokenFailsOnItsNextCall) {
+  StartServer();
+  const std::string token = CreateToken("short-lived", "viewer");
+  ASSERT_FALSE(token.empty());
+  EXPECT_EQ(Sql("SELECT count(*) FROM api_tokens WHERE token_sha256 = '" + token + "'"), 0)
+      << "the secret itself must not be stored";
+  client::ClientOptions c = Client("norole", token);
+  pb::ListMatricesRequest req;
+  const std::string method = "/iommufarm.v1.JobService/ListMatrices";
+  grpc::Status st = Call(c, method, req);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  pb::RevokeTokenRequest rv;
+  rv.set_name("short-lived");
+  grpc::Status revoked = Call(Client("admin1"), "/iommufarm.v1.AccessService/RevokeToken", rv);
+  EXPECT_TRUE(revoked.ok()) << revoked.error_message();
+  EXPECT_EQ(Call(c, method, req).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(SecurityPgTest, InsecureNonLoopbackStartRefused) {
+  scheduler::ServerOptions o;
+  o.listen = "0.0.0.0:0";
+  o.db_uri = db_uri_;
+  auto s = scheduler::SchedulerServer::Start(o, &registry_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  // The binary: exit status 2 and a message saying how to fix it.
+  const std::string out = *dir_ + "/insecure.out";
+  testing::ChildProcess p(
+      {FARM_SCHEDULER_BIN, "--listen", "0.0.0.0:0", "--db", db_uri_, "--metrics", "127.0.0.1:0"},
+      out);
+  const int status = p.Wait();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  const std::string err = Slurp(out);
+  EXPECT_NE(err.find("--tls-cert"), std::string::npos) << err;
+  EXPECT_NE(err.find("--insecure"), std::string::npos) << err;
+  // TLS without any authentication is refused off loopback too.
+  o.tls.cert_chain = Slurp(*dir_ + "/ca/server.pem");
+  o.tls.private_key = Slurp(*dir_ + "/ca/server.key");
+  auto t = scheduler::SchedulerServer::Start(o, &registry_);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("--tls-ca"), std::string::npos) << t.status();
+}
+
+TEST_F(SecurityPgTest, SecondSchedulerOnTheSamePortFails) {
+  StartServer();
+  scheduler::ServerOptions o;
+  o.listen = "127.0.0.1:" + std::to_string(server_->port());
+  o.db_uri = db_uri_;
+  metrics::MetricsRegistry registry;
+  auto second = scheduler::SchedulerServer::Start(o, &registry);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("cannot listen"), std::string::npos) << second.status();
+}
+
+TEST_F(SecurityPgTest, ReflectionOnlyWhereEveryCallerHasAPrincipal) {
+  const std::string method = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+  pb::ListMatricesRequest empty;  // any bytes: only UNIMPLEMENTED or not matters
+  StartServer();                  // mTLS: every connection has a certificate principal
+  EXPECT_NE(Call(Client("viewer1"), method, empty).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  server_->Shutdown(absl::Seconds(2));
+  // A token-only farm cannot check a token on reflection: not served.
+  scheduler::ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.db_uri = db_uri_;
+  o.token = "bootstrap-s3cret";
+  metrics::MetricsRegistry registry;
+  auto s = scheduler::SchedulerServer::Start(o, &registry);
+  ASSERT_TRUE(s.ok()) << s.status();
+  client::ClientOptions plain;
+  plain.server = (*s)->address();
+  plain.token = "bootstrap-s3cret";
+  EXPECT_EQ(Call(plain, method, empty).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  (*s)->Shutdown(absl::Seconds(2));
+}
+
+TEST_F(SecurityPgTest, NewlineInANameIsEscapedInTheLog) {
+  std::ostringstream log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("sec-test", sink));
+  StartServer();
+  // The admin (not name-bound) registers a name holding a newline and a fake
+  // log line.
+  Register(Client("admin1"), "evil\n[error] forged line");
+  server_->Shutdown(absl::Seconds(2));
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  EXPECT_NE(text.find("evil\\n[error] forged line"), std::string::npos) << text;
+  EXPECT_EQ(text.find("evil\n"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace farm

@@ -1,0 +1,212 @@
+#include "scheduler/authz.h"
+
+#include <grpc/grpc_security_constants.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "lib/auth/auth.h"
+
+namespace farm::scheduler {
+namespace {
+
+std::string FirstProperty(const grpc::AuthContext& auth, const char* property) {
+  std::vector<grpc::string_ref> values = auth.FindPropertyValues(property);
+  if (values.empty()) return "";
+  return std::string(values.front().data(), values.front().size());
+}
+
+// The O= attribute of a subject as gRPC spells it ("CN=alice,O=admin").
+std::string OrganizationOf(const std::string& subject) {
+  for (absl::string_view part : absl::StrSplit(subject, ',')) {
+    part = absl::StripLeadingAsciiWhitespace(part);
+    if (absl::ConsumePrefix(&part, "O=")) return std::string(part);
+  }
+  return "";
+}
+
+absl::Status Denied(const Principal& who, absl::string_view what) {
+  return absl::PermissionDeniedError(absl::StrCat("principal \"", absl::CEscape(who.name), "\" (",
+                                                  RoleName(who.role), "): ", what));
+}
+
+}  // namespace
+
+std::string RoleName(Role role) {
+  switch (role) {
+    case Role::kViewer:
+      return "viewer";
+    case Role::kSubmitter:
+      return "submitter";
+    case Role::kAgent:
+      return "agent";
+    case Role::kAdmin:
+      return "admin";
+    case Role::kNone:
+      break;
+  }
+  return "none";
+}
+
+std::optional<Role> ParseRole(absl::string_view name) {
+  for (Role r : {Role::kViewer, Role::kSubmitter, Role::kAgent, Role::kAdmin}) {
+    if (name == RoleName(r)) return r;
+  }
+  return std::nullopt;
+}
+
+const std::vector<RpcRule>& RpcRoleTable() {
+  // The one place that says who may call what.
+  static const std::vector<RpcRule>* const kTable = new std::vector<RpcRule>{
+      {"JobService/SubmitMatrix", Role::kSubmitter},
+      {"JobService/GetMatrix", Role::kViewer},
+      {"JobService/ListMatrices", Role::kViewer},
+      {"JobService/WatchMatrix", Role::kViewer},
+      {"JobService/CancelMatrix", Role::kSubmitter},
+      {"JobService/GetResults", Role::kViewer},
+      {"JobService/ListAgents", Role::kViewer},
+      {"JobService/ListCatalogs", Role::kViewer},
+      {"JobService/GetCatalog", Role::kViewer},
+      {"JobService/LoadCatalog", Role::kAdmin},
+      {"JobService/ImportGitCatalog", Role::kAdmin},
+      {"AgentService/Register", Role::kAgent},
+      {"AgentService/Heartbeat", Role::kAgent},
+      {"AgentService/LeaseJobs", Role::kAgent},
+      {"AgentService/ReportResult", Role::kAgent},
+      {"AgentService/ReportFailure", Role::kAgent},
+      {"AgentService/ReleaseLeases", Role::kAgent},
+      {"AnalysisService/ListRegressions", Role::kViewer},
+      {"AnalysisService/GetRegression", Role::kViewer},
+      {"AnalysisService/GetBisect", Role::kViewer},
+      {"AnalysisService/UpdateRegression", Role::kSubmitter},
+      {"AccessService/CreateToken", Role::kAdmin},
+      {"AccessService/ListTokens", Role::kAdmin},
+      {"AccessService/RevokeToken", Role::kAdmin},
+  };
+  return *kTable;
+}
+
+std::optional<Role> MinimumRole(absl::string_view rpc) {
+  for (const RpcRule& r : RpcRoleTable()) {
+    if (rpc == r.rpc) return r.min_role;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<Principal> Authorizer::FromToken(const std::string& token) {
+  if (!options_.admin_token.empty() &&
+      auth::BearerMatches("Bearer " + token, options_.admin_token)) {
+    return Principal{"admin-token", Role::kAdmin, Principal::Via::kBootstrapToken};
+  }
+  if (access_ == nullptr) return absl::UnauthenticatedError("wrong bearer token");
+  absl::StatusOr<storage::ApiToken> t = access_->FindToken(auth::TokenSha256Hex(token));
+  if (absl::IsNotFound(t.status())) {
+    return absl::UnauthenticatedError("unknown or revoked bearer token");
+  }
+  if (!t.ok()) return t.status();
+  std::optional<Role> role = ParseRole(t->role);
+  return Principal{t->name, role.value_or(Role::kNone), Principal::Via::kToken};
+}
+
+absl::StatusOr<Principal> Authorizer::Authenticate(const grpc::ServerContextBase& ctx) {
+  const auto& md = ctx.client_metadata();
+  if (md.find("authorization") != md.end()) {
+    const std::string token = auth::BearerToken(ctx);
+    if (token.empty()) {
+      return absl::UnauthenticatedError("authorization metadata is not \"Bearer <token>\"");
+    }
+    return FromToken(token);
+  }
+  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (options_.client_certificates && auth != nullptr && auth->IsPeerAuthenticated()) {
+    std::string name = FirstProperty(*auth, GRPC_X509_CN_PROPERTY_NAME);
+    if (name.empty()) name = FirstProperty(*auth, GRPC_X509_SAN_PROPERTY_NAME);
+    if (!name.empty()) {
+      const std::string org = OrganizationOf(FirstProperty(*auth, GRPC_X509_SUBJECT_PROPERTY_NAME));
+      return Principal{name, ParseRole(org).value_or(Role::kNone), Principal::Via::kCertificate};
+    }
+  }
+  if (!options_.authenticated()) return Principal{"anonymous", Role::kAdmin};
+  return absl::UnauthenticatedError(
+      "no credentials: present a client certificate (--tls-cert/--tls-key) or a bearer token "
+      "(--token-file or FARM_TOKEN)");
+}
+
+absl::StatusOr<Principal> Authorizer::Authorize(const grpc::ServerContextBase& ctx,
+                                                absl::string_view rpc) {
+  absl::StatusOr<Principal> who = Authenticate(ctx);
+  if (!who.ok()) {
+    refused_.fetch_add(1);
+    return who.status();
+  }
+  const std::optional<Role> need = MinimumRole(rpc);
+  if (!need.has_value() || static_cast<int>(who->role) < static_cast<int>(*need)) {
+    refused_.fetch_add(1);
+    return Denied(*who, absl::StrCat(rpc, " needs role ",
+                                     need.has_value() ? RoleName(*need) : "(unlisted rpc)"));
+  }
+  return who;
+}
+
+absl::Status Authorizer::CheckRegister(const Principal& who, const std::string& agent_name) {
+  if (who.bound_agent() && agent_name != who.name) {
+    refused_.fetch_add(1);
+    return Denied(who, absl::StrCat("may register only as agent \"", absl::CEscape(who.name),
+                                    "\", not \"", absl::CEscape(agent_name.substr(0, 64)), "\""));
+  }
+  if (access_ == nullptr || !options_.authenticated()) return absl::OkStatus();
+  absl::StatusOr<bool> claimed =
+      access_->ClaimAgentName(agent_name, who.name, options_.agent_liveness);
+  if (!claimed.ok()) return claimed.status();
+  if (!*claimed) {
+    refused_.fetch_add(1);
+    return Denied(who, absl::StrCat("agent name \"", absl::CEscape(agent_name.substr(0, 64)),
+                                    "\" belongs to a connected agent of another principal"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Authorizer::CheckAgentId(const Principal& who, int64_t agent_id) {
+  if (!who.bound_agent()) return absl::OkStatus();
+  std::string name;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = agent_names_.find(agent_id);
+    if (it != agent_names_.end()) name = it->second;
+  }
+  if (name.empty()) {
+    absl::StatusOr<std::string> n = queue_->AgentName(agent_id);
+    if (absl::IsNotFound(n.status())) {
+      refused_.fetch_add(1);
+      return Denied(who, absl::StrCat("agent ", agent_id, " is not this agent"));
+    }
+    if (!n.ok()) return n.status();
+    name = *n;
+    absl::MutexLock lock(&mu_);
+    agent_names_[agent_id] = name;
+  }
+  if (name != who.name) {
+    refused_.fetch_add(1);
+    return Denied(who, absl::StrCat("agent ", agent_id, " is not this agent"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Authorizer::CheckLeases(const Principal& who, int64_t agent_id,
+                                     const std::vector<int64_t>& job_ids) {
+  if (!who.bound_agent() || job_ids.empty() || access_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::map<int64_t, int64_t>> holders = access_->LeaseHolders(job_ids);
+  if (!holders.ok()) return holders.status();
+  for (int64_t id : job_ids) {
+    auto it = holders->find(id);
+    // A lease of nobody (expired, finished) is left to the queue's fencing.
+    if (it != holders->end() && it->second != 0 && it->second != agent_id) {
+      refused_.fetch_add(1);
+      return Denied(who, absl::StrCat("job ", id, " is leased to another agent"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace farm::scheduler

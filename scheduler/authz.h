@@ -1,0 +1,117 @@
+// Authorization for the scheduler's gRPC adapters: who is calling (the
+// principal) and what it may do (its role against one table of every RPC).
+//
+// Principals: the bearer token of the call if there is one (the bootstrap
+// admin token, or an API token from the AccessStore, looked up by SHA-256),
+// else the verified client certificate: its CN (or, without one, its first
+// SAN) is the name and its O the role (scripts/farm-certs writes both). A
+// farm with neither an admin token nor a client CA does not authenticate:
+// every caller is the anonymous admin (allowed on loopback only, see
+// CheckExposure in server.h).
+//
+// Roles are ordered viewer < submitter < agent < admin; a call needs at
+// least RpcRoleTable()'s role for its RPC. An agent principal is bound to
+// the agent name it is called by: it registers only that name, and its
+// agent calls must carry an agent id of that name and only leases that
+// agent holds.
+//
+// Thread-safety: Authorizer is thread-safe; its store and queue are not
+// owned and must outlive it. Methods that read the store block on the
+// database: call them on the worker pool.
+#ifndef SCHEDULER_AUTHZ_H_
+#define SCHEDULER_AUTHZ_H_
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "lib/storage/access_store.h"
+#include "lib/storage/job_queue.h"
+
+namespace farm::scheduler {
+
+enum class Role : int { kNone = 0, kViewer = 1, kSubmitter = 2, kAgent = 3, kAdmin = 4 };
+
+std::string RoleName(Role role);
+std::optional<Role> ParseRole(absl::string_view name);
+
+struct Principal {
+  enum class Via { kAnonymous, kCertificate, kToken, kBootstrapToken };
+  std::string name;
+  Role role = Role::kNone;
+  Via via = Via::kAnonymous;
+  // Agent calls are bound to `name`.
+  bool bound_agent() const { return role == Role::kAgent; }
+};
+
+struct RpcRule {
+  const char* rpc;  // "Service/Method", e.g. "JobService/SubmitMatrix"
+  Role min_role;
+};
+// Every RPC the scheduler serves, with its minimum role (health is not in it:
+// it stays open).
+const std::vector<RpcRule>& RpcRoleTable();
+// nullopt for an RPC not in the table.
+std::optional<Role> MinimumRole(absl::string_view rpc);
+
+struct AuthzOptions {
+  std::string admin_token;           // bootstrap admin bearer token; empty: none
+  bool client_certificates = false;  // the server verifies client certificates
+  absl::Duration agent_liveness = absl::Seconds(30);
+  // Calls are authenticated (an admin token or client certificates exist).
+  bool authenticated() const { return !admin_token.empty() || client_certificates; }
+};
+
+class Authorizer final {
+ public:
+  // `access` may be null (API tokens unknown; agent names not owned);
+  // `queue` resolves agent ids to names.
+  Authorizer(AuthzOptions options, storage::AccessStore* access, storage::JobQueue* queue)
+      : options_(std::move(options)), access_(access), queue_(queue) {}
+
+  // The caller, or UNAUTHENTICATED (no or an unknown/revoked credential).
+  absl::StatusOr<Principal> Authenticate(const grpc::ServerContextBase& ctx);
+  // Authenticate, then PERMISSION_DENIED unless the principal's role
+  // reaches MinimumRole(rpc).
+  absl::StatusOr<Principal> Authorize(const grpc::ServerContextBase& ctx, absl::string_view rpc);
+
+  // Register: a bound agent registers only its own name; and a name a
+  // connected agent of another principal holds is refused (not taken over).
+  absl::Status CheckRegister(const Principal& who, const std::string& agent_name);
+  // A bound agent calls only with the id of the agent it is.
+  absl::Status CheckAgentId(const Principal& who, int64_t agent_id);
+  // A bound agent reports and heartbeats only leases its agent holds.
+  absl::Status CheckLeases(const Principal& who, int64_t agent_id,
+                           const std::vector<int64_t>& job_ids);
+
+  // Calls that reached an adapter (past TLS), and those refused here.
+  int64_t calls() const { return calls_.load(); }
+  int64_t refused() const { return refused_.load(); }
+  void CountCall() { calls_.fetch_add(1); }
+
+ private:
+  absl::StatusOr<Principal> FromToken(const std::string& token);
+
+  const AuthzOptions options_;
+  storage::AccessStore* const access_;
+  storage::JobQueue* const queue_;
+  std::atomic<int64_t> calls_{0};
+  std::atomic<int64_t> refused_{0};
+  absl::Mutex mu_;
+  // Agent ids never change names: cached for the server's life.
+  absl::flat_hash_map<int64_t, std::string> agent_names_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace farm::scheduler
+
+#endif  // SCHEDULER_AUTHZ_H_
