@@ -210,6 +210,40 @@ TEST(Seed002Test, PerNodeSpreadFollowsDistanceToTheDeviceNode) {
   EXPECT_EQ(iops[0], iops[32]);   // nodes 0 and 1: same distance class
 }
 
+// fio without cpus_allowed leaves its jobs to the scheduler, which spreads
+// them over idle CPUs: 32 jobs on 8 NVMe run on 32 CPUs, not on one.
+TEST(FioPlacementTest, JobsWithoutCpusAllowedSpreadOverIdleCpus) {
+  std::map<std::string, std::string> p = {{"numjobs", "32"}, {"devices", "8"}};
+  absl::StatusOr<RunResult> spread =
+      RunAtCommit("kunpeng920-smmuv3", "latest", "strict", "fio-nvme", p);
+  ASSERT_TRUE(spread.ok()) << spread.status();
+  p["cpus_allowed"] = "64";
+  absl::StatusOr<RunResult> one =
+      RunAtCommit("kunpeng920-smmuv3", "latest", "strict", "fio-nvme", p);
+  ASSERT_TRUE(one.ok()) << one.status();
+  std::printf("fio 32 jobs / 8 nvme: no cpus_allowed %.0f IOPS, cpus_allowed=64 %.0f IOPS\n",
+              spread->throughput, one->throughput);
+  EXPECT_GT(spread->throughput, 2 * one->throughput);
+  // One job per CPU of the list: 32 distinct CPUs in the jobs' fio options.
+  int jobs_on_distinct_cpus = 0;
+  for (int cpu = 0; cpu < 32; ++cpu) {
+    if (spread->kernel_output.find("\"cpus_allowed\": \"" + std::to_string(cpu) + "\"") !=
+        std::string::npos) {
+      ++jobs_on_distinct_cpus;
+    }
+  }
+  EXPECT_EQ(jobs_on_distinct_cpus, 32);
+  // split pins job i to the i-th CPU of the list: the same placement.
+  p["cpus_allowed"] = "0-7";
+  absl::StatusOr<RunResult> shared =
+      RunAtCommit("kunpeng920-smmuv3", "latest", "strict", "fio-nvme", p);
+  p["cpus_allowed_policy"] = "split";
+  absl::StatusOr<RunResult> split =
+      RunAtCommit("kunpeng920-smmuv3", "latest", "strict", "fio-nvme", p);
+  ASSERT_TRUE(shared.ok() && split.ok());
+  EXPECT_EQ(shared->throughput, split->throughput);
+}
+
 // Seed 004 (Ray Jui, MMU-500 8-core board, 50G NIC behind the SMMU, NVMe
 // SSDs on root complexes without IOMMU): strict mode, v4.12 against the
 // io-pgtable lock removal series (v4.13), and iommu off.
