@@ -1,6 +1,7 @@
 #include "emu/engine/engine.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -349,6 +350,10 @@ void SpinLock::Unlock(Cpu& cpu, int dirty_lines) {
 
 // ---- AtomicLine.
 
+namespace {
+uint64_t NodeBit(int node) { return 1ULL << std::min(node, 63); }
+}  // namespace
+
 void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
   FARM_DCHECK(cpu.synced(), "atomic RMW without `co_await cpu.Sync()` immediately before");
   Time t = cpu.now();
@@ -358,7 +363,27 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
     Time rtt = HomeRoundTrip(cpu.node());
     Time arrive = t + rtt / 2;
     Time start = std::max(arrive, free_at_);
-    free_at_ = start + far;
+    // Contenders spin on the line (cmpxchg loops, atomic_cond_read): every
+    // node with one queued since the line was last idle holds a copy. The
+    // home node tracks one remote holder exactly; once copies span several
+    // remote nodes it must snoop each (but the requester's) and wait for the
+    // farthest acknowledgement before executing the RMW.
+    if (arrive >= free_at_) sharers_ = 0;
+    sharers_ |= NodeBit(cpu.node());
+    const uint64_t remote = sharers_ & ~NodeBit(home_node_);
+    Time snoops = 0, ack = 0;
+    if (std::popcount(remote) >= 2) {
+      uint64_t others = remote & ~NodeBit(cpu.node());
+      for (int n = 0; others != 0; ++n, others >>= 1) {
+        if (others & 1) {
+          snoops += far;
+          ack = std::max(ack, engine_->Transfer(home_node_, n));
+        }
+      }
+    }
+    // Snoops out one by one, the farthest acknowledgement back, then the
+    // atomic itself; the line is busy at the home node throughout.
+    free_at_ = start + snoops + ack + far;
     wait_ns_ += start - arrive;
     ++rmws_;
     last_index_ = cpu.index();
@@ -382,6 +407,7 @@ void AtomicLine::Load(Cpu& cpu, Sym sym) {
   FARM_DCHECK(cpu.synced(), "atomic load without `co_await cpu.Sync()` immediately before");
   if (engine_->line_costs().atomic_far > 0 && last_index_ >= 0) {
     // Far atomics leave the line at the home node: a load fetches a copy.
+    sharers_ |= NodeBit(cpu.node());
     cpu.Charge(sym, HomeRoundTrip(cpu.node()));
     return;
   }

@@ -366,7 +366,16 @@ class SpinLock {
 //! order, each pulling the line from the last writer. Far atomics: RMWs are
 //! served one at a time at the home node (`home_node`, where the structure
 //! was allocated), each occupying it atomic_far ns; the requester waits for
-//! the round trip to the home node plus its turn.
+//! the round trip to the home node plus its turn. Every node that loaded the
+//! line or queued an RMW on it since it was last idle holds a copy (its CPUs
+//! spin on it). The home node tracks one remote holder exactly; once copies
+//! span two or more nodes other than the home, each RMW first snoops every
+//! such node but the requester's (atomic_far ns each), waits for the
+//! farthest acknowledgement (the round trip to that node), then executes,
+//! the line busy at the home throughout. So the home queue grows with the
+//! number of distinct remote nodes contending, and each RMW costs more the
+//! farther the other holders are. No cost key of its own: atomic_far and the
+//! platform's node distances (cost.line_*_ns).
 //! REQUIRES: the caller executed `co_await cpu.Sync()` immediately before
 //! (nothing charged in between: FARM_DCHECK(cpu.synced())).
 class AtomicLine {
@@ -388,6 +397,9 @@ class AtomicLine {
   Time free_at_ = 0;
   int last_index_ = -1;
   int last_node_ = 0;
+  //! Far atomics: nodes holding a copy since the line was last idle (bit per
+  //! node; nodes >= 63 share the last bit).
+  uint64_t sharers_ = 0;
   uint64_t rmws_ = 0;
   Time wait_ns_ = 0;
 };

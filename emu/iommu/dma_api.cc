@@ -41,7 +41,14 @@ const char* ModeName(Mode m) {
 
 DmaApi::DmaApi(Sim* sim, Mode mode, std::vector<DeviceSpec> devices, int num_cpus)
     : sim_(sim), mode_(mode), devices_(std::move(devices)), num_cpus_(num_cpus) {
-  if (mode_ == Mode::kOff || mode_ == Mode::kPassthrough) return;
+  if (mode_ == Mode::kOff || mode_ == Mode::kPassthrough) {
+    direct_.assign(devices_.size(), true);
+    return;
+  }
+  // A device in an identity group, or behind no IOMMU, uses dma-direct.
+  for (const DeviceSpec& d : devices_) {
+    direct_.push_back(sim_->m().AttachOf(d) != DeviceAttach::kTranslated);
+  }
   inv_ = MakeInvalidator(sim_, num_cpus_);
   for (size_t i = 0; i < devices_.size(); ++i) {
     auto d = std::make_unique<DmaDomain>(sim_, static_cast<int>(i), num_cpus_);
@@ -129,9 +136,7 @@ Task<void> DmaApi::InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t ph
   const Model& m = sim_->m();
   Counters& k = sim_->counters;
   Sym sym = inv_->map_sym();
-  // Before 2c3d273eabe8 the io-pgtable callers serialised on a per-domain
-  // lock; VT-d installs tables with cmpxchg64 and never took one.
-  bool locked = !m.pgtable_lockless && m.iommu_type != IommuType::kVtd;
+  const bool locked = PgtblLocked();  // arm_smmu_map()
   if (locked) co_await d.pgtbl_lock.Lock(cpu, sym);
   PtWork w = d.pt.Map(pfn, phys_pfn, npages);
   cpu.Charge(sym, w.levels_walked * m.pt_level + w.ptes * m.pte_write);
@@ -148,12 +153,10 @@ Task<void> DmaApi::InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t ph
   if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);
 }
 
-Task<void> DmaApi::ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {
+int DmaApi::ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {
   const Model& m = sim_->m();
   Counters& k = sim_->counters;
   Sym sym = inv_->unmap_sym();
-  bool locked = !m.pgtable_lockless && m.iommu_type != IommuType::kVtd;
-  if (locked) co_await d.pgtbl_lock.Lock(cpu, sym);
   uint64_t unmapped = 0;
   PtWork w = d.pt.Unmap(pfn, npages, &unmapped);
   cpu.Charge(sym, w.levels_walked * m.pt_level + w.ptes * m.pte_write);
@@ -162,7 +165,25 @@ Task<void> DmaApi::ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npag
     cpu.Charge(Sym::kClflush, w.lines * m.clflush_line + (w.lines > 0 ? m.clflush_call : 0));
     k.clflush_lines += w.lines;
   }
-  if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);
+  return w.lines;
+}
+
+bool DmaApi::PgtblLocked() const {
+  // arm_smmu_map/arm_smmu_unmap held smmu_domain->pgtbl_lock around
+  // ops->map/ops->unmap until 523d7423e21b (arm-smmu.c) and 58188afeb727
+  // (arm-smmu-v3.c); an io-pgtable without 2c3d273eabe8's cmpxchg table
+  // install needs that caller lock anyway. VT-d installs tables with
+  // cmpxchg64 and never took one.
+  const Model& m = sim_->m();
+  switch (m.iommu_type) {
+    case IommuType::kVtd:
+      return false;
+    case IommuType::kMmu500:
+      return m.mmu500_pgtbl_lock || !m.pgtable_lockless;
+    case IommuType::kSmmuV3:
+      return m.smmu_pgtbl_lock || !m.pgtable_lockless;
+  }
+  return false;
 }
 
 // ---- map/unmap entry points.
@@ -170,7 +191,7 @@ Task<void> DmaApi::ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npag
 Task<uint64_t> DmaApi::MapPage(Cpu& cpu, int dev, uint64_t phys, uint64_t size, DmaDir dir) {
   const Model& m = sim_->m();
   ++sim_->counters.dma_maps;
-  if (mode_ == Mode::kOff || mode_ == Mode::kPassthrough) {
+  if (direct_[dev]) {
     // dma_direct_map_page(); passthrough = identity domain, same path.
     cpu.Charge(Sym::kDmaDirectMap, m.dma_direct);
     if (!m.dev_coherent && dir != DmaDir::kFromDevice) CacheMaint(cpu, Sym::kDmaDirectMap, size);
@@ -197,7 +218,7 @@ Task<uint64_t> DmaApi::MapPage(Cpu& cpu, int dev, uint64_t phys, uint64_t size, 
 Task<void> DmaApi::UnmapPage(Cpu& cpu, int dev, uint64_t dma, uint64_t size, DmaDir dir) {
   const Model& m = sim_->m();
   ++sim_->counters.dma_unmaps;
-  if (mode_ == Mode::kOff || mode_ == Mode::kPassthrough) {
+  if (direct_[dev]) {
     cpu.Charge(Sym::kDmaDirectUnmap, m.dma_direct);
     if (!m.dev_coherent && dir != DmaDir::kToDevice) CacheMaint(cpu, Sym::kDmaDirectUnmap, size);
     co_return;
@@ -212,14 +233,19 @@ Task<void> DmaApi::UnmapPage(Cpu& cpu, int dev, uint64_t dma, uint64_t size, Dma
 }
 
 Task<void> DmaApi::UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {
-  co_await ClearPtes(cpu, d, pfn, npages);
+  const bool locked = PgtblLocked();  // arm_smmu_unmap()
+  if (locked) co_await d.pgtbl_lock.Lock(cpu, inv_->unmap_sym());
+  int lines = ClearPtes(cpu, d, pfn, npages);
   if (mode_ == Mode::kStrict) {
     // iommu_iotlb_sync() then free: the IOVA is reusable only once the
-    // IOTLB can no longer hold it.
+    // IOTLB can no longer hold it. Under the driver's pgtbl_lock this is
+    // arm_lpae_unmap()'s io_pgtable_tlb_sync(), inside the lock.
     co_await inv_->InvalidateRange(cpu, d.tlb, pfn, npages);
+    if (locked) d.pgtbl_lock.Unlock(cpu, lines);
     co_await d.FreeIova(cpu, pfn, npages);
     co_return;
   }
+  if (locked) d.pgtbl_lock.Unlock(cpu, lines);
   co_await flush_->Add(cpu, d, pfn, npages);
 }
 
@@ -227,7 +253,7 @@ Task<uint64_t> DmaApi::MapSg(Cpu& cpu, int dev, const SgSegment* segs, int nsegs
   const Model& m = sim_->m();
   Counters& k = sim_->counters;
   ++k.dma_map_sgs;
-  if (mode_ == Mode::kOff || mode_ == Mode::kPassthrough) {
+  if (direct_[dev]) {
     // dma_direct_map_sg(): one call; the per-segment dma_direct_map_page()
     // is a static inline (kernel/dma/direct.h) that, without bouncing, only
     // computes and checks the address: no per-segment call cost. (Charging
@@ -310,7 +336,7 @@ Task<void> DmaApi::UnmapSg(Cpu& cpu, int dev, uint64_t dma, const SgSegment* seg
                            DmaDir dir) {
   const Model& m = sim_->m();
   ++sim_->counters.dma_unmap_sgs;
-  if (mode_ == Mode::kOff || mode_ == Mode::kPassthrough) {
+  if (direct_[dev]) {
     // dma_direct_unmap_sg(): one call, inline per-segment body (see MapSg).
     cpu.Charge(Sym::kDmaDirectUnmap, m.dma_direct);
     for (int i = 0; i < nsegs; ++i) {
@@ -334,7 +360,7 @@ Task<void> DmaApi::UnmapSg(Cpu& cpu, int dev, uint64_t dma, const SgSegment* seg
 }
 
 Time DmaApi::DeviceAccess(int dev, uint64_t dma, uint64_t len) {
-  if (mode_ == Mode::kOff || mode_ == Mode::kPassthrough) return 0;
+  if (direct_[dev]) return 0;
   const Model& m = sim_->m();
   DmaDomain& d = *domains_[dev];
   Time t = 0;

@@ -7,7 +7,8 @@
 //  - strict: unmap clears PTEs, invalidates and waits, then frees the IOVA;
 //  - lazy: unmap clears PTEs and hands invalidation + IOVA free to the
 //    DeferredFlush policy fq.kind selects (flush_queue.h).
-// Per device there is one DMA domain (default domain, domain.h). One
+// Per device there is one DMA domain (default domain, domain.h), used when
+// the device is translated (Model::AttachOf); the others take dma-direct. One
 // Invalidator (invalidation.h) serves the IOMMU unit.
 //
 // The VT-d private path (map_sg=intel-private on iommu.type=vtd) follows
@@ -81,7 +82,10 @@ class DmaApi final : public DmaPath {
   //! over a whole scatterlist, 933fcd01e97e).
   Task<void> InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn, uint64_t npages,
                          bool flush = true);
-  Task<void> ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);
+  //! Returns the PTE lines written (they follow a held pgtbl_lock).
+  int ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);
+  //! Whether the driver serialises map/unmap on the domain's pgtbl_lock.
+  bool PgtblLocked() const;
   Task<void> UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);
   void CacheMaint(Cpu& cpu, Sym sym, uint64_t bytes);
   Task<void> DepotLoop(Cpu& cpu);
@@ -89,6 +93,9 @@ class DmaApi final : public DmaPath {
   Sim* sim_;
   Mode mode_;
   std::vector<DeviceSpec> devices_;
+  //! Per device: dma-direct (mode off/passthrough, identity group, or no
+  //! IOMMU upstream) instead of its DMA domain.
+  std::vector<bool> direct_;
   int num_cpus_;
   std::unique_ptr<Invalidator> inv_;
   std::vector<std::unique_ptr<DmaDomain>> domains_;

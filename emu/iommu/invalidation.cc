@@ -384,12 +384,20 @@ class Mmu500Tlb final : public ArmInvalidator {
  private:
   // __arm_smmu_tlb_sync(): write TLBSYNC, then poll TLBSTATUS TLB_SPIN_COUNT
   // times per round with udelay(delay), delay doubling, up to
-  // TLB_LOOP_TIMEOUT (1 s) before "TLB sync timed out".
+  // TLB_LOOP_TIMEOUT (1 s) before "TLB sync timed out". v4.14's
+  // arm_smmu_tlb_sync_context() polls the context bank's registers under
+  // smmu_domain->cb_lock; before, the global sTLBGSYNC was written and
+  // polled with no lock (mmu500.tlb_sync).
   Task<void> TlbSync(Cpu& cpu) {
     const Model& m = sim_->m();
     constexpr int kSpinCount = 10;
     constexpr Time kLoopTimeoutUs = 1000000;
-    co_await cb_lock_.Lock(cpu, Sym::kArmSmmuTlbSync);
+    const bool locked = m.mmu500_tlb_sync == Mmu500TlbSync::kContext;
+    if (locked) {
+      co_await cb_lock_.Lock(cpu, Sym::kArmSmmuTlbSync);
+    } else {
+      co_await cpu.Sync();
+    }
     cpu.Charge(Sym::kArmSmmuTlbSync, m.mmio_write);
     Time done = hw_.Submit(cpu.now(), m.mmu500_sync);
     ++sim_->counters.syncs;
@@ -408,7 +416,7 @@ class Mmu500Tlb final : public ArmInvalidator {
     }
     if (!ok) ++sim_->counters.tlb_sync_timeouts;
     cpu.SpinUntil(t, Sym::kArmSmmuTlbSync);
-    cb_lock_.Unlock(cpu, 0);
+    if (locked) cb_lock_.Unlock(cpu, 0);
   }
 
   Sim* sim_;

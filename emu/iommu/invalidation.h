@@ -15,7 +15,8 @@
 //    (gathering every slot reserved so far), waits for the valid bitmap and
 //    writes PROD once; CMD_SYNC issuers poll for their sync.
 //  - Mmu500Tlb: arm-smmu.c TLBIVA register writes and the TLBSYNC/TLBSTATUS
-//    poll with exponential backoff (__arm_smmu_tlb_sync) under cb_lock.
+//    poll with exponential backoff (__arm_smmu_tlb_sync), under cb_lock for
+//    the per-context sync of v4.14 (mmu500.tlb_sync), unlocked before.
 // Each also invalidates the device-side Iotlb of the domain when it runs.
 //
 // Thread-safety: engine thread only. Ownership: owns its locks and queue

@@ -330,13 +330,40 @@ std::vector<ParamSpec> BuildParams() {
                   "CMDQ_BATCH_ENTRIES: commands per cmdlist before an intermediate submit.", 1,
                   4096));
   p.push_back(Bool("iopgtable.lockless", true,
-                   "io-pgtable updates without the per-domain page-table spinlock: tables are "
-                   "installed with cmpxchg (2c3d273eabe8, v4.13). VT-d is always lockless."));
+                   "io-pgtable-arm installs intermediate tables with cmpxchg, so it needs no "
+                   "caller lock (2c3d273eabe8, v4.13). false: the caller must serialise, and the "
+                   "model takes the domain's pgtbl_lock whatever the driver keys say. VT-d is "
+                   "always lockless."));
+  p.push_back(Bool("mmu500.pgtbl_lock", false,
+                   "arm-smmu.c arm_smmu_map/arm_smmu_unmap take smmu_domain->pgtbl_lock around "
+                   "ops->map/ops->unmap; ops->unmap (arm_lpae_unmap) ends with "
+                   "io_pgtable_tlb_sync(), so the TLBI writes and the TLB sync run under it and "
+                   "every strict unmap of the domain serialises (before 523d7423e21b, v4.13)."));
+  p.push_back(Bool("smmu.pgtbl_lock", false,
+                   "arm-smmu-v3.c: the same pgtbl_lock around ops->map/ops->unmap, the CMD_SYNC "
+                   "of a strict unmap inside it (before 58188afeb727, v4.13)."));
+  p.push_back(Enum("mmu500.tlb_sync", "context", {"global", "context"},
+                   "MMU-500 TLB sync after invalidation: global = __arm_smmu_tlb_sync() on the "
+                   "global sTLBGSYNC/sTLBGSTATUS registers with no lock of its own (v4.12, "
+                   "v4.13); context = arm_smmu_tlb_sync_context(), the context bank's "
+                   "TLBSYNC/TLBSTATUS polled under smmu_domain->cb_lock (v4.14)."));
   p.push_back(Int("iotlb.entries", 64, "entries", "Device-side IOTLB capacity.", 1, 1 << 20));
   p.push_back(Int("iotlb.ways", 4, "ways", "IOTLB associativity.", 1, 64));
   p.push_back(Bool("dev.coherent", true,
                    "DMA-coherent device: no CPU cache maintenance on map/unmap "
                    "(arch_sync_dma_for_device)."));
+  for (const char* kind : {"nic", "nvme", "zip"}) {
+    p.push_back(Enum(absl::StrCat("group.", kind, ".type"), "auto",
+                     {"auto", "translated", "identity", "none"},
+                     absl::StrCat("IOMMU attachment of the platform's ", kind,
+                                  " devices, the iommu group's default domain type "
+                                  "(/sys/kernel/iommu_groups/N/type, writable since v5.11): "
+                                  "auto = the platform's fact (`farm-emu list platforms`); "
+                                  "translated = a DMA domain, DMA with --mode strict, DMA-FQ with "
+                                  "lazy; identity = passthrough (dma-direct); none = not behind "
+                                  "an IOMMU (dma-direct). --mode off/passthrough put every "
+                                  "device on dma-direct.")));
+  }
   p.push_back(Dbl("noise.cv", "0", "ratio",
                   "Run-to-run noise: each cost is scaled by an independent N(1, cv) factor drawn "
                   "from the run seed. 0 = identical output for identical input.",
@@ -512,12 +539,26 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.cmdq = s("smmu.cmdq") == "spinlock" ? CmdqKind::kSpinlock : CmdqKind::kLockfree;
   m.cmdq_batch = static_cast<int>(i("smmu.cmdq_batch"));
   m.pgtable_lockless = b("iopgtable.lockless");
+  m.mmu500_pgtbl_lock = b("mmu500.pgtbl_lock");
+  m.smmu_pgtbl_lock = b("smmu.pgtbl_lock");
+  m.mmu500_tlb_sync =
+      s("mmu500.tlb_sync") == "global" ? Mmu500TlbSync::kGlobal : Mmu500TlbSync::kContext;
   m.iotlb_entries = static_cast<int>(i("iotlb.entries"));
   m.iotlb_ways = static_cast<int>(i("iotlb.ways"));
   if (m.iotlb_entries % m.iotlb_ways != 0) {
     return absl::InvalidArgumentError("iotlb.entries must be a multiple of iotlb.ways");
   }
   m.dev_coherent = b("dev.coherent");
+  auto attach = [&](const char* k) {
+    const std::string& v = s(k);
+    return v == "translated" ? DeviceAttach::kTranslated
+           : v == "identity" ? DeviceAttach::kIdentity
+           : v == "none"     ? DeviceAttach::kNone
+                             : DeviceAttach::kAuto;
+  };
+  m.group_nic = attach("group.nic.type");
+  m.group_nvme = attach("group.nvme.type");
+  m.group_zip = attach("group.zip.type");
   m.noise_cv = std::atof(s("noise.cv").c_str());
 
   for (const CostKey& c : kCostKeys) {
@@ -528,6 +569,14 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
     }
   }
   return m;
+}
+
+DeviceAttach Model::AttachOf(const DeviceSpec& d) const {
+  DeviceAttach a = DeviceAttach::kAuto;
+  if (d.name.starts_with("nic")) a = group_nic;
+  if (d.name.starts_with("nvme")) a = group_nvme;
+  if (d.name.starts_with("zip")) a = group_zip;
+  return a == DeviceAttach::kAuto ? d.attach : a;
 }
 
 void Model::ApplyNoise(uint64_t seed) {

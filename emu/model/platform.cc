@@ -97,7 +97,8 @@ std::vector<Platform> Build() {
        "2-socket Intel Xeon (Haswell/Broadwell class), 12 cores/socket, 2 NUMA nodes, VT-d "
        "with queued invalidation; ConnectX RDMA NIC and NVMe on node 0 (seed 000 client)",
        MakeTopology(2, 1, 12),
-       {{"nic0", "Mellanox ConnectX-4 (mlx5) 100 Gb/s RDMA NIC", 0, true, 64, ""},
+       // Seed 000: "InfiniBand using CX-3 Pro cards at 56Gb/s".
+       {{"nic0", "Mellanox ConnectX-3 Pro 56 Gb/s (FDR InfiniBand) RDMA NIC", 0, true, 64, "", 56},
         {"nvme0", "NVMe SSD", 0, true, 64, ""}},
        {}},
       // Seed 001: 16-core Sandy Bridge (2 x 8 cores), ConnectX-3 40 GbE.
@@ -106,7 +107,7 @@ std::vector<Platform> Build() {
        "queued invalidation, non-coherent page walk; 40 GbE NIC on node 0 (seed 001, "
        "Peleg et al. ATC'15)",
        MakeTopology(2, 1, 8),
-       {{"nic0", "Mellanox ConnectX-3 40 GbE NIC", 0, true, 64, ""}},
+       {{"nic0", "Mellanox ConnectX-3 40 GbE NIC", 0, true, 64, "", 40}},
        {}},
       // Seeds 002/003: HiSilicon Kunpeng 920, 2 sockets x 2 dies, 32 cores per
       // die, SMMUv3 without range invalidation.
@@ -117,16 +118,20 @@ std::vector<Platform> Build() {
        MakeTopology(2, 2, 32),
        {{"nvme0", "NVMe SSD (PCIe 81:00.0, node 2 as in seed 002)", 2, true, 64,
          kKunpeng920NvmeIrqs},
-        {"nic0", "hns3 100 GbE NIC", 0, true, 64, ""},
+        {"nic0", "hns3 100 GbE NIC", 0, true, 64, "", 100},
         {"zip0", "HiSilicon ZIP accelerator (Barry Song's test device)", 0, true, 64, ""}},
        {}},
       // Seed 004: 8-core ARMv8 SoC with MMU-500 in front of the NIC root port.
       {"arm-mmu500-8c",
        "8-core ARMv8 SoC (Broadcom-class, seed 004), one NUMA node, Arm MMU-500 (SMMUv2) with "
-       "TLBSYNC polling; 50 GbE NIC and NVMe",
+       "TLBSYNC polling; 50 GbE NIC behind the MMU-500, NVMe SSDs on a root complex without IOMMU",
        MakeTopology(1, 1, 8),
-       {{"nic0", "50 GbE NIC behind MMU-500", 0, true, 64, ""},
-        {"nvme0", "NVMe SSD", 0, true, 64, ""}},
+       // Seed 004: "the Ethernet throughput out of 50G link".
+       {{"nic0", "50 GbE NIC behind MMU-500", 0, true, 64, "", 50},
+        // "The root complexes connected to NVMe SSDs remain unchanged (i.e.,
+        // without IOMMU)" (seed 004).
+        {"nvme0", "NVMe SSDs behind a root complex without IOMMU", 0, true, 64, "", 0,
+         DeviceAttach::kNone}},
        {}},
   };
   for (int i = 0; i < kNumPlatforms; ++i) {

@@ -17,6 +17,15 @@
 
 namespace farm::emu {
 
+//! How a device reaches memory: its IOMMU group's default domain type
+//! (/sys/kernel/iommu_groups/N/type, writable since v5.11) or no IOMMU.
+enum class DeviceAttach {
+  kAuto,        // model keys only: the platform's fact for the device
+  kTranslated,  // a DMA domain: "DMA" (strict) or "DMA-FQ" (lazy), following the mode
+  kIdentity,    // "identity": passthrough, dma-direct
+  kNone,        // not behind an IOMMU (its root complex has none): dma-direct
+};
+
 //! A DMA-capable device of a platform.
 struct DeviceSpec {
   std::string name;
@@ -28,6 +37,11 @@ struct DeviceSpec {
   //! assigns them, in the `--param irq_affinity` syntax (irq_affinity.h);
   //! empty = Linux's default spread over the nodes (IrqAffinity::Spread).
   std::string irq_affinity;
+  //! A network device's line rate, Gb/s (0: not a network device). The
+  //! network workloads' link_gbps defaults to it.
+  double link_gbps = 0;
+  //! The platform's fact; never kAuto.
+  DeviceAttach attach = DeviceAttach::kTranslated;
 };
 
 struct Platform {

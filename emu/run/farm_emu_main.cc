@@ -50,7 +50,12 @@ void ListPlatforms() {
   for (const farm::emu::Platform& p : farm::emu::AllPlatforms()) {
     std::string devs;
     for (const auto& d : p.devices) {
-      absl::StrAppend(&devs, devs.empty() ? "" : ", ", d.name, " (node ", d.node, ")");
+      const char* attach = d.attach == farm::emu::DeviceAttach::kNone       ? ", no IOMMU"
+                           : d.attach == farm::emu::DeviceAttach::kIdentity ? ", identity"
+                                                                            : "";
+      std::string link = d.link_gbps > 0 ? absl::StrCat(", ", d.link_gbps, " Gb/s") : "";
+      absl::StrAppend(&devs, devs.empty() ? "" : ", ", d.name, " (node ", d.node, link, attach,
+                      ")");
     }
     std::cout << p.name << "\n  " << p.description << "\n  cpus " << p.topology.num_cpus
               << ", nodes " << p.topology.num_nodes() << ", iommu " << p.settings.at("iommu.type")

@@ -2,6 +2,7 @@
 // One cost table per platform serves every case; nothing here tunes a run:
 // every RunSpec below uses the shipped platform, kernel and workload defaults
 // apart from run length and CPU count.
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -79,6 +80,13 @@ TEST(Fidelity, GarrySmmuV3CmdqScaling) {
     RunResult r = MustRun(s);
     EXPECT_GE(r.throughput_per_cpu, value / 2) << cpus << " CPUs";
     EXPECT_LE(r.throughput_per_cpu, value * 2) << cpus << " CPUs";
+    // Once the contenders span several nodes (both dies of the socket away
+    // from the SMMU at 64, every node at 128) the home node's snoops bring
+    // the rows within 1.3x.
+    EXPECT_GE(r.throughput_per_cpu, value / 1.3) << cpus << " CPUs";
+    EXPECT_LE(r.throughput_per_cpu, value * 1.3) << cpus << " CPUs";
+    std::printf("garry %3d CPUs: model %.0f per CPU, published %.0f (x%.2f)\n", cpus,
+                r.throughput_per_cpu, value, value / r.throughput_per_cpu);
     EXPECT_LT(r.throughput_per_cpu, prev) << cpus << " CPUs";
     EXPECT_GT(r.counters.cmdq_batches, 0u) << cpus << " CPUs";
     prev = r.throughput_per_cpu;

@@ -163,6 +163,8 @@ Task<void> FioSlot(FioWorld& w, int si) {
 constexpr absl::string_view kRw[] = {"randread", "randwrite", "read", "write"};
 constexpr absl::string_view kIoEngines[] = {"io_uring", "libaio", "psync"};
 
+constexpr absl::string_view kCpusAllowedPolicies[] = {"shared", "split"};
+
 constexpr WorkloadParam kParams[] = {
     {.name = "rw",
      .type = ParamType::kChoice,
@@ -185,7 +187,17 @@ constexpr WorkloadParam kParams[] = {
     {.name = "cpus_allowed",
      .type = ParamType::kString,
      .default_value = "",
-     .meaning = "CPU list jobs are pinned to, round robin (empty: first CPU of the device's node)"},
+     .meaning = "CPU list the jobs may run on (empty: every CPU, as fio leaves placement to the "
+                "kernel scheduler); jobs are spread one per idle CPU of the list in its order "
+                "(fork balancing fills the parent's node first; the parent is taken to run on "
+                "the list's first CPU), then share CPUs round robin"},
+    {.name = "cpus_allowed_policy",
+     .type = ParamType::kChoice,
+     .default_value = "shared",
+     .choices = kCpusAllowedPolicies,
+     .meaning = "fio's: shared = every job may use the whole list (the scheduler spreads them, "
+                "as above); split = job i gets CPU i of the list (mod its length). Without "
+                "migration in the model both give the same placement"},
     {.name = "devices",
      .type = ParamType::kInt,
      .default_value = "1",
@@ -262,8 +274,8 @@ class FioNvme final : public Workload {
     }
     const int num_cpus = platform.topology.num_cpus;
     if (cpus_text.empty()) {
-      std::vector<int> node_cpus = platform.topology.CpusOfNode(dev_node);
-      cpus_.push_back(node_cpus.empty() ? 0 : node_cpus.front());
+      // No affinity: the scheduler may use every CPU.
+      for (int cpu = 0; cpu < platform.topology.num_cpus; ++cpu) cpus_.push_back(cpu);
     } else {
       absl::StatusOr<std::vector<int>> parsed = ParseCpuList(cpus_text);
       if (!parsed.ok()) {
@@ -317,7 +329,11 @@ class FioNvme final : public Workload {
       }
       return slot_of_cpu[cpu];
     };
-    // Job CPUs first (not daemons), then the IRQ CPUs they need.
+    // Job CPUs first (not daemons), then the IRQ CPUs they need. shared:
+    // sched_balance_fork() puts each new job on an idle CPU of its allowed
+    // set, the parent's node first, and shares CPUs evenly once none is idle;
+    // split: fio pins job i to the i-th CPU of the list. Both are cpus_[j % n]
+    // here (fio starts every job before any runs; no migration is modelled).
     for (int j = 0; j < numjobs_; ++j) {
       Job job;
       job.cpu = cpus_[j % cpus_.size()];

@@ -1,6 +1,7 @@
 #include "emu/workloads/io_common.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace farm::emu {
@@ -18,6 +19,26 @@ absl::Status CheckCpuCount(absl::string_view workload, absl::string_view param, 
   return absl::InvalidArgumentError(absl::StrCat(workload, ": --param ", param, "=", n, ": ",
                                                  platform.name, " has ", platform.topology.num_cpus,
                                                  " CPUs"));
+}
+
+absl::StatusOr<double> LinkGbps(absl::string_view workload, const WorkloadParams& p,
+                                const Platform& platform, int dev) {
+  const std::string& text = p.Str("link_gbps");
+  if (text.empty()) {
+    double rate = platform.devices.empty() ? 0 : platform.devices[dev].link_gbps;
+    if (rate <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(workload, ": platform ", platform.name,
+                                                     " has no NIC link rate; set --param "
+                                                     "link_gbps"));
+    }
+    return rate;
+  }
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v) || !(v >= 0.1 && v <= 10000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(workload, ": --param link_gbps=", text, ": not a number in [0.1, 10000]"));
+  }
+  return v;
 }
 
 std::vector<int> CpusDeviceNodeFirst(const Platform& platform, int device_node) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "emu/engine/engine.h"
 #include "emu/engine/stats.h"
@@ -38,6 +39,18 @@ int DeviceIndex(const Platform& platform, absl::string_view kind);
 //! than `n` CPUs (one CPU per session / queue pair).
 absl::Status CheckCpuCount(absl::string_view workload, absl::string_view param, int64_t n,
                            const Platform& platform);
+
+//! The link_gbps parameter of a network workload: its value, or, when empty,
+//! the line rate of platform device `dev` (DeviceSpec::link_gbps).
+//! InvalidArgument for a value that is not a number in [0.1, 10000], or when
+//! empty and the device has no link rate.
+absl::StatusOr<double> LinkGbps(absl::string_view workload, const WorkloadParams& p,
+                                const Platform& platform, int dev);
+
+//! The link_gbps row of the network workloads' parameter tables.
+inline constexpr absl::string_view kLinkGbpsMeaning =
+    "line rate, Gb/s; empty = the platform NIC's (intel-vtd-2s12c 56, intel-vtd-snb16c 40, "
+    "kunpeng920-smmuv3 100, arm-mmu500-8c 50)";
 
 //! Every CPU of the platform, those of `device_node` first (in id order),
 //! then the rest: where a driver binds queue pairs and where busy streams

@@ -169,11 +169,9 @@ constexpr WorkloadParam kParams[] = {
      .default_value = "write,rewrite,read,reread",
      .meaning = "any of write, rewrite, read, reread"},
     {.name = "link_gbps",
-     .type = ParamType::kDouble,
-     .default_value = "56",
-     .min = 0.1,
-     .max = 10000,
-     .meaning = "InfiniBand signalling rate"},
+     .type = ParamType::kString,
+     .default_value = "",
+     .meaning = kLinkGbpsMeaning},
     {.name = "link_efficiency",
      .type = ParamType::kDouble,
      .default_value = "0.95",
@@ -252,8 +250,10 @@ class IozoneNfsRdma final : public Workload {
     c.threads = static_cast<int>(threads);
     c.record = record;
     c.size = std::max(p.Size("size"), record);
-    c.link_bytes_per_ns =
-        p.Double("link_gbps") * p.Double("link_efficiency") / 8.0;  // Gb/s = bits per ns
+    absl::StatusOr<double> gbps =
+        LinkGbps("iozone-nfsrdma", p, platform, DeviceIndex(platform, "nic"));
+    if (!gbps.ok()) return gbps.status();
+    c.link_bytes_per_ns = *gbps * p.Double("link_efficiency") / 8.0;  // Gb/s = bits per ns
     c.chunk_pages = static_cast<int>(p.Int("chunk_pages"));
     c.rtt = static_cast<Time>(p.Double("rtt_us") * 1000);
     c.server_write = static_cast<Time>(p.Double("server_write_us") * 1000);

@@ -152,11 +152,9 @@ constexpr WorkloadParam kParams[] = {
      .max = 65536,
      .meaning = "I/Os in flight per queue pair"},
     {.name = "link_gbps",
-     .type = ParamType::kDouble,
-     .default_value = "100",
-     .min = 0.1,
-     .max = 10000,
-     .meaning = "fabric line rate"},
+     .type = ParamType::kString,
+     .default_value = "",
+     .meaning = kLinkGbpsMeaning},
     {.name = "dev_latency_us",
      .type = ParamType::kDouble,
      .default_value = "90",
@@ -214,10 +212,11 @@ class NvmfTarget final : public Workload {
     c.ssd_latency = static_cast<Time>(p.Double("dev_latency_us") * 1000);
     double media_ns = static_cast<double>(bs) * 8.0 / p.Double("dev_gbps");
     c.ssd_per_io = std::max<Time>(1, static_cast<Time>(std::max(1e9 / dev_iops, media_ns)));
-    c.link_per_io =
-        std::max<Time>(1, static_cast<Time>(static_cast<double>(bs) * 8.0 / p.Double("link_gbps")));
-    c.cpu_half = p.Int("cpu_per_io_ns") / 2;
     c.nic = DeviceIndex(platform, "nic");
+    absl::StatusOr<double> gbps = LinkGbps("nvmf-target", p, platform, c.nic);
+    if (!gbps.ok()) return gbps.status();
+    c.link_per_io = std::max<Time>(1, static_cast<Time>(static_cast<double>(bs) * 8.0 / *gbps));
+    c.cpu_half = p.Int("cpu_per_io_ns") / 2;
     c.ssd = DeviceIndex(platform, "nvme");
     nic_node_ = platform.devices.empty() ? 0 : platform.devices[c.nic].node;
     w.ssds.resize(ssds_);

@@ -109,11 +109,9 @@ constexpr WorkloadParam kParams[] = {
      .max = 4096,
      .meaning = "streams, one CPU each"},
     {.name = "link_gbps",
-     .type = ParamType::kDouble,
-     .default_value = "100",
-     .min = 0.1,
-     .max = 10000,
-     .meaning = "NIC line rate"},
+     .type = ParamType::kString,
+     .default_value = "",
+     .meaning = kLinkGbpsMeaning},
     {.name = "packet_bytes",
      .type = ParamType::kSize,
      .default_value = "65536",
@@ -158,10 +156,12 @@ class TcpStream final : public Workload {
     c_.pages = static_cast<int>(p.Int("pages_per_packet"));
     c_.packet_bytes = packet;
     c_.cpu_per_packet = p.Int("cpu_per_packet_ns");
-    c_.wire_per_packet = std::max<Time>(
-        1, static_cast<Time>(static_cast<double>(packet) * 8.0 / p.Double("link_gbps")));
-    c_.win = ReadWindow(p);
     c_.nic = DeviceIndex(platform, "nic");
+    absl::StatusOr<double> gbps = LinkGbps("tcp-stream", p, platform, c_.nic);
+    if (!gbps.ok()) return gbps.status();
+    c_.wire_per_packet =
+        std::max<Time>(1, static_cast<Time>(static_cast<double>(packet) * 8.0 / *gbps));
+    c_.win = ReadWindow(p);
     nic_node_ = platform.devices.empty() ? 0 : platform.devices[c_.nic].node;
     return absl::OkStatus();
   }
