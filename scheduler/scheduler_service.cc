@@ -251,8 +251,8 @@ absl::StatusOr<pb::LeaseJobsResponse> AgentService::LeaseJobs(const pb::LeaseJob
   absl::Status st = CheckSession(req.agent_id(), req.session());
   if (!st.ok()) return st;
   const int max_jobs = std::clamp(req.max_jobs(), 1, kMaxLeaseBatch);
-  absl::StatusOr<std::vector<pb::JobLease>> leases =
-      queue_->LeaseJobs(req.agent_id(), req.session(), max_jobs, config_.lease_ttl, eligible_);
+  absl::StatusOr<std::vector<pb::JobLease>> leases = queue_->LeaseJobs(
+      req.agent_id(), req.session(), max_jobs, config_.lease_ttl, eligible_, config_.claim);
   if (!leases.ok()) return leases.status();
   metrics_->leases_granted.Increment(static_cast<double>(leases->size()));
   pb::LeaseJobsResponse resp;

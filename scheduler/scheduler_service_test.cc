@@ -114,11 +114,11 @@ class SchedulerServiceTest : public ::testing::Test {
     return one;
   }
 
-  pb::RegisterResponse Register(const std::string& name) {
+  pb::RegisterResponse Register(const std::string& name, int slots = 4) {
     pb::RegisterRequest req;
     req.set_name(name);
     req.add_capabilities()->set_name("emulator");
-    req.set_slots(4);
+    req.set_slots(slots);
     auto resp = agents_.Register(req);
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp.ok() ? *resp : pb::RegisterResponse();
@@ -407,7 +407,7 @@ TEST_F(SchedulerServiceTest, IdempotencyKeyCreatesOneMatrix) {
 TEST_F(SchedulerServiceTest, FailuresRetryThenFailAndReleaseGivesTheJobBack) {
   LoadCatalog();
   Submit(kSpec);
-  pb::RegisterResponse a = Register("a");
+  pb::RegisterResponse a = Register("a", /*slots=*/20);
   pb::LeaseJobsResponse l = Lease(a, 3);
   ASSERT_EQ(l.leases_size(), 3);
   pb::ReportFailureRequest f;
@@ -493,7 +493,8 @@ TEST_F(SchedulerServiceTest, RequestsAreCheckedBeforeTheStore) {
 TEST_F(SchedulerServiceTest, LeaseBatchIsClampedAndTheHostPredicateApplies) {
   LoadCatalog();
   Submit(kSpec);
-  pb::RegisterResponse a = Register("a");
+  // Slots beyond the batch limit, so the clamp is what limits the lease.
+  pb::RegisterResponse a = Register("a", AgentService::kMaxLeaseBatch + 5);
   EXPECT_EQ(Lease(a, 0).leases_size(), 1);  // at least one
   // An agent service whose hook refuses every job leases nothing.
   AgentService picky(&store_, &metrics_, config_,

@@ -297,6 +297,20 @@ CREATE TABLE bisect_culprits (
 );
 )SQL";
 
+// The claim's round robin across matrices: fair_rank is a job's position
+// within its matrix, so at equal priority the k-th job of every matrix is
+// claimed before the (k+1)-th of any, and a small matrix is not starved
+// behind a large one submitted before it. Existing rows are ranked by id.
+const char* const kV7ClaimFairRank = R"SQL(
+ALTER TABLE jobs ADD COLUMN fair_rank integer NOT NULL DEFAULT 0;
+UPDATE jobs j SET fair_rank = r.rank
+  FROM (SELECT id, (row_number() OVER (PARTITION BY matrix_id ORDER BY id) - 1)::int AS rank
+        FROM jobs) r
+  WHERE j.id = r.id AND r.rank <> 0;
+DROP INDEX jobs_queue_idx;
+CREATE INDEX jobs_queue_idx ON jobs (priority DESC, fair_rank, id) WHERE state = 1;
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
@@ -306,6 +320,7 @@ const std::vector<Migration>& AllMigrations() {
        kV2QueueTotalsAndNotify},
       {3, "regressions.metric_rank and regressions.primary_metrics", kV3RegressionMetricRank},
       {4, "bisect_culprits: every culprit of a bisect with its share", kV4BisectCulprits},
+      {7, "jobs.fair_rank: the claim's round robin across matrices", kV7ClaimFairRank},
   };
   return *kAll;
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/storage/pg_rows.h"
 #include "lib/storage/row_codec.h"
+#include "lib/storage/run_eligibility.h"
 
 namespace farm::storage {
 namespace {
@@ -66,6 +67,7 @@ const char* const kExpireSet =
 
 const char* const kLeaseAgent = "farm_lease_agent";
 const char* const kLeaseClaim = "farm_lease_claim";
+const char* const kLeaseClaimGrant = "farm_lease_claim_grant";
 const char* const kLeaseGrant = "farm_lease_grant";
 const char* const kReportResult = "farm_report_result";
 const char* const kReportCheck = "farm_report_check";
@@ -74,11 +76,36 @@ void PrepareQueueStatements(PgPool* pool) {
   pool->Prepare(kLeaseAgent,
                 "SELECT name, executors::text, capabilities::text, host::text FROM agents "
                 "WHERE id = $1 AND session = $2");
-  // $1 executors (smallint[] literal), $2 limit.
-  pool->Prepare(kLeaseClaim, std::string("SELECT ") + kJobCols +
-                                 " FROM jobs j WHERE j.state = 1 AND j.not_before <= now() "
-                                 "AND j.executor = ANY($1::smallint[]) "
-                                 "ORDER BY j.priority DESC, j.id LIMIT $2 FOR UPDATE SKIP LOCKED");
+  // The claim's selection, shared by the one-statement lease and the hooked
+  // one: $1 agent id, $2 session, $3 max jobs, $5 match real-run hosts,
+  // $6 within free slots. The agent row (executors, host `ah`, slots) is
+  // joined in, so whatever the agent cannot run is skipped by the index
+  // scan instead of filling the LIMIT.
+  const std::string pick =
+      std::string(
+          "WITH a AS (SELECT id, name, executors, host AS ah, slots FROM agents "
+          "  WHERE id = $1 AND session = $2), "
+          "lim AS (SELECT CASE WHEN $6 THEN greatest(0, least($3, a.slots - "
+          "  (SELECT count(*) FROM jobs h WHERE h.state = 2 AND h.lease_agent = a.id))) "
+          "  ELSE $3 END AS n FROM a), "
+          "pick AS (SELECT j.id FROM jobs j, a WHERE j.state = 1 AND j.not_before <= now() "
+          "  AND j.executor = ANY(a.executors) AND (NOT $5 OR ") +
+      kRunnableSql +
+      ") ORDER BY j.priority DESC, j.fair_rank, j.id LIMIT (SELECT n FROM lim) "
+      "FOR UPDATE OF j SKIP LOCKED) ";
+  // Hooked path: the candidates, locked; $4 (ttl) unused but typed.
+  pool->Prepare(kLeaseClaim, pick + "SELECT " + kJobCols +
+                                 ", $4::float8 FROM jobs j JOIN pick ON pick.id = j.id "
+                                 "ORDER BY j.priority DESC, j.fair_rank, j.id");
+  // One statement, one round trip: select, lock and grant.
+  pool->Prepare(kLeaseClaimGrant,
+                pick +
+                    "UPDATE jobs j SET state = 2, attempt = j.attempt + 1, "
+                    "lease_token = gen_random_uuid()::text, lease_agent = a.id, "
+                    "lease_owner = a.name, "
+                    "lease_expires_at = now() + make_interval(secs => $4), started_at = now() "
+                    "FROM pick, a WHERE j.id = pick.id RETURNING " +
+                    kJobCols + ", j.lease_token, j.fair_rank");
   // $1 ids (bigint[] literal), $2 agent id, $3 agent name, $4 ttl seconds.
   pool->Prepare(kLeaseGrant,
                 "UPDATE jobs SET state = 2, attempt = attempt + 1, "
@@ -184,33 +211,76 @@ absl::StatusOr<pb::HeartbeatResponse> PgJobQueue::Heartbeat(const pb::HeartbeatR
 absl::StatusOr<std::vector<pb::JobLease>> PgJobQueue::LeaseJobs(int64_t agent_id,
                                                                 const std::string& session,
                                                                 int max_jobs, absl::Duration ttl,
-                                                                const JobPredicate& eligible) {
+                                                                const JobPredicate& eligible,
+                                                                const ClaimRules& rules) {
   using Out = std::vector<pb::JobLease>;
+  if (max_jobs <= 0) max_jobs = 0;
   return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
-    pqxx::work w(c);
-    pqxx::result a = w.exec_prepared(kLeaseAgent, agent_id, session);
-    if (a.empty()) {
+    auto unknown = [&] {
       return absl::NotFoundError(
           absl::StrCat("unknown agent ", agent_id, " or session: re-register"));
+    };
+    auto to_lease = [](pb::Job j, const std::string& token) {
+      pb::JobLease l;
+      *l.mutable_expires_at() = j.lease_expires_at();
+      l.mutable_lease()->set_job_id(j.id());
+      l.mutable_lease()->set_attempt(j.attempt());
+      l.mutable_lease()->set_lease_token(token);
+      *l.mutable_job() = std::move(j);
+      return l;
+    };
+    if (!eligible) {
+      pqxx::result up;
+      {
+        // Autocommit: the statement is its own transaction.
+        pqxx::nontransaction n(c);
+        up = n.exec_prepared(kLeaseClaimGrant, agent_id, session, max_jobs, Secs(ttl),
+                             rules.match_real_run_hosts, rules.within_free_slots);
+        if (up.empty()) {
+          if (n.exec_prepared(kLeaseAgent, agent_id, session).empty()) return unknown();
+          return Out{};
+        }
+      }
+      const int base = static_cast<int>(up.columns()) - 2;
+      struct Claimed {
+        pb::Job job;
+        std::string token;
+        int32_t rank;
+      };
+      std::vector<Claimed> got;
+      got.reserve(up.size());
+      for (const pqxx::row& r : up) {
+        got.push_back({RowToJob(r), r[base].as<std::string>(), r[base + 1].as<int32_t>()});
+      }
+      // RETURNING has no order: put the leases back in claim order.
+      std::sort(got.begin(), got.end(), [](const Claimed& x, const Claimed& y) {
+        if (x.job.priority() != y.job.priority()) return x.job.priority() > y.job.priority();
+        if (x.rank != y.rank) return x.rank < y.rank;
+        return x.job.id() < y.job.id();
+      });
+      Out out;
+      out.reserve(got.size());
+      for (Claimed& g : got) out.push_back(to_lease(std::move(g.job), g.token));
+      return out;
     }
+    pqxx::work w(c);
+    pqxx::result a = w.exec_prepared(kLeaseAgent, agent_id, session);
+    if (a.empty()) return unknown();
     AgentView agent;
     agent.id = agent_id;
     agent.name = a[0][0].as<std::string>();
-    const std::string executors = a[0][1].as<std::string>();
-    if (executors == "{}") return Out{};
-    pqxx::result cand = w.exec_prepared(kLeaseClaim, executors, max_jobs);
+    pqxx::result cand = w.exec_prepared(kLeaseClaim, agent_id, session, max_jobs, Secs(ttl),
+                                        rules.match_real_run_hosts, rules.within_free_slots);
     if (cand.empty()) return Out{};
+    google::protobuf::RepeatedPtrField<pb::Capability> caps;
+    JsonToCaps(a[0][2].as<std::string>(), &caps);
+    agent.capabilities.assign(caps.begin(), caps.end());
+    JsonToHost(a[0][3].as<std::string>(), &agent.host);
     std::unordered_map<int64_t, pb::Job> jobs;
     std::vector<int64_t> ids;
-    if (eligible) {
-      google::protobuf::RepeatedPtrField<pb::Capability> caps;
-      JsonToCaps(a[0][2].as<std::string>(), &caps);
-      agent.capabilities.assign(caps.begin(), caps.end());
-      JsonToHost(a[0][3].as<std::string>(), &agent.host);
-    }
     for (const pqxx::row& r : cand) {
       pb::Job j = RowToJob(r);
-      if (eligible && !eligible(j, agent)) continue;
+      if (!eligible(j, agent)) continue;
       ids.push_back(j.id());
       jobs.emplace(j.id(), std::move(j));
     }
@@ -227,18 +297,12 @@ absl::StatusOr<std::vector<pb::JobLease>> PgJobQueue::LeaseJobs(int64_t agent_id
       auto it = by_id.find(id);
       if (it == by_id.end()) continue;
       const pqxx::row r = up[it->second];
-      pb::JobLease l;
       pb::Job& j = jobs[id];
       j.set_state(pb::JOB_STATE_LEASED);
       j.set_attempt(r[1].as<int>());
       j.set_lease_owner(agent.name);
       SetMicros(r[3].as<int64_t>(), j.mutable_lease_expires_at());
-      *l.mutable_expires_at() = j.lease_expires_at();
-      l.mutable_lease()->set_job_id(id);
-      l.mutable_lease()->set_attempt(j.attempt());
-      l.mutable_lease()->set_lease_token(r[2].as<std::string>());
-      *l.mutable_job() = std::move(j);
-      out.push_back(std::move(l));
+      out.push_back(to_lease(std::move(j), r[2].as<std::string>()));
     }
     return out;
   });
