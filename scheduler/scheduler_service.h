@@ -94,10 +94,14 @@ class AgentService final {
   absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& req);
   absl::StatusOr<pb::LeaseJobsResponse> LeaseJobs(const pb::LeaseJobsRequest& req);
   absl::StatusOr<pb::ReportResultResponse> ReportResult(const pb::ReportResultRequest& req);
+  // Each item as ReportResult would answer it (its error in the item); the
+  // call fails only when the database does or the batch is too large.
+  absl::StatusOr<pb::ReportResultsResponse> ReportResults(const pb::ReportResultsRequest& req);
   absl::StatusOr<pb::ReportFailureResponse> ReportFailure(const pb::ReportFailureRequest& req);
   absl::StatusOr<pb::ReleaseLeasesResponse> ReleaseLeases(const pb::ReleaseLeasesRequest& req);
 
   static constexpr int kMaxLeaseBatch = 1000;
+  static constexpr int kMaxReportBatch = 1000;
 
  private:
   storage::JobQueue* const queue_;

@@ -91,6 +91,16 @@ class JobQueue {
   // Fenced by (job, attempt, token); kFailedPrecondition when stale.
   // The result row records the agent's current name.
   virtual absl::StatusOr<ReportOutcome> ReportResult(const pb::ReportResultRequest& req) = 0;
+  // Several reports, each with ReportResult's outcome, in order. The
+  // default reports them one by one; PostgreSQL stores the fresh ones in
+  // one statement. The outer status is an outage (nothing known stored).
+  virtual absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> ReportResults(
+      const std::vector<pb::ReportResultRequest>& reqs) {
+    std::vector<absl::StatusOr<ReportOutcome>> out;
+    out.reserve(reqs.size());
+    for (const pb::ReportResultRequest& r : reqs) out.push_back(ReportResult(r));
+    return out;
+  }
   virtual absl::StatusOr<pb::JobState> ReportFailure(const pb::ReportFailureRequest& req,
                                                      const RetryPolicy& retry) = 0;
   // Back to queued without spending an attempt. kNotFound on bad session.

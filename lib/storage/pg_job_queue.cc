@@ -1,6 +1,7 @@
 #include "lib/storage/pg_job_queue.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -71,6 +72,7 @@ const char* const kLeaseClaimGrant = "farm_lease_claim_grant";
 const char* const kLeaseGrant = "farm_lease_grant";
 const char* const kReportResult = "farm_report_result";
 const char* const kReportCheck = "farm_report_check";
+const char* const kReportBatch = "farm_report_batch";
 
 void PrepareQueueStatements(PgPool* pool) {
   pool->Prepare(kLeaseAgent,
@@ -128,6 +130,27 @@ void PrepareQueueStatements(PgPool* pool) {
       "  $5::jsonb, $6, $7, $8::jsonb, $9, $10 FROM up "
       "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
       "SELECT executor, dur FROM up");
+  // kReportResult over arrays (one element per report): one statement, so
+  // atomic and one round trip for the whole batch. A report whose lease is
+  // not current is simply not in `up`; the caller settles it one by one.
+  pool->Prepare(
+      kReportBatch,
+      "WITH i AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[], "
+      "  $5::jsonb[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::bigint[]) "
+      "  AS x(job_id, attempt, token, agent_id, samples, raw, fmt, host, tool, wall)), "
+      "up AS (UPDATE jobs j SET state = 3, finished_at = now(), lease_expires_at = NULL "
+      "  FROM i WHERE j.id = i.job_id AND j.attempt = i.attempt AND j.lease_token = i.token "
+      "  AND j.state = 2 "
+      "  RETURNING j.id, j.attempt, j.lease_token, j.matrix_id, j.executor, "
+      "  coalesce(extract(epoch from (now() - j.started_at)), 0)::float8 AS dur), "
+      "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
+      "  raw_output, raw_format, host, tool_version, wall_time_ns) "
+      "  SELECT DISTINCT ON (up.id) up.id, up.attempt, up.matrix_id, i.agent_id, "
+      "  coalesce((SELECT name FROM agents WHERE id = i.agent_id), ''), i.samples, i.raw, i.fmt, "
+      "  i.host, i.tool, i.wall FROM up JOIN i ON i.job_id = up.id AND i.attempt = up.attempt "
+      "  AND i.token = up.lease_token ORDER BY up.id "
+      "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
+      "SELECT id, attempt, executor, dur FROM up");
   pool->Prepare(kReportCheck,
                 "SELECT j.state, j.attempt, coalesce(j.lease_token, ''), "
                 "EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id AND r.attempt = $2) "
@@ -345,6 +368,59 @@ absl::StatusOr<ReportOutcome> PgJobQueue::ReportResult(const pb::ReportResultReq
         absl::StrCat("stale lease for job ", l.job_id(), " attempt ", l.attempt(), ": job is ",
                      pb::JobState_Name(static_cast<pb::JobState>(state)), " at attempt ", attempt));
   });
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportResults(
+    const std::vector<pb::ReportResultRequest>& reqs) {
+  using Out = std::vector<absl::StatusOr<ReportOutcome>>;
+  if (reqs.empty()) return Out{};
+  std::vector<int64_t> ids, agents, walls;
+  std::vector<int32_t> attempts;
+  std::vector<std::string> tokens, samples, raws, formats, hosts, tools;
+  for (const pb::ReportResultRequest& r : reqs) {
+    ids.push_back(r.lease().job_id());
+    attempts.push_back(r.lease().attempt());
+    tokens.push_back(r.lease().lease_token());
+    agents.push_back(r.agent_id());
+    samples.push_back(SamplesToJson(r.samples()));
+    raws.push_back(r.raw_output());
+    formats.push_back(r.raw_format());
+    hosts.push_back(HostToJson(r.host()));
+    tools.push_back(r.tool_version());
+    walls.push_back(r.wall_time().seconds() * 1000000000 + r.wall_time().nanos());
+  }
+  std::map<std::pair<int64_t, int32_t>, ReportOutcome> accepted;
+  absl::Status st = pool_->Run([&](pqxx::connection& c) -> absl::Status {
+    pqxx::nontransaction n(c);
+    pqxx::result up = n.exec_prepared(kReportBatch, ArrayLiteral(ids), ArrayLiteral(attempts),
+                                      QuotedArrayLiteral(tokens), ArrayLiteral(agents),
+                                      QuotedArrayLiteral(samples), QuotedArrayLiteral(raws),
+                                      QuotedArrayLiteral(formats), QuotedArrayLiteral(hosts),
+                                      QuotedArrayLiteral(tools), ArrayLiteral(walls));
+    for (const pqxx::row& r : up) {
+      ReportOutcome o;
+      o.accepted = true;
+      o.executor = static_cast<pb::Executor>(r[2].as<int>());
+      o.duration_seconds = r[3].as<double>();
+      accepted.emplace(std::make_pair(r[0].as<int64_t>(), r[1].as<int32_t>()), o);
+    }
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  Out out;
+  out.reserve(reqs.size());
+  for (const pb::ReportResultRequest& r : reqs) {
+    auto it = accepted.find({r.lease().job_id(), r.lease().attempt()});
+    if (it != accepted.end()) {
+      out.push_back(it->second);
+      accepted.erase(it);  // a second copy in the batch is a duplicate
+      continue;
+    }
+    // Stale, a retry of an accepted report, or a copy: the single path
+    // tells which.
+    out.push_back(ReportResult(r));
+  }
+  return out;
 }
 
 absl::StatusOr<pb::JobState> PgJobQueue::ReportFailure(const pb::ReportFailureRequest& req,

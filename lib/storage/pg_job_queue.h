@@ -36,6 +36,8 @@ class PgJobQueue : public JobQueue {
                                                       const JobPredicate& eligible,
                                                       const ClaimRules& rules = {}) override;
   absl::StatusOr<ReportOutcome> ReportResult(const pb::ReportResultRequest& req) override;
+  absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> ReportResults(
+      const std::vector<pb::ReportResultRequest>& reqs) override;
   absl::StatusOr<pb::JobState> ReportFailure(const pb::ReportFailureRequest& req,
                                              const RetryPolicy& retry) override;
   absl::StatusOr<int> ReleaseLeases(const pb::ReleaseLeasesRequest& req) override;

@@ -503,6 +503,67 @@ TEST_P(RepositoryContractTest, SmallMatrixIsNotStarvedBehindALargeOne) {
   EXPECT_EQ(ls[0].job().matrix_id(), urgent);
 }
 
+// A batch of reports: every fresh one stored once, a copy inside the batch
+// and a retry of an earlier report are duplicates, a stale one is refused,
+// each answered in its own slot.
+TEST_P(RepositoryContractTest, ReportResultsSettlesEachItemLikeReportResult) {
+  const int64_t m = MakeMatrix(5);
+  pb::RegisterResponse a = Register("batcher");
+  std::vector<pb::JobLease> ls = Lease(a, 4);
+  ASSERT_EQ(ls.size(), 4u);
+  ASSERT_TRUE(Report(a, ls[0].lease()).ok());
+  auto req = [&](const pb::LeaseRef& l, const std::string& raw) {
+    pb::ReportResultRequest r;
+    r.set_agent_id(a.agent_id());
+    *r.mutable_lease() = l;
+    pb::Sample* s = r.add_samples();
+    s->set_metric("throughput");
+    s->set_value(7.5);
+    r.set_raw_output(raw);
+    r.set_raw_format("emu-json");
+    r.mutable_host()->set_kernel_release("6.1");
+    r.mutable_wall_time()->set_seconds(2);
+    return r;
+  };
+  pb::LeaseRef stale = ls[3].lease();
+  stale.set_attempt(7);
+  const std::string tricky = "{\"q\": \"a \\\"quoted\\\" \\\\ back\"}, {x}";
+  std::vector<pb::ReportResultRequest> batch = {
+      req(ls[1].lease(), tricky), req(ls[2].lease(), "r2"), req(ls[1].lease(), "copy"),
+      req(ls[0].lease(), "retry"), req(stale, "stale")};
+  auto out = queue().ReportResults(batch);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 5u);
+  for (int i : {0, 1}) {
+    ASSERT_TRUE((*out)[i].ok()) << i << ": " << (*out)[i].status();
+    EXPECT_TRUE((*out)[i]->accepted);
+    EXPECT_FALSE((*out)[i]->duplicate) << i;
+    EXPECT_EQ((*out)[i]->executor, pb::EXECUTOR_EMULATOR);
+  }
+  for (int i : {2, 3}) {
+    ASSERT_TRUE((*out)[i].ok()) << i << ": " << (*out)[i].status();
+    EXPECT_TRUE((*out)[i]->duplicate) << i;
+  }
+  EXPECT_EQ((*out)[4].status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(backend().StateOf(ls[1].job().id()), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(backend().StateOf(ls[2].job().id()), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(backend().StateOf(ls[3].job().id()), pb::JOB_STATE_LEASED);
+  auto page = matrices().ListResults(m, 0, 100, true);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 3u);
+  for (const pb::Result& r : *page) {
+    if (r.job_id() == ls[1].job().id()) {
+      EXPECT_EQ(r.raw_output(), tricky);
+      ASSERT_EQ(r.samples_size(), 1);
+      EXPECT_EQ(r.samples(0).value(), 7.5);
+      EXPECT_EQ(r.agent(), "batcher");
+    }
+  }
+  auto empty = queue().ReportResults({});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+}
+
 TEST_P(RepositoryContractTest, ReRegisterExpiresOldSessionLeases) {
   MakeMatrix(1);
   pb::RegisterResponse a = Register("a1");

@@ -408,6 +408,71 @@ TEST_F(StoragePgTest, SurvivesPostgresRestart) {
   listener.Unsubscribe(h);
 }
 
+// 1,000 identical ReportResult calls at once (an agent's retries after
+// timeouts, all arriving together) store one row; so do 1,000 copies in
+// ReportResults batches racing them.
+TEST_F(StoragePgTest, AThousandIdenticalReportsStoreOneRow) {
+  PgPool wide(PgPoolOptions{pool_->uri(), 40, 3});
+  PgStore store(&wide);
+  const int64_t m = MakeMatrix(1);
+  pb::RegisterResponse a = Register("reporter");
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  pb::ReportResultRequest r;
+  r.set_agent_id(a.agent_id());
+  *r.mutable_lease() = ls[0].lease();
+  r.add_samples()->set_metric("throughput");
+  r.set_raw_output("raw");
+  std::atomic<int> fresh{0}, dup{0}, bad{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 40; ++t) {
+    ts.emplace_back([&, t] {
+      if (t % 4 == 3) {
+        std::vector<pb::ReportResultRequest> batch(25, r);
+        auto out = store.ReportResults(batch);
+        if (!out.ok()) {
+          bad += 25;
+          return;
+        }
+        for (const auto& o : *out) {
+          if (!o.ok() || !o->accepted) {
+            ++bad;
+          } else if (o->duplicate) {
+            ++dup;
+          } else {
+            ++fresh;
+          }
+        }
+        return;
+      }
+      for (int i = 0; i < 25; ++i) {
+        auto o = store.ReportResult(r);
+        if (!o.ok() || !o->accepted) {
+          ++bad;
+        } else if (o->duplicate) {
+          ++dup;
+        } else {
+          ++fresh;
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(fresh.load(), 1);
+  EXPECT_EQ(dup.load(), 999);
+  auto rows = wide.Call<int64_t>([&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
+    pqxx::read_transaction t(c);
+    return t.exec1("SELECT count(*) FROM results WHERE matrix_id = " + std::to_string(m))[0]
+        .as<int64_t>();
+  });
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(*rows, 1);
+  auto mat = store.GetMatrix(m);
+  ASSERT_TRUE(mat.ok());
+  EXPECT_EQ(mat->counts().succeeded(), 1);
+}
+
 // 10,000 jobs, 50 claimers on 50 connections at once: SKIP LOCKED and the
 // one-statement claim hand every job out exactly once, and every result
 // lands once.
