@@ -1,17 +1,19 @@
 // sched_bench: jobs leased and reported per second end to end through gRPC
 // (in-process farm-scheduler + real gRPC clients acting as agents), and the
 // same claim-and-complete loop as raw SQL on the same PostgreSQL in the same
-// run. Prints both rates and their ratio (gRPC / SQL). Then the same gRPC
+// run. Prints every rate and the ratios gRPC / SQL. Then the same gRPC
 // loop with one channel per agent, plaintext and mTLS (each agent presents
 // its own certificate from scripts/farm-certs, so the agent-identity checks
 // run too), and TLS vs plaintext connections set up per second (handshakes).
 //
-//   build/bench/sched_bench [--jobs N] [--agents K] [--batch B]
+//   build/bin/sched_bench [--jobs N] [--agents K] [--batch B]
 //
 // Each path gets a fresh database on one PostgreSQL instance (farm_testing,
 // fsync off) and a matrix of N emulator jobs; K concurrent workers each
-// claim B jobs at a time and complete them one by one (one transaction per
-// result, as agents do).
+// claim B jobs at a time (one statement) and complete them either one by
+// one (one statement per result: ReportResult) or all B in one statement
+// (ReportResults). The raw-SQL baselines run the same statement shapes
+// without the scheduler.
 #include <unistd.h>
 #include <atomic>
 #include <chrono>
@@ -44,7 +46,7 @@ int g_jobs = 4000;
 int g_agents = 8;
 int g_batch = 50;
 farm::testing::PostgresInstance* g_pg = nullptr;
-double g_rate_sql = 0, g_rate_grpc = 0;
+double g_rate_sql = 0, g_rate_grpc = 0, g_rate_sql_batch = 0, g_rate_grpc_batch = 0;
 double g_rate_plain_per_agent = 0, g_rate_mtls_per_agent = 0;
 double g_connects_plain = 0, g_connects_tls = 0;
 std::string g_certs;  // scripts/farm-certs output: ca, server, bench-0..K-1 (agents)
@@ -112,13 +114,13 @@ const char* const kSamples =
     "{\"metric\":\"unmap_latency_mean\",\"value\":733,\"unit\":\"ns\",\"phase\":\"\"}]";
 
 // The raw-SQL worker: the queue's claim and complete statements, nothing else.
-void SqlWorker(const std::string& uri, int64_t agent_id, std::atomic<int64_t>* done) {
+void SqlWorker(const std::string& uri, int64_t agent_id, bool batched, std::atomic<int64_t>* done) {
   pqxx::connection c(uri);
   for (;;) {
     pqxx::work w(c);
     pqxx::result claimed = w.exec_params(
         "WITH cand AS (SELECT id FROM jobs WHERE state = 1 AND not_before <= now() "
-        "AND executor = ANY('{1}'::smallint[]) ORDER BY priority DESC, id LIMIT $1 "
+        "AND executor = ANY('{1}'::smallint[]) ORDER BY priority DESC, fair_rank, id LIMIT $1 "
         "FOR UPDATE SKIP LOCKED) "
         "UPDATE jobs j SET state = 2, attempt = j.attempt + 1, "
         "lease_token = gen_random_uuid()::text, lease_agent = $2, "
@@ -127,6 +129,32 @@ void SqlWorker(const std::string& uri, int64_t agent_id, std::atomic<int64_t>* d
         g_batch, agent_id);
     w.commit();
     if (claimed.empty()) return;
+    if (batched) {
+      std::string ids = "{", attempts = "{", tokens = "{";
+      for (const pqxx::row& r : claimed) {
+        const char* sep = ids.size() > 1 ? "," : "";
+        ids += sep + r[0].as<std::string>();
+        attempts += sep + r[1].as<std::string>();
+        tokens += sep + r[2].as<std::string>();
+      }
+      ids += "}";
+      attempts += "}";
+      tokens += "}";
+      pqxx::nontransaction t(c);
+      pqxx::row n = t.exec_params1(
+          "WITH i AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[]) "
+          "  AS x(job_id, attempt, token)), "
+          "up AS (UPDATE jobs j SET state = 3, finished_at = now(), lease_expires_at = NULL "
+          "  FROM i WHERE j.id = i.job_id AND j.attempt = i.attempt AND j.lease_token = i.token "
+          "  AND j.state = 2 RETURNING j.id, j.attempt, j.matrix_id), "
+          "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, samples, raw_output, "
+          "  raw_format) SELECT id, attempt, matrix_id, $4, $5::jsonb, $6, 'emu-json' FROM up "
+          "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
+          "SELECT count(*) FROM ins",
+          ids, attempts, tokens, agent_id, kSamples, kRaw);
+      done->fetch_add(n[0].as<int64_t>());
+      continue;
+    }
     for (const pqxx::row& r : claimed) {
       // The same single fenced statement PgStore::ReportResult runs.
       pqxx::nontransaction t(c);
@@ -144,7 +172,7 @@ void SqlWorker(const std::string& uri, int64_t agent_id, std::atomic<int64_t>* d
   }
 }
 
-void GrpcWorker(pb::AgentService::Stub* stub, int index, std::atomic<int64_t>* done) {
+void GrpcWorker(pb::AgentService::Stub* stub, int index, bool batched, std::atomic<int64_t>* done) {
   auto ctx = [] {
     auto c = std::make_unique<grpc::ClientContext>();
     c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
@@ -168,6 +196,7 @@ void GrpcWorker(pb::AgentService::Stub* stub, int index, std::atomic<int64_t>* d
       std::exit(1);
     }
     if (leases.leases_size() == 0) return;
+    pb::ReportResultsRequest batch;
     for (const pb::JobLease& l : leases.leases()) {
       pb::ReportResultRequest rr;
       rr.set_agent_id(a.agent_id());
@@ -182,10 +211,28 @@ void GrpcWorker(pb::AgentService::Stub* stub, int index, std::atomic<int64_t>* d
       }
       rr.set_raw_output(kRaw);
       rr.set_raw_format("emu-json");
+      if (batched) {
+        *batch.add_results() = std::move(rr);
+        continue;
+      }
       pb::ReportResultResponse resp;
       st = stub->ReportResult(ctx().get(), rr, &resp);
       if (!st.ok() || !resp.accepted()) {
         std::fprintf(stderr, "ReportResult: %s\n", st.error_message().c_str());
+        std::exit(1);
+      }
+      done->fetch_add(1);
+    }
+    if (!batched) continue;
+    pb::ReportResultsResponse resp;
+    st = stub->ReportResults(ctx().get(), batch, &resp);
+    if (!st.ok() || resp.results_size() != batch.results_size()) {
+      std::fprintf(stderr, "ReportResults: %s\n", st.error_message().c_str());
+      std::exit(1);
+    }
+    for (const pb::ReportResultResponse& r : resp.results()) {
+      if (!r.accepted() || r.duplicate()) {
+        std::fprintf(stderr, "ReportResults item: %s\n", r.error_message().c_str());
         std::exit(1);
       }
       done->fetch_add(1);
@@ -234,7 +281,8 @@ double RunPerAgent(bool tls) {
   std::atomic<int64_t> done{0};
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> ts;
-  for (int i = 0; i < g_agents; ++i) ts.emplace_back(GrpcWorker, stubs[i].get(), i, &done);
+  for (int i = 0; i < g_agents; ++i)
+    ts.emplace_back(GrpcWorker, stubs[i].get(), i, /*batched=*/false, &done);
   for (auto& t : ts) t.join();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   server->Shutdown(absl::Seconds(2));
@@ -297,7 +345,7 @@ void BM_ConnectsTls(benchmark::State& state) {
   state.counters["connects_per_s"] = g_connects_tls;
 }
 
-void BM_RawSqlClaimComplete(benchmark::State& state) {
+void RawSql(benchmark::State& state, bool batched, double* rate) {
   for (auto _ : state) {
     state.PauseTiming();
     const std::string uri = NewDatabase();
@@ -306,17 +354,17 @@ void BM_RawSqlClaimComplete(benchmark::State& state) {
     state.ResumeTiming();
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::thread> ts;
-    for (int i = 0; i < g_agents; ++i) ts.emplace_back(SqlWorker, uri, i + 1, &done);
+    for (int i = 0; i < g_agents; ++i) ts.emplace_back(SqlWorker, uri, i + 1, batched, &done);
     for (auto& t : ts) t.join();
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (done.load() != g_jobs) state.SkipWithError("not every job completed");
-    g_rate_sql = static_cast<double>(done.load()) / secs;
-    state.counters["jobs_per_s"] = g_rate_sql;
+    *rate = static_cast<double>(done.load()) / secs;
+    state.counters["jobs_per_s"] = *rate;
   }
 }
 
-void BM_GrpcLeaseReport(benchmark::State& state) {
+void Grpc(benchmark::State& state, bool batched, double* rate) {
   for (auto _ : state) {
     state.PauseTiming();
     const std::string uri = NewDatabase();
@@ -338,7 +386,9 @@ void BM_GrpcLeaseReport(benchmark::State& state) {
     state.ResumeTiming();
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::thread> ts;
-    for (int i = 0; i < g_agents; ++i) ts.emplace_back(GrpcWorker, stub.get(), i, &done);
+    for (int i = 0; i < g_agents; ++i) {
+      ts.emplace_back(GrpcWorker, stub.get(), i, batched, &done);
+    }
     for (auto& t : ts) t.join();
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -346,13 +396,25 @@ void BM_GrpcLeaseReport(benchmark::State& state) {
     (*server)->Shutdown(absl::Seconds(2));
     state.ResumeTiming();
     if (done.load() != g_jobs) state.SkipWithError("not every job completed");
-    g_rate_grpc = static_cast<double>(done.load()) / secs;
-    state.counters["jobs_per_s"] = g_rate_grpc;
+    *rate = static_cast<double>(done.load()) / secs;
+    state.counters["jobs_per_s"] = *rate;
   }
 }
 
+void BM_RawSqlClaimComplete(benchmark::State& state) { RawSql(state, false, &g_rate_sql); }
+void BM_GrpcLeaseReport(benchmark::State& state) { Grpc(state, false, &g_rate_grpc); }
+void BM_RawSqlClaimCompleteBatched(benchmark::State& state) {
+  RawSql(state, true, &g_rate_sql_batch);
+}
+void BM_GrpcLeaseReportBatched(benchmark::State& state) { Grpc(state, true, &g_rate_grpc_batch); }
+
 BENCHMARK(BM_RawSqlClaimComplete)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcLeaseReport)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RawSqlClaimCompleteBatched)
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GrpcLeaseReportBatched)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcPerAgentPlaintext)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcPerAgentMtls)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ConnectsPlaintext)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -398,9 +460,17 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   std::printf("jobs=%d agents=%d batch=%d\n", g_jobs, g_agents, g_batch);
-  std::printf("raw SQL claim+complete: %.0f jobs/s\n", g_rate_sql);
-  std::printf("gRPC lease+report end to end: %.0f jobs/s\n", g_rate_grpc);
-  if (g_rate_sql > 0) std::printf("ratio gRPC/SQL: %.2f\n", g_rate_grpc / g_rate_sql);
+  std::printf("raw SQL claim+complete, one statement per result: %.0f jobs/s\n", g_rate_sql);
+  std::printf("gRPC lease+ReportResult end to end: %.0f jobs/s\n", g_rate_grpc);
+  std::printf("raw SQL claim+complete, one statement per batch: %.0f jobs/s\n", g_rate_sql_batch);
+  std::printf("gRPC lease+ReportResults end to end: %.0f jobs/s\n", g_rate_grpc_batch);
+  if (g_rate_sql > 0) {
+    std::printf("ratio gRPC/SQL unbatched: %.2f\n", g_rate_grpc / g_rate_sql);
+    std::printf("ratio gRPC batched / SQL unbatched: %.2f\n", g_rate_grpc_batch / g_rate_sql);
+  }
+  if (g_rate_sql_batch > 0) {
+    std::printf("ratio gRPC/SQL batched: %.2f\n", g_rate_grpc_batch / g_rate_sql_batch);
+  }
   std::printf("gRPC per-agent channels, plaintext: %.0f jobs/s\n", g_rate_plain_per_agent);
   std::printf("gRPC per-agent channels, mTLS + agent identity: %.0f jobs/s\n",
               g_rate_mtls_per_agent);

@@ -593,6 +593,11 @@ grpc::ServerUnaryReactor* AgentServiceGrpc::ReportResult(grpc::CallbackServerCon
                  return svc_->ReportResult(*req);
                });
 }
+grpc::ServerUnaryReactor* AgentServiceGrpc::ReportResults(grpc::CallbackServerContext* ctx,
+                                                          const pb::ReportResultsRequest* req,
+                                                          pb::ReportResultsResponse* resp) {
+  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->ReportResults(*req); });
+}
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReportFailure(grpc::CallbackServerContext* ctx,
                                                           const pb::ReportFailureRequest* req,
                                                           pb::ReportFailureResponse* resp) {

@@ -133,6 +133,9 @@ class AgentServiceGrpc final : public pb::AgentService::CallbackService {
   grpc::ServerUnaryReactor* ReportResult(grpc::CallbackServerContext* ctx,
                                          const pb::ReportResultRequest* req,
                                          pb::ReportResultResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportResults(grpc::CallbackServerContext* ctx,
+                                          const pb::ReportResultsRequest* req,
+                                          pb::ReportResultsResponse* resp) override;
   grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* ctx,
                                           const pb::ReportFailureRequest* req,
                                           pb::ReportFailureResponse* resp) override;

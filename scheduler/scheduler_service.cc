@@ -271,8 +271,8 @@ absl::StatusOr<pb::LeaseJobsResponse> AgentService::LeaseJobs(
   const auto gone = [&] { return caller_gone && caller_gone(); };
   if (gone()) return absl::CancelledError("caller left before leasing");
   const int max_jobs = std::clamp(req.max_jobs(), 1, kMaxLeaseBatch);
-  absl::StatusOr<std::vector<pb::JobLease>> leases =
-      queue_->LeaseJobs(req.agent_id(), req.session(), max_jobs, config_.lease_ttl, eligible_);
+  absl::StatusOr<std::vector<pb::JobLease>> leases = queue_->LeaseJobs(
+      req.agent_id(), req.session(), max_jobs, config_.lease_ttl, eligible_, config_.claim);
   if (!leases.ok()) return leases.status();
   if (!leases->empty() && gone()) {
     pb::ReleaseLeasesRequest back;
@@ -313,6 +313,51 @@ absl::StatusOr<pb::ReportResultResponse> AgentService::ReportResult(
   pb::ReportResultResponse resp;
   resp.set_accepted(out->accepted);
   resp.set_duplicate(out->duplicate);
+  return resp;
+}
+
+absl::StatusOr<pb::ReportResultsResponse> AgentService::ReportResults(
+    const pb::ReportResultsRequest& req) {
+  if (req.results_size() > kMaxReportBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("results: at most ", kMaxReportBatch, " per call, got ", req.results_size()));
+  }
+  pb::ReportResultsResponse resp;
+  std::vector<pb::ReportResultRequest> valid;
+  std::vector<int> slot;  // valid[k] answers resp.results(slot[k])
+  for (int i = 0; i < req.results_size(); ++i) {
+    pb::ReportResultResponse* item = resp.add_results();
+    absl::Status st = CheckLease(req.results(i).lease());
+    if (!st.ok()) {
+      item->set_error_code(static_cast<int>(st.code()));
+      item->set_error_message(absl::StrCat("results[", i, "].", st.message()));
+      continue;
+    }
+    valid.push_back(req.results(i));
+    slot.push_back(i);
+  }
+  absl::StatusOr<std::vector<absl::StatusOr<storage::ReportOutcome>>> outs =
+      queue_->ReportResults(valid);
+  if (!outs.ok()) return outs.status();
+  for (size_t k = 0; k < outs->size() && k < slot.size(); ++k) {
+    const absl::StatusOr<storage::ReportOutcome>& out = (*outs)[k];
+    pb::ReportResultResponse* item = resp.mutable_results(slot[k]);
+    if (!out.ok()) {
+      if (absl::IsFailedPrecondition(out.status())) {
+        metrics_->stale_results_rejected.Increment();
+        spdlog::warn("rejected result: {}", std::string(out.status().message()));
+      }
+      item->set_error_code(static_cast<int>(out.status().code()));
+      item->set_error_message(std::string(out.status().message()));
+      continue;
+    }
+    if (!out->duplicate) {
+      metrics_->results_ingested.Increment();
+      metrics_->job_duration(out->executor).Observe(out->duration_seconds);
+    }
+    item->set_accepted(out->accepted);
+    item->set_duplicate(out->duplicate);
+  }
   return resp;
 }
 

@@ -33,6 +33,9 @@ struct SchedulerConfig {
   int max_attempts = 3;
   SpecLimits limits;
   storage::RetryPolicy retry;
+  // What a lease claim selects on: real runs only on matching hosts, never
+  // more than the agent's free slots.
+  storage::ClaimRules claim{.match_real_run_hosts = true, .within_free_slots = true};
   // Heartbeat interval handed to agents.
   absl::Duration heartbeat_interval() const { return lease_ttl / 3; }
   // An agent counts as connected with a heartbeat this recent.
@@ -97,17 +100,21 @@ class AgentService final {
   absl::StatusOr<pb::LeaseJobsResponse> LeaseJobs(const pb::LeaseJobsRequest& req,
                                                   const std::function<bool()>& caller_gone = {});
   absl::StatusOr<pb::ReportResultResponse> ReportResult(const pb::ReportResultRequest& req);
+  // Each item as ReportResult would answer it (its error in the item); the
+  // call fails only when the database does or the batch is too large.
+  absl::StatusOr<pb::ReportResultsResponse> ReportResults(const pb::ReportResultsRequest& req);
   absl::StatusOr<pb::ReportFailureResponse> ReportFailure(const pb::ReportFailureRequest& req);
   absl::StatusOr<pb::ReleaseLeasesResponse> ReleaseLeases(const pb::ReleaseLeasesRequest& req);
 
   static constexpr int kMaxLeaseBatch = 1000;
+  static constexpr int kMaxReportBatch = 1000;
 
  private:
   storage::JobQueue* const queue_;
   metrics::SchedulerMetrics* const metrics_;
   const SchedulerConfig config_;
-  // Which agent may take which job (real fio/iozone runs need a matching
-  // host: scheduler/real_match.h); empty = every agent takes every job.
+  // An extra filter over the claimed jobs (config_.claim already matches
+  // real runs to hosts inside the claim); empty = none.
   const storage::JobPredicate eligible_;
 };
 

@@ -114,11 +114,11 @@ class SchedulerServiceTest : public ::testing::Test {
     return one;
   }
 
-  pb::RegisterResponse Register(const std::string& name) {
+  pb::RegisterResponse Register(const std::string& name, int slots = 4) {
     pb::RegisterRequest req;
     req.set_name(name);
     req.add_capabilities()->set_name("emulator");
-    req.set_slots(4);
+    req.set_slots(slots);
     auto resp = agents_.Register(req);
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp.ok() ? *resp : pb::RegisterResponse();
@@ -407,7 +407,7 @@ TEST_F(SchedulerServiceTest, IdempotencyKeyCreatesOneMatrix) {
 TEST_F(SchedulerServiceTest, FailuresRetryThenFailAndReleaseGivesTheJobBack) {
   LoadCatalog();
   Submit(kSpec);
-  pb::RegisterResponse a = Register("a");
+  pb::RegisterResponse a = Register("a", /*slots=*/20);
   pb::LeaseJobsResponse l = Lease(a, 3);
   ASSERT_EQ(l.leases_size(), 3);
   pb::ReportFailureRequest f;
@@ -490,10 +490,44 @@ TEST_F(SchedulerServiceTest, RequestsAreCheckedBeforeTheStore) {
   EXPECT_EQ(jobs_.ImportGitCatalog(ig).status().message(), "commits[0].id: required");
 }
 
-TEST_F(SchedulerServiceTest, LeaseBatchIsClampedAndTheHostPredicateApplies) {
+TEST_F(SchedulerServiceTest, ReportResultsAnswersEachItemAndCountsTheFreshOnes) {
   LoadCatalog();
   Submit(kSpec);
   pb::RegisterResponse a = Register("a");
+  pb::LeaseJobsResponse l = Lease(a, 3);
+  ASSERT_EQ(l.leases_size(), 3);
+  pb::ReportResultsRequest req;
+  for (int i = 0; i < 3; ++i) {
+    pb::ReportResultRequest* r = req.add_results();
+    r->set_agent_id(a.agent_id());
+    *r->mutable_lease() = l.leases(i).lease();
+    r->add_samples()->set_metric("throughput");
+  }
+  *req.add_results() = req.results(0);            // a copy: duplicate
+  req.add_results()->set_agent_id(a.agent_id());  // no lease: refused alone
+  auto resp = agents_.ReportResults(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  ASSERT_EQ(resp->results_size(), 5);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(resp->results(i).accepted()) << resp->results(i).error_message();
+    EXPECT_FALSE(resp->results(i).duplicate());
+    EXPECT_EQ(resp->results(i).error_code(), 0);
+  }
+  EXPECT_TRUE(resp->results(3).duplicate());
+  EXPECT_FALSE(resp->results(4).accepted());
+  EXPECT_EQ(resp->results(4).error_code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(resp->results(4).error_message(), "results[4].lease.job_id: required");
+  EXPECT_TRUE(MetricsHave("farm_results_ingested_total 3")) << registry_.Serialize();
+  pb::ReportResultsRequest big;
+  for (int i = 0; i <= AgentService::kMaxReportBatch; ++i) *big.add_results() = req.results(0);
+  EXPECT_EQ(agents_.ReportResults(big).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SchedulerServiceTest, LeaseBatchIsClampedAndTheHostPredicateApplies) {
+  LoadCatalog();
+  Submit(kSpec);
+  // Slots beyond the batch limit, so the clamp is what limits the lease.
+  pb::RegisterResponse a = Register("a", AgentService::kMaxLeaseBatch + 5);
   EXPECT_EQ(Lease(a, 0).leases_size(), 1);  // at least one
   // An agent service whose hook refuses every job leases nothing.
   AgentService picky(&store_, &metrics_, config_,

@@ -10,7 +10,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/storage/migrations.h"
-#include "scheduler/real_match.h"
 
 namespace farm::scheduler {
 namespace {
@@ -93,13 +92,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   s->metrics_ = std::make_unique<metrics::SchedulerMetrics>(registry->registry());
   s->job_service_ = std::make_unique<JobService>(s->store_.get(), s->store_.get(), s->store_.get(),
                                                  s->metrics_.get(), options.config);
-  storage::JobPredicate eligible;
-  // fio/iozone jobs only go to hosts whose kernel and IOMMU mode match.
-  eligible = [](const pb::Job& j, const storage::AgentView& a) {
-    return RealRunEligible(j, a.host);
-  };
-  s->agent_service_ = std::make_unique<AgentService>(s->store_.get(), s->metrics_.get(),
-                                                     options.config, std::move(eligible));
+  // fio/iozone jobs only go to hosts whose kernel and IOMMU mode match:
+  // options.config.claim, applied inside the claim.
+  s->agent_service_ =
+      std::make_unique<AgentService>(s->store_.get(), s->metrics_.get(), options.config);
   s->analysis_service_ = std::make_unique<AnalysisService>(s->store_.get());
 
   if (!options.catalog_dir.empty()) {

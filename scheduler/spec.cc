@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "scheduler/yaml_limits.h"
 
 namespace farm::scheduler {
 namespace {
@@ -207,6 +208,7 @@ absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimi
         absl::StrCat("spec: ", yaml.size(), " bytes is more than the limit of ",
                      limits.max_spec_bytes, " bytes (--max-spec-bytes)"));
   }
+  if (absl::Status st = CheckYamlExpansion(yaml, YamlExpansionLimits{}); !st.ok()) return st;
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));

@@ -1,8 +1,13 @@
 #include "scheduler/spec.h"
 
+#include <fstream>
 #include <set>
+#include <string>
 
 #include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/yaml_limits.h"
 
 namespace farm::scheduler {
 namespace {
@@ -208,6 +213,73 @@ TEST(ExpandTest, KindSetsThePriorityBand) {
   EXPECT_GT(JobPriority(pb::JOB_KIND_BISECT, -999), JobPriority(pb::JOB_KIND_CONFIRM, 999));
   EXPECT_GT(JobPriority(pb::JOB_KIND_CONFIRM, -999), JobPriority(pb::JOB_KIND_BULK, 999));
   EXPECT_EQ(JobPriority(s->kind, s->priority), 4005);
+}
+
+// Resident set size of this process in KiB (Linux /proc), 0 if unknown.
+int64_t RssKib() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      int64_t kib = 0;
+      in >> kib;
+      return kib;
+    }
+    std::getline(in, key);
+  }
+  return 0;
+}
+
+// Ten levels of ten aliases each over a padded scalar: 127 KB of text that
+// expands to 10^10 scalars. Refused from the event stream, before a tree is
+// built, and the check itself stays small.
+TEST(SpecTest, AliasBombIsRefusedWithoutGrowing) {
+  std::string yaml = "name: bomb\ncatalog: linux-iommu\nplatform: intel-vtd-2s12c\n";
+  absl::StrAppend(&yaml, "pad: &a0 [\"", std::string(126000, 'x'), "\"]\n");
+  for (int level = 1; level <= 10; ++level) {
+    absl::StrAppend(&yaml, "l", level, ": &a", level, " [");
+    for (int k = 0; k < 10; ++k) absl::StrAppend(&yaml, k ? ", " : "", "*a", level - 1);
+    absl::StrAppend(&yaml, "]\n");
+  }
+  absl::StrAppend(&yaml,
+                  "commits: [v5.10]\nmodes: [strict]\nworkloads:\n  - name: dma-map-bench\n"
+                  "    params: {tests: *a10}\n");
+  ASSERT_GT(yaml.size(), 126000u);
+  const int64_t before = RssKib();
+  auto s = ParseMatrixSpec(yaml, {});
+  const int64_t after = RssKib();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.status().message(),
+            "spec: YAML document is more than 4194304 bytes of scalars with its aliases expanded");
+  ASSERT_GT(before, 0);
+  EXPECT_LT(after - before, 50 * 1024) << "RSS grew by " << (after - before) << " KiB";
+}
+
+TEST(YamlLimits, CountsAliasesAndExpandedNodes) {
+  EXPECT_TRUE(CheckYamlExpansion("a: &x {k: v}\nb: *x\nc: *x\n", {}).ok());
+  YamlExpansionLimits tight;
+  tight.max_aliases = 2;
+  EXPECT_TRUE(CheckYamlExpansion("a: &x 1\nb: [*x, *x]\n", tight).ok());
+  EXPECT_EQ(CheckYamlExpansion("a: &x 1\nb: [*x, *x, *x]\n", tight).message(),
+            "spec: YAML document is more than 2 aliases");
+  tight.max_aliases = 100;
+  tight.max_expanded_nodes = 20;
+  // The root, keys a and b, x's 5 nodes, b's sequence and twice x's 5: 19.
+  const std::string doc = "a: &x [1, 2, 3, 4]\nb: [*x, *x]\n";
+  EXPECT_TRUE(CheckYamlExpansion(doc, tight).ok());
+  EXPECT_FALSE(CheckYamlExpansion(doc + "c: [*x, *x]\n", tight).ok());
+  // A document the parser rejects is the loader's to report.
+  EXPECT_TRUE(CheckYamlExpansion("a: [1, 2\n", {}).ok());
+  // A spec with a few aliases still parses.
+  auto spec = ParseMatrixSpec(
+      "name: aliased\ncatalog: linux-iommu\nplatform: intel-vtd-2s12c\ncommits: v5.10..v5.12\n"
+      "modes: [strict]\nworkloads:\n  - name: a\n    params: &p {threads: 1}\n"
+      "  - name: b\n    params: *p\n",
+      {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->workloads.size(), 2u);
+  EXPECT_EQ(spec->workloads[1].params.at("threads"), "1");
 }
 
 }  // namespace

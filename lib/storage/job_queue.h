@@ -2,8 +2,10 @@
 // lease_token); every report, heartbeat and release names one, and a stale
 // one (expired, re-granted, cancelled) is refused, so a job's result is
 // accepted exactly once whatever agents crash, retry or come back late.
-// Claim order is priority desc, then job id (bisect > confirm > bulk by the
-// priority bands the scheduler assigns).
+// Claim order is priority desc (bisect > confirm > bulk by the priority
+// bands the scheduler assigns), then round robin across matrices (a job's
+// rank within its matrix, so a small matrix is not starved behind a large
+// one submitted before it), then job id.
 //
 // The conventions of every repository interface (thread-safety, error
 // codes, the database's clock) are stated once, in repositories.h.
@@ -32,10 +34,24 @@ struct AgentView {
   pb::HostFacts host;
 };
 
-// Extra eligibility test applied to candidate jobs after the executor
-// match; the hook for host-fact matching of real (fio/iozone) runs. Must be
-// cheap and thread-safe. Empty function: every candidate is eligible.
+// Extra eligibility test applied to the claimed candidates (the first
+// max_jobs jobs the claim selects); a candidate it refuses stays queued.
+// Must be cheap and thread-safe. Empty function: every candidate is
+// eligible. Rules that must not block the queue belong in ClaimRules, which
+// the claim applies while it selects.
 using JobPredicate = std::function<bool(const pb::Job& job, const AgentView& agent)>;
+
+// What the claim itself selects on, beyond "queued, past its backoff, an
+// executor the agent runs" (always). Off by default so the repository stays
+// policy-free; the scheduler turns both on.
+struct ClaimRules {
+  // fio / iozone jobs only for a host whose detected IOMMU mode and kernel
+  // release are the cell's (run_eligibility.h), so an unrunnable job never
+  // holds a runnable one back.
+  bool match_real_run_hosts = false;
+  // At most the agent's registered slots minus the leases it holds.
+  bool within_free_slots = false;
+};
 
 struct RetryPolicy {
   absl::Duration base_backoff = absl::Seconds(1);  // doubled per spent attempt
@@ -64,15 +80,27 @@ class JobQueue {
   // kNotFound for an unknown agent/session. Fills extended/revoked/expiry.
   virtual absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& req,
                                                           absl::Duration ttl) = 0;
-  // Claims up to max_jobs queued jobs (FOR UPDATE SKIP LOCKED, priority desc,
-  // id) whose executor the agent can run and that pass `eligible`.
+  // Claims up to max_jobs queued jobs (FOR UPDATE SKIP LOCKED, in claim
+  // order) whose executor the agent can run and that meet `rules`, then
+  // keeps those that pass `eligible`. Leases come back in claim order.
   virtual absl::StatusOr<std::vector<pb::JobLease>> LeaseJobs(int64_t agent_id,
                                                               const std::string& session,
                                                               int max_jobs, absl::Duration ttl,
-                                                              const JobPredicate& eligible) = 0;
+                                                              const JobPredicate& eligible,
+                                                              const ClaimRules& rules = {}) = 0;
   // Fenced by (job, attempt, token); kFailedPrecondition when stale.
   // The result row records the agent's current name.
   virtual absl::StatusOr<ReportOutcome> ReportResult(const pb::ReportResultRequest& req) = 0;
+  // Several reports, each with ReportResult's outcome, in order. The
+  // default reports them one by one; PostgreSQL stores the fresh ones in
+  // one statement. The outer status is an outage (nothing known stored).
+  virtual absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> ReportResults(
+      const std::vector<pb::ReportResultRequest>& reqs) {
+    std::vector<absl::StatusOr<ReportOutcome>> out;
+    out.reserve(reqs.size());
+    for (const pb::ReportResultRequest& r : reqs) out.push_back(ReportResult(r));
+    return out;
+  }
   virtual absl::StatusOr<pb::JobState> ReportFailure(const pb::ReportFailureRequest& req,
                                                      const RetryPolicy& retry) = 0;
   // Back to queued without spending an attempt. kNotFound on bad session.

@@ -71,6 +71,7 @@ struct JobRow {
   std::optional<std::string> lease_token;
   std::optional<absl::Time> lease_expires_at, started_at, finished_at;
   absl::Time not_before;
+  int32_t fair_rank = 0;  // position within its matrix: the claim's round robin
 };
 
 struct ResultRow {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/storage/row_codec.h"
+#include "lib/storage/run_eligibility.h"
 
 namespace farm::storage {
 namespace {
@@ -148,11 +149,9 @@ absl::StatusOr<pb::HeartbeatResponse> MemoryJobQueue::Heartbeat(const pb::Heartb
   });
 }
 
-absl::StatusOr<std::vector<pb::JobLease>> MemoryJobQueue::LeaseJobs(int64_t agent_id,
-                                                                    const std::string& session,
-                                                                    int max_jobs,
-                                                                    absl::Duration ttl,
-                                                                    const JobPredicate& eligible) {
+absl::StatusOr<std::vector<pb::JobLease>> MemoryJobQueue::LeaseJobs(
+    int64_t agent_id, const std::string& session, int max_jobs, absl::Duration ttl,
+    const JobPredicate& eligible, const ClaimRules& rules) {
   using Out = std::vector<pb::JobLease>;
   // Tokens are drawn before the lock, like the database's own generator.
   std::vector<std::string> tokens;
@@ -162,19 +161,30 @@ absl::StatusOr<std::vector<pb::JobLease>> MemoryJobQueue::LeaseJobs(int64_t agen
     if (a == nullptr) return UnknownSession(agent_id);
     if (a->executors.empty() || max_jobs <= 0) return Out{};
     const absl::Time now = db_->Now();
-    // The claim: queued, past its backoff, an executor the agent runs;
-    // ORDER BY priority DESC, id LIMIT max_jobs, then the eligibility hook.
+    int limit = max_jobs;
+    if (rules.within_free_slots) {
+      int held = 0;
+      for (const auto& [id, j] : t.jobs) {
+        if (j.job.state() == pb::JOB_STATE_LEASED && j.lease_agent == agent_id) ++held;
+      }
+      limit = std::min(limit, std::max(0, a->slots - held));
+      if (limit == 0) return Out{};
+    }
+    // The claim: queued, past its backoff, an executor the agent runs, the
+    // rules; ORDER BY priority DESC, fair_rank, id LIMIT, then the hook.
     std::vector<JobRow*> cand;
     for (auto& [id, j] : t.jobs) {
       if (j.job.state() == pb::JOB_STATE_QUEUED && j.not_before <= now &&
-          a->executors.count(j.job.executor()) != 0) {
+          a->executors.count(j.job.executor()) != 0 &&
+          (!rules.match_real_run_hosts || RealRunEligible(j.job, a->host))) {
         cand.push_back(&j);
       }
     }
     std::stable_sort(cand.begin(), cand.end(), [](const JobRow* x, const JobRow* y) {
-      return x->job.priority() > y->job.priority();
+      if (x->job.priority() != y->job.priority()) return x->job.priority() > y->job.priority();
+      return x->fair_rank < y->fair_rank;
     });
-    if (static_cast<int>(cand.size()) > max_jobs) cand.resize(max_jobs);
+    if (static_cast<int>(cand.size()) > limit) cand.resize(limit);
     AgentView view;
     view.id = agent_id;
     view.name = a->name;

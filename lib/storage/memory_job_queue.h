@@ -34,7 +34,8 @@ class MemoryJobQueue : public JobQueue {
                                                   absl::Duration ttl) override;
   absl::StatusOr<std::vector<pb::JobLease>> LeaseJobs(int64_t agent_id, const std::string& session,
                                                       int max_jobs, absl::Duration ttl,
-                                                      const JobPredicate& eligible) override;
+                                                      const JobPredicate& eligible,
+                                                      const ClaimRules& rules = {}) override;
   absl::StatusOr<ReportOutcome> ReportResult(const pb::ReportResultRequest& req) override;
   absl::StatusOr<pb::JobState> ReportFailure(const pb::ReportFailureRequest& req,
                                              const RetryPolicy& retry) override;

@@ -36,8 +36,10 @@ absl::StatusOr<CreatedMatrix> MemoryMatrixStore::CreateMatrix(const NewMatrix& m
     const int64_t id = row.id;
     t.matrices.emplace(id, std::move(row));
     // The COPY's columns; the rest take the column defaults.
+    int32_t rank = 0;
     for (const pb::Job& j : m.jobs) {
       JobRow r;
+      r.fair_rank = rank++;
       pb::Job& job = r.job;
       job.set_id(++t.last_job_id);
       job.set_matrix_id(id);

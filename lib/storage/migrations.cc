@@ -316,6 +316,18 @@ CREATE TABLE agent_principals (
   principal   text NOT NULL,
   claimed_at  timestamptz NOT NULL DEFAULT now()
 );
+// The claim's round robin across matrices: fair_rank is a job's position
+// within its matrix, so at equal priority the k-th job of every matrix is
+// claimed before the (k+1)-th of any, and a small matrix is not starved
+// behind a large one submitted before it. Existing rows are ranked by id.
+const char* const kV7ClaimFairRank = R"SQL(
+ALTER TABLE jobs ADD COLUMN fair_rank integer NOT NULL DEFAULT 0;
+UPDATE jobs j SET fair_rank = r.rank
+  FROM (SELECT id, (row_number() OVER (PARTITION BY matrix_id ORDER BY id) - 1)::int AS rank
+        FROM jobs) r
+  WHERE j.id = r.id AND r.rank <> 0;
+DROP INDEX jobs_queue_idx;
+CREATE INDEX jobs_queue_idx ON jobs (priority DESC, fair_rank, id) WHERE state = 1;
 )SQL";
 
 }  // namespace
@@ -328,6 +340,7 @@ const std::vector<Migration>& AllMigrations() {
       {3, "regressions.metric_rank and regressions.primary_metrics", kV3RegressionMetricRank},
       {4, "bisect_culprits: every culprit of a bisect with its share", kV4BisectCulprits},
       {5, "api_tokens (hashed) and agent_principals (owner of each agent name)", kV5ApiTokens},
+      {7, "jobs.fair_rank: the claim's round robin across matrices", kV7ClaimFairRank},
   };
   return *kAll;
 }

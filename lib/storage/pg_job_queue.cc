@@ -1,12 +1,14 @@
 #include "lib/storage/pg_job_queue.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "lib/storage/pg_rows.h"
 #include "lib/storage/row_codec.h"
+#include "lib/storage/run_eligibility.h"
 
 namespace farm::storage {
 namespace {
@@ -66,19 +68,46 @@ const char* const kExpireSet =
 
 const char* const kLeaseAgent = "farm_lease_agent";
 const char* const kLeaseClaim = "farm_lease_claim";
+const char* const kLeaseClaimGrant = "farm_lease_claim_grant";
 const char* const kLeaseGrant = "farm_lease_grant";
 const char* const kReportResult = "farm_report_result";
 const char* const kReportCheck = "farm_report_check";
+const char* const kReportBatch = "farm_report_batch";
 
 void PrepareQueueStatements(PgPool* pool) {
   pool->Prepare(kLeaseAgent,
                 "SELECT name, executors::text, capabilities::text, host::text FROM agents "
                 "WHERE id = $1 AND session = $2");
-  // $1 executors (smallint[] literal), $2 limit.
-  pool->Prepare(kLeaseClaim, std::string("SELECT ") + kJobCols +
-                                 " FROM jobs j WHERE j.state = 1 AND j.not_before <= now() "
-                                 "AND j.executor = ANY($1::smallint[]) "
-                                 "ORDER BY j.priority DESC, j.id LIMIT $2 FOR UPDATE SKIP LOCKED");
+  // The claim's selection, shared by the one-statement lease and the hooked
+  // one: $1 agent id, $2 session, $3 max jobs, $5 match real-run hosts,
+  // $6 within free slots. The agent row (executors, host `ah`, slots) is
+  // joined in, so whatever the agent cannot run is skipped by the index
+  // scan instead of filling the LIMIT.
+  const std::string pick =
+      std::string(
+          "WITH a AS (SELECT id, name, executors, host AS ah, slots FROM agents "
+          "  WHERE id = $1 AND session = $2), "
+          "lim AS (SELECT CASE WHEN $6 THEN greatest(0, least($3, a.slots - "
+          "  (SELECT count(*) FROM jobs h WHERE h.state = 2 AND h.lease_agent = a.id))) "
+          "  ELSE $3 END AS n FROM a), "
+          "pick AS (SELECT j.id FROM jobs j, a WHERE j.state = 1 AND j.not_before <= now() "
+          "  AND j.executor = ANY(a.executors) AND (NOT $5 OR ") +
+      kRunnableSql +
+      ") ORDER BY j.priority DESC, j.fair_rank, j.id LIMIT (SELECT n FROM lim) "
+      "FOR UPDATE OF j SKIP LOCKED) ";
+  // Hooked path: the candidates, locked; $4 (ttl) unused but typed.
+  pool->Prepare(kLeaseClaim, pick + "SELECT " + kJobCols +
+                                 ", $4::float8 FROM jobs j JOIN pick ON pick.id = j.id "
+                                 "ORDER BY j.priority DESC, j.fair_rank, j.id");
+  // One statement, one round trip: select, lock and grant.
+  pool->Prepare(kLeaseClaimGrant,
+                pick +
+                    "UPDATE jobs j SET state = 2, attempt = j.attempt + 1, "
+                    "lease_token = gen_random_uuid()::text, lease_agent = a.id, "
+                    "lease_owner = a.name, "
+                    "lease_expires_at = now() + make_interval(secs => $4), started_at = now() "
+                    "FROM pick, a WHERE j.id = pick.id RETURNING " +
+                    kJobCols + ", j.lease_token, j.fair_rank");
   // $1 ids (bigint[] literal), $2 agent id, $3 agent name, $4 ttl seconds.
   pool->Prepare(kLeaseGrant,
                 "UPDATE jobs SET state = 2, attempt = attempt + 1, "
@@ -101,6 +130,27 @@ void PrepareQueueStatements(PgPool* pool) {
       "  $5::jsonb, $6, $7, $8::jsonb, $9, $10 FROM up "
       "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
       "SELECT executor, dur FROM up");
+  // kReportResult over arrays (one element per report): one statement, so
+  // atomic and one round trip for the whole batch. A report whose lease is
+  // not current is simply not in `up`; the caller settles it one by one.
+  pool->Prepare(
+      kReportBatch,
+      "WITH i AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[], "
+      "  $5::jsonb[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::bigint[]) "
+      "  AS x(job_id, attempt, token, agent_id, samples, raw, fmt, host, tool, wall)), "
+      "up AS (UPDATE jobs j SET state = 3, finished_at = now(), lease_expires_at = NULL "
+      "  FROM i WHERE j.id = i.job_id AND j.attempt = i.attempt AND j.lease_token = i.token "
+      "  AND j.state = 2 "
+      "  RETURNING j.id, j.attempt, j.lease_token, j.matrix_id, j.executor, "
+      "  coalesce(extract(epoch from (now() - j.started_at)), 0)::float8 AS dur), "
+      "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
+      "  raw_output, raw_format, host, tool_version, wall_time_ns) "
+      "  SELECT DISTINCT ON (up.id) up.id, up.attempt, up.matrix_id, i.agent_id, "
+      "  coalesce((SELECT name FROM agents WHERE id = i.agent_id), ''), i.samples, i.raw, i.fmt, "
+      "  i.host, i.tool, i.wall FROM up JOIN i ON i.job_id = up.id AND i.attempt = up.attempt "
+      "  AND i.token = up.lease_token ORDER BY up.id "
+      "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
+      "SELECT id, attempt, executor, dur FROM up");
   pool->Prepare(kReportCheck,
                 "SELECT j.state, j.attempt, coalesce(j.lease_token, ''), "
                 "EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id AND r.attempt = $2) "
@@ -184,33 +234,76 @@ absl::StatusOr<pb::HeartbeatResponse> PgJobQueue::Heartbeat(const pb::HeartbeatR
 absl::StatusOr<std::vector<pb::JobLease>> PgJobQueue::LeaseJobs(int64_t agent_id,
                                                                 const std::string& session,
                                                                 int max_jobs, absl::Duration ttl,
-                                                                const JobPredicate& eligible) {
+                                                                const JobPredicate& eligible,
+                                                                const ClaimRules& rules) {
   using Out = std::vector<pb::JobLease>;
+  if (max_jobs <= 0) max_jobs = 0;
   return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
-    pqxx::work w(c);
-    pqxx::result a = w.exec_prepared(kLeaseAgent, agent_id, session);
-    if (a.empty()) {
+    auto unknown = [&] {
       return absl::NotFoundError(
           absl::StrCat("unknown agent ", agent_id, " or session: re-register"));
+    };
+    auto to_lease = [](pb::Job j, const std::string& token) {
+      pb::JobLease l;
+      *l.mutable_expires_at() = j.lease_expires_at();
+      l.mutable_lease()->set_job_id(j.id());
+      l.mutable_lease()->set_attempt(j.attempt());
+      l.mutable_lease()->set_lease_token(token);
+      *l.mutable_job() = std::move(j);
+      return l;
+    };
+    if (!eligible) {
+      pqxx::result up;
+      {
+        // Autocommit: the statement is its own transaction.
+        pqxx::nontransaction n(c);
+        up = n.exec_prepared(kLeaseClaimGrant, agent_id, session, max_jobs, Secs(ttl),
+                             rules.match_real_run_hosts, rules.within_free_slots);
+        if (up.empty()) {
+          if (n.exec_prepared(kLeaseAgent, agent_id, session).empty()) return unknown();
+          return Out{};
+        }
+      }
+      const int base = static_cast<int>(up.columns()) - 2;
+      struct Claimed {
+        pb::Job job;
+        std::string token;
+        int32_t rank;
+      };
+      std::vector<Claimed> got;
+      got.reserve(up.size());
+      for (const pqxx::row& r : up) {
+        got.push_back({RowToJob(r), r[base].as<std::string>(), r[base + 1].as<int32_t>()});
+      }
+      // RETURNING has no order: put the leases back in claim order.
+      std::sort(got.begin(), got.end(), [](const Claimed& x, const Claimed& y) {
+        if (x.job.priority() != y.job.priority()) return x.job.priority() > y.job.priority();
+        if (x.rank != y.rank) return x.rank < y.rank;
+        return x.job.id() < y.job.id();
+      });
+      Out out;
+      out.reserve(got.size());
+      for (Claimed& g : got) out.push_back(to_lease(std::move(g.job), g.token));
+      return out;
     }
+    pqxx::work w(c);
+    pqxx::result a = w.exec_prepared(kLeaseAgent, agent_id, session);
+    if (a.empty()) return unknown();
     AgentView agent;
     agent.id = agent_id;
     agent.name = a[0][0].as<std::string>();
-    const std::string executors = a[0][1].as<std::string>();
-    if (executors == "{}") return Out{};
-    pqxx::result cand = w.exec_prepared(kLeaseClaim, executors, max_jobs);
+    pqxx::result cand = w.exec_prepared(kLeaseClaim, agent_id, session, max_jobs, Secs(ttl),
+                                        rules.match_real_run_hosts, rules.within_free_slots);
     if (cand.empty()) return Out{};
+    google::protobuf::RepeatedPtrField<pb::Capability> caps;
+    JsonToCaps(a[0][2].as<std::string>(), &caps);
+    agent.capabilities.assign(caps.begin(), caps.end());
+    JsonToHost(a[0][3].as<std::string>(), &agent.host);
     std::unordered_map<int64_t, pb::Job> jobs;
     std::vector<int64_t> ids;
-    if (eligible) {
-      google::protobuf::RepeatedPtrField<pb::Capability> caps;
-      JsonToCaps(a[0][2].as<std::string>(), &caps);
-      agent.capabilities.assign(caps.begin(), caps.end());
-      JsonToHost(a[0][3].as<std::string>(), &agent.host);
-    }
     for (const pqxx::row& r : cand) {
       pb::Job j = RowToJob(r);
-      if (eligible && !eligible(j, agent)) continue;
+      if (!eligible(j, agent)) continue;
       ids.push_back(j.id());
       jobs.emplace(j.id(), std::move(j));
     }
@@ -227,18 +320,12 @@ absl::StatusOr<std::vector<pb::JobLease>> PgJobQueue::LeaseJobs(int64_t agent_id
       auto it = by_id.find(id);
       if (it == by_id.end()) continue;
       const pqxx::row r = up[it->second];
-      pb::JobLease l;
       pb::Job& j = jobs[id];
       j.set_state(pb::JOB_STATE_LEASED);
       j.set_attempt(r[1].as<int>());
       j.set_lease_owner(agent.name);
       SetMicros(r[3].as<int64_t>(), j.mutable_lease_expires_at());
-      *l.mutable_expires_at() = j.lease_expires_at();
-      l.mutable_lease()->set_job_id(id);
-      l.mutable_lease()->set_attempt(j.attempt());
-      l.mutable_lease()->set_lease_token(r[2].as<std::string>());
-      *l.mutable_job() = std::move(j);
-      out.push_back(std::move(l));
+      out.push_back(to_lease(std::move(j), r[2].as<std::string>()));
     }
     return out;
   });
@@ -281,6 +368,59 @@ absl::StatusOr<ReportOutcome> PgJobQueue::ReportResult(const pb::ReportResultReq
         absl::StrCat("stale lease for job ", l.job_id(), " attempt ", l.attempt(), ": job is ",
                      pb::JobState_Name(static_cast<pb::JobState>(state)), " at attempt ", attempt));
   });
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportResults(
+    const std::vector<pb::ReportResultRequest>& reqs) {
+  using Out = std::vector<absl::StatusOr<ReportOutcome>>;
+  if (reqs.empty()) return Out{};
+  std::vector<int64_t> ids, agents, walls;
+  std::vector<int32_t> attempts;
+  std::vector<std::string> tokens, samples, raws, formats, hosts, tools;
+  for (const pb::ReportResultRequest& r : reqs) {
+    ids.push_back(r.lease().job_id());
+    attempts.push_back(r.lease().attempt());
+    tokens.push_back(r.lease().lease_token());
+    agents.push_back(r.agent_id());
+    samples.push_back(SamplesToJson(r.samples()));
+    raws.push_back(r.raw_output());
+    formats.push_back(r.raw_format());
+    hosts.push_back(HostToJson(r.host()));
+    tools.push_back(r.tool_version());
+    walls.push_back(r.wall_time().seconds() * 1000000000 + r.wall_time().nanos());
+  }
+  std::map<std::pair<int64_t, int32_t>, ReportOutcome> accepted;
+  absl::Status st = pool_->Run([&](pqxx::connection& c) -> absl::Status {
+    pqxx::nontransaction n(c);
+    pqxx::result up = n.exec_prepared(kReportBatch, ArrayLiteral(ids), ArrayLiteral(attempts),
+                                      QuotedArrayLiteral(tokens), ArrayLiteral(agents),
+                                      QuotedArrayLiteral(samples), QuotedArrayLiteral(raws),
+                                      QuotedArrayLiteral(formats), QuotedArrayLiteral(hosts),
+                                      QuotedArrayLiteral(tools), ArrayLiteral(walls));
+    for (const pqxx::row& r : up) {
+      ReportOutcome o;
+      o.accepted = true;
+      o.executor = static_cast<pb::Executor>(r[2].as<int>());
+      o.duration_seconds = r[3].as<double>();
+      accepted.emplace(std::make_pair(r[0].as<int64_t>(), r[1].as<int32_t>()), o);
+    }
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  Out out;
+  out.reserve(reqs.size());
+  for (const pb::ReportResultRequest& r : reqs) {
+    auto it = accepted.find({r.lease().job_id(), r.lease().attempt()});
+    if (it != accepted.end()) {
+      out.push_back(it->second);
+      accepted.erase(it);  // a second copy in the batch is a duplicate
+      continue;
+    }
+    // Stale, a retry of an accepted report, or a copy: the single path
+    // tells which.
+    out.push_back(ReportResult(r));
+  }
+  return out;
 }
 
 absl::StatusOr<pb::JobState> PgJobQueue::ReportFailure(const pb::ReportFailureRequest& req,

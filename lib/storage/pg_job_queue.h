@@ -33,8 +33,11 @@ class PgJobQueue : public JobQueue {
                                                   absl::Duration ttl) override;
   absl::StatusOr<std::vector<pb::JobLease>> LeaseJobs(int64_t agent_id, const std::string& session,
                                                       int max_jobs, absl::Duration ttl,
-                                                      const JobPredicate& eligible) override;
+                                                      const JobPredicate& eligible,
+                                                      const ClaimRules& rules = {}) override;
   absl::StatusOr<ReportOutcome> ReportResult(const pb::ReportResultRequest& req) override;
+  absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> ReportResults(
+      const std::vector<pb::ReportResultRequest>& reqs) override;
   absl::StatusOr<pb::JobState> ReportFailure(const pb::ReportFailureRequest& req,
                                              const RetryPolicy& retry) override;
   absl::StatusOr<int> ReleaseLeases(const pb::ReleaseLeasesRequest& req) override;

@@ -36,13 +36,14 @@ absl::StatusOr<CreatedMatrix> PgMatrixStore::CreateMatrix(const NewMatrix& m) {
           w, "jobs",
           std::vector<std::string>{"matrix_id", "catalog", "commit_id", "commit_index", "platform",
                                    "workload", "params", "mode", "repeat", "executor", "priority",
-                                   "kind", "max_attempts", "model_set", "seed"});
+                                   "kind", "max_attempts", "model_set", "seed", "fair_rank"});
+      int32_t rank = 0;
       for (const pb::Job& j : m.jobs) {
         s << std::make_tuple(id, j.catalog(), j.commit_id(), j.commit_index(), j.platform(),
                              j.workload().name(), MapToJson(j.workload().params()),
                              static_cast<int>(j.mode()), j.repeat(), static_cast<int>(j.executor()),
                              j.priority(), static_cast<int>(j.kind()), j.max_attempts(),
-                             MapToJson(j.model_set()), static_cast<int64_t>(j.seed()));
+                             MapToJson(j.model_set()), static_cast<int64_t>(j.seed()), rank++);
       }
       s.complete();
     }

@@ -11,6 +11,25 @@ const char* const kJobCols =
     "j.max_attempts, j.failure_reason, j.model_set::text, j.seed, j.lease_owner, "
     "coalesce((extract(epoch from j.lease_expires_at) * 1000000)::bigint, 0)";
 
+std::string QuotedArrayLiteral(const std::vector<std::string>& v) {
+  size_t n = 2;
+  for (const std::string& s : v) n += s.size() + 3;
+  std::string out;
+  out.reserve(n);
+  out.push_back('{');
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i != 0) out.push_back(',');
+    out.push_back('"');
+    for (char c : v[i]) {
+      if (c == '"' || c == '\\') out.push_back('\\');
+      out.push_back(c);
+    }
+    out.push_back('"');
+  }
+  out.push_back('}');
+  return out;
+}
+
 pb::Job RowToJob(const pqxx::row& r, int base) {
   pb::Job j;
   j.set_id(r[base + 0].as<int64_t>());

@@ -29,6 +29,10 @@ std::string ArrayLiteral(const std::vector<T>& v) {
   return "{" + absl::StrJoin(v, ",") + "}";
 }
 
+// A PostgreSQL array literal of arbitrary text: every element quoted, with
+// '\\' and '"' escaped (text[], jsonb[] parameters).
+std::string QuotedArrayLiteral(const std::vector<std::string>& v);
+
 // Seconds, for make_interval(secs => ...).
 inline double Secs(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 

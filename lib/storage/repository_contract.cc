@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "lib/storage/run_eligibility.h"
 #include "lib/storage/test_rows.h"
 
 namespace farm::storage {
@@ -380,6 +381,189 @@ TEST_P(RepositoryContractTest, EligibilityHookSeesTheAgentAfterTheClaim) {
   EXPECT_EQ((*got)[0].job().commit_index(), 3);
 }
 
+// A real run no agent here can run sits ahead of runnable jobs (lower id,
+// equal priority): the claim skips it instead of filling its LIMIT with it,
+// so the first lease call already hands out the runnable ones. Kernel and
+// mode matching in the claim follows CheckRealRunHost case by case.
+TEST_P(RepositoryContractTest, UnrunnableJobsAheadDoNotBlockTheClaim) {
+  pb::RegisterRequest r = testrows::Registration("real-host", "fio");
+  r.add_capabilities()->set_name("emulator");
+  r.mutable_host()->set_kernel_release("5.11.0-rc3-00012-gc588072bba6b");
+  r.mutable_host()->set_iommu_mode(pb::IOMMU_MODE_STRICT);
+  auto a = queue().RegisterAgent(r, retry_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // Commit ids against the host's release, each in its own fio job; the
+  // matrix helper's jobs want mode strict.
+  const std::vector<std::string> ids = {"v5.12",
+                                        "v5.11",
+                                        "5.11.0-rc3",
+                                        "5.110",
+                                        "c588072bba6b",
+                                        "c588072bba6bfe",
+                                        "C588072B",
+                                        "C588072BBA6B",
+                                        "c588072bba6c",
+                                        "v5.1",
+                                        "",
+                                        "5.11(",
+                                        "g",
+                                        "v5.11.0",
+                                        "5.11.0-rc3-00",
+                                        "c58807",
+                                        "5.11.0-"};
+  NewMatrix fio =
+      testrows::Matrix(static_cast<int>(ids.size()), 3, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK);
+  std::set<std::string> runnable;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    fio.jobs[i].set_commit_id(ids[i]);
+    if (RealRunEligible(fio.jobs[i], r.host())) runnable.insert(ids[i]);
+  }
+  // One job that matches the kernel but not the mode.
+  fio.jobs.push_back(fio.jobs[1]);
+  fio.jobs.back().set_mode(pb::IOMMU_MODE_LAZY);
+  ASSERT_FALSE(RealRunEligible(fio.jobs.back(), r.host()));
+  ASSERT_EQ(runnable, (std::set<std::string>{"v5.11", "5.11.0-rc3", "c588072bba6b",
+                                             "c588072bba6bfe", "C588072BBA6B", "v5.11.0"}));
+  ASSERT_TRUE(matrices().CreateMatrix(fio).ok());
+  const int64_t emu = MakeMatrix(2);
+  ClaimRules rules;
+  rules.match_real_run_hosts = true;
+  auto got = queue().LeaseJobs(a->agent_id(), a->session(), 100, absl::Seconds(30), {}, rules);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::set<std::string> leased_fio;
+  int leased_emu = 0;
+  for (const pb::JobLease& l : *got) {
+    if (l.job().matrix_id() == emu) {
+      ++leased_emu;
+    } else {
+      leased_fio.insert(l.job().commit_id());
+      EXPECT_EQ(l.job().mode(), pb::IOMMU_MODE_STRICT);
+    }
+  }
+  EXPECT_EQ(leased_fio, runnable);
+  EXPECT_EQ(leased_emu, 2);
+  // A host with no detected mode runs no real job, and the emulator jobs
+  // behind them are still found in one call of one lease.
+  pb::RegisterRequest bare = testrows::Registration("bare-host", "fio");
+  bare.add_capabilities()->set_name("emulator");
+  auto b = queue().RegisterAgent(bare, retry_);
+  ASSERT_TRUE(b.ok());
+  const int64_t emu2 = MakeMatrix(1);
+  got = queue().LeaseJobs(b->agent_id(), b->session(), 1, absl::Seconds(30), {}, rules);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].job().matrix_id(), emu2);
+}
+
+// The claim never hands an agent more leases than its free slots.
+TEST_P(RepositoryContractTest, ClaimStaysWithinTheAgentsFreeSlots) {
+  MakeMatrix(10);
+  pb::RegisterResponse a = Register("four-slots");  // 4 slots
+  ClaimRules rules;
+  rules.within_free_slots = true;
+  auto lease = [&](int n) {
+    auto l = queue().LeaseJobs(a.agent_id(), a.session(), n, absl::Seconds(30), {}, rules);
+    EXPECT_TRUE(l.ok()) << l.status();
+    return l.ok() ? *l : std::vector<pb::JobLease>{};
+  };
+  std::vector<pb::JobLease> first = lease(3);
+  ASSERT_EQ(first.size(), 3u);
+  std::vector<pb::JobLease> second = lease(10);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_TRUE(lease(10).empty());
+  ASSERT_TRUE(Report(a, first[0].lease()).ok());
+  ASSERT_TRUE(Release(a, first[1].lease()).ok());
+  EXPECT_EQ(lease(10).size(), 2u);
+  EXPECT_TRUE(lease(10).empty());
+  // Without the rule the same agent may take more (the repository default):
+  // the 5 still queued.
+  EXPECT_EQ(Lease(a, 10).size(), 5u);
+}
+
+// At equal priority the claim goes round robin across matrices: a small
+// matrix submitted after a large one is not queued behind all of it.
+TEST_P(RepositoryContractTest, SmallMatrixIsNotStarvedBehindALargeOne) {
+  const int64_t big = MakeMatrix(500);
+  pb::RegisterResponse a = Register("a1");
+  ASSERT_EQ(Lease(a, 4).size(), 4u);  // the big matrix has started
+  const int64_t small = MakeMatrix(3);
+  std::vector<pb::JobLease> ls = Lease(a, 6);
+  ASSERT_EQ(ls.size(), 6u);
+  std::vector<int64_t> order;
+  for (const auto& l : ls) order.push_back(l.job().matrix_id());
+  EXPECT_EQ(order, (std::vector<int64_t>{small, small, small, big, big, big}));
+  // Within a matrix the order stays commit order.
+  EXPECT_EQ(ls[0].job().commit_index(), 0);
+  EXPECT_EQ(ls[2].job().commit_index(), 2);
+  EXPECT_EQ(ls[3].job().commit_index(), 4);
+  // Priority still comes first.
+  const int64_t urgent = MakeMatrix(1, 3, 4000);
+  ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  EXPECT_EQ(ls[0].job().matrix_id(), urgent);
+}
+
+// A batch of reports: every fresh one stored once, a copy inside the batch
+// and a retry of an earlier report are duplicates, a stale one is refused,
+// each answered in its own slot.
+TEST_P(RepositoryContractTest, ReportResultsSettlesEachItemLikeReportResult) {
+  const int64_t m = MakeMatrix(5);
+  pb::RegisterResponse a = Register("batcher");
+  std::vector<pb::JobLease> ls = Lease(a, 4);
+  ASSERT_EQ(ls.size(), 4u);
+  ASSERT_TRUE(Report(a, ls[0].lease()).ok());
+  auto req = [&](const pb::LeaseRef& l, const std::string& raw) {
+    pb::ReportResultRequest r;
+    r.set_agent_id(a.agent_id());
+    *r.mutable_lease() = l;
+    pb::Sample* s = r.add_samples();
+    s->set_metric("throughput");
+    s->set_value(7.5);
+    r.set_raw_output(raw);
+    r.set_raw_format("emu-json");
+    r.mutable_host()->set_kernel_release("6.1");
+    r.mutable_wall_time()->set_seconds(2);
+    return r;
+  };
+  pb::LeaseRef stale = ls[3].lease();
+  stale.set_attempt(7);
+  const std::string tricky = "{\"q\": \"a \\\"quoted\\\" \\\\ back\"}, {x}";
+  std::vector<pb::ReportResultRequest> batch = {
+      req(ls[1].lease(), tricky), req(ls[2].lease(), "r2"), req(ls[1].lease(), "copy"),
+      req(ls[0].lease(), "retry"), req(stale, "stale")};
+  auto out = queue().ReportResults(batch);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 5u);
+  for (int i : {0, 1}) {
+    ASSERT_TRUE((*out)[i].ok()) << i << ": " << (*out)[i].status();
+    EXPECT_TRUE((*out)[i]->accepted);
+    EXPECT_FALSE((*out)[i]->duplicate) << i;
+    EXPECT_EQ((*out)[i]->executor, pb::EXECUTOR_EMULATOR);
+  }
+  for (int i : {2, 3}) {
+    ASSERT_TRUE((*out)[i].ok()) << i << ": " << (*out)[i].status();
+    EXPECT_TRUE((*out)[i]->duplicate) << i;
+  }
+  EXPECT_EQ((*out)[4].status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(backend().StateOf(ls[1].job().id()), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(backend().StateOf(ls[2].job().id()), pb::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(backend().StateOf(ls[3].job().id()), pb::JOB_STATE_LEASED);
+  auto page = matrices().ListResults(m, 0, 100, true);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 3u);
+  for (const pb::Result& r : *page) {
+    if (r.job_id() == ls[1].job().id()) {
+      EXPECT_EQ(r.raw_output(), tricky);
+      ASSERT_EQ(r.samples_size(), 1);
+      EXPECT_EQ(r.samples(0).value(), 7.5);
+      EXPECT_EQ(r.agent(), "batcher");
+    }
+  }
+  auto empty = queue().ReportResults({});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+}
+
 TEST_P(RepositoryContractTest, ReRegisterExpiresOldSessionLeases) {
   MakeMatrix(1);
   pb::RegisterResponse a = Register("a1");
@@ -570,7 +754,8 @@ TEST_P(RepositoryContractTest, MatrixStateFollowsItsJobs) {
 
 TEST_P(RepositoryContractTest, QueueCountsFollowEveryTransition) {
   const int64_t m1 = MakeMatrix(12, /*max_attempts=*/1);
-  const int64_t m2 = MakeMatrix(5);
+  // Below m1's priority, so the ten leases below all come from m1.
+  const int64_t m2 = MakeMatrix(5, 3, /*prio=*/-1);
   auto counts = queue().QueueCounts();
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(*counts, (std::array<int64_t, 6>{0, 17, 0, 0, 0, 0}));

@@ -7,6 +7,7 @@
 // which runs on PostgreSQL in storage_contract_pgtest and on the in-memory
 // repositories in storage_memory_test.
 #include <atomic>
+#include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -124,7 +125,7 @@ TEST_F(StoragePgTest, MigrationsAreIdempotentAndConcurrentSafe) {
     ts.emplace_back([&] {
       PgPool p(PgPoolOptions{pool_->uri(), 1, 3});
       auto v = ApplyMigrations(p);
-      if (v.ok() && *v == static_cast<int>(AllMigrations().size())) ++ok;
+      if (v.ok() && *v == AllMigrations().back().version) ++ok;
     });
   }
   for (auto& t : ts) t.join();
@@ -225,7 +226,7 @@ TEST_F(StoragePgTest, MetricRankMigrationAppliesOnAnExistingDatabase) {
                   .ok());
   auto v = ApplyMigrations(old_pool);
   ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_EQ(*v, static_cast<int>(AllMigrations().size()));
+  EXPECT_EQ(*v, AllMigrations().back().version);
   PgStore store(&old_pool);
   auto regs = store.ListRegressions(pb::ListRegressionsRequest());
   ASSERT_TRUE(regs.ok()) << regs.status();
@@ -405,6 +406,145 @@ TEST_F(StoragePgTest, SurvivesPostgresRestart) {
       "wake-up after restart");
   EXPECT_TRUE(woke.ok()) << woke;
   listener.Unsubscribe(h);
+}
+
+// 1,000 identical ReportResult calls at once (an agent's retries after
+// timeouts, all arriving together) store one row; so do 1,000 copies in
+// ReportResults batches racing them.
+TEST_F(StoragePgTest, AThousandIdenticalReportsStoreOneRow) {
+  PgPool wide(PgPoolOptions{pool_->uri(), 40, 3});
+  PgStore store(&wide);
+  const int64_t m = MakeMatrix(1);
+  pb::RegisterResponse a = Register("reporter");
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  pb::ReportResultRequest r;
+  r.set_agent_id(a.agent_id());
+  *r.mutable_lease() = ls[0].lease();
+  r.add_samples()->set_metric("throughput");
+  r.set_raw_output("raw");
+  std::atomic<int> fresh{0}, dup{0}, bad{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 40; ++t) {
+    ts.emplace_back([&, t] {
+      if (t % 4 == 3) {
+        std::vector<pb::ReportResultRequest> batch(25, r);
+        auto out = store.ReportResults(batch);
+        if (!out.ok()) {
+          bad += 25;
+          return;
+        }
+        for (const auto& o : *out) {
+          if (!o.ok() || !o->accepted) {
+            ++bad;
+          } else if (o->duplicate) {
+            ++dup;
+          } else {
+            ++fresh;
+          }
+        }
+        return;
+      }
+      for (int i = 0; i < 25; ++i) {
+        auto o = store.ReportResult(r);
+        if (!o.ok() || !o->accepted) {
+          ++bad;
+        } else if (o->duplicate) {
+          ++dup;
+        } else {
+          ++fresh;
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(fresh.load(), 1);
+  EXPECT_EQ(dup.load(), 999);
+  auto rows = wide.Call<int64_t>([&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
+    pqxx::read_transaction t(c);
+    return t.exec1("SELECT count(*) FROM results WHERE matrix_id = " + std::to_string(m))[0]
+        .as<int64_t>();
+  });
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(*rows, 1);
+  auto mat = store.GetMatrix(m);
+  ASSERT_TRUE(mat.ok());
+  EXPECT_EQ(mat->counts().succeeded(), 1);
+}
+
+// 10,000 jobs, 50 claimers on 50 connections at once: SKIP LOCKED and the
+// one-statement claim hand every job out exactly once, and every result
+// lands once.
+TEST_F(StoragePgTest, FiftyConcurrentClaimersLeaseTenThousandJobsEachOnce) {
+  constexpr int kJobs = 10000;
+  constexpr int kClaimers = 50;
+  PgPool wide(PgPoolOptions{pool_->uri(), kClaimers, 3});
+  PgStore store(&wide);
+  const int64_t m = MakeMatrix(kJobs / 2);
+  const int64_t m2 = MakeMatrix(kJobs / 2);
+  std::vector<std::vector<int64_t>> got(kClaimers);
+  std::atomic<int> errors{0};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < kClaimers; ++i) {
+    ts.emplace_back([&, i] {
+      auto a = store.RegisterAgent(
+          testrows::Registration("claimer-" + std::to_string(i), "emulator"), retry_);
+      if (!a.ok()) {
+        ++errors;
+        return;
+      }
+      ClaimRules rules;
+      rules.within_free_slots = true;
+      for (;;) {
+        auto ls = store.LeaseJobs(a->agent_id(), a->session(), 8, absl::Seconds(60), {}, rules);
+        if (!ls.ok()) {
+          ++errors;
+          return;
+        }
+        if (ls->empty()) break;
+        if (ls->size() > 4) ++errors;  // 4 slots
+        for (const pb::JobLease& l : *ls) {
+          pb::ReportResultRequest r;
+          r.set_agent_id(a->agent_id());
+          *r.mutable_lease() = l.lease();
+          r.add_samples()->set_metric("throughput");
+          auto out = store.ReportResult(r);
+          if (!out.ok() || !out->accepted || out->duplicate) ++errors;
+          got[i].push_back(l.job().id());
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  std::map<int64_t, int> seen;
+  int busy_claimers = 0;
+  for (const auto& g : got) {
+    if (!g.empty()) ++busy_claimers;
+    for (int64_t id : g) ++seen[id];
+  }
+  EXPECT_EQ(static_cast<int>(seen.size()), kJobs);
+  int twice = 0;
+  for (const auto& [id, n] : seen) twice += n != 1;
+  EXPECT_EQ(twice, 0);
+  EXPECT_GT(busy_claimers, 1);
+  auto rows = wide.Call<std::pair<int64_t, int64_t>>(
+      [&](pqxx::connection& c) -> absl::StatusOr<std::pair<int64_t, int64_t>> {
+        pqxx::read_transaction t(c);
+        pqxx::row r =
+            t.exec1("SELECT count(*), count(DISTINCT job_id) FROM results WHERE matrix_id IN (" +
+                    std::to_string(m) + ", " + std::to_string(m2) + ")");
+        return std::make_pair(r[0].as<int64_t>(), r[1].as<int64_t>());
+      });
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->first, kJobs);
+  EXPECT_EQ(rows->second, kJobs);
+  for (int64_t id : {m, m2}) {
+    auto mat = store.GetMatrix(id);
+    ASSERT_TRUE(mat.ok());
+    EXPECT_EQ(mat->state(), pb::MATRIX_STATE_COMPLETED);
+  }
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "scheduler/real_match.h"
+#include "lib/storage/run_eligibility.h"
 
 #include <cctype>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/strip.h"
 #include "proto/names.h"
 
-namespace farm::scheduler {
+namespace farm::storage {
 namespace {
 
 namespace pb = ::iommufarm::v1;
@@ -21,6 +21,25 @@ bool IsHex(absl::string_view s) {
 }
 
 }  // namespace
+
+// KernelMatches and the mode test, clause by clause: the id with a leading
+// "v<digit>" dropped equals the release or prefixes it before '.', '-' or
+// '+'; or a 7+ digit hex id appears as "g<first 12 digits>" not followed by
+// another hex digit.
+const char* const kRunnableSql =
+    "(j.executor NOT IN (2, 3) OR ("
+    " (ah->>'iommu_mode')::int <> 0 AND (ah->>'iommu_mode')::int = j.mode"
+    " AND j.commit_id <> '' AND coalesce(ah->>'kernel_release', '') <> ''"
+    " AND (ah->>'kernel_release' = j.commit_id"
+    "  OR ah->>'kernel_release' = regexp_replace(j.commit_id, '^[vV]([0-9])', '\\1')"
+    "  OR (left(ah->>'kernel_release', length(regexp_replace(j.commit_id, '^[vV]([0-9])', "
+    "'\\1'))) = regexp_replace(j.commit_id, '^[vV]([0-9])', '\\1')"
+    "   AND substr(ah->>'kernel_release', length(regexp_replace(j.commit_id, '^[vV]([0-9])', "
+    "'\\1')) + 1, 1) IN ('.', '-', '+'))"
+    // CASE, not AND: the pattern is built from the id, so it must only be
+    // compiled once the id is known to be hex.
+    "  OR CASE WHEN j.commit_id ~ '^[0-9a-fA-F]{7,}$' THEN lower(ah->>'kernel_release') ~ "
+    "('g' || left(lower(j.commit_id), 12) || '([^0-9a-f]|$)') ELSE false END)))";
 
 bool KernelMatches(absl::string_view commit_id, absl::string_view kernel_release) {
   if (commit_id.empty() || kernel_release.empty()) return false;
@@ -73,4 +92,4 @@ absl::Status CheckRealRunHost(const pb::Job& job, const pb::HostFacts& host) {
   return absl::OkStatus();
 }
 
-}  // namespace farm::scheduler
+}  // namespace farm::storage

@@ -1,8 +1,8 @@
-#include "scheduler/real_match.h"
+#include "lib/storage/run_eligibility.h"
 
 #include "gtest/gtest.h"
 
-namespace farm::scheduler {
+namespace farm::storage {
 namespace {
 
 namespace pb = ::iommufarm::v1;
@@ -71,4 +71,4 @@ TEST(CheckRealRunHost, EmulatorJobsAlwaysMatch) {
 }
 
 }  // namespace
-}  // namespace farm::scheduler
+}  // namespace farm::storage
