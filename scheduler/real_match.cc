@@ -1,57 +1,12 @@
 #include "scheduler/real_match.h"
 
-#include <cctype>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/str_join.h"
 #include "proto/names.h"
 
 namespace farm::scheduler {
-namespace {
 
 namespace pb = ::iommufarm::v1;
-
-bool IsHex(absl::string_view s) {
-  for (char c : s) {
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-bool KernelMatches(absl::string_view commit_id, absl::string_view kernel_release) {
-  if (commit_id.empty() || kernel_release.empty()) return false;
-  absl::string_view id = commit_id;
-  if (id.size() > 1 && (id[0] == 'v' || id[0] == 'V') &&
-      std::isdigit(static_cast<unsigned char>(id[1]))) {
-    id.remove_prefix(1);
-  }
-  if (kernel_release == id || kernel_release == commit_id) return true;
-  if (absl::StartsWith(kernel_release, id) && kernel_release.size() > id.size()) {
-    const char next = kernel_release[id.size()];
-    if (next == '.' || next == '-' || next == '+') return true;
-  }
-  if (commit_id.size() >= 7 && IsHex(commit_id)) {
-    const std::string lower_release = absl::AsciiStrToLower(kernel_release);
-    const std::string lower_id = absl::AsciiStrToLower(commit_id);
-    // git describe prints 12 digits; a catalog may hold more or fewer.
-    const size_t n = std::min<size_t>(lower_id.size(), 12);
-    const std::string needle = absl::StrCat("g", lower_id.substr(0, n));
-    size_t pos = lower_release.find(needle);
-    while (pos != std::string::npos) {
-      const size_t end = pos + needle.size();
-      if (end == lower_release.size() ||
-          !std::isxdigit(static_cast<unsigned char>(lower_release[end]))) {
-        return true;
-      }
-      pos = lower_release.find(needle, pos + 1);
-    }
-  }
-  return false;
-}
 
 absl::Status CheckRealRunHost(const pb::Job& job, const pb::HostFacts& host) {
   if (job.executor() != pb::EXECUTOR_FIO && job.executor() != pb::EXECUTOR_IOZONE) {
@@ -71,6 +26,26 @@ absl::Status CheckRealRunHost(const pb::Job& job, const pb::HostFacts& host) {
                                                       ", the cell wants ", job.commit_id()));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckRealRun(const pb::Job& job, const std::vector<pb::Capability>& capabilities,
+                          const pb::HostFacts& host) {
+  if (job.executor() != pb::EXECUTOR_FIO && job.executor() != pb::EXECUTOR_IOZONE) {
+    return absl::OkStatus();
+  }
+  const std::vector<pb::KernelOffer> offers =
+      ::farm::proto::OffersFor(capabilities, job.executor(), host);
+  if (::farm::proto::FindOffer(offers, job) != nullptr) return absl::OkStatus();
+  std::vector<std::string> offered;
+  for (const pb::KernelOffer& o : offers) {
+    std::vector<std::string> modes;
+    for (int m : o.modes()) modes.push_back(::farm::proto::ModeName(m));
+    offered.push_back(
+        absl::StrCat(o.provider(), " ", o.release(), " [", absl::StrJoin(modes, ","), "]"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no kernel offer runs ", job.commit_id(), " in mode ", ::farm::proto::ModeName(job.mode()),
+      " (offered: ", offered.empty() ? "none" : absl::StrJoin(offered, "; "), ")"));
 }
 
 }  // namespace farm::scheduler

@@ -1,14 +1,25 @@
-// real_match: which hosts may take a real (fio / iozone) job. The scheduler
+// real_match: which agents may take a real (fio / iozone) job. The scheduler
 // plugs RealRunEligible into its lease hook (storage::JobPredicate) so a
-// real run lands only on a host whose IOMMU mode and kernel are the cell's;
-// the result then records what the host really was.
+// real run lands only on an agent that offers the cell's kernel and IOMMU
+// mode; the result then records what that kernel really was.
+//
+// The rule, as data (for a SQL claim filter to mirror): a fio/iozone job is
+// eligible for an agent when the agent's capability named like the job's
+// executor ("fio", "iozone") has a kernel offer (Capability.kernels; in the
+// agents.capabilities jsonb: [{name, kernels: [{release, modes: [n]}]}])
+// with KernelMatches(job.commit_id, offer.release) and job.mode among
+// offer.modes. A capability without offers stands for its host kernel:
+// release = host.kernel_release, modes = [host.iommu_mode] unless that is
+// unspecified (proto/kernel_offers.h). A job whose workload params hold
+// "kernel_params" never matches an offer with provider "host" (in SQL:
+// jobs.params ? 'kernel_params'). Emulator jobs always match: they run
+// the emulated kernel and mode. A job no agent offers stays queued.
 //
 // Contract: pure functions of their arguments, thread-safe, cheap (called
-// per candidate job inside the lease transaction). Emulator jobs always
-// match: they run the emulated kernel and mode, not the host's.
+// per candidate job inside the lease transaction).
 //
-// Kernel matching (KernelMatches): the cell's commit id names the host's
-// kernel when, after dropping a leading "v" from the id,
+// Kernel matching (KernelMatches, proto/kernel_offers.h): the cell's commit
+// id names a kernel when, after dropping a leading "v" from the id,
 //   - it equals the release ("6.1.0-13-amd64" == "6.1.0-13-amd64"), or
 //   - the release starts with it followed by '.', '-' or '+' ("v5.11" matches
 //     "5.11.0-rc3", not "5.110"), or
@@ -18,22 +29,37 @@
 #define SCHEDULER_REAL_MATCH_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "iommufarm/v1/farm.pb.h"
+#include "proto/kernel_offers.h"
 
 namespace farm::scheduler {
 
-bool KernelMatches(absl::string_view commit_id, absl::string_view kernel_release);
+using ::farm::proto::KernelMatches;
 
-// OK when `host` may run `job`; otherwise FailedPrecondition saying why
+// The host-facts half of the rule alone (an agent offering no kernels): OK
+// when `host` may run `job`; otherwise FailedPrecondition saying why
 // ("host runs IOMMU mode off, the cell wants strict").
 absl::Status CheckRealRunHost(const iommufarm::v1::Job& job, const iommufarm::v1::HostFacts& host);
 
 // CheckRealRunHost(...).ok(): the shape of the scheduler's JobPredicate.
 inline bool RealRunEligible(const iommufarm::v1::Job& job, const iommufarm::v1::HostFacts& host) {
   return CheckRealRunHost(job, host).ok();
+}
+
+// OK when an agent with `capabilities` on `host` may run `job` (the rule
+// above); otherwise FailedPrecondition naming what the agent offers.
+absl::Status CheckRealRun(const iommufarm::v1::Job& job,
+                          const std::vector<iommufarm::v1::Capability>& capabilities,
+                          const iommufarm::v1::HostFacts& host);
+
+inline bool RealRunEligible(const iommufarm::v1::Job& job,
+                            const std::vector<iommufarm::v1::Capability>& capabilities,
+                            const iommufarm::v1::HostFacts& host) {
+  return CheckRealRun(job, capabilities, host).ok();
 }
 
 }  // namespace farm::scheduler

@@ -56,9 +56,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   s->job_service_ = std::make_unique<JobService>(s->store_.get(), s->store_.get(), s->store_.get(),
                                                  s->metrics_.get(), options.config);
   storage::JobPredicate eligible;
-  // fio/iozone jobs only go to hosts whose kernel and IOMMU mode match.
+  // fio/iozone jobs only go to agents offering their kernel and IOMMU mode.
   eligible = [](const pb::Job& j, const storage::AgentView& a) {
-    return RealRunEligible(j, a.host);
+    return RealRunEligible(j, a.capabilities, a.host);
   };
   s->agent_service_ = std::make_unique<AgentService>(s->store_.get(), s->metrics_.get(),
                                                      options.config, std::move(eligible));
