@@ -120,6 +120,7 @@ absl::Status Agent::EnsureRegistered() {
       pb::Capability* cap = request.add_capabilities();
       cap->set_name(executor->capability());
       cap->set_version(executor->version());
+      for (const pb::KernelOffer& k : executor->kernels()) *cap->add_kernels() = k;
     }
     pb::RegisterResponse response;
     auto ctx = Context(kRpcTimeout);
@@ -481,6 +482,10 @@ void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
     result_request.set_raw_output(result->raw_output);
     result_request.set_raw_format(result->raw_format);
     *result_request.mutable_host() = options_.host;
+    if (result->ran_on) {
+      *result_request.mutable_host() = *result->ran_on;
+      result_request.mutable_host()->set_hostname(options_.host.hostname());
+    }
     result_request.set_tool_version(result->tool_version);
     *result_request.mutable_wall_time() =
         TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(wall_time));

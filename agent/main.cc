@@ -79,6 +79,16 @@ int main(int argc, char** argv) {
   app.add_option("--emu-catalog", executor_config.emu_catalog,
                  "commit catalog file for the emulator (default: the shipped "
                  "linux-iommu catalog)");
+  app.add_option("--vm-kernels", executor_config.vm_kernels_dir,
+                 "offer fio under the kernels in DIR (DIR/<release>/vmlinuz, as "
+                 "scripts/fetch-test-kernels lays them out) booted under QEMU q35 + intel-iommu; "
+                 "needs --vm-initramfs, QEMU and an --allow-dir for scratch files");
+  app.add_option("--vm-initramfs", executor_config.vm_initramfs,
+                 "the guest root scripts/build-guest-root built (initramfs.cpio)");
+  app.add_option("--qemu", executor_config.qemu, "QEMU for --vm-kernels")->capture_default_str();
+  app.add_option("--vm-accel", executor_config.vm_accel, "QEMU accelerator for --vm-kernels")
+      ->check(CLI::IsMember({"tcg", "kvm"}))
+      ->capture_default_str();
   if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
   if (options.name.empty()) {
     std::fprintf(stderr, "farm-agent: --name must not be empty\n");
@@ -93,6 +103,8 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
 
+  options.host = farm::agent::DetectHostFacts("/");
+  executor_config.host = options.host;
   std::vector<std::string> caps = absl::StrSplit(capabilities, ',', absl::SkipWhitespace());
   auto executors = farm::agent::MakeExecutors(caps, executor_config);
   if (!executors.ok()) {
@@ -118,7 +130,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "metrics on %s\n", exposer->address().c_str());
   }
 
-  options.host = farm::agent::DetectHostFacts("/");
   options.on_registered = [](const std::string& name, int64_t id, bool first) {
     if (first) {
       std::fprintf(stderr, "registered as %s\n", name.c_str());

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "proto/kernel_params.h"
 #include "scheduler/yaml_limits.h"
 
 namespace farm::scheduler {
@@ -341,6 +342,11 @@ absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimi
               const std::string key = it->first.Scalar();
               std::string value;
               if (GetParamValue(it->second, p + ".params." + key, e, &value)) {
+                std::string refused;
+                if (key == ::farm::proto::kKernelParamsKey) {
+                  ::farm::proto::ParseKernelParams(value, &refused);
+                }
+                if (!refused.empty()) e.Add(p + ".params." + key, refused);
                 ws.params[key] = value;
               }
             }

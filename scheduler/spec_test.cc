@@ -72,6 +72,24 @@ TEST(SpecTest, UnknownModeNamesIndexAndChoices) {
             "modes[1]: unknown mode \"stict\" (expected off, passthrough, strict, lazy)");
 }
 
+TEST(SpecTest, KernelParamsOutsideTheAllowListAreRefused) {
+  std::string y = kGood;
+  y.replace(y.find("tests: [write, read]}"), 21,
+            "tests: [write, read], kernel_params: \"iommu.forcedac=1 rdinit=/bin/sh\"}");
+  const std::string error = ErrorOf(y);
+  EXPECT_EQ(error.rfind("workloads[0].params.kernel_params: kernel parameter 'rdinit' is not "
+                        "allowed on a guest's command line",
+                        0),
+            0u)
+      << error;
+  y = kGood;
+  y.replace(y.find("tests: [write, read]}"), 21,
+            "tests: [write, read], kernel_params: \"iommu.forcedac=1 intel_iommu=sm_on\"}");
+  auto s = ParseMatrixSpec(y, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->workloads[0].params.at("kernel_params"), "iommu.forcedac=1 intel_iommu=sm_on");
+}
+
 TEST(SpecTest, ReportsAllErrorsAtOnce) {
   const std::string y = R"(
 name: x

@@ -20,6 +20,7 @@
 #define AGENT_EXECUTORS_EXECUTOR_H_
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,10 @@ struct ExecutionResult {
   // 0 otherwise).
   double events = 0;
   double events_per_second = 0;
+  // The kernel the job really ran under when it was not the agent's host
+  // kernel (a VM guest): reported as the result's host facts instead of the
+  // agent's own (the agent keeps its hostname).
+  std::optional<iommufarm::v1::HostFacts> ran_on;
 };
 
 class Executor {
@@ -76,6 +81,10 @@ class Executor {
   virtual std::string version() const = 0;
   virtual absl::StatusOr<ExecutionResult> Run(const iommufarm::v1::Job& job,
                                               CancelToken& cancel) = 0;
+  // Real executors: the kernels (and modes) this capability runs jobs
+  // under, advertised at registration (proto/kernel_offers.h). Empty: the
+  // host's kernel in its detected mode.
+  virtual std::vector<iommufarm::v1::KernelOffer> kernels() const { return {}; }
 };
 
 // True for error codes that mean the job can never succeed as specified.

@@ -1,16 +1,54 @@
 #include "agent/executors/executors.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/executors/emulator_executor.h"
+#include "agent/executors/kernel_executor.h"
 #include "agent/executors/real_executors.h"
 #include "proto/names.h"
 
 namespace farm::agent {
 namespace pb = ::iommufarm::v1;
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> MakeVmProvider(
+    const ExecutorConfig& config, std::string* qemu_version) {
+  if (config.allow_dirs.empty()) {
+    return absl::InvalidArgumentError("the vm provider needs an --allow-dir for its scratch files");
+  }
+  kernels::VmConfig vm;
+  vm.qemu = config.qemu;
+  vm.kernels_dir = config.vm_kernels_dir;
+  vm.initramfs = config.vm_initramfs;
+  vm.allow_dir = config.allow_dirs.front();
+  vm.accel = config.vm_accel;
+  absl::StatusOr<std::string> version = kernels::QemuVersion(vm.qemu);
+  if (!version.ok()) return version.status();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(vm.initramfs, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat("no guest initramfs '", vm.initramfs,
+                                                      "' (scripts/build-guest-root builds it)"));
+  }
+  auto provider = std::make_unique<kernels::VmKernelProvider>(vm);
+  if (provider->Offers().empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no kernel under ", vm.kernels_dir,
+                     " (scripts/fetch-test-kernels fetches the test kernels)"));
+  }
+  std::vector<std::string> releases;
+  for (const pb::KernelOffer& o : provider->Offers()) releases.push_back(o.release());
+  std::fprintf(stderr, "farm-agent: vm kernels offered (%s, %s): %s\n", version->c_str(),
+               vm.accel.c_str(), absl::StrJoin(releases, ", ").c_str());
+  *qemu_version = *std::move(version);
+  return provider;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
     const std::vector<std::string>& capabilities, const ExecutorConfig& config) {
@@ -36,7 +74,20 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
         continue;
       }
       if (!executor.ok()) return executor.status();
-      out.push_back(*std::move(executor));
+      std::unique_ptr<kernels::VmKernelProvider> vm;
+      std::string qemu_version;
+      if (kind == pb::EXECUTOR_FIO && !config.vm_kernels_dir.empty()) {
+        absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> made =
+            MakeVmProvider(config, &qemu_version);
+        if (!made.ok()) {
+          std::fprintf(stderr, "farm-agent: vm kernels not offered: %s\n",
+                       std::string(made.status().message()).c_str());
+        } else {
+          vm = *std::move(made);
+        }
+      }
+      out.push_back(std::make_unique<KernelExecutor>(*std::move(executor), config.host,
+                                                     std::move(vm), qemu_version));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown capability '", cap,

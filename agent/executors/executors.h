@@ -2,9 +2,9 @@
 // Executor instances.
 //
 // "emulator" runs the IOMMU emulation core in-process. "fio" and "iozone"
-// (real runs on the host) are routed here once their runners exist; until
-// then they are refused with UNIMPLEMENTED so an agent never advertises work
-// it cannot do.
+// are real runs (agent/runners), advertised only when the tool is installed,
+// each wrapped in a KernelExecutor (kernel_executor.h) that offers the host
+// kernel and, for fio with a vm provider configured, the kernels it boots.
 //
 // Thread-safety: reentrant. Ownership: the caller owns the executors.
 #ifndef AGENT_EXECUTORS_EXECUTORS_H_
@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/executors/executor.h"
+#include "iommufarm/v1/farm.pb.h"
 
 namespace farm::agent {
 
@@ -23,6 +24,16 @@ struct ExecutorConfig {
   std::vector<std::string> allow_dirs;     // --allow-dir (real runs)
   std::vector<std::string> allow_devices;  // --allow-device DEV[:rw]
   std::string emu_catalog;                 // --emu-catalog FILE ("" = shipped)
+  // The host kernel's offer for real runs: its release and detected mode.
+  iommufarm::v1::HostFacts host;
+  // The vm kernel provider for fio (--vm-kernels): offered when the
+  // directory, the guest initramfs and QEMU are there; otherwise the agent
+  // says why at start and offers only the host kernel. Scratch files go to
+  // the first --allow-dir.
+  std::string vm_kernels_dir;
+  std::string vm_initramfs;
+  std::string qemu = "qemu-system-x86_64";
+  std::string vm_accel = "tcg";
 };
 
 absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(

@@ -76,6 +76,7 @@ absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output) {
     if (kv.first == "release") facts.release = std::string(kv.second);
     if (kv.first == "machine") facts.machine = std::string(kv.second);
     if (kv.first == "cmdline") facts.cmdline = std::string(kv.second);
+    if (kv.first == "iommu") facts.iommu = std::string(absl::StripAsciiWhitespace(kv.second));
   }
   if (facts.release.empty()) {
     return absl::InvalidArgumentError("guest channel: facts section has no release");

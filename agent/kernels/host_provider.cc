@@ -17,6 +17,10 @@ absl::Status HostKernelProvider::CanRun(const KernelRequest& request) const {
   if (request.mode == pb::IOMMU_MODE_UNSPECIFIED) {
     return absl::InvalidArgumentError("the request names no IOMMU mode");
   }
+  if (!request.kernel_params.empty()) {
+    return absl::FailedPreconditionError(
+        "the host's kernel command line cannot take a job's kernel parameters");
+  }
   if (request.kernel_release != host_.kernel_release() || request.mode != host_.iommu_mode()) {
     return absl::FailedPreconditionError(
         absl::StrCat("host kernel ", host_.kernel_release(), " runs mode ",

@@ -54,4 +54,12 @@ absl::StatusOr<pb::IommuMode> EffectiveMode(const KernelFacts& facts, std::strin
       absl::StrCat(who, " names IOMMU group ", nvme.group, ", which the kernel did not list"));
 }
 
+std::string NvmeDomainType(const KernelFacts& facts) {
+  if (facts.nvme.empty() || facts.nvme.front().group.empty()) return "";
+  for (const IommuGroup& g : facts.groups) {
+    if (g.id == facts.nvme.front().group) return g.type;
+  }
+  return "";
+}
+
 }  // namespace farm::kernels

@@ -13,9 +13,11 @@
 //   no qemu). Callers use it to decide what to lease, never to fail a job.
 // - Run: INVALID_ARGUMENT for a request that can never run (unspecified mode,
 //   bad argv); FAILED_PRECONDITION when the kernel ran another mode than the
-//   one requested (permanent: the message names both) or when CanRun refuses;
-//   ABORTED when the kernel did not get to the result (panic, halt, hang,
-//   QEMU failure; the message carries the console tail); CANCELLED when
+//   one requested (permanent: the message names both), when the image
+//   cannot boot (corrupt: its boot stub halts or QEMU refuses it; the message
+//   carries the console tail) or when CanRun refuses; ABORTED when the
+//   kernel did not get to the result otherwise (panic, hang, QEMU failure;
+//   the message carries the console tail); CANCELLED when
 //   `cancelled` fired; INTERNAL for local I/O failures. A tool that runs and
 //   exits non-zero is not an error: see KernelRun::tool_exit.
 //
@@ -48,6 +50,9 @@ struct KernelRequest {
   // timeout and margin to make the wall-clock limit.
   absl::Duration tool_runtime = absl::ZeroDuration();
   std::function<bool()> cancelled;  // may be empty; polled, must be cheap
+  // Extra kernel command-line parameters (proto/kernel_params.h allow-list);
+  // only a provider that boots a kernel can honour them.
+  std::vector<std::string> kernel_params;
 };
 
 // One IOMMU group as the running kernel reports it.
@@ -70,6 +75,9 @@ struct KernelFacts {
   std::string release;  // uname -r
   std::string machine;  // uname -m
   std::string cmdline;  // /proc/cmdline
+  // The registered IOMMUs, /sys/class/iommu: "<name>[:<driver>] ...", e.g.
+  // "dmar0"; empty when none.
+  std::string iommu;
   std::vector<IommuGroup> groups;
   std::vector<NvmeController> nvme;
 };
@@ -79,6 +87,7 @@ struct KernelRun {
   iommufarm::v1::IommuMode requested = iommufarm::v1::IOMMU_MODE_UNSPECIFIED;
   iommufarm::v1::IommuMode effective = iommufarm::v1::IOMMU_MODE_UNSPECIFIED;
   std::string effective_detail;  // what decided it, e.g. "nvme0 0000:00:01.0 group 1: DMA"
+  std::string domain_type;       // the group type that decided it; "" when no group
   KernelFacts facts;
   std::string accel;          // vm: "tcg" or "kvm"; host: empty
   std::string machine_model;  // vm: "q35+intel-iommu"; host: empty
@@ -112,6 +121,10 @@ iommufarm::v1::IommuMode ModeFromDomainType(std::string_view type);
 // INTERNAL when there is no NVMe controller or the group's type has no mode.
 absl::StatusOr<iommufarm::v1::IommuMode> EffectiveMode(const KernelFacts& facts,
                                                        std::string* detail);
+
+// The default domain type of the group of `facts`' first NVMe controller;
+// "" when it has no group (or there is no controller).
+std::string NvmeDomainType(const KernelFacts& facts);
 
 }  // namespace farm::kernels
 

@@ -28,6 +28,7 @@ constexpr char kStrictChannel[] =
     "release=6.1.0-57-cloud-amd64\r\n"
     "machine=x86_64\r\n"
     "cmdline=console=ttyS0 panic=-1 iommu.strict=1\r\n"
+    "iommu=dmar0 \r\n"
     "@@farm-end facts 0\r\n"
     "[    3.1] random: crng init done\r\n"
     "@@farm-begin iommu-groups\r\n"
@@ -118,6 +119,7 @@ TEST(GuestChannelTest, ParsesFramesAndFacts) {
   EXPECT_EQ(f->release, "6.1.0-57-cloud-amd64");
   EXPECT_EQ(f->machine, "x86_64");
   EXPECT_EQ(f->cmdline, "console=ttyS0 panic=-1 iommu.strict=1");
+  EXPECT_EQ(f->iommu, "dmar0");
   ASSERT_EQ(f->groups.size(), 3u);
   EXPECT_EQ(f->groups[2].devices,
             (std::vector<std::string>{"0000:00:1f.0", "0000:00:1f.2", "0000:00:1f.3"}));
@@ -160,6 +162,18 @@ TEST(GuestCmdlineTest, ConsolePanicAndMode) {
             "console=ttyS0 earlyprintk=serial,ttyS0,115200 panic=-1 iommu.strict=1");
   EXPECT_THAT(*GuestCmdline(pb::IOMMU_MODE_OFF), HasSubstr(" intel_iommu=off"));
   EXPECT_FALSE(GuestCmdline(pb::IOMMU_MODE_UNSPECIFIED).ok());
+}
+
+TEST(GuestCmdlineTest, AllowListedExtrasComeBeforeTheMode) {
+  absl::StatusOr<std::string> c =
+      GuestCmdline(pb::IOMMU_MODE_STRICT, {"intel_iommu=sm_on", "iommu.forcedac=1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(*c, HasSubstr("panic=-1 intel_iommu=sm_on iommu.forcedac=1 iommu.strict=1"));
+  for (const char* bad : {"init=/bin/sh", "rdinit=/x", "root=/dev/sda", "iommu.strict=0"}) {
+    c = GuestCmdline(pb::IOMMU_MODE_STRICT, {"quiet", bad});
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(c.status().message(), HasSubstr("kernel parameter")) << bad;
+  }
 }
 
 QemuInvocation Invocation() {
@@ -206,6 +220,39 @@ TEST(BuildQemuArgvTest, Q35WithVtdNvmeAndTwoSerials) {
   // No device beyond the IOMMU and the NVMe: no network, no display.
   EXPECT_EQ(std::count(a.begin(), a.end(), "-device"), 2);
   EXPECT_EQ(std::count(a.begin(), a.end(), "-netdev"), 0);
+}
+
+TEST(BuildQemuArgvTest, VirtWithSmmuV3NvmeAndOneSerial) {
+  QemuInvocation q = Invocation();
+  q.arch = kArchArm64;
+  q.qemu = "qemu-system-aarch64";
+  q.cpu = "max,pauth-impdef=on";
+  q.channel_log = q.console_log;
+  absl::StatusOr<std::vector<std::string>> argv = BuildQemuArgv(q);
+  ASSERT_TRUE(argv.ok()) << argv.status();
+  const std::vector<std::string>& a = *argv;
+  EXPECT_EQ(a[0], "qemu-system-aarch64");
+  EXPECT_EQ(After(a, "-M"), "virt,iommu=smmuv3");
+  EXPECT_EQ(After(a, "-cpu"), "max,pauth-impdef=on");
+  EXPECT_NE(std::find(a.begin(), a.end(), "-nodefaults"), a.end());
+  EXPECT_EQ(After(a, "-device", 0), "nvme,serial=farm-nvme0,drive=nvme0");
+  EXPECT_EQ(std::count(a.begin(), a.end(), "-device"), 1);
+  EXPECT_EQ(std::count(a.begin(), a.end(), "-serial"), 1);
+  q.iommu = false;  // mode off: no SMMUv3 at all
+  argv = BuildQemuArgv(q);
+  ASSERT_TRUE(argv.ok()) << argv.status();
+  EXPECT_EQ(After(*argv, "-M"), "virt");
+  q.arch = "riscv64";
+  EXPECT_EQ(BuildQemuArgv(q).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GuestCmdlineTest, Arm64ConsoleAndModes) {
+  EXPECT_EQ(*GuestCmdline(pb::IOMMU_MODE_LAZY, {}, kArchArm64),
+            "console=ttyAMA0 panic=-1 iommu.strict=0");
+  EXPECT_EQ(*GuestCmdline(pb::IOMMU_MODE_OFF, {}, kArchArm64), "console=ttyAMA0 panic=-1");
+  EXPECT_EQ(
+      *GuestCmdline(pb::IOMMU_MODE_PASSTHROUGH, {"arm-smmu-v3.disable_msipolling=1"}, kArchArm64),
+      "console=ttyAMA0 panic=-1 arm-smmu-v3.disable_msipolling=1 iommu.passthrough=1");
 }
 
 TEST(BuildQemuArgvTest, RefusesWhatQemuCannotCarry) {
@@ -269,6 +316,14 @@ TEST(GuestJobArchiveTest, RefusesWhatTheGuestCannotRun) {
   EXPECT_TRUE(GuestJobArchive({}, "").ok());  // facts only
 }
 
+TEST(GuestJobArchiveTest, NamesTheChannelWhenGiven) {
+  absl::StatusOr<std::string> a = GuestJobArchive({}, "/dev/nvme0n1", "/dev/ttyAMA0");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(*a, HasSubstr("farm/channel"));
+  EXPECT_THAT(*a, HasSubstr("/dev/ttyAMA0\n"));
+  EXPECT_THAT(*GuestJobArchive({}, "/dev/nvme0n1"), ::testing::Not(HasSubstr("farm/channel")));
+}
+
 TEST(InterpretGuestRunTest, StrictRunCarriesFactsAndToolOutput) {
   absl::StatusOr<KernelRun> run =
       InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), kStrictChannel, "", CleanExit());
@@ -277,6 +332,8 @@ TEST(InterpretGuestRunTest, StrictRunCarriesFactsAndToolOutput) {
   EXPECT_EQ(run->requested, pb::IOMMU_MODE_STRICT);
   EXPECT_EQ(run->effective, pb::IOMMU_MODE_STRICT);
   EXPECT_EQ(run->effective_detail, "nvme0 0000:00:01.0 group 1: DMA");
+  EXPECT_EQ(run->domain_type, "DMA");
+  EXPECT_EQ(run->facts.iommu, "dmar0");
   EXPECT_EQ(run->tool_exit, 0);
   EXPECT_THAT(run->tool_stdout, HasSubstr("fio-3.33"));
 }
@@ -298,23 +355,36 @@ TEST(InterpretGuestRunTest, AnotherReleaseIsAMismatch) {
   EXPECT_THAT(run.status().message(), HasSubstr("6.1.0-57-cloud-amd64"));
 }
 
-TEST(InterpretGuestRunTest, UnfinishedGuestFailsWithTheConsoleTail) {
+TEST(InterpretGuestRunTest, UnbootableImageIsAPermanentFailureWithTheConsoleTail) {
   QemuExit halted;
   halted.halted = true;
   halted.description = "killed by signal 15 (cancelled)";
   absl::StatusOr<KernelRun> run =
       InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), "",
                         "Probing EDD...\r\n\r\nDecoding failed\r\n\r\n -- System halted", halted);
-  ASSERT_EQ(run.status().code(), absl::StatusCode::kAborted);
-  EXPECT_THAT(run.status().message(), HasSubstr("halted during boot"));
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(run.status().message(), HasSubstr("corrupt or unbootable kernel image"));
+  EXPECT_THAT(run.status().message(), HasSubstr("halted in its boot stub"));
   EXPECT_THAT(run.status().message(), HasSubstr("Decoding failed"));
 
+  QemuExit refused;
+  refused.image_refused = true;
+  refused.description = "exit 1";
+  refused.qemu_stderr = "qemu-system-x86_64: linux kernel too old to load a ram disk\n";
+  run = InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), "", "", refused);
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(run.status().message(), HasSubstr("refused by QEMU's loader"));
+  EXPECT_THAT(run.status().message(), HasSubstr("linux kernel too old"));
+}
+
+TEST(InterpretGuestRunTest, UnfinishedGuestFailsWithTheConsoleTail) {
   QemuExit hung;
   hung.timed_out = true;
   hung.description = "killed by signal 9 (timed out) after 1m30s";
-  run = InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT),
-                          "@@farm-begin facts\nrelease=6.1.0-57-cloud-amd64\n@@farm-end facts 0\n",
-                          "Kernel panic - not syncing: VFS\n", hung);
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT),
+                        "@@farm-begin facts\nrelease=6.1.0-57-cloud-amd64\n@@farm-end facts 0\n",
+                        "Kernel panic - not syncing: VFS\n", hung);
   ASSERT_EQ(run.status().code(), absl::StatusCode::kAborted);
   EXPECT_THAT(run.status().message(), HasSubstr("did not finish in time"));
   EXPECT_THAT(run.status().message(), HasSubstr("Kernel panic"));

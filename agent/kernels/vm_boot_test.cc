@@ -23,6 +23,7 @@
 #include "agent/kernels/vm_provider.h"
 #include "agent/runners/fio_json.h"
 #include "lib/process/process.h"
+#include "proto/names.h"
 
 namespace farm::kernels {
 namespace {
@@ -150,9 +151,12 @@ TEST_F(VmBootTest, StrictRunsFioOnTheNvmeUnderDma) {
 
 TEST_F(VmBootTest, PassthroughGivesTheNvmeAnIdentityDomain) {
   VmKernelProvider vm(config_);
-  absl::StatusOr<KernelRun> run = vm.Run(Request(pb::IOMMU_MODE_PASSTHROUGH));
+  KernelRequest r = Request(pb::IOMMU_MODE_PASSTHROUGH);
+  r.kernel_params = {"nokaslr"};  // an allow-listed extra reaches the guest
+  absl::StatusOr<KernelRun> run = vm.Run(r);
   ASSERT_TRUE(run.ok()) << run.status();
   Report("passthrough", *run);
+  EXPECT_THAT(run->facts.cmdline, HasSubstr(" nokaslr iommu.passthrough=1"));
   EXPECT_EQ(run->effective, pb::IOMMU_MODE_PASSTHROUGH);
   EXPECT_THAT(run->effective_detail, HasSubstr(": identity"));
   EXPECT_EQ(run->tool_exit, -1);  // facts only
@@ -206,9 +210,148 @@ TEST_F(VmBootTest, CorruptImageFailsWithTheConsoleTail) {
             << run.status() << "\n";
   std::error_code ec;
   fs::remove_all(dir, ec);
-  ASSERT_EQ(run.status().code(), absl::StatusCode::kAborted) << run.status();
+  // Permanent: the same image halts the same way on every attempt.
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
+  EXPECT_THAT(run.status().message(), HasSubstr("corrupt or unbootable kernel image"));
   EXPECT_THAT(run.status().message(), HasSubstr("console tail"));
   EXPECT_THAT(run.status().message(), HasSubstr("System halted"));
+}
+
+TEST_F(VmBootTest, ImageWithoutBootHeaderIsRefusedPermanently) {
+  // Not a kernel at all: QEMU's loader refuses it before the guest runs.
+  fs::path dir =
+      fs::path(allow_dir_).parent_path() / (fs::path(allow_dir_).filename().string() + "-junk");
+  fs::create_directories(dir / *release_);
+  {
+    std::ofstream f(dir / *release_ / "vmlinuz", std::ios::binary);
+    std::mt19937 rng(7);
+    for (int i = 0; i < (1 << 20) / 4; ++i) {
+      std::uint32_t v = rng();
+      f.write(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+  }
+  VmConfig c = config_;
+  c.kernels_dir = dir.string();
+  c.boot_timeout = absl::Seconds(20);
+  VmKernelProvider vm(c);
+  absl::StatusOr<KernelRun> run = vm.Run(Request(pb::IOMMU_MODE_STRICT));
+  std::cout << "junk image: " << run.status() << "\n";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
+  EXPECT_THAT(run.status().message(), HasSubstr("corrupt or unbootable kernel image"));
+}
+
+// Debian's arm64 cloud kernel on aarch64 virt + SMMUv3 (TCG): all modes are
+// real there, lazy included (DMA-FQ). Facts-only boots (the arm64 guest root
+// has no fio yet).
+class VmArm64BootTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* env = std::getenv("FARM_KERNEL_CACHE");
+    const std::string cache = env ? env : "/var/cache/iommu-farm/kernels";
+    kernels_dir_ = new std::string(cache);
+    release_ = new std::string();
+    initramfs_ = new std::string();
+    std::vector<std::string> releases;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(cache, ec)) {
+      std::string name = e.path().filename().string();
+      if (absl::EndsWith(name, "-cloud-arm64") && fs::exists(e.path() / ".complete")) {
+        releases.push_back(name);
+      }
+    }
+    std::sort(releases.begin(), releases.end());
+    if (!releases.empty()) *release_ = releases.back();
+    if (release_->empty() || !runners::ResolveExecutable("qemu-system-aarch64").ok()) return;
+    runners::ProcessOptions build;
+    build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--arch", "aarch64",
+                  "--out", FARM_GUEST_ROOT_ARM64_DIR};
+    build.timeout = absl::Minutes(2);
+    absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(build);
+    if (r.ok() && r->ok()) {
+      *initramfs_ = std::string(absl::StripAsciiWhitespace(r->stdout_data));
+    } else {
+      std::cerr << "build-guest-root --arch aarch64 failed: "
+                << (r.ok() ? r->stderr_data : r.status().ToString()) << "\n";
+    }
+  }
+  static void TearDownTestSuite() {
+    delete kernels_dir_;
+    delete release_;
+    delete initramfs_;
+  }
+
+  void SetUp() override {
+    ASSERT_FALSE(release_->empty())
+        << "no *-cloud-arm64 kernel under " << *kernels_dir_
+        << ": run scripts/fetch-test-kernels --arch arm64 (scripts/install-deps adds the arm64 "
+           "architecture and installs qemu-system-arm)";
+    ASSERT_TRUE(runners::ResolveExecutable("qemu-system-aarch64").ok())
+        << "no qemu-system-aarch64: scripts/install-deps installs qemu-system-arm";
+    ASSERT_FALSE(initramfs_->empty()) << "scripts/build-guest-root --arch aarch64 failed";
+    std::string tmpl = (fs::temp_directory_path() / "vm-arm64-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    allow_dir_ = tmpl;
+    config_.arch = kArchArm64;
+    config_.qemu = "qemu-system-aarch64";
+    config_.kernels_dir = *kernels_dir_;
+    config_.initramfs = *initramfs_;
+    config_.allow_dir = allow_dir_;
+    config_.boot_timeout = absl::Seconds(120);
+  }
+  void TearDown() override {
+    if (allow_dir_.empty()) return;
+    std::error_code ec;
+    EXPECT_TRUE(fs::is_empty(allow_dir_, ec)) << allow_dir_;
+    fs::remove_all(allow_dir_, ec);
+  }
+
+  absl::StatusOr<KernelRun> Boot(pb::IommuMode mode) {
+    KernelRequest r;
+    r.kernel_release = *release_;
+    r.mode = mode;
+    VmKernelProvider vm(config_);
+    EXPECT_EQ(vm.Offers().size(), 1u);  // the arm64 release only, not the amd64 one
+    absl::StatusOr<KernelRun> run = vm.Run(r);
+    if (run.ok()) Report(proto::ModeName(mode) + " (virt+smmuv3)", *run);
+    return run;
+  }
+
+  static std::string* kernels_dir_;
+  static std::string* release_;
+  static std::string* initramfs_;
+  std::string allow_dir_;
+  VmConfig config_;
+};
+
+std::string* VmArm64BootTest::kernels_dir_ = nullptr;
+std::string* VmArm64BootTest::release_ = nullptr;
+std::string* VmArm64BootTest::initramfs_ = nullptr;
+
+TEST_F(VmArm64BootTest, StrictIsDmaOnSmmuV3) {
+  absl::StatusOr<KernelRun> run = Boot(pb::IOMMU_MODE_STRICT);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->facts.machine, "aarch64");
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(run->domain_type, "DMA");
+  EXPECT_EQ(run->machine_model, "virt+smmuv3");
+  EXPECT_THAT(run->facts.iommu, HasSubstr("smmu3"));
+}
+
+TEST_F(VmArm64BootTest, LazyIsDmaFqOnSmmuV3) {
+  absl::StatusOr<KernelRun> run = Boot(pb::IOMMU_MODE_LAZY);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_LAZY);
+  EXPECT_EQ(run->domain_type, "DMA-FQ");
+  EXPECT_THAT(run->facts.cmdline, HasSubstr("iommu.strict=0"));
+}
+
+TEST_F(VmArm64BootTest, PassthroughIsIdentityOnSmmuV3) {
+  absl::StatusOr<KernelRun> run = Boot(pb::IOMMU_MODE_PASSTHROUGH);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_PASSTHROUGH);
+  EXPECT_EQ(run->domain_type, "identity");
 }
 
 }  // namespace

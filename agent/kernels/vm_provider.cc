@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "agent/kernels/guest_channel.h"
 #include "lib/process/process.h"
+#include "proto/kernel_params.h"
 #include "proto/names.h"
 
 namespace farm::kernels {
@@ -79,15 +81,34 @@ std::string FileTail(const std::string& path, off_t n) {
 
 }  // namespace
 
-absl::StatusOr<std::string> GuestCmdline(pb::IommuMode mode) {
+absl::StatusOr<std::string> GuestCmdline(pb::IommuMode mode, const std::vector<std::string>& extra,
+                                         const std::string& arch) {
   absl::StatusOr<std::string> param = ModeKernelParameter(mode);
   if (!param.ok()) return param.status();
-  return absl::StrCat("console=ttyS0 earlyprintk=serial,ttyS0,115200 panic=-1 ", *param);
+  std::string error;
+  std::vector<std::string> words = proto::ParseKernelParams(absl::StrJoin(extra, " "), &error);
+  if (!error.empty()) return absl::InvalidArgumentError(error);
+  std::string cmdline;
+  if (arch == kArchX86) {
+    cmdline = "console=ttyS0 earlyprintk=serial,ttyS0,115200 panic=-1";
+  } else if (arch == kArchArm64) {
+    cmdline = "console=ttyAMA0 panic=-1";
+    if (mode == pb::IOMMU_MODE_OFF) param = std::string();  // no SMMUv3 at all
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unknown guest architecture '", arch, "'"));
+  }
+  for (const std::string& w : words) absl::StrAppend(&cmdline, " ", w);
+  if (!param->empty()) absl::StrAppend(&cmdline, " ", *param);
+  return cmdline;
 }
 
 absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q) {
-  for (const std::string* p :
-       {&q.kernel, &q.initrd, &q.nvme_image, &q.console_log, &q.channel_log}) {
+  const bool arm64 = q.arch == kArchArm64;
+  if (!arm64 && q.arch != kArchX86) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown guest architecture '", q.arch, "'"));
+  }
+  for (const std::string* p : {&q.kernel, &q.initrd, &q.nvme_image, &q.console_log,
+                               arm64 ? &q.console_log : &q.channel_log}) {
     if (p->empty() || absl::StrContains(*p, ',')) {
       return absl::InvalidArgumentError(
           absl::StrCat("QEMU cannot take the path '", *p, "' (empty or containing ',')"));
@@ -98,6 +119,26 @@ absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q) 
   }
   if (q.accel != "tcg" && q.accel != "kvm") {
     return absl::InvalidArgumentError(absl::StrCat("unknown QEMU accelerator '", q.accel, "'"));
+  }
+  if (arm64) {
+    // clang-format off
+    return std::vector<std::string>{
+        q.qemu,
+        "-M", q.iommu ? "virt,iommu=smmuv3" : "virt",
+        "-cpu", q.cpu.empty() ? "max" : q.cpu,
+        "-accel", q.accel,
+        "-nodefaults", "-no-user-config", "-no-reboot",
+        "-display", "none",
+        "-m", absl::StrCat(q.memory_mib, "M"),
+        "-smp", absl::StrCat(q.cpus),
+        "-drive", absl::StrCat("file=", q.nvme_image, ",if=none,id=nvme0,format=raw"),
+        "-device", "nvme,serial=farm-nvme0,drive=nvme0",
+        "-serial", absl::StrCat("file:", q.console_log),
+        "-kernel", q.kernel,
+        "-initrd", q.initrd,
+        "-append", q.cmdline,
+    };
+    // clang-format on
   }
   // One option and its value a line.
   // clang-format off
@@ -156,7 +197,8 @@ std::string NewcArchive(const std::vector<std::pair<std::string, std::string>>& 
 }
 
 absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool_argv,
-                                            const std::string& wait_device) {
+                                            const std::string& wait_device,
+                                            const std::string& channel) {
   std::vector<std::pair<std::string, std::string>> files;
   if (!tool_argv.empty()) {
     if (fs::path(tool_argv[0]).filename() != "fio") {
@@ -174,6 +216,7 @@ absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool
     files.emplace_back("farm/argv", std::move(argv));
   }
   if (!wait_device.empty()) files.emplace_back("farm/wait-device", wait_device + "\n");
+  if (!channel.empty()) files.emplace_back("farm/channel", channel + "\n");
   return NewcArchive(files);
 }
 
@@ -187,11 +230,18 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
     absl::StrAppend(&msg, "; console tail:\n", ConsoleTail(console));
     return absl::AbortedError(msg);
   };
+  // An image that cannot boot fails the same way every time: permanent.
+  auto unbootable = [&](absl::string_view why) {
+    absl::Status s = aborted(why);
+    return absl::FailedPreconditionError(
+        absl::StrCat("corrupt or unbootable kernel image: ", s.message()));
+  };
   absl::StatusOr<GuestOutput> out = ParseGuestChannel(channel);
   if (!out.ok())
     return aborted(absl::StrCat("wrote a broken farm channel: ", out.status().message()));
   if (!out->done) {
-    if (exit.halted) return aborted("halted during boot");
+    if (exit.halted) return unbootable("halted in its boot stub");
+    if (exit.image_refused) return unbootable("was refused by QEMU's loader");
     if (exit.timed_out) return aborted("did not finish in time");
     return aborted("stopped before the job finished");
   }
@@ -209,6 +259,7 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
   absl::StatusOr<pb::IommuMode> effective = EffectiveMode(run.facts, &run.effective_detail);
   if (!effective.ok()) return aborted(effective.status().message());
   run.effective = *effective;
+  run.domain_type = NvmeDomainType(run.facts);
   if (run.effective != request.mode) {
     return absl::FailedPreconditionError(
         absl::StrCat("requested IOMMU mode ", proto::ModeName(request.mode),
@@ -225,7 +276,60 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
   return run;
 }
 
+absl::StatusOr<std::string> QemuVersion(const std::string& qemu) {
+  runners::ProcessOptions opts;
+  opts.argv = {qemu, "--version"};
+  opts.timeout = absl::Seconds(20);
+  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(opts);
+  if (!r.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(qemu, ": ", r.status().message()));
+  }
+  if (!r->ok())
+    return absl::FailedPreconditionError(absl::StrCat(qemu, " --version: ", r->Describe()));
+  std::string first = r->stdout_data.substr(0, r->stdout_data.find('\n'));
+  return std::string(absl::StripAsciiWhitespace(first));
+}
+
 VmKernelProvider::VmKernelProvider(VmConfig config) : config_(std::move(config)) {}
+
+std::vector<pb::IommuMode> VmKernelProvider::Modes() const {
+  if (config_.arch == kArchArm64) {
+    return {pb::IOMMU_MODE_OFF, pb::IOMMU_MODE_PASSTHROUGH, pb::IOMMU_MODE_STRICT,
+            pb::IOMMU_MODE_LAZY};
+  }
+  return {pb::IOMMU_MODE_OFF, pb::IOMMU_MODE_PASSTHROUGH, pb::IOMMU_MODE_STRICT};
+}
+
+std::string VmKernelProvider::MachineModel() const {
+  return config_.arch == kArchArm64 ? "virt+smmuv3" : "q35+intel-iommu";
+}
+
+std::vector<pb::KernelOffer> VmKernelProvider::Offers() const {
+  std::vector<std::string> releases;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(config_.kernels_dir, ec)) {
+    const std::string release = e.path().filename().string();
+    absl::StatusOr<std::string> image = KernelImagePath(config_.kernels_dir, release);
+    if (!image.ok() || !fs::is_regular_file(*image, ec)) continue;
+    std::ifstream arch_file(e.path() / "arch");
+    std::string arch = kArchX86;
+    if (arch_file) std::getline(arch_file, arch);
+    if (absl::StripAsciiWhitespace(arch) != config_.arch) continue;
+    releases.push_back(release);
+  }
+  std::sort(releases.begin(), releases.end());
+  std::vector<pb::KernelOffer> out;
+  for (const std::string& release : releases) {
+    pb::KernelOffer& o = out.emplace_back();
+    o.set_provider("vm");
+    o.set_release(release);
+    for (pb::IommuMode m : Modes()) o.add_modes(m);
+    o.set_architecture(config_.arch);
+    o.set_machine_model(MachineModel());
+    o.set_accel(config_.accel);
+  }
+  return out;
+}
 
 absl::Status VmKernelProvider::CanRun(const KernelRequest& request) const {
   if (request.mode == pb::IOMMU_MODE_UNSPECIFIED) {
@@ -255,9 +359,12 @@ absl::Status VmKernelProvider::CanRun(const KernelRequest& request) const {
 
 absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
   if (absl::Status s = CanRun(request); !s.ok()) return s;
-  absl::StatusOr<std::string> cmdline = GuestCmdline(request.mode);
+  const bool arm64 = config_.arch == kArchArm64;
+  absl::StatusOr<std::string> cmdline =
+      GuestCmdline(request.mode, request.kernel_params, config_.arch);
   if (!cmdline.ok()) return cmdline.status();
-  absl::StatusOr<std::string> job = GuestJobArchive(request.tool_argv, kGuestNvme);
+  absl::StatusOr<std::string> job =
+      GuestJobArchive(request.tool_argv, kGuestNvme, arm64 ? "/dev/ttyAMA0" : "");
   if (!job.ok()) return job.status();
 
   std::string tmpl = (fs::path(config_.allow_dir) / "farm-vm-XXXXXX").string();
@@ -272,6 +379,9 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
   } cleanup{scratch};
 
   QemuInvocation q;
+  q.arch = config_.arch;
+  q.iommu = !(arm64 && request.mode == pb::IOMMU_MODE_OFF);
+  q.cpu = config_.cpu;
   q.qemu = config_.qemu;
   q.accel = config_.accel;
   q.memory_mib = config_.memory_mib;
@@ -280,7 +390,8 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
   q.initrd = (scratch / "initrd").string();
   q.nvme_image = (scratch / "nvme.img").string();
   q.console_log = (scratch / "console.log").string();
-  q.channel_log = (scratch / "channel.log").string();
+  // aarch64 virt has one UART: the console carries the channel too.
+  q.channel_log = arm64 ? q.console_log : (scratch / "channel.log").string();
   q.cmdline = *cmdline;
 
   {
@@ -334,6 +445,13 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
     absl::StrAppend(&exit.description, " after ", absl::FormatDuration(opts.timeout));
   }
   exit.qemu_stderr = r->stderr_data;
+  // QEMU's x86 loader refuses an image whose boot header it cannot read
+  // ("linux kernel too old to load a ram disk", "Error loading uncompressed
+  // kernel without PVH ELF Note") before any guest code runs.
+  exit.image_refused = !r->ok() && !r->timed_out && !halted &&
+                       (absl::StrContains(r->stderr_data, "linux kernel") ||
+                        absl::StrContains(r->stderr_data, "loading uncompressed kernel") ||
+                        absl::StrContains(r->stderr_data, "could not load kernel"));
   absl::StatusOr<std::string> channel = ReadFile(q.channel_log);
   absl::StatusOr<std::string> console = ReadFile(q.console_log);
   if (!channel.ok()) return channel.status();
@@ -341,7 +459,7 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
   absl::StatusOr<KernelRun> run = InterpretGuestRun(request, *channel, *console, exit);
   if (!run.ok()) return run.status();
   run->accel = config_.accel;
-  run->machine_model = "q35+intel-iommu";
+  run->machine_model = MachineModel();
   run->wall_time = absl::Now() - start;
   return run;
 }

@@ -1,6 +1,7 @@
 // vm_provider: the `vm` KernelProvider. It boots the requested kernel release
 // under QEMU (x86_64 q35 with an emulated Intel VT-d, `intel-iommu` in caching
-// mode, and one emulated NVMe on a scratch file), with the mode's parameter on
+// mode, or aarch64 virt with an emulated SMMUv3; one emulated NVMe on a
+// scratch file), with the mode's parameter on
 // the kernel command line, runs the tool inside the guest from the project's
 // initramfs (scripts/build-guest-root, init in agent/kernels/guest/init),
 // reads the guest's framed output from its second serial port
@@ -35,8 +36,16 @@
 
 namespace farm::kernels {
 
+// Guest architectures and their machine models.
+inline constexpr char kArchX86[] = "x86_64";     // q35 + intel-iommu
+inline constexpr char kArchArm64[] = "aarch64";  // virt + smmuv3
+
 struct VmConfig {
+  std::string arch = kArchX86;
   std::string qemu = "qemu-system-x86_64";  // a name on PATH or a path
+  // aarch64 only: pauth-impdef keeps `max`'s features but makes pointer
+  // authentication cheap under TCG.
+  std::string cpu = "max,pauth-impdef=on";
   // Kernel images as scripts/fetch-test-kernels lays them out:
   // <kernels_dir>/<release>/vmlinuz.
   std::string kernels_dir = "/var/cache/iommu-farm/kernels";
@@ -52,6 +61,9 @@ struct VmConfig {
 
 // One QEMU run with every path already chosen.
 struct QemuInvocation {
+  std::string arch = kArchX86;
+  bool iommu = true;  // aarch64: no SMMUv3 for mode off
+  std::string cpu;    // aarch64 only
   std::string qemu;
   std::string accel;
   int memory_mib = 1024;
@@ -60,17 +72,26 @@ struct QemuInvocation {
   std::string initrd;
   std::string nvme_image;
   std::string console_log;  // first serial port: the kernel console
-  std::string channel_log;  // second serial port: the farm channel
+  std::string channel_log;  // second serial port: the farm channel (x86_64;
+                            // aarch64's one UART carries both)
   std::string cmdline;
 };
 
-// The guest kernel's command line for `mode`: console on ttyS0 (early
-// printk too, so that a decompressor failure is visible), panic=-1 so that a
-// panic ends QEMU (-no-reboot), then ModeKernelParameter(mode).
-absl::StatusOr<std::string> GuestCmdline(iommufarm::v1::IommuMode mode);
+// The guest kernel's command line for `mode`: on x86_64 console on ttyS0
+// (early printk too, so that a decompressor failure is visible), on aarch64
+// on ttyAMA0; panic=-1 so that a panic ends QEMU (-no-reboot), then `extra`
+// (each checked against the allow-list of proto/kernel_params.h:
+// InvalidArgument naming a refused one), then the mode's parameter last, so
+// the job's mode wins: ModeKernelParameter(mode) on x86_64; on aarch64 the
+// same except off, which needs none (the machine has no SMMUv3 then).
+absl::StatusOr<std::string> GuestCmdline(iommufarm::v1::IommuMode mode,
+                                         const std::vector<std::string>& extra = {},
+                                         const std::string& arch = kArchX86);
 
-// QEMU's argv. InvalidArgument for a path QEMU's option syntax cannot carry
-// (containing ',') or a non-positive size.
+// QEMU's argv: x86_64 q35 + intel-iommu (caching mode) with two serial
+// ports; aarch64 virt[,iommu=smmuv3] -cpu <cpu> with one. InvalidArgument
+// for a path QEMU's option syntax cannot carry (containing ','), a
+// non-positive size or an unknown arch.
 absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q);
 
 // <kernels_dir>/<release>/vmlinuz; InvalidArgument for a release that is not
@@ -79,11 +100,13 @@ absl::StatusOr<std::string> KernelImagePath(const std::string& kernels_dir,
                                             const std::string& release);
 
 // The per-job archive appended to the initramfs: farm/argv (one argument a
-// line, argv[0] as the guest's tool name) and farm/wait-device. InvalidArgument
-// for an argv the guest cannot run (argv[0] not fio, an argument with a
-// newline or NUL).
+// line, argv[0] as the guest's tool name), farm/wait-device and, when
+// given, farm/channel (the farm channel's device). InvalidArgument for an
+// argv the guest cannot run (argv[0] not fio, an argument with a newline or
+// NUL).
 absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool_argv,
-                                            const std::string& wait_device);
+                                            const std::string& wait_device,
+                                            const std::string& channel = "");
 
 // A newc ("070701") cpio archive of regular files (path, content), their
 // parent directories included, ending with the trailer.
@@ -93,21 +116,40 @@ std::string NewcArchive(const std::vector<std::pair<std::string, std::string>>& 
 struct QemuExit {
   bool exited_cleanly = false;  // QEMU exited 0 (guest powered off)
   bool timed_out = false;
-  bool halted = false;      // stopped because the console said the guest halted
-  std::string description;  // "exit 1", "signal 9 (timed out after 90s)", ...
+  bool halted = false;         // stopped because the console said the guest halted
+  bool image_refused = false;  // QEMU's loader refused the kernel image
+  std::string description;     // "exit 1", "signal 9 (timed out after 90s)", ...
   std::string qemu_stderr;
 };
 
 // Turns a finished QEMU run into the KernelRun or the failure the error
-// contract names: ABORTED with the console tail when the guest did not get to
-// `@@farm-done`; FAILED_PRECONDITION when it booted another release or ran
-// another mode than requested (the message names both). Pure.
+// contract names: FAILED_PRECONDITION (permanent) with the console tail for
+// an image that cannot boot (its boot stub halted, or QEMU's loader refused
+// it), ABORTED with the console tail when the guest did not get to
+// `@@farm-done` otherwise (panic, hang, QEMU failure); FAILED_PRECONDITION
+// when it booted another release or ran another mode than requested (the
+// message names both). Pure.
 absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::string_view channel,
                                             absl::string_view console, const QemuExit& exit);
+
+// The first line of `qemu --version` ("QEMU emulator version 7.2.x ...").
+// FailedPrecondition when QEMU is missing or does not run.
+absl::StatusOr<std::string> QemuVersion(const std::string& qemu);
 
 class VmKernelProvider : public KernelProvider {
  public:
   explicit VmKernelProvider(VmConfig config);
+
+  // What the machine model really runs: on q35 + VT-d in caching mode off,
+  // passthrough and strict (lazy ends as strict, so it is not offered); on
+  // virt + SMMUv3 all four.
+  std::vector<iommufarm::v1::IommuMode> Modes() const;
+  // One offer per release under kernels_dir with a vmlinuz, sorted by
+  // release; a release directory whose `arch` file names another
+  // architecture than the config's is skipped (no file: x86_64).
+  std::vector<iommufarm::v1::KernelOffer> Offers() const;
+  // "q35+intel-iommu" or "virt+smmuv3".
+  std::string MachineModel() const;
 
   std::string_view name() const override { return "vm"; }
   absl::Status CanRun(const KernelRequest& request) const override;

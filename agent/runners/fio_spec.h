@@ -66,6 +66,14 @@ absl::StatusOr<std::vector<std::string>> BuildFioArgv(const FioSpec& spec,
                                                       const std::string& fio = "fio",
                                                       const std::string& job_name = "farm");
 
+// The argv of `spec` run inside a VM guest on `device`, the guest's own
+// scratch NVMe: no host target is resolved. InvalidArgument when the spec
+// names a target other than `device` (a host path means nothing in the
+// guest). Job name "farm".
+absl::StatusOr<std::vector<std::string>> BuildFioGuestArgv(const FioSpec& spec,
+                                                           const std::string& device,
+                                                           const std::string& fio = "fio");
+
 }  // namespace farm::runners
 
 #endif  // AGENT_RUNNERS_FIO_SPEC_H_

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -376,6 +377,27 @@ TEST(FioSpec, AcceptedValues) {
   EXPECT_TRUE(spec->time_based);
   EXPECT_TRUE(spec->writes());
   EXPECT_EQ(spec->ioengine, "libaio");
+}
+
+TEST(FioGuestArgv, RunsOnTheGuestDeviceOnly) {
+  auto spec = FioSpecFromParams({{"rw", "randread"}, {"size", "1m"}});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto argv = BuildFioGuestArgv(*spec, "/dev/nvme0n1");
+  ASSERT_TRUE(argv.ok()) << argv.status();
+  EXPECT_EQ(argv->front(), "fio");
+  EXPECT_NE(std::find(argv->begin(), argv->end(), "--filename=/dev/nvme0n1"), argv->end());
+  EXPECT_EQ(std::find(argv->begin(), argv->end(), "--unlink=1"), argv->end());
+  EXPECT_EQ(argv->back(), "--output-format=json");
+
+  spec = FioSpecFromParams({{"filename", "/dev/nvme0n1"}});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(BuildFioGuestArgv(*spec, "/dev/nvme0n1").ok());
+  spec = FioSpecFromParams({{"filename", "/dev/sda"}});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::vector<std::string>> refused = BuildFioGuestArgv(*spec, "/dev/nvme0n1");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "a guest run's only target is its NVMe /dev/nvme0n1; the spec names '/dev/sda'");
 }
 
 }  // namespace

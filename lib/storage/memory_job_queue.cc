@@ -172,11 +172,12 @@ absl::StatusOr<std::vector<pb::JobLease>> MemoryJobQueue::LeaseJobs(
     }
     // The claim: queued, past its backoff, an executor the agent runs, the
     // rules; ORDER BY priority DESC, fair_rank, id LIMIT, then the hook.
+    const std::vector<pb::Capability> caps(a->capabilities.begin(), a->capabilities.end());
     std::vector<JobRow*> cand;
     for (auto& [id, j] : t.jobs) {
       if (j.job.state() == pb::JOB_STATE_QUEUED && j.not_before <= now &&
           a->executors.count(j.job.executor()) != 0 &&
-          (!rules.match_real_run_hosts || RealRunEligible(j.job, a->host))) {
+          (!rules.match_real_run_hosts || RealRunEligible(j.job, caps, a->host))) {
         cand.push_back(&j);
       }
     }

@@ -80,12 +80,12 @@ void PrepareQueueStatements(PgPool* pool) {
                 "WHERE id = $1 AND session = $2");
   // The claim's selection, shared by the one-statement lease and the hooked
   // one: $1 agent id, $2 session, $3 max jobs, $5 match real-run hosts,
-  // $6 within free slots. The agent row (executors, host `ah`, slots) is
+  // $6 within free slots. The agent row (executors, host `ah`, capabilities `ac`, slots) is
   // joined in, so whatever the agent cannot run is skipped by the index
   // scan instead of filling the LIMIT.
   const std::string pick =
       std::string(
-          "WITH a AS (SELECT id, name, executors, host AS ah, slots FROM agents "
+          "WITH a AS (SELECT id, name, executors, host AS ah, capabilities AS ac, slots FROM agents "
           "  WHERE id = $1 AND session = $2), "
           "lim AS (SELECT CASE WHEN $6 THEN greatest(0, least($3, a.slots - "
           "  (SELECT count(*) FROM jobs h WHERE h.state = 2 AND h.lease_agent = a.id))) "

@@ -384,7 +384,7 @@ TEST_P(RepositoryContractTest, EligibilityHookSeesTheAgentAfterTheClaim) {
 // A real run no agent here can run sits ahead of runnable jobs (lower id,
 // equal priority): the claim skips it instead of filling its LIMIT with it,
 // so the first lease call already hands out the runnable ones. Kernel and
-// mode matching in the claim follows CheckRealRunHost case by case.
+// mode matching in the claim follows CheckRealRun case by case.
 TEST_P(RepositoryContractTest, UnrunnableJobsAheadDoNotBlockTheClaim) {
   pb::RegisterRequest r = testrows::Registration("real-host", "fio");
   r.add_capabilities()->set_name("emulator");
@@ -413,15 +413,16 @@ TEST_P(RepositoryContractTest, UnrunnableJobsAheadDoNotBlockTheClaim) {
                                         "5.11.0-"};
   NewMatrix fio =
       testrows::Matrix(static_cast<int>(ids.size()), 3, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK);
+  const std::vector<pb::Capability> caps(r.capabilities().begin(), r.capabilities().end());
   std::set<std::string> runnable;
   for (size_t i = 0; i < ids.size(); ++i) {
     fio.jobs[i].set_commit_id(ids[i]);
-    if (RealRunEligible(fio.jobs[i], r.host())) runnable.insert(ids[i]);
+    if (RealRunEligible(fio.jobs[i], caps, r.host())) runnable.insert(ids[i]);
   }
   // One job that matches the kernel but not the mode.
   fio.jobs.push_back(fio.jobs[1]);
   fio.jobs.back().set_mode(pb::IOMMU_MODE_LAZY);
-  ASSERT_FALSE(RealRunEligible(fio.jobs.back(), r.host()));
+  ASSERT_FALSE(RealRunEligible(fio.jobs.back(), caps, r.host()));
   ASSERT_EQ(runnable, (std::set<std::string>{"v5.11", "5.11.0-rc3", "c588072bba6b",
                                              "c588072bba6bfe", "C588072BBA6B", "v5.11.0"}));
   ASSERT_TRUE(matrices().CreateMatrix(fio).ok());

@@ -42,6 +42,17 @@ std::string HostToJson(const pb::HostFacts& h) {
             {"iommu_mode", static_cast<int>(h.iommu_mode())},
             {"iommu_detail", h.iommu_detail()},
             {"architecture", h.architecture()}};
+  if (h.has_guest()) {
+    const pb::GuestFacts& g = h.guest();
+    j["guest"] = {{"provider", g.provider()},
+                  {"requested_mode", static_cast<int>(g.requested_mode())},
+                  {"domain_type", g.domain_type()},
+                  {"iommu_driver", g.iommu_driver()},
+                  {"cmdline", g.cmdline()},
+                  {"machine_model", g.machine_model()},
+                  {"accel", g.accel()},
+                  {"qemu_version", g.qemu_version()}};
+  }
   return j.dump();
 }
 
@@ -55,6 +66,18 @@ void JsonToHost(const std::string& text, pb::HostFacts* h) {
   h->set_iommu_mode(static_cast<pb::IommuMode>(j.value("iommu_mode", 0)));
   h->set_iommu_detail(j.value("iommu_detail", ""));
   h->set_architecture(j.value("architecture", ""));
+  auto guest = j.find("guest");
+  if (guest != j.end() && guest->is_object()) {
+    pb::GuestFacts* g = h->mutable_guest();
+    g->set_provider(guest->value("provider", ""));
+    g->set_requested_mode(static_cast<pb::IommuMode>(guest->value("requested_mode", 0)));
+    g->set_domain_type(guest->value("domain_type", ""));
+    g->set_iommu_driver(guest->value("iommu_driver", ""));
+    g->set_cmdline(guest->value("cmdline", ""));
+    g->set_machine_model(guest->value("machine_model", ""));
+    g->set_accel(guest->value("accel", ""));
+    g->set_qemu_version(guest->value("qemu_version", ""));
+  }
 }
 
 std::string SamplesToJson(const google::protobuf::RepeatedPtrField<pb::Sample>& samples) {
@@ -93,8 +116,26 @@ void JsonToSamples(const std::string& text, google::protobuf::RepeatedPtrField<p
 
 std::string CapsToJson(const google::protobuf::RepeatedPtrField<pb::Capability>& caps) {
   json arr = json::array();
-  for (const pb::Capability& c : caps)
-    arr.push_back({{"name", c.name()}, {"version", c.version()}});
+  for (const pb::Capability& c : caps) {
+    json e = {{"name", c.name()}, {"version", c.version()}};
+    // Only real executors carry offers; the claim rule reads them
+    // (lib/storage/run_eligibility.h): [{provider, release, modes: [IommuMode], ...}].
+    if (c.kernels_size() > 0) {
+      json kernels = json::array();
+      for (const pb::KernelOffer& k : c.kernels()) {
+        json modes = json::array();
+        for (int m : k.modes()) modes.push_back(m);
+        kernels.push_back({{"provider", k.provider()},
+                           {"release", k.release()},
+                           {"modes", modes},
+                           {"architecture", k.architecture()},
+                           {"machine_model", k.machine_model()},
+                           {"accel", k.accel()}});
+      }
+      e["kernels"] = std::move(kernels);
+    }
+    arr.push_back(std::move(e));
+  }
   return arr.dump();
 }
 
@@ -105,6 +146,23 @@ void JsonToCaps(const std::string& text, google::protobuf::RepeatedPtrField<pb::
     pb::Capability* c = out->Add();
     c->set_name(e.value("name", ""));
     c->set_version(e.value("version", ""));
+    auto kernels = e.find("kernels");
+    if (kernels == e.end() || !kernels->is_array()) continue;
+    for (const json& k : *kernels) {
+      if (!k.is_object()) continue;
+      pb::KernelOffer* o = c->add_kernels();
+      o->set_provider(k.value("provider", ""));
+      o->set_release(k.value("release", ""));
+      auto modes = k.find("modes");
+      if (modes != k.end() && modes->is_array()) {
+        for (const json& m : *modes) {
+          if (m.is_number_integer()) o->add_modes(static_cast<pb::IommuMode>(m.get<int>()));
+        }
+      }
+      o->set_architecture(k.value("architecture", ""));
+      o->set_machine_model(k.value("machine_model", ""));
+      o->set_accel(k.value("accel", ""));
+    }
   }
 }
 

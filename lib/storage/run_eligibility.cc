@@ -1,76 +1,44 @@
 #include "lib/storage/run_eligibility.h"
 
-#include <cctype>
-
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/str_join.h"
 #include "proto/names.h"
 
 namespace farm::storage {
-namespace {
 
 namespace pb = ::iommufarm::v1;
 
-bool IsHex(absl::string_view s) {
-  for (char c : s) {
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-// KernelMatches and the mode test, clause by clause: the id with a leading
-// "v<digit>" dropped equals the release or prefixes it before '.', '-' or
-// '+'; or a 7+ digit hex id appears as "g<first 12 digits>" not followed by
-// another hex digit.
+// CheckRealRun in SQL over a jobs row `j`, the agent's host facts `ah` and
+// capabilities `ac` (row_codec.h's HostToJson / CapsToJson). Clause by
+// clause, as proto/kernel_offers.h states the rule: the offers of the
+// capability named like the executor, or the implicit host offer (host
+// release, detected mode) when it lists none; an offer holding the job's
+// mode; no host offer for a job with kernel_params; and KernelMatches: the
+// id with a leading "v<digit>" dropped equals the release or prefixes it
+// before '.', '-' or '+', or a 7+ digit hex id appears as "g<first 12
+// digits>" not followed by another hex digit.
 const char* const kRunnableSql =
-    "(j.executor NOT IN (2, 3) OR ("
-    " (ah->>'iommu_mode')::int <> 0 AND (ah->>'iommu_mode')::int = j.mode"
-    " AND j.commit_id <> '' AND coalesce(ah->>'kernel_release', '') <> ''"
-    " AND (ah->>'kernel_release' = j.commit_id"
-    "  OR ah->>'kernel_release' = regexp_replace(j.commit_id, '^[vV]([0-9])', '\\1')"
-    "  OR (left(ah->>'kernel_release', length(regexp_replace(j.commit_id, '^[vV]([0-9])', "
-    "'\\1'))) = regexp_replace(j.commit_id, '^[vV]([0-9])', '\\1')"
-    "   AND substr(ah->>'kernel_release', length(regexp_replace(j.commit_id, '^[vV]([0-9])', "
-    "'\\1')) + 1, 1) IN ('.', '-', '+'))"
+    "(j.executor NOT IN (2, 3) OR EXISTS (SELECT 1 FROM jsonb_array_elements(ac) c, "
+    " LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(c->'kernels') = 'array' "
+    "   AND jsonb_array_length(c->'kernels') > 0 THEN c->'kernels' "
+    "   ELSE jsonb_build_array(jsonb_build_object('provider', 'host', "
+    "     'release', coalesce(ah->>'kernel_release', ''), "
+    "     'modes', CASE WHEN coalesce((ah->>'iommu_mode')::int, 0) <> 0 "
+    "       THEN jsonb_build_array((ah->>'iommu_mode')::int) ELSE '[]'::jsonb END)) END) k "
+    " WHERE c->>'name' = (CASE j.executor WHEN 2 THEN 'fio' ELSE 'iozone' END) "
+    "  AND jsonb_typeof(k->'modes') = 'array' AND k->'modes' @> to_jsonb(j.mode::int) "
+    "  AND NOT (k->>'provider' = 'host' AND j.params ? 'kernel_params') "
+    "  AND j.commit_id <> '' AND coalesce(k->>'release', '') <> '' "
+    "  AND (k->>'release' = j.commit_id"
+    "   OR k->>'release' = regexp_replace(j.commit_id, '^[vV]([0-9])', '\\1')"
+    "   OR (left(k->>'release', length(regexp_replace(j.commit_id, '^[vV]([0-9])', '\\1'))) "
+    "     = regexp_replace(j.commit_id, '^[vV]([0-9])', '\\1')"
+    "    AND substr(k->>'release', length(regexp_replace(j.commit_id, '^[vV]([0-9])', '\\1')) "
+    "     + 1, 1) IN ('.', '-', '+'))"
     // CASE, not AND: the pattern is built from the id, so it must only be
     // compiled once the id is known to be hex.
-    "  OR CASE WHEN j.commit_id ~ '^[0-9a-fA-F]{7,}$' THEN lower(ah->>'kernel_release') ~ "
+    "   OR CASE WHEN j.commit_id ~ '^[0-9a-fA-F]{7,}$' THEN lower(k->>'release') ~ "
     "('g' || left(lower(j.commit_id), 12) || '([^0-9a-f]|$)') ELSE false END)))";
-
-bool KernelMatches(absl::string_view commit_id, absl::string_view kernel_release) {
-  if (commit_id.empty() || kernel_release.empty()) return false;
-  absl::string_view id = commit_id;
-  if (id.size() > 1 && (id[0] == 'v' || id[0] == 'V') &&
-      std::isdigit(static_cast<unsigned char>(id[1]))) {
-    id.remove_prefix(1);
-  }
-  if (kernel_release == id || kernel_release == commit_id) return true;
-  if (absl::StartsWith(kernel_release, id) && kernel_release.size() > id.size()) {
-    const char next = kernel_release[id.size()];
-    if (next == '.' || next == '-' || next == '+') return true;
-  }
-  if (commit_id.size() >= 7 && IsHex(commit_id)) {
-    const std::string lower_release = absl::AsciiStrToLower(kernel_release);
-    const std::string lower_id = absl::AsciiStrToLower(commit_id);
-    // git describe prints 12 digits; a catalog may hold more or fewer.
-    const size_t n = std::min<size_t>(lower_id.size(), 12);
-    const std::string needle = absl::StrCat("g", lower_id.substr(0, n));
-    size_t pos = lower_release.find(needle);
-    while (pos != std::string::npos) {
-      const size_t end = pos + needle.size();
-      if (end == lower_release.size() ||
-          !std::isxdigit(static_cast<unsigned char>(lower_release[end]))) {
-        return true;
-      }
-      pos = lower_release.find(needle, pos + 1);
-    }
-  }
-  return false;
-}
 
 absl::Status CheckRealRunHost(const pb::Job& job, const pb::HostFacts& host) {
   if (job.executor() != pb::EXECUTOR_FIO && job.executor() != pb::EXECUTOR_IOZONE) {
@@ -90,6 +58,26 @@ absl::Status CheckRealRunHost(const pb::Job& job, const pb::HostFacts& host) {
                                                       ", the cell wants ", job.commit_id()));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckRealRun(const pb::Job& job, const std::vector<pb::Capability>& capabilities,
+                          const pb::HostFacts& host) {
+  if (job.executor() != pb::EXECUTOR_FIO && job.executor() != pb::EXECUTOR_IOZONE) {
+    return absl::OkStatus();
+  }
+  const std::vector<pb::KernelOffer> offers =
+      ::farm::proto::OffersFor(capabilities, job.executor(), host);
+  if (::farm::proto::FindOffer(offers, job) != nullptr) return absl::OkStatus();
+  std::vector<std::string> offered;
+  for (const pb::KernelOffer& o : offers) {
+    std::vector<std::string> modes;
+    for (int m : o.modes()) modes.push_back(::farm::proto::ModeName(m));
+    offered.push_back(
+        absl::StrCat(o.provider(), " ", o.release(), " [", absl::StrJoin(modes, ","), "]"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no kernel offer runs ", job.commit_id(), " in mode ", ::farm::proto::ModeName(job.mode()),
+      " (offered: ", offered.empty() ? "none" : absl::StrJoin(offered, "; "), ")"));
 }
 
 }  // namespace farm::storage

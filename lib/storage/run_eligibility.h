@@ -1,18 +1,28 @@
 // run_eligibility: which agents may take a job. Every JobQueue claim applies
 // this rule itself (PostgreSQL through kRunnableSql inside the claim
-// statement, the memory fake through CheckRealRunHost), so a job no agent
-// can run never sits ahead of one it can: the agent's executors must
-// include the job's, and a real run (fio / iozone) lands only on a host
-// whose IOMMU mode and kernel are the cell's; the result then records what
-// the host really was.
+// statement, the memory fake through CheckRealRun), so a job no agent can
+// run never sits ahead of one it can: the agent's executors must include
+// the job's, and a real run (fio / iozone) lands only on an agent that
+// offers the cell's kernel in the cell's IOMMU mode; the result then records
+// what that kernel really was.
+//
+// The rule (proto/kernel_offers.h, which the agent also uses to pick the
+// provider of a leased job): the agent's capability named like the job's
+// executor ("fio", "iozone") has a kernel offer (Capability.kernels; in the
+// agents.capabilities jsonb: [{name, kernels: [{provider, release, modes}]}])
+// with KernelMatches(job.commit_id, offer.release) and job.mode among
+// offer.modes. A capability without offers stands for its host kernel:
+// release = host.kernel_release, modes = [host.iommu_mode] unless that is
+// unspecified. A job whose workload params hold "kernel_params" never
+// matches an offer with provider "host". Emulator jobs always match: they
+// run the emulated kernel and mode. A job no agent offers stays queued.
 //
 // Contract: pure functions of their arguments, thread-safe, cheap.
-// Emulator jobs match any host: they run the emulated kernel and mode, not
-// the host's. kRunnableSql and CheckRealRunHost state the same rule; the
-// repository contract suite runs one table of cases through both.
+// kRunnableSql and CheckRealRun state the same rule; the repository
+// contract suite runs one table of cases through both.
 //
-// Kernel matching (KernelMatches): the cell's commit id names the host's
-// kernel when, after dropping a leading "v" from the id,
+// Kernel matching (KernelMatches, proto/kernel_offers.h): the cell's commit
+// id names a kernel when, after dropping a leading "v" from the id,
 //   - it equals the release ("6.1.0-13-amd64" == "6.1.0-13-amd64"), or
 //   - the release starts with it followed by '.', '-' or '+' ("v5.11" matches
 //     "5.11.0-rc3", not "5.110"), or
@@ -22,25 +32,41 @@
 #define LIB_STORAGE_RUN_ELIGIBILITY_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "iommufarm/v1/farm.pb.h"
+#include "proto/kernel_offers.h"
 
 namespace farm::storage {
 
-bool KernelMatches(absl::string_view commit_id, absl::string_view kernel_release);
+using ::farm::proto::KernelMatches;
 
-// OK when `host` may run `job`; otherwise FailedPrecondition saying why
+// The host-facts half of the rule alone (an agent offering no kernels): OK
+// when `host` may run `job`; otherwise FailedPrecondition saying why
 // ("host runs IOMMU mode off, the cell wants strict").
 absl::Status CheckRealRunHost(const iommufarm::v1::Job& job, const iommufarm::v1::HostFacts& host);
 
-// SQL boolean expression of CheckRealRunHost(...).ok() over a jobs row
-// aliased `j` and an agent's host jsonb aliased `ah` (HostToJson's keys).
+// SQL boolean expression of CheckRealRun(...).ok() over a jobs row
+// aliased `j`, an agent's host jsonb aliased `ah` (HostToJson's keys) and
+// its capabilities jsonb aliased `ac` (CapsToJson's).
 extern const char* const kRunnableSql;
 
 inline bool RealRunEligible(const iommufarm::v1::Job& job, const iommufarm::v1::HostFacts& host) {
   return CheckRealRunHost(job, host).ok();
+}
+
+// OK when an agent with `capabilities` on `host` may run `job` (the rule
+// above); otherwise FailedPrecondition naming what the agent offers.
+absl::Status CheckRealRun(const iommufarm::v1::Job& job,
+                          const std::vector<iommufarm::v1::Capability>& capabilities,
+                          const iommufarm::v1::HostFacts& host);
+
+inline bool RealRunEligible(const iommufarm::v1::Job& job,
+                            const std::vector<iommufarm::v1::Capability>& capabilities,
+                            const iommufarm::v1::HostFacts& host) {
+  return CheckRealRun(job, capabilities, host).ok();
 }
 
 }  // namespace farm::storage

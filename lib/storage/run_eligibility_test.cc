@@ -70,5 +70,81 @@ TEST(CheckRealRunHost, EmulatorJobsAlwaysMatch) {
   EXPECT_TRUE(RealRunEligible(job, host));
 }
 
+pb::Capability FioWithOffers() {
+  pb::Capability fio;
+  fio.set_name("fio");
+  pb::KernelOffer* host = fio.add_kernels();
+  host->set_provider("host");
+  host->set_release("6.18.44-fc");
+  host->add_modes(pb::IOMMU_MODE_OFF);
+  pb::KernelOffer* vm = fio.add_kernels();
+  vm->set_provider("vm");
+  vm->set_release("6.1.0-57-cloud-amd64");
+  vm->add_modes(pb::IOMMU_MODE_OFF);
+  vm->add_modes(pb::IOMMU_MODE_PASSTHROUGH);
+  vm->add_modes(pb::IOMMU_MODE_STRICT);
+  return fio;
+}
+
+TEST(CheckRealRun, AnOfferMustNameTheCommitAndHoldTheMode) {
+  pb::HostFacts host;  // the offers decide, not the host facts
+  host.set_kernel_release("6.18.44-fc");
+  host.set_iommu_mode(pb::IOMMU_MODE_OFF);
+  const std::vector<pb::Capability> caps = {FioWithOffers()};
+  pb::Job job;
+  job.set_executor(pb::EXECUTOR_FIO);
+  job.set_commit_id("6.1.0-57-cloud-amd64");
+  job.set_mode(pb::IOMMU_MODE_STRICT);
+  EXPECT_TRUE(RealRunEligible(job, caps, host));
+  const std::vector<pb::KernelOffer> offers(caps[0].kernels().begin(), caps[0].kernels().end());
+  const pb::KernelOffer* offer = ::farm::proto::FindOffer(offers, job);
+  ASSERT_NE(offer, nullptr);
+  EXPECT_EQ(offer->provider(), "vm");
+
+  // VT-d in caching mode cannot run lazy: not offered, so not eligible.
+  job.set_mode(pb::IOMMU_MODE_LAZY);
+  absl::Status s = CheckRealRun(job, caps, host);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(),
+            "no kernel offer runs 6.1.0-57-cloud-amd64 in mode lazy (offered: host 6.18.44-fc "
+            "[off]; vm 6.1.0-57-cloud-amd64 [off,passthrough,strict])");
+
+  // The host offer: its release in its mode only.
+  job.set_commit_id("v6.18.44");
+  job.set_mode(pb::IOMMU_MODE_OFF);
+  EXPECT_TRUE(RealRunEligible(job, caps, host));
+  job.set_mode(pb::IOMMU_MODE_STRICT);
+  EXPECT_FALSE(RealRunEligible(job, caps, host));
+
+  // Offers belong to their executor: iozone is not offered at all.
+  job.set_executor(pb::EXECUTOR_IOZONE);
+  job.set_mode(pb::IOMMU_MODE_OFF);
+  s = CheckRealRun(job, caps, host);
+  EXPECT_EQ(s.message(), "no kernel offer runs v6.18.44 in mode off (offered: none)");
+}
+
+TEST(CheckRealRun, ACapabilityWithoutOffersIsItsHostKernel) {
+  pb::HostFacts host;
+  host.set_kernel_release("6.18.44-fc");
+  host.set_iommu_mode(pb::IOMMU_MODE_OFF);
+  pb::Capability fio;
+  fio.set_name("fio");
+  const std::vector<pb::Capability> caps = {fio};
+  pb::Job job;
+  job.set_executor(pb::EXECUTOR_FIO);
+  job.set_commit_id("v6.18.44");
+  job.set_mode(pb::IOMMU_MODE_OFF);
+  EXPECT_TRUE(RealRunEligible(job, caps, host));
+  job.set_mode(pb::IOMMU_MODE_STRICT);
+  EXPECT_FALSE(RealRunEligible(job, caps, host));
+  // An undetected host mode offers no mode.
+  host.set_iommu_mode(pb::IOMMU_MODE_UNSPECIFIED);
+  job.set_mode(pb::IOMMU_MODE_OFF);
+  EXPECT_FALSE(RealRunEligible(job, caps, host));
+  // Emulator jobs need no offer.
+  job.set_executor(pb::EXECUTOR_EMULATOR);
+  EXPECT_TRUE(RealRunEligible(job, {}, host));
+}
+
 }  // namespace
 }  // namespace farm::storage

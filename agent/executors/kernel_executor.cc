@@ -1,0 +1,141 @@
+#include "agent/executors/kernel_executor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/runners/fio_json.h"
+#include "agent/runners/fio_spec.h"
+#include "agent/runners/params.h"
+#include "agent/runners/runners.h"
+#include "proto/kernel_offers.h"
+#include "proto/kernel_params.h"
+#include "proto/names.h"
+
+namespace farm::agent {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+
+// The guest's NVMe namespace: the only block device of the VM.
+constexpr char kGuestDevice[] = "/dev/nvme0n1";
+
+std::string Tail(const std::string& s, size_t n = 512) {
+  return s.size() <= n ? s : s.substr(s.size() - n);
+}
+
+}  // namespace
+
+KernelExecutor::KernelExecutor(std::unique_ptr<Executor> host_tool, pb::HostFacts host,
+                               std::unique_ptr<kernels::VmKernelProvider> vm,
+                               std::string qemu_version)
+    : host_tool_(std::move(host_tool)),
+      host_(std::move(host)),
+      vm_(std::move(vm)),
+      qemu_version_(std::move(qemu_version)) {}
+
+std::vector<pb::KernelOffer> KernelExecutor::kernels() const {
+  std::vector<pb::KernelOffer> out;
+  pb::KernelOffer& h = out.emplace_back();
+  h.set_provider("host");
+  h.set_release(host_.kernel_release());
+  if (host_.iommu_mode() != pb::IOMMU_MODE_UNSPECIFIED) h.add_modes(host_.iommu_mode());
+  h.set_architecture(host_.architecture());
+  // Only fio is packed into the guest root.
+  if (vm_ && capability() == proto::ExecutorName(pb::EXECUTOR_FIO)) {
+    for (pb::KernelOffer& o : vm_->Offers()) out.push_back(std::move(o));
+  }
+  return out;
+}
+
+absl::StatusOr<ExecutionResult> KernelExecutor::Run(const pb::Job& job, CancelToken& cancel) {
+  const std::vector<pb::KernelOffer> offers = kernels();
+  const pb::KernelOffer* offer = proto::FindOffer(offers, job);
+  if (offer == nullptr) {
+    return absl::UnavailableError(absl::StrCat("this agent offers no kernel for ", job.commit_id(),
+                                               " in mode ", proto::ModeName(job.mode())));
+  }
+  if (offer->provider() == "host") return host_tool_->Run(job, cancel);
+  return RunInVm(job, *offer, cancel);
+}
+
+absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
+                                                        const pb::KernelOffer& offer,
+                                                        CancelToken& cancel) {
+  runners::Params params(job.workload().params().begin(), job.workload().params().end());
+  std::vector<std::string> kernel_params;
+  if (auto it = params.find(proto::kKernelParamsKey); it != params.end()) {
+    std::string error;
+    kernel_params = proto::ParseKernelParams(it->second, &error);
+    if (!error.empty()) return absl::InvalidArgumentError(error);
+    params.erase(it);  // the guest's command line, not fio's
+  }
+  // The guest's NVMe is the target unless the spec names one (a device
+  // target needs no size).
+  if (params.count("filename") == 0 && params.count("directory") == 0) {
+    params.emplace("filename", kGuestDevice);
+  }
+  absl::StatusOr<runners::FioSpec> spec = runners::FioSpecFromParams(params);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<std::vector<std::string>> argv = runners::BuildFioGuestArgv(*spec, kGuestDevice);
+  if (!argv.ok()) return argv.status();
+
+  kernels::KernelRequest request;
+  request.kernel_release = offer.release();
+  request.mode = job.mode();
+  request.tool_argv = *std::move(argv);
+  request.tool_runtime = absl::Seconds(spec->runtime_s + spec->ramp_time_s);
+  request.kernel_params = std::move(kernel_params);
+  request.cancelled = [&cancel] { return cancel.cancelled(); };
+  absl::StatusOr<kernels::KernelRun> run = vm_->Run(request);
+  if (!run.ok()) return run.status();
+
+  if (run->tool_exit != 0) {
+    return absl::InternalError(
+        absl::StrCat("fio in the guest exited ", run->tool_exit, ": ", Tail(run->tool_stderr)));
+  }
+  absl::StatusOr<runners::FioReport> report = runners::ParseFioJson(run->tool_stdout);
+  if (!report.ok()) {
+    return absl::InternalError(absl::StrCat("guest fio: ", report.status().message(),
+                                            "; stderr: ", Tail(run->tool_stderr)));
+  }
+  for (const runners::FioJob& j : report->jobs) {
+    if (j.error != 0) {
+      return absl::InternalError(absl::StrCat("guest fio job ", j.name, " failed with error ",
+                                              j.error, ": ", Tail(run->tool_stderr)));
+    }
+  }
+  ExecutionResult out;
+  for (const runners::Sample& s : runners::FioSamples(*report)) {
+    pb::Sample* p = &out.samples.emplace_back();
+    p->set_metric(s.metric);
+    p->set_value(s.value);
+    p->set_unit(s.unit);
+    p->set_phase(s.phase);
+  }
+  if (out.samples.empty()) return absl::InternalError("guest fio did no I/O");
+  out.raw_output = std::move(run->tool_stdout);
+  out.raw_format = "fio-json";
+  out.tool_version = report->fio_version;
+
+  pb::HostFacts facts;
+  facts.set_kernel_release(run->facts.release);
+  facts.set_iommu_mode(run->effective);
+  facts.set_iommu_detail(run->effective_detail);
+  facts.set_architecture(run->facts.machine);
+  facts.set_cpus(static_cast<uint32_t>(vm_->config().cpus));
+  facts.set_numa_nodes(1);
+  pb::GuestFacts* g = facts.mutable_guest();
+  g->set_provider(run->provider);
+  g->set_requested_mode(run->requested);
+  g->set_domain_type(run->domain_type);
+  g->set_iommu_driver(run->facts.iommu);
+  g->set_cmdline(run->facts.cmdline);
+  g->set_machine_model(run->machine_model);
+  g->set_accel(run->accel);
+  g->set_qemu_version(qemu_version_);
+  out.ran_on = std::move(facts);
+  return out;
+}
+
+}  // namespace farm::agent

@@ -1,0 +1,59 @@
+// kernel_executor: the real fio executor that runs a job under the kernel
+// its commit names, through the agent's kernel providers
+// (agent/kernels/kernel_provider.h). It offers, per provider, the kernel
+// releases and IOMMU modes it can really run (Executor::kernels(), sent at
+// registration) and runs a leased job with the first offer that runs it
+// (proto::FindOffer, the scheduler's own rule):
+//   - `host`: the host's release in its detected mode; the job goes to the
+//     wrapped host executor (today's real fio run on --allow-dir targets);
+//   - `vm`: the release booted under QEMU (VmKernelProvider) with the job's
+//     mode, fio on the guest's NVMe; the result's host facts are the guest's
+//     (release, effective mode, GuestFacts).
+//
+// Error contract: executor.h. A job no offer runs (the scheduler leased it
+// on a stale registration) is UNAVAILABLE, retryable; a guest that never got
+// to a result keeps the provider's code (ABORTED: retryable), a mode
+// mismatch or a refused spec is permanent.
+//
+// Thread-safety: immutable after construction; Run is safe to call from
+// several worker threads (each VM run has its own scratch directory).
+// Ownership: owns the wrapped executor and the provider.
+#ifndef AGENT_EXECUTORS_KERNEL_EXECUTOR_H_
+#define AGENT_EXECUTORS_KERNEL_EXECUTOR_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/executors/executor.h"
+#include "agent/kernels/vm_provider.h"
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::agent {
+
+class KernelExecutor final : public Executor {
+ public:
+  // `host_tool`: the host's real fio executor (not null). `vm`: may be null
+  // (no vm provider); `qemu_version` is recorded in guest results.
+  KernelExecutor(std::unique_ptr<Executor> host_tool, iommufarm::v1::HostFacts host,
+                 std::unique_ptr<kernels::VmKernelProvider> vm, std::string qemu_version);
+
+  std::string capability() const override { return host_tool_->capability(); }
+  std::string version() const override { return host_tool_->version(); }
+  std::vector<iommufarm::v1::KernelOffer> kernels() const override;
+  absl::StatusOr<ExecutionResult> Run(const iommufarm::v1::Job& job, CancelToken& cancel) override;
+
+ private:
+  absl::StatusOr<ExecutionResult> RunInVm(const iommufarm::v1::Job& job,
+                                          const iommufarm::v1::KernelOffer& offer,
+                                          CancelToken& cancel);
+
+  const std::unique_ptr<Executor> host_tool_;
+  const iommufarm::v1::HostFacts host_;
+  const std::unique_ptr<kernels::VmKernelProvider> vm_;
+  const std::string qemu_version_;
+};
+
+}  // namespace farm::agent
+
+#endif  // AGENT_EXECUTORS_KERNEL_EXECUTOR_H_

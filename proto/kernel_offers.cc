@@ -1,0 +1,90 @@
+#include "proto/kernel_offers.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "proto/kernel_params.h"
+#include "proto/names.h"
+
+namespace farm::proto {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+
+bool IsHex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+bool KernelMatches(std::string_view commit_id, std::string_view kernel_release) {
+  if (commit_id.empty() || kernel_release.empty()) return false;
+  std::string_view id = commit_id;
+  if (id.size() > 1 && (id[0] == 'v' || id[0] == 'V') &&
+      std::isdigit(static_cast<unsigned char>(id[1]))) {
+    id.remove_prefix(1);
+  }
+  if (kernel_release == id || kernel_release == commit_id) return true;
+  if (kernel_release.size() > id.size() && kernel_release.substr(0, id.size()) == id) {
+    const char next = kernel_release[id.size()];
+    if (next == '.' || next == '-' || next == '+') return true;
+  }
+  if (commit_id.size() >= 7 && IsHex(commit_id)) {
+    const std::string release = Lower(kernel_release);
+    // git describe prints 12 digits; a catalog may hold more or fewer.
+    const std::string needle = "g" + Lower(commit_id.substr(0, 12));
+    for (size_t pos = release.find(needle); pos != std::string::npos;
+         pos = release.find(needle, pos + 1)) {
+      const size_t end = pos + needle.size();
+      if (end == release.size() || !std::isxdigit(static_cast<unsigned char>(release[end]))) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool OfferRuns(const pb::KernelOffer& offer, const pb::Job& job) {
+  if (!KernelMatches(job.commit_id(), offer.release())) return false;
+  // The host's command line is not the job's to change.
+  if (offer.provider() == "host" && job.workload().params().count(kKernelParamsKey) > 0) {
+    return false;
+  }
+  for (int m : offer.modes()) {
+    if (m == job.mode()) return true;
+  }
+  return false;
+}
+
+std::vector<pb::KernelOffer> OffersFor(const std::vector<pb::Capability>& capabilities,
+                                       pb::Executor executor, const pb::HostFacts& host) {
+  const std::string name = ExecutorName(executor);
+  for (const pb::Capability& c : capabilities) {
+    if (c.name() != name) continue;
+    if (c.kernels_size() > 0) return {c.kernels().begin(), c.kernels().end()};
+    pb::KernelOffer implicit;
+    implicit.set_provider("host");
+    implicit.set_release(host.kernel_release());
+    if (host.iommu_mode() != pb::IOMMU_MODE_UNSPECIFIED) implicit.add_modes(host.iommu_mode());
+    implicit.set_architecture(host.architecture());
+    return {implicit};
+  }
+  return {};
+}
+
+const pb::KernelOffer* FindOffer(const std::vector<pb::KernelOffer>& offers, const pb::Job& job) {
+  for (const pb::KernelOffer& o : offers) {
+    if (OfferRuns(o, job)) return &o;
+  }
+  return nullptr;
+}
+
+}  // namespace farm::proto

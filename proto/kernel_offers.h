@@ -1,0 +1,52 @@
+// proto/kernel_offers.h: which kernel offer (KernelOffer in an agent's
+// Capability) runs a real job. One rule, used by the scheduler to decide
+// what to lease (lib/storage/run_eligibility.h) and by the agent to pick the
+// provider that runs a leased job (agent/executors/kernel_executor.h).
+//
+// The rule: an agent may run a fio/iozone job when its capability for the
+// job's executor has an offer whose `release` the job's commit id names
+// (KernelMatches) and whose `modes` contain the job's mode; a job with extra
+// kernel parameters (workload param `kernel_params`, kernel_params.h) is
+// never run by a `host` offer. A capability
+// that lists no offers stands for one implicit `host` offer: the host facts'
+// kernel release with the detected mode (none when the mode is unknown).
+//
+// Pure functions of their arguments; thread-safe.
+#ifndef PROTO_KERNEL_OFFERS_H_
+#define PROTO_KERNEL_OFFERS_H_
+
+#include <string_view>
+#include <vector>
+
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::proto {
+
+// The job's commit id names the kernel release when, after dropping a
+// leading "v" from the id,
+//   - it equals the release ("6.1.0-13-amd64" == "6.1.0-13-amd64"), or
+//   - the release starts with it followed by '.', '-' or '+' ("v5.11" matches
+//     "5.11.0-rc3", not "5.110"), or
+//   - it is a hex sha of 7+ digits and the release carries it (its first 12
+//     digits at most) as a git-describe suffix ("...-gc588072bba6b" for
+//     "c588072bba6b"), case-insensitively, not followed by another hex digit.
+bool KernelMatches(std::string_view commit_id, std::string_view kernel_release);
+
+// KernelMatches(job.commit_id(), offer.release()), job.mode() is one of
+// offer.modes(), and the offer is not `host` when the job has kernel_params.
+bool OfferRuns(const iommufarm::v1::KernelOffer& offer, const iommufarm::v1::Job& job);
+
+// The offers of the capability named like `executor` (proto::ExecutorName),
+// or the implicit host offer when that capability lists none; empty when the
+// agent has no such capability.
+std::vector<iommufarm::v1::KernelOffer> OffersFor(
+    const std::vector<iommufarm::v1::Capability>& capabilities, iommufarm::v1::Executor executor,
+    const iommufarm::v1::HostFacts& host);
+
+// The first of `offers` that runs `job`, in the order given; nullptr if none.
+const iommufarm::v1::KernelOffer* FindOffer(const std::vector<iommufarm::v1::KernelOffer>& offers,
+                                            const iommufarm::v1::Job& job);
+
+}  // namespace farm::proto
+
+#endif  // PROTO_KERNEL_OFFERS_H_
