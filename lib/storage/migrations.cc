@@ -297,6 +297,18 @@ CREATE TABLE bisect_culprits (
 );
 )SQL";
 
+// Triage that acts: the Alertmanager silence of an acknowledged regression
+// (expired when it is re-opened or closed), and the analyzer's check that a
+// regression marked fixed is back to its old level at a later commit.
+const char* const kV6RegressionTriage = R"SQL(
+ALTER TABLE regressions
+  ADD COLUMN silence_id        text NOT NULL DEFAULT '',
+  ADD COLUMN fix_check         text NOT NULL DEFAULT ''
+    CHECK (fix_check IN ('', 'checking', 'back', 'not-back', 'no-later-commit')),
+  ADD COLUMN fix_check_commit  text NOT NULL DEFAULT '',
+  ADD COLUMN fix_check_change  double precision NOT NULL DEFAULT 0;
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
@@ -306,6 +318,7 @@ const std::vector<Migration>& AllMigrations() {
        kV2QueueTotalsAndNotify},
       {3, "regressions.metric_rank and regressions.primary_metrics", kV3RegressionMetricRank},
       {4, "bisect_culprits: every culprit of a bisect with its share", kV4BisectCulprits},
+      {6, "regressions: silence of an acknowledged one, check of a fixed one", kV6RegressionTriage},
   };
   return *kAll;
 }

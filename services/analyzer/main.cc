@@ -65,7 +65,10 @@ int main(int argc, char** argv) {
   farm::service::AddDurationOption(app, "--poll-interval", &poll_interval, "2s",
                                    "time between passes, e.g. 500ms, 2s");
   farm::service::AddDurationOption(app, "--alert-resend", &options.alert_resend, "60s",
-                                   "re-send open alerts this often");
+                                   "re-send open alerts (and recently resolved ones) this often");
+  farm::service::AddDurationOption(app, "--resolved-resend", &options.resolved_resend, "15m",
+                                   "keep re-sending a resolved alert for this long, so that an "
+                                   "Alertmanager restart does not lose the resolution");
   app.add_option("--magnitude", magnitude, "minimal relative change reported (0.03 = 3%)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));
