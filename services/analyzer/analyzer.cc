@@ -241,6 +241,7 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples({m.id});
   if (!samples.ok()) return samples.status();
   const std::vector<Series> series = BuildSeries(*samples, false, options_.primary_metrics);
+  if (open_.results != nullptr) open_.results->Update(m.catalog, series);
   const PrimaryMetricMap primary = PrimaryMetrics(*samples, options_.primary_metrics);
   // Suggestive candidates are recorded as suspected too: their confirmation
   // re-runs both commits with doubled repeats until the evidence decides.

@@ -19,7 +19,8 @@
 //   4. fix checks: a regression marked fixed has its last good commit and the
 //      catalog's latest commit re-run together, and whether the latest is
 //      back to the old level is recorded (regressions.fix_check);
-//   5. the farm_regressions_open gauges (by metric rank).
+//   5. the farm_regressions_open gauges (by metric rank); every analysed
+//      matrix also updates the latest-result gauges (result_gauges.h).
 // Findings are ranked (detect.h, series.h PrimaryMetrics): a regression of a
 // workload's primary (throughput) metric alerts as warning/critical and is
 // bisected; one of a secondary metric (latency, hit rate, CPU time ...) is
@@ -47,6 +48,7 @@
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/clients.h"
 #include "services/analyzer/detect.h"
+#include "services/analyzer/result_gauges.h"
 
 namespace farm::analyzer {
 
@@ -73,10 +75,12 @@ struct AnalyzerOptions {
   bool bisect_secondary = false;
 };
 
-// The open-regression gauges, one per metric rank; either may be null.
+// The open-regression gauges, one per metric rank, and the latest-result
+// gauges fed by every analysed matrix; any may be null.
 struct OpenGauges {
   prometheus::Gauge* primary = nullptr;
   prometheus::Gauge* secondary = nullptr;
+  ResultGauges* results = nullptr;
 };
 
 // The Alertmanager alert for a regression, or nullopt when its rank is not

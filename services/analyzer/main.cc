@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
                                      .Help("Unix time of the last analyzer pass without errors")
                                      .Register(registry.registry())
                                      .Add({});
+  farm::analyzer::ResultGauges results(registry.registry());
   std::unique_ptr<farm::metrics::MetricsExposer> exposer;
   if (!metrics_address.empty()) {
     auto e = farm::metrics::MetricsExposer::Start(metrics_address, registry);
@@ -162,7 +163,7 @@ int main(int argc, char** argv) {
   options.secondary_severity = secondary_severity;
   options.bisect_secondary = bisect_secondary;
   farm::analyzer::Analyzer analyzer(store.get(), submitter.get(), sink.get(),
-                                    {&open_primary, &open_secondary}, options);
+                                    {&open_primary, &open_secondary, &results}, options);
 
   std::fprintf(stderr,
                "farm-analyzer: schema v%d, scheduler %s, alertmanager %s, polling every %s\n",
