@@ -482,12 +482,16 @@ int Commands::RunRegressionShow(int64_t regression_id, OutputFormat format) {
 
 int Commands::RunRegressionMark(int64_t regression_id, const std::string& state,
                                 const std::string& note) {
-  absl::StatusOr<pb::RegressionState> parsed = ParseRegressionMark(state);
-  if (!parsed.ok()) return Fail("regression mark", parsed.status());
   pb::UpdateRegressionRequest request;
   request.set_regression_id(regression_id);
-  request.set_state(*parsed);
   request.set_note(note);
+  if (state == kReopen) {
+    request.set_reopen(true);
+  } else {
+    absl::StatusOr<pb::RegressionState> parsed = ParseRegressionMark(state);
+    if (!parsed.ok()) return Fail("regression mark", parsed.status());
+    request.set_state(*parsed);
+  }
   pb::Regression reg;
   auto ctx = client::NewContext(options_, kUnaryTimeout);
   grpc::Status status = analysis_->UpdateRegression(ctx.get(), request, &reg);

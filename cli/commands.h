@@ -49,7 +49,9 @@ class Commands {
                           const std::string& catalog);
   int RunRegressions(bool all, OutputFormat format);
   int RunRegressionShow(int64_t regression_id, OutputFormat format);
+  // `state` is a triage state (ParseRegressionMark) or kReopen.
   int RunRegressionMark(int64_t regression_id, const std::string& state, const std::string& note);
+  static constexpr const char* kReopen = "reopen";
   int RunBisect(int64_t id, bool id_is_bisect, OutputFormat format);
   // Writes the HTML report (cli/report.h) of a matrix, or of one regression
   // when regression_id is set (matrix_id is then ignored), to output_path

@@ -101,12 +101,13 @@ absl::StatusOr<pb::RegressionState> ParseRegressionMark(const std::string& s) {
     case pb::REGRESSION_STATE_FIXED:
     case pb::REGRESSION_STATE_FALSE_POSITIVE:
     case pb::REGRESSION_STATE_ACKNOWLEDGED:
+    case pb::REGRESSION_STATE_IGNORED:
       return state;
     default:
       break;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("state '", s, "' is not one of fixed, false-positive, acknowledged"));
+      absl::StrCat("state '", s, "' is not one of fixed, false-positive, acknowledged, ignored"));
 }
 
 std::string MainMetric(const std::vector<pb::Result>& results) {
@@ -543,6 +544,14 @@ std::string FormatRegression(const pb::Regression& r) {
       "  detected:  ", FormatTimestamp(r.detected_at()), "\n");
   if (r.culprits_size() > 1) absl::StrAppend(&out, CulpritsTable(r.culprits()));
   if (r.bisect_id() != 0) absl::StrAppend(&out, "  bisect:    ", r.bisect_id(), "\n");
+  if (!r.fix_check().empty()) {
+    absl::StrAppend(&out, "  fix check: ", r.fix_check(),
+                    r.fix_check_commit().empty()
+                        ? std::string()
+                        : absl::StrFormat(" at %s (%+.2f%% vs last good)", r.fix_check_commit(),
+                                          100.0 * r.fix_check_change()),
+                    "\n");
+  }
   if (!r.note().empty()) absl::StrAppend(&out, "  note:      ", r.note(), "\n");
   if (r.per_mode_size() > 0) {
     std::vector<std::vector<std::string>> rows;

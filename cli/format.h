@@ -47,7 +47,8 @@ using ::farm::proto::JobStateName;
 using ::farm::proto::MatrixStateName;
 using ::farm::proto::ModeName;
 using ::farm::proto::RegressionStateName;
-// Accepts "fixed", "false-positive", "acknowledged".
+// Accepts "fixed", "false-positive", "acknowledged", "ignored" (reopening is
+// UpdateRegressionRequest.reopen, not a state).
 absl::StatusOr<pb::RegressionState> ParseRegressionMark(const std::string& s);
 
 // The metric the results table summarises: "throughput" when any sample has

@@ -193,7 +193,22 @@ TEST(ParseRegressionMarkTest, AcceptsOnlyTriageStates) {
   EXPECT_EQ(*ParseRegressionMark("fixed"), pb::REGRESSION_STATE_FIXED);
   EXPECT_EQ(*ParseRegressionMark("false-positive"), pb::REGRESSION_STATE_FALSE_POSITIVE);
   EXPECT_EQ(*ParseRegressionMark("acknowledged"), pb::REGRESSION_STATE_ACKNOWLEDGED);
+  EXPECT_EQ(*ParseRegressionMark("ignored"), pb::REGRESSION_STATE_IGNORED);
   EXPECT_FALSE(ParseRegressionMark("confirmed").ok());
+  EXPECT_FALSE(ParseRegressionMark("reopen").ok());
+}
+
+TEST(FormatRegressionTest, ShowsTheFixCheck) {
+  pb::Regression r;
+  r.set_id(3);
+  r.set_state(pb::REGRESSION_STATE_FIXED);
+  EXPECT_EQ(FormatRegression(r).find("fix check"), std::string::npos);
+  r.set_fix_check("back");
+  r.set_fix_check_commit("t31");
+  r.set_fix_check_change(-0.004);
+  EXPECT_NE(FormatRegression(r).find("  fix check: back at t31 (-0.40% vs last good)\n"),
+            std::string::npos)
+      << FormatRegression(r);
 }
 
 TEST(RenderTableTest, PadsColumns) {

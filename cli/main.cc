@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   std::string regs_format;
   auto* regressions = app.add_subcommand("regressions", "list detected regressions");
   regressions->add_flag("--all", regs_all,
-                        "include closed ones (fixed, false-positive, rejected) "
+                        "include closed ones (fixed, false-positive, rejected, ignored) "
                         "and improvements");
   AddOutputOption(regressions, &regs_format,
                   "table, csv or json; every format carries the metric rank (primary: "
@@ -153,13 +153,20 @@ int main(int argc, char** argv) {
                   "table, csv or json; every format names each culprit with its share");
   int64_t reg_mark_id = 0;
   std::string reg_mark_state, reg_mark_note;
-  auto* reg_mark = regression->add_subcommand("mark", "triage a regression");
+  auto* reg_mark = regression->add_subcommand(
+      "mark",
+      "triage a regression: acknowledged silences its alert in Alertmanager; ignored resolves "
+      "it and the same change is not reported again; fixed resolves it and the analyzer "
+      "checks that the catalog's latest commit is back to the old level; false-positive "
+      "resolves it; reopen makes it confirmed again (alert firing, silence removed)");
   reg_mark->add_option("ID", reg_mark_id, "regression id")->required();
   // The states a user may set; the others are the analyzer's.
   const std::vector<std::string> markable = {
       farm::proto::RegressionStateName(iommufarm::v1::REGRESSION_STATE_FIXED),
       farm::proto::RegressionStateName(iommufarm::v1::REGRESSION_STATE_FALSE_POSITIVE),
-      farm::proto::RegressionStateName(iommufarm::v1::REGRESSION_STATE_ACKNOWLEDGED)};
+      farm::proto::RegressionStateName(iommufarm::v1::REGRESSION_STATE_ACKNOWLEDGED),
+      farm::proto::RegressionStateName(iommufarm::v1::REGRESSION_STATE_IGNORED),
+      farm::cli::Commands::kReopen};
   reg_mark->add_option("STATE", reg_mark_state, absl::StrJoin(markable, ", "))
       ->required()
       ->check(CLI::IsMember(markable));

@@ -17,11 +17,13 @@
 #include <atomic>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
@@ -195,7 +197,7 @@ class AnalyzerPgTest : public ::testing::Test {
     auto server = scheduler::SchedulerServer::Start(so, &registry_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    auto am = testing::AlertmanagerInstance::Start();
+    auto am = testing::AlertmanagerInstance::Start(am_options_);
     ASSERT_TRUE(am.ok()) << am.status();
     am_ = std::move(*am);
 
@@ -306,6 +308,61 @@ class AnalyzerPgTest : public ::testing::Test {
     return o;
   }
 
+  // Alertmanager's silence `id` as its API shows it (null if unknown).
+  json Silence(const std::string& id) {
+    auto r = testing::HttpGet(am_->BaseUrl() + "/api/v2/silence/" + id);
+    if (!r.ok() || r->status != 200) return nullptr;
+    return json::parse(r->body, nullptr, false);
+  }
+
+  // The Alertmanager alert of regression `id` (null if none).
+  json AlertOf(int64_t id) {
+    for (const json& al : AlertmanagerAlerts())
+      if (al["labels"].value("regression_id", "") == std::to_string(id)) return al;
+    return nullptr;
+  }
+
+  // The first regression found, confirmed, bisected and alerted with its
+  // culprit t21 (the 25% IOMMU cost at t21 of StartFarm's catalog).
+  int64_t AlertedRegression(Analyzer& a) {
+    int64_t id = 0;
+    TickUntil(
+        a,
+        [&] {
+          const pqxx::result r = Query(
+              "SELECT id FROM regressions WHERE direction = 1 AND culprit_id = 't21' "
+              "AND alert_firing");
+          if (r.empty()) return false;
+          id = r[0][0].as<int64_t>();
+          const json al = AlertOf(id);
+          return al.is_object() && al["annotations"].value("culprit", "") == "t21";
+        },
+        "regression bisected to t21 and alerted");
+    return id;
+  }
+
+  pb::Regression Mark(int64_t id, pb::RegressionState state, bool reopen = false) {
+    pb::UpdateRegressionRequest ur;
+    ur.set_regression_id(id);
+    ur.set_state(state);
+    ur.set_reopen(reopen);
+    pb::Regression updated;
+    grpc::ClientContext ctx;
+    const grpc::Status s = analysis_->UpdateRegression(&ctx, ur, &updated);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return updated;
+  }
+
+  pb::Regression Get(int64_t id) {
+    pb::GetRegressionRequest gr;
+    gr.set_regression_id(id);
+    pb::Regression r;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(analysis_->GetRegression(&ctx, gr, &r).ok());
+    return r;
+  }
+
+  testing::AlertmanagerOptions am_options_;
   metrics::MetricsRegistry registry_;
   std::string db_uri_;
   std::unique_ptr<scheduler::SchedulerServer> server_;
@@ -555,6 +612,217 @@ TEST_F(AnalyzerPgTest, SecondaryMetricBisectedButNotAlertedOnRequest) {
   const json alerts = AlertmanagerAlerts();
   ASSERT_EQ(alerts.size(), 1u) << alerts.dump();
   EXPECT_EQ(alerts[0]["labels"]["metric_rank"], "primary");
+}
+
+// Acknowledged: an Alertmanager silence on the alert's labels suppresses it;
+// re-opened: the silence is expired and the alert is active again. Then
+// fixed while the catalog's latest commit still carries the cost: resolved,
+// and the fix check records that t32 is not back to t16's level.
+TEST_F(AnalyzerPgTest, AcknowledgedIsSilencedReopenedIsNotAndAFixIsChecked) {
+  StartFarm(33, {{21, {{"sim.iommu_cost", "1.25"}}}});
+  SubmitBulk(32, 8, 4);
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
+  const int64_t id = AlertedRegression(a);
+  EXPECT_EQ(AlertOf(id)["status"]["state"], "active");
+
+  EXPECT_EQ(Mark(id, pb::REGRESSION_STATE_ACKNOWLEDGED).state(), pb::REGRESSION_STATE_ACKNOWLEDGED);
+  std::string silence;
+  TickUntil(
+      a,
+      [&] {
+        silence = Query(absl::StrCat("SELECT silence_id FROM regressions WHERE id = ", id))[0][0]
+                      .as<std::string>();
+        return !silence.empty() && AlertOf(id)["status"]["state"] == "suppressed";
+      },
+      "the acknowledged regression's alert silenced");
+  const json sil = Silence(silence);
+  ASSERT_TRUE(sil.is_object()) << silence;
+  EXPECT_EQ(sil["status"]["state"], "active");
+  std::map<std::string, std::string> matchers;
+  for (const json& m : sil["matchers"]) {
+    EXPECT_FALSE(m["isRegex"].get<bool>());
+    matchers[m["name"]] = m["value"];
+  }
+  EXPECT_EQ(matchers["regression_id"], std::to_string(id));
+  EXPECT_EQ(matchers["alertname"], "IommuPerfRegression");
+  EXPECT_EQ(matchers["platform"], "intel-vtd-2s12c");
+  EXPECT_EQ(matchers["workload"], "iozone-nfsrdma");
+  EXPECT_EQ(matchers.count("severity"), 0u);
+  const json by = AlertOf(id)["status"]["silencedBy"];
+  ASSERT_EQ(by.size(), 1u);
+  EXPECT_EQ(by[0], silence);
+  // Passes while acknowledged create no second silence.
+  for (int i = 0; i < 3; ++i) (void)a.Tick();
+  EXPECT_EQ(Query(absl::StrCat("SELECT silence_id FROM regressions WHERE id = ", id))[0][0]
+                .as<std::string>(),
+            silence);
+
+  EXPECT_EQ(Mark(id, pb::REGRESSION_STATE_UNSPECIFIED, /*reopen=*/true).state(),
+            pb::REGRESSION_STATE_CONFIRMED);
+  TickUntil(
+      a,
+      [&] {
+        const json s = Silence(silence);
+        return s.is_object() && s["status"]["state"] == "expired" &&
+               AlertOf(id)["status"]["state"] == "active";
+      },
+      "the re-opened regression's silence expired and its alert active");
+  EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM regressions WHERE id = ", id,
+                               " AND silence_id = ''")),
+            1);
+
+  // Fixed, but the latest commit t32 still carries the cost.
+  EXPECT_EQ(Mark(id, pb::REGRESSION_STATE_FIXED).state(), pb::REGRESSION_STATE_FIXED);
+  TickUntil(
+      a, [&] { return AlertOf(id).is_null() && Get(id).fix_check() == "not-back"; },
+      "resolved, and the fix check done");
+  const pb::Regression r = Get(id);
+  EXPECT_EQ(r.fix_check_commit(), "t32");
+  EXPECT_NEAR(r.fix_check_change(), -0.2, 0.03);  // t32 vs t16 in strict or lazy
+}
+
+// Fixed at t30 (the cost of t21 undone): the fix check re-runs t16 (the
+// range's last good) against the latest commit t32 and finds it back.
+TEST_F(AnalyzerPgTest, FixedIsBackAtTheLatestCommit) {
+  StartFarm(33, {{21, {{"sim.iommu_cost", "1.25"}}}, {30, {{"sim.iommu_cost", "1"}}}});
+  SubmitBulk(32, 8, 4);
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
+  const int64_t id = AlertedRegression(a);
+  EXPECT_EQ(Mark(id, pb::REGRESSION_STATE_FIXED).state(), pb::REGRESSION_STATE_FIXED);
+  TickUntil(
+      a,
+      [&] {
+        const std::string f = Get(id).fix_check();
+        return f == "back" || f == "not-back";
+      },
+      "the fix check done");
+  const pb::Regression r = Get(id);
+  EXPECT_EQ(r.fix_check(), "back");
+  EXPECT_EQ(r.fix_check_commit(), "t32");
+  EXPECT_LT(std::fabs(r.fix_check_change()), 0.03);
+  EXPECT_TRUE(AlertOf(id).is_null());
+  // One check per fix: more passes submit nothing.
+  const int64_t matrices = Count("SELECT count(*) FROM matrices");
+  for (int i = 0; i < 3; ++i) (void)a.Tick();
+  EXPECT_EQ(Count("SELECT count(*) FROM matrices"), matrices);
+}
+
+// Ignored: the alert is resolved, and the same change measured again by a
+// second bulk matrix is not reported (no second regression, no alert).
+TEST_F(AnalyzerPgTest, IgnoredIsResolvedAndNotReportedAgain) {
+  StartFarm(33, {{21, {{"sim.iommu_cost", "1.25"}}}});
+  SubmitBulk(32, 8, 4);
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
+  const int64_t id = AlertedRegression(a);
+  EXPECT_EQ(Mark(id, pb::REGRESSION_STATE_IGNORED).state(), pb::REGRESSION_STATE_IGNORED);
+  TickUntil(
+      a, [&] { return AlertOf(id).is_null(); }, "the ignored regression's alert resolved");
+  const int64_t again = SubmitBulk(32, 8, 4);
+  TickUntil(
+      a,
+      [&] {
+        return Count(absl::StrCat("SELECT count(*) FROM analyzer_state WHERE key = 'matrix:", again,
+                                  "'")) == 1;
+      },
+      "the second matrix analysed");
+  for (int i = 0; i < 3; ++i) (void)a.Tick();
+  EXPECT_EQ(Count("SELECT count(*) FROM regressions WHERE direction = 1"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM regressions WHERE state = 7"), 1);
+  EXPECT_EQ(AlertmanagerAlerts().size(), 0u);
+}
+
+// A resolution posted just before Alertmanager restarts (its alerts are not
+// persisted, only silences and the notification log) is still delivered to
+// the receiver: the analyzer re-sends resolved alerts for --resolved-resend.
+TEST_F(AnalyzerPgTest, ResolutionSurvivesAnAlertmanagerRestart) {
+  httplib::Server hook;
+  std::mutex mu;
+  std::vector<json> notes;
+  hook.Post("/hook", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> l(mu);
+    notes.push_back(json::parse(req.body, nullptr, false));
+    res.status = 200;
+  });
+  const int port = hook.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serve([&] { hook.listen_after_bind(); });
+  // group_interval of an hour: a resolution reaching this Alertmanager is
+  // not notified before the restart; only a fresh group (group_wait) is.
+  am_options_.webhook_url = absl::StrCat("http://127.0.0.1:", port, "/hook");
+  am_options_.group_wait = absl::Seconds(1);
+  am_options_.group_interval = absl::Hours(1);
+  StartFarm(33, {{21, {{"sim.iommu_cost", "1.25"}}}});
+  SubmitBulk(32, 8, 4);
+  AnalyzerOptions o = Options();
+  o.alert_resend = absl::Seconds(1);
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, o);
+  auto notified = [&](const std::string& status) {
+    std::lock_guard<std::mutex> l(mu);
+    for (const json& n : notes)
+      if (n.is_object() && n.value("status", "") == status) return true;
+    return false;
+  };
+  const int64_t id = AlertedRegression(a);
+  TickUntil(
+      a, [&] { return notified("firing"); }, "the firing notification");
+  Mark(id, pb::REGRESSION_STATE_FIXED);
+  TickUntil(
+      a,
+      [&] {
+        return Count(absl::StrCat("SELECT count(*) FROM alerts WHERE regression_id = ", id,
+                                  " AND NOT firing AND ends_at IS NOT NULL")) == 1;
+      },
+      "the resolution posted");
+  ASSERT_FALSE(notified("resolved"));  // group_interval holds it back
+  ASSERT_TRUE(am_->Restart().ok()) << am_->LogTail();
+  TickUntil(
+      a, [&] { return notified("resolved"); }, "the resolved notification after restart");
+  {
+    std::lock_guard<std::mutex> l(mu);
+    bool named = false;
+    for (const json& n : notes)
+      if (n.value("status", "") == "resolved")
+        for (const json& al : n["alerts"])
+          named |= al["labels"].value("regression_id", "") == std::to_string(id);
+    EXPECT_TRUE(named);
+  }
+  hook.stop();
+  serve.join();
+}
+
+// One failed post does not stop the pass: Alertmanager refuses the
+// resolution of the first regression (its recorded start lies after the end,
+// as with a clock that jumped back) and the second one is still resolved.
+TEST_F(AnalyzerPgTest, AlertPassGoesOnAfterAFailedPost) {
+  StartFarm(37, {{9, {{"sim.iommu_cost", "1.15"}}}, {27, {{"sim.cpu_cost", "1.25"}}}});
+  SubmitBulk(36, 6, 4);
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
+  TickUntil(
+      a,
+      [&] {
+        return Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0 &&
+               Count("SELECT count(*) FROM regressions WHERE direction = 1 AND alert_firing") ==
+                   2 &&
+               AlertmanagerAlerts().size() == 2;
+      },
+      "two regressions alerted");
+  const pqxx::result ids =
+      Query("SELECT id FROM regressions WHERE direction = 1 AND alert_firing ORDER BY id");
+  ASSERT_EQ(ids.size(), 2u);
+  const int64_t refused = ids[0][0].as<int64_t>(), resolved = ids[1][0].as<int64_t>();
+  Query(absl::StrCat(
+      "UPDATE alerts SET starts_at = now() + interval '1 day' WHERE regression_id = ", refused));
+  Mark(refused, pb::REGRESSION_STATE_FIXED);
+  Mark(resolved, pb::REGRESSION_STATE_FIXED);
+  const absl::Status pass = a.Tick();
+  EXPECT_FALSE(pass.ok());
+  EXPECT_NE(pass.message().find("start time must be before end time"), std::string::npos) << pass;
+  TickUntil(
+      a, [&] { return AlertOf(resolved).is_null(); }, "the second alert resolved");
+  EXPECT_TRUE(AlertOf(refused).is_object());
+  EXPECT_EQ(
+      Count(absl::StrCat("SELECT count(*) FROM alerts WHERE firing AND regression_id = ", refused)),
+      1);
 }
 
 TEST_F(AnalyzerPgTest, PureNoiseRaisesNothing) {

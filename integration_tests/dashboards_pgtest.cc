@@ -183,7 +183,7 @@ TEST(DashboardsFarmPgTest, EveryReferencedMetricIsExportedAndEveryQueryRuns) {
   pb::SubmitMatrixRequest req;
   req.set_spec_yaml(
       "name: dashboards\ncatalog: linux-iommu\nplatform: intel-vtd-snb16c\ncommits: [v5.10]\n"
-      "modes: [strict]\nworkloads:\n  - name: dma-map-bench\n"
+      "modes: [off, strict]\nworkloads:\n  - name: dma-map-bench\n"
       "    params: {threads: 1, seconds: 0.001, granule: 1}\nrepeats: 1\nexecutor: emulator\n");
   pb::SubmitMatrixResponse resp;
   {
@@ -197,6 +197,14 @@ TEST(DashboardsFarmPgTest, EveryReferencedMetricIsExportedAndEveryQueryRuns) {
       },
       absl::Seconds(60), "the job's result ingested");
   EXPECT_TRUE(ran.ok()) << ran << "\n" << agent->Log();
+  // The analyzer's latest-result gauges exist once it has analysed the
+  // matrix (off and strict: the overhead ratio too).
+  const absl::Status analysed = testing::PollUntil(
+      [&]() -> absl::StatusOr<bool> {
+        return SampleSum(Scrape(metrics.at("farm-analyzer")), "farm_result_overhead_ratio") > 0;
+      },
+      absl::Seconds(60), "the analyzer's latest-result gauges");
+  EXPECT_TRUE(analysed.ok()) << analysed << "\n" << analyzer->Log();
 
   std::map<std::string, Exposition> exported;
   for (const auto& [who, addr] : metrics) exported[who] = ParseExposition(Scrape(addr));

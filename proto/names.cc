@@ -69,6 +69,7 @@ constexpr Spelling<pb::RegressionState> kRegressionStates[] = {
     {pb::REGRESSION_STATE_FIXED, "fixed"},
     {pb::REGRESSION_STATE_FALSE_POSITIVE, "false-positive"},
     {pb::REGRESSION_STATE_REJECTED, "rejected"},
+    {pb::REGRESSION_STATE_IGNORED, "ignored"},
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "proto/names.h"
 #include "scheduler/catalog_yaml.h"
 #include "scheduler/storable_text.h"
 
@@ -417,11 +418,34 @@ absl::StatusOr<pb::Regression> AnalysisService::UpdateRegression(
   if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   if (req.regression_id() <= 0) return absl::InvalidArgumentError("regression_id: required");
   const pb::RegressionState s = req.state();
+  if (req.reopen()) {
+    if (s != pb::REGRESSION_STATE_UNSPECIFIED) {
+      return absl::InvalidArgumentError("reopen and state: set one of them");
+    }
+    absl::StatusOr<pb::Regression> current = store_->GetRegression(req.regression_id());
+    if (!current.ok()) return current.status();
+    switch (current->state()) {
+      case pb::REGRESSION_STATE_ACKNOWLEDGED:
+      case pb::REGRESSION_STATE_IGNORED:
+      case pb::REGRESSION_STATE_FIXED:
+      case pb::REGRESSION_STATE_FALSE_POSITIVE:
+        break;
+      default:
+        return absl::FailedPreconditionError(
+            absl::StrCat("regression ", req.regression_id(), " is ",
+                         proto::RegressionStateName(current->state()),
+                         "; only acknowledged, ignored, fixed or false-positive ones reopen"));
+    }
+    return store_->UpdateRegression(req.regression_id(), pb::REGRESSION_STATE_CONFIRMED,
+                                    req.note());
+  }
   if (s != pb::REGRESSION_STATE_UNSPECIFIED && s != pb::REGRESSION_STATE_ACKNOWLEDGED &&
-      s != pb::REGRESSION_STATE_FIXED && s != pb::REGRESSION_STATE_FALSE_POSITIVE) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("state: ", pb::RegressionState_Name(s),
-                     " cannot be set by hand (expected ACKNOWLEDGED, FIXED or FALSE_POSITIVE)"));
+      s != pb::REGRESSION_STATE_IGNORED && s != pb::REGRESSION_STATE_FIXED &&
+      s != pb::REGRESSION_STATE_FALSE_POSITIVE) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state: ", pb::RegressionState_Name(s),
+        " cannot be set by hand (expected ACKNOWLEDGED, IGNORED, FIXED or FALSE_POSITIVE; "
+        "reopen for CONFIRMED)"));
   }
   return store_->UpdateRegression(req.regression_id(), s, req.note());
 }

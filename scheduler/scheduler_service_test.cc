@@ -629,6 +629,37 @@ TEST_F(SchedulerServiceTest, RegressionsAreListedTriagedAndTheirBisectRead) {
   auto g = analysis_.GetRegression(gr);
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->note(), "noise");
+
+  // Triage goes back: a false positive reopens as confirmed, is ignored
+  // (closed, listed only with include_closed) and reopens again; reopening
+  // a confirmed one, or reopen together with a state, is refused.
+  pb::UpdateRegressionRequest reopen;
+  reopen.set_regression_id(5);
+  reopen.set_reopen(true);
+  auto r = analysis_.UpdateRegression(reopen);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->state(), pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(analysis_.UpdateRegression(reopen).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  pb::UpdateRegressionRequest ignore;
+  ignore.set_regression_id(5);
+  ignore.set_state(pb::REGRESSION_STATE_IGNORED);
+  auto i = analysis_.UpdateRegression(ignore);
+  ASSERT_TRUE(i.ok()) << i.status();
+  EXPECT_EQ(i->state(), pb::REGRESSION_STATE_IGNORED);
+  list = analysis_.ListRegressions(pb::ListRegressionsRequest());
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->regressions_size(), 0);
+  pb::ListRegressionsRequest closed;
+  closed.set_include_closed(true);
+  list = analysis_.ListRegressions(closed);
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->regressions_size(), 1);
+  pb::UpdateRegressionRequest both = ignore;
+  both.set_reopen(true);
+  EXPECT_EQ(analysis_.UpdateRegression(both).status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(analysis_.UpdateRegression(reopen).ok());
+  EXPECT_EQ(analysis_.GetRegression(gr)->state(), pb::REGRESSION_STATE_CONFIRMED);
 }
 
 TEST_F(SchedulerServiceTest, EveryCulpritOfASplitBisectIsServed) {

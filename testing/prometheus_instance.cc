@@ -39,13 +39,14 @@ std::string HostPort(std::string url) {
 
 // Starts `argv_for(port)` on fresh ports until one is not taken, then waits
 // for /-/ready. On success *pid and *port describe the running server.
+// `fixed_port` != 0: that port only (a restart), no retry on another.
 absl::Status StartHttpServer(const std::string& dir, absl::string_view kind,
                              const std::function<std::vector<std::string>(int)>& argv_for,
-                             absl::Duration timeout, pid_t* pid, int* port) {
+                             absl::Duration timeout, pid_t* pid, int* port, int fixed_port = 0) {
   const std::string log = dir + "/server.log";
   absl::Status last;
   for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
-    *port = PickFreePort();
+    *port = fixed_port != 0 ? fixed_port : PickFreePort();
     if (*port == 0) return absl::InternalError("no free TCP port on 127.0.0.1");
     const uint64_t offset = internal::FileSize(log);
     internal::SpawnSpec spec;
@@ -62,7 +63,7 @@ absl::Status StartHttpServer(const std::string& dir, absl::string_view kind,
     (void)internal::Terminate(*pid, SIGKILL, absl::Seconds(5));
     *pid = 0;
     (void)internal::WriteRecord(dir, kind, 0);
-    if (!internal::LogSaysAddressInUse(log, offset)) return last;
+    if (fixed_port != 0 || !internal::LogSaysAddressInUse(log, offset)) return last;
   }
   return last;
 }
@@ -194,10 +195,16 @@ absl::StatusOr<std::unique_ptr<AlertmanagerInstance>> AlertmanagerInstance::Star
     return s;
   }
 
-  const std::string data = am->dir_ + "/data";
-  const std::string binary = options.binary;
-  absl::Status s = StartHttpServer(
-      am->dir_, "alertmanager",
+  if (absl::Status s = am->Run(0); !s.ok()) return s;
+  return am;
+}
+
+absl::Status AlertmanagerInstance::Run(int fixed_port) {
+  const std::string config = dir_ + "/alertmanager.yml";
+  const std::string data = dir_ + "/data";
+  const std::string binary = options_.binary;
+  return StartHttpServer(
+      dir_, "alertmanager",
       [&](int port) -> std::vector<std::string> {
         return {binary,
                 "--config.file=" + config,
@@ -207,9 +214,12 @@ absl::StatusOr<std::unique_ptr<AlertmanagerInstance>> AlertmanagerInstance::Star
                 absl::StrCat("--web.external-url=http://127.0.0.1:", port),
                 "--log.level=warn"};
       },
-      options.start_timeout, &am->pid_, &am->port_);
-  if (!s.ok()) return s;
-  return am;
+      options_.start_timeout, &pid_, &port_, fixed_port);
+}
+
+absl::Status AlertmanagerInstance::Restart() {
+  if (absl::Status s = Stop(); !s.ok()) return s;
+  return Run(port_);
 }
 
 AlertmanagerInstance::~AlertmanagerInstance() {

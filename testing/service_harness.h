@@ -240,9 +240,14 @@ class AlertmanagerInstance final {
 
   // SIGTERM, wait, SIGKILL after a grace period. Idempotent.
   absl::Status Stop();
+  // Stop(), then the same binary, configuration, storage directory and port
+  // again (what Alertmanager keeps across a restart: silences and the
+  // notification log; not the alerts themselves). Waits for /-/ready.
+  absl::Status Restart();
 
  private:
   AlertmanagerInstance() = default;
+  absl::Status Run(int fixed_port);
   AlertmanagerOptions options_;
   std::string dir_;
   int port_ = 0;

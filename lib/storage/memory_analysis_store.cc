@@ -32,7 +32,8 @@ absl::StatusOr<std::vector<pb::Regression>> MemoryAnalysisStore::ListRegressions
       const pb::Regression& g = row.regression;
       const bool closed = g.state() == pb::REGRESSION_STATE_FIXED ||
                           g.state() == pb::REGRESSION_STATE_FALSE_POSITIVE ||
-                          g.state() == pb::REGRESSION_STATE_REJECTED;
+                          g.state() == pb::REGRESSION_STATE_REJECTED ||
+                          g.state() == pb::REGRESSION_STATE_IGNORED;
       if (closed && !req.include_closed()) continue;
       if (g.direction() == pb::CHANGE_DIRECTION_IMPROVEMENT && !req.include_improvements()) {
         continue;
@@ -87,7 +88,10 @@ absl::StatusOr<pb::Regression> MemoryAnalysisStore::UpdateRegression(int64_t id,
       return absl::NotFoundError(absl::StrCat("regression ", id, " not found"));
     }
     pb::Regression& g = it->second.regression;
-    if (state != pb::REGRESSION_STATE_UNSPECIFIED) g.set_state(state);
+    if (state != pb::REGRESSION_STATE_UNSPECIFIED && state != g.state()) {
+      g.set_state(state);
+      g.clear_fix_check();
+    }
     if (!note.empty()) g.set_note(note);
     it->second.updated_at = db_->Now();
     return WithCulprits(t, g);

@@ -316,6 +316,20 @@ CREATE TABLE agent_principals (
   principal   text NOT NULL,
   claimed_at  timestamptz NOT NULL DEFAULT now()
 );
+)SQL";
+
+// Triage that acts: the Alertmanager silence of an acknowledged regression
+// (expired when it is re-opened or closed), and the analyzer's check that a
+// regression marked fixed is back to its old level at a later commit.
+const char* const kV6RegressionTriage = R"SQL(
+ALTER TABLE regressions
+  ADD COLUMN silence_id        text NOT NULL DEFAULT '',
+  ADD COLUMN fix_check         text NOT NULL DEFAULT ''
+    CHECK (fix_check IN ('', 'checking', 'back', 'not-back', 'no-later-commit')),
+  ADD COLUMN fix_check_commit  text NOT NULL DEFAULT '',
+  ADD COLUMN fix_check_change  double precision NOT NULL DEFAULT 0;
+)SQL";
+
 // The claim's round robin across matrices: fair_rank is a job's position
 // within its matrix, so at equal priority the k-th job of every matrix is
 // claimed before the (k+1)-th of any, and a small matrix is not starved
@@ -340,6 +354,7 @@ const std::vector<Migration>& AllMigrations() {
       {3, "regressions.metric_rank and regressions.primary_metrics", kV3RegressionMetricRank},
       {4, "bisect_culprits: every culprit of a bisect with its share", kV4BisectCulprits},
       {5, "api_tokens (hashed) and agent_principals (owner of each agent name)", kV5ApiTokens},
+      {6, "regressions: silence of an acknowledged one, check of a fixed one", kV6RegressionTriage},
       {7, "jobs.fair_rank: the claim's round robin across matrices", kV7ClaimFairRank},
   };
   return *kAll;

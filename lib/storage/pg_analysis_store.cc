@@ -59,7 +59,7 @@ absl::StatusOr<std::vector<pb::Regression>> PgAnalysisStore::ListRegressions(
     Out out;
     for (const pqxx::row& r :
          t.exec_params(std::string("SELECT ") + kRegressionCols +
-                           " FROM regressions WHERE ($1 OR state NOT IN (4, 5, 6)) "
+                           " FROM regressions WHERE ($1 OR state NOT IN (4, 5, 6, 7)) "
                            "AND ($2 OR direction <> 2) AND ($3 = 0 OR matrix_id = $3) ORDER BY id",
                        req.include_closed(), req.include_improvements(), req.matrix_id())) {
       out.push_back(RowToRegression(r));
@@ -131,7 +131,9 @@ absl::StatusOr<pb::Regression> PgAnalysisStore::UpdateRegression(int64_t id,
     pqxx::work w(c);
     pqxx::result r = w.exec_params(
         "UPDATE regressions SET state = CASE WHEN $2 = 0 THEN state ELSE $2 END, "
-        "note = CASE WHEN $3 = '' THEN note ELSE $3 END, updated_at = now() "
+        "note = CASE WHEN $3 = '' THEN note ELSE $3 END, updated_at = now(), "
+        // Another triage state starts a new fix check when it is fixed again.
+        "fix_check = CASE WHEN $2 <> 0 AND $2 <> state THEN '' ELSE fix_check END "
         "WHERE id = $1 RETURNING " +
             std::string(kRegressionCols),
         id, static_cast<int>(state), note);

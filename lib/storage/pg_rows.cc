@@ -100,7 +100,8 @@ const char* const kRegressionCols =
     "catalog, last_good, first_bad, magnitude, p_value, per_mode::text, "
     "coalesce(bisect_id, 0), culprit_id, culprit_subject, alert_firing, "
     "(extract(epoch from detected_at) * 1000000)::bigint, note, coalesce(matrix_id, 0), "
-    "metric_rank, array_to_json(primary_metrics)::text";
+    "metric_rank, array_to_json(primary_metrics)::text, fix_check, fix_check_commit, "
+    "fix_check_change";
 
 pb::Regression RowToRegression(const pqxx::row& r) {
   pb::Regression g;
@@ -129,6 +130,9 @@ pb::Regression RowToRegression(const pqxx::row& r) {
   g.set_metric_rank(r[22].as<std::string>());
   // JSON rather than the array text format: no quoting rules to reimplement.
   JsonToPrimaryMetrics(r[23].as<std::string>(), &g);
+  g.set_fix_check(r[24].as<std::string>());
+  g.set_fix_check_commit(r[25].as<std::string>());
+  g.set_fix_check_change(r[26].as<double>());
   return g;
 }
 

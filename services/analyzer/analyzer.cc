@@ -179,8 +179,23 @@ std::optional<Alert> BuildAlert(const AlertWork& a, const AnalyzerOptions& optio
     alert.annotations["culprits"] = absl::StrJoin(named, ", ");
   }
   alert.starts_at = a.starts_at;
-  if (!open) alert.ends_at = now;
+  // A resolution is re-sent with the time it was first sent, so that every
+  // copy tells Alertmanager the same thing.
+  if (!open) alert.ends_at = a.ends_at.empty() ? now : a.ends_at;
   return alert;
+}
+
+Silence BuildSilence(const Alert& alert, int64_t regression_id, const std::string& now,
+                     const std::string& ends) {
+  Silence s;
+  s.matchers = alert.labels;
+  s.matchers.erase("severity");
+  s.starts_at = now;
+  s.ends_at = ends;
+  s.created_by = "farm-analyzer";
+  s.comment = absl::StrCat("regression ", regression_id, " acknowledged (farmctl regression mark ",
+                           regression_id, " reopen removes this silence)");
+  return s;
 }
 
 Analyzer::Analyzer(AnalyzerStore* store, JobSubmitter* submitter, AlertSink* sink, OpenGauges open,
@@ -210,6 +225,7 @@ absl::Status Analyzer::Tick() {
       note(AdvanceBisect(b), absl::StrCat("bisect ", b.bisect_id));
   }
   note(SendAlerts(), "alerts");
+  note(CheckFixes(), "fix checks");
   if (open_.primary != nullptr || open_.secondary != nullptr) {
     absl::StatusOr<AnalyzerStore::OpenCounts> open = store_->CountOpenRegressions();
     note(open.status(), "counting regressions");
@@ -225,6 +241,7 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples({m.id});
   if (!samples.ok()) return samples.status();
   const std::vector<Series> series = BuildSeries(*samples, false, options_.primary_metrics);
+  if (open_.results != nullptr) open_.results->Update(m.catalog, series);
   const PrimaryMetricMap primary = PrimaryMetrics(*samples, options_.primary_metrics);
   // Suggestive candidates are recorded as suspected too: their confirmation
   // re-runs both commits with doubled repeats until the evidence decides.
@@ -526,31 +543,144 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
 
 absl::Status Analyzer::SendAlerts() {
   if (sink_ == nullptr) return absl::OkStatus();
-  absl::StatusOr<std::vector<AlertWork>> work = store_->AlertCandidates();
+  absl::StatusOr<std::vector<AlertWork>> work = store_->AlertCandidates(options_.resolved_resend);
   if (!work.ok()) return work.status();
-  const std::string now = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
+  const absl::Time now_time = absl::Now();
+  auto rfc3339 = [](absl::Time t) {
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+  };
+  const std::string now = rfc3339(now_time);
+  // One failed post (Alertmanager briefly away, one bad alert) must not keep
+  // the others from going out: each is retried on the next pass.
+  absl::Status first = absl::OkStatus();
+  auto keep = [&](const absl::Status& s, int64_t id, const char* what) {
+    if (s.ok()) return true;
+    Log(absl::StrCat("regression ", id, ": ", what, ": ", s.ToString()));
+    if (first.ok()) first = s;
+    return false;
+  };
   for (const AlertWork& a : *work) {
     const bool open = a.state == 2 || a.state == 3;
+    const bool acknowledged = a.state == 3;
     std::optional<Alert> built = BuildAlert(a, options_, now);
+    if (!a.silence_id.empty() && (!acknowledged || !built.has_value())) {
+      // Re-opened or closed: the silence goes, so the alert (or its
+      // resolution) is seen again.
+      if (!keep(sink_->ExpireSilence(a.silence_id), a.regression_id, "expiring its silence"))
+        continue;
+      if (!keep(store_->SetSilence(a.regression_id, ""), a.regression_id, "recording")) continue;
+      Log(absl::StrCat("silence ", a.silence_id, " of regression ", a.regression_id, " expired"));
+    }
     if (!built.has_value()) continue;
     Alert& alert = *built;
-    // Re-sent every alert_resend while open, and at once when its content
-    // changed (the bisect found the culprit).
+    if (acknowledged && a.silence_id.empty()) {
+      absl::StatusOr<std::string> id = sink_->CreateSilence(
+          BuildSilence(alert, a.regression_id, now, rfc3339(now_time + options_.silence_for)));
+      if (!keep(id.status(), a.regression_id, "silencing")) continue;
+      if (!keep(store_->SetSilence(a.regression_id, *id), a.regression_id, "recording")) {
+        // Not recorded: expire it rather than leave one nobody removes.
+        (void)sink_->ExpireSilence(*id);
+        continue;
+      }
+      Log(absl::StrCat("alert of regression ", a.regression_id, " silenced (acknowledged): ", *id));
+    }
+    if (!open && !a.alert_exists) continue;  // closed before it was ever alerted
+    // Re-sent every alert_resend -- while open, and for resolved_resend once
+    // resolved -- and at once when its content or state changed.
     const bool changed = json::parse(a.annotations_json, nullptr, false) != json(alert.annotations);
-    if (open && a.alert_firing && !changed &&
+    const bool state_changed = a.alert_firing != open;
+    if (!changed && !state_changed &&
         a.seconds_since_sent < absl::ToDoubleSeconds(options_.alert_resend))
       continue;
-    if (absl::Status s = sink_->Post({alert}); !s.ok()) return s;
-    if (absl::Status s = store_->MarkAlertSent(a.regression_id, open, json(alert.labels).dump(),
-                                               json(alert.annotations).dump());
-        !s.ok())
-      return s;
-    if (!a.alert_firing || !open) {
+    if (!keep(sink_->Post({alert}), a.regression_id, "posting its alert")) continue;
+    if (!keep(store_->MarkAlertSent(a.regression_id, open, json(alert.labels).dump(),
+                                    json(alert.annotations).dump()),
+              a.regression_id, "recording its alert"))
+      continue;
+    if (state_changed || !a.alert_exists) {
       Log(absl::StrCat("alert ", open ? "firing" : "resolved", " for regression ", a.regression_id,
                        ": ", alert.annotations["summary"]));
     }
   }
-  return absl::OkStatus();
+  return first;
+}
+
+absl::Status Analyzer::CheckFixes() {
+  absl::StatusOr<std::vector<FixCheckWork>> work = store_->FixChecks();
+  if (!work.ok()) return work.status();
+  absl::Status first = absl::OkStatus();
+  for (const FixCheckWork& w : *work) {
+    absl::Status s = CheckFix(w);
+    if (!s.ok()) {
+      Log(absl::StrCat("fix check of regression ", w.regression_id, ": ", s.ToString()));
+      if (first.ok()) first = s;
+    }
+  }
+  return first;
+}
+
+absl::Status Analyzer::CheckFix(const FixCheckWork& w) {
+  try {
+    const json bisect = json::parse(w.bisect_state_json);
+    const SeriesSpec spec = SpecFromJson(bisect.at("series"));
+    // The old level is the last good commit of the range as detected: before
+    // every culprit of it.
+    const std::string lg = bisect.at("last_good").at("id").get<std::string>();
+    const int fb_index = bisect.at("first_bad").at("index").get<int>();
+    const double expected = bisect.at("expected_change").get<double>();
+    json st = w.check_state_json.empty() ? json::object() : json::parse(w.check_state_json);
+    const int generation = st.value("generation", 0);
+    if (w.fix_check.empty()) {
+      // Not started, or fixed again after a re-open: a new generation, so its
+      // idempotency key asks for a new matrix.
+      absl::StatusOr<CommitRow> latest = store_->LatestCommit(spec.catalog);
+      if (!latest.ok()) return latest.status();
+      json next = {{"generation", generation + 1}, {"commit", latest->id}};
+      if (latest->index <= fb_index) {
+        Log(absl::StrCat("fix check of regression ", w.regression_id, ": no commit after ",
+                         bisect.at("first_bad").at("id").get<std::string>(), " in catalog ",
+                         spec.catalog));
+        return store_->SaveFixCheck(w.regression_id, "no-later-commit", "", 0, next.dump());
+      }
+      const int repeats = std::max(2, options_.bisect.confirm_repeats);
+      const uint64_t seed =
+          (static_cast<uint64_t>(w.regression_id) * 15485863u + (generation + 1) * 32452843u) %
+              2000000000u +
+          1;
+      absl::StatusOr<int64_t> id = submitter_->Submit(
+          RerunSpecYaml(spec, absl::StrCat("analyzer-r", w.regression_id, "-fixcheck"),
+                        {lg, latest->id}, repeats, "confirm", seed, options_.priority),
+          absl::StrCat("analyzer/f", w.regression_id, "/", generation + 1));
+      if (!id.ok()) return id.status();
+      ++submissions_;
+      next["matrix"] = *id;
+      Log(absl::StrCat("fix check of regression ", w.regression_id, ": re-running ", lg, " and ",
+                       latest->id, " x", repeats, " (matrix ", *id, ")"));
+      return store_->SaveFixCheck(w.regression_id, "checking", latest->id, 0, next.dump());
+    }
+    const int64_t matrix = st.at("matrix").get<int64_t>();
+    const std::string later = st.at("commit").get<std::string>();
+    absl::StatusOr<bool> done = store_->MatricesTerminal({matrix});
+    if (!done.ok()) return done.status();
+    if (!*done) return absl::OkStatus();
+    absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples({matrix});
+    if (!samples.ok()) return samples.status();
+    const std::vector<double> good = SeriesValuesAt(*samples, spec, lg);
+    const std::vector<double> after = SeriesValuesAt(*samples, spec, later);
+    if (good.size() < 2 || after.size() < 2) {
+      return absl::FailedPreconditionError(absl::StrCat("matrix ", matrix, " gave ", good.size(),
+                                                        " + ", after.size(), " values for ", lg,
+                                                        " and ", later));
+    }
+    const FixCheck f = JudgeFixCheck(good, after, expected, options_.bisect);
+    const std::string verdict = f.back ? "back" : "not-back";
+    Log(absl::StrCat("fix check of regression ", w.regression_id, ": ", later, " is ", verdict,
+                     " (", Percent(f.test.relative_change), " vs ", lg,
+                     absl::StrFormat(", p=%.2g", f.test.p_value), ")"));
+    return store_->SaveFixCheck(w.regression_id, verdict, later, f.test.relative_change, st.dump());
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("unreadable state: ", e.what()));
+  }
 }
 
 }  // namespace farm::analyzer

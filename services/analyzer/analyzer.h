@@ -10,8 +10,17 @@
 //      culprits and the planner state are written to PostgreSQL after each
 //      move;
 //   3. alerts: confirmed regressions are posted to Alertmanager and re-sent
-//      every alert_resend while open; fixed / false-positive ones resolved;
-//   4. the farm_regressions_open gauges (by metric rank).
+//      every alert_resend while open; fixed / false-positive / ignored ones
+//      resolved, and the resolution re-sent every alert_resend for
+//      resolved_resend (an Alertmanager restarted in between still gets it);
+//      an acknowledged regression gets an Alertmanager silence on its
+//      alert's labels, expired when it is re-opened or closed; one failed
+//      post does not stop the pass;
+//   4. fix checks: a regression marked fixed has its last good commit and the
+//      catalog's latest commit re-run together, and whether the latest is
+//      back to the old level is recorded (regressions.fix_check);
+//   5. the farm_regressions_open gauges (by metric rank); every analysed
+//      matrix also updates the latest-result gauges (result_gauges.h).
 // Findings are ranked (detect.h, series.h PrimaryMetrics): a regression of a
 // workload's primary (throughput) metric alerts as warning/critical and is
 // bisected; one of a secondary metric (latency, hit rate, CPU time ...) is
@@ -39,6 +48,7 @@
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/clients.h"
 #include "services/analyzer/detect.h"
+#include "services/analyzer/result_gauges.h"
 
 namespace farm::analyzer {
 
@@ -46,6 +56,11 @@ struct AnalyzerOptions {
   DetectOptions detect;
   BisectOptions bisect;
   absl::Duration alert_resend = absl::Seconds(60);
+  // How long a resolved alert keeps being re-sent (every alert_resend).
+  absl::Duration resolved_resend = absl::Minutes(15);
+  // Length of the silence of an acknowledged regression (expired earlier
+  // when it is re-opened or closed).
+  absl::Duration silence_for = absl::Hours(24 * 365);
   // Improvements are detected, confirmed and recorded; bisecting them costs
   // runs, so only on request.
   bool bisect_improvements = false;
@@ -60,16 +75,24 @@ struct AnalyzerOptions {
   bool bisect_secondary = false;
 };
 
-// The open-regression gauges, one per metric rank; either may be null.
+// The open-regression gauges, one per metric rank, and the latest-result
+// gauges fed by every analysed matrix; any may be null.
 struct OpenGauges {
   prometheus::Gauge* primary = nullptr;
   prometheus::Gauge* secondary = nullptr;
+  ResultGauges* results = nullptr;
 };
 
 // The Alertmanager alert for a regression, or nullopt when its rank is not
-// alerted (secondary_severity "none"). `now` (RFC 3339) ends a closed one.
+// alerted (secondary_severity "none"). A closed one ends at its recorded
+// ends_at, or at `now` (RFC 3339) when it was not resolved before.
 std::optional<Alert> BuildAlert(const AlertWork& work, const AnalyzerOptions& options,
                                 const std::string& now);
+
+// The silence of an acknowledged regression's alert: equality matchers on
+// the alert's labels except severity (which follows the re-measured size).
+Silence BuildSilence(const Alert& alert, int64_t regression_id, const std::string& now,
+                     const std::string& ends);
 
 // The regression's note recording its rank, e.g. "primary metric of
 // iozone-nfsrdma" or "secondary metric: rcache_hit_rate is not a primary
@@ -97,6 +120,8 @@ class Analyzer final {
   absl::Status AnalyzeMatrix(const MatrixInfo& m);
   absl::Status AdvanceBisect(const ActiveBisect& b);
   absl::Status SendAlerts();
+  absl::Status CheckFixes();
+  absl::Status CheckFix(const FixCheckWork& w);
 
   AnalyzerStore* store_;
   JobSubmitter* submitter_;

@@ -1,7 +1,7 @@
 // AnalyzerStore: what farm-analyzer reads and writes in PostgreSQL, behind an
 // interface so the engine (analyzer.h) knows no SQL.
 //
-// The schema is the scheduler's (lib/storage/migrations.cc, v4): the
+// The schema is the scheduler's (lib/storage/migrations.cc, v6): the
 // analyzer reads matrices, jobs, results and catalog_commits, and writes
 // regressions, bisects, bisect_steps, bisect_culprits, alerts and
 // analyzer_state. Enum columns
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "lib/storage/pg_pool.h"
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/detect.h"
@@ -131,8 +132,18 @@ struct AlertWork {
   bool alert_exists = false;
   bool alert_firing = false;
   std::string starts_at;                // RFC 3339, when an alert row exists
+  std::string ends_at;                  // RFC 3339, once resolved (re-sent as it was)
+  std::string silence_id;               // regressions.silence_id: Alertmanager's, or ""
   std::string annotations_json = "{}";  // as last sent
   double seconds_since_sent = 1e18;
+};
+
+// A regression marked fixed whose re-measurement is pending or running.
+struct FixCheckWork {
+  int64_t regression_id = 0;
+  std::string fix_check;          // "" (not started) or "checking"
+  std::string bisect_state_json;  // analyzer_state 'bisect:<id>' (series, range)
+  std::string check_state_json;   // analyzer_state 'fixcheck:<id>', "" if none
 };
 
 class AnalyzerStore {
@@ -157,8 +168,14 @@ class AnalyzerStore {
       int64_t matrix_id, const std::string& catalog, const std::vector<NewRegression>& found) = 0;
   virtual absl::StatusOr<std::vector<ActiveBisect>> ActiveBisects() = 0;
   virtual absl::Status SaveBisect(const BisectUpdate& update) = 0;
-  // Regressions that have, or should have, an alert.
-  virtual absl::StatusOr<std::vector<AlertWork>> AlertCandidates() = 0;
+  // Regressions that have, or should have, an alert: open ones, resolved
+  // ones whose alert was resolved less than `resolved_window` ago (re-sent so
+  // that an Alertmanager restart does not lose the resolution), and any with
+  // a silence to remove.
+  virtual absl::StatusOr<std::vector<AlertWork>> AlertCandidates(
+      absl::Duration resolved_window) = 0;
+  // Records the regression's Alertmanager silence ("": none).
+  virtual absl::Status SetSilence(int64_t regression_id, const std::string& silence_id) = 0;
   // Records that the alert was posted (firing or resolved) with its content.
   virtual absl::Status MarkAlertSent(int64_t regression_id, bool firing,
                                      const std::string& labels_json,
@@ -170,6 +187,18 @@ class AnalyzerStore {
     int64_t secondary = 0;
   };
   virtual absl::StatusOr<OpenCounts> CountOpenRegressions() = 0;
+
+  // Regressions marked fixed whose check (is a later commit back to the old
+  // level?) is not finished, with their bisect's planner state.
+  virtual absl::StatusOr<std::vector<FixCheckWork>> FixChecks() = 0;
+  // The catalog's commit with the highest index.
+  virtual absl::StatusOr<CommitRow> LatestCommit(const std::string& catalog) = 0;
+  // Writes the check's state (analyzer_state 'fixcheck:<regression>') and
+  // the regression's fix_check columns in one transaction; a regression no
+  // longer fixed (re-opened meanwhile) keeps its columns.
+  virtual absl::Status SaveFixCheck(int64_t regression_id, const std::string& fix_check,
+                                    const std::string& commit, double change,
+                                    const std::string& state_json) = 0;
 };
 
 std::unique_ptr<AnalyzerStore> NewPgAnalyzerStore(storage::PgPool* pool);

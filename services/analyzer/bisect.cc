@@ -71,6 +71,19 @@ Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const 
   return c;
 }
 
+FixCheck JudgeFixCheck(std::span<const double> good, std::span<const double> later,
+                       double regression_change, const BisectOptions& options) {
+  FixCheck f;
+  f.test = WelchTTest(good, later);
+  f.interval = RelativeChangeInterval(good, later, options.interval_level);
+  const bool worse =
+      (f.test.relative_change < 0) == (regression_change < 0) && f.test.relative_change != 0;
+  const bool still_bad = worse && f.test.p_value < options.alpha &&
+                         JudgeMagnitude(f.interval, options.magnitude) != MagnitudeCall::kBelow;
+  f.back = !still_bad;
+  return f;
+}
+
 BisectPlanner::BisectPlanner(std::vector<std::string> commit_ids, int last_good_index,
                              int first_bad_index, BisectOptions options)
     : options_(options),

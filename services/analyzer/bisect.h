@@ -173,6 +173,20 @@ struct Confirmation {
 Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const double> bad,
                                   double expected_relative_change, const BisectOptions& options);
 
+// Is a regression marked fixed back to its old level? `good` are repeats of
+// its last good commit, `later` of a later commit, re-run together;
+// `regression_change` the confirmed change (its sign is the bad direction).
+// Not back when `later` is still significantly worse than `good` (p < alpha,
+// same direction) by an interval that reaches the magnitude; back otherwise
+// (a later commit within the magnitude of the old level, or better).
+struct FixCheck {
+  bool back = false;
+  TwoSampleResult test;  // good vs later; relative_change: later vs good mean
+  Interval interval;
+};
+FixCheck JudgeFixCheck(std::span<const double> good, std::span<const double> later,
+                       double regression_change, const BisectOptions& options);
+
 }  // namespace farm::analyzer
 
 #endif  // SERVICES_ANALYZER_BISECT_H_

@@ -72,6 +72,48 @@ class AlertmanagerSink final : public AlertSink {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<std::string> CreateSilence(const Silence& silence) override {
+    httplib::Client cli(origin_);
+    cli.set_connection_timeout(5);
+    cli.set_read_timeout(10);
+    auto res = cli.Post(prefix_ + "/api/v2/silences", SilenceToJson(silence), "application/json");
+    if (!res) {
+      return absl::UnavailableError(
+          absl::StrCat("alertmanager ", origin_, ": ", httplib::to_string(res.error())));
+    }
+    if (res->status / 100 != 2) {
+      return absl::InternalError(
+          absl::StrCat("alertmanager answered ", res->status, " to a silence: ", res->body));
+    }
+    const nlohmann::json body = nlohmann::json::parse(res->body, nullptr, false);
+    if (!body.is_object() || !body.contains("silenceID") || !body["silenceID"].is_string()) {
+      return absl::InternalError(absl::StrCat("alertmanager silence answer: ", res->body));
+    }
+    return body["silenceID"].get<std::string>();
+  }
+
+  absl::Status ExpireSilence(const std::string& silence_id) override {
+    httplib::Client cli(origin_);
+    cli.set_connection_timeout(5);
+    cli.set_read_timeout(10);
+    auto res = cli.Delete(prefix_ + "/api/v2/silence/" + silence_id);
+    if (!res) {
+      return absl::UnavailableError(
+          absl::StrCat("alertmanager ", origin_, ": ", httplib::to_string(res.error())));
+    }
+    // 404: Alertmanager lost it (no persistence, or it expired long ago);
+    // 500 "silence ... already expired" on some versions: done either way.
+    if (res->status == 404 || absl::StrContains(res->body, "already expired")) {
+      return absl::OkStatus();
+    }
+    if (res->status / 100 != 2) {
+      return absl::InternalError(absl::StrCat("alertmanager answered ", res->status,
+                                              " to expiring silence ", silence_id, ": ",
+                                              res->body));
+    }
+    return absl::OkStatus();
+  }
+
  private:
   const std::string origin_;
   const std::string prefix_;
@@ -103,6 +145,19 @@ std::string AlertsToJson(const std::vector<Alert>& alerts) {
     arr.push_back(std::move(j));
   }
   return arr.dump();
+}
+
+std::string SilenceToJson(const Silence& silence) {
+  nlohmann::json matchers = nlohmann::json::array();
+  for (const auto& [name, value] : silence.matchers) {
+    matchers.push_back({{"name", name}, {"value", value}, {"isRegex", false}, {"isEqual", true}});
+  }
+  return nlohmann::json{{"matchers", matchers},
+                        {"startsAt", silence.starts_at},
+                        {"endsAt", silence.ends_at},
+                        {"createdBy", silence.created_by},
+                        {"comment", silence.comment}}
+      .dump();
 }
 
 absl::StatusOr<std::unique_ptr<AlertSink>> NewAlertmanagerSink(const std::string& base_url,

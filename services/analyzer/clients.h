@@ -1,7 +1,8 @@
 // The analyzer's two outbound clients, behind interfaces:
 //   JobSubmitter  submits confirm/bisect matrices through the scheduler's
 //                 JobService.SubmitMatrix (never by inserting jobs itself);
-//   AlertSink     posts alerts to Alertmanager's API v2 (/api/v2/alerts).
+//   AlertSink     posts alerts to Alertmanager's API v2 (/api/v2/alerts) and
+//                 creates / expires its silences (/api/v2/silences).
 //
 // Thread-safety: implementations are thread-safe (gRPC stubs and one HTTP
 // request per call). Errors: kUnavailable for transport failures (retry on
@@ -43,10 +44,23 @@ struct Alert {
   std::string ends_at;    // RFC 3339; set to resolve
 };
 
+// A silence whose equality matchers are `matchers` (label -> value).
+struct Silence {
+  std::map<std::string, std::string> matchers;
+  std::string starts_at;  // RFC 3339
+  std::string ends_at;    // RFC 3339
+  std::string created_by;
+  std::string comment;
+};
+
 class AlertSink {
  public:
   virtual ~AlertSink() = default;
   virtual absl::Status Post(const std::vector<Alert>& alerts) = 0;
+  // Returns Alertmanager's silence id.
+  virtual absl::StatusOr<std::string> CreateSilence(const Silence& silence) = 0;
+  // Expires the silence; one Alertmanager no longer knows counts as expired.
+  virtual absl::Status ExpireSilence(const std::string& silence_id) = 0;
 };
 
 // How the analyzer authenticates Alertmanager and itself to it (https only).
@@ -63,6 +77,8 @@ absl::StatusOr<std::unique_ptr<AlertSink>> NewAlertmanagerSink(const std::string
 
 // The JSON body Alertmanager's POST /api/v2/alerts takes.
 std::string AlertsToJson(const std::vector<Alert>& alerts);
+// The JSON body of POST /api/v2/silences (postableSilence).
+std::string SilenceToJson(const Silence& silence);
 
 }  // namespace farm::analyzer
 

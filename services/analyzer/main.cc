@@ -78,7 +78,10 @@ int main(int argc, char** argv) {
   farm::service::AddDurationOption(app, "--poll-interval", &poll_interval, "2s",
                                    "time between passes, e.g. 500ms, 2s");
   farm::service::AddDurationOption(app, "--alert-resend", &options.alert_resend, "60s",
-                                   "re-send open alerts this often");
+                                   "re-send open alerts (and recently resolved ones) this often");
+  farm::service::AddDurationOption(app, "--resolved-resend", &options.resolved_resend, "15m",
+                                   "keep re-sending a resolved alert for this long, so that an "
+                                   "Alertmanager restart does not lose the resolution");
   app.add_option("--magnitude", magnitude, "minimal relative change reported (0.03 = 3%)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));
@@ -168,6 +171,7 @@ int main(int argc, char** argv) {
                                      .Help("Unix time of the last analyzer pass without errors")
                                      .Register(registry.registry())
                                      .Add({});
+  farm::analyzer::ResultGauges results(registry.registry());
   std::unique_ptr<farm::metrics::MetricsExposer> exposer;
   if (!metrics_address.empty()) {
     auto e = farm::metrics::MetricsExposer::Start(metrics_address, registry);
@@ -194,7 +198,7 @@ int main(int argc, char** argv) {
   options.secondary_severity = secondary_severity;
   options.bisect_secondary = bisect_secondary;
   farm::analyzer::Analyzer analyzer(store.get(), submitter.get(), sink.get(),
-                                    {&open_primary, &open_secondary}, options);
+                                    {&open_primary, &open_secondary, &results}, options);
 
   std::fprintf(stderr,
                "farm-analyzer: schema v%d, scheduler %s, alertmanager %s, polling every %s\n",

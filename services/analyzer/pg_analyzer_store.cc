@@ -192,6 +192,19 @@ class PgAnalyzerStore final : public AnalyzerStore {
                            n.series_key)
                  .empty())
           continue;
+        // An ignored change is not reported again: same series, direction
+        // and catalog, commit ranges overlapping ((lg, fb] intervals).
+        if (!w.exec_params(
+                  "SELECT 1 FROM regressions g "
+                  "JOIN catalog_commits lg ON lg.catalog = g.catalog AND lg.id = g.last_good "
+                  "JOIN catalog_commits fb ON fb.catalog = g.catalog AND fb.id = g.first_bad "
+                  "WHERE g.state = 7 AND g.catalog = $1 AND g.platform = $2 AND g.workload = $3 "
+                  "  AND g.metric = $4 AND g.mode = $5 AND g.overhead_series = $6 "
+                  "  AND g.direction = $7 AND lg.idx < $9 AND $8 < fb.idx",
+                  catalog, f.platform, f.workload, f.metric, ModeNumber(f.mode), f.overhead_series,
+                  f.regression ? 1 : 2, f.last_good_index, f.first_bad_index)
+                 .empty())
+          continue;
         std::string per_mode = "[";
         bool first = true;
         for (const ModeEffect& e : f.per_mode) {
@@ -302,31 +315,38 @@ class PgAnalyzerStore final : public AnalyzerStore {
     });
   }
 
-  absl::StatusOr<std::vector<AlertWork>> AlertCandidates() override {
+  absl::StatusOr<std::vector<AlertWork>> AlertCandidates(absl::Duration resolved_window) override {
     using Out = std::vector<AlertWork>;
     return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
       pqxx::read_transaction t(c);
       Out out;
-      for (const pqxx::row& r :
-           t.exec("SELECT g.id, g.state, coalesce(b.state, '') = 'done', g.platform, g.workload, "
-                  "  g.metric, g.mode, g.catalog, g.overhead_series, g.change_class, g.magnitude, "
-                  "  g.last_good, g.first_bad, g.culprit_id, g.culprit_subject, "
-                  "  (SELECT count(*) FROM bisect_steps st WHERE st.bisect_id = g.bisect_id "
-                  "     AND st.step > 0), "
-                  "  a.id IS NOT NULL, coalesce(a.firing, false), "
-                  "  coalesce(to_char(a.starts_at AT TIME ZONE 'UTC', "
-                  "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
-                  "  coalesce(extract(epoch from now() - a.last_sent_at)::float8, 1e18), "
-                  "  coalesce(a.annotations::text, '{}'), "
-                  "  g.metric_rank = 'primary', array_to_string(g.primary_metrics, ','), "
-                  "  (SELECT coalesce(json_agg(json_build_array(bc.commit_id, bc.share) "
-                  "     ORDER BY bc.ordinal)::text, '[]') "
-                  "   FROM bisect_culprits bc WHERE bc.bisect_id = g.bisect_id) "
-                  "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
-                  "LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.regression_id = g.id "
-                  "   ORDER BY x.id DESC LIMIT 1) a ON true "
-                  "WHERE g.direction = 1 AND (g.state IN (2, 3) OR (a.firing AND g.state > 3)) "
-                  "ORDER BY g.id")) {
+      for (const pqxx::row& r : t.exec_params(
+               "SELECT g.id, g.state, coalesce(b.state, '') = 'done', g.platform, g.workload, "
+               "  g.metric, g.mode, g.catalog, g.overhead_series, g.change_class, g.magnitude, "
+               "  g.last_good, g.first_bad, g.culprit_id, g.culprit_subject, "
+               "  (SELECT count(*) FROM bisect_steps st WHERE st.bisect_id = g.bisect_id "
+               "     AND st.step > 0), "
+               "  a.id IS NOT NULL, coalesce(a.firing, false), "
+               "  coalesce(to_char(a.starts_at AT TIME ZONE 'UTC', "
+               "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
+               "  coalesce(extract(epoch from now() - a.last_sent_at)::float8, 1e18), "
+               "  coalesce(a.annotations::text, '{}'), "
+               "  g.metric_rank = 'primary', array_to_string(g.primary_metrics, ','), "
+               "  (SELECT coalesce(json_agg(json_build_array(bc.commit_id, bc.share) "
+               "     ORDER BY bc.ordinal)::text, '[]') "
+               "   FROM bisect_culprits bc WHERE bc.bisect_id = g.bisect_id), "
+               "  coalesce(to_char(a.ends_at AT TIME ZONE 'UTC', "
+               "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
+               "  g.silence_id "
+               "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
+               "LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.regression_id = g.id "
+               "   ORDER BY x.id DESC LIMIT 1) a ON true "
+               "WHERE g.direction = 1 AND (g.state IN (2, 3) OR (a.firing AND g.state > 3) "
+               "  OR g.silence_id <> '' "
+               "  OR (g.state > 3 AND NOT a.firing "
+               "      AND a.ends_at > now() - make_interval(secs => $1))) "
+               "ORDER BY g.id",
+               absl::ToDoubleSeconds(resolved_window))) {
         AlertWork a;
         a.regression_id = r[0].as<int64_t>();
         a.state = r[1].as<int>();
@@ -351,9 +371,11 @@ class PgAnalyzerStore final : public AnalyzerStore {
         a.annotations_json = r[20].as<std::string>();
         a.primary_metric = r[21].as<bool>();
         a.primary_metrics = r[22].as<std::string>();
-        for (const nlohmann::json& c : nlohmann::json::parse(r[23].as<std::string>())) {
-          a.culprits.push_back({c.at(0).get<std::string>(), c.at(1).get<double>()});
+        for (const nlohmann::json& culprit : nlohmann::json::parse(r[23].as<std::string>())) {
+          a.culprits.push_back({culprit.at(0).get<std::string>(), culprit.at(1).get<double>()});
         }
+        a.ends_at = r[24].as<std::string>();
+        a.silence_id = r[25].as<std::string>();
         out.push_back(std::move(a));
       }
       return out;
@@ -366,7 +388,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
       pqxx::work w(c);
       pqxx::result r = w.exec_params(
           "UPDATE alerts SET firing = $2, labels = $3::jsonb, annotations = $4::jsonb, "
-          "  last_sent_at = now(), ends_at = CASE WHEN $2 THEN NULL ELSE now() END "
+          "  last_sent_at = now(), "
+          "  ends_at = CASE WHEN $2 THEN NULL ELSE coalesce(ends_at, now()) END "
           "WHERE id = (SELECT max(id) FROM alerts WHERE regression_id = $1) RETURNING id",
           regression_id, firing, labels_json, annotations_json);
       if (r.empty()) {
@@ -392,6 +415,65 @@ class PgAnalyzerStore final : public AnalyzerStore {
           "FROM regressions g "
           "WHERE g.direction = 1 AND g.state IN (2, 3)");
       return OpenCounts{r[0].as<int64_t>(), r[1].as<int64_t>()};
+    });
+  }
+
+  absl::Status SetSilence(int64_t regression_id, const std::string& silence_id) override {
+    return pool_->Run([&](pqxx::connection& c) -> absl::Status {
+      pqxx::work w(c);
+      w.exec_params("UPDATE regressions SET silence_id = $2 WHERE id = $1", regression_id,
+                    silence_id);
+      w.commit();
+      return absl::OkStatus();
+    });
+  }
+
+  absl::StatusOr<std::vector<FixCheckWork>> FixChecks() override {
+    using Out = std::vector<FixCheckWork>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      Out out;
+      for (const pqxx::row& r :
+           t.exec("SELECT g.id, g.fix_check, s.value::text, coalesce(f.value::text, '') "
+                  "FROM regressions g JOIN analyzer_state s ON s.key = 'bisect:' || g.bisect_id "
+                  "LEFT JOIN analyzer_state f ON f.key = 'fixcheck:' || g.id "
+                  "WHERE g.state = 4 AND g.direction = 1 AND g.fix_check IN ('', 'checking') "
+                  "ORDER BY g.id")) {
+        out.push_back(FixCheckWork{r[0].as<int64_t>(), r[1].as<std::string>(),
+                                   r[2].as<std::string>(), r[3].as<std::string>()});
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<CommitRow> LatestCommit(const std::string& catalog) override {
+    return pool_->Call<CommitRow>([&](pqxx::connection& c) -> absl::StatusOr<CommitRow> {
+      pqxx::read_transaction t(c);
+      pqxx::result r = t.exec_params(
+          "SELECT idx, id, subject FROM catalog_commits WHERE catalog = $1 "
+          "ORDER BY idx DESC LIMIT 1",
+          catalog);
+      if (r.empty()) return absl::NotFoundError(absl::StrCat("catalog ", catalog, " is empty"));
+      return CommitRow{r[0][0].as<int>(), r[0][1].as<std::string>(), r[0][2].as<std::string>()};
+    });
+  }
+
+  absl::Status SaveFixCheck(int64_t regression_id, const std::string& fix_check,
+                            const std::string& commit, double change,
+                            const std::string& state_json) override {
+    return pool_->Run([&](pqxx::connection& c) -> absl::Status {
+      pqxx::work w(c);
+      w.exec_params(
+          "INSERT INTO analyzer_state (key, value, updated_at) "
+          "VALUES ('fixcheck:' || $1, $2::jsonb, now()) "
+          "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = now()",
+          regression_id, state_json);
+      w.exec_params(
+          "UPDATE regressions SET fix_check = $2, fix_check_commit = $3, fix_check_change = $4, "
+          "  updated_at = now() WHERE id = $1 AND state = 4",
+          regression_id, fix_check, commit, change);
+      w.commit();
+      return absl::OkStatus();
     });
   }
 
