@@ -41,8 +41,8 @@ platform: intel-vtd-2s12c
 commits: aaa111..v5.12
 modes: [off, strict]
 workloads:
-  - name: dma-map-bench
-    params: {threads: 2, tests: [map, unmap]}
+  - name: iozone-nfsrdma
+    params: {threads: 2, tests: [write, read]}
 repeats: 2
 executor: emulator
 )";
@@ -229,7 +229,7 @@ TEST_F(SchedulerGrpcPgTest, MatrixRunsToCompletionWithWatchAndResults) {
     EXPECT_LE(leases.leases_size(), 5);
     for (const pb::JobLease& l : leases.leases()) {
       commits.insert(l.job().commit_id());
-      EXPECT_EQ(l.job().workload().params().at("tests"), "map,unmap");
+      EXPECT_EQ(l.job().workload().params().at("tests"), "write,read");
       pb::ReportResultRequest rr;
       rr.set_agent_id(a.agent_id());
       *rr.mutable_lease() = l.lease();

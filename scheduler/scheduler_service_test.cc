@@ -46,8 +46,8 @@ platform: intel-vtd-2s12c
 commits: aaa111..v5.12
 modes: [off, strict]
 workloads:
-  - name: dma-map-bench
-    params: {threads: 2, tests: [map, unmap]}
+  - name: iozone-nfsrdma
+    params: {threads: 2, tests: [write, read]}
 repeats: 2
 executor: emulator
 )";
@@ -228,7 +228,7 @@ TEST_F(SchedulerServiceTest, MatrixRunsToCompletionWithResults) {
     EXPECT_LE(leases.leases_size(), 5);
     for (const pb::JobLease& l : leases.leases()) {
       commits.insert(l.job().commit_id());
-      EXPECT_EQ(l.job().workload().params().at("tests"), "map,unmap");
+      EXPECT_EQ(l.job().workload().params().at("tests"), "write,read");
       pb::ReportResultRequest rr = ResultFor(a, l);
       auto resp = agents_.ReportResult(rr);
       ASSERT_TRUE(resp.ok()) << resp.status();
@@ -380,6 +380,40 @@ TEST_F(SchedulerServiceTest, CancelRevokesLeases) {
   pb::GetRegressionRequest gr;
   gr.set_regression_id(1);
   EXPECT_EQ(analysis_.GetRegression(gr).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SchedulerServiceTest, TableChecksRefuseTheSubmitAndTheDryRunBeforeAnyJob) {
+  LoadCatalog();
+  std::string threadz = kSpec;
+  threadz.replace(threadz.find("{threads: 2,"), 12, "{threadz: 2,");
+  std::string bogus = std::string(kSpec) + "set: {bogus.key: 1}\n";
+  std::string evil = kSpec;
+  evil.replace(evil.find("executor: emulator"), 18, "executor: fio");
+  evil.replace(evil.find("{threads: 2, tests: [write, read]}"), 34,
+               "{size: 1m, exec_prerun: \"touch /tmp/x\"}");
+  std::string short_commit = kSpec;
+  short_commit.replace(short_commit.find("aaa111..v5.12"), 13, "[aaa111, v5.1]");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {threadz, "workloads[0].params.threadz: unknown parameter of iozone-nfsrdma (known: "},
+      {bogus, "set.bogus.key: "},
+      {evil, "workloads[0].params: fio param 'exec_prerun' refused: it runs a shell command"},
+      {short_commit, "commits[1]: unknown commit \"v5.1\" in catalog \"test-iommu\""},
+  };
+  for (bool dry_run : {true, false}) {
+    for (const auto& [spec, want] : cases) {
+      pb::SubmitMatrixRequest req;
+      req.set_spec_yaml(spec);
+      req.set_dry_run(dry_run);
+      auto resp = jobs_.SubmitMatrix(req, "tester");
+      EXPECT_EQ(resp.status().code(), absl::StatusCode::kInvalidArgument) << want;
+      EXPECT_EQ(resp.status().message().rfind(want, 0), 0u) << resp.status();
+    }
+  }
+  auto list = jobs_.ListMatrices(pb::ListMatricesRequest());
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->matrices_size(), 0);
+  // The valid spec still makes its 12 jobs.
+  EXPECT_EQ(Submit(kSpec).jobs_created(), 3 * 2 * 2);
 }
 
 TEST_F(SchedulerServiceTest, IdempotencyKeyCreatesOneMatrix) {

@@ -1,13 +1,21 @@
 #include "scheduler/spec.h"
 
+#include <algorithm>
 #include <set>
+#include <tuple>
 
 #include <yaml-cpp/yaml.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "emu/model/model_config.h"
+#include "emu/workloads/workload.h"
+#include "lib/toolspec/fio_spec.h"
+#include "lib/toolspec/iozone_spec.h"
 #include "proto/kernel_params.h"
 #include "scheduler/yaml_limits.h"
 
@@ -21,12 +29,6 @@ const std::set<std::string>& KnownPlatforms() {
                                                          "kunpeng920-smmuv3", "arm-mmu500-8c"};
   return *k;
 }
-const std::set<std::string>& KnownWorkloads() {
-  static const auto* const k = new std::set<std::string>{
-      "dma-map-bench", "memcached", "fio-nvme", "iozone-nfsrdma", "tcp-stream", "nvmf-target"};
-  return *k;
-}
-
 class Errors {
  public:
   void Add(const std::string& path, const std::string& msg) {
@@ -182,6 +184,51 @@ uint64_t Fnv1a(std::string_view s, uint64_t h = 0xcbf29ce484222325ULL) {
     h *= 0x100000001b3ULL;
   }
   return h;
+}
+
+// The checks an agent would otherwise make only when it runs a job, made
+// here so a job it would refuse is never queued: emulator workload params
+// against the workload's parameter table (each value on its own, so the
+// error names its field), `set:` keys against the model registry (what
+// farm-emu --set checks), and fio / iozone params by the agent's validator.
+void CheckAgainstTables(const MatrixSpec& spec, Errors& e) {
+  for (size_t i = 0; i < spec.workloads.size(); ++i) {
+    const WorkloadSpec& w = spec.workloads[i];
+    const std::string p = absl::StrCat("workloads[", i, "]");
+    if (spec.executor == pb::EXECUTOR_FIO || spec.executor == pb::EXECUTOR_IOZONE) {
+      const toolspec::Params params(w.params.begin(), w.params.end());
+      absl::Status s = spec.executor == pb::EXECUTOR_FIO
+                           ? toolspec::FioSpecFromParams(params).status()
+                           : toolspec::IozoneSpecFromParams(params).status();
+      if (!s.ok()) e.Add(p + ".params", std::string(s.message()));
+      continue;
+    }
+    absl::StatusOr<const emu::WorkloadInfo*> info = emu::FindWorkload(w.name);
+    if (!info.ok()) {
+      e.Add(p + ".name", std::string(info.status().message()));
+      continue;
+    }
+    std::vector<std::string> known;
+    for (const emu::WorkloadParam& t : (*info)->params) known.emplace_back(t.name);
+    for (const auto& [key, value] : w.params) {
+      const std::string field = absl::StrCat(p, ".params.", key);
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        e.Add(field, absl::StrCat("unknown parameter of ", w.name,
+                                  " (known: ", absl::StrJoin(known, ", "), ")"));
+        continue;
+      }
+      absl::Status s = emu::ValidateWorkloadParams(w.name, {{key, value}});
+      if (!s.ok()) e.Add(field, std::string(s.message()));
+    }
+  }
+  // "agent." keys are directives the agent takes out before any executor
+  // sees the set (agent/agent.h); every other key is a model key.
+  const emu::ModelConfig defaults;
+  for (const auto& [key, value] : spec.model_set) {
+    if (absl::StartsWith(key, "agent.")) continue;
+    absl::StatusOr<emu::ModelConfig> applied = defaults.Apply({{key, value}});
+    if (!applied.ok()) e.Add("set." + key, std::string(applied.status().message()));
+  }
 }
 
 }  // namespace
@@ -426,6 +473,8 @@ absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimi
   }
 
   if (!e.empty()) return absl::InvalidArgumentError(e.Join());
+  CheckAgainstTables(spec, e);
+  if (!e.empty()) return absl::InvalidArgumentError(e.Join());
 
   if (spec.executor == pb::EXECUTOR_EMULATOR) {
     for (const std::string& p : spec.platforms) {
@@ -435,15 +484,47 @@ absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimi
                                              "emulator will fail its jobs if it does not know it"));
       }
     }
-    for (const WorkloadSpec& w : spec.workloads) {
-      if (KnownWorkloads().count(w.name) == 0) {
-        spec.warnings.push_back(
-            absl::StrCat("workload ", Quote(w.name), " is not one of the documented workloads"));
-      }
-    }
   }
   return spec;
 }
+
+namespace {
+
+// A commit id as written in a spec: the catalog's id, or an abbreviation of
+// at least kMinAbbrev hex digits that is the prefix of exactly one id.
+// NotFound carries only a hint for the caller's "unknown" message (maybe
+// empty); an ambiguous abbreviation is InvalidArgument listing the ids.
+constexpr size_t kMinAbbrev = 7;
+
+absl::StatusOr<std::map<std::string, int>::const_iterator> FindCommit(
+    const std::map<std::string, int>& index, const std::string& id, const std::string& catalog) {
+  auto exact = index.find(id);
+  if (exact != index.end()) return exact;
+  const bool hex = !id.empty() && std::all_of(id.begin(), id.end(), [](char c) {
+    return absl::ascii_isxdigit(static_cast<unsigned char>(c));
+  });
+  if (!hex) return absl::NotFoundError("");
+  if (id.size() < kMinAbbrev) {
+    return absl::NotFoundError(
+        absl::StrCat(" (abbreviations need at least ", kMinAbbrev, " hex digits)"));
+  }
+  const std::string prefix = absl::AsciiStrToLower(id);
+  std::vector<std::string> matches;
+  auto first = index.lower_bound(prefix);
+  for (auto it = first; it != index.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+       ++it) {
+    matches.push_back(it->first);
+  }
+  if (matches.empty()) return absl::NotFoundError("");
+  if (matches.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("ambiguous commit ", Quote(id), " in catalog ",
+                                                   Quote(catalog), ": candidates ",
+                                                   absl::StrJoin(matches, ", ")));
+  }
+  return first;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spec,
                                                            const pb::Catalog& catalog) {
@@ -460,25 +541,26 @@ absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spe
   std::vector<ResolvedCommit> out;
   if (spec.commit_range) {
     Errors e;
-    auto from = index.find(spec.range_from);
-    auto to = index.find(spec.range_to);
-    if (from == index.end()) {
-      e.Add("commits", absl::StrCat("range start ", Quote(spec.range_from), " is not in catalog ",
-                                    Quote(catalog.name())));
-    }
-    if (to == index.end()) {
-      e.Add("commits", absl::StrCat("range end ", Quote(spec.range_to), " is not in catalog ",
-                                    Quote(catalog.name())));
+    auto from = FindCommit(index, spec.range_from, catalog.name());
+    auto to = FindCommit(index, spec.range_to, catalog.name());
+    for (const auto& [what, id, found] : {std::tuple("range start ", &spec.range_from, &from),
+                                          std::tuple("range end ", &spec.range_to, &to)}) {
+      if (absl::IsNotFound(found->status())) {
+        e.Add("commits", absl::StrCat(what, Quote(*id), " is not in catalog ",
+                                      Quote(catalog.name()), found->status().message()));
+      } else if (!found->ok()) {
+        e.Add("commits", absl::StrCat(what, found->status().message()));
+      }
     }
     if (!e.empty()) return absl::InvalidArgumentError(e.Join());
-    if (from->second > to->second) {
+    if ((*from)->second > (*to)->second) {
       return absl::InvalidArgumentError(
           absl::StrCat("commits: range ", spec.range_from, "..", spec.range_to,
-                       " is backwards: ", Quote(spec.range_from), " comes after ",
-                       Quote(spec.range_to), " in catalog ", Quote(catalog.name())));
+                       " is backwards: ", Quote((*from)->first), " comes after ",
+                       Quote((*to)->first), " in catalog ", Quote(catalog.name())));
     }
     for (const pb::CatalogCommit& c : catalog.commits()) {
-      if (c.index() >= from->second && c.index() <= to->second) {
+      if (c.index() >= (*from)->second && c.index() <= (*to)->second) {
         out.push_back({c.id(), c.index(), settings[c.index()]});
       }
     }
@@ -486,14 +568,18 @@ absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spe
   }
   Errors e;
   for (size_t i = 0; i < spec.commit_ids.size(); ++i) {
-    auto it = index.find(spec.commit_ids[i]);
-    if (it == index.end()) {
+    auto it = FindCommit(index, spec.commit_ids[i], catalog.name());
+    if (absl::IsNotFound(it.status())) {
       e.Add(absl::StrCat("commits[", i, "]"),
             absl::StrCat("unknown commit ", Quote(spec.commit_ids[i]), " in catalog ",
-                         Quote(catalog.name())));
+                         Quote(catalog.name()), it.status().message()));
       continue;
     }
-    out.push_back({it->first, it->second, settings[it->second]});
+    if (!it.ok()) {
+      e.Add(absl::StrCat("commits[", i, "]"), std::string(it.status().message()));
+      continue;
+    }
+    out.push_back({(*it)->first, (*it)->second, settings[(*it)->second]});
   }
   if (!e.empty()) return absl::InvalidArgumentError(e.Join());
   return out;

@@ -8,6 +8,12 @@
 //    the kInvalidArgument message, each naming the field path and the
 //    problem, e.g. `modes[1]: unknown mode "stict" (expected off,
 //    passthrough, strict, lazy)`. Size caps give kResourceExhausted.
+//  - ParseMatrixSpec also checks the spec against the tables its jobs will
+//    meet (docs/scheduler.md): emulator workload params against the
+//    workload's parameter table, `set:` keys against the model registry,
+//    fio / iozone params by the agent's validator (lib/toolspec).
+//  - ResolveCommits takes catalog ids or unique abbreviations of 7+ hex
+//    digits; an ambiguous one is an error listing the candidates.
 //  - Expansion order is commits x modes x workloads x platforms x repeats
 //    (commit outermost, so ids follow catalog order); every job gets a
 //    deterministic seed (see JobSeed).
@@ -74,7 +80,8 @@ absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimi
 
 // Resolves the spec's commits against `catalog` (which must carry its
 // commits): a range A..B gives every commit from A to B inclusive in catalog
-// order; a list keeps the given order. Unknown ids are errors naming them.
+// order; a list keeps the given order. Unknown or ambiguous ids are errors
+// naming them; jobs carry the full id.
 absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spec,
                                                            const pb::Catalog& catalog);
 

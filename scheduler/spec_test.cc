@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -222,6 +223,164 @@ TEST(ExpandTest, CountsSeedsAndCap) {
   s->repeats = 10000;
   s->platforms.assign(1000, "p");
   EXPECT_FALSE(CountJobs(*s, 1000000000, {}).ok());
+}
+
+// kGood with its workload list (and executor) replaced.
+std::string WithWorkload(const std::string& workload_yaml, const std::string& executor) {
+  std::string y = kGood;
+  const size_t from = y.find("workloads:");
+  const size_t to = y.find("analysis:");
+  y.replace(from, to - from,
+            "workloads:\n" + workload_yaml + "repeats: 1\nexecutor: " + executor + "\n");
+  return y;
+}
+
+TEST(SpecCheckTest, UnknownWorkloadParameterNamesTheFieldAndTheTable) {
+  const std::string e =
+      ErrorOf(WithWorkload("  - name: dma-map-bench\n    params: {threadz: 2}\n", "emulator"));
+  EXPECT_EQ(e.rfind("workloads[0].params.threadz: unknown parameter of dma-map-bench (known: "
+                    "threads, seconds, ",
+                    0),
+            0u)
+      << e;
+  auto s = ParseMatrixSpec(
+      WithWorkload("  - name: dma-map-bench\n    params: {threadz: 2}\n", "emulator"), {});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SpecCheckTest, WorkloadParameterTypeAndRangeNameTheField) {
+  const std::string e = ErrorOf(
+      WithWorkload("  - name: dma-map-bench\n    params: {threads: 2, seconds: x, granule: 2048}\n"
+                   "  - name: fio-nvme\n    params: {rw: trim}\n",
+                   "emulator"));
+  EXPECT_NE(e.find("workloads[0].params.seconds: "), std::string::npos) << e;
+  EXPECT_NE(e.find("workloads[0].params.granule: "), std::string::npos) << e;
+  EXPECT_NE(e.find("workloads[1].params.rw: "), std::string::npos) << e;
+  EXPECT_EQ(e.find("params.threads"), std::string::npos) << e;  // 2 is in range
+  EXPECT_NE(ErrorOf(WithWorkload("  - name: no-such-workload\n", "emulator"))
+                .find("workloads[0].name: unknown workload 'no-such-workload'"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(WithWorkload(
+                "  - name: dma-map-bench\n    params: {threads: 2, seconds: 0.5}\n", "emulator")),
+            "");
+}
+
+TEST(SpecCheckTest, SetKeysAreCheckedAgainstTheModelRegistry) {
+  const std::string e = ErrorOf(std::string(kGood) + "set: {bogus.key: 1, fq.size: 256}\n");
+  EXPECT_EQ(e.rfind("set.bogus.key: ", 0), 0u) << e;
+  EXPECT_NE(e.find("bogus.key"), std::string::npos) << e;
+  EXPECT_EQ(e.find("fq.size"), std::string::npos) << e;  // a real key, a valid value
+  EXPECT_EQ(ErrorOf(std::string(kGood) + "set: {fq.kind: sideways}\n").rfind("set.fq.kind: ", 0),
+            0u);
+  // Agent directives are not model keys.
+  EXPECT_EQ(ErrorOf(std::string(kGood) + "set: {agent.hold_ms: 20, fq.kind: percpu}\n"), "");
+}
+
+TEST(SpecCheckTest, RealJobParamsGoThroughTheAgentsValidator) {
+  const std::string e = ErrorOf(WithWorkload(
+      "  - name: fio-nvme\n    params: {size: 1m, exec_prerun: \"rm -rf /\"}\n", "fio"));
+  EXPECT_EQ(e,
+            "workloads[0].params: fio param 'exec_prerun' refused: it runs a shell command on the "
+            "agent's host");
+  EXPECT_NE(
+      ErrorOf(WithWorkload("  - name: fio-nvme\n    params: {size: 1m, ioengine: exec}\n", "fio"))
+          .find("executes arbitrary code"),
+      std::string::npos);
+  EXPECT_NE(
+      ErrorOf(WithWorkload("  - name: iozone-nfsrdma\n    params: {size: 1m, filename: /etc/x}\n",
+                           "iozone"))
+          .find("workloads[0].params: iozone param 'filename' refused"),
+      std::string::npos);
+  // The same params the agent accepts pass; emulator tables do not apply.
+  EXPECT_EQ(ErrorOf(WithWorkload(
+                "  - name: fio-nvme\n    params: {rw: randread, size: 1m, bs: 4k}\n", "fio")),
+            "");
+  EXPECT_EQ(
+      ErrorOf(WithWorkload(
+          "  - name: iozone-nfsrdma\n    params: {size: 1m, tests: [write, read]}\n", "iozone")),
+      "");
+}
+
+pb::Catalog HexCatalog() {
+  pb::Catalog c;
+  c.set_name("git");
+  int i = 0;
+  for (const char* id : {"v6.1", "9257b4a206fc0000", "9257b4a2aaaa1111", "aa4732406e12abcd",
+                         "bb11cc22dd33ee44", "v6.2"}) {
+    auto* cc = c.add_commits();
+    cc->set_id(id);
+    cc->set_index(i++);
+  }
+  return c;
+}
+
+TEST(ResolveTest, UniqueAbbreviationResolvesToTheFullId) {
+  MatrixSpec l;
+  l.commit_ids = {"aa47324", "BB11CC22D", "v6.2"};
+  auto c = ResolveCommits(l, HexCatalog());
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::string> ids;
+  for (const auto& rc : *c) ids.push_back(rc.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"aa4732406e12abcd", "bb11cc22dd33ee44", "v6.2"}));
+  EXPECT_EQ((*c)[0].index, 3);
+  MatrixSpec r;
+  r.commit_range = true;
+  r.range_from = "9257b4a2a";
+  r.range_to = "bb11cc2";
+  c = ResolveCommits(r, HexCatalog());
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->size(), 3u);
+  EXPECT_EQ(c->front().id, "9257b4a2aaaa1111");
+  EXPECT_EQ(c->back().id, "bb11cc22dd33ee44");
+}
+
+TEST(ResolveTest, AmbiguousShortAndUnknownAbbreviationsAreErrors) {
+  MatrixSpec l;
+  l.commit_ids = {"9257b4a", "aa4732", "1234567"};
+  auto c = ResolveCommits(l, HexCatalog());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message(),
+            "commits[0]: ambiguous commit \"9257b4a\" in catalog \"git\": candidates "
+            "9257b4a206fc0000, 9257b4a2aaaa1111\n"
+            "commits[1]: unknown commit \"aa4732\" in catalog \"git\" (abbreviations need at "
+            "least 7 hex digits)\n"
+            "commits[2]: unknown commit \"1234567\" in catalog \"git\"");
+  MatrixSpec r;
+  r.commit_range = true;
+  r.range_from = "9257b4a";
+  r.range_to = "v6.2";
+  c = ResolveCommits(r, HexCatalog());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "commits: range start ambiguous commit \"9257b4a\" in catalog \"git\": candidates "
+            "9257b4a206fc0000, 9257b4a2aaaa1111");
+}
+
+TEST(ExpandTest, AbbreviatedCommitsExpandToTheSameJobsAsFullIds) {
+  std::string full =
+      WithWorkload("  - name: dma-map-bench\n    params: {threads: 2, seconds: 0.5}\n", "emulator");
+  full.replace(full.find("linux-iommu"), 11, "git");
+  full.replace(full.find("v5.10..v5.12"), 12, "[aa4732406e12abcd, 9257b4a206fc0000]");
+  std::string abbreviated = full;
+  abbreviated.replace(abbreviated.find("[aa4732406e12abcd, 9257b4a206fc0000]"), 36,
+                      "[aa47324, 9257b4a20]");
+  auto a = ParseMatrixSpec(full, {});
+  auto b = ParseMatrixSpec(abbreviated, {});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto ca = ResolveCommits(*a, HexCatalog());
+  auto cb = ResolveCommits(*b, HexCatalog());
+  ASSERT_TRUE(ca.ok() && cb.ok());
+  const std::vector<pb::Job> ja = ExpandMatrix(*a, *ca, 3);
+  const std::vector<pb::Job> jb = ExpandMatrix(*b, *cb, 3);
+  ASSERT_EQ(ja.size(), 2u * 3u);
+  ASSERT_EQ(ja.size(), jb.size());
+  for (size_t i = 0; i < ja.size(); ++i) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(ja[i], jb[i]))
+        << ja[i].DebugString() << jb[i].DebugString();
+  }
+  EXPECT_EQ(jb[0].commit_id(), "aa4732406e12abcd");
 }
 
 TEST(ExpandTest, KindSetsThePriorityBand) {

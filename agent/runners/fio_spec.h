@@ -1,62 +1,29 @@
-// fio_spec: the typed, validated fio job an agent is willing to run, built
-// from a job's workload params, and the argv built from it.
+// fio_spec: the argv of a real fio run, built from the validated FioSpec
+// (lib/toolspec/fio_spec.h, the check the scheduler also runs at submit).
 //
 // Contract:
-// - FioSpecFromParams accepts only these params: rw, bs, iodepth, numjobs,
-//   size, runtime, ramp_time, time_based, rwmixread, ioengine (psync, libaio,
-//   io_uring), direct, cpus_allowed, and at most one target: filename (a
-//   file, or a /dev/ path for a device), directory. Anything else is refused
-//   with InvalidArgument saying why; dangerous options (exec_prerun,
-//   exec_postrun, ioengine external/exec, trim modes, allow_mounted_write,
-//   log / output paths, triggers) get a message naming the danger.
 // - BuildFioArgv resolves the target against AllowedTargets (refusing with
 //   PermissionDenied) and returns an argv for execve: never a shell string,
 //   every value already checked against a narrow grammar.
-// - Both are pure apart from BuildFioArgv's stat/realpath of the target;
-//   neither starts a process. Thread-safe.
+// - Pure apart from BuildFioArgv's stat/realpath of the target; it starts no
+//   process. Thread-safe.
 #ifndef AGENT_RUNNERS_FIO_SPEC_H_
 #define AGENT_RUNNERS_FIO_SPEC_H_
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "agent/runners/params.h"
 #include "agent/runners/targets.h"
+#include "lib/toolspec/fio_spec.h"
 
 namespace farm::runners {
 
-enum class FioTargetKind {
-  kDefaultDirectory,  // no target param: the agent's first allowed directory
-  kDirectory,         // directory=...
-  kFile,              // filename=... (not under /dev/)
-  kDevice,            // filename=/dev/...
-};
-
-struct FioSpec {
-  std::string rw = "read";  // read write randread randwrite rw readwrite randrw
-  std::uint64_t bs_bytes = 4096;
-  int iodepth = 1;
-  int numjobs = 1;
-  std::uint64_t size_bytes = 0;  // 0: unset (devices: whole device)
-  int runtime_s = 0;             // 0: unset (run until size is done)
-  int ramp_time_s = 0;
-  bool time_based = false;
-  int rwmixread = -1;  // -1: unset
-  std::string ioengine = "psync";
-  bool direct = false;
-  std::string cpus_allowed;  // empty: unset
-  FioTargetKind target_kind = FioTargetKind::kDefaultDirectory;
-  std::string target;  // as requested; resolved by BuildFioArgv
-
-  bool writes() const;  // rw mode writes to the target
-};
-
-// The param keys FioSpecFromParams accepts, for --help and error messages.
-const std::vector<std::string>& FioAllowedParams();
-
-absl::StatusOr<FioSpec> FioSpecFromParams(const Params& params);
+using ::farm::toolspec::FioAllowedParams;
+using ::farm::toolspec::FioSpec;
+using ::farm::toolspec::FioSpecFromParams;
+using ::farm::toolspec::FioTargetKind;
 
 // argv[0] is `fio` (a path or a name); ends with --output-format=json.
 // `job_name` ([A-Za-z0-9_.-]+) names fio's files in directory targets; give

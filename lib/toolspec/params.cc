@@ -1,4 +1,4 @@
-#include "agent/runners/params.h"
+#include "lib/toolspec/params.h"
 
 #include <cctype>
 
@@ -9,7 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace farm::runners {
+namespace farm::toolspec {
 namespace {
 
 absl::Status Bad(absl::string_view key, absl::string_view value, absl::string_view why) {
@@ -142,4 +142,4 @@ absl::Status CheckCpuList(absl::string_view key, absl::string_view value) {
   return absl::OkStatus();
 }
 
-}  // namespace farm::runners
+}  // namespace farm::toolspec
