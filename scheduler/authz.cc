@@ -74,6 +74,7 @@ const std::vector<RpcRule>& RpcRoleTable() {
       {"AgentService/Heartbeat", Role::kAgent},
       {"AgentService/LeaseJobs", Role::kAgent},
       {"AgentService/ReportResult", Role::kAgent},
+      {"AgentService/ReportResults", Role::kAgent},
       {"AgentService/ReportFailure", Role::kAgent},
       {"AgentService/ReleaseLeases", Role::kAgent},
       {"AnalysisService/ListRegressions", Role::kViewer},

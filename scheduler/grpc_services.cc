@@ -596,7 +596,17 @@ grpc::ServerUnaryReactor* AgentServiceGrpc::ReportResult(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReportResults(grpc::CallbackServerContext* ctx,
                                                           const pb::ReportResultsRequest* req,
                                                           pb::ReportResultsResponse* resp) {
-  return Unary(ctx, pool_, token_, resp, [this, req] { return svc_->ReportResults(*req); });
+  return Unary(ctx, pool_, authz_, "AgentService/ReportResults", resp,
+               [this, req](const Principal& who) -> absl::StatusOr<pb::ReportResultsResponse> {
+                 // Every item as ReportResult checks it: the caller's own
+                 // agent id, on leases its agent holds.
+                 for (const pb::ReportResultRequest& r : req->results()) {
+                   absl::Status st =
+                       CheckAgent(authz_, who, r.agent_id(), std::vector<pb::LeaseRef>{r.lease()});
+                   if (!st.ok()) return st;
+                 }
+                 return svc_->ReportResults(*req);
+               });
 }
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReportFailure(grpc::CallbackServerContext* ctx,
                                                           const pb::ReportFailureRequest* req,
