@@ -53,7 +53,7 @@ commits: v5.10..v5.11
 modes: [strict]
 workloads:
   - name: dma-map-bench
-    params: {threads: 1, tests: [map]}
+    params: {threads: 1, seconds: 0.01}
 repeats: 2
 executor: emulator
 )";

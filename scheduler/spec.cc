@@ -196,7 +196,18 @@ void CheckAgainstTables(const MatrixSpec& spec, Errors& e) {
     const WorkloadSpec& w = spec.workloads[i];
     const std::string p = absl::StrCat("workloads[", i, "]");
     if (spec.executor == pb::EXECUTOR_FIO || spec.executor == pb::EXECUTOR_IOZONE) {
-      const toolspec::Params params(w.params.begin(), w.params.end());
+      toolspec::Params params(w.params.begin(), w.params.end());
+      // The guest's command line, checked by the allow-list when parsed;
+      // the agent takes it out before the tool's own checks too.
+      params.erase(::farm::proto::kKernelParamsKey);
+      // Without a target the agent chooses one: its allowed directory on the
+      // host (which needs a size; the agent checks that) or the guest's NVMe
+      // in a VM. Which one is known only at lease time, so the target's own
+      // rules are the agent's; here a device stands in for it.
+      if (spec.executor == pb::EXECUTOR_FIO && params.count("filename") == 0 &&
+          params.count("directory") == 0) {
+        params.emplace("filename", "/dev/nvme0n1");
+      }
       absl::Status s = spec.executor == pb::EXECUTOR_FIO
                            ? toolspec::FioSpecFromParams(params).status()
                            : toolspec::IozoneSpecFromParams(params).status();

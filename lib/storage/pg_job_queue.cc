@@ -85,7 +85,8 @@ void PrepareQueueStatements(PgPool* pool) {
   // scan instead of filling the LIMIT.
   const std::string pick =
       std::string(
-          "WITH a AS (SELECT id, name, executors, host AS ah, capabilities AS ac, slots FROM agents "
+          "WITH a AS (SELECT id, name, executors, host AS ah, capabilities AS ac, slots FROM "
+          "agents "
           "  WHERE id = $1 AND session = $2), "
           "lim AS (SELECT CASE WHEN $6 THEN greatest(0, least($3, a.slots - "
           "  (SELECT count(*) FROM jobs h WHERE h.state = 2 AND h.lease_agent = a.id))) "
