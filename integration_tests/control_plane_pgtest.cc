@@ -33,24 +33,18 @@
 #include "absl/strings/str_format.h"
 #include "agent/agent.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "testing/binaries.h"
 #include "testing/child_process.h"
 #include "testing/service_harness.h"
 
 namespace {
 
 namespace pb = ::iommufarm::v1;
+using ::farm::testing::BinaryPath;
 using ::farm::testing::PollUntil;
 using ::farm::testing::PostgresInstance;
+using ::farm::testing::SpawnLogged;
 using Proc = ::farm::testing::ChildProcess;
-
-std::unique_ptr<Proc> Spawn(const std::vector<std::string>& argv, const std::string& prefix) {
-  return std::make_unique<Proc>(argv, prefix + ".out", prefix + ".err");
-}
-
-std::string Bin(const char* env, const char* built) {
-  const char* e = std::getenv(env);
-  return e != nullptr && *e != '\0' ? e : built;
-}
 
 const std::string kSpec = R"(
 catalog: linux-iommu
@@ -81,7 +75,7 @@ class ControlPlanePgTest : public ::testing::Test {
   std::string Address() const { return absl::StrCat("127.0.0.1:", port_); }
 
   void StartScheduler(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv{Bin("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN),
+    std::vector<std::string> argv{BinaryPath("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN),
                                   "--listen",
                                   Address(),
                                   "--db",
@@ -95,7 +89,7 @@ class ControlPlanePgTest : public ::testing::Test {
                                   "--catalog-dir",
                                   FARM_SOURCE_DIR "/emu/model/catalogs"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    scheduler_ = Spawn(argv, absl::StrCat(logs_, "/scheduler"));
+    scheduler_ = SpawnLogged(argv, absl::StrCat(logs_, "/scheduler"));
     absl::Status st = scheduler_->WaitFor("listening on", false, absl::Seconds(60));
     ASSERT_TRUE(st.ok()) << st << "\n" << scheduler_->Err();
     channel_ = grpc::CreateChannel(Address(), grpc::InsecureChannelCredentials());
@@ -104,11 +98,12 @@ class ControlPlanePgTest : public ::testing::Test {
   }
 
   std::unique_ptr<Proc> StartAgent(const std::string& name, int slots = 1) {
-    auto a = Spawn(
-        std::vector<std::string>{Bin("FARM_AGENT_BIN", FARM_AGENT_BIN), "--scheduler", Address(),
-                                 "--name", name, "--slots", std::to_string(slots), "--capabilities",
-                                 "emulator", "--metrics", "127.0.0.1:0", "--drain-timeout", "1s"},
-        absl::StrCat(logs_, "/", name));
+    auto a =
+        SpawnLogged(std::vector<std::string>{BinaryPath("FARM_AGENT_BIN", FARM_AGENT_BIN),
+                                             "--scheduler", Address(), "--name", name, "--slots",
+                                             std::to_string(slots), "--capabilities", "emulator",
+                                             "--metrics", "127.0.0.1:0", "--drain-timeout", "1s"},
+                    absl::StrCat(logs_, "/", name));
     absl::Status st = a->WaitFor("registered as " + name, true, absl::Seconds(60));
     EXPECT_TRUE(st.ok()) << st << "\n" << a->Err();
     return a;
@@ -329,9 +324,9 @@ modes: [strict]
 repeats: 1
 )");
   ASSERT_GT(mid, 0);
-  auto watch =
-      Spawn({Bin("FARMCTL_BIN", FARMCTL_BIN), "--server", Address(), "watch", std::to_string(mid)},
-            logs_ + "/watch");
+  auto watch = SpawnLogged(
+      {BinaryPath("FARMCTL_BIN", FARMCTL_BIN), "--server", Address(), "watch", std::to_string(mid)},
+      logs_ + "/watch");
   // No agent: the matrix stays running and the stream open.
   absl::Status st = PollUntil([&]() -> absl::StatusOr<bool> { return !watch->Out().empty(); },
                               absl::Seconds(30), "first progress line", absl::Milliseconds(100));

@@ -21,28 +21,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "testing/binaries.h"
 #include "testing/child_process.h"
 #include "testing/service_harness.h"
 
 namespace {
 
 namespace pb = ::iommufarm::v1;
+using ::farm::testing::BinaryPath;
 using ::farm::testing::PollUntil;
 using ::farm::testing::PostgresInstance;
+using ::farm::testing::SpawnLogged;
 
 using Proc = ::farm::testing::ChildProcess;
-
-// A child process with stdout/stderr in <prefix>.out / <prefix>.err.
-std::unique_ptr<Proc> Spawn(const std::vector<std::string>& argv, const std::string& prefix) {
-  return std::make_unique<Proc>(argv, prefix + ".out", prefix + ".err");
-}
-
-// The binaries under test: compiled-in build paths, overridable by
-// $FARM_SCHEDULER_BIN / $FARM_AGENT_BIN (e.g. to test installed ones).
-std::string Bin(const char* env, const char* built) {
-  const char* e = std::getenv(env);
-  return e != nullptr && *e != '\0' ? e : built;
-}
 
 const std::string kSpec = R"(
 catalog: linux-iommu
@@ -71,8 +62,8 @@ class FarmFaultPgTest : public ::testing::Test {
   }
 
   void StartScheduler() {
-    scheduler_ = Spawn(
-        std::vector<std::string>{Bin("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN), "--listen",
+    scheduler_ = SpawnLogged(
+        std::vector<std::string>{BinaryPath("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN), "--listen",
                                  absl::StrCat("127.0.0.1:", port_), "--db", db_uri_, "--metrics",
                                  "127.0.0.1:0", "--lease-ttl", "2s", "--retry-backoff", "200ms",
                                  "--catalog-dir", FARM_SOURCE_DIR "/emu/model/catalogs"},
@@ -82,12 +73,12 @@ class FarmFaultPgTest : public ::testing::Test {
   }
 
   std::unique_ptr<Proc> StartAgent(const std::string& name, int slots = 4) {
-    auto a =
-        Spawn(std::vector<std::string>{Bin("FARM_AGENT_BIN", FARM_AGENT_BIN), "--scheduler",
-                                       absl::StrCat("127.0.0.1:", port_), "--name", name, "--slots",
-                                       std::to_string(slots), "--capabilities", "emulator",
-                                       "--metrics", "127.0.0.1:0", "--drain-timeout", "1s"},
-              absl::StrCat(logs_, "/", name, "-", ++agent_starts_));
+    auto a = SpawnLogged(
+        std::vector<std::string>{BinaryPath("FARM_AGENT_BIN", FARM_AGENT_BIN), "--scheduler",
+                                 absl::StrCat("127.0.0.1:", port_), "--name", name, "--slots",
+                                 std::to_string(slots), "--capabilities", "emulator", "--metrics",
+                                 "127.0.0.1:0", "--drain-timeout", "1s"},
+        absl::StrCat(logs_, "/", name, "-", ++agent_starts_));
     absl::Status st = a->WaitFor("registered as " + name, true, absl::Seconds(60));
     EXPECT_TRUE(st.ok()) << st << "\n" << a->Err();
     return a;
