@@ -51,7 +51,9 @@ int main(int argc, char** argv) {
   options.name = host;
   options.client.server = farm::client::kDefaultServer;
 
-  app.add_option("--scheduler", options.client.server, "scheduler address HOST:PORT")
+  app.add_option("--scheduler", options.client.server,
+                 "scheduler address HOST:PORT, or several IP:PORT separated by commas "
+                 "(schedulers sharing one database; the agent fails over between them)")
       ->capture_default_str()
       ->envname("FARM_SERVER");
   app.add_option("--name", options.name, "agent name, unique in the farm (default: hostname)");

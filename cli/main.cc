@@ -38,7 +38,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   farm::client::ClientOptions options;
   options.server = farm::client::kDefaultServer;
-  app.add_option("--server", options.server, "scheduler address HOST:PORT")
+  app.add_option("--server", options.server,
+                 "scheduler address HOST:PORT, or several IP:PORT separated by commas "
+                 "(schedulers sharing one database; calls fail over between them)")
       ->capture_default_str()
       ->envname("FARM_SERVER");
   farm::client::SecurityFlags security;

@@ -6,14 +6,19 @@
 //    finish, one result row each;
 //  - a SIGSTOPped agent resumed after its lease was re-granted: its work is
 //    not stored (heartbeat revoked / result rejected);
-//  - scheduler killed and restarted mid-matrix: the matrix completes;
-//  - PostgreSQL restarted mid-matrix: nothing lost, nothing duplicated.
+//  - scheduler killed and restarted mid-matrix: the matrix completes; killed
+//    at five seeded random instants in a row: no duplicate, no orphan lease;
+//  - two schedulers over one database, agents given both addresses: one is
+//    killed for good mid-matrix and the other finishes it;
+//  - PostgreSQL restarted, or every farm backend terminated
+//    (pg_terminate_backend), mid-matrix: nothing lost, nothing duplicated.
 // Waits are bounded polls (PollUntil), never timing assertions.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <random>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -21,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/client/client.h"
 #include "testing/binaries.h"
 #include "testing/child_process.h"
 #include "testing/service_harness.h"
@@ -61,24 +67,30 @@ class FarmFaultPgTest : public ::testing::Test {
     jobs_ = pb::JobService::NewStub(channel_);
   }
 
-  void StartScheduler() {
-    scheduler_ = SpawnLogged(
+  void StartScheduler() { scheduler_ = SpawnScheduler(port_); }
+
+  std::unique_ptr<Proc> SpawnScheduler(int port) {
+    auto scheduler = SpawnLogged(
         std::vector<std::string>{BinaryPath("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN), "--listen",
-                                 absl::StrCat("127.0.0.1:", port_), "--db", db_uri_, "--metrics",
+                                 absl::StrCat("127.0.0.1:", port), "--db", db_uri_, "--metrics",
                                  "127.0.0.1:0", "--lease-ttl", "2s", "--retry-backoff", "200ms",
                                  "--catalog-dir", FARM_SOURCE_DIR "/emu/model/catalogs"},
         absl::StrCat(logs_, "/scheduler", ++scheduler_starts_));
-    absl::Status st = scheduler_->WaitFor("listening on", false, absl::Seconds(60));
-    ASSERT_TRUE(st.ok()) << st << "\n" << scheduler_->Err();
+    absl::Status st = scheduler->WaitFor("listening on", false, absl::Seconds(60));
+    EXPECT_TRUE(st.ok()) << st << "\n" << scheduler->Err();
+    return scheduler;
   }
 
-  std::unique_ptr<Proc> StartAgent(const std::string& name, int slots = 4) {
-    auto a = SpawnLogged(
-        std::vector<std::string>{BinaryPath("FARM_AGENT_BIN", FARM_AGENT_BIN), "--scheduler",
-                                 absl::StrCat("127.0.0.1:", port_), "--name", name, "--slots",
-                                 std::to_string(slots), "--capabilities", "emulator", "--metrics",
-                                 "127.0.0.1:0", "--drain-timeout", "1s"},
-        absl::StrCat(logs_, "/", name, "-", ++agent_starts_));
+  // `scheduler` defaults to this fixture's one scheduler.
+  std::unique_ptr<Proc> StartAgent(const std::string& name, int slots = 4,
+                                   std::string scheduler = "") {
+    if (scheduler.empty()) scheduler = absl::StrCat("127.0.0.1:", port_);
+    auto a =
+        SpawnLogged(std::vector<std::string>{BinaryPath("FARM_AGENT_BIN", FARM_AGENT_BIN),
+                                             "--scheduler", scheduler, "--name", name, "--slots",
+                                             std::to_string(slots), "--capabilities", "emulator",
+                                             "--metrics", "127.0.0.1:0", "--drain-timeout", "1s"},
+                    absl::StrCat(logs_, "/", name, "-", ++agent_starts_));
     absl::Status st = a->WaitFor("registered as " + name, true, absl::Seconds(60));
     EXPECT_TRUE(st.ok()) << st << "\n" << a->Err();
     return a;
@@ -151,6 +163,10 @@ class FarmFaultPgTest : public ::testing::Test {
                   "j.attempt = r.attempt WHERE r.matrix_id = " +
                   m),
               total);
+    // No lease outlives its job.
+    EXPECT_EQ(Sql("SELECT count(*) FROM jobs WHERE matrix_id = " + m +
+                  " AND (state = 2 OR lease_expires_at IS NOT NULL AND state <> 3)"),
+              0);
   }
 
   std::unique_ptr<PostgresInstance> pg_;
@@ -253,6 +269,104 @@ set: {agent.hold_ms: 20}
   pb::Matrix m = WaitDone(mid, absl::Seconds(180));
   EXPECT_EQ(m.state(), pb::MATRIX_STATE_COMPLETED);
   ExpectExactlyOnce(mid, 300);
+}
+
+TEST_F(FarmFaultPgTest, SchedulerKilledAtFiveSeededRandomInstants) {
+  std::vector<std::unique_ptr<Proc>> agents;
+  for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("k" + std::to_string(i)));
+  const int64_t mid = Submit(R"(
+name: sched-kill5
+commits: [v4.6, v5.10]
+modes: [off, strict, lazy]
+repeats: 50
+set: {agent.hold_ms: 200}
+)");
+  WaitCount(
+      mid, [](const pb::MatrixCounts& c) { return c.succeeded() >= 10; }, "10 done");
+  // The instants fall anywhere in the request flow (claim, report, reaper);
+  // the seed is printed so a failing sequence can be replayed.
+  const uint32_t seed = 20261201;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> pause_ms(100, 1500);
+  for (int kill = 0; kill < 5; ++kill) {
+    const int ms = pause_ms(rng);
+    absl::SleepFor(absl::Milliseconds(ms));
+    SCOPED_TRACE(absl::StrCat("seed ", seed, " kill ", kill, " after ", ms, " ms"));
+    // Each kill must land mid-matrix, or the test proves nothing.
+    // (The first call after a restart may meet the old connection's end.)
+    pb::Matrix before;
+    ASSERT_TRUE(PollUntil(
+                    [&]() -> absl::StatusOr<bool> {
+                      absl::StatusOr<pb::Matrix> m = GetMatrix(mid);
+                      if (m.ok()) before = *m;
+                      return m.ok();
+                    },
+                    absl::Seconds(30), "scheduler answers", absl::Milliseconds(50))
+                    .ok());
+    ASSERT_EQ(before.state(), pb::MATRIX_STATE_RUNNING) << before.counts().ShortDebugString();
+    scheduler_->Signal(SIGKILL);
+    scheduler_->Wait();
+    StartScheduler();
+  }
+  pb::Matrix m = WaitDone(mid, absl::Seconds(240));
+  EXPECT_EQ(m.state(), pb::MATRIX_STATE_COMPLETED);
+  ExpectExactlyOnce(mid, 300);
+}
+
+TEST_F(FarmFaultPgTest, TwoSchedulersOneDatabaseSurviveLosingOne) {
+  const int port2 = farm::testing::PickFreePort();
+  ASSERT_GT(port2, 0);
+  std::unique_ptr<Proc> second = SpawnScheduler(port2);
+  const std::string both = absl::StrCat("127.0.0.1:", port_, ",127.0.0.1:", port2);
+  std::vector<std::unique_ptr<Proc>> agents;
+  for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("t" + std::to_string(i), 4, both));
+  // The test's own client fails over too, as farmctl does with --server A,B.
+  farm::client::ClientOptions options;
+  options.server = both;
+  ASSERT_TRUE(farm::client::ApplySecurity({}, &options).ok());
+  channel_ = farm::client::MakeChannel(options);
+  jobs_ = pb::JobService::NewStub(channel_);
+  const int64_t mid = Submit(R"(
+name: two-schedulers
+commits: [v4.6, v5.10]
+modes: [off, strict, lazy]
+repeats: 50
+set: {agent.hold_ms: 20}
+)");
+  WaitCount(
+      mid, [](const pb::MatrixCounts& c) { return c.succeeded() >= 40; }, "40 done");
+  scheduler_->Signal(SIGKILL);
+  scheduler_->Wait();
+  pb::Matrix m = WaitDone(mid, absl::Seconds(180));
+  EXPECT_EQ(m.state(), pb::MATRIX_STATE_COMPLETED);
+  ExpectExactlyOnce(mid, 300);
+  EXPECT_TRUE(second->Alive()) << second->Err();
+}
+
+TEST_F(FarmFaultPgTest, EveryFarmBackendTerminatedMidMatrix) {
+  std::vector<std::unique_ptr<Proc>> agents;
+  for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("b" + std::to_string(i)));
+  const int64_t mid = Submit(R"(
+name: pg-terminate
+commits: [v4.6, v5.10]
+modes: [off, strict, lazy]
+repeats: 50
+set: {agent.hold_ms: 20}
+)");
+  for (int threshold : {40, 150}) {
+    WaitCount(
+        mid, [&](const pb::MatrixCounts& c) { return c.succeeded() >= threshold; },
+        absl::StrCat(threshold, " done"));
+    // Every connection of the farm's database but this one: pool, listener
+    // and any in-flight transaction.
+    EXPECT_GT(Sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                  "WHERE datname = current_database() AND pid <> pg_backend_pid()"),
+              0);
+  }
+  pb::Matrix m = WaitDone(mid, absl::Seconds(180));
+  EXPECT_EQ(m.state(), pb::MATRIX_STATE_COMPLETED);
+  ExpectExactlyOnce(mid, 300);
+  EXPECT_TRUE(scheduler_->Alive()) << scheduler_->Err();
 }
 
 TEST_F(FarmFaultPgTest, PostgresRestartedMidMatrix) {

@@ -3,9 +3,85 @@
 #include <chrono>
 #include <cstdlib>
 
+#include <arpa/inet.h>
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "lib/auth/auth.h"
+#include "lib/base/check.h"
 
 namespace farm::client {
+namespace {
+
+struct HostPort {
+  std::string host;  // without brackets
+  std::string port;
+};
+
+absl::StatusOr<HostPort> SplitHostPort(absl::string_view address) {
+  HostPort hp;
+  size_t colon;
+  if (absl::StartsWith(address, "[")) {
+    const size_t close = address.find(']');
+    if (close == absl::string_view::npos || close + 1 >= address.size() ||
+        address[close + 1] != ':') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("server address \"", address, "\": expected [IPV6]:PORT"));
+    }
+    hp.host = std::string(address.substr(1, close - 1));
+    colon = close + 1;
+  } else {
+    colon = address.rfind(':');
+    if (colon == absl::string_view::npos || address.find(':') != colon) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("server address \"", address, "\": expected HOST:PORT"));
+    }
+    hp.host = std::string(address.substr(0, colon));
+  }
+  hp.port = std::string(address.substr(colon + 1));
+  if (hp.host.empty() || hp.port.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server address \"", address, "\": expected HOST:PORT"));
+  }
+  return hp;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ChannelTarget(absl::string_view servers) {
+  std::vector<absl::string_view> parts = absl::StrSplit(servers, ',');
+  if (parts.size() == 1 && !parts[0].empty()) return std::string(servers);
+  std::vector<std::string> v4, v6;
+  for (absl::string_view part : parts) {
+    if (part.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("server list \"", servers, "\": empty address"));
+    }
+    absl::StatusOr<HostPort> hp = SplitHostPort(part);
+    if (!hp.ok()) return hp.status();
+    in_addr a4{};
+    in6_addr a6{};
+    if (inet_pton(AF_INET, hp->host.c_str(), &a4) == 1) {
+      v4.push_back(absl::StrCat(hp->host, ":", hp->port));
+    } else if (inet_pton(AF_INET6, hp->host.c_str(), &a6) == 1) {
+      v6.push_back(absl::StrCat("[", hp->host, "]:", hp->port));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "server list \"", servers, "\": \"", part,
+          "\" is not an IP address; several servers are IP:PORT literals of one family, or give "
+          "one DNS name that resolves to all of them"));
+    }
+  }
+  if (!v4.empty() && !v6.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server list \"", servers, "\": mixes IPv4 and IPv6 addresses"));
+  }
+  return v4.empty() ? absl::StrCat("ipv6:", absl::StrJoin(v6, ","))
+                    : absl::StrCat("ipv4:", absl::StrJoin(v4, ","));
+}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   grpc::ChannelArguments args;
@@ -18,15 +94,25 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  absl::StatusOr<std::string> target = ChannelTarget(options.server);
+  FARM_DCHECK(target.ok(), "server list not checked by ApplySecurity");
+  const bool several = target.ok() && *target != options.server;
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (options.tls.enabled()) {
+    // An address list has no single authority; the servers' certificates are
+    // checked against the first address's host, as for one server.
+    if (several) {
+      absl::StatusOr<HostPort> first =
+          SplitHostPort(std::vector<absl::string_view>(absl::StrSplit(options.server, ','))[0]);
+      if (first.ok()) args.SetSslTargetNameOverride(first->host);
+    }
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = options.tls.root_certs;
     ssl.pem_cert_chain = options.tls.cert_chain;
     ssl.pem_private_key = options.tls.private_key;
     creds = grpc::SslCredentials(ssl);
   }
-  return grpc::CreateCustomChannel(options.server, creds, args);
+  return grpc::CreateCustomChannel(target.ok() ? *target : options.server, creds, args);
 }
 
 std::unique_ptr<grpc::ClientContext> NewContext(const ClientOptions& options,
@@ -63,8 +149,15 @@ absl::Status ApplySecurity(const SecurityFlags& flags, ClientOptions* options) {
   } else if (const char* env = std::getenv("FARM_TOKEN"); env != nullptr && *env != '\0') {
     options->token = env;
   }
-  return service::CheckPlaintextAllowed(options->server, options->tls, flags.tls.insecure,
-                                        "server");
+  if (absl::StatusOr<std::string> target = ChannelTarget(options->server); !target.ok()) {
+    return target.status();
+  }
+  for (absl::string_view address : absl::StrSplit(options->server, ',')) {
+    absl::Status allowed =
+        service::CheckPlaintextAllowed(address, options->tls, flags.tls.insecure, "server");
+    if (!allowed.ok()) return allowed;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace farm::client

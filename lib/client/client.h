@@ -25,6 +25,8 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "lib/service/tls.h"
 
@@ -33,14 +35,25 @@ namespace farm::client {
 inline constexpr char kDefaultServer[] = "127.0.0.1:7070";
 
 struct ClientOptions {
-  std::string server;  // HOST:PORT
-  std::string token;   // empty: no authorization metadata
+  // HOST:PORT, or several IP-literal HOST:PORTs separated by commas (schedulers
+  // over one database): the channel connects to the first that answers and
+  // moves to the next when it goes away. A DNS name with several addresses
+  // fails over the same way.
+  std::string server;
+  std::string token;  // empty: no authorization metadata
   // Empty: plaintext. root_certs verifies the server; cert_chain/private_key
   // are the client certificate.
   service::TlsPem tls;
 };
 
+// The gRPC target for a server list: one address as it is; several become an
+// "ipv4:" or "ipv6:" address list. InvalidArgument for an empty entry, for
+// several addresses that are not all IP literals of one family (give one DNS
+// name with several addresses instead) or for a missing port.
+absl::StatusOr<std::string> ChannelTarget(absl::string_view servers);
+
 // A channel to options.server: TLS when options.tls.enabled(), else plaintext.
+// Precondition: ChannelTarget(options.server) is OK (ApplySecurity checks it).
 std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options);
 
 // A context with a deadline of now + timeout (no deadline when timeout is
@@ -60,7 +73,8 @@ struct SecurityFlags {
 void AddSecurityOptions(CLI::App& app, SecurityFlags* out);
 
 // Loads the PEM files and the token (--token-file, else FARM_TOKEN) into
-// *options and checks the plaintext rule for options->server.
+// *options and checks options->server: a valid server list (ChannelTarget) and
+// the plaintext rule for each of its addresses.
 // InvalidArgument / FailedPrecondition with a message naming the flag.
 absl::Status ApplySecurity(const SecurityFlags& flags, ClientOptions* options);
 

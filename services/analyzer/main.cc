@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
   bool once = false;
   app.add_option("--db", db, "PostgreSQL URI")->envname("FARM_DB");
   app.add_option("--scheduler", scheduler,
-                 "scheduler HOST:PORT for submitting confirm/bisect matrices")
+                 "scheduler HOST:PORT (or several IP:PORT, comma-separated) for submitting "
+                 "confirm/bisect matrices")
       ->envname("FARM_SERVER");
   app.add_option(
       "--alertmanager", alertmanager,
