@@ -22,7 +22,8 @@ ParamSpec Int(std::string key, int64_t def, std::string unit, std::string desc, 
                    std::move(desc),
                    {},
                    min,
-                   max};
+                   max,
+                   ""};
 }
 ParamSpec Dbl(std::string key, std::string def, std::string unit, std::string desc, double min = 0,
               double max = 1e15) {
@@ -33,11 +34,12 @@ ParamSpec Dbl(std::string key, std::string def, std::string unit, std::string de
                    std::move(desc),
                    {},
                    min,
-                   max};
+                   max,
+                   ""};
 }
 ParamSpec Bool(std::string key, bool def, std::string desc) {
   return ParamSpec{
-      std::move(key), ParamKind::kBool, def ? "true" : "false", "", std::move(desc), {}, 0, 1};
+      std::move(key), ParamKind::kBool, def ? "true" : "false", "", std::move(desc), {}, 0, 1, ""};
 }
 ParamSpec Enum(std::string key, std::string def, std::vector<std::string> choices,
                std::string desc) {
@@ -48,7 +50,8 @@ ParamSpec Enum(std::string key, std::string def, std::vector<std::string> choice
                    std::move(desc),
                    std::move(choices),
                    0,
-                   0};
+                   0,
+                   ""};
 }
 
 // The cost keys, in registry order: each row is the registry entry and the
@@ -364,10 +367,17 @@ std::vector<ParamSpec> BuildParams() {
                                   "an IOMMU (dma-direct). --mode off/passthrough put every "
                                   "device on dma-direct.")));
   }
-  p.push_back(Dbl("noise.cv", "0", "ratio",
-                  "Run-to-run noise: each cost is scaled by an independent N(1, cv) factor drawn "
-                  "from the run seed. 0 = identical output for identical input.",
-                  0, 0.5));
+  ParamSpec noise = Dbl("noise.cv", "workload", "ratio",
+                        "Run-to-run noise of one repeat, a coefficient of variation drawn from "
+                        "the run seed: every IOMMU and CPU cost is scaled by its own N(1, cv) "
+                        "factor, and the workload's CPU work, device service times and "
+                        "turnaround (device latency, round trip, server time) by one factor "
+                        "each. workload = the workload's declared CV, from published repeats of "
+                        "the real tool (`farm-emu list workloads`, docs/fidelity.md); 0 = "
+                        "identical output for identical input.",
+                        0, 0.5);
+  noise.word = "workload";
+  p.push_back(noise);
 
   // ---- CPU costs.
   // ---- CPU and device costs.
@@ -411,8 +421,13 @@ absl::Status Validate(const ParamSpec& spec, std::string& value) {
       return absl::OkStatus();
     }
     case ParamKind::kDouble: {
+      if (!spec.word.empty() && value == spec.word) return absl::OkStatus();
       double v;
       if (!absl::SimpleAtod(value, &v) || !std::isfinite(v)) {
+        if (!spec.word.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "key ", spec.key, ": '", value, "' is neither a number nor '", spec.word, "'"));
+        }
         return absl::InvalidArgumentError(
             absl::StrCat("key ", spec.key, ": '", value, "' is not a number"));
       }
@@ -559,7 +574,7 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.group_nic = attach("group.nic.type");
   m.group_nvme = attach("group.nvme.type");
   m.group_zip = attach("group.zip.type");
-  m.noise_cv = std::atof(s("noise.cv").c_str());
+  if (s("noise.cv") != "workload") m.noise_cv = std::atof(s("noise.cv").c_str());
 
   for (const CostKey& c : kCostKeys) {
     if (c.count) {
@@ -579,11 +594,11 @@ DeviceAttach Model::AttachOf(const DeviceSpec& d) const {
   return a == DeviceAttach::kAuto ? d.attach : a;
 }
 
-void Model::ApplyNoise(uint64_t seed) {
-  if (noise_cv <= 0) return;
+void Model::ApplyNoise(uint64_t seed, double cv) {
+  if (cv <= 0) return;
   Rng rng(seed ^ 0x6e6f697365ULL);
   auto f = [&](Time& v) {
-    double k = 1.0 + noise_cv * rng.Normal();
+    double k = 1.0 + cv * rng.Normal();
     k = std::clamp(k, 0.5, 1.5);
     v = static_cast<Time>(std::llround(static_cast<double>(v) * k));
   };

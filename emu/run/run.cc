@@ -50,12 +50,9 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec, const DmaPathFactory
   auto model_or = Model::From(*cfg);
   if (!model_or.ok()) return model_or.status();
   Model model = *model_or;
-  model.ApplyNoise(spec.seed);
-  double noise_factor = 1.0;
-  if (model.noise_cv > 0) {
-    Rng r(spec.seed ^ 0x776f726bULL);
-    noise_factor = std::clamp(1.0 + model.noise_cv * r.Normal(), 0.5, 1.5);
-  }
+  // noise.cv=workload (the default): the real tool's run-to-run CV.
+  const double noise_cv = model.noise_cv.value_or((*info)->noise_cv);
+  model.ApplyNoise(spec.seed, noise_cv);
 
   if (absl::Status s = params->Validate(&platform); !s.ok()) return s;
   std::unique_ptr<Workload> workload = (*info)->make();
@@ -73,7 +70,7 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec, const DmaPathFactory
   ctx.platform = &platform;
   ctx.model = &model;
   ctx.seed = spec.seed;
-  ctx.noise_factor = noise_factor;
+  ctx.noise = RunNoise::Draw(spec.seed, noise_cv);
   if (absl::Status s = workload->Setup(ctx); !s.ok()) return s;
   size_t workload_cpus = engine.cpus().size();
   dma.StartDaemons(engine);
