@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -369,10 +370,11 @@ std::vector<ParamSpec> BuildParams() {
   }
   ParamSpec noise = Dbl("noise.cv", "workload", "ratio",
                         "Run-to-run noise of one repeat, a coefficient of variation drawn from "
-                        "the run seed: every IOMMU and CPU cost is scaled by its own N(1, cv) "
-                        "factor, and the workload's CPU work, device service times and "
-                        "turnaround (device latency, round trip, server time) by one factor "
-                        "each. workload = the workload's declared CV, from published repeats of "
+                        "the run seed: one N(1, cv) factor each for CPU work (every cost.* "
+                        "key and the workload's CPU costs), device work (every hw.* key and "
+                        "the workload's device service times) and turnaround (device "
+                        "latency, round trip, server time). workload = the workload's declared CV, "
+                        "from published repeats of "
                         "the real tool (`farm-emu list workloads`, docs/fidelity.md); 0 = "
                         "identical output for identical input.",
                         0, 0.5);
@@ -594,16 +596,13 @@ DeviceAttach Model::AttachOf(const DeviceSpec& d) const {
   return a == DeviceAttach::kAuto ? d.attach : a;
 }
 
-void Model::ApplyNoise(uint64_t seed, double cv) {
-  if (cv <= 0) return;
-  Rng rng(seed ^ 0x6e6f697365ULL);
-  auto f = [&](Time& v) {
-    double k = 1.0 + cv * rng.Normal();
-    k = std::clamp(k, 0.5, 1.5);
-    v = static_cast<Time>(std::llround(static_cast<double>(v) * k));
-  };
+void Model::ApplyNoise(double cpu, double device) {
   for (const CostKey& c : kCostKeys) {
-    if (c.noisy) f(CostField(*this, c));
+    if (!c.noisy) continue;
+    const double k = std::string_view(c.key).starts_with("hw.") ? device : cpu;
+    if (k == 1.0) continue;
+    Time& v = CostField(*this, c);
+    v = static_cast<Time>(std::llround(static_cast<double>(v) * k));
   }
 }
 

@@ -136,9 +136,10 @@ struct Model {
   Time mmu500_tlbi = 0, mmu500_sync = 0;
   Time iotlb_hit = 0, iotlb_miss_level = 0;
 
-  //! Scales every cost by an independent factor drawn from N(1, cv), seeded
-  //! (nothing for cv <= 0).
-  void ApplyNoise(uint64_t seed, double cv);
+  //! One repeat's run-to-run noise on the cost keys: every device cost
+  //! (hw.*) is scaled by `device`, every other cost by `cpu` (this run's CPU
+  //! speed: frequency, cache and placement move all CPU work together).
+  void ApplyNoise(double cpu, double device);
 };
 
 }  // namespace farm::emu

@@ -15,7 +15,6 @@ namespace farm::emu {
 RunNoise RunNoise::Draw(uint64_t seed, double cv) {
   RunNoise n;
   if (cv <= 0) return n;
-  // One stream per run, apart from the cost keys' (Model::ApplyNoise).
   Rng r(seed ^ 0x776f726bULL);
   auto draw = [&] { return std::clamp(1.0 + cv * r.Normal(), 0.5, 1.5); };
   n.cpu = draw();

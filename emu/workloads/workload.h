@@ -144,8 +144,8 @@ struct WorkloadReport {
 //! N(1, noise.cv) clamped to [0.5, 1.5]; all exactly 1 with noise.cv=0.
 //! Workloads apply them in Setup to what they charge and wait out.
 struct RunNoise {
-  double cpu = 1.0;         //!< workload-side CPU work (application, protocol, driver)
-  double device = 1.0;      //!< device and link service time per item (IOPS, line rate)
+  double cpu = 1.0;         //!< CPU work: the cost.* keys, the application, protocol, driver
+  double device = 1.0;      //!< device work: the hw.* keys, service time per item, line rate
   double turnaround = 1.0;  //!< latencies waited out (device latency, round trip, server)
 
   //! Draws the three factors for a run (all 1 when cv <= 0).
