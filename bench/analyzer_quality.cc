@@ -18,6 +18,15 @@
 // after the bulk matrix: confirmation with its extra repeats and the bisect)
 // and the runs the extra repeats cost per noise-only series.
 //
+// False alerts are counted the way triage records them: every confirmed
+// change becomes a regression in the state the analyzer gives it
+// (CONFIRMED; a change its confirmation does not reproduce is REJECTED and
+// raises no alert), then the planted truth triages it as a person would with
+// `farmctl regression mark ID false-positive`: a confirmed range that does
+// not hold the culprit is marked FALSE_POSITIVE. The false-alert columns are
+// the regressions in that state; the baseline's detections are counted the
+// same way.
+//
 //   analyzer_quality [--trials N] [--seed S]
 #include <cmath>
 #include <cstdio>
@@ -27,11 +36,13 @@
 #include <string>
 #include <vector>
 
+#include "iommufarm/v1/farm.pb.h"
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/detect.h"
 
 namespace {
 
+namespace pb = ::iommufarm::v1;
 using farm::analyzer::BisectOptions;
 using farm::analyzer::BisectPlanner;
 using farm::analyzer::DetectOptions;
@@ -71,12 +82,37 @@ Series Measure(Farm& farm) {
 }
 
 struct Outcome {
-  bool hit = false;      // a confirmed change whose interval holds the culprit
-  int false_alerts = 0;  // confirmed changes elsewhere
+  bool hit = false;  // a confirmed change whose interval holds the culprit
+  //! Every change the pipeline recorded, in its state after triage.
+  std::vector<pb::Regression> regressions;
   bool bisected = false;
   bool bisect_exact = false;
   int bisect_runs = 0;
+  //! False alerts: regressions triaged false-positive.
+  int false_alerts() const {
+    int n = 0;
+    for (const pb::Regression& r : regressions)
+      n += r.state() == pb::REGRESSION_STATE_FALSE_POSITIVE;
+    return n;
+  }
 };
+
+// Records a change over commits [last_good, first_bad] as the analyzer does
+// (CONFIRMED, or REJECTED when its confirmation failed), then triages a
+// confirmed one from the planted truth: FALSE_POSITIVE unless the range
+// holds the culprit. Returns whether it holds it.
+bool RecordAndTriage(Outcome& o, const Farm& farm, int last_good, int first_bad, bool confirmed) {
+  pb::Regression& r = o.regressions.emplace_back();
+  r.set_id(static_cast<int64_t>(o.regressions.size()));
+  r.set_last_good("c" + std::to_string(last_good));
+  r.set_first_bad("c" + std::to_string(first_bad));
+  r.set_direction(pb::CHANGE_DIRECTION_REGRESSION);
+  r.set_state(confirmed ? pb::REGRESSION_STATE_CONFIRMED : pb::REGRESSION_STATE_REJECTED);
+  if (!confirmed) return false;
+  const bool holds = farm.culprit > last_good && farm.culprit <= first_bad;
+  if (!holds) r.set_state(pb::REGRESSION_STATE_FALSE_POSITIVE);
+  return holds;
+}
 
 Outcome RunAnalyzer(Farm& farm, const Series& s, const DetectOptions& dopt,
                     const BisectOptions& bopt) {
@@ -99,12 +135,7 @@ Outcome RunAnalyzer(Farm& farm, const Series& s, const DetectOptions& dopt,
       interleave(static_cast<int>(good.size()));
       c = farm::analyzer::EvaluateConfirmation(good, bad, cp.relative_change, bopt);
     }
-    if (!c.confirmed) continue;
-    const bool holds = farm.culprit > cp.last_good_index && farm.culprit <= cp.first_bad_index;
-    if (!holds) {
-      ++o.false_alerts;
-      continue;
-    }
+    if (!RecordAndTriage(o, farm, cp.last_good_index, cp.first_bad_index, c.confirmed)) continue;
     o.hit = true;
     std::vector<std::string> ids;
     for (int i = cp.last_good_index; i <= cp.first_bad_index; ++i)
@@ -128,12 +159,11 @@ Outcome RunBaseline(const Farm& farm, const Series& s, const DetectOptions& dopt
   for (size_t i = 1; i < s.points.size(); ++i) {
     const auto r = farm::analyzer::WelchTTest(s.points[i - 1].values, s.points[i].values);
     if (r.p_value >= dopt.alpha || std::fabs(r.relative_change) < dopt.magnitude) continue;
-    const bool holds =
-        farm.culprit > s.points[i - 1].commit_index && farm.culprit <= s.points[i].commit_index;
-    if (holds)
+    // No confirmation step: every detection is an alert.
+    if (RecordAndTriage(o, farm, s.points[i - 1].commit_index, s.points[i].commit_index,
+                        /*confirmed=*/true)) {
       o.hit = true;
-    else
-      ++o.false_alerts;
+    }
   }
   return o;
 }
@@ -182,9 +212,9 @@ int main(int argc, char** argv) {
       Farm farm{std::mt19937_64(master()), -1, 0, cv};
       const Series s = Measure(farm);
       const int bulk = farm.runs;
-      fa += RunAnalyzer(farm, s, dopt, bopt).false_alerts;
+      fa += RunAnalyzer(farm, s, dopt, bopt).false_alerts();
       noise_runs += farm.runs - bulk;
-      fa_base += RunBaseline(farm, s, dopt).false_alerts;
+      fa_base += RunBaseline(farm, s, dopt).false_alerts();
     }
     const double per100 = 100.0 * fa / (static_cast<double>(trials) * measured);
     const double per100_base = 100.0 * fa_base / (static_cast<double>(trials) * measured);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -22,7 +23,8 @@ ParamSpec Int(std::string key, int64_t def, std::string unit, std::string desc, 
                    std::move(desc),
                    {},
                    min,
-                   max};
+                   max,
+                   ""};
 }
 ParamSpec Dbl(std::string key, std::string def, std::string unit, std::string desc, double min = 0,
               double max = 1e15) {
@@ -33,11 +35,12 @@ ParamSpec Dbl(std::string key, std::string def, std::string unit, std::string de
                    std::move(desc),
                    {},
                    min,
-                   max};
+                   max,
+                   ""};
 }
 ParamSpec Bool(std::string key, bool def, std::string desc) {
   return ParamSpec{
-      std::move(key), ParamKind::kBool, def ? "true" : "false", "", std::move(desc), {}, 0, 1};
+      std::move(key), ParamKind::kBool, def ? "true" : "false", "", std::move(desc), {}, 0, 1, ""};
 }
 ParamSpec Enum(std::string key, std::string def, std::vector<std::string> choices,
                std::string desc) {
@@ -48,7 +51,8 @@ ParamSpec Enum(std::string key, std::string def, std::vector<std::string> choice
                    std::move(desc),
                    std::move(choices),
                    0,
-                   0};
+                   0,
+                   ""};
 }
 
 // The cost keys, in registry order: each row is the registry entry and the
@@ -364,10 +368,18 @@ std::vector<ParamSpec> BuildParams() {
                                   "an IOMMU (dma-direct). --mode off/passthrough put every "
                                   "device on dma-direct.")));
   }
-  p.push_back(Dbl("noise.cv", "0", "ratio",
-                  "Run-to-run noise: each cost is scaled by an independent N(1, cv) factor drawn "
-                  "from the run seed. 0 = identical output for identical input.",
-                  0, 0.5));
+  ParamSpec noise = Dbl("noise.cv", "workload", "ratio",
+                        "Run-to-run noise of one repeat, a coefficient of variation drawn from "
+                        "the run seed: one N(1, cv) factor each for CPU work (every cost.* "
+                        "key and the workload's CPU costs), device work (every hw.* key and "
+                        "the workload's device service times) and turnaround (device "
+                        "latency, round trip, server time). workload = the workload's declared CV, "
+                        "from published repeats of "
+                        "the real tool (`farm-emu list workloads`, docs/fidelity.md); 0 = "
+                        "identical output for identical input.",
+                        0, 0.5);
+  noise.word = "workload";
+  p.push_back(noise);
 
   // ---- CPU costs.
   // ---- CPU and device costs.
@@ -411,8 +423,13 @@ absl::Status Validate(const ParamSpec& spec, std::string& value) {
       return absl::OkStatus();
     }
     case ParamKind::kDouble: {
+      if (!spec.word.empty() && value == spec.word) return absl::OkStatus();
       double v;
       if (!absl::SimpleAtod(value, &v) || !std::isfinite(v)) {
+        if (!spec.word.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "key ", spec.key, ": '", value, "' is neither a number nor '", spec.word, "'"));
+        }
         return absl::InvalidArgumentError(
             absl::StrCat("key ", spec.key, ": '", value, "' is not a number"));
       }
@@ -559,7 +576,7 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.group_nic = attach("group.nic.type");
   m.group_nvme = attach("group.nvme.type");
   m.group_zip = attach("group.zip.type");
-  m.noise_cv = std::atof(s("noise.cv").c_str());
+  if (s("noise.cv") != "workload") m.noise_cv = std::atof(s("noise.cv").c_str());
 
   for (const CostKey& c : kCostKeys) {
     if (c.count) {
@@ -579,16 +596,13 @@ DeviceAttach Model::AttachOf(const DeviceSpec& d) const {
   return a == DeviceAttach::kAuto ? d.attach : a;
 }
 
-void Model::ApplyNoise(uint64_t seed) {
-  if (noise_cv <= 0) return;
-  Rng rng(seed ^ 0x6e6f697365ULL);
-  auto f = [&](Time& v) {
-    double k = 1.0 + noise_cv * rng.Normal();
-    k = std::clamp(k, 0.5, 1.5);
-    v = static_cast<Time>(std::llround(static_cast<double>(v) * k));
-  };
+void Model::ApplyNoise(double cpu, double device) {
   for (const CostKey& c : kCostKeys) {
-    if (c.noisy) f(CostField(*this, c));
+    if (!c.noisy) continue;
+    const double k = std::string_view(c.key).starts_with("hw.") ? device : cpu;
+    if (k == 1.0) continue;
+    Time& v = CostField(*this, c);
+    v = static_cast<Time>(std::llround(static_cast<double>(v) * k));
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct ParamSpec {
   std::vector<std::string> choices;  // kEnum only
   double min = 0;                    // kInt / kDouble
   double max = 1e18;
+  //! kDouble only: a word accepted besides a number ("" = none); noise.cv's
+  //! "workload" = the workload's declared run-to-run CV.
+  std::string word;
 };
 
 //! All keys, in documentation order.
@@ -112,7 +116,9 @@ struct Model {
   //! The attachment of platform device `d`: its group.<kind>.type key (kind =
   //! the name's prefix: nic, nvme, zip), else the platform's fact.
   DeviceAttach AttachOf(const DeviceSpec& d) const;
-  double noise_cv = 0;  // noise.cv
+  //! noise.cv: a CV, or unset for "workload" (the run uses the workload's
+  //! declared CV, WorkloadInfo::noise_cv).
+  std::optional<double> noise_cv;
 
   // CPU costs (ns).
   LineCosts line;  // cost.line_*_ns, cost.lock_ns, cost.unlock_ns
@@ -130,8 +136,10 @@ struct Model {
   Time mmu500_tlbi = 0, mmu500_sync = 0;
   Time iotlb_hit = 0, iotlb_miss_level = 0;
 
-  //! Scales every cost by an independent factor drawn from N(1, cv), seeded.
-  void ApplyNoise(uint64_t seed);
+  //! One repeat's run-to-run noise on the cost keys: every device cost
+  //! (hw.*) is scaled by `device`, every other cost by `cpu` (this run's CPU
+  //! speed: frequency, cache and placement move all CPU work together).
+  void ApplyNoise(double cpu, double device);
 };
 
 }  // namespace farm::emu

@@ -66,6 +66,9 @@ void ListPlatforms() {
 void ListWorkloads() {
   for (const farm::emu::WorkloadInfo& w : farm::emu::AllWorkloads()) {
     std::cout << w.name << "\n  " << w.description << "\n";
+    std::cout << "  run-to-run CV (noise.cv=workload, the default): " << w.noise_cv
+              << (w.noise_cv > 0 ? " (source: docs/fidelity.md)" : " (no published repeats found)")
+              << "\n";
     for (const farm::emu::WorkloadParam& p : w.params) {
       std::cout << "  --param " << p.name << "="
                 << (p.default_value.empty() ? "''" : p.default_value) << "\t" << p.meaning << "\n";

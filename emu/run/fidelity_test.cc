@@ -1,7 +1,8 @@
 // Fidelity: the model against published behaviour (docs/fidelity.md).
 // One cost table per platform serves every case; nothing here tunes a run:
 // every RunSpec below uses the shipped platform, kernel and workload defaults
-// apart from run length and CPU count.
+// apart from run length and CPU count, and runs without run-to-run noise
+// (noise.cv=0): fidelity compares the model's mean behaviour.
 #include <cstdio>
 #include <map>
 #include <string>
@@ -15,6 +16,12 @@
 namespace farm::emu {
 namespace {
 
+// RunEmulation with noise.cv=0 unless the spec sets it.
+absl::StatusOr<RunResult> RunNoiseFree(RunSpec s) {
+  s.sets.emplace("noise.cv", "0");
+  return RunEmulation(s);
+}
+
 double Percent(const RunResult& r, const std::string& sym) {
   for (const ProfileEntry& e : r.profile) {
     if (e.symbol == sym) return e.percent;
@@ -23,7 +30,7 @@ double Percent(const RunResult& r, const std::string& sym) {
 }
 
 RunResult MustRun(const RunSpec& s) {
-  auto r = RunEmulation(s);
+  auto r = RunNoiseFree(s);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *r : RunResult{};
 }
@@ -126,7 +133,7 @@ TEST(Fidelity, ModeOrderingHoldsEverywhere) {
           s.mode = mode;
           s.workload = w.name;
           s.params = ShortParams(w);
-          auto r = RunEmulation(s);
+          auto r = RunNoiseFree(s);
           if (!r.ok()) {
             // Only "this platform lacks what the workload needs" may skip.
             EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)

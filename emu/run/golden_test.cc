@@ -1,8 +1,8 @@
 // Golden outputs of the emulator: `farm-emu run --format json` for every
 // platform x workload x IOMMU mode at two kernels (the catalog's oldest
-// commit and its latest), zero noise whatever the default, short windows, with the wall-clock
-// fields dropped. The model is deterministic for a given input and seed, so
-// any difference is a model change: it must come with regenerated files
+// commit and its latest), zero noise (--set noise.cv=0, whatever the
+// default), short windows, with the wall-clock fields dropped. The model is deterministic for a
+// given input and seed, so any difference is a model change: it must come with regenerated files
 // (scripts/emu-golden) in the same commit, and the commit says why.
 //
 // One file per platform and workload under testdata/golden/, keyed
@@ -52,7 +52,8 @@ nlohmann::json RunFarmEmu(const std::string& platform, const std::string& worklo
   const char* bin = std::getenv("FARM_EMU_BIN");  // another build's, to compare two trees
   std::string cmd = std::string(bin != nullptr && *bin ? bin : FARM_EMU_BIN) +
                     " run --format json --platform " + Quote(platform) + " --workload " +
-                    Quote(workload) + " --mode " + mode + " --kernel " + kernel;
+                    Quote(workload) + " --mode " + mode + " --kernel " + kernel +
+                    " --set noise.cv=0";
   auto it = ShortParams().find(workload);
   if (it != ShortParams().end()) {
     for (const std::string& p : it->second) cmd += " --param " + Quote(p);

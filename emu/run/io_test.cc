@@ -61,6 +61,7 @@ absl::StatusOr<RunResult> RunFixed(const std::string& workload, const std::strin
   s.workload = workload;
   s.params = params;
   s.seed = seed;
+  s.sets = {{"noise.cv", "0"}};  // the workload's logic alone, no run-to-run noise
   return RunEmulation(s, dma);
 }
 

@@ -35,6 +35,20 @@ absl::StatusOr<ModelConfig> ResolveModel(const RunSpec& spec) {
   return c3;
 }
 
+namespace {
+
+// The run seed mixed with the kernel and the mode (FNV-1a over both).
+uint64_t NoiseSeed(const RunSpec& spec) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const std::string* part : {&spec.kernel, &spec.mode}) {
+    for (unsigned char ch : *part) h = (h ^ ch) * 0x100000001b3ULL;
+    h = (h ^ 0xff) * 0x100000001b3ULL;  // separator
+  }
+  return spec.seed ^ h;
+}
+
+}  // namespace
+
 absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec, const DmaPathFactory& dma_path) {
   auto platform_or = FindPlatform(spec.platform);
   if (!platform_or.ok()) return platform_or.status();
@@ -50,12 +64,12 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec, const DmaPathFactory
   auto model_or = Model::From(*cfg);
   if (!model_or.ok()) return model_or.status();
   Model model = *model_or;
-  model.ApplyNoise(spec.seed);
-  double noise_factor = 1.0;
-  if (model.noise_cv > 0) {
-    Rng r(spec.seed ^ 0x776f726bULL);
-    noise_factor = std::clamp(1.0 + model.noise_cv * r.Normal(), 0.5, 1.5);
-  }
+  // noise.cv=workload (the default): the real tool's run-to-run CV. Runs
+  // of other commits or modes are other runs: their noise is drawn apart
+  // even where the farm gives them the same seed.
+  const double noise_cv = model.noise_cv.value_or((*info)->noise_cv);
+  const RunNoise noise = RunNoise::Draw(NoiseSeed(spec), noise_cv);
+  model.ApplyNoise(noise.cpu, noise.device);
 
   if (absl::Status s = params->Validate(&platform); !s.ok()) return s;
   std::unique_ptr<Workload> workload = (*info)->make();
@@ -73,7 +87,7 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec, const DmaPathFactory
   ctx.platform = &platform;
   ctx.model = &model;
   ctx.seed = spec.seed;
-  ctx.noise_factor = noise_factor;
+  ctx.noise = noise;
   if (absl::Status s = workload->Setup(ctx); !s.ok()) return s;
   size_t workload_cpus = engine.cpus().size();
   dma.StartDaemons(engine);

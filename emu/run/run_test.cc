@@ -2,9 +2,16 @@
 #include "emu/run/run.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "emu/iommu/dma_api.h"
+#include "emu/model/model_config.h"
 #include "emu/model/platform.h"
+#include "emu/workloads/workload.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -86,6 +93,95 @@ TEST(Run, DeterministicForASeedAndNoiseIsSeeded) {
   ASSERT_TRUE(n1.ok() && n2.ok());
   EXPECT_NE(n1->throughput, n2->throughput);
   EXPECT_NE(n1->throughput, a->throughput);
+}
+
+// The default noise.cv is the workload's declared run-to-run CV: repeats of
+// one cell (same spec, seeds 1..N as the farm gives its repeats) differ with
+// the default, are bit-identical with noise.cv=0, and their throughput CV is
+// the declared one within sampling error.
+struct CellCv {
+  double cv = 0;
+  size_t distinct = 0;
+};
+
+CellCv RepeatCv(const std::string& workload, const std::map<std::string, std::string>& params,
+                const std::map<std::string, std::string>& sets, int repeats) {
+  CellCv out;
+  std::vector<double> v;
+  for (int seed = 1; seed <= repeats; ++seed) {
+    RunSpec s;
+    s.platform = "intel-vtd-2s12c";
+    s.mode = "strict";
+    s.workload = workload;
+    s.params = params;
+    s.sets = sets;
+    s.seed = static_cast<uint64_t>(seed);
+    auto r = RunEmulation(s);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return out;
+    v.push_back(r->throughput);
+  }
+  double mean = 0, ss = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  for (double x : v) ss += (x - mean) * (x - mean);
+  out.cv = std::sqrt(ss / static_cast<double>(v.size() - 1)) / mean;
+  std::sort(v.begin(), v.end());
+  out.distinct = static_cast<size_t>(std::unique(v.begin(), v.end()) - v.begin());
+  return out;
+}
+
+TEST(Run, DefaultNoiseIsTheWorkloadsRunToRunCv) {
+  struct Case {
+    std::string workload;
+    std::map<std::string, std::string> params;
+  };
+  const std::vector<Case> cases = {
+      {"fio-nvme", {{"runtime_ms", "3"}, {"ramp_ms", "1"}, {"numjobs", "2"}}},
+      {"iozone-nfsrdma", {{"threads", "4"}, {"size", "16m"}, {"sim_records", "4"}}},
+  };
+  constexpr int kRepeats = 24;
+  for (const Case& c : cases) {
+    auto info = FindWorkload(c.workload);
+    ASSERT_TRUE(info.ok());
+    const double declared = (*info)->noise_cv;
+    ASSERT_GT(declared, 0) << c.workload << " declares no run-to-run noise";
+
+    CellCv quiet = RepeatCv(c.workload, c.params, {{"noise.cv", "0"}}, kRepeats);
+    EXPECT_EQ(quiet.distinct, 1u) << c.workload << ": noise.cv=0 repeats differ";
+
+    CellCv noisy = RepeatCv(c.workload, c.params, {}, kRepeats);
+    // A short fio window counts whole I/Os, so two repeats may tie.
+    EXPECT_GE(noisy.distinct, static_cast<size_t>(kRepeats * 3 / 4))
+        << c.workload << ": default-noise repeats coincide";
+    // The sample CV of 24 draws has a relative standard error of about
+    // 1/sqrt(2*23) = 15%, and a CPU-bound run feels the workload's CPU factor
+    // on only part of its cost per I/O (each IOMMU cost key has its own
+    // factor): +-50% of the declared CV, which excludes 0. The seeds are
+    // fixed, so the test is deterministic.
+    EXPECT_GT(noisy.cv, 0.5 * declared) << c.workload << " CV " << noisy.cv;
+    EXPECT_LT(noisy.cv, 1.5 * declared) << c.workload << " CV " << noisy.cv;
+
+    // An explicit CV overrides the workload's.
+    CellCv doubled =
+        RepeatCv(c.workload, c.params, {{"noise.cv", std::to_string(2 * declared)}}, kRepeats);
+    std::printf("noise %-14s declared CV %.4f: %d repeats CV %.4f; noise.cv=%.4f: CV %.4f\n",
+                c.workload.c_str(), declared, kRepeats, noisy.cv, 2 * declared, doubled.cv);
+    EXPECT_GT(doubled.cv, 2 * 0.5 * declared) << c.workload << " CV " << doubled.cv;
+    EXPECT_LT(doubled.cv, 2 * 1.5 * declared) << c.workload << " CV " << doubled.cv;
+  }
+}
+
+TEST(Run, NoiseCvAcceptsWorkloadOrANumber) {
+  ModelConfig cfg;
+  EXPECT_EQ(cfg.Get("noise.cv"), "workload");
+  EXPECT_TRUE(cfg.Apply({{"noise.cv", "0"}}).ok());
+  EXPECT_TRUE(cfg.Apply({{"noise.cv", "workload"}}).ok());
+  auto bad = cfg.Apply({{"noise.cv", "lots"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("neither a number nor 'workload'"), std::string::npos)
+      << bad.status();
+  EXPECT_FALSE(cfg.Apply({{"noise.cv", "0.9"}}).ok());
 }
 
 TEST(Run, KernelFormatIsTheToolsThreeLines) {

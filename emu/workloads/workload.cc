@@ -12,6 +12,22 @@
 
 namespace farm::emu {
 
+RunNoise RunNoise::Draw(uint64_t seed, double cv) {
+  RunNoise n;
+  if (cv <= 0) return n;
+  Rng r(seed ^ 0x776f726bULL);
+  auto draw = [&] { return std::clamp(1.0 + cv * r.Normal(), 0.5, 1.5); };
+  n.cpu = draw();
+  n.device = draw();
+  n.turnaround = draw();
+  return n;
+}
+
+Time RunNoise::Scale(Time t, double k) {
+  if (k == 1.0 || t == 0) return t;
+  return std::max<Time>(1, static_cast<Time>(std::llround(static_cast<double>(t) * k)));
+}
+
 absl::StatusOr<uint64_t> ParseSize(const std::string& text) {
   std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   if (t.empty()) return absl::InvalidArgumentError("empty size");

@@ -80,6 +80,10 @@ struct WorkloadInfo {
   std::span<const WorkloadParam> params;
   ParamStyle style = ParamStyle::kParameter;
   std::unique_ptr<Workload> (*make)() = nullptr;
+  //! Run-to-run coefficient of variation of the real tool's throughput, the
+  //! run's noise.cv unless a spec sets one; 0 where no published repeats were
+  //! found. Each workload file names its source (docs/fidelity.md lists them).
+  double noise_cv = 0;
 };
 
 //! The parameters of one run: every table entry, given or defaulted, checked
@@ -135,6 +139,21 @@ struct WorkloadReport {
   std::string tool_output;
 };
 
+//! One repeat's run-to-run noise where it arises outside the IOMMU costs:
+//! one multiplier per source, drawn once per run from the run seed, each
+//! N(1, noise.cv) clamped to [0.5, 1.5]; all exactly 1 with noise.cv=0.
+//! Workloads apply them in Setup to what they charge and wait out.
+struct RunNoise {
+  double cpu = 1.0;         //!< CPU work: the cost.* keys, the application, protocol, driver
+  double device = 1.0;      //!< device work: the hw.* keys, service time per item, line rate
+  double turnaround = 1.0;  //!< latencies waited out (device latency, round trip, server)
+
+  //! Draws the three factors for a run (all 1 when cv <= 0).
+  static RunNoise Draw(uint64_t seed, double cv);
+  //! `t` scaled by `k`, unchanged for k == 1, at least 1 when `t` was.
+  static Time Scale(Time t, double k);
+};
+
 //! What a workload can use during Setup and while running.
 struct WorkloadContext {
   Engine* engine = nullptr;
@@ -142,8 +161,7 @@ struct WorkloadContext {
   const Platform* platform = nullptr;
   const Model* model = nullptr;  // the run's resolved model (costs)
   uint64_t seed = 0;
-  //! Multiplier for workload-side costs (1 without noise; N(1, noise.cv)).
-  double noise_factor = 1.0;
+  RunNoise noise;
 };
 
 class Workload {
