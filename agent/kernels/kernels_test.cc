@@ -4,7 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -441,6 +445,65 @@ TEST(VmKernelProviderTest, RefusesWithoutImageOrQemu) {
   EXPECT_THAT(s.message(), HasSubstr("scripts/fetch-test-kernels"));
   EXPECT_EQ(vm.CanRun(Request(pb::IOMMU_MODE_UNSPECIFIED)).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The vm provider reads its kernels from a kernel store: offers carry the
+// build's commit, a request by commit finds its image.
+TEST(VmKernelProviderTest, OffersAndFindsTheStoresBuildsByCommit) {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "vm-store-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const fs::path dir = tmpl;
+  auto write_build = [&](const std::string& name, const std::string& manifest) {
+    fs::create_directories(dir / name);
+    std::ofstream(dir / name / "kernel.yaml") << manifest;
+    std::ofstream(dir / name / "vmlinuz") << "image";
+  };
+  write_build("kernel-a1-x86_64",
+              "commit: kernel-a1\nrelease: 6.1.0-57-cloud-amd64\narch: x86_64\nimage: vmlinuz\n");
+  write_build("kernel-a1-aarch64",
+              "commit: kernel-a1\nrelease: 6.1.0-57-cloud-arm64\narch: aarch64\nimage: vmlinuz\n");
+  // The bare layout still reads: commit = release = the directory's name.
+  fs::create_directories(dir / "6.1.0-50-cloud-amd64");
+  std::ofstream(dir / "6.1.0-50-cloud-amd64" / "vmlinuz") << "image";
+
+  VmConfig c;
+  c.kernels_dir = dir.string();
+  VmKernelProvider vm(c);
+  std::vector<pb::KernelOffer> offers = vm.Offers();
+  ASSERT_EQ(offers.size(), 2u);
+  EXPECT_EQ(offers[0].commit(), "6.1.0-50-cloud-amd64");
+  EXPECT_EQ(offers[0].release(), "6.1.0-50-cloud-amd64");
+  EXPECT_EQ(offers[1].commit(), "kernel-a1");
+  EXPECT_EQ(offers[1].release(), "6.1.0-57-cloud-amd64");
+  EXPECT_EQ(offers[1].machine_model(), "q35+intel-iommu");
+
+  KernelRequest r = Request(pb::IOMMU_MODE_STRICT);
+  r.commit = "kernel-a1";
+  r.kernel_release = "6.1.0-57-cloud-amd64";
+  absl::StatusOr<kstore::KernelBuild> b = vm.FindKernel(r);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->ImagePath(), (dir / "kernel-a1-x86_64" / "vmlinuz").string());
+  r.commit.clear();
+  r.kernel_release = "6.1.0-50-cloud-amd64";
+  b = vm.FindKernel(r);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->ImagePath(), (dir / "6.1.0-50-cloud-amd64" / "vmlinuz").string());
+  // The commit's build is another release than the job names.
+  r.commit = "kernel-a1";
+  r.kernel_release = "6.1.0-50-cloud-amd64";
+  EXPECT_EQ(vm.FindKernel(r).status().message(),
+            "the store's build of commit kernel-a1 is 6.1.0-57-cloud-amd64, the job wants "
+            "6.1.0-50-cloud-amd64");
+  r.commit = "kernel-zz";
+  EXPECT_THAT(vm.FindKernel(r).status().message(), HasSubstr("farmctl kernels import"));
+
+  c.arch = kArchArm64;
+  VmKernelProvider arm(c);
+  offers = arm.Offers();
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(offers[0].release(), "6.1.0-57-cloud-arm64");
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -305,24 +305,15 @@ std::string VmKernelProvider::MachineModel() const {
 }
 
 std::vector<pb::KernelOffer> VmKernelProvider::Offers() const {
-  std::vector<std::string> releases;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(config_.kernels_dir, ec)) {
-    const std::string release = e.path().filename().string();
-    absl::StatusOr<std::string> image = KernelImagePath(config_.kernels_dir, release);
-    if (!image.ok() || !fs::is_regular_file(*image, ec)) continue;
-    std::ifstream arch_file(e.path() / "arch");
-    std::string arch = kArchX86;
-    if (arch_file) std::getline(arch_file, arch);
-    if (absl::StripAsciiWhitespace(arch) != config_.arch) continue;
-    releases.push_back(release);
-  }
-  std::sort(releases.begin(), releases.end());
+  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
   std::vector<pb::KernelOffer> out;
-  for (const std::string& release : releases) {
+  if (!store.ok()) return out;
+  for (const kstore::KernelBuild& b : store->builds) {
+    if (b.arch != config_.arch) continue;
     pb::KernelOffer& o = out.emplace_back();
     o.set_provider("vm");
-    o.set_release(release);
+    o.set_release(b.release);
+    o.set_commit(b.commit);
     for (pb::IommuMode m : Modes()) o.add_modes(m);
     o.set_architecture(config_.arch);
     o.set_machine_model(MachineModel());
@@ -331,18 +322,48 @@ std::vector<pb::KernelOffer> VmKernelProvider::Offers() const {
   return out;
 }
 
+absl::StatusOr<kstore::KernelBuild> VmKernelProvider::FindKernel(
+    const KernelRequest& request) const {
+  if (request.commit.empty()) {
+    // A release that is not a plain name is refused before the store is read.
+    if (absl::StatusOr<std::string> p =
+            KernelImagePath(config_.kernels_dir, request.kernel_release);
+        !p.ok()) {
+      return p.status();
+    }
+  }
+  const std::string wanted =
+      request.commit.empty() ? request.kernel_release : absl::StrCat("commit ", request.commit);
+  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
+  if (!store.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no kernel image for ", wanted, " (", store.status().message(),
+                     "; scripts/fetch-test-kernels fetches the test kernels)"));
+  }
+  for (const kstore::KernelBuild& b : store->builds) {
+    if (b.arch != config_.arch) continue;
+    if (request.commit.empty() ? b.release == request.kernel_release : b.commit == request.commit) {
+      if (!request.kernel_release.empty() && b.release != request.kernel_release) {
+        return absl::FailedPreconditionError(absl::StrCat("the store's build of ", wanted, " is ",
+                                                          b.release, ", the job wants ",
+                                                          request.kernel_release));
+      }
+      return b;
+    }
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("no kernel image for ", wanted, " (", config_.arch, ") in ", config_.kernels_dir,
+                   "; scripts/fetch-test-kernels fetches the test kernels, "
+                   "farmctl kernels import adds a .deb"));
+}
+
 absl::Status VmKernelProvider::CanRun(const KernelRequest& request) const {
   if (request.mode == pb::IOMMU_MODE_UNSPECIFIED) {
     return absl::InvalidArgumentError("the request names no IOMMU mode");
   }
-  absl::StatusOr<std::string> image = KernelImagePath(config_.kernels_dir, request.kernel_release);
-  if (!image.ok()) return image.status();
+  absl::StatusOr<kstore::KernelBuild> build = FindKernel(request);
+  if (!build.ok()) return build.status();
   std::error_code ec;
-  if (!fs::is_regular_file(*image, ec)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no kernel image for ", request.kernel_release, " (", *image,
-                     "; scripts/fetch-test-kernels fetches the test kernels)"));
-  }
   if (!fs::is_regular_file(config_.initramfs, ec)) {
     return absl::FailedPreconditionError(absl::StrCat("no guest initramfs '", config_.initramfs,
                                                       "' (scripts/build-guest-root builds it)"));
@@ -386,7 +407,9 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
   q.accel = config_.accel;
   q.memory_mib = config_.memory_mib;
   q.cpus = config_.cpus;
-  q.kernel = *KernelImagePath(config_.kernels_dir, request.kernel_release);
+  absl::StatusOr<kstore::KernelBuild> build = FindKernel(request);
+  if (!build.ok()) return build.status();
+  q.kernel = build->ImagePath();
   q.initrd = (scratch / "initrd").string();
   q.nvme_image = (scratch / "nvme.img").string();
   q.console_log = (scratch / "console.log").string();
@@ -456,7 +479,10 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
   absl::StatusOr<std::string> console = ReadFile(q.console_log);
   if (!channel.ok()) return channel.status();
   if (!console.ok()) return console.status();
-  absl::StatusOr<KernelRun> run = InterpretGuestRun(request, *channel, *console, exit);
+  // A request by commit proves the store's release for it.
+  KernelRequest booted = request;
+  booted.kernel_release = build->release;
+  absl::StatusOr<KernelRun> run = InterpretGuestRun(booted, *channel, *console, exit);
   if (!run.ok()) return run.status();
   run->accel = config_.accel;
   run->machine_model = MachineModel();

@@ -33,6 +33,7 @@
 
 #include "absl/strings/string_view.h"
 #include "agent/kernels/kernel_provider.h"
+#include "lib/kstore/kernel_store.h"
 
 namespace farm::kernels {
 
@@ -46,8 +47,9 @@ struct VmConfig {
   // aarch64 only: pauth-impdef keeps `max`'s features but makes pointer
   // authentication cheap under TCG.
   std::string cpu = "max,pauth-impdef=on";
-  // Kernel images as scripts/fetch-test-kernels lays them out:
-  // <kernels_dir>/<release>/vmlinuz.
+  // The kernel store (lib/kstore/kernel_store.h): build directories with a
+  // kernel.yaml, or <kernels_dir>/<release>/vmlinuz as
+  // scripts/fetch-test-kernels lays them out.
   std::string kernels_dir = "/var/cache/iommu-farm/kernels";
   std::string initramfs;  // scripts/build-guest-root's initramfs.cpio
   std::string allow_dir;  // the only place scratch files are made
@@ -144,10 +146,13 @@ class VmKernelProvider : public KernelProvider {
   // passthrough and strict (lazy ends as strict, so it is not offered); on
   // virt + SMMUv3 all four.
   std::vector<iommufarm::v1::IommuMode> Modes() const;
-  // One offer per release under kernels_dir with a vmlinuz, sorted by
-  // release; a release directory whose `arch` file names another
-  // architecture than the config's is skipped (no file: x86_64).
+  // One offer per build of the store for the config's architecture, sorted
+  // by commit id, with the build's commit and release.
   std::vector<iommufarm::v1::KernelOffer> Offers() const;
+  // The store's build the request names: the build of request.commit when
+  // set, else the first build of request.kernel_release; for the config's
+  // architecture. FailedPrecondition naming what is missing.
+  absl::StatusOr<kstore::KernelBuild> FindKernel(const KernelRequest& request) const;
   // "q35+intel-iommu" or "virt+smmuv3".
   std::string MachineModel() const;
 

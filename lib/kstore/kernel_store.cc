@@ -9,6 +9,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -23,7 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kKeys[] = {"commit", "release", "arch",    "image",
+constexpr const char* kKeys[] = {"commit", "release", "arch",    "image", "initrd",
                                  "config", "modules", "version", "source"};
 
 std::string Join(const std::string& dir, const std::string& rel) {
@@ -86,6 +88,7 @@ absl::StatusOr<KernelBuild> ReadBareBuild(const fs::path& dir) {
 }  // namespace
 
 std::string KernelBuild::ImagePath() const { return Join(dir, image); }
+std::string KernelBuild::InitrdPath() const { return Join(dir, initrd); }
 std::string KernelBuild::ConfigPath() const { return Join(dir, config); }
 std::string KernelBuild::ModulesPath() const { return Join(dir, modules); }
 
@@ -131,6 +134,7 @@ absl::StatusOr<KernelBuild> ParseManifest(absl::string_view text, absl::string_v
   b.release = values["release"];
   b.arch = values["arch"];
   b.image = values["image"];
+  b.initrd = values["initrd"];
   b.config = values["config"];
   b.modules = values["modules"];
   b.version = values["version"];
@@ -146,6 +150,7 @@ absl::StatusOr<KernelBuild> ParseManifest(absl::string_view text, absl::string_v
     return fail(absl::StrCat("arch '", b.arch, "' unknown (", kArchX86, ", ", kArchArm64, ")"));
   }
   for (const auto& [key, path] : {std::pair<const char*, std::string>{"image", b.image},
+                                  {"initrd", b.initrd},
                                   {"config", b.config},
                                   {"modules", b.modules}}) {
     if (!path.empty() && !SafeRelative(path)) {
@@ -166,6 +171,7 @@ std::string FormatManifest(const KernelBuild& b) {
   put("release", b.release);
   put("arch", b.arch);
   put("image", b.image);
+  put("initrd", b.initrd);
   put("config", b.config);
   put("modules", b.modules);
   put("version", b.version);
@@ -203,23 +209,24 @@ absl::StatusOr<StoreListing> ReadStore(const std::string& dir) {
   }
   std::sort(dirs.begin(), dirs.end());
   StoreListing out;
-  std::map<std::string, std::string> seen;  // commit -> build dir
+  std::map<std::pair<std::string, std::string>, std::string> seen;  // (commit, arch) -> dir
   for (const fs::path& d : dirs) {
     absl::StatusOr<KernelBuild> b = ReadBuild(d.string());
     if (!b.ok()) {
       out.problems.push_back(std::string(b.status().message()));
       continue;
     }
-    auto [it, fresh] = seen.emplace(b->commit, b->dir);
+    auto [it, fresh] = seen.emplace(std::make_pair(b->commit, b->arch), b->dir);
     if (!fresh) {
-      out.problems.push_back(absl::StrCat(d.string(), ": commit ", b->commit,
-                                          " already has the build in ", it->second));
+      out.problems.push_back(absl::StrCat(d.string(), ": commit ", b->commit, " (", b->arch,
+                                          ") already has the build in ", it->second));
       continue;
     }
     out.builds.push_back(*std::move(b));
   }
-  std::sort(out.builds.begin(), out.builds.end(),
-            [](const KernelBuild& a, const KernelBuild& b) { return a.commit < b.commit; });
+  std::sort(out.builds.begin(), out.builds.end(), [](const KernelBuild& a, const KernelBuild& b) {
+    return std::tie(a.commit, a.arch) < std::tie(b.commit, b.arch);
+  });
   return out;
 }
 
@@ -322,10 +329,17 @@ absl::StatusOr<KernelBuild> ImportDeb(const std::string& store_dir, const DebImp
 
   fs::create_directories(store_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("mkdir ", store_dir, ": ", ec.message()));
-  const fs::path target = fs::path(store_dir) / request.commit;
-  if (fs::exists(target, ec) && !request.replace) {
-    return absl::AlreadyExistsError(absl::StrCat("commit ", request.commit,
-                                                 " already has a build in ", target.string(),
+  const fs::path target = fs::path(store_dir) / absl::StrCat(request.commit, "-", arch);
+  // The key is (commit, arch), wherever its directory is.
+  fs::path existing;
+  if (absl::StatusOr<StoreListing> listing = ReadStore(store_dir); listing.ok()) {
+    for (const KernelBuild& b : listing->builds) {
+      if (b.commit == request.commit && b.arch == arch) existing = b.dir;
+    }
+  }
+  if (!existing.empty() && !request.replace) {
+    return absl::AlreadyExistsError(absl::StrCat("commit ", request.commit, " (", arch,
+                                                 ") already has a build in ", existing.string(),
                                                  " (--replace to overwrite)"));
   }
   std::string tmpl = (fs::path(store_dir) / ".import-XXXXXX").string();
@@ -392,11 +406,13 @@ absl::StatusOr<KernelBuild> ImportDeb(const std::string& store_dir, const DebImp
                   fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                       fs::perms::others_read | fs::perms::others_exec,
                   ec);
-  if (fs::exists(target, ec)) {
-    // Moved aside first so that the rename below is the only visible step.
-    const fs::path old = work / "replaced";
-    fs::rename(target, old, ec);
-    if (ec) return absl::InternalError(absl::StrCat("move ", target.string(), ": ", ec.message()));
+  // The replaced build is moved aside first, so that the rename below is the
+  // step that makes the new one visible.
+  for (const fs::path& old : {existing, target}) {
+    if (old.empty() || !fs::exists(old, ec)) continue;
+    fs::rename(old, work / "replaced", ec);
+    if (ec) return absl::InternalError(absl::StrCat("move ", old.string(), ": ", ec.message()));
+    fs::remove_all(work / "replaced", ec);
   }
   fs::rename(out, target, ec);
   if (ec)

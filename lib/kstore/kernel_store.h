@@ -7,6 +7,7 @@
 //   release: 6.1.0-57-cloud-arm64   # required: the kernel's `uname -r`
 //   arch: aarch64                   # required: x86_64 or aarch64
 //   image: vmlinuz                  # required: the bootable image
+//   initrd: initrd.img              # optional: its initramfs (bare-metal kexec)
 //   config: config                  # optional: the kernel's .config
 //   modules: modules                # optional: its lib/modules/<release>
 //   version: 6.1.192-3              # optional: orders builds in a catalog
@@ -18,6 +19,9 @@
 // DIR/<release>/vmlinuz, `arch` and `config` beside it) reads as the build
 // whose commit and release are the directory's name. Directories starting
 // with '.' are work in progress and skipped.
+//
+// A build is keyed by (commit, arch): one commit may have a build per guest
+// architecture.
 //
 // ImportDeb turns a Debian linux-image package into a build (dpkg-deb -x;
 // the image from boot/vmlinuz-<release>, boot/config-<release>, the modules
@@ -49,6 +53,7 @@ struct KernelBuild {
   std::string release;
   std::string arch;
   std::string image;    // relative to dir
+  std::string initrd;   // relative to dir; "" when the build has none
   std::string config;   // relative to dir; "" when the build has none
   std::string modules;  // relative to dir; "" when the build has none
   std::string version;  // "" when the manifest names none
@@ -56,6 +61,7 @@ struct KernelBuild {
   std::string dir;  // the build directory (filled by ReadBuild / ReadStore)
 
   std::string ImagePath() const;
+  std::string InitrdPath() const;   // "" when no initrd
   std::string ConfigPath() const;   // "" when no config
   std::string ModulesPath() const;  // "" when no modules
 };
@@ -80,13 +86,13 @@ bool IsPlainName(absl::string_view name);
 absl::StatusOr<KernelBuild> ReadBuild(const std::string& build_dir);
 
 struct StoreListing {
-  std::vector<KernelBuild> builds;    // sorted by commit id, one per commit
+  std::vector<KernelBuild> builds;    // sorted by (commit, arch), one per key
   std::vector<std::string> problems;  // builds skipped, each with its reason
 };
 
 // Every build of the store at `dir`. NotFound when `dir` is not a directory.
-// A build that does not read, or that repeats a commit already listed (in
-// directory-name order), is skipped and named in `problems`.
+// A build that does not read, or that repeats a (commit, arch) already
+// listed (in directory-name order), is skipped and named in `problems`.
 absl::StatusOr<StoreListing> ReadStore(const std::string& dir);
 
 // Builds in catalog order, oldest first: by `version` (else release) in
@@ -110,11 +116,12 @@ struct DebImport {
   std::string dpkg_deb = "dpkg-deb";  // a name on PATH or a path
 };
 
-// Imports a Debian linux-image package as the build of `request.commit`,
-// in `store_dir`/<commit> (the store directory is made when missing).
+// Imports a Debian linux-image package as the build of `request.commit`
+// for the package's architecture, in `store_dir`/<commit>-<arch> (the store
+// directory is made when missing; a replaced build's directory goes).
 // InvalidArgument for a bad commit id, a file that is not a linux-image
 // package (no boot/vmlinuz-<release>) or an architecture the farm does not
-// boot; AlreadyExists when the commit has a build and !replace;
+// boot; AlreadyExists when (commit, arch) has a build and !replace;
 // FailedPrecondition when dpkg-deb is missing or fails; Internal for I/O.
 absl::StatusOr<KernelBuild> ImportDeb(const std::string& store_dir, const DebImport& request);
 

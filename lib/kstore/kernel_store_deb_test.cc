@@ -77,7 +77,7 @@ TEST_F(DebImportTest, ImportsImageConfigAndModules) {
   EXPECT_EQ(b->arch, "x86_64");
   EXPECT_EQ(b->version, "6.1.999-1");
   EXPECT_EQ(b->source, "test-amd64.deb");
-  EXPECT_EQ(b->dir, (store_ / "c588072bba6b").string());
+  EXPECT_EQ(b->dir, (store_ / "c588072bba6b-x86_64").string());
   EXPECT_EQ(Slurp(b->ImagePath()), "MZimage");
   EXPECT_TRUE(fs::is_regular_file(fs::path(b->ModulesPath()) / "kernel" / "nvme.ko"));
   EXPECT_TRUE(BuildConfigEnabled(*b, "CONFIG_AMD_IOMMU"));
@@ -101,6 +101,15 @@ TEST_F(DebImportTest, ImportsImageConfigAndModules) {
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
   again = ImportDeb(store_.string(), Import(deb, "c588072bba6b", true));
   EXPECT_TRUE(again.ok()) << again.status();
+  // The arm64 build of the same commit is another build.
+  absl::StatusOr<KernelBuild> arm =
+      ImportDeb(store_.string(), Import(BuildDeb("arm64"), "c588072bba6b"));
+  ASSERT_TRUE(arm.ok()) << arm.status();
+  EXPECT_EQ(arm->arch, "aarch64");
+  s = ReadStore(store_.string());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->builds.size(), 2u);
+  EXPECT_TRUE(s->problems.empty());
 }
 
 TEST_F(DebImportTest, RefusesWhatIsNotABootableKernelPackage) {
@@ -121,8 +130,9 @@ TEST_F(DebImportTest, RefusesWhatIsNotABootableKernelPackage) {
   std::ofstream(dir_ / "junk.deb") << "not an archive";
   b = ImportDeb(store_.string(), Import((dir_ / "junk.deb"), "k3"));
   EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_FALSE(fs::exists(store_ / "k1"));
-  EXPECT_FALSE(fs::exists(store_ / "k3"));
+  EXPECT_FALSE(fs::exists(store_ / "k1-x86_64"));
+  EXPECT_FALSE(fs::exists(store_ / "k3-x86_64"));
+  EXPECT_TRUE(ReadStore(store_.string())->builds.empty());
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ TEST(ParseManifest, ErrorsNameTheFileAndTheKey) {
             "store/x/kernel.yaml: missing 'image'");
   EXPECT_EQ(ParseError(std::string(kGood) + "imgae: vmlinuz\n"),
             "store/x/kernel.yaml: unknown key 'imgae' (known: commit, release, arch, image, "
-            "config, modules, version, source)");
+            "initrd, config, modules, version, source)");
   EXPECT_EQ(ParseError("commit: a\nrelease: r\narch: riscv64\nimage: vmlinuz\n"),
             "store/x/kernel.yaml: arch 'riscv64' unknown (x86_64, aarch64)");
   EXPECT_EQ(ParseError("commit: a/b\nrelease: r\narch: x86_64\nimage: vmlinuz\n"),
@@ -127,13 +127,19 @@ TEST_F(StoreTest, ReadsManifestsAndTheBareLayout) {
   // Work in progress and a build whose image is missing.
   Write(".import-abc/build/vmlinuz", "half");
   Write("broken/kernel.yaml", "commit: b\nrelease: r\narch: x86_64\nimage: vmlinuz\n");
-  // The same commit twice: the first directory in name order wins.
+  // The same commit and arch twice: the first directory in name order wins;
+  // another arch of the commit is a build of its own.
   Write("zz-again/kernel.yaml", kGood);
   Write("zz-again/vmlinuz", "image");
+  Write("v6.1.192-x86/kernel.yaml",
+        "commit: v6.1.192\nrelease: 6.1.0-57-cloud-amd64\narch: x86_64\nimage: vmlinuz\n");
+  Write("v6.1.192-x86/vmlinuz", "image");
 
   absl::StatusOr<StoreListing> s = ReadStore(dir_.string());
   ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_EQ(s->builds.size(), 2u);
+  ASSERT_EQ(s->builds.size(), 3u);
+  EXPECT_EQ(s->builds[2].commit, "v6.1.192");
+  EXPECT_EQ(s->builds[2].arch, "x86_64");
   EXPECT_EQ(s->builds[0].commit, "6.1.0-50-cloud-amd64");
   EXPECT_EQ(s->builds[0].release, "6.1.0-50-cloud-amd64");
   EXPECT_EQ(s->builds[0].arch, "x86_64");
@@ -146,7 +152,7 @@ TEST_F(StoreTest, ReadsManifestsAndTheBareLayout) {
   EXPECT_EQ(s->problems[0], (dir_ / "broken" / "kernel.yaml").string() +
                                 ": image 'vmlinuz' is not a file in " + (dir_ / "broken").string());
   EXPECT_EQ(s->problems[1], (dir_ / "zz-again").string() +
-                                ": commit v6.1.192 already has the build in " +
+                                ": commit v6.1.192 (aarch64) already has the build in " +
                                 (dir_ / "v6.1.192").string());
 }
 
