@@ -45,6 +45,9 @@ struct KernelRequest {
   // The commit id of a kernel store's build (lib/kstore); "" when the release
   // alone names the kernel.
   std::string commit;
+  // The IOMMU model to boot under (KernelOffer.machine_model); "" for the
+  // provider's default.
+  std::string machine_model;
   iommufarm::v1::IommuMode mode = iommufarm::v1::IOMMU_MODE_UNSPECIFIED;
   // The tool's validated argv (argv[0] "fio"); empty: boot and report facts
   // only. Arguments are passed verbatim, never through a shell.
