@@ -81,15 +81,20 @@ int main(int argc, char** argv) {
   app.add_option("--emu-catalog", executor_config.emu_catalog,
                  "commit catalog file for the emulator (default: the shipped "
                  "linux-iommu catalog)");
-  app.add_option("--vm-kernels", executor_config.vm_kernels_dir,
-                 "offer fio under the kernels in DIR (DIR/<release>/vmlinuz, as "
-                 "scripts/fetch-test-kernels lays them out) booted under QEMU q35 + intel-iommu; "
-                 "needs --vm-initramfs, QEMU and an --allow-dir for scratch files");
+  app.add_option("--kernel-store,--vm-kernels", executor_config.vm_kernels_dir,
+                 "offer fio under the kernels of the kernel store DIR (build directories with a "
+                 "kernel.yaml, e.g. from farmctl kernels import, or DIR/<release>/vmlinuz as "
+                 "scripts/fetch-test-kernels lays them out), each advertised with its commit id "
+                 "and release, booted under QEMU q35 + intel-iommu (or amd-iommu for a kernel "
+                 "built with it); needs --vm-initramfs, QEMU "
+                 "and an --allow-dir for scratch files");
   app.add_option("--vm-initramfs", executor_config.vm_initramfs,
                  "the guest root scripts/build-guest-root built (initramfs.cpio)");
-  app.add_option("--qemu", executor_config.qemu, "QEMU for --vm-kernels")->capture_default_str();
-  app.add_option("--vm-accel", executor_config.vm_accel, "QEMU accelerator for --vm-kernels")
-      ->check(CLI::IsMember({"tcg", "kvm"}))
+  app.add_option("--qemu", executor_config.qemu, "QEMU for --kernel-store")->capture_default_str();
+  app.add_option("--vm-accel", executor_config.vm_accel,
+                 "QEMU accelerator for --kernel-store: tcg, kvm, or auto (tries one KVM boot at "
+                 "start and falls back to tcg; the agent prints which)")
+      ->check(CLI::IsMember({"auto", "tcg", "kvm"}))
       ->capture_default_str();
   if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
   if (options.name.empty()) {

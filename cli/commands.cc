@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cli/format.h"
 #include "cli/git_import.h"
+#include "cli/kernels.h"
 #include "cli/report.h"
 
 namespace farm::cli {
@@ -447,6 +448,49 @@ int Commands::RunCatalogImportGit(const std::string& repo, const std::string& ra
   if (!status.ok()) return Fail("ImportGitCatalog", client::ToAbsl(status));
   out_ << "catalog " << response.catalog().name() << ": added " << response.added() << " of "
        << request.commits_size() << " commits from " << range << "\n";
+  return 0;
+}
+
+int Commands::RunKernelsImport(const std::string& store, const std::string& deb,
+                               const std::string& commit, bool replace) {
+  kstore::DebImport request;
+  request.deb = deb;
+  request.commit = commit;
+  request.replace = replace;
+  absl::StatusOr<kstore::KernelBuild> b = kstore::ImportDeb(store, request);
+  if (!b.ok()) return Fail(absl::StrCat("kernels import ", deb), b.status());
+  out_ << "imported " << b->commit << " (" << b->arch << "): " << b->release
+       << (b->modules.empty() ? "" : ", modules") << (b->config.empty() ? "" : ", config") << " in "
+       << b->dir << "\n";
+  return 0;
+}
+
+int Commands::RunKernelsList(const std::string& store) {
+  absl::StatusOr<kstore::StoreListing> listing = kstore::ReadStore(store);
+  if (!listing.ok()) return Fail("kernels list", listing.status());
+  for (const std::string& p : listing->problems) err_ << "farmctl: skipped: " << p << "\n";
+  out_ << FormatKernelBuilds(listing->builds);
+  return 0;
+}
+
+int Commands::RunKernelsCatalog(const std::string& store, const std::string& catalog) {
+  absl::StatusOr<kstore::StoreListing> listing = kstore::ReadStore(store);
+  if (!listing.ok()) return Fail("kernels catalog", listing.status());
+  for (const std::string& p : listing->problems) err_ << "farmctl: skipped: " << p << "\n";
+  if (listing->builds.empty()) {
+    return Fail("kernels catalog", absl::InvalidArgumentError(
+                                       absl::StrCat("kernel store ", store, " holds no build")));
+  }
+  pb::ImportGitCatalogRequest request = KernelCatalogRequest(listing->builds, catalog, store);
+  pb::ImportGitCatalogResponse response;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = jobs_->ImportGitCatalog(ctx.get(), request, &response);
+  if (!status.ok()) return Fail("ImportGitCatalog", client::ToAbsl(status));
+  out_ << "catalog " << response.catalog().name() << ": added " << response.added() << " of "
+       << request.commits_size() << " kernel commits from " << store << "\n";
+  for (const pb::CatalogCommit& c : request.commits()) {
+    out_ << "  " << c.id() << "\t" << c.subject() << "\n";
+  }
   return 0;
 }
 

@@ -47,6 +47,12 @@ class Commands {
   int RunCatalogLoad(const std::string& path, bool replace);
   int RunCatalogImportGit(const std::string& repo, const std::string& range,
                           const std::string& catalog);
+  // Kernel stores (lib/kstore). import and list work on the local store
+  // only; catalog adds the store's commits to a catalog on the server.
+  int RunKernelsImport(const std::string& store, const std::string& deb, const std::string& commit,
+                       bool replace);
+  int RunKernelsList(const std::string& store);
+  int RunKernelsCatalog(const std::string& store, const std::string& catalog);
   int RunRegressions(bool all, OutputFormat format);
   int RunRegressionShow(int64_t regression_id, OutputFormat format);
   // `state` is a triage state (ParseRegressionMark) or kReopen.

@@ -33,7 +33,8 @@ farm::cli::OutputFormat ToFormat(const std::string& s) {
 int main(int argc, char** argv) {
   CLI::App app{
       "farmctl: submit and follow iommu-farm matrices, read results, agents, "
-      "catalogs and regressions, write HTML reports.\nExit status: 0 ok, 1 server or I/O error "
+      "catalogs, kernel stores and regressions, write HTML reports.\nExit status: 0 ok, 1 server "
+      "or I/O error "
       "(or a --wait matrix with failed jobs), 2 usage error."};
   app.require_subcommand(1);
   farm::client::ClientOptions options;
@@ -134,6 +135,35 @@ int main(int argc, char** argv) {
   catalog_git->add_option("--catalog", git_catalog,
                           "catalog to extend or create (default linux-iommu)");
 
+  // kernel stores
+  std::string kernels_store;
+  std::string kernels_deb;
+  std::string kernels_commit;
+  std::string kernels_catalog = "linux-iommu";
+  bool kernels_replace = false;
+  auto* kernels =
+      app.add_subcommand("kernels", "kernel stores: kernel builds per commit id (docs/kernels.md)");
+  kernels->require_subcommand(1);
+  auto* kernels_import = kernels->add_subcommand(
+      "import",
+      "add a Debian linux-image .deb to a local kernel store as the build of --commit "
+      "(image, config and modules extracted with dpkg-deb)");
+  kernels_import->add_option("--store", kernels_store, "kernel store directory")->required();
+  kernels_import->add_option("deb", kernels_deb, "the linux-image-*.deb")->required();
+  kernels_import->add_option("--commit", kernels_commit, "commit id the kernel is built from")
+      ->required();
+  kernels_import->add_flag("--replace", kernels_replace,
+                           "replace the commit's build for that architecture");
+  auto* kernels_list = kernels->add_subcommand("list", "list a local kernel store's builds");
+  kernels_list->add_option("--store", kernels_store, "kernel store directory")->required();
+  auto* kernels_catalog_cmd = kernels->add_subcommand(
+      "catalog",
+      "add a kernel store's commits (with their kernel releases in the subject) to a catalog "
+      "on the server; commits it already holds are kept");
+  kernels_catalog_cmd->add_option("--store", kernels_store, "kernel store directory")->required();
+  kernels_catalog_cmd->add_option("--catalog", kernels_catalog,
+                                  "catalog to extend or create (default linux-iommu)");
+
   // analysis
   bool regs_all = false;
   std::string regs_format;
@@ -227,6 +257,11 @@ int main(int argc, char** argv) {
   if (*catalog_show) return commands.RunCatalogShow(show_name, show_resolve);
   if (*catalog_load) return commands.RunCatalogLoad(load_file, load_replace);
   if (*catalog_git) return commands.RunCatalogImportGit(git_repo, git_range, git_catalog);
+  if (*kernels_import) {
+    return commands.RunKernelsImport(kernels_store, kernels_deb, kernels_commit, kernels_replace);
+  }
+  if (*kernels_list) return commands.RunKernelsList(kernels_store);
+  if (*kernels_catalog_cmd) return commands.RunKernelsCatalog(kernels_store, kernels_catalog);
   if (*regressions) return commands.RunRegressions(regs_all, ToFormat(regs_format));
   if (*reg_show) return commands.RunRegressionShow(reg_show_id, ToFormat(reg_show_format));
   if (*reg_mark) return commands.RunRegressionMark(reg_mark_id, reg_mark_state, reg_mark_note);

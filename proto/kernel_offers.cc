@@ -53,7 +53,8 @@ bool KernelMatches(std::string_view commit_id, std::string_view kernel_release) 
 }
 
 bool OfferRuns(const pb::KernelOffer& offer, const pb::Job& job) {
-  if (!KernelMatches(job.commit_id(), offer.release())) return false;
+  const bool by_commit = !offer.commit().empty() && offer.commit() == job.commit_id();
+  if (!by_commit && !KernelMatches(job.commit_id(), offer.release())) return false;
   // The host's command line is not the job's to change.
   if (offer.provider() == "host" && job.workload().params().count(kKernelParamsKey) > 0) {
     return false;

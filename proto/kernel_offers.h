@@ -4,8 +4,9 @@
 // provider that runs a leased job (agent/executors/kernel_executor.h).
 //
 // The rule: an agent may run a fio/iozone job when its capability for the
-// job's executor has an offer whose `release` the job's commit id names
-// (KernelMatches) and whose `modes` contain the job's mode; a job with extra
+// job's executor has an offer whose `commit` equals the job's commit id or
+// whose `release` the job's commit id names (KernelMatches), and whose
+// `modes` contain the job's mode; a job with extra
 // kernel parameters (workload param `kernel_params`, kernel_params.h) is
 // never run by a `host` offer. A capability
 // that lists no offers stands for one implicit `host` offer: the host facts'
@@ -32,7 +33,8 @@ namespace farm::proto {
 //     "c588072bba6b"), case-insensitively, not followed by another hex digit.
 bool KernelMatches(std::string_view commit_id, std::string_view kernel_release);
 
-// KernelMatches(job.commit_id(), offer.release()), job.mode() is one of
+// offer.commit() is non-empty and equals job.commit_id(), or
+// KernelMatches(job.commit_id(), offer.release()); job.mode() is one of
 // offer.modes(), and the offer is not `host` when the job has kernel_params.
 bool OfferRuns(const iommufarm::v1::KernelOffer& offer, const iommufarm::v1::Job& job);
 

@@ -26,7 +26,6 @@ absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> MakeVmProvider(
   vm.kernels_dir = config.vm_kernels_dir;
   vm.initramfs = config.vm_initramfs;
   vm.allow_dir = config.allow_dirs.front();
-  vm.accel = config.vm_accel;
   absl::StatusOr<std::string> version = kernels::QemuVersion(vm.qemu);
   if (!version.ok()) return version.status();
   std::error_code ec;
@@ -34,14 +33,30 @@ absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> MakeVmProvider(
     return absl::FailedPreconditionError(absl::StrCat("no guest initramfs '", vm.initramfs,
                                                       "' (scripts/build-guest-root builds it)"));
   }
+  vm.accel = config.vm_accel == "auto" ? "tcg" : config.vm_accel;
   auto provider = std::make_unique<kernels::VmKernelProvider>(vm);
-  if (provider->Offers().empty()) {
+  const std::vector<pb::KernelOffer> offers = provider->Offers();
+  if (offers.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("no kernel under ", vm.kernels_dir,
                      " (scripts/fetch-test-kernels fetches the test kernels)"));
   }
+  if (config.vm_accel == "auto") {
+    // Tried once, at start: a /dev/kvm that exists may still not run guests.
+    std::string why;
+    vm.accel = kernels::ResolveAccel(
+        "auto",
+        [&] { return kernels::ProbeKvm(vm, offers.front().release(), offers.front().commit()); },
+        &why);
+    std::fprintf(stderr, "farm-agent: vm accel %s%s\n", vm.accel.c_str(),
+                 why.empty() ? " (KVM probe booted a guest)" : (" (" + why + ")").c_str());
+    provider = std::make_unique<kernels::VmKernelProvider>(vm);
+  }
   std::vector<std::string> releases;
-  for (const pb::KernelOffer& o : provider->Offers()) releases.push_back(o.release());
+  for (const pb::KernelOffer& o : provider->Offers()) {
+    releases.push_back(o.commit() == o.release() ? o.release()
+                                                 : absl::StrCat(o.commit(), "=", o.release()));
+  }
   std::fprintf(stderr, "farm-agent: vm kernels offered (%s, %s): %s\n", version->c_str(),
                vm.accel.c_str(), absl::StrJoin(releases, ", ").c_str());
   *qemu_version = *std::move(version);

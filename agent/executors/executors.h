@@ -33,7 +33,8 @@ struct ExecutorConfig {
   std::string vm_kernels_dir;
   std::string vm_initramfs;
   std::string qemu = "qemu-system-x86_64";
-  std::string vm_accel = "tcg";
+  // "tcg", "kvm", or "auto": KVM when a probe boot under it works, else TCG.
+  std::string vm_accel = "auto";
 };
 
 absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(

@@ -82,6 +82,8 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
 
   kernels::KernelRequest request;
   request.kernel_release = offer.release();
+  request.commit = offer.commit();
+  request.machine_model = offer.machine_model();
   request.mode = job.mode();
   request.tool_argv = *std::move(argv);
   request.tool_runtime = absl::Seconds(spec->runtime_s + spec->ramp_time_s);

@@ -42,6 +42,12 @@ namespace farm::kernels {
 // What a job asks of a kernel.
 struct KernelRequest {
   std::string kernel_release;  // the commit's kernel, e.g. "6.1.0-57-cloud-amd64"
+  // The commit id of a kernel store's build (lib/kstore); "" when the release
+  // alone names the kernel.
+  std::string commit;
+  // The IOMMU model to boot under (KernelOffer.machine_model); "" for the
+  // provider's default.
+  std::string machine_model;
   iommufarm::v1::IommuMode mode = iommufarm::v1::IOMMU_MODE_UNSPECIFIED;
   // The tool's validated argv (argv[0] "fio"); empty: boot and report facts
   // only. Arguments are passed verbatim, never through a shell.

@@ -4,7 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -441,6 +445,144 @@ TEST(VmKernelProviderTest, RefusesWithoutImageOrQemu) {
   EXPECT_THAT(s.message(), HasSubstr("scripts/fetch-test-kernels"));
   EXPECT_EQ(vm.CanRun(Request(pb::IOMMU_MODE_UNSPECIFIED)).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The vm provider reads its kernels from a kernel store: offers carry the
+// build's commit, a request by commit finds its image.
+TEST(VmKernelProviderTest, OffersAndFindsTheStoresBuildsByCommit) {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "vm-store-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const fs::path dir = tmpl;
+  auto write_build = [&](const std::string& name, const std::string& manifest) {
+    fs::create_directories(dir / name);
+    std::ofstream(dir / name / "kernel.yaml") << manifest;
+    std::ofstream(dir / name / "vmlinuz") << "image";
+  };
+  write_build("kernel-a1-x86_64",
+              "commit: kernel-a1\nrelease: 6.1.0-57-cloud-amd64\narch: x86_64\nimage: vmlinuz\n");
+  write_build("kernel-a1-aarch64",
+              "commit: kernel-a1\nrelease: 6.1.0-57-cloud-arm64\narch: aarch64\nimage: vmlinuz\n");
+  // The bare layout still reads: commit = release = the directory's name.
+  fs::create_directories(dir / "6.1.0-50-cloud-amd64");
+  std::ofstream(dir / "6.1.0-50-cloud-amd64" / "vmlinuz") << "image";
+
+  VmConfig c;
+  c.kernels_dir = dir.string();
+  VmKernelProvider vm(c);
+  std::vector<pb::KernelOffer> offers = vm.Offers();
+  ASSERT_EQ(offers.size(), 2u);
+  EXPECT_EQ(offers[0].commit(), "6.1.0-50-cloud-amd64");
+  EXPECT_EQ(offers[0].release(), "6.1.0-50-cloud-amd64");
+  EXPECT_EQ(offers[1].commit(), "kernel-a1");
+  EXPECT_EQ(offers[1].release(), "6.1.0-57-cloud-amd64");
+  EXPECT_EQ(offers[1].machine_model(), "q35+intel-iommu");
+
+  KernelRequest r = Request(pb::IOMMU_MODE_STRICT);
+  r.commit = "kernel-a1";
+  r.kernel_release = "6.1.0-57-cloud-amd64";
+  absl::StatusOr<kstore::KernelBuild> b = vm.FindKernel(r);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->ImagePath(), (dir / "kernel-a1-x86_64" / "vmlinuz").string());
+  r.commit.clear();
+  r.kernel_release = "6.1.0-50-cloud-amd64";
+  b = vm.FindKernel(r);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->ImagePath(), (dir / "6.1.0-50-cloud-amd64" / "vmlinuz").string());
+  // The commit's build is another release than the job names.
+  r.commit = "kernel-a1";
+  r.kernel_release = "6.1.0-50-cloud-amd64";
+  EXPECT_EQ(vm.FindKernel(r).status().message(),
+            "the store's build of commit kernel-a1 is 6.1.0-57-cloud-amd64, the job wants "
+            "6.1.0-50-cloud-amd64");
+  r.commit = "kernel-zz";
+  EXPECT_THAT(vm.FindKernel(r).status().message(), HasSubstr("farmctl kernels import"));
+
+  c.arch = kArchArm64;
+  VmKernelProvider arm(c);
+  offers = arm.Offers();
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(offers[0].release(), "6.1.0-57-cloud-arm64");
+  fs::remove_all(dir);
+}
+
+// q35 + amd-iommu is offered only for a kernel whose config has the AMD
+// IOMMU driver built in.
+TEST(VmKernelProviderTest, AmdIommuOnlyForKernelsWithTheDriver) {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "vm-amd-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const fs::path dir = tmpl;
+  auto write_build = [&](const std::string& commit, const std::string& config) {
+    fs::create_directories(dir / commit);
+    std::ofstream(dir / commit / "kernel.yaml")
+        << "commit: " << commit << "\nrelease: 6.1.0-" << commit
+        << "\narch: x86_64\nimage: vmlinuz\nconfig: config\n";
+    std::ofstream(dir / commit / "vmlinuz") << "image";
+    std::ofstream(dir / commit / "config") << config;
+  };
+  write_build("amd", "CONFIG_INTEL_IOMMU=y\nCONFIG_AMD_IOMMU=y\n");
+  write_build("cloud", "CONFIG_INTEL_IOMMU=y\n# CONFIG_AMD_IOMMU is not set\n");
+  write_build("module", "CONFIG_AMD_IOMMU=m\n");
+  VmConfig c;
+  c.kernels_dir = dir.string();
+  std::vector<std::string> offered;
+  for (const pb::KernelOffer& o : VmKernelProvider(c).Offers()) {
+    offered.push_back(o.commit() + " " + o.machine_model());
+  }
+  EXPECT_EQ(offered, (std::vector<std::string>{"amd q35+intel-iommu", "amd q35+amd-iommu",
+                                               "cloud q35+intel-iommu", "module q35+intel-iommu"}));
+  kstore::KernelBuild arm;
+  arm.config = "";
+  EXPECT_EQ(IommuModelsFor(arm, kArchArm64), (std::vector<std::string>{"virt+smmuv3"}));
+  fs::remove_all(dir);
+}
+
+TEST(BuildQemuArgvTest, AmdIommuDeviceAndNoneForOff) {
+  QemuInvocation q;
+  q.qemu = "qemu-system-x86_64";
+  q.accel = "tcg";
+  q.kernel = "/k";
+  q.initrd = "/i";
+  q.nvme_image = "/n";
+  q.console_log = "/c";
+  q.channel_log = "/h";
+  q.cmdline = "console=ttyS0";
+  q.iommu_model = kModelAmd;
+  absl::StatusOr<std::vector<std::string>> argv = BuildQemuArgv(q);
+  ASSERT_TRUE(argv.ok()) << argv.status();
+  auto device = std::find(argv->begin(), argv->end(), "amd-iommu");
+  ASSERT_NE(device, argv->end());
+  EXPECT_EQ(*(device - 1), "-device");
+  EXPECT_EQ(std::count(argv->begin(), argv->end(), "intel-iommu,intremap=on,caching-mode=on"), 0);
+  q.iommu = false;
+  argv = BuildQemuArgv(q);
+  ASSERT_TRUE(argv.ok());
+  EXPECT_EQ(std::count(argv->begin(), argv->end(), "amd-iommu"), 0);
+  EXPECT_EQ(std::count(argv->begin(), argv->end(), "-device"), 1);  // the NVMe only
+  q.iommu_model = "q35+virtio-iommu";
+  EXPECT_EQ(BuildQemuArgv(q).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ResolveAccelTest, AutoProbesOnceAndFallsBack) {
+  int probes = 0;
+  std::string why;
+  auto kvm_works = [&] {
+    ++probes;
+    return absl::OkStatus();
+  };
+  auto kvm_broken = [&] {
+    ++probes;
+    return absl::FailedPreconditionError("a KVM guest did not boot: KVM internal error");
+  };
+  EXPECT_EQ(ResolveAccel("auto", kvm_works, &why), "kvm");
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(ResolveAccel("auto", kvm_broken, &why), "tcg");
+  EXPECT_EQ(why, "a KVM guest did not boot: KVM internal error");
+  EXPECT_EQ(probes, 2);
+  EXPECT_EQ(ResolveAccel("tcg", kvm_works, &why), "tcg");
+  EXPECT_EQ(ResolveAccel("kvm", kvm_broken, &why), "kvm");
+  EXPECT_EQ(probes, 2);  // given accelerators are not probed
 }
 
 }  // namespace

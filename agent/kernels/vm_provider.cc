@@ -140,9 +140,13 @@ absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q) 
     };
     // clang-format on
   }
+  if (q.iommu_model != kModelIntel && q.iommu_model != kModelAmd) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown x86_64 IOMMU model '", q.iommu_model, "'"));
+  }
   // One option and its value a line.
   // clang-format off
-  return std::vector<std::string>{
+  std::vector<std::string> argv{
       q.qemu,
       "-M", "q35",
       "-accel", q.accel,
@@ -160,6 +164,15 @@ absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q) 
       "-append", q.cmdline,
   };
   // clang-format on
+  if (q.iommu_model == kModelAmd) {
+    auto device = std::find(argv.begin(), argv.end(), "intel-iommu,intremap=on,caching-mode=on");
+    if (q.iommu) {
+      *device = "amd-iommu";
+    } else {
+      argv.erase(device - 1, device + 1);  // off: no IOMMU on the machine
+    }
+  }
+  return argv;
 }
 
 absl::StatusOr<std::string> KernelImagePath(const std::string& kernels_dir,
@@ -300,49 +313,111 @@ std::vector<pb::IommuMode> VmKernelProvider::Modes() const {
   return {pb::IOMMU_MODE_OFF, pb::IOMMU_MODE_PASSTHROUGH, pb::IOMMU_MODE_STRICT};
 }
 
+std::vector<std::string> IommuModelsFor(const kstore::KernelBuild& build, const std::string& arch) {
+  if (arch == kArchArm64) return {kModelSmmuv3};
+  std::vector<std::string> out = {kModelIntel};
+  if (kstore::BuildConfigEnabled(build, "CONFIG_AMD_IOMMU")) out.push_back(kModelAmd);
+  return out;
+}
+
+std::string ResolveAccel(const std::string& flag, const std::function<absl::Status()>& kvm_probe,
+                         std::string* why) {
+  if (flag != "auto") return flag;
+  absl::Status s = kvm_probe();
+  if (s.ok()) return "kvm";
+  if (why != nullptr) *why = std::string(s.message());
+  return "tcg";
+}
+
+absl::Status ProbeKvm(const VmConfig& config, const std::string& kernel_release,
+                      const std::string& commit) {
+  if (::access("/dev/kvm", R_OK | W_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("/dev/kvm is not usable: ", std::strerror(errno)));
+  }
+  VmConfig probe = config;
+  probe.accel = "kvm";
+  probe.boot_timeout = absl::Seconds(15);
+  probe.margin = absl::Seconds(5);
+  KernelRequest r;
+  r.kernel_release = kernel_release;
+  r.commit = commit;
+  r.mode = pb::IOMMU_MODE_PASSTHROUGH;  // facts only: no tool
+  absl::StatusOr<KernelRun> run = VmKernelProvider(probe).Run(r);
+  if (!run.ok()) {
+    std::string msg(run.status().message());
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a KVM guest did not boot: ", msg.substr(0, std::min<size_t>(msg.size(), 300))));
+  }
+  return absl::OkStatus();
+}
+
 std::string VmKernelProvider::MachineModel() const {
   return config_.arch == kArchArm64 ? "virt+smmuv3" : "q35+intel-iommu";
 }
 
 std::vector<pb::KernelOffer> VmKernelProvider::Offers() const {
-  std::vector<std::string> releases;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(config_.kernels_dir, ec)) {
-    const std::string release = e.path().filename().string();
-    absl::StatusOr<std::string> image = KernelImagePath(config_.kernels_dir, release);
-    if (!image.ok() || !fs::is_regular_file(*image, ec)) continue;
-    std::ifstream arch_file(e.path() / "arch");
-    std::string arch = kArchX86;
-    if (arch_file) std::getline(arch_file, arch);
-    if (absl::StripAsciiWhitespace(arch) != config_.arch) continue;
-    releases.push_back(release);
-  }
-  std::sort(releases.begin(), releases.end());
+  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
   std::vector<pb::KernelOffer> out;
-  for (const std::string& release : releases) {
-    pb::KernelOffer& o = out.emplace_back();
-    o.set_provider("vm");
-    o.set_release(release);
-    for (pb::IommuMode m : Modes()) o.add_modes(m);
-    o.set_architecture(config_.arch);
-    o.set_machine_model(MachineModel());
-    o.set_accel(config_.accel);
+  if (!store.ok()) return out;
+  for (const kstore::KernelBuild& b : store->builds) {
+    if (b.arch != config_.arch) continue;
+    for (const std::string& model : IommuModelsFor(b, config_.arch)) {
+      pb::KernelOffer& o = out.emplace_back();
+      o.set_provider("vm");
+      o.set_release(b.release);
+      o.set_commit(b.commit);
+      for (pb::IommuMode m : Modes()) o.add_modes(m);
+      o.set_architecture(config_.arch);
+      o.set_machine_model(model);
+      o.set_accel(config_.accel);
+    }
   }
   return out;
+}
+
+absl::StatusOr<kstore::KernelBuild> VmKernelProvider::FindKernel(
+    const KernelRequest& request) const {
+  if (request.commit.empty()) {
+    // A release that is not a plain name is refused before the store is read.
+    if (absl::StatusOr<std::string> p =
+            KernelImagePath(config_.kernels_dir, request.kernel_release);
+        !p.ok()) {
+      return p.status();
+    }
+  }
+  const std::string wanted =
+      request.commit.empty() ? request.kernel_release : absl::StrCat("commit ", request.commit);
+  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
+  if (!store.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no kernel image for ", wanted, " (", store.status().message(),
+                     "; scripts/fetch-test-kernels fetches the test kernels)"));
+  }
+  for (const kstore::KernelBuild& b : store->builds) {
+    if (b.arch != config_.arch) continue;
+    if (request.commit.empty() ? b.release == request.kernel_release : b.commit == request.commit) {
+      if (!request.kernel_release.empty() && b.release != request.kernel_release) {
+        return absl::FailedPreconditionError(absl::StrCat("the store's build of ", wanted, " is ",
+                                                          b.release, ", the job wants ",
+                                                          request.kernel_release));
+      }
+      return b;
+    }
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("no kernel image for ", wanted, " (", config_.arch, ") in ", config_.kernels_dir,
+                   "; scripts/fetch-test-kernels fetches the test kernels, "
+                   "farmctl kernels import adds a .deb"));
 }
 
 absl::Status VmKernelProvider::CanRun(const KernelRequest& request) const {
   if (request.mode == pb::IOMMU_MODE_UNSPECIFIED) {
     return absl::InvalidArgumentError("the request names no IOMMU mode");
   }
-  absl::StatusOr<std::string> image = KernelImagePath(config_.kernels_dir, request.kernel_release);
-  if (!image.ok()) return image.status();
+  absl::StatusOr<kstore::KernelBuild> build = FindKernel(request);
+  if (!build.ok()) return build.status();
   std::error_code ec;
-  if (!fs::is_regular_file(*image, ec)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no kernel image for ", request.kernel_release, " (", *image,
-                     "; scripts/fetch-test-kernels fetches the test kernels)"));
-  }
   if (!fs::is_regular_file(config_.initramfs, ec)) {
     return absl::FailedPreconditionError(absl::StrCat("no guest initramfs '", config_.initramfs,
                                                       "' (scripts/build-guest-root builds it)"));
@@ -380,13 +455,23 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
 
   QemuInvocation q;
   q.arch = config_.arch;
-  q.iommu = !(arm64 && request.mode == pb::IOMMU_MODE_OFF);
+  const std::string model = request.machine_model.empty() ? MachineModel() : request.machine_model;
+  absl::StatusOr<kstore::KernelBuild> build = FindKernel(request);
+  if (!build.ok()) return build.status();
+  const std::vector<std::string> models = IommuModelsFor(*build, config_.arch);
+  if (std::find(models.begin(), models.end(), model) == models.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kernel ", build->release, " cannot run under ", model, " (it runs under ",
+                     absl::StrJoin(models, ", "), ")"));
+  }
+  q.iommu_model = arm64 ? "" : model;
+  q.iommu = !((arm64 || model == kModelAmd) && request.mode == pb::IOMMU_MODE_OFF);
   q.cpu = config_.cpu;
   q.qemu = config_.qemu;
   q.accel = config_.accel;
   q.memory_mib = config_.memory_mib;
   q.cpus = config_.cpus;
-  q.kernel = *KernelImagePath(config_.kernels_dir, request.kernel_release);
+  q.kernel = build->ImagePath();
   q.initrd = (scratch / "initrd").string();
   q.nvme_image = (scratch / "nvme.img").string();
   q.console_log = (scratch / "console.log").string();
@@ -456,10 +541,13 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
   absl::StatusOr<std::string> console = ReadFile(q.console_log);
   if (!channel.ok()) return channel.status();
   if (!console.ok()) return console.status();
-  absl::StatusOr<KernelRun> run = InterpretGuestRun(request, *channel, *console, exit);
+  // A request by commit proves the store's release for it.
+  KernelRequest booted = request;
+  booted.kernel_release = build->release;
+  absl::StatusOr<KernelRun> run = InterpretGuestRun(booted, *channel, *console, exit);
   if (!run.ok()) return run.status();
   run->accel = config_.accel;
-  run->machine_model = MachineModel();
+  run->machine_model = model;
   run->wall_time = absl::Now() - start;
   return run;
 }

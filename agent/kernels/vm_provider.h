@@ -27,12 +27,14 @@
 #define AGENT_KERNELS_VM_PROVIDER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "agent/kernels/kernel_provider.h"
+#include "lib/kstore/kernel_store.h"
 
 namespace farm::kernels {
 
@@ -40,14 +42,20 @@ namespace farm::kernels {
 inline constexpr char kArchX86[] = "x86_64";     // q35 + intel-iommu
 inline constexpr char kArchArm64[] = "aarch64";  // virt + smmuv3
 
+// Machine models (KernelOffer.machine_model).
+inline constexpr char kModelIntel[] = "q35+intel-iommu";
+inline constexpr char kModelAmd[] = "q35+amd-iommu";
+inline constexpr char kModelSmmuv3[] = "virt+smmuv3";
+
 struct VmConfig {
   std::string arch = kArchX86;
   std::string qemu = "qemu-system-x86_64";  // a name on PATH or a path
   // aarch64 only: pauth-impdef keeps `max`'s features but makes pointer
   // authentication cheap under TCG.
   std::string cpu = "max,pauth-impdef=on";
-  // Kernel images as scripts/fetch-test-kernels lays them out:
-  // <kernels_dir>/<release>/vmlinuz.
+  // The kernel store (lib/kstore/kernel_store.h): build directories with a
+  // kernel.yaml, or <kernels_dir>/<release>/vmlinuz as
+  // scripts/fetch-test-kernels lays them out.
   std::string kernels_dir = "/var/cache/iommu-farm/kernels";
   std::string initramfs;  // scripts/build-guest-root's initramfs.cpio
   std::string allow_dir;  // the only place scratch files are made
@@ -62,8 +70,9 @@ struct VmConfig {
 // One QEMU run with every path already chosen.
 struct QemuInvocation {
   std::string arch = kArchX86;
-  bool iommu = true;  // aarch64: no SMMUv3 for mode off
-  std::string cpu;    // aarch64 only
+  bool iommu = true;                      // aarch64 and amd-iommu: no IOMMU device for mode off
+  std::string iommu_model = kModelIntel;  // x86_64: kModelIntel or kModelAmd
+  std::string cpu;                        // aarch64 only
   std::string qemu;
   std::string accel;
   int memory_mib = 1024;
@@ -136,6 +145,25 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
 // FailedPrecondition when QEMU is missing or does not run.
 absl::StatusOr<std::string> QemuVersion(const std::string& qemu);
 
+// The IOMMU models `build` runs under on `arch`: virt+smmuv3 on aarch64;
+// q35+intel-iommu on x86_64, plus q35+amd-iommu when the build's config
+// sets CONFIG_AMD_IOMMU=y (Debian's cloud amd64 kernel does not: it has no
+// AMD IOMMU driver).
+std::vector<std::string> IommuModelsFor(const kstore::KernelBuild& build, const std::string& arch);
+
+// The accelerator for --vm-accel `flag`: "tcg" and "kvm" as given; "auto":
+// "kvm" when kvm_probe() is OK, else "tcg" with the probe's message in `why`.
+std::string ResolveAccel(const std::string& flag, const std::function<absl::Status()>& kvm_probe,
+                         std::string* why);
+
+// Whether KVM can run this machine's guests: /dev/kvm opens read-write and
+// one facts-only boot of the store's `commit` / `kernel_release` under
+// -accel kvm reaches its result within 20 s (these machines have a /dev/kvm
+// on which stock guests stop with internal errors). FailedPrecondition
+// saying why not.
+absl::Status ProbeKvm(const VmConfig& config, const std::string& kernel_release,
+                      const std::string& commit);
+
 class VmKernelProvider : public KernelProvider {
  public:
   explicit VmKernelProvider(VmConfig config);
@@ -144,11 +172,16 @@ class VmKernelProvider : public KernelProvider {
   // passthrough and strict (lazy ends as strict, so it is not offered); on
   // virt + SMMUv3 all four.
   std::vector<iommufarm::v1::IommuMode> Modes() const;
-  // One offer per release under kernels_dir with a vmlinuz, sorted by
-  // release; a release directory whose `arch` file names another
-  // architecture than the config's is skipped (no file: x86_64).
+  // One offer per build of the store for the config's architecture and IOMMU
+  // model (IommuModelsFor), sorted by commit id, with the build's commit and
+  // release.
   std::vector<iommufarm::v1::KernelOffer> Offers() const;
-  // "q35+intel-iommu" or "virt+smmuv3".
+  // The store's build the request names: the build of request.commit when
+  // set, else the first build of request.kernel_release; for the config's
+  // architecture. FailedPrecondition naming what is missing.
+  absl::StatusOr<kstore::KernelBuild> FindKernel(const KernelRequest& request) const;
+  // The default model: "q35+intel-iommu" or "virt+smmuv3"; a request names
+  // another in KernelRequest::machine_model.
   std::string MachineModel() const;
 
   std::string_view name() const override { return "vm"; }

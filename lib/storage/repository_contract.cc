@@ -456,6 +456,54 @@ TEST_P(RepositoryContractTest, UnrunnableJobsAheadDoNotBlockTheClaim) {
   EXPECT_EQ((*got)[0].job().matrix_id(), emu2);
 }
 
+// A kernel store's offer names the commit it was built from: the claim
+// leases jobs of that commit id, or of ids its release matches, and no
+// others, exactly as CheckRealRun says.
+TEST_P(RepositoryContractTest, StoreOffersMatchByCommitOrRelease) {
+  pb::RegisterRequest r = testrows::Registration("store-host", "fio");
+  r.mutable_host()->set_kernel_release("5.4.0-1-amd64");
+  r.mutable_host()->set_iommu_mode(pb::IOMMU_MODE_STRICT);
+  pb::KernelOffer* o = r.mutable_capabilities(0)->add_kernels();
+  o->set_provider("vm");
+  o->set_commit("kernel-a1");
+  o->set_release("6.1.0-57-cloud-amd64");
+  o->add_modes(pb::IOMMU_MODE_STRICT);
+  auto a = queue().RegisterAgent(r, retry_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::vector<std::string> ids = {
+      "kernel-a1",     "6.1.0-57-cloud-amd64", "v6.1.0", "kernel-a", "kernel-a12",
+      "5.4.0-1-amd64", "6.1.0-50-cloud-amd64"};
+  NewMatrix fio =
+      testrows::Matrix(static_cast<int>(ids.size()), 3, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK);
+  const std::vector<pb::Capability> caps(r.capabilities().begin(), r.capabilities().end());
+  std::set<std::string> runnable;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    fio.jobs[i].set_commit_id(ids[i]);
+    if (RealRunEligible(fio.jobs[i], caps, r.host())) runnable.insert(ids[i]);
+  }
+  ASSERT_EQ(runnable, (std::set<std::string>{"kernel-a1", "6.1.0-57-cloud-amd64", "v6.1.0"}));
+  ASSERT_TRUE(matrices().CreateMatrix(fio).ok());
+  ClaimRules rules;
+  rules.match_real_run_hosts = true;
+  auto got = queue().LeaseJobs(a->agent_id(), a->session(), 100, absl::Seconds(30), {}, rules);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::set<std::string> leased;
+  for (const pb::JobLease& l : *got) leased.insert(l.job().commit_id());
+  EXPECT_EQ(leased, runnable);
+  // The offer, commit included, survives the agents row.
+  auto listed = queue().ListAgents(absl::Minutes(1));
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  bool found = false;
+  for (const pb::Agent& ag : *listed) {
+    for (const pb::Capability& c : ag.capabilities()) {
+      for (const pb::KernelOffer& k : c.kernels()) {
+        if (k.commit() == "kernel-a1") found = true;
+      }
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
 // The claim never hands an agent more leases than its free slots.
 TEST_P(RepositoryContractTest, ClaimStaysWithinTheAgentsFreeSlots) {
   MakeMatrix(10);

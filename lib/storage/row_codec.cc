@@ -119,7 +119,7 @@ std::string CapsToJson(const google::protobuf::RepeatedPtrField<pb::Capability>&
   for (const pb::Capability& c : caps) {
     json e = {{"name", c.name()}, {"version", c.version()}};
     // Only real executors carry offers; the claim rule reads them
-    // (lib/storage/run_eligibility.h): [{provider, release, modes: [IommuMode], ...}].
+    // (lib/storage/run_eligibility.h): [{provider, release, commit, modes: [IommuMode], ...}].
     if (c.kernels_size() > 0) {
       json kernels = json::array();
       for (const pb::KernelOffer& k : c.kernels()) {
@@ -130,7 +130,8 @@ std::string CapsToJson(const google::protobuf::RepeatedPtrField<pb::Capability>&
                            {"modes", modes},
                            {"architecture", k.architecture()},
                            {"machine_model", k.machine_model()},
-                           {"accel", k.accel()}});
+                           {"accel", k.accel()},
+                           {"commit", k.commit()}});
       }
       e["kernels"] = std::move(kernels);
     }
@@ -162,6 +163,7 @@ void JsonToCaps(const std::string& text, google::protobuf::RepeatedPtrField<pb::
       o->set_architecture(k.value("architecture", ""));
       o->set_machine_model(k.value("machine_model", ""));
       o->set_accel(k.value("accel", ""));
+      o->set_commit(k.value("commit", ""));
     }
   }
 }

@@ -13,7 +13,8 @@ namespace pb = ::iommufarm::v1;
 // clause, as proto/kernel_offers.h states the rule: the offers of the
 // capability named like the executor, or the implicit host offer (host
 // release, detected mode) when it lists none; an offer holding the job's
-// mode; no host offer for a job with kernel_params; and KernelMatches: the
+// mode; no host offer for a job with kernel_params; and the offer's commit
+// equal to the job's (a kernel store's build) or KernelMatches: the
 // id with a leading "v<digit>" dropped equals the release or prefixes it
 // before '.', '-' or '+', or a 7+ digit hex id appears as "g<first 12
 // digits>" not followed by another hex digit.
@@ -28,7 +29,8 @@ const char* const kRunnableSql =
     " WHERE c->>'name' = (CASE j.executor WHEN 2 THEN 'fio' ELSE 'iozone' END) "
     "  AND jsonb_typeof(k->'modes') = 'array' AND k->'modes' @> to_jsonb(j.mode::int) "
     "  AND NOT (k->>'provider' = 'host' AND j.params ? 'kernel_params') "
-    "  AND j.commit_id <> '' AND coalesce(k->>'release', '') <> '' "
+    "  AND j.commit_id <> '' "
+    "  AND (coalesce(k->>'commit', '') = j.commit_id OR coalesce(k->>'release', '') <> '' "
     "  AND (k->>'release' = j.commit_id"
     "   OR k->>'release' = regexp_replace(j.commit_id, '^[vV]([0-9])', '\\1')"
     "   OR (left(k->>'release', length(regexp_replace(j.commit_id, '^[vV]([0-9])', '\\1'))) "
@@ -38,7 +40,7 @@ const char* const kRunnableSql =
     // CASE, not AND: the pattern is built from the id, so it must only be
     // compiled once the id is known to be hex.
     "   OR CASE WHEN j.commit_id ~ '^[0-9a-fA-F]{7,}$' THEN lower(k->>'release') ~ "
-    "('g' || left(lower(j.commit_id), 12) || '([^0-9a-f]|$)') ELSE false END)))";
+    "('g' || left(lower(j.commit_id), 12) || '([^0-9a-f]|$)') ELSE false END))))";
 
 absl::Status CheckRealRunHost(const pb::Job& job, const pb::HostFacts& host) {
   if (job.executor() != pb::EXECUTOR_FIO && job.executor() != pb::EXECUTOR_IOZONE) {

@@ -9,8 +9,9 @@
 // The rule (proto/kernel_offers.h, which the agent also uses to pick the
 // provider of a leased job): the agent's capability named like the job's
 // executor ("fio", "iozone") has a kernel offer (Capability.kernels; in the
-// agents.capabilities jsonb: [{name, kernels: [{provider, release, modes}]}])
-// with KernelMatches(job.commit_id, offer.release) and job.mode among
+// agents.capabilities jsonb: [{name, kernels: [{provider, release, commit,
+// modes}]}]) with offer.commit == job.commit_id (a kernel store's build) or
+// KernelMatches(job.commit_id, offer.release), and job.mode among
 // offer.modes. A capability without offers stands for its host kernel:
 // release = host.kernel_release, modes = [host.iommu_mode] unless that is
 // unspecified. A job whose workload params hold "kernel_params" never

@@ -123,6 +123,31 @@ TEST(CheckRealRun, AnOfferMustNameTheCommitAndHoldTheMode) {
   EXPECT_EQ(s.message(), "no kernel offer runs v6.18.44 in mode off (offered: none)");
 }
 
+TEST(CheckRealRun, AStoreOfferRunsItsCommitId) {
+  pb::HostFacts host;
+  pb::Capability fio;
+  fio.set_name("fio");
+  pb::KernelOffer* vm = fio.add_kernels();
+  vm->set_provider("vm");
+  vm->set_commit("c588072bba6b");
+  vm->set_release("6.1.0-57-cloud-amd64");
+  vm->add_modes(pb::IOMMU_MODE_STRICT);
+  const std::vector<pb::Capability> caps = {fio};
+  pb::Job job;
+  job.set_executor(pb::EXECUTOR_FIO);
+  job.set_mode(pb::IOMMU_MODE_STRICT);
+  job.set_commit_id("c588072bba6b");  // the release does not carry it: the commit does
+  EXPECT_FALSE(::farm::proto::KernelMatches(job.commit_id(), vm->release()));
+  EXPECT_TRUE(RealRunEligible(job, caps, host));
+  job.set_commit_id("6.1.0-57-cloud-amd64");  // the release still names it
+  EXPECT_TRUE(RealRunEligible(job, caps, host));
+  job.set_commit_id("c588072bba6");  // an id is matched whole, not by prefix
+  EXPECT_FALSE(RealRunEligible(job, caps, host));
+  job.set_commit_id("c588072bba6b");
+  job.set_mode(pb::IOMMU_MODE_LAZY);
+  EXPECT_FALSE(RealRunEligible(job, caps, host));
+}
+
 TEST(CheckRealRun, ACapabilityWithoutOffersIsItsHostKernel) {
   pb::HostFacts host;
   host.set_kernel_release("6.18.44-fc");

@@ -1,0 +1,319 @@
+#include "agent/kernels/kexec_provider.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "lib/kstore/kernel_store.h"
+#include "proto/kernel_params.h"
+#include "proto/names.h"
+
+namespace farm::kernels {
+
+namespace pb = ::iommufarm::v1;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr char kStateFile[] = "kexec-state.json";
+constexpr absl::Duration kCommandTimeout = absl::Minutes(2);
+
+class SystemRunner : public CommandRunner {
+ public:
+  absl::StatusOr<runners::ProcessResult> Run(const std::vector<std::string>& argv,
+                                             absl::Duration timeout) override {
+    runners::ProcessOptions p;
+    p.argv = argv;
+    p.timeout = timeout;
+    return runners::RunProcess(p);
+  }
+};
+
+// The parameters that choose the IOMMU mode; the job's mode replaces them.
+bool ChoosesMode(absl::string_view word) {
+  for (absl::string_view prefix :
+       {"intel_iommu=", "amd_iommu=", "iommu=", "iommu.strict=", "iommu.passthrough="}) {
+    if (absl::StartsWith(word, prefix)) return true;
+  }
+  return false;
+}
+
+absl::Status WriteAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("create ", tmp));
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  // The state must be on disk before the kernel is replaced.
+  ok = ::fsync(fd) == 0 && ok;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("write ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CommandOk(const absl::StatusOr<runners::ProcessResult>& r,
+                       const std::vector<std::string>& argv) {
+  if (!r.ok())
+    return absl::FailedPreconditionError(absl::StrCat(argv[0], ": ", r.status().message()));
+  if (!r->ok()) {
+    return absl::AbortedError(absl::StrCat(absl::StrJoin(argv, " "), ": ", r->Describe(), ": ",
+                                           r->stderr_data.substr(0, 512)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::unique_ptr<CommandRunner> SystemCommandRunner() { return std::make_unique<SystemRunner>(); }
+
+std::string PendingBootJson(const PendingBoot& b) {
+  json j = {{"job_id", b.lease.job_id},
+            {"attempt", b.lease.attempt},
+            {"lease_token", b.lease.lease_token},
+            {"commit", b.commit},
+            {"release", b.release},
+            {"mode", proto::ModeName(b.mode)},
+            {"cmdline", b.cmdline},
+            {"deadline_unix", absl::ToUnixSeconds(b.deadline)},
+            {"default_release", b.default_release}};
+  return j.dump(2) + "\n";
+}
+
+absl::StatusOr<PendingBoot> ParsePendingBoot(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return absl::InvalidArgumentError("kexec state: not a JSON object");
+  PendingBoot b;
+  try {
+    b.lease.job_id = j.at("job_id").get<int64_t>();
+    b.lease.attempt = j.at("attempt").get<int32_t>();
+    b.lease.lease_token = j.at("lease_token").get<std::string>();
+    b.commit = j.at("commit").get<std::string>();
+    b.release = j.at("release").get<std::string>();
+    b.mode = proto::ModeFromName(j.at("mode").get<std::string>());
+    b.cmdline = j.at("cmdline").get<std::string>();
+    b.deadline = absl::FromUnixSeconds(j.at("deadline_unix").get<int64_t>());
+    b.default_release = j.at("default_release").get<std::string>();
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("kexec state: ", e.what()));
+  }
+  if (b.release.empty() || b.mode == pb::IOMMU_MODE_UNSPECIFIED) {
+    return absl::InvalidArgumentError("kexec state: no release or mode");
+  }
+  return b;
+}
+
+absl::StatusOr<std::string> KexecCmdline(const std::string& base, pb::IommuMode mode,
+                                         const std::vector<std::string>& extra) {
+  std::vector<std::string> words;
+  for (absl::string_view w : absl::StrSplit(base, absl::ByAnyChar(" \t\n"), absl::SkipEmpty())) {
+    if (!ChoosesMode(w)) words.emplace_back(w);
+  }
+  if (!extra.empty()) {
+    std::string error;
+    std::vector<std::string> checked = proto::ParseKernelParams(absl::StrJoin(extra, " "), &error);
+    if (!error.empty()) return absl::InvalidArgumentError(error);
+    words.insert(words.end(), checked.begin(), checked.end());
+  }
+  if (mode == pb::IOMMU_MODE_OFF) {
+    words.push_back("intel_iommu=off");
+    words.push_back("amd_iommu=off");
+  } else {
+    absl::StatusOr<std::string> p = ModeKernelParameter(mode);
+    if (!p.ok()) return p.status();
+    words.push_back(*p);
+  }
+  return absl::StrJoin(words, " ");
+}
+
+KexecKernelProvider::KexecKernelProvider(KexecConfig config, std::unique_ptr<CommandRunner> runner,
+                                         std::function<absl::StatusOr<KernelFacts>()> read_facts,
+                                         std::function<absl::Time()> now)
+    : config_(std::move(config)),
+      runner_(std::move(runner)),
+      read_facts_(std::move(read_facts)),
+      now_(std::move(now)) {}
+
+std::string KexecKernelProvider::StatePath() const {
+  return (fs::path(config_.state_dir) / kStateFile).string();
+}
+
+absl::Status KexecKernelProvider::CanRun(const KernelRequest& request) const {
+  if (request.mode == pb::IOMMU_MODE_UNSPECIFIED) {
+    return absl::InvalidArgumentError("the request names no IOMMU mode");
+  }
+  std::error_code ec;
+  if (config_.state_dir.empty() || !fs::is_directory(config_.state_dir, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kexec state dir '", config_.state_dir, "' is not a directory"));
+  }
+  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
+  if (!store.ok()) return absl::FailedPreconditionError(store.status().message());
+  for (const kstore::KernelBuild& b : store->builds) {
+    if (b.arch != config_.arch) continue;
+    if (request.commit.empty()
+            ? b.release == request.kernel_release
+            : b.commit == request.commit && b.release == request.kernel_release) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no kernel for ", request.commit.empty() ? request.kernel_release : request.commit, " (",
+      config_.arch, ") in ", config_.kernels_dir));
+}
+
+absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(const KernelRequest& request,
+                                                         const LeaseHold& lease) {
+  if (absl::Status s = CanRun(request); !s.ok()) return s;
+  absl::StatusOr<KernelFacts> facts = read_facts_();
+  if (!facts.ok()) return facts.status();
+
+  if (facts->release == request.kernel_release) {
+    KernelRun run;
+    run.provider = "kexec";
+    run.requested = request.mode;
+    run.facts = *facts;
+    absl::StatusOr<pb::IommuMode> effective = EffectiveMode(*facts, &run.effective_detail);
+    if (!effective.ok()) return effective.status();
+    run.effective = *effective;
+    run.domain_type = NvmeDomainType(*facts);
+    if (run.effective != request.mode) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "requested IOMMU mode ", proto::ModeName(request.mode), " but kernel ", facts->release,
+          " runs ", proto::ModeName(run.effective), " (", run.effective_detail, ")"));
+    }
+    if (!request.tool_argv.empty()) {
+      const absl::Time start = now_();
+      absl::StatusOr<runners::ProcessResult> r =
+          runner_->Run(request.tool_argv, request.tool_runtime + config_.margin);
+      if (!r.ok()) return r.status();
+      if (r->timed_out) return absl::AbortedError(absl::StrCat("tool ", r->Describe()));
+      run.tool_stdout = std::move(r->stdout_data);
+      run.tool_stderr = std::move(r->stderr_data);
+      run.tool_exit = r->signaled ? 128 + r->term_signal : r->exit_code;
+      run.wall_time = now_() - start;
+    }
+    return run;
+  }
+
+  // Step 1: boot the job's kernel.
+  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
+  if (!store.ok()) return absl::FailedPreconditionError(store.status().message());
+  const kstore::KernelBuild* build = nullptr;
+  for (const kstore::KernelBuild& b : store->builds) {
+    if (b.arch == config_.arch && b.release == request.kernel_release &&
+        (request.commit.empty() || b.commit == request.commit)) {
+      build = &b;
+      break;
+    }
+  }
+  if (build == nullptr) return absl::FailedPreconditionError("the build left the store");
+  absl::StatusOr<std::string> cmdline =
+      KexecCmdline(config_.base_cmdline, request.mode, request.kernel_params);
+  if (!cmdline.ok()) return cmdline.status();
+  PendingBoot boot;
+  boot.lease = lease;
+  boot.commit = build->commit;
+  boot.release = build->release;
+  boot.mode = request.mode;
+  boot.cmdline = *cmdline;
+  boot.deadline = now_() + config_.boot_timeout;
+  boot.default_release = config_.default_release;
+  if (absl::Status s = WriteAtomically(StatePath(), PendingBootJson(boot)); !s.ok()) return s;
+
+  std::vector<std::string> load = {config_.kexec, "-l", build->ImagePath()};
+  if (!build->initrd.empty()) load.push_back("--initrd=" + build->InitrdPath());
+  load.push_back("--append=" + *cmdline);
+  if (absl::Status s = CommandOk(runner_->Run(load, kCommandTimeout), load); !s.ok()) {
+    std::error_code ec;
+    fs::remove(StatePath(), ec);
+    return s;
+  }
+  const std::vector<std::string> exec = {config_.systemctl, "kexec"};
+  if (absl::Status s = CommandOk(runner_->Run(exec, kCommandTimeout), exec); !s.ok()) {
+    std::error_code ec;
+    fs::remove(StatePath(), ec);
+    return s;
+  }
+  return absl::UnavailableError(absl::StrCat("rebooting into ", build->release, " (commit ",
+                                             build->commit, ") for job ", lease.job_id));
+}
+
+absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Resume() {
+  Resumed out;
+  std::ifstream in(StatePath());
+  if (!in) return out;
+  std::ostringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<PendingBoot> boot = ParsePendingBoot(text.str());
+  if (!boot.ok())
+    return absl::InternalError(absl::StrCat(StatePath(), ": ", boot.status().message()));
+  out.boot = *boot;
+  absl::StatusOr<KernelFacts> facts = read_facts_();
+  if (!facts.ok()) return absl::InternalError(facts.status().message());
+  const std::string wanted = absl::StrCat(boot->release, " (commit ", boot->commit, ")");
+  const absl::Time now = now_();
+  std::string reason;
+  if (facts->release != boot->release) {
+    reason = facts->release == boot->default_release
+                 ? absl::StrCat("kernel ", wanted,
+                                " did not come back: the host runs its default "
+                                "kernel ",
+                                facts->release)
+                 : absl::StrCat("booted kernel ", facts->release, ", wanted ", wanted);
+  } else if (now > boot->deadline) {
+    reason = absl::StrCat("kernel ", wanted, " came back after the boot timeout (",
+                          absl::FormatDuration(config_.boot_timeout), ")");
+  } else {
+    std::string detail;
+    absl::StatusOr<pb::IommuMode> effective = EffectiveMode(*facts, &detail);
+    if (!effective.ok()) {
+      reason = absl::StrCat("kernel ", wanted, ": ", effective.status().message());
+    } else if (*effective != boot->mode) {
+      reason =
+          absl::StrCat("requested IOMMU mode ", proto::ModeName(boot->mode), " but kernel ",
+                       facts->release, " runs ", proto::ModeName(*effective), " (", detail, ")");
+    }
+  }
+  if (reason.empty()) {
+    out.kind = Resumed::kRun;
+    return out;
+  }
+  out.kind = Resumed::kFailed;
+  out.reason = reason;
+  std::error_code ec;
+  fs::remove(StatePath(), ec);
+  if (absl::Status s = ReturnToDefault(facts->release, boot->default_release); !s.ok()) {
+    out.reason =
+        absl::StrCat(out.reason, "; returning to the default kernel failed: ", s.message());
+  }
+  return out;
+}
+
+absl::Status KexecKernelProvider::ReturnToDefault(const std::string& running,
+                                                  const std::string& default_release) {
+  if (default_release.empty() || running == default_release) {
+    return absl::OkStatus();
+  }
+  const std::vector<std::string> reboot = {config_.systemctl, "reboot"};
+  return CommandOk(runner_->Run(reboot, kCommandTimeout), reboot);
+}
+
+absl::Status KexecKernelProvider::Finish() {
+  std::error_code ec;
+  fs::remove(StatePath(), ec);
+  if (ec) return absl::InternalError(absl::StrCat("remove ", StatePath(), ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace farm::kernels

@@ -1,0 +1,154 @@
+// kexec_provider: the `kexec` KernelProvider, for bare-metal lab hosts under
+// systemd. A job whose kernel is not the running one is run in three steps:
+//
+//   1. Boot (RunLeased on the wrong kernel): the pending boot (the job's
+//      lease, commit, release, mode, command line, a deadline of now + boot
+//      timeout, and the host's default kernel) is written to
+//      <state_dir>/kexec-state.json (atomically: write, fsync, rename), then
+//      `kexec -l <image> [--initrd=<initrd>] --append=<cmdline>` and
+//      `systemctl kexec`. RunLeased returns UNAVAILABLE ("rebooting into
+//      ...") when both succeeded: the job is neither done nor failed.
+//   2. Resume (at agent start, before it registers): the state file, the
+//      running kernel's facts and the clock decide. No file: nothing
+//      pending. The job's kernel is running within the deadline and its
+//      effective mode is the job's: kRun, the lease is kept and the job
+//      runs (RunLeased on the right kernel). Otherwise kFailed with a reason
+//      naming what was wanted and what runs: the kernel did not come back
+//      (the host runs its default kernel, or another one), it came back
+//      after the boot timeout, or it runs another mode than the job's; a
+//      host that is not on its default kernel then reboots into it
+//      (`systemctl reboot`: kexec does not survive a reboot, the boot loader
+//      picks the default). The state file is removed on kFailed.
+//   3. Finish (after the job's result or failure is reported): the state
+//      file goes; the host stays on the job's kernel until the next kexec.
+//
+// The job's command line is the host's own (KexecConfig::base_cmdline, with
+// root= and the like) without the parameters that choose an IOMMU mode, then
+// the job's allow-listed extra parameters, then the mode's parameter.
+//
+// Every command goes through a CommandRunner, so tests run a fake that
+// records argv and returns a fake "booted" state through the facts
+// function; nothing reboots in CI.
+//
+// What is not here: the agent loop's side (holding the lease across the
+// reboot, re-registering and handing the resumed lease to the executor) and
+// the scheduler's (a lease that outlives the old session up to the boot
+// timeout).
+//
+// Thread-safety: not thread-safe; one job at a time (a kexec host runs one
+// slot). Error contract: kernel_provider.h, plus UNAVAILABLE from RunLeased
+// while the host reboots.
+#ifndef AGENT_KERNELS_KEXEC_PROVIDER_H_
+#define AGENT_KERNELS_KEXEC_PROVIDER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/kernels/kernel_provider.h"
+#include "lib/process/process.h"
+
+namespace farm::kernels {
+
+// Runs one command (no shell). The system runner uses RunProcess.
+class CommandRunner {
+ public:
+  virtual ~CommandRunner() = default;
+  virtual absl::StatusOr<runners::ProcessResult> Run(const std::vector<std::string>& argv,
+                                                     absl::Duration timeout) = 0;
+};
+std::unique_ptr<CommandRunner> SystemCommandRunner();
+
+struct KexecConfig {
+  std::string kernels_dir;  // the kernel store (lib/kstore)
+  std::string state_dir;    // the agent's state directory
+  std::string arch = "x86_64";
+  std::string base_cmdline;     // the host's /proc/cmdline
+  std::string default_release;  // the kernel the boot loader starts
+  absl::Duration boot_timeout = absl::Minutes(10);
+  absl::Duration margin = absl::Seconds(60);  // added to the tool's runtime
+  std::string kexec = "kexec";
+  std::string systemctl = "systemctl";
+};
+
+// The job's lease, kept across the reboot.
+struct LeaseHold {
+  int64_t job_id = 0;
+  int32_t attempt = 0;
+  std::string lease_token;
+};
+
+struct PendingBoot {
+  LeaseHold lease;
+  std::string commit;
+  std::string release;
+  iommufarm::v1::IommuMode mode = iommufarm::v1::IOMMU_MODE_UNSPECIFIED;
+  std::string cmdline;
+  absl::Time deadline;
+  std::string default_release;
+};
+
+std::string PendingBootJson(const PendingBoot& boot);
+// InvalidArgument naming what is wrong with the text.
+absl::StatusOr<PendingBoot> ParsePendingBoot(const std::string& text);
+
+// The host's command line for `mode`: `base` without intel_iommu=,
+// amd_iommu=, iommu=, iommu.strict= and iommu.passthrough=, then `extra`
+// (each on the allow-list of proto/kernel_params.h: InvalidArgument naming
+// a refused one), then ModeKernelParameter(mode) (off: intel_iommu=off
+// amd_iommu=off, the host's IOMMU may be either).
+absl::StatusOr<std::string> KexecCmdline(const std::string& base, iommufarm::v1::IommuMode mode,
+                                         const std::vector<std::string>& extra);
+
+class KexecKernelProvider : public KernelProvider {
+ public:
+  // `read_facts` reads the running kernel's facts (release, IOMMU groups,
+  // NVMe); `now` is the clock.
+  KexecKernelProvider(KexecConfig config, std::unique_ptr<CommandRunner> runner,
+                      std::function<absl::StatusOr<KernelFacts>()> read_facts,
+                      std::function<absl::Time()> now = absl::Now);
+
+  struct Resumed {
+    enum Kind { kNothing, kRun, kFailed };
+    Kind kind = kNothing;
+    PendingBoot boot;    // kRun, kFailed: what was pending
+    std::string reason;  // kFailed: why the job fails
+  };
+  // Step 2 above. INTERNAL when the state file or the facts cannot be read.
+  absl::StatusOr<Resumed> Resume();
+
+  // Steps 1 and, on the job's kernel, the run itself: the tool's argv runs
+  // on the host when the running kernel is the request's release in the
+  // request's mode (FAILED_PRECONDITION naming both when the release is
+  // right and the mode is not); otherwise the boot of step 1.
+  absl::StatusOr<KernelRun> RunLeased(const KernelRequest& request, const LeaseHold& lease);
+
+  // Step 3 above.
+  absl::Status Finish();
+
+  std::string StatePath() const;
+
+  std::string_view name() const override { return "kexec"; }
+  // OK when the store has the request's build and the state dir exists.
+  absl::Status CanRun(const KernelRequest& request) const override;
+  absl::StatusOr<KernelRun> Run(const KernelRequest& request) override {
+    return RunLeased(request, LeaseHold{});
+  }
+
+ private:
+  absl::Status ReturnToDefault(const std::string& running, const std::string& default_release);
+
+  KexecConfig config_;
+  std::unique_ptr<CommandRunner> runner_;
+  std::function<absl::StatusOr<KernelFacts>()> read_facts_;
+  std::function<absl::Time()> now_;
+};
+
+}  // namespace farm::kernels
+
+#endif  // AGENT_KERNELS_KEXEC_PROVIDER_H_

@@ -1,0 +1,258 @@
+// The kexec provider's state machine with a fake kexec: the command runner
+// records argv, the facts function plays the kernel that runs after the
+// "reboot", the clock is set by hand. Nothing reboots.
+#include "agent/kernels/kexec_provider.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace farm::kernels {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kDefault[] = "6.1.0-13-amd64";
+constexpr char kJobKernel[] = "6.1.0-57-cloud-amd64";
+
+struct FakeHost {
+  std::vector<std::vector<std::string>> commands;
+  KernelFacts facts;
+  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  std::string tool_stdout = "{\"fio\": 1}";
+};
+
+class FakeRunner : public CommandRunner {
+ public:
+  explicit FakeRunner(FakeHost* host) : host_(host) {}
+  absl::StatusOr<runners::ProcessResult> Run(const std::vector<std::string>& argv,
+                                             absl::Duration) override {
+    host_->commands.push_back(argv);
+    runners::ProcessResult r;
+    r.exit_code = 0;
+    if (argv[0] == "fio") r.stdout_data = host_->tool_stdout;
+    return r;
+  }
+
+ private:
+  FakeHost* host_;
+};
+
+// A kernel whose NVMe sits in a group of `type` ("" for no group).
+KernelFacts Facts(const std::string& release, const std::string& type) {
+  KernelFacts f;
+  f.release = release;
+  f.machine = "x86_64";
+  NvmeController n;
+  n.name = "nvme0";
+  n.pci_address = "0000:01:00.0";
+  if (!type.empty()) {
+    n.group = "7";
+    f.groups.push_back({"7", type, {"0000:01:00.0"}});
+  }
+  f.nvme.push_back(n);
+  return f;
+}
+
+class KexecTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "kexec-test-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    fs::create_directories(dir_ / "state");
+    fs::create_directories(dir_ / "store" / "kernel-a1");
+    std::ofstream(dir_ / "store" / "kernel-a1" / "kernel.yaml")
+        << "commit: kernel-a1\nrelease: " << kJobKernel
+        << "\narch: x86_64\nimage: vmlinuz\ninitrd: initrd.img\n";
+    std::ofstream(dir_ / "store" / "kernel-a1" / "vmlinuz") << "image";
+    std::ofstream(dir_ / "store" / "kernel-a1" / "initrd.img") << "initrd";
+    host_.facts = Facts(kDefault, "DMA-FQ");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A provider as the agent makes it at start: a new one after each "reboot".
+  std::unique_ptr<KexecKernelProvider> Provider() {
+    KexecConfig c;
+    c.kernels_dir = (dir_ / "store").string();
+    c.state_dir = (dir_ / "state").string();
+    c.base_cmdline = "BOOT_IMAGE=/vmlinuz root=UUID=1234 ro quiet iommu.strict=0 intel_iommu=on";
+    c.default_release = kDefault;
+    c.boot_timeout = absl::Minutes(10);
+    return std::make_unique<KexecKernelProvider>(
+        c, std::make_unique<FakeRunner>(&host_),
+        [this]() -> absl::StatusOr<KernelFacts> { return host_.facts; },
+        [this] { return host_.now; });
+  }
+
+  static KernelRequest Request(pb::IommuMode mode) {
+    KernelRequest r;
+    r.commit = "kernel-a1";
+    r.kernel_release = kJobKernel;
+    r.mode = mode;
+    r.tool_argv = {"fio", "--output-format=json", "--name=r"};
+    r.tool_runtime = absl::Seconds(4);
+    return r;
+  }
+
+  // Step 1 on the default kernel: the state is written, kexec loads, systemd
+  // reboots.
+  void BootIntoTheJobsKernel(pb::IommuMode mode) {
+    auto p = Provider();
+    absl::StatusOr<KernelRun> run = p->RunLeased(Request(mode), {42, 1, "token-42"});
+    ASSERT_EQ(run.status().code(), absl::StatusCode::kUnavailable) << run.status();
+    EXPECT_THAT(run.status().message(), HasSubstr("rebooting into 6.1.0-57-cloud-amd64"));
+    ASSERT_TRUE(fs::exists(p->StatePath()));
+  }
+
+  fs::path dir_;
+  FakeHost host_;
+};
+
+TEST_F(KexecTest, CmdlineKeepsTheHostsAndReplacesTheMode) {
+  absl::StatusOr<std::string> c =
+      KexecCmdline("root=/dev/sda1 ro iommu=pt amd_iommu=on iommu.passthrough=1 quiet",
+                   pb::IOMMU_MODE_STRICT, {"iommu.forcedac=1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c, "root=/dev/sda1 ro quiet iommu.forcedac=1 iommu.strict=1");
+  c = KexecCmdline("root=/dev/sda1", pb::IOMMU_MODE_OFF, {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, "root=/dev/sda1 intel_iommu=off amd_iommu=off");
+  EXPECT_EQ(KexecCmdline("root=/dev/sda1", pb::IOMMU_MODE_STRICT, {"init=/bin/sh"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(KexecTest, LeaseKeptAcrossTheReboot) {
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
+  ASSERT_EQ(host_.commands.size(), 2u);
+  EXPECT_THAT(host_.commands[0],
+              ElementsAre("kexec", "-l", (dir_ / "store" / "kernel-a1" / "vmlinuz").string(),
+                          "--initrd=" + (dir_ / "store" / "kernel-a1" / "initrd.img").string(),
+                          "--append=BOOT_IMAGE=/vmlinuz root=UUID=1234 ro quiet iommu.strict=1"));
+  EXPECT_THAT(host_.commands[1], ElementsAre("systemctl", "kexec"));
+
+  // "Reboot": the job's kernel runs, strict, three minutes later.
+  host_.facts = Facts(kJobKernel, "DMA");
+  host_.now += absl::Minutes(3);
+  host_.commands.clear();
+  auto p = Provider();
+  absl::StatusOr<KexecKernelProvider::Resumed> resumed = p->Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_EQ(resumed->kind, KexecKernelProvider::Resumed::kRun) << resumed->reason;
+  EXPECT_EQ(resumed->boot.lease.job_id, 42);
+  EXPECT_EQ(resumed->boot.lease.attempt, 1);
+  EXPECT_EQ(resumed->boot.lease.lease_token, "token-42");
+  EXPECT_EQ(resumed->boot.commit, "kernel-a1");
+  EXPECT_EQ(resumed->boot.mode, pb::IOMMU_MODE_STRICT);
+
+  absl::StatusOr<KernelRun> run = p->RunLeased(Request(pb::IOMMU_MODE_STRICT), resumed->boot.lease);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->provider, "kexec");
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(run->domain_type, "DMA");
+  EXPECT_EQ(run->facts.release, kJobKernel);
+  EXPECT_EQ(run->tool_exit, 0);
+  EXPECT_EQ(run->tool_stdout, host_.tool_stdout);
+  ASSERT_EQ(host_.commands.size(), 1u);  // only the tool: no reboot
+  EXPECT_THAT(host_.commands[0], ElementsAre("fio", "--output-format=json", "--name=r"));
+  ASSERT_TRUE(p->Finish().ok());
+  EXPECT_FALSE(fs::exists(p->StatePath()));
+  // Nothing pending any more.
+  resumed = Provider()->Resume();
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ(resumed->kind, KexecKernelProvider::Resumed::kNothing);
+}
+
+TEST_F(KexecTest, AKernelThatDoesNotComeBackFailsTheJob) {
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
+  // The kernel hung; the watchdog's reset brought up the default kernel.
+  host_.now += absl::Minutes(11);
+  host_.commands.clear();
+  auto p = Provider();
+  absl::StatusOr<KexecKernelProvider::Resumed> resumed = p->Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_EQ(resumed->kind, KexecKernelProvider::Resumed::kFailed);
+  EXPECT_EQ(resumed->boot.lease.job_id, 42);
+  EXPECT_EQ(resumed->reason,
+            "kernel 6.1.0-57-cloud-amd64 (commit kernel-a1) did not come back: the host runs its "
+            "default kernel 6.1.0-13-amd64");
+  EXPECT_TRUE(host_.commands.empty());  // already on the default kernel
+  EXPECT_FALSE(fs::exists(p->StatePath()));
+}
+
+TEST_F(KexecTest, BootTimeoutFailsTheJobAndReturnsToTheDefaultKernel) {
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
+  host_.facts = Facts(kJobKernel, "DMA");
+  host_.now += absl::Minutes(10) + absl::Seconds(1);
+  host_.commands.clear();
+  absl::StatusOr<KexecKernelProvider::Resumed> resumed = Provider()->Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_EQ(resumed->kind, KexecKernelProvider::Resumed::kFailed);
+  EXPECT_EQ(resumed->reason,
+            "kernel 6.1.0-57-cloud-amd64 (commit kernel-a1) came back after the boot timeout "
+            "(10m)");
+  EXPECT_THAT(host_.commands, ElementsAre(ElementsAre("systemctl", "reboot")));
+}
+
+TEST_F(KexecTest, WrongReleaseAfterBootFailsTheJob) {
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
+  host_.facts = Facts("6.1.0-99-other", "DMA");
+  host_.now += absl::Minutes(2);
+  host_.commands.clear();
+  absl::StatusOr<KexecKernelProvider::Resumed> resumed = Provider()->Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_EQ(resumed->kind, KexecKernelProvider::Resumed::kFailed);
+  EXPECT_EQ(resumed->reason,
+            "booted kernel 6.1.0-99-other, wanted 6.1.0-57-cloud-amd64 (commit kernel-a1)");
+  EXPECT_THAT(host_.commands, ElementsAre(ElementsAre("systemctl", "reboot")));
+}
+
+TEST_F(KexecTest, WrongModeAfterBootFailsTheJob) {
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_LAZY);
+  host_.facts = Facts(kJobKernel, "DMA");  // lazy asked, strict runs
+  host_.now += absl::Minutes(2);
+  host_.commands.clear();
+  absl::StatusOr<KexecKernelProvider::Resumed> resumed = Provider()->Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_EQ(resumed->kind, KexecKernelProvider::Resumed::kFailed);
+  EXPECT_THAT(resumed->reason, HasSubstr("requested IOMMU mode lazy but kernel "
+                                         "6.1.0-57-cloud-amd64 runs strict"));
+  EXPECT_THAT(host_.commands, ElementsAre(ElementsAre("systemctl", "reboot")));
+}
+
+TEST_F(KexecTest, UnknownCommitIsRefusedBeforeAnyCommand) {
+  KernelRequest r = Request(pb::IOMMU_MODE_STRICT);
+  r.commit = "kernel-zz";
+  auto p = Provider();
+  EXPECT_EQ(p->RunLeased(r, {1, 1, "t"}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(host_.commands.empty());
+  EXPECT_FALSE(fs::exists(p->StatePath()));
+}
+
+TEST(PendingBoot, RoundTripsAndRefusesGarbage) {
+  PendingBoot b;
+  b.lease = {7, 2, "tok"};
+  b.commit = "c";
+  b.release = "r";
+  b.mode = pb::IOMMU_MODE_PASSTHROUGH;
+  b.cmdline = "root=/dev/sda1 iommu.passthrough=1";
+  b.deadline = absl::FromUnixSeconds(1234);
+  b.default_release = "d";
+  absl::StatusOr<PendingBoot> back = ParsePendingBoot(PendingBootJson(b));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->lease.lease_token, "tok");
+  EXPECT_EQ(back->mode, pb::IOMMU_MODE_PASSTHROUGH);
+  EXPECT_EQ(back->deadline, b.deadline);
+  EXPECT_EQ(ParsePendingBoot("[]").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParsePendingBoot("{\"job_id\": 1}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace farm::kernels

@@ -1,0 +1,32 @@
+// cli/kernels: farmctl's view of a kernel store (lib/kstore): the catalog
+// commits a store's builds stand for, and the table `farmctl kernels list`
+// prints. Pure functions of their arguments; thread-safe.
+#ifndef CLI_KERNELS_H_
+#define CLI_KERNELS_H_
+
+#include <string>
+#include <vector>
+
+#include "iommufarm/v1/farm.pb.h"
+#include "lib/kstore/kernel_store.h"
+
+namespace farm::cli {
+
+// The request that adds `builds` to `catalog` (ImportGitCatalog, which
+// appends the commits the catalog does not hold yet and records the source
+// as "git:kstore:<store_dir>"): one commit per commit id, in
+// kstore::CatalogOrder, its subject naming the kernel release(s) and the
+// package version, e.g. "kernel 6.1.0-57-cloud-amd64 (6.1.192-3)". The
+// commits carry no model settings, so in the emulator they inherit the
+// state of the commit before them.
+iommufarm::v1::ImportGitCatalogRequest KernelCatalogRequest(
+    const std::vector<kstore::KernelBuild>& builds, const std::string& catalog,
+    const std::string& store_dir);
+
+// One line per build: commit, arch, release, version, directory (tab
+// separated, with a header line).
+std::string FormatKernelBuilds(const std::vector<kstore::KernelBuild>& builds);
+
+}  // namespace farm::cli
+
+#endif  // CLI_KERNELS_H_
