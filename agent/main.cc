@@ -66,6 +66,16 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", metrics_address,
                  "serve Prometheus /metrics on HOST:PORT (port 0: any free "
                  "port; prints 'metrics on HOST:PORT')");
+  farm::metrics::MetricsTls metrics_tls;
+  app.add_option("--metrics-tls-cert", metrics_tls.cert_file,
+                 "serve /metrics over HTTPS with this PEM certificate chain (with "
+                 "--metrics-tls-key)")
+      ->envname("FARM_METRICS_TLS_CERT")
+      ->check(CLI::ExistingFile);
+  app.add_option("--metrics-tls-key", metrics_tls.key_file,
+                 "the PEM private key of --metrics-tls-cert")
+      ->envname("FARM_METRICS_TLS_KEY")
+      ->check(CLI::ExistingFile);
   farm::client::SecurityFlags security;
   farm::client::AddSecurityOptions(app, &security);
   farm::service::AddDurationOption(app, "--drain-timeout", &options.drain_timeout, "30s",
@@ -127,7 +137,7 @@ int main(int argc, char** argv) {
   farm::metrics::AgentMetrics metrics(registry.registry());
   std::unique_ptr<farm::metrics::MetricsExposer> exposer;
   if (!metrics_address.empty()) {
-    auto started = farm::metrics::MetricsExposer::Start(metrics_address, registry);
+    auto started = farm::metrics::MetricsExposer::Start(metrics_address, registry, metrics_tls);
     if (!started.ok()) {
       std::fprintf(stderr, "farm-agent: --metrics %s: %s\n", metrics_address.c_str(),
                    std::string(started.status().message()).c_str());

@@ -375,12 +375,13 @@ std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices, OutputForm
     rows.push_back({absl::StrCat(m.id()), m.name(), MatrixStateName(m.state()),
                     absl::StrCat(c.total()), absl::StrCat(c.succeeded()), absl::StrCat(c.failed()),
                     absl::StrCat(c.queued() + c.leased()), m.platform(),
-                    FormatTimestamp(m.created_at())});
+                    FormatTimestamp(m.created_at()),
+                    m.submitted_by().empty() ? "-" : m.submitted_by()});
     *message.add_matrices() = m;
   }
-  return RenderList(
-      {"id", "name", "state", "jobs", "succeeded", "failed", "pending", "platform", "created"},
-      rows, message, format, "no matrices\n");
+  return RenderList({"id", "name", "state", "jobs", "succeeded", "failed", "pending", "platform",
+                     "created", "submitter"},
+                    rows, message, format, "no matrices\n");
 }
 
 std::string FormatMatrixDetail(const pb::Matrix& m) {

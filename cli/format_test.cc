@@ -392,8 +392,11 @@ TEST(FormatMatrixListTest, TableCsvAndJson) {
   const std::string table = FormatMatrixList({m});
   EXPECT_NE(table.find("smoke"), std::string::npos) << table;
   EXPECT_EQ(FormatMatrixList({m}, OutputFormat::kCsv),
-            "id,name,state,jobs,succeeded,failed,pending,platform,created\n"
-            "7,smoke,running,18,10,0,8,intel-vtd-snb16c,-\n");
+            "id,name,state,jobs,succeeded,failed,pending,platform,created,submitter\n"
+            "7,smoke,running,18,10,0,8,intel-vtd-snb16c,-,-\n");
+  m.set_submitted_by("alice");
+  EXPECT_NE(FormatMatrixList({m}).find("alice"), std::string::npos);
+  EXPECT_NE(FormatMatrixDetail(m).find("submitted by: alice"), std::string::npos);
   auto j = nlohmann::json::parse(FormatMatrixList({m}, OutputFormat::kJson));
   ASSERT_EQ(j["matrices"].size(), 1u);
   EXPECT_EQ(j["matrices"][0]["name"], "smoke");

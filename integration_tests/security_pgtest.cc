@@ -409,6 +409,29 @@ TEST_F(SecurityPgTest, AgentCannotTouchAnotherAgentsLease) {
     EXPECT_EQ(stub_b->Heartbeat(c3.get(), hr, &hresp).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
+  // Batched: B's own agent id passes, A's lease is refused in its slot by
+  // the queue's report statement; posing as A's agent id refuses the call.
+  {
+    pb::ReportResultsRequest batch;
+    pb::ReportResultRequest* item = batch.add_results();
+    item->set_agent_id(rb.agent_id());
+    *item->mutable_lease() = lease;
+    item->add_samples()->set_metric("x");
+    pb::ReportResultsResponse bresp;
+    auto c5 = client::NewContext(b, absl::Seconds(10));
+    grpc::Status bst = stub_b->ReportResults(c5.get(), batch, &bresp);
+    ASSERT_TRUE(bst.ok()) << bst.error_message();
+    ASSERT_EQ(bresp.results_size(), 1);
+    EXPECT_EQ(bresp.results(0).error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << bresp.results(0).error_message();
+    EXPECT_FALSE(bresp.results(0).accepted());
+    EXPECT_NE(bresp.results(0).error_message().find("agent-b"), std::string::npos)
+        << bresp.results(0).error_message();
+    item->set_agent_id(ra.agent_id());
+    auto c6 = client::NewContext(b, absl::Seconds(10));
+    EXPECT_EQ(stub_b->ReportResults(c6.get(), batch, &bresp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
   EXPECT_EQ(Sql("SELECT count(*) FROM results"), 0);
   EXPECT_EQ(Sql("SELECT count(*) FROM jobs WHERE state = 2 AND lease_agent = " +
                 std::to_string(ra.agent_id())),
@@ -424,6 +447,35 @@ TEST_F(SecurityPgTest, AgentCannotTouchAnotherAgentsLease) {
   EXPECT_TRUE(st.ok()) << st.error_message();
   EXPECT_TRUE(ok.accepted());
   EXPECT_EQ(Sql("SELECT count(*) FROM results"), 1);
+}
+
+// A matrix records the principal that submitted it: the certificate's CN,
+// or the API token's name.
+TEST_F(SecurityPgTest, MatrixRecordsItsSubmitter) {
+  StartServer();
+  const int64_t by_cert = SubmitMatrix();
+  ASSERT_GT(by_cert, 0);
+  const std::string token = CreateToken("ci-bot", "submitter");
+  ASSERT_FALSE(token.empty());
+  client::ClientOptions bot = Client("norole", token);
+  auto jobs = pb::JobService::NewStub(client::MakeChannel(bot));
+  pb::SubmitMatrixRequest sm;
+  sm.set_spec_yaml(kSpec);
+  sm.set_idempotency_key("ci-bot-1");
+  pb::SubmitMatrixResponse sr;
+  auto c1 = client::NewContext(bot, absl::Seconds(10));
+  grpc::Status st = jobs->SubmitMatrix(c1.get(), sm, &sr);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(sr.matrix().submitted_by(), "ci-bot");
+  pb::ListMatricesRequest lr;
+  pb::ListMatricesResponse list;
+  auto c2 = client::NewContext(bot, absl::Seconds(10));
+  st = jobs->ListMatrices(c2.get(), lr, &list);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  std::map<int64_t, std::string> by;
+  for (const pb::Matrix& m : list.matrices()) by[m.id()] = m.submitted_by();
+  EXPECT_EQ(by[by_cert], "admin1");
+  EXPECT_EQ(by[sr.matrix().id()], "ci-bot");
 }
 
 TEST_F(SecurityPgTest, NameTakeoverRefused) {

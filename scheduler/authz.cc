@@ -210,4 +210,10 @@ absl::Status Authorizer::CheckLeases(const Principal& who, int64_t agent_id,
   return absl::OkStatus();
 }
 
+absl::Status Authorizer::QueueRefusal(const Principal& who, const absl::Status& st) {
+  if (!absl::IsPermissionDenied(st)) return st;
+  refused_.fetch_add(1);
+  return Denied(who, st.message());
+}
+
 }  // namespace farm::scheduler

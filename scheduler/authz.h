@@ -13,7 +13,7 @@
 // least RpcRoleTable()'s role for its RPC. An agent principal is bound to
 // the agent name it is called by: it registers only that name, and its
 // agent calls must carry an agent id of that name and only leases that
-// agent holds.
+// agent holds (reports: checked by the queue, see CheckLeases).
 //
 // Thread-safety: Authorizer is thread-safe; its store and queue are not
 // owned and must outlive it. Methods that read the store block on the
@@ -90,9 +90,14 @@ class Authorizer final {
   absl::Status CheckRegister(const Principal& who, const std::string& agent_name);
   // A bound agent calls only with the id of the agent it is.
   absl::Status CheckAgentId(const Principal& who, int64_t agent_id);
-  // A bound agent reports and heartbeats only leases its agent holds.
+  // A bound agent heartbeats and releases only leases its agent holds (one
+  // lookup). Reports need no lookup: the queue refuses a report of a lease
+  // another agent holds in the report's own statement (kPermissionDenied).
   absl::Status CheckLeases(const Principal& who, int64_t agent_id,
                            const std::vector<int64_t>& job_ids);
+  // `st` from the queue: a kPermissionDenied is counted as refused and names
+  // the principal; anything else comes back as it is.
+  absl::Status QueueRefusal(const Principal& who, const absl::Status& st);
 
   // Calls that reached an adapter (past TLS), and those refused here.
   int64_t calls() const { return calls_.load(); }

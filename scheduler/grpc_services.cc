@@ -389,8 +389,6 @@ class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
   bool last_page_ = false;
 };
 
-std::string Peer(grpc::CallbackServerContext* ctx) { return ctx->peer(); }
-
 // A short random id that ties an error a client sees to the server log line.
 std::string ErrorId() {
   thread_local absl::BitGen gen;
@@ -466,7 +464,8 @@ grpc::ServerUnaryReactor* JobServiceGrpc::SubmitMatrix(grpc::CallbackServerConte
                                                        const pb::SubmitMatrixRequest* req,
                                                        pb::SubmitMatrixResponse* resp) {
   return Unary(ctx, heavy_, authz_, "JobService/SubmitMatrix", resp,
-               [this, req, peer = Peer(ctx)] { return svc_->SubmitMatrix(*req, peer); });
+               // The matrix records its submitter's principal (farmctl shows it).
+               [this, req](const Principal& who) { return svc_->SubmitMatrix(*req, who.name); });
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::GetMatrix(grpc::CallbackServerContext* ctx,
                                                     const pb::GetMatrixRequest* req,
@@ -585,12 +584,14 @@ grpc::ServerUnaryReactor* AgentServiceGrpc::LeaseJobs(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReportResult(grpc::CallbackServerContext* ctx,
                                                          const pb::ReportResultRequest* req,
                                                          pb::ReportResultResponse* resp) {
+  // The lease holder is checked by the report's own statement (JobQueue).
   return Unary(ctx, pool_, authz_, "AgentService/ReportResult", resp,
                [this, req](const Principal& who) -> absl::StatusOr<pb::ReportResultResponse> {
-                 absl::Status st = CheckAgent(authz_, who, req->agent_id(),
-                                              std::vector<pb::LeaseRef>{req->lease()});
+                 absl::Status st = authz_->CheckAgentId(who, req->agent_id());
                  if (!st.ok()) return st;
-                 return svc_->ReportResult(*req);
+                 absl::StatusOr<pb::ReportResultResponse> out = svc_->ReportResult(*req);
+                 if (!out.ok()) return authz_->QueueRefusal(who, out.status());
+                 return out;
                });
 }
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReportResults(grpc::CallbackServerContext* ctx,
@@ -599,13 +600,21 @@ grpc::ServerUnaryReactor* AgentServiceGrpc::ReportResults(grpc::CallbackServerCo
   return Unary(ctx, pool_, authz_, "AgentService/ReportResults", resp,
                [this, req](const Principal& who) -> absl::StatusOr<pb::ReportResultsResponse> {
                  // Every item as ReportResult checks it: the caller's own
-                 // agent id, on leases its agent holds.
+                 // agent id here; a lease another agent holds is refused in
+                 // its slot by the queue.
                  for (const pb::ReportResultRequest& r : req->results()) {
-                   absl::Status st =
-                       CheckAgent(authz_, who, r.agent_id(), std::vector<pb::LeaseRef>{r.lease()});
+                   absl::Status st = authz_->CheckAgentId(who, r.agent_id());
                    if (!st.ok()) return st;
                  }
-                 return svc_->ReportResults(*req);
+                 absl::StatusOr<pb::ReportResultsResponse> out = svc_->ReportResults(*req);
+                 if (!out.ok()) return out;
+                 for (pb::ReportResultResponse& item : *out->mutable_results()) {
+                   if (item.error_code() != grpc::StatusCode::PERMISSION_DENIED) continue;
+                   item.set_error_message(std::string(
+                       authz_->QueueRefusal(who, absl::PermissionDeniedError(item.error_message()))
+                           .message()));
+                 }
+                 return out;
                });
 }
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReportFailure(grpc::CallbackServerContext* ctx,
@@ -613,10 +622,11 @@ grpc::ServerUnaryReactor* AgentServiceGrpc::ReportFailure(grpc::CallbackServerCo
                                                           pb::ReportFailureResponse* resp) {
   return Unary(ctx, pool_, authz_, "AgentService/ReportFailure", resp,
                [this, req](const Principal& who) -> absl::StatusOr<pb::ReportFailureResponse> {
-                 absl::Status st = CheckAgent(authz_, who, req->agent_id(),
-                                              std::vector<pb::LeaseRef>{req->lease()});
+                 absl::Status st = authz_->CheckAgentId(who, req->agent_id());
                  if (!st.ok()) return st;
-                 return svc_->ReportFailure(*req);
+                 absl::StatusOr<pb::ReportFailureResponse> out = svc_->ReportFailure(*req);
+                 if (!out.ok()) return authz_->QueueRefusal(who, out.status());
+                 return out;
                });
 }
 grpc::ServerUnaryReactor* AgentServiceGrpc::ReleaseLeases(grpc::CallbackServerContext* ctx,

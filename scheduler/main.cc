@@ -43,6 +43,16 @@ int main(int argc, char** argv) {
                  "Prometheus /metrics address host:port; port 0 picks a free port (printed as "
                  "`metrics on HOST:PORT`)")
       ->capture_default_str();
+  farm::metrics::MetricsTls metrics_tls;
+  app.add_option("--metrics-tls-cert", metrics_tls.cert_file,
+                 "serve /metrics over HTTPS with this PEM certificate chain (with "
+                 "--metrics-tls-key)")
+      ->envname("FARM_METRICS_TLS_CERT")
+      ->check(CLI::ExistingFile);
+  app.add_option("--metrics-tls-key", metrics_tls.key_file,
+                 "the PEM private key of --metrics-tls-cert")
+      ->envname("FARM_METRICS_TLS_KEY")
+      ->check(CLI::ExistingFile);
   std::string admin_token_file;
   app.add_option("--admin-token-file", admin_token_file,
                  "file whose first line is the bootstrap admin bearer token (or set "
@@ -132,7 +142,7 @@ int main(int argc, char** argv) {
 
   farm::metrics::MetricsRegistry registry;
   absl::StatusOr<std::unique_ptr<farm::metrics::MetricsExposer>> exposer =
-      farm::metrics::MetricsExposer::Start(metrics_addr, registry);
+      farm::metrics::MetricsExposer::Start(metrics_addr, registry, metrics_tls);
   if (!exposer.ok()) {
     spdlog::error("{}", std::string(exposer.status().message()));
     return 1;

@@ -81,10 +81,12 @@ std::string ReadTail(const std::string& path, size_t max_bytes, uint64_t offset 
 uint64_t FileSize(const std::string& path);
 absl::Status WriteFile(const std::string& path, absl::string_view contents);
 
-// Polls `pid` (our child) and `url`/-/ready until 200 or timeout; used by
+// Polls `pid` (our child) and `url`/-/ready until `ready_status` (200; a
+// TLS-only server answers plain HTTP with 400) or timeout; used by
 // Prometheus and Alertmanager.
 absl::Status WaitHttpReady(pid_t pid, const std::string& url, absl::Duration timeout,
-                           const std::string& log_path, absl::string_view what);
+                           const std::string& log_path, absl::string_view what,
+                           int ready_status = 200);
 
 // True if the log (from offset) says the listen port was taken.
 bool LogSaysAddressInUse(const std::string& log_path, uint64_t offset);

@@ -40,9 +40,13 @@ std::string HostPort(std::string url) {
 // Starts `argv_for(port)` on fresh ports until one is not taken, then waits
 // for /-/ready. On success *pid and *port describe the running server.
 // `fixed_port` != 0: that port only (a restart), no retry on another.
+// `tls`: the server speaks only HTTPS; Go's server answers a plain HTTP
+// request on it with 400, which is then taken as "up" (the harness's plain
+// client does not verify certificates).
 absl::Status StartHttpServer(const std::string& dir, absl::string_view kind,
                              const std::function<std::vector<std::string>(int)>& argv_for,
-                             absl::Duration timeout, pid_t* pid, int* port, int fixed_port = 0) {
+                             absl::Duration timeout, pid_t* pid, int* port, int fixed_port = 0,
+                             bool tls = false) {
   const std::string log = dir + "/server.log";
   absl::Status last;
   for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
@@ -58,7 +62,7 @@ absl::Status StartHttpServer(const std::string& dir, absl::string_view kind,
     *pid = *started;
     (void)internal::WriteRecord(dir, kind, *pid);
     last = internal::WaitHttpReady(*pid, absl::StrCat("http://127.0.0.1:", *port, "/-/ready"),
-                                   timeout, log, kind);
+                                   timeout, log, kind, tls ? 400 : 200);
     if (last.ok()) return last;
     (void)internal::Terminate(*pid, SIGKILL, absl::Seconds(5));
     *pid = 0;
@@ -194,6 +198,30 @@ absl::StatusOr<std::unique_ptr<AlertmanagerInstance>> AlertmanagerInstance::Star
   if (absl::Status s = internal::WriteFile(config, absl::StrJoin(yml, "\n") + "\n"); !s.ok()) {
     return s;
   }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("alertmanager: tls_cert_file and tls_key_file go together");
+  }
+  if (options.basic_auth_user.empty() != options.basic_auth_bcrypt.empty()) {
+    return absl::InvalidArgumentError(
+        "alertmanager: basic_auth_user and basic_auth_bcrypt go together");
+  }
+  std::vector<std::string> web;
+  if (!options.tls_cert_file.empty()) {
+    web.push_back("tls_server_config:");
+    web.push_back("  cert_file: " + Quote(options.tls_cert_file));
+    web.push_back("  key_file: " + Quote(options.tls_key_file));
+  }
+  if (!options.basic_auth_user.empty()) {
+    web.push_back("basic_auth_users:");
+    web.push_back("  " + Quote(options.basic_auth_user) + ": " + Quote(options.basic_auth_bcrypt));
+  }
+  if (!web.empty()) {
+    if (absl::Status s =
+            internal::WriteFile(am->dir_ + "/web.yml", absl::StrJoin(web, "\n") + "\n");
+        !s.ok()) {
+      return s;
+    }
+  }
 
   if (absl::Status s = am->Run(0); !s.ok()) return s;
   return am;
@@ -203,18 +231,24 @@ absl::Status AlertmanagerInstance::Run(int fixed_port) {
   const std::string config = dir_ + "/alertmanager.yml";
   const std::string data = dir_ + "/data";
   const std::string binary = options_.binary;
+  const bool tls = !options_.tls_cert_file.empty();
+  const bool web = tls || !options_.basic_auth_user.empty();
+  const std::string web_config = dir_ + "/web.yml";
   return StartHttpServer(
       dir_, "alertmanager",
       [&](int port) -> std::vector<std::string> {
-        return {binary,
-                "--config.file=" + config,
-                "--storage.path=" + data,
-                absl::StrCat("--web.listen-address=127.0.0.1:", port),
-                "--cluster.listen-address=",  // empty: no gossip, no second port
-                absl::StrCat("--web.external-url=http://127.0.0.1:", port),
-                "--log.level=warn"};
+        std::vector<std::string> argv = {
+            binary,
+            "--config.file=" + config,
+            "--storage.path=" + data,
+            absl::StrCat("--web.listen-address=127.0.0.1:", port),
+            "--cluster.listen-address=",  // empty: no gossip, no second port
+            absl::StrCat("--web.external-url=", tls ? "https" : "http", "://127.0.0.1:", port),
+            "--log.level=warn"};
+        if (web) argv.push_back("--web.config.file=" + web_config);
+        return argv;
       },
-      options_.start_timeout, &pid_, &port_, fixed_port);
+      options_.start_timeout, &pid_, &port_, fixed_port, tls);
 }
 
 absl::Status AlertmanagerInstance::Restart() {
@@ -228,7 +262,7 @@ AlertmanagerInstance::~AlertmanagerInstance() {
 }
 
 std::string AlertmanagerInstance::BaseUrl() const {
-  return absl::StrCat("http://127.0.0.1:", port_);
+  return absl::StrCat(options_.tls_cert_file.empty() ? "http" : "https", "://127.0.0.1:", port_);
 }
 
 std::string AlertmanagerInstance::LogTail(size_t max_bytes) const {

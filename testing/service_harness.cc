@@ -539,7 +539,7 @@ bool LogSaysAddressInUse(const std::string& log_path, uint64_t offset) {
 }
 
 absl::Status WaitHttpReady(pid_t pid, const std::string& url, absl::Duration timeout,
-                           const std::string& log_path, absl::string_view what) {
+                           const std::string& log_path, absl::string_view what, int ready_status) {
   const absl::Time deadline = absl::Now() + timeout;
   std::string last;
   while (true) {
@@ -550,7 +550,7 @@ absl::Status WaitHttpReady(pid_t pid, const std::string& url, absl::Duration tim
                                                  ReadTail(log_path, 3000)));
     }
     absl::StatusOr<HttpResponse> r = HttpGet(url, absl::Seconds(2));
-    if (r.ok() && r->status == 200) return absl::OkStatus();
+    if (r.ok() && r->status == ready_status) return absl::OkStatus();
     last = r.ok() ? absl::StrCat("HTTP ", r->status, " ", r->body) : r.status().ToString();
     if (absl::Now() >= deadline) break;
     absl::SleepFor(absl::Milliseconds(50));

@@ -185,7 +185,7 @@ class PrometheusInstance final {
   PrometheusInstance& operator=(const PrometheusInstance&) = delete;
   ~PrometheusInstance();  // Stop() and remove the temp dir.
 
-  // http://127.0.0.1:PORT (no trailing slash).
+  // http://127.0.0.1:PORT, or https:// with tls_cert_file (no trailing slash).
   std::string BaseUrl() const;
   int port() const { return port_; }
   const std::string& dir() const { return dir_; }
@@ -218,6 +218,12 @@ struct AlertmanagerOptions {
   absl::Duration group_interval = absl::Seconds(1);
   absl::Duration repeat_interval = absl::Hours(1);
   absl::Duration start_timeout = absl::Seconds(60);
+  // Set (both PEM files): HTTPS only, through --web.config.file's
+  // tls_server_config; BaseUrl() is then https://127.0.0.1:PORT.
+  std::string tls_cert_file, tls_key_file;
+  // Set: every request needs HTTP basic auth as this user; the web config
+  // holds its bcrypt hash (basic_auth_users).
+  std::string basic_auth_user, basic_auth_bcrypt;
 };
 
 class AlertmanagerInstance final {
@@ -232,7 +238,7 @@ class AlertmanagerInstance final {
   AlertmanagerInstance& operator=(const AlertmanagerInstance&) = delete;
   ~AlertmanagerInstance();  // Stop() and remove the temp dir.
 
-  // http://127.0.0.1:PORT (no trailing slash).
+  // http://127.0.0.1:PORT, or https:// with tls_cert_file (no trailing slash).
   std::string BaseUrl() const;
   int port() const { return port_; }
   const std::string& dir() const { return dir_; }

@@ -1,8 +1,14 @@
 #include "lib/metrics/metrics.h"
 
+#include <chrono>
 #include <exception>
 #include <sstream>
+#include <thread>
 
+#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
+#define CPPHTTPLIB_OPENSSL_SUPPORT
+#endif
+#include <httplib.h>
 #include <prometheus/text_serializer.h>
 
 #include "proto/names.h"
@@ -129,8 +135,22 @@ AgentMetrics::AgentMetrics(prometheus::Registry& r)
                        .Register(r)
                        .Add({}, DurationBuckets())) {}
 
+// The HTTPS endpoint: one server thread answering GET /metrics.
+struct MetricsExposer::Https {
+  explicit Https(const MetricsTls& tls) : server(tls.cert_file.c_str(), tls.key_file.c_str()) {}
+  ~Https() {
+    server.stop();
+    if (thread.joinable()) thread.join();
+  }
+  httplib::SSLServer server;
+  std::thread thread;
+};
+
+MetricsExposer::MetricsExposer() = default;
+
 absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(const std::string& address,
-                                                                      MetricsRegistry& registry) {
+                                                                      MetricsRegistry& registry,
+                                                                      const MetricsTls& tls) {
   const auto colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
     return absl::InvalidArgumentError("metrics address \"" + address +
@@ -138,6 +158,53 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(const std:
   }
   std::unique_ptr<MetricsExposer> out(new MetricsExposer());
   out->host_ = address.substr(0, colon);
+  if (tls.enabled()) {
+    if (tls.cert_file.empty() || tls.key_file.empty()) {
+      return absl::InvalidArgumentError(
+          "metrics TLS needs both a certificate and a key file (--metrics-tls-cert and "
+          "--metrics-tls-key)");
+    }
+    int port = 0;
+    try {
+      port = std::stoi(address.substr(colon + 1));
+    } catch (const std::exception&) {
+      return absl::InvalidArgumentError("metrics address \"" + address + "\": bad port");
+    }
+    std::string host = out->host_;
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    out->https_ = std::make_unique<Https>(tls);
+    if (!out->https_->server.is_valid()) {
+      return absl::InvalidArgumentError("metrics TLS: cannot load certificate " + tls.cert_file +
+                                        " with key " + tls.key_file + " (PEM files)");
+    }
+    std::weak_ptr<prometheus::Registry> weak = registry.shared();
+    out->https_->server.Get("/metrics", [weak](const httplib::Request&, httplib::Response& res) {
+      std::shared_ptr<prometheus::Registry> r = weak.lock();
+      if (r == nullptr) {
+        res.status = 503;
+        return;
+      }
+      prometheus::TextSerializer text;
+      res.set_content(text.Serialize(r->Collect()), "text/plain; version=0.0.4");
+    });
+    if (port == 0) {
+      port = out->https_->server.bind_to_any_port(host);
+      if (port < 0) port = 0;
+    } else if (!out->https_->server.bind_to_port(host, port)) {
+      port = 0;
+    }
+    if (port <= 0) return absl::UnavailableError("metrics: cannot listen on " + address);
+    out->port_ = port;
+    Https* h = out->https_.get();
+    h->thread = std::thread([h] { h->server.listen_after_bind(); });
+    // stop() before the loop runs would be lost (and the join would hang).
+    for (int i = 0; i < 5000 && !h->server.is_running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return out;
+  }
   try {
     out->exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
   } catch (const std::exception& e) {

@@ -6,9 +6,14 @@
 //    AgentMetrics, and the returned references are kept for the process's
 //    life; hot paths only touch the kept Counter/Gauge/Histogram objects
 //    (prometheus-cpp metrics are internally thread-safe).
-//  - MetricsExposer serves /metrics over HTTP; create it in main only
-//    (tests of service code need no HTTP listener). Port 0 picks a free port;
-//    port() tells which.
+//  - MetricsExposer serves /metrics over HTTP, or HTTPS with a certificate
+//    and key (MetricsTls); create it in main only (tests of service code
+//    need no HTTP listener). Port 0 picks a free port; port() tells which.
+//    Plain HTTP is prometheus-cpp's civetweb Exposer. HTTPS is cpp-httplib
+//    with OpenSSL: Debian bookworm's civetweb is built with TLS, but it
+//    dlopen()s libssl through the OpenSSL 1.1 API and its worker calls a
+//    NULL function pointer (SIGSEGV) on the first https request with
+//    bookworm's OpenSSL 3, so its ssl_certificate option cannot be used.
 //  - No commit id (or any other high-cardinality value) is ever a label.
 #ifndef LIB_METRICS_METRICS_H_
 #define LIB_METRICS_METRICS_H_
@@ -87,23 +92,36 @@ class AgentMetrics final {
   prometheus::Histogram& job_duration;            // farm_agent_job_duration_seconds
 };
 
-// HTTP endpoint serving the registry at /metrics.
+// PEM files for an HTTPS /metrics: both, or neither (plain HTTP).
+struct MetricsTls {
+  std::string cert_file;  // server certificate chain
+  std::string key_file;   // its private key
+  bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
+};
+
+// HTTP(S) endpoint serving the registry at /metrics. The registry must
+// outlive it.
 class MetricsExposer final {
  public:
   // `address` is host:port; port 0 binds a free port. Errors (bad address,
-  // port in use) come back as kUnavailable / kInvalidArgument.
+  // port in use, unreadable certificate or key, only one of the two) come
+  // back as kUnavailable / kInvalidArgument.
   static absl::StatusOr<std::unique_ptr<MetricsExposer>> Start(const std::string& address,
-                                                               MetricsRegistry& registry);
+                                                               MetricsRegistry& registry,
+                                                               const MetricsTls& tls = {});
   MetricsExposer(const MetricsExposer&) = delete;
   MetricsExposer& operator=(const MetricsExposer&) = delete;
   ~MetricsExposer();
   int port() const { return port_; }
+  bool tls() const { return https_ != nullptr; }
   // host:port actually bound.
   std::string address() const { return host_ + ":" + std::to_string(port_); }
 
  private:
-  MetricsExposer() = default;
+  struct Https;
+  MetricsExposer();
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<Https> https_;
   std::string host_;
   int port_ = 0;
 };

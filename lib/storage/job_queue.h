@@ -89,7 +89,10 @@ class JobQueue {
                                                               const JobPredicate& eligible,
                                                               const ClaimRules& rules = {}) = 0;
   // Fenced by (job, attempt, token); kFailedPrecondition when stale.
-  // The result row records the agent's current name.
+  // Only the agent holding the lease (req.agent_id) reports it, or retries
+  // an accepted report: a current lease of another agent is
+  // kPermissionDenied and stores nothing. The result row records the
+  // agent's current name.
   virtual absl::StatusOr<ReportOutcome> ReportResult(const pb::ReportResultRequest& req) = 0;
   // Several reports, each with ReportResult's outcome, in order. The
   // default reports them one by one; PostgreSQL stores the fresh ones in
@@ -101,6 +104,7 @@ class JobQueue {
     for (const pb::ReportResultRequest& r : reqs) out.push_back(ReportResult(r));
     return out;
   }
+  // Fenced and held like ReportResult (kFailedPrecondition, kPermissionDenied).
   virtual absl::StatusOr<pb::JobState> ReportFailure(const pb::ReportFailureRequest& req,
                                                      const RetryPolicy& retry) = 0;
   // Back to queued without spending an attempt. kNotFound on bad session.

@@ -39,6 +39,12 @@ JobRow* LeasedJob(Tables& t, const pb::LeaseRef& l) {
   return &it->second;
 }
 
+// PgJobQueue's answer to a report of a lease another agent holds.
+absl::Status HeldByAnother(int64_t job_id, int64_t holder) {
+  return absl::PermissionDeniedError(
+      absl::StrCat("job ", job_id, " is leased to another agent (", holder, ")"));
+}
+
 // now() + least(base * 2^(greatest(attempt, 1) - 1), max) seconds.
 absl::Time RetryAt(absl::Time now, const RetryPolicy& retry, int attempt) {
   const double secs =
@@ -221,7 +227,11 @@ absl::StatusOr<ReportOutcome> MemoryJobQueue::ReportResult(const pb::ReportResul
   return db_->Write([&](Tables& t, Changes& changes) -> absl::StatusOr<ReportOutcome> {
     const pb::LeaseRef& l = req.lease();
     ReportOutcome out;
-    if (JobRow* j = LeasedJob(t, l); j != nullptr) {
+    JobRow* j = LeasedJob(t, l);
+    if (j != nullptr && j->lease_agent != req.agent_id()) {
+      return HeldByAnother(l.job_id(), j->lease_agent.value_or(0));
+    }
+    if (j != nullptr) {
       const absl::Time now = db_->Now();
       j->job.set_state(pb::JOB_STATE_SUCCEEDED);
       j->finished_at = now;
@@ -253,9 +263,14 @@ absl::StatusOr<ReportOutcome> MemoryJobQueue::ReportResult(const pb::ReportResul
     auto it = t.jobs.find(l.job_id());
     if (it == t.jobs.end())
       return absl::NotFoundError(absl::StrCat("job ", l.job_id(), " not found"));
-    const JobRow& j = it->second;
-    if (j.job.state() == pb::JOB_STATE_SUCCEEDED && j.job.attempt() == l.attempt() &&
-        j.lease_token.value_or("") == l.lease_token() &&
+    const JobRow& done = it->second;
+    const bool same_lease =
+        done.job.attempt() == l.attempt() && done.lease_token.value_or("") == l.lease_token();
+    if (done.job.state() == pb::JOB_STATE_SUCCEEDED && same_lease &&
+        done.lease_agent != req.agent_id()) {
+      return HeldByAnother(l.job_id(), done.lease_agent.value_or(0));
+    }
+    if (done.job.state() == pb::JOB_STATE_SUCCEEDED && same_lease &&
         t.results.count({l.job_id(), l.attempt()}) != 0) {
       out.accepted = true;
       out.duplicate = true;
@@ -263,7 +278,7 @@ absl::StatusOr<ReportOutcome> MemoryJobQueue::ReportResult(const pb::ReportResul
     }
     return absl::FailedPreconditionError(
         absl::StrCat("stale lease for job ", l.job_id(), " attempt ", l.attempt(), ": job is ",
-                     pb::JobState_Name(j.job.state()), " at attempt ", j.job.attempt()));
+                     pb::JobState_Name(done.job.state()), " at attempt ", done.job.attempt()));
   });
 }
 
@@ -276,6 +291,8 @@ absl::StatusOr<pb::JobState> MemoryJobQueue::ReportFailure(const pb::ReportFailu
       return absl::FailedPreconditionError(
           absl::StrCat("stale lease for job ", l.job_id(), " attempt ", l.attempt()));
     }
+    if (j->lease_agent != req.agent_id())
+      return HeldByAnother(l.job_id(), j->lease_agent.value_or(0));
     const absl::Time now = db_->Now();
     pb::Job& job = j->job;
     const bool fail = !req.retryable() || job.attempt() >= job.max_attempts();

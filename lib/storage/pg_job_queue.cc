@@ -73,6 +73,15 @@ const char* const kLeaseGrant = "farm_lease_grant";
 const char* const kReportResult = "farm_report_result";
 const char* const kReportCheck = "farm_report_check";
 const char* const kReportBatch = "farm_report_batch";
+const char* const kReportFailure = "farm_report_failure";
+const char* const kLeaseHolder = "farm_lease_holder";
+
+// The answer to a report of a current lease another agent holds: the
+// authorizer passes it on as PERMISSION_DENIED.
+absl::Status HeldByAnother(int64_t job_id, int64_t holder) {
+  return absl::PermissionDeniedError(
+      absl::StrCat("job ", job_id, " is leased to another agent (", holder, ")"));
+}
 
 void PrepareQueueStatements(PgPool* pool) {
   pool->Prepare(kLeaseAgent,
@@ -119,10 +128,13 @@ void PrepareQueueStatements(PgPool* pool) {
                 "(extract(epoch from lease_expires_at) * 1000000)::bigint");
   // One statement, so one round trip and atomic without BEGIN/COMMIT: the
   // fenced state change and the result row go in together or not at all.
+  // Only the agent holding the lease ($4) reports it, so the caller needs
+  // no lease-holder lookup of its own; kReportCheck tells a refusal from a
+  // stale lease afterwards.
   pool->Prepare(
       kReportResult,
       "WITH up AS (UPDATE jobs SET state = 3, finished_at = now(), lease_expires_at = NULL "
-      "  WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 2 "
+      "  WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 2 AND lease_agent = $4 "
       "  RETURNING id, attempt, matrix_id, executor, "
       "  coalesce(extract(epoch from (now() - started_at)), 0)::float8 AS dur), "
       "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
@@ -141,7 +153,7 @@ void PrepareQueueStatements(PgPool* pool) {
       "  AS x(job_id, attempt, token, agent_id, samples, raw, fmt, host, tool, wall)), "
       "up AS (UPDATE jobs j SET state = 3, finished_at = now(), lease_expires_at = NULL "
       "  FROM i WHERE j.id = i.job_id AND j.attempt = i.attempt AND j.lease_token = i.token "
-      "  AND j.state = 2 "
+      "  AND j.state = 2 AND j.lease_agent = i.agent_id "
       "  RETURNING j.id, j.attempt, j.lease_token, j.matrix_id, j.executor, "
       "  coalesce(extract(epoch from (now() - j.started_at)), 0)::float8 AS dur), "
       "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
@@ -152,10 +164,26 @@ void PrepareQueueStatements(PgPool* pool) {
       "  AND i.token = up.lease_token ORDER BY up.id "
       "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
       "SELECT id, attempt, executor, dur FROM up");
+  // Why a report was not stored. A successful job keeps its lease token
+  // and agent, so a retry of an accepted report is recognised.
   pool->Prepare(kReportCheck,
                 "SELECT j.state, j.attempt, coalesce(j.lease_token, ''), "
-                "EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id AND r.attempt = $2) "
+                "EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id AND r.attempt = $2), "
+                "coalesce(j.lease_agent, 0) "
                 "FROM jobs j WHERE j.id = $1");
+  pool->Prepare(
+      kReportFailure,
+      "UPDATE jobs SET "
+      "state = CASE WHEN NOT $4 OR attempt >= max_attempts THEN 4 ELSE 1 END, "
+      "failure_reason = 'attempt ' || attempt || ' of ' || max_attempts || ': ' || $5, "
+      "finished_at = CASE WHEN NOT $4 OR attempt >= max_attempts THEN now() END, "
+      "not_before = now() + make_interval(secs => least($6 * power(2, greatest(attempt, 1) - "
+      "1), $7)), lease_token = NULL, lease_agent = NULL, lease_expires_at = NULL "
+      "WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 2 AND lease_agent = $8 "
+      "RETURNING state");
+  pool->Prepare(kLeaseHolder,
+                "SELECT coalesce(lease_agent, 0) FROM jobs "
+                "WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 2");
 }
 
 }  // namespace
@@ -359,8 +387,14 @@ absl::StatusOr<ReportOutcome> PgJobQueue::ReportResult(const pb::ReportResultReq
     if (cur.empty()) return absl::NotFoundError(absl::StrCat("job ", l.job_id(), " not found"));
     const int state = cur[0][0].as<int>();
     const int attempt = cur[0][1].as<int>();
-    if (state == pb::JOB_STATE_SUCCEEDED && attempt == l.attempt() &&
-        cur[0][2].as<std::string>() == l.lease_token() && cur[0][3].as<bool>()) {
+    const bool same_lease =
+        attempt == l.attempt() && cur[0][2].as<std::string>() == l.lease_token();
+    const int64_t holder = cur[0][4].as<int64_t>();
+    if (same_lease && holder != req.agent_id() &&
+        (state == pb::JOB_STATE_LEASED || state == pb::JOB_STATE_SUCCEEDED)) {
+      return HeldByAnother(l.job_id(), holder);
+    }
+    if (state == pb::JOB_STATE_SUCCEEDED && same_lease && cur[0][3].as<bool>()) {
       out.accepted = true;
       out.duplicate = true;
       return out;
@@ -428,19 +462,13 @@ absl::StatusOr<pb::JobState> PgJobQueue::ReportFailure(const pb::ReportFailureRe
                                                        const RetryPolicy& retry) {
   return pool_->Call<pb::JobState>([&](pqxx::connection& c) -> absl::StatusOr<pb::JobState> {
     const pb::LeaseRef& l = req.lease();
-    pqxx::work w(c);
-    pqxx::result up = w.exec_params(
-        "UPDATE jobs SET "
-        "state = CASE WHEN NOT $4 OR attempt >= max_attempts THEN 4 ELSE 1 END, "
-        "failure_reason = 'attempt ' || attempt || ' of ' || max_attempts || ': ' || $5, "
-        "finished_at = CASE WHEN NOT $4 OR attempt >= max_attempts THEN now() END, "
-        "not_before = now() + make_interval(secs => least($6 * power(2, greatest(attempt, 1) - "
-        "1), $7)), lease_token = NULL, lease_agent = NULL, lease_expires_at = NULL "
-        "WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state = 2 RETURNING state",
-        l.job_id(), l.attempt(), l.lease_token(), req.retryable(), req.reason(),
-        Secs(retry.base_backoff), Secs(retry.max_backoff));
-    w.commit();
+    pqxx::nontransaction n(c);
+    pqxx::result up = n.exec_prepared(kReportFailure, l.job_id(), l.attempt(), l.lease_token(),
+                                      req.retryable(), req.reason(), Secs(retry.base_backoff),
+                                      Secs(retry.max_backoff), req.agent_id());
     if (up.empty()) {
+      pqxx::result held = n.exec_prepared(kLeaseHolder, l.job_id(), l.attempt(), l.lease_token());
+      if (!held.empty()) return HeldByAnother(l.job_id(), held[0][0].as<int64_t>());
       return absl::FailedPreconditionError(
           absl::StrCat("stale lease for job ", l.job_id(), " attempt ", l.attempt()));
     }

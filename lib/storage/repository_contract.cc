@@ -132,6 +132,60 @@ TEST_P(RepositoryContractTest, LeaseReportIdempotentAndStale) {
   EXPECT_EQ(mat->state(), pb::MATRIX_STATE_RUNNING);
 }
 
+// Only the agent holding a lease reports it: another agent (or an agent id
+// nobody has) with the right (job, attempt, token) is kPermissionDenied, not
+// stale, and nothing is stored; the holder then reports as usual, and a
+// retry of that accepted report by another agent is refused too.
+TEST_P(RepositoryContractTest, ReportOfALeaseAnotherAgentHoldsIsDenied) {
+  const int64_t m = MakeMatrix(2);
+  pb::RegisterResponse a = Register("holder");
+  pb::RegisterResponse b = Register("other");
+  std::vector<pb::JobLease> ls = Lease(a, 2);
+  ASSERT_EQ(ls.size(), 2u);
+  for (const pb::RegisterResponse& who : {b, pb::RegisterResponse()}) {
+    pb::RegisterResponse caller = who;
+    if (caller.agent_id() == 0) caller.set_agent_id(999999);
+    auto r = Report(caller, ls[0].lease());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << r.status();
+    auto f = Fail(caller, ls[1].lease(), "not mine", true);
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kPermissionDenied) << f.status();
+  }
+  pb::ReportResultRequest item;
+  item.set_agent_id(b.agent_id());
+  *item.mutable_lease() = ls[0].lease();
+  item.add_samples()->set_metric("throughput");
+  auto batch = queue().ReportResults({item});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->size(), 1u);
+  EXPECT_EQ((*batch)[0].status().code(), absl::StatusCode::kPermissionDenied)
+      << (*batch)[0].status();
+  EXPECT_EQ(backend().StateOf(ls[0].job().id()), pb::JOB_STATE_LEASED);
+  EXPECT_EQ(backend().StateOf(ls[1].job().id()), pb::JOB_STATE_LEASED);
+  auto none = matrices().ListResults(m, 0, 10, true);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+
+  // A stale lease stays stale whoever reports it.
+  pb::LeaseRef stale = ls[0].lease();
+  stale.set_attempt(stale.attempt() + 1);
+  EXPECT_EQ(Report(b, stale).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  auto mine = Report(a, ls[0].lease());
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_FALSE(mine->duplicate);
+  EXPECT_EQ(Report(b, ls[0].lease()).status().code(), absl::StatusCode::kPermissionDenied);
+  auto again = Report(a, ls[0].lease());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->duplicate);
+  auto st = Fail(a, ls[1].lease(), "mine", false);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(*st, pb::JOB_STATE_FAILED);
+  auto one = matrices().ListResults(m, 0, 10, true);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].agent(), "holder");
+}
+
 TEST_P(RepositoryContractTest, HeartbeatExtendsAndReportsRevoked) {
   const int64_t m = MakeMatrix(2);
   pb::RegisterResponse a = Register("a1");

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
+#include "lib/service/tls.h"
 
 namespace farm::analyzer {
 namespace {
@@ -51,20 +52,9 @@ class AlertmanagerSink final : public AlertSink {
 
   absl::Status Post(const std::vector<Alert>& alerts) override {
     if (alerts.empty()) return absl::OkStatus();
-    httplib::Client cli(origin_);
-    cli.set_connection_timeout(5);
-    cli.set_read_timeout(10);
-    if (!auth_.ca_file.empty()) cli.set_ca_cert_path(auth_.ca_file.c_str());
-    if (absl::StartsWith(origin_, "https://")) cli.enable_server_certificate_verification(true);
-    if (!auth_.bearer_token.empty()) cli.set_bearer_token_auth(auth_.bearer_token.c_str());
-    if (!auth_.basic_user.empty()) {
-      cli.set_basic_auth(auth_.basic_user.c_str(), auth_.basic_password.c_str());
-    }
-    auto res = cli.Post(prefix_ + "/api/v2/alerts", AlertsToJson(alerts), "application/json");
-    if (!res) {
-      return absl::UnavailableError(
-          absl::StrCat("alertmanager ", origin_, ": ", httplib::to_string(res.error())));
-    }
+    std::unique_ptr<httplib::Client> cli = Client();
+    auto res = cli->Post(prefix_ + "/api/v2/alerts", AlertsToJson(alerts), "application/json");
+    if (!res) return Unreachable(res.error());
     if (res->status / 100 != 2) {
       return absl::InternalError(
           absl::StrCat("alertmanager answered ", res->status, ": ", res->body));
@@ -73,14 +63,9 @@ class AlertmanagerSink final : public AlertSink {
   }
 
   absl::StatusOr<std::string> CreateSilence(const Silence& silence) override {
-    httplib::Client cli(origin_);
-    cli.set_connection_timeout(5);
-    cli.set_read_timeout(10);
-    auto res = cli.Post(prefix_ + "/api/v2/silences", SilenceToJson(silence), "application/json");
-    if (!res) {
-      return absl::UnavailableError(
-          absl::StrCat("alertmanager ", origin_, ": ", httplib::to_string(res.error())));
-    }
+    std::unique_ptr<httplib::Client> cli = Client();
+    auto res = cli->Post(prefix_ + "/api/v2/silences", SilenceToJson(silence), "application/json");
+    if (!res) return Unreachable(res.error());
     if (res->status / 100 != 2) {
       return absl::InternalError(
           absl::StrCat("alertmanager answered ", res->status, " to a silence: ", res->body));
@@ -93,14 +78,9 @@ class AlertmanagerSink final : public AlertSink {
   }
 
   absl::Status ExpireSilence(const std::string& silence_id) override {
-    httplib::Client cli(origin_);
-    cli.set_connection_timeout(5);
-    cli.set_read_timeout(10);
-    auto res = cli.Delete(prefix_ + "/api/v2/silence/" + silence_id);
-    if (!res) {
-      return absl::UnavailableError(
-          absl::StrCat("alertmanager ", origin_, ": ", httplib::to_string(res.error())));
-    }
+    std::unique_ptr<httplib::Client> cli = Client();
+    auto res = cli->Delete(prefix_ + "/api/v2/silence/" + silence_id);
+    if (!res) return Unreachable(res.error());
     // 404: Alertmanager lost it (no persistence, or it expired long ago);
     // 500 "silence ... already expired" on some versions: done either way.
     if (res->status == 404 || absl::StrContains(res->body, "already expired")) {
@@ -115,6 +95,32 @@ class AlertmanagerSink final : public AlertSink {
   }
 
  private:
+  // Every call (alerts and silences) verifies the server and carries the
+  // credential.
+  std::unique_ptr<httplib::Client> Client() const {
+    auto cli = std::make_unique<httplib::Client>(origin_);
+    cli->set_connection_timeout(5);
+    cli->set_read_timeout(10);
+    if (!auth_.ca_file.empty()) cli->set_ca_cert_path(auth_.ca_file.c_str());
+    if (absl::StartsWith(origin_, "https://")) cli->enable_server_certificate_verification(true);
+    if (!auth_.bearer_token.empty()) cli->set_bearer_token_auth(auth_.bearer_token.c_str());
+    if (!auth_.basic_user.empty()) {
+      cli->set_basic_auth(auth_.basic_user.c_str(), auth_.basic_password.c_str());
+    }
+    return cli;
+  }
+
+  absl::Status Unreachable(httplib::Error error) const {
+    if (error == httplib::Error::SSLServerVerification) {
+      return absl::UnavailableError(
+          absl::StrCat("alertmanager ", origin_, ": its TLS certificate does not verify against ",
+                       auth_.ca_file.empty() ? "the system CAs" : auth_.ca_file,
+                       " (give the CA that signed it with --alertmanager-ca)"));
+    }
+    return absl::UnavailableError(
+        absl::StrCat("alertmanager ", origin_, ": ", httplib::to_string(error)));
+  }
+
   const std::string origin_;
   const std::string prefix_;
   const AlertmanagerAuth auth_;
@@ -158,6 +164,30 @@ std::string SilenceToJson(const Silence& silence) {
                         {"createdBy", silence.created_by},
                         {"comment", silence.comment}}
       .dump();
+}
+
+absl::StatusOr<AlertmanagerAuth> LoadAlertmanagerAuth(const std::string& ca_file,
+                                                      const std::string& bearer_file,
+                                                      const std::string& basic_file) {
+  AlertmanagerAuth auth;
+  auth.ca_file = ca_file;
+  if (!bearer_file.empty()) {
+    auto t = service::ReadSecretFile(bearer_file, "--alertmanager-bearer-file");
+    if (!t.ok()) return t.status();
+    auth.bearer_token = *t;
+  }
+  if (!basic_file.empty()) {
+    auto t = service::ReadSecretFile(basic_file, "--alertmanager-basic-file");
+    if (!t.ok()) return t.status();
+    const size_t colon = t->find(':');
+    if (colon == std::string::npos || colon == 0) {
+      return absl::InvalidArgumentError(
+          "--alertmanager-basic-file: expected one line USER:PASSWORD");
+    }
+    auth.basic_user = t->substr(0, colon);
+    auth.basic_password = t->substr(colon + 1);
+  }
+  return auth;
 }
 
 absl::StatusOr<std::unique_ptr<AlertSink>> NewAlertmanagerSink(const std::string& base_url,

@@ -70,6 +70,13 @@ struct AlertmanagerAuth {
   std::string basic_user, basic_password;
 };
 
+// The CA path and the credential files of farm-analyzer's flags: the bearer
+// file holds the token, the basic file one line USER:PASSWORD (secrets by
+// file, never argv). kInvalidArgument / kNotFound with the flag's name.
+absl::StatusOr<AlertmanagerAuth> LoadAlertmanagerAuth(const std::string& ca_file,
+                                                      const std::string& bearer_file,
+                                                      const std::string& basic_file);
+
 // `base_url` like http://127.0.0.1:9093 or https://am.lab:9093 (a path prefix
 // is kept). Credentials and a CA need https.
 absl::StatusOr<std::unique_ptr<AlertSink>> NewAlertmanagerSink(const std::string& base_url,

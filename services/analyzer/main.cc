@@ -64,6 +64,16 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", metrics_address,
                  "serve Prometheus /metrics on HOST:PORT (port 0: any free port; the bound "
                  "address is printed)");
+  farm::metrics::MetricsTls metrics_tls;
+  app.add_option("--metrics-tls-cert", metrics_tls.cert_file,
+                 "serve /metrics over HTTPS with this PEM certificate chain (with "
+                 "--metrics-tls-key)")
+      ->envname("FARM_METRICS_TLS_CERT")
+      ->check(CLI::ExistingFile);
+  app.add_option("--metrics-tls-key", metrics_tls.key_file,
+                 "the PEM private key of --metrics-tls-cert")
+      ->envname("FARM_METRICS_TLS_KEY")
+      ->check(CLI::ExistingFile);
   farm::client::SecurityFlags security;
   farm::client::AddSecurityOptions(app, &security);
   std::string am_ca, am_bearer_file, am_basic_file;
@@ -136,24 +146,10 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<farm::analyzer::AlertSink> sink;
   if (!alertmanager.empty()) {
-    farm::analyzer::AlertmanagerAuth am_auth;
-    am_auth.ca_file = am_ca;
-    if (!am_bearer_file.empty()) {
-      auto t = farm::service::ReadSecretFile(am_bearer_file, "--alertmanager-bearer-file");
-      if (!t.ok()) return Fail(std::string(t.status().message()));
-      am_auth.bearer_token = *t;
-    }
-    if (!am_basic_file.empty()) {
-      auto t = farm::service::ReadSecretFile(am_basic_file, "--alertmanager-basic-file");
-      if (!t.ok()) return Fail(std::string(t.status().message()));
-      const size_t colon = t->find(':');
-      if (colon == std::string::npos) {
-        return Fail("--alertmanager-basic-file: expected one line USER:PASSWORD");
-      }
-      am_auth.basic_user = t->substr(0, colon);
-      am_auth.basic_password = t->substr(colon + 1);
-    }
-    auto s = farm::analyzer::NewAlertmanagerSink(alertmanager, std::move(am_auth));
+    absl::StatusOr<farm::analyzer::AlertmanagerAuth> am_auth =
+        farm::analyzer::LoadAlertmanagerAuth(am_ca, am_bearer_file, am_basic_file);
+    if (!am_auth.ok()) return Fail(std::string(am_auth.status().message()));
+    auto s = farm::analyzer::NewAlertmanagerSink(alertmanager, *std::move(am_auth));
     if (!s.ok()) return Fail(std::string(s.status().message()));
     sink = std::move(*s);
   }
@@ -175,7 +171,7 @@ int main(int argc, char** argv) {
   farm::analyzer::ResultGauges results(registry.registry());
   std::unique_ptr<farm::metrics::MetricsExposer> exposer;
   if (!metrics_address.empty()) {
-    auto e = farm::metrics::MetricsExposer::Start(metrics_address, registry);
+    auto e = farm::metrics::MetricsExposer::Start(metrics_address, registry, metrics_tls);
     if (!e.ok()) return Fail("--metrics: " + e.status().ToString());
     exposer = std::move(*e);
     std::fprintf(stderr, "metrics on %s\n", exposer->address().c_str());
