@@ -81,11 +81,18 @@ int main(int argc, char** argv) {
                  "linux-iommu catalog)");
   app.add_option("--vm-kernels", executor_config.vm_kernels_dir,
                  "offer fio under the kernels in DIR (DIR/<release>/vmlinuz, as "
-                 "scripts/fetch-test-kernels lays them out) booted under QEMU q35 + intel-iommu; "
-                 "needs --vm-initramfs, QEMU and an --allow-dir for scratch files");
+                 "scripts/fetch-test-kernels lays them out) booted under QEMU (x86_64: q35 + "
+                 "intel-iommu, aarch64: virt + smmuv3); needs --vm-initramfs, QEMU and an "
+                 "--allow-dir for scratch files");
+  app.add_option("--vm-arch", executor_config.vm_arch,
+                 "guest architecture of --vm-kernels: only its kernels (DIR/<release>/arch) are "
+                 "offered, with a guest root of that architecture")
+      ->check(CLI::IsMember({"x86_64", "aarch64"}))
+      ->capture_default_str();
   app.add_option("--vm-initramfs", executor_config.vm_initramfs,
                  "the guest root scripts/build-guest-root built (initramfs.cpio)");
-  app.add_option("--qemu", executor_config.qemu, "QEMU for --vm-kernels")->capture_default_str();
+  app.add_option("--qemu", executor_config.qemu,
+                 "QEMU for --vm-kernels (default: qemu-system-<--vm-arch>)");
   app.add_option("--vm-accel", executor_config.vm_accel, "QEMU accelerator for --vm-kernels")
       ->check(CLI::IsMember({"tcg", "kvm"}))
       ->capture_default_str();

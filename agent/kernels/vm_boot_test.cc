@@ -316,7 +316,14 @@ class VmArm64BootTest : public ::testing::Test {
                    "--runtime=2", "--time_based",    "--output-format=json"};
     r.tool_runtime = absl::Seconds(2);
     VmKernelProvider vm(config_);
-    EXPECT_EQ(vm.Offers().size(), 1u);  // the arm64 release only, not the amd64 one
+    // The arm64 releases only (scripts/fetch-test-kernels --previous may have
+    // fetched two), never the amd64 one.
+    std::vector<pb::KernelOffer> offers = vm.Offers();
+    EXPECT_FALSE(offers.empty());
+    for (const pb::KernelOffer& o : offers) {
+      EXPECT_TRUE(absl::EndsWith(o.release(), "-cloud-arm64")) << o.release();
+      EXPECT_EQ(o.architecture(), kArchArm64);
+    }
     absl::StatusOr<KernelRun> run = vm.Run(r);
     if (run.ok()) Report(proto::ModeName(mode) + " (virt+smmuv3)", *run);
     return run;
