@@ -95,12 +95,18 @@ int main(int argc, char** argv) {
                  "offer fio under the kernels of the kernel store DIR (build directories with a "
                  "kernel.yaml, e.g. from farmctl kernels import, or DIR/<release>/vmlinuz as "
                  "scripts/fetch-test-kernels lays them out), each advertised with its commit id "
-                 "and release, booted under QEMU q35 + intel-iommu (or amd-iommu for a kernel "
-                 "built with it); needs --vm-initramfs, QEMU "
-                 "and an --allow-dir for scratch files");
+                 "and release, booted under QEMU (x86_64: q35 + intel-iommu, or amd-iommu for a "
+                 "kernel built with it; aarch64: virt + smmuv3); needs --vm-initramfs, QEMU and "
+                 "an --allow-dir for scratch files");
+  app.add_option("--vm-arch", executor_config.vm_arch,
+                 "guest architecture of --kernel-store: only its kernels are offered, with a "
+                 "guest root of that architecture")
+      ->check(CLI::IsMember({"x86_64", "aarch64"}))
+      ->capture_default_str();
   app.add_option("--vm-initramfs", executor_config.vm_initramfs,
                  "the guest root scripts/build-guest-root built (initramfs.cpio)");
-  app.add_option("--qemu", executor_config.qemu, "QEMU for --kernel-store")->capture_default_str();
+  app.add_option("--qemu", executor_config.qemu,
+                 "QEMU for --kernel-store (default: qemu-system-<--vm-arch>)");
   app.add_option("--vm-accel", executor_config.vm_accel,
                  "QEMU accelerator for --kernel-store: tcg, kvm, or auto (tries one KVM boot at "
                  "start and falls back to tcg; the agent prints which)")

@@ -22,7 +22,12 @@ absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> MakeVmProvider(
     return absl::InvalidArgumentError("the vm provider needs an --allow-dir for its scratch files");
   }
   kernels::VmConfig vm;
-  vm.qemu = config.qemu;
+  if (config.vm_arch != kernels::kArchX86 && config.vm_arch != kernels::kArchArm64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown guest architecture '", config.vm_arch, "' (x86_64, aarch64)"));
+  }
+  vm.arch = config.vm_arch;
+  vm.qemu = config.qemu.empty() ? absl::StrCat("qemu-system-", config.vm_arch) : config.qemu;
   vm.kernels_dir = config.vm_kernels_dir;
   vm.initramfs = config.vm_initramfs;
   vm.allow_dir = config.allow_dirs.front();

@@ -32,7 +32,8 @@ struct ExecutorConfig {
   // the first --allow-dir.
   std::string vm_kernels_dir;
   std::string vm_initramfs;
-  std::string qemu = "qemu-system-x86_64";
+  std::string vm_arch = "x86_64";  // the guest architecture: x86_64 or aarch64
+  std::string qemu;                // "" = qemu-system-<vm_arch>
   // "tcg", "kvm", or "auto": KVM when a probe boot under it works, else TCG.
   std::string vm_accel = "auto";
 };

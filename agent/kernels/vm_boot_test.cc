@@ -242,9 +242,9 @@ TEST_F(VmBootTest, ImageWithoutBootHeaderIsRefusedPermanently) {
   EXPECT_THAT(run.status().message(), HasSubstr("corrupt or unbootable kernel image"));
 }
 
-// Debian's arm64 cloud kernel on aarch64 virt + SMMUv3 (TCG): all modes are
-// real there, lazy included (DMA-FQ). Facts-only boots (the arm64 guest root
-// has no fio yet).
+// Debian's arm64 cloud kernel on aarch64 virt + SMMUv3 (TCG): all four modes
+// are real there, lazy included (DMA-FQ), and each boot runs a 2 s fio
+// randread on the VM's NVMe from the arm64 guest root (Debian's fio:arm64).
 class VmArm64BootTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -311,11 +311,35 @@ class VmArm64BootTest : public ::testing::Test {
     KernelRequest r;
     r.kernel_release = *release_;
     r.mode = mode;
+    r.tool_argv = {"fio",         "--name=randread", "--filename=/dev/nvme0n1", "--rw=randread",
+                   "--bs=4k",     "--direct=1",      "--ioengine=libaio",       "--iodepth=16",
+                   "--runtime=2", "--time_based",    "--output-format=json"};
+    r.tool_runtime = absl::Seconds(2);
     VmKernelProvider vm(config_);
-    EXPECT_EQ(vm.Offers().size(), 1u);  // the arm64 release only, not the amd64 one
+    // The arm64 releases only (scripts/fetch-test-kernels --previous may have
+    // fetched two), never the amd64 one.
+    std::vector<pb::KernelOffer> offers = vm.Offers();
+    EXPECT_FALSE(offers.empty());
+    for (const pb::KernelOffer& o : offers) {
+      EXPECT_TRUE(absl::EndsWith(o.release(), "-cloud-arm64")) << o.release();
+      EXPECT_EQ(o.architecture(), kArchArm64);
+    }
     absl::StatusOr<KernelRun> run = vm.Run(r);
     if (run.ok()) Report(proto::ModeName(mode) + " (virt+smmuv3)", *run);
     return run;
+  }
+
+  // The guest's fio ran on the NVMe and read something: its JSON parses
+  // with one job, no error and a positive read IOPS.
+  static void ExpectFioRead(const std::string& mode, const KernelRun& run) {
+    ASSERT_EQ(run.tool_exit, 0) << run.tool_stderr;
+    absl::StatusOr<runners::FioReport> report = runners::ParseFioJson(run.tool_stdout);
+    ASSERT_TRUE(report.ok()) << report.status() << "\n" << run.tool_stdout;
+    ASSERT_EQ(report->jobs.size(), 1u);
+    EXPECT_EQ(report->jobs[0].error, 0);
+    EXPECT_GT(report->jobs[0].read.iops, 0);
+    std::cout << mode << " (virt+smmuv3): fio " << report->fio_version
+              << " randread 4k qd16 read IOPS " << report->jobs[0].read.iops << "\n";
   }
 
   static std::string* kernels_dir_;
@@ -337,6 +361,7 @@ TEST_F(VmArm64BootTest, StrictIsDmaOnSmmuV3) {
   EXPECT_EQ(run->domain_type, "DMA");
   EXPECT_EQ(run->machine_model, "virt+smmuv3");
   EXPECT_THAT(run->facts.iommu, HasSubstr("smmu3"));
+  ExpectFioRead("strict", *run);
 }
 
 TEST_F(VmArm64BootTest, LazyIsDmaFqOnSmmuV3) {
@@ -345,6 +370,7 @@ TEST_F(VmArm64BootTest, LazyIsDmaFqOnSmmuV3) {
   EXPECT_EQ(run->effective, pb::IOMMU_MODE_LAZY);
   EXPECT_EQ(run->domain_type, "DMA-FQ");
   EXPECT_THAT(run->facts.cmdline, HasSubstr("iommu.strict=0"));
+  ExpectFioRead("lazy", *run);
 }
 
 TEST_F(VmArm64BootTest, PassthroughIsIdentityOnSmmuV3) {
@@ -352,6 +378,17 @@ TEST_F(VmArm64BootTest, PassthroughIsIdentityOnSmmuV3) {
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->effective, pb::IOMMU_MODE_PASSTHROUGH);
   EXPECT_EQ(run->domain_type, "identity");
+  ExpectFioRead("passthrough", *run);
+}
+
+TEST_F(VmArm64BootTest, OffBootsWithoutSmmuV3) {
+  absl::StatusOr<KernelRun> run = Boot(pb::IOMMU_MODE_OFF);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_OFF);
+  EXPECT_EQ(run->domain_type, "");  // no group: the VM has no SMMUv3 at all
+  EXPECT_TRUE(run->facts.groups.empty());
+  EXPECT_THAT(run->facts.cmdline, ::testing::Not(HasSubstr("iommu.")));
+  ExpectFioRead("off", *run);
 }
 
 }  // namespace
