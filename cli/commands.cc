@@ -171,19 +171,55 @@ absl::StatusOr<pb::MatrixProgress> Commands::WaitForMatrix(
   }
 }
 
-absl::StatusOr<std::vector<pb::Result>> Commands::FetchResults(int64_t matrix_id,
-                                                               bool include_raw) {
+absl::Status Commands::StreamResults(int64_t matrix_id, bool include_raw,
+                                     const std::function<void(const pb::Result&)>& on_result) {
   pb::GetResultsRequest request;
   request.set_matrix_id(matrix_id);
   request.set_include_raw_output(include_raw);
   auto ctx = client::NewContext(options_, absl::Minutes(10));
   auto reader = jobs_->GetResults(ctx.get(), request);
-  std::vector<pb::Result> results;
   pb::Result result;
-  while (reader->Read(&result)) results.push_back(result);
+  while (reader->Read(&result)) on_result(result);
   grpc::Status status = reader->Finish();
   if (!status.ok()) return client::ToAbsl(status);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<pb::Result>> Commands::FetchResults(int64_t matrix_id,
+                                                               bool include_raw) {
+  std::vector<pb::Result> results;
+  absl::Status st =
+      StreamResults(matrix_id, include_raw, [&](const pb::Result& r) { results.push_back(r); });
+  if (!st.ok()) return st;
   return results;
+}
+
+absl::StatusOr<std::vector<pb::Agent>> Commands::ListAllAgents() {
+  std::vector<pb::Agent> agents;
+  pb::ListAgentsRequest request;
+  do {
+    pb::ListAgentsResponse response;
+    auto ctx = client::NewContext(options_, kUnaryTimeout);
+    grpc::Status status = jobs_->ListAgents(ctx.get(), request, &response);
+    if (!status.ok()) return client::ToAbsl(status);
+    agents.insert(agents.end(), response.agents().begin(), response.agents().end());
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return agents;
+}
+
+absl::StatusOr<std::vector<pb::Regression>> Commands::ListAllRegressions(
+    pb::ListRegressionsRequest request) {
+  std::vector<pb::Regression> regs;
+  do {
+    pb::ListRegressionsResponse response;
+    auto ctx = client::NewContext(options_, kUnaryTimeout);
+    grpc::Status status = analysis_->ListRegressions(ctx.get(), request, &response);
+    if (!status.ok()) return client::ToAbsl(status);
+    regs.insert(regs.end(), response.regressions().begin(), response.regressions().end());
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return regs;
 }
 
 void Commands::PrintProgress(const pb::MatrixProgress& progress) {
@@ -306,22 +342,20 @@ int Commands::RunCancel(int64_t matrix_id, const std::string& reason) {
 }
 
 int Commands::RunResults(int64_t matrix_id, OutputFormat format, bool raw) {
-  absl::StatusOr<std::vector<pb::Result>> results =
-      FetchResults(matrix_id, raw && format == OutputFormat::kJson);
-  if (!results.ok()) {
-    return Fail(absl::StrCat("GetResults ", matrix_id), results.status());
+  if (format == OutputFormat::kTable) {
+    // The table sizes its columns over every result (without raw output).
+    absl::StatusOr<std::vector<pb::Result>> results = FetchResults(matrix_id, false);
+    if (!results.ok()) return Fail(absl::StrCat("GetResults ", matrix_id), results.status());
+    out_ << FormatResultsTable(*results);
+    return 0;
   }
-  switch (format) {
-    case OutputFormat::kTable:
-      out_ << FormatResultsTable(*results);
-      break;
-    case OutputFormat::kCsv:
-      out_ << FormatResultsCsv(*results);
-      break;
-    case OutputFormat::kJson:
-      out_ << FormatResultsJson(*results);
-      break;
-  }
+  // CSV and JSON go out as the results arrive. An error after some were
+  // written leaves a truncated document and a non-zero exit.
+  ResultsStreamWriter writer(out_, format);
+  absl::Status st = StreamResults(matrix_id, raw && format == OutputFormat::kJson,
+                                  [&](const pb::Result& r) { writer.Add(r); });
+  if (!st.ok()) return Fail(absl::StrCat("GetResults ", matrix_id), st);
+  writer.Finish();
   return 0;
 }
 
@@ -366,11 +400,9 @@ int Commands::RunTokenRevoke(const std::string& name) {
 }
 
 int Commands::RunAgents(OutputFormat format) {
-  pb::ListAgentsResponse response;
-  auto ctx = client::NewContext(options_, kUnaryTimeout);
-  grpc::Status status = jobs_->ListAgents(ctx.get(), {}, &response);
-  if (!status.ok()) return Fail("ListAgents", client::ToAbsl(status));
-  out_ << FormatAgents({response.agents().begin(), response.agents().end()}, format);
+  absl::StatusOr<std::vector<pb::Agent>> agents = ListAllAgents();
+  if (!agents.ok()) return Fail("ListAgents", agents.status());
+  out_ << FormatAgents(*agents, format);
   return 0;
 }
 
@@ -498,11 +530,9 @@ int Commands::RunRegressions(bool all, OutputFormat format) {
   pb::ListRegressionsRequest request;
   request.set_include_closed(all);
   request.set_include_improvements(all);
-  pb::ListRegressionsResponse response;
-  auto ctx = client::NewContext(options_, kUnaryTimeout);
-  grpc::Status status = analysis_->ListRegressions(ctx.get(), request, &response);
-  if (!status.ok()) return Fail("ListRegressions", client::ToAbsl(status));
-  std::vector<pb::Regression> regs(response.regressions().begin(), response.regressions().end());
+  absl::StatusOr<std::vector<pb::Regression>> listed = ListAllRegressions(request);
+  if (!listed.ok()) return Fail("ListRegressions", listed.status());
+  const std::vector<pb::Regression>& regs = *listed;
   out_ << (format == OutputFormat::kJson  ? FormatRegressionsJson(regs)
            : format == OutputFormat::kCsv ? FormatRegressionsCsv(regs)
                                           : FormatRegressionsTable(regs));
@@ -587,11 +617,9 @@ int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
     request.set_matrix_id(matrix_id);
     request.set_include_closed(true);
     request.set_include_improvements(true);
-    pb::ListRegressionsResponse response;
-    auto ctx = client::NewContext(options_, kUnaryTimeout);
-    grpc::Status status = analysis_->ListRegressions(ctx.get(), request, &response);
-    if (!status.ok()) return Fail("ListRegressions", client::ToAbsl(status));
-    sources.regressions.assign(response.regressions().begin(), response.regressions().end());
+    absl::StatusOr<std::vector<pb::Regression>> listed = ListAllRegressions(request);
+    if (!listed.ok()) return Fail("ListRegressions", listed.status());
+    sources.regressions = *std::move(listed);
   }
   {
     pb::GetMatrixRequest request;

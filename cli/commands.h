@@ -79,6 +79,14 @@ class Commands {
       int64_t matrix_id, const std::function<void(const pb::MatrixProgress&)>& on_progress,
       absl::Duration unavailable_limit = absl::Minutes(2));
   absl::StatusOr<std::vector<pb::Result>> FetchResults(int64_t matrix_id, bool include_raw);
+  // GetResults, calling on_result for each result as it arrives (nothing is
+  // kept: raw outputs of a large matrix do not pile up here).
+  absl::Status StreamResults(int64_t matrix_id, bool include_raw,
+                             const std::function<void(const pb::Result&)>& on_result);
+  // Every page of ListAgents / ListRegressions.
+  absl::StatusOr<std::vector<pb::Agent>> ListAllAgents();
+  absl::StatusOr<std::vector<pb::Regression>> ListAllRegressions(
+      pb::ListRegressionsRequest request);
 
  private:
   int Fail(const std::string& what, const absl::Status& status);

@@ -218,68 +218,107 @@ std::string CsvField(const std::string& field) {
   return out;
 }
 
-std::string FormatResultsCsv(const std::vector<pb::Result>& results) {
-  std::string out =
-      "matrix_id,job_id,attempt,catalog,commit,commit_index,platform,workload,"
-      "params,mode,repeat,agent,metric,phase,value,unit\n";
-  for (const auto& r : results) {
-    const pb::Job& job = r.job();
-    const std::string prefix = absl::StrJoin(
-        {absl::StrCat(job.matrix_id()), absl::StrCat(r.job_id()), absl::StrCat(r.attempt()),
-         CsvField(job.catalog()), CsvField(job.commit_id()), absl::StrCat(job.commit_index()),
-         CsvField(job.platform()), CsvField(job.workload().name()),
-         CsvField(ParamsLabel(job.workload())), ModeName(job.mode()), absl::StrCat(job.repeat()),
-         CsvField(r.agent())},
-        ",");
-    for (const auto& s : r.samples()) {
-      absl::StrAppend(&out, prefix, ",", CsvField(s.metric()), ",", CsvField(s.phase()), ",",
-                      absl::StrFormat("%.17g", s.value()), ",", CsvField(s.unit()), "\n");
-    }
+namespace {
+
+constexpr char kResultsCsvHeader[] =
+    "matrix_id,job_id,attempt,catalog,commit,commit_index,platform,workload,"
+    "params,mode,repeat,agent,metric,phase,value,unit\n";
+
+void AppendResultCsv(const pb::Result& r, std::string& out) {
+  const pb::Job& job = r.job();
+  const std::string prefix =
+      absl::StrJoin({absl::StrCat(job.matrix_id()), absl::StrCat(r.job_id()),
+                     absl::StrCat(r.attempt()), CsvField(job.catalog()), CsvField(job.commit_id()),
+                     absl::StrCat(job.commit_index()), CsvField(job.platform()),
+                     CsvField(job.workload().name()), CsvField(ParamsLabel(job.workload())),
+                     ModeName(job.mode()), absl::StrCat(job.repeat()), CsvField(r.agent())},
+                    ",");
+  for (const auto& s : r.samples()) {
+    absl::StrAppend(&out, prefix, ",", CsvField(s.metric()), ",", CsvField(s.phase()), ",",
+                    absl::StrFormat("%.17g", s.value()), ",", CsvField(s.unit()), "\n");
   }
+}
+
+nlohmann::ordered_json ResultJson(const pb::Result& r) {
+  const pb::Job& job = r.job();
+  nlohmann::ordered_json o;
+  o["matrix_id"] = job.matrix_id();
+  o["job_id"] = r.job_id();
+  o["attempt"] = r.attempt();
+  o["catalog"] = job.catalog();
+  o["commit"] = job.commit_id();
+  o["commit_index"] = job.commit_index();
+  o["platform"] = job.platform();
+  o["workload"] = job.workload().name();
+  nlohmann::ordered_json params = nlohmann::ordered_json::object();
+  std::map<std::string, std::string> sorted(job.workload().params().begin(),
+                                            job.workload().params().end());
+  for (const auto& [k, v] : sorted) params[k] = v;
+  o["params"] = std::move(params);
+  o["mode"] = ModeName(job.mode());
+  o["repeat"] = job.repeat();
+  o["seed"] = job.seed();
+  o["agent"] = r.agent();
+  o["tool_version"] = r.tool_version();
+  o["wall_time_s"] = static_cast<double>(TimeUtil::DurationToNanoseconds(r.wall_time())) / 1e9;
+  nlohmann::ordered_json samples = nlohmann::ordered_json::array();
+  for (const auto& s : r.samples()) {
+    nlohmann::ordered_json so;
+    so["metric"] = s.metric();
+    if (!s.phase().empty()) so["phase"] = s.phase();
+    so["value"] = s.value();
+    so["unit"] = s.unit();
+    samples.push_back(std::move(so));
+  }
+  o["samples"] = std::move(samples);
+  if (!r.raw_output().empty()) {
+    o["raw_format"] = r.raw_format();
+    o["raw_output"] = r.raw_output();
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string FormatResultsCsv(const std::vector<pb::Result>& results) {
+  std::string out = kResultsCsvHeader;
+  for (const auto& r : results) AppendResultCsv(r, out);
   return out;
 }
 
 std::string FormatResultsJson(const std::vector<pb::Result>& results) {
   nlohmann::ordered_json array = nlohmann::ordered_json::array();
-  for (const auto& r : results) {
-    const pb::Job& job = r.job();
-    nlohmann::ordered_json o;
-    o["matrix_id"] = job.matrix_id();
-    o["job_id"] = r.job_id();
-    o["attempt"] = r.attempt();
-    o["catalog"] = job.catalog();
-    o["commit"] = job.commit_id();
-    o["commit_index"] = job.commit_index();
-    o["platform"] = job.platform();
-    o["workload"] = job.workload().name();
-    nlohmann::ordered_json params = nlohmann::ordered_json::object();
-    std::map<std::string, std::string> sorted(job.workload().params().begin(),
-                                              job.workload().params().end());
-    for (const auto& [k, v] : sorted) params[k] = v;
-    o["params"] = std::move(params);
-    o["mode"] = ModeName(job.mode());
-    o["repeat"] = job.repeat();
-    o["seed"] = job.seed();
-    o["agent"] = r.agent();
-    o["tool_version"] = r.tool_version();
-    o["wall_time_s"] = static_cast<double>(TimeUtil::DurationToNanoseconds(r.wall_time())) / 1e9;
-    nlohmann::ordered_json samples = nlohmann::ordered_json::array();
-    for (const auto& s : r.samples()) {
-      nlohmann::ordered_json so;
-      so["metric"] = s.metric();
-      if (!s.phase().empty()) so["phase"] = s.phase();
-      so["value"] = s.value();
-      so["unit"] = s.unit();
-      samples.push_back(std::move(so));
-    }
-    o["samples"] = std::move(samples);
-    if (!r.raw_output().empty()) {
-      o["raw_format"] = r.raw_format();
-      o["raw_output"] = r.raw_output();
-    }
-    array.push_back(std::move(o));
-  }
+  for (const auto& r : results) array.push_back(ResultJson(r));
   return array.dump(2) + "\n";
+}
+
+ResultsStreamWriter::ResultsStreamWriter(std::ostream& out, OutputFormat format)
+    : out_(out), format_(format) {
+  FARM_DCHECK(format == OutputFormat::kCsv || format == OutputFormat::kJson,
+              "ResultsStreamWriter writes csv or json");
+  if (format_ == OutputFormat::kCsv) out_ << kResultsCsvHeader;
+}
+
+void ResultsStreamWriter::Add(const pb::Result& result) {
+  if (format_ == OutputFormat::kCsv) {
+    std::string rows;
+    AppendResultCsv(result, rows);
+    out_ << rows;
+  } else {
+    // The element as dump(2) indents it inside the array: a one-element
+    // array's dump without its first and last lines.
+    nlohmann::ordered_json one = nlohmann::ordered_json::array();
+    one.push_back(ResultJson(result));
+    const std::string text = one.dump(2);
+    out_ << (count_ == 0 ? "[\n" : ",\n") << text.substr(2, text.size() - 4);
+  }
+  out_.flush();
+  ++count_;
+}
+
+void ResultsStreamWriter::Finish() {
+  if (format_ == OutputFormat::kJson) out_ << (count_ == 0 ? "[]\n" : "\n]\n");
+  out_.flush();
 }
 
 std::string FormatDuration(double seconds) {

@@ -10,6 +10,7 @@
 #define CLI_FORMAT_H_
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,22 @@ std::string FormatResultsCsv(const std::vector<pb::Result>& results);
 // A JSON array, one object per result with its job cell and every sample;
 // raw_output included when the results carry it.
 std::string FormatResultsJson(const std::vector<pb::Result>& results);
+
+// The CSV and JSON forms written one result at a time, so `farmctl
+// results` holds one result, not the matrix's: the output equals
+// FormatResultsCsv / FormatResultsJson of all of them. Not thread-safe;
+// `out` must outlive the writer; Finish() once, after the last Add().
+class ResultsStreamWriter {
+ public:
+  ResultsStreamWriter(std::ostream& out, OutputFormat format);  // kCsv or kJson
+  void Add(const pb::Result& result);
+  void Finish();
+
+ private:
+  std::ostream& out_;
+  const OutputFormat format_;
+  int64_t count_ = 0;
+};
 
 // "matrix 7 running: 120/400 done, 2 failed, 35.1 jobs/s, ETA 8s".
 std::string FormatProgressLine(const pb::MatrixProgress& progress);

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("results",
                          "a matrix's results: table = per commit x mode x workload [x platform] "
                          "n, mean and 95% confidence interval of the main metric; csv/json = "
-                         "every sample");
+                         "every sample, written as the results arrive");
   results->add_option("MATRIX", results_matrix, "matrix id")->required();
   AddOutputOption(results, &results_format);
   results->add_flag("--raw", results_raw, "with --output json: include each run's raw tool output");

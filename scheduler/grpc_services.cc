@@ -309,7 +309,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
   int64_t finished0_ = 0, last_finished_ = -1, last_leased_ = -1;
 };
 
-// GetResults: pages of results fetched on the pool, written one by one.
+// GetResults: pages of results fetched on the pool, written one by one. A
+// page is bounded by rows and, with raw output, by bytes
+// (JobService::kResultsPageRawBytes), and the next is fetched only after the
+// last write of this one completed, so the stream holds one page at a time.
 class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
  public:
   ResultsReactor(JobService* svc, WorkerPool* pool, int64_t matrix_id, bool raw)
@@ -322,6 +325,8 @@ class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
       return;
     }
+    // Written: its raw output need not wait for the rest of the page.
+    if (pos_ > 0) buf_[pos_ - 1].Clear();
     WriteNextOrFetch();
   }
   void OnCancel() override { cancelled_.store(true); }
@@ -360,7 +365,9 @@ class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
       Finish(ToGrpcStatus(page.status()));
       return;
     }
-    last_page_ = static_cast<int>(page->size()) < kPage;
+    // A page with raw output may end early at the byte bound; only an
+    // empty one says there is nothing more.
+    last_page_ = page->empty() || (!raw_ && static_cast<int>(page->size()) < kPage);
     buf_ = std::move(*page);
     pos_ = 0;
     if (!buf_.empty()) after_ = buf_.back().job_id();

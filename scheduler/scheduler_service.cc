@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "proto/names.h"
 #include "scheduler/catalog_yaml.h"
@@ -39,6 +40,12 @@ absl::Duration BootClock() {
   return absl::DurationFromTimespec(ts);
 }
 
+// A list RPC's page size: `fallback` for 0, at most 1000.
+int PageSize(int32_t requested, int fallback) {
+  if (requested <= 0) return fallback;
+  return std::min(requested, 1000);
+}
+
 absl::Status CheckSession(int64_t agent_id, const std::string& session) {
   if (agent_id <= 0) return absl::InvalidArgumentError("agent_id: required (from Register)");
   if (session.empty()) return absl::InvalidArgumentError("session: required (from Register)");
@@ -52,7 +59,12 @@ absl::Status CheckSession(int64_t agent_id, const std::string& session) {
 absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
     const pb::SubmitMatrixRequest& req, const std::string& submitted_by) {
   if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
-  absl::StatusOr<MatrixSpec> spec = ParseMatrixSpec(req.spec_yaml(), config_.limits);
+  if (req.has_spec() && !req.spec_yaml().empty()) {
+    return absl::InvalidArgumentError("spec, spec_yaml: set one of them, not both");
+  }
+  absl::StatusOr<MatrixSpec> spec = req.has_spec()
+                                        ? CheckMatrixSpec(req.spec(), config_.limits)
+                                        : ParseMatrixSpec(req.spec_yaml(), config_.limits);
   if (!spec.ok()) return spec.status();
   absl::StatusOr<pb::Catalog> catalog = catalogs_->GetCatalog(spec->catalog);
   if (absl::IsNotFound(catalog.status())) {
@@ -68,7 +80,7 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
 
   storage::NewMatrix nm;
   nm.matrix.set_name(spec->name);
-  nm.matrix.set_spec_yaml(req.spec_yaml());
+  nm.matrix.set_spec_yaml(req.has_spec() ? MatrixSpecToYaml(req.spec()) : req.spec_yaml());
   nm.matrix.set_catalog(spec->catalog);
   std::string platforms;
   for (const std::string& p : spec->platforms) platforms += (platforms.empty() ? "" : ",") + p;
@@ -88,7 +100,9 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
     resp.set_jobs_created(0);
     return resp;
   }
-  nm.jobs = ExpandMatrix(*spec, *commits, config_.max_attempts);
+  // The spec's `set:` is stored once with the matrix, not in every job.
+  nm.model_set = spec->model_set;
+  nm.jobs = ExpandMatrix(*spec, *commits, config_.max_attempts, SpecSet::kLeftOut);
   absl::StatusOr<storage::CreatedMatrix> created = matrices_->CreateMatrix(nm);
   if (!created.ok()) return created.status();
   if (!created->existing) metrics_->matrices_submitted.Increment();
@@ -136,20 +150,32 @@ absl::StatusOr<pb::CancelMatrixResponse> JobService::CancelMatrix(
 
 absl::StatusOr<std::vector<pb::Result>> JobService::ResultsPage(int64_t matrix_id,
                                                                 int64_t after_job_id, int limit,
-                                                                bool include_raw) {
+                                                                bool include_raw,
+                                                                int64_t max_raw_bytes) {
   if (matrix_id <= 0) return absl::InvalidArgumentError("matrix_id: required");
   if (after_job_id == 0) {
     absl::StatusOr<pb::Matrix> m = matrices_->GetMatrix(matrix_id);
     if (!m.ok()) return m.status();
   }
-  return matrices_->ListResults(matrix_id, after_job_id, limit, include_raw);
+  return matrices_->ListResults(matrix_id, after_job_id, limit, include_raw, max_raw_bytes);
 }
 
-absl::StatusOr<pb::ListAgentsResponse> JobService::ListAgents(const pb::ListAgentsRequest&) {
+absl::StatusOr<pb::ListAgentsResponse> JobService::ListAgents(const pb::ListAgentsRequest& req) {
+  const int page = PageSize(req.page_size(), 100);
   absl::StatusOr<std::vector<pb::Agent>> agents = queue_->ListAgents(config_.liveness());
   if (!agents.ok()) return agents.status();
+  // By name, after the token (the last name of the page before). The queue
+  // lists every agent; a farm has hundreds, so the page is cut here.
+  std::sort(agents->begin(), agents->end(),
+            [](const pb::Agent& a, const pb::Agent& b) { return a.name() < b.name(); });
+  auto it = agents->begin();
+  if (!req.page_token().empty()) {
+    it = std::upper_bound(agents->begin(), agents->end(), req.page_token(),
+                          [](const std::string& t, const pb::Agent& a) { return t < a.name(); });
+  }
   pb::ListAgentsResponse resp;
-  for (pb::Agent& a : *agents) *resp.add_agents() = std::move(a);
+  for (; it != agents->end() && resp.agents_size() < page; ++it) *resp.add_agents() = *it;
+  if (it != agents->end()) resp.set_next_page_token(resp.agents().rbegin()->name());
   return resp;
 }
 
@@ -394,10 +420,25 @@ absl::StatusOr<pb::ReleaseLeasesResponse> AgentService::ReleaseLeases(
 
 absl::StatusOr<pb::ListRegressionsResponse> AnalysisService::ListRegressions(
     const pb::ListRegressionsRequest& req) {
-  auto regs = store_->ListRegressions(req);
+  int64_t after = 0;
+  if (!req.page_token().empty() && (!absl::SimpleAtoi(req.page_token(), &after) || after <= 0)) {
+    return absl::InvalidArgumentError(
+        "page_token: not a token from an earlier ListRegressions (pass next_page_token)");
+  }
+  const int page = PageSize(req.page_size(), 1000);
+  // One more than the page says whether another follows.
+  pb::ListRegressionsRequest ask = req;
+  ask.set_page_size(page + 1);
+  auto regs = store_->ListRegressions(ask);
   if (!regs.ok()) return regs.status();
   pb::ListRegressionsResponse resp;
-  for (pb::Regression& r : *regs) *resp.add_regressions() = std::move(r);
+  for (pb::Regression& r : *regs) {
+    if (resp.regressions_size() == page) {
+      resp.set_next_page_token(absl::StrCat(resp.regressions(page - 1).id()));
+      break;
+    }
+    *resp.add_regressions() = std::move(r);
+  }
   return resp;
 }
 

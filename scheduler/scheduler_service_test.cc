@@ -291,6 +291,98 @@ TEST_F(SchedulerServiceTest, MatrixRunsToCompletionWithResults) {
   EXPECT_TRUE(MetricsHave("farm_matrices_submitted_total 1")) << registry_.Serialize();
 }
 
+// SubmitMatrix takes the typed message as it takes YAML: the same checks,
+// the same jobs, and the matrix records the spec as YAML.
+TEST_F(SchedulerServiceTest, TypedSpecSubmitsLikeItsYaml) {
+  LoadCatalog();
+  absl::StatusOr<pb::MatrixSpec> typed = MatrixSpecFromYaml(kSpec, {});
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  (*typed->mutable_set())["fq.kind"] = "single";
+  pb::SubmitMatrixRequest req;
+  *req.mutable_spec() = *typed;
+  auto resp = jobs_.SubmitMatrix(req, "tester");
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->jobs_created(), 12);
+  auto m = jobs_.GetMatrix([&] {
+    pb::GetMatrixRequest g;
+    g.set_matrix_id(resp->matrix().id());
+    return g;
+  }());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->spec_yaml(), MatrixSpecToYaml(*typed));
+  // Every job carries the spec's `set:` over its commit's settings.
+  pb::RegisterResponse a = Register("a1", 20);
+  pb::LeaseJobsResponse leased = Lease(a, 20);
+  ASSERT_EQ(leased.leases_size(), 12);
+  for (const pb::JobLease& l : leased.leases()) {
+    EXPECT_EQ(l.job().model_set().at("fq.kind"), "single") << l.job().commit_id();
+    EXPECT_EQ(l.job().model_set().at("iova.allocator"), "rcache");
+  }
+
+  // A typed error names the field; both forms at once is an error.
+  pb::MatrixSpec bad = *typed;
+  bad.add_modes(static_cast<pb::IommuMode>(42));
+  (*bad.mutable_workloads(0)->mutable_params())["threadz"] = "2";
+  *req.mutable_spec() = bad;
+  auto refused = jobs_.SubmitMatrix(req, "tester");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("modes[2]: unknown mode 42"), std::string::npos)
+      << refused.status();
+  req.set_spec_yaml(kSpec);
+  *req.mutable_spec() = *typed;
+  refused = jobs_.SubmitMatrix(req, "tester");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(), "spec, spec_yaml: set one of them, not both");
+}
+
+TEST_F(SchedulerServiceTest, ListAgentsPagesByName) {
+  for (const char* name : {"delta", "alpha", "echo", "charlie", "bravo"}) Register(name);
+  pb::ListAgentsRequest req;
+  req.set_page_size(2);
+  std::vector<std::string> names;
+  std::vector<int> sizes;
+  for (int pages = 0; pages < 10; ++pages) {
+    auto page = jobs_.ListAgents(req);
+    ASSERT_TRUE(page.ok()) << page.status();
+    sizes.push_back(page->agents_size());
+    for (const pb::Agent& ag : page->agents()) names.push_back(ag.name());
+    if (page->next_page_token().empty()) break;
+    req.set_page_token(page->next_page_token());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"alpha", "bravo", "charlie", "delta", "echo"}));
+  EXPECT_EQ(sizes, (std::vector<int>{2, 2, 1}));
+  auto all = jobs_.ListAgents(pb::ListAgentsRequest());
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->agents_size(), 5);
+  EXPECT_TRUE(all->next_page_token().empty());
+}
+
+TEST_F(SchedulerServiceTest, ListRegressionsPagesWithATokenAndRefusesAForgedOne) {
+  store_.db().Write([](storage::MemoryDatabase::Tables& t, storage::MemoryDatabase::Changes&) {
+    for (int64_t id = 1; id <= 5; ++id) {
+      pb::Regression& g = t.regressions[id].regression;
+      g.set_id(id);
+      g.set_state(pb::REGRESSION_STATE_CONFIRMED);
+      g.set_direction(pb::CHANGE_DIRECTION_REGRESSION);
+    }
+    return 0;
+  });
+  pb::ListRegressionsRequest req;
+  req.set_page_size(3);
+  auto first = analysis_.ListRegressions(req);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->regressions_size(), 3);
+  EXPECT_EQ(first->next_page_token(), "3");
+  req.set_page_token(first->next_page_token());
+  auto second = analysis_.ListRegressions(req);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->regressions_size(), 2);
+  EXPECT_EQ(second->regressions(0).id(), 4);
+  EXPECT_TRUE(second->next_page_token().empty());
+  req.set_page_token("x7");
+  EXPECT_EQ(analysis_.ListRegressions(req).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(SchedulerServiceTest, StaleResultRejectedAfterLeaseExpiresAndIsRegranted) {
   LoadCatalog();
   ASSERT_EQ(Submit(OneJobSpec()).jobs_created(), 1);

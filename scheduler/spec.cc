@@ -33,12 +33,26 @@ class Errors {
  public:
   void Add(const std::string& path, const std::string& msg) {
     lines_.push_back(path.empty() ? msg : path + ": " + msg);
+    paths_.push_back(path);
+  }
+  // Add unless `path` or a field holding it already has an error: the YAML
+  // mapping reports what it could not map, and the typed checks that follow
+  // would otherwise report the same field again as missing.
+  void AddIfNew(const std::string& path, const std::string& msg) {
+    for (const std::string& p : paths_) {
+      if (p == path || (absl::StartsWith(path, p) && path.size() > p.size() &&
+                        (path[p.size()] == '.' || path[p.size()] == '['))) {
+        return;
+      }
+    }
+    Add(path, msg);
   }
   bool empty() const { return lines_.empty(); }
   std::string Join() const { return absl::StrJoin(lines_, "\n"); }
 
  private:
   std::vector<std::string> lines_;
+  std::vector<std::string> paths_;
 };
 
 std::string Quote(const std::string& s) { return "\"" + s + "\""; }
@@ -130,34 +144,47 @@ bool GetParamValue(const YAML::Node& n, const std::string& path, Errors& e, std:
   return false;
 }
 
-// A string or a list of strings, non-empty, without duplicates.
-std::vector<std::string> GetStringList(const YAML::Node& n, const std::string& path, Errors& e) {
-  std::vector<std::string> out;
+// A string or a list of strings, non-empty. Entries keep their YAML index
+// (a bad one maps to "") so the typed checks name the same index.
+void GetStringList(const YAML::Node& n, const std::string& path, Errors& e,
+                   google::protobuf::RepeatedPtrField<std::string>* out) {
   if (n.IsScalar()) {
     if (n.Scalar().empty()) {
       e.Add(path, "empty");
     } else {
-      out.push_back(n.Scalar());
+      out->Add(std::string(n.Scalar()));
     }
-    return out;
+    return;
   }
   if (!n.IsSequence() || n.size() == 0) {
     e.Add(path, absl::StrCat("expected a string or a non-empty list, got ",
                              n.IsSequence() ? "an empty list" : KindOf(n)));
-    return out;
+    return;
   }
-  std::set<std::string> seen;
   for (size_t i = 0; i < n.size(); ++i) {
-    const std::string p = absl::StrCat(path, "[", i, "]");
     std::string s;
-    if (!GetString(n[i], p, e, &s)) continue;
-    if (!seen.insert(s).second) {
-      e.Add(p, absl::StrCat("duplicate ", Quote(s)));
+    GetString(n[i], absl::StrCat(path, "[", i, "]"), e, &s);
+    out->Add(std::move(s));
+  }
+}
+
+// The typed checks of a list of names: non-empty, no duplicates.
+void CheckNames(const google::protobuf::RepeatedPtrField<std::string>& names,
+                const std::string& path, Errors& e, std::vector<std::string>* out) {
+  std::set<std::string> seen;
+  for (int i = 0; i < names.size(); ++i) {
+    const std::string p = names.size() == 1 ? path : absl::StrCat(path, "[", i, "]");
+    const std::string& s = names[i];
+    if (s.empty()) {
+      e.AddIfNew(p, "empty");
       continue;
     }
-    out.push_back(s);
+    if (!seen.insert(s).second) {
+      e.AddIfNew(absl::StrCat(path, "[", i, "]"), absl::StrCat("duplicate ", Quote(s)));
+      continue;
+    }
+    out->push_back(s);
   }
-  return out;
 }
 
 void CheckKeys(const YAML::Node& map, const std::string& path, const std::set<std::string>& allowed,
@@ -261,7 +288,306 @@ uint64_t JobSeed(uint64_t spec_seed, const std::string& platform, const Workload
   return SplitMix64(h ^ static_cast<uint64_t>(repeat));
 }
 
-absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimits& limits) {
+namespace {
+
+// The YAML spec mapped onto the message, key by key. Reports what cannot be
+// mapped (YAML kinds, unknown keys, unknown names of modes, executors and
+// kinds); every other check is the typed one (CheckSpec), so YAML and typed
+// submits are held to the same rules.
+void MapYaml(const YAML::Node& root, Errors& e, pb::MatrixSpec* out) {
+  CheckKeys(root, "",
+            {"name", "catalog", "platform", "commits", "modes", "workloads", "repeats", "executor",
+             "analysis", "priority", "seed", "set", "kind"},
+            e);
+  if (root["name"]) GetString(root["name"], "name", e, out->mutable_name());
+  if (root["catalog"]) GetString(root["catalog"], "catalog", e, out->mutable_catalog());
+  if (root["platform"]) GetStringList(root["platform"], "platform", e, out->mutable_platform());
+
+  if (root["commits"]) {
+    const YAML::Node c = root["commits"];
+    if (c.IsScalar()) {
+      const std::string s = c.Scalar();
+      const auto dots = s.find("..");
+      if (dots != std::string::npos) {
+        pb::CommitRange* r = out->mutable_commit_range();
+        r->set_from(std::string(absl::StripAsciiWhitespace(s.substr(0, dots))));
+        r->set_to(std::string(absl::StripAsciiWhitespace(s.substr(dots + 2))));
+        if (r->from().empty() || r->to().empty() || r->to().find("..") != std::string::npos) {
+          e.Add("commits", absl::StrCat("bad range ", Quote(s), " (expected \"A..B\")"));
+        }
+      } else if (s.empty()) {
+        e.Add("commits", "empty");
+      } else {
+        out->mutable_commit_list()->add_ids(s);
+      }
+    } else {
+      GetStringList(c, "commits", e, out->mutable_commit_list()->mutable_ids());
+    }
+  }
+
+  if (root["modes"]) {
+    const YAML::Node m = root["modes"];
+    std::vector<YAML::Node> items;
+    if (m.IsScalar()) {
+      items.push_back(m);
+    } else if (m.IsSequence() && m.size() > 0) {
+      for (size_t i = 0; i < m.size(); ++i) items.push_back(m[i]);
+    } else {
+      e.Add("modes", "expected a non-empty list of: off, passthrough, strict, lazy");
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string p = m.IsScalar() ? "modes" : absl::StrCat("modes[", i, "]");
+      pb::IommuMode mode = pb::IOMMU_MODE_UNSPECIFIED;
+      if (!items[i].IsScalar()) {
+        e.Add(p, absl::StrCat("expected a mode name, got ", KindOf(items[i])));
+      } else {
+        const std::string name = items[i].Scalar();
+        mode = ModeFromName(name);
+        if (mode == pb::IOMMU_MODE_UNSPECIFIED) {
+          e.Add(p, absl::StrCat("unknown mode ", Quote(name),
+                                " (expected off, passthrough, strict, lazy)"));
+        }
+      }
+      out->add_modes(mode);  // keeps the index; the typed check skips it
+    }
+  }
+
+  if (root["workloads"]) {
+    const YAML::Node w = root["workloads"];
+    if (!w.IsSequence() || w.size() == 0) {
+      e.Add("workloads", absl::StrCat("expected a non-empty list of {name, params}, got ",
+                                      w.IsSequence() ? "an empty list" : KindOf(w)));
+    } else {
+      for (size_t i = 0; i < w.size(); ++i) {
+        const std::string p = absl::StrCat("workloads[", i, "]");
+        const YAML::Node item = w[i];
+        pb::Workload* ws = out->add_workloads();
+        if (item.IsScalar()) {  // shorthand: just a name
+          GetString(item, p, e, ws->mutable_name());
+          continue;
+        }
+        if (!item.IsMap()) {
+          e.Add(p, absl::StrCat("expected {name, params}, got ", KindOf(item)));
+          continue;
+        }
+        CheckKeys(item, p, {"name", "params"}, e);
+        if (item["name"]) GetString(item["name"], p + ".name", e, ws->mutable_name());
+        if (!item["params"]) continue;
+        const YAML::Node params = item["params"];
+        if (params.IsNull()) continue;  // `params:` with nothing after it means none
+        if (!params.IsMap()) {
+          e.Add(p + ".params", absl::StrCat("expected a map, got ", KindOf(params)));
+          continue;
+        }
+        for (auto it = params.begin(); it != params.end(); ++it) {
+          const std::string key = it->first.Scalar();
+          std::string value;
+          if (GetParamValue(it->second, p + ".params." + key, e, &value)) {
+            (*ws->mutable_params())[key] = value;
+          }
+        }
+      }
+    }
+  }
+
+  int64_t v = 0;
+  if (root["repeats"] && GetInt(root["repeats"], "repeats", e, 1, 10000, &v)) {
+    out->set_repeats(static_cast<int32_t>(v));
+  }
+  if (root["executor"]) {
+    std::string ex;
+    if (GetString(root["executor"], "executor", e, &ex)) {
+      out->set_executor(ExecutorFromName(ex));
+      if (out->executor() == pb::EXECUTOR_UNSPECIFIED) {
+        e.Add("executor",
+              absl::StrCat("unknown executor ", Quote(ex), " (expected emulator, fio, iozone)"));
+      }
+    }
+  }
+  if (root["analysis"]) {
+    const YAML::Node a = root["analysis"];
+    if (!a.IsMap()) {
+      e.Add("analysis", absl::StrCat("expected a map like {bisect: true}, got ", KindOf(a)));
+    } else {
+      CheckKeys(a, "analysis", {"bisect"}, e);
+      bool bisect = false;
+      if (a["bisect"] && GetBool(a["bisect"], "analysis.bisect", e, &bisect)) {
+        out->mutable_analysis()->set_bisect(bisect);
+      }
+    }
+  }
+  if (root["kind"]) {
+    std::string k;
+    if (GetString(root["kind"], "kind", e, &k)) {
+      if (k == "bulk") {
+        out->set_kind(pb::JOB_KIND_BULK);
+      } else if (k == "confirm") {
+        out->set_kind(pb::JOB_KIND_CONFIRM);
+      } else if (k == "bisect") {
+        out->set_kind(pb::JOB_KIND_BISECT);
+      } else {
+        e.Add("kind", absl::StrCat("unknown kind ", Quote(k), " (expected bulk, confirm, bisect)"));
+      }
+    }
+  }
+  if (root["priority"] && GetInt(root["priority"], "priority", e, -999, 999, &v)) {
+    out->set_priority(static_cast<int32_t>(v));
+  }
+  if (root["seed"]) {
+    const YAML::Node s = root["seed"];
+    bool ok = s.IsScalar();
+    if (ok) {
+      try {
+        out->set_seed(s.as<uint64_t>());
+      } catch (const YAML::Exception&) {
+        ok = false;
+      }
+    }
+    if (!ok) e.Add("seed", "expected a non-negative integer");
+  }
+  if (root["set"]) {
+    const YAML::Node s = root["set"];
+    if (!s.IsMap()) {
+      e.Add("set", absl::StrCat("expected a map of model keys, got ", KindOf(s)));
+    } else {
+      for (auto it = s.begin(); it != s.end(); ++it) {
+        const std::string key = it->first.Scalar();
+        if (!it->second.IsScalar()) {
+          e.Add("set." + key, absl::StrCat("expected a scalar, got ", KindOf(it->second)));
+          continue;
+        }
+        (*out->mutable_set())[key] = it->second.Scalar();
+      }
+    }
+  }
+}
+
+// The typed checks, into the expansion's form. Errors already reported for
+// a field (by MapYaml) are not repeated.
+void CheckSpec(const pb::MatrixSpec& in, Errors& e, MatrixSpec* spec) {
+  if (in.name().empty()) {
+    e.AddIfNew("name", "required");
+  } else if (in.name().size() > 200) {
+    e.AddIfNew("name", "longer than 200 characters");
+  }
+  spec->name = in.name();
+  if (in.catalog().empty()) e.AddIfNew("catalog", "required");
+  spec->catalog = in.catalog();
+  if (in.platform().empty()) {
+    e.AddIfNew("platform", "required (a platform name or a list of them)");
+  }
+  CheckNames(in.platform(), "platform", e, &spec->platforms);
+
+  switch (in.commits_case()) {
+    case pb::MatrixSpec::kCommitRange:
+      spec->commit_range = true;
+      spec->range_from = in.commit_range().from();
+      spec->range_to = in.commit_range().to();
+      if (spec->range_from.empty())
+        e.AddIfNew("commits", "range start (commit_range.from) required");
+      if (spec->range_to.empty()) e.AddIfNew("commits", "range end (commit_range.to) required");
+      break;
+    case pb::MatrixSpec::kCommitList:
+      if (in.commit_list().ids().empty()) e.AddIfNew("commits", "empty list");
+      CheckNames(in.commit_list().ids(), "commits", e, &spec->commit_ids);
+      break;
+    default:
+      e.AddIfNew("commits", "required (a range \"A..B\" or a list of commit ids)");
+  }
+
+  if (in.modes().empty())
+    e.AddIfNew("modes", "required (a list of: off, passthrough, strict, lazy)");
+  std::set<int> seen_modes;
+  for (int i = 0; i < in.modes_size(); ++i) {
+    const std::string p = absl::StrCat("modes[", i, "]");
+    const pb::IommuMode mode = in.modes(i);
+    if (mode == pb::IOMMU_MODE_UNSPECIFIED || !pb::IommuMode_IsValid(mode)) {
+      e.AddIfNew(in.modes_size() == 1 ? "modes" : p,
+                 absl::StrCat("unknown mode ", static_cast<int>(mode),
+                              " (expected off, passthrough, strict, lazy)"));
+      continue;
+    }
+    if (!seen_modes.insert(mode).second) {
+      e.AddIfNew(p, absl::StrCat("duplicate mode ", Quote(ModeName(mode))));
+      continue;
+    }
+    spec->modes.push_back(mode);
+  }
+
+  if (in.workloads().empty()) e.AddIfNew("workloads", "required (a list of {name, params})");
+  for (int i = 0; i < in.workloads_size(); ++i) {
+    const std::string p = absl::StrCat("workloads[", i, "]");
+    const pb::Workload& w = in.workloads(i);
+    WorkloadSpec ws;
+    if (w.name().empty()) e.AddIfNew(p + ".name", "required");
+    ws.name = w.name();
+    for (const auto& [key, value] : w.params()) {
+      if (key.empty()) {
+        e.AddIfNew(p + ".params", "empty parameter name");
+        continue;
+      }
+      std::string refused;
+      if (key == ::farm::proto::kKernelParamsKey) {
+        ::farm::proto::ParseKernelParams(value, &refused);
+      }
+      if (!refused.empty()) e.AddIfNew(p + ".params." + key, refused);
+      ws.params[key] = value;
+    }
+    spec->workloads.push_back(std::move(ws));
+  }
+
+  if (in.repeats() < 0 || in.repeats() > 10000) {
+    e.AddIfNew("repeats", absl::StrCat("must be between 1 and 10000, got ", in.repeats()));
+  }
+  spec->repeats = in.repeats() == 0 ? 1 : in.repeats();
+  if (!pb::Executor_IsValid(in.executor())) {
+    e.AddIfNew("executor", absl::StrCat("unknown executor ", static_cast<int>(in.executor()),
+                                        " (expected emulator, fio, iozone)"));
+  }
+  spec->executor =
+      in.executor() == pb::EXECUTOR_UNSPECIFIED ? pb::EXECUTOR_EMULATOR : in.executor();
+  spec->bisect = in.analysis().bisect();
+  if (!pb::JobKind_IsValid(in.kind())) {
+    e.AddIfNew("kind", absl::StrCat("unknown kind ", static_cast<int>(in.kind()),
+                                    " (expected bulk, confirm, bisect)"));
+  }
+  spec->kind = in.kind() == pb::JOB_KIND_UNSPECIFIED ? pb::JOB_KIND_BULK : in.kind();
+  if (in.priority() < -999 || in.priority() > 999) {
+    e.AddIfNew("priority", absl::StrCat("must be between -999 and 999, got ", in.priority()));
+  }
+  spec->priority = in.priority();
+  spec->seed = in.seed();
+  for (const auto& [key, value] : in.set()) {
+    if (key.empty()) {
+      e.AddIfNew("set", "empty model key");
+      continue;
+    }
+    spec->model_set[key] = value;
+  }
+}
+
+// The checks of a mapped or typed spec after the field checks: the tables
+// the jobs will meet, then warnings.
+absl::StatusOr<MatrixSpec> FinishSpec(const pb::MatrixSpec& in, Errors& e) {
+  MatrixSpec spec;
+  CheckSpec(in, e, &spec);
+  if (!e.empty()) return absl::InvalidArgumentError(e.Join());
+  CheckAgainstTables(spec, e);
+  if (!e.empty()) return absl::InvalidArgumentError(e.Join());
+  if (spec.executor == pb::EXECUTOR_EMULATOR) {
+    for (const std::string& p : spec.platforms) {
+      if (KnownPlatforms().count(p) == 0) {
+        spec.warnings.push_back(absl::StrCat("platform ", Quote(p),
+                                             " is not one of the documented platforms; the "
+                                             "emulator will fail its jobs if it does not know it"));
+      }
+    }
+  }
+  return spec;
+}
+
+// The YAML text as a node, or the error naming where it is not a spec.
+absl::StatusOr<YAML::Node> LoadSpecYaml(std::string_view yaml, const SpecLimits& limits) {
   if (yaml.size() > limits.max_spec_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("spec: ", yaml.size(), " bytes is more than the limit of ",
@@ -280,223 +606,94 @@ absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimi
     return absl::InvalidArgumentError(
         absl::StrCat("spec: expected a YAML map at the top level, got ", KindOf(root)));
   }
+  return root;
+}
+
+}  // namespace
+
+absl::StatusOr<pb::MatrixSpec> MatrixSpecFromYaml(std::string_view yaml, const SpecLimits& limits) {
+  absl::StatusOr<YAML::Node> root = LoadSpecYaml(yaml, limits);
+  if (!root.ok()) return root.status();
   Errors e;
-  MatrixSpec spec;
-  CheckKeys(root, "",
-            {"name", "catalog", "platform", "commits", "modes", "workloads", "repeats", "executor",
-             "analysis", "priority", "seed", "set", "kind"},
-            e);
-
-  if (!root["name"]) {
-    e.Add("name", "required");
-  } else if (GetString(root["name"], "name", e, &spec.name) && spec.name.size() > 200) {
-    e.Add("name", "longer than 200 characters");
-  }
-  if (!root["catalog"]) {
-    e.Add("catalog", "required");
-  } else {
-    GetString(root["catalog"], "catalog", e, &spec.catalog);
-  }
-  if (!root["platform"]) {
-    e.Add("platform", "required (a platform name or a list of them)");
-  } else {
-    spec.platforms = GetStringList(root["platform"], "platform", e);
-  }
-
-  if (!root["commits"]) {
-    e.Add("commits", "required (a range \"A..B\" or a list of commit ids)");
-  } else {
-    const YAML::Node c = root["commits"];
-    if (c.IsScalar()) {
-      const std::string s = c.Scalar();
-      const auto dots = s.find("..");
-      if (dots != std::string::npos) {
-        spec.commit_range = true;
-        spec.range_from = std::string(absl::StripAsciiWhitespace(s.substr(0, dots)));
-        spec.range_to = std::string(absl::StripAsciiWhitespace(s.substr(dots + 2)));
-        if (spec.range_from.empty() || spec.range_to.empty() ||
-            spec.range_to.find("..") != std::string::npos) {
-          e.Add("commits", absl::StrCat("bad range ", Quote(s), " (expected \"A..B\")"));
-        }
-      } else if (s.empty()) {
-        e.Add("commits", "empty");
-      } else {
-        spec.commit_ids.push_back(s);
-      }
-    } else {
-      spec.commit_ids = GetStringList(c, "commits", e);
-    }
-  }
-
-  if (!root["modes"]) {
-    e.Add("modes", "required (a list of: off, passthrough, strict, lazy)");
-  } else {
-    const YAML::Node m = root["modes"];
-    std::vector<YAML::Node> items;
-    if (m.IsScalar()) {
-      items.push_back(m);
-    } else if (m.IsSequence() && m.size() > 0) {
-      for (size_t i = 0; i < m.size(); ++i) items.push_back(m[i]);
-    } else {
-      e.Add("modes", "expected a non-empty list of: off, passthrough, strict, lazy");
-    }
-    std::set<int> seen;
-    for (size_t i = 0; i < items.size(); ++i) {
-      const std::string p = m.IsScalar() ? "modes" : absl::StrCat("modes[", i, "]");
-      if (!items[i].IsScalar()) {
-        e.Add(p, absl::StrCat("expected a mode name, got ", KindOf(items[i])));
-        continue;
-      }
-      const std::string name = items[i].Scalar();
-      const pb::IommuMode mode = ModeFromName(name);
-      if (mode == pb::IOMMU_MODE_UNSPECIFIED) {
-        e.Add(p, absl::StrCat("unknown mode ", Quote(name),
-                              " (expected off, passthrough, strict, lazy)"));
-        continue;
-      }
-      if (!seen.insert(mode).second) {
-        e.Add(p, absl::StrCat("duplicate mode ", Quote(name)));
-        continue;
-      }
-      spec.modes.push_back(mode);
-    }
-  }
-
-  if (!root["workloads"]) {
-    e.Add("workloads", "required (a list of {name, params})");
-  } else {
-    const YAML::Node w = root["workloads"];
-    if (!w.IsSequence() || w.size() == 0) {
-      e.Add("workloads", absl::StrCat("expected a non-empty list of {name, params}, got ",
-                                      w.IsSequence() ? "an empty list" : KindOf(w)));
-    } else {
-      for (size_t i = 0; i < w.size(); ++i) {
-        const std::string p = absl::StrCat("workloads[", i, "]");
-        const YAML::Node item = w[i];
-        WorkloadSpec ws;
-        if (item.IsScalar()) {  // shorthand: just a name
-          GetString(item, p, e, &ws.name);
-          spec.workloads.push_back(std::move(ws));
-          continue;
-        }
-        if (!item.IsMap()) {
-          e.Add(p, absl::StrCat("expected {name, params}, got ", KindOf(item)));
-          continue;
-        }
-        CheckKeys(item, p, {"name", "params"}, e);
-        if (!item["name"]) {
-          e.Add(p + ".name", "required");
-        } else {
-          GetString(item["name"], p + ".name", e, &ws.name);
-        }
-        if (item["params"]) {
-          const YAML::Node params = item["params"];
-          if (params.IsNull()) {
-            // params: with nothing after it means none.
-          } else if (!params.IsMap()) {
-            e.Add(p + ".params", absl::StrCat("expected a map, got ", KindOf(params)));
-          } else {
-            for (auto it = params.begin(); it != params.end(); ++it) {
-              const std::string key = it->first.Scalar();
-              std::string value;
-              if (GetParamValue(it->second, p + ".params." + key, e, &value)) {
-                std::string refused;
-                if (key == ::farm::proto::kKernelParamsKey) {
-                  ::farm::proto::ParseKernelParams(value, &refused);
-                }
-                if (!refused.empty()) e.Add(p + ".params." + key, refused);
-                ws.params[key] = value;
-              }
-            }
-          }
-        }
-        spec.workloads.push_back(std::move(ws));
-      }
-    }
-  }
-
-  int64_t v = 0;
-  if (root["repeats"] && GetInt(root["repeats"], "repeats", e, 1, 10000, &v)) {
-    spec.repeats = static_cast<int>(v);
-  }
-  if (root["executor"]) {
-    std::string ex;
-    if (GetString(root["executor"], "executor", e, &ex)) {
-      spec.executor = ExecutorFromName(ex);
-      if (spec.executor == pb::EXECUTOR_UNSPECIFIED) {
-        e.Add("executor",
-              absl::StrCat("unknown executor ", Quote(ex), " (expected emulator, fio, iozone)"));
-      }
-    }
-  }
-  if (root["analysis"]) {
-    const YAML::Node a = root["analysis"];
-    if (!a.IsMap()) {
-      e.Add("analysis", absl::StrCat("expected a map like {bisect: true}, got ", KindOf(a)));
-    } else {
-      CheckKeys(a, "analysis", {"bisect"}, e);
-      if (a["bisect"]) GetBool(a["bisect"], "analysis.bisect", e, &spec.bisect);
-    }
-  }
-  if (root["kind"]) {
-    std::string k;
-    if (GetString(root["kind"], "kind", e, &k)) {
-      if (k == "bulk") {
-        spec.kind = pb::JOB_KIND_BULK;
-      } else if (k == "confirm") {
-        spec.kind = pb::JOB_KIND_CONFIRM;
-      } else if (k == "bisect") {
-        spec.kind = pb::JOB_KIND_BISECT;
-      } else {
-        e.Add("kind", absl::StrCat("unknown kind ", Quote(k), " (expected bulk, confirm, bisect)"));
-      }
-    }
-  }
-  if (root["priority"] && GetInt(root["priority"], "priority", e, -999, 999, &v)) {
-    spec.priority = static_cast<int>(v);
-  }
-  if (root["seed"]) {
-    const YAML::Node s = root["seed"];
-    bool ok = s.IsScalar();
-    if (ok) {
-      try {
-        spec.seed = s.as<uint64_t>();
-      } catch (const YAML::Exception&) {
-        ok = false;
-      }
-    }
-    if (!ok) e.Add("seed", "expected a non-negative integer");
-  }
-  if (root["set"]) {
-    const YAML::Node s = root["set"];
-    if (!s.IsMap()) {
-      e.Add("set", absl::StrCat("expected a map of model keys, got ", KindOf(s)));
-    } else {
-      for (auto it = s.begin(); it != s.end(); ++it) {
-        const std::string key = it->first.Scalar();
-        if (!it->second.IsScalar()) {
-          e.Add("set." + key, absl::StrCat("expected a scalar, got ", KindOf(it->second)));
-          continue;
-        }
-        spec.model_set[key] = it->second.Scalar();
-      }
-    }
-  }
-
+  pb::MatrixSpec out;
+  MapYaml(*root, e, &out);
   if (!e.empty()) return absl::InvalidArgumentError(e.Join());
-  CheckAgainstTables(spec, e);
-  if (!e.empty()) return absl::InvalidArgumentError(e.Join());
+  return out;
+}
 
-  if (spec.executor == pb::EXECUTOR_EMULATOR) {
-    for (const std::string& p : spec.platforms) {
-      if (KnownPlatforms().count(p) == 0) {
-        spec.warnings.push_back(absl::StrCat("platform ", Quote(p),
-                                             " is not one of the documented platforms; the "
-                                             "emulator will fail its jobs if it does not know it"));
-      }
-    }
+absl::StatusOr<MatrixSpec> CheckMatrixSpec(const pb::MatrixSpec& spec, const SpecLimits& limits) {
+  if (spec.ByteSizeLong() > limits.max_spec_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("spec: ", spec.ByteSizeLong(), " bytes is more than the limit of ",
+                     limits.max_spec_bytes, " bytes (--max-spec-bytes)"));
   }
-  return spec;
+  Errors e;
+  return FinishSpec(spec, e);
+}
+
+absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimits& limits) {
+  absl::StatusOr<YAML::Node> root = LoadSpecYaml(yaml, limits);
+  if (!root.ok()) return root.status();
+  // One pass reports every problem: what the mapping could not map and what
+  // the typed checks find in the rest.
+  Errors e;
+  pb::MatrixSpec typed;
+  MapYaml(*root, e, &typed);
+  return FinishSpec(typed, e);
+}
+
+std::string MatrixSpecToYaml(const pb::MatrixSpec& spec) {
+  const auto sorted = [](const google::protobuf::Map<std::string, std::string>& m) {
+    return std::map<std::string, std::string>(m.begin(), m.end());
+  };
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << spec.name();
+  out << YAML::Key << "catalog" << YAML::Value << spec.catalog();
+  out << YAML::Key << "platform" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& p : spec.platform()) out << p;
+  out << YAML::EndSeq;
+  if (spec.has_commit_range()) {
+    out << YAML::Key << "commits" << YAML::Value
+        << absl::StrCat(spec.commit_range().from(), "..", spec.commit_range().to());
+  } else {
+    out << YAML::Key << "commits" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& id : spec.commit_list().ids()) out << id;
+    out << YAML::EndSeq;
+  }
+  out << YAML::Key << "modes" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (int m : spec.modes()) out << ModeName(static_cast<pb::IommuMode>(m));
+  out << YAML::EndSeq;
+  out << YAML::Key << "workloads" << YAML::Value << YAML::BeginSeq;
+  for (const pb::Workload& w : spec.workloads()) {
+    out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << w.name();
+    if (!w.params().empty()) {
+      out << YAML::Key << "params" << YAML::Value << YAML::BeginMap;
+      for (const auto& [k, v] : sorted(w.params())) out << YAML::Key << k << YAML::Value << v;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  if (spec.repeats() != 0) out << YAML::Key << "repeats" << YAML::Value << spec.repeats();
+  if (spec.executor() != pb::EXECUTOR_UNSPECIFIED) {
+    out << YAML::Key << "executor" << YAML::Value << ExecutorName(spec.executor());
+  }
+  if (spec.analysis().bisect()) {
+    out << YAML::Key << "analysis" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+        << "bisect" << YAML::Value << true << YAML::EndMap;
+  }
+  if (spec.kind() == pb::JOB_KIND_CONFIRM) out << YAML::Key << "kind" << YAML::Value << "confirm";
+  if (spec.kind() == pb::JOB_KIND_BISECT) out << YAML::Key << "kind" << YAML::Value << "bisect";
+  if (spec.priority() != 0) out << YAML::Key << "priority" << YAML::Value << spec.priority();
+  if (spec.seed() != 0) out << YAML::Key << "seed" << YAML::Value << spec.seed();
+  if (!spec.set().empty()) {
+    out << YAML::Key << "set" << YAML::Value << YAML::BeginMap;
+    for (const auto& [k, v] : sorted(spec.set())) out << YAML::Key << k << YAML::Value << v;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
 }
 
 namespace {
@@ -540,15 +737,25 @@ absl::StatusOr<std::map<std::string, int>::const_iterator> FindCommit(
 absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spec,
                                                            const pb::Catalog& catalog) {
   std::map<std::string, int> index;
-  std::map<int, std::map<std::string, std::string>> settings;
-  {
+  for (const pb::CatalogCommit& c : catalog.commits()) index.emplace(c.id(), c.index());
+  // The accumulated settings of the picked commits only, in one pass over
+  // the catalog: a copy per catalog commit would be quadratic in a catalog
+  // whose commits each set a key of their own.
+  const auto with_settings =
+      [&](std::vector<ResolvedCommit> picked) -> std::vector<ResolvedCommit> {
+    std::map<int, std::vector<size_t>> at;
+    for (size_t i = 0; i < picked.size(); ++i) at[picked[i].index].push_back(i);
     std::map<std::string, std::string> state;
     for (const pb::CatalogCommit& c : catalog.commits()) {
-      index.emplace(c.id(), c.index());
+      if (at.empty()) break;
       for (const auto& [k, v] : c.set()) state[k] = v;
-      settings[c.index()] = state;
+      auto it = at.find(c.index());
+      if (it == at.end()) continue;
+      for (size_t i : it->second) picked[i].settings = state;
+      at.erase(it);
     }
-  }
+    return picked;
+  };
   std::vector<ResolvedCommit> out;
   if (spec.commit_range) {
     Errors e;
@@ -572,10 +779,10 @@ absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spe
     }
     for (const pb::CatalogCommit& c : catalog.commits()) {
       if (c.index() >= (*from)->second && c.index() <= (*to)->second) {
-        out.push_back({c.id(), c.index(), settings[c.index()]});
+        out.push_back({c.id(), c.index(), {}});
       }
     }
-    return out;
+    return with_settings(std::move(out));
   }
   Errors e;
   for (size_t i = 0; i < spec.commit_ids.size(); ++i) {
@@ -590,10 +797,10 @@ absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spe
       e.Add(absl::StrCat("commits[", i, "]"), std::string(it.status().message()));
       continue;
     }
-    out.push_back({(*it)->first, (*it)->second, settings[(*it)->second]});
+    out.push_back({(*it)->first, (*it)->second, {}});
   }
   if (!e.empty()) return absl::InvalidArgumentError(e.Join());
-  return out;
+  return with_settings(std::move(out));
 }
 
 absl::StatusOr<int64_t> CountJobs(const MatrixSpec& spec, size_t commits,
@@ -621,7 +828,8 @@ absl::StatusOr<int64_t> CountJobs(const MatrixSpec& spec, size_t commits,
 }
 
 std::vector<pb::Job> ExpandMatrix(const MatrixSpec& spec,
-                                  const std::vector<ResolvedCommit>& commits, int max_attempts) {
+                                  const std::vector<ResolvedCommit>& commits, int max_attempts,
+                                  SpecSet set) {
   std::vector<pb::Job> jobs;
   jobs.reserve(commits.size() * spec.modes.size() * spec.workloads.size() * spec.platforms.size() *
                static_cast<size_t>(spec.repeats));
@@ -646,7 +854,9 @@ std::vector<pb::Job> ExpandMatrix(const MatrixSpec& spec,
             j.set_state(pb::JOB_STATE_QUEUED);
             j.set_max_attempts(max_attempts);
             for (const auto& [k, v] : c.settings) (*j.mutable_model_set())[k] = v;
-            for (const auto& [k, v] : spec.model_set) (*j.mutable_model_set())[k] = v;
+            if (set == SpecSet::kInEveryJob) {
+              for (const auto& [k, v] : spec.model_set) (*j.mutable_model_set())[k] = v;
+            }
             j.set_seed(JobSeed(spec.seed, platform, w, mode, r));
             jobs.push_back(std::move(j));
           }

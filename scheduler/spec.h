@@ -76,7 +76,24 @@ struct ResolvedCommit {
   std::map<std::string, std::string> settings;
 };
 
+// The YAML spec: mapped onto pb::MatrixSpec (MatrixSpecFromYaml) and checked
+// as CheckMatrixSpec checks a typed one, every problem of both in one error.
 absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimits& limits);
+
+// The YAML spec mapped onto the typed message, key by key (the field names
+// are the YAML keys). Fails only on what cannot be mapped: YAML syntax and
+// kinds, unknown keys, unknown mode / executor / kind names.
+absl::StatusOr<pb::MatrixSpec> MatrixSpecFromYaml(std::string_view yaml, const SpecLimits& limits);
+
+// Submit-time checks of a typed spec: required fields, ranges, duplicates,
+// then the tables its jobs will meet (see the contract above). Errors name
+// the field path as ParseMatrixSpec does; a message larger than
+// max_spec_bytes is kResourceExhausted.
+absl::StatusOr<MatrixSpec> CheckMatrixSpec(const pb::MatrixSpec& spec, const SpecLimits& limits);
+
+// YAML text that MatrixSpecFromYaml maps back onto `spec` (keys sorted):
+// the matrix's spec_yaml when it was submitted typed.
+std::string MatrixSpecToYaml(const pb::MatrixSpec& spec);
 
 // Resolves the spec's commits against `catalog` (which must carry its
 // commits): a range A..B gives every commit from A to B inclusive in catalog
@@ -88,10 +105,16 @@ absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spe
 // Jobs that expansion would create; kResourceExhausted above the cap.
 absl::StatusOr<int64_t> CountJobs(const MatrixSpec& spec, size_t commits, const SpecLimits& limits);
 
+// Where expansion puts the spec's `set:`: in every job's model_set, or
+// nowhere (the store keeps it once per matrix: storage::NewMatrix::model_set).
+enum class SpecSet { kInEveryJob, kLeftOut };
+
 // Full expansion (call CountJobs first to avoid building a huge vector).
-// A job's model_set is the commit's settings with the spec's `set:` on top.
+// A job's model_set is the commit's settings with the spec's `set:` on top
+// (kInEveryJob), or the commit's settings alone (kLeftOut).
 std::vector<pb::Job> ExpandMatrix(const MatrixSpec& spec,
-                                  const std::vector<ResolvedCommit>& commits, int max_attempts);
+                                  const std::vector<ResolvedCommit>& commits, int max_attempts,
+                                  SpecSet set = SpecSet::kInEveryJob);
 
 // Priority of a job of `kind` with the spec's `priority`: bisect work always
 // ahead of confirm runs, ahead of bulk.

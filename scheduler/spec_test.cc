@@ -461,4 +461,98 @@ TEST(YamlLimits, CountsAliasesAndExpandedNodes) {
 }
 
 }  // namespace
+// The typed message is what a YAML spec maps onto: YAML -> message -> YAML
+// -> message is the same message, and both forms check to the same spec.
+TEST(TypedSpecTest, YamlMapsOntoTheMessageAndBack) {
+  const std::string y = std::string(kGood) +
+                        "set: {fq.kind: percpu, agent.hold_ms: 5}\nkind: confirm\npriority: 7\n"
+                        "seed: 18446744073709551615\n";
+  absl::StatusOr<pb::MatrixSpec> typed = MatrixSpecFromYaml(y, {});
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  EXPECT_EQ(typed->platform_size(), 1);
+  ASSERT_TRUE(typed->has_commit_range());
+  EXPECT_EQ(typed->commit_range().from(), "v5.10");
+  EXPECT_EQ(typed->modes_size(), 3);
+  EXPECT_EQ(typed->workloads(0).params().at("tests"), "write,read");
+  EXPECT_TRUE(typed->analysis().bisect());
+  EXPECT_EQ(typed->seed(), 18446744073709551615ULL);
+  const std::string back = MatrixSpecToYaml(*typed);
+  absl::StatusOr<pb::MatrixSpec> again = MatrixSpecFromYaml(back, {});
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << back;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*typed, *again)) << back;
+
+  auto from_yaml = ParseMatrixSpec(y, {});
+  auto from_typed = CheckMatrixSpec(*typed, {});
+  ASSERT_TRUE(from_yaml.ok()) << from_yaml.status();
+  ASSERT_TRUE(from_typed.ok()) << from_typed.status();
+  EXPECT_EQ(from_typed->name, from_yaml->name);
+  EXPECT_EQ(from_typed->range_to, from_yaml->range_to);
+  EXPECT_EQ(from_typed->modes, from_yaml->modes);
+  EXPECT_EQ(from_typed->model_set, from_yaml->model_set);
+  EXPECT_EQ(from_typed->kind, pb::JOB_KIND_CONFIRM);
+  EXPECT_EQ(from_typed->priority, 7);
+  EXPECT_EQ(from_typed->repeats, 5);
+  EXPECT_EQ(from_typed->workloads[0].params, from_yaml->workloads[0].params);
+}
+
+// A typed spec meets every submit check, each error naming its field.
+TEST(TypedSpecTest, ErrorsNameTheField) {
+  pb::MatrixSpec s;
+  std::string e = std::string(CheckMatrixSpec(s, {}).status().message());
+  for (const char* want : {"name: required", "catalog: required", "platform: required",
+                           "commits: required", "modes: required", "workloads: required"}) {
+    EXPECT_NE(e.find(want), std::string::npos) << want << "\n" << e;
+  }
+  absl::StatusOr<pb::MatrixSpec> good = MatrixSpecFromYaml(kGood, {});
+  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_TRUE(CheckMatrixSpec(*good, {}).ok());
+
+  pb::MatrixSpec bad = *good;
+  bad.add_platform("intel-vtd-2s12c");
+  bad.add_modes(pb::IOMMU_MODE_OFF);
+  bad.set_repeats(20000);
+  bad.set_priority(1000);
+  bad.set_executor(static_cast<pb::Executor>(9));
+  bad.mutable_commit_range()->clear_to();
+  e = std::string(CheckMatrixSpec(bad, {}).status().message());
+  for (const char* want :
+       {"platform[1]: duplicate \"intel-vtd-2s12c\"", "modes[3]: duplicate mode \"off\"",
+        "repeats: must be between 1 and 10000, got 20000",
+        "priority: must be between -999 and 999, got 1000", "executor: unknown executor 9",
+        "commits: range end"}) {
+    EXPECT_NE(e.find(want), std::string::npos) << want << "\n" << e;
+  }
+
+  // The tables: workload parameters, model keys.
+  bad = *good;
+  bad.mutable_workloads(0)->set_name("dma-map-bench");
+  bad.mutable_workloads(0)->clear_params();
+  (*bad.mutable_workloads(0)->mutable_params())["threadz"] = "2";
+  (*bad.mutable_set())["bogus.key"] = "1";
+  e = std::string(CheckMatrixSpec(bad, {}).status().message());
+  EXPECT_NE(e.find("workloads[0].params.threadz: unknown parameter of dma-map-bench"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("set.bogus.key: "), std::string::npos) << e;
+
+  // Size cap on the message as on the text.
+  SpecLimits tight;
+  tight.max_spec_bytes = 16;
+  EXPECT_EQ(CheckMatrixSpec(*good, tight).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// kLeftOut keeps the spec's `set:` out of the jobs (the store holds it once).
+TEST(ExpandTest, SpecSetCanBeLeftOutOfTheJobs) {
+  auto s = ParseMatrixSpec(std::string(kGood) + "set: {fq.kind: percpu}\n", {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto c = ResolveCommits(*s, TestCatalog());
+  ASSERT_TRUE(c.ok());
+  const std::vector<pb::Job> left = ExpandMatrix(*s, *c, 3, SpecSet::kLeftOut);
+  const std::vector<pb::Job> full = ExpandMatrix(*s, *c, 3);
+  ASSERT_EQ(left.size(), full.size());
+  EXPECT_EQ(left.back().model_set().at("fq.kind"), "global");  // the catalog's
+  EXPECT_EQ(full.back().model_set().at("fq.kind"), "percpu");  // the spec's on top
+  EXPECT_EQ(left.back().model_set().at("iova.allocator"), "rcache");
+}
+
 }  // namespace farm::scheduler

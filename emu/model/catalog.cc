@@ -141,13 +141,33 @@ absl::StatusOr<CatalogCommit> ParseCommit(const YAML::Node& entry, absl::string_
 
 }  // namespace
 
-absl::Status Catalog::Append(CatalogCommit commit) {
-  for (const CatalogCommit& other : commits_) {
-    if (SameCommit(other.id, commit.id)) {
-      return absl::AlreadyExistsError(
-          absl::StrCat(Where(commit.source, commit.line), ": duplicate commit id '", commit.id,
-                       "' (already at ", Where(other.source, other.line), " as '", other.id, "')"));
+const CatalogCommit* Catalog::FindSame(const std::string& id) const {
+  if (auto it = by_id_.find(id); it != by_id_.end()) return &commits_[it->second];
+  if (!IsHex(id) || id.size() < kMinPrefix) return nullptr;
+  const std::string lower = absl::AsciiStrToLower(id);
+  // An indexed id that `id` abbreviates sorts at or right after it.
+  if (auto it = by_hex_.lower_bound(lower);
+      it != by_hex_.end() && absl::StartsWith(it->first, lower)) {
+    return &commits_[it->second];
+  }
+  // An indexed id that abbreviates `id`: one of its prefixes.
+  for (size_t n = kMinPrefix; n < lower.size(); ++n) {
+    if (auto it = by_hex_.find(lower.substr(0, n)); it != by_hex_.end()) {
+      return &commits_[it->second];
     }
+  }
+  return nullptr;
+}
+
+absl::Status Catalog::Append(CatalogCommit commit) {
+  if (const CatalogCommit* other = FindSame(commit.id); other != nullptr) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        Where(commit.source, commit.line), ": duplicate commit id '", commit.id, "' (already at ",
+        Where(other->source, other->line), " as '", other->id, "')"));
+  }
+  by_id_.emplace(commit.id, commits_.size());
+  if (IsHex(commit.id) && commit.id.size() >= kMinPrefix) {
+    by_hex_.emplace(absl::AsciiStrToLower(commit.id), commits_.size());
   }
   commits_.push_back(std::move(commit));
   return absl::OkStatus();
@@ -330,14 +350,7 @@ absl::Status Catalog::ImportCommitList(absl::string_view text, absl::string_view
   // leaves it as it was.
   Catalog trial = *this;
   for (CatalogCommit& c : incoming) {
-    bool known = false;
-    for (const CatalogCommit& existing : trial.commits_) {
-      if (SameCommit(existing.id, c.id)) {
-        known = true;
-        break;
-      }
-    }
-    if (known) continue;
+    if (trial.FindSame(c.id) != nullptr) continue;
     if (absl::Status s = trial.Append(std::move(c)); !s.ok()) return s;
   }
   *this = std::move(trial);

@@ -108,9 +108,16 @@ class Catalog {
 
  private:
   absl::Status Append(CatalogCommit commit);
+  // The commit SameCommit() with `id`, if any, by the index below: a scan of
+  // every commit per append made loading n commits quadratic.
+  const CatalogCommit* FindSame(const std::string& id) const;
 
   std::string name_;
   std::vector<CatalogCommit> commits_;
+  // Position in commits_ by exact id, and by lower-cased id for hex ids of
+  // kMinPrefix+ digits (which also match by prefix).
+  std::map<std::string, size_t> by_id_;
+  std::map<std::string, size_t> by_hex_;
 };
 
 // The catalog `farm-emu run --kernel` uses when no --catalog is given:

@@ -11,15 +11,27 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::storage {
 
 namespace pb = ::iommufarm::v1;
 
+// The id a ListRegressions page starts after: req.page_token as a decimal
+// id; 0 (from the first) when it is empty or not one.
+inline int64_t RegressionPageAfter(const pb::ListRegressionsRequest& req) {
+  int64_t after = 0;
+  if (!absl::SimpleAtoi(req.page_token(), &after) || after < 0) return 0;
+  return after;
+}
+
 class AnalysisStore {
  public:
   virtual ~AnalysisStore() = default;
+  // In id order, filtered as the request says. Paging: only ids above the
+  // decimal id in req.page_token (empty: from the first), and at most
+  // req.page_size of them (0: no bound). The service checks the token.
   virtual absl::StatusOr<std::vector<pb::Regression>> ListRegressions(
       const pb::ListRegressionsRequest& req) = 0;
   virtual absl::StatusOr<pb::Regression> GetRegression(int64_t id) = 0;

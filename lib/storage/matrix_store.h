@@ -7,6 +7,7 @@
 #define LIB_STORAGE_MATRIX_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,10 @@ struct NewMatrix {
   std::string idempotency_key;  // empty: none
   // Fully expanded jobs; state/attempt/lease fields are ignored.
   std::vector<pb::Job> jobs;
+  // Keys every job carries on top of its own model_set (the spec's `set:`),
+  // stored once with the matrix; a job's model_set reads back as its own
+  // keys with these over them.
+  std::map<std::string, std::string> model_set;
 };
 
 struct CreatedMatrix {
@@ -37,6 +42,7 @@ class MatrixStore {
  public:
   virtual ~MatrixStore() = default;
   // Creates the matrix and all its jobs in one transaction (jobs by COPY).
+  // Jobs of one commit that share a model_set store it once per matrix.
   virtual absl::StatusOr<CreatedMatrix> CreateMatrix(const NewMatrix& m) = 0;
   // With counts and the state derived from them.
   virtual absl::StatusOr<pb::Matrix> GetMatrix(int64_t id) = 0;
@@ -46,10 +52,14 @@ class MatrixStore {
   virtual absl::StatusOr<std::pair<pb::Matrix, int64_t>> CancelMatrix(
       int64_t id, const std::string& reason) = 0;
   // Accepted results of the matrix's jobs with job_id > after_job_id, in
-  // job order, at most `limit`.
+  // job order, at most `limit`. With max_raw_bytes > 0 the page also ends
+  // before the result whose raw output would take the page's raw outputs
+  // past it (the first result always comes), so a page's size is bounded by
+  // bytes too. raw_size is set whether or not raw output is included.
   virtual absl::StatusOr<std::vector<pb::Result>> ListResults(int64_t matrix_id,
                                                               int64_t after_job_id, int limit,
-                                                              bool include_raw) = 0;
+                                                              bool include_raw,
+                                                              int64_t max_raw_bytes = 0) = 0;
 };
 
 }  // namespace farm::storage

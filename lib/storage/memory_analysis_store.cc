@@ -28,8 +28,11 @@ absl::StatusOr<std::vector<pb::Regression>> MemoryAnalysisStore::ListRegressions
     const pb::ListRegressionsRequest& req) {
   return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<pb::Regression>> {
     std::vector<pb::Regression> out;
-    for (const auto& [id, row] : t.regressions) {  // ORDER BY id
-      const pb::Regression& g = row.regression;
+    const int64_t after = RegressionPageAfter(req);
+    for (auto it = t.regressions.upper_bound(after); it != t.regressions.end();
+         ++it) {  // ORDER BY id
+      if (req.page_size() > 0 && static_cast<int>(out.size()) >= req.page_size()) break;
+      const pb::Regression& g = it->second.regression;
       const bool closed = g.state() == pb::REGRESSION_STATE_FIXED ||
                           g.state() == pb::REGRESSION_STATE_FALSE_POSITIVE ||
                           g.state() == pb::REGRESSION_STATE_REJECTED ||

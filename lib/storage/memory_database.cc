@@ -33,6 +33,9 @@ void MemoryDatabase::Publish(const Changes& changes) {
 
 pb::Job JobFromRow(const JobRow& row) {
   pb::Job j = row.job;
+  if (row.shared_model_set != nullptr) {
+    for (const auto& [k, v] : *row.shared_model_set) (*j.mutable_model_set())[k] = v;
+  }
   j.clear_lease_expires_at();
   if (row.lease_expires_at.has_value())
     SetTime(*row.lease_expires_at, j.mutable_lease_expires_at());

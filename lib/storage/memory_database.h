@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -72,6 +73,9 @@ struct JobRow {
   std::optional<absl::Time> lease_expires_at, started_at, finished_at;
   absl::Time not_before;
   int32_t fair_rank = 0;  // position within its matrix: the claim's round robin
+  // The matrix's shared keys (NewMatrix::model_set), one copy for all its
+  // jobs, applied over job.model_set when the job is read (JobFromRow).
+  std::shared_ptr<const std::map<std::string, std::string>> shared_model_set;
 };
 
 struct ResultRow {

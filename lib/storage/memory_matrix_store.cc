@@ -36,10 +36,14 @@ absl::StatusOr<CreatedMatrix> MemoryMatrixStore::CreateMatrix(const NewMatrix& m
     const int64_t id = row.id;
     t.matrices.emplace(id, std::move(row));
     // The COPY's columns; the rest take the column defaults.
+    auto shared = m.model_set.empty()
+                      ? nullptr
+                      : std::make_shared<const std::map<std::string, std::string>>(m.model_set);
     int32_t rank = 0;
     for (const pb::Job& j : m.jobs) {
       JobRow r;
       r.fair_rank = rank++;
+      r.shared_model_set = shared;
       pb::Job& job = r.job;
       job.set_id(++t.last_job_id);
       job.set_matrix_id(id);
@@ -116,16 +120,20 @@ absl::StatusOr<std::pair<pb::Matrix, int64_t>> MemoryMatrixStore::CancelMatrix(
 
 absl::StatusOr<std::vector<pb::Result>> MemoryMatrixStore::ListResults(int64_t matrix_id,
                                                                        int64_t after_job_id,
-                                                                       int limit,
-                                                                       bool include_raw) {
+                                                                       int limit, bool include_raw,
+                                                                       int64_t max_raw_bytes) {
   return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<pb::Result>> {
     std::vector<pb::Result> out;
+    int64_t raw_bytes = 0;
     // results are keyed (job_id, attempt): ORDER BY r.job_id, r.attempt.
     for (auto it = t.results.upper_bound({after_job_id, std::numeric_limits<int>::max()});
          it != t.results.end(); ++it) {
       if (static_cast<int>(out.size()) >= limit) break;
       const ResultRow& r = it->second;
       if (r.matrix_id != matrix_id) continue;
+      const auto n = static_cast<int64_t>(r.raw_output.size());
+      if (include_raw && max_raw_bytes > 0 && !out.empty() && raw_bytes + n > max_raw_bytes) break;
+      raw_bytes += n;
       auto job = t.jobs.find(it->first.first);
       if (job == t.jobs.end()) continue;
       pb::Result res;
@@ -135,6 +143,7 @@ absl::StatusOr<std::vector<pb::Result>> MemoryMatrixStore::ListResults(int64_t m
       res.set_agent(r.agent);
       *res.mutable_samples() = r.samples;
       res.set_raw_output(include_raw ? r.raw_output : "");
+      res.set_raw_size(n);
       res.set_raw_format(r.raw_format);
       *res.mutable_host() = r.host;
       res.set_tool_version(r.tool_version);

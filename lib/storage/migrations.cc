@@ -344,6 +344,22 @@ DROP INDEX jobs_queue_idx;
 CREATE INDEX jobs_queue_idx ON jobs (priority DESC, fair_rank, id) WHERE state = 1;
 )SQL";
 
+// Documents every job of a matrix shares, stored once and referenced instead
+// of copied into each job row: the spec's `set:` (matrices.model_set) and
+// each commit's accumulated catalog settings (matrix_commit_settings). A
+// job's model_set reads as jobs.model_set || commit settings ||
+// matrices.model_set (kJobCols); rows written before keep their full copy in
+// jobs.model_set and find nothing to add.
+const char* const kV9SharedModelSets = R"SQL(
+ALTER TABLE matrices ADD COLUMN model_set jsonb NOT NULL DEFAULT '{}'::jsonb;
+CREATE TABLE matrix_commit_settings (
+  matrix_id     bigint NOT NULL REFERENCES matrices(id) ON DELETE CASCADE,
+  commit_index  integer NOT NULL,
+  settings      jsonb NOT NULL,
+  PRIMARY KEY (matrix_id, commit_index)
+);
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
@@ -356,6 +372,8 @@ const std::vector<Migration>& AllMigrations() {
       {5, "api_tokens (hashed) and agent_principals (owner of each agent name)", kV5ApiTokens},
       {6, "regressions: silence of an acknowledged one, check of a fixed one", kV6RegressionTriage},
       {7, "jobs.fair_rank: the claim's round robin across matrices", kV7ClaimFairRank},
+      {9, "matrices.model_set and matrix_commit_settings: shared by a matrix's jobs",
+       kV9SharedModelSets},
   };
   return *kAll;
 }

@@ -60,8 +60,10 @@ absl::StatusOr<std::vector<pb::Regression>> PgAnalysisStore::ListRegressions(
     for (const pqxx::row& r :
          t.exec_params(std::string("SELECT ") + kRegressionCols +
                            " FROM regressions WHERE ($1 OR state NOT IN (4, 5, 6, 7)) "
-                           "AND ($2 OR direction <> 2) AND ($3 = 0 OR matrix_id = $3) ORDER BY id",
-                       req.include_closed(), req.include_improvements(), req.matrix_id())) {
+                           "AND ($2 OR direction <> 2) AND ($3 = 0 OR matrix_id = $3) "
+                           "AND id > $4 ORDER BY id LIMIT CASE WHEN $5 > 0 THEN $5 END",
+                       req.include_closed(), req.include_improvements(), req.matrix_id(),
+                       RegressionPageAfter(req), req.page_size())) {
       out.push_back(RowToRegression(r));
     }
     FillCulprits(t, out);

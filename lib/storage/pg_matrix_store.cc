@@ -1,5 +1,6 @@
 #include "lib/storage/pg_matrix_store.h"
 
+#include <map>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -25,12 +26,38 @@ absl::StatusOr<CreatedMatrix> PgMatrixStore::CreateMatrix(const NewMatrix& m) {
     const pb::Matrix& mm = m.matrix;
     pqxx::row r = w.exec_params1(
         "INSERT INTO matrices (name, spec_yaml, catalog, platform, executor, analysis_bisect, "
-        "submitted_by, idempotency_key, total_jobs) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''), $9) RETURNING id",
+        "submitted_by, idempotency_key, total_jobs, model_set) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''), $9, $10::jsonb) RETURNING id",
         mm.name(), mm.spec_yaml(), mm.catalog(), mm.platform(), static_cast<int>(mm.executor()),
         m.analysis_bisect, mm.submitted_by(), m.idempotency_key,
-        static_cast<int64_t>(m.jobs.size()));
+        static_cast<int64_t>(m.jobs.size()),
+        MapToJson(google::protobuf::Map<std::string, std::string>(m.model_set.begin(),
+                                                                  m.model_set.end())));
     const int64_t id = r[0].as<int64_t>();
+    // A commit whose jobs all carry one model_set (what expansion makes) has
+    // it stored once and its jobs' rows hold none; otherwise each of its
+    // jobs keeps its own in its row. Either way the read (kJobCols) is exact.
+    const auto same_set = [](const pb::Job& a, const pb::Job& b) {
+      if (a.model_set_size() != b.model_set_size()) return false;
+      for (const auto& [k, v] : a.model_set()) {
+        auto it = b.model_set().find(k);
+        if (it == b.model_set().end() || it->second != v) return false;
+      }
+      return true;
+    };
+    std::map<int32_t, const pb::Job*> shared;  // nullptr: the commit's jobs differ
+    for (const pb::Job& j : m.jobs) {
+      auto [it, first] = shared.emplace(j.commit_index(), &j);
+      if (!first && it->second != nullptr && !same_set(*it->second, j)) it->second = nullptr;
+    }
+    {
+      pqxx::stream_to s(w, "matrix_commit_settings",
+                        std::vector<std::string>{"matrix_id", "commit_index", "settings"});
+      for (const auto& [index, j] : shared) {
+        if (j != nullptr) s << std::make_tuple(id, index, MapToJson(j->model_set()));
+      }
+      s.complete();
+    }
     {
       pqxx::stream_to s(
           w, "jobs",
@@ -39,11 +66,13 @@ absl::StatusOr<CreatedMatrix> PgMatrixStore::CreateMatrix(const NewMatrix& m) {
                                    "kind", "max_attempts", "model_set", "seed", "fair_rank"});
       int32_t rank = 0;
       for (const pb::Job& j : m.jobs) {
-        s << std::make_tuple(id, j.catalog(), j.commit_id(), j.commit_index(), j.platform(),
-                             j.workload().name(), MapToJson(j.workload().params()),
-                             static_cast<int>(j.mode()), j.repeat(), static_cast<int>(j.executor()),
-                             j.priority(), static_cast<int>(j.kind()), j.max_attempts(),
-                             MapToJson(j.model_set()), static_cast<int64_t>(j.seed()), rank++);
+        s << std::make_tuple(
+            id, j.catalog(), j.commit_id(), j.commit_index(), j.platform(), j.workload().name(),
+            MapToJson(j.workload().params()), static_cast<int>(j.mode()), j.repeat(),
+            static_cast<int>(j.executor()), j.priority(), static_cast<int>(j.kind()),
+            j.max_attempts(),
+            shared.at(j.commit_index()) != nullptr ? std::string("{}") : MapToJson(j.model_set()),
+            static_cast<int64_t>(j.seed()), rank++);
       }
       s.complete();
     }
@@ -104,19 +133,32 @@ absl::StatusOr<std::pair<pb::Matrix, int64_t>> PgMatrixStore::CancelMatrix(
 
 absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matrix_id,
                                                                    int64_t after_job_id, int limit,
-                                                                   bool include_raw) {
+                                                                   bool include_raw,
+                                                                   int64_t max_raw_bytes) {
   using Out = std::vector<pb::Result>;
   return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
     pqxx::read_transaction t(c);
     Out out;
+    // The page's keys first, with the raw bytes before each (octet_length
+    // reads a stored value's size without fetching it), then only the rows
+    // within the byte bound.
     for (const pqxx::row& r : t.exec_params(
-             std::string("SELECT ") + kJobCols +
+             std::string("WITH keys AS (SELECT job_id, attempt, octet_length(raw_output) AS n "
+                         "  FROM results WHERE matrix_id = $1 AND job_id > $2 "
+                         "  ORDER BY job_id, attempt LIMIT $3), "
+                         "page AS (SELECT job_id, attempt, n, "
+                         "  sum(n) OVER (ORDER BY job_id, attempt) AS upto, "
+                         "  row_number() OVER (ORDER BY job_id, attempt) AS k FROM keys) "
+                         "SELECT ") +
+                 kJobCols +
                  ", r.attempt, r.agent, r.samples::text, CASE WHEN $4 THEN r.raw_output ELSE '' "
                  "END, r.raw_format, r.host::text, r.tool_version, r.wall_time_ns, "
-                 "(extract(epoch from r.finished_at) * 1000000)::bigint "
-                 "FROM results r JOIN jobs j ON j.id = r.job_id "
-                 "WHERE r.matrix_id = $1 AND r.job_id > $2 ORDER BY r.job_id, r.attempt LIMIT $3",
-             matrix_id, after_job_id, limit, include_raw)) {
+                 "(extract(epoch from r.finished_at) * 1000000)::bigint, p.n "
+                 "FROM page p JOIN results r ON r.job_id = p.job_id AND r.attempt = p.attempt "
+                 "JOIN jobs j ON j.id = r.job_id "
+                 "WHERE p.k = 1 OR NOT $4 OR $5 <= 0 OR p.upto <= $5 "
+                 "ORDER BY r.job_id, r.attempt",
+             matrix_id, after_job_id, limit, include_raw, max_raw_bytes)) {
       pb::Result res;
       *res.mutable_job() = RowToJob(r, 0);
       const int b = kJobColCount;
@@ -132,6 +174,7 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
       res.mutable_wall_time()->set_seconds(ns / 1000000000);
       res.mutable_wall_time()->set_nanos(static_cast<int32_t>(ns % 1000000000));
       SetMicros(r[b + 8].as<int64_t>(), res.mutable_finished_at());
+      res.set_raw_size(r[b + 9].as<int64_t>());
       out.push_back(std::move(res));
     }
     return out;

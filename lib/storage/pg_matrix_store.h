@@ -28,7 +28,8 @@ class PgMatrixStore : public MatrixStore {
   absl::StatusOr<std::pair<pb::Matrix, int64_t>> CancelMatrix(int64_t id,
                                                               const std::string& reason) override;
   absl::StatusOr<std::vector<pb::Result>> ListResults(int64_t matrix_id, int64_t after_job_id,
-                                                      int limit, bool include_raw) override;
+                                                      int limit, bool include_raw,
+                                                      int64_t max_raw_bytes) override;
 
  private:
   PgPool* const pool_;  // not owned

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "lib/storage/run_eligibility.h"
 #include "lib/storage/test_rows.h"
 
@@ -1052,6 +1053,112 @@ TEST_P(RepositoryContractTest, EveryCulpritOfASplitBisect) {
   auto u = analysis().UpdateRegression(9, pb::REGRESSION_STATE_ACKNOWLEDGED, "");
   ASSERT_TRUE(u.ok()) << u.status();
   check(u->culprits());
+}
+
+// Jobs carry their own model_set under the matrix's shared one: both read
+// back merged (the shared key wins), while the shared keys are stored once.
+TEST_P(RepositoryContractTest, SharedModelSetReadsBackOverEveryJob) {
+  NewMatrix m = testrows::Matrix(4, 3, 0, pb::EXECUTOR_EMULATOR, pb::JOB_KIND_BULK);
+  for (pb::Job& j : m.jobs) {
+    (*j.mutable_model_set())["iova.allocator"] = absl::StrCat("commit", j.commit_index() % 2);
+    (*j.mutable_model_set())["fq.kind"] = "global";
+  }
+  // A second job of commit 0 with a set of its own: kept, not the first one's.
+  pb::Job odd = m.jobs[0];
+  odd.set_repeat(1);
+  (*odd.mutable_model_set())["fq.size"] = "128";
+  m.jobs.push_back(odd);
+  // And one of commit 1 with none: it gets the shared keys alone.
+  pb::Job bare = m.jobs[1];
+  bare.set_repeat(2);
+  bare.clear_model_set();
+  m.jobs.push_back(bare);
+  m.model_set = {{"fq.kind", "percpu"}, {"agent.pad", std::string(1000, 'x')}};
+  auto created = matrices().CreateMatrix(m);
+  ASSERT_TRUE(created.ok()) << created.status();
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 6);
+  ASSERT_EQ(ls.size(), 6u);
+  for (const pb::JobLease& l : ls) {
+    const auto& set = l.job().model_set();
+    EXPECT_EQ(set.at("fq.kind"), "percpu") << l.job().id();  // the shared key over the job's
+    EXPECT_EQ(set.at("agent.pad").size(), 1000u);
+    if (l.job().repeat() == 2) {
+      EXPECT_EQ(set.size(), 2u) << l.job().id();
+      continue;
+    }
+    EXPECT_EQ(set.at("iova.allocator"), absl::StrCat("commit", l.job().commit_index() % 2));
+    const bool is_odd = l.job().commit_index() == 0 && l.job().repeat() == 1;
+    EXPECT_EQ(set.count("fq.size"), is_odd ? 1u : 0u) << l.job().id();
+    EXPECT_EQ(set.size(), is_odd ? 4u : 3u);
+  }
+}
+
+// ListResults ends a page with raw output at the byte bound, never before
+// its first result, and says how large each raw output is.
+TEST_P(RepositoryContractTest, ResultPagesAreBoundedByRawBytes) {
+  const int64_t m = MakeMatrix(4);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 4);
+  ASSERT_EQ(ls.size(), 4u);
+  for (size_t i = 0; i < ls.size(); ++i) {
+    pb::ReportResultRequest r;
+    r.set_agent_id(a.agent_id());
+    *r.mutable_lease() = ls[i].lease();
+    r.set_raw_output(std::string(1000 * (i + 1), 'r'));  // 1000, 2000, 3000, 4000 bytes
+    ASSERT_TRUE(queue().ReportResult(r).ok());
+  }
+  auto page = matrices().ListResults(m, 0, 100, true, 3000);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 2u);  // 1000 + 2000; the third would make 6000
+  EXPECT_EQ((*page)[1].raw_output().size(), 2000u);
+  page = matrices().ListResults(m, (*page)[1].job_id(), 100, true, 1000);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 1u);  // alone past the bound: a page is never empty
+  EXPECT_EQ((*page)[0].raw_output().size(), 3000u);
+  // Without raw output the bound does not apply; raw_size is there anyway.
+  page = matrices().ListResults(m, 0, 100, false, 1000);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 4u);
+  for (size_t i = 0; i < page->size(); ++i) {
+    EXPECT_TRUE((*page)[i].raw_output().empty());
+    EXPECT_EQ((*page)[i].raw_size(), static_cast<int64_t>(1000 * (i + 1)));
+  }
+}
+
+// ListRegressions pages by id: page_size of them after page_token.
+TEST_P(RepositoryContractTest, RegressionsArePagedById) {
+  for (int64_t id : {3, 5, 8, 13, 21}) {
+    pb::Regression g;
+    g.set_id(id);
+    g.set_state(pb::REGRESSION_STATE_SUSPECTED);
+    g.set_direction(pb::CHANGE_DIRECTION_REGRESSION);
+    g.set_platform("p");
+    g.set_workload("w");
+    g.set_metric("throughput");
+    g.set_mode(pb::IOMMU_MODE_STRICT);
+    backend().PutRegression(g);
+  }
+  std::vector<int64_t> seen;
+  pb::ListRegressionsRequest req;
+  req.set_page_size(2);
+  std::vector<size_t> sizes;
+  for (int pages = 0; pages < 10; ++pages) {
+    auto page = analysis().ListRegressions(req);
+    ASSERT_TRUE(page.ok()) << page.status();
+    sizes.push_back(page->size());
+    if (page->empty()) break;
+    for (const pb::Regression& g : *page) seen.push_back(g.id());
+    req.set_page_token(absl::StrCat(page->back().id()));
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{3, 5, 8, 13, 21}));
+  EXPECT_EQ(sizes, (std::vector<size_t>{2, 2, 1, 0}));
+  req.set_page_token("8");
+  req.set_page_size(0);  // no bound
+  auto rest = analysis().ListRegressions(req);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  ASSERT_EQ(rest->size(), 2u);
+  EXPECT_EQ((*rest)[0].id(), 13);
 }
 
 TEST_P(RepositoryContractTest, AnalysisTablesReadAndUpdate) {

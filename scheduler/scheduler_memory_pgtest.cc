@@ -1,0 +1,249 @@
+// The scheduler's memory against what it stores, with the real
+// farm-scheduler binary over a real PostgreSQL:
+//  - GetResults over 40 results of 4 MiB raw output each: the scheduler's
+//    resident set grows by less than 64 MB while it streams them (pages are
+//    bounded by bytes, and one page is held at a time);
+//  - a 200 KB `set:` over 1000 jobs is stored once with the matrix, not in
+//    every job row (row sizes read from PostgreSQL), and every leased job
+//    still carries all of it.
+// The bounds are on bytes (VmRSS of the scheduler process, pg_column_size),
+// never on time.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "iommufarm/v1/farm.grpc.pb.h"
+#include "testing/binaries.h"
+#include "testing/child_process.h"
+#include "testing/service_harness.h"
+
+namespace farm::scheduler {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+using ::farm::testing::BinaryPath;
+using ::farm::testing::PostgresInstance;
+using ::farm::testing::SpawnLogged;
+
+std::chrono::system_clock::time_point In(absl::Duration d) {
+  return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d);
+}
+
+// VmRSS of `pid` in bytes; 0 when unreadable.
+int64_t RssBytes(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      int64_t kb = 0;
+      in >> kb;
+      return kb * 1024;
+    }
+    std::string rest;
+    std::getline(in, rest);
+  }
+  return 0;
+}
+
+// Text pglz cannot shrink much, so PostgreSQL stores about what was sent.
+std::string Noise(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> letter('a', 'z');
+  std::string s(n, ' ');
+  for (char& c : s) c = static_cast<char>(letter(gen));
+  return s;
+}
+
+class SchedulerMemoryPgTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pg = PostgresInstance::Start();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    pg_ = *std::move(pg);
+    db_uri_ = pg_->Uri("farm");
+    const int port = farm::testing::PickFreePort();
+    ASSERT_GT(port, 0);
+    address_ = absl::StrCat("127.0.0.1:", port);
+    scheduler_ =
+        SpawnLogged({BinaryPath("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN), "--listen", address_,
+                     "--db", db_uri_, "--metrics", "127.0.0.1:0", "--lease-ttl", "60s"},
+                    pg_->dir() + "/scheduler");
+    absl::Status st = scheduler_->WaitFor("listening on", false, absl::Seconds(60));
+    ASSERT_TRUE(st.ok()) << st << "\n" << scheduler_->Err();
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+    jobs_ = pb::JobService::NewStub(channel_);
+    agents_ = pb::AgentService::NewStub(channel_);
+  }
+
+  int64_t Submit(const std::string& yaml) {
+    pb::SubmitMatrixRequest req;
+    req.set_spec_yaml(yaml);
+    pb::SubmitMatrixResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(absl::Seconds(120)));
+    grpc::Status st = jobs_->SubmitMatrix(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.matrix().id();
+  }
+
+  pb::RegisterResponse Register(int slots) {
+    pb::RegisterRequest req;
+    req.set_name("memory-probe");
+    req.add_capabilities()->set_name("emulator");
+    req.set_slots(slots);
+    pb::RegisterResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(absl::Seconds(30)));
+    grpc::Status st = agents_->Register(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp;
+  }
+
+  std::vector<pb::JobLease> Lease(const pb::RegisterResponse& a, int n) {
+    pb::LeaseJobsRequest req;
+    req.set_agent_id(a.agent_id());
+    req.set_session(a.session());
+    req.set_max_jobs(n);
+    pb::LeaseJobsResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(absl::Seconds(60)));
+    grpc::Status st = agents_->LeaseJobs(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return {resp.leases().begin(), resp.leases().end()};
+  }
+
+  int64_t Sql(const std::string& q) {
+    pqxx::connection c(db_uri_);
+    pqxx::work w(c);
+    return w.exec1(q)[0].as<int64_t>();
+  }
+
+  std::unique_ptr<PostgresInstance> pg_;
+  std::string db_uri_, address_;
+  std::unique_ptr<farm::testing::ChildProcess> scheduler_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::JobService::Stub> jobs_;
+  std::unique_ptr<pb::AgentService::Stub> agents_;
+};
+
+TEST_F(SchedulerMemoryPgTest, GetResultsOfLargeRawOutputsKeepsTheSchedulerSmall) {
+  constexpr int kJobs = 40;
+  constexpr size_t kRaw = 4 << 20;
+  const int64_t m = Submit(absl::StrCat(
+      "name: big-raw\ncatalog: linux-iommu\nplatform: intel-vtd-snb16c\ncommits: [v4.6]\n"
+      "modes: [strict]\nrepeats: ",
+      kJobs, "\nworkloads:\n  - name: dma-map-bench\n    params: {threads: 1, seconds: 0.001}\n"));
+  ASSERT_GT(m, 0);
+  pb::RegisterResponse a = Register(kJobs);
+  std::vector<pb::JobLease> leases = Lease(a, kJobs);
+  ASSERT_EQ(leases.size(), static_cast<size_t>(kJobs));
+  const std::string raw = Noise(kRaw, 1);
+  for (const pb::JobLease& l : leases) {
+    pb::ReportResultRequest req;
+    req.set_agent_id(a.agent_id());
+    *req.mutable_lease() = l.lease();
+    pb::Sample* s = req.add_samples();
+    s->set_metric("throughput");
+    s->set_value(1);
+    req.set_raw_output(raw);
+    req.set_raw_format("emu-json");
+    pb::ReportResultResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(absl::Seconds(60)));
+    grpc::Status st = agents_->ReportResult(&ctx, req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    ASSERT_TRUE(resp.accepted());
+  }
+
+  // The baseline after ingest: what the streaming adds is measured alone.
+  const pid_t pid = scheduler_->pid();
+  const int64_t before = RssBytes(pid);
+  ASSERT_GT(before, 0);
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> peak{before};
+  std::thread sampler([&] {
+    while (!done.load()) {
+      const int64_t now = RssBytes(pid);
+      if (now > peak.load()) peak.store(now);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  pb::GetResultsRequest req;
+  req.set_matrix_id(m);
+  req.set_include_raw_output(true);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(absl::Minutes(5)));
+  auto reader = jobs_->GetResults(&ctx, req);
+  int n = 0;
+  pb::Result r;
+  while (reader->Read(&r)) {
+    EXPECT_EQ(r.raw_output().size(), kRaw) << r.job_id();
+    EXPECT_EQ(r.raw_size(), static_cast<int64_t>(kRaw));
+    ++n;
+  }
+  grpc::Status st = reader->Finish();
+  done.store(true);
+  sampler.join();
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(n, kJobs);
+  const int64_t growth = peak.load() - before;
+  std::cerr << "scheduler VmRSS " << before / (1 << 20) << " MiB before GetResults, peak "
+            << peak.load() / (1 << 20) << " MiB: growth " << growth / (1 << 20) << " MiB over "
+            << kJobs << " x " << kRaw / (1 << 20) << " MiB raw outputs\n";
+  EXPECT_LT(growth, int64_t{64} << 20);
+}
+
+TEST_F(SchedulerMemoryPgTest, SpecSetIsStoredOnceForAllJobs) {
+  // 200 keys x 1000 bytes: agent.* keys are the agent's directives, so
+  // any name passes the model registry's check.
+  std::string set = "set:\n";
+  for (int i = 0; i < 200; ++i) {
+    absl::StrAppend(&set, "  agent.pad_", i, ": ", Noise(1000, 100 + i), "\n");
+  }
+  ASSERT_GT(set.size(), 200u * 1000u);
+  const int64_t rss_before = RssBytes(scheduler_->pid());
+  const int64_t m = Submit(absl::StrCat(
+      "name: big-set\ncatalog: linux-iommu\nplatform: intel-vtd-snb16c\ncommits: [v4.6]\n"
+      "modes: [off, strict]\nrepeats: 500\n",
+      "workloads:\n  - name: dma-map-bench\n    params: {threads: 1, seconds: 0.001}\n", set));
+  ASSERT_GT(m, 0);
+  const int64_t rss_after = RssBytes(scheduler_->pid());
+  EXPECT_EQ(Sql(absl::StrCat("SELECT count(*) FROM jobs WHERE matrix_id = ", m)), 1000);
+  const int64_t job_bytes =
+      Sql(absl::StrCat("SELECT sum(pg_column_size(j.*)) FROM jobs j WHERE matrix_id = ", m));
+  const int64_t matrix_set_bytes =
+      Sql(absl::StrCat("SELECT pg_column_size(model_set) FROM matrices WHERE id = ", m));
+  std::cerr << "1000 job rows: " << job_bytes << " bytes; the matrix's set: " << matrix_set_bytes
+            << " bytes; scheduler VmRSS growth over the submit: "
+            << (rss_after - rss_before) / (1 << 20) << " MiB\n";
+  // Once: the matrix holds the set, a job row holds nothing of it (a copy
+  // in each would be 1000 x ~150 KB even compressed).
+  EXPECT_GT(matrix_set_bytes, 100 * 1000);
+  EXPECT_LT(job_bytes, 1000 * 1000);
+  // And every job still runs with all of it.
+  pb::RegisterResponse a = Register(3);
+  std::vector<pb::JobLease> leases = Lease(a, 3);
+  ASSERT_EQ(leases.size(), 3u);
+  for (const pb::JobLease& l : leases) {
+    const auto& ms = l.job().model_set();
+    EXPECT_EQ(ms.at("agent.pad_0"), Noise(1000, 100));
+    EXPECT_EQ(ms.at("agent.pad_199"), Noise(1000, 299));
+    EXPECT_GE(ms.size(), 200u);
+  }
+}
+
+}  // namespace
+}  // namespace farm::scheduler
