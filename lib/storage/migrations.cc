@@ -350,7 +350,7 @@ CREATE INDEX jobs_queue_idx ON jobs (priority DESC, fair_rank, id) WHERE state =
 // job's model_set reads as jobs.model_set || commit settings ||
 // matrices.model_set (kJobCols); rows written before keep their full copy in
 // jobs.model_set and find nothing to add.
-const char* const kV9SharedModelSets = R"SQL(
+const char* const kV8SharedModelSets = R"SQL(
 ALTER TABLE matrices ADD COLUMN model_set jsonb NOT NULL DEFAULT '{}'::jsonb;
 CREATE TABLE matrix_commit_settings (
   matrix_id     bigint NOT NULL REFERENCES matrices(id) ON DELETE CASCADE,
@@ -372,8 +372,8 @@ const std::vector<Migration>& AllMigrations() {
       {5, "api_tokens (hashed) and agent_principals (owner of each agent name)", kV5ApiTokens},
       {6, "regressions: silence of an acknowledged one, check of a fixed one", kV6RegressionTriage},
       {7, "jobs.fair_rank: the claim's round robin across matrices", kV7ClaimFairRank},
-      {9, "matrices.model_set and matrix_commit_settings: shared by a matrix's jobs",
-       kV9SharedModelSets},
+      {8, "matrices.model_set and matrix_commit_settings: shared by a matrix's jobs",
+       kV8SharedModelSets},
   };
   return *kAll;
 }

@@ -9,7 +9,7 @@ const char* const kJobCols =
     "j.id, j.matrix_id, j.catalog, j.commit_id, j.commit_index, j.platform, j.workload, "
     "j.params::text, j.mode, j.repeat, j.executor, j.priority, j.kind, j.state, j.attempt, "
     "j.max_attempts, j.failure_reason, "
-    // The matrix's shared documents on top of the row's own (migration 9).
+    // The matrix's shared documents on top of the row's own (migration 8).
     "(j.model_set || coalesce((SELECT jcs.settings FROM matrix_commit_settings jcs "
     "WHERE jcs.matrix_id = j.matrix_id AND jcs.commit_index = j.commit_index), '{}'::jsonb) || "
     "coalesce((SELECT jm.model_set FROM matrices jm WHERE jm.id = j.matrix_id), "
