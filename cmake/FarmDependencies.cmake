@@ -32,6 +32,32 @@ function(farm_warnings target)
                                            -Wnon-virtual-dtor -Wno-unused-parameter)
 endfunction()
 
+# Unity build of the product libraries and binaries (tests stay one file per
+# object). Most of a cold build goes into what every source repeats: parsing
+# grpcpp, protobuf, the generated farm.pb.h, CLI11, pqxx and nlohmann, and
+# compiling the same inline code again in each object. Compiling a folder's
+# sources as one translation unit does that once per batch. Off by default:
+# an incremental build then recompiles only the file that changed, and a
+# source that misses an #include fails here instead of borrowing its
+# neighbour's. scripts/demo turns it on for a fresh build directory.
+option(FARM_UNITY_BUILD "compile each product library's sources as one translation unit" OFF)
+set(FARM_UNITY_BATCH_SIZE 16 CACHE STRING "sources per unity translation unit (FARM_UNITY_BUILD)")
+# Libraries whose sources cannot share one translation unit: every workload in
+# emu/workloads defines its own kParams and Make() in an anonymous namespace,
+# and lib/toolspec's fio and iozone checks each their own Refuse().
+set(FARM_UNITY_EXCLUDED farm_emu_workloads farm_toolspec)
+function(farm_unity target)
+  if(FARM_UNITY_BUILD AND NOT target IN_LIST FARM_UNITY_EXCLUDED)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON
+                                               UNITY_BUILD_BATCH_SIZE ${FARM_UNITY_BATCH_SIZE})
+    # A type from a source's anonymous namespace looks, to GCC, as if it came
+    # from a header once the source is #included by the unity file.
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      target_compile_options(${target} PRIVATE -Wno-subobject-linkage)
+    endif()
+  endif()
+endfunction()
+
 # farm_library(name SOURCES... [PUBLIC libs...] [PRIVATE libs...]): a static
 # library with full-path includes ("emu/engine/engine.h") and the warning set.
 function(farm_library name)
@@ -43,6 +69,7 @@ function(farm_library name)
     target_compile_definitions(${name} PRIVATE ${ARG_DEFINES})
   endif()
   farm_warnings(${name})
+  farm_unity(${name})
 endfunction()
 
 # farm_binary(name [INSTALL] SOURCES... LIBS...): a binary. INSTALL marks a
@@ -56,6 +83,7 @@ function(farm_binary name)
     target_compile_definitions(${name} PRIVATE ${ARG_DEFINES})
   endif()
   farm_warnings(${name})
+  farm_unity(${name})
   if(ARG_INSTALL)
     install(TARGETS ${name} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT farm)
   endif()
