@@ -19,6 +19,7 @@
 #include "agent/executors/executors.h"
 #include "agent/host_facts.h"
 #include "lib/metrics/metrics.h"
+#include "lib/metrics/metrics_flags.h"
 #include "lib/service/flags.h"
 #include "lib/service/shutdown.h"
 #include "proto/names.h"
@@ -67,15 +68,7 @@ int main(int argc, char** argv) {
                  "serve Prometheus /metrics on HOST:PORT (port 0: any free "
                  "port; prints 'metrics on HOST:PORT')");
   farm::metrics::MetricsTls metrics_tls;
-  app.add_option("--metrics-tls-cert", metrics_tls.cert_file,
-                 "serve /metrics over HTTPS with this PEM certificate chain (with "
-                 "--metrics-tls-key)")
-      ->envname("FARM_METRICS_TLS_CERT")
-      ->check(CLI::ExistingFile);
-  app.add_option("--metrics-tls-key", metrics_tls.key_file,
-                 "the PEM private key of --metrics-tls-cert")
-      ->envname("FARM_METRICS_TLS_KEY")
-      ->check(CLI::ExistingFile);
+  farm::metrics::AddMetricsTlsOptions(app, &metrics_tls);
   farm::client::SecurityFlags security;
   farm::client::AddSecurityOptions(app, &security);
   farm::service::AddDurationOption(app, "--drain-timeout", &options.drain_timeout, "30s",

@@ -32,6 +32,7 @@
 #include "agent/kernels/vm_provider.h"
 #include "agent/runners/fio_json.h"
 #include "lib/process/process.h"
+#include "lib/process/scoped_temp_dir.h"
 #include "proto/names.h"
 
 namespace {
@@ -95,8 +96,10 @@ int main(int argc, char** argv) {
     initramfs = std::string(absl::StripAsciiWhitespace(r->stdout_data));
   }
 
-  std::string tmpl = (fs::temp_directory_path() / "vm-bench-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) return Fail("mkdtemp failed");
+  absl::StatusOr<farm::runners::ScopedTempDir> scratch =
+      farm::runners::ScopedTempDir::Create(fs::temp_directory_path(), "vm-bench-");
+  if (!scratch.ok()) return Fail(scratch.status().ToString());
+  const std::string tmpl = scratch->path().string();
   VmConfig config;
   config.arch = arch;
   config.qemu = absl::StrCat("qemu-system-", arch);
@@ -162,9 +165,6 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  std::error_code ec;
-  fs::remove_all(tmpl, ec);
-
   std::printf("\n| mode | group type | boot-to-result median (min-max) | read IOPS median |\n");
   std::printf("|---|---|---|---|\n");
   std::vector<double> all;

@@ -107,6 +107,15 @@ class FarmFaultPgTest : public ::testing::Test {
     return resp.matrix().id();
   }
 
+  // The fault tests' matrix: 2 commits x 3 modes x 50 repeats = 300 jobs,
+  // each holding its agent slot for `hold_ms`.
+  int64_t SubmitThreeHundred(const std::string& name, int hold_ms) {
+    return Submit(absl::StrCat("name: ", name,
+                               "\ncommits: [v4.6, v5.10]\nmodes: [off, strict, lazy]\n"
+                               "repeats: 50\nset: {agent.hold_ms: ",
+                               hold_ms, "}\n"));
+  }
+
   absl::StatusOr<pb::Matrix> GetMatrix(int64_t id) {
     pb::GetMatrixRequest req;
     req.set_matrix_id(id);
@@ -254,13 +263,7 @@ set: {agent.hold_ms: 1500}
 TEST_F(FarmFaultPgTest, SchedulerKilledAndRestartedMidMatrix) {
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("r" + std::to_string(i)));
-  const int64_t mid = Submit(R"(
-name: sched-restart
-commits: [v4.6, v5.10]
-modes: [off, strict, lazy]
-repeats: 50
-set: {agent.hold_ms: 20}
-)");
+  const int64_t mid = SubmitThreeHundred("sched-restart", 20);
   WaitCount(
       mid, [](const pb::MatrixCounts& c) { return c.succeeded() >= 40; }, "40 done");
   scheduler_->Signal(SIGKILL);
@@ -274,13 +277,7 @@ set: {agent.hold_ms: 20}
 TEST_F(FarmFaultPgTest, SchedulerKilledAtFiveSeededRandomInstants) {
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("k" + std::to_string(i)));
-  const int64_t mid = Submit(R"(
-name: sched-kill5
-commits: [v4.6, v5.10]
-modes: [off, strict, lazy]
-repeats: 50
-set: {agent.hold_ms: 200}
-)");
+  const int64_t mid = SubmitThreeHundred("sched-kill5", 200);
   WaitCount(
       mid, [](const pb::MatrixCounts& c) { return c.succeeded() >= 10; }, "10 done");
   // The instants fall anywhere in the request flow (claim, report, reaper);
@@ -326,13 +323,7 @@ TEST_F(FarmFaultPgTest, TwoSchedulersOneDatabaseSurviveLosingOne) {
   ASSERT_TRUE(farm::client::ApplySecurity({}, &options).ok());
   channel_ = farm::client::MakeChannel(options);
   jobs_ = pb::JobService::NewStub(channel_);
-  const int64_t mid = Submit(R"(
-name: two-schedulers
-commits: [v4.6, v5.10]
-modes: [off, strict, lazy]
-repeats: 50
-set: {agent.hold_ms: 20}
-)");
+  const int64_t mid = SubmitThreeHundred("two-schedulers", 20);
   WaitCount(
       mid, [](const pb::MatrixCounts& c) { return c.succeeded() >= 40; }, "40 done");
   scheduler_->Signal(SIGKILL);
@@ -346,13 +337,7 @@ set: {agent.hold_ms: 20}
 TEST_F(FarmFaultPgTest, EveryFarmBackendTerminatedMidMatrix) {
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("b" + std::to_string(i)));
-  const int64_t mid = Submit(R"(
-name: pg-terminate
-commits: [v4.6, v5.10]
-modes: [off, strict, lazy]
-repeats: 50
-set: {agent.hold_ms: 20}
-)");
+  const int64_t mid = SubmitThreeHundred("pg-terminate", 20);
   for (int threshold : {40, 150}) {
     WaitCount(
         mid, [&](const pb::MatrixCounts& c) { return c.succeeded() >= threshold; },
@@ -372,13 +357,7 @@ set: {agent.hold_ms: 20}
 TEST_F(FarmFaultPgTest, PostgresRestartedMidMatrix) {
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("p" + std::to_string(i)));
-  const int64_t mid = Submit(R"(
-name: pg-restart
-commits: [v4.6, v5.10]
-modes: [off, strict, lazy]
-repeats: 50
-set: {agent.hold_ms: 20}
-)");
+  const int64_t mid = SubmitThreeHundred("pg-restart", 20);
   WaitCount(
       mid, [](const pb::MatrixCounts& c) { return c.succeeded() >= 40; }, "40 done");
   ASSERT_TRUE(pg_->Restart().ok());

@@ -10,6 +10,7 @@
 
 #include "absl/time/time.h"
 #include "lib/metrics/metrics.h"
+#include "lib/metrics/metrics_flags.h"
 #include "lib/service/flags.h"
 #include "lib/service/shutdown.h"
 #include "lib/service/tls.h"
@@ -44,15 +45,7 @@ int main(int argc, char** argv) {
                  "`metrics on HOST:PORT`)")
       ->capture_default_str();
   farm::metrics::MetricsTls metrics_tls;
-  app.add_option("--metrics-tls-cert", metrics_tls.cert_file,
-                 "serve /metrics over HTTPS with this PEM certificate chain (with "
-                 "--metrics-tls-key)")
-      ->envname("FARM_METRICS_TLS_CERT")
-      ->check(CLI::ExistingFile);
-  app.add_option("--metrics-tls-key", metrics_tls.key_file,
-                 "the PEM private key of --metrics-tls-cert")
-      ->envname("FARM_METRICS_TLS_KEY")
-      ->check(CLI::ExistingFile);
+  farm::metrics::AddMetricsTlsOptions(app, &metrics_tls);
   std::string admin_token_file;
   app.add_option("--admin-token-file", admin_token_file,
                  "file whose first line is the bootstrap admin bearer token (or set "

@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "agent/kernels/guest_channel.h"
 #include "lib/process/process.h"
+#include "lib/process/scoped_temp_dir.h"
 #include "proto/kernel_params.h"
 #include "proto/names.h"
 
@@ -442,16 +443,10 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
       GuestJobArchive(request.tool_argv, kGuestNvme, arm64 ? "/dev/ttyAMA0" : "");
   if (!job.ok()) return job.status();
 
-  std::string tmpl = (fs::path(config_.allow_dir) / "farm-vm-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) return ErrnoStatus("mkdtemp under " + config_.allow_dir);
-  const fs::path scratch = tmpl;
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{scratch};
+  absl::StatusOr<runners::ScopedTempDir> scratch_dir =
+      runners::ScopedTempDir::Create(config_.allow_dir, "farm-vm-");
+  if (!scratch_dir.ok()) return scratch_dir.status();
+  const fs::path scratch = scratch_dir->path();
 
   QemuInvocation q;
   q.arch = config_.arch;

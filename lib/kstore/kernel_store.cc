@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "lib/process/process.h"
+#include "lib/process/scoped_temp_dir.h"
 
 namespace farm::kstore {
 
@@ -342,18 +343,10 @@ absl::StatusOr<KernelBuild> ImportDeb(const std::string& store_dir, const DebImp
                                                  ") already has a build in ", existing.string(),
                                                  " (--replace to overwrite)"));
   }
-  std::string tmpl = (fs::path(store_dir) / ".import-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    return absl::InternalError(absl::StrCat("mkdtemp under ", store_dir));
-  }
-  const fs::path work = tmpl;
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{work};
+  absl::StatusOr<runners::ScopedTempDir> scratch =
+      runners::ScopedTempDir::Create(store_dir, ".import-");
+  if (!scratch.ok()) return scratch.status();
+  const fs::path work = scratch->path();
 
   const fs::path root = work / "root";
   if (absl::StatusOr<std::string> x = dpkg({"-x", request.deb, root.string()}); !x.ok()) {
