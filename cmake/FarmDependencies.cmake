@@ -2,9 +2,16 @@
 # found in the top directory are visible in every folder below it). All come
 # from Debian packages; scripts/install-deps installs them.
 include(GNUInstallDirs)
+# FARM_BUILD_TESTS=OFF configures the product alone: no tests, benchmarks or
+# source checks, so GoogleTest, Google Benchmark, libpng and clang-format are
+# not needed (scripts/demo builds this way; scripts/install-deps --demo
+# installs only what it needs).
+option(FARM_BUILD_TESTS "configure the tests, benchmarks and source checks" ON)
 find_package(Threads REQUIRED)
-find_package(GTest REQUIRED)
-find_package(benchmark CONFIG REQUIRED)
+if(FARM_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  find_package(benchmark CONFIG REQUIRED)
+endif()
 find_package(absl CONFIG REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
@@ -20,10 +27,11 @@ pkg_check_modules(PQ REQUIRED IMPORTED_TARGET libpq)
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
 # Debian builds cpp-httplib as a shared library (not header-only).
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
-# Tests only: reads the screenshot of the HTML report back.
-pkg_check_modules(PNG REQUIRED IMPORTED_TARGET libpng)
-
-find_program(FARM_CLANG_FORMAT clang-format REQUIRED)
+if(FARM_BUILD_TESTS)
+  # Tests only: reads the screenshot of the HTML report back.
+  pkg_check_modules(PNG REQUIRED IMPORTED_TARGET libpng)
+  find_program(FARM_CLANG_FORMAT clang-format REQUIRED)
+endif()
 find_program(FARM_GIT git REQUIRED)
 
 # farm_warnings(target): the project's warning set, applied per target.
