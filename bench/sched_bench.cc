@@ -9,7 +9,12 @@
 // set up per second (handshakes); plaintext and TLS alternate in rounds so
 // a shared machine's drifting load weighs on both alike.
 //
-//   build/bin/sched_bench [--jobs N] [--agents K] [--batch B]
+//   build/bin/sched_bench [--jobs N] [--agents K] [--batch B] [--statements]
+//
+// --statements loads pg_stat_statements into the bench's PostgreSQL and
+// prints, after each of the four claim/report paths, the statements it ran
+// per job (calls and PostgreSQL execution + planning time), which shows what
+// the scheduler's path costs the database beyond the raw-SQL loop.
 //
 // Each path gets a fresh database on one PostgreSQL instance (farm_testing,
 // fsync off) and a matrix of N emulator jobs; K concurrent workers each
@@ -26,6 +31,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -37,6 +43,7 @@
 #include "lib/client/client.h"
 #include "lib/metrics/metrics.h"
 #include "lib/storage/migrations.h"
+#include "lib/storage/pg_job_queue.h"
 #include "lib/storage/pg_pool.h"
 #include "lib/storage/pg_store.h"
 #include "scheduler/server.h"
@@ -49,8 +56,10 @@ namespace pb = ::iommufarm::v1;
 int g_jobs = 4000;
 int g_agents = 8;
 int g_batch = 50;
+bool g_statements = false;  // --statements: per-path SQL statement profile (pg_stat_statements)
 farm::testing::PostgresInstance* g_pg = nullptr;
 double g_rate_sql = 0, g_rate_grpc = 0, g_rate_sql_batch = 0, g_rate_grpc_batch = 0;
+double g_rate_queue = 0, g_rate_queue_batch = 0;
 double g_rate_plain_per_agent = 0, g_rate_mtls_per_agent = 0;
 double g_connects_plain = 0, g_connects_tls = 0;
 std::string g_certs;  // scripts/farm-certs output: ca, server, bench-0..K-1 (agents)
@@ -107,6 +116,47 @@ void Populate(const std::string& uri, int jobs = g_jobs) {
     m.jobs.push_back(j);
   }
   if (!store.CreateMatrix(m).ok()) std::exit(1);
+}
+
+// With --statements: forget what PostgreSQL counted so far (the populate
+// step), so StatementProfile sees only the timed loop.
+void ResetStatements(const std::string& uri) {
+  if (!g_statements) return;
+  pqxx::connection c(uri);
+  pqxx::nontransaction n(c);
+  n.exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+  n.exec("SELECT pg_stat_statements_reset()");
+}
+
+// With --statements: the statements the loop ran on `uri`'s database, per
+// job: calls, rows and PostgreSQL execution time (the server's CPU side of
+// the path; the difference between paths is what the scheduler adds).
+void StatementProfile(const std::string& uri, const char* path, int64_t jobs) {
+  if (!g_statements || jobs <= 0) return;
+  pqxx::connection c(uri);
+  pqxx::nontransaction n(c);
+  pqxx::result r = n.exec(
+      "SELECT calls, rows, total_exec_time, total_plan_time, shared_blks_hit + shared_blks_read, "
+      "left(regexp_replace(query, "
+      "'\\s+', ' ', 'g'), 110) FROM pg_stat_statements "
+      "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+      "AND query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 12");
+  double calls = 0, ms = 0;
+  for (const pqxx::row& row : r) {
+    calls += row[0].as<double>();
+    ms += row[2].as<double>() + row[3].as<double>();
+  }
+  std::printf("statements of %s: %.2f calls/job, %.1f us exec+plan/job\n", path,
+              calls / static_cast<double>(jobs), 1000.0 * ms / static_cast<double>(jobs));
+  for (const pqxx::row& row : r) {
+    const double n_calls = std::max(1.0, row[0].as<double>());
+    std::printf(
+        "  %8.3f calls/job %8.1f us/job (plan %6.1f) %7.1f rows/call %8.1f blocks/call  %s\n",
+        row[0].as<double>() / static_cast<double>(jobs),
+        1000.0 * (row[2].as<double>() + row[3].as<double>()) / static_cast<double>(jobs),
+        1000.0 * row[3].as<double>() / static_cast<double>(jobs), row[1].as<double>() / n_calls,
+        row[4].as<double>() / n_calls, row[5].c_str());
+  }
 }
 
 const char* const kRaw =
@@ -176,6 +226,66 @@ void SqlWorker(const std::string& uri, int64_t agent_id, bool batched, std::atom
   }
 }
 
+// What an agent reports for one leased job (the same in every path that
+// sends per-job results).
+pb::ReportResultRequest ResultFor(int64_t agent_id, const pb::LeaseRef& lease) {
+  pb::ReportResultRequest rr;
+  rr.set_agent_id(agent_id);
+  *rr.mutable_lease() = lease;
+  for (const auto& [metric, value, unit] :
+       {std::tuple{"throughput", 123.4, "Mops"}, std::tuple{"map_latency_mean", 512.0, "ns"},
+        std::tuple{"unmap_latency_mean", 733.0, "ns"}}) {
+    pb::Sample* s = rr.add_samples();
+    s->set_metric(metric);
+    s->set_value(value);
+    s->set_unit(unit);
+  }
+  rr.set_raw_output(kRaw);
+  rr.set_raw_format("emu-json");
+  return rr;
+}
+
+// The queue's own statements without gRPC or the scheduler: PgJobQueue
+// (lib/storage) called directly, one pool connection per worker, with the
+// scheduler's claim rules. The same SQL, parameters and row decoding as
+// the gRPC path, so the difference between the two is what gRPC and the
+// scheduler's handlers add.
+void QueueWorker(farm::storage::PgJobQueue* queue, int index, bool batched,
+                 std::atomic<int64_t>* done) {
+  pb::RegisterRequest reg;
+  reg.set_name("bench-" + std::to_string(index));
+  reg.add_capabilities()->set_name("emulator");
+  reg.set_slots(g_batch);
+  absl::StatusOr<pb::RegisterResponse> a = queue->RegisterAgent(reg, {});
+  if (!a.ok()) std::exit(1);
+  const farm::storage::ClaimRules rules{.match_real_run_hosts = true, .within_free_slots = true};
+  for (;;) {
+    absl::StatusOr<std::vector<pb::JobLease>> leases =
+        queue->LeaseJobs(a->agent_id(), a->session(), g_batch, absl::Seconds(30), {}, rules);
+    if (!leases.ok()) {
+      std::fprintf(stderr, "LeaseJobs: %s\n", leases.status().ToString().c_str());
+      std::exit(1);
+    }
+    if (leases->empty()) return;
+    std::vector<pb::ReportResultRequest> batch;
+    for (const pb::JobLease& l : *leases) batch.push_back(ResultFor(a->agent_id(), l.lease()));
+    if (batched) {
+      auto outs = queue->ReportResults(batch);
+      if (!outs.ok()) std::exit(1);
+      for (const auto& o : *outs) {
+        if (!o.ok() || !o->accepted || o->duplicate) std::exit(1);
+        done->fetch_add(1);
+      }
+      continue;
+    }
+    for (const pb::ReportResultRequest& rr : batch) {
+      auto o = queue->ReportResult(rr);
+      if (!o.ok() || !o->accepted) std::exit(1);
+      done->fetch_add(1);
+    }
+  }
+}
+
 void GrpcWorker(pb::AgentService::Stub* stub, int index, bool batched, std::atomic<int64_t>* done) {
   auto ctx = [] {
     auto c = std::make_unique<grpc::ClientContext>();
@@ -202,19 +312,7 @@ void GrpcWorker(pb::AgentService::Stub* stub, int index, bool batched, std::atom
     if (leases.leases_size() == 0) return;
     pb::ReportResultsRequest batch;
     for (const pb::JobLease& l : leases.leases()) {
-      pb::ReportResultRequest rr;
-      rr.set_agent_id(a.agent_id());
-      *rr.mutable_lease() = l.lease();
-      for (const auto& [metric, value, unit] :
-           {std::tuple{"throughput", 123.4, "Mops"}, std::tuple{"map_latency_mean", 512.0, "ns"},
-            std::tuple{"unmap_latency_mean", 733.0, "ns"}}) {
-        pb::Sample* s = rr.add_samples();
-        s->set_metric(metric);
-        s->set_value(value);
-        s->set_unit(unit);
-      }
-      rr.set_raw_output(kRaw);
-      rr.set_raw_format("emu-json");
+      pb::ReportResultRequest rr = ResultFor(a.agent_id(), l.lease());
       if (batched) {
         *batch.add_results() = std::move(rr);
         continue;
@@ -380,6 +478,7 @@ void RawSql(benchmark::State& state, bool batched, double* rate) {
     state.PauseTiming();
     const std::string uri = NewDatabase();
     Populate(uri);
+    ResetStatements(uri);
     std::atomic<int64_t> done{0};
     state.ResumeTiming();
     const auto t0 = std::chrono::steady_clock::now();
@@ -388,6 +487,30 @@ void RawSql(benchmark::State& state, bool batched, double* rate) {
     for (auto& t : ts) t.join();
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    StatementProfile(uri, batched ? "raw SQL per batch" : "raw SQL per result", done.load());
+    if (done.load() != g_jobs) state.SkipWithError("not every job completed");
+    *rate = static_cast<double>(done.load()) / secs;
+    state.counters["jobs_per_s"] = *rate;
+  }
+}
+
+void Queue(benchmark::State& state, bool batched, double* rate) {
+  for (auto _ : state) {
+    state.PauseTiming();
+    const std::string uri = NewDatabase();
+    Populate(uri);
+    farm::storage::PgPool pool({uri, g_agents, 3});
+    farm::storage::PgJobQueue queue(&pool);
+    ResetStatements(uri);
+    std::atomic<int64_t> done{0};
+    state.ResumeTiming();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> ts;
+    for (int i = 0; i < g_agents; ++i) ts.emplace_back(QueueWorker, &queue, i, batched, &done);
+    for (auto& t : ts) t.join();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    StatementProfile(uri, batched ? "queue per batch" : "queue per result", done.load());
     if (done.load() != g_jobs) state.SkipWithError("not every job completed");
     *rate = static_cast<double>(done.load()) / secs;
     state.counters["jobs_per_s"] = *rate;
@@ -412,6 +535,7 @@ void Grpc(benchmark::State& state, bool batched, double* rate) {
     }
     auto channel = grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials());
     auto stub = pb::AgentService::NewStub(channel);
+    ResetStatements(uri);
     std::atomic<int64_t> done{0};
     state.ResumeTiming();
     const auto t0 = std::chrono::steady_clock::now();
@@ -424,6 +548,7 @@ void Grpc(benchmark::State& state, bool batched, double* rate) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     state.PauseTiming();
     (*server)->Shutdown(absl::Seconds(2));
+    StatementProfile(uri, batched ? "gRPC ReportResults" : "gRPC ReportResult", done.load());
     state.ResumeTiming();
     if (done.load() != g_jobs) state.SkipWithError("not every job completed");
     *rate = static_cast<double>(done.load()) / secs;
@@ -432,18 +557,24 @@ void Grpc(benchmark::State& state, bool batched, double* rate) {
 }
 
 void BM_RawSqlClaimComplete(benchmark::State& state) { RawSql(state, false, &g_rate_sql); }
+void BM_QueueLeaseReport(benchmark::State& state) { Queue(state, false, &g_rate_queue); }
 void BM_GrpcLeaseReport(benchmark::State& state) { Grpc(state, false, &g_rate_grpc); }
 void BM_RawSqlClaimCompleteBatched(benchmark::State& state) {
   RawSql(state, true, &g_rate_sql_batch);
 }
+void BM_QueueLeaseReportBatched(benchmark::State& state) {
+  Queue(state, true, &g_rate_queue_batch);
+}
 void BM_GrpcLeaseReportBatched(benchmark::State& state) { Grpc(state, true, &g_rate_grpc_batch); }
 
 BENCHMARK(BM_RawSqlClaimComplete)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_QueueLeaseReport)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcLeaseReport)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RawSqlClaimCompleteBatched)
     ->Iterations(1)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_QueueLeaseReportBatched)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcLeaseReportBatched)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcPerAgentPlaintextVsMtls)
     ->Iterations(1)
@@ -463,6 +594,10 @@ int main(int argc, char** argv) {
       }
       return false;
     };
+    if (std::strcmp(argv[i], "--statements") == 0) {
+      g_statements = true;
+      continue;
+    }
     if (take("--jobs", &g_jobs) || take("--agents", &g_agents) || take("--batch", &g_batch)) {
       continue;
     }
@@ -470,7 +605,12 @@ int main(int argc, char** argv) {
   }
   int rest_argc = static_cast<int>(rest.size());
   spdlog::set_level(spdlog::level::warn);
-  auto pg = farm::testing::PostgresInstance::Start();
+  farm::testing::PostgresOptions pg_options;
+  if (g_statements) {
+    pg_options.extra_config = {"shared_preload_libraries = 'pg_stat_statements'",
+                               "pg_stat_statements.track_planning = on"};
+  }
+  auto pg = farm::testing::PostgresInstance::Start(pg_options);
   if (!pg.ok()) {
     std::fprintf(stderr, "postgres: %s\n", pg.status().ToString().c_str());
     return 1;
@@ -492,16 +632,21 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   std::printf("jobs=%d agents=%d batch=%d\n", g_jobs, g_agents, g_batch);
   std::printf("raw SQL claim+complete, one statement per result: %.0f jobs/s\n", g_rate_sql);
+  std::printf("queue statements (PgJobQueue, no gRPC), ReportResult: %.0f jobs/s\n", g_rate_queue);
   std::printf("gRPC lease+ReportResult end to end: %.0f jobs/s\n", g_rate_grpc);
   std::printf("raw SQL claim+complete, one statement per batch: %.0f jobs/s\n", g_rate_sql_batch);
+  std::printf("queue statements (PgJobQueue, no gRPC), ReportResults: %.0f jobs/s\n",
+              g_rate_queue_batch);
   std::printf("gRPC lease+ReportResults end to end: %.0f jobs/s\n", g_rate_grpc_batch);
-  if (g_rate_sql > 0) {
-    std::printf("ratio gRPC/SQL unbatched: %.2f\n", g_rate_grpc / g_rate_sql);
-    std::printf("ratio gRPC batched / SQL unbatched: %.2f\n", g_rate_grpc_batch / g_rate_sql);
-  }
-  if (g_rate_sql_batch > 0) {
-    std::printf("ratio gRPC/SQL batched: %.2f\n", g_rate_grpc_batch / g_rate_sql_batch);
-  }
+  auto ratio = [](const char* what, double num, double den) {
+    if (den > 0 && num > 0) std::printf("ratio %s: %.2f\n", what, num / den);
+  };
+  ratio("gRPC/SQL unbatched", g_rate_grpc, g_rate_sql);
+  ratio("gRPC/queue unbatched", g_rate_grpc, g_rate_queue);
+  ratio("gRPC batched / SQL unbatched", g_rate_grpc_batch, g_rate_sql);
+  ratio("gRPC/SQL batched", g_rate_grpc_batch, g_rate_sql_batch);
+  ratio("gRPC/queue batched", g_rate_grpc_batch, g_rate_queue_batch);
+  ratio("queue/SQL batched", g_rate_queue_batch, g_rate_sql_batch);
   std::printf("gRPC per-agent channels, plaintext: %.0f jobs/s\n", g_rate_plain_per_agent);
   std::printf("gRPC per-agent channels, mTLS + agent identity: %.0f jobs/s\n",
               g_rate_mtls_per_agent);
