@@ -20,8 +20,14 @@
 // fsync off) and a matrix of N emulator jobs; K concurrent workers each
 // claim B jobs at a time (one statement) and complete them either one by
 // one (one statement per result: ReportResult) or all B in one statement
-// (ReportResults). The raw-SQL baselines run the same statement shapes
-// without the scheduler.
+// (ReportResults). Three paths, each unbatched and batched:
+//   - raw SQL: plain libpqxx, the minimal claim (ids only) and a complete
+//     statement that stores one shared result document for every job;
+//   - queue statements: PgJobQueue (lib/storage) called directly, i.e. the
+//     scheduler's own SQL, parameters and row decoding without gRPC;
+//   - gRPC: the in-process scheduler behind real gRPC stubs.
+// The batched three also run alternating in rounds (BM_BatchedRounds), so a
+// shared machine's drifting load weighs on them alike.
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
@@ -60,6 +66,7 @@ bool g_statements = false;  // --statements: per-path SQL statement profile (pg_
 farm::testing::PostgresInstance* g_pg = nullptr;
 double g_rate_sql = 0, g_rate_grpc = 0, g_rate_sql_batch = 0, g_rate_grpc_batch = 0;
 double g_rate_queue = 0, g_rate_queue_batch = 0;
+double g_rounds_sql = 0, g_rounds_queue = 0, g_rounds_grpc = 0;  // BM_BatchedRounds
 double g_rate_plain_per_agent = 0, g_rate_mtls_per_agent = 0;
 double g_connects_plain = 0, g_connects_tls = 0;
 std::string g_certs;  // scripts/farm-certs output: ca, server, bench-0..K-1 (agents)
@@ -473,99 +480,98 @@ void BM_ConnectsPlaintextVsTls(benchmark::State& state) {
   state.counters["tls_handshakes_per_s"] = g_connects_tls;
 }
 
-void RawSql(benchmark::State& state, bool batched, double* rate) {
-  for (auto _ : state) {
-    state.PauseTiming();
-    const std::string uri = NewDatabase();
-    Populate(uri);
-    ResetStatements(uri);
-    std::atomic<int64_t> done{0};
-    state.ResumeTiming();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> ts;
-    for (int i = 0; i < g_agents; ++i) ts.emplace_back(SqlWorker, uri, i + 1, batched, &done);
-    for (auto& t : ts) t.join();
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    StatementProfile(uri, batched ? "raw SQL per batch" : "raw SQL per result", done.load());
-    if (done.load() != g_jobs) state.SkipWithError("not every job completed");
-    *rate = static_cast<double>(done.load()) / secs;
-    state.counters["jobs_per_s"] = *rate;
-  }
-}
+// One claim/report path over a fresh database of `jobs` jobs; the time
+// counts the loop only (not the populate step or server start/stop).
+enum class Path { kRawSql, kQueue, kGrpc };
 
-void Queue(benchmark::State& state, bool batched, double* rate) {
-  for (auto _ : state) {
-    state.PauseTiming();
-    const std::string uri = NewDatabase();
-    Populate(uri);
+Tally RunPath(Path path, bool batched, int jobs) {
+  const std::string uri = NewDatabase();
+  Populate(uri, jobs);
+  std::atomic<int64_t> done{0};
+  std::vector<std::thread> ts;
+  double secs = 0;
+  auto timed = [&](auto spawn) {
+    ResetStatements(uri);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < g_agents; ++i) spawn(i);
+    for (auto& t : ts) t.join();
+    secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const char* name = "";
+  if (path == Path::kRawSql) {
+    name = batched ? "raw SQL per batch" : "raw SQL per result";
+    timed([&](int i) { ts.emplace_back(SqlWorker, uri, i + 1, batched, &done); });
+  } else if (path == Path::kQueue) {
+    name = batched ? "queue per batch" : "queue per result";
     farm::storage::PgPool pool({uri, g_agents, 3});
     farm::storage::PgJobQueue queue(&pool);
-    ResetStatements(uri);
-    std::atomic<int64_t> done{0};
-    state.ResumeTiming();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> ts;
-    for (int i = 0; i < g_agents; ++i) ts.emplace_back(QueueWorker, &queue, i, batched, &done);
-    for (auto& t : ts) t.join();
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    StatementProfile(uri, batched ? "queue per batch" : "queue per result", done.load());
-    if (done.load() != g_jobs) state.SkipWithError("not every job completed");
-    *rate = static_cast<double>(done.load()) / secs;
-    state.counters["jobs_per_s"] = *rate;
-  }
-}
-
-void Grpc(benchmark::State& state, bool batched, double* rate) {
-  for (auto _ : state) {
-    state.PauseTiming();
-    const std::string uri = NewDatabase();
-    Populate(uri);
+    timed([&](int i) { ts.emplace_back(QueueWorker, &queue, i, batched, &done); });
+  } else {
+    name = batched ? "gRPC ReportResults" : "gRPC ReportResult";
     farm::metrics::MetricsRegistry registry;
-    farm::scheduler::ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.db_uri = uri;
-    o.db_connections = g_agents;
-    o.worker_threads = g_agents;
-    auto server = farm::scheduler::SchedulerServer::Start(o, &registry);
-    if (!server.ok()) {
-      state.SkipWithError(server.status().ToString().c_str());
-      return;
-    }
-    auto channel = grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials());
+    auto server = StartScheduler(uri, /*tls=*/false, &registry);
+    // One channel shared by every agent thread (per-agent channels: below).
+    auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
     auto stub = pb::AgentService::NewStub(channel);
-    ResetStatements(uri);
-    std::atomic<int64_t> done{0};
-    state.ResumeTiming();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> ts;
-    for (int i = 0; i < g_agents; ++i) {
-      ts.emplace_back(GrpcWorker, stub.get(), i, batched, &done);
-    }
-    for (auto& t : ts) t.join();
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    state.PauseTiming();
-    (*server)->Shutdown(absl::Seconds(2));
-    StatementProfile(uri, batched ? "gRPC ReportResults" : "gRPC ReportResult", done.load());
-    state.ResumeTiming();
-    if (done.load() != g_jobs) state.SkipWithError("not every job completed");
-    *rate = static_cast<double>(done.load()) / secs;
-    state.counters["jobs_per_s"] = *rate;
+    timed([&](int i) { ts.emplace_back(GrpcWorker, stub.get(), i, batched, &done); });
+    server->Shutdown(absl::Seconds(2));
   }
+  StatementProfile(uri, name, done.load());
+  if (done.load() != jobs) {
+    std::fprintf(stderr, "%s: %lld of %d jobs completed\n", name,
+                 static_cast<long long>(done.load()), jobs);
+    std::exit(1);
+  }
+  return Tally{static_cast<double>(jobs), secs};
 }
 
-void BM_RawSqlClaimComplete(benchmark::State& state) { RawSql(state, false, &g_rate_sql); }
-void BM_QueueLeaseReport(benchmark::State& state) { Queue(state, false, &g_rate_queue); }
-void BM_GrpcLeaseReport(benchmark::State& state) { Grpc(state, false, &g_rate_grpc); }
+void OnePath(benchmark::State& state, Path path, bool batched, double* rate) {
+  for (auto _ : state) *rate = RunPath(path, batched, g_jobs).rate();
+  state.counters["jobs_per_s"] = *rate;
+}
+
+// The three batched paths alternating in rounds (order rotated each round,
+// 1/kRounds of the jobs each), each rate its jobs over its summed time: on
+// a shared machine the load that drifts during the run weighs on all
+// three alike, which the one-path-after-another figures above cannot say.
+void BM_BatchedRounds(benchmark::State& state) {
+  for (auto _ : state) {
+    Tally t[3];
+    const int per_round = std::max(g_jobs / kRounds, 1);
+    const Path order[3] = {Path::kRawSql, Path::kQueue, Path::kGrpc};
+    for (int r = 0; r < kRounds; ++r) {
+      for (int k = 0; k < 3; ++k) {
+        const int p = (r + k) % 3;
+        const Tally one = RunPath(order[p], /*batched=*/true, per_round);
+        t[p].jobs += one.jobs;
+        t[p].secs += one.secs;
+      }
+    }
+    g_rounds_sql = t[0].rate();
+    g_rounds_queue = t[1].rate();
+    g_rounds_grpc = t[2].rate();
+  }
+  state.counters["grpc_over_sql"] = g_rounds_sql > 0 ? g_rounds_grpc / g_rounds_sql : 0;
+}
+
+void BM_RawSqlClaimComplete(benchmark::State& state) {
+  OnePath(state, Path::kRawSql, false, &g_rate_sql);
+}
+void BM_QueueLeaseReport(benchmark::State& state) {
+  OnePath(state, Path::kQueue, false, &g_rate_queue);
+}
+void BM_GrpcLeaseReport(benchmark::State& state) {
+  OnePath(state, Path::kGrpc, false, &g_rate_grpc);
+}
 void BM_RawSqlClaimCompleteBatched(benchmark::State& state) {
-  RawSql(state, true, &g_rate_sql_batch);
+  OnePath(state, Path::kRawSql, true, &g_rate_sql_batch);
 }
 void BM_QueueLeaseReportBatched(benchmark::State& state) {
-  Queue(state, true, &g_rate_queue_batch);
+  OnePath(state, Path::kQueue, true, &g_rate_queue_batch);
 }
-void BM_GrpcLeaseReportBatched(benchmark::State& state) { Grpc(state, true, &g_rate_grpc_batch); }
+void BM_GrpcLeaseReportBatched(benchmark::State& state) {
+  OnePath(state, Path::kGrpc, true, &g_rate_grpc_batch);
+}
 
 BENCHMARK(BM_RawSqlClaimComplete)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_QueueLeaseReport)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -576,6 +582,7 @@ BENCHMARK(BM_RawSqlClaimCompleteBatched)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_QueueLeaseReportBatched)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcLeaseReportBatched)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BatchedRounds)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcPerAgentPlaintextVsMtls)
     ->Iterations(1)
     ->UseRealTime()
@@ -647,6 +654,12 @@ int main(int argc, char** argv) {
   ratio("gRPC/SQL batched", g_rate_grpc_batch, g_rate_sql_batch);
   ratio("gRPC/queue batched", g_rate_grpc_batch, g_rate_queue_batch);
   ratio("queue/SQL batched", g_rate_queue_batch, g_rate_sql_batch);
+  std::printf(
+      "batched, alternating rounds: raw SQL %.0f, queue statements %.0f, gRPC %.0f jobs/s\n",
+      g_rounds_sql, g_rounds_queue, g_rounds_grpc);
+  ratio("rounds gRPC/SQL batched", g_rounds_grpc, g_rounds_sql);
+  ratio("rounds gRPC/queue batched", g_rounds_grpc, g_rounds_queue);
+  ratio("rounds queue/SQL batched", g_rounds_queue, g_rounds_sql);
   std::printf("gRPC per-agent channels, plaintext: %.0f jobs/s\n", g_rate_plain_per_agent);
   std::printf("gRPC per-agent channels, mTLS + agent identity: %.0f jobs/s\n",
               g_rate_mtls_per_agent);
