@@ -601,6 +601,22 @@ int main(int argc, char** argv) {
       }
       return false;
     };
+    if (std::strcmp(argv[i], "--help") == 0) {
+      std::printf(
+          "usage: sched_bench [--jobs N] [--agents K] [--batch B] [--statements] "
+          "[google benchmark flags]\n"
+          "  --jobs N      jobs per path (default 4000)\n"
+          "  --agents K    concurrent workers / agents (default 8)\n"
+          "  --batch B     jobs claimed per lease call, reported per batch (default 50)\n"
+          "  --statements  load pg_stat_statements and print each path's SQL per job\n"
+          "google benchmark flags (e.g. --benchmark_filter=BatchedRounds):\n");
+      std::fflush(stdout);
+      // Before PostgreSQL starts: google benchmark prints its flags and exits.
+      int help_argc = 2;
+      char* help_argv[] = {argv[0], argv[i], nullptr};
+      benchmark::Initialize(&help_argc, help_argv);
+      return 0;
+    }
     if (std::strcmp(argv[i], "--statements") == 0) {
       g_statements = true;
       continue;
