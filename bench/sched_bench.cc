@@ -9,14 +9,25 @@
 // set up per second (handshakes); plaintext and TLS alternate in rounds so
 // a shared machine's drifting load weighs on both alike.
 //
-//   build/bin/sched_bench [--jobs N] [--agents K] [--batch B]
+//   build/bin/sched_bench [--jobs N] [--agents K] [--batch B] [--statements]
+//
+// --statements loads pg_stat_statements into the bench's PostgreSQL and
+// prints, after each of the four claim/report paths, the statements it ran
+// per job (calls and PostgreSQL execution + planning time), which shows what
+// the scheduler's path costs the database beyond the raw-SQL loop.
 //
 // Each path gets a fresh database on one PostgreSQL instance (farm_testing,
 // fsync off) and a matrix of N emulator jobs; K concurrent workers each
 // claim B jobs at a time (one statement) and complete them either one by
 // one (one statement per result: ReportResult) or all B in one statement
-// (ReportResults). The raw-SQL baselines run the same statement shapes
-// without the scheduler.
+// (ReportResults). Three paths, each unbatched and batched:
+//   - raw SQL: plain libpqxx, the minimal claim (ids only) and a complete
+//     statement that stores one shared result document for every job;
+//   - queue statements: PgJobQueue (lib/storage) called directly, i.e. the
+//     scheduler's own SQL, parameters and row decoding without gRPC;
+//   - gRPC: the in-process scheduler behind real gRPC stubs.
+// The batched three also run alternating in rounds (BM_BatchedRounds), so a
+// shared machine's drifting load weighs on them alike.
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
@@ -26,6 +37,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -37,6 +49,7 @@
 #include "lib/client/client.h"
 #include "lib/metrics/metrics.h"
 #include "lib/storage/migrations.h"
+#include "lib/storage/pg_job_queue.h"
 #include "lib/storage/pg_pool.h"
 #include "lib/storage/pg_store.h"
 #include "scheduler/server.h"
@@ -49,8 +62,11 @@ namespace pb = ::iommufarm::v1;
 int g_jobs = 4000;
 int g_agents = 8;
 int g_batch = 50;
+bool g_statements = false;  // --statements: per-path SQL statement profile (pg_stat_statements)
 farm::testing::PostgresInstance* g_pg = nullptr;
 double g_rate_sql = 0, g_rate_grpc = 0, g_rate_sql_batch = 0, g_rate_grpc_batch = 0;
+double g_rate_queue = 0, g_rate_queue_batch = 0;
+double g_rounds_sql = 0, g_rounds_queue = 0, g_rounds_grpc = 0;  // BM_BatchedRounds
 double g_rate_plain_per_agent = 0, g_rate_mtls_per_agent = 0;
 double g_connects_plain = 0, g_connects_tls = 0;
 std::string g_certs;  // scripts/farm-certs output: ca, server, bench-0..K-1 (agents)
@@ -107,6 +123,47 @@ void Populate(const std::string& uri, int jobs = g_jobs) {
     m.jobs.push_back(j);
   }
   if (!store.CreateMatrix(m).ok()) std::exit(1);
+}
+
+// With --statements: forget what PostgreSQL counted so far (the populate
+// step), so StatementProfile sees only the timed loop.
+void ResetStatements(const std::string& uri) {
+  if (!g_statements) return;
+  pqxx::connection c(uri);
+  pqxx::nontransaction n(c);
+  n.exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+  n.exec("SELECT pg_stat_statements_reset()");
+}
+
+// With --statements: the statements the loop ran on `uri`'s database, per
+// job: calls, rows and PostgreSQL execution time (the server's CPU side of
+// the path; the difference between paths is what the scheduler adds).
+void StatementProfile(const std::string& uri, const char* path, int64_t jobs) {
+  if (!g_statements || jobs <= 0) return;
+  pqxx::connection c(uri);
+  pqxx::nontransaction n(c);
+  pqxx::result r = n.exec(
+      "SELECT calls, rows, total_exec_time, total_plan_time, shared_blks_hit + shared_blks_read, "
+      "left(regexp_replace(query, "
+      "'\\s+', ' ', 'g'), 110) FROM pg_stat_statements "
+      "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+      "AND query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 12");
+  double calls = 0, ms = 0;
+  for (const pqxx::row& row : r) {
+    calls += row[0].as<double>();
+    ms += row[2].as<double>() + row[3].as<double>();
+  }
+  std::printf("statements of %s: %.2f calls/job, %.1f us exec+plan/job\n", path,
+              calls / static_cast<double>(jobs), 1000.0 * ms / static_cast<double>(jobs));
+  for (const pqxx::row& row : r) {
+    const double n_calls = std::max(1.0, row[0].as<double>());
+    std::printf(
+        "  %8.3f calls/job %8.1f us/job (plan %6.1f) %7.1f rows/call %8.1f blocks/call  %s\n",
+        row[0].as<double>() / static_cast<double>(jobs),
+        1000.0 * (row[2].as<double>() + row[3].as<double>()) / static_cast<double>(jobs),
+        1000.0 * row[3].as<double>() / static_cast<double>(jobs), row[1].as<double>() / n_calls,
+        row[4].as<double>() / n_calls, row[5].c_str());
+  }
 }
 
 const char* const kRaw =
@@ -176,6 +233,66 @@ void SqlWorker(const std::string& uri, int64_t agent_id, bool batched, std::atom
   }
 }
 
+// What an agent reports for one leased job (the same in every path that
+// sends per-job results).
+pb::ReportResultRequest ResultFor(int64_t agent_id, const pb::LeaseRef& lease) {
+  pb::ReportResultRequest rr;
+  rr.set_agent_id(agent_id);
+  *rr.mutable_lease() = lease;
+  for (const auto& [metric, value, unit] :
+       {std::tuple{"throughput", 123.4, "Mops"}, std::tuple{"map_latency_mean", 512.0, "ns"},
+        std::tuple{"unmap_latency_mean", 733.0, "ns"}}) {
+    pb::Sample* s = rr.add_samples();
+    s->set_metric(metric);
+    s->set_value(value);
+    s->set_unit(unit);
+  }
+  rr.set_raw_output(kRaw);
+  rr.set_raw_format("emu-json");
+  return rr;
+}
+
+// The queue's own statements without gRPC or the scheduler: PgJobQueue
+// (lib/storage) called directly, one pool connection per worker, with the
+// scheduler's claim rules. The same SQL, parameters and row decoding as
+// the gRPC path, so the difference between the two is what gRPC and the
+// scheduler's handlers add.
+void QueueWorker(farm::storage::PgJobQueue* queue, int index, bool batched,
+                 std::atomic<int64_t>* done) {
+  pb::RegisterRequest reg;
+  reg.set_name("bench-" + std::to_string(index));
+  reg.add_capabilities()->set_name("emulator");
+  reg.set_slots(g_batch);
+  absl::StatusOr<pb::RegisterResponse> a = queue->RegisterAgent(reg, {});
+  if (!a.ok()) std::exit(1);
+  const farm::storage::ClaimRules rules{.match_real_run_hosts = true, .within_free_slots = true};
+  for (;;) {
+    absl::StatusOr<std::vector<pb::JobLease>> leases =
+        queue->LeaseJobs(a->agent_id(), a->session(), g_batch, absl::Seconds(30), {}, rules);
+    if (!leases.ok()) {
+      std::fprintf(stderr, "LeaseJobs: %s\n", leases.status().ToString().c_str());
+      std::exit(1);
+    }
+    if (leases->empty()) return;
+    std::vector<pb::ReportResultRequest> batch;
+    for (const pb::JobLease& l : *leases) batch.push_back(ResultFor(a->agent_id(), l.lease()));
+    if (batched) {
+      auto outs = queue->ReportResults(batch);
+      if (!outs.ok()) std::exit(1);
+      for (const auto& o : *outs) {
+        if (!o.ok() || !o->accepted || o->duplicate) std::exit(1);
+        done->fetch_add(1);
+      }
+      continue;
+    }
+    for (const pb::ReportResultRequest& rr : batch) {
+      auto o = queue->ReportResult(rr);
+      if (!o.ok() || !o->accepted) std::exit(1);
+      done->fetch_add(1);
+    }
+  }
+}
+
 void GrpcWorker(pb::AgentService::Stub* stub, int index, bool batched, std::atomic<int64_t>* done) {
   auto ctx = [] {
     auto c = std::make_unique<grpc::ClientContext>();
@@ -202,19 +319,7 @@ void GrpcWorker(pb::AgentService::Stub* stub, int index, bool batched, std::atom
     if (leases.leases_size() == 0) return;
     pb::ReportResultsRequest batch;
     for (const pb::JobLease& l : leases.leases()) {
-      pb::ReportResultRequest rr;
-      rr.set_agent_id(a.agent_id());
-      *rr.mutable_lease() = l.lease();
-      for (const auto& [metric, value, unit] :
-           {std::tuple{"throughput", 123.4, "Mops"}, std::tuple{"map_latency_mean", 512.0, "ns"},
-            std::tuple{"unmap_latency_mean", 733.0, "ns"}}) {
-        pb::Sample* s = rr.add_samples();
-        s->set_metric(metric);
-        s->set_value(value);
-        s->set_unit(unit);
-      }
-      rr.set_raw_output(kRaw);
-      rr.set_raw_format("emu-json");
+      pb::ReportResultRequest rr = ResultFor(a.agent_id(), l.lease());
       if (batched) {
         *batch.add_results() = std::move(rr);
         continue;
@@ -375,76 +480,109 @@ void BM_ConnectsPlaintextVsTls(benchmark::State& state) {
   state.counters["tls_handshakes_per_s"] = g_connects_tls;
 }
 
-void RawSql(benchmark::State& state, bool batched, double* rate) {
-  for (auto _ : state) {
-    state.PauseTiming();
-    const std::string uri = NewDatabase();
-    Populate(uri);
-    std::atomic<int64_t> done{0};
-    state.ResumeTiming();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> ts;
-    for (int i = 0; i < g_agents; ++i) ts.emplace_back(SqlWorker, uri, i + 1, batched, &done);
-    for (auto& t : ts) t.join();
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (done.load() != g_jobs) state.SkipWithError("not every job completed");
-    *rate = static_cast<double>(done.load()) / secs;
-    state.counters["jobs_per_s"] = *rate;
-  }
-}
+// One claim/report path over a fresh database of `jobs` jobs; the time
+// counts the loop only (not the populate step or server start/stop).
+enum class Path { kRawSql, kQueue, kGrpc };
 
-void Grpc(benchmark::State& state, bool batched, double* rate) {
-  for (auto _ : state) {
-    state.PauseTiming();
-    const std::string uri = NewDatabase();
-    Populate(uri);
+Tally RunPath(Path path, bool batched, int jobs) {
+  const std::string uri = NewDatabase();
+  Populate(uri, jobs);
+  std::atomic<int64_t> done{0};
+  std::vector<std::thread> ts;
+  double secs = 0;
+  auto timed = [&](auto spawn) {
+    ResetStatements(uri);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < g_agents; ++i) spawn(i);
+    for (auto& t : ts) t.join();
+    secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const char* name = "";
+  if (path == Path::kRawSql) {
+    name = batched ? "raw SQL per batch" : "raw SQL per result";
+    timed([&](int i) { ts.emplace_back(SqlWorker, uri, i + 1, batched, &done); });
+  } else if (path == Path::kQueue) {
+    name = batched ? "queue per batch" : "queue per result";
+    farm::storage::PgPool pool({uri, g_agents, 3});
+    farm::storage::PgJobQueue queue(&pool);
+    timed([&](int i) { ts.emplace_back(QueueWorker, &queue, i, batched, &done); });
+  } else {
+    name = batched ? "gRPC ReportResults" : "gRPC ReportResult";
     farm::metrics::MetricsRegistry registry;
-    farm::scheduler::ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.db_uri = uri;
-    o.db_connections = g_agents;
-    o.worker_threads = g_agents;
-    auto server = farm::scheduler::SchedulerServer::Start(o, &registry);
-    if (!server.ok()) {
-      state.SkipWithError(server.status().ToString().c_str());
-      return;
-    }
-    auto channel = grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials());
+    auto server = StartScheduler(uri, /*tls=*/false, &registry);
+    // One channel shared by every agent thread (per-agent channels: below).
+    auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
     auto stub = pb::AgentService::NewStub(channel);
-    std::atomic<int64_t> done{0};
-    state.ResumeTiming();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> ts;
-    for (int i = 0; i < g_agents; ++i) {
-      ts.emplace_back(GrpcWorker, stub.get(), i, batched, &done);
-    }
-    for (auto& t : ts) t.join();
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    state.PauseTiming();
-    (*server)->Shutdown(absl::Seconds(2));
-    state.ResumeTiming();
-    if (done.load() != g_jobs) state.SkipWithError("not every job completed");
-    *rate = static_cast<double>(done.load()) / secs;
-    state.counters["jobs_per_s"] = *rate;
+    timed([&](int i) { ts.emplace_back(GrpcWorker, stub.get(), i, batched, &done); });
+    server->Shutdown(absl::Seconds(2));
   }
+  StatementProfile(uri, name, done.load());
+  if (done.load() != jobs) {
+    std::fprintf(stderr, "%s: %lld of %d jobs completed\n", name,
+                 static_cast<long long>(done.load()), jobs);
+    std::exit(1);
+  }
+  return Tally{static_cast<double>(jobs), secs};
 }
 
-void BM_RawSqlClaimComplete(benchmark::State& state) { RawSql(state, false, &g_rate_sql); }
-void BM_GrpcLeaseReport(benchmark::State& state) { Grpc(state, false, &g_rate_grpc); }
-void BM_RawSqlClaimCompleteBatched(benchmark::State& state) {
-  RawSql(state, true, &g_rate_sql_batch);
+void OnePath(benchmark::State& state, Path path, bool batched, double* rate) {
+  for (auto _ : state) *rate = RunPath(path, batched, g_jobs).rate();
+  state.counters["jobs_per_s"] = *rate;
 }
-void BM_GrpcLeaseReportBatched(benchmark::State& state) { Grpc(state, true, &g_rate_grpc_batch); }
+
+// The three batched paths alternating in rounds (order rotated each round,
+// 1/kRounds of the jobs each), each rate its jobs over its summed time: on
+// a shared machine the load that drifts during the run weighs on all
+// three alike, which the one-path-after-another figures above cannot say.
+void BM_BatchedRounds(benchmark::State& state) {
+  for (auto _ : state) {
+    Tally t[3];
+    const int per_round = std::max(g_jobs / kRounds, 1);
+    const Path order[3] = {Path::kRawSql, Path::kQueue, Path::kGrpc};
+    for (int r = 0; r < kRounds; ++r) {
+      for (int k = 0; k < 3; ++k) {
+        const int p = (r + k) % 3;
+        const Tally one = RunPath(order[p], /*batched=*/true, per_round);
+        t[p].jobs += one.jobs;
+        t[p].secs += one.secs;
+      }
+    }
+    g_rounds_sql = t[0].rate();
+    g_rounds_queue = t[1].rate();
+    g_rounds_grpc = t[2].rate();
+  }
+  state.counters["grpc_over_sql"] = g_rounds_sql > 0 ? g_rounds_grpc / g_rounds_sql : 0;
+}
+
+void BM_RawSqlClaimComplete(benchmark::State& state) {
+  OnePath(state, Path::kRawSql, false, &g_rate_sql);
+}
+void BM_QueueLeaseReport(benchmark::State& state) {
+  OnePath(state, Path::kQueue, false, &g_rate_queue);
+}
+void BM_GrpcLeaseReport(benchmark::State& state) {
+  OnePath(state, Path::kGrpc, false, &g_rate_grpc);
+}
+void BM_RawSqlClaimCompleteBatched(benchmark::State& state) {
+  OnePath(state, Path::kRawSql, true, &g_rate_sql_batch);
+}
+void BM_QueueLeaseReportBatched(benchmark::State& state) {
+  OnePath(state, Path::kQueue, true, &g_rate_queue_batch);
+}
+void BM_GrpcLeaseReportBatched(benchmark::State& state) {
+  OnePath(state, Path::kGrpc, true, &g_rate_grpc_batch);
+}
 
 BENCHMARK(BM_RawSqlClaimComplete)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_QueueLeaseReport)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcLeaseReport)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RawSqlClaimCompleteBatched)
     ->Iterations(1)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_QueueLeaseReportBatched)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcLeaseReportBatched)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BatchedRounds)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcPerAgentPlaintextVsMtls)
     ->Iterations(1)
     ->UseRealTime()
@@ -463,6 +601,26 @@ int main(int argc, char** argv) {
       }
       return false;
     };
+    if (std::strcmp(argv[i], "--help") == 0) {
+      std::printf(
+          "usage: sched_bench [--jobs N] [--agents K] [--batch B] [--statements] "
+          "[google benchmark flags]\n"
+          "  --jobs N      jobs per path (default 4000)\n"
+          "  --agents K    concurrent workers / agents (default 8)\n"
+          "  --batch B     jobs claimed per lease call, reported per batch (default 50)\n"
+          "  --statements  load pg_stat_statements and print each path's SQL per job\n"
+          "google benchmark flags (e.g. --benchmark_filter=BatchedRounds):\n");
+      std::fflush(stdout);
+      // Before PostgreSQL starts: google benchmark prints its flags and exits.
+      int help_argc = 2;
+      char* help_argv[] = {argv[0], argv[i], nullptr};
+      benchmark::Initialize(&help_argc, help_argv);
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--statements") == 0) {
+      g_statements = true;
+      continue;
+    }
     if (take("--jobs", &g_jobs) || take("--agents", &g_agents) || take("--batch", &g_batch)) {
       continue;
     }
@@ -470,7 +628,12 @@ int main(int argc, char** argv) {
   }
   int rest_argc = static_cast<int>(rest.size());
   spdlog::set_level(spdlog::level::warn);
-  auto pg = farm::testing::PostgresInstance::Start();
+  farm::testing::PostgresOptions pg_options;
+  if (g_statements) {
+    pg_options.extra_config = {"shared_preload_libraries = 'pg_stat_statements'",
+                               "pg_stat_statements.track_planning = on"};
+  }
+  auto pg = farm::testing::PostgresInstance::Start(pg_options);
   if (!pg.ok()) {
     std::fprintf(stderr, "postgres: %s\n", pg.status().ToString().c_str());
     return 1;
@@ -492,16 +655,27 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   std::printf("jobs=%d agents=%d batch=%d\n", g_jobs, g_agents, g_batch);
   std::printf("raw SQL claim+complete, one statement per result: %.0f jobs/s\n", g_rate_sql);
+  std::printf("queue statements (PgJobQueue, no gRPC), ReportResult: %.0f jobs/s\n", g_rate_queue);
   std::printf("gRPC lease+ReportResult end to end: %.0f jobs/s\n", g_rate_grpc);
   std::printf("raw SQL claim+complete, one statement per batch: %.0f jobs/s\n", g_rate_sql_batch);
+  std::printf("queue statements (PgJobQueue, no gRPC), ReportResults: %.0f jobs/s\n",
+              g_rate_queue_batch);
   std::printf("gRPC lease+ReportResults end to end: %.0f jobs/s\n", g_rate_grpc_batch);
-  if (g_rate_sql > 0) {
-    std::printf("ratio gRPC/SQL unbatched: %.2f\n", g_rate_grpc / g_rate_sql);
-    std::printf("ratio gRPC batched / SQL unbatched: %.2f\n", g_rate_grpc_batch / g_rate_sql);
-  }
-  if (g_rate_sql_batch > 0) {
-    std::printf("ratio gRPC/SQL batched: %.2f\n", g_rate_grpc_batch / g_rate_sql_batch);
-  }
+  auto ratio = [](const char* what, double num, double den) {
+    if (den > 0 && num > 0) std::printf("ratio %s: %.2f\n", what, num / den);
+  };
+  ratio("gRPC/SQL unbatched", g_rate_grpc, g_rate_sql);
+  ratio("gRPC/queue unbatched", g_rate_grpc, g_rate_queue);
+  ratio("gRPC batched / SQL unbatched", g_rate_grpc_batch, g_rate_sql);
+  ratio("gRPC/SQL batched", g_rate_grpc_batch, g_rate_sql_batch);
+  ratio("gRPC/queue batched", g_rate_grpc_batch, g_rate_queue_batch);
+  ratio("queue/SQL batched", g_rate_queue_batch, g_rate_sql_batch);
+  std::printf(
+      "batched, alternating rounds: raw SQL %.0f, queue statements %.0f, gRPC %.0f jobs/s\n",
+      g_rounds_sql, g_rounds_queue, g_rounds_grpc);
+  ratio("rounds gRPC/SQL batched", g_rounds_grpc, g_rounds_sql);
+  ratio("rounds gRPC/queue batched", g_rounds_grpc, g_rounds_queue);
+  ratio("rounds queue/SQL batched", g_rounds_queue, g_rounds_sql);
   std::printf("gRPC per-agent channels, plaintext: %.0f jobs/s\n", g_rate_plain_per_agent);
   std::printf("gRPC per-agent channels, mTLS + agent identity: %.0f jobs/s\n",
               g_rate_mtls_per_agent);

@@ -144,8 +144,11 @@ void PrepareQueueStatements(PgPool* pool) {
       "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
       "SELECT executor, dur FROM up");
   // kReportResult over arrays (one element per report): one statement, so
-  // atomic and one round trip for the whole batch. A report whose lease is
-  // not current is simply not in `up`; the caller settles it one by one.
+  // atomic and one round trip for the whole batch. The caller sends each
+  // lease (id, attempt, token) once, so a job row joins at most one element
+  // and RETURNING carries that element's payload straight into the insert
+  // (no second join, no per-row agent lookup). A report whose lease is not
+  // current is simply not in `up`; the caller settles it one by one.
   pool->Prepare(
       kReportBatch,
       "WITH i AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[], "
@@ -154,16 +157,15 @@ void PrepareQueueStatements(PgPool* pool) {
       "up AS (UPDATE jobs j SET state = 3, finished_at = now(), lease_expires_at = NULL "
       "  FROM i WHERE j.id = i.job_id AND j.attempt = i.attempt AND j.lease_token = i.token "
       "  AND j.state = 2 AND j.lease_agent = i.agent_id "
-      "  RETURNING j.id, j.attempt, j.lease_token, j.matrix_id, j.executor, "
-      "  coalesce(extract(epoch from (now() - j.started_at)), 0)::float8 AS dur), "
+      "  RETURNING j.id, j.attempt, j.matrix_id, j.executor, "
+      "  coalesce(extract(epoch from (now() - j.started_at)), 0)::float8 AS dur, "
+      "  i.token, i.agent_id, i.samples, i.raw, i.fmt, i.host, i.tool, i.wall), "
       "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
       "  raw_output, raw_format, host, tool_version, wall_time_ns) "
-      "  SELECT DISTINCT ON (up.id) up.id, up.attempt, up.matrix_id, i.agent_id, "
-      "  coalesce((SELECT name FROM agents WHERE id = i.agent_id), ''), i.samples, i.raw, i.fmt, "
-      "  i.host, i.tool, i.wall FROM up JOIN i ON i.job_id = up.id AND i.attempt = up.attempt "
-      "  AND i.token = up.lease_token ORDER BY up.id "
-      "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
-      "SELECT id, attempt, executor, dur FROM up");
+      "  SELECT up.id, up.attempt, up.matrix_id, up.agent_id, coalesce(ag.name, ''), up.samples, "
+      "  up.raw, up.fmt, up.host, up.tool, up.wall FROM up LEFT JOIN agents ag ON ag.id = "
+      "  up.agent_id ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
+      "SELECT id, attempt, token, executor, dur FROM up");
   // Why a report was not stored. A successful job keeps its lease token
   // and agent, so a retry of an accepted report is recognised.
   pool->Prepare(kReportCheck,
@@ -412,10 +414,15 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
   std::vector<int64_t> ids, agents, walls;
   std::vector<int32_t> attempts;
   std::vector<std::string> tokens, samples, raws, formats, hosts, tools;
+  // Each lease once (the first copy): the statement's join relies on it. A
+  // later copy is answered as a duplicate by the single path below.
+  std::set<std::string> sent;
   for (const pb::ReportResultRequest& r : reqs) {
-    ids.push_back(r.lease().job_id());
-    attempts.push_back(r.lease().attempt());
-    tokens.push_back(r.lease().lease_token());
+    const pb::LeaseRef& l = r.lease();
+    if (!sent.insert(Key(l.job_id(), l.attempt(), l.lease_token())).second) continue;
+    ids.push_back(l.job_id());
+    attempts.push_back(l.attempt());
+    tokens.push_back(l.lease_token());
     agents.push_back(r.agent_id());
     samples.push_back(SamplesToJson(r.samples()));
     raws.push_back(r.raw_output());
@@ -424,7 +431,9 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
     tools.push_back(r.tool_version());
     walls.push_back(r.wall_time().seconds() * 1000000000 + r.wall_time().nanos());
   }
-  std::map<std::pair<int64_t, int32_t>, ReportOutcome> accepted;
+  // Keyed by the whole lease: a copy with a wrong token is not the report
+  // that was stored.
+  std::map<std::string, ReportOutcome> accepted;
   absl::Status st = pool_->Run([&](pqxx::connection& c) -> absl::Status {
     pqxx::nontransaction n(c);
     pqxx::result up = n.exec_prepared(kReportBatch, ArrayLiteral(ids), ArrayLiteral(attempts),
@@ -435,9 +444,9 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
     for (const pqxx::row& r : up) {
       ReportOutcome o;
       o.accepted = true;
-      o.executor = static_cast<pb::Executor>(r[2].as<int>());
-      o.duration_seconds = r[3].as<double>();
-      accepted.emplace(std::make_pair(r[0].as<int64_t>(), r[1].as<int32_t>()), o);
+      o.executor = static_cast<pb::Executor>(r[3].as<int>());
+      o.duration_seconds = r[4].as<double>();
+      accepted.emplace(Key(r[0].as<int64_t>(), r[1].as<int32_t>(), r[2].as<std::string>()), o);
     }
     return absl::OkStatus();
   });
@@ -445,7 +454,7 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
   Out out;
   out.reserve(reqs.size());
   for (const pb::ReportResultRequest& r : reqs) {
-    auto it = accepted.find({r.lease().job_id(), r.lease().attempt()});
+    auto it = accepted.find(Key(r.lease().job_id(), r.lease().attempt(), r.lease().lease_token()));
     if (it != accepted.end()) {
       out.push_back(it->second);
       accepted.erase(it);  // a second copy in the batch is a duplicate

@@ -668,6 +668,41 @@ TEST_P(RepositoryContractTest, ReportResultsSettlesEachItemLikeReportResult) {
   EXPECT_TRUE(empty->empty());
 }
 
+// A copy of a lease with a wrong token ahead of the real report in one
+// batch: the copy is refused as stale, the real one is stored (and not
+// answered as a duplicate of the copy).
+TEST_P(RepositoryContractTest, ReportResultsTellsAWrongTokenCopyFromTheLease) {
+  const int64_t m = MakeMatrix(1);
+  pb::RegisterResponse a = Register("batcher");
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  auto req = [&](const pb::LeaseRef& l, const std::string& raw) {
+    pb::ReportResultRequest r;
+    r.set_agent_id(a.agent_id());
+    *r.mutable_lease() = l;
+    pb::Sample* s = r.add_samples();
+    s->set_metric("throughput");
+    s->set_value(1.5);
+    r.set_raw_output(raw);
+    r.set_raw_format("emu-json");
+    return r;
+  };
+  pb::LeaseRef forged = ls[0].lease();
+  forged.set_lease_token("00000000-0000-0000-0000-000000000000");
+  auto out = queue().ReportResults({req(forged, "forged"), req(ls[0].lease(), "real")});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*out)[1].ok()) << (*out)[1].status();
+  EXPECT_TRUE((*out)[1]->accepted);
+  EXPECT_FALSE((*out)[1]->duplicate);
+  EXPECT_EQ(backend().StateOf(ls[0].job().id()), pb::JOB_STATE_SUCCEEDED);
+  auto page = matrices().ListResults(m, 0, 10, true);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].raw_output(), "real");
+}
+
 TEST_P(RepositoryContractTest, ReRegisterExpiresOldSessionLeases) {
   MakeMatrix(1);
   pb::RegisterResponse a = Register("a1");
