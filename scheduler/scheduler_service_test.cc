@@ -631,9 +631,11 @@ TEST_F(SchedulerServiceTest, ReportResultsAnswersEachItemAndCountsTheFreshOnes) 
   }
   *req.add_results() = req.results(0);            // a copy: duplicate
   req.add_results()->set_agent_id(a.agent_id());  // no lease: refused alone
+  *req.add_results() = req.results(1);            // a NUL PostgreSQL cannot store
+  req.mutable_results(5)->mutable_samples(0)->set_metric(std::string("through\0put", 11));
   auto resp = agents_.ReportResults(req);
   ASSERT_TRUE(resp.ok()) << resp.status();
-  ASSERT_EQ(resp->results_size(), 5);
+  ASSERT_EQ(resp->results_size(), 6);
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(resp->results(i).accepted()) << resp->results(i).error_message();
     EXPECT_FALSE(resp->results(i).duplicate());
@@ -643,6 +645,11 @@ TEST_F(SchedulerServiceTest, ReportResultsAnswersEachItemAndCountsTheFreshOnes) 
   EXPECT_FALSE(resp->results(4).accepted());
   EXPECT_EQ(resp->results(4).error_code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(resp->results(4).error_message(), "results[4].lease.job_id: required");
+  EXPECT_FALSE(resp->results(5).accepted());
+  EXPECT_EQ(resp->results(5).error_code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(
+      resp->results(5).error_message(),
+      "results[5].samples[0].metric: contains a NUL byte, which PostgreSQL text cannot store");
   EXPECT_TRUE(MetricsHave("farm_results_ingested_total 3")) << registry_.Serialize();
   pb::ReportResultsRequest big;
   for (int i = 0; i <= AgentService::kMaxReportBatch; ++i) *big.add_results() = req.results(0);
