@@ -96,7 +96,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
       if (!executor.ok()) return executor.status();
       std::unique_ptr<kernels::VmKernelProvider> vm;
       std::string qemu_version;
-      if (kind == pb::EXECUTOR_FIO && !config.vm_kernels_dir.empty()) {
+      if (!config.vm_kernels_dir.empty()) {
         absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> made =
             MakeVmProvider(config, &qemu_version);
         if (!made.ok()) {

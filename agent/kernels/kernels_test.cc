@@ -14,6 +14,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/kernels/guest_channel.h"
 #include "agent/kernels/host_provider.h"
 #include "agent/kernels/kernel_provider.h"
@@ -318,6 +320,69 @@ TEST(GuestJobArchiveTest, RefusesWhatTheGuestCannotRun) {
   EXPECT_EQ(GuestJobArchive({"fio", "--name=a\n--exec_prerun=x"}, "").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(GuestJobArchive({}, "").ok());  // facts only
+}
+
+TEST(GuestJobArchiveTest, IozoneGetsAScratchFileSystemOnTheDevice) {
+  const std::vector<std::string> argv = {"iozone",
+                                         "-s",
+                                         "4096k",
+                                         "-r",
+                                         "64k",
+                                         "-i0",
+                                         "-i1",
+                                         "-I",
+                                         "-t",
+                                         "2",
+                                         "-F",
+                                         "/mnt/nvme/iozone.farm.0",
+                                         "/mnt/nvme/iozone.farm.1"};
+  absl::StatusOr<std::string> a = GuestJobArchive(argv, "/dev/nvme0n1");
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::string content;
+  EXPECT_EQ(NewcNames(*a, &content),
+            (std::vector<std::string>{"farm", "farm/argv", "farm/scratch-fs", "farm/wait-device",
+                                      "TRAILER!!!"}));
+  EXPECT_EQ(content, absl::StrCat(absl::StrJoin(argv, "\n"), "\n"));
+  EXPECT_THAT(*a, HasSubstr("/dev/nvme0n1 /mnt/nvme\n"));
+  // fio takes the raw device: no file system.
+  EXPECT_THAT(*GuestJobArchive({"fio", "--name=r"}, "/dev/nvme0n1"),
+              ::testing::Not(HasSubstr("scratch-fs")));
+  // No device to put the file system on.
+  EXPECT_EQ(GuestJobArchive(argv, "").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CheckGuestIozoneArgvTest, OnlyTheFarmsThroughputRunInTheScratchDir) {
+  const std::vector<std::string> ok = {"iozone", "-s", "4096k", "-r", "64k",
+                                       "-i0",    "-t", "1",     "-F", "/mnt/nvme/f.0"};
+  EXPECT_TRUE(CheckGuestIozoneArgv(ok).ok());
+  auto with = [&](std::size_t i, const std::string& v) {
+    std::vector<std::string> a = ok;
+    a[i] = v;
+    return CheckGuestIozoneArgv(a).code();
+  };
+  EXPECT_EQ(with(9, "/tmp/f.0"), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(9, "/mnt/nvme/../../etc/x"), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(9, "/mnt/nvmex/f"), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(9, "/mnt/nvme/.."), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(5, "-b"), absl::StatusCode::kInvalidArgument);  // writes a spreadsheet anywhere
+  EXPECT_EQ(with(5, "-U"), absl::StatusCode::kInvalidArgument);  // remounts a mount point
+  EXPECT_EQ(with(2, "4096k;x"), absl::StatusCode::kInvalidArgument);
+  // Throughput mode only: no -t, or no files.
+  EXPECT_EQ(CheckGuestIozoneArgv({"iozone", "-s", "4k", "-F", "/mnt/nvme/f"}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckGuestIozoneArgv({"iozone", "-s", "4k", "-t", "1", "-F"}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(InterpretGuestRunTest, ScratchFileSystemFailureAbortsWithItsOutput) {
+  std::string channel = kStrictChannel;
+  channel.insert(channel.find("@@farm-done"),
+                 "@@farm-begin scratch-fs\nmke2fs: short write\n@@farm-end scratch-fs 1\n");
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), channel, "", CleanExit());
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kAborted) << run.status();
+  EXPECT_THAT(run.status().message(), HasSubstr("scratch file system"));
+  EXPECT_THAT(run.status().message(), HasSubstr("mke2fs: short write"));
 }
 
 TEST(GuestJobArchiveTest, NamesTheChannelWhenGiven) {

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <random>
 #include <string>
@@ -22,6 +23,9 @@
 #include "absl/strings/strip.h"
 #include "agent/kernels/vm_provider.h"
 #include "agent/runners/fio_json.h"
+#include "agent/runners/iozone_report.h"
+#include "agent/runners/iozone_spec.h"
+#include "agent/runners/runners.h"
 #include "lib/process/process.h"
 #include "proto/names.h"
 
@@ -389,6 +393,73 @@ TEST_F(VmArm64BootTest, OffBootsWithoutSmmuV3) {
   EXPECT_TRUE(run->facts.groups.empty());
   EXPECT_THAT(run->facts.cmdline, ::testing::Not(HasSubstr("iommu.")));
   ExpectFioRead("off", *run);
+}
+
+// (phase, metric, unit) of each sample, sorted: what a result row is keyed by.
+std::vector<std::string> SampleNames(const std::vector<runners::Sample>& samples) {
+  std::vector<std::string> out;
+  for (const runners::Sample& s : samples) {
+    out.push_back(absl::StrCat(s.phase, "/", s.metric, " [", s.unit, "]"));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// iozone in the guest: the job's spec through the host runner's validator
+// (IozoneSpecFromParams) as the guest argv, files on the ext2 the guest's
+// init makes on the NVMe, the report through the host's parser; its samples
+// carry exactly the names of a host iozone run of the same spec.
+TEST_F(VmArm64BootTest, StrictRunsIozoneOnTheNvmeWithTheHostMetricNames) {
+  const runners::Params params = {{"tests", "write,read"}, {"size", "4m"}, {"record", "64k"}};
+  absl::StatusOr<runners::IozoneSpec> spec = runners::IozoneSpecFromParams(params);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::vector<std::string>> argv =
+      runners::BuildIozoneGuestArgv(*spec, kGuestScratchDir);
+  ASSERT_TRUE(argv.ok()) << argv.status();
+
+  // The host iozone executor's run of the same spec, in a directory of its
+  // own, while the guest boots (throughput mode pauses 2 s around each test,
+  // so each run takes about 12 s whatever the disk).
+  absl::StatusOr<runners::ToolInfo> iozone = runners::DetectIozone();
+  ASSERT_TRUE(iozone.ok()) << iozone.status() << " (scripts/install-deps installs iozone3)";
+  const fs::path host_dir = fs::path(allow_dir_ + "-host");
+  fs::create_directories(host_dir);
+  absl::StatusOr<runners::AllowedTargets> allowed =
+      runners::AllowedTargets::Parse({host_dir.string()}, {});
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  std::future<absl::StatusOr<runners::RunResult>> host_run = std::async(std::launch::async, [&] {
+    return runners::IozoneRunner(*iozone).RunParams(params, *allowed, runners::RunOptions{});
+  });
+
+  KernelRequest r;
+  r.kernel_release = *release_;
+  r.mode = pb::IOMMU_MODE_STRICT;
+  r.tool_argv = *argv;
+  r.tool_runtime = absl::Seconds(30);
+  VmKernelProvider vm(config_);
+  absl::StatusOr<KernelRun> run = vm.Run(r);
+  absl::StatusOr<runners::RunResult> host = host_run.get();
+  std::error_code ec;
+  fs::remove_all(host_dir, ec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  Report("strict iozone (virt+smmuv3)", *run);
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(run->domain_type, "DMA");
+  ASSERT_EQ(run->tool_exit, 0) << run->tool_stderr << "\n" << run->tool_stdout;
+  absl::StatusOr<runners::IozoneReport> report = runners::ParseIozoneReport(run->tool_stdout);
+  ASSERT_TRUE(report.ok()) << report.status() << "\n" << run->tool_stdout;
+  ASSERT_NE(report->Find("write"), nullptr) << run->tool_stdout;
+  ASSERT_NE(report->Find("read"), nullptr) << run->tool_stdout;
+  EXPECT_GT(report->Find("write")->children, 0);
+  EXPECT_GT(report->Find("read")->children, 0);
+  std::cout << "strict iozone (virt+smmuv3): iozone " << report->version << " write "
+            << report->Find("write")->children << " kB/s, read " << report->Find("read")->children
+            << " kB/s\n";
+  const std::vector<std::string> guest_names = SampleNames(runners::IozoneSamples(*report));
+
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(guest_names, SampleNames(host->samples));
+  EXPECT_FALSE(guest_names.empty());
 }
 
 }  // namespace

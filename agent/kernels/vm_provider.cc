@@ -210,16 +210,55 @@ std::string NewcArchive(const std::vector<std::pair<std::string, std::string>>& 
   return out;
 }
 
+absl::Status CheckGuestIozoneArgv(const std::vector<std::string>& argv) {
+  // The options BuildIozoneGuestArgv (agent/runners/iozone_spec.h) emits and
+  // nothing else: no option may name a path (-b, -f, -U ...) outside the
+  // scratch file system.
+  const std::string prefix = absl::StrCat(kGuestScratchDir, "/");
+  bool threads = false;
+  std::size_t files = 0;
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "-s" || a == "-r" || a == "-t") {
+      if (i + 1 == argv.size() || argv[i + 1].empty() ||
+          argv[i + 1].find_first_not_of("0123456789kmgKMG") != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("guest iozone: ", a, " needs a size"));
+      }
+      threads = threads || a == "-t";
+      ++i;
+    } else if (a == "-i0" || a == "-i1" || a == "-i2" || a == "-I" || a == "-M") {
+    } else if (a == "-F") {
+      for (; i + 1 < argv.size() && !absl::StartsWith(argv[i + 1], "-"); ++i, ++files) {
+        const std::string& f = argv[i + 1];
+        const std::string name = absl::StartsWith(f, prefix) ? f.substr(prefix.size()) : "";
+        if (name.empty() || name == "." || name == ".." || absl::StrContains(name, "/")) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("guest iozone: file '", f, "' is not in ", kGuestScratchDir));
+        }
+      }
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("guest iozone: option '", a, "' is not one the farm runs"));
+    }
+  }
+  if (!threads || files == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "guest iozone runs in throughput mode only (-t N -F files in ", kGuestScratchDir, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool_argv,
                                             const std::string& wait_device,
                                             const std::string& channel) {
   std::vector<std::pair<std::string, std::string>> files;
   if (!tool_argv.empty()) {
-    if (fs::path(tool_argv[0]).filename() != "fio") {
+    const std::string tool = fs::path(tool_argv[0]).filename().string();
+    if (tool != "fio" && tool != "iozone") {
       return absl::InvalidArgumentError(
-          absl::StrCat("the guest root has no tool '", tool_argv[0], "' (only fio)"));
+          absl::StrCat("the guest root has no tool '", tool_argv[0], "' (only fio and iozone)"));
     }
-    std::string argv = "fio\n";
+    std::string argv = tool + "\n";
     for (std::size_t i = 1; i < tool_argv.size(); ++i) {
       if (tool_argv[i].find_first_of(std::string("\n\0", 2)) != std::string::npos) {
         return absl::InvalidArgumentError(
@@ -227,7 +266,16 @@ absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool
       }
       absl::StrAppend(&argv, tool_argv[i], "\n");
     }
+    if (tool == "iozone") {
+      if (absl::Status s = CheckGuestIozoneArgv(tool_argv); !s.ok()) return s;
+      if (wait_device.empty()) {
+        return absl::InvalidArgumentError("guest iozone needs a device for its file system");
+      }
+    }
     files.emplace_back("farm/argv", std::move(argv));
+    if (tool == "iozone") {
+      files.emplace_back("farm/scratch-fs", absl::StrCat(wait_device, " ", kGuestScratchDir, "\n"));
+    }
   }
   if (!wait_device.empty()) files.emplace_back("farm/wait-device", wait_device + "\n");
   if (!channel.empty()) files.emplace_back("farm/channel", channel + "\n");
@@ -279,6 +327,11 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
         absl::StrCat("requested IOMMU mode ", proto::ModeName(request.mode),
                      " but the guest kernel ran ", proto::ModeName(run.effective), " (",
                      run.effective_detail, "; cmdline: ", run.facts.cmdline, ")"));
+  }
+  if (auto it = out->sections.find("scratch-fs");
+      it != out->sections.end() && it->second.exit != 0) {
+    return aborted(absl::StrCat("could not make the scratch file system (exit ", it->second.exit,
+                                "): ", ConsoleTail(it->second.body, 5, 512)));
   }
   if (auto it = out->sections.find("tool"); it != out->sections.end()) {
     run.tool_stdout = it->second.body;

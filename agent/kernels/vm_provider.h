@@ -108,11 +108,24 @@ absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q);
 absl::StatusOr<std::string> KernelImagePath(const std::string& kernels_dir,
                                             const std::string& release);
 
+// Where a guest iozone's files live: an ext2 file system the guest's init
+// makes on the VM's NVMe and mounts here (iozone works on files).
+inline constexpr char kGuestScratchDir[] = "/mnt/nvme";
+
+// A guest iozone argv is the form BuildIozoneGuestArgv
+// (agent/runners/iozone_spec.h) builds: only -s/-r/-t with a size, -i0/-i1/
+// -i2, -I, -M and -F with files directly in kGuestScratchDir; throughput
+// mode (-t and -F) required. InvalidArgument naming what is refused.
+absl::Status CheckGuestIozoneArgv(const std::vector<std::string>& argv);
+
 // The per-job archive appended to the initramfs: farm/argv (one argument a
-// line, argv[0] as the guest's tool name), farm/wait-device and, when
-// given, farm/channel (the farm channel's device). InvalidArgument for an
-// argv the guest cannot run (argv[0] not fio, an argument with a newline or
-// NUL).
+// line, argv[0] as the guest's tool name), farm/wait-device, for iozone
+// farm/scratch-fs ("<wait_device> <kGuestScratchDir>": the init makes and
+// mounts the file system, and the tool does not run when that fails) and,
+// when given, farm/channel (the farm channel's device). InvalidArgument for
+// an argv the guest cannot run (argv[0] not fio or iozone, an iozone argv
+// CheckGuestIozoneArgv refuses or without a device, an argument with a
+// newline or NUL).
 absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool_argv,
                                             const std::string& wait_device,
                                             const std::string& channel = "");
@@ -135,7 +148,8 @@ struct QemuExit {
 // contract names: FAILED_PRECONDITION (permanent) with the console tail for
 // an image that cannot boot (its boot stub halted, or QEMU's loader refused
 // it), ABORTED with the console tail when the guest did not get to
-// `@@farm-done` otherwise (panic, hang, QEMU failure); FAILED_PRECONDITION
+// `@@farm-done` otherwise (panic, hang, QEMU failure) or when the guest
+// could not make iozone's scratch file system; FAILED_PRECONDITION
 // when it booted another release or ran another mode than requested (the
 // message names both). Pure.
 absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::string_view channel,
