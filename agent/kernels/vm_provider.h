@@ -130,6 +130,30 @@ absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool
                                             const std::string& wait_device,
                                             const std::string& channel = "");
 
+// The kernel modules a guest of `build` must load before its job: the NVMe
+// driver ("nvme") when the build's config has CONFIG_BLK_DEV_NVME=m, and
+// for a job on iozone's scratch file system ("ext4", which mounts ext2)
+// when CONFIG_EXT4_FS=m; each after its dependencies (ModuleDepends; soft
+// ones when the build has them), as paths under build.ModulesPath(). Empty when all are built
+// in. FailedPrecondition when one is a module but the build has no modules
+// directory or the module (or a dependency) is not in it.
+absl::StatusOr<std::vector<std::string>> GuestModules(const kstore::KernelBuild& build,
+                                                      bool scratch_fs);
+
+// What a kernel module's .modinfo (ELF64 section) says it needs loaded
+// first, module names as the kernel writes them ("nvme-core").
+struct ModuleNeeds {
+  std::vector<std::string> depends;   // `depends=`: required
+  std::vector<std::string> soft_pre;  // `softdep=pre: ...`: loaded when present
+};
+// InvalidArgument for a file that is not an ELF64 object with a .modinfo
+// section.
+absl::StatusOr<ModuleNeeds> ModuleDepends(absl::string_view elf);
+
+// The archive of `modules` (paths) for the guest's init: each file as
+// farm/modules/<basename>, and farm/modules.order naming them in order.
+absl::StatusOr<std::string> GuestModulesArchive(const std::vector<std::string>& modules);
+
 // A newc ("070701") cpio archive of regular files (path, content), their
 // parent directories included, ending with the trailer.
 std::string NewcArchive(const std::vector<std::pair<std::string, std::string>>& files);
