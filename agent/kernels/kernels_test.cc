@@ -488,6 +488,22 @@ TEST_F(GuestModulesTest, BuiltInDriversNeedNothingAndAModuleNeedsTheDirectory) {
   EXPECT_THAT(m.status().message(), HasSubstr("no modules directory"));
 }
 
+TEST(InterpretGuestRunTest, ModuleLoadFailureAbortsBeforeTheModeIsJudged) {
+  // No NVMe came up, so the groups cannot show the mode: not a mismatch.
+  const std::string channel =
+      "@@farm-begin facts\nrelease=6.1.0-57-cloud-amd64\nmachine=x86_64\n"
+      "cmdline=console=ttyS0 iommu.strict=1\niommu=ivhd0 \n@@farm-end facts 0\n"
+      "@@farm-begin iommu-groups\n@@farm-end iommu-groups 0\n"
+      "@@farm-begin modules\ninsmod nvme-core.ko\ninsmod: can't insert 'nvme-core.ko': "
+      "unknown symbol in module\n@@farm-end modules 1\n"
+      "@@farm-begin nvme\n@@farm-end nvme 0\n@@farm-done\n";
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), channel, "", CleanExit());
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kAborted) << run.status();
+  EXPECT_THAT(run.status().message(), HasSubstr("could not load its kernel modules"));
+  EXPECT_THAT(run.status().message(), HasSubstr("unknown symbol in module"));
+}
+
 TEST(InterpretGuestRunTest, ScratchFileSystemFailureAbortsWithItsOutput) {
   std::string channel = kStrictChannel;
   channel.insert(channel.find("@@farm-done"),

@@ -461,6 +461,12 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
     if (exit.timed_out) return aborted("did not finish in time");
     return aborted("stopped before the job finished");
   }
+  // Without its modules the guest has no NVMe, and its group says nothing
+  // about the mode.
+  if (auto it = out->sections.find("modules"); it != out->sections.end() && it->second.exit != 0) {
+    return aborted(absl::StrCat("could not load its kernel modules (exit ", it->second.exit,
+                                "): ", ConsoleTail(it->second.body, 5, 512)));
+  }
   absl::StatusOr<KernelFacts> facts = KernelFactsFromGuest(*out);
   if (!facts.ok()) return aborted(facts.status().message());
 
@@ -481,10 +487,6 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
         absl::StrCat("requested IOMMU mode ", proto::ModeName(request.mode),
                      " but the guest kernel ran ", proto::ModeName(run.effective), " (",
                      run.effective_detail, "; cmdline: ", run.facts.cmdline, ")"));
-  }
-  if (auto it = out->sections.find("modules"); it != out->sections.end() && it->second.exit != 0) {
-    return aborted(absl::StrCat("could not load its kernel modules (exit ", it->second.exit,
-                                "): ", ConsoleTail(it->second.body, 5, 512)));
   }
   if (auto it = out->sections.find("scratch-fs");
       it != out->sections.end() && it->second.exit != 0) {

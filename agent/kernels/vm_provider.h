@@ -1,9 +1,11 @@
 // vm_provider: the `vm` KernelProvider. It boots the requested kernel release
 // under QEMU (x86_64 q35 with an emulated Intel VT-d, `intel-iommu` in caching
-// mode, or aarch64 virt with an emulated SMMUv3; one emulated NVMe on a
-// scratch file), with the mode's parameter on
+// mode, or AMD-Vi, `amd-iommu`; or aarch64 virt with an emulated SMMUv3; one
+// emulated NVMe on a scratch file), with the mode's parameter on
 // the kernel command line, runs the tool inside the guest from the project's
-// initramfs (scripts/build-guest-root, init in agent/kernels/guest/init),
+// initramfs (scripts/build-guest-root, init in agent/kernels/guest/init;
+// fio on the raw NVMe, iozone on an ext2 the guest makes on it; the
+// build's NVMe/ext4 modules loaded first when they are not built in),
 // reads the guest's framed output from its second serial port
 // (guest_channel.h) and derives the mode the guest kernel really ran from its
 // NVMe's IOMMU group.
@@ -15,9 +17,10 @@
 // timeout + tool runtime + margin) and process-group kill. A guest whose
 // kernel decompressor halts is stopped as soon as the console says so.
 //
-// Known limit of the model: the VT-d driver forces strict invalidation when
-// it sees caching mode ("IOMMU batching disallowed due to virtualization"),
-// so lazy requests end as a strict/lazy mismatch on this machine model.
+// Known limit of the q35 models: the VT-d driver forces strict invalidation
+// when it sees caching mode ("IOMMU batching disallowed due to
+// virtualization") and the AMD driver when the IOMMU reports NpCache, so lazy
+// requests end as a strict/lazy mismatch on both (docs/kernels.md).
 //
 // Thread-safety: immutable after construction; concurrent runs each get their
 // own scratch directory. Error contract: kernel_provider.h. The pure pieces
