@@ -209,9 +209,9 @@ class VmKernelProvider : public KernelProvider {
  public:
   explicit VmKernelProvider(VmConfig config);
 
-  // What the machine model really runs: on q35 + VT-d in caching mode off,
-  // passthrough and strict (lazy ends as strict, so it is not offered); on
-  // virt + SMMUv3 all four.
+  // What the machine model really runs: on q35 + VT-d in caching mode and
+  // q35 + AMD-Vi off, passthrough and strict (lazy ends as strict, so it is
+  // not offered); on virt + SMMUv3 all four.
   std::vector<iommufarm::v1::IommuMode> Modes() const;
   // One offer per build of the store for the config's architecture and IOMMU
   // model (IommuModelsFor), sorted by commit id, with the build's commit and
