@@ -52,11 +52,36 @@ bool KernelMatches(std::string_view commit_id, std::string_view kernel_release) 
   return false;
 }
 
+const std::vector<VmPlatform>& VmPlatforms() {
+  static const auto* const k = new std::vector<VmPlatform>{
+      {"virt-smmuv3", "virt+smmuv3", "aarch64"},
+      {"q35-intel-iommu", "q35+intel-iommu", "x86_64"},
+      {"q35-vtd", "q35+intel-iommu", "x86_64"},
+      {"q35-amd-iommu", "q35+amd-iommu", "x86_64"},
+  };
+  return *k;
+}
+
+const VmPlatform* FindVmPlatform(std::string_view platform) {
+  for (const VmPlatform& p : VmPlatforms()) {
+    if (p.name == platform) return &p;
+  }
+  return nullptr;
+}
+
+bool LooksLikeVmPlatform(std::string_view platform) {
+  return platform.substr(0, 4) == "q35-" || platform.substr(0, 5) == "virt-";
+}
+
 bool OfferRuns(const pb::KernelOffer& offer, const pb::Job& job) {
   const bool by_commit = !offer.commit().empty() && offer.commit() == job.commit_id();
   if (!by_commit && !KernelMatches(job.commit_id(), offer.release())) return false;
   // The host's command line is not the job's to change.
   if (offer.provider() == "host" && job.workload().params().count(kKernelParamsKey) > 0) {
+    return false;
+  }
+  if (const VmPlatform* p = FindVmPlatform(job.platform());
+      p != nullptr && (offer.provider() != "vm" || offer.machine_model() != p->machine_model)) {
     return false;
   }
   for (int m : offer.modes()) {

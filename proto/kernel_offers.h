@@ -12,6 +12,11 @@
 // that lists no offers stands for one implicit `host` offer: the host facts'
 // kernel release with the detected mode (none when the mode is unknown).
 //
+// A job whose platform is a vm platform (VmPlatforms: virt-smmuv3,
+// q35-intel-iommu, q35-amd-iommu ...) runs only on a `vm` offer of that
+// platform's machine model; any other platform name (this-host, a lab's
+// own label) leaves the model to the offer.
+//
 // Pure functions of their arguments; thread-safe.
 #ifndef PROTO_KERNEL_OFFERS_H_
 #define PROTO_KERNEL_OFFERS_H_
@@ -33,9 +38,28 @@ namespace farm::proto {
 //     "c588072bba6b"), case-insensitively, not followed by another hex digit.
 bool KernelMatches(std::string_view commit_id, std::string_view kernel_release);
 
+// A job platform that picks the emulated machine a vm offer boots.
+struct VmPlatform {
+  std::string_view name;           // the job's platform: "q35-amd-iommu"
+  std::string_view machine_model;  // KernelOffer.machine_model: "q35+amd-iommu"
+  std::string_view architecture;   // KernelOffer.architecture: "x86_64"
+};
+
+// Every vm platform, in the order docs/kernels.md lists them.
+const std::vector<VmPlatform>& VmPlatforms();
+
+// The vm platform named `platform`, or nullptr.
+const VmPlatform* FindVmPlatform(std::string_view platform);
+
+// Whether `platform` is spelled like a vm platform ("q35-..." or
+// "virt-..."): such a name must be one of VmPlatforms() (the scheduler
+// refuses others at submit).
+bool LooksLikeVmPlatform(std::string_view platform);
+
 // offer.commit() is non-empty and equals job.commit_id(), or
 // KernelMatches(job.commit_id(), offer.release()); job.mode() is one of
-// offer.modes(), and the offer is not `host` when the job has kernel_params.
+// offer.modes(), the offer is not `host` when the job has kernel_params, and
+// for a vm platform the offer is `vm` with the platform's machine model.
 bool OfferRuns(const iommufarm::v1::KernelOffer& offer, const iommufarm::v1::Job& job);
 
 // The offers of the capability named like `executor` (proto::ExecutorName),

@@ -68,5 +68,43 @@ TEST(KernelParams, AJobWithKernelParamsIsNeverAHostOffersJob) {
   EXPECT_EQ(FindOffer(offers, job)->provider(), "vm");
 }
 
+TEST(VmPlatforms, AVmPlatformPicksTheMachineModelOfTheOffer) {
+  pb::KernelOffer intel;
+  intel.set_provider("vm");
+  intel.set_release("6.1.0-57-amd64");
+  intel.set_machine_model("q35+intel-iommu");
+  intel.add_modes(pb::IOMMU_MODE_STRICT);
+  pb::KernelOffer amd = intel;
+  amd.set_machine_model("q35+amd-iommu");
+  pb::KernelOffer host = intel;
+  host.set_provider("host");
+  host.clear_machine_model();
+  const std::vector<pb::KernelOffer> offers = {host, intel, amd};
+  pb::Job job;
+  job.set_executor(pb::EXECUTOR_FIO);
+  job.set_commit_id("6.1.0-57-amd64");
+  job.set_mode(pb::IOMMU_MODE_STRICT);
+  job.set_platform("this-host");  // not a vm platform: the first offer that runs it
+  ASSERT_NE(FindOffer(offers, job), nullptr);
+  EXPECT_EQ(FindOffer(offers, job)->provider(), "host");
+  job.set_platform("q35-amd-iommu");
+  ASSERT_NE(FindOffer(offers, job), nullptr);
+  EXPECT_EQ(FindOffer(offers, job)->machine_model(), "q35+amd-iommu");
+  job.set_platform("q35-intel-iommu");
+  ASSERT_NE(FindOffer(offers, job), nullptr);
+  EXPECT_EQ(FindOffer(offers, job)->machine_model(), "q35+intel-iommu");
+  job.set_platform("virt-smmuv3");  // no offer of that model
+  EXPECT_EQ(FindOffer(offers, job), nullptr);
+
+  ASSERT_NE(FindVmPlatform("q35-amd-iommu"), nullptr);
+  EXPECT_EQ(FindVmPlatform("q35-amd-iommu")->architecture, "x86_64");
+  EXPECT_EQ(FindVmPlatform("virt-smmuv3")->machine_model, "virt+smmuv3");
+  EXPECT_EQ(FindVmPlatform("q35-amd"), nullptr);
+  EXPECT_TRUE(LooksLikeVmPlatform("q35-amd"));
+  EXPECT_TRUE(LooksLikeVmPlatform("virt-smmuv2"));
+  EXPECT_FALSE(LooksLikeVmPlatform("this-host"));
+  EXPECT_FALSE(LooksLikeVmPlatform("kunpeng920-smmuv3"));
+}
+
 }  // namespace
 }  // namespace farm::proto

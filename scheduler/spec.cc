@@ -16,6 +16,7 @@
 #include "emu/workloads/workload.h"
 #include "lib/toolspec/fio_spec.h"
 #include "lib/toolspec/iozone_spec.h"
+#include "proto/kernel_offers.h"
 #include "proto/kernel_params.h"
 #include "scheduler/yaml_limits.h"
 
@@ -219,6 +220,23 @@ uint64_t Fnv1a(std::string_view s, uint64_t h = 0xcbf29ce484222325ULL) {
 // error names its field), `set:` keys against the model registry (what
 // farm-emu --set checks), and fio / iozone params by the agent's validator.
 void CheckAgainstTables(const MatrixSpec& spec, Errors& e) {
+  // A real job's vm platform picks the emulated IOMMU its kernel boots
+  // under (proto/kernel_offers.h): a misspelt one would never be leased.
+  if (spec.executor == pb::EXECUTOR_FIO || spec.executor == pb::EXECUTOR_IOZONE) {
+    for (size_t i = 0; i < spec.platforms.size(); ++i) {
+      const std::string& name = spec.platforms[i];
+      if (!::farm::proto::LooksLikeVmPlatform(name) || ::farm::proto::FindVmPlatform(name)) {
+        continue;
+      }
+      std::vector<std::string> known;
+      for (const ::farm::proto::VmPlatform& v : ::farm::proto::VmPlatforms()) {
+        known.emplace_back(v.name);
+      }
+      e.Add(absl::StrCat("platform[", i, "]"),
+            absl::StrCat("unknown IOMMU model ", Quote(name),
+                         " (vm platforms: ", absl::StrJoin(known, ", "), ")"));
+    }
+  }
   for (size_t i = 0; i < spec.workloads.size(); ++i) {
     const WorkloadSpec& w = spec.workloads[i];
     const std::string p = absl::StrCat("workloads[", i, "]");

@@ -92,6 +92,26 @@ TEST(SpecTest, KernelParamsOutsideTheAllowListAreRefused) {
   EXPECT_EQ(s->workloads[0].params.at("kernel_params"), "iommu.forcedac=1 intel_iommu=sm_on");
 }
 
+TEST(SpecTest, RealJobsVmPlatformMustNameAKnownIommuModel) {
+  auto spec = [](const std::string& platform, const std::string& executor) {
+    return ParseMatrixSpec(
+        absl::StrCat("name: k\ncatalog: vm-kernels\nplatform: ", platform,
+                     "\ncommits: [6.1.0-57-amd64]\nmodes: [strict]\nexecutor: ", executor,
+                     "\nworkloads:\n  - name: r\n    params: {rw: randread, size: 8m}\n"),
+        {});
+  };
+  for (const char* ok : {"q35-amd-iommu", "q35-intel-iommu", "virt-smmuv3", "this-host"}) {
+    EXPECT_TRUE(spec(ok, "fio").ok()) << ok << ": " << spec(ok, "fio").status();
+  }
+  auto bad = spec("[q35-intel-iommu, q35-amd-vi]", "fio");
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_NE(bad.status().message().find("platform[1]: unknown IOMMU model \"q35-amd-vi\""),
+            std::string::npos)
+      << bad.status();
+  EXPECT_NE(bad.status().message().find("q35-amd-iommu"), std::string::npos) << bad.status();
+  EXPECT_EQ(spec("virt-smmuv2", "fio").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SpecTest, ReportsAllErrorsAtOnce) {
   const std::string y = R"(
 name: x

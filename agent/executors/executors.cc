@@ -77,6 +77,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
   if (capabilities.empty()) {
     return absl::InvalidArgumentError("no capabilities given");
   }
+  const kernels::VmKernelProvider* first_vm = nullptr;
+  std::string first_qemu_version;
   for (const std::string& cap : capabilities) {
     if (!seen.insert(cap).second) continue;
     const pb::Executor kind = proto::ExecutorFromName(cap);
@@ -96,7 +98,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
       if (!executor.ok()) return executor.status();
       std::unique_ptr<kernels::VmKernelProvider> vm;
       std::string qemu_version;
-      if (kind == pb::EXECUTOR_FIO && !config.vm_kernels_dir.empty()) {
+      if (!config.vm_kernels_dir.empty() && first_vm != nullptr) {
+        // fio and iozone share one provider's checks (and its one KVM probe).
+        vm = std::make_unique<kernels::VmKernelProvider>(*first_vm);
+        qemu_version = first_qemu_version;
+      } else if (!config.vm_kernels_dir.empty()) {
         absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> made =
             MakeVmProvider(config, &qemu_version);
         if (!made.ok()) {
@@ -104,6 +110,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
                        std::string(made.status().message()).c_str());
         } else {
           vm = *std::move(made);
+          first_vm = vm.get();  // owned by the executor pushed below, kept in `out`
+          first_qemu_version = qemu_version;
         }
       }
       out.push_back(std::make_unique<KernelExecutor>(*std::move(executor), config.host,

@@ -1,5 +1,6 @@
 #include "agent/executors/kernel_executor.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,92 @@ std::string Tail(const std::string& s, size_t n = 512) {
   return s.size() <= n ? s : s.substr(s.size() - n);
 }
 
+// iozone has no runtime of its own: its wall-clock budget in the guest is
+// this much (throughput mode pauses 2 s around each test: about 12 s for
+// -i0 -i1) plus every byte of its passes at kGuestIozoneBytesPerSecond, a
+// floor well under what the emulated NVMe does under TCG.
+constexpr absl::Duration kGuestIozoneBase = absl::Seconds(60);
+constexpr double kGuestIozoneBytesPerSecond = 4 << 20;
+
+// The guest run of an iozone job: its validated spec (IozoneSpecFromParams,
+// the host runner's check) as the guest argv, files on the NVMe's scratch
+// file system.
+absl::Status IozoneGuestRequest(const runners::Params& params, std::uint64_t nvme_bytes,
+                                kernels::KernelRequest& request) {
+  absl::StatusOr<runners::IozoneSpec> spec = runners::IozoneSpecFromParams(params);
+  if (!spec.ok()) return spec.status();
+  const std::uint64_t bytes = spec->size_bytes * static_cast<std::uint64_t>(spec->threads);
+  if (bytes > nvme_bytes / 4 * 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("iozone's ", spec->threads, " x ", spec->size_bytes,
+                     " bytes do not fit the guest's NVMe of ", nvme_bytes, " bytes"));
+  }
+  absl::StatusOr<std::vector<std::string>> argv =
+      runners::BuildIozoneGuestArgv(*spec, kernels::kGuestScratchDir);
+  if (!argv.ok()) return argv.status();
+  request.tool_argv = *std::move(argv);
+  // Each test group writes or reads every file twice (write+rewrite, ...).
+  const double passes = 2.0 * static_cast<double>(spec->tests.size() + 1);
+  request.tool_runtime = kGuestIozoneBase + absl::Seconds(passes * static_cast<double>(bytes) /
+                                                          kGuestIozoneBytesPerSecond);
+  return absl::OkStatus();
+}
+
+// The guest's iozone report as the host runner's samples.
+absl::Status IozoneGuestResult(const kernels::KernelRun& run, ExecutionResult& out) {
+  if (run.tool_exit != 0) {
+    return absl::InternalError(
+        absl::StrCat("iozone in the guest exited ", run.tool_exit, ": ", Tail(run.tool_stderr)));
+  }
+  absl::StatusOr<runners::IozoneReport> report = runners::ParseIozoneReport(run.tool_stdout);
+  if (!report.ok()) {
+    return absl::InternalError(absl::StrCat("guest iozone: ", report.status().message(),
+                                            "; stderr: ", Tail(run.tool_stderr)));
+  }
+  for (const runners::Sample& s : runners::IozoneSamples(*report)) {
+    pb::Sample* p = &out.samples.emplace_back();
+    p->set_metric(s.metric);
+    p->set_value(s.value);
+    p->set_unit(s.unit);
+    p->set_phase(s.phase);
+  }
+  out.raw_output = run.tool_stdout;
+  out.raw_format = "iozone";
+  out.tool_version = report->version;
+  return absl::OkStatus();
+}
+
+// The guest's fio JSON as the host runner's samples.
+absl::Status FioGuestResult(kernels::KernelRun& run, ExecutionResult& out) {
+  if (run.tool_exit != 0) {
+    return absl::InternalError(
+        absl::StrCat("fio in the guest exited ", run.tool_exit, ": ", Tail(run.tool_stderr)));
+  }
+  absl::StatusOr<runners::FioReport> report = runners::ParseFioJson(run.tool_stdout);
+  if (!report.ok()) {
+    return absl::InternalError(absl::StrCat("guest fio: ", report.status().message(),
+                                            "; stderr: ", Tail(run.tool_stderr)));
+  }
+  for (const runners::FioJob& j : report->jobs) {
+    if (j.error != 0) {
+      return absl::InternalError(absl::StrCat("guest fio job ", j.name, " failed with error ",
+                                              j.error, ": ", Tail(run.tool_stderr)));
+    }
+  }
+  for (const runners::Sample& s : runners::FioSamples(*report)) {
+    pb::Sample* p = &out.samples.emplace_back();
+    p->set_metric(s.metric);
+    p->set_value(s.value);
+    p->set_unit(s.unit);
+    p->set_phase(s.phase);
+  }
+  if (out.samples.empty()) return absl::InternalError("guest fio did no I/O");
+  out.raw_output = std::move(run.tool_stdout);
+  out.raw_format = "fio-json";
+  out.tool_version = report->fio_version;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 KernelExecutor::KernelExecutor(std::unique_ptr<Executor> host_tool, pb::HostFacts host,
@@ -41,8 +128,9 @@ std::vector<pb::KernelOffer> KernelExecutor::kernels() const {
   h.set_release(host_.kernel_release());
   if (host_.iommu_mode() != pb::IOMMU_MODE_UNSPECIFIED) h.add_modes(host_.iommu_mode());
   h.set_architecture(host_.architecture());
-  // Only fio is packed into the guest root.
-  if (vm_ && capability() == proto::ExecutorName(pb::EXECUTOR_FIO)) {
+  // fio and iozone are packed into the guest root.
+  if (vm_ && (capability() == proto::ExecutorName(pb::EXECUTOR_FIO) ||
+              capability() == proto::ExecutorName(pb::EXECUTOR_IOZONE))) {
     for (pb::KernelOffer& o : vm_->Offers()) out.push_back(std::move(o));
   }
   return out;
@@ -68,57 +156,43 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
     std::string error;
     kernel_params = proto::ParseKernelParams(it->second, &error);
     if (!error.empty()) return absl::InvalidArgumentError(error);
-    params.erase(it);  // the guest's command line, not fio's
+    params.erase(it);  // the guest's command line, not the tool's
   }
-  // The guest's NVMe is the target unless the spec names one (a device
-  // target needs no size).
-  if (params.count("filename") == 0 && params.count("directory") == 0) {
-    params.emplace("filename", kGuestDevice);
-  }
-  absl::StatusOr<runners::FioSpec> spec = runners::FioSpecFromParams(params);
-  if (!spec.ok()) return spec.status();
-  absl::StatusOr<std::vector<std::string>> argv = runners::BuildFioGuestArgv(*spec, kGuestDevice);
-  if (!argv.ok()) return argv.status();
-
   kernels::KernelRequest request;
   request.kernel_release = offer.release();
   request.commit = offer.commit();
   request.machine_model = offer.machine_model();
   request.mode = job.mode();
-  request.tool_argv = *std::move(argv);
-  request.tool_runtime = absl::Seconds(spec->runtime_s + spec->ramp_time_s);
-  request.kernel_params = std::move(kernel_params);
+  request.kernel_params = kernel_params;
   request.cancelled = [&cancel] { return cancel.cancelled(); };
+  ExecutionResult out;
+  const bool iozone = capability() == proto::ExecutorName(pb::EXECUTOR_IOZONE);
+  if (iozone) {
+    if (absl::Status s = IozoneGuestRequest(params, vm_->config().nvme_bytes, request); !s.ok()) {
+      return s;
+    }
+  } else {
+    // The guest's NVMe is the target unless the spec names one (a device
+    // target needs no size).
+    if (params.count("filename") == 0 && params.count("directory") == 0) {
+      params.emplace("filename", kGuestDevice);
+    }
+    absl::StatusOr<runners::FioSpec> spec = runners::FioSpecFromParams(params);
+    if (!spec.ok()) return spec.status();
+    absl::StatusOr<std::vector<std::string>> argv = runners::BuildFioGuestArgv(*spec, kGuestDevice);
+    if (!argv.ok()) return argv.status();
+    request.tool_argv = *std::move(argv);
+    request.tool_runtime = absl::Seconds(spec->runtime_s + spec->ramp_time_s);
+  }
   absl::StatusOr<kernels::KernelRun> run = vm_->Run(request);
   if (!run.ok()) return run.status();
 
-  if (run->tool_exit != 0) {
-    return absl::InternalError(
-        absl::StrCat("fio in the guest exited ", run->tool_exit, ": ", Tail(run->tool_stderr)));
+  if (iozone) {
+    if (absl::Status s = IozoneGuestResult(*run, out); !s.ok()) return s;
+    if (out.samples.empty()) return absl::InternalError("guest iozone reported no test");
+  } else if (absl::Status s = FioGuestResult(*run, out); !s.ok()) {
+    return s;
   }
-  absl::StatusOr<runners::FioReport> report = runners::ParseFioJson(run->tool_stdout);
-  if (!report.ok()) {
-    return absl::InternalError(absl::StrCat("guest fio: ", report.status().message(),
-                                            "; stderr: ", Tail(run->tool_stderr)));
-  }
-  for (const runners::FioJob& j : report->jobs) {
-    if (j.error != 0) {
-      return absl::InternalError(absl::StrCat("guest fio job ", j.name, " failed with error ",
-                                              j.error, ": ", Tail(run->tool_stderr)));
-    }
-  }
-  ExecutionResult out;
-  for (const runners::Sample& s : runners::FioSamples(*report)) {
-    pb::Sample* p = &out.samples.emplace_back();
-    p->set_metric(s.metric);
-    p->set_value(s.value);
-    p->set_unit(s.unit);
-    p->set_phase(s.phase);
-  }
-  if (out.samples.empty()) return absl::InternalError("guest fio did no I/O");
-  out.raw_output = std::move(run->tool_stdout);
-  out.raw_format = "fio-json";
-  out.tool_version = report->fio_version;
 
   pb::HostFacts facts;
   facts.set_kernel_release(run->facts.release);

@@ -1,4 +1,4 @@
-// kernel_executor: the real fio executor that runs a job under the kernel
+// kernel_executor: the real fio or iozone executor that runs a job under the kernel
 // its commit names, through the agent's kernel providers
 // (agent/kernels/kernel_provider.h). It offers, per provider, the kernel
 // releases and IOMMU modes it can really run (Executor::kernels(), sent at
@@ -7,7 +7,9 @@
 //   - `host`: the host's release in its detected mode; the job goes to the
 //     wrapped host executor (today's real fio run on --allow-dir targets);
 //   - `vm`: the release booted under QEMU (VmKernelProvider) with the job's
-//     mode, fio on the guest's NVMe; the result's host facts are the guest's
+//     mode, fio on the guest's NVMe, iozone on a file system the guest makes
+//     on it (the same spec check and report parser as the host runners, so
+//     the same metric names); the result's host facts are the guest's
 //     (release, effective mode, GuestFacts).
 //
 // Error contract: executor.h. A job no offer runs (the scheduler leased it

@@ -1,19 +1,24 @@
 // The pure parts of the kernel providers: mode parameters and mapping, the
 // guest's framed channel, QEMU's argv, the job archive, how a finished guest
 // run is judged, and the host provider's refusal. Nothing here runs QEMU.
+#include <elf.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/kernels/guest_channel.h"
 #include "agent/kernels/host_provider.h"
 #include "agent/kernels/kernel_provider.h"
@@ -320,6 +325,196 @@ TEST(GuestJobArchiveTest, RefusesWhatTheGuestCannotRun) {
   EXPECT_TRUE(GuestJobArchive({}, "").ok());  // facts only
 }
 
+TEST(GuestJobArchiveTest, IozoneGetsAScratchFileSystemOnTheDevice) {
+  const std::vector<std::string> argv = {"iozone",
+                                         "-s",
+                                         "4096k",
+                                         "-r",
+                                         "64k",
+                                         "-i0",
+                                         "-i1",
+                                         "-I",
+                                         "-t",
+                                         "2",
+                                         "-F",
+                                         "/mnt/nvme/iozone.farm.0",
+                                         "/mnt/nvme/iozone.farm.1"};
+  absl::StatusOr<std::string> a = GuestJobArchive(argv, "/dev/nvme0n1");
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::string content;
+  EXPECT_EQ(NewcNames(*a, &content),
+            (std::vector<std::string>{"farm", "farm/argv", "farm/scratch-fs", "farm/wait-device",
+                                      "TRAILER!!!"}));
+  EXPECT_EQ(content, absl::StrCat(absl::StrJoin(argv, "\n"), "\n"));
+  EXPECT_THAT(*a, HasSubstr("/dev/nvme0n1 /mnt/nvme\n"));
+  // fio takes the raw device: no file system.
+  EXPECT_THAT(*GuestJobArchive({"fio", "--name=r"}, "/dev/nvme0n1"),
+              ::testing::Not(HasSubstr("scratch-fs")));
+  // No device to put the file system on.
+  EXPECT_EQ(GuestJobArchive(argv, "").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CheckGuestIozoneArgvTest, OnlyTheFarmsThroughputRunInTheScratchDir) {
+  const std::vector<std::string> ok = {"iozone", "-s", "4096k", "-r", "64k",
+                                       "-i0",    "-t", "1",     "-F", "/mnt/nvme/f.0"};
+  EXPECT_TRUE(CheckGuestIozoneArgv(ok).ok());
+  auto with = [&](std::size_t i, const std::string& v) {
+    std::vector<std::string> a = ok;
+    a[i] = v;
+    return CheckGuestIozoneArgv(a).code();
+  };
+  EXPECT_EQ(with(9, "/tmp/f.0"), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(9, "/mnt/nvme/../../etc/x"), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(9, "/mnt/nvmex/f"), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(9, "/mnt/nvme/.."), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with(5, "-b"), absl::StatusCode::kInvalidArgument);  // writes a spreadsheet anywhere
+  EXPECT_EQ(with(5, "-U"), absl::StatusCode::kInvalidArgument);  // remounts a mount point
+  EXPECT_EQ(with(2, "4096k;x"), absl::StatusCode::kInvalidArgument);
+  // Throughput mode only: no -t, or no files.
+  EXPECT_EQ(CheckGuestIozoneArgv({"iozone", "-s", "4k", "-F", "/mnt/nvme/f"}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckGuestIozoneArgv({"iozone", "-s", "4k", "-t", "1", "-F"}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+namespace fs = std::filesystem;
+
+// A minimal ELF64 relocatable object: a null section, .modinfo holding
+// `modinfo` and the section-name table, as a kernel module lays them out.
+std::string ModuleElf(const std::string& modinfo) {
+  const std::string names = std::string("\0.modinfo\0.shstrtab\0", 20);
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_type = ET_REL;
+  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  eh.e_shentsize = sizeof(Elf64_Shdr);
+  eh.e_shnum = 3;
+  eh.e_shstrndx = 2;
+  const std::size_t info_off = sizeof eh, names_off = info_off + modinfo.size();
+  eh.e_shoff = names_off + names.size();
+  Elf64_Shdr sh[3] = {};
+  sh[1].sh_name = 1;
+  sh[1].sh_offset = info_off;
+  sh[1].sh_size = modinfo.size();
+  sh[2].sh_name = 10;
+  sh[2].sh_offset = names_off;
+  sh[2].sh_size = names.size();
+  std::string out(reinterpret_cast<const char*>(&eh), sizeof eh);
+  out += modinfo + names;
+  out.append(reinterpret_cast<const char*>(sh), sizeof sh);
+  return out;
+}
+
+TEST(ModuleDependsTest, ReadsDependsAndSoftPreFromModinfo) {
+  absl::StatusOr<ModuleNeeds> n = ModuleDepends(ModuleElf(
+      std::string("license=GPL\0depends=t10-pi,crc64\0softdep=pre: crc32c post: x\0", 61)));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(n->depends, (std::vector<std::string>{"t10-pi", "crc64"}));
+  EXPECT_EQ(n->soft_pre, (std::vector<std::string>{"crc32c"}));
+  n = ModuleDepends(ModuleElf(std::string("depends=\0", 9)));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_TRUE(n->depends.empty());
+  EXPECT_EQ(ModuleDepends("not an elf").status().code(), absl::StatusCode::kInvalidArgument);
+  std::string truncated = ModuleElf("depends=a");
+  truncated.resize(truncated.size() - 8);  // the section headers run past the end
+  EXPECT_EQ(ModuleDepends(truncated).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+class GuestModulesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "guest-modules-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    build_.release = "6.1.0-57-amd64";
+    build_.arch = kArchX86;
+    build_.dir = dir_;
+    build_.config = "config";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void Write(const std::string& rel, const std::string& content) {
+    fs::create_directories((fs::path(dir_) / rel).parent_path());
+    std::ofstream(fs::path(dir_) / rel, std::ios::binary) << content;
+  }
+  std::vector<std::string> Names(const std::vector<std::string>& paths) {
+    std::vector<std::string> out;
+    for (const std::string& p : paths) out.push_back(fs::path(p).filename().string());
+    return out;
+  }
+  std::string dir_;
+  kstore::KernelBuild build_;
+};
+
+TEST_F(GuestModulesTest, DependenciesFirstOnlyForWhatIsAModule) {
+  Write("config", "CONFIG_BLK_DEV_NVME=m\nCONFIG_NVME_CORE=m\nCONFIG_EXT4_FS=m\n");
+  build_.modules = "modules";
+  Write("modules/kernel/drivers/nvme/host/nvme.ko",
+        ModuleElf(std::string("depends=nvme-core\0", 18)));
+  Write("modules/kernel/drivers/nvme/host/nvme-core.ko",
+        ModuleElf(std::string("depends=t10-pi\0", 15)));
+  Write("modules/kernel/block/t10-pi.ko",
+        ModuleElf(std::string("depends=\0softdep=pre: crc64 absent\0", 35)));
+  Write("modules/kernel/lib/crc64.ko", ModuleElf(std::string("depends=\0", 9)));
+  Write("modules/kernel/fs/ext4/ext4.ko", ModuleElf(std::string("depends=jbd2\0", 13)));
+  absl::StatusOr<std::vector<std::string>> m = GuestModules(build_, false);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(Names(*m),
+            (std::vector<std::string>{"crc64.ko", "t10-pi.ko", "nvme-core.ko", "nvme.ko"}));
+  // ext4 only for a scratch file system; its missing jbd2 is named.
+  m = GuestModules(build_, true);
+  ASSERT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition) << m.status();
+  EXPECT_THAT(m.status().message(), HasSubstr("needs module jbd2"));
+  Write("modules/kernel/fs/jbd2/jbd2.ko", ModuleElf(std::string("depends=\0", 9)));
+  m = GuestModules(build_, true);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(Names(*m).back(), "ext4.ko");
+
+  absl::StatusOr<std::string> archive = GuestModulesArchive(*m);
+  ASSERT_TRUE(archive.ok()) << archive.status();
+  EXPECT_THAT(*archive, HasSubstr("farm/modules/nvme.ko"));
+  EXPECT_THAT(*archive, HasSubstr("crc64.ko\nt10-pi.ko\nnvme-core.ko\nnvme.ko\n"));
+}
+
+TEST_F(GuestModulesTest, BuiltInDriversNeedNothingAndAModuleNeedsTheDirectory) {
+  Write("config", "CONFIG_BLK_DEV_NVME=y\nCONFIG_EXT4_FS=y\n");
+  absl::StatusOr<std::vector<std::string>> m = GuestModules(build_, true);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->empty());
+  Write("config", "CONFIG_BLK_DEV_NVME=m\n");
+  m = GuestModules(build_, false);
+  ASSERT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(m.status().message(), HasSubstr("no modules directory"));
+}
+
+TEST(InterpretGuestRunTest, ModuleLoadFailureAbortsBeforeTheModeIsJudged) {
+  // No NVMe came up, so the groups cannot show the mode: not a mismatch.
+  const std::string channel =
+      "@@farm-begin facts\nrelease=6.1.0-57-cloud-amd64\nmachine=x86_64\n"
+      "cmdline=console=ttyS0 iommu.strict=1\niommu=ivhd0 \n@@farm-end facts 0\n"
+      "@@farm-begin iommu-groups\n@@farm-end iommu-groups 0\n"
+      "@@farm-begin modules\ninsmod nvme-core.ko\ninsmod: can't insert 'nvme-core.ko': "
+      "unknown symbol in module\n@@farm-end modules 1\n"
+      "@@farm-begin nvme\n@@farm-end nvme 0\n@@farm-done\n";
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), channel, "", CleanExit());
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kAborted) << run.status();
+  EXPECT_THAT(run.status().message(), HasSubstr("could not load its kernel modules"));
+  EXPECT_THAT(run.status().message(), HasSubstr("unknown symbol in module"));
+}
+
+TEST(InterpretGuestRunTest, ScratchFileSystemFailureAbortsWithItsOutput) {
+  std::string channel = kStrictChannel;
+  channel.insert(channel.find("@@farm-done"),
+                 "@@farm-begin scratch-fs\nmke2fs: short write\n@@farm-end scratch-fs 1\n");
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), channel, "", CleanExit());
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kAborted) << run.status();
+  EXPECT_THAT(run.status().message(), HasSubstr("scratch file system"));
+  EXPECT_THAT(run.status().message(), HasSubstr("mke2fs: short write"));
+}
+
 TEST(GuestJobArchiveTest, NamesTheChannelWhenGiven) {
   absl::StatusOr<std::string> a = GuestJobArchive({}, "/dev/nvme0n1", "/dev/ttyAMA0");
   ASSERT_TRUE(a.ok()) << a.status();
@@ -562,6 +757,70 @@ TEST(BuildQemuArgvTest, AmdIommuDeviceAndNoneForOff) {
   EXPECT_EQ(std::count(argv->begin(), argv->end(), "-device"), 1);  // the NVMe only
   q.iommu_model = "q35+virtio-iommu";
   EXPECT_EQ(BuildQemuArgv(q).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Safety: every machine model, IOMMU on and off, runs with -nodefaults
+// -no-user-config and nothing but the options the provider means: no
+// network, display, USB, monitor or extra drive; the only devices are the
+// model's IOMMU and the NVMe on the job's scratch image.
+TEST(BuildQemuArgvTest, EveryModelRunsWithNodefaultsAndOnlyItsDevices) {
+  struct Case {
+    std::string arch, model;
+    bool iommu;
+    std::vector<std::string> devices;
+  };
+  const std::string nvme = "nvme,serial=farm-nvme0,drive=nvme0";
+  const std::vector<Case> cases = {
+      {kArchX86, kModelIntel, true, {"intel-iommu,intremap=on,caching-mode=on", nvme}},
+      {kArchX86, kModelIntel, false, {"intel-iommu,intremap=on,caching-mode=on", nvme}},
+      {kArchX86, kModelAmd, true, {"amd-iommu", nvme}},
+      {kArchX86, kModelAmd, false, {nvme}},
+      {kArchArm64, kModelSmmuv3, true, {nvme}},
+      {kArchArm64, kModelSmmuv3, false, {nvme}},
+  };
+  // Options and how many values each takes.
+  const std::map<std::string, int> allowed = {{"-M", 1},
+                                              {"-cpu", 1},
+                                              {"-accel", 1},
+                                              {"-nodefaults", 0},
+                                              {"-no-user-config", 0},
+                                              {"-no-reboot", 0},
+                                              {"-display", 1},
+                                              {"-m", 1},
+                                              {"-smp", 1},
+                                              {"-drive", 1},
+                                              {"-device", 1},
+                                              {"-serial", 1},
+                                              {"-kernel", 1},
+                                              {"-initrd", 1},
+                                              {"-append", 1}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model + (c.iommu ? " on" : " off"));
+    QemuInvocation q = Invocation();
+    q.arch = c.arch;
+    q.iommu_model = c.arch == kArchArm64 ? "" : c.model;
+    q.iommu = c.iommu;
+    if (c.arch == kArchArm64) q.channel_log = q.console_log;
+    absl::StatusOr<std::vector<std::string>> argv = BuildQemuArgv(q);
+    ASSERT_TRUE(argv.ok()) << argv.status();
+    const std::vector<std::string>& a = *argv;
+    std::vector<std::string> devices, seen;
+    for (std::size_t i = 1; i < a.size(); ++i) {
+      auto it = allowed.find(a[i]);
+      ASSERT_NE(it, allowed.end()) << "unexpected QEMU argument '" << a[i] << "'";
+      seen.push_back(a[i]);
+      if (a[i] == "-device") devices.push_back(a[i + 1]);
+      i += it->second;
+    }
+    for (const char* must : {"-nodefaults", "-no-user-config", "-no-reboot"}) {
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), must), 1) << must;
+    }
+    EXPECT_EQ(After(a, "-display"), "none");
+    EXPECT_EQ(devices, c.devices);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), "-drive"), 1);
+    EXPECT_EQ(After(a, "-drive"), "file=/s/nvme.img,if=none,id=nvme0,format=raw");
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), "-serial"), c.arch == kArchArm64 ? 1 : 2);
+  }
 }
 
 TEST(ResolveAccelTest, AutoProbesOnceAndFallsBack) {

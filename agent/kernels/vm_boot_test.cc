@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <random>
 #include <string>
@@ -22,6 +23,10 @@
 #include "absl/strings/strip.h"
 #include "agent/kernels/vm_provider.h"
 #include "agent/runners/fio_json.h"
+#include "agent/runners/iozone_report.h"
+#include "agent/runners/iozone_spec.h"
+#include "agent/runners/runners.h"
+#include "lib/kstore/kernel_store.h"
 #include "lib/process/process.h"
 #include "proto/names.h"
 
@@ -242,6 +247,55 @@ TEST_F(VmBootTest, ImageWithoutBootHeaderIsRefusedPermanently) {
   EXPECT_THAT(run.status().message(), HasSubstr("corrupt or unbootable kernel image"));
 }
 
+// q35 + amd-iommu: Debian's generic amd64 kernel (the cloud one has no
+// AMD_IOMMU; scripts/fetch-test-kernels --generic-amd64 fetches it with the
+// modules its guest loads, NVMe being one), strict, a 2 s fio randread on
+// the NVMe behind the emulated AMD-Vi.
+TEST_F(VmBootTest, AmdIommuStrictRunsFioUnderDma) {
+  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(*kernels_dir_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::string release;
+  for (const kstore::KernelBuild& b : store->builds) {
+    std::vector<std::string> models = IommuModelsFor(b, kArchX86);
+    if (b.arch == kArchX86 && !b.modules.empty() &&
+        std::find(models.begin(), models.end(), kModelAmd) != models.end()) {
+      release = std::max(release, b.release);
+    }
+  }
+  ASSERT_FALSE(release.empty()) << "no amd64 kernel with CONFIG_AMD_IOMMU=y and modules under "
+                                << *kernels_dir_ << ": run scripts/fetch-test-kernels "
+                                << "--generic-amd64";
+  VmKernelProvider vm(config_);
+  bool offered = false;
+  for (const pb::KernelOffer& o : vm.Offers()) {
+    offered = offered || (o.release() == release && o.machine_model() == kModelAmd);
+  }
+  EXPECT_TRUE(offered) << release << " is not offered under " << kModelAmd;
+  KernelRequest r = Request(pb::IOMMU_MODE_STRICT);
+  r.kernel_release = release;
+  r.machine_model = kModelAmd;
+  r.tool_argv = {"fio",         "--name=randread", "--filename=/dev/nvme0n1", "--rw=randread",
+                 "--bs=4k",     "--direct=1",      "--ioengine=libaio",       "--iodepth=16",
+                 "--runtime=2", "--time_based",    "--output-format=json"};
+  r.tool_runtime = absl::Seconds(2);
+  absl::StatusOr<KernelRun> run = vm.Run(r);
+  ASSERT_TRUE(run.ok()) << run.status();
+  Report("strict (q35+amd-iommu)", *run);
+  EXPECT_EQ(run->facts.release, release);
+  EXPECT_EQ(run->machine_model, kModelAmd);
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(run->domain_type, "DMA");
+  EXPECT_THAT(run->facts.iommu, HasSubstr("ivhd"));  // the AMD driver's IOMMU, not dmar
+  ASSERT_EQ(run->tool_exit, 0) << run->tool_stderr;
+  absl::StatusOr<runners::FioReport> report = runners::ParseFioJson(run->tool_stdout);
+  ASSERT_TRUE(report.ok()) << report.status() << "\n" << run->tool_stdout;
+  ASSERT_EQ(report->jobs.size(), 1u);
+  EXPECT_EQ(report->jobs[0].error, 0);
+  EXPECT_GT(report->jobs[0].read.iops, 0);
+  std::cout << "strict (q35+amd-iommu): fio " << report->fio_version
+            << " randread 4k qd16 read IOPS " << report->jobs[0].read.iops << "\n";
+}
+
 // Debian's arm64 cloud kernel on aarch64 virt + SMMUv3 (TCG): all four modes
 // are real there, lazy included (DMA-FQ), and each boot runs a 2 s fio
 // randread on the VM's NVMe from the arm64 guest root (Debian's fio:arm64).
@@ -389,6 +443,73 @@ TEST_F(VmArm64BootTest, OffBootsWithoutSmmuV3) {
   EXPECT_TRUE(run->facts.groups.empty());
   EXPECT_THAT(run->facts.cmdline, ::testing::Not(HasSubstr("iommu.")));
   ExpectFioRead("off", *run);
+}
+
+// (phase, metric, unit) of each sample, sorted: what a result row is keyed by.
+std::vector<std::string> SampleNames(const std::vector<runners::Sample>& samples) {
+  std::vector<std::string> out;
+  for (const runners::Sample& s : samples) {
+    out.push_back(absl::StrCat(s.phase, "/", s.metric, " [", s.unit, "]"));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// iozone in the guest: the job's spec through the host runner's validator
+// (IozoneSpecFromParams) as the guest argv, files on the ext2 the guest's
+// init makes on the NVMe, the report through the host's parser; its samples
+// carry exactly the names of a host iozone run of the same spec.
+TEST_F(VmArm64BootTest, StrictRunsIozoneOnTheNvmeWithTheHostMetricNames) {
+  const runners::Params params = {{"tests", "write,read"}, {"size", "4m"}, {"record", "64k"}};
+  absl::StatusOr<runners::IozoneSpec> spec = runners::IozoneSpecFromParams(params);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::vector<std::string>> argv =
+      runners::BuildIozoneGuestArgv(*spec, kGuestScratchDir);
+  ASSERT_TRUE(argv.ok()) << argv.status();
+
+  // The host iozone executor's run of the same spec, in a directory of its
+  // own, while the guest boots (throughput mode pauses 2 s around each test,
+  // so each run takes about 12 s whatever the disk).
+  absl::StatusOr<runners::ToolInfo> iozone = runners::DetectIozone();
+  ASSERT_TRUE(iozone.ok()) << iozone.status() << " (scripts/install-deps installs iozone3)";
+  const fs::path host_dir = fs::path(allow_dir_ + "-host");
+  fs::create_directories(host_dir);
+  absl::StatusOr<runners::AllowedTargets> allowed =
+      runners::AllowedTargets::Parse({host_dir.string()}, {});
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  std::future<absl::StatusOr<runners::RunResult>> host_run = std::async(std::launch::async, [&] {
+    return runners::IozoneRunner(*iozone).RunParams(params, *allowed, runners::RunOptions{});
+  });
+
+  KernelRequest r;
+  r.kernel_release = *release_;
+  r.mode = pb::IOMMU_MODE_STRICT;
+  r.tool_argv = *argv;
+  r.tool_runtime = absl::Seconds(30);
+  VmKernelProvider vm(config_);
+  absl::StatusOr<KernelRun> run = vm.Run(r);
+  absl::StatusOr<runners::RunResult> host = host_run.get();
+  std::error_code ec;
+  fs::remove_all(host_dir, ec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  Report("strict iozone (virt+smmuv3)", *run);
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(run->domain_type, "DMA");
+  ASSERT_EQ(run->tool_exit, 0) << run->tool_stderr << "\n" << run->tool_stdout;
+  absl::StatusOr<runners::IozoneReport> report = runners::ParseIozoneReport(run->tool_stdout);
+  ASSERT_TRUE(report.ok()) << report.status() << "\n" << run->tool_stdout;
+  ASSERT_NE(report->Find("write"), nullptr) << run->tool_stdout;
+  ASSERT_NE(report->Find("read"), nullptr) << run->tool_stdout;
+  EXPECT_GT(report->Find("write")->children, 0);
+  EXPECT_GT(report->Find("read")->children, 0);
+  std::cout << "strict iozone (virt+smmuv3): iozone " << report->version << " write "
+            << report->Find("write")->children << " kB/s, read " << report->Find("read")->children
+            << " kB/s\n";
+  const std::vector<std::string> guest_names = SampleNames(runners::IozoneSamples(*report));
+
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(guest_names, SampleNames(host->samples));
+  EXPECT_FALSE(guest_names.empty());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "agent/kernels/vm_provider.h"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -11,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -19,6 +22,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/kernels/guest_channel.h"
 #include "lib/process/process.h"
@@ -210,16 +215,55 @@ std::string NewcArchive(const std::vector<std::pair<std::string, std::string>>& 
   return out;
 }
 
+absl::Status CheckGuestIozoneArgv(const std::vector<std::string>& argv) {
+  // The options BuildIozoneGuestArgv (agent/runners/iozone_spec.h) emits and
+  // nothing else: no option may name a path (-b, -f, -U ...) outside the
+  // scratch file system.
+  const std::string prefix = absl::StrCat(kGuestScratchDir, "/");
+  bool threads = false;
+  std::size_t files = 0;
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "-s" || a == "-r" || a == "-t") {
+      if (i + 1 == argv.size() || argv[i + 1].empty() ||
+          argv[i + 1].find_first_not_of("0123456789kmgKMG") != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("guest iozone: ", a, " needs a size"));
+      }
+      threads = threads || a == "-t";
+      ++i;
+    } else if (a == "-i0" || a == "-i1" || a == "-i2" || a == "-I" || a == "-M") {
+    } else if (a == "-F") {
+      for (; i + 1 < argv.size() && !absl::StartsWith(argv[i + 1], "-"); ++i, ++files) {
+        const std::string& f = argv[i + 1];
+        const std::string name = absl::StartsWith(f, prefix) ? f.substr(prefix.size()) : "";
+        if (name.empty() || name == "." || name == ".." || absl::StrContains(name, "/")) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("guest iozone: file '", f, "' is not in ", kGuestScratchDir));
+        }
+      }
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("guest iozone: option '", a, "' is not one the farm runs"));
+    }
+  }
+  if (!threads || files == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "guest iozone runs in throughput mode only (-t N -F files in ", kGuestScratchDir, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool_argv,
                                             const std::string& wait_device,
                                             const std::string& channel) {
   std::vector<std::pair<std::string, std::string>> files;
   if (!tool_argv.empty()) {
-    if (fs::path(tool_argv[0]).filename() != "fio") {
+    const std::string tool = fs::path(tool_argv[0]).filename().string();
+    if (tool != "fio" && tool != "iozone") {
       return absl::InvalidArgumentError(
-          absl::StrCat("the guest root has no tool '", tool_argv[0], "' (only fio)"));
+          absl::StrCat("the guest root has no tool '", tool_argv[0], "' (only fio and iozone)"));
     }
-    std::string argv = "fio\n";
+    std::string argv = tool + "\n";
     for (std::size_t i = 1; i < tool_argv.size(); ++i) {
       if (tool_argv[i].find_first_of(std::string("\n\0", 2)) != std::string::npos) {
         return absl::InvalidArgumentError(
@@ -227,10 +271,168 @@ absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool
       }
       absl::StrAppend(&argv, tool_argv[i], "\n");
     }
+    if (tool == "iozone") {
+      if (absl::Status s = CheckGuestIozoneArgv(tool_argv); !s.ok()) return s;
+      if (wait_device.empty()) {
+        return absl::InvalidArgumentError("guest iozone needs a device for its file system");
+      }
+    }
     files.emplace_back("farm/argv", std::move(argv));
+    if (tool == "iozone") {
+      files.emplace_back("farm/scratch-fs", absl::StrCat(wait_device, " ", kGuestScratchDir, "\n"));
+    }
   }
   if (!wait_device.empty()) files.emplace_back("farm/wait-device", wait_device + "\n");
   if (!channel.empty()) files.emplace_back("farm/channel", channel + "\n");
+  return NewcArchive(files);
+}
+
+namespace {
+
+// Whether the build's config sets `symbol` to m (a loadable module).
+bool ConfigIsModule(const kstore::KernelBuild& build, absl::string_view symbol) {
+  if (build.config.empty()) return false;
+  absl::StatusOr<std::string> text = ReadFile(build.ConfigPath());
+  if (!text.ok()) return false;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    if (absl::ConsumePrefix(&line, symbol) && line == "=m") return true;
+  }
+  return false;
+}
+
+// modprobe's spelling of a module name: '-' and '_' are the same.
+std::string ModuleKey(absl::string_view name) { return absl::StrReplaceAll(name, {{"-", "_"}}); }
+
+}  // namespace
+
+absl::StatusOr<ModuleNeeds> ModuleDepends(absl::string_view elf) {
+  auto bad = [](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("not a kernel module: ", why));
+  };
+  if (elf.size() < sizeof(Elf64_Ehdr) || elf.substr(0, 4) != ELFMAG ||
+      elf[EI_CLASS] != ELFCLASS64) {
+    return bad("no ELF64 header");
+  }
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, elf.data(), sizeof eh);
+  if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > elf.size() ||
+      eh.e_shnum > (elf.size() - eh.e_shoff) / sizeof(Elf64_Shdr) || eh.e_shstrndx >= eh.e_shnum) {
+    return bad("section headers out of the file");
+  }
+  auto section = [&](std::size_t i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, elf.data() + eh.e_shoff + i * sizeof sh, sizeof sh);
+    return sh;
+  };
+  auto body = [&](const Elf64_Shdr& sh) -> absl::StatusOr<absl::string_view> {
+    if (sh.sh_offset > elf.size() || sh.sh_size > elf.size() - sh.sh_offset) {
+      return bad("section out of the file");
+    }
+    return elf.substr(sh.sh_offset, sh.sh_size);
+  };
+  absl::StatusOr<absl::string_view> names = body(section(eh.e_shstrndx));
+  if (!names.ok()) return names.status();
+  for (std::size_t i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr sh = section(i);
+    if (sh.sh_name >= names->size()) continue;
+    absl::string_view name = names->substr(sh.sh_name);
+    name = name.substr(0, name.find('\0'));
+    if (name != ".modinfo") continue;
+    absl::StatusOr<absl::string_view> info = body(sh);
+    if (!info.ok()) return info.status();
+    ModuleNeeds needs;
+    for (absl::string_view entry : absl::StrSplit(*info, '\0')) {
+      if (absl::ConsumePrefix(&entry, "depends=")) {
+        for (absl::string_view d : absl::StrSplit(entry, ',', absl::SkipEmpty())) {
+          needs.depends.emplace_back(d);
+        }
+      } else if (absl::ConsumePrefix(&entry, "softdep=")) {
+        // "pre: a b post: c": the names after pre: up to the next keyword.
+        bool pre = false;
+        for (absl::string_view w : absl::StrSplit(entry, ' ', absl::SkipEmpty())) {
+          if (absl::EndsWith(w, ":")) {
+            pre = w == "pre:";
+          } else if (pre) {
+            needs.soft_pre.emplace_back(w);
+          }
+        }
+      }
+    }
+    return needs;
+  }
+  return bad("no .modinfo section");
+}
+
+absl::StatusOr<std::vector<std::string>> GuestModules(const kstore::KernelBuild& build,
+                                                      bool scratch_fs) {
+  std::vector<std::string> wanted;
+  if (ConfigIsModule(build, "CONFIG_BLK_DEV_NVME")) wanted.push_back("nvme");
+  if (scratch_fs && ConfigIsModule(build, "CONFIG_EXT4_FS")) wanted.push_back("ext4");
+  if (wanted.empty()) return std::vector<std::string>();
+  const std::string dir = build.ModulesPath();
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kernel ", build.release, " builds ", absl::StrJoin(wanted, " and "),
+        " as modules, but its store build has no modules directory (import the .deb with its "
+        "modules)"));
+  }
+  std::map<std::string, std::string> index;  // ModuleKey -> path
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".ko")
+      index.emplace(ModuleKey(it->path().stem().string()), it->path().string());
+  }
+  std::vector<std::string> order;
+  std::set<std::string> done, visiting;
+  std::function<absl::Status(const std::string&, bool)> visit = [&](const std::string& name,
+                                                                    bool soft) {
+    const std::string key = ModuleKey(name);
+    if (done.count(key)) return absl::OkStatus();
+    auto it = index.find(key);
+    if (it == index.end() && soft) return absl::OkStatus();
+    if (!visiting.insert(key).second) {
+      return absl::FailedPreconditionError(absl::StrCat("module ", name, " depends on itself"));
+    }
+    if (it == index.end()) {
+      return absl::FailedPreconditionError(absl::StrCat("kernel ", build.release, " needs module ",
+                                                        name, ", which is not under ", dir));
+    }
+    absl::StatusOr<std::string> elf = ReadFile(it->second);
+    if (!elf.ok()) return elf.status();
+    absl::StatusOr<ModuleNeeds> needs = ModuleDepends(*elf);
+    if (!needs.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(it->second, ": ", needs.status().message()));
+    }
+    for (const std::string& d : needs->soft_pre) {
+      if (absl::Status s = visit(d, true); !s.ok()) return s;
+    }
+    for (const std::string& d : needs->depends) {
+      if (absl::Status s = visit(d, false); !s.ok()) return s;
+    }
+    done.insert(key);
+    order.push_back(it->second);
+    return absl::OkStatus();
+  };
+  for (const std::string& w : wanted) {
+    if (absl::Status s = visit(w, false); !s.ok()) return s;
+  }
+  return order;
+}
+
+absl::StatusOr<std::string> GuestModulesArchive(const std::vector<std::string>& modules) {
+  std::vector<std::pair<std::string, std::string>> files;
+  std::string order;
+  for (const std::string& m : modules) {
+    const std::string name = fs::path(m).filename().string();
+    std::ifstream in(m, std::ios::binary);
+    std::ostringstream body;
+    body << in.rdbuf();
+    if (!in) return absl::InternalError(absl::StrCat("read module ", m));
+    files.emplace_back(absl::StrCat("farm/modules/", name), body.str());
+    absl::StrAppend(&order, name, "\n");
+  }
+  files.emplace_back("farm/modules.order", std::move(order));
   return NewcArchive(files);
 }
 
@@ -259,6 +461,12 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
     if (exit.timed_out) return aborted("did not finish in time");
     return aborted("stopped before the job finished");
   }
+  // Without its modules the guest has no NVMe, and its group says nothing
+  // about the mode.
+  if (auto it = out->sections.find("modules"); it != out->sections.end() && it->second.exit != 0) {
+    return aborted(absl::StrCat("could not load its kernel modules (exit ", it->second.exit,
+                                "): ", ConsoleTail(it->second.body, 5, 512)));
+  }
   absl::StatusOr<KernelFacts> facts = KernelFactsFromGuest(*out);
   if (!facts.ok()) return aborted(facts.status().message());
 
@@ -279,6 +487,11 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
         absl::StrCat("requested IOMMU mode ", proto::ModeName(request.mode),
                      " but the guest kernel ran ", proto::ModeName(run.effective), " (",
                      run.effective_detail, "; cmdline: ", run.facts.cmdline, ")"));
+  }
+  if (auto it = out->sections.find("scratch-fs");
+      it != out->sections.end() && it->second.exit != 0) {
+    return aborted(absl::StrCat("could not make the scratch file system (exit ", it->second.exit,
+                                "): ", ConsoleTail(it->second.body, 5, 512)));
   }
   if (auto it = out->sections.find("tool"); it != out->sections.end()) {
     run.tool_stdout = it->second.body;
@@ -459,6 +672,10 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
         absl::StrCat("kernel ", build->release, " cannot run under ", model, " (it runs under ",
                      absl::StrJoin(models, ", "), ")"));
   }
+  const bool scratch_fs =
+      !request.tool_argv.empty() && fs::path(request.tool_argv[0]).filename() == "iozone";
+  absl::StatusOr<std::vector<std::string>> modules = GuestModules(*build, scratch_fs);
+  if (!modules.ok()) return modules.status();
   q.iommu_model = arm64 ? "" : model;
   q.iommu = !((arm64 || model == kModelAmd) && request.mode == pb::IOMMU_MODE_OFF);
   q.cpu = config_.cpu;
@@ -487,6 +704,11 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
     if (ec) return absl::InternalError(absl::StrCat("copy initramfs: ", ec.message()));
     // The kernel unpacks concatenated archives in order; the job's comes last.
     std::ofstream out(q.initrd, std::ios::binary | std::ios::app);
+    if (!modules->empty()) {
+      absl::StatusOr<std::string> archive = GuestModulesArchive(*modules);
+      if (!archive.ok()) return archive.status();
+      out << *archive;
+    }
     out << *job;
     if (!out.flush()) return absl::InternalError("append the job archive to " + q.initrd);
   }

@@ -1,9 +1,11 @@
 // vm_provider: the `vm` KernelProvider. It boots the requested kernel release
 // under QEMU (x86_64 q35 with an emulated Intel VT-d, `intel-iommu` in caching
-// mode, or aarch64 virt with an emulated SMMUv3; one emulated NVMe on a
-// scratch file), with the mode's parameter on
+// mode, or AMD-Vi, `amd-iommu`; or aarch64 virt with an emulated SMMUv3; one
+// emulated NVMe on a scratch file), with the mode's parameter on
 // the kernel command line, runs the tool inside the guest from the project's
-// initramfs (scripts/build-guest-root, init in agent/kernels/guest/init),
+// initramfs (scripts/build-guest-root, init in agent/kernels/guest/init;
+// fio on the raw NVMe, iozone on an ext2 the guest makes on it; the
+// build's NVMe/ext4 modules loaded first when they are not built in),
 // reads the guest's framed output from its second serial port
 // (guest_channel.h) and derives the mode the guest kernel really ran from its
 // NVMe's IOMMU group.
@@ -15,9 +17,10 @@
 // timeout + tool runtime + margin) and process-group kill. A guest whose
 // kernel decompressor halts is stopped as soon as the console says so.
 //
-// Known limit of the model: the VT-d driver forces strict invalidation when
-// it sees caching mode ("IOMMU batching disallowed due to virtualization"),
-// so lazy requests end as a strict/lazy mismatch on this machine model.
+// Known limit of the q35 models: the VT-d driver forces strict invalidation
+// when it sees caching mode ("IOMMU batching disallowed due to
+// virtualization") and the AMD driver when the IOMMU reports NpCache, so lazy
+// requests end as a strict/lazy mismatch on both (docs/kernels.md).
 //
 // Thread-safety: immutable after construction; concurrent runs each get their
 // own scratch directory. Error contract: kernel_provider.h. The pure pieces
@@ -108,14 +111,51 @@ absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q);
 absl::StatusOr<std::string> KernelImagePath(const std::string& kernels_dir,
                                             const std::string& release);
 
+// Where a guest iozone's files live: an ext2 file system the guest's init
+// makes on the VM's NVMe and mounts here (iozone works on files).
+inline constexpr char kGuestScratchDir[] = "/mnt/nvme";
+
+// A guest iozone argv is the form BuildIozoneGuestArgv
+// (agent/runners/iozone_spec.h) builds: only -s/-r/-t with a size, -i0/-i1/
+// -i2, -I, -M and -F with files directly in kGuestScratchDir; throughput
+// mode (-t and -F) required. InvalidArgument naming what is refused.
+absl::Status CheckGuestIozoneArgv(const std::vector<std::string>& argv);
+
 // The per-job archive appended to the initramfs: farm/argv (one argument a
-// line, argv[0] as the guest's tool name), farm/wait-device and, when
-// given, farm/channel (the farm channel's device). InvalidArgument for an
-// argv the guest cannot run (argv[0] not fio, an argument with a newline or
-// NUL).
+// line, argv[0] as the guest's tool name), farm/wait-device, for iozone
+// farm/scratch-fs ("<wait_device> <kGuestScratchDir>": the init makes and
+// mounts the file system, and the tool does not run when that fails) and,
+// when given, farm/channel (the farm channel's device). InvalidArgument for
+// an argv the guest cannot run (argv[0] not fio or iozone, an iozone argv
+// CheckGuestIozoneArgv refuses or without a device, an argument with a
+// newline or NUL).
 absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool_argv,
                                             const std::string& wait_device,
                                             const std::string& channel = "");
+
+// The kernel modules a guest of `build` must load before its job: the NVMe
+// driver ("nvme") when the build's config has CONFIG_BLK_DEV_NVME=m, and
+// for a job on iozone's scratch file system ("ext4", which mounts ext2)
+// when CONFIG_EXT4_FS=m; each after its dependencies (ModuleDepends; soft
+// ones when the build has them), as paths under build.ModulesPath(). Empty when all are built
+// in. FailedPrecondition when one is a module but the build has no modules
+// directory or the module (or a dependency) is not in it.
+absl::StatusOr<std::vector<std::string>> GuestModules(const kstore::KernelBuild& build,
+                                                      bool scratch_fs);
+
+// What a kernel module's .modinfo (ELF64 section) says it needs loaded
+// first, module names as the kernel writes them ("nvme-core").
+struct ModuleNeeds {
+  std::vector<std::string> depends;   // `depends=`: required
+  std::vector<std::string> soft_pre;  // `softdep=pre: ...`: loaded when present
+};
+// InvalidArgument for a file that is not an ELF64 object with a .modinfo
+// section.
+absl::StatusOr<ModuleNeeds> ModuleDepends(absl::string_view elf);
+
+// The archive of `modules` (paths) for the guest's init: each file as
+// farm/modules/<basename>, and farm/modules.order naming them in order.
+absl::StatusOr<std::string> GuestModulesArchive(const std::vector<std::string>& modules);
 
 // A newc ("070701") cpio archive of regular files (path, content), their
 // parent directories included, ending with the trailer.
@@ -135,7 +175,8 @@ struct QemuExit {
 // contract names: FAILED_PRECONDITION (permanent) with the console tail for
 // an image that cannot boot (its boot stub halted, or QEMU's loader refused
 // it), ABORTED with the console tail when the guest did not get to
-// `@@farm-done` otherwise (panic, hang, QEMU failure); FAILED_PRECONDITION
+// `@@farm-done` otherwise (panic, hang, QEMU failure) or when the guest
+// could not make iozone's scratch file system; FAILED_PRECONDITION
 // when it booted another release or ran another mode than requested (the
 // message names both). Pure.
 absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::string_view channel,
@@ -168,9 +209,9 @@ class VmKernelProvider : public KernelProvider {
  public:
   explicit VmKernelProvider(VmConfig config);
 
-  // What the machine model really runs: on q35 + VT-d in caching mode off,
-  // passthrough and strict (lazy ends as strict, so it is not offered); on
-  // virt + SMMUv3 all four.
+  // What the machine model really runs: on q35 + VT-d in caching mode and
+  // q35 + AMD-Vi off, passthrough and strict (lazy ends as strict, so it is
+  // not offered); on virt + SMMUv3 all four.
   std::vector<iommufarm::v1::IommuMode> Modes() const;
   // One offer per build of the store for the config's architecture and IOMMU
   // model (IommuModelsFor), sorted by commit id, with the build's commit and

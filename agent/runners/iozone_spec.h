@@ -40,6 +40,14 @@ absl::StatusOr<IozoneCommand> BuildIozoneCommand(const IozoneSpec& spec,
                                                  const std::string& iozone = "iozone",
                                                  const std::string& file_prefix = "iozone.farm");
 
+// The argv of the same run inside a VM guest (agent/kernels/vm_provider.h),
+// whose only place for files is `directory` (the guest's scratch file
+// system): the -F files are <directory>/<file_prefix>.<i>. InvalidArgument
+// when the spec names another directory.
+absl::StatusOr<std::vector<std::string>> BuildIozoneGuestArgv(
+    const IozoneSpec& spec, const std::string& directory, const std::string& iozone = "iozone",
+    const std::string& file_prefix = "iozone.farm");
+
 }  // namespace farm::runners
 
 #endif  // AGENT_RUNNERS_IOZONE_SPEC_H_

@@ -363,6 +363,28 @@ TEST_F(SandboxTest, IozoneArgvIsBuiltFromTheSpec) {
                                                  sub + "/j.0", sub + "/j.1"}));
 }
 
+TEST(IozoneGuestArgv, SameArgvWithFilesInTheGuestDirectory) {
+  auto spec = IozoneSpecFromParams({{"tests", "[write, read, randread]"},
+                                    {"size", "1g"},
+                                    {"record", "256k"},
+                                    {"threads", "2"},
+                                    {"direct", "true"},
+                                    {"machine_info", "1"}});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto argv = BuildIozoneGuestArgv(*spec, "/mnt/nvme", "iozone", "j");
+  ASSERT_TRUE(argv.ok()) << argv.status();
+  EXPECT_EQ(*argv, (std::vector<std::string>{"iozone", "-s", "1048576k", "-r", "256k", "-i0", "-i1",
+                                             "-i2", "-I", "-M", "-t", "2", "-F", "/mnt/nvme/j.0",
+                                             "/mnt/nvme/j.1"}));
+  spec->directory = "/srv";  // the guest has no other place for files
+  EXPECT_EQ(BuildIozoneGuestArgv(*spec, "/mnt/nvme").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  spec->directory = "/mnt/nvme";
+  EXPECT_TRUE(BuildIozoneGuestArgv(*spec, "/mnt/nvme").ok());
+  EXPECT_EQ(BuildIozoneGuestArgv(*spec, "/mnt/nvme", "iozone", "../x").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(FioSpec, AcceptedValues) {
   auto spec = FioSpecFromParams({{"rw", "RandRW"},
                                  {"rwmixread", "70"},
