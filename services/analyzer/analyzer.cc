@@ -415,7 +415,10 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
                         {"empty_rounds", 0},
                         {"step_matrix", json::object()}};
     json full = state;
-    if (std::optional<RealConfirm> rc = RealConfirmFromSpecYaml(m.spec_yaml); rc.has_value()) {
+    // A real tool measures the workload's throughput, which stands for a
+    // primary metric only: secondary findings are confirmed on the emulator.
+    if (std::optional<RealConfirm> rc = RealConfirmFromSpecYaml(m.spec_yaml);
+        rc.has_value() && f.primary_metric) {
       full["real_confirm"] = RealConfirmToJson(*rc);
     }
     n.bisect_state_json = full.dump();

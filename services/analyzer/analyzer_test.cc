@@ -346,7 +346,9 @@ class OneBisectStore final : public AnalyzerStore {
  public:
   explicit OneBisectStore(std::string state) : state_(std::move(state)) {}
   absl::StatusOr<std::vector<MatrixInfo>> MatricesToAnalyze() override {
-    return std::vector<MatrixInfo>{};
+    std::vector<MatrixInfo> out = matrices;
+    matrices.clear();
+    return out;
   }
   absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& ids) override {
     std::vector<SampleRow> out;
@@ -364,8 +366,9 @@ class OneBisectStore final : public AnalyzerStore {
   absl::StatusOr<SeriesSpec> Cell(int64_t, const std::string&, const std::string&) override {
     return SeriesSpec{};
   }
-  absl::StatusOr<std::vector<int64_t>> RecordAnalysis(int64_t, const std::string&,
-                                                      const std::vector<NewRegression>&) override {
+  absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
+      int64_t, const std::string&, const std::vector<NewRegression>& found) override {
+    recorded.insert(recorded.end(), found.begin(), found.end());
     return std::vector<int64_t>{};
   }
   absl::StatusOr<std::vector<ActiveBisect>> ActiveBisects() override {
@@ -400,6 +403,8 @@ class OneBisectStore final : public AnalyzerStore {
     return absl::OkStatus();
   }
 
+  std::vector<MatrixInfo> matrices;
+  std::vector<NewRegression> recorded;
   std::vector<iommufarm::v1::KernelOffer> offers;
   std::vector<int> offers_asked_for;
   std::vector<SampleRow> samples;
@@ -545,6 +550,47 @@ TEST(RealConfirmTest, TheBisectAfterARealConfirmationRunsOnTheEmulator) {
   const BisectUpdate& u = store.updates.back();
   EXPECT_EQ(u.confirmed_by, "fio");
   EXPECT_EQ(u.regression_state, 2);
+}
+
+// Only a primary-metric finding carries the real confirmation into its
+// bisect's state; a secondary one (latency) is confirmed on the emulator.
+TEST(RealConfirmTest, OnlyPrimaryMetricFindingsAreConfirmedOnRealKernels) {
+  OneBisectStore store("{}");
+  store.matrices.push_back(MatrixInfo{1, "kernels", true, 1, kConfirmSpec});
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> noise(0, 1);
+  for (int c = 0; c <= 40; c += 8) {
+    for (int r = 0; r < 5; ++r) {
+      SampleRow t = Row(1, "c" + std::to_string(c), "strict", r,
+                        1200 * (c >= 24 ? 0.8 : 1) * (1 + 0.003 * noise(rng)));
+      t.commit_index = c;
+      store.samples.push_back(t);
+      SampleRow l = t;
+      l.metric = "latency_us";
+      l.value = 50 * (c >= 8 ? 1.2 : 1) * (1 + 0.003 * noise(rng));
+      store.samples.push_back(l);
+    }
+  }
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  (void)analyzer.Tick();
+  ASSERT_EQ(store.recorded.size(), 2u);
+  int primary = 0, secondary = 0;
+  for (const NewRegression& n : store.recorded) {
+    const nlohmann::json st = nlohmann::json::parse(n.bisect_state_json);
+    if (n.metric_rank == "primary") {
+      ++primary;
+      EXPECT_EQ(n.finding.first_bad, "c24");
+      ASSERT_TRUE(st.contains("real_confirm")) << st.dump();
+      EXPECT_EQ(st["real_confirm"]["workload"], "fio-nvme");
+    } else {
+      ++secondary;
+      EXPECT_EQ(n.finding.first_bad, "c8");
+      EXPECT_FALSE(st.contains("real_confirm")) << st.dump();
+    }
+  }
+  EXPECT_EQ(primary, 1);
+  EXPECT_EQ(secondary, 1);
 }
 
 TEST(RealConfirmTest, WithoutOfferedKernelsTheEmulatorConfirmsAndSaysWhy) {
