@@ -259,7 +259,7 @@ TEST_F(ConfirmRealPgTest, EmulatorFindingIsConfirmedByFioOnTheCommitsKernels) {
       "SELECT j.commit_id, j.executor, r.host->>'kernel_release', "
       "r.host->'guest'->>'domain_type', r.host->'guest'->>'provider', j.kind "
       "FROM results r JOIN jobs j ON j.id = r.job_id "
-      "WHERE j.matrix_id IN ($1, $1 + 1) AND j.executor = $2 ORDER BY j.commit_id",
+      "WHERE j.matrix_id IN ($1::bigint, $1::bigint + 1) AND j.executor = $2 ORDER BY j.commit_id",
       reg.confirm_matrix_id(), static_cast<int>(pb::EXECUTOR_FIO));
   ASSERT_EQ(rows.size(), 4u) << vm_agent_->Out();
   std::map<std::string, int> per_commit;
@@ -273,9 +273,10 @@ TEST_F(ConfirmRealPgTest, EmulatorFindingIsConfirmedByFioOnTheCommitsKernels) {
   }
   EXPECT_EQ(per_commit, (std::map<std::string, int>{{"v6.1.190", 2}, {"v6.1.192", 2}}));
   // Its confirmation ran no emulator job: both of its matrices are fio.
-  pqxx::row emu =
-      w.exec_params1("SELECT count(*) FROM jobs WHERE matrix_id IN ($1, $1 + 1) AND executor <> $2",
-                     reg.confirm_matrix_id(), static_cast<int>(pb::EXECUTOR_FIO));
+  pqxx::row emu = w.exec_params1(
+      "SELECT count(*) FROM jobs WHERE matrix_id IN ($1::bigint, $1::bigint + 1) AND executor <> "
+      "$2",
+      reg.confirm_matrix_id(), static_cast<int>(pb::EXECUTOR_FIO));
   EXPECT_EQ(emu[0].as<int64_t>(), 0);
 }
 
