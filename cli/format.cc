@@ -511,6 +511,15 @@ std::string CulpritsTable(const google::protobuf::RepeatedPtrField<pb::Culprit>&
 }
 }  // namespace
 
+namespace {
+// "fio (matrix 12)", "emulator", or "-" before the confirmation ran.
+std::string ConfirmedByCell(const pb::Regression& r) {
+  if (r.confirmed_by().empty()) return "-";
+  if (r.confirm_matrix_id() == 0) return r.confirmed_by();
+  return absl::StrCat(r.confirmed_by(), " (matrix ", r.confirm_matrix_id(), ")");
+}
+}  // namespace
+
 std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs) {
   if (regs.empty()) return "no regressions\n";
   std::vector<std::vector<std::string>> rows;
@@ -520,10 +529,10 @@ std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs) {
                     r.overhead_series() ? "overhead" : ModeName(r.mode()),
                     absl::StrFormat("%+.1f%%", 100.0 * r.magnitude()),
                     absl::StrCat(r.last_good(), "..", r.first_bad()), CulpritsCell(r),
-                    r.alert_firing() ? "firing" : "-"});
+                    r.alert_firing() ? "firing" : "-", ConfirmedByCell(r)});
   }
   return RenderTable({"id", "state", "platform", "workload", "metric", "rank", "series", "change",
-                      "range", "culprit", "alert"},
+                      "range", "culprit", "alert", "confirmed by"},
                      rows);
 }
 
@@ -541,7 +550,7 @@ std::string CulpritsCsv(const google::protobuf::RepeatedPtrField<pb::Culprit>& c
 std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs) {
   std::string out =
       "id,state,platform,workload,metric,rank,primary_metrics,series,change,p_value,last_good,"
-      "first_bad,culprit,alert,note,culprits\n";
+      "first_bad,culprit,alert,note,confirmed_by,confirm_matrix_id,culprits\n";
   for (const auto& r : regs) {
     absl::StrAppend(
         &out,
@@ -553,6 +562,7 @@ std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs) {
              absl::StrFormat("%.17g", r.magnitude()), absl::StrFormat("%.17g", r.p_value()),
              CsvField(r.last_good()), CsvField(r.first_bad()), CsvField(r.culprit_id()),
              r.alert_firing() ? std::string("firing") : std::string(), CsvField(r.note()),
+             CsvField(r.confirmed_by()), absl::StrCat(r.confirm_matrix_id()),
              CsvField(CulpritsCsv(r.culprits()))},
             ","),
         "\n");
@@ -584,6 +594,10 @@ std::string FormatRegression(const pb::Regression& r) {
       "  detected:  ", FormatTimestamp(r.detected_at()), "\n");
   if (r.culprits_size() > 1) absl::StrAppend(&out, CulpritsTable(r.culprits()));
   if (r.bisect_id() != 0) absl::StrAppend(&out, "  bisect:    ", r.bisect_id(), "\n");
+  if (!r.confirmed_by().empty()) {
+    absl::StrAppend(&out, "  confirmed: by ", ConfirmedByCell(r),
+                    r.confirm_note().empty() ? "" : ": " + r.confirm_note(), "\n");
+  }
   if (!r.fix_check().empty()) {
     absl::StrAppend(&out, "  fix check: ", r.fix_check(),
                     r.fix_check_commit().empty()

@@ -211,6 +211,29 @@ TEST(FormatRegressionTest, ShowsTheFixCheck) {
       << FormatRegression(r);
 }
 
+TEST(FormatRegressionTest, ShowsTheConfirmingExecutor) {
+  pb::Regression r;
+  r.set_id(5);
+  r.set_state(pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(FormatRegression(r).find("confirmed: by"), std::string::npos);
+  EXPECT_NE(FormatRegressionsTable({r}).find("confirmed by"), std::string::npos);
+  r.set_confirmed_by("fio");
+  r.set_confirm_matrix_id(12);
+  r.set_confirm_note("fio on real kernels (virt-smmuv3, fio-nvme): iops/read -9.0%");
+  EXPECT_NE(FormatRegression(r).find("  confirmed: by fio (matrix 12): fio on real kernels "
+                                     "(virt-smmuv3, fio-nvme): iops/read -9.0%\n"),
+            std::string::npos)
+      << FormatRegression(r);
+  EXPECT_NE(FormatRegressionsTable({r}).find("fio (matrix 12)"), std::string::npos)
+      << FormatRegressionsTable({r});
+  const std::string csv = FormatRegressionsCsv({r});
+  EXPECT_NE(csv.find(",confirmed_by,confirm_matrix_id,culprits\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",fio,12,\n"), std::string::npos) << csv;
+  r.set_confirmed_by("emulator");
+  r.set_confirm_matrix_id(0);
+  EXPECT_NE(FormatRegressionsTable({r}).find("emulator"), std::string::npos);
+}
+
 TEST(RenderTableTest, PadsColumns) {
   EXPECT_EQ(RenderTable({"a", "bb"}, {{"xxx", "y"}}), "a    bb\nxxx  y\n");
 }

@@ -296,9 +296,9 @@ ReportTable ResultsTable(const ReportSources& s, const pb::Regression* focus,
 ReportTable RegressionsTable(const std::vector<pb::Regression>& regs) {
   ReportTable t;
   t.title = "Regressions and improvements";
-  t.headers = {"id",        "state",     "rank",     "direction", "platform",
-               "workload",  "metric",    "series",   "change",    "p",
-               "last good", "first bad", "culprits", "alert",     "note"};
+  t.headers = {"id",       "state",  "rank",   "direction",   "platform",  "workload",
+               "metric",   "series", "change", "p",           "last good", "first bad",
+               "culprits", "alert",  "note",   "confirmed by"};
   for (const auto& r : regs) {
     std::vector<std::string> culprits;
     for (const auto& c : CulpritsOf(r)) {
@@ -310,7 +310,14 @@ ReportTable RegressionsTable(const std::vector<pb::Regression>& regs) {
          r.platform(), r.workload(), r.metric(), SeriesOf(r), Percent(r.magnitude()),
          absl::StrFormat("%.2g", r.p_value()), r.last_good(), r.first_bad(),
          culprits.empty() ? "-" : absl::StrJoin(culprits, ", "), r.alert_firing() ? "firing" : "-",
-         r.note()});
+         r.note(),
+         r.confirmed_by().empty()
+             ? "-"
+             : absl::StrCat(r.confirmed_by(),
+                            r.confirm_matrix_id() == 0
+                                ? ""
+                                : absl::StrCat(" (matrix ", r.confirm_matrix_id(), ")"),
+                            r.confirm_note().empty() ? "" : ": " + r.confirm_note())});
   }
   return t;
 }

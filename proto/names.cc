@@ -109,4 +109,11 @@ pb::RegressionState RegressionStateFromName(std::string_view name) {
 
 std::vector<std::string> RegressionStateNames() { return NamesOf(kRegressionStates); }
 
+std::string DefaultConfirmMetric(iommufarm::v1::Executor executor, std::string_view fio_rw) {
+  if (executor != iommufarm::v1::EXECUTOR_FIO) return "";
+  if (fio_rw == "read" || fio_rw == "randread") return "iops/read";
+  if (fio_rw == "write" || fio_rw == "randwrite") return "iops/write";
+  return "";
+}
+
 }  // namespace farm::proto

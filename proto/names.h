@@ -46,6 +46,12 @@ iommufarm::v1::RegressionState RegressionStateFromName(std::string_view name);
 // Every regression state's word, in enum order.
 std::vector<std::string> RegressionStateNames();
 
+// The "metric/phase" a real tool's confirmation run compares by default
+// (analysis.confirm.metric): fio's iops of the one phase of a pure read or
+// write job (`rw` read/randread or write/randwrite); "" otherwise (a mixed
+// fio job, iozone), where the spec must name one.
+std::string DefaultConfirmMetric(iommufarm::v1::Executor executor, std::string_view fio_rw);
+
 }  // namespace farm::proto
 
 #endif  // PROTO_NAMES_H_

@@ -237,6 +237,20 @@ void CheckAgainstTables(const MatrixSpec& spec, Errors& e) {
                          " (vm platforms: ", absl::StrJoin(known, ", "), ")"));
     }
   }
+  if (spec.confirm.enabled) {
+    toolspec::Params params(spec.confirm.workload.params.begin(),
+                            spec.confirm.workload.params.end());
+    params.erase(::farm::proto::kKernelParamsKey);
+    // As for a fio matrix below: the target is the agent's choice.
+    if (spec.confirm.executor == pb::EXECUTOR_FIO && params.count("filename") == 0 &&
+        params.count("directory") == 0) {
+      params.emplace("filename", "/dev/nvme0n1");
+    }
+    absl::Status s = spec.confirm.executor == pb::EXECUTOR_FIO
+                         ? toolspec::FioSpecFromParams(params).status()
+                         : toolspec::IozoneSpecFromParams(params).status();
+    if (!s.ok()) e.Add("analysis.confirm.workload.params", std::string(s.message()));
+  }
   for (size_t i = 0; i < spec.workloads.size(); ++i) {
     const WorkloadSpec& w = spec.workloads[i];
     const std::string p = absl::StrCat("workloads[", i, "]");
@@ -307,6 +321,124 @@ uint64_t JobSeed(uint64_t spec_seed, const std::string& platform, const Workload
 }
 
 namespace {
+
+// `analysis.confirm: {executor, workload: {name, params}, catalog, platform,
+// repeats, max_repeats, metric}` onto the typed message.
+void MapConfirmYaml(const YAML::Node& c, Errors& e, pb::AnalysisConfirm* out) {
+  const std::string p = "analysis.confirm";
+  if (!c.IsMap()) {
+    e.Add(p, absl::StrCat("expected a map like {executor: fio, workload: {name, params}}, got ",
+                          KindOf(c)));
+    return;
+  }
+  CheckKeys(c, p,
+            {"executor", "workload", "catalog", "platform", "repeats", "max_repeats", "metric"}, e);
+  std::string ex;
+  if (c["executor"] && GetString(c["executor"], p + ".executor", e, &ex)) {
+    out->set_executor(ExecutorFromName(ex));
+    if (out->executor() != pb::EXECUTOR_FIO && out->executor() != pb::EXECUTOR_IOZONE) {
+      e.Add(p + ".executor",
+            absl::StrCat("unknown real executor ", Quote(ex), " (expected fio, iozone)"));
+    }
+  }
+  if (c["workload"]) {
+    const YAML::Node w = c["workload"];
+    const std::string wp = p + ".workload";
+    if (w.IsScalar()) {
+      GetString(w, wp, e, out->mutable_workload()->mutable_name());
+    } else if (!w.IsMap()) {
+      e.Add(wp, absl::StrCat("expected {name, params}, got ", KindOf(w)));
+    } else {
+      CheckKeys(w, wp, {"name", "params"}, e);
+      if (w["name"]) GetString(w["name"], wp + ".name", e, out->mutable_workload()->mutable_name());
+      const YAML::Node params = w["params"];
+      if (params && !params.IsNull() && !params.IsMap()) {
+        e.Add(wp + ".params", absl::StrCat("expected a map, got ", KindOf(params)));
+      } else if (params && params.IsMap()) {
+        for (auto it = params.begin(); it != params.end(); ++it) {
+          const std::string key = it->first.Scalar();
+          std::string value;
+          if (GetParamValue(it->second, wp + ".params." + key, e, &value)) {
+            (*out->mutable_workload()->mutable_params())[key] = value;
+          }
+        }
+      }
+    }
+  }
+  for (const char* k : {"catalog", "platform", "metric"}) {
+    std::string v;
+    if (!c[k] || !GetString(c[k], p + "." + k, e, &v)) continue;
+    if (std::string_view(k) == "catalog") out->set_catalog(v);
+    if (std::string_view(k) == "platform") out->set_platform(v);
+    if (std::string_view(k) == "metric") out->set_metric(v);
+  }
+  int64_t v = 0;
+  // Two runs per commit at least: a t-test needs a variance on each side.
+  if (c["repeats"] && GetInt(c["repeats"], p + ".repeats", e, 2, 100, &v)) {
+    out->set_repeats(static_cast<int32_t>(v));
+  }
+  if (c["max_repeats"] && GetInt(c["max_repeats"], p + ".max_repeats", e, 2, 1000, &v)) {
+    out->set_max_repeats(static_cast<int32_t>(v));
+  }
+}
+
+// The typed checks of `analysis.confirm`: a real executor and a workload,
+// an emulator matrix, bounds, and a metric (fio's default from `rw`).
+void CheckConfirm(const pb::MatrixSpec& in, Errors& e, MatrixSpec* spec) {
+  const pb::AnalysisConfirm& c = in.analysis().confirm();
+  const std::string p = "analysis.confirm";
+  ConfirmSpec& out = spec->confirm;
+  out.enabled = true;
+  if (in.executor() != pb::EXECUTOR_UNSPECIFIED && in.executor() != pb::EXECUTOR_EMULATOR) {
+    e.AddIfNew(p, absl::StrCat("confirms an emulator matrix's findings on real kernels; this "
+                               "matrix already runs ",
+                               ExecutorName(in.executor())));
+  }
+  if (c.executor() == pb::EXECUTOR_UNSPECIFIED) {
+    e.AddIfNew(p + ".executor", "required (fio or iozone)");
+  } else if (c.executor() != pb::EXECUTOR_FIO && c.executor() != pb::EXECUTOR_IOZONE) {
+    e.AddIfNew(p + ".executor",
+               absl::StrCat("unknown real executor ", static_cast<int>(c.executor()),
+                            " (expected fio, iozone)"));
+  }
+  out.executor = c.executor();
+  if (c.workload().name().empty()) {
+    e.AddIfNew(p + ".workload.name", "required (the real workload, e.g. fio-nvme)");
+  }
+  out.workload.name = c.workload().name();
+  for (const auto& [key, value] : c.workload().params()) {
+    if (key.empty()) {
+      e.AddIfNew(p + ".workload.params", "empty parameter name");
+      continue;
+    }
+    std::string refused;
+    if (key == ::farm::proto::kKernelParamsKey) ::farm::proto::ParseKernelParams(value, &refused);
+    if (!refused.empty()) e.AddIfNew(p + ".workload.params." + key, refused);
+    out.workload.params[key] = value;
+  }
+  out.catalog = c.catalog();
+  out.platform = c.platform();
+  if (c.repeats() < 0 || c.repeats() == 1 || c.repeats() > 100) {
+    e.AddIfNew(p + ".repeats", absl::StrCat("must be between 2 and 100, got ", c.repeats()));
+  }
+  out.repeats = c.repeats() == 0 ? 3 : c.repeats();
+  if (c.max_repeats() != 0 && (c.max_repeats() < out.repeats || c.max_repeats() > 1000)) {
+    e.AddIfNew(p + ".max_repeats", absl::StrCat("must be between repeats (", out.repeats,
+                                                ") and 1000, got ", c.max_repeats()));
+  }
+  out.max_repeats = c.max_repeats() == 0 ? out.repeats : c.max_repeats();
+  out.metric = c.metric();
+  if (out.metric.empty()) {
+    auto rw = out.workload.params.find("rw");
+    out.metric = ::farm::proto::DefaultConfirmMetric(
+        c.executor(), rw == out.workload.params.end() ? "" : rw->second);
+  }
+  if (out.metric.empty() && c.executor() != pb::EXECUTOR_UNSPECIFIED) {
+    e.AddIfNew(p + ".metric",
+               "required unless fio's rw is read, randread, write or randwrite (\"metric/phase\" "
+               "of a throughput the tool reports, e.g. iops/read or throughput_kb_s/read)");
+  }
+}
 
 // The YAML spec mapped onto the message, key by key. Reports what cannot be
 // mapped (YAML kinds, unknown keys, unknown names of modes, executors and
@@ -427,11 +559,12 @@ void MapYaml(const YAML::Node& root, Errors& e, pb::MatrixSpec* out) {
     if (!a.IsMap()) {
       e.Add("analysis", absl::StrCat("expected a map like {bisect: true}, got ", KindOf(a)));
     } else {
-      CheckKeys(a, "analysis", {"bisect"}, e);
+      CheckKeys(a, "analysis", {"bisect", "confirm"}, e);
       bool bisect = false;
       if (a["bisect"] && GetBool(a["bisect"], "analysis.bisect", e, &bisect)) {
         out->mutable_analysis()->set_bisect(bisect);
       }
+      if (a["confirm"]) MapConfirmYaml(a["confirm"], e, out->mutable_analysis()->mutable_confirm());
     }
   }
   if (root["kind"]) {
@@ -565,6 +698,7 @@ void CheckSpec(const pb::MatrixSpec& in, Errors& e, MatrixSpec* spec) {
   spec->executor =
       in.executor() == pb::EXECUTOR_UNSPECIFIED ? pb::EXECUTOR_EMULATOR : in.executor();
   spec->bisect = in.analysis().bisect();
+  if (in.analysis().has_confirm()) CheckConfirm(in, e, spec);
   if (!pb::JobKind_IsValid(in.kind())) {
     e.AddIfNew("kind", absl::StrCat("unknown kind ", static_cast<int>(in.kind()),
                                     " (expected bulk, confirm, bisect)"));
@@ -697,9 +831,33 @@ std::string MatrixSpecToYaml(const pb::MatrixSpec& spec) {
   if (spec.executor() != pb::EXECUTOR_UNSPECIFIED) {
     out << YAML::Key << "executor" << YAML::Value << ExecutorName(spec.executor());
   }
-  if (spec.analysis().bisect()) {
+  if (spec.analysis().bisect() && !spec.analysis().has_confirm()) {
     out << YAML::Key << "analysis" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
         << "bisect" << YAML::Value << true << YAML::EndMap;
+  }
+  if (spec.analysis().has_confirm()) {
+    const pb::AnalysisConfirm& c = spec.analysis().confirm();
+    out << YAML::Key << "analysis" << YAML::Value << YAML::BeginMap;
+    if (spec.analysis().bisect()) out << YAML::Key << "bisect" << YAML::Value << true;
+    out << YAML::Key << "confirm" << YAML::Value << YAML::BeginMap;
+    if (c.executor() != pb::EXECUTOR_UNSPECIFIED) {
+      out << YAML::Key << "executor" << YAML::Value << ExecutorName(c.executor());
+    }
+    out << YAML::Key << "workload" << YAML::Value << YAML::BeginMap << YAML::Key << "name"
+        << YAML::Value << c.workload().name();
+    if (!c.workload().params().empty()) {
+      out << YAML::Key << "params" << YAML::Value << YAML::BeginMap;
+      for (const auto& [k, v] : sorted(c.workload().params()))
+        out << YAML::Key << k << YAML::Value << v;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndMap;
+    if (!c.catalog().empty()) out << YAML::Key << "catalog" << YAML::Value << c.catalog();
+    if (!c.platform().empty()) out << YAML::Key << "platform" << YAML::Value << c.platform();
+    if (c.repeats() != 0) out << YAML::Key << "repeats" << YAML::Value << c.repeats();
+    if (c.max_repeats() != 0) out << YAML::Key << "max_repeats" << YAML::Value << c.max_repeats();
+    if (!c.metric().empty()) out << YAML::Key << "metric" << YAML::Value << c.metric();
+    out << YAML::EndMap << YAML::EndMap;
   }
   if (spec.kind() == pb::JOB_KIND_CONFIRM) out << YAML::Key << "kind" << YAML::Value << "confirm";
   if (spec.kind() == pb::JOB_KIND_BISECT) out << YAML::Key << "kind" << YAML::Value << "bisect";

@@ -44,6 +44,19 @@ struct WorkloadSpec {
   std::map<std::string, std::string> params;  // lists comma-joined
 };
 
+// `analysis.confirm`: the confirmation step of the emulator's findings run
+// as real jobs (docs/analyzer.md "Confirmation on real kernels").
+struct ConfirmSpec {
+  bool enabled = false;
+  pb::Executor executor = pb::EXECUTOR_UNSPECIFIED;  // fio or iozone
+  WorkloadSpec workload;
+  std::string catalog;   // "": the matrix's
+  std::string platform;  // "": the finding's
+  int repeats = 3;       // per commit
+  int max_repeats = 3;   // doubling cap of a suggestive result
+  std::string metric;    // "metric/phase", e.g. "iops/read"
+};
+
 struct MatrixSpec {
   std::string name;
   std::string catalog;
@@ -57,6 +70,7 @@ struct MatrixSpec {
   int repeats = 1;
   pb::Executor executor = pb::EXECUTOR_EMULATOR;
   bool bisect = false;
+  ConfirmSpec confirm;
   // Extension: "kind: bulk|confirm|bisect" (default bulk). The analyzer
   // submits confirm and bisect matrices; kind sets the priority band.
   pb::JobKind kind = pb::JOB_KIND_BULK;

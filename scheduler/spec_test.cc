@@ -576,3 +576,111 @@ TEST(ExpandTest, SpecSetCanBeLeftOutOfTheJobs) {
 }
 
 }  // namespace farm::scheduler
+
+namespace farm::scheduler {
+namespace {
+
+// kGood with `analysis:` replaced.
+std::string WithAnalysis(const std::string& analysis) {
+  std::string y = kGood;
+  const size_t at = y.find("analysis:");
+  return y.substr(0, at) + analysis;
+}
+
+TEST(ConfirmSpecTest, ParsesAndRoundTrips) {
+  const std::string y = WithAnalysis(
+      "analysis:\n  bisect: true\n  confirm:\n    executor: fio\n    platform: vm-smmuv3\n"
+      "    repeats: 2\n    max_repeats: 8\n    workload:\n      name: fio-nvme\n"
+      "      params: {rw: randread, bs: 4k, iodepth: 16, runtime: 2, time_based: 1}\n");
+  auto s = ParseMatrixSpec(y, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->bisect);
+  ASSERT_TRUE(s->confirm.enabled);
+  EXPECT_EQ(s->confirm.executor, pb::EXECUTOR_FIO);
+  EXPECT_EQ(s->confirm.workload.name, "fio-nvme");
+  EXPECT_EQ(s->confirm.workload.params.at("rw"), "randread");
+  EXPECT_EQ(s->confirm.platform, "vm-smmuv3");
+  EXPECT_EQ(s->confirm.catalog, "");
+  EXPECT_EQ(s->confirm.repeats, 2);
+  EXPECT_EQ(s->confirm.max_repeats, 8);
+  EXPECT_EQ(s->confirm.metric, "iops/read");  // from rw
+  // The matrix's own jobs are unchanged: the confirmation is the analyzer's.
+  EXPECT_EQ(s->executor, pb::EXECUTOR_EMULATOR);
+
+  absl::StatusOr<pb::MatrixSpec> typed = MatrixSpecFromYaml(y, {});
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  const std::string back = MatrixSpecToYaml(*typed);
+  absl::StatusOr<pb::MatrixSpec> again = MatrixSpecFromYaml(back, {});
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << back;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*typed, *again)) << back;
+  EXPECT_TRUE(again->analysis().bisect());
+  EXPECT_EQ(again->analysis().confirm().repeats(), 2);
+
+  // Defaults: 3 repeats, no doubling; a write job's metric.
+  auto d = ParseMatrixSpec(
+      WithAnalysis("analysis: {confirm: {executor: fio, workload: {name: w, params: {rw: write, "
+                   "bs: 4k}}}}\n"),
+      {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->bisect);
+  EXPECT_EQ(d->confirm.repeats, 3);
+  EXPECT_EQ(d->confirm.max_repeats, 3);
+  EXPECT_EQ(d->confirm.metric, "iops/write");
+  auto none = ParseMatrixSpec(kGood, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->confirm.enabled);
+}
+
+TEST(ConfirmSpecTest, ErrorsNameTheField) {
+  EXPECT_NE(ErrorOf(WithAnalysis("analysis: {confirm: {executor: qemu, workload: w}}\n"))
+                .find("analysis.confirm.executor: unknown real executor \"qemu\" (expected fio, "
+                      "iozone)"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(WithAnalysis("analysis: {confirm: {executor: emulator, workload: w}}\n"))
+                .find("analysis.confirm.executor: unknown real executor \"emulator\""),
+            std::string::npos);
+  const std::string missing = ErrorOf(WithAnalysis("analysis: {confirm: {repeats: 1}}\n"));
+  for (const char* want : {"analysis.confirm.repeats: must be between 2 and 100, got 1",
+                           "analysis.confirm.executor: required (fio or iozone)",
+                           "analysis.confirm.workload.name: required"}) {
+    EXPECT_NE(missing.find(want), std::string::npos) << want << "\n" << missing;
+  }
+  EXPECT_NE(ErrorOf(WithAnalysis("analysis: {confirm: {executor: fio, workload: w, extra: 1}}\n"))
+                .find("analysis.confirm.extra: unknown field"),
+            std::string::npos);
+  // Bad tool params are the agent validator's message, on the confirm's path.
+  EXPECT_NE(ErrorOf(WithAnalysis("analysis: {confirm: {executor: fio, workload: {name: w, "
+                                 "params: {rw: randread, ioengine: sg}}}}\n"))
+                .find("analysis.confirm.workload.params: "),
+            std::string::npos);
+  // No metric to compare for a mixed job or iozone.
+  EXPECT_NE(ErrorOf(WithAnalysis("analysis: {confirm: {executor: fio, workload: {name: w, params: "
+                                 "{rw: randrw}}}}\n"))
+                .find("analysis.confirm.metric: required"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(WithAnalysis("analysis: {confirm: {executor: fio, repeats: 4, max_repeats: 2, "
+                                 "workload: {name: w, params: {rw: read}}}}\n"))
+                .find("analysis.confirm.max_repeats: must be between repeats (4) and 1000, got 2"),
+            std::string::npos);
+  // A real matrix is not pre-screened.
+  std::string real = WithAnalysis(
+      "analysis: {confirm: {executor: fio, workload: {name: w, params: {rw: read}}}}\n");
+  real.replace(real.find("executor: emulator"), 18, "executor: fio");
+  EXPECT_NE(ErrorOf(real).find("analysis.confirm: confirms an emulator matrix's findings"),
+            std::string::npos)
+      << ErrorOf(real);
+  // Typed: the same checks.
+  absl::StatusOr<pb::MatrixSpec> typed = MatrixSpecFromYaml(kGood, {});
+  ASSERT_TRUE(typed.ok());
+  typed->mutable_analysis()->mutable_confirm()->set_executor(pb::EXECUTOR_EMULATOR);
+  auto checked = CheckMatrixSpec(*typed, {});
+  ASSERT_FALSE(checked.ok());
+  EXPECT_EQ(checked.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(checked.status().message())
+                .find("analysis.confirm.executor: unknown real executor 1 (expected fio, iozone)"),
+            std::string::npos)
+      << checked.status();
+}
+
+}  // namespace
+}  // namespace farm::scheduler

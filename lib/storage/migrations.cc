@@ -360,6 +360,16 @@ CREATE TABLE matrix_commit_settings (
 );
 )SQL";
 
+// Which executor's runs decided a regression's confirmation step (emulator,
+// or fio / iozone on real kernels when the matrix asked for it), the first
+// matrix of that step, and a sentence on it.
+const char* const kV10RegressionConfirmedBy = R"SQL(
+ALTER TABLE regressions
+  ADD COLUMN confirmed_by       text NOT NULL DEFAULT '',
+  ADD COLUMN confirm_matrix_id  bigint NOT NULL DEFAULT 0,
+  ADD COLUMN confirm_note       text NOT NULL DEFAULT '';
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
@@ -374,6 +384,8 @@ const std::vector<Migration>& AllMigrations() {
       {7, "jobs.fair_rank: the claim's round robin across matrices", kV7ClaimFairRank},
       {8, "matrices.model_set and matrix_commit_settings: shared by a matrix's jobs",
        kV8SharedModelSets},
+      {10, "regressions.confirmed_by, confirm_matrix_id, confirm_note: the confirming executor",
+       kV10RegressionConfirmedBy},
   };
   return *kAll;
 }

@@ -6,12 +6,14 @@
 #include <map>
 #include <utility>
 
+#include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "proto/kernel_offers.h"
 #include "proto/names.h"
 #include "services/analyzer/stats.h"
 
@@ -71,6 +73,36 @@ uint64_t SubmissionSeed(int64_t bisect_id, int seq) {
 
 std::string Percent(double rel) { return absl::StrFormat("%+.1f%%", rel * 100); }
 
+// How recently an agent must have sent a heartbeat for its kernel offers to
+// count when the executor of a confirmation is chosen.
+constexpr absl::Duration kLiveAgent = absl::Minutes(2);
+
+json RealConfirmToJson(const RealConfirm& c) {
+  return {{"executor", c.executor},
+          {"workload", c.workload},
+          {"params", json::parse(c.params_json, nullptr, false)},
+          {"catalog", c.catalog},
+          {"platform", c.platform},
+          {"repeats", c.repeats},
+          {"max_repeats", c.max_repeats},
+          {"metric", c.metric},
+          {"phase", c.phase}};
+}
+
+RealConfirm RealConfirmFromJson(const json& j) {
+  RealConfirm c;
+  c.executor = j.at("executor").get<int>();
+  c.workload = j.at("workload").get<std::string>();
+  c.params_json = j.at("params").dump();
+  c.catalog = j.at("catalog").get<std::string>();
+  c.platform = j.at("platform").get<std::string>();
+  c.repeats = j.at("repeats").get<int>();
+  c.max_repeats = j.at("max_repeats").get<int>();
+  c.metric = j.at("metric").get<std::string>();
+  c.phase = j.at("phase").get<std::string>();
+  return c;
+}
+
 }  // namespace
 
 std::vector<double> SeriesValuesAt(const std::vector<SampleRow>& samples, const SeriesSpec& spec,
@@ -95,6 +127,98 @@ std::vector<double> SeriesValuesAt(const std::vector<SampleRow>& samples, const 
     if (off != 0) out.push_back(Mean(p.first) / off);
   }
   return out;
+}
+
+std::optional<RealConfirm> RealConfirmFromSpecYaml(const std::string& spec_yaml) {
+  try {
+    const YAML::Node root = YAML::Load(spec_yaml);
+    if (!root.IsMap() || !root["analysis"] || !root["analysis"].IsMap()) return std::nullopt;
+    const YAML::Node c = root["analysis"]["confirm"];
+    if (!c || !c.IsMap()) return std::nullopt;
+    RealConfirm out;
+    const pb::Executor executor = c["executor"]
+                                      ? proto::ExecutorFromName(c["executor"].as<std::string>())
+                                      : pb::EXECUTOR_UNSPECIFIED;
+    if (executor != pb::EXECUTOR_FIO && executor != pb::EXECUTOR_IOZONE) return std::nullopt;
+    out.executor = executor;
+    json params = json::object();
+    const YAML::Node w = c["workload"];
+    if (w && w.IsScalar()) out.workload = w.as<std::string>();
+    if (w && w.IsMap()) {
+      if (w["name"]) out.workload = w["name"].as<std::string>();
+      if (w["params"] && w["params"].IsMap()) {
+        for (const auto& kv : w["params"]) {
+          // Lists are comma-joined, as the scheduler stores workload params.
+          std::string v;
+          if (kv.second.IsSequence()) {
+            for (const auto& item : kv.second) v += (v.empty() ? "" : ",") + item.as<std::string>();
+          } else {
+            v = kv.second.as<std::string>();
+          }
+          params[kv.first.as<std::string>()] = v;
+        }
+      }
+    }
+    if (out.workload.empty()) return std::nullopt;
+    out.params_json = params.dump();
+    if (c["catalog"]) out.catalog = c["catalog"].as<std::string>();
+    if (c["platform"]) out.platform = c["platform"].as<std::string>();
+    if (c["repeats"]) out.repeats = c["repeats"].as<int>();
+    out.max_repeats = c["max_repeats"] ? c["max_repeats"].as<int>() : out.repeats;
+    std::string metric = c["metric"] ? c["metric"].as<std::string>() : "";
+    if (metric.empty()) {
+      metric = proto::DefaultConfirmMetric(
+          executor, params.contains("rw") ? params["rw"].get<std::string>() : "");
+    }
+    if (metric.empty()) return std::nullopt;
+    const size_t slash = metric.find('/');
+    out.metric = metric.substr(0, slash);
+    out.phase = slash == std::string::npos ? "" : metric.substr(slash + 1);
+    return out;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+SeriesSpec RealConfirmSpec(const SeriesSpec& emulated, const RealConfirm& c) {
+  SeriesSpec s;
+  s.catalog = c.catalog.empty() ? emulated.catalog : c.catalog;
+  s.platform = c.platform.empty() ? emulated.platform : c.platform;
+  s.workload = c.workload;
+  s.params_json = c.params_json;
+  s.model_set_json = "{}";
+  s.executor = c.executor;
+  s.metric = c.metric;
+  s.phase = c.phase;
+  s.mode = emulated.mode;
+  s.overhead = emulated.overhead;
+  return s;
+}
+
+std::string MissingKernels(const std::vector<pb::KernelOffer>& offers, const SeriesSpec& real,
+                           const std::vector<std::string>& commits) {
+  std::vector<std::string> modes = {real.mode};
+  if (real.overhead) modes.push_back(proto::ModeName(pb::IOMMU_MODE_OFF));
+  const json params = json::parse(real.params_json, nullptr, false);
+  std::vector<std::string> missing;
+  for (const std::string& commit : commits) {
+    for (const std::string& mode : modes) {
+      pb::Job job;
+      job.set_commit_id(commit);
+      job.set_mode(proto::ModeFromName(mode));
+      job.set_executor(static_cast<pb::Executor>(real.executor));
+      if (params.is_object()) {
+        for (const auto& [k, v] : params.items()) {
+          (*job.mutable_workload()->mutable_params())[k] =
+              v.is_string() ? v.get<std::string>() : v.dump();
+        }
+      }
+      if (proto::FindOffer(offers, job) == nullptr) missing.push_back(commit + " in " + mode);
+    }
+  }
+  if (missing.empty()) return "";
+  return absl::StrCat("no live agent offers a ", ExecutorName(real.executor), " kernel for ",
+                      absl::StrJoin(missing, ", "));
 }
 
 std::string RerunSpecYaml(const SeriesSpec& spec, const std::string& name,
@@ -290,7 +414,14 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
                         {"pending_index", -1},
                         {"empty_rounds", 0},
                         {"step_matrix", json::object()}};
-    n.bisect_state_json = state.dump();
+    json full = state;
+    // A real tool measures the workload's throughput, which stands for a
+    // primary metric only: secondary findings are confirmed on the emulator.
+    if (std::optional<RealConfirm> rc = RealConfirmFromSpecYaml(m.spec_yaml);
+        rc.has_value() && f.primary_metric) {
+      full["real_confirm"] = RealConfirmToJson(*rc);
+    }
+    n.bisect_state_json = full.dump();
     found.push_back(std::move(n));
     Log(absl::StrCat("matrix ", m.id, ": ", f.primary_metric ? "" : "secondary-metric ",
                      f.regression ? "regression" : "improvement", " ", f.platform, " ", f.workload,
@@ -325,12 +456,13 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
     u.last_good = lg;
     u.first_bad = fb;
 
-    auto submit = [&](const std::string& what, const std::vector<std::string>& commits, int repeats,
+    auto submit = [&](const SeriesSpec& cell, const std::string& what,
+                      const std::vector<std::string>& commits, int repeats,
                       const std::string& kind) -> absl::StatusOr<int64_t> {
       const int seq = st.at("seq").get<int>();
       const std::string key = absl::StrCat("analyzer/b", b.bisect_id, "/", seq);
       const std::string yaml =
-          RerunSpecYaml(spec, absl::StrCat("analyzer-b", b.bisect_id, "-", what), commits, repeats,
+          RerunSpecYaml(cell, absl::StrCat("analyzer-b", b.bisect_id, "-", what), commits, repeats,
                         kind, SubmissionSeed(b.bisect_id, seq), options_.priority);
       absl::StatusOr<int64_t> id = submitter_->Submit(yaml, key);
       if (!id.ok()) return id.status();
@@ -341,10 +473,47 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
 
     if (st.at("phase") == "confirm") {
       json& cm = st["confirm_matrices"];
+      // The executor of the confirmation, chosen once before its first
+      // matrix: the spec's real one when live agents offer kernels for both
+      // commits in every mode of the cell, else the emulator (saying why).
+      // The emulator does not wait for kernels: a real confirmation that
+      // cannot run would hold the bisect forever.
+      if (!st.contains("confirm_by")) {
+        st["confirm_by"] = ExecutorName(pb::EXECUTOR_EMULATOR);
+        st["confirm_note"] = "";
+        if (st.contains("real_confirm") && cm.empty()) {
+          const RealConfirm rc = RealConfirmFromJson(st.at("real_confirm"));
+          const SeriesSpec real = RealConfirmSpec(spec, rc);
+          absl::StatusOr<std::vector<pb::KernelOffer>> offers =
+              store_->LiveOffers(rc.executor, kLiveAgent);
+          if (!offers.ok()) return offers.status();
+          const std::string missing = MissingKernels(*offers, real, {lg, fb});
+          if (missing.empty()) {
+            st["confirm_by"] = ExecutorName(rc.executor);
+            st["confirm_series"] = SpecToJson(real);
+          } else {
+            st["confirm_note"] = absl::StrCat("not confirmed on real kernels: ", missing,
+                                              "; confirmed on the emulator");
+          }
+          Log(absl::StrCat("bisect ", b.bisect_id, ": confirmation by ",
+                           st["confirm_by"].get<std::string>(),
+                           missing.empty() ? "" : " (" + missing + ")"));
+        }
+      }
+      const bool real = st.at("confirm_by") != ExecutorName(pb::EXECUTOR_EMULATOR);
+      const SeriesSpec cell = real ? SpecFromJson(st.at("confirm_series")) : spec;
+      BisectOptions confirm_options = options_.bisect;
+      if (real) {
+        const RealConfirm rc = RealConfirmFromJson(st.at("real_confirm"));
+        confirm_options.confirm_repeats = rc.repeats;
+        confirm_options.max_confirm_repeats = rc.max_repeats;
+      }
+      u.confirmed_by = st.at("confirm_by").get<std::string>();
+      u.confirm_note = st.value("confirm_note", "");
       // Round r (0-based) of confirm_repeats matrices doubles the repeats of
       // both commits: round 0 runs 1 repeat per matrix, round r >= 1 runs
       // 2^(r-1), so after round r each commit has confirm_repeats * 2^r.
-      const int per_round = std::max(1, options_.bisect.confirm_repeats);
+      const int per_round = std::max(1, confirm_options.confirm_repeats);
       const int round = st.value("confirm_round", 0);
       const int wanted = per_round * (round + 1);
       if (static_cast<int>(cm.size()) < wanted) {
@@ -354,7 +523,21 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
           const int r = static_cast<int>(cm.size()) / per_round;
           const int repeats = r == 0 ? 1 : 1 << (r - 1);
           absl::StatusOr<int64_t> id =
-              submit(absl::StrCat("confirm", cm.size() + 1), {lg, fb}, repeats, "confirm");
+              submit(cell, absl::StrCat("confirm", cm.size() + 1), {lg, fb}, repeats, "confirm");
+          if (!id.ok() && real && cm.empty() && absl::IsInvalidArgument(id.status())) {
+            // The scheduler refused the real cell (e.g. its catalog lacks a
+            // commit): the emulator confirms, the reason is kept.
+            st["confirm_by"] = ExecutorName(pb::EXECUTOR_EMULATOR);
+            st["confirm_note"] = absl::StrCat(
+                "not confirmed on real kernels: the scheduler refused ",
+                "the real matrix: ", id.status().message(), "; confirmed on the emulator");
+            st.erase("confirm_series");
+            u.confirmed_by = st["confirm_by"].get<std::string>();
+            u.confirm_note = st["confirm_note"].get<std::string>();
+            u.state_json = st.dump();
+            Log(absl::StrCat("bisect ", b.bisect_id, ": ", u.confirm_note));
+            return store_->SaveBisect(u);
+          }
           if (!id.ok()) {
             // Keep what was submitted; the next tick goes on with the same keys.
             if (!cm.empty()) {
@@ -370,21 +553,23 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
             BisectStepRecord{0, fb_index, fb, "pending", 2 * per_round * (1 << round), 0, 1, 0};
         s0.matrix_id = cm.front().get<int64_t>();
         u.steps.push_back(s0);
+        u.confirm_matrix_id = s0.matrix_id;
         u.state_json = st.dump();
         Log(absl::StrCat("bisect ", b.bisect_id, ": confirming ", lg, " vs ", fb, " with ",
-                         cm.size(), " interleaved rounds"));
+                         cm.size(), " interleaved rounds on ", u.confirmed_by));
         return store_->SaveBisect(u);
       }
       const std::vector<int64_t> ids = cm.get<std::vector<int64_t>>();
+      u.confirm_matrix_id = ids.front();
       absl::StatusOr<bool> done = store_->MatricesTerminal(ids);
       if (!done.ok()) return done.status();
       if (!*done) return absl::OkStatus();
       absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples(ids);
       if (!samples.ok()) return samples.status();
-      const std::vector<double> good = SeriesValuesAt(*samples, spec, lg);
-      const std::vector<double> bad = SeriesValuesAt(*samples, spec, fb);
+      const std::vector<double> good = SeriesValuesAt(*samples, cell, lg);
+      const std::vector<double> bad = SeriesValuesAt(*samples, cell, fb);
       const Confirmation c =
-          EvaluateConfirmation(good, bad, st.at("expected_change").get<double>(), options_.bisect);
+          EvaluateConfirmation(good, bad, st.at("expected_change").get<double>(), confirm_options);
       if (c.decision == SampleDecision::kMoreRepeats) {
         // Suggestive, not conclusive: both commits again with doubled repeats.
         st["confirm_round"] = round + 1;
@@ -419,7 +604,17 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
       u.steps.push_back(s0);
       Log(absl::StrCat("bisect ", b.bisect_id, ": confirmation ", s0.record.verdict, " ",
                        Percent(c.test.relative_change), absl::StrFormat(" p=%.2g", c.test.p_value),
-                       " (", good.size(), "+", bad.size(), " runs)"));
+                       " (", good.size(), "+", bad.size(), " runs on ", u.confirmed_by, ")"));
+      if (real) {
+        // The real figures: the regression's own magnitude stays the
+        // emulator's (another metric), so they go into the note.
+        u.confirm_note = absl::StrCat(
+            u.confirmed_by, " on real kernels (", cell.platform, ", ", cell.workload,
+            "): ", cell.metric, cell.phase.empty() ? "" : "/" + cell.phase, " ",
+            Percent(c.test.relative_change), absl::StrFormat(" p=%.2g", c.test.p_value), " (",
+            good.size(), "+", bad.size(), " runs): ", s0.record.verdict);
+        st["confirm_note"] = u.confirm_note;
+      }
       if (!c.confirmed) {
         st["phase"] = "done";
         u.bisect_state = "failed";
@@ -428,8 +623,10 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
         return store_->SaveBisect(u);
       }
       u.regression_state = 2;  // CONFIRMED
-      u.magnitude = c.test.relative_change;
-      u.p_value = c.test.p_value;
+      if (!real) {
+        u.magnitude = c.test.relative_change;
+        u.p_value = c.test.p_value;
+      }
       absl::StatusOr<std::vector<CommitRow>> commits =
           store_->Commits(spec.catalog, lg_index, fb_index);
       if (!commits.ok()) return commits.status();
@@ -440,7 +637,9 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
           u.culprit_id = fb;
           u.culprit_subject = commits->back().subject;
           u.culprits.push_back(BisectUpdate::CulpritRow{
-              Culprit{lg_index, fb_index, fb, c.test.relative_change, 1}, lg, u.culprit_subject});
+              Culprit{lg_index, fb_index, fb,
+                      real ? st.at("expected_change").get<double>() : c.test.relative_change, 1},
+              lg, u.culprit_subject});
         }
         u.state_json = st.dump();
         return store_->SaveBisect(u);
@@ -451,9 +650,13 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
         return absl::FailedPreconditionError(
             absl::StrCat("catalog ", spec.catalog, " changed under bisect ", b.bisect_id));
       }
+      // The bisect runs on the emulator; real references would be another
+      // metric, so after a real confirmation the planner measures its own.
       BisectPlanner planner(ids_in_range, lg_index, fb_index, options_.bisect);
-      planner.AddSamples(lg_index, good);
-      planner.AddSamples(fb_index, bad);
+      if (!real) {
+        planner.AddSamples(lg_index, good);
+        planner.AddSamples(fb_index, bad);
+      }
       st["phase"] = "bisect";
       st["planner"] = json::parse(planner.ToJson());
       st["culprit_subjects"] = json::object();
@@ -485,7 +688,7 @@ absl::Status Analyzer::AdvanceBisect(const ActiveBisect& b) {
     const bool stuck = st.at("empty_rounds").get<int>() >= 3;
     if (!planner->Done() && !stuck) {
       const BisectRequest req = *planner->Next();
-      absl::StatusOr<int64_t> id = submit(absl::StrCat("step", planner->Steps().size()),
+      absl::StatusOr<int64_t> id = submit(spec, absl::StrCat("step", planner->Steps().size()),
                                           {req.commit_id}, req.repeats, "bisect");
       if (!id.ok()) return id.status();
       pending.push_back(*id);

@@ -4,7 +4,9 @@
 //      suspected regressions (and improvements) with a bisect record;
 //   2. every running bisect: confirmation first (last good / first bad
 //      re-run interleaved, one matrix per round; while the result is only
-//      suggestive, another round doubling both commits' repeats), then
+//      suggestive, another round doubling both commits' repeats; on real
+//      kernels with the spec's `analysis.confirm` when live agents offer
+//      them, see RealConfirm), then
 //      bisection steps submitted as high-priority matrices through the
 //      scheduler, down to every culprit of the range; every step, the
 //      culprits and the planner state are written to PostgreSQL after each
@@ -44,6 +46,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "iommufarm/v1/farm.pb.h"
 #include "services/analyzer/analyzer_store.h"
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/clients.h"
@@ -137,6 +140,37 @@ class Analyzer final {
 // (matrix, repeat).
 std::vector<double> SeriesValuesAt(const std::vector<SampleRow>& samples, const SeriesSpec& spec,
                                    const std::string& commit_id);
+
+// `analysis.confirm` of a matrix spec: the confirmation step of its findings
+// run as real jobs (docs/analyzer.md "Confirmation on real kernels").
+struct RealConfirm {
+  int executor = 0;  // iommufarm.v1.Executor number: fio or iozone
+  std::string workload;
+  std::string params_json = "{}";
+  std::string catalog;   // "": the finding's
+  std::string platform;  // "": the finding's
+  int repeats = 3;       // per commit, first round
+  int max_repeats = 3;   // doubling cap of a suggestive result
+  std::string metric;    // Sample.metric
+  std::string phase;     // Sample.phase
+};
+
+// The spec's analysis.confirm as the scheduler accepted it (the same
+// defaults: 3 repeats, max_repeats = repeats, proto::DefaultConfirmMetric);
+// nullopt when it has none or it cannot be read.
+std::optional<RealConfirm> RealConfirmFromSpecYaml(const std::string& spec_yaml);
+
+// The cell the real confirmation of `emulated` runs: the real workload,
+// executor and metric, the finding's mode (and off for an overhead series),
+// no model settings.
+SeriesSpec RealConfirmSpec(const SeriesSpec& emulated, const RealConfirm& c);
+
+// Why `real` cannot run at `commits` on the offered kernels: "" when for
+// every commit and mode of the cell some offer runs it (proto::FindOffer),
+// else a sentence naming what is missing, e.g. "no agent offers a fio kernel
+// for v6.1.190 in lazy".
+std::string MissingKernels(const std::vector<iommufarm::v1::KernelOffer>& offers,
+                           const SeriesSpec& real, const std::vector<std::string>& commits);
 
 // The YAML spec of a confirm/bisect matrix re-running `spec` at `commits`.
 std::string RerunSpecYaml(const SeriesSpec& spec, const std::string& name,

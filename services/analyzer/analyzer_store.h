@@ -1,8 +1,9 @@
 // AnalyzerStore: what farm-analyzer reads and writes in PostgreSQL, behind an
 // interface so the engine (analyzer.h) knows no SQL.
 //
-// The schema is the scheduler's (lib/storage/migrations.cc, v6): the
-// analyzer reads matrices, jobs, results and catalog_commits, and writes
+// The schema is the scheduler's (lib/storage/migrations.cc, v10): the
+// analyzer reads matrices, jobs, results, catalog_commits and agents (their
+// kernel offers), and writes
 // regressions, bisects, bisect_steps, bisect_culprits, alerts and
 // analyzer_state. Enum columns
 // hold iommufarm.v1 enum numbers (docs/analyzer.md describes the passes).
@@ -25,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "iommufarm/v1/farm.pb.h"
 #include "lib/storage/pg_pool.h"
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/detect.h"
@@ -36,7 +38,8 @@ struct MatrixInfo {
   int64_t id = 0;
   std::string catalog;
   bool analysis_bisect = false;
-  int executor = 1;  // iommufarm.v1.Executor number
+  int executor = 1;       // iommufarm.v1.Executor number
+  std::string spec_yaml;  // matrices.spec_yaml (its analysis.confirm)
 };
 
 struct CommitRow {
@@ -105,6 +108,12 @@ struct BisectUpdate {
     int64_t matrix_id = 0;
   };
   std::vector<Step> steps;
+  // The confirmation step's executor ("emulator", "fio", "iozone"), its
+  // first matrix and note (regressions.confirmed_by, confirm_matrix_id,
+  // confirm_note); "" / 0 leave the columns as they are.
+  std::string confirmed_by;
+  int64_t confirm_matrix_id = 0;
+  std::string confirm_note;
 };
 
 // What an alert is built from.
@@ -196,6 +205,10 @@ class AnalyzerStore {
   // Writes the check's state (analyzer_state 'fixcheck:<regression>') and
   // the regression's fix_check columns in one transaction; a regression no
   // longer fixed (re-opened meanwhile) keeps its columns.
+  // The kernel offers (proto::OffersFor) of the capability for `executor`
+  // of every agent that sent a heartbeat within `live`.
+  virtual absl::StatusOr<std::vector<iommufarm::v1::KernelOffer>> LiveOffers(
+      int executor, absl::Duration live) = 0;
   virtual absl::Status SaveFixCheck(int64_t regression_id, const std::string& fix_check,
                                     const std::string& commit, double change,
                                     const std::string& state_json) = 0;

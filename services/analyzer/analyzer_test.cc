@@ -2,10 +2,14 @@
 // analyzer_pgtest.cc).
 #include "services/analyzer/analyzer.h"
 
+#include <map>
 #include <random>
 #include <tuple>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
 
 namespace farm::analyzer {
 namespace {
@@ -237,6 +241,374 @@ TEST(AnalyzerRatioTest, OnlyTheOverheadRatioMovedIsDetectedConfirmedAndBisected)
   EXPECT_EQ(planner.FirstBadIndex(), 23);
   ASSERT_EQ(planner.Culprits().size(), 1u);
   EXPECT_EQ(planner.Culprits()[0].commit_id, "c23");
+}
+
+constexpr char kConfirmSpec[] = R"(
+name: prescreen
+catalog: kernels
+platform: kunpeng920-smmuv3
+commits: [v6.1.190, v6.1.192]
+modes: [strict]
+workloads: [{name: fio-like}]
+analysis:
+  bisect: true
+  confirm:
+    executor: fio
+    platform: vm-smmuv3
+    repeats: 2
+    workload:
+      name: fio-nvme
+      params: {rw: randread, bs: 4k, iodepth: 16, runtime: 2, time_based: 1}
+)";
+
+TEST(RealConfirmTest, ReadsTheSpecWithTheSchedulersDefaults) {
+  std::optional<RealConfirm> c = RealConfirmFromSpecYaml(kConfirmSpec);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->executor, 2);  // fio
+  EXPECT_EQ(c->workload, "fio-nvme");
+  EXPECT_EQ(nlohmann::json::parse(c->params_json).at("iodepth"), "16");
+  EXPECT_EQ(c->platform, "vm-smmuv3");
+  EXPECT_EQ(c->catalog, "");
+  EXPECT_EQ(c->repeats, 2);
+  EXPECT_EQ(c->max_repeats, 2);
+  EXPECT_EQ(c->metric, "iops");  // fio's default for randread
+  EXPECT_EQ(c->phase, "read");
+  EXPECT_FALSE(RealConfirmFromSpecYaml("name: x\nanalysis: {bisect: true}\n").has_value());
+  EXPECT_FALSE(RealConfirmFromSpecYaml("not: [yaml").has_value());
+  // No metric to compare (a mixed job): nothing the analyzer could judge.
+  EXPECT_FALSE(RealConfirmFromSpecYaml(
+                   "analysis: {confirm: {executor: fio, workload: {name: w, params: {rw: rw}}}}\n")
+                   .has_value());
+  std::optional<RealConfirm> iozone = RealConfirmFromSpecYaml(
+      "analysis: {confirm: {executor: iozone, metric: throughput_kb_s/read, repeats: 4, "
+      "max_repeats: 16, workload: iozone-nfs}}\n");
+  ASSERT_TRUE(iozone.has_value());
+  EXPECT_EQ(iozone->metric, "throughput_kb_s");
+  EXPECT_EQ(iozone->phase, "read");
+  EXPECT_EQ(iozone->max_repeats, 16);
+
+  SeriesSpec emulated;
+  emulated.catalog = "kernels";
+  emulated.platform = "kunpeng920-smmuv3";
+  emulated.workload = "fio-like";
+  emulated.model_set_json = R"({"fq.kind":"percpu"})";
+  emulated.metric = "throughput";
+  emulated.mode = "lazy";
+  emulated.overhead = true;
+  const SeriesSpec real = RealConfirmSpec(emulated, *c);
+  EXPECT_EQ(real.catalog, "kernels");
+  EXPECT_EQ(real.platform, "vm-smmuv3");
+  EXPECT_EQ(real.workload, "fio-nvme");
+  EXPECT_EQ(real.executor, 2);
+  EXPECT_EQ(real.model_set_json, "{}");
+  EXPECT_EQ(real.metric, "iops");
+  EXPECT_EQ(real.mode, "lazy");
+  EXPECT_TRUE(real.overhead);
+  const std::string yaml = RerunSpecYaml(real, "n", {"v6.1.190", "v6.1.192"}, 1, "confirm", 1, 0);
+  EXPECT_NE(yaml.find("executor: fio"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find(R"(modes: ["lazy","off"])"), std::string::npos) << yaml;
+  EXPECT_EQ(yaml.find("set:"), std::string::npos) << yaml;
+}
+
+iommufarm::v1::KernelOffer Offer(const std::string& commit, const std::string& release,
+                                 std::vector<iommufarm::v1::IommuMode> modes) {
+  iommufarm::v1::KernelOffer o;
+  o.set_provider("vm");
+  o.set_commit(commit);
+  o.set_release(release);
+  for (auto m : modes) o.add_modes(m);
+  return o;
+}
+
+TEST(RealConfirmTest, MissingKernelsNamesEachCommitAndMode) {
+  using iommufarm::v1::IOMMU_MODE_OFF;
+  using iommufarm::v1::IOMMU_MODE_STRICT;
+  SeriesSpec real;
+  real.executor = 2;
+  real.mode = "strict";
+  real.params_json = R"({"rw":"randread"})";
+  const std::vector<iommufarm::v1::KernelOffer> offers = {
+      Offer("v6.1.190", "6.1.0-54-cloud-arm64", {IOMMU_MODE_STRICT}),
+      Offer("", "6.1.0-57-cloud-arm64", {IOMMU_MODE_STRICT, IOMMU_MODE_OFF})};
+  EXPECT_EQ(MissingKernels(offers, real, {"v6.1.190", "6.1.0-57-cloud-arm64"}), "");
+  EXPECT_EQ(MissingKernels(offers, real, {"v6.1.190", "v6.1.191"}),
+            "no live agent offers a fio kernel for v6.1.191 in strict");
+  real.overhead = true;  // strict and off, at both commits
+  EXPECT_EQ(MissingKernels(offers, real, {"v6.1.190", "6.1.0-57-cloud-arm64"}),
+            "no live agent offers a fio kernel for v6.1.190 in off");
+  EXPECT_EQ(MissingKernels({}, real, {"a"}),
+            "no live agent offers a fio kernel for a in strict, a in off");
+}
+
+// An in-memory AnalyzerStore holding one bisect, enough to drive its
+// confirmation through Tick(); the submitter records every spec.
+class OneBisectStore final : public AnalyzerStore {
+ public:
+  explicit OneBisectStore(std::string state) : state_(std::move(state)) {}
+  absl::StatusOr<std::vector<MatrixInfo>> MatricesToAnalyze() override {
+    std::vector<MatrixInfo> out = matrices;
+    matrices.clear();
+    return out;
+  }
+  absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& ids) override {
+    std::vector<SampleRow> out;
+    for (const SampleRow& r : samples) {
+      if (std::find(ids.begin(), ids.end(), r.matrix_id) != ids.end()) out.push_back(r);
+    }
+    return out;
+  }
+  absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>&) override { return true; }
+  absl::StatusOr<std::vector<CommitRow>> Commits(const std::string&, int lo, int hi) override {
+    std::vector<CommitRow> out;
+    for (int i = lo; i <= hi; ++i) out.push_back({i, "c" + std::to_string(i), "subject"});
+    return out;
+  }
+  absl::StatusOr<SeriesSpec> Cell(int64_t, const std::string&, const std::string&) override {
+    return SeriesSpec{};
+  }
+  absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
+      int64_t, const std::string&, const std::vector<NewRegression>& found) override {
+    recorded.insert(recorded.end(), found.begin(), found.end());
+    return std::vector<int64_t>{};
+  }
+  absl::StatusOr<std::vector<ActiveBisect>> ActiveBisects() override {
+    if (done_) return std::vector<ActiveBisect>{};
+    return std::vector<ActiveBisect>{{1, 7, state_}};
+  }
+  absl::Status SaveBisect(const BisectUpdate& u) override {
+    state_ = u.state_json;
+    done_ = u.bisect_state != "running";
+    updates.push_back(u);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<AlertWork>> AlertCandidates(absl::Duration) override {
+    return std::vector<AlertWork>{};
+  }
+  absl::Status SetSilence(int64_t, const std::string&) override { return absl::OkStatus(); }
+  absl::Status MarkAlertSent(int64_t, bool, const std::string&, const std::string&) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<OpenCounts> CountOpenRegressions() override { return OpenCounts{}; }
+  absl::StatusOr<std::vector<FixCheckWork>> FixChecks() override {
+    return std::vector<FixCheckWork>{};
+  }
+  absl::StatusOr<CommitRow> LatestCommit(const std::string&) override { return CommitRow{}; }
+  absl::StatusOr<std::vector<iommufarm::v1::KernelOffer>> LiveOffers(int executor,
+                                                                     absl::Duration) override {
+    offers_asked_for.push_back(executor);
+    return offers;
+  }
+  absl::Status SaveFixCheck(int64_t, const std::string&, const std::string&, double,
+                            const std::string&) override {
+    return absl::OkStatus();
+  }
+
+  std::vector<MatrixInfo> matrices;
+  std::vector<NewRegression> recorded;
+  std::vector<iommufarm::v1::KernelOffer> offers;
+  std::vector<int> offers_asked_for;
+  std::vector<SampleRow> samples;
+  std::vector<BisectUpdate> updates;
+
+ private:
+  std::string state_;
+  bool done_ = false;
+};
+
+class RecordingSubmitter final : public JobSubmitter {
+ public:
+  absl::StatusOr<int64_t> Submit(const std::string& spec, const std::string&) override {
+    specs.push_back(spec);
+    return static_cast<int64_t>(100 + specs.size());
+  }
+  std::vector<std::string> specs;
+};
+
+// The bisect state AnalyzeMatrix writes for a finding at c5..c6 (strict,
+// throughput -20%), with the spec's analysis.confirm.
+std::string StateWithRealConfirm(int first_bad = 6) {
+  nlohmann::json st = {
+      {"series",
+       {{"catalog", "kernels"},
+        {"platform", "kunpeng920-smmuv3"},
+        {"workload", "fio-like"},
+        {"params", nlohmann::json::object()},
+        {"model_set", {{"fq.kind", "percpu"}}},
+        {"executor", 1},
+        {"metric", "throughput"},
+        {"phase", ""},
+        {"mode", "strict"},
+        {"overhead", false}}},
+      {"regression", true},
+      {"expected_change", -0.2},
+      {"last_good", {{"index", 5}, {"id", "c5"}}},
+      {"first_bad", {{"index", first_bad}, {"id", "c" + std::to_string(first_bad)}}},
+      {"do_bisect", true},
+      {"metric_rank", "primary"},
+      {"primary_metrics", {"throughput"}},
+      {"phase", "confirm"},
+      {"seq", 0},
+      {"confirm_matrices", nlohmann::json::array()},
+      {"pending_matrices", nlohmann::json::array()},
+      {"pending_index", -1},
+      {"empty_rounds", 0},
+      {"step_matrix", nlohmann::json::object()}};
+  std::optional<RealConfirm> c = RealConfirmFromSpecYaml(kConfirmSpec);
+  st["real_confirm"] = {{"executor", c->executor},
+                        {"workload", c->workload},
+                        {"params", nlohmann::json::parse(c->params_json)},
+                        {"catalog", c->catalog},
+                        {"platform", c->platform},
+                        {"repeats", c->repeats},
+                        {"max_repeats", c->max_repeats},
+                        {"metric", c->metric},
+                        {"phase", c->phase}};
+  return st.dump();
+}
+
+SampleRow RealRow(int64_t matrix, const std::string& commit, double iops) {
+  SampleRow r;
+  r.matrix_id = matrix;
+  r.commit_id = commit;
+  r.platform = "vm-smmuv3";
+  r.workload = "fio-nvme";
+  r.mode = "strict";
+  r.metric = "iops";
+  r.phase = "read";
+  r.value = iops;
+  return r;
+}
+
+TEST(RealConfirmTest, OfferedKernelsConfirmAsRealJobsAndTheRegressionRecordsFio) {
+  OneBisectStore store(StateWithRealConfirm());
+  store.offers = {Offer("c5", "", {iommufarm::v1::IOMMU_MODE_STRICT}),
+                  Offer("c6", "", {iommufarm::v1::IOMMU_MODE_STRICT})};
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  ASSERT_TRUE(analyzer.Tick().ok());
+  EXPECT_EQ(store.offers_asked_for, std::vector<int>{2});
+  // One interleaved matrix per repeat (2), real cell, no model settings.
+  ASSERT_EQ(submitter.specs.size(), 2u);
+  for (const std::string& y : submitter.specs) {
+    EXPECT_NE(y.find("executor: fio"), std::string::npos) << y;
+    EXPECT_NE(y.find("platform: \"vm-smmuv3\""), std::string::npos) << y;
+    EXPECT_NE(y.find("name: \"fio-nvme\""), std::string::npos) << y;
+    EXPECT_NE(y.find(R"(commits: ["c5","c6"])"), std::string::npos) << y;
+    EXPECT_EQ(y.find("set:"), std::string::npos) << y;
+  }
+  ASSERT_EQ(store.updates.size(), 1u);
+  EXPECT_EQ(store.updates[0].confirmed_by, "fio");
+  EXPECT_EQ(store.updates[0].confirm_matrix_id, 101);
+
+  // The real runs lose 25% iops at c6: confirmed by fio, then the bisect
+  // (c5, c6 adjacent) is done with c6 as culprit; the emulator's magnitude
+  // stays (the real change is another metric), the note carries it.
+  for (int64_t m : {101, 102}) {
+    store.samples.push_back(RealRow(m, "c5", 8000 + m));
+    store.samples.push_back(RealRow(m, "c6", 6000 + m));
+  }
+  ASSERT_TRUE(analyzer.Tick().ok());
+  ASSERT_EQ(store.updates.size(), 2u);
+  const BisectUpdate& u = store.updates[1];
+  EXPECT_EQ(u.confirmed_by, "fio");
+  EXPECT_EQ(u.confirm_matrix_id, 101);
+  EXPECT_EQ(u.regression_state, 2);  // CONFIRMED
+  EXPECT_FALSE(u.magnitude.has_value());
+  EXPECT_EQ(u.culprit_id, "c6");
+  EXPECT_NE(u.confirm_note.find("fio on real kernels (vm-smmuv3, fio-nvme): iops/read -2"),
+            std::string::npos)
+      << u.confirm_note;
+  EXPECT_NE(u.confirm_note.find("confirmed"), std::string::npos) << u.confirm_note;
+  EXPECT_EQ(submitter.specs.size(), 2u);
+}
+
+// After a real confirmation the bisect runs on the emulator and measures its
+// own references: the real samples are another metric.
+TEST(RealConfirmTest, TheBisectAfterARealConfirmationRunsOnTheEmulator) {
+  OneBisectStore store(StateWithRealConfirm(/*first_bad=*/8));
+  store.offers = {Offer("c5", "", {iommufarm::v1::IOMMU_MODE_STRICT}),
+                  Offer("c8", "", {iommufarm::v1::IOMMU_MODE_STRICT})};
+  RecordingSubmitter submitter;
+  AnalyzerOptions options;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, options);
+  ASSERT_TRUE(analyzer.Tick().ok());
+  ASSERT_EQ(submitter.specs.size(), 2u);
+  for (int64_t m : {101, 102}) {
+    store.samples.push_back(RealRow(m, "c5", 8000 + m));
+    store.samples.push_back(RealRow(m, "c8", 6000 + m));
+  }
+  ASSERT_TRUE(analyzer.Tick().ok());
+  ASSERT_EQ(submitter.specs.size(), 3u);
+  const std::string& step = submitter.specs[2];
+  EXPECT_NE(step.find("executor: emulator"), std::string::npos) << step;
+  EXPECT_NE(step.find("kind: bisect"), std::string::npos) << step;
+  EXPECT_NE(step.find("platform: \"kunpeng920-smmuv3\""), std::string::npos) << step;
+  // The planner's first request is a reference, not the midpoint.
+  EXPECT_NE(step.find(R"(commits: ["c5"])"), std::string::npos) << step;
+  EXPECT_NE(step.find(absl::StrCat("repeats: ", options.bisect.initial_repeats)), std::string::npos)
+      << step;
+  const BisectUpdate& u = store.updates.back();
+  EXPECT_EQ(u.confirmed_by, "fio");
+  EXPECT_EQ(u.regression_state, 2);
+}
+
+// Only a primary-metric finding carries the real confirmation into its
+// bisect's state; a secondary one (latency) is confirmed on the emulator.
+TEST(RealConfirmTest, OnlyPrimaryMetricFindingsAreConfirmedOnRealKernels) {
+  OneBisectStore store("{}");
+  store.matrices.push_back(MatrixInfo{1, "kernels", true, 1, kConfirmSpec});
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> noise(0, 1);
+  for (int c = 0; c <= 40; c += 8) {
+    for (int r = 0; r < 5; ++r) {
+      SampleRow t = Row(1, "c" + std::to_string(c), "strict", r,
+                        1200 * (c >= 24 ? 0.8 : 1) * (1 + 0.003 * noise(rng)));
+      t.commit_index = c;
+      store.samples.push_back(t);
+      SampleRow l = t;
+      l.metric = "latency_us";
+      l.value = 50 * (c >= 8 ? 1.2 : 1) * (1 + 0.003 * noise(rng));
+      store.samples.push_back(l);
+    }
+  }
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  (void)analyzer.Tick();
+  ASSERT_EQ(store.recorded.size(), 2u);
+  int primary = 0, secondary = 0;
+  for (const NewRegression& n : store.recorded) {
+    const nlohmann::json st = nlohmann::json::parse(n.bisect_state_json);
+    if (n.metric_rank == "primary") {
+      ++primary;
+      EXPECT_EQ(n.finding.first_bad, "c24");
+      ASSERT_TRUE(st.contains("real_confirm")) << st.dump();
+      EXPECT_EQ(st["real_confirm"]["workload"], "fio-nvme");
+    } else {
+      ++secondary;
+      EXPECT_EQ(n.finding.first_bad, "c8");
+      EXPECT_FALSE(st.contains("real_confirm")) << st.dump();
+    }
+  }
+  EXPECT_EQ(primary, 1);
+  EXPECT_EQ(secondary, 1);
+}
+
+TEST(RealConfirmTest, WithoutOfferedKernelsTheEmulatorConfirmsAndSaysWhy) {
+  OneBisectStore store(StateWithRealConfirm());
+  store.offers = {Offer("c5", "", {iommufarm::v1::IOMMU_MODE_STRICT})};
+  RecordingSubmitter submitter;
+  AnalyzerOptions options;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, options);
+  ASSERT_TRUE(analyzer.Tick().ok());
+  ASSERT_EQ(submitter.specs.size(), static_cast<size_t>(options.bisect.confirm_repeats));
+  EXPECT_NE(submitter.specs[0].find("executor: emulator"), std::string::npos) << submitter.specs[0];
+  EXPECT_NE(submitter.specs[0].find("set: {\"fq.kind\":\"percpu\"}"), std::string::npos)
+      << submitter.specs[0];
+  ASSERT_EQ(store.updates.size(), 1u);
+  EXPECT_EQ(store.updates[0].confirmed_by, "emulator");
+  EXPECT_EQ(store.updates[0].confirm_note,
+            "not confirmed on real kernels: no live agent offers a fio kernel for c6 in strict; "
+            "confirmed on the emulator");
 }
 
 }  // namespace

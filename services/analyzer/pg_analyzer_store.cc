@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/storage/row_codec.h"
+#include "proto/kernel_offers.h"
 #include "proto/names.h"
 #include "services/analyzer/analyzer_store.h"
 
@@ -21,6 +23,7 @@ std::string ModeName(int mode) {
 namespace {
 
 using storage::PgPool;
+namespace pb = ::iommufarm::v1;
 
 // The `set:` map of a matrix spec as a JSON object ("{}" when absent).
 absl::StatusOr<std::string> SpecSetAsJson(const std::string& spec_yaml) {
@@ -64,7 +67,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
       const int64_t floor = Floor(t);
       Out out;
       for (const pqxx::row& r : t.exec_params(
-               "SELECT m.id, m.catalog, m.analysis_bisect, m.executor FROM matrices m "
+               "SELECT m.id, m.catalog, m.analysis_bisect, m.executor, m.spec_yaml FROM matrices m "
                "WHERE m.id > $1 "
                "  AND NOT EXISTS (SELECT 1 FROM analyzer_state s WHERE s.key = 'matrix:' || m.id) "
                "  AND EXISTS (SELECT 1 FROM jobs j WHERE j.matrix_id = m.id AND j.kind = 1) "
@@ -73,7 +76,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
                "ORDER BY m.id LIMIT 20",
                floor)) {
         out.push_back(MatrixInfo{r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<bool>(),
-                                 r[3].as<int>()});
+                                 r[3].as<int>(), r[4].as<std::string>()});
       }
       return out;
     });
@@ -276,12 +279,17 @@ class PgAnalyzerStore final : public AnalyzerStore {
           " last_good = CASE WHEN $5 = '' THEN last_good ELSE $5 END, "
           " first_bad = CASE WHEN $6 = '' THEN first_bad ELSE $6 END, "
           " magnitude = CASE WHEN $7 THEN $8 ELSE magnitude END, "
-          " p_value = CASE WHEN $7 THEN $9 ELSE p_value END, updated_at = now() "
+          " p_value = CASE WHEN $7 THEN $9 ELSE p_value END, "
+          " confirmed_by = CASE WHEN $10 = '' THEN confirmed_by ELSE $10 END, "
+          " confirm_matrix_id = CASE WHEN $11 = 0 THEN confirm_matrix_id ELSE $11 END, "
+          " confirm_note = CASE WHEN $12 = '' THEN confirm_note ELSE $12 END, "
+          " updated_at = now() "
           "WHERE id = $1",
           u.regression_id, u.regression_state.value_or(0), u.culprit_id, u.culprit_subject,
           u.bisect_state == "done" ? u.last_good : std::string(),
           u.bisect_state == "done" ? u.first_bad : std::string(), u.magnitude.has_value(),
-          u.magnitude.value_or(0), u.p_value.value_or(1));
+          u.magnitude.value_or(0), u.p_value.value_or(1), u.confirmed_by, u.confirm_matrix_id,
+          u.confirm_note);
       if (!u.culprits.empty()) {
         w.exec_params("DELETE FROM bisect_culprits WHERE bisect_id = $1", u.bisect_id);
         int ordinal = 0;
@@ -455,6 +463,28 @@ class PgAnalyzerStore final : public AnalyzerStore {
           catalog);
       if (r.empty()) return absl::NotFoundError(absl::StrCat("catalog ", catalog, " is empty"));
       return CommitRow{r[0][0].as<int>(), r[0][1].as<std::string>(), r[0][2].as<std::string>()};
+    });
+  }
+
+  absl::StatusOr<std::vector<pb::KernelOffer>> LiveOffers(int executor,
+                                                          absl::Duration live) override {
+    using Out = std::vector<pb::KernelOffer>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      Out out;
+      for (const pqxx::row& r :
+           t.exec_params("SELECT capabilities::text, host::text FROM agents "
+                         "WHERE last_heartbeat > now() - make_interval(secs => $1) ORDER BY id",
+                         absl::ToDoubleSeconds(live))) {
+        google::protobuf::RepeatedPtrField<pb::Capability> caps;
+        storage::JsonToCaps(r[0].as<std::string>(), &caps);
+        pb::HostFacts host;
+        storage::JsonToHost(r[1].as<std::string>(), &host);
+        const std::vector<pb::KernelOffer> offers =
+            proto::OffersFor({caps.begin(), caps.end()}, static_cast<pb::Executor>(executor), host);
+        out.insert(out.end(), offers.begin(), offers.end());
+      }
+      return out;
     });
   }
 
