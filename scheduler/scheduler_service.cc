@@ -355,6 +355,7 @@ absl::StatusOr<pb::ReportResultsResponse> AgentService::ReportResults(
   for (int i = 0; i < req.results_size(); ++i) {
     pb::ReportResultResponse* item = resp.add_results();
     absl::Status st = CheckLease(req.results(i).lease());
+    if (st.ok()) st = CheckStorableText(req.results(i));
     if (!st.ok()) {
       item->set_error_code(static_cast<int>(st.code()));
       item->set_error_message(absl::StrCat("results[", i, "].", st.message()));
