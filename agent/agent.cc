@@ -95,6 +95,7 @@ Agent::Stats Agent::stats() const {
   s.released = released_.load();
   s.abandoned = abandoned_.load();
   s.registrations = registrations_.load();
+  s.report_calls = report_calls_.load();
   return s;
 }
 
@@ -502,23 +503,24 @@ void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
   bool send_result = result.ok();
   int server_faults = 0;
   // Retried until accepted, stale, or the lease is revoked / abandoned (the
-  // token fires): ReportResult is idempotent per (job, attempt). A result
+  // token fires): a result is idempotent per (job, attempt), so resending a
+  // whole batch after a failed call stores each result once. A result
   // the scheduler refuses for good (INVALID_ARGUMENT: e.g. text PostgreSQL
   // cannot store) or keeps failing on (INTERNAL, kMaxInternalRetries times)
   // becomes a failure report with the reason, so the job fails once and the
   // agent moves on.
   while (!cancel.cancelled()) {
-    auto ctx = Context(kRpcTimeout);
     grpc::Status status;
     if (send_result) {
-      pb::ReportResultResponse response;
-      status = stub_->ReportResult(ctx.get(), result_request, &response);
+      auto answer = SendResult(result_request, cancel);
+      if (!answer) break;  // revoked or abandoned before it went out
+      status = answer->first;
       if (status.ok()) {
         Count(succeeded_, metrics_ ? &metrics_->jobs_succeeded : nullptr);
         if (metrics_ != nullptr) {
           metrics_->job_duration.Observe(absl::ToDoubleSeconds(wall_time));
         }
-        if (response.duplicate()) {
+        if (answer->second.duplicate()) {
           spdlog::info("job {} attempt {}: duplicate result ignored by server", lease.job().id(),
                        lease.lease().attempt());
         }
@@ -526,6 +528,7 @@ void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
       }
     } else {
       pb::ReportFailureResponse response;
+      auto ctx = Context(kRpcTimeout);
       status = stub_->ReportFailure(ctx.get(), failure_request, &response);
       if (status.ok()) {
         Count(failed_, metrics_ ? &metrics_->jobs_failed : nullptr);
@@ -536,6 +539,13 @@ void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
       spdlog::warn("job {} attempt {}: stale lease, report dropped: {}", lease.job().id(),
                    lease.lease().attempt(), status.error_message());
       Count(stale_, metrics_ ? &metrics_->jobs_stale : nullptr);
+      return;
+    }
+    if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      // The lease is not this agent's to settle: a failure report for it
+      // would be refused the same way.
+      spdlog::error("job {} attempt {}: report refused, dropped: {}", lease.job().id(),
+                    lease.lease().attempt(), Describe(status));
       return;
     }
     const bool gave_up = ServerFault(status.error_code()) && ++server_faults > kMaxInternalRetries;
@@ -566,6 +576,91 @@ void Agent::Report(const pb::JobLease& lease, CancelToken& cancel,
     backoff = NextBackoff(backoff);
   }
   CountCancelled();
+}
+
+std::optional<std::pair<grpc::Status, pb::ReportResultResponse>> Agent::SendResult(
+    pb::ReportResultRequest& request, CancelToken& cancel) {
+  Outgoing me;
+  me.request = &request;
+  me.bytes = request.ByteSizeLong();
+  report_mu_.Lock();
+  outbox_.push_back(&me);
+  while (!me.done) {
+    if (!sending_) {
+      // Everything ready now goes in this call, oldest first, up to the
+      // bounds (one oversized result still goes, alone).
+      std::vector<Outgoing*> batch;
+      size_t bytes = 0;
+      while (!outbox_.empty() && static_cast<int>(batch.size()) < kMaxReportBatch &&
+             (batch.empty() || bytes + outbox_.front()->bytes <= kMaxReportBytes)) {
+        bytes += outbox_.front()->bytes;
+        outbox_.front()->taken = true;
+        batch.push_back(outbox_.front());
+        outbox_.pop_front();
+      }
+      sending_ = true;
+      report_mu_.Unlock();
+      SendBatch(batch);
+      report_mu_.Lock();
+      for (Outgoing* o : batch) o->done = true;
+      sending_ = false;
+      report_cv_.SignalAll();
+      continue;
+    }
+    if (!me.taken && cancel.cancelled()) {
+      outbox_.erase(std::find(outbox_.begin(), outbox_.end(), &me));
+      report_mu_.Unlock();
+      return std::nullopt;
+    }
+    // The timeout only bounds how late a cancellation is noticed.
+    report_cv_.WaitWithTimeout(&report_mu_, absl::Milliseconds(50));
+  }
+  report_mu_.Unlock();
+  return std::make_pair(std::move(me.status), std::move(me.response));
+}
+
+void Agent::SendBatch(const std::vector<Outgoing*>& batch) {
+  if (!single_reports_.load()) {
+    pb::ReportResultsRequest request;
+    // Swapped in and back out: a result's raw output is not copied.
+    for (Outgoing* o : batch) request.add_results()->Swap(o->request);
+    pb::ReportResultsResponse response;
+    auto ctx = Context(kRpcTimeout);
+    report_calls_.fetch_add(1);
+    grpc::Status status = stub_->ReportResults(ctx.get(), request, &response);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i]->request->Swap(request.mutable_results(static_cast<int>(i)));
+    }
+    if (status.ok() && response.results_size() != static_cast<int>(batch.size())) {
+      status = grpc::Status(grpc::StatusCode::INTERNAL,
+                            absl::StrCat("ReportResults answered ", response.results_size(),
+                                         " items for ", batch.size(), " results"));
+    }
+    if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED) {
+      for (size_t i = 0; i < batch.size(); ++i) {
+        Outgoing& o = *batch[i];
+        if (!status.ok()) {
+          o.status = status;
+          continue;
+        }
+        pb::ReportResultResponse& item = *response.mutable_results(static_cast<int>(i));
+        o.status = item.error_code() == 0
+                       ? grpc::Status::OK
+                       : grpc::Status(static_cast<grpc::StatusCode>(item.error_code()),
+                                      item.error_message());
+        o.response = std::move(item);
+      }
+      return;
+    }
+    spdlog::warn("scheduler has no ReportResults ({}); reporting results one by one",
+                 Describe(status));
+    single_reports_.store(true);
+  }
+  for (Outgoing* o : batch) {
+    auto ctx = Context(kRpcTimeout);
+    report_calls_.fetch_add(1);
+    o->status = stub_->ReportResult(ctx.get(), *o->request, &o->response);
+  }
 }
 
 void Agent::WaitUntilShutdownLocked(absl::Time until) {

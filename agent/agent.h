@@ -3,13 +3,24 @@
 // Registers with the scheduler (AgentService), heartbeats every lease it
 // holds, leases up to its free slots of jobs whose executor it has, runs them
 // on `slots` worker threads through the Executor interface and reports each
-// result (or failure) fenced by its lease. It follows the RPC semantics of the
+// result (or failure) fenced by its lease. Results that finish close together
+// share one ReportResults call: a finished job's report goes out at once when
+// no report call is in flight, else it joins the next call with every other
+// result ready by then (at most kMaxReportBatch results / kMaxReportBytes per
+// call), so a lone job waits for nothing and a busy agent sends one call per
+// round trip. Each result is still settled on its own from its item of the
+// reply. It follows the RPC semantics of the
 // farm's error model (docs/architecture.md, "Error model"):
 //   - UNAVAILABLE / DEADLINE_EXCEEDED: retry with exponential backoff
 //     (100 ms doubling to 5 s); results are idempotent per (job, attempt).
 //   - NOT_FOUND on Heartbeat / LeaseJobs: the session is unknown, so every
 //     lease is dropped (running jobs cancelled) and the agent re-registers.
 //   - FAILED_PRECONDITION on a report: the lease is stale; dropped.
+//     PERMISSION_DENIED: not this agent's lease; dropped.
+//   - INVALID_ARGUMENT on a result: the job is reported failed (permanent)
+//     with the reason; INTERNAL / UNKNOWN: retried up to 5 times, then the
+//     job is reported failed (retryable). In a ReportResults reply these
+//     come per item and settle that job only.
 //   - a lease in HeartbeatResponse.revoked: its job is cancelled and never
 //     reported.
 //   - UNAUTHENTICATED: fatal; Run() returns it.
@@ -35,8 +46,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -75,7 +88,13 @@ class Agent {
     int64_t released = 0;   // handed back at shutdown
     int64_t abandoned = 0;  // still running when the drain timed out
     int64_t registrations = 0;
+    int64_t report_calls = 0;  // ReportResults / ReportResult RPCs sent
   };
+
+  // Bounds of one ReportResults call (the scheduler takes up to 1000 items
+  // and 64 MiB messages; these keep one call's memory and retry cost small).
+  static constexpr int kMaxReportBatch = 64;
+  static constexpr size_t kMaxReportBytes = 8 << 20;
 
   Agent(AgentOptions options, std::vector<std::unique_ptr<Executor>> executors,
         metrics::AgentMetrics* metrics);
@@ -103,6 +122,24 @@ class Agent {
   void Report(const iommufarm::v1::JobLease& lease, CancelToken& cancel,
               const absl::StatusOr<ExecutionResult>& result, absl::Duration wall_time)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // One finished job's result waiting for, or inside, a report call.
+  struct Outgoing {
+    iommufarm::v1::ReportResultRequest* request;
+    size_t bytes = 0;
+    bool taken = false;  // in the call being sent
+    bool done = false;   // status / response hold the answer
+    grpc::Status status;
+    iommufarm::v1::ReportResultResponse response;
+  };
+  // Sends `request` in the next report call (sending it itself when no call
+  // is in flight) and returns this result's answer: the call's status if the
+  // call failed, else its item's error or response. Returns nullopt if
+  // `cancel` fired before the result went out.
+  std::optional<std::pair<grpc::Status, iommufarm::v1::ReportResultResponse>> SendResult(
+      iommufarm::v1::ReportResultRequest& request, CancelToken& cancel)
+      ABSL_LOCKS_EXCLUDED(report_mu_);
+  // One call for `batch`; fills each item's status and response.
+  void SendBatch(const std::vector<Outgoing*>& batch) ABSL_LOCKS_EXCLUDED(report_mu_);
   // Forgets every lease (session lost): pending dropped, running cancelled.
   void DropAllLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drain() ABSL_LOCKS_EXCLUDED(mu_);
@@ -134,6 +171,16 @@ class Agent {
   bool stop_heartbeat_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
 
+  // Results waiting for a report call; the worker that finds no call in
+  // flight (sending_ false) sends the next one.
+  absl::Mutex report_mu_;    // never held together with mu_
+  absl::CondVar report_cv_;  // a report call returned
+  std::deque<Outgoing*> outbox_ ABSL_GUARDED_BY(report_mu_);
+  bool sending_ ABSL_GUARDED_BY(report_mu_) = false;
+  // The scheduler answered UNIMPLEMENTED to ReportResults: report one by one.
+  std::atomic<bool> single_reports_{false};
+
+  std::atomic<int64_t> report_calls_{0};
   std::atomic<int64_t> succeeded_{0}, failed_{0}, revoked_{0}, stale_{0}, released_{0},
       abandoned_{0}, registrations_{0};
   std::vector<std::thread> workers_;

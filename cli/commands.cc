@@ -185,6 +185,36 @@ absl::Status Commands::StreamResults(int64_t matrix_id, bool include_raw,
   return absl::OkStatus();
 }
 
+absl::Status Commands::StreamRawOutput(
+    int64_t job_id, int attempt, const std::function<void(const pb::RawOutputChunk&)>& on_chunk) {
+  pb::GetRawOutputRequest request;
+  request.set_job_id(job_id);
+  request.set_attempt(attempt);
+  auto ctx = client::NewContext(options_, absl::Minutes(10));
+  auto reader = jobs_->GetRawOutput(ctx.get(), request);
+  pb::RawOutputChunk chunk;
+  int64_t got = 0;
+  int64_t total = -1;
+  while (reader->Read(&chunk)) {
+    if (chunk.offset() != got) {
+      ctx->TryCancel();
+      (void)reader->Finish();
+      return absl::DataLossError(absl::StrCat("raw output of job ", job_id, ": a chunk at byte ",
+                                              chunk.offset(), ", expected ", got));
+    }
+    got += static_cast<int64_t>(chunk.data().size());
+    total = chunk.total_size();
+    on_chunk(chunk);
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return client::ToAbsl(status);
+  if (got != total) {
+    return absl::DataLossError(
+        absl::StrCat("raw output of job ", job_id, " ended at byte ", got, " of ", total));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<pb::Result>> Commands::FetchResults(int64_t matrix_id,
                                                                bool include_raw) {
   std::vector<pb::Result> results;
@@ -349,13 +379,46 @@ int Commands::RunResults(int64_t matrix_id, OutputFormat format, bool raw) {
     out_ << FormatResultsTable(*results);
     return 0;
   }
-  // CSV and JSON go out as the results arrive. An error after some were
+  // CSV and JSON go out as the results arrive; raw outputs one at a time
+  // (GetRawOutput), so farmctl holds one result's. An error after some were
   // written leaves a truncated document and a non-zero exit.
   ResultsStreamWriter writer(out_, format);
-  absl::Status st = StreamResults(matrix_id, raw && format == OutputFormat::kJson,
-                                  [&](const pb::Result& r) { writer.Add(r); });
+  const bool with_raw = raw && format == OutputFormat::kJson;
+  absl::Status raw_error;
+  std::string failed_at;
+  absl::Status st = StreamResults(matrix_id, false, [&](const pb::Result& r) {
+    if (!raw_error.ok()) return;  // stop writing after the first failed fetch
+    if (!with_raw || r.raw_size() == 0) {
+      writer.Add(r);
+      return;
+    }
+    pb::Result full = r;
+    std::string* text = full.mutable_raw_output();
+    text->reserve(static_cast<size_t>(r.raw_size()));
+    raw_error = StreamRawOutput(r.job_id(), r.attempt(),
+                                [&](const pb::RawOutputChunk& c) { text->append(c.data()); });
+    if (!raw_error.ok()) {
+      failed_at = absl::StrCat("GetRawOutput job ", r.job_id(), " attempt ", r.attempt());
+      return;
+    }
+    writer.Add(full);
+  });
   if (!st.ok()) return Fail(absl::StrCat("GetResults ", matrix_id), st);
+  if (!raw_error.ok()) return Fail(failed_at, raw_error);
   writer.Finish();
+  return 0;
+}
+
+int Commands::RunRawOutput(int64_t job_id, int attempt) {
+  absl::Status st = StreamRawOutput(job_id, attempt, [&](const pb::RawOutputChunk& c) {
+    out_.write(c.data().data(), static_cast<std::streamsize>(c.data().size()));
+    out_.flush();
+  });
+  if (!st.ok()) {
+    return Fail(absl::StrCat("GetRawOutput job ", job_id,
+                             attempt > 0 ? absl::StrCat(" attempt ", attempt) : ""),
+                st);
+  }
   return 0;
 }
 

@@ -40,7 +40,12 @@ class Commands {
   int RunStatus(std::optional<int64_t> matrix_id, OutputFormat format);
   int RunWatch(int64_t matrix_id);
   int RunCancel(int64_t matrix_id, const std::string& reason);
+  // With raw and kJson, each result's raw output comes through
+  // GetRawOutput, one result at a time.
   int RunResults(int64_t matrix_id, OutputFormat format, bool raw);
+  // Writes one result's raw output (attempt 0: the job's latest result) to
+  // `out` verbatim, chunk by chunk as it arrives.
+  int RunRawOutput(int64_t job_id, int attempt);
   int RunAgents(OutputFormat format);
   int RunCatalogList(OutputFormat format);
   int RunCatalogShow(const std::string& name, bool resolve);
@@ -83,6 +88,10 @@ class Commands {
   // kept: raw outputs of a large matrix do not pile up here).
   absl::Status StreamResults(int64_t matrix_id, bool include_raw,
                              const std::function<void(const pb::Result&)>& on_result);
+  // GetRawOutput, calling on_chunk for each chunk as it arrives; fails if
+  // the chunks do not add up to the output's size.
+  absl::Status StreamRawOutput(int64_t job_id, int attempt,
+                               const std::function<void(const pb::RawOutputChunk&)>& on_chunk);
   // Every page of ListAgents / ListRegressions.
   absl::StatusOr<std::vector<pb::Agent>> ListAllAgents();
   absl::StatusOr<std::vector<pb::Regression>> ListAllRegressions(

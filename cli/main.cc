@@ -2,6 +2,7 @@
 // subcommand to farm::cli::Commands.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -85,7 +86,21 @@ int main(int argc, char** argv) {
                          "every sample, written as the results arrive");
   results->add_option("MATRIX", results_matrix, "matrix id")->required();
   AddOutputOption(results, &results_format);
-  results->add_flag("--raw", results_raw, "with --output json: include each run's raw tool output");
+  results->add_flag("--raw", results_raw,
+                    "with --output json: include each run's raw tool output (fetched one result "
+                    "at a time)");
+
+  // raw-output
+  int64_t raw_job = 0;
+  int raw_attempt = 0;
+  auto* raw_output = app.add_subcommand(
+      "raw-output", "write one result's raw tool output to stdout, verbatim, as it streams in");
+  raw_output->add_option("JOB", raw_job, "job id (the job_id of `results --output json`)")
+      ->required()
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  raw_output
+      ->add_option("--attempt", raw_attempt, "the result of this attempt (default: the latest)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
 
   // token create / list / revoke
   auto* token = app.add_subcommand("token", "API tokens (admin): create, list, revoke");
@@ -249,6 +264,7 @@ int main(int argc, char** argv) {
   if (*watch) return commands.RunWatch(watch_matrix);
   if (*cancel) return commands.RunCancel(cancel_matrix, cancel_reason);
   if (*results) return commands.RunResults(results_matrix, ToFormat(results_format), results_raw);
+  if (*raw_output) return commands.RunRawOutput(raw_job, raw_attempt);
   if (*token_create) return commands.RunTokenCreate(token_name, token_role);
   if (*token_list) return commands.RunTokenList();
   if (*token_revoke) return commands.RunTokenRevoke(revoke_name);

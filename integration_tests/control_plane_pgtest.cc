@@ -12,6 +12,8 @@
 //  - a NUL in a sample name: the scheduler refuses the result
 //    (INVALID_ARGUMENT), the agent fails that job once with the reason and
 //    runs the next one;
+//  - eight results finished together share report calls, each settled on
+//    its own (one poisoned item fails alone, the rest stored once);
 //  - health: NOT_SERVING while PostgreSQL is down, SERVING after.
 // Waits are bounded polls (PollUntil); the only time bound asserted is the
 // 30 s the watch property names.
@@ -31,6 +33,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/agent.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "testing/binaries.h"
@@ -394,6 +397,90 @@ repeats: 2
   EXPECT_NE(reason.find("NUL"), std::string::npos) << reason;
   EXPECT_EQ(agent.stats().failed, 1);
   EXPECT_EQ(agent.stats().succeeded, 1);
+}
+
+// Eight jobs that finish together on an eight-slot agent share report
+// calls (ReportResults), and each is still settled on its own: the one
+// with a NUL in a sample name fails once with the reason, the other seven
+// are stored exactly once.
+TEST_F(ControlPlanePgTest, ResultsFinishedTogetherShareReportCallsEachSettledOnce) {
+  StartScheduler();
+  const int64_t mid = Submit(R"(
+name: together
+commits: [v5.10]
+modes: [strict]
+repeats: 8
+)");
+  ASSERT_GT(mid, 0);
+  constexpr int kJobs = 8;
+  struct Wave {
+    absl::Mutex mu;
+    int started ABSL_GUARDED_BY(mu) = 0;
+  } wave;
+  class Together final : public farm::agent::Executor {
+   public:
+    explicit Together(Wave* wave) : wave_(wave) {}
+    std::string capability() const override { return "emulator"; }
+    std::string version() const override { return "together-1"; }
+    absl::StatusOr<farm::agent::ExecutionResult> Run(const pb::Job&,
+                                                     farm::agent::CancelToken&) override {
+      int me;
+      {
+        absl::MutexLock lock(&wave_->mu);
+        me = wave_->started++;
+        // All eight return at once (bounded: a lost job must not hang the test).
+        auto all = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(wave_->mu) { return wave_->started >= kJobs; };
+        wave_->mu.AwaitWithTimeout(absl::Condition(&all), absl::Seconds(60));
+      }
+      farm::agent::ExecutionResult r;
+      pb::Sample s;
+      s.set_metric(me == 0 ? std::string("through\0put", 11) : "throughput");
+      s.set_value(1.0 + me);
+      s.set_unit("ops/s");
+      r.samples.push_back(s);
+      r.raw_output = std::string(1000, 'a' + me);
+      r.raw_format = "none";
+      return r;
+    }
+
+   private:
+    Wave* const wave_;
+  };
+  farm::agent::AgentOptions opts;
+  opts.client.server = Address();
+  opts.name = "together";
+  opts.slots = kJobs;
+  opts.drain_timeout = absl::Seconds(1);
+  std::vector<std::unique_ptr<farm::agent::Executor>> executors;
+  executors.push_back(std::make_unique<Together>(&wave));
+  farm::agent::Agent agent(opts, std::move(executors), nullptr);
+  std::thread run([&] { (void)agent.Run(); });
+  pb::Matrix m = WaitDone(mid, absl::Seconds(120));
+  agent.Shutdown();
+  run.join();
+  EXPECT_EQ(m.counts().failed(), 1) << m.counts().ShortDebugString();
+  EXPECT_EQ(m.counts().succeeded(), kJobs - 1) << m.counts().ShortDebugString();
+  {
+    absl::MutexLock lock(&wave.mu);
+    EXPECT_EQ(wave.started, kJobs);  // none ran twice
+  }
+  const std::string of = absl::StrCat(" WHERE matrix_id = ", mid);
+  EXPECT_EQ(Sql("SELECT count(*) FROM results" + of), kJobs - 1);
+  EXPECT_EQ(Sql("SELECT count(DISTINCT job_id) FROM results" + of), kJobs - 1);
+  EXPECT_EQ(Sql("SELECT max(attempt) FROM jobs" + of), 1);
+  EXPECT_EQ(Sql("SELECT count(*) FROM results" + of + " AND length(raw_output) = 1000"), kJobs - 1);
+  const std::string reason = SqlText("SELECT failure_reason FROM jobs" + of + " AND state = 4");
+  EXPECT_NE(reason.find("samples[0].metric"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("NUL"), std::string::npos) << reason;
+  const farm::agent::Agent::Stats stats = agent.stats();
+  EXPECT_EQ(stats.succeeded, kJobs - 1);
+  EXPECT_EQ(stats.failed, 1);
+  std::cerr << kJobs << " results finished together went out in " << stats.report_calls
+            << " report calls\n";
+  // Eight results went out; one call each would be eight.
+  EXPECT_LT(stats.report_calls, kJobs) << "no two results shared a call";
+  EXPECT_GE(stats.report_calls, 1);
 }
 
 TEST_F(ControlPlanePgTest, HealthIsNotServingWhilePostgresIsDown) {

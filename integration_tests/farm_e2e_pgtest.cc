@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -129,6 +130,25 @@ TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
     } else {
       EXPECT_GT(std::count(printed->begin(), printed->end(), '\n'), jobs);
     }
+  }
+  // Raw outputs through GetRawOutput: `farmctl raw-output` prints one
+  // verbatim, `results -o json --raw` carries each, both equal to what
+  // GetResults returns inline.
+  std::map<int64_t, std::string> raw_of;
+  for (const pb::Result& r : *results) raw_of[r.job_id()] = r.raw_output();
+  const pb::Result& first = results->front();
+  auto raw_printed = cli::RunProgram(
+      {FARMCTL_BIN, "--server", address, "raw-output", std::to_string(first.job_id())});
+  ASSERT_TRUE(raw_printed.ok()) << raw_printed.status();
+  EXPECT_EQ(*raw_printed, first.raw_output());
+  auto json_raw = cli::RunProgram({FARMCTL_BIN, "--server", address, "results",
+                                   std::to_string(matrix_id), "--output", "json", "--raw"});
+  ASSERT_TRUE(json_raw.ok()) << json_raw.status();
+  auto with_raw = nlohmann::json::parse(*json_raw);
+  ASSERT_EQ(static_cast<int64_t>(with_raw.size()), jobs);
+  for (const auto& o : with_raw) {
+    const int64_t id = o.at("job_id").get<int64_t>();
+    EXPECT_EQ(o.at("raw_output").get<std::string>(), raw_of[id]) << "job " << id;
   }
   auto agents_out = cli::RunProgram({FARMCTL_BIN, "--server", address, "agents"});
   ASSERT_TRUE(agents_out.ok()) << agents_out.status();

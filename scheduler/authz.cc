@@ -65,6 +65,7 @@ const std::vector<RpcRule>& RpcRoleTable() {
       {"JobService/WatchMatrix", Role::kViewer},
       {"JobService/CancelMatrix", Role::kSubmitter},
       {"JobService/GetResults", Role::kViewer},
+      {"JobService/GetRawOutput", Role::kViewer},
       {"JobService/ListAgents", Role::kViewer},
       {"JobService/ListCatalogs", Role::kViewer},
       {"JobService/GetCatalog", Role::kViewer},

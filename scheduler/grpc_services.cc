@@ -396,6 +396,91 @@ class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
   bool last_page_ = false;
 };
 
+// GetRawOutput: one chunk per database read, the next read only after the
+// chunk is written, so the scheduler holds one chunk per call whatever the
+// output's size.
+class RawOutputReactor final : public grpc::ServerWriteReactor<pb::RawOutputChunk> {
+ public:
+  RawOutputReactor(JobService* svc, WorkerPool* pool, int64_t job_id, int attempt)
+      : svc_(svc), pool_(pool), job_id_(job_id), attempt_(attempt) {
+    Fetch();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
+      return;
+    }
+    chunk_.Clear();
+    if (done_) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    Fetch();
+  }
+  void OnCancel() override { cancelled_.store(true); }
+  void OnDone() override { delete this; }
+
+ private:
+  // As ResultsReactor: the first read is admitted like any expensive call,
+  // later ones continue a stream already admitted.
+  void Fetch() {
+    if (chars_ == 0) {
+      switch (pool_->Admit([this] { FetchNow(); })) {
+        case WorkerPool::Admission::kQueued:
+          return;
+        case WorkerPool::Admission::kFull:
+          Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              "scheduler busy: too many expensive calls queued; retry"));
+          return;
+        case WorkerPool::Admission::kStopped:
+          break;
+      }
+    } else if (pool_->Post([this] { FetchNow(); })) {
+      return;
+    }
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  }
+  void FetchNow() {
+    if (cancelled_.load()) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      return;
+    }
+    absl::StatusOr<storage::RawOutputSlice> slice = svc_->RawOutputChunk(job_id_, attempt_, chars_);
+    if (!slice.ok()) {
+      Finish(ToGrpcStatus(slice.status()));
+      return;
+    }
+    if (slice->data.empty() && chars_ > 0) {
+      Finish(grpc::Status::OK);  // the output ended exactly at the last chunk
+      return;
+    }
+    if (chars_ == 0) {
+      // Later reads name the attempt the first one found.
+      attempt_ = slice->attempt;
+      chunk_.set_raw_format(slice->raw_format);
+      chunk_.set_attempt(attempt_);
+    }
+    chunk_.set_offset(bytes_);
+    chunk_.set_total_size(slice->total_bytes);
+    bytes_ += static_cast<int64_t>(slice->data.size());
+    chars_ += JobService::kRawChunkChars;
+    done_ = bytes_ >= slice->total_bytes;
+    chunk_.set_data(std::move(slice->data));
+    StartWrite(&chunk_);
+  }
+
+  JobService* const svc_;
+  WorkerPool* const pool_;
+  const int64_t job_id_;
+  int attempt_;  // 0 until the first read resolved "the latest"
+  std::atomic<bool> cancelled_{false};
+  pb::RawOutputChunk chunk_;
+  int64_t chars_ = 0;  // characters read so far
+  int64_t bytes_ = 0;  // bytes written so far
+  bool done_ = false;
+};
+
 // A short random id that ties an error a client sees to the server log line.
 std::string ErrorId() {
   thread_local absl::BitGen gen;
@@ -522,6 +607,20 @@ grpc::ServerWriteReactor<pb::Result>* JobServiceGrpc::GetResults(grpc::CallbackS
     return new Fail(auth);
   }
   return new ResultsReactor(svc_, heavy_, req->matrix_id(), req->include_raw_output());
+}
+grpc::ServerWriteReactor<pb::RawOutputChunk>* JobServiceGrpc::GetRawOutput(
+    grpc::CallbackServerContext* ctx, const pb::GetRawOutputRequest* req) {
+  authz_->CountCall();
+  grpc::Status auth = ToGrpcStatus(authz_->Authorize(*ctx, "JobService/GetRawOutput").status());
+  if (!auth.ok()) {
+    class Fail final : public grpc::ServerWriteReactor<pb::RawOutputChunk> {
+     public:
+      explicit Fail(grpc::Status s) { Finish(std::move(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Fail(auth);
+  }
+  return new RawOutputReactor(svc_, heavy_, req->job_id(), req->attempt());
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::ListAgents(grpc::CallbackServerContext* ctx,
                                                      const pb::ListAgentsRequest* req,

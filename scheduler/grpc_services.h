@@ -81,6 +81,8 @@ class JobServiceGrpc final : public pb::JobService::CallbackService {
                                          pb::CancelMatrixResponse* resp) override;
   grpc::ServerWriteReactor<pb::Result>* GetResults(grpc::CallbackServerContext* ctx,
                                                    const pb::GetResultsRequest* req) override;
+  grpc::ServerWriteReactor<pb::RawOutputChunk>* GetRawOutput(
+      grpc::CallbackServerContext* ctx, const pb::GetRawOutputRequest* req) override;
   grpc::ServerUnaryReactor* ListAgents(grpc::CallbackServerContext* ctx,
                                        const pb::ListAgentsRequest* req,
                                        pb::ListAgentsResponse* resp) override;

@@ -3,6 +3,10 @@
 //  - GetResults over 40 results of 4 MiB raw output each: the scheduler's
 //    resident set grows by less than 64 MB while it streams them (pages are
 //    bounded by bytes, and one page is held at a time);
+//  - GetRawOutput of four 4 MiB raw outputs (multi-byte UTF-8 text), read
+//    concurrently: each comes back byte-identical in chunks of at most
+//    1 MiB while the scheduler grows by less than the outputs' size (it
+//    reads one chunk at a time);
 //  - a 200 KB `set:` over 1000 jobs is stored once with the matrix, not in
 //    every job row (row sizes read from PostgreSQL), and every leased job
 //    still carries all of it.
@@ -204,6 +208,133 @@ TEST_F(SchedulerMemoryPgTest, GetResultsOfLargeRawOutputsKeepsTheSchedulerSmall)
             << peak.load() / (1 << 20) << " MiB: growth " << growth / (1 << 20) << " MiB over "
             << kJobs << " x " << kRaw / (1 << 20) << " MiB raw outputs\n";
   EXPECT_LT(growth, int64_t{64} << 20);
+}
+
+// Like Noise, with two- and three-byte characters among the letters, so a
+// byte offset and a character offset differ.
+std::string Utf8Noise(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> pick(0, 27);
+  std::string s;
+  s.reserve(n + 3);
+  while (s.size() < n) {
+    const int c = pick(gen);
+    if (c == 26) {
+      s += "\xc3\xa9";  // é
+    } else if (c == 27) {
+      s += "\xe2\x82\xac";  // €
+    } else {
+      s += static_cast<char>('a' + c);
+    }
+  }
+  return s;
+}
+
+TEST_F(SchedulerMemoryPgTest, RawOutputStreamsByteIdenticalInBoundedChunks) {
+  constexpr int kJobs = 4;
+  constexpr size_t kRaw = 4 << 20;
+  const int64_t m = Submit(absl::StrCat(
+      "name: raw-stream\ncatalog: linux-iommu\nplatform: intel-vtd-snb16c\ncommits: [v4.6]\n"
+      "modes: [strict]\nrepeats: ",
+      kJobs, "\nworkloads:\n  - name: dma-map-bench\n    params: {threads: 1, seconds: 0.001}\n"));
+  ASSERT_GT(m, 0);
+  pb::RegisterResponse a = Register(kJobs);
+  std::vector<pb::JobLease> leases = Lease(a, kJobs);
+  ASSERT_EQ(leases.size(), static_cast<size_t>(kJobs));
+  std::vector<std::string> raws;
+  for (int i = 0; i < kJobs; ++i) {
+    raws.push_back(Utf8Noise(kRaw, 10 + i));
+    pb::ReportResultRequest req;
+    req.set_agent_id(a.agent_id());
+    *req.mutable_lease() = leases[i].lease();
+    req.add_samples()->set_metric("throughput");
+    req.set_raw_output(raws.back());
+    req.set_raw_format("emu-json");
+    pb::ReportResultResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(absl::Seconds(60)));
+    grpc::Status st = agents_->ReportResult(&ctx, req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+
+  const pid_t pid = scheduler_->pid();
+  const int64_t before = RssBytes(pid);
+  ASSERT_GT(before, 0);
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> peak{before};
+  std::thread sampler([&] {
+    while (!done.load()) {
+      const int64_t now = RssBytes(pid);
+      if (now > peak.load()) peak.store(now);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  struct Read {
+    std::string data;
+    grpc::Status status;
+    size_t largest_chunk = 0;
+    int chunks = 0;
+    bool offsets_ok = true;
+    std::string format;
+    int attempt = 0;
+  };
+  std::vector<Read> reads(kJobs);
+  std::vector<std::thread> readers;
+  for (int i = 0; i < kJobs; ++i) {
+    readers.emplace_back([&, i] {
+      pb::GetRawOutputRequest req;
+      req.set_job_id(leases[i].job().id());
+      req.set_attempt(leases[i].lease().attempt());
+      grpc::ClientContext ctx;
+      ctx.set_deadline(In(absl::Minutes(2)));
+      auto reader = jobs_->GetRawOutput(&ctx, req);
+      pb::RawOutputChunk c;
+      Read& out = reads[i];
+      while (reader->Read(&c)) {
+        if (out.chunks == 0) {
+          out.format = c.raw_format();
+          out.attempt = c.attempt();
+        }
+        out.offsets_ok = out.offsets_ok && c.offset() == static_cast<int64_t>(out.data.size()) &&
+                         c.total_size() == static_cast<int64_t>(raws[i].size());
+        out.largest_chunk = std::max(out.largest_chunk, c.data().size());
+        out.data += c.data();
+        ++out.chunks;
+      }
+      out.status = reader->Finish();
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  done.store(true);
+  sampler.join();
+  for (int i = 0; i < kJobs; ++i) {
+    ASSERT_TRUE(reads[i].status.ok()) << reads[i].status.error_message();
+    EXPECT_TRUE(reads[i].data == raws[i])
+        << "raw output " << i << " differs: " << reads[i].data.size() << " bytes of " << kRaw;
+    EXPECT_LE(reads[i].largest_chunk, size_t{1} << 20);
+    EXPECT_GT(reads[i].chunks, 4);  // > 4 MiB / 1 MiB: it really came in pieces
+    EXPECT_TRUE(reads[i].offsets_ok);
+    EXPECT_EQ(reads[i].format, "emu-json");
+    EXPECT_EQ(reads[i].attempt, leases[i].lease().attempt());
+  }
+  const int64_t growth = peak.load() - before;
+  std::cerr << "scheduler VmRSS " << before / (1 << 20) << " MiB before GetRawOutput, peak "
+            << peak.load() / (1 << 20) << " MiB: growth " << growth / (1 << 20) << " MiB over "
+            << kJobs << " concurrent x " << kRaw / (1 << 20) << " MiB raw outputs ("
+            << reads[0].chunks << " chunks each)\n";
+  // The four outputs are 16 MiB; held whole (row, message, write) they
+  // would be several times that.
+  EXPECT_LT(growth, int64_t{16} << 20);
+
+  pb::GetRawOutputRequest missing;
+  missing.set_job_id(leases[0].job().id());
+  missing.set_attempt(leases[0].lease().attempt() + 1);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(absl::Seconds(30)));
+  auto reader = jobs_->GetRawOutput(&ctx, missing);
+  pb::RawOutputChunk c;
+  EXPECT_FALSE(reader->Read(&c));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(SchedulerMemoryPgTest, SpecSetIsStoredOnceForAllJobs) {

@@ -160,22 +160,25 @@ absl::StatusOr<std::vector<pb::Result>> JobService::ResultsPage(int64_t matrix_i
   return matrices_->ListResults(matrix_id, after_job_id, limit, include_raw, max_raw_bytes);
 }
 
+absl::StatusOr<storage::RawOutputSlice> JobService::RawOutputChunk(int64_t job_id, int attempt,
+                                                                   int64_t from_char) {
+  if (job_id <= 0) return absl::InvalidArgumentError("job_id: required");
+  if (attempt < 0) return absl::InvalidArgumentError("attempt: must be >= 0 (0: the latest)");
+  return matrices_->ReadRawOutput(job_id, attempt, from_char, kRawChunkChars);
+}
+
 absl::StatusOr<pb::ListAgentsResponse> JobService::ListAgents(const pb::ListAgentsRequest& req) {
   const int page = PageSize(req.page_size(), 100);
-  absl::StatusOr<std::vector<pb::Agent>> agents = queue_->ListAgents(config_.liveness());
+  // By name after the token (the last name of the page before), paged by
+  // the store; one agent past the page says whether another page follows.
+  absl::StatusOr<std::vector<pb::Agent>> agents =
+      queue_->ListAgentsPage(config_.liveness(), req.page_token(), page + 1);
   if (!agents.ok()) return agents.status();
-  // By name, after the token (the last name of the page before). The queue
-  // lists every agent; a farm has hundreds, so the page is cut here.
-  std::sort(agents->begin(), agents->end(),
-            [](const pb::Agent& a, const pb::Agent& b) { return a.name() < b.name(); });
-  auto it = agents->begin();
-  if (!req.page_token().empty()) {
-    it = std::upper_bound(agents->begin(), agents->end(), req.page_token(),
-                          [](const std::string& t, const pb::Agent& a) { return t < a.name(); });
-  }
   pb::ListAgentsResponse resp;
-  for (; it != agents->end() && resp.agents_size() < page; ++it) *resp.add_agents() = *it;
-  if (it != agents->end()) resp.set_next_page_token(resp.agents().rbegin()->name());
+  const bool more = static_cast<int>(agents->size()) > page;
+  if (more) agents->resize(page);
+  for (pb::Agent& a : *agents) *resp.add_agents() = std::move(a);
+  if (more) resp.set_next_page_token(resp.agents().rbegin()->name());
   return resp;
 }
 

@@ -72,6 +72,12 @@ class JobService final {
   // 40 x 4 MiB raw outputs with this bound, 40 MiB with 8 MiB, 324 MiB
   // with none.
   static constexpr int64_t kResultsPageRawBytes = 4 << 20;
+  // One GetRawOutput chunk: characters [from_char, from_char +
+  // kRawChunkChars) of result (job_id, attempt)'s raw output.
+  absl::StatusOr<storage::RawOutputSlice> RawOutputChunk(int64_t job_id, int attempt,
+                                                         int64_t from_char);
+  // At most 4 bytes a character in UTF-8: a chunk is at most 1 MiB.
+  static constexpr int64_t kRawChunkChars = 256 << 10;
   absl::StatusOr<pb::ListAgentsResponse> ListAgents(const pb::ListAgentsRequest& req);
   absl::StatusOr<pb::ListCatalogsResponse> ListCatalogs(const pb::ListCatalogsRequest& req);
   absl::StatusOr<pb::Catalog> GetCatalog(const pb::GetCatalogRequest& req);

@@ -115,6 +115,12 @@ class JobQueue {
   virtual absl::StatusOr<std::array<int64_t, 6>> QueueCounts() = 0;
   // Agents; `connected` means a heartbeat within `liveness`.
   virtual absl::StatusOr<std::vector<pb::Agent>> ListAgents(absl::Duration liveness) = 0;
+  // One page of agents in name order (bytewise): at most `limit` whose name
+  // sorts after `after_name` ("" = from the first). Keyset paging: a page
+  // reads `limit` agents whatever the farm's size.
+  virtual absl::StatusOr<std::vector<pb::Agent>> ListAgentsPage(absl::Duration liveness,
+                                                                const std::string& after_name,
+                                                                int limit) = 0;
   // The agent's name, for results (kNotFound if unknown).
   virtual absl::StatusOr<std::string> AgentName(int64_t agent_id) = 0;
 };

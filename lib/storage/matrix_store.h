@@ -38,6 +38,14 @@ struct CreatedMatrix {
   bool existing = false;  // idempotency key matched an earlier submit
 };
 
+// A slice of one result's raw output (ReadRawOutput).
+struct RawOutputSlice {
+  std::string data;         // up to max_chars characters, from from_char on
+  int64_t total_bytes = 0;  // octet length of the whole raw output
+  std::string raw_format;
+  int attempt = 0;  // the result's attempt (the one asked for, or the latest)
+};
+
 class MatrixStore {
  public:
   virtual ~MatrixStore() = default;
@@ -60,6 +68,12 @@ class MatrixStore {
                                                               int64_t after_job_id, int limit,
                                                               bool include_raw,
                                                               int64_t max_raw_bytes = 0) = 0;
+  // Characters [from_char, from_char + max_chars) of the raw output of
+  // result (job_id, attempt) (attempt 0: the job's latest result), counted in characters so a slice
+  // never splits one (at most 4 * max_chars bytes); only that slice is read into memory. NOT_FOUND
+  // if there is no such result.
+  virtual absl::StatusOr<RawOutputSlice> ReadRawOutput(int64_t job_id, int attempt,
+                                                       int64_t from_char, int64_t max_chars) = 0;
 };
 
 }  // namespace farm::storage

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -379,10 +380,26 @@ absl::StatusOr<std::array<int64_t, 6>> MemoryJobQueue::QueueCounts() {
 }
 
 absl::StatusOr<std::vector<pb::Agent>> MemoryJobQueue::ListAgents(absl::Duration liveness) {
+  return ListAgentsPage(liveness, "", std::numeric_limits<int>::max());
+}
+
+absl::StatusOr<std::vector<pb::Agent>> MemoryJobQueue::ListAgentsPage(absl::Duration liveness,
+                                                                      const std::string& after_name,
+                                                                      int limit) {
   return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<pb::Agent>> {
     const absl::Time now = db_->Now();
-    std::vector<pb::Agent> out;
+    // The page's rows first (names are unique), then only they are built.
+    std::vector<std::pair<const std::string*, int64_t>> keys;
     for (const auto& [id, row] : t.agents) {
+      if (row.name > after_name) keys.emplace_back(&row.name, id);
+    }
+    const size_t n = std::min(keys.size(), static_cast<size_t>(std::max(limit, 0)));
+    std::partial_sort(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(n), keys.end(),
+                      [](const auto& x, const auto& y) { return *x.first < *y.first; });
+    keys.resize(n);
+    std::vector<pb::Agent> out;
+    for (const auto& [name, id] : keys) {
+      const auto& row = t.agents.at(id);
       pb::Agent a;
       a.set_agent_id(id);
       a.set_name(row.name);
@@ -399,8 +416,6 @@ absl::StatusOr<std::vector<pb::Agent>> MemoryJobQueue::ListAgents(absl::Duration
       SetTime(row.registered_at, a.mutable_registered_at());
       out.push_back(std::move(a));
     }
-    std::stable_sort(out.begin(), out.end(),
-                     [](const pb::Agent& x, const pb::Agent& y) { return x.name() < y.name(); });
     return out;
   });
 }

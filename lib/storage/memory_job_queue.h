@@ -43,6 +43,9 @@ class MemoryJobQueue : public JobQueue {
   absl::StatusOr<ReapOutcome> ReapExpired(const RetryPolicy& retry, int limit) override;
   absl::StatusOr<std::array<int64_t, 6>> QueueCounts() override;
   absl::StatusOr<std::vector<pb::Agent>> ListAgents(absl::Duration liveness) override;
+  absl::StatusOr<std::vector<pb::Agent>> ListAgentsPage(absl::Duration liveness,
+                                                        const std::string& after_name,
+                                                        int limit) override;
   absl::StatusOr<std::string> AgentName(int64_t agent_id) override;
 
  private:

@@ -1,5 +1,6 @@
 #include "lib/storage/memory_matrix_store.h"
 
+#include <iterator>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -152,6 +153,42 @@ absl::StatusOr<std::vector<pb::Result>> MemoryMatrixStore::ListResults(int64_t m
       SetTime(r.finished_at, res.mutable_finished_at());
       out.push_back(std::move(res));
     }
+    return out;
+  });
+}
+
+absl::StatusOr<RawOutputSlice> MemoryMatrixStore::ReadRawOutput(int64_t job_id, int attempt,
+                                                                int64_t from_char,
+                                                                int64_t max_chars) {
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<RawOutputSlice> {
+    // results are keyed (job_id, attempt): the latest is the last of the job's.
+    auto it = attempt > 0 ? t.results.find({job_id, attempt})
+                          : t.results.lower_bound({job_id + 1, std::numeric_limits<int>::min()});
+    if (attempt <= 0) {
+      it = it == t.results.begin() ? t.results.end() : std::prev(it);
+      if (it != t.results.end() && it->first.first != job_id) it = t.results.end();
+    }
+    if (it == t.results.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no result for job ", job_id, attempt > 0 ? absl::StrCat(" attempt ", attempt) : ""));
+    }
+    const std::string& raw = it->second.raw_output;
+    // Characters as PostgreSQL's substr counts them in UTF-8: a byte that is
+    // not a continuation byte (10xxxxxx) starts one.
+    auto skip = [&raw](size_t at, int64_t chars) {
+      while (at < raw.size()) {
+        if ((static_cast<unsigned char>(raw[at]) & 0xC0) != 0x80 && chars-- == 0) break;
+        ++at;
+      }
+      return at;
+    };
+    const size_t begin = skip(0, from_char);
+    const size_t end = skip(begin, max_chars);
+    RawOutputSlice out;
+    out.data = raw.substr(begin, end - begin);
+    out.total_bytes = static_cast<int64_t>(raw.size());
+    out.raw_format = it->second.raw_format;
+    out.attempt = it->first.second;
     return out;
   });
 }

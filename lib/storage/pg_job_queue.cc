@@ -1,6 +1,7 @@
 #include "lib/storage/pg_job_queue.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -549,18 +550,29 @@ absl::StatusOr<std::array<int64_t, 6>> PgJobQueue::QueueCounts() {
 }
 
 absl::StatusOr<std::vector<pb::Agent>> PgJobQueue::ListAgents(absl::Duration liveness) {
+  return ListAgentsPage(liveness, "", std::numeric_limits<int>::max());
+}
+
+absl::StatusOr<std::vector<pb::Agent>> PgJobQueue::ListAgentsPage(absl::Duration liveness,
+                                                                  const std::string& after_name,
+                                                                  int limit) {
   using Out = std::vector<pb::Agent>;
   return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
     pqxx::read_transaction t(c);
     Out out;
+    // COLLATE "C": byte order, as the memory store and page tokens compare,
+    // whatever the database's locale. Running jobs are counted for the
+    // page's agents only.
     for (const pqxx::row& r :
          t.exec_params("SELECT a.id, a.name, a.capabilities::text, a.host::text, a.slots, "
                        "(SELECT count(*) FROM jobs j WHERE j.state = 2 AND j.lease_agent = a.id), "
                        "a.last_heartbeat > now() - make_interval(secs => $1), "
                        "(extract(epoch from a.last_heartbeat) * 1000000)::bigint, "
                        "(extract(epoch from a.registered_at) * 1000000)::bigint "
-                       "FROM agents a ORDER BY a.name",
-                       Secs(liveness))) {
+                       "FROM (SELECT * FROM agents WHERE name COLLATE \"C\" > $2 "
+                       "      ORDER BY name COLLATE \"C\" LIMIT $3) a "
+                       "ORDER BY a.name COLLATE \"C\"",
+                       Secs(liveness), after_name, limit)) {
       pb::Agent a;
       a.set_agent_id(r[0].as<int64_t>());
       a.set_name(r[1].as<std::string>());

@@ -181,4 +181,28 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
   });
 }
 
+absl::StatusOr<RawOutputSlice> PgMatrixStore::ReadRawOutput(int64_t job_id, int attempt,
+                                                            int64_t from_char, int64_t max_chars) {
+  return pool_->Call<RawOutputSlice>([&](pqxx::connection& c) -> absl::StatusOr<RawOutputSlice> {
+    pqxx::read_transaction t(c);
+    // substr counts characters (1-based); octet_length reads the stored
+    // size without fetching the value.
+    pqxx::result r = t.exec_params(
+        "SELECT substr(raw_output, $3::int + 1, $4::int), octet_length(raw_output), raw_format, "
+        "attempt FROM results WHERE job_id = $1 AND ($2 = 0 OR attempt = $2) "
+        "ORDER BY attempt DESC LIMIT 1",
+        job_id, attempt, from_char, max_chars);
+    if (r.empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no result for job ", job_id, attempt > 0 ? absl::StrCat(" attempt ", attempt) : ""));
+    }
+    RawOutputSlice out;
+    out.data = r[0][0].as<std::string>();
+    out.total_bytes = r[0][1].as<int64_t>();
+    out.raw_format = r[0][2].as<std::string>();
+    out.attempt = r[0][3].as<int>();
+    return out;
+  });
+}
+
 }  // namespace farm::storage

@@ -30,6 +30,8 @@ class PgMatrixStore : public MatrixStore {
   absl::StatusOr<std::vector<pb::Result>> ListResults(int64_t matrix_id, int64_t after_job_id,
                                                       int limit, bool include_raw,
                                                       int64_t max_raw_bytes) override;
+  absl::StatusOr<RawOutputSlice> ReadRawOutput(int64_t job_id, int attempt, int64_t from_char,
+                                               int64_t max_chars) override;
 
  private:
   PgPool* const pool_;  // not owned

@@ -3,6 +3,7 @@
 // analysis reads. Each case gets a fresh, empty database.
 #include "lib/storage/repository_contract.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -941,6 +942,47 @@ TEST_P(RepositoryContractTest, ListAgentsShowsRunningJobsAndLiveness) {
   EXPECT_FALSE((*agents)[0].connected());
 }
 
+// ListAgentsPage: keyset pages in byte order of names (upper case before
+// lower, '-' before letters, whatever the database's locale), each agent on
+// exactly one page, running jobs counted on the page too.
+TEST_P(RepositoryContractTest, ListAgentsPagesByNameInByteOrder) {
+  MakeMatrix(2);
+  const std::vector<std::string> names = {"b-2", "a", "B", "b1", "a-z", "Zed", "b-10"};
+  std::map<std::string, pb::RegisterResponse> reg;
+  for (const std::string& n : names) reg[n] = Register(n);
+  ASSERT_EQ(Lease(reg["b1"], 2).size(), 2u);
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());  // bytewise: B, Zed, a, a-z, b-10, b-2, b1
+  std::vector<std::string> seen;
+  std::string after;
+  int pages = 0;
+  for (;;) {
+    auto page = queue().ListAgentsPage(absl::Minutes(5), after, 3);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_LE(page->size(), 3u);
+    if (page->empty()) break;
+    ++pages;
+    for (const pb::Agent& a : *page) {
+      seen.push_back(a.name());
+      EXPECT_EQ(a.agent_id(), reg[a.name()].agent_id()) << a.name();
+      EXPECT_EQ(a.running_jobs(), a.name() == "b1" ? 2 : 0) << a.name();
+      EXPECT_TRUE(a.connected());
+    }
+    after = page->back().name();
+    ASSERT_LT(pages, 10);
+  }
+  EXPECT_EQ(seen, sorted);
+  EXPECT_EQ(pages, 3);  // 3 + 3 + 1
+  auto tail = queue().ListAgentsPage(absl::Minutes(5), "b-10", 100);
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  ASSERT_EQ(tail->size(), 2u);
+  EXPECT_EQ((*tail)[0].name(), "b-2");
+  EXPECT_EQ((*tail)[1].name(), "b1");
+  auto none = queue().ListAgentsPage(absl::Minutes(5), "", 0);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+}
+
 TEST_P(RepositoryContractTest, CatalogsPutAppendGet) {
   pb::Catalog c;
   c.set_name("linux-iommu");
@@ -1159,6 +1201,56 @@ TEST_P(RepositoryContractTest, ResultPagesAreBoundedByRawBytes) {
     EXPECT_TRUE((*page)[i].raw_output().empty());
     EXPECT_EQ((*page)[i].raw_size(), static_cast<int64_t>(1000 * (i + 1)));
   }
+}
+
+// ReadRawOutput returns a result's raw output a slice of characters at a
+// time (a multi-byte character is never split), with the whole output's
+// size in bytes; attempt 0 reads the job's latest result; a missing result
+// is kNotFound.
+TEST_P(RepositoryContractTest, RawOutputIsReadInCharacterSlices) {
+  MakeMatrix(1);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  // 2-, 3- and 4-byte characters between ASCII ones.
+  const std::string raw =
+      "ab\xc3\xa9"
+      "c\xe2\x82\xac"
+      "d\xf0\x9f\x98\x80"
+      "e";
+  pb::ReportResultRequest r;
+  r.set_agent_id(a.agent_id());
+  *r.mutable_lease() = ls[0].lease();
+  r.set_raw_output(raw);
+  r.set_raw_format("emu-json");
+  ASSERT_TRUE(queue().ReportResult(r).ok());
+  const int64_t job = ls[0].job().id();
+  const int attempt = ls[0].lease().attempt();
+  std::string joined;
+  for (int64_t from = 0;; from += 3) {
+    auto slice = matrices().ReadRawOutput(job, attempt, from, 3);
+    ASSERT_TRUE(slice.ok()) << slice.status();
+    EXPECT_EQ(slice->total_bytes, static_cast<int64_t>(raw.size()));
+    EXPECT_EQ(slice->raw_format, "emu-json");
+    if (slice->data.empty()) break;
+    joined += slice->data;
+    ASSERT_LT(from, 100);
+  }
+  EXPECT_EQ(joined, raw);
+  auto middle = matrices().ReadRawOutput(job, attempt, 2, 3);
+  ASSERT_TRUE(middle.ok()) << middle.status();
+  EXPECT_EQ(middle->data,
+            "\xc3\xa9"
+            "c\xe2\x82\xac");
+  EXPECT_EQ(middle->attempt, attempt);
+  auto latest = matrices().ReadRawOutput(job, 0, 0, 100);  // attempt 0: the latest result
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->data, raw);
+  EXPECT_EQ(latest->attempt, attempt);
+  EXPECT_EQ(matrices().ReadRawOutput(job, attempt + 1, 0, 3).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(matrices().ReadRawOutput(job + 1000, 0, 0, 3).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 // ListRegressions pages by id: page_size of them after page_token.
