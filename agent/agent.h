@@ -17,6 +17,16 @@
 // running jobs finish for up to drain_timeout, then cancel (abandon) the rest;
 // their leases expire on the scheduler.
 //
+// Kexec hosts (AgentOptions::kexec): before it first registers, the agent
+// resumes a pending boot (KexecKernelProvider::Resume) and registers naming
+// its lease in RegisterRequest.resumes. If the scheduler kept the lease: a
+// job whose kernel came back in its mode runs (the executor's resumed path),
+// is reported and the boot is finished; a job whose kernel did not is
+// reported failed, permanently, with the provider's reason. A job whose
+// executor reboots the host (ExecutionResult::rebooting, after HoldLease got
+// the scheduler to hold its lease) is not reported: the agent stops leasing
+// and Run() returns once drained. A kexec host runs one slot.
+//
 // Test hook agreed with the scheduler's fault tests: a job whose model_set
 // holds "agent.hold_ms" = N sleeps N ms (cancellable) before it runs; keys
 // starting with "agent." are never passed to an executor.
@@ -44,6 +54,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/executors/executor.h"
+#include "agent/kernels/kexec_provider.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 #include "lib/metrics/metrics.h"
@@ -60,6 +71,9 @@ struct AgentOptions {
   iommufarm::v1::HostFacts host;
   // Called after every successful Register (first and re-registrations).
   std::function<void(const std::string& name, int64_t agent_id, bool first)> on_registered;
+  // The host's kexec provider (nullable), shared with the executors that
+  // boot through it; requires slots == 1.
+  std::shared_ptr<kernels::KexecKernelProvider> kexec;
 };
 
 // Capability name <-> executor kind ("emulator" <-> EXECUTOR_EMULATOR).
@@ -75,6 +89,8 @@ class Agent {
     int64_t released = 0;   // handed back at shutdown
     int64_t abandoned = 0;  // still running when the drain timed out
     int64_t registrations = 0;
+    int64_t reboots = 0;  // jobs that rebooted the host into their kernel
+    int64_t resumed = 0;  // held leases the scheduler kept after a reboot
   };
 
   Agent(AgentOptions options, std::vector<std::unique_ptr<Executor>> executors,
@@ -91,6 +107,7 @@ class Agent {
   struct LeaseEntry {
     iommufarm::v1::JobLease lease;
     bool running = false;
+    bool resumed = false;  // resumed after the reboot into its kernel
     std::shared_ptr<CancelToken> cancel = std::make_shared<CancelToken>();
   };
 
@@ -99,7 +116,15 @@ class Agent {
   absl::Status EnsureRegistered() ABSL_LOCKS_EXCLUDED(mu_);
   void HeartbeatLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
-  void RunOne(const iommufarm::v1::JobLease& lease, CancelToken& cancel) ABSL_LOCKS_EXCLUDED(mu_);
+  void RunOne(const iommufarm::v1::JobLease& lease, CancelToken& cancel, bool resumed)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The pending kexec boot after the registration that named its lease:
+  // queued to run, reported failed, or dropped when the lease was not kept.
+  void ResumeBoot(const kernels::KexecKernelProvider::Resumed& boot) ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks the scheduler to hold `lease` through a reboot for `d`.
+  absl::Status HoldLease(const iommufarm::v1::LeaseRef& lease, absl::Duration d)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void FinishBoot();
   void Report(const iommufarm::v1::JobLease& lease, CancelToken& cancel,
               const absl::StatusOr<ExecutionResult>& result, absl::Duration wall_time)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -127,6 +152,9 @@ class Agent {
   std::string session_ ABSL_GUARDED_BY(mu_);
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(2);
   std::map<int64_t, LeaseEntry> leases_ ABSL_GUARDED_BY(mu_);  // by job id
+  // Sent with the next Register (then cleared); what it kept.
+  std::vector<iommufarm::v1::LeaseRef> resumes_ ABSL_GUARDED_BY(mu_);
+  std::vector<iommufarm::v1::LeaseRef> resumed_ ABSL_GUARDED_BY(mu_);
   std::deque<int64_t> pending_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
@@ -135,7 +163,7 @@ class Agent {
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<int64_t> succeeded_{0}, failed_{0}, revoked_{0}, stale_{0}, released_{0},
-      abandoned_{0}, registrations_{0};
+      abandoned_{0}, registrations_{0}, reboots_{0}, resumed_jobs_{0};
   std::vector<std::thread> workers_;
   std::thread heartbeat_thread_;
 };

@@ -96,7 +96,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
       if (!executor.ok()) return executor.status();
       std::unique_ptr<kernels::VmKernelProvider> vm;
       std::string qemu_version;
-      if (kind == pb::EXECUTOR_FIO && !config.vm_kernels_dir.empty()) {
+      if (kind == pb::EXECUTOR_FIO && !config.vm_kernels_dir.empty() &&
+          (config.kexec == nullptr || !config.vm_initramfs.empty())) {
         absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> made =
             MakeVmProvider(config, &qemu_version);
         if (!made.ok()) {
@@ -107,7 +108,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
         }
       }
       out.push_back(std::make_unique<KernelExecutor>(*std::move(executor), config.host,
-                                                     std::move(vm), qemu_version));
+                                                     std::move(vm), qemu_version, config.kexec));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown capability '", cap,
