@@ -262,7 +262,8 @@ absl::Status Agent::Run() {
     if (options_.slots != 1) {
       return absl::InvalidArgumentError("a kexec host runs one slot");
     }
-    absl::StatusOr<kernels::KexecKernelProvider::Resumed> resumed = options_.kexec->Resume();
+    // Check, not Resume: a failed boot is reported before the host reboots.
+    absl::StatusOr<kernels::KexecKernelProvider::Resumed> resumed = options_.kexec->Check();
     if (!resumed.ok()) return resumed.status();
     if (resumed->kind != kernels::KexecKernelProvider::Resumed::kNothing) {
       boot = *std::move(resumed);
@@ -638,7 +639,11 @@ void Agent::ResumeBoot(const kernels::KexecKernelProvider::Resumed& boot) {
     // the lease and retries the job by its attempt rules.
     spdlog::warn("job {} attempt {}: the scheduler did not keep the lease held through the reboot",
                  held.job_id, held.attempt);
-    FinishBoot();
+    if (boot.kind == kernels::KexecKernelProvider::Resumed::kFailed) {
+      AbandonBoot(boot);
+    } else {
+      FinishBoot();
+    }
     return;
   }
   resumed_jobs_.fetch_add(1);
@@ -653,7 +658,11 @@ void Agent::ResumeBoot(const kernels::KexecKernelProvider::Resumed& boot) {
     if (job_status.ok()) job_status = absl::FailedPreconditionError(boot.reason);
     CancelToken cancel;
     Report(lease, cancel, job_status, absl::ZeroDuration());
-    FinishBoot();
+    if (boot.kind == kernels::KexecKernelProvider::Resumed::kFailed) {
+      AbandonBoot(boot);
+    } else {
+      FinishBoot();
+    }
     return;
   }
   spdlog::info("job {} attempt {}: kernel {} came back in mode {}; running the job", held.job_id,
@@ -698,6 +707,13 @@ absl::Status Agent::HoldLease(const pb::LeaseRef& lease, absl::Duration d) {
     CountRpcError();
     absl::SleepFor(backoff);
     backoff = NextBackoff(backoff);
+  }
+}
+
+void Agent::AbandonBoot(const kernels::KexecKernelProvider::Resumed& boot) {
+  spdlog::warn("kexec: {}; back to the default kernel {}", boot.reason, boot.boot.default_release);
+  if (absl::Status s = options_.kexec->Abandon(boot); !s.ok()) {
+    spdlog::error("kexec: {}", s.ToString());
   }
 }
 

@@ -18,11 +18,12 @@
 // their leases expire on the scheduler.
 //
 // Kexec hosts (AgentOptions::kexec): before it first registers, the agent
-// resumes a pending boot (KexecKernelProvider::Resume) and registers naming
+// checks a pending boot (KexecKernelProvider::Check) and registers naming
 // its lease in RegisterRequest.resumes. If the scheduler kept the lease: a
 // job whose kernel came back in its mode runs (the executor's resumed path),
 // is reported and the boot is finished; a job whose kernel did not is
-// reported failed, permanently, with the provider's reason. A job whose
+// reported failed, permanently, with the provider's reason, and then the
+// host returns to its default kernel (KexecKernelProvider::Abandon). A job whose
 // executor reboots the host (ExecutionResult::rebooting, after HoldLease got
 // the scheduler to hold its lease) is not reported: the agent stops leasing
 // and Run() returns once drained. A kexec host runs one slot.
@@ -124,7 +125,10 @@ class Agent {
   // Asks the scheduler to hold `lease` through a reboot for `d`.
   absl::Status HoldLease(const iommufarm::v1::LeaseRef& lease, absl::Duration d)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The boot is over: its state goes (Finish), or, for a failed one, the
+  // host also returns to its default kernel (Abandon).
   void FinishBoot();
+  void AbandonBoot(const kernels::KexecKernelProvider::Resumed& boot);
   void Report(const iommufarm::v1::JobLease& lease, CancelToken& cancel,
               const absl::StatusOr<ExecutionResult>& result, absl::Duration wall_time)
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -239,5 +239,15 @@ int main(int argc, char** argv) {
     spdlog::error("{}", status.ToString());
     Exit(1);
   }
+  if (stats.reboots > 0 && !signals.stop_requested()) {
+    // systemd stops the agent on its way into the job's kernel. Exiting
+    // first could get it restarted on this kernel, where it would find the
+    // boot failed.
+    if (!signals.WaitFor(kexec_boot_timeout)) {
+      spdlog::error("the host did not reboot into the job's kernel within {}",
+                    absl::FormatDuration(kexec_boot_timeout));
+      Exit(1);
+    }
+  }
   Exit(0);
 }

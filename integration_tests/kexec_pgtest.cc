@@ -12,8 +12,10 @@
 // runs: what is under test is the lease's way through the reboot.
 #include <stdlib.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <memory>
 #include <pqxx/pqxx>
@@ -52,6 +54,8 @@ struct FakeHost {
   absl::Mutex mu;
   std::vector<std::vector<std::string>> commands ABSL_GUARDED_BY(mu);
   kernels::KernelFacts facts ABSL_GUARDED_BY(mu);
+  // Runs before each command is recorded (set before any agent starts).
+  std::function<void(const std::vector<std::string>&)> on_command;
 };
 
 class FakeRunner : public kernels::CommandRunner {
@@ -59,6 +63,7 @@ class FakeRunner : public kernels::CommandRunner {
   explicit FakeRunner(FakeHost* host) : host_(host) {}
   absl::StatusOr<runners::ProcessResult> Run(const std::vector<std::string>& argv,
                                              absl::Duration) override {
+    if (host_->on_command) host_->on_command(argv);
     absl::MutexLock lock(&host_->mu);
     host_->commands.push_back(argv);
     runners::ProcessResult r;
@@ -347,6 +352,10 @@ TEST_F(KexecPgTest, WrongReleaseAfterTheBootFailsTheJobPermanently) {
   FirstAgentReboots();
   // Another kernel came up (a boot loader fallback, say).
   const kernels::KernelFacts other = Facts("6.1.0-99-other", "DMA", kBaseCmdline);
+  std::atomic<int> state_at_reboot{-1};
+  host_.on_command = [&](const std::vector<std::string>& argv) {
+    if (argv.size() == 2 && argv[1] == "reboot") state_at_reboot = Job().state;
+  };
   Boot(other);
   auto second = MakeAgent(other, (root_ / "state").string());
   auto run = std::async(std::launch::async, [&] { return second->Run(); });
@@ -364,6 +373,7 @@ TEST_F(KexecPgTest, WrongReleaseAfterTheBootFailsTheJobPermanently) {
   std::vector<std::vector<std::string>> commands = Commands();
   ASSERT_EQ(commands.size(), 3u);
   EXPECT_THAT(commands[2], ElementsAre("systemctl", "reboot"));
+  EXPECT_EQ(state_at_reboot.load(), pb::JOB_STATE_FAILED) << "rebooted before reporting";
   EXPECT_FALSE(fs::exists(root_ / "state" / "kexec-state.json"));
 }
 

@@ -280,6 +280,27 @@ absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(
 }
 
 absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Resume() {
+  absl::StatusOr<Resumed> out = Check();
+  if (!out.ok() || out->kind != Resumed::kFailed) return out;
+  if (absl::Status s = Abandon(*out); !s.ok()) {
+    out->reason = absl::StrCat(out->reason, "; ", s.message());
+  }
+  return out;
+}
+
+absl::Status KexecKernelProvider::Abandon(const Resumed& resumed) {
+  std::error_code ec;
+  fs::remove(StatePath(), ec);
+  if (!resumed.running.empty()) {
+    if (absl::Status s = ReturnToDefault(resumed.running, resumed.boot.default_release); !s.ok()) {
+      return absl::AbortedError(
+          absl::StrCat("returning to the default kernel failed: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Check() {
   Resumed out;
   std::ifstream in(StatePath());
   if (!in) return out;
@@ -321,12 +342,7 @@ absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Resume() {
   }
   out.kind = Resumed::kFailed;
   out.reason = reason;
-  std::error_code ec;
-  fs::remove(StatePath(), ec);
-  if (absl::Status s = ReturnToDefault(facts->release, boot->default_release); !s.ok()) {
-    out.reason =
-        absl::StrCat(out.reason, "; returning to the default kernel failed: ", s.message());
-  }
+  out.running = facts->release;
   return out;
 }
 

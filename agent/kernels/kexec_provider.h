@@ -130,11 +130,19 @@ class KexecKernelProvider : public KernelProvider {
   struct Resumed {
     enum Kind { kNothing, kRun, kFailed };
     Kind kind = kNothing;
-    PendingBoot boot;    // kRun, kFailed: what was pending
-    std::string reason;  // kFailed: why the job fails
+    PendingBoot boot;     // kRun, kFailed: what was pending
+    std::string reason;   // kFailed: why the job fails
+    std::string running;  // kFailed: the release that runs
   };
   // Step 2 above. INTERNAL when the state file or the facts cannot be read.
   absl::StatusOr<Resumed> Resume();
+  // Step 2 in two parts, so that the agent reports a failed boot before the
+  // host reboots into its default kernel: Check decides and changes
+  // nothing; Abandon (kFailed) removes the state file and reboots into the
+  // default kernel when another one runs (ABORTED when that fails).
+  // Resume() is Check, then Abandon on kFailed.
+  absl::StatusOr<Resumed> Check();
+  absl::Status Abandon(const Resumed& resumed);
 
   // Steps 1 and, on the job's kernel, the run itself: the tool's argv runs
   // on the host (an empty argv: the facts only) when the running kernel is

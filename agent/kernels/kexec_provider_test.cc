@@ -213,6 +213,23 @@ TEST_F(KexecTest, WrongReleaseAfterBootFailsTheJob) {
   EXPECT_THAT(host_.commands, ElementsAre(ElementsAre("systemctl", "reboot")));
 }
 
+TEST_F(KexecTest, CheckDecidesAndAbandonReboots) {
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
+  host_.facts = Facts("6.1.0-99-other", "DMA");
+  host_.commands.clear();
+  auto p = Provider();
+  absl::StatusOr<KexecKernelProvider::Resumed> checked = p->Check();
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  ASSERT_EQ(checked->kind, KexecKernelProvider::Resumed::kFailed);
+  EXPECT_EQ(checked->running, "6.1.0-99-other");
+  // Nothing happened yet: the agent reports first.
+  EXPECT_TRUE(host_.commands.empty());
+  EXPECT_TRUE(fs::exists(p->StatePath()));
+  ASSERT_TRUE(p->Abandon(*checked).ok());
+  EXPECT_THAT(host_.commands, ElementsAre(ElementsAre("systemctl", "reboot")));
+  EXPECT_FALSE(fs::exists(p->StatePath()));
+}
+
 TEST_F(KexecTest, WrongModeAfterBootFailsTheJob) {
   BootIntoTheJobsKernel(pb::IOMMU_MODE_LAZY);
   host_.facts = Facts(kJobKernel, "DMA");  // lazy asked, strict runs
