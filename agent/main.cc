@@ -22,7 +22,6 @@
 #include "agent/kernels/kexec_provider.h"
 #include "lib/metrics/metrics.h"
 #include "lib/metrics/metrics_flags.h"
-#include "lib/process/process.h"
 #include "lib/service/flags.h"
 #include "lib/service/shutdown.h"
 #include "proto/names.h"
@@ -170,11 +169,7 @@ int main(int argc, char** argv) {
         kexec_default_release.empty() ? options.host.kernel_release() : kexec_default_release;
     absl::StatusOr<farm::kernels::KernelFacts> facts = farm::kernels::ReadRunningKernelFacts("/");
     if (facts.ok()) kexec.base_cmdline = facts->cmdline;
-    absl::Status tools = facts.status();
-    for (const std::string& tool : {kexec.kexec, kexec.systemctl}) {
-      if (!tools.ok()) break;
-      tools = farm::runners::ResolveExecutable(tool).status();
-    }
+    absl::Status tools = facts.ok() ? farm::kernels::CheckKexecTools(kexec) : facts.status();
     if (!tools.ok()) {
       // The agent still offers the host's kernel; a pending boot stays for
       // an agent that can resume it.

@@ -26,8 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/agent.h"
-#include "agent/executors/kernel_executor.h"
-#include "agent/kernels/kexec_provider.h"
+#include "agent/executors/kernel_executor.h"  // and the kexec provider
 #include "cli/commands.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -381,6 +381,16 @@ std::vector<std::string> Names(const fs::path& dir) {
 
 }  // namespace
 
+absl::Status CheckKexecTools(const KexecConfig& config) {
+  for (const std::string& tool : {config.kexec, config.systemctl}) {
+    if (absl::StatusOr<std::string> p = runners::ResolveExecutable(tool); !p.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no ", tool, " on PATH: ", p.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<KernelFacts> ReadRunningKernelFacts(const std::string& root) {
   const fs::path r(root);
   KernelFacts f;

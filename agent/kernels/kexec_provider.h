@@ -112,6 +112,10 @@ absl::StatusOr<PendingBoot> ParsePendingBoot(const std::string& text);
 absl::StatusOr<std::string> KexecCmdline(const std::string& base, iommufarm::v1::IommuMode mode,
                                          const std::vector<std::string>& extra);
 
+// OK when config.kexec and config.systemctl are on PATH; FAILED_PRECONDITION
+// naming the missing one otherwise.
+absl::Status CheckKexecTools(const KexecConfig& config);
+
 // The running kernel's facts read under `root` ("/" on a host):
 // proc/sys/kernel/osrelease, proc/cmdline, sys/class/iommu,
 // sys/kernel/iommu_groups/*/{type,devices} and sys/class/nvme/*/address
