@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   farm::service::AddDurationOption(
       app, "--max-boot-timeout", &opts.config.max_boot_timeout, "15m",
       "longest an agent's lease is held while its host reboots into a job's kernel (kexec "
-      "agents ask for their --kexec-boot-timeout; 0: leases are never held through a reboot)",
+      "agents ask for their --kexec-boot-timeout plus 60s; 0: leases are never held through a "
+      "reboot)",
       farm::service::DurationRange::kNonNegative);
   farm::service::AddDurationOption(app, "--retry-backoff", &opts.config.retry.base_backoff, "1s",
                                    "delay before a failed or expired job is leased again; "
