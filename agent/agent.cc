@@ -1,9 +1,11 @@
 #include "agent/agent.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -96,6 +98,8 @@ Agent::Stats Agent::stats() const {
   s.abandoned = abandoned_.load();
   s.registrations = registrations_.load();
   s.report_calls = report_calls_.load();
+  s.reboots = reboots_.load();
+  s.resumed = resumed_jobs_.load();
   return s;
 }
 
@@ -117,6 +121,10 @@ absl::Status Agent::EnsureRegistered() {
     request.set_name(options_.name);
     request.set_slots(options_.slots);
     *request.mutable_host() = options_.host;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const pb::LeaseRef& l : resumes_) *request.add_resumes() = l;
+    }
     for (const auto& [kind, executor] : executors_) {
       pb::Capability* cap = request.add_capabilities();
       cap->set_name(executor->capability());
@@ -139,6 +147,8 @@ absl::Status Agent::EnsureRegistered() {
         agent_id_ = response.agent_id();
         session_ = response.session();
         heartbeat_interval_ = interval;
+        resumes_.clear();
+        resumed_.assign(response.resumed().begin(), response.resumed().end());
         cv_.SignalAll();
       }
       spdlog::info("registered agent {} id {} (heartbeat every {})", options_.name,
@@ -248,6 +258,24 @@ void Agent::HeartbeatLoop() {
 }
 
 absl::Status Agent::Run() {
+  std::optional<kernels::KexecKernelProvider::Resumed> boot;
+  if (options_.kexec) {
+    if (options_.slots != 1) {
+      return absl::InvalidArgumentError("a kexec host runs one slot");
+    }
+    // Check, not Resume: a failed boot is reported before the host reboots.
+    absl::StatusOr<kernels::KexecKernelProvider::Resumed> resumed = options_.kexec->Check();
+    if (!resumed.ok()) return resumed.status();
+    if (resumed->kind != kernels::KexecKernelProvider::Resumed::kNothing) {
+      boot = *std::move(resumed);
+      pb::LeaseRef ref;
+      ref.set_job_id(boot->boot.lease.job_id);
+      ref.set_attempt(boot->boot.lease.attempt);
+      ref.set_lease_token(boot->boot.lease.lease_token);
+      absl::MutexLock lock(&mu_);
+      resumes_.push_back(ref);
+    }
+  }
   for (int i = 0; i < options_.slots; ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
   }
@@ -263,6 +291,10 @@ absl::Status Agent::Run() {
         shutting_down_ = true;
       }
       break;
+    }
+    if (boot.has_value()) {
+      ResumeBoot(*boot);
+      boot.reset();
     }
     pb::LeaseJobsRequest request;
     {
@@ -397,6 +429,7 @@ void Agent::WorkerLoop() {
   for (;;) {
     pb::JobLease lease;
     std::shared_ptr<CancelToken> cancel;
+    bool resumed = false;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -411,10 +444,12 @@ void Agent::WorkerLoop() {
       it->second.running = true;
       lease = it->second.lease;
       cancel = it->second.cancel;
+      resumed = it->second.resumed;
       ++running_;
       if (metrics_ != nullptr) metrics_->jobs_running.Set(running_);
     }
-    RunOne(lease, *cancel);
+    RunOne(lease, *cancel, resumed);
+    if (resumed) FinishBoot();
     {
       absl::MutexLock lock(&mu_);
       auto it = leases_.find(lease.job().id());
@@ -426,7 +461,7 @@ void Agent::WorkerLoop() {
   }
 }
 
-void Agent::RunOne(const pb::JobLease& lease, CancelToken& cancel) {
+void Agent::RunOne(const pb::JobLease& lease, CancelToken& cancel, bool resumed) {
   const pb::Job& job = lease.job();
   const absl::Time start = absl::Now();
   absl::StatusOr<ExecutionResult> result =
@@ -453,7 +488,24 @@ void Agent::RunOne(const pb::JobLease& lease, CancelToken& cancel) {
     result = absl::UnimplementedError(absl::StrCat("agent ", options_.name, " has no executor for ",
                                                    pb::Executor_Name(job.executor())));
   } else {
-    result = executor->second->Run(clean, cancel);
+    LeaseContext context;
+    context.lease = lease.lease();
+    context.resumed = resumed;
+    if (options_.kexec) {
+      context.hold = [this, &lease](absl::Duration d) { return HoldLease(lease.lease(), d); };
+    }
+    result = executor->second->RunLeased(clean, cancel, context);
+  }
+  if (result.ok() && result->rebooting) {
+    // Not reported: the scheduler holds the lease until the agent on the
+    // job's kernel resumes it (or the hold passes).
+    spdlog::info("job {} attempt {}: the host reboots into the job's kernel; lease held, stopping",
+                 job.id(), lease.lease().attempt());
+    reboots_.fetch_add(1);
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    cv_.SignalAll();
+    return;
   }
   if (cancel.cancelled()) {
     spdlog::info("job {} attempt {}: cancelled, not reported", job.id(), lease.lease().attempt());
@@ -660,6 +712,109 @@ void Agent::SendBatch(const std::vector<Outgoing*>& batch) {
     auto ctx = Context(kRpcTimeout);
     report_calls_.fetch_add(1);
     o->status = stub_->ReportResult(ctx.get(), *o->request, &o->response);
+  }
+}
+
+void Agent::ResumeBoot(const kernels::KexecKernelProvider::Resumed& boot) {
+  const kernels::LeaseHold& held = boot.boot.lease;
+  pb::JobLease lease;
+  lease.mutable_lease()->set_job_id(held.job_id);
+  lease.mutable_lease()->set_attempt(held.attempt);
+  lease.mutable_lease()->set_lease_token(held.lease_token);
+  bool kept = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const pb::LeaseRef& l : resumed_) {
+      kept = kept || (l.job_id() == held.job_id && l.attempt() == held.attempt &&
+                      l.lease_token() == held.lease_token);
+    }
+  }
+  if (!kept) {
+    // The hold passed (or the job was cancelled): the scheduler has expired
+    // the lease and retries the job by its attempt rules.
+    spdlog::warn("job {} attempt {}: the scheduler did not keep the lease held through the reboot",
+                 held.job_id, held.attempt);
+    if (boot.kind == kernels::KexecKernelProvider::Resumed::kFailed) {
+      AbandonBoot(boot);
+    } else {
+      FinishBoot();
+    }
+    return;
+  }
+  resumed_jobs_.fetch_add(1);
+  absl::Status job_status;
+  if (held.job.empty() ||
+      !google::protobuf::util::JsonStringToMessage(held.job, lease.mutable_job()).ok()) {
+    job_status = absl::FailedPreconditionError(
+        absl::StrCat("the kexec state of job ", held.job_id, " holds no readable job"));
+  }
+  lease.mutable_job()->set_id(held.job_id);
+  if (boot.kind == kernels::KexecKernelProvider::Resumed::kFailed || !job_status.ok()) {
+    if (job_status.ok()) job_status = absl::FailedPreconditionError(boot.reason);
+    CancelToken cancel;
+    Report(lease, cancel, job_status, absl::ZeroDuration());
+    if (boot.kind == kernels::KexecKernelProvider::Resumed::kFailed) {
+      AbandonBoot(boot);
+    } else {
+      FinishBoot();
+    }
+    return;
+  }
+  spdlog::info("job {} attempt {}: kernel {} came back in mode {}; running the job", held.job_id,
+               held.attempt, boot.boot.release, proto::ModeName(boot.boot.mode));
+  absl::MutexLock lock(&mu_);
+  LeaseEntry entry;
+  entry.lease = lease;
+  entry.resumed = true;
+  leases_[held.job_id] = std::move(entry);
+  pending_.push_back(held.job_id);
+  cv_.SignalAll();
+}
+
+absl::Status Agent::HoldLease(const pb::LeaseRef& lease, absl::Duration d) {
+  pb::HeartbeatRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_agent_id(agent_id_);
+    request.set_session(session_);
+  }
+  *request.add_leases() = lease;
+  *request.mutable_hold_for() = TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(d));
+  absl::Duration backoff = kInitialBackoff;
+  for (int attempt = 0;; ++attempt) {
+    pb::HeartbeatResponse response;
+    auto ctx = Context(kRpcTimeout);
+    grpc::Status status = stub_->Heartbeat(ctx.get(), request, &response);
+    if (status.ok()) {
+      if (response.extended_size() != 1) {
+        return absl::FailedPreconditionError("the lease is no longer current");
+      }
+      if (!response.has_held_until()) {
+        return absl::FailedPreconditionError(
+            "the scheduler holds no lease through a reboot (farm-scheduler --max-boot-timeout 0)");
+      }
+      const absl::Time until = absl::FromUnixSeconds(response.held_until().seconds());
+      spdlog::info("job {} attempt {}: lease held until {}", lease.job_id(), lease.attempt(),
+                   absl::FormatTime(until, absl::UTCTimeZone()));
+      return absl::OkStatus();
+    }
+    if (!Transient(status.error_code()) || attempt >= 3) return client::ToAbsl(status);
+    CountRpcError();
+    absl::SleepFor(backoff);
+    backoff = NextBackoff(backoff);
+  }
+}
+
+void Agent::AbandonBoot(const kernels::KexecKernelProvider::Resumed& boot) {
+  spdlog::warn("kexec: {}; back to the default kernel {}", boot.reason, boot.boot.default_release);
+  if (absl::Status s = options_.kexec->Abandon(boot); !s.ok()) {
+    spdlog::error("kexec: {}", s.ToString());
+  }
+}
+
+void Agent::FinishBoot() {
+  if (absl::Status s = options_.kexec->Finish(); !s.ok()) {
+    spdlog::error("kexec: {}", s.ToString());
   }
 }
 

@@ -28,6 +28,17 @@
 // running jobs finish for up to drain_timeout, then cancel (abandon) the rest;
 // their leases expire on the scheduler.
 //
+// Kexec hosts (AgentOptions::kexec): before it first registers, the agent
+// checks a pending boot (KexecKernelProvider::Check) and registers naming
+// its lease in RegisterRequest.resumes. If the scheduler kept the lease: a
+// job whose kernel came back in its mode runs (the executor's resumed path),
+// is reported and the boot is finished; a job whose kernel did not is
+// reported failed, permanently, with the provider's reason, and then the
+// host returns to its default kernel (KexecKernelProvider::Abandon). A job whose
+// executor reboots the host (ExecutionResult::rebooting, after HoldLease got
+// the scheduler to hold its lease) is not reported: the agent stops leasing
+// and Run() returns once drained. A kexec host runs one slot.
+//
 // Test hook agreed with the scheduler's fault tests: a job whose model_set
 // holds "agent.hold_ms" = N sleeps N ms (cancellable) before it runs; keys
 // starting with "agent." are never passed to an executor.
@@ -57,6 +68,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/executors/executor.h"
+#include "agent/kernels/kexec_provider.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 #include "lib/metrics/metrics.h"
@@ -73,6 +85,9 @@ struct AgentOptions {
   iommufarm::v1::HostFacts host;
   // Called after every successful Register (first and re-registrations).
   std::function<void(const std::string& name, int64_t agent_id, bool first)> on_registered;
+  // The host's kexec provider (nullable), shared with the executors that
+  // boot through it; requires slots == 1.
+  std::shared_ptr<kernels::KexecKernelProvider> kexec;
 };
 
 // Capability name <-> executor kind ("emulator" <-> EXECUTOR_EMULATOR).
@@ -89,6 +104,8 @@ class Agent {
     int64_t abandoned = 0;  // still running when the drain timed out
     int64_t registrations = 0;
     int64_t report_calls = 0;  // ReportResults / ReportResult RPCs sent
+    int64_t reboots = 0;       // jobs that rebooted the host into their kernel
+    int64_t resumed = 0;       // held leases the scheduler kept after a reboot
   };
 
   // Bounds of one ReportResults call (the scheduler takes up to 1000 items
@@ -110,6 +127,7 @@ class Agent {
   struct LeaseEntry {
     iommufarm::v1::JobLease lease;
     bool running = false;
+    bool resumed = false;  // resumed after the reboot into its kernel
     std::shared_ptr<CancelToken> cancel = std::make_shared<CancelToken>();
   };
 
@@ -118,7 +136,18 @@ class Agent {
   absl::Status EnsureRegistered() ABSL_LOCKS_EXCLUDED(mu_);
   void HeartbeatLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
-  void RunOne(const iommufarm::v1::JobLease& lease, CancelToken& cancel) ABSL_LOCKS_EXCLUDED(mu_);
+  void RunOne(const iommufarm::v1::JobLease& lease, CancelToken& cancel, bool resumed)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The pending kexec boot after the registration that named its lease:
+  // queued to run, reported failed, or dropped when the lease was not kept.
+  void ResumeBoot(const kernels::KexecKernelProvider::Resumed& boot) ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks the scheduler to hold `lease` through a reboot for `d`.
+  absl::Status HoldLease(const iommufarm::v1::LeaseRef& lease, absl::Duration d)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The boot is over: its state goes (Finish), or, for a failed one, the
+  // host also returns to its default kernel (Abandon).
+  void FinishBoot();
+  void AbandonBoot(const kernels::KexecKernelProvider::Resumed& boot);
   void Report(const iommufarm::v1::JobLease& lease, CancelToken& cancel,
               const absl::StatusOr<ExecutionResult>& result, absl::Duration wall_time)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -164,6 +193,9 @@ class Agent {
   std::string session_ ABSL_GUARDED_BY(mu_);
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(2);
   std::map<int64_t, LeaseEntry> leases_ ABSL_GUARDED_BY(mu_);  // by job id
+  // Sent with the next Register (then cleared); what it kept.
+  std::vector<iommufarm::v1::LeaseRef> resumes_ ABSL_GUARDED_BY(mu_);
+  std::vector<iommufarm::v1::LeaseRef> resumed_ ABSL_GUARDED_BY(mu_);
   std::deque<int64_t> pending_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
@@ -182,7 +214,7 @@ class Agent {
 
   std::atomic<int64_t> report_calls_{0};
   std::atomic<int64_t> succeeded_{0}, failed_{0}, revoked_{0}, stale_{0}, released_{0},
-      abandoned_{0}, registrations_{0};
+      abandoned_{0}, registrations_{0}, reboots_{0}, resumed_jobs_{0};
   std::vector<std::thread> workers_;
   std::thread heartbeat_thread_;
 };

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "agent/agent.h"
 #include "agent/executors/executors.h"
 #include "agent/host_facts.h"
+#include "agent/kernels/kexec_provider.h"
 #include "lib/metrics/metrics.h"
 #include "lib/metrics/metrics_flags.h"
 #include "lib/service/flags.h"
@@ -90,7 +92,8 @@ int main(int argc, char** argv) {
                  "scripts/fetch-test-kernels lays them out), each advertised with its commit id "
                  "and release, booted under QEMU (x86_64: q35 + intel-iommu, or amd-iommu for a "
                  "kernel built with it; aarch64: virt + smmuv3); needs --vm-initramfs, QEMU and "
-                 "an --allow-dir for scratch files");
+                 "an --allow-dir for scratch files. With --kexec-state-dir: booted on this host "
+                 "instead (fio and iozone)");
   app.add_option("--vm-arch", executor_config.vm_arch,
                  "guest architecture of --kernel-store: only its kernels are offered, with a "
                  "guest root of that architecture")
@@ -100,6 +103,26 @@ int main(int argc, char** argv) {
                  "the guest root scripts/build-guest-root built (initramfs.cpio)");
   app.add_option("--qemu", executor_config.qemu,
                  "QEMU for --kernel-store (default: qemu-system-<--vm-arch>)");
+  std::string kexec_state_dir;
+  std::string kexec_default_release;
+  absl::Duration kexec_boot_timeout;
+  app.add_option(
+      "--kexec-state-dir", kexec_state_dir,
+      "boot the kernels of --kernel-store on this host with kexec (bare-metal lab hosts under "
+      "systemd, docs/kernels.md): fio and iozone offer each of them in every IOMMU mode; a job "
+      "whose kernel or mode is not running has the scheduler hold its lease, is written to "
+      "DIR/kexec-state.json, then `kexec -l` and `systemctl kexec` reboot into it and the agent "
+      "that systemd starts on that kernel proves its release and mode, runs the job and reports "
+      "it. Needs --kernel-store, kexec and systemctl on PATH, --slots 1; the vm provider is then "
+      "made only with --vm-initramfs");
+  farm::service::AddDurationOption(
+      app, "--kexec-boot-timeout", &kexec_boot_timeout, "10m",
+      "how long the job's kernel may take to boot and its agent to come back; the lease is "
+      "held this long plus 60s (capped by farm-scheduler --max-boot-timeout), later the job "
+      "fails and the host reboots into --kexec-default-release");
+  app.add_option("--kexec-default-release", kexec_default_release,
+                 "the kernel release the boot loader starts (default: the running one; set it "
+                 "when the agent may start on a job's kernel)");
   app.add_option("--vm-accel", executor_config.vm_accel,
                  "QEMU accelerator for --kernel-store: tcg, kvm, or auto (tries one KVM boot at "
                  "start and falls back to tcg; the agent prints which)")
@@ -121,6 +144,47 @@ int main(int argc, char** argv) {
 
   options.host = farm::agent::DetectHostFacts("/");
   executor_config.host = options.host;
+  if (!kexec_state_dir.empty()) {
+    if (executor_config.vm_kernels_dir.empty()) {
+      std::fprintf(stderr, "farm-agent: --kexec-state-dir needs --kernel-store\n");
+      return 2;
+    }
+    if (options.slots != 1) {
+      std::fprintf(stderr, "farm-agent: a kexec host runs one slot (--slots 1)\n");
+      return 2;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(kexec_state_dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "farm-agent: --kexec-state-dir %s: %s\n", kexec_state_dir.c_str(),
+                   ec.message().c_str());
+      return 2;
+    }
+    farm::kernels::KexecConfig kexec;
+    kexec.kernels_dir = executor_config.vm_kernels_dir;
+    kexec.state_dir = kexec_state_dir;
+    kexec.arch = options.host.architecture().empty() ? "x86_64" : options.host.architecture();
+    kexec.boot_timeout = kexec_boot_timeout;
+    kexec.default_release =
+        kexec_default_release.empty() ? options.host.kernel_release() : kexec_default_release;
+    absl::StatusOr<farm::kernels::KernelFacts> facts = farm::kernels::ReadRunningKernelFacts("/");
+    if (facts.ok()) kexec.base_cmdline = facts->cmdline;
+    absl::Status tools = facts.ok() ? farm::kernels::CheckKexecTools(kexec) : facts.status();
+    if (!tools.ok()) {
+      // The agent still offers the host's kernel; a pending boot stays for
+      // an agent that can resume it.
+      std::fprintf(stderr, "farm-agent: kexec kernels not offered: %s\n",
+                   std::string(tools.message()).c_str());
+    } else {
+      executor_config.kexec = std::make_shared<farm::kernels::KexecKernelProvider>(
+          kexec, farm::kernels::SystemCommandRunner(),
+          [] { return farm::kernels::ReadRunningKernelFacts("/"); });
+      options.kexec = executor_config.kexec;
+      std::fprintf(stderr, "farm-agent: kexec kernels offered (%s, default kernel %s): %zu\n",
+                   kexec.arch.c_str(), kexec.default_release.c_str(),
+                   executor_config.kexec->Offers().size());
+    }
+  }
   std::vector<std::string> caps = absl::StrSplit(capabilities, ',', absl::SkipWhitespace());
   auto executors = farm::agent::MakeExecutors(caps, executor_config);
   if (!executors.ok()) {
@@ -163,11 +227,22 @@ int main(int argc, char** argv) {
   const auto stats = agent.stats();
   spdlog::info(
       "stopped: {} succeeded, {} failed, {} revoked, {} stale, {} released, "
-      "{} abandoned",
-      stats.succeeded, stats.failed, stats.revoked, stats.stale, stats.released, stats.abandoned);
+      "{} abandoned, {} rebooting",
+      stats.succeeded, stats.failed, stats.revoked, stats.stale, stats.released, stats.abandoned,
+      stats.reboots);
   if (!status.ok()) {
     spdlog::error("{}", status.ToString());
     Exit(1);
+  }
+  if (stats.reboots > 0 && !signals.stop_requested()) {
+    // systemd stops the agent on its way into the job's kernel. Exiting
+    // first could get it restarted on this kernel, where it would find the
+    // boot failed.
+    if (!signals.WaitFor(kexec_boot_timeout)) {
+      spdlog::error("the host did not reboot into the job's kernel within {}",
+                    absl::FormatDuration(kexec_boot_timeout));
+      Exit(1);
+    }
   }
   Exit(0);
 }

@@ -58,6 +58,12 @@ int main(int argc, char** argv) {
       app, "--lease-ttl", &opts.config.lease_ttl, "30s",
       "lease lifetime without a heartbeat (e.g. 30s, 2s, 500ms); agents heartbeat every "
       "ttl/3, the reaper runs every ttl/4");
+  farm::service::AddDurationOption(
+      app, "--max-boot-timeout", &opts.config.max_boot_timeout, "15m",
+      "longest an agent's lease is held while its host reboots into a job's kernel (kexec "
+      "agents ask for their --kexec-boot-timeout plus 60s; 0: leases are never held through a "
+      "reboot)",
+      farm::service::DurationRange::kNonNegative);
   farm::service::AddDurationOption(app, "--retry-backoff", &opts.config.retry.base_backoff, "1s",
                                    "delay before a failed or expired job is leased again; "
                                    "doubles per attempt (capped at 5m)");

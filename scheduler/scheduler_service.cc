@@ -291,7 +291,7 @@ absl::StatusOr<pb::RegisterResponse> AgentService::Register(const pb::RegisterRe
 absl::StatusOr<pb::HeartbeatResponse> AgentService::Heartbeat(const pb::HeartbeatRequest& req) {
   absl::Status st = CheckSession(req.agent_id(), req.session());
   if (!st.ok()) return st;
-  return queue_->Heartbeat(req, config_.lease_ttl);
+  return queue_->Heartbeat(req, config_.lease_ttl, config_.max_boot_timeout);
 }
 
 absl::StatusOr<pb::LeaseJobsResponse> AgentService::LeaseJobs(

@@ -30,6 +30,9 @@ namespace farm::scheduler {
 
 struct SchedulerConfig {
   absl::Duration lease_ttl = absl::Seconds(30);
+  // Cap on a heartbeat's hold_for (a lease held through a kexec reboot);
+  // zero: no holds.
+  absl::Duration max_boot_timeout = absl::Minutes(15);
   int max_attempts = 3;
   SpecLimits limits;
   storage::RetryPolicy retry;

@@ -20,11 +20,13 @@
 #define AGENT_EXECUTORS_EXECUTOR_H_
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -71,6 +73,22 @@ struct ExecutionResult {
   // kernel (a VM guest): reported as the result's host facts instead of the
   // agent's own (the agent keeps its hostname).
   std::optional<iommufarm::v1::HostFacts> ran_on;
+  // The host is rebooting into the job's kernel (kexec) with the lease held
+  // by the scheduler: nothing is reported; the agent stops leasing and the
+  // agent that starts on the job's kernel resumes the job.
+  bool rebooting = false;
+};
+
+// The lease a job runs under, for executors that reboot the host into the
+// job's kernel (kernel_executor.h, the kexec provider).
+struct LeaseContext {
+  iommufarm::v1::LeaseRef lease;
+  // Asks the scheduler to hold the lease through a reboot for up to the
+  // given time; OK once it does. Empty: holds are not available.
+  std::function<absl::Status(absl::Duration)> hold;
+  // The job resumes after its reboot: its kernel runs (the agent checked it
+  // at start), so it must run here and never boot again.
+  bool resumed = false;
 };
 
 class Executor {
@@ -81,6 +99,14 @@ class Executor {
   virtual std::string version() const = 0;
   virtual absl::StatusOr<ExecutionResult> Run(const iommufarm::v1::Job& job,
                                               CancelToken& cancel) = 0;
+  // Run() with the job's lease; what the agent calls. Only an executor that
+  // may reboot the host needs more than Run().
+  virtual absl::StatusOr<ExecutionResult> RunLeased(const iommufarm::v1::Job& job,
+                                                    CancelToken& cancel,
+                                                    const LeaseContext& lease) {
+    (void)lease;
+    return Run(job, cancel);
+  }
   // Real executors: the kernels (and modes) this capability runs jobs
   // under, advertised at registration (proto/kernel_offers.h). Empty: the
   // host's kernel in its detected mode.

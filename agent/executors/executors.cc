@@ -98,11 +98,15 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
       if (!executor.ok()) return executor.status();
       std::unique_ptr<kernels::VmKernelProvider> vm;
       std::string qemu_version;
-      if (!config.vm_kernels_dir.empty() && first_vm != nullptr) {
+      // A kexec agent's kernel store holds the kernels it boots itself; a
+      // vm provider beside it needs its own guest initramfs.
+      const bool vm_wanted = !config.vm_kernels_dir.empty() &&
+                             (config.kexec == nullptr || !config.vm_initramfs.empty());
+      if (vm_wanted && first_vm != nullptr) {
         // fio and iozone share one provider's checks (and its one KVM probe).
         vm = std::make_unique<kernels::VmKernelProvider>(*first_vm);
         qemu_version = first_qemu_version;
-      } else if (!config.vm_kernels_dir.empty()) {
+      } else if (vm_wanted) {
         absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> made =
             MakeVmProvider(config, &qemu_version);
         if (!made.ok()) {
@@ -115,7 +119,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
         }
       }
       out.push_back(std::make_unique<KernelExecutor>(*std::move(executor), config.host,
-                                                     std::move(vm), qemu_version));
+                                                     std::move(vm), qemu_version, config.kexec));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown capability '", cap,

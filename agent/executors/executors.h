@@ -4,7 +4,8 @@
 // "emulator" runs the IOMMU emulation core in-process. "fio" and "iozone"
 // are real runs (agent/runners), advertised only when the tool is installed,
 // each wrapped in a KernelExecutor (kernel_executor.h) that offers the host
-// kernel and, for fio with a vm provider configured, the kernels it boots.
+// kernel and, for fio with a vm provider configured, the kernels it boots
+// (and, with a kexec provider, the store's kernels booted on this host).
 //
 // Thread-safety: reentrant. Ownership: the caller owns the executors.
 #ifndef AGENT_EXECUTORS_EXECUTORS_H_
@@ -16,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/executors/executor.h"
+#include "agent/kernels/kexec_provider.h"
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::agent {
@@ -36,6 +38,10 @@ struct ExecutorConfig {
   std::string qemu;                // "" = qemu-system-<vm_arch>
   // "tcg", "kvm", or "auto": KVM when a probe boot under it works, else TCG.
   std::string vm_accel = "auto";
+  // The kexec kernel provider (nullable; --kexec-state-dir): fio and iozone
+  // also offer the store's kernels booted on this host. With it, the vm
+  // provider is made only when vm_initramfs is given.
+  std::shared_ptr<kernels::KexecKernelProvider> kexec;
 };
 
 absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(

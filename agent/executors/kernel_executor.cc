@@ -1,5 +1,7 @@
 #include "agent/executors/kernel_executor.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <cstdint>
 #include <utility>
 
@@ -115,11 +117,13 @@ absl::Status FioGuestResult(kernels::KernelRun& run, ExecutionResult& out) {
 
 KernelExecutor::KernelExecutor(std::unique_ptr<Executor> host_tool, pb::HostFacts host,
                                std::unique_ptr<kernels::VmKernelProvider> vm,
-                               std::string qemu_version)
+                               std::string qemu_version,
+                               std::shared_ptr<kernels::KexecKernelProvider> kexec)
     : host_tool_(std::move(host_tool)),
       host_(std::move(host)),
       vm_(std::move(vm)),
-      qemu_version_(std::move(qemu_version)) {}
+      qemu_version_(std::move(qemu_version)),
+      kexec_(std::move(kexec)) {}
 
 std::vector<pb::KernelOffer> KernelExecutor::kernels() const {
   std::vector<pb::KernelOffer> out;
@@ -133,18 +137,94 @@ std::vector<pb::KernelOffer> KernelExecutor::kernels() const {
               capability() == proto::ExecutorName(pb::EXECUTOR_IOZONE))) {
     for (pb::KernelOffer& o : vm_->Offers()) out.push_back(std::move(o));
   }
+  if (kexec_) {
+    for (pb::KernelOffer& o : kexec_->Offers()) out.push_back(std::move(o));
+  }
   return out;
 }
 
-absl::StatusOr<ExecutionResult> KernelExecutor::Run(const pb::Job& job, CancelToken& cancel) {
-  const std::vector<pb::KernelOffer> offers = kernels();
+absl::StatusOr<ExecutionResult> KernelExecutor::RunLeased(const pb::Job& job, CancelToken& cancel,
+                                                          const LeaseContext& lease) {
+  std::vector<pb::KernelOffer> offers = kernels();
+  if (lease.resumed) {
+    // Booted for this job: only the kexec provider proves what runs.
+    std::erase_if(offers, [](const pb::KernelOffer& o) { return o.provider() != "kexec"; });
+  }
   const pb::KernelOffer* offer = proto::FindOffer(offers, job);
   if (offer == nullptr) {
     return absl::UnavailableError(absl::StrCat("this agent offers no kernel for ", job.commit_id(),
                                                " in mode ", proto::ModeName(job.mode())));
   }
   if (offer->provider() == "host") return host_tool_->Run(job, cancel);
+  if (offer->provider() == "kexec") return RunKexec(job, *offer, cancel, lease);
   return RunInVm(job, *offer, cancel);
+}
+
+absl::StatusOr<ExecutionResult> KernelExecutor::RunKexec(const pb::Job& job,
+                                                         const pb::KernelOffer& offer,
+                                                         CancelToken& cancel,
+                                                         const LeaseContext& lease) {
+  kernels::KernelRequest request;
+  request.kernel_release = offer.release();
+  request.commit = offer.commit();
+  request.mode = job.mode();
+  auto params = job.workload().params();
+  if (auto it = params.find(proto::kKernelParamsKey); it != params.end()) {
+    std::string error;
+    request.kernel_params = proto::ParseKernelParams(it->second, &error);
+    if (!error.empty()) return absl::InvalidArgumentError(error);
+  }
+  kernels::LeaseHold hold{lease.lease.job_id(), lease.lease.attempt(), lease.lease.lease_token(),
+                          ""};
+  std::string job_json;
+  google::protobuf::util::JsonPrintOptions json;
+  if (!google::protobuf::util::MessageToJsonString(job, &job_json, json).ok()) {
+    return absl::InternalError("cannot encode the job for the kexec state");
+  }
+  hold.job = std::move(job_json);
+  auto before_boot = [&]() -> absl::Status {
+    if (lease.resumed) {
+      return absl::FailedPreconditionError(
+          "the kernel booted for this job is no longer running in its mode");
+    }
+    if (!lease.hold) {
+      return absl::FailedPreconditionError("this agent cannot hold a lease through a reboot");
+    }
+    const kernels::KexecConfig& c = kexec_->config();
+    if (absl::Status s = lease.hold(c.boot_timeout + c.margin); !s.ok()) {
+      // Retryable: another agent, or this one later, may get the hold.
+      return absl::AbortedError(
+          absl::StrCat("the scheduler did not hold the lease through a reboot: ", s.message()));
+    }
+    return absl::OkStatus();
+  };
+  absl::StatusOr<kernels::KernelRun> run = kexec_->RunLeased(request, hold, before_boot);
+  if (run.status().code() == absl::StatusCode::kUnavailable) {
+    ExecutionResult rebooting;
+    rebooting.rebooting = true;
+    return rebooting;
+  }
+  if (!run.ok()) return run.status();
+
+  // The job's kernel runs in its mode: the host's own fio runs the job (its
+  // kernel parameters are the command line's, not fio's).
+  pb::Job tool_job = job;
+  tool_job.mutable_workload()->mutable_params()->erase(std::string(proto::kKernelParamsKey));
+  absl::StatusOr<ExecutionResult> out = host_tool_->Run(tool_job, cancel);
+  if (!out.ok()) return out;
+  pb::HostFacts facts = host_;
+  facts.set_kernel_release(run->facts.release);
+  facts.set_iommu_mode(run->effective);
+  facts.set_iommu_detail(run->effective_detail);
+  if (!run->facts.machine.empty()) facts.set_architecture(run->facts.machine);
+  pb::GuestFacts* g = facts.mutable_guest();
+  g->set_provider(run->provider);
+  g->set_requested_mode(run->requested);
+  g->set_domain_type(run->domain_type);
+  g->set_iommu_driver(run->facts.iommu);
+  g->set_cmdline(run->facts.cmdline);
+  out->ran_on = std::move(facts);
+  return out;
 }
 
 absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,

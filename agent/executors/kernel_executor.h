@@ -11,6 +11,14 @@
 //     on it (the same spec check and report parser as the host runners, so
 //     the same metric names); the result's host facts are the guest's
 //     (release, effective mode, GuestFacts).
+//   - `kexec`: the store's kernels booted on this host (KexecKernelProvider).
+//     A job whose kernel or mode is not running asks the agent to hold its
+//     lease (LeaseContext::hold, for the provider's boot timeout plus its
+//     margin), then the provider loads the kernel and reboots: the result
+//     is ExecutionResult::rebooting. A resumed job (its kernel proven at
+//     agent start) runs the wrapped host executor; the result's host facts
+//     are the booted kernel's (release, effective mode, GuestFacts with
+//     provider "kexec", its command line and group type).
 //
 // Error contract: executor.h. A job no offer runs (the scheduler leased it
 // on a stale registration) is UNAVAILABLE, retryable; a guest that never got
@@ -18,7 +26,8 @@
 // mismatch or a refused spec is permanent.
 //
 // Thread-safety: immutable after construction; Run is safe to call from
-// several worker threads (each VM run has its own scratch directory).
+// several worker threads (each VM run has its own scratch directory); a
+// kexec host runs one slot.
 // Ownership: owns the wrapped executor and the provider.
 #ifndef AGENT_EXECUTORS_KERNEL_EXECUTOR_H_
 #define AGENT_EXECUTORS_KERNEL_EXECUTOR_H_
@@ -28,6 +37,7 @@
 #include <vector>
 
 #include "agent/executors/executor.h"
+#include "agent/kernels/kexec_provider.h"
 #include "agent/kernels/vm_provider.h"
 #include "iommufarm/v1/farm.pb.h"
 
@@ -36,24 +46,35 @@ namespace farm::agent {
 class KernelExecutor final : public Executor {
  public:
   // `host_tool`: the host's real fio executor (not null). `vm`: may be null
-  // (no vm provider); `qemu_version` is recorded in guest results.
+  // (no vm provider); `qemu_version` is recorded in guest results. `kexec`:
+  // may be null (no kexec provider); shared with the agent, which resumes
+  // and finishes its boots.
   KernelExecutor(std::unique_ptr<Executor> host_tool, iommufarm::v1::HostFacts host,
-                 std::unique_ptr<kernels::VmKernelProvider> vm, std::string qemu_version);
+                 std::unique_ptr<kernels::VmKernelProvider> vm, std::string qemu_version,
+                 std::shared_ptr<kernels::KexecKernelProvider> kexec = nullptr);
 
   std::string capability() const override { return host_tool_->capability(); }
   std::string version() const override { return host_tool_->version(); }
   std::vector<iommufarm::v1::KernelOffer> kernels() const override;
-  absl::StatusOr<ExecutionResult> Run(const iommufarm::v1::Job& job, CancelToken& cancel) override;
+  absl::StatusOr<ExecutionResult> Run(const iommufarm::v1::Job& job, CancelToken& cancel) override {
+    return RunLeased(job, cancel, LeaseContext{});
+  }
+  absl::StatusOr<ExecutionResult> RunLeased(const iommufarm::v1::Job& job, CancelToken& cancel,
+                                            const LeaseContext& lease) override;
 
  private:
   absl::StatusOr<ExecutionResult> RunInVm(const iommufarm::v1::Job& job,
                                           const iommufarm::v1::KernelOffer& offer,
                                           CancelToken& cancel);
+  absl::StatusOr<ExecutionResult> RunKexec(const iommufarm::v1::Job& job,
+                                           const iommufarm::v1::KernelOffer& offer,
+                                           CancelToken& cancel, const LeaseContext& lease);
 
   const std::unique_ptr<Executor> host_tool_;
   const iommufarm::v1::HostFacts host_;
   const std::unique_ptr<kernels::VmKernelProvider> vm_;
   const std::string qemu_version_;
+  const std::shared_ptr<kernels::KexecKernelProvider> kexec_;
 };
 
 }  // namespace farm::agent

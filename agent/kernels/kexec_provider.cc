@@ -1,18 +1,23 @@
 #include "agent/kernels/kexec_provider.h"
 
 #include <fcntl.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <utility>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "lib/kstore/kernel_store.h"
 #include "proto/kernel_params.h"
 #include "proto/names.h"
@@ -86,7 +91,8 @@ std::string PendingBootJson(const PendingBoot& b) {
             {"mode", proto::ModeName(b.mode)},
             {"cmdline", b.cmdline},
             {"deadline_unix", absl::ToUnixSeconds(b.deadline)},
-            {"default_release", b.default_release}};
+            {"default_release", b.default_release},
+            {"job", b.lease.job}};
   return j.dump(2) + "\n";
 }
 
@@ -104,6 +110,7 @@ absl::StatusOr<PendingBoot> ParsePendingBoot(const std::string& text) {
     b.cmdline = j.at("cmdline").get<std::string>();
     b.deadline = absl::FromUnixSeconds(j.at("deadline_unix").get<int64_t>());
     b.default_release = j.at("default_release").get<std::string>();
+    b.lease.job = j.value("job", std::string());
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("kexec state: ", e.what()));
   }
@@ -172,26 +179,46 @@ absl::Status KexecKernelProvider::CanRun(const KernelRequest& request) const {
       config_.arch, ") in ", config_.kernels_dir));
 }
 
-absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(const KernelRequest& request,
-                                                         const LeaseHold& lease) {
+std::vector<pb::KernelOffer> KexecKernelProvider::Offers() const {
+  std::vector<pb::KernelOffer> out;
+  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
+  if (!store.ok()) return out;
+  for (const kstore::KernelBuild& b : store->builds) {
+    if (b.arch != config_.arch) continue;
+    pb::KernelOffer& o = out.emplace_back();
+    o.set_provider("kexec");
+    o.set_release(b.release);
+    o.set_commit(b.commit);
+    for (pb::IommuMode m : {pb::IOMMU_MODE_OFF, pb::IOMMU_MODE_PASSTHROUGH, pb::IOMMU_MODE_STRICT,
+                            pb::IOMMU_MODE_LAZY}) {
+      o.add_modes(m);
+    }
+    o.set_architecture(config_.arch);
+  }
+  return out;
+}
+
+absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(
+    const KernelRequest& request, const LeaseHold& lease,
+    const std::function<absl::Status()>& before_boot) {
   if (absl::Status s = CanRun(request); !s.ok()) return s;
   absl::StatusOr<KernelFacts> facts = read_facts_();
   if (!facts.ok()) return facts.status();
 
-  if (facts->release == request.kernel_release) {
-    KernelRun run;
-    run.provider = "kexec";
-    run.requested = request.mode;
-    run.facts = *facts;
-    absl::StatusOr<pb::IommuMode> effective = EffectiveMode(*facts, &run.effective_detail);
-    if (!effective.ok()) return effective.status();
-    run.effective = *effective;
-    run.domain_type = NvmeDomainType(*facts);
-    if (run.effective != request.mode) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "requested IOMMU mode ", proto::ModeName(request.mode), " but kernel ", facts->release,
-          " runs ", proto::ModeName(run.effective), " (", run.effective_detail, ")"));
-    }
+  KernelRun run;
+  run.provider = "kexec";
+  run.requested = request.mode;
+  run.facts = *facts;
+  absl::StatusOr<pb::IommuMode> effective = EffectiveMode(*facts, &run.effective_detail);
+  run.effective = effective.ok() ? *effective : pb::IOMMU_MODE_UNSPECIFIED;
+  run.domain_type = NvmeDomainType(*facts);
+  const std::vector<std::string> words =
+      absl::StrSplit(facts->cmdline, absl::ByAnyChar(" \t\n"), absl::SkipEmpty());
+  bool params_on = true;
+  for (const std::string& p : request.kernel_params) {
+    params_on = params_on && absl::c_linear_search(words, p);
+  }
+  if (facts->release == request.kernel_release && run.effective == request.mode && params_on) {
     if (!request.tool_argv.empty()) {
       const absl::Time start = now_();
       absl::StatusOr<runners::ProcessResult> r =
@@ -229,6 +256,9 @@ absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(const KernelRequest& re
   boot.cmdline = *cmdline;
   boot.deadline = now_() + config_.boot_timeout;
   boot.default_release = config_.default_release;
+  if (before_boot) {
+    if (absl::Status s = before_boot(); !s.ok()) return s;
+  }
   if (absl::Status s = WriteAtomically(StatePath(), PendingBootJson(boot)); !s.ok()) return s;
 
   std::vector<std::string> load = {config_.kexec, "-l", build->ImagePath()};
@@ -250,6 +280,27 @@ absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(const KernelRequest& re
 }
 
 absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Resume() {
+  absl::StatusOr<Resumed> out = Check();
+  if (!out.ok() || out->kind != Resumed::kFailed) return out;
+  if (absl::Status s = Abandon(*out); !s.ok()) {
+    out->reason = absl::StrCat(out->reason, "; ", s.message());
+  }
+  return out;
+}
+
+absl::Status KexecKernelProvider::Abandon(const Resumed& resumed) {
+  std::error_code ec;
+  fs::remove(StatePath(), ec);
+  if (!resumed.running.empty()) {
+    if (absl::Status s = ReturnToDefault(resumed.running, resumed.boot.default_release); !s.ok()) {
+      return absl::AbortedError(
+          absl::StrCat("returning to the default kernel failed: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Check() {
   Resumed out;
   std::ifstream in(StatePath());
   if (!in) return out;
@@ -291,12 +342,7 @@ absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Resume() {
   }
   out.kind = Resumed::kFailed;
   out.reason = reason;
-  std::error_code ec;
-  fs::remove(StatePath(), ec);
-  if (absl::Status s = ReturnToDefault(facts->release, boot->default_release); !s.ok()) {
-    out.reason =
-        absl::StrCat(out.reason, "; returning to the default kernel failed: ", s.message());
-  }
+  out.running = facts->release;
   return out;
 }
 
@@ -314,6 +360,72 @@ absl::Status KexecKernelProvider::Finish() {
   fs::remove(StatePath(), ec);
   if (ec) return absl::InternalError(absl::StrCat("remove ", StatePath(), ": ", ec.message()));
   return absl::OkStatus();
+}
+
+namespace {
+
+std::string ReadTrimmed(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(text.str()));
+}
+
+std::vector<std::string> Names(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+absl::Status CheckKexecTools(const KexecConfig& config) {
+  for (const std::string& tool : {config.kexec, config.systemctl}) {
+    if (absl::StatusOr<std::string> p = runners::ResolveExecutable(tool); !p.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no ", tool, " on PATH: ", p.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KernelFacts> ReadRunningKernelFacts(const std::string& root) {
+  const fs::path r(root);
+  KernelFacts f;
+  f.release = ReadTrimmed(r / "proc/sys/kernel/osrelease");
+  if (f.release.empty()) {
+    return absl::InternalError(
+        absl::StrCat("cannot read ", (r / "proc/sys/kernel/osrelease").string()));
+  }
+  struct utsname uts {};
+  if (::uname(&uts) == 0) f.machine = uts.machine;
+  f.cmdline = ReadTrimmed(r / "proc/cmdline");
+  f.iommu = absl::StrJoin(Names(r / "sys/class/iommu"), " ");
+  const fs::path groups = r / "sys/kernel/iommu_groups";
+  std::vector<std::string> ids = Names(groups);
+  std::sort(ids.begin(), ids.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  for (const std::string& id : ids) {
+    IommuGroup& g = f.groups.emplace_back();
+    g.id = id;
+    g.type = ReadTrimmed(groups / id / "type");
+    g.devices = Names(groups / id / "devices");
+  }
+  for (const std::string& name : Names(r / "sys/class/nvme")) {
+    NvmeController& n = f.nvme.emplace_back();
+    n.name = name;
+    n.pci_address = ReadTrimmed(r / "sys/class/nvme" / name / "address");
+    for (const IommuGroup& g : f.groups) {
+      if (absl::c_linear_search(g.devices, n.pci_address)) n.group = g.id;
+    }
+    for (const std::string& ns : Names(r / "sys/class/nvme" / name)) {
+      if (absl::StartsWith(ns, name + "n")) n.namespaces.push_back(ns);
+    }
+  }
+  return f;
 }
 
 }  // namespace farm::kernels

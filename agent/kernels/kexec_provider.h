@@ -30,10 +30,14 @@
 // records argv and returns a fake "booted" state through the facts
 // function; nothing reboots in CI.
 //
-// What is not here: the agent loop's side (holding the lease across the
-// reboot, re-registering and handing the resumed lease to the executor) and
-// the scheduler's (a lease that outlives the old session up to the boot
-// timeout).
+// The rest of the path lives elsewhere: the agent loop (agent/agent.h)
+// resumes at start, re-registers naming the held lease and runs or fails the
+// job; the fio executor (agent/executors/kernel_executor.h) asks for the
+// hold before the boot (before_boot) and runs the tool once the job's
+// kernel is proven; the scheduler holds the lease through the reboot
+// (HeartbeatRequest.hold_for, capped by farm-scheduler --max-boot-timeout)
+// and moves it to the new session (RegisterRequest.resumes), expiring it
+// with a reason naming the boot timeout when the agent does not come back.
 //
 // Thread-safety: not thread-safe; one job at a time (a kexec host runs one
 // slot). Error contract: kernel_provider.h, plus UNAVAILABLE from RunLeased
@@ -81,6 +85,9 @@ struct LeaseHold {
   int64_t job_id = 0;
   int32_t attempt = 0;
   std::string lease_token;
+  // The leased job itself (iommufarm.v1.Job as protobuf JSON; may be
+  // empty), so that the agent can run it after the reboot.
+  std::string job;
 };
 
 struct PendingBoot {
@@ -105,6 +112,17 @@ absl::StatusOr<PendingBoot> ParsePendingBoot(const std::string& text);
 absl::StatusOr<std::string> KexecCmdline(const std::string& base, iommufarm::v1::IommuMode mode,
                                          const std::vector<std::string>& extra);
 
+// OK when config.kexec and config.systemctl are on PATH; FAILED_PRECONDITION
+// naming the missing one otherwise.
+absl::Status CheckKexecTools(const KexecConfig& config);
+
+// The running kernel's facts read under `root` ("/" on a host):
+// proc/sys/kernel/osrelease, proc/cmdline, sys/class/iommu,
+// sys/kernel/iommu_groups/*/{type,devices} and sys/class/nvme/*/address
+// with its namespaces; the machine is uname's. INTERNAL when the release
+// cannot be read.
+absl::StatusOr<KernelFacts> ReadRunningKernelFacts(const std::string& root = "/");
+
 class KexecKernelProvider : public KernelProvider {
  public:
   // `read_facts` reads the running kernel's facts (release, IOMMU groups,
@@ -116,22 +134,39 @@ class KexecKernelProvider : public KernelProvider {
   struct Resumed {
     enum Kind { kNothing, kRun, kFailed };
     Kind kind = kNothing;
-    PendingBoot boot;    // kRun, kFailed: what was pending
-    std::string reason;  // kFailed: why the job fails
+    PendingBoot boot;     // kRun, kFailed: what was pending
+    std::string reason;   // kFailed: why the job fails
+    std::string running;  // kFailed: the release that runs
   };
   // Step 2 above. INTERNAL when the state file or the facts cannot be read.
   absl::StatusOr<Resumed> Resume();
+  // Step 2 in two parts, so that the agent reports a failed boot before the
+  // host reboots into its default kernel: Check decides and changes
+  // nothing; Abandon (kFailed) removes the state file and reboots into the
+  // default kernel when another one runs (ABORTED when that fails).
+  // Resume() is Check, then Abandon on kFailed.
+  absl::StatusOr<Resumed> Check();
+  absl::Status Abandon(const Resumed& resumed);
 
   // Steps 1 and, on the job's kernel, the run itself: the tool's argv runs
-  // on the host when the running kernel is the request's release in the
-  // request's mode (FAILED_PRECONDITION naming both when the release is
-  // right and the mode is not); otherwise the boot of step 1.
-  absl::StatusOr<KernelRun> RunLeased(const KernelRequest& request, const LeaseHold& lease);
+  // on the host (an empty argv: the facts only) when the running kernel is
+  // the request's release in the request's mode with the request's extra
+  // parameters on its command line; otherwise the boot of step 1 (also
+  // into the running release when only the mode or the parameters differ).
+  // `before_boot` (may be empty) runs before the state is written: the
+  // agent asks the scheduler to hold the lease through the reboot there; a
+  // non-OK status stops the boot and is returned.
+  absl::StatusOr<KernelRun> RunLeased(const KernelRequest& request, const LeaseHold& lease,
+                                      const std::function<absl::Status()>& before_boot = {});
 
   // Step 3 above.
   absl::Status Finish();
 
   std::string StatePath() const;
+  const KexecConfig& config() const { return config_; }
+
+  // The store's builds of config().arch, each in every mode.
+  std::vector<iommufarm::v1::KernelOffer> Offers() const;
 
   std::string_view name() const override { return "kexec"; }
   // OK when the store has the request's build and the state dir exists.

@@ -105,7 +105,7 @@ class KexecTest : public ::testing::Test {
   // reboots.
   void BootIntoTheJobsKernel(pb::IommuMode mode) {
     auto p = Provider();
-    absl::StatusOr<KernelRun> run = p->RunLeased(Request(mode), {42, 1, "token-42"});
+    absl::StatusOr<KernelRun> run = p->RunLeased(Request(mode), {42, 1, "token-42", ""});
     ASSERT_EQ(run.status().code(), absl::StatusCode::kUnavailable) << run.status();
     EXPECT_THAT(run.status().message(), HasSubstr("rebooting into 6.1.0-57-cloud-amd64"));
     ASSERT_TRUE(fs::exists(p->StatePath()));
@@ -213,6 +213,23 @@ TEST_F(KexecTest, WrongReleaseAfterBootFailsTheJob) {
   EXPECT_THAT(host_.commands, ElementsAre(ElementsAre("systemctl", "reboot")));
 }
 
+TEST_F(KexecTest, CheckDecidesAndAbandonReboots) {
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
+  host_.facts = Facts("6.1.0-99-other", "DMA");
+  host_.commands.clear();
+  auto p = Provider();
+  absl::StatusOr<KexecKernelProvider::Resumed> checked = p->Check();
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  ASSERT_EQ(checked->kind, KexecKernelProvider::Resumed::kFailed);
+  EXPECT_EQ(checked->running, "6.1.0-99-other");
+  // Nothing happened yet: the agent reports first.
+  EXPECT_TRUE(host_.commands.empty());
+  EXPECT_TRUE(fs::exists(p->StatePath()));
+  ASSERT_TRUE(p->Abandon(*checked).ok());
+  EXPECT_THAT(host_.commands, ElementsAre(ElementsAre("systemctl", "reboot")));
+  EXPECT_FALSE(fs::exists(p->StatePath()));
+}
+
 TEST_F(KexecTest, WrongModeAfterBootFailsTheJob) {
   BootIntoTheJobsKernel(pb::IOMMU_MODE_LAZY);
   host_.facts = Facts(kJobKernel, "DMA");  // lazy asked, strict runs
@@ -230,14 +247,87 @@ TEST_F(KexecTest, UnknownCommitIsRefusedBeforeAnyCommand) {
   KernelRequest r = Request(pb::IOMMU_MODE_STRICT);
   r.commit = "kernel-zz";
   auto p = Provider();
-  EXPECT_EQ(p->RunLeased(r, {1, 1, "t"}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(p->RunLeased(r, {1, 1, "t", ""}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(host_.commands.empty());
   EXPECT_FALSE(fs::exists(p->StatePath()));
 }
 
+TEST_F(KexecTest, TheRightReleaseInAnotherModeBootsAgain) {
+  host_.facts = Facts(kJobKernel, "DMA-FQ");  // the job's kernel, lazy
+  auto p = Provider();
+  absl::StatusOr<KernelRun> run = p->RunLeased(Request(pb::IOMMU_MODE_STRICT), {5, 1, "t", ""});
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kUnavailable) << run.status();
+  ASSERT_EQ(host_.commands.size(), 2u);
+  EXPECT_EQ(host_.commands[0].back(),
+            "--append=BOOT_IMAGE=/vmlinuz root=UUID=1234 ro quiet iommu.strict=1");
+  // Extra parameters the running command line lacks boot too.
+  host_.facts = Facts(kJobKernel, "DMA");
+  host_.facts.cmdline = "root=UUID=1234 iommu.strict=1";
+  host_.commands.clear();
+  KernelRequest r = Request(pb::IOMMU_MODE_STRICT);
+  r.kernel_params = {"iommu.forcedac=1"};
+  EXPECT_EQ(p->RunLeased(r, {5, 1, "t", ""}).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(host_.commands.size(), 2u);
+  host_.facts.cmdline = "root=UUID=1234 iommu.forcedac=1 iommu.strict=1";
+  host_.commands.clear();
+  absl::StatusOr<KernelRun> here = p->RunLeased(r, {5, 1, "t", ""});
+  ASSERT_TRUE(here.ok()) << here.status();
+  EXPECT_THAT(host_.commands, ElementsAre(ElementsAre("fio", "--output-format=json", "--name=r")));
+}
+
+TEST_F(KexecTest, ARefusedHoldStopsTheBoot) {
+  auto p = Provider();
+  int asked = 0;
+  absl::StatusOr<KernelRun> run =
+      p->RunLeased(Request(pb::IOMMU_MODE_STRICT), {5, 1, "t", ""}, [&asked] {
+        ++asked;
+        return absl::AbortedError("no hold");
+      });
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kAborted) << run.status();
+  EXPECT_TRUE(host_.commands.empty());
+  EXPECT_FALSE(fs::exists(p->StatePath()));
+}
+
+TEST_F(KexecTest, OffersEveryModeOfTheStoresKernels) {
+  std::vector<pb::KernelOffer> offers = Provider()->Offers();
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(offers[0].provider(), "kexec");
+  EXPECT_EQ(offers[0].commit(), "kernel-a1");
+  EXPECT_EQ(offers[0].release(), kJobKernel);
+  EXPECT_EQ(offers[0].modes_size(), 4);
+}
+
+TEST_F(KexecTest, ReadsTheRunningKernelsFacts) {
+  const fs::path r = dir_ / "root";
+  fs::create_directories(r / "proc/sys/kernel");
+  std::ofstream(r / "proc/sys/kernel/osrelease") << kJobKernel << "\n";
+  std::ofstream(r / "proc/cmdline") << "root=/dev/sda1 iommu.strict=1\n";
+  fs::create_directories(r / "sys/class/iommu/dmar0");
+  fs::create_directories(r / "sys/kernel/iommu_groups/7/devices/0000:01:00.0");
+  std::ofstream(r / "sys/kernel/iommu_groups/7/type") << "DMA\n";
+  fs::create_directories(r / "sys/class/nvme/nvme0/nvme0n1");
+  std::ofstream(r / "sys/class/nvme/nvme0/address") << "0000:01:00.0\n";
+  absl::StatusOr<KernelFacts> f = ReadRunningKernelFacts(r.string());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->release, kJobKernel);
+  EXPECT_EQ(f->cmdline, "root=/dev/sda1 iommu.strict=1");
+  EXPECT_EQ(f->iommu, "dmar0");
+  ASSERT_EQ(f->nvme.size(), 1u);
+  EXPECT_EQ(f->nvme[0].group, "7");
+  EXPECT_THAT(f->nvme[0].namespaces, ElementsAre("nvme0n1"));
+  std::string detail;
+  absl::StatusOr<pb::IommuMode> mode = EffectiveMode(*f, &detail);
+  ASSERT_TRUE(mode.ok()) << mode.status();
+  EXPECT_EQ(*mode, pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(ReadRunningKernelFacts((dir_ / "nothing").string()).status().code(),
+            absl::StatusCode::kInternal);
+}
+
 TEST(PendingBoot, RoundTripsAndRefusesGarbage) {
   PendingBoot b;
-  b.lease = {7, 2, "tok"};
+  b.lease = {7, 2, "tok", "{\"id\": \"7\"}"};
   b.commit = "c";
   b.release = "r";
   b.mode = pb::IOMMU_MODE_PASSTHROUGH;
@@ -247,6 +337,7 @@ TEST(PendingBoot, RoundTripsAndRefusesGarbage) {
   absl::StatusOr<PendingBoot> back = ParsePendingBoot(PendingBootJson(b));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->lease.lease_token, "tok");
+  EXPECT_EQ(back->lease.job, b.lease.job);
   EXPECT_EQ(back->mode, pb::IOMMU_MODE_PASSTHROUGH);
   EXPECT_EQ(back->deadline, b.deadline);
   EXPECT_EQ(ParsePendingBoot("[]").status().code(), absl::StatusCode::kInvalidArgument);

@@ -12,6 +12,7 @@
 #ifndef LIB_STORAGE_JOB_QUEUE_H_
 #define LIB_STORAGE_JOB_QUEUE_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -70,16 +71,34 @@ struct ReapOutcome {
   int64_t failed = 0;
 };
 
+// The hold a heartbeat asks for, capped at max_hold; zero for none.
+inline absl::Duration HoldFor(const pb::HeartbeatRequest& req, absl::Duration max_hold) {
+  const absl::Duration asked =
+      absl::Seconds(req.hold_for().seconds()) + absl::Nanoseconds(req.hold_for().nanos());
+  if (asked <= absl::ZeroDuration() || max_hold <= absl::ZeroDuration()) {
+    return absl::ZeroDuration();
+  }
+  return std::min(asked, max_hold);
+}
+
 class JobQueue {
  public:
   virtual ~JobQueue() = default;
   // Upserts the agent by name with a fresh session; the old session's leases
-  // are expired (attempt spent, like the reaper). Fills agent_id, session.
+  // are expired (attempt spent, like the reaper), except those of
+  // req.resumes still held through a reboot (Heartbeat's hold, its hold not
+  // passed): they move to the new session, their hold cleared, and come
+  // back in `resumed`. Fills agent_id, session, resumed.
   virtual absl::StatusOr<pb::RegisterResponse> RegisterAgent(const pb::RegisterRequest& req,
                                                              const RetryPolicy& retry) = 0;
   // kNotFound for an unknown agent/session. Fills extended/revoked/expiry.
-  virtual absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& req,
-                                                          absl::Duration ttl) = 0;
+  // req.hold_for > 0 and max_hold > 0: the current leases of req are held
+  // until now + min(hold_for, max_hold) (held_until is set); the reaper
+  // expires a held lease whose hold passed with a reason naming the boot
+  // timeout. A plain heartbeat never shortens a hold.
+  virtual absl::StatusOr<pb::HeartbeatResponse> Heartbeat(
+      const pb::HeartbeatRequest& req, absl::Duration ttl,
+      absl::Duration max_hold = absl::ZeroDuration()) = 0;
   // Claims up to max_jobs queued jobs (FOR UPDATE SKIP LOCKED, in claim
   // order) whose executor the agent can run and that meet `rules`, then
   // keeps those that pass `eligible`. Leases come back in claim order.

@@ -70,6 +70,8 @@ struct JobRow {
   pb::Job job;
   std::optional<int64_t> lease_agent;
   std::optional<std::string> lease_token;
+  // The lease held through its agent's reboot (jobs.lease_hold_token).
+  std::optional<std::string> lease_hold_token;
   std::optional<absl::Time> lease_expires_at, started_at, finished_at;
   absl::Time not_before;
   int32_t fair_rank = 0;  // position within its matrix: the claim's round robin

@@ -57,11 +57,14 @@ absl::Time RetryAt(absl::Time now, const RetryPolicy& retry, int attempt) {
 // The reaper's and re-registration's expiry (kExpireSet): the lease spends
 // its attempt; the job is requeued after the backoff or fails at
 // max_attempts. lease_owner stays, naming the agent in the reason.
-void ExpireLease(JobRow& j, const std::string& reason, const RetryPolicy& retry, absl::Time now) {
+// A lease held through its agent's reboot gets `held_reason` instead.
+void ExpireLease(JobRow& j, const std::string& reason, const std::string& held_reason,
+                 const RetryPolicy& retry, absl::Time now) {
   pb::Job& job = j.job;
   const bool out_of_attempts = job.attempt() >= job.max_attempts();
+  const bool held = j.lease_hold_token.has_value() && j.lease_hold_token == j.lease_token;
   job.set_failure_reason(absl::StrCat(
-      "attempt ", job.attempt(), " of ", job.max_attempts(), ": ", reason,
+      "attempt ", job.attempt(), " of ", job.max_attempts(), ": ", held ? held_reason : reason,
       job.lease_owner().empty() ? "" : absl::StrCat(" (agent ", job.lease_owner(), ")")));
   job.set_state(out_of_attempts ? pb::JOB_STATE_FAILED : pb::JOB_STATE_QUEUED);
   if (out_of_attempts) {
@@ -74,6 +77,13 @@ void ExpireLease(JobRow& j, const std::string& reason, const RetryPolicy& retry,
   j.lease_agent.reset();
   j.lease_expires_at.reset();
 }
+
+// PgJobQueue's kHeldLeaseExpired and kHeldLeaseNotResumed.
+constexpr char kHeldLeaseExpired[] =
+    "lease held through the agent's reboot expired: the agent did not come back within its "
+    "boot timeout";
+constexpr char kHeldLeaseNotResumed[] =
+    "agent re-registered without resuming the lease it held through its reboot";
 
 }  // namespace
 
@@ -120,12 +130,25 @@ absl::StatusOr<pb::RegisterResponse> MemoryJobQueue::RegisterAgent(const pb::Reg
     a->slots = std::max(1, req.slots());
     a->registered_at = now;
     a->last_heartbeat = now;
+    pb::RegisterResponse out;
+    std::set<int64_t> kept;
+    for (const pb::LeaseRef& l : req.resumes()) {
+      JobRow* j = LeasedJob(t, l);
+      if (j == nullptr || j->lease_agent != a->id || j->lease_hold_token != j->lease_token ||
+          !j->lease_expires_at.has_value() || *j->lease_expires_at < now) {
+        continue;
+      }
+      j->lease_hold_token.reset();
+      kept.insert(l.job_id());
+      *out.add_resumed() = l;
+    }
     for (auto& [id, j] : t.jobs) {
       if (j.job.state() != pb::JOB_STATE_LEASED || j.lease_agent != a->id) continue;
-      ExpireLease(j, "agent re-registered while holding the lease", retry, now);
+      if (kept.count(id) != 0) continue;
+      ExpireLease(j, "agent re-registered while holding the lease", kHeldLeaseNotResumed, retry,
+                  now);
       changes.insert(j.job.matrix_id());
     }
-    pb::RegisterResponse out;
     out.set_agent_id(a->id);
     out.set_session(a->session);
     return out;
@@ -133,7 +156,9 @@ absl::StatusOr<pb::RegisterResponse> MemoryJobQueue::RegisterAgent(const pb::Reg
 }
 
 absl::StatusOr<pb::HeartbeatResponse> MemoryJobQueue::Heartbeat(const pb::HeartbeatRequest& req,
-                                                                absl::Duration ttl) {
+                                                                absl::Duration ttl,
+                                                                absl::Duration max_hold) {
+  const absl::Duration hold = HoldFor(req, max_hold);
   return db_->Write([&](Tables& t, Changes&) -> absl::StatusOr<pb::HeartbeatResponse> {
     auto a = t.agents.find(req.agent_id());
     if (a == t.agents.end() || a->second.session != req.session()) {
@@ -143,10 +168,19 @@ absl::StatusOr<pb::HeartbeatResponse> MemoryJobQueue::Heartbeat(const pb::Heartb
     a->second.last_heartbeat = now;
     pb::HeartbeatResponse out;
     SetTime(now + ttl, out.mutable_lease_expires_at());
+    if (hold > absl::ZeroDuration()) SetTime(now + hold, out.mutable_held_until());
     for (const pb::LeaseRef& l : req.leases()) {
       JobRow* j = LeasedJob(t, l);
       if (j != nullptr && j->lease_agent == req.agent_id()) {
-        j->lease_expires_at = now + ttl;
+        if (hold > absl::ZeroDuration()) {
+          j->lease_expires_at = now + hold;
+          j->lease_hold_token = j->lease_token;
+        } else if (j->lease_hold_token.has_value() && j->lease_hold_token == j->lease_token) {
+          // A plain heartbeat never shortens a hold.
+          j->lease_expires_at = std::max(*j->lease_expires_at, now + ttl);
+        } else {
+          j->lease_expires_at = now + ttl;
+        }
         *out.add_extended() = l;
       } else {
         *out.add_revoked() = l;
@@ -356,7 +390,7 @@ absl::StatusOr<ReapOutcome> MemoryJobQueue::ReapExpired(const RetryPolicy& retry
     if (static_cast<int>(expired.size()) > limit) expired.resize(std::max(limit, 0));
     ReapOutcome out;
     for (JobRow* j : expired) {
-      ExpireLease(*j, "lease expired", retry, now);
+      ExpireLease(*j, "lease expired", kHeldLeaseExpired, retry, now);
       changes.insert(j->job.matrix_id());
       if (j->job.state() == pb::JOB_STATE_FAILED) {
         ++out.failed;

@@ -30,8 +30,9 @@ class MemoryJobQueue : public JobQueue {
 
   absl::StatusOr<pb::RegisterResponse> RegisterAgent(const pb::RegisterRequest& req,
                                                      const RetryPolicy& retry) override;
-  absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& req,
-                                                  absl::Duration ttl) override;
+  absl::StatusOr<pb::HeartbeatResponse> Heartbeat(
+      const pb::HeartbeatRequest& req, absl::Duration ttl,
+      absl::Duration max_hold = absl::ZeroDuration()) override;
   absl::StatusOr<std::vector<pb::JobLease>> LeaseJobs(int64_t agent_id, const std::string& session,
                                                       int max_jobs, absl::Duration ttl,
                                                       const JobPredicate& eligible,

@@ -360,6 +360,13 @@ CREATE TABLE matrix_commit_settings (
 );
 )SQL";
 
+// A lease held through its agent's reboot (kexec): the hold belongs to the
+// lease whose token it names, so a later grant (a fresh token) is never
+// held by accident.
+const char* const kV9LeaseHold = R"SQL(
+ALTER TABLE jobs ADD COLUMN lease_hold_token text;
+)SQL";
+
 // Which executor's runs decided a regression's confirmation step (emulator,
 // or fio / iozone on real kernels when the matrix asked for it), the first
 // matrix of that step, and a sentence on it.
@@ -384,6 +391,7 @@ const std::vector<Migration>& AllMigrations() {
       {7, "jobs.fair_rank: the claim's round robin across matrices", kV7ClaimFairRank},
       {8, "matrices.model_set and matrix_commit_settings: shared by a matrix's jobs",
        kV8SharedModelSets},
+      {9, "jobs.lease_hold_token: a lease held through its agent's reboot", kV9LeaseHold},
       {10, "regressions.confirmed_by, confirm_matrix_id, confirm_note: the confirming executor",
        kV10RegressionConfirmedBy},
   };

@@ -56,14 +56,24 @@ std::string Key(int64_t id, int32_t attempt, const std::string& token) {
 // spends its attempt; the job goes back to the queue after a backoff, or
 // fails once max_attempts are spent. $1 = reason, $2 = base backoff s,
 // $3 = max backoff s.
+// A lease held through its agent's reboot (lease_hold_token = lease_token)
+// gets reason $5 instead (kHeldLeaseExpired, kHeldLeaseNotResumed).
 const char* const kExpireSet =
     "state = CASE WHEN attempt >= max_attempts THEN 4 ELSE 1 END, "
-    "failure_reason = 'attempt ' || attempt || ' of ' || max_attempts || ': ' || $1 || "
+    "failure_reason = 'attempt ' || attempt || ' of ' || max_attempts || ': ' || "
+    "  CASE WHEN lease_hold_token = lease_token THEN $5 ELSE $1 END || "
     "  CASE WHEN lease_owner <> '' THEN ' (agent ' || lease_owner || ')' ELSE '' END, "
     "finished_at = CASE WHEN attempt >= max_attempts THEN now() END, "
     "not_before = now() + make_interval(secs => least($2 * power(2, greatest(attempt, 1) - 1), "
     "$3)), "
     "lease_token = NULL, lease_agent = NULL, lease_expires_at = NULL";
+
+// The reason of an expired lease that was held through a reboot.
+const char* const kHeldLeaseExpired =
+    "lease held through the agent's reboot expired: the agent did not come back within its "
+    "boot timeout";
+const char* const kHeldLeaseNotResumed =
+    "agent re-registered without resuming the lease it held through its reboot";
 
 // ------------------------------------------- prepared hot-path statements
 
@@ -209,12 +219,29 @@ absl::StatusOr<pb::RegisterResponse> PgJobQueue::RegisterAgent(const pb::Registe
             ArrayLiteral(ExecutorsOf(req.capabilities())), HostToJson(req.host()),
             std::max(1, req.slots()));
         const int64_t id = r[0].as<int64_t>();
-        w.exec_params(
-            std::string("UPDATE jobs SET ") + kExpireSet + " WHERE state = 2 AND lease_agent = $4",
-            "agent re-registered while holding the lease", Secs(retry.base_backoff),
-            Secs(retry.max_backoff), id);
-        w.commit();
         pb::RegisterResponse out;
+        // Leases held through a reboot that the agent resumes keep going.
+        std::vector<int64_t> kept;
+        if (LeaseArrays arr = SplitLeases(req.resumes(), nullptr); !arr.ids.empty()) {
+          for (const pqxx::row& k : w.exec_params(
+                   "UPDATE jobs j SET lease_hold_token = NULL "
+                   "FROM unnest($2::bigint[], $3::int[], $4::text[]) AS l(id, attempt, token) "
+                   "WHERE j.id = l.id AND j.attempt = l.attempt AND j.lease_token = l.token "
+                   "AND j.state = 2 AND j.lease_agent = $1 AND j.lease_hold_token = j.lease_token "
+                   "AND j.lease_expires_at >= now() RETURNING j.id, j.attempt, j.lease_token",
+                   id, arr.ids_lit(), arr.attempts_lit(), arr.tokens_lit())) {
+            kept.push_back(k[0].as<int64_t>());
+            pb::LeaseRef* l = out.add_resumed();
+            l->set_job_id(k[0].as<int64_t>());
+            l->set_attempt(k[1].as<int>());
+            l->set_lease_token(k[2].as<std::string>());
+          }
+        }
+        w.exec_params(std::string("UPDATE jobs SET ") + kExpireSet +
+                          " WHERE state = 2 AND lease_agent = $4 AND NOT (id = ANY($6::bigint[]))",
+                      "agent re-registered while holding the lease", Secs(retry.base_backoff),
+                      Secs(retry.max_backoff), id, kHeldLeaseNotResumed, ArrayLiteral(kept));
+        w.commit();
         out.set_agent_id(id);
         out.set_session(r[1].as<std::string>());
         return out;
@@ -222,32 +249,42 @@ absl::StatusOr<pb::RegisterResponse> PgJobQueue::RegisterAgent(const pb::Registe
 }
 
 absl::StatusOr<pb::HeartbeatResponse> PgJobQueue::Heartbeat(const pb::HeartbeatRequest& req,
-                                                            absl::Duration ttl) {
+                                                            absl::Duration ttl,
+                                                            absl::Duration max_hold) {
+  const absl::Duration hold = HoldFor(req, max_hold);
+  const bool holding = hold > absl::ZeroDuration();
   return pool_->Call<pb::HeartbeatResponse>(
       [&](pqxx::connection& c) -> absl::StatusOr<pb::HeartbeatResponse> {
         pqxx::work w(c);
         pqxx::result a = w.exec_params(
             "UPDATE agents SET last_heartbeat = now() WHERE id = $1 AND session = $2 "
-            "RETURNING (extract(epoch from now() + make_interval(secs => $3)) * 1000000)::bigint",
-            req.agent_id(), req.session(), Secs(ttl));
+            "RETURNING (extract(epoch from now() + make_interval(secs => $3)) * 1000000)::bigint, "
+            "(extract(epoch from now() + make_interval(secs => $4)) * 1000000)::bigint",
+            req.agent_id(), req.session(), Secs(ttl), Secs(hold));
         if (a.empty()) {
           return absl::NotFoundError(
               absl::StrCat("unknown agent ", req.agent_id(), " or session: re-register"));
         }
         pb::HeartbeatResponse out;
         SetMicros(a[0][0].as<int64_t>(), out.mutable_lease_expires_at());
+        if (holding) SetMicros(a[0][1].as<int64_t>(), out.mutable_held_until());
         std::vector<pb::LeaseRef> bad;
         LeaseArrays arr = SplitLeases(req.leases(), &bad);
         std::set<std::string> ok;
         if (!arr.ids.empty()) {
+          // $5: the extension (the hold when $6); a held lease keeps its hold.
           for (const pqxx::row& r : w.exec_params(
-                   "UPDATE jobs j SET lease_expires_at = now() + make_interval(secs => $5) "
+                   "UPDATE jobs j SET lease_expires_at = CASE "
+                   "  WHEN NOT $6 AND j.lease_hold_token = j.lease_token "
+                   "  THEN greatest(j.lease_expires_at, now() + make_interval(secs => $5)) "
+                   "  ELSE now() + make_interval(secs => $5) END, "
+                   "lease_hold_token = CASE WHEN $6 THEN j.lease_token ELSE j.lease_hold_token END "
                    "FROM unnest($2::bigint[], $3::int[], $4::text[]) AS l(id, attempt, token) "
                    "WHERE j.id = l.id AND j.attempt = l.attempt AND j.lease_token = l.token "
                    "AND j.state = 2 AND j.lease_agent = $1 "
                    "RETURNING j.id, j.attempt, j.lease_token",
                    req.agent_id(), arr.ids_lit(), arr.attempts_lit(), arr.tokens_lit(),
-                   Secs(ttl))) {
+                   Secs(holding ? hold : ttl), holding)) {
             ok.insert(Key(r[0].as<int64_t>(), r[1].as<int>(), r[2].as<std::string>()));
           }
         }
@@ -517,7 +554,8 @@ absl::StatusOr<ReapOutcome> PgJobQueue::ReapExpired(const RetryPolicy& retry, in
         std::string("UPDATE jobs SET ") + kExpireSet +
             " WHERE id IN (SELECT id FROM jobs WHERE state = 2 AND lease_expires_at < now() "
             "ORDER BY lease_expires_at LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING state",
-        "lease expired", Secs(retry.base_backoff), Secs(retry.max_backoff), limit);
+        "lease expired", Secs(retry.base_backoff), Secs(retry.max_backoff), limit,
+        kHeldLeaseExpired);
     w.commit();
     ReapOutcome out;
     for (const pqxx::row& r : up) {

@@ -723,6 +723,119 @@ TEST_P(RepositoryContractTest, ReRegisterExpiresOldSessionLeases) {
   EXPECT_EQ(again[0].lease().attempt(), 2);
 }
 
+// A lease held through its agent's reboot (kexec): the hold is capped,
+// outlives the session and moves to the registration that resumes it; a
+// lease that was not held is expired as before.
+TEST_P(RepositoryContractTest, HeldLeaseMovesToTheResumingSession) {
+  MakeMatrix(2);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 2);
+  ASSERT_EQ(ls.size(), 2u);
+  pb::HeartbeatRequest hb;
+  hb.set_agent_id(a.agent_id());
+  hb.set_session(a.session());
+  *hb.add_leases() = ls[0].lease();
+  hb.mutable_hold_for()->set_seconds(600);
+  // A scheduler that holds nothing answers like a plain heartbeat.
+  auto plain = queue().Heartbeat(hb, absl::Seconds(30));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->has_held_until());
+  auto held = queue().Heartbeat(hb, absl::Seconds(30), absl::Minutes(5));
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->extended_size(), 1);
+  ASSERT_TRUE(held->has_held_until());
+  // Capped at max_hold: 5 min from the same now() as the 30 s TTL.
+  EXPECT_EQ(held->held_until().seconds() - held->lease_expires_at().seconds(), 270);
+  // A plain heartbeat afterwards keeps the hold.
+  hb.clear_hold_for();
+  auto again = queue().Heartbeat(hb, absl::Seconds(30), absl::Minutes(5));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->extended_size(), 1);
+
+  pb::RegisterRequest r = testrows::Registration("a1", "emulator");
+  *r.add_resumes() = ls[0].lease();
+  *r.add_resumes() = ls[1].lease();  // never held: expired as before
+  auto a2 = queue().RegisterAgent(r, retry_);
+  ASSERT_TRUE(a2.ok()) << a2.status();
+  EXPECT_EQ(a2->agent_id(), a.agent_id());
+  ASSERT_EQ(a2->resumed_size(), 1);
+  EXPECT_EQ(a2->resumed(0).job_id(), ls[0].job().id());
+  EXPECT_EQ(a2->resumed(0).lease_token(), ls[0].lease().lease_token());
+  EXPECT_EQ(backend().StateOf(ls[0].job().id()), pb::JOB_STATE_LEASED);
+  EXPECT_EQ(backend().StateOf(ls[1].job().id()), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(backend().FailureReason(ls[1].job().id()),
+            "attempt 1 of 3: agent re-registered while holding the lease (agent a1)");
+  // The new session heartbeats and reports the resumed lease.
+  pb::HeartbeatRequest hb2;
+  hb2.set_agent_id(a2->agent_id());
+  hb2.set_session(a2->session());
+  *hb2.add_leases() = ls[0].lease();
+  auto h2 = queue().Heartbeat(hb2, absl::Seconds(30), absl::Minutes(5));
+  ASSERT_TRUE(h2.ok()) << h2.status();
+  EXPECT_EQ(h2->extended_size(), 1);
+  auto done = Report(*a2, ls[0].lease());
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(done->accepted);
+  EXPECT_EQ(backend().StateOf(ls[0].job().id()), pb::JOB_STATE_SUCCEEDED);
+  // Resumed once: the hold is gone, a second resume keeps nothing.
+  auto a3 = queue().RegisterAgent(r, retry_);
+  ASSERT_TRUE(a3.ok()) << a3.status();
+  EXPECT_EQ(a3->resumed_size(), 0);
+}
+
+// A held lease whose agent does not come back within the hold is expired
+// by the reaper with a reason naming the boot timeout, and the attempt rules
+// retry it; the hold never carries over to the next lease of the job.
+TEST_P(RepositoryContractTest, HeldLeaseExpiresAfterItsHold) {
+  MakeMatrix(1);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  pb::HeartbeatRequest hb;
+  hb.set_agent_id(a.agent_id());
+  hb.set_session(a.session());
+  *hb.add_leases() = ls[0].lease();
+  hb.mutable_hold_for()->set_seconds(60);
+  auto held = queue().Heartbeat(hb, absl::Seconds(30), absl::Minutes(5));
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_TRUE(held->has_held_until());
+  backend().ExpireAllLeases();
+  auto reaped = queue().ReapExpired(retry_, 100);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->requeued, 1);
+  EXPECT_EQ(backend().StateOf(ls[0].job().id()), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(backend().FailureReason(ls[0].job().id()),
+            "attempt 1 of 3: lease held through the agent's reboot expired: the agent did not "
+            "come back within its boot timeout (agent a1)");
+  // Coming back late resumes nothing.
+  pb::RegisterRequest r = testrows::Registration("a1", "emulator");
+  *r.add_resumes() = ls[0].lease();
+  auto a2 = queue().RegisterAgent(r, retry_);
+  ASSERT_TRUE(a2.ok()) << a2.status();
+  EXPECT_EQ(a2->resumed_size(), 0);
+  backend().ExpireAllLeases();
+  std::vector<pb::JobLease> next = Lease(*a2, 1);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].lease().attempt(), 2);
+  backend().ExpireAllLeases();
+  ASSERT_TRUE(queue().ReapExpired(retry_, 100).ok());
+  EXPECT_EQ(backend().FailureReason(ls[0].job().id()), "attempt 2 of 3: lease expired (agent a1)");
+  // A held lease its agent re-registers without naming is expired too.
+  backend().ExpireAllLeases();
+  std::vector<pb::JobLease> third = Lease(*a2, 1);
+  ASSERT_EQ(third.size(), 1u);
+  hb.set_agent_id(a2->agent_id());
+  hb.set_session(a2->session());
+  hb.clear_leases();
+  *hb.add_leases() = third[0].lease();
+  ASSERT_TRUE(queue().Heartbeat(hb, absl::Seconds(30), absl::Minutes(5)).ok());
+  Register("a1");
+  EXPECT_EQ(backend().StateOf(ls[0].job().id()), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(backend().FailureReason(ls[0].job().id()),
+            "attempt 3 of 3: agent re-registered without resuming the lease it held through "
+            "its reboot (agent a1)");
+}
+
 TEST_P(RepositoryContractTest, StaleAttemptsAndUnknownIdsAreRefused) {
   MakeMatrix(1);
   pb::RegisterResponse a = Register("a1");
