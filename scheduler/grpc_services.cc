@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <functional>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -75,6 +77,28 @@ grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, WorkerPool* po
     reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
   }
   return reactor;
+}
+
+// Schedules a streaming reactor's next read on `pool`: the first read of a
+// stream is admitted like any expensive call (shed when the pool is full),
+// later ones continue a stream already admitted. Returns the status the
+// stream finishes with when the read could not be scheduled.
+std::optional<grpc::Status> ScheduleStreamRead(WorkerPool* pool, bool first,
+                                               std::function<void()> read) {
+  if (first) {
+    switch (pool->Admit(std::move(read))) {
+      case WorkerPool::Admission::kQueued:
+        return std::nullopt;
+      case WorkerPool::Admission::kFull:
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "scheduler busy: too many expensive calls queued; retry");
+      case WorkerPool::Admission::kStopped:
+        break;
+    }
+  } else if (pool->Post(std::move(read))) {
+    return std::nullopt;
+  }
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
 }
 
 // WatchMatrix: event-driven. The reactor subscribes to the matrix's change
@@ -335,24 +359,8 @@ class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
  private:
   static constexpr int kPage = 500;
 
-  // The first page is admitted like any expensive call (shed when the pool
-  // is full); later pages continue a stream already admitted.
   void Fetch() {
-    if (after_ == 0) {
-      switch (pool_->Admit([this] { FetchNow(); })) {
-        case WorkerPool::Admission::kQueued:
-          return;
-        case WorkerPool::Admission::kFull:
-          Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                              "scheduler busy: too many expensive calls queued; retry"));
-          return;
-        case WorkerPool::Admission::kStopped:
-          break;
-      }
-    } else if (pool_->Post([this] { FetchNow(); })) {
-      return;
-    }
-    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+    if (auto st = ScheduleStreamRead(pool_, after_ == 0, [this] { FetchNow(); })) Finish(*st);
   }
   void FetchNow() {
     if (cancelled_.load()) {
@@ -422,24 +430,8 @@ class RawOutputReactor final : public grpc::ServerWriteReactor<pb::RawOutputChun
   void OnDone() override { delete this; }
 
  private:
-  // As ResultsReactor: the first read is admitted like any expensive call,
-  // later ones continue a stream already admitted.
   void Fetch() {
-    if (chars_ == 0) {
-      switch (pool_->Admit([this] { FetchNow(); })) {
-        case WorkerPool::Admission::kQueued:
-          return;
-        case WorkerPool::Admission::kFull:
-          Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                              "scheduler busy: too many expensive calls queued; retry"));
-          return;
-        case WorkerPool::Admission::kStopped:
-          break;
-      }
-    } else if (pool_->Post([this] { FetchNow(); })) {
-      return;
-    }
-    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+    if (auto st = ScheduleStreamRead(pool_, chars_ == 0, [this] { FetchNow(); })) Finish(*st);
   }
   void FetchNow() {
     if (cancelled_.load()) {
