@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/executors/real_executors.h"
 #include "agent/runners/fio_json.h"
 #include "agent/runners/fio_spec.h"
 #include "agent/runners/params.h"
@@ -69,13 +70,7 @@ absl::Status IozoneGuestResult(const kernels::KernelRun& run, ExecutionResult& o
     return absl::InternalError(absl::StrCat("guest iozone: ", report.status().message(),
                                             "; stderr: ", Tail(run.tool_stderr)));
   }
-  for (const runners::Sample& s : runners::IozoneSamples(*report)) {
-    pb::Sample* p = &out.samples.emplace_back();
-    p->set_metric(s.metric);
-    p->set_value(s.value);
-    p->set_unit(s.unit);
-    p->set_phase(s.phase);
-  }
+  runners::AppendSamples(runners::IozoneSamples(*report), out.samples);
   out.raw_output = run.tool_stdout;
   out.raw_format = "iozone";
   out.tool_version = report->version;
@@ -99,13 +94,7 @@ absl::Status FioGuestResult(kernels::KernelRun& run, ExecutionResult& out) {
                                               j.error, ": ", Tail(run.tool_stderr)));
     }
   }
-  for (const runners::Sample& s : runners::FioSamples(*report)) {
-    pb::Sample* p = &out.samples.emplace_back();
-    p->set_metric(s.metric);
-    p->set_value(s.value);
-    p->set_unit(s.unit);
-    p->set_phase(s.phase);
-  }
+  runners::AppendSamples(runners::FioSamples(*report), out.samples);
   if (out.samples.empty()) return absl::InternalError("guest fio did no I/O");
   out.raw_output = std::move(run.tool_stdout);
   out.raw_format = "fio-json";

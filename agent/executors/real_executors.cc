@@ -52,13 +52,7 @@ absl::Status Permanent(const absl::Status& s) {
 absl::StatusOr<farm::agent::ExecutionResult> ToExecution(absl::StatusOr<RunResult> run) {
   if (!run.ok()) return Permanent(run.status());
   farm::agent::ExecutionResult out;
-  for (const Sample& s : run->samples) {
-    pb::Sample* p = &out.samples.emplace_back();
-    p->set_metric(s.metric);
-    p->set_value(s.value);
-    p->set_unit(s.unit);
-    p->set_phase(s.phase);
-  }
+  AppendSamples(run->samples, out.samples);
   out.raw_output = std::move(run->raw_output);
   out.raw_format = std::move(run->raw_format);
   out.tool_version = std::move(run->tool_version);
@@ -126,6 +120,17 @@ absl::StatusOr<std::unique_ptr<farm::agent::Executor>> MakeRealExecutor(
       return absl::InvalidArgumentError(absl::StrCat(
           "real executor '", capability, "' unknown (known: ", proto::ExecutorName(FioTool::kKind),
           ", ", proto::ExecutorName(IozoneTool::kKind), ")"));
+  }
+}
+
+void AppendSamples(const std::vector<Sample>& samples, std::vector<pb::Sample>& out) {
+  out.reserve(out.size() + samples.size());
+  for (const Sample& s : samples) {
+    pb::Sample* p = &out.emplace_back();
+    p->set_metric(s.metric);
+    p->set_value(s.value);
+    p->set_unit(s.unit);
+    p->set_phase(s.phase);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/executors/executor.h"
+#include "agent/runners/runners.h"
 
 namespace farm::runners {
 
@@ -36,6 +37,10 @@ struct RealExecutorOptions {
   absl::Duration slack = absl::Minutes(5);
   std::string tool;  // executable override (tests); empty: "fio" / "iozone"
 };
+
+// A tool's samples as the result rows every executor reports, appended to
+// `out`: host runs and guest runs of one tool land under the same names.
+void AppendSamples(const std::vector<Sample>& samples, std::vector<iommufarm::v1::Sample>& out);
 
 // `capability` is "fio" or "iozone".
 absl::StatusOr<std::unique_ptr<farm::agent::Executor>> MakeRealExecutor(
