@@ -377,6 +377,49 @@ ALTER TABLE regressions
   ADD COLUMN confirm_note       text NOT NULL DEFAULT '';
 )SQL";
 
+// The job-state trigger in one pass over each transition table, with no
+// join. The old function joined new_rows to old_rows three times; PL/pgSQL
+// plans such a query once per connection, with the transition tables' sizes
+// of its first firing, so a connection whose first UPDATE of jobs touched no
+// rows (re-registration expiring nothing) kept a nested-loop plan and paid
+// O(rows^2) per statement for good: a 200-job claim took 20-30 ms instead of
+// 6-10 ms. The net change of each (matrix, state) count is the same
+// information: totals move by it, and a matrix is notified when one of its
+// counts changed.
+const char* const kV11LinearStateTrigger = R"SQL(
+CREATE OR REPLACE FUNCTION farm_jobs_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  v_shard smallint := pg_backend_pid() % 16;
+  v_row record;
+  v_matrix bigint := NULL;
+  v_delta bigint[] := '{0,0,0,0,0}';
+BEGIN
+  FOR v_row IN
+    SELECT x.matrix_id, x.state, sum(x.delta) AS delta FROM (
+      SELECT matrix_id, state, 1 AS delta FROM new_rows
+      UNION ALL
+      SELECT matrix_id, state, -1 FROM old_rows) x
+    GROUP BY x.matrix_id, x.state HAVING sum(x.delta) <> 0
+    ORDER BY x.matrix_id
+  LOOP
+    IF v_matrix IS DISTINCT FROM v_row.matrix_id THEN
+      v_matrix := v_row.matrix_id;
+      PERFORM pg_notify('farm_matrix', v_matrix::text);
+    END IF;
+    IF v_row.state BETWEEN 3 AND 5 THEN
+      v_delta[v_row.state] := v_delta[v_row.state] + v_row.delta;
+    END IF;
+  END LOOP;
+  -- In state order, so two statements on one shard lock rows in one order.
+  FOR s IN 3..5 LOOP
+    IF v_delta[s] <> 0 THEN
+      UPDATE job_state_totals SET jobs = jobs + v_delta[s] WHERE state = s AND shard = v_shard;
+    END IF;
+  END LOOP;
+  RETURN NULL;
+END $$;
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
@@ -394,6 +437,8 @@ const std::vector<Migration>& AllMigrations() {
       {9, "jobs.lease_hold_token: a lease held through its agent's reboot", kV9LeaseHold},
       {10, "regressions.confirmed_by, confirm_matrix_id, confirm_note: the confirming executor",
        kV10RegressionConfirmedBy},
+      {11, "farm_jobs_updated in one pass without a join (no per-connection quadratic plan)",
+       kV11LinearStateTrigger},
   };
   return *kAll;
 }

@@ -48,8 +48,9 @@ struct PgPoolOptions {
 };
 
 // `conninfo` with TCP keepalives (a peer that vanished is noticed in ~30 s
-// rather than the kernel's two hours) and, when > 0, statement_timeout,
-// each unless the URI / key=value string sets it already.
+// rather than the kernel's two hours), jit = off and, when > 0,
+// statement_timeout, each unless the URI / key=value string sets it already
+// (a string with its own `options` keeps them and gets neither setting).
 std::string WithSessionOptions(const std::string& conninfo, int statement_timeout_ms);
 // `text` with the password of every database URI or key=value connection
 // string in it replaced by "***", for logs and errors.

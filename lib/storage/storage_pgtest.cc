@@ -132,6 +132,28 @@ TEST_F(StoragePgTest, MigrationsAreIdempotentAndConcurrentSafe) {
   EXPECT_EQ(ok.load(), 3);
 }
 
+// The farm's sessions run without JIT (it made the claim 9x slower) and with
+// the pool's statement timeout; a connection string that sets its own
+// `options` keeps them as given.
+TEST_F(StoragePgTest, SessionsRunWithoutJitAndWithTheStatementTimeout) {
+  const auto settings = [](PgPool& p) {
+    std::string jit, timeout;
+    EXPECT_TRUE(p.Run([&](pqxx::connection& c) {
+                   pqxx::nontransaction n(c);
+                   jit = n.exec1("SHOW jit")[0].as<std::string>();
+                   timeout = n.exec1("SHOW statement_timeout")[0].as<std::string>();
+                   return absl::OkStatus();
+                 }).ok());
+    return std::make_pair(jit, timeout);
+  };
+  PgPool farm(PgPoolOptions{pool_->uri(), 1, 3, 4321});
+  EXPECT_EQ(settings(farm), std::make_pair(std::string("off"), std::string("4321ms")));
+  const std::string own = pool_->uri() + (pool_->uri().find('?') == std::string::npos ? "?" : "&") +
+                          "options=-c%20jit%3Don";
+  PgPool theirs(PgPoolOptions{own, 1, 3, 4321});
+  EXPECT_EQ(settings(theirs).first, "on");
+}
+
 TEST_F(StoragePgTest, MetricRankRoundTripsAndSurvivesATriageNote) {
   ASSERT_TRUE(pool_
                   ->Run([](pqxx::connection& c) {
