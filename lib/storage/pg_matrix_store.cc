@@ -1,5 +1,6 @@
 #include "lib/storage/pg_matrix_store.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -8,6 +9,12 @@
 #include "lib/storage/row_codec.h"
 
 namespace farm::storage {
+namespace {
+
+// Below this many jobs a submit leaves the statistics to autovacuum.
+constexpr double kAnalyzeAfterJobs = 1000;
+
+}  // namespace
 
 PgMatrixStore::PgMatrixStore(PgPool* pool) : pool_(pool) {}
 
@@ -76,6 +83,15 @@ absl::StatusOr<CreatedMatrix> PgMatrixStore::CreateMatrix(const NewMatrix& m) {
       }
       s.complete();
     }
+    // A submit that grows the queue by a tenth or more refreshes the jobs
+    // statistics now rather than at autovacuum's next pass (up to a minute
+    // away): planned on the statistics of a near-empty table, the claim
+    // sorts the whole queue (a 200-job claim took 700 ms at 200,000 queued
+    // jobs, 10 ms with current statistics).
+    const double n = static_cast<double>(m.jobs.size());
+    const double known = w.exec1("SELECT reltuples FROM pg_class WHERE oid = 'jobs'::regclass")[0]
+                             .as<double>();
+    if (n >= kAnalyzeAfterJobs && n >= 0.1 * std::max(0.0, known)) w.exec("ANALYZE jobs");
     absl::StatusOr<pb::Matrix> mat = LoadMatrix(w, id);
     if (!mat.ok()) return mat.status();
     w.commit();

@@ -132,6 +132,31 @@ TEST_F(StoragePgTest, MigrationsAreIdempotentAndConcurrentSafe) {
   EXPECT_EQ(ok.load(), 3);
 }
 
+// A submit that grows the queue by a tenth or more refreshes the jobs
+// statistics at once (the claim is planned on them); a small one leaves them
+// to autovacuum.
+TEST_F(StoragePgTest, ALargeSubmitRefreshesTheJobsStatistics) {
+  const auto analyzed = [&] {
+    double reltuples = 0;
+    EXPECT_TRUE(pool_->Run([&](pqxx::connection& c) {
+                       pqxx::nontransaction n(c);
+                       reltuples = n.exec1("SELECT reltuples FROM pg_class WHERE oid = "
+                                           "'jobs'::regclass")[0]
+                                       .as<double>();
+                       return absl::OkStatus();
+                     }).ok());
+    return reltuples;
+  };
+  MakeMatrix(10);
+  EXPECT_EQ(analyzed(), -1) << "10 jobs: never analyzed yet";
+  MakeMatrix(1500);
+  EXPECT_EQ(analyzed(), 1510);
+  MakeMatrix(100);
+  EXPECT_EQ(analyzed(), 1510) << "under 1,000 jobs: left to autovacuum";
+  MakeMatrix(1000);
+  EXPECT_EQ(analyzed(), 2610);
+}
+
 // The farm's sessions run without JIT (it made the claim 9x slower) and with
 // the pool's statement timeout; a connection string that sets its own
 // `options` keeps them as given.
