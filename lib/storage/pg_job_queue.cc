@@ -153,7 +153,8 @@ void PrepareQueueStatements(PgPool* pool) {
   pool->Prepare(
       kReportResult,
       "WITH up AS (UPDATE jobs SET state = 3, finished_at = now(), lease_expires_at = NULL "
-      "  WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state::int = 2 AND lease_agent = $4 "
+      "  WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state::int = 2 "
+      "  AND lease_agent = $4 "
       "  RETURNING id, attempt, matrix_id, executor, "
       "  coalesce(extract(epoch from (now() - started_at)), 0)::float8 AS dur), "
       "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
@@ -235,7 +236,8 @@ absl::StatusOr<pb::RegisterResponse> PgJobQueue::RegisterAgent(const pb::Registe
                    "UPDATE jobs j SET lease_hold_token = NULL "
                    "FROM unnest($2::bigint[], $3::int[], $4::text[]) AS l(id, attempt, token) "
                    "WHERE j.id = l.id AND j.attempt = l.attempt AND j.lease_token = l.token "
-                   "AND j.state::int = 2 AND j.lease_agent = $1 AND j.lease_hold_token = j.lease_token "
+                   "AND j.state::int = 2 AND j.lease_agent = $1 "
+                   "AND j.lease_hold_token = j.lease_token "
                    "AND j.lease_expires_at >= now() RETURNING j.id, j.attempt, j.lease_token",
                    id, arr.ids_lit(), arr.attempts_lit(), arr.tokens_lit())) {
             kept.push_back(k[0].as<int64_t>());

@@ -89,8 +89,8 @@ absl::StatusOr<CreatedMatrix> PgMatrixStore::CreateMatrix(const NewMatrix& m) {
     // sorts the whole queue (a 200-job claim took 700 ms at 200,000 queued
     // jobs, 10 ms with current statistics).
     const double n = static_cast<double>(m.jobs.size());
-    const double known = w.exec1("SELECT reltuples FROM pg_class WHERE oid = 'jobs'::regclass")[0]
-                             .as<double>();
+    const double known =
+        w.exec1("SELECT reltuples FROM pg_class WHERE oid = 'jobs'::regclass")[0].as<double>();
     if (n >= kAnalyzeAfterJobs && n >= 0.1 * std::max(0.0, known)) w.exec("ANALYZE jobs");
     absl::StatusOr<pb::Matrix> mat = LoadMatrix(w, id);
     if (!mat.ok()) return mat.status();

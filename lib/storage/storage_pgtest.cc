@@ -138,13 +138,16 @@ TEST_F(StoragePgTest, MigrationsAreIdempotentAndConcurrentSafe) {
 TEST_F(StoragePgTest, ALargeSubmitRefreshesTheJobsStatistics) {
   const auto analyzed = [&] {
     double reltuples = 0;
-    EXPECT_TRUE(pool_->Run([&](pqxx::connection& c) {
-                       pqxx::nontransaction n(c);
-                       reltuples = n.exec1("SELECT reltuples FROM pg_class WHERE oid = "
-                                           "'jobs'::regclass")[0]
-                                       .as<double>();
-                       return absl::OkStatus();
-                     }).ok());
+    EXPECT_TRUE(pool_
+                    ->Run([&](pqxx::connection& c) {
+                      pqxx::nontransaction n(c);
+                      reltuples = n.exec1(
+                                       "SELECT reltuples FROM pg_class WHERE oid = "
+                                       "'jobs'::regclass")[0]
+                                      .as<double>();
+                      return absl::OkStatus();
+                    })
+                    .ok());
     return reltuples;
   };
   MakeMatrix(10);
