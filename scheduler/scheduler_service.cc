@@ -353,7 +353,7 @@ absl::StatusOr<pb::ReportResultsResponse> AgentService::ReportResults(
         absl::StrCat("results: at most ", kMaxReportBatch, " per call, got ", req.results_size()));
   }
   pb::ReportResultsResponse resp;
-  std::vector<pb::ReportResultRequest> valid;
+  std::vector<const pb::ReportResultRequest*> valid;
   std::vector<int> slot;  // valid[k] answers resp.results(slot[k])
   for (int i = 0; i < req.results_size(); ++i) {
     pb::ReportResultResponse* item = resp.add_results();
@@ -365,11 +365,11 @@ absl::StatusOr<pb::ReportResultsResponse> AgentService::ReportResults(
       item->set_error_message(absl::StrCat("results[", i, "].", st.message()));
       continue;
     }
-    valid.push_back(req.results(i));
+    valid.push_back(&req.results(i));
     slot.push_back(i);
   }
   absl::StatusOr<std::vector<absl::StatusOr<storage::ReportOutcome>>> outs =
-      queue_->ReportResults(valid);
+      queue_->ReportResults(absl::MakeConstSpan(valid));
   if (!outs.ok()) return outs.status();
   for (size_t k = 0; k < outs->size() && k < slot.size(); ++k) {
     const absl::StatusOr<storage::ReportOutcome>& out = (*outs)[k];

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
 
@@ -117,11 +118,19 @@ class JobQueue {
   // default reports them one by one; PostgreSQL stores the fresh ones in
   // one statement. The outer status is an outage (nothing known stored).
   virtual absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> ReportResults(
-      const std::vector<pb::ReportResultRequest>& reqs) {
+      absl::Span<const pb::ReportResultRequest* const> reqs) {
     std::vector<absl::StatusOr<ReportOutcome>> out;
     out.reserve(reqs.size());
-    for (const pb::ReportResultRequest& r : reqs) out.push_back(ReportResult(r));
+    for (const pb::ReportResultRequest* r : reqs) out.push_back(ReportResult(*r));
     return out;
+  }
+  // The same over requests held by value.
+  absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> ReportResults(
+      const std::vector<pb::ReportResultRequest>& reqs) {
+    std::vector<const pb::ReportResultRequest*> refs;
+    refs.reserve(reqs.size());
+    for (const pb::ReportResultRequest& r : reqs) refs.push_back(&r);
+    return ReportResults(absl::MakeConstSpan(refs));
   }
   // Fenced and held like ReportResult (kFailedPrecondition, kPermissionDenied).
   virtual absl::StatusOr<pb::JobState> ReportFailure(const pb::ReportFailureRequest& req,

@@ -456,7 +456,7 @@ absl::StatusOr<ReportOutcome> PgJobQueue::ReportResult(const pb::ReportResultReq
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportResults(
-    const std::vector<pb::ReportResultRequest>& reqs) {
+    absl::Span<const pb::ReportResultRequest* const> reqs) {
   using Out = std::vector<absl::StatusOr<ReportOutcome>>;
   if (reqs.empty()) return Out{};
   std::vector<int64_t> ids, agents, walls;
@@ -465,7 +465,8 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
   // Each lease once (the first copy): the statement's join relies on it. A
   // later copy is answered as a duplicate by the single path below.
   std::set<std::string> sent;
-  for (const pb::ReportResultRequest& r : reqs) {
+  for (const pb::ReportResultRequest* req : reqs) {
+    const pb::ReportResultRequest& r = *req;
     const pb::LeaseRef& l = r.lease();
     if (!sent.insert(Key(l.job_id(), l.attempt(), l.lease_token())).second) continue;
     ids.push_back(l.job_id());
@@ -501,7 +502,8 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
   if (!st.ok()) return st;
   Out out;
   out.reserve(reqs.size());
-  for (const pb::ReportResultRequest& r : reqs) {
+  for (const pb::ReportResultRequest* req : reqs) {
+    const pb::ReportResultRequest& r = *req;
     auto it = accepted.find(Key(r.lease().job_id(), r.lease().attempt(), r.lease().lease_token()));
     if (it != accepted.end()) {
       out.push_back(it->second);

@@ -37,8 +37,9 @@ class PgJobQueue : public JobQueue {
                                                       const JobPredicate& eligible,
                                                       const ClaimRules& rules = {}) override;
   absl::StatusOr<ReportOutcome> ReportResult(const pb::ReportResultRequest& req) override;
+  using JobQueue::ReportResults;
   absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> ReportResults(
-      const std::vector<pb::ReportResultRequest>& reqs) override;
+      absl::Span<const pb::ReportResultRequest* const> reqs) override;
   absl::StatusOr<pb::JobState> ReportFailure(const pb::ReportFailureRequest& req,
                                              const RetryPolicy& retry) override;
   absl::StatusOr<int> ReleaseLeases(const pb::ReleaseLeasesRequest& req) override;

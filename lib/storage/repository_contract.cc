@@ -664,7 +664,7 @@ TEST_P(RepositoryContractTest, ReportResultsSettlesEachItemLikeReportResult) {
       EXPECT_EQ(r.agent(), "batcher");
     }
   }
-  auto empty = queue().ReportResults({});
+  auto empty = queue().ReportResults(std::vector<pb::ReportResultRequest>{});
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
 }
