@@ -420,6 +420,20 @@ BEGIN
 END $$;
 )SQL";
 
+// Large workload params stored once per matrix, as `set:` is (migration
+// 8): a job row references its matrix's copy by workload_index (-1: the
+// row holds its own params, as every row written before does).
+// kJobParamsSql reads either.
+const char* const kV12SharedWorkloadParams = R"SQL(
+CREATE TABLE matrix_workloads (
+  matrix_id       bigint NOT NULL REFERENCES matrices(id) ON DELETE CASCADE,
+  workload_index  integer NOT NULL,
+  params          jsonb NOT NULL,
+  PRIMARY KEY (matrix_id, workload_index)
+);
+ALTER TABLE jobs ADD COLUMN workload_index integer NOT NULL DEFAULT -1;
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
@@ -439,6 +453,8 @@ const std::vector<Migration>& AllMigrations() {
        kV10RegressionConfirmedBy},
       {11, "farm_jobs_updated in one pass without a join (no per-connection quadratic plan)",
        kV11LinearStateTrigger},
+      {12, "matrix_workloads: large workload params stored once per matrix",
+       kV12SharedWorkloadParams},
   };
   return *kAll;
 }

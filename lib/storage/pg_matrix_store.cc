@@ -13,6 +13,8 @@ namespace {
 
 // Below this many jobs a submit leaves the statistics to autovacuum.
 constexpr double kAnalyzeAfterJobs = 1000;
+// Workload params this large (as JSON) are stored once per matrix.
+constexpr size_t kShareParamsBytes = 256;
 
 }  // namespace
 
@@ -65,22 +67,39 @@ absl::StatusOr<CreatedMatrix> PgMatrixStore::CreateMatrix(const NewMatrix& m) {
       }
       s.complete();
     }
+    // Params of kShareParamsBytes or more are stored once per matrix in
+    // matrix_workloads and referenced by index; smaller ones stay in the row
+    // (the claim then reads them without a lookup).
+    std::map<std::string, int32_t> shared_params;  // params JSON -> workload_index
     {
-      pqxx::stream_to s(
-          w, "jobs",
-          std::vector<std::string>{"matrix_id", "catalog", "commit_id", "commit_index", "platform",
-                                   "workload", "params", "mode", "repeat", "executor", "priority",
-                                   "kind", "max_attempts", "model_set", "seed", "fair_rank"});
+      pqxx::stream_to s(w, "jobs",
+                        std::vector<std::string>{
+                            "matrix_id", "catalog", "commit_id", "commit_index", "platform",
+                            "workload", "params", "mode", "repeat", "executor", "priority", "kind",
+                            "max_attempts", "model_set", "seed", "fair_rank", "workload_index"});
       int32_t rank = 0;
       for (const pb::Job& j : m.jobs) {
+        std::string params = MapToJson(j.workload().params());
+        int32_t workload_index = -1;
+        if (params.size() >= kShareParamsBytes) {
+          auto [it, fresh] =
+              shared_params.emplace(std::move(params), static_cast<int32_t>(shared_params.size()));
+          workload_index = it->second;
+          params = "{}";
+        }
         s << std::make_tuple(
             id, j.catalog(), j.commit_id(), j.commit_index(), j.platform(), j.workload().name(),
-            MapToJson(j.workload().params()), static_cast<int>(j.mode()), j.repeat(),
-            static_cast<int>(j.executor()), j.priority(), static_cast<int>(j.kind()),
-            j.max_attempts(),
+            params, static_cast<int>(j.mode()), j.repeat(), static_cast<int>(j.executor()),
+            j.priority(), static_cast<int>(j.kind()), j.max_attempts(),
             shared.at(j.commit_index()) != nullptr ? std::string("{}") : MapToJson(j.model_set()),
-            static_cast<int64_t>(j.seed()), rank++);
+            static_cast<int64_t>(j.seed()), rank++, workload_index);
       }
+      s.complete();
+    }
+    if (!shared_params.empty()) {
+      pqxx::stream_to s(w, "matrix_workloads",
+                        std::vector<std::string>{"matrix_id", "workload_index", "params"});
+      for (const auto& [params, index] : shared_params) s << std::make_tuple(id, index, params);
       s.complete();
     }
     // A submit that grows the queue by a tenth or more refreshes the jobs

@@ -2,20 +2,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/storage/row_codec.h"
+#include "lib/storage/run_eligibility.h"
 
 namespace farm::storage {
 
-const char* const kJobCols =
-    "j.id, j.matrix_id, j.catalog, j.commit_id, j.commit_index, j.platform, j.workload, "
-    "j.params::text, j.mode, j.repeat, j.executor, j.priority, j.kind, j.state, j.attempt, "
-    "j.max_attempts, j.failure_reason, "
-    // The matrix's shared documents on top of the row's own (migration 8).
-    "(j.model_set || coalesce((SELECT jcs.settings FROM matrix_commit_settings jcs "
-    "WHERE jcs.matrix_id = j.matrix_id AND jcs.commit_index = j.commit_index), '{}'::jsonb) || "
-    "coalesce((SELECT jm.model_set FROM matrices jm WHERE jm.id = j.matrix_id), "
-    "'{}'::jsonb))::text, "
-    "j.seed, j.lease_owner, "
-    "coalesce((extract(epoch from j.lease_expires_at) * 1000000)::bigint, 0)";
+const std::string kJobCols =
+    std::string(
+        "j.id, j.matrix_id, j.catalog, j.commit_id, j.commit_index, j.platform, j.workload, ") +
+    kJobParamsSql +
+    std::string(
+        "::text, j.mode, j.repeat, j.executor, j.priority, j.kind, j.state, j.attempt, "
+        "j.max_attempts, j.failure_reason, "
+        // The matrix's shared documents on top of the row's own (migration 8).
+        "(j.model_set || coalesce((SELECT jcs.settings FROM matrix_commit_settings jcs "
+        "WHERE jcs.matrix_id = j.matrix_id AND jcs.commit_index = j.commit_index), '{}'::jsonb) || "
+        "coalesce((SELECT jm.model_set FROM matrices jm WHERE jm.id = j.matrix_id), "
+        "'{}'::jsonb))::text, "
+        "j.seed, j.lease_owner, "
+        "coalesce((extract(epoch from j.lease_expires_at) * 1000000)::bigint, 0)");
 
 std::string QuotedArrayLiteral(const std::vector<std::string>& v) {
   size_t n = 2;

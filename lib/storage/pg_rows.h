@@ -37,7 +37,7 @@ std::string QuotedArrayLiteral(const std::vector<std::string>& v);
 inline double Secs(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 // Columns of a job (alias j), read by RowToJob.
-extern const char* const kJobCols;
+extern const std::string kJobCols;
 constexpr int kJobColCount = 21;
 // The job in columns [base, base + kJobColCount) of `r`.
 pb::Job RowToJob(const pqxx::row& r, int base = 0);

@@ -8,6 +8,11 @@ namespace farm::storage {
 
 namespace pb = ::iommufarm::v1;
 
+const char* const kJobParamsSql =
+    "(CASE WHEN j.workload_index < 0 THEN j.params ELSE coalesce((SELECT mw.params "
+    "FROM matrix_workloads mw WHERE mw.matrix_id = j.matrix_id "
+    "AND mw.workload_index = j.workload_index), '{}'::jsonb) END)";
+
 // CheckRealRun in SQL over a jobs row `j`, the agent's host facts `ah` and
 // capabilities `ac` (row_codec.h's HostToJson / CapsToJson). Clause by
 // clause, as proto/kernel_offers.h states the rule: the offers of the
@@ -18,7 +23,8 @@ namespace pb = ::iommufarm::v1;
 // id with a leading "v<digit>" dropped equals the release or prefixes it
 // before '.', '-' or '+', or a 7+ digit hex id appears as "g<first 12
 // digits>" not followed by another hex digit.
-const char* const kRunnableSql =
+// clang-format off
+const std::string kRunnableSql = std::string(
     "(j.executor NOT IN (2, 3) OR EXISTS (SELECT 1 FROM jsonb_array_elements(ac) c, "
     " LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(c->'kernels') = 'array' "
     "   AND jsonb_array_length(c->'kernels') > 0 THEN c->'kernels' "
@@ -28,7 +34,7 @@ const char* const kRunnableSql =
     "       THEN jsonb_build_array((ah->>'iommu_mode')::int) ELSE '[]'::jsonb END)) END) k "
     " WHERE c->>'name' = (CASE j.executor WHEN 2 THEN 'fio' ELSE 'iozone' END) "
     "  AND jsonb_typeof(k->'modes') = 'array' AND k->'modes' @> to_jsonb(j.mode::int) "
-    "  AND NOT (k->>'provider' = 'host' AND j.params ? 'kernel_params') "
+    "  AND NOT (k->>'provider' = 'host' AND ") + kJobParamsSql + std::string(" ? 'kernel_params') "
     "  AND j.commit_id <> '' "
     "  AND (coalesce(k->>'commit', '') = j.commit_id OR coalesce(k->>'release', '') <> '' "
     "  AND (k->>'release' = j.commit_id"
@@ -40,7 +46,8 @@ const char* const kRunnableSql =
     // CASE, not AND: the pattern is built from the id, so it must only be
     // compiled once the id is known to be hex.
     "   OR CASE WHEN j.commit_id ~ '^[0-9a-fA-F]{7,}$' THEN lower(k->>'release') ~ "
-    "('g' || left(lower(j.commit_id), 12) || '([^0-9a-f]|$)') ELSE false END))))";
+    "('g' || left(lower(j.commit_id), 12) || '([^0-9a-f]|$)') ELSE false END))))");
+// clang-format on
 
 absl::Status CheckRealRunHost(const pb::Job& job, const pb::HostFacts& host) {
   if (job.executor() != pb::EXECUTOR_FIO && job.executor() != pb::EXECUTOR_IOZONE) {

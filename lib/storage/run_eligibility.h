@@ -52,7 +52,13 @@ absl::Status CheckRealRunHost(const iommufarm::v1::Job& job, const iommufarm::v1
 // SQL boolean expression of CheckRealRun(...).ok() over a jobs row
 // aliased `j`, an agent's host jsonb aliased `ah` (HostToJson's keys) and
 // its capabilities jsonb aliased `ac` (CapsToJson's).
-extern const char* const kRunnableSql;
+extern const std::string kRunnableSql;
+
+// SQL jsonb expression of a jobs row's workload params (row aliased `j`):
+// its own column, or the matrix's copy in matrix_workloads when the row
+// references one (workload_index >= 0; large params are stored once per
+// matrix, see PgMatrixStore::CreateMatrix).
+extern const char* const kJobParamsSql;
 
 inline bool RealRunEligible(const iommufarm::v1::Job& job, const iommufarm::v1::HostFacts& host) {
   return CheckRealRunHost(job, host).ok();

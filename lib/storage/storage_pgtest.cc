@@ -160,6 +160,70 @@ TEST_F(StoragePgTest, ALargeSubmitRefreshesTheJobsStatistics) {
   EXPECT_EQ(analyzed(), 2610);
 }
 
+// Workload params of 256 bytes or more are stored once per matrix and
+// referenced by the jobs; every read (claim, results, the real-run rule on
+// kernel_params) sees them as if each row held its own copy.
+TEST_F(StoragePgTest, LargeWorkloadParamsAreStoredOncePerMatrix) {
+  NewMatrix m = testrows::Matrix(4, 3, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK);
+  const std::string job_file(300, 'x');
+  for (int i = 0; i < 4; ++i) {
+    pb::Job& j = m.jobs[i];
+    j.set_commit_id("6.1.0-57-amd64");
+    auto& params = *j.mutable_workload()->mutable_params();
+    params["job_file"] = job_file + std::to_string(i % 2);
+    // Jobs 0 and 2 may not run on a host kernel: they boot with parameters.
+    if (i % 2 == 0) params["kernel_params"] = "iommu.forcedac=1";
+  }
+  NewMatrix small = testrows::Matrix(3, 3, 0, pb::EXECUTOR_EMULATOR, pb::JOB_KIND_BULK);
+  auto big = store_->CreateMatrix(m);
+  ASSERT_TRUE(big.ok()) << big.status();
+  ASSERT_TRUE(store_->CreateMatrix(small).ok());
+  const auto count = [&](const std::string& sql) {
+    int64_t n = -1;
+    EXPECT_TRUE(pool_
+                    ->Run([&](pqxx::connection& c) {
+                      pqxx::nontransaction t(c);
+                      n = t.exec1(sql)[0].as<int64_t>();
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    return n;
+  };
+  const std::string id = std::to_string(big->matrix.id());
+  EXPECT_EQ(count("SELECT count(*) FROM matrix_workloads WHERE matrix_id = " + id), 2);
+  EXPECT_EQ(count("SELECT count(*) FROM jobs WHERE params <> '{}' AND matrix_id = " + id), 0);
+  EXPECT_EQ(count("SELECT count(*) FROM jobs WHERE workload_index < 0 AND matrix_id <> " + id), 3)
+      << "small params stay in their rows";
+
+  // A host-kernel fio agent may take only the jobs without kernel_params.
+  pb::RegisterRequest reg = testrows::Registration("fio-host", "fio");
+  reg.mutable_host()->set_kernel_release("6.1.0-57-amd64");
+  reg.mutable_host()->set_iommu_mode(pb::IOMMU_MODE_STRICT);
+  auto agent = store_->RegisterAgent(reg, retry_);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto leased = store_->LeaseJobs(agent->agent_id(), agent->session(), 10, absl::Seconds(30), {},
+                                  ClaimRules{.match_real_run_hosts = true});
+  ASSERT_TRUE(leased.ok()) << leased.status();
+  ASSERT_EQ(leased->size(), 2u);
+  for (const pb::JobLease& l : *leased) {
+    const int i = l.job().repeat();
+    EXPECT_EQ(l.job().workload().params().at("job_file"), job_file + "1") << i;
+    EXPECT_EQ(l.job().workload().params().count("kernel_params"), 0u);
+    EXPECT_EQ(l.job().workload().params().at("tests"), "write,read");
+  }
+  // Without the host rule every job is claimed, each with its own params.
+  auto rest = store_->LeaseJobs(agent->agent_id(), agent->session(), 10, absl::Seconds(30), {},
+                                ClaimRules{});
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  int with_kernel_params = 0;
+  for (const pb::JobLease& l : *rest) {
+    if (l.job().matrix_id() != big->matrix.id()) continue;
+    EXPECT_EQ(l.job().workload().params().at("job_file"), job_file + "0");
+    with_kernel_params += l.job().workload().params().count("kernel_params");
+  }
+  EXPECT_EQ(with_kernel_params, 2);
+}
+
 // The farm's sessions run without JIT (it made the claim 9x slower) and with
 // the pool's statement timeout; a connection string that sets its own
 // `options` keeps them as given.

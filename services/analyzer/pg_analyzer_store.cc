@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/storage/row_codec.h"
+#include "lib/storage/run_eligibility.h"
 #include "proto/kernel_offers.h"
 #include "proto/names.h"
 #include "services/analyzer/analyzer_store.h"
@@ -154,11 +155,12 @@ class PgAnalyzerStore final : public AnalyzerStore {
                                   const std::string& workload) override {
     return pool_->Call<SeriesSpec>([&](pqxx::connection& c) -> absl::StatusOr<SeriesSpec> {
       pqxx::read_transaction t(c);
-      pqxx::result r = t.exec_params(
-          "SELECT j.params::text, j.executor, j.catalog, m.spec_yaml FROM jobs j "
-          "JOIN matrices m ON m.id = j.matrix_id "
-          "WHERE j.matrix_id = $1 AND j.platform = $2 AND j.workload = $3 ORDER BY j.id LIMIT 1",
-          matrix_id, platform, workload);
+      pqxx::result r = t.exec_params("SELECT " + std::string(storage::kJobParamsSql) +
+                                         "::text, j.executor, j.catalog, m.spec_yaml FROM jobs j "
+                                         "JOIN matrices m ON m.id = j.matrix_id "
+                                         "WHERE j.matrix_id = $1 AND j.platform = $2 AND "
+                                         "j.workload = $3 ORDER BY j.id LIMIT 1",
+                                     matrix_id, platform, workload);
       if (r.empty()) {
         return absl::NotFoundError(
             absl::StrCat("matrix ", matrix_id, " has no job for ", platform, " ", workload));
