@@ -561,11 +561,8 @@ void Reaper::RefreshGauges() {
   if (counts.ok()) {
     for (int s = 1; s < 6; ++s) metrics_->queue_jobs(s).Set(static_cast<double>((*counts)[s]));
   }
-  absl::StatusOr<std::vector<pb::Agent>> agents = queue_->ListAgents(config_.liveness());
-  if (agents.ok()) {
-    metrics_->agents_connected.Set(static_cast<double>(std::count_if(
-        agents->begin(), agents->end(), [](const pb::Agent& a) { return a.connected(); })));
-  }
+  absl::StatusOr<int64_t> connected = queue_->CountConnectedAgents(config_.liveness());
+  if (connected.ok()) metrics_->agents_connected.Set(static_cast<double>(*connected));
 }
 
 }  // namespace farm::scheduler

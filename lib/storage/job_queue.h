@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::storage {
@@ -141,9 +141,11 @@ class JobQueue {
   virtual absl::StatusOr<ReapOutcome> ReapExpired(const RetryPolicy& retry, int limit) = 0;
   // Job counts over all matrices, indexed by pb::JobState number.
   virtual absl::StatusOr<std::array<int64_t, 6>> QueueCounts() = 0;
-  // Agents; `connected` means a heartbeat within `liveness`.
-  virtual absl::StatusOr<std::vector<pb::Agent>> ListAgents(absl::Duration liveness) = 0;
-  // One page of agents in name order (bytewise): at most `limit` whose name
+  // Agents with a heartbeat within `liveness` (pb::Agent.connected), counted
+  // without reading the agents (the reaper's gauge, every pass).
+  virtual absl::StatusOr<int64_t> CountConnectedAgents(absl::Duration liveness) = 0;
+  // One page of agents in name order (bytewise); `connected` means a
+  // heartbeat within `liveness`: at most `limit` whose name
   // sorts after `after_name` ("" = from the first). Keyset paging: a page
   // reads `limit` agents whatever the farm's size.
   virtual absl::StatusOr<std::vector<pb::Agent>> ListAgentsPage(absl::Duration liveness,

@@ -413,8 +413,13 @@ absl::StatusOr<std::array<int64_t, 6>> MemoryJobQueue::QueueCounts() {
   });
 }
 
-absl::StatusOr<std::vector<pb::Agent>> MemoryJobQueue::ListAgents(absl::Duration liveness) {
-  return ListAgentsPage(liveness, "", std::numeric_limits<int>::max());
+absl::StatusOr<int64_t> MemoryJobQueue::CountConnectedAgents(absl::Duration liveness) {
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<int64_t> {
+    const absl::Time now = db_->Now();
+    return static_cast<int64_t>(std::count_if(t.agents.begin(), t.agents.end(), [&](const auto& a) {
+      return a.second.last_heartbeat > now - liveness;
+    }));
+  });
 }
 
 absl::StatusOr<std::vector<pb::Agent>> MemoryJobQueue::ListAgentsPage(absl::Duration liveness,

@@ -155,12 +155,14 @@ TEST(MemoryStoreTest, LeasesExpireAndBackoffEndsOnTheDatabaseClock) {
   ASSERT_TRUE(reaped.ok());
   EXPECT_EQ(reaped->requeued, 0);
   // Liveness is the heartbeat's age.
-  auto agents = s.ListAgents(absl::Seconds(16));
+  auto agents = s.ListAgentsPage(absl::Seconds(16), "", 10);
   ASSERT_TRUE(agents.ok());
   EXPECT_TRUE((*agents)[0].connected());
-  agents = s.ListAgents(absl::Seconds(15));
+  EXPECT_EQ(*s.CountConnectedAgents(absl::Seconds(16)), 1);
+  agents = s.ListAgentsPage(absl::Seconds(15), "", 10);
   ASSERT_TRUE(agents.ok());
   EXPECT_FALSE((*agents)[0].connected());
+  EXPECT_EQ(*s.CountConnectedAgents(absl::Seconds(15)), 0);
 }
 
 TEST(MemoryStoreTest, EventsWakeTheSubscribersOfTheChangedMatrixOnly) {

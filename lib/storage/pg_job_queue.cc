@@ -599,8 +599,15 @@ absl::StatusOr<std::array<int64_t, 6>> PgJobQueue::QueueCounts() {
   });
 }
 
-absl::StatusOr<std::vector<pb::Agent>> PgJobQueue::ListAgents(absl::Duration liveness) {
-  return ListAgentsPage(liveness, "", std::numeric_limits<int>::max());
+absl::StatusOr<int64_t> PgJobQueue::CountConnectedAgents(absl::Duration liveness) {
+  return pool_->Call<int64_t>([&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
+    pqxx::read_transaction t(c);
+    return t
+        .exec_params1(
+            "SELECT count(*) FROM agents WHERE last_heartbeat > now() - make_interval(secs => $1)",
+            Secs(liveness))[0]
+        .as<int64_t>();
+  });
 }
 
 absl::StatusOr<std::vector<pb::Agent>> PgJobQueue::ListAgentsPage(absl::Duration liveness,

@@ -547,7 +547,7 @@ TEST_P(RepositoryContractTest, StoreOffersMatchByCommitOrRelease) {
   for (const pb::JobLease& l : *got) leased.insert(l.job().commit_id());
   EXPECT_EQ(leased, runnable);
   // The offer, commit included, survives the agents row.
-  auto listed = queue().ListAgents(absl::Minutes(1));
+  auto listed = queue().ListAgentsPage(absl::Minutes(1), "", 100);
   ASSERT_TRUE(listed.ok()) << listed.status();
   bool found = false;
   for (const pb::Agent& ag : *listed) {
@@ -1037,7 +1037,7 @@ TEST_P(RepositoryContractTest, ListAgentsShowsRunningJobsAndLiveness) {
   pb::RegisterResponse b = Register("b-agent");
   pb::RegisterResponse a = Register("a-agent", "fio");
   ASSERT_EQ(Lease(b, 2).size(), 2u);
-  auto agents = queue().ListAgents(absl::Minutes(5));
+  auto agents = queue().ListAgentsPage(absl::Minutes(5), "", 100);
   ASSERT_TRUE(agents.ok()) << agents.status();
   ASSERT_EQ(agents->size(), 2u);
   EXPECT_EQ((*agents)[0].name(), "a-agent");  // by name
@@ -1050,7 +1050,7 @@ TEST_P(RepositoryContractTest, ListAgentsShowsRunningJobsAndLiveness) {
   EXPECT_EQ((*agents)[1].capabilities(0).name(), "emulator");
   EXPECT_TRUE((*agents)[1].connected());
   EXPECT_GT((*agents)[1].registered_at().seconds(), 0);
-  agents = queue().ListAgents(absl::ZeroDuration());
+  agents = queue().ListAgentsPage(absl::ZeroDuration(), "", 100);
   ASSERT_TRUE(agents.ok());
   EXPECT_FALSE((*agents)[0].connected());
 }
@@ -1094,6 +1094,16 @@ TEST_P(RepositoryContractTest, ListAgentsPagesByNameInByteOrder) {
   auto none = queue().ListAgentsPage(absl::Minutes(5), "", 0);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->empty());
+  // The gauge's count agrees with the pages' `connected`.
+  auto connected = queue().CountConnectedAgents(absl::Minutes(5));
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  EXPECT_EQ(*connected, static_cast<int64_t>(names.size()));
+  auto stale = queue().CountConnectedAgents(absl::ZeroDuration());
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_EQ(*stale, 0) << "no heartbeat is newer than now";
+  auto none_connected = queue().ListAgentsPage(absl::ZeroDuration(), "", 100);
+  ASSERT_TRUE(none_connected.ok()) << none_connected.status();
+  for (const pb::Agent& a : *none_connected) EXPECT_FALSE(a.connected()) << a.name();
 }
 
 TEST_P(RepositoryContractTest, CatalogsPutAppendGet) {

@@ -25,8 +25,15 @@ const char* const kAwkward[] = {
 
 TEST(RowCodecTest, SamplesReadBackExactlyWhateverTheyHold) {
   google::protobuf::RepeatedPtrField<pb::Sample> in;
-  const double values[] = {0.0,    -0.0,   123.4,  512.0,   1e-300,
-                           1e300,  0.1 + 0.2, -7.25, std::numeric_limits<double>::max(),
+  const double values[] = {0.0,
+                           -0.0,
+                           123.4,
+                           512.0,
+                           1e-300,
+                           1e300,
+                           0.1 + 0.2,
+                           -7.25,
+                           std::numeric_limits<double>::max(),
                            std::numeric_limits<double>::denorm_min()};
   int k = 0;
   for (double v : values) {
