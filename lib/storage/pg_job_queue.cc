@@ -351,8 +351,9 @@ absl::StatusOr<std::vector<pb::JobLease>> PgJobQueue::LeaseJobs(int64_t agent_id
       };
       std::vector<Claimed> got;
       got.reserve(up.size());
+      JobRowDecoder decode;
       for (const pqxx::row& r : up) {
-        got.push_back({RowToJob(r), r[base].as<std::string>(), r[base + 1].as<int32_t>()});
+        got.push_back({decode.Decode(r), r[base].as<std::string>(), r[base + 1].as<int32_t>()});
       }
       // RETURNING has no order: put the leases back in claim order.
       std::sort(got.begin(), got.end(), [](const Claimed& x, const Claimed& y) {
@@ -380,8 +381,9 @@ absl::StatusOr<std::vector<pb::JobLease>> PgJobQueue::LeaseJobs(int64_t agent_id
     JsonToHost(a[0][3].as<std::string>(), &agent.host);
     std::unordered_map<int64_t, pb::Job> jobs;
     std::vector<int64_t> ids;
+    JobRowDecoder decode;
     for (const pqxx::row& r : cand) {
-      pb::Job j = RowToJob(r);
+      pb::Job j = decode.Decode(r);
       if (!eligible(j, agent)) continue;
       ids.push_back(j.id());
       jobs.emplace(j.id(), std::move(j));

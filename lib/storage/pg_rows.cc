@@ -30,17 +30,36 @@ std::string QuotedArrayLiteral(const std::vector<std::string>& v) {
   for (size_t i = 0; i < v.size(); ++i) {
     if (i != 0) out.push_back(',');
     out.push_back('"');
-    for (char c : v[i]) {
-      if (c == '"' || c == '\\') out.push_back('\\');
-      out.push_back(c);
+    const std::string& e = v[i];
+    size_t plain = 0;  // start of the run copied as it is
+    for (size_t k = 0; k < e.size(); ++k) {
+      if (e[k] != '"' && e[k] != '\\') continue;
+      out.append(e, plain, k - plain);
+      out.push_back('\\');
+      plain = k;  // the quote or backslash itself starts the next run
     }
+    out.append(e, plain, e.size() - plain);
     out.push_back('"');
   }
   out.push_back('}');
   return out;
 }
 
-pb::Job RowToJob(const pqxx::row& r, int base) {
+pb::Job RowToJob(const pqxx::row& r, int base) { return JobRowDecoder().Decode(r, base); }
+
+const google::protobuf::Map<std::string, std::string>& JobRowDecoder::ParsedMap::Of(
+    const pqxx::field& f) {
+  const std::string_view t(f.c_str(), f.size());
+  if (!valid || t != text) {
+    text.assign(t);
+    map.clear();
+    JsonToMap(text, &map);
+    valid = true;
+  }
+  return map;
+}
+
+pb::Job JobRowDecoder::Decode(const pqxx::row& r, int base) {
   pb::Job j;
   j.set_id(r[base + 0].as<int64_t>());
   j.set_matrix_id(r[base + 1].as<int64_t>());
@@ -49,7 +68,7 @@ pb::Job RowToJob(const pqxx::row& r, int base) {
   j.set_commit_index(r[base + 4].as<int>());
   j.set_platform(r[base + 5].as<std::string>());
   j.mutable_workload()->set_name(r[base + 6].as<std::string>());
-  JsonToMap(r[base + 7].as<std::string>(), j.mutable_workload()->mutable_params());
+  *j.mutable_workload()->mutable_params() = params_.Of(r[base + 7]);
   j.set_mode(static_cast<pb::IommuMode>(r[base + 8].as<int>()));
   j.set_repeat(r[base + 9].as<int>());
   j.set_executor(static_cast<pb::Executor>(r[base + 10].as<int>()));
@@ -59,7 +78,7 @@ pb::Job RowToJob(const pqxx::row& r, int base) {
   j.set_attempt(r[base + 14].as<int>());
   j.set_max_attempts(r[base + 15].as<int>());
   j.set_failure_reason(r[base + 16].as<std::string>());
-  JsonToMap(r[base + 17].as<std::string>(), j.mutable_model_set());
+  *j.mutable_model_set() = model_set_.Of(r[base + 17]);
   j.set_seed(static_cast<uint64_t>(r[base + 18].as<int64_t>()));
   j.set_lease_owner(r[base + 19].as<std::string>());
   const int64_t exp = r[base + 20].as<int64_t>();

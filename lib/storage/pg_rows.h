@@ -42,6 +42,23 @@ constexpr int kJobColCount = 21;
 // The job in columns [base, base + kJobColCount) of `r`.
 pb::Job RowToJob(const pqxx::row& r, int base = 0);
 
+// RowToJob over the rows of one result: a row whose params or model set
+// text equals the previous row's reuses its parsed map (the rows of a claim
+// mostly share both). Not thread-safe; one per result being read.
+class JobRowDecoder {
+ public:
+  pb::Job Decode(const pqxx::row& r, int base = 0);
+
+ private:
+  struct ParsedMap {
+    bool valid = false;
+    std::string text;
+    google::protobuf::Map<std::string, std::string> map;
+    const google::protobuf::Map<std::string, std::string>& Of(const pqxx::field& f);
+  };
+  ParsedMap params_, model_set_;
+};
+
 // SELECT of a matrix (alias m) with its job counts (alias j, LEFT JOIN);
 // append the WHERE and GROUP BY m.id.
 extern const char* const kMatrixSelect;

@@ -15,6 +15,7 @@
 #include "lib/storage/migrations.h"
 #include "lib/storage/pg_listener.h"
 #include "lib/storage/pg_pool.h"
+#include "lib/storage/pg_rows.h"
 #include "lib/storage/pg_store.h"
 #include "lib/storage/test_rows.h"
 #include "testing/service_harness.h"
@@ -222,6 +223,26 @@ TEST_F(StoragePgTest, LargeWorkloadParamsAreStoredOncePerMatrix) {
     with_kernel_params += l.job().workload().params().count("kernel_params");
   }
   EXPECT_EQ(with_kernel_params, 2);
+}
+
+// The array literals of the batch statements carry any text PostgreSQL can
+// store, element for element.
+TEST_F(StoragePgTest, QuotedArrayLiteralsCarryEveryElementExactly) {
+  const std::vector<std::string> in = {"",         "plain",         "\"",         "\\",
+                                       "a\"b\\c",  "{,}",           "NULL",       "  spaced  ",
+                                       "\\\"\\\"", "µs 🙂 \x01", "[{\"k\":1}]"};
+  std::vector<std::string> out;
+  ASSERT_TRUE(pool_
+                  ->Run([&](pqxx::connection& c) {
+                    pqxx::nontransaction n(c);
+                    for (const pqxx::row& r :
+                         n.exec_params("SELECT unnest($1::text[])", QuotedArrayLiteral(in))) {
+                      out.push_back(r[0].as<std::string>());
+                    }
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(out, in);
 }
 
 // The farm's sessions run without JIT (it made the claim 9x slower) and with
