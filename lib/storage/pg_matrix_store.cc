@@ -176,6 +176,7 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
   return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
     pqxx::read_transaction t(c);
     Out out;
+    JobRowDecoder decode;
     // The page's keys first, with the raw bytes before each (octet_length
     // reads a stored value's size without fetching it), then only the rows
     // within the byte bound.
@@ -197,7 +198,7 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
                  "ORDER BY r.job_id, r.attempt",
              matrix_id, after_job_id, limit, include_raw, max_raw_bytes)) {
       pb::Result res;
-      *res.mutable_job() = RowToJob(r, 0);
+      *res.mutable_job() = decode.Decode(r, 0);
       const int b = kJobColCount;
       res.set_job_id(res.job().id());
       res.set_attempt(r[b + 0].as<int>());

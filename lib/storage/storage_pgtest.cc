@@ -96,6 +96,23 @@ class StoragePgTest : public ::testing::Test {
     return store_->ReleaseLeases(rel);
   }
 
+  // The one value `sql` selects, read on `pool` (the test's own by default).
+  template <typename T>
+  static T Scalar(PgPool& pool, const std::string& sql) {
+    T out{};
+    absl::Status st = pool.Run([&](pqxx::connection& c) {
+      pqxx::nontransaction n(c);
+      out = n.exec1(sql)[0].as<T>();
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(st.ok()) << st;
+    return out;
+  }
+  template <typename T>
+  T Scalar(const std::string& sql) {
+    return Scalar<T>(*pool_, sql);
+  }
+
   // Backdates every current lease so it is expired now (no sleeping).
   void ExpireAllLeases() {
     ASSERT_TRUE(pool_
@@ -138,18 +155,7 @@ TEST_F(StoragePgTest, MigrationsAreIdempotentAndConcurrentSafe) {
 // to autovacuum.
 TEST_F(StoragePgTest, ALargeSubmitRefreshesTheJobsStatistics) {
   const auto analyzed = [&] {
-    double reltuples = 0;
-    EXPECT_TRUE(pool_
-                    ->Run([&](pqxx::connection& c) {
-                      pqxx::nontransaction n(c);
-                      reltuples = n.exec1(
-                                       "SELECT reltuples FROM pg_class WHERE oid = "
-                                       "'jobs'::regclass")[0]
-                                      .as<double>();
-                      return absl::OkStatus();
-                    })
-                    .ok());
-    return reltuples;
+    return Scalar<double>("SELECT reltuples FROM pg_class WHERE oid = 'jobs'::regclass");
   };
   MakeMatrix(10);
   EXPECT_EQ(analyzed(), -1) << "10 jobs: never analyzed yet";
@@ -179,17 +185,7 @@ TEST_F(StoragePgTest, LargeWorkloadParamsAreStoredOncePerMatrix) {
   auto big = store_->CreateMatrix(m);
   ASSERT_TRUE(big.ok()) << big.status();
   ASSERT_TRUE(store_->CreateMatrix(small).ok());
-  const auto count = [&](const std::string& sql) {
-    int64_t n = -1;
-    EXPECT_TRUE(pool_
-                    ->Run([&](pqxx::connection& c) {
-                      pqxx::nontransaction t(c);
-                      n = t.exec1(sql)[0].as<int64_t>();
-                      return absl::OkStatus();
-                    })
-                    .ok());
-    return n;
-  };
+  const auto count = [&](const std::string& sql) { return Scalar<int64_t>(sql); };
   const std::string id = std::to_string(big->matrix.id());
   EXPECT_EQ(count("SELECT count(*) FROM matrix_workloads WHERE matrix_id = " + id), 2);
   EXPECT_EQ(count("SELECT count(*) FROM jobs WHERE params <> '{}' AND matrix_id = " + id), 0);
@@ -250,14 +246,8 @@ TEST_F(StoragePgTest, QuotedArrayLiteralsCarryEveryElementExactly) {
 // `options` keeps them as given.
 TEST_F(StoragePgTest, SessionsRunWithoutJitAndWithTheStatementTimeout) {
   const auto settings = [](PgPool& p) {
-    std::string jit, timeout;
-    EXPECT_TRUE(p.Run([&](pqxx::connection& c) {
-                   pqxx::nontransaction n(c);
-                   jit = n.exec1("SHOW jit")[0].as<std::string>();
-                   timeout = n.exec1("SHOW statement_timeout")[0].as<std::string>();
-                   return absl::OkStatus();
-                 }).ok());
-    return std::make_pair(jit, timeout);
+    return std::make_pair(Scalar<std::string>(p, "SHOW jit"),
+                          Scalar<std::string>(p, "SHOW statement_timeout"));
   };
   PgPool farm(PgPoolOptions{pool_->uri(), 1, 3, 4321});
   EXPECT_EQ(settings(farm), std::make_pair(std::string("off"), std::string("4321ms")));
