@@ -28,6 +28,16 @@
 //   - gRPC: the in-process scheduler behind real gRPC stubs.
 // The batched three also run alternating in rounds (BM_BatchedRounds), so a
 // shared machine's drifting load weighs on them alike.
+//
+// Every path also prints its CPU per job: this process (the in-process
+// scheduler and its gRPC clients, or the SQL clients) and the bench's
+// PostgreSQL (postmaster and backends, /proc). Both share the machine's
+// cores, so where each path keeps them busy the ratio of two paths' rates
+// is the inverse ratio of their CPU per job ("rounds SQL/gRPC CPU per job").
+// That tells how much of a gap is work the path does (CPU) rather than
+// waiting, and which side does it.
+#include <dirent.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
@@ -35,6 +45,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -66,7 +78,6 @@ bool g_statements = false;  // --statements: per-path SQL statement profile (pg_
 farm::testing::PostgresInstance* g_pg = nullptr;
 double g_rate_sql = 0, g_rate_grpc = 0, g_rate_sql_batch = 0, g_rate_grpc_batch = 0;
 double g_rate_queue = 0, g_rate_queue_batch = 0;
-double g_rounds_sql = 0, g_rounds_queue = 0, g_rounds_grpc = 0;  // BM_BatchedRounds
 double g_rate_plain_per_agent = 0, g_rate_mtls_per_agent = 0;
 double g_connects_plain = 0, g_connects_tls = 0;
 std::string g_certs;  // scripts/farm-certs output: ca, server, bench-0..K-1 (agents)
@@ -98,6 +109,54 @@ std::string NewDatabase() {
     std::exit(1);
   }
   return *uri;
+}
+
+// CPU seconds (user + system) that /proc/PID/stat counts for `pid`, with
+// those of its reaped children when `reaped`; its parent in *ppid. 0 when
+// the process is gone.
+double StatCpu(pid_t pid, bool reaped, pid_t* ppid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return 0;
+  // The command name, field 2, may hold spaces: fields after it only.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream in(line.substr(close + 2));
+  std::vector<std::string> field;  // field[0] is stat's field 3 (state)
+  for (std::string t; in >> t && field.size() < 15;) field.push_back(t);
+  if (field.size() < 15) return 0;
+  if (ppid != nullptr) *ppid = static_cast<pid_t>(std::atoll(field[1].c_str()));
+  double ticks = std::atof(field[11].c_str()) + std::atof(field[12].c_str());
+  if (reaped) ticks += std::atof(field[13].c_str()) + std::atof(field[14].c_str());
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU seconds so far of this process (every thread: the in-process
+// scheduler and the clients) and of the bench's PostgreSQL: the postmaster
+// with the children it reaped (backends of closed sessions) plus its live
+// children (backends, WAL writer, checkpointer, autovacuum).
+struct CpuSample {
+  double self = 0, pg = 0;
+};
+CpuSample SampleCpu() {
+  CpuSample out;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  out.self = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+             1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  const pid_t postmaster = g_pg->pid();
+  out.pg = StatCpu(postmaster, /*reaped=*/true, nullptr);
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* e = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoll(e->d_name));
+    if (pid <= 0 || pid == postmaster) continue;
+    pid_t parent = 0;
+    const double cpu = StatCpu(pid, /*reaped=*/true, &parent);
+    if (parent == postmaster) out.pg += cpu;
+  }
+  closedir(proc);
+  return out;
 }
 
 // Schema + one matrix of g_jobs emulator jobs.
@@ -381,8 +440,17 @@ farm::client::ClientOptions AgentClient(const std::string& address, int index, b
 // Jobs done and seconds taken, summed over rounds.
 struct Tally {
   double jobs = 0, secs = 0;
+  double cpu_self = 0, cpu_pg = 0;  // CPU seconds: this process, the bench's PostgreSQL
   double rate() const { return secs > 0 ? jobs / secs : 0; }
+  void Add(const Tally& t) {
+    jobs += t.jobs;
+    secs += t.secs;
+    cpu_self += t.cpu_self;
+    cpu_pg += t.cpu_pg;
+  }
+  double cpu_per_job() const { return jobs > 0 ? 1e6 * (cpu_self + cpu_pg) / jobs : 0; }
 };
+Tally g_rounds[3];  // BM_BatchedRounds: raw SQL, queue statements, gRPC
 
 // The gRPC loop with one channel (one connection) per agent over `jobs`
 // jobs; adds to *tally.
@@ -482,6 +550,16 @@ void BM_ConnectsPlaintextVsTls(benchmark::State& state) {
   state.counters["tls_handshakes_per_s"] = g_connects_tls;
 }
 
+// CPU per job of a path: what each job cost this process and PostgreSQL.
+// The two share the machine's cores, so when they are busy the rate of
+// two paths cannot differ by more than their total CPU per job.
+void PrintCpu(const char* name, const Tally& t) {
+  if (t.jobs <= 0) return;
+  const double self = 1e6 * t.cpu_self / t.jobs, pg = 1e6 * t.cpu_pg / t.jobs;
+  std::printf("cpu of %s: %.1f us/job (PostgreSQL %.1f, this process %.1f), %.2f cores busy\n",
+              name, self + pg, pg, self, t.secs > 0 ? (t.cpu_self + t.cpu_pg) / t.secs : 0.0);
+}
+
 // One claim/report path over a fresh database of `jobs` jobs; the time
 // counts the loop only (not the populate step or server start/stop).
 enum class Path { kRawSql, kQueue, kGrpc };
@@ -492,12 +570,15 @@ Tally RunPath(Path path, bool batched, int jobs) {
   std::atomic<int64_t> done{0};
   std::vector<std::thread> ts;
   double secs = 0;
+  CpuSample cpu0, cpu1;
   auto timed = [&](auto spawn) {
     ResetStatements(uri);
+    cpu0 = SampleCpu();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < g_agents; ++i) spawn(i);
     for (auto& t : ts) t.join();
     secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cpu1 = SampleCpu();
   };
   const char* name = "";
   if (path == Path::kRawSql) {
@@ -524,7 +605,9 @@ Tally RunPath(Path path, bool batched, int jobs) {
                  static_cast<long long>(done.load()), jobs);
     std::exit(1);
   }
-  return Tally{static_cast<double>(jobs), secs};
+  const Tally t{static_cast<double>(jobs), secs, cpu1.self - cpu0.self, cpu1.pg - cpu0.pg};
+  PrintCpu(name, t);
+  return t;
 }
 
 void OnePath(benchmark::State& state, Path path, bool batched, double* rate) {
@@ -544,16 +627,13 @@ void BM_BatchedRounds(benchmark::State& state) {
     for (int r = 0; r < kRounds; ++r) {
       for (int k = 0; k < 3; ++k) {
         const int p = (r + k) % 3;
-        const Tally one = RunPath(order[p], /*batched=*/true, per_round);
-        t[p].jobs += one.jobs;
-        t[p].secs += one.secs;
+        t[p].Add(RunPath(order[p], /*batched=*/true, per_round));
       }
     }
-    g_rounds_sql = t[0].rate();
-    g_rounds_queue = t[1].rate();
-    g_rounds_grpc = t[2].rate();
+    for (int p = 0; p < 3; ++p) g_rounds[p] = t[p];
   }
-  state.counters["grpc_over_sql"] = g_rounds_sql > 0 ? g_rounds_grpc / g_rounds_sql : 0;
+  state.counters["grpc_over_sql"] =
+      g_rounds[0].rate() > 0 ? g_rounds[2].rate() / g_rounds[0].rate() : 0;
 }
 
 void BM_RawSqlClaimComplete(benchmark::State& state) {
@@ -674,10 +754,15 @@ int main(int argc, char** argv) {
   ratio("queue/SQL batched", g_rate_queue_batch, g_rate_sql_batch);
   std::printf(
       "batched, alternating rounds: raw SQL %.0f, queue statements %.0f, gRPC %.0f jobs/s\n",
-      g_rounds_sql, g_rounds_queue, g_rounds_grpc);
-  ratio("rounds gRPC/SQL batched", g_rounds_grpc, g_rounds_sql);
-  ratio("rounds gRPC/queue batched", g_rounds_grpc, g_rounds_queue);
-  ratio("rounds queue/SQL batched", g_rounds_queue, g_rounds_sql);
+      g_rounds[0].rate(), g_rounds[1].rate(), g_rounds[2].rate());
+  PrintCpu("rounds raw SQL", g_rounds[0]);
+  PrintCpu("rounds queue statements", g_rounds[1]);
+  PrintCpu("rounds gRPC", g_rounds[2]);
+  ratio("rounds gRPC/SQL batched", g_rounds[2].rate(), g_rounds[0].rate());
+  ratio("rounds gRPC/queue batched", g_rounds[2].rate(), g_rounds[1].rate());
+  // Where the paths keep the cores equally busy, this is the rate ratio.
+  ratio("rounds SQL/gRPC CPU per job", g_rounds[0].cpu_per_job(), g_rounds[2].cpu_per_job());
+  ratio("rounds queue/SQL batched", g_rounds[1].rate(), g_rounds[0].rate());
   std::printf("gRPC per-agent channels, plaintext: %.0f jobs/s\n", g_rate_plain_per_agent);
   std::printf("gRPC per-agent channels, mTLS + agent identity: %.0f jobs/s\n",
               g_rate_mtls_per_agent);

@@ -118,6 +118,8 @@ class PostgresInstance final {
   // The temp dir (data dir is dir()/data, server log dir()/server.log).
   const std::string& dir() const { return dir_; }
   bool running() const { return pid_ > 0; }
+  // The postmaster's pid (0 when stopped): its backends are its children.
+  pid_t pid() const { return pid_; }
   // Last `max_bytes` of the server log, for failure messages.
   std::string LogTail(size_t max_bytes = 4000) const;
 

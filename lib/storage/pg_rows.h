@@ -15,6 +15,7 @@
 #include <pqxx/pqxx>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
@@ -26,7 +27,7 @@ namespace pb = ::iommufarm::v1;
 // A PostgreSQL array literal ("{1,2,3}") of numbers or plain tokens.
 template <typename T>
 std::string ArrayLiteral(const std::vector<T>& v) {
-  return "{" + absl::StrJoin(v, ",") + "}";
+  return absl::StrCat("{", absl::StrJoin(v, ","), "}");
 }
 
 // A PostgreSQL array literal of arbitrary text: every element quoted, with
