@@ -195,8 +195,9 @@ TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
       cli::RunProgram({FARMCTL_BIN, "--server", address, "catalog", "list", "--output", "json"});
   ASSERT_TRUE(listed_json.ok()) << listed_json.status();
   for (const auto& c : nlohmann::json::parse(*listed_json)["catalogs"]) {
-    if (c["name"] == "linux-iommu")
+    if (c["name"] == "linux-iommu") {
       EXPECT_EQ(static_cast<int64_t>(c["commits"].size()), shown_commits);
+    }
   }
   // An unknown --output is a usage error naming the accepted values.
   auto bad = cli::RunProgram({FARMCTL_BIN, "--server", address, "agents", "--output", "xml"});

@@ -278,23 +278,45 @@ TEST_F(SecurityPgTest, EveryRpcEveryRole) {
     client::ClientOptions options;
     Role role;  // kNone: UNAUTHENTICATED expected when `unknown_token`
     bool unknown_token = false;
-    std::string agent_name;
+    std::string agent_name = "";
     int64_t agent_id = 0;
   };
   std::vector<Caller> callers = {
-      {"cert viewer", Client("viewer1"), Role::kViewer},
-      {"cert submitter", Client("submitter1"), Role::kSubmitter},
-      {"cert agent", Client("agent-a"), Role::kAgent, false, "agent-a", agent_cert_id},
-      {"cert admin", Client("admin1"), Role::kAdmin, false, "admin-reg", agent_cert_id},
-      {"cert without role", Client("norole"), Role::kNone},
-      {"unknown token", Client("admin1", "farm_not-a-token"), Role::kNone, true},
-      {"token viewer", Client("norole", tokens[Role::kViewer]), Role::kViewer},
-      {"token submitter", Client("norole", tokens[Role::kSubmitter]), Role::kSubmitter},
-      {"token agent", Client("norole", tokens[Role::kAgent]), Role::kAgent, false, "tok-agent",
-       agent_tok_id},
-      {"token admin", Client("norole", tokens[Role::kAdmin]), Role::kAdmin, false, "admin-reg2",
-       agent_tok_id},
+      {.label = "cert viewer", .options = Client("viewer1"), .role = Role::kViewer},
+      {.label = "cert submitter", .options = Client("submitter1"), .role = Role::kSubmitter},
+      {.label = "cert agent",
+       .options = Client("agent-a"),
+       .role = Role::kAgent,
+       .agent_name = "agent-a",
+       .agent_id = agent_cert_id},
+      {.label = "cert admin",
+       .options = Client("admin1"),
+       .role = Role::kAdmin,
+       .agent_name = "admin-reg",
+       .agent_id = agent_cert_id},
+      {.label = "cert without role", .options = Client("norole"), .role = Role::kNone},
+      {.label = "unknown token",
+       .options = Client("admin1", "farm_not-a-token"),
+       .role = Role::kNone,
+       .unknown_token = true},
+      {.label = "token viewer",
+       .options = Client("norole", tokens[Role::kViewer]),
+       .role = Role::kViewer},
+      {.label = "token submitter",
+       .options = Client("norole", tokens[Role::kSubmitter]),
+       .role = Role::kSubmitter},
+      {.label = "token agent",
+       .options = Client("norole", tokens[Role::kAgent]),
+       .role = Role::kAgent,
+       .agent_name = "tok-agent",
+       .agent_id = agent_tok_id},
+      {.label = "token admin",
+       .options = Client("norole", tokens[Role::kAdmin]),
+       .role = Role::kAdmin,
+       .agent_name = "admin-reg2",
+       .agent_id = agent_tok_id},
   };
+
   const std::map<std::string, std::string> service_of = {
       {"JobService", "iommufarm.v1.JobService"},
       {"AgentService", "iommufarm.v1.AgentService"},

@@ -116,7 +116,9 @@ class VmRunsPgTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (agent_) EXPECT_EQ(agent_->Terminate(), 0) << agent_->Out();
+    if (agent_) {
+      EXPECT_EQ(agent_->Terminate(), 0) << agent_->Out();
+    }
     agent_.reset();
     if (server_) server_->Shutdown();
     server_.reset();

@@ -180,12 +180,12 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
   storage::PgPool* health_db = s->lease_db_.get();
   s->health_loop_ = std::make_unique<base::BackgroundLoop>([health, health_db] {
-    const absl::Status st = health_db->Run([](pqxx::connection& c) {
+    const absl::Status reachable = health_db->Run([](pqxx::connection& c) {
       pqxx::nontransaction n(c);
       n.exec("SELECT 1");
       return absl::OkStatus();
     });
-    if (health != nullptr) health->SetServingStatus(st.ok());
+    if (health != nullptr) health->SetServingStatus(reachable.ok());
     return absl::Seconds(1);
   });
   s->health_loop_->Start();
