@@ -566,9 +566,10 @@ void BM_ConnectsPlaintextVsTls(benchmark::State& state) {
   state.counters["tls_handshakes_per_s"] = g_connects_tls;
 }
 
-// CPU per job of a path: what each job cost this process and PostgreSQL.
-// The two share the machine's cores, so when they are busy the rate of
-// two paths cannot differ by more than their total CPU per job.
+// CPU per job of a path: what each job cost this process and PostgreSQL,
+// and how many cores the two kept busy. They share the machine's cores, so
+// where two paths keep them equally busy their rates are in the inverse
+// ratio of their CPU per job.
 void PrintCpu(const char* name, const Tally& t) {
   if (t.jobs <= 0) return;
   const double self = 1e6 * t.cpu_self / t.jobs, pg = 1e6 * t.cpu_pg / t.jobs;
