@@ -30,15 +30,12 @@ std::string QuotedArrayLiteral(const std::vector<std::string>& v) {
   for (size_t i = 0; i < v.size(); ++i) {
     if (i != 0) out.push_back(',');
     out.push_back('"');
-    const std::string& e = v[i];
-    size_t plain = 0;  // start of the run copied as it is
-    for (size_t k = 0; k < e.size(); ++k) {
-      if (e[k] != '"' && e[k] != '\\') continue;
-      out.append(e, plain, k - plain);
-      out.push_back('\\');
-      plain = k;  // the quote or backslash itself starts the next run
-    }
-    out.append(e, plain, e.size() - plain);
+    AppendEscaped(
+        &out, v[i], [](unsigned char c) { return c == '"' || c == '\\'; },
+        [](unsigned char c, std::string* o) {
+          o->push_back('\\');
+          o->push_back(static_cast<char>(c));
+        });
     out.push_back('"');
   }
   out.push_back('}');

@@ -20,22 +20,18 @@ using json = nlohmann::json;
 void AppendJsonString(std::string* out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out->push_back('"');
-  size_t plain = 0;  // start of the run of characters copied as they are
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c != '"' && c != '\\' && c >= 0x20) continue;
-    out->append(s.data() + plain, i - plain);
-    plain = i + 1;
-    if (c < 0x20) {
-      out->append("\\u00");
-      out->push_back(kHex[c >> 4]);
-      out->push_back(kHex[c & 0xF]);
-    } else {
-      out->push_back('\\');
-      out->push_back(static_cast<char>(c));
-    }
-  }
-  out->append(s.data() + plain, s.size() - plain);
+  AppendEscaped(
+      out, s, [](unsigned char c) { return c == '"' || c == '\\' || c < 0x20; },
+      [](unsigned char c, std::string* o) {
+        if (c < 0x20) {
+          o->append("\\u00");
+          o->push_back(kHex[c >> 4]);
+          o->push_back(kHex[c & 0xF]);
+        } else {
+          o->push_back('\\');
+          o->push_back(static_cast<char>(c));
+        }
+      });
   out->push_back('"');
 }
 

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -22,6 +23,22 @@
 namespace farm::storage {
 
 namespace pb = ::iommufarm::v1;
+
+// Appends `s` to *out with every byte for which `special(byte)` holds
+// replaced by what `escape(byte, out)` appends; the runs between them are
+// copied whole (the text encoders run once per reported job).
+template <typename Special, typename Escape>
+void AppendEscaped(std::string* out, std::string_view s, Special special, Escape escape) {
+  size_t plain = 0;  // start of the run copied as it is
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (!special(c)) continue;
+    out->append(s.data() + plain, i - plain);
+    escape(c, out);
+    plain = i + 1;
+  }
+  out->append(s.data() + plain, s.size() - plain);
+}
 
 // Microseconds since the epoch (the database's timestamp resolution).
 void SetMicros(int64_t micros, google::protobuf::Timestamp* ts);
