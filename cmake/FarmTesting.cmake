@@ -8,6 +8,48 @@
 #   e2e    several farm binaries talking to each other
 #   slow   hermetic but long (model sweeps)
 set(FARM_TEST_LABELS unit pg tools vm e2e slow)
+# `unit` tests are the fast loop: each case gets this long at most.
+set(FARM_UNIT_TEST_TIMEOUT 60)
+
+# A test never sees the farm configuration of the shell that runs CTest
+# (`eval "$(scripts/farm-local up)"` exports FARM_SERVER, FARM_TLS_*, ...):
+# every FARM_* variable the tree reads is unset for every test. "Reads" is
+# found by scanning the sources and scripts of the project's folders (those
+# with a CMakeLists.txt, and scripts/) for getenv("FARM_X"), envname("FARM_X")
+# and a shell's $FARM_X / ${FARM_X; re-run cmake after adding a reader. Kept:
+# the documented inputs of the test harnesses themselves.
+set(FARM_TEST_ENV_INPUTS
+    FARM_TEST_TMPDIR        # testing/service_harness.h: where test servers live
+    FARM_KERNEL_CACHE       # the vm tests' kernel store (scripts/fetch-test-kernels)
+    FARM_DEBIAN_MIRROR FARM_DEBOOTSTRAP_CACHE FARM_PACKAGE_ROOT)  # scripts/check-package
+function(_farm_test_env_unset out)
+  file(GLOB top_lists LIST_DIRECTORIES false "${CMAKE_SOURCE_DIR}/*/CMakeLists.txt")
+  set(files "")
+  foreach(list_file ${top_lists})
+    get_filename_component(dir ${list_file} DIRECTORY)
+    file(GLOB_RECURSE found LIST_DIRECTORIES false "${dir}/*.cc" "${dir}/*.h" "${dir}/*.sh")
+    list(APPEND files ${found})
+  endforeach()
+  file(GLOB_RECURSE found LIST_DIRECTORIES false "${CMAKE_SOURCE_DIR}/scripts/*")
+  list(APPEND files ${found})
+  set(names "")
+  foreach(f ${files})
+    file(STRINGS ${f} lines REGEX "FARM_[A-Z0-9_]+")
+    string(REGEX MATCHALL "(getenv\\(\"|envname\\(\"|\\$\\{?)FARM_[A-Z0-9_]+" refs "${lines}")
+    foreach(ref ${refs})
+      string(REGEX REPLACE ".*(FARM_[A-Z0-9_]+)$" "\\1" name "${ref}")
+      list(APPEND names ${name})
+    endforeach()
+  endforeach()
+  list(REMOVE_DUPLICATES names)
+  list(REMOVE_ITEM names ${FARM_TEST_ENV_INPUTS})
+  list(SORT names)
+  list(TRANSFORM names APPEND "=unset:")
+  set(${out} "${names}" PARENT_SCOPE)
+endfunction()
+if(FARM_BUILD_TESTS)
+  _farm_test_env_unset(FARM_TEST_ENV_UNSET)
+endif()
 
 function(_farm_check_labels labels)
   if(NOT labels)
@@ -20,6 +62,23 @@ function(_farm_check_labels labels)
   endforeach()
 endfunction()
 
+# A test's TIMEOUT: a `unit` test gets FARM_UNIT_TEST_TIMEOUT and may not ask
+# for more (a slower test is not a unit test); others get `default` unless
+# they set one.
+function(_farm_default_timeout var default labels)
+  list(GET labels 0 kind)
+  if(kind STREQUAL "unit")
+    if(${var} AND ${var} GREATER FARM_UNIT_TEST_TIMEOUT)
+      message(FATAL_ERROR "a unit test's TIMEOUT is at most ${FARM_UNIT_TEST_TIMEOUT} s")
+    endif()
+    if(NOT ${var})
+      set(${var} ${FARM_UNIT_TEST_TIMEOUT} PARENT_SCOPE)
+    endif()
+  elseif(NOT ${var})
+    set(${var} ${default} PARENT_SCOPE)
+  endif()
+endfunction()
+
 # farm_gtest(target SOURCES... LIBS... LABELS... [PREFIX p] [TIMEOUT s]
 #            [DEFINES...] [DEPENDS targets...])
 # A GoogleTest binary linked with gtest_main, its cases discovered into CTest.
@@ -29,9 +88,7 @@ function(farm_gtest target)
   endif()
   cmake_parse_arguments(ARG "" "PREFIX;TIMEOUT" "SOURCES;LIBS;LABELS;DEFINES;DEPENDS" ${ARGN})
   _farm_check_labels("${ARG_LABELS}")
-  if(NOT ARG_TIMEOUT)
-    set(ARG_TIMEOUT 300)
-  endif()
+  _farm_default_timeout(ARG_TIMEOUT 300 "${ARG_LABELS}")
   add_executable(${target} ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
   if(ARG_DEFINES)
@@ -48,7 +105,8 @@ function(farm_gtest target)
   set(labels_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_labels.cmake)
   file(WRITE ${labels_file}
        "if(${target}_TESTS)\n"
-       "  set_tests_properties(\${${target}_TESTS} PROPERTIES LABELS \"${ARG_LABELS}\")\n"
+       "  set_tests_properties(\${${target}_TESTS} PROPERTIES LABELS \"${ARG_LABELS}\"\n"
+       "                      ENVIRONMENT_MODIFICATION \"${FARM_TEST_ENV_UNSET}\")\n"
        "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
 endfunction()
@@ -62,15 +120,14 @@ function(farm_command_test name)
   cmake_parse_arguments(ARG "WILL_FAIL" "PASS_REGEX;SKIP_RETURN_CODE;TIMEOUT;WORKING_DIRECTORY"
                         "LABELS;COMMAND" ${ARGN})
   _farm_check_labels("${ARG_LABELS}")
-  if(NOT ARG_TIMEOUT)
-    set(ARG_TIMEOUT 120)
-  endif()
+  _farm_default_timeout(ARG_TIMEOUT 120 "${ARG_LABELS}")
   if(ARG_WORKING_DIRECTORY)
     add_test(NAME ${name} COMMAND ${ARG_COMMAND} WORKING_DIRECTORY ${ARG_WORKING_DIRECTORY})
   else()
     add_test(NAME ${name} COMMAND ${ARG_COMMAND})
   endif()
-  set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+                                          ENVIRONMENT_MODIFICATION "${FARM_TEST_ENV_UNSET}")
   if(ARG_PASS_REGEX)
     set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "${ARG_PASS_REGEX}")
   endif()
