@@ -3,11 +3,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <string>
+#include <utility>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "lib/metrics/metrics.h"
 #include "lib/metrics/metrics_flags.h"
@@ -20,11 +24,13 @@
 #define FARM_DEFAULT_CATALOG_DIR ""
 #endif
 
-int main(int argc, char** argv) {
-  CLI::App app{
-      "farm-scheduler: serves JobService, AgentService and AnalysisService (gRPC) over a "
-      "PostgreSQL job queue; applies schema migrations at start. Several schedulers may share "
-      "one database."};
+namespace {
+
+// A usage error whose message is printed as it is.
+absl::Status Usage(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
+
+// The command line as parsed; ResolveOptions turns it into ServerOptions.
+struct Flags {
   farm::scheduler::ServerOptions opts;
   std::string listen = "127.0.0.1:7070";
   std::string metrics_addr = "127.0.0.1:9464";
@@ -34,114 +40,112 @@ int main(int argc, char** argv) {
   std::string catalog_dir = FARM_DEFAULT_CATALOG_DIR;
   std::string log_level = "info";
   int db_connections = 8;
-  app.add_option("--listen", listen,
+  farm::metrics::MetricsTls metrics_tls;
+  std::string admin_token_file;
+  farm::service::TlsFlags tls_flags;
+};
+
+void AddFlags(CLI::App& app, Flags* f) {
+  app.add_option("--listen", f->listen,
                  "gRPC address host:port; port 0 picks a free port (printed as `listening on "
                  "HOST:PORT` on stdout)")
       ->capture_default_str();
-  app.add_option("--db", opts.db_uri, "PostgreSQL URI, e.g. postgresql://user@127.0.0.1:5432/farm")
+  app.add_option("--db", f->opts.db_uri,
+                 "PostgreSQL URI, e.g. postgresql://user@127.0.0.1:5432/farm")
       ->envname("FARM_DB");
-  app.add_option("--metrics", metrics_addr,
+  app.add_option("--metrics", f->metrics_addr,
                  "Prometheus /metrics address host:port; port 0 picks a free port (printed as "
                  "`metrics on HOST:PORT`)")
       ->capture_default_str();
-  farm::metrics::MetricsTls metrics_tls;
-  farm::metrics::AddMetricsTlsOptions(app, &metrics_tls);
-  std::string admin_token_file;
-  app.add_option("--admin-token-file", admin_token_file,
+  farm::metrics::AddMetricsTlsOptions(app, &f->metrics_tls);
+  app.add_option("--admin-token-file", f->admin_token_file,
                  "file whose first line is the bootstrap admin bearer token (or set "
                  "FARM_ADMIN_TOKEN). No token and no --tls-ca: calls are not authenticated, "
                  "which only a loopback --listen (or --insecure) allows")
       ->envname("FARM_ADMIN_TOKEN_FILE");
-  farm::service::TlsFlags tls_flags;
-  farm::service::AddTlsOptions(app, &tls_flags, /*server=*/true);
+  farm::service::AddTlsOptions(app, &f->tls_flags, /*server=*/true);
   farm::service::AddDurationOption(
-      app, "--lease-ttl", &opts.config.lease_ttl, "30s",
+      app, "--lease-ttl", &f->opts.config.lease_ttl, "30s",
       "lease lifetime without a heartbeat (e.g. 30s, 2s, 500ms); agents heartbeat every "
       "ttl/3, the reaper runs every ttl/4");
   farm::service::AddDurationOption(
-      app, "--max-boot-timeout", &opts.config.max_boot_timeout, "15m",
+      app, "--max-boot-timeout", &f->opts.config.max_boot_timeout, "15m",
       "longest an agent's lease is held while its host reboots into a job's kernel (kexec "
       "agents ask for their --kexec-boot-timeout plus 60s; 0: leases are never held through a "
       "reboot)",
       farm::service::DurationRange::kNonNegative);
-  farm::service::AddDurationOption(app, "--retry-backoff", &opts.config.retry.base_backoff, "1s",
+  farm::service::AddDurationOption(app, "--retry-backoff", &f->opts.config.retry.base_backoff, "1s",
                                    "delay before a failed or expired job is leased again; "
                                    "doubles per attempt (capped at 5m)");
-  app.add_option("--max-attempts", max_attempts, "attempts per job before it fails")
+  app.add_option("--max-attempts", f->max_attempts, "attempts per job before it fails")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  app.add_option("--max-jobs-per-matrix", max_jobs, "cap on the jobs one matrix expands to")
+  app.add_option("--max-jobs-per-matrix", f->max_jobs, "cap on the jobs one matrix expands to")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{100000000}));
-  app.add_option("--max-spec-bytes", max_spec_bytes, "cap on the size of a matrix spec")
+  app.add_option("--max-spec-bytes", f->max_spec_bytes, "cap on the size of a matrix spec")
       ->capture_default_str()
       ->check(CLI::Range(size_t{64}, size_t{1} << 30));
-  app.add_option("--catalog-dir", catalog_dir,
+  app.add_option("--catalog-dir", f->catalog_dir,
                  "load every *.yaml catalog in DIR that is not in the database yet (empty: none)")
       ->capture_default_str();
-  app.add_option("--db-connections", db_connections, "PostgreSQL connections in the pool")
+  app.add_option("--db-connections", f->db_connections, "PostgreSQL connections in the pool")
       ->capture_default_str()
       ->check(CLI::Range(1, 200));
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+  app.add_option("--log-level", f->log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
+}
 
-  auto logger = spdlog::stderr_color_mt("farm-scheduler");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(log_level));
-
-  opts.listen = listen;
-  absl::StatusOr<farm::service::TlsPem> tls = farm::service::LoadTls(tls_flags, /*server=*/true);
-  if (!tls.ok()) {
-    std::cerr << "farm-scheduler: " << tls.status().message() << "\n";
-    return 2;
-  }
+// The server's options from the flags: TLS material, the admin token, the
+// exposure rule, the catalog directory. An error is a usage error (exit 2),
+// its message the line to print.
+absl::StatusOr<farm::scheduler::ServerOptions> ResolveOptions(const Flags& f) {
+  farm::scheduler::ServerOptions opts = f.opts;
+  opts.listen = f.listen;
+  absl::StatusOr<farm::service::TlsPem> tls = farm::service::LoadTls(f.tls_flags, /*server=*/true);
+  if (!tls.ok()) return Usage(absl::StrCat("farm-scheduler: ", tls.status().message()));
   opts.tls = *std::move(tls);
-  opts.insecure = tls_flags.insecure;
-  if (!admin_token_file.empty()) {
+  opts.insecure = f.tls_flags.insecure;
+  if (!f.admin_token_file.empty()) {
     absl::StatusOr<std::string> token =
-        farm::service::ReadSecretFile(admin_token_file, "--admin-token-file");
-    if (!token.ok()) {
-      std::cerr << "farm-scheduler: " << token.status().message() << "\n";
-      return 2;
-    }
+        farm::service::ReadSecretFile(f.admin_token_file, "--admin-token-file");
+    if (!token.ok()) return Usage(absl::StrCat("farm-scheduler: ", token.status().message()));
     opts.token = *std::move(token);
   } else if (const char* env = std::getenv("FARM_ADMIN_TOKEN"); env != nullptr && *env != '\0') {
     opts.token = env;
   }
   if (absl::Status exposure = farm::scheduler::CheckExposure(opts); !exposure.ok()) {
-    std::cerr << "farm-scheduler: " << exposure.message() << "\n";
-    return 2;
+    return Usage(absl::StrCat("farm-scheduler: ", exposure.message()));
   }
-  opts.config.max_attempts = max_attempts;
-  opts.config.limits.max_jobs_per_matrix = max_jobs;
-  opts.config.limits.max_spec_bytes = max_spec_bytes;
-  opts.db_connections = db_connections;
-  opts.worker_threads = db_connections;
+  opts.config.max_attempts = f.max_attempts;
+  opts.config.limits.max_jobs_per_matrix = f.max_jobs;
+  opts.config.limits.max_spec_bytes = f.max_spec_bytes;
+  opts.db_connections = f.db_connections;
+  opts.worker_threads = f.db_connections;
+  std::string catalog_dir = f.catalog_dir;
   std::error_code ec;
   if (!catalog_dir.empty() && !std::filesystem::is_directory(catalog_dir, ec)) {
     if (catalog_dir == FARM_DEFAULT_CATALOG_DIR) {
       catalog_dir.clear();  // the built-in catalog is not there yet: nothing to load
     } else {
-      std::cerr << "--catalog-dir \"" << catalog_dir << "\": not a directory\n";
-      return 2;
+      return Usage(absl::StrCat("--catalog-dir \"", catalog_dir, "\": not a directory"));
     }
   }
   opts.catalog_dir = catalog_dir;
   opts.catalog_source = catalog_dir == FARM_DEFAULT_CATALOG_DIR ? "builtin" : "";
-  absl::Status hp = farm::scheduler::CheckHostPort(metrics_addr, "--metrics");
-  if (!hp.ok()) {
-    std::cerr << hp.message() << "\n";
-    return 2;
-  }
+  absl::Status hp = farm::scheduler::CheckHostPort(f.metrics_addr, "--metrics");
+  if (!hp.ok()) return Usage(std::string(hp.message()));
+  return opts;
+}
 
-  // Before any thread starts, so that no gRPC or pool thread takes a signal.
-  farm::service::ShutdownSignals signals;
-
+// Starts /metrics and the server, waits for SIGTERM/SIGINT, shuts down.
+// `signals` is constructed before any thread starts.
+int Serve(const farm::scheduler::ServerOptions& opts, const Flags& f,
+          farm::service::ShutdownSignals& signals) {
   farm::metrics::MetricsRegistry registry;
   absl::StatusOr<std::unique_ptr<farm::metrics::MetricsExposer>> exposer =
-      farm::metrics::MetricsExposer::Start(metrics_addr, registry, metrics_tls);
+      farm::metrics::MetricsExposer::Start(f.metrics_addr, registry, f.metrics_tls);
   if (!exposer.ok()) {
     spdlog::error("{}", std::string(exposer.status().message()));
     return 1;
@@ -169,4 +173,29 @@ int main(int argc, char** argv) {
   server->reset();
   spdlog::info("stopped");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "farm-scheduler: serves JobService, AgentService and AnalysisService (gRPC) over a "
+      "PostgreSQL job queue; applies schema migrations at start. Several schedulers may share "
+      "one database."};
+  Flags flags;
+  AddFlags(app, &flags);
+  if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
+
+  auto logger = spdlog::stderr_color_mt("farm-scheduler");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+
+  absl::StatusOr<farm::scheduler::ServerOptions> opts = ResolveOptions(flags);
+  if (!opts.ok()) {
+    std::cerr << opts.status().message() << "\n";
+    return 2;
+  }
+  // Before any thread starts, so that no gRPC or pool thread takes a signal.
+  farm::service::ShutdownSignals signals;
+  return Serve(*opts, flags, signals);
 }

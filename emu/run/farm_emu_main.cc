@@ -123,6 +123,98 @@ int ListParams(const std::string& platform, const std::string& kernel) {
   return 0;
 }
 
+// `farm-emu run`: one emulation, its result printed in --format.
+struct RunFlags {
+  farm::emu::RunSpec spec;
+  std::vector<std::string> params, sets;
+  std::string format = "json";
+};
+
+CLI::App* AddRunCommand(CLI::App& app, RunFlags* f) {
+  CLI::App* run = app.add_subcommand("run", "run one emulation and print its result");
+  run->add_option("--platform", f->spec.platform, "platform (farm-emu list platforms)")->required();
+  run->add_option("--kernel", f->spec.kernel,
+                  "kernel: a commit of the catalog (tag, or commit id: full or >= 7 hex "
+                  "digits; farm-emu list commits), stock-2016, patched-2016, latest, raw keys "
+                  "k=v,..., or ID+k=v,...")
+      ->capture_default_str();
+  run->add_option("--mode", f->spec.mode, "IOMMU mode: off, passthrough, strict, lazy")->required();
+  run->add_option("--workload", f->spec.workload, "workload (farm-emu list workloads)")->required();
+  run->add_option("--param", f->params, "workload parameter k=v (repeatable)");
+  run->add_option("--set", f->sets,
+                  "model key override key=value (repeatable; farm-emu list params)");
+  run->add_option("--catalog", f->spec.catalog,
+                  "commit catalog YAML (default: $FARM_EMU_CATALOG, else the shipped "
+                  "emu/model/catalogs/linux-iommu.yaml)");
+  run->add_option("--seed", f->spec.seed, "RNG seed; same inputs and seed give the same output")
+      ->capture_default_str();
+  run->add_option("--format", f->format,
+                  "output format: json, text, kernel (dma-map-bench: the kernel tool's three "
+                  "lines), fio-json (fio-nvme, nvmf-target: fio's JSON report) or iozone "
+                  "(iozone-nfsrdma: iozone's throughput report)")
+      ->check(CLI::IsMember({"json", "text", "kernel", "fio-json", "iozone"}))
+      ->capture_default_str();
+  return run;
+}
+
+// `farm-emu list`: the registries and the commit catalog.
+struct ListFlags {
+  std::string what, list_platform, list_kernel, list_catalog;
+};
+
+CLI::App* AddListCommand(CLI::App& app, ListFlags* f) {
+  CLI::App* list = app.add_subcommand("list", "list platforms, workloads, commits or params");
+  list->add_option("what", f->what, "platforms | workloads | commits | params")
+      ->required()
+      ->check(CLI::IsMember({"platforms", "workloads", "commits", "params"}));
+  list->add_option("--platform", f->list_platform,
+                   "with params: show values resolved for this platform");
+  list->add_option("--kernel", f->list_kernel, "with params and --platform: resolve this kernel");
+  list->add_option("--catalog", f->list_catalog, "with commits: list this catalog file instead");
+  return list;
+}
+
+int List(const ListFlags& f) {
+  if (f.what == "platforms") ListPlatforms();
+  if (f.what == "workloads") ListWorkloads();
+  if (f.what == "commits") return ListCommits(f.list_catalog);
+  if (f.what == "params") return ListParams(f.list_platform, f.list_kernel);
+  return 0;
+}
+
+int Run(RunFlags& f) {  // fills f.spec from --param / --set
+  for (const std::string& p : f.params) {
+    if (!SplitKv(p, f.spec.params, "--param")) return kUsageError;
+  }
+  for (const std::string& s : f.sets) {
+    if (!SplitKv(s, f.spec.sets, "--set")) return kUsageError;
+  }
+  if (f.format == "kernel" && f.spec.workload != "dma-map-bench") {
+    std::cerr << "farm-emu: --format kernel is only defined for dma-map-bench\n";
+    return kUsageError;
+  }
+  if (f.format == "fio-json" && f.spec.workload != "fio-nvme" && f.spec.workload != "nvmf-target") {
+    std::cerr << "farm-emu: --format fio-json is only defined for fio-nvme and nvmf-target\n";
+    return kUsageError;
+  }
+  if (f.format == "iozone" && f.spec.workload != "iozone-nfsrdma") {
+    std::cerr << "farm-emu: --format iozone is only defined for iozone-nfsrdma\n";
+    return kUsageError;
+  }
+  auto result = farm::emu::RunEmulation(f.spec);
+  if (!result.ok()) return ExitFor(result.status());
+  if (f.format == "json") {
+    std::cout << farm::emu::FormatJson(*result);
+  } else if (f.format == "text") {
+    std::cout << farm::emu::FormatText(*result);
+  } else {
+    auto k = farm::emu::FormatKernel(*result);
+    if (!k.ok()) return ExitFor(k.status());
+    std::cout << *k;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,43 +224,10 @@ int main(int argc, char** argv) {
       "tables, flush queues, VT-d QI, SMMUv3 cmdq, MMU-500 TLB sync) on an emulated "
       "platform."};
   app.require_subcommand(1);
-
-  farm::emu::RunSpec spec;
-  std::vector<std::string> params, sets;
-  std::string format = "json";
-  CLI::App* run = app.add_subcommand("run", "run one emulation and print its result");
-  run->add_option("--platform", spec.platform, "platform (farm-emu list platforms)")->required();
-  run->add_option("--kernel", spec.kernel,
-                  "kernel: a commit of the catalog (tag, or commit id: full or >= 7 hex "
-                  "digits; farm-emu list commits), stock-2016, patched-2016, latest, raw keys "
-                  "k=v,..., or ID+k=v,...")
-      ->capture_default_str();
-  run->add_option("--mode", spec.mode, "IOMMU mode: off, passthrough, strict, lazy")->required();
-  run->add_option("--workload", spec.workload, "workload (farm-emu list workloads)")->required();
-  run->add_option("--param", params, "workload parameter k=v (repeatable)");
-  run->add_option("--set", sets, "model key override key=value (repeatable; farm-emu list params)");
-  run->add_option("--catalog", spec.catalog,
-                  "commit catalog YAML (default: $FARM_EMU_CATALOG, else the shipped "
-                  "emu/model/catalogs/linux-iommu.yaml)");
-  run->add_option("--seed", spec.seed, "RNG seed; same inputs and seed give the same output")
-      ->capture_default_str();
-  run->add_option("--format", format,
-                  "output format: json, text, kernel (dma-map-bench: the kernel tool's three "
-                  "lines), fio-json (fio-nvme, nvmf-target: fio's JSON report) or iozone "
-                  "(iozone-nfsrdma: iozone's throughput report)")
-      ->check(CLI::IsMember({"json", "text", "kernel", "fio-json", "iozone"}))
-      ->capture_default_str();
-
-  std::string what, list_platform, list_kernel;
-  CLI::App* list = app.add_subcommand("list", "list platforms, workloads, commits or params");
-  list->add_option("what", what, "platforms | workloads | commits | params")
-      ->required()
-      ->check(CLI::IsMember({"platforms", "workloads", "commits", "params"}));
-  list->add_option("--platform", list_platform,
-                   "with params: show values resolved for this platform");
-  list->add_option("--kernel", list_kernel, "with params and --platform: resolve this kernel");
-  std::string list_catalog;
-  list->add_option("--catalog", list_catalog, "with commits: list this catalog file instead");
+  RunFlags run_flags;
+  AddRunCommand(app, &run_flags);
+  ListFlags list_flags;
+  CLI::App* list = AddListCommand(app, &list_flags);
 
   try {
     app.parse(argc, argv);
@@ -176,43 +235,5 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : kUsageError;
   }
-
-  if (list->parsed()) {
-    if (what == "platforms") ListPlatforms();
-    if (what == "workloads") ListWorkloads();
-    if (what == "commits") return ListCommits(list_catalog);
-    if (what == "params") return ListParams(list_platform, list_kernel);
-    return 0;
-  }
-
-  for (const std::string& p : params) {
-    if (!SplitKv(p, spec.params, "--param")) return kUsageError;
-  }
-  for (const std::string& s : sets) {
-    if (!SplitKv(s, spec.sets, "--set")) return kUsageError;
-  }
-  if (format == "kernel" && spec.workload != "dma-map-bench") {
-    std::cerr << "farm-emu: --format kernel is only defined for dma-map-bench\n";
-    return kUsageError;
-  }
-  if (format == "fio-json" && spec.workload != "fio-nvme" && spec.workload != "nvmf-target") {
-    std::cerr << "farm-emu: --format fio-json is only defined for fio-nvme and nvmf-target\n";
-    return kUsageError;
-  }
-  if (format == "iozone" && spec.workload != "iozone-nfsrdma") {
-    std::cerr << "farm-emu: --format iozone is only defined for iozone-nfsrdma\n";
-    return kUsageError;
-  }
-  auto result = farm::emu::RunEmulation(spec);
-  if (!result.ok()) return ExitFor(result.status());
-  if (format == "json") {
-    std::cout << farm::emu::FormatJson(*result);
-  } else if (format == "text") {
-    std::cout << farm::emu::FormatText(*result);
-  } else {
-    auto k = farm::emu::FormatKernel(*result);
-    if (!k.ok()) return ExitFor(k.status());
-    std::cout << *k;
-  }
-  return 0;
+  return list->parsed() ? List(list_flags) : Run(run_flags);
 }
