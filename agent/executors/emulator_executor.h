@@ -5,7 +5,7 @@
 // workload name + params, seed, and job.model_set as --set keys on top. When
 // the commit is not in the agent's catalog (a user catalog the scheduler
 // resolved), the kernel is the model_set alone over the registry defaults.
-// The result is reported as samples (agent/emu_samples.h) plus the full
+// The result is reported as samples (agent/executors/emu_samples.h) plus the full
 // emulator JSON as raw output ("emu-json").
 //
 // Thread-safety: Run() may be called concurrently (each run owns its engine).

@@ -1,6 +1,6 @@
 // real_executors: farm-agent Executors for real fio and iozone runs, adapting
 // FioRunner / IozoneRunner (plain C++) to the agent's Executor interface
-// (agent/executor.h, proto Jobs and Samples).
+// (agent/executors/executor.h, proto Jobs and Samples).
 //
 // Contract:
 // - MakeRealExecutor detects the tool once (DetectFio / DetectIozone): the
