@@ -12,56 +12,6 @@ namespace {
 namespace pb = ::iommufarm::v1;
 namespace fs = std::filesystem;
 
-struct CmdlineCase {
-  const char* cmdline;
-  pb::IommuMode mode;
-};
-
-class ParseIommuCmdlineTest : public testing::TestWithParam<CmdlineCase> {};
-
-TEST_P(ParseIommuCmdlineTest, Mode) {
-  EXPECT_EQ(ParseIommuCmdline(GetParam().cmdline).mode, GetParam().mode) << GetParam().cmdline;
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Cases, ParseIommuCmdlineTest,
-    testing::Values(CmdlineCase{"BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro quiet",
-                                pb::IOMMU_MODE_UNSPECIFIED},
-                    CmdlineCase{"intel_iommu=on iommu.strict=1", pb::IOMMU_MODE_STRICT},
-                    CmdlineCase{"intel_iommu=on iommu.strict=0", pb::IOMMU_MODE_LAZY},
-                    CmdlineCase{"intel_iommu=on,sm_on iommu=pt", pb::IOMMU_MODE_PASSTHROUGH},
-                    CmdlineCase{"iommu.passthrough=1", pb::IOMMU_MODE_PASSTHROUGH},
-                    CmdlineCase{"iommu.passthrough=1 iommu.passthrough=0 iommu.strict=1",
-                                pb::IOMMU_MODE_STRICT},
-                    CmdlineCase{"intel_iommu=off", pb::IOMMU_MODE_OFF},
-                    CmdlineCase{"amd_iommu=off iommu.strict=1", pb::IOMMU_MODE_OFF},
-                    CmdlineCase{"iommu=off", pb::IOMMU_MODE_OFF},
-                    CmdlineCase{"intel_iommu=off intel_iommu=on", pb::IOMMU_MODE_UNSPECIFIED},
-                    CmdlineCase{"intel_iommu=strict", pb::IOMMU_MODE_STRICT},
-                    CmdlineCase{"iommu=pt iommu=nopt iommu.strict=0", pb::IOMMU_MODE_LAZY},
-                    CmdlineCase{"iommu.strict=1 iommu.strict=0", pb::IOMMU_MODE_LAZY},
-                    CmdlineCase{"xintel_iommu=off iommu_strict=1", pb::IOMMU_MODE_UNSPECIFIED},
-                    // kstrtobool() spellings, as the kernel parses them.
-                    CmdlineCase{"iommu.strict=Y", pb::IOMMU_MODE_STRICT},
-                    CmdlineCase{"iommu.strict=off", pb::IOMMU_MODE_LAZY},
-                    CmdlineCase{"iommu.strict=no", pb::IOMMU_MODE_LAZY},
-                    CmdlineCase{"iommu.passthrough=on", pb::IOMMU_MODE_PASSTHROUGH},
-                    CmdlineCase{"iommu.strict=1 iommu.strict=bogus", pb::IOMMU_MODE_STRICT},
-                    CmdlineCase{"amd_iommu=fullflush", pb::IOMMU_MODE_STRICT},
-                    CmdlineCase{"iommu=pt iommu.strict=1", pb::IOMMU_MODE_PASSTHROUGH}));
-
-TEST(ParseIommuCmdlineTest, DetailKeepsOnlyIommuParameters) {
-  EXPECT_EQ(ParseIommuCmdline("ro quiet intel_iommu=on iommu.strict=1\n").detail,
-            "intel_iommu=on iommu.strict=1");
-}
-
-TEST(ModeFromGroupTypesTest, MajorityOfTranslatedTypes) {
-  EXPECT_EQ(ModeFromGroupTypes({}), pb::IOMMU_MODE_UNSPECIFIED);
-  EXPECT_EQ(ModeFromGroupTypes({"DMA-FQ", "DMA-FQ", "DMA"}), pb::IOMMU_MODE_LAZY);
-  EXPECT_EQ(ModeFromGroupTypes({"DMA", "blocked"}), pb::IOMMU_MODE_STRICT);
-  EXPECT_EQ(ModeFromGroupTypes({"identity"}), pb::IOMMU_MODE_PASSTHROUGH);
-}
-
 class FakeRoot {
  public:
   FakeRoot()

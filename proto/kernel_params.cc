@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "lib/iommu_mode/iommu_mode.h"
+
 namespace farm::proto {
 namespace {
 
@@ -61,8 +63,7 @@ std::vector<std::string> ParseKernelParams(std::string_view params, std::string*
     const size_t eq = word.find('=');
     const std::string name = word.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : word.substr(eq + 1);
-    if (name == "iommu.strict" || name == "iommu.passthrough" ||
-        (name == "iommu" && (value == "pt" || value == "nopt"))) {
+    if (iommu_mode::OverridesMode(word)) {
       *error = "kernel parameter '" + word +
                "' sets the IOMMU mode, which the job's mode owns (use the matrix's modes)";
       return {};

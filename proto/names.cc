@@ -36,12 +36,13 @@ E ValueOf(const Spelling<E> (&table)[N], std::string_view name, E unspecified) {
   return unspecified;
 }
 
-constexpr Spelling<pb::IommuMode> kModes[] = {
-    {pb::IOMMU_MODE_OFF, "off"},
-    {pb::IOMMU_MODE_PASSTHROUGH, "passthrough"},
-    {pb::IOMMU_MODE_STRICT, "strict"},
-    {pb::IOMMU_MODE_LAZY, "lazy"},
-};
+// iommu_mode::Mode is in the proto enum's order, one below its numbers.
+constexpr int kModeOffset = pb::IOMMU_MODE_OFF - static_cast<int>(iommu_mode::Mode::kOff);
+static_assert(pb::IOMMU_MODE_PASSTHROUGH ==
+              kModeOffset + static_cast<int>(iommu_mode::Mode::kPassthrough));
+static_assert(pb::IOMMU_MODE_STRICT == kModeOffset + static_cast<int>(iommu_mode::Mode::kStrict));
+static_assert(pb::IOMMU_MODE_LAZY == kModeOffset + static_cast<int>(iommu_mode::Mode::kLazy));
+static_assert(pb::IommuMode_MAX == pb::IOMMU_MODE_LAZY, "a proto mode without a table row");
 
 constexpr Spelling<pb::Executor> kExecutors[] = {
     {pb::EXECUTOR_EMULATOR, "emulator"},
@@ -74,7 +75,19 @@ constexpr Spelling<pb::RegressionState> kRegressionStates[] = {
 
 }  // namespace
 
-std::string ModeName(pb::IommuMode mode) { return NameOf(kModes, mode); }
+std::optional<iommu_mode::Mode> ModeOf(pb::IommuMode mode) {
+  if (mode == pb::IOMMU_MODE_UNSPECIFIED || !pb::IommuMode_IsValid(mode)) return std::nullopt;
+  return static_cast<iommu_mode::Mode>(mode - kModeOffset);
+}
+
+pb::IommuMode ProtoMode(iommu_mode::Mode mode) {
+  return static_cast<pb::IommuMode>(static_cast<int>(mode) + kModeOffset);
+}
+
+std::string ModeName(pb::IommuMode mode) {
+  const std::optional<iommu_mode::Mode> m = ModeOf(mode);
+  return m ? std::string(iommu_mode::Word(*m)) : kUnspecifiedName;
+}
 
 std::string ModeName(int mode_number) {
   if (!pb::IommuMode_IsValid(mode_number)) return kUnspecifiedName;
@@ -82,10 +95,15 @@ std::string ModeName(int mode_number) {
 }
 
 pb::IommuMode ModeFromName(std::string_view name) {
-  return ValueOf(kModes, name, pb::IOMMU_MODE_UNSPECIFIED);
+  const std::optional<iommu_mode::Mode> m = iommu_mode::FromWord(name);
+  return m ? ProtoMode(*m) : pb::IOMMU_MODE_UNSPECIFIED;
 }
 
-std::vector<std::string> ModeNames() { return NamesOf(kModes); }
+std::vector<std::string> ModeNames() {
+  std::vector<std::string> out;
+  for (const iommu_mode::ModeSpelling& s : iommu_mode::kModes) out.emplace_back(s.word);
+  return out;
+}
 
 std::string ExecutorName(pb::Executor executor) { return NameOf(kExecutors, executor); }
 

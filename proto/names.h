@@ -1,6 +1,7 @@
 // proto/names.h: the one spelling of the API's enums in specs, CLIs, logs and
 // SQL, e.g. IOMMU_MODE_STRICT <-> "strict" (the word users write in a matrix
-// spec and the kernel command line calls iommu.strict=1).
+// spec and the kernel command line calls iommu.strict=1). The modes' words
+// are lib/iommu_mode's table; this adds the proto enum's conversions.
 //
 // Pure functions over the generated enums; thread-safe; no allocation beyond
 // the returned strings. Unknown words map to the *_UNSPECIFIED value and
@@ -8,16 +9,23 @@
 #ifndef PROTO_NAMES_H_
 #define PROTO_NAMES_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "iommufarm/v1/farm.pb.h"
+#include "lib/iommu_mode/iommu_mode.h"
 
 namespace farm::proto {
 
 // The word of every *_UNSPECIFIED value (and of numbers out of range).
 inline constexpr char kUnspecifiedName[] = "unspecified";
+
+// IOMMU_MODE_OFF <-> iommu_mode::Mode::kOff, ...; nullopt for UNSPECIFIED
+// and numbers out of range.
+std::optional<iommu_mode::Mode> ModeOf(iommufarm::v1::IommuMode mode);
+iommufarm::v1::IommuMode ProtoMode(iommu_mode::Mode mode);
 
 // "off", "passthrough", "strict", "lazy".
 std::string ModeName(iommufarm::v1::IommuMode mode);

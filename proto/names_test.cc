@@ -68,6 +68,19 @@ TEST(NamesTest, NameListsHoldEveryWordOnce) {
   EXPECT_EQ(ModeName(pb::IOMMU_MODE_UNSPECIFIED), kUnspecifiedName);
 }
 
+TEST(NamesTest, ModesConvertToTheTableAndBack) {
+  EXPECT_EQ(ModeOf(pb::IOMMU_MODE_OFF), iommu_mode::Mode::kOff);
+  EXPECT_EQ(ModeOf(pb::IOMMU_MODE_PASSTHROUGH), iommu_mode::Mode::kPassthrough);
+  EXPECT_EQ(ModeOf(pb::IOMMU_MODE_STRICT), iommu_mode::Mode::kStrict);
+  EXPECT_EQ(ModeOf(pb::IOMMU_MODE_LAZY), iommu_mode::Mode::kLazy);
+  EXPECT_EQ(ModeOf(pb::IOMMU_MODE_UNSPECIFIED), std::nullopt);
+  EXPECT_EQ(ModeOf(static_cast<pb::IommuMode>(17)), std::nullopt);
+  for (const iommu_mode::ModeSpelling& s : iommu_mode::kModes) {
+    EXPECT_EQ(ModeOf(ProtoMode(s.mode)), s.mode) << s.word;
+    EXPECT_EQ(ModeName(ProtoMode(s.mode)), s.word);
+  }
+}
+
 TEST(NamesTest, StoredModeNumbers) {
   EXPECT_EQ(ModeName(static_cast<int>(pb::IOMMU_MODE_LAZY)), "lazy");
   EXPECT_EQ(ModeName(99), "unspecified");

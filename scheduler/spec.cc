@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "emu/model/model_config.h"
+#include "emu/model/platform.h"
 #include "emu/workloads/workload.h"
 #include "lib/toolspec/fio_spec.h"
 #include "lib/toolspec/iozone_spec.h"
@@ -23,13 +24,9 @@
 namespace farm::scheduler {
 namespace {
 
-// Names every emulator build knows (docs/emulator.md); others only warn,
-// since the emulator may offer more.
-const std::set<std::string>& KnownPlatforms() {
-  static const auto* const k = new std::set<std::string>{"intel-vtd-2s12c", "intel-vtd-snb16c",
-                                                         "kunpeng920-smmuv3", "arm-mmu500-8c"};
-  return *k;
-}
+// "off, passthrough, strict, lazy": for "expected ..." messages.
+std::string ModeList() { return absl::StrJoin(::farm::proto::ModeNames(), ", "); }
+
 class Errors {
  public:
   void Add(const std::string& path, const std::string& msg) {
@@ -483,7 +480,7 @@ void MapYaml(const YAML::Node& root, Errors& e, pb::MatrixSpec* out) {
     } else if (m.IsSequence() && m.size() > 0) {
       for (size_t i = 0; i < m.size(); ++i) items.push_back(m[i]);
     } else {
-      e.Add("modes", "expected a non-empty list of: off, passthrough, strict, lazy");
+      e.Add("modes", absl::StrCat("expected a non-empty list of: ", ModeList()));
     }
     for (size_t i = 0; i < items.size(); ++i) {
       const std::string p = m.IsScalar() ? "modes" : absl::StrCat("modes[", i, "]");
@@ -494,8 +491,7 @@ void MapYaml(const YAML::Node& root, Errors& e, pb::MatrixSpec* out) {
         const std::string name = items[i].Scalar();
         mode = ModeFromName(name);
         if (mode == pb::IOMMU_MODE_UNSPECIFIED) {
-          e.Add(p, absl::StrCat("unknown mode ", Quote(name),
-                                " (expected off, passthrough, strict, lazy)"));
+          e.Add(p, absl::StrCat("unknown mode ", Quote(name), " (expected ", ModeList(), ")"));
         }
       }
       out->add_modes(mode);  // keeps the index; the typed check skips it
@@ -647,15 +643,15 @@ void CheckSpec(const pb::MatrixSpec& in, Errors& e, MatrixSpec* spec) {
   }
 
   if (in.modes().empty())
-    e.AddIfNew("modes", "required (a list of: off, passthrough, strict, lazy)");
+    e.AddIfNew("modes", absl::StrCat("required (a list of: ", ModeList(), ")"));
   std::set<int> seen_modes;
   for (int i = 0; i < in.modes_size(); ++i) {
     const std::string p = absl::StrCat("modes[", i, "]");
     const pb::IommuMode mode = in.modes(i);
     if (mode == pb::IOMMU_MODE_UNSPECIFIED || !pb::IommuMode_IsValid(mode)) {
-      e.AddIfNew(in.modes_size() == 1 ? "modes" : p,
-                 absl::StrCat("unknown mode ", static_cast<int>(mode),
-                              " (expected off, passthrough, strict, lazy)"));
+      e.AddIfNew(
+          in.modes_size() == 1 ? "modes" : p,
+          absl::StrCat("unknown mode ", static_cast<int>(mode), " (expected ", ModeList(), ")"));
       continue;
     }
     if (!seen_modes.insert(mode).second) {
@@ -728,7 +724,8 @@ absl::StatusOr<MatrixSpec> FinishSpec(const pb::MatrixSpec& in, Errors& e) {
   if (!e.empty()) return absl::InvalidArgumentError(e.Join());
   if (spec.executor == pb::EXECUTOR_EMULATOR) {
     for (const std::string& p : spec.platforms) {
-      if (KnownPlatforms().count(p) == 0) {
+      // Only a warning: the agents' emulator may be newer than the scheduler's.
+      if (!::farm::emu::FindPlatform(p).ok()) {
         spec.warnings.push_back(absl::StrCat("platform ", Quote(p),
                                              " is not one of the documented platforms; the "
                                              "emulator will fail its jobs if it does not know it"));

@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
+#include "lib/iommu_mode/iommu_mode.h"
 
 namespace farm::kernels {
 
@@ -111,20 +112,19 @@ class KernelProvider {
   virtual absl::StatusOr<KernelRun> Run(const KernelRequest& request) = 0;
 };
 
-// The kernel command-line parameter that selects `mode` on an Intel VT-d
-// machine: off "intel_iommu=off", passthrough "iommu.passthrough=1", strict
-// "iommu.strict=1", lazy "iommu.strict=0". InvalidArgument for unspecified.
-absl::StatusOr<std::string> ModeKernelParameter(iommufarm::v1::IommuMode mode);
-
-// The mode a default domain type stands for: "identity" -> passthrough,
-// "DMA" -> strict, "DMA-FQ" -> lazy; UNSPECIFIED for anything else
-// ("blocked", "unmanaged", unknown words).
-iommufarm::v1::IommuMode ModeFromDomainType(std::string_view type);
+// The kernel command-line words that select `mode` on a kernel whose IOMMU
+// may be any of `drivers` (iommu_mode::KernelParams), e.g. strict
+// "iommu.strict=1", off on VT-d "intel_iommu=off". InvalidArgument for
+// unspecified.
+absl::StatusOr<std::vector<std::string>> ModeKernelParams(
+    iommufarm::v1::IommuMode mode, const std::vector<iommu_mode::Driver>& drivers);
 
 // The effective mode of the kernel that reported `facts`, decided by the
-// group of its first NVMe controller (the device the job's I/O goes to): no
-// group means no IOMMU translates it (off). `detail` gets what decided it.
-// INTERNAL when there is no NVMe controller or the group's type has no mode.
+// group of its first NVMe controller (the device the job's I/O goes to) with
+// iommu_mode::ReadRunningMode from that group's type alone, so that a mode
+// is proven, never inferred: no group means no IOMMU translates it (off).
+// `detail` gets what decided it. INTERNAL when there is no NVMe controller
+// or the group's type has no mode.
 absl::StatusOr<iommufarm::v1::IommuMode> EffectiveMode(const KernelFacts& facts,
                                                        std::string* detail);
 

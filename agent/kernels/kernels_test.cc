@@ -70,21 +70,19 @@ QemuExit CleanExit() {
   return e;
 }
 
-TEST(ModeKernelParameterTest, EachModeHasItsParameter) {
-  EXPECT_EQ(*ModeKernelParameter(pb::IOMMU_MODE_OFF), "intel_iommu=off");
-  EXPECT_EQ(*ModeKernelParameter(pb::IOMMU_MODE_PASSTHROUGH), "iommu.passthrough=1");
-  EXPECT_EQ(*ModeKernelParameter(pb::IOMMU_MODE_STRICT), "iommu.strict=1");
-  EXPECT_EQ(*ModeKernelParameter(pb::IOMMU_MODE_LAZY), "iommu.strict=0");
-  EXPECT_EQ(ModeKernelParameter(pb::IOMMU_MODE_UNSPECIFIED).status().code(),
+TEST(ModeKernelParamsTest, EachModeHasItsParameters) {
+  using iommu_mode::Driver;
+  using Words = std::vector<std::string>;
+  EXPECT_EQ(*ModeKernelParams(pb::IOMMU_MODE_OFF, {Driver::kIntelVtd}), Words{"intel_iommu=off"});
+  EXPECT_EQ(*ModeKernelParams(pb::IOMMU_MODE_OFF, {Driver::kIntelVtd, Driver::kAmdVi}),
+            (Words{"intel_iommu=off", "amd_iommu=off"}));
+  EXPECT_EQ(*ModeKernelParams(pb::IOMMU_MODE_OFF, {Driver::kArmSmmuV3}), Words{});
+  EXPECT_EQ(*ModeKernelParams(pb::IOMMU_MODE_PASSTHROUGH, {Driver::kIntelVtd}),
+            Words{"iommu.passthrough=1"});
+  EXPECT_EQ(*ModeKernelParams(pb::IOMMU_MODE_STRICT, {Driver::kIntelVtd}), Words{"iommu.strict=1"});
+  EXPECT_EQ(*ModeKernelParams(pb::IOMMU_MODE_LAZY, {Driver::kIntelVtd}), Words{"iommu.strict=0"});
+  EXPECT_EQ(ModeKernelParams(pb::IOMMU_MODE_UNSPECIFIED, {Driver::kIntelVtd}).status().code(),
             absl::StatusCode::kInvalidArgument);
-}
-
-TEST(ModeFromDomainTypeTest, KernelSpellings) {
-  EXPECT_EQ(ModeFromDomainType("identity"), pb::IOMMU_MODE_PASSTHROUGH);
-  EXPECT_EQ(ModeFromDomainType("DMA"), pb::IOMMU_MODE_STRICT);
-  EXPECT_EQ(ModeFromDomainType("DMA-FQ"), pb::IOMMU_MODE_LAZY);
-  EXPECT_EQ(ModeFromDomainType("blocked"), pb::IOMMU_MODE_UNSPECIFIED);
-  EXPECT_EQ(ModeFromDomainType("dma"), pb::IOMMU_MODE_UNSPECIFIED);
 }
 
 TEST(EffectiveModeTest, DecidedByTheNvmeGroup) {

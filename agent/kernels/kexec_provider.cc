@@ -44,15 +44,6 @@ class SystemRunner : public CommandRunner {
   }
 };
 
-// The parameters that choose the IOMMU mode; the job's mode replaces them.
-bool ChoosesMode(absl::string_view word) {
-  for (absl::string_view prefix :
-       {"intel_iommu=", "amd_iommu=", "iommu=", "iommu.strict=", "iommu.passthrough="}) {
-    if (absl::StartsWith(word, prefix)) return true;
-  }
-  return false;
-}
-
 absl::Status WriteAtomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -124,7 +115,8 @@ absl::StatusOr<std::string> KexecCmdline(const std::string& base, pb::IommuMode 
                                          const std::vector<std::string>& extra) {
   std::vector<std::string> words;
   for (absl::string_view w : absl::StrSplit(base, absl::ByAnyChar(" \t\n"), absl::SkipEmpty())) {
-    if (!ChoosesMode(w)) words.emplace_back(w);
+    // The job's mode replaces whatever the base chose.
+    if (!iommu_mode::IsModeParam({w.data(), w.size()})) words.emplace_back(w);
   }
   if (!extra.empty()) {
     std::string error;
@@ -132,14 +124,11 @@ absl::StatusOr<std::string> KexecCmdline(const std::string& base, pb::IommuMode 
     if (!error.empty()) return absl::InvalidArgumentError(error);
     words.insert(words.end(), checked.begin(), checked.end());
   }
-  if (mode == pb::IOMMU_MODE_OFF) {
-    words.push_back("intel_iommu=off");
-    words.push_back("amd_iommu=off");
-  } else {
-    absl::StatusOr<std::string> p = ModeKernelParameter(mode);
-    if (!p.ok()) return p.status();
-    words.push_back(*p);
-  }
+  // The host's IOMMU may be either.
+  absl::StatusOr<std::vector<std::string>> params =
+      ModeKernelParams(mode, {iommu_mode::Driver::kIntelVtd, iommu_mode::Driver::kAmdVi});
+  if (!params.ok()) return params.status();
+  words.insert(words.end(), params->begin(), params->end());
   return absl::StrJoin(words, " ");
 }
 
@@ -189,9 +178,8 @@ std::vector<pb::KernelOffer> KexecKernelProvider::Offers() const {
     o.set_provider("kexec");
     o.set_release(b.release);
     o.set_commit(b.commit);
-    for (pb::IommuMode m : {pb::IOMMU_MODE_OFF, pb::IOMMU_MODE_PASSTHROUGH, pb::IOMMU_MODE_STRICT,
-                            pb::IOMMU_MODE_LAZY}) {
-      o.add_modes(m);
+    for (const iommu_mode::ModeSpelling& m : iommu_mode::kModes) {
+      o.add_modes(proto::ProtoMode(m.mode));
     }
     o.set_architecture(config_.arch);
   }

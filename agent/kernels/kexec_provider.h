@@ -104,10 +104,11 @@ std::string PendingBootJson(const PendingBoot& boot);
 // InvalidArgument naming what is wrong with the text.
 absl::StatusOr<PendingBoot> ParsePendingBoot(const std::string& text);
 
-// The host's command line for `mode`: `base` without intel_iommu=,
-// amd_iommu=, iommu=, iommu.strict= and iommu.passthrough=, then `extra`
-// (each on the allow-list of proto/kernel_params.h: InvalidArgument naming
-// a refused one), then ModeKernelParameter(mode) (off: intel_iommu=off
+// The host's command line for `mode`: `base` without the words that choose
+// a mode (iommu_mode::IsModeParam: intel_iommu=, amd_iommu=, iommu=,
+// iommu.strict=, iommu.passthrough=), then `extra` (each on the allow-list
+// of proto/kernel_params.h: InvalidArgument naming a refused one), then
+// ModeKernelParams(mode) for VT-d and AMD-Vi (off: intel_iommu=off
 // amd_iommu=off, the host's IOMMU may be either).
 absl::StatusOr<std::string> KexecCmdline(const std::string& base, iommufarm::v1::IommuMode mode,
                                          const std::vector<std::string>& extra);

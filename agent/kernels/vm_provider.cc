@@ -89,8 +89,11 @@ std::string FileTail(const std::string& path, off_t n) {
 
 absl::StatusOr<std::string> GuestCmdline(pb::IommuMode mode, const std::vector<std::string>& extra,
                                          const std::string& arch) {
-  absl::StatusOr<std::string> param = ModeKernelParameter(mode);
-  if (!param.ok()) return param.status();
+  // An x86_64 guest boots under VT-d or AMD-Vi; off on AMD-Vi is a machine
+  // without the IOMMU, where intel_iommu=off is as good as none.
+  absl::StatusOr<std::vector<std::string>> params = ModeKernelParams(
+      mode, {arch == kArchArm64 ? iommu_mode::Driver::kArmSmmuV3 : iommu_mode::Driver::kIntelVtd});
+  if (!params.ok()) return params.status();
   std::string error;
   std::vector<std::string> words = proto::ParseKernelParams(absl::StrJoin(extra, " "), &error);
   if (!error.empty()) return absl::InvalidArgumentError(error);
@@ -99,12 +102,11 @@ absl::StatusOr<std::string> GuestCmdline(pb::IommuMode mode, const std::vector<s
     cmdline = "console=ttyS0 earlyprintk=serial,ttyS0,115200 panic=-1";
   } else if (arch == kArchArm64) {
     cmdline = "console=ttyAMA0 panic=-1";
-    if (mode == pb::IOMMU_MODE_OFF) param = std::string();  // no SMMUv3 at all
   } else {
     return absl::InvalidArgumentError(absl::StrCat("unknown guest architecture '", arch, "'"));
   }
   for (const std::string& w : words) absl::StrAppend(&cmdline, " ", w);
-  if (!param->empty()) absl::StrAppend(&cmdline, " ", *param);
+  for (const std::string& p : *params) absl::StrAppend(&cmdline, " ", p);
   return cmdline;
 }
 

@@ -94,8 +94,8 @@ struct QemuInvocation {
 // on ttyAMA0; panic=-1 so that a panic ends QEMU (-no-reboot), then `extra`
 // (each checked against the allow-list of proto/kernel_params.h:
 // InvalidArgument naming a refused one), then the mode's parameter last, so
-// the job's mode wins: ModeKernelParameter(mode) on x86_64; on aarch64 the
-// same except off, which needs none (the machine has no SMMUv3 then).
+// the job's mode wins: ModeKernelParams(mode) for VT-d on x86_64, for the
+// SMMUv3 on aarch64 (off needs none there: the machine has no SMMUv3 then).
 absl::StatusOr<std::string> GuestCmdline(iommufarm::v1::IommuMode mode,
                                          const std::vector<std::string>& extra = {},
                                          const std::string& arch = kArchX86);

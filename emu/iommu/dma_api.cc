@@ -17,26 +17,9 @@ uint64_t PagesFor(uint64_t addr, uint64_t len) {
 }  // namespace
 
 absl::StatusOr<Mode> ParseMode(const std::string& s) {
-  if (s == "off") return Mode::kOff;
-  if (s == "passthrough") return Mode::kPassthrough;
-  if (s == "strict") return Mode::kStrict;
-  if (s == "lazy") return Mode::kLazy;
+  if (const std::optional<Mode> m = iommu_mode::FromWord(s)) return *m;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown mode '", s, "'; valid modes: off, passthrough, strict, lazy"));
-}
-
-const char* ModeName(Mode m) {
-  switch (m) {
-    case Mode::kOff:
-      return "off";
-    case Mode::kPassthrough:
-      return "passthrough";
-    case Mode::kStrict:
-      return "strict";
-    case Mode::kLazy:
-      return "lazy";
-  }
-  return "?";
+      absl::StrCat("unknown mode '", s, "'; valid modes: ", iommu_mode::WordList()));
 }
 
 DmaApi::DmaApi(Sim* sim, Mode mode, std::vector<DeviceSpec> devices, int num_cpus)

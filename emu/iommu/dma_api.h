@@ -35,13 +35,15 @@
 #include "emu/iommu/invalidation.h"
 #include "emu/iommu/sim.h"
 #include "emu/model/platform.h"
+#include "lib/iommu_mode/iommu_mode.h"
 
 namespace farm::emu {
 
-enum class Mode { kOff, kPassthrough, kStrict, kLazy };
-//! "off" | "passthrough" | "strict" | "lazy".
+//! The farm's IOMMU modes; their words are iommu_mode::Word.
+using Mode = iommu_mode::Mode;
+//! "off" | "passthrough" | "strict" | "lazy"; InvalidArgument naming them
+//! for any other word.
 absl::StatusOr<Mode> ParseMode(const std::string& s);
-const char* ModeName(Mode m);
 
 class DmaApi final : public DmaPath {
  public:

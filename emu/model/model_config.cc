@@ -10,9 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "lib/iommu_mode/iommu_mode.h"
 
 namespace farm::emu {
 namespace {
+
+// The default domain type of an identity group, which the group.<kind>.type
+// keys spell the same.
+constexpr const char* kIdentityType = iommu_mode::DomainType(iommu_mode::Mode::kPassthrough);
 
 ParamSpec Int(std::string key, int64_t def, std::string unit, std::string desc, double min = 0,
               double max = 1e15) {
@@ -357,16 +362,19 @@ std::vector<ParamSpec> BuildParams() {
                    "DMA-coherent device: no CPU cache maintenance on map/unmap "
                    "(arch_sync_dma_for_device)."));
   for (const char* kind : {"nic", "nvme", "zip"}) {
-    p.push_back(Enum(absl::StrCat("group.", kind, ".type"), "auto",
-                     {"auto", "translated", "identity", "none"},
-                     absl::StrCat("IOMMU attachment of the platform's ", kind,
-                                  " devices, the iommu group's default domain type "
-                                  "(/sys/kernel/iommu_groups/N/type, writable since v5.11): "
-                                  "auto = the platform's fact (`farm-emu list platforms`); "
-                                  "translated = a DMA domain, DMA with --mode strict, DMA-FQ with "
-                                  "lazy; identity = passthrough (dma-direct); none = not behind "
-                                  "an IOMMU (dma-direct). --mode off/passthrough put every "
-                                  "device on dma-direct.")));
+    p.push_back(Enum(
+        absl::StrCat("group.", kind, ".type"), "auto",
+        {"auto", "translated", std::string(kIdentityType), "none"},
+        absl::StrCat("IOMMU attachment of the platform's ", kind,
+                     " devices, the iommu group's default domain type "
+                     "(/sys/kernel/iommu_groups/N/type, writable since v5.11): "
+                     "auto = the platform's fact (`farm-emu list platforms`); "
+                     "translated = a DMA domain, ",
+                     iommu_mode::DomainType(iommu_mode::Mode::kStrict), " with --mode strict, ",
+                     iommu_mode::DomainType(iommu_mode::Mode::kLazy), " with lazy; ", kIdentityType,
+                     " = passthrough (dma-direct); none = not behind "
+                     "an IOMMU (dma-direct). --mode off/passthrough put every "
+                     "device on dma-direct.")));
   }
   ParamSpec noise = Dbl("noise.cv", "workload", "ratio",
                         "Run-to-run noise of one repeat, a coefficient of variation drawn from "
@@ -568,10 +576,10 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.dev_coherent = b("dev.coherent");
   auto attach = [&](const char* k) {
     const std::string& v = s(k);
-    return v == "translated" ? DeviceAttach::kTranslated
-           : v == "identity" ? DeviceAttach::kIdentity
-           : v == "none"     ? DeviceAttach::kNone
-                             : DeviceAttach::kAuto;
+    return v == "translated"    ? DeviceAttach::kTranslated
+           : v == kIdentityType ? DeviceAttach::kIdentity
+           : v == "none"        ? DeviceAttach::kNone
+                                : DeviceAttach::kAuto;
   };
   m.group_nic = attach("group.nic.type");
   m.group_nvme = attach("group.nvme.type");

@@ -19,6 +19,7 @@
 #include "emu/model/platform.h"
 #include "emu/run/run.h"
 #include "emu/workloads/workload.h"
+#include "lib/iommu_mode/iommu_mode.h"
 
 namespace {
 
@@ -50,9 +51,12 @@ void ListPlatforms() {
   for (const farm::emu::Platform& p : farm::emu::AllPlatforms()) {
     std::string devs;
     for (const auto& d : p.devices) {
-      const char* attach = d.attach == farm::emu::DeviceAttach::kNone       ? ", no IOMMU"
-                           : d.attach == farm::emu::DeviceAttach::kIdentity ? ", identity"
-                                                                            : "";
+      const std::string attach =
+          d.attach == farm::emu::DeviceAttach::kNone ? ", no IOMMU"
+          : d.attach == farm::emu::DeviceAttach::kIdentity
+              ? absl::StrCat(", ",
+                             farm::iommu_mode::DomainType(farm::iommu_mode::Mode::kPassthrough))
+              : "";
       std::string link = d.link_gbps > 0 ? absl::StrCat(", ", d.link_gbps, " Gb/s") : "";
       absl::StrAppend(&devs, devs.empty() ? "" : ", ", d.name, " (node ", d.node, link, attach,
                       ")");
@@ -138,7 +142,9 @@ CLI::App* AddRunCommand(CLI::App& app, RunFlags* f) {
                   "digits; farm-emu list commits), stock-2016, patched-2016, latest, raw keys "
                   "k=v,..., or ID+k=v,...")
       ->capture_default_str();
-  run->add_option("--mode", f->spec.mode, "IOMMU mode: off, passthrough, strict, lazy")->required();
+  run->add_option("--mode", f->spec.mode,
+                  absl::StrCat("IOMMU mode: ", farm::iommu_mode::WordList()))
+      ->required();
   run->add_option("--workload", f->spec.workload, "workload (farm-emu list workloads)")->required();
   run->add_option("--param", f->params, "workload parameter k=v (repeatable)");
   run->add_option("--set", f->sets,
