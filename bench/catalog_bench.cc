@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
+#include "lib/spec/matrix_spec.h"
 #include "scheduler/catalog_yaml.h"
 #include "scheduler/spec.h"
 
@@ -49,7 +50,7 @@ BENCHMARK(BM_ParseCatalog)
 void BM_ResolveRange(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   auto cat = farm::scheduler::ParseCatalogYaml(BigCatalog(n), "big.yaml");
-  farm::scheduler::MatrixSpec spec;
+  farm::spec::MatrixSpec spec;
   spec.catalog = "big";
   spec.commit_range = true;
   spec.range_from = cat->commits(0).id();

@@ -12,6 +12,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "lib/spec/spec_check.h"
+#include "lib/spec/spec_yaml.h"
 #include "proto/names.h"
 #include "scheduler/catalog_yaml.h"
 #include "scheduler/storable_text.h"
@@ -62,9 +64,9 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
   if (req.has_spec() && !req.spec_yaml().empty()) {
     return absl::InvalidArgumentError("spec, spec_yaml: set one of them, not both");
   }
-  absl::StatusOr<MatrixSpec> spec = req.has_spec()
-                                        ? CheckMatrixSpec(req.spec(), config_.limits)
-                                        : ParseMatrixSpec(req.spec_yaml(), config_.limits);
+  absl::StatusOr<spec::MatrixSpec> spec =
+      req.has_spec() ? spec::CheckMatrixSpec(req.spec(), config_.limits)
+                     : spec::ParseMatrixSpec(req.spec_yaml(), config_.limits);
   if (!spec.ok()) return spec.status();
   absl::StatusOr<pb::Catalog> catalog = catalogs_->GetCatalog(spec->catalog);
   if (absl::IsNotFound(catalog.status())) {
@@ -80,7 +82,7 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
 
   storage::NewMatrix nm;
   nm.matrix.set_name(spec->name);
-  nm.matrix.set_spec_yaml(req.has_spec() ? MatrixSpecToYaml(req.spec()) : req.spec_yaml());
+  nm.matrix.set_spec_yaml(req.has_spec() ? spec::MatrixSpecToYaml(req.spec()) : req.spec_yaml());
   nm.matrix.set_catalog(spec->catalog);
   std::string platforms;
   for (const std::string& p : spec->platforms) platforms += (platforms.empty() ? "" : ",") + p;

@@ -23,6 +23,7 @@
 #include "iommufarm/v1/farm.pb.h"
 #include "lib/base/background_loop.h"
 #include "lib/metrics/metrics.h"
+#include "lib/spec/matrix_spec.h"
 #include "lib/storage/repositories.h"
 #include "scheduler/spec.h"
 
@@ -34,7 +35,7 @@ struct SchedulerConfig {
   // zero: no holds.
   absl::Duration max_boot_timeout = absl::Minutes(15);
   int max_attempts = 3;
-  SpecLimits limits;
+  spec::SpecLimits limits;
   storage::RetryPolicy retry;
   // What a lease claim selects on: real runs only on matching hosts, never
   // more than the agent's free slots.

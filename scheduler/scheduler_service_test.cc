@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "lib/metrics/metrics.h"
+#include "lib/spec/spec_yaml.h"
 #include "lib/storage/memory_store.h"
 
 namespace farm::scheduler {
@@ -295,7 +296,7 @@ TEST_F(SchedulerServiceTest, MatrixRunsToCompletionWithResults) {
 // the same jobs, and the matrix records the spec as YAML.
 TEST_F(SchedulerServiceTest, TypedSpecSubmitsLikeItsYaml) {
   LoadCatalog();
-  absl::StatusOr<pb::MatrixSpec> typed = MatrixSpecFromYaml(kSpec, {});
+  absl::StatusOr<pb::MatrixSpec> typed = spec::MatrixSpecFromYaml(kSpec, {});
   ASSERT_TRUE(typed.ok()) << typed.status();
   (*typed->mutable_set())["fq.kind"] = "single";
   pb::SubmitMatrixRequest req;
@@ -309,7 +310,7 @@ TEST_F(SchedulerServiceTest, TypedSpecSubmitsLikeItsYaml) {
     return g;
   }());
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(m->spec_yaml(), MatrixSpecToYaml(*typed));
+  EXPECT_EQ(m->spec_yaml(), spec::MatrixSpecToYaml(*typed));
   // Every job carries the spec's `set:` over its commit's settings.
   pb::RegisterResponse a = Register("a1", 20);
   pb::LeaseJobsResponse leased = Lease(a, 20);

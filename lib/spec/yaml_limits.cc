@@ -1,4 +1,4 @@
-#include "scheduler/yaml_limits.h"
+#include "lib/spec/yaml_limits.h"
 
 #include <sstream>
 #include <string>
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace farm::scheduler {
+namespace farm::spec {
 namespace {
 
 struct Size {
@@ -123,4 +123,4 @@ absl::Status CheckYamlExpansion(std::string_view yaml, const YamlExpansionLimits
   return absl::OkStatus();
 }
 
-}  // namespace farm::scheduler
+}  // namespace farm::spec

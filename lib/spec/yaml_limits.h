@@ -1,4 +1,4 @@
-// yaml_limits: bounds on what a YAML document's aliases expand to, checked
+// lib/spec/yaml_limits: bounds on what a YAML document's aliases expand to, checked
 // on the parser's event stream before any node tree is built, so a small
 // document of nested aliases ("billion laughs") is refused at a cost linear
 // in its text instead of expanding into gigabytes in the loader or in the
@@ -6,15 +6,15 @@
 //
 // Contract: pure function of its arguments, thread-safe. A document the
 // parser rejects passes (the caller's own load reports the syntax error).
-#ifndef SCHEDULER_YAML_LIMITS_H_
-#define SCHEDULER_YAML_LIMITS_H_
+#ifndef LIB_SPEC_YAML_LIMITS_H_
+#define LIB_SPEC_YAML_LIMITS_H_
 
 #include <cstdint>
 #include <string_view>
 
 #include "absl/status/status.h"
 
-namespace farm::scheduler {
+namespace farm::spec {
 
 struct YamlExpansionLimits {
   // A spec is at most 1 MiB of text (SpecLimits); aliases may multiply it a
@@ -28,6 +28,6 @@ struct YamlExpansionLimits {
 // expanded, is over one of `limits`; OK otherwise.
 absl::Status CheckYamlExpansion(std::string_view yaml, const YamlExpansionLimits& limits);
 
-}  // namespace farm::scheduler
+}  // namespace farm::spec
 
-#endif  // SCHEDULER_YAML_LIMITS_H_
+#endif  // LIB_SPEC_YAML_LIMITS_H_

@@ -1,0 +1,37 @@
+#include "lib/spec/field_errors.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace farm::spec {
+
+void FieldErrors::Add(const std::string& path, const std::string& msg) {
+  ++count_;
+  paths_.insert(path);
+  if (lines_.size() < kMaxReported) lines_.push_back(path.empty() ? msg : path + ": " + msg);
+}
+
+void FieldErrors::AddIfNew(const std::string& path, const std::string& msg) {
+  if (!Covers(path)) Add(path, msg);
+}
+
+bool FieldErrors::Covers(const std::string& path) const {
+  // The fields holding `path` are its prefixes that end before a '.' or '['.
+  for (size_t i = 1; i < path.size(); ++i) {
+    if ((path[i] == '.' || path[i] == '[') && paths_.count(path.substr(0, i)) != 0) return true;
+  }
+  return paths_.count(path) != 0;
+}
+
+absl::Status FieldErrors::ToStatus() const {
+  if (count_ == 0) return absl::OkStatus();
+  std::string msg = absl::StrJoin(lines_, "\n");
+  if (count_ > lines_.size()) {
+    absl::StrAppend(&msg, "\n... and ", count_ - lines_.size(), " more problems");
+  }
+  return absl::InvalidArgumentError(msg);
+}
+
+std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
+
+}  // namespace farm::spec

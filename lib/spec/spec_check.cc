@@ -1,0 +1,249 @@
+#include "lib/spec/spec_check.h"
+
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lib/spec/field_errors.h"
+#include "lib/spec/spec_yaml.h"
+#include "lib/spec/table_checks.h"
+#include "proto/kernel_offers.h"
+#include "proto/kernel_params.h"
+#include "proto/names.h"
+
+namespace farm::spec {
+namespace {
+
+// "off, passthrough, strict, lazy": for "expected ..." messages.
+std::string ModeList() { return absl::StrJoin(::farm::proto::ModeNames(), ", "); }
+
+// A list of names: non-empty entries, no duplicates.
+void CheckNames(const google::protobuf::RepeatedPtrField<std::string>& names,
+                const std::string& path, FieldErrors& e, std::vector<std::string>* out) {
+  std::set<std::string> seen;
+  for (int i = 0; i < names.size(); ++i) {
+    const std::string p = names.size() == 1 ? path : absl::StrCat(path, "[", i, "]");
+    const std::string& s = names[i];
+    if (s.empty()) {
+      e.AddIfNew(p, "empty");
+      continue;
+    }
+    if (!seen.insert(s).second) {
+      e.AddIfNew(absl::StrCat(path, "[", i, "]"), absl::StrCat("duplicate ", Quoted(s)));
+      continue;
+    }
+    out->push_back(s);
+  }
+}
+
+// Workload params: named, and a guest command line inside the allow-list.
+void CheckParams(const google::protobuf::Map<std::string, std::string>& params,
+                 const std::string& path, FieldErrors& e, std::map<std::string, std::string>* out) {
+  for (const auto& [key, value] : params) {
+    if (key.empty()) {
+      e.AddIfNew(path, "empty parameter name");
+      continue;
+    }
+    std::string refused;
+    if (key == ::farm::proto::kKernelParamsKey) ::farm::proto::ParseKernelParams(value, &refused);
+    if (!refused.empty()) e.AddIfNew(path + "." + key, refused);
+    (*out)[key] = value;
+  }
+}
+
+// name, catalog, platform.
+void CheckIdentity(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
+  if (in.name().empty()) {
+    e.AddIfNew("name", "required");
+  } else if (in.name().size() > 200) {
+    e.AddIfNew("name", "longer than 200 characters");
+  }
+  spec->name = in.name();
+  if (in.catalog().empty()) e.AddIfNew("catalog", "required");
+  spec->catalog = in.catalog();
+  if (in.platform().empty()) {
+    e.AddIfNew("platform", "required (a platform name or a list of them)");
+  }
+  CheckNames(in.platform(), "platform", e, &spec->platforms);
+}
+
+void CheckCommits(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
+  switch (in.commits_case()) {
+    case pb::MatrixSpec::kCommitRange:
+      spec->commit_range = true;
+      spec->range_from = in.commit_range().from();
+      spec->range_to = in.commit_range().to();
+      if (spec->range_from.empty()) {
+        e.AddIfNew("commits", "range start (commit_range.from) required");
+      }
+      if (spec->range_to.empty()) e.AddIfNew("commits", "range end (commit_range.to) required");
+      break;
+    case pb::MatrixSpec::kCommitList:
+      if (in.commit_list().ids().empty()) e.AddIfNew("commits", "empty list");
+      CheckNames(in.commit_list().ids(), "commits", e, &spec->commit_ids);
+      break;
+    default:
+      e.AddIfNew("commits", "required (a range \"A..B\" or a list of commit ids)");
+  }
+}
+
+void CheckModes(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
+  if (in.modes().empty()) {
+    e.AddIfNew("modes", absl::StrCat("required (a list of: ", ModeList(), ")"));
+  }
+  std::set<int> seen_modes;
+  for (int i = 0; i < in.modes_size(); ++i) {
+    const std::string p = absl::StrCat("modes[", i, "]");
+    const pb::IommuMode mode = in.modes(i);
+    if (mode == pb::IOMMU_MODE_UNSPECIFIED || !pb::IommuMode_IsValid(mode)) {
+      e.AddIfNew(
+          in.modes_size() == 1 ? "modes" : p,
+          absl::StrCat("unknown mode ", static_cast<int>(mode), " (expected ", ModeList(), ")"));
+      continue;
+    }
+    if (!seen_modes.insert(mode).second) {
+      e.AddIfNew(p, absl::StrCat("duplicate mode ", Quoted(::farm::proto::ModeName(mode))));
+      continue;
+    }
+    spec->modes.push_back(mode);
+  }
+}
+
+void CheckWorkloads(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
+  if (in.workloads().empty()) e.AddIfNew("workloads", "required (a list of {name, params})");
+  for (int i = 0; i < in.workloads_size(); ++i) {
+    const std::string p = absl::StrCat("workloads[", i, "]");
+    const pb::Workload& w = in.workloads(i);
+    WorkloadSpec ws;
+    if (w.name().empty()) e.AddIfNew(p + ".name", "required");
+    ws.name = w.name();
+    CheckParams(w.params(), p + ".params", e, &ws.params);
+    spec->workloads.push_back(std::move(ws));
+  }
+}
+
+// The confirm step's run counts and its metric (fio's default from `rw`).
+void CheckConfirmRuns(const pb::AnalysisConfirm& c, const std::string& p, FieldErrors& e,
+                      ConfirmSpec& out) {
+  if (c.repeats() < 0 || c.repeats() == 1 || c.repeats() > 100) {
+    e.AddIfNew(p + ".repeats", absl::StrCat("must be between 2 and 100, got ", c.repeats()));
+  }
+  out.repeats = c.repeats() == 0 ? 3 : c.repeats();
+  if (c.max_repeats() != 0 && (c.max_repeats() < out.repeats || c.max_repeats() > 1000)) {
+    e.AddIfNew(p + ".max_repeats", absl::StrCat("must be between repeats (", out.repeats,
+                                                ") and 1000, got ", c.max_repeats()));
+  }
+  out.max_repeats = c.max_repeats() == 0 ? out.repeats : c.max_repeats();
+  out.metric = c.metric();
+  if (out.metric.empty()) {
+    auto rw = out.workload.params.find("rw");
+    out.metric = ::farm::proto::DefaultConfirmMetric(
+        c.executor(), rw == out.workload.params.end() ? "" : rw->second);
+  }
+  if (out.metric.empty() && c.executor() != pb::EXECUTOR_UNSPECIFIED) {
+    e.AddIfNew(p + ".metric",
+               "required unless fio's rw is read, randread, write or randwrite (\"metric/phase\" "
+               "of a throughput the tool reports, e.g. iops/read or throughput_kb_s/read)");
+  }
+}
+
+// `analysis.confirm`: a real executor and a workload, on an emulator matrix.
+void CheckConfirm(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
+  const pb::AnalysisConfirm& c = in.analysis().confirm();
+  const std::string p = "analysis.confirm";
+  ConfirmSpec& out = spec->confirm;
+  out.enabled = true;
+  if (in.executor() != pb::EXECUTOR_UNSPECIFIED && in.executor() != pb::EXECUTOR_EMULATOR) {
+    e.AddIfNew(p, absl::StrCat("confirms an emulator matrix's findings on real kernels; this "
+                               "matrix already runs ",
+                               ::farm::proto::ExecutorName(in.executor())));
+  }
+  if (c.executor() == pb::EXECUTOR_UNSPECIFIED) {
+    e.AddIfNew(p + ".executor", "required (fio or iozone)");
+  } else if (c.executor() != pb::EXECUTOR_FIO && c.executor() != pb::EXECUTOR_IOZONE) {
+    e.AddIfNew(p + ".executor",
+               absl::StrCat("unknown real executor ", static_cast<int>(c.executor()),
+                            " (expected fio, iozone)"));
+  }
+  out.executor = c.executor();
+  if (c.workload().name().empty()) {
+    e.AddIfNew(p + ".workload.name", "required (the real workload, e.g. fio-nvme)");
+  }
+  out.workload.name = c.workload().name();
+  CheckParams(c.workload().params(), p + ".workload.params", e, &out.workload.params);
+  out.catalog = c.catalog();
+  out.platform = c.platform();
+  CheckConfirmRuns(c, p, e, out);
+}
+
+// repeats, executor, analysis, kind, priority, seed, set.
+void CheckRun(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
+  if (in.repeats() < 0 || in.repeats() > 10000) {
+    e.AddIfNew("repeats", absl::StrCat("must be between 1 and 10000, got ", in.repeats()));
+  }
+  spec->repeats = in.repeats() == 0 ? 1 : in.repeats();
+  if (!pb::Executor_IsValid(in.executor())) {
+    e.AddIfNew("executor", absl::StrCat("unknown executor ", static_cast<int>(in.executor()),
+                                        " (expected emulator, fio, iozone)"));
+  }
+  spec->executor =
+      in.executor() == pb::EXECUTOR_UNSPECIFIED ? pb::EXECUTOR_EMULATOR : in.executor();
+  spec->bisect = in.analysis().bisect();
+  if (in.analysis().has_confirm()) CheckConfirm(in, e, spec);
+  if (!pb::JobKind_IsValid(in.kind())) {
+    e.AddIfNew("kind", absl::StrCat("unknown kind ", static_cast<int>(in.kind()),
+                                    " (expected bulk, confirm, bisect)"));
+  }
+  spec->kind = in.kind() == pb::JOB_KIND_UNSPECIFIED ? pb::JOB_KIND_BULK : in.kind();
+  if (in.priority() < -999 || in.priority() > 999) {
+    e.AddIfNew("priority", absl::StrCat("must be between -999 and 999, got ", in.priority()));
+  }
+  spec->priority = in.priority();
+  spec->seed = in.seed();
+  for (const auto& [key, value] : in.set()) {
+    if (key.empty()) {
+      e.AddIfNew("set", "empty model key");
+      continue;
+    }
+    spec->model_set[key] = value;
+  }
+}
+
+// The field checks, then the tables, into the expansion's form; `e` may
+// already hold what the YAML mapping could not map.
+absl::StatusOr<MatrixSpec> FinishSpec(const pb::MatrixSpec& in, FieldErrors& e) {
+  MatrixSpec spec;
+  CheckIdentity(in, e, &spec);
+  CheckCommits(in, e, &spec);
+  CheckModes(in, e, &spec);
+  CheckWorkloads(in, e, &spec);
+  CheckRun(in, e, &spec);
+  CheckAgainstTables(spec, e);
+  if (!e.empty()) return e.ToStatus();
+  spec.warnings = PlatformWarnings(spec);
+  return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<MatrixSpec> CheckMatrixSpec(const pb::MatrixSpec& spec, const SpecLimits& limits) {
+  if (spec.ByteSizeLong() > limits.max_spec_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("spec: ", spec.ByteSizeLong(), " bytes is more than the limit of ",
+                     limits.max_spec_bytes, " bytes (--max-spec-bytes)"));
+  }
+  FieldErrors e;
+  return FinishSpec(spec, e);
+}
+
+absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimits& limits) {
+  // One pass reports every problem: what the mapping could not map and what
+  // the checks find in the rest.
+  FieldErrors e;
+  pb::MatrixSpec typed;
+  if (absl::Status st = MapSpecYaml(yaml, limits, e, &typed); !st.ok()) return st;
+  return FinishSpec(typed, e);
+}
+
+}  // namespace farm::spec

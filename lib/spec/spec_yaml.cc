@@ -1,0 +1,356 @@
+#include "lib/spec/spec_yaml.h"
+
+#include <map>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lib/spec/yaml_limits.h"
+#include "lib/spec/yaml_reader.h"
+#include "proto/names.h"
+
+namespace farm::spec {
+namespace {
+
+// "off, passthrough, strict, lazy": for "expected ..." messages.
+std::string ModeList() { return absl::StrJoin(::farm::proto::ModeNames(), ", "); }
+
+// The YAML text as a node, or the error naming why it is not a spec.
+absl::StatusOr<YAML::Node> LoadSpecYaml(std::string_view yaml, const SpecLimits& limits) {
+  if (yaml.size() > limits.max_spec_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("spec: ", yaml.size(), " bytes is more than the limit of ",
+                     limits.max_spec_bytes, " bytes (--max-spec-bytes)"));
+  }
+  if (absl::Status st = CheckYamlExpansion(yaml, YamlExpansionLimits{}); !st.ok()) return st;
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& ex) {
+    return absl::InvalidArgumentError(absl::StrCat("spec: YAML syntax error at line ",
+                                                   ex.mark.line + 1, ", column ",
+                                                   ex.mark.column + 1, ": ", ex.msg));
+  }
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec: expected a YAML map at the top level, got ", KindOf(root)));
+  }
+  return root;
+}
+
+// `params: {key: scalar or list}`; `params:` with nothing after it means none.
+void MapParams(const YAML::Node& params, const std::string& path, FieldErrors& e,
+               google::protobuf::Map<std::string, std::string>* out) {
+  if (params.IsNull()) return;
+  if (!params.IsMap()) {
+    e.Add(path, absl::StrCat("expected a map, got ", KindOf(params)));
+    return;
+  }
+  for (auto it = params.begin(); it != params.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    std::string value;
+    if (GetParamValue(it->second, path + "." + key, e, &value)) (*out)[key] = value;
+  }
+}
+
+// A workload: `{name, params}`, or its name alone.
+void MapWorkload(const YAML::Node& w, const std::string& path, FieldErrors& e, pb::Workload* out) {
+  if (w.IsScalar()) {
+    GetString(w, path, e, out->mutable_name());
+    return;
+  }
+  if (!w.IsMap()) {
+    e.Add(path, absl::StrCat("expected {name, params}, got ", KindOf(w)));
+    return;
+  }
+  CheckKeys(w, path, {"name", "params"}, e);
+  if (w["name"]) GetString(w["name"], path + ".name", e, out->mutable_name());
+  if (w["params"]) MapParams(w["params"], path + ".params", e, out->mutable_params());
+}
+
+// `commits: A..B`, one id, or a list of ids.
+void MapCommits(const YAML::Node& c, FieldErrors& e, pb::MatrixSpec* out) {
+  if (!c.IsScalar()) {
+    GetStringList(c, "commits", e, out->mutable_commit_list()->mutable_ids());
+    return;
+  }
+  const std::string s = c.Scalar();
+  const auto dots = s.find("..");
+  if (dots != std::string::npos) {
+    pb::CommitRange* r = out->mutable_commit_range();
+    r->set_from(std::string(absl::StripAsciiWhitespace(s.substr(0, dots))));
+    r->set_to(std::string(absl::StripAsciiWhitespace(s.substr(dots + 2))));
+    if (r->from().empty() || r->to().empty() || r->to().find("..") != std::string::npos) {
+      e.Add("commits", absl::StrCat("bad range ", Quoted(s), " (expected \"A..B\")"));
+    }
+  } else if (s.empty()) {
+    e.Add("commits", "empty");
+  } else {
+    out->mutable_commit_list()->add_ids(s);
+  }
+}
+
+// `modes: [off, strict]` or one mode.
+void MapModes(const YAML::Node& m, FieldErrors& e, pb::MatrixSpec* out) {
+  std::vector<YAML::Node> items;
+  if (m.IsScalar()) {
+    items.push_back(m);
+  } else if (m.IsSequence() && m.size() > 0) {
+    for (size_t i = 0; i < m.size(); ++i) items.push_back(m[i]);
+  } else {
+    e.Add("modes", absl::StrCat("expected a non-empty list of: ", ModeList()));
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string p = m.IsScalar() ? "modes" : absl::StrCat("modes[", i, "]");
+    pb::IommuMode mode = pb::IOMMU_MODE_UNSPECIFIED;
+    if (!items[i].IsScalar()) {
+      e.Add(p, absl::StrCat("expected a mode name, got ", KindOf(items[i])));
+    } else {
+      const std::string name = items[i].Scalar();
+      mode = ::farm::proto::ModeFromName(name);
+      if (mode == pb::IOMMU_MODE_UNSPECIFIED) {
+        e.Add(p, absl::StrCat("unknown mode ", Quoted(name), " (expected ", ModeList(), ")"));
+      }
+    }
+    out->add_modes(mode);  // keeps the index; the typed check skips it
+  }
+}
+
+void MapWorkloads(const YAML::Node& w, FieldErrors& e, pb::MatrixSpec* out) {
+  if (!w.IsSequence() || w.size() == 0) {
+    e.Add("workloads", absl::StrCat("expected a non-empty list of {name, params}, got ",
+                                    w.IsSequence() ? "an empty list" : KindOf(w)));
+    return;
+  }
+  for (size_t i = 0; i < w.size(); ++i) {
+    MapWorkload(w[i], absl::StrCat("workloads[", i, "]"), e, out->add_workloads());
+  }
+}
+
+// An executor name; `real_only` for analysis.confirm, which runs fio or iozone.
+pb::Executor MapExecutor(const YAML::Node& n, const std::string& path, bool real_only,
+                         FieldErrors& e) {
+  std::string name;
+  if (!GetString(n, path, e, &name)) return pb::EXECUTOR_UNSPECIFIED;
+  const pb::Executor ex = ::farm::proto::ExecutorFromName(name);
+  if (real_only && ex != pb::EXECUTOR_FIO && ex != pb::EXECUTOR_IOZONE) {
+    e.Add(path, absl::StrCat("unknown real executor ", Quoted(name), " (expected fio, iozone)"));
+  } else if (ex == pb::EXECUTOR_UNSPECIFIED) {
+    e.Add(path,
+          absl::StrCat("unknown executor ", Quoted(name), " (expected emulator, fio, iozone)"));
+  }
+  return ex;
+}
+
+// `analysis.confirm: {executor, workload: {name, params}, catalog, platform,
+// repeats, max_repeats, metric}`.
+void MapConfirm(const YAML::Node& c, FieldErrors& e, pb::AnalysisConfirm* out) {
+  const std::string p = "analysis.confirm";
+  if (!c.IsMap()) {
+    e.Add(p, absl::StrCat("expected a map like {executor: fio, workload: {name, params}}, got ",
+                          KindOf(c)));
+    return;
+  }
+  CheckKeys(c, p,
+            {"executor", "workload", "catalog", "platform", "repeats", "max_repeats", "metric"}, e);
+  if (c["executor"]) out->set_executor(MapExecutor(c["executor"], p + ".executor", true, e));
+  if (c["workload"]) MapWorkload(c["workload"], p + ".workload", e, out->mutable_workload());
+  if (c["catalog"]) GetString(c["catalog"], p + ".catalog", e, out->mutable_catalog());
+  if (c["platform"]) GetString(c["platform"], p + ".platform", e, out->mutable_platform());
+  if (c["metric"]) GetString(c["metric"], p + ".metric", e, out->mutable_metric());
+  int64_t v = 0;
+  // Two runs per commit at least: a t-test needs a variance on each side.
+  if (c["repeats"] && GetInt(c["repeats"], p + ".repeats", e, 2, 100, &v)) {
+    out->set_repeats(static_cast<int32_t>(v));
+  }
+  if (c["max_repeats"] && GetInt(c["max_repeats"], p + ".max_repeats", e, 2, 1000, &v)) {
+    out->set_max_repeats(static_cast<int32_t>(v));
+  }
+}
+
+// `analysis: {bisect, confirm}`.
+void MapAnalysis(const YAML::Node& a, FieldErrors& e, pb::MatrixSpec* out) {
+  if (!a.IsMap()) {
+    e.Add("analysis", absl::StrCat("expected a map like {bisect: true}, got ", KindOf(a)));
+    return;
+  }
+  CheckKeys(a, "analysis", {"bisect", "confirm"}, e);
+  bool bisect = false;
+  if (a["bisect"] && GetBool(a["bisect"], "analysis.bisect", e, &bisect)) {
+    out->mutable_analysis()->set_bisect(bisect);
+  }
+  if (a["confirm"]) MapConfirm(a["confirm"], e, out->mutable_analysis()->mutable_confirm());
+}
+
+void MapKind(const YAML::Node& n, FieldErrors& e, pb::MatrixSpec* out) {
+  std::string k;
+  if (!GetString(n, "kind", e, &k)) return;
+  if (k == "bulk") {
+    out->set_kind(pb::JOB_KIND_BULK);
+  } else if (k == "confirm") {
+    out->set_kind(pb::JOB_KIND_CONFIRM);
+  } else if (k == "bisect") {
+    out->set_kind(pb::JOB_KIND_BISECT);
+  } else {
+    e.Add("kind", absl::StrCat("unknown kind ", Quoted(k), " (expected bulk, confirm, bisect)"));
+  }
+}
+
+// `set: {model.key: scalar}`.
+void MapSet(const YAML::Node& s, FieldErrors& e, pb::MatrixSpec* out) {
+  if (!s.IsMap()) {
+    e.Add("set", absl::StrCat("expected a map of model keys, got ", KindOf(s)));
+    return;
+  }
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    if (!it->second.IsScalar()) {
+      e.Add("set." + key, absl::StrCat("expected a scalar, got ", KindOf(it->second)));
+      continue;
+    }
+    (*out->mutable_set())[key] = it->second.Scalar();
+  }
+}
+
+// The spec's top-level map onto the message, key by key.
+void MapRoot(const YAML::Node& root, FieldErrors& e, pb::MatrixSpec* out) {
+  CheckKeys(root, "",
+            {"name", "catalog", "platform", "commits", "modes", "workloads", "repeats", "executor",
+             "analysis", "priority", "seed", "set", "kind"},
+            e);
+  if (root["name"]) GetString(root["name"], "name", e, out->mutable_name());
+  if (root["catalog"]) GetString(root["catalog"], "catalog", e, out->mutable_catalog());
+  if (root["platform"]) GetStringList(root["platform"], "platform", e, out->mutable_platform());
+  if (root["commits"]) MapCommits(root["commits"], e, out);
+  if (root["modes"]) MapModes(root["modes"], e, out);
+  if (root["workloads"]) MapWorkloads(root["workloads"], e, out);
+  int64_t v = 0;
+  if (root["repeats"] && GetInt(root["repeats"], "repeats", e, 1, 10000, &v)) {
+    out->set_repeats(static_cast<int32_t>(v));
+  }
+  if (root["executor"]) out->set_executor(MapExecutor(root["executor"], "executor", false, e));
+  if (root["analysis"]) MapAnalysis(root["analysis"], e, out);
+  if (root["kind"]) MapKind(root["kind"], e, out);
+  if (root["priority"] && GetInt(root["priority"], "priority", e, -999, 999, &v)) {
+    out->set_priority(static_cast<int32_t>(v));
+  }
+  uint64_t seed = 0;
+  if (root["seed"] && GetUint64(root["seed"], "seed", e, &seed)) out->set_seed(seed);
+  if (root["set"]) MapSet(root["set"], e, out);
+}
+
+// ------------------------------------------------------------ to YAML
+
+void EmitSortedMap(const google::protobuf::Map<std::string, std::string>& m, YAML::Emitter& out) {
+  out << YAML::BeginMap;
+  for (const auto& [k, v] : std::map<std::string, std::string>(m.begin(), m.end())) {
+    out << YAML::Key << k << YAML::Value << v;
+  }
+  out << YAML::EndMap;
+}
+
+void EmitWorkload(const pb::Workload& w, YAML::Emitter& out) {
+  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << w.name();
+  if (!w.params().empty()) {
+    out << YAML::Key << "params" << YAML::Value;
+    EmitSortedMap(w.params(), out);
+  }
+  out << YAML::EndMap;
+}
+
+void EmitConfirm(const pb::AnalysisConfirm& c, YAML::Emitter& out) {
+  out << YAML::BeginMap;
+  if (c.executor() != pb::EXECUTOR_UNSPECIFIED) {
+    out << YAML::Key << "executor" << YAML::Value << ::farm::proto::ExecutorName(c.executor());
+  }
+  out << YAML::Key << "workload" << YAML::Value;
+  EmitWorkload(c.workload(), out);
+  if (!c.catalog().empty()) out << YAML::Key << "catalog" << YAML::Value << c.catalog();
+  if (!c.platform().empty()) out << YAML::Key << "platform" << YAML::Value << c.platform();
+  if (c.repeats() != 0) out << YAML::Key << "repeats" << YAML::Value << c.repeats();
+  if (c.max_repeats() != 0) out << YAML::Key << "max_repeats" << YAML::Value << c.max_repeats();
+  if (!c.metric().empty()) out << YAML::Key << "metric" << YAML::Value << c.metric();
+  out << YAML::EndMap;
+}
+
+void EmitAnalysis(const pb::MatrixSpec& spec, YAML::Emitter& out) {
+  if (!spec.analysis().bisect() && !spec.analysis().has_confirm()) return;
+  out << YAML::Key << "analysis" << YAML::Value;
+  if (!spec.analysis().has_confirm()) {
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "bisect" << YAML::Value << true
+        << YAML::EndMap;
+    return;
+  }
+  out << YAML::BeginMap;
+  if (spec.analysis().bisect()) out << YAML::Key << "bisect" << YAML::Value << true;
+  out << YAML::Key << "confirm" << YAML::Value;
+  EmitConfirm(spec.analysis().confirm(), out);
+  out << YAML::EndMap;
+}
+
+// name, catalog, platform, commits, modes, workloads: what every spec has.
+void EmitMatrix(const pb::MatrixSpec& spec, YAML::Emitter& out) {
+  out << YAML::Key << "name" << YAML::Value << spec.name();
+  out << YAML::Key << "catalog" << YAML::Value << spec.catalog();
+  out << YAML::Key << "platform" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& p : spec.platform()) out << p;
+  out << YAML::EndSeq;
+  if (spec.has_commit_range()) {
+    out << YAML::Key << "commits" << YAML::Value
+        << absl::StrCat(spec.commit_range().from(), "..", spec.commit_range().to());
+  } else {
+    out << YAML::Key << "commits" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& id : spec.commit_list().ids()) out << id;
+    out << YAML::EndSeq;
+  }
+  out << YAML::Key << "modes" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (int m : spec.modes()) out << ::farm::proto::ModeName(static_cast<pb::IommuMode>(m));
+  out << YAML::EndSeq;
+  out << YAML::Key << "workloads" << YAML::Value << YAML::BeginSeq;
+  for (const pb::Workload& w : spec.workloads()) EmitWorkload(w, out);
+  out << YAML::EndSeq;
+}
+
+}  // namespace
+
+absl::Status MapSpecYaml(std::string_view yaml, const SpecLimits& limits, FieldErrors& e,
+                         pb::MatrixSpec* out) {
+  absl::StatusOr<YAML::Node> root = LoadSpecYaml(yaml, limits);
+  if (!root.ok()) return root.status();
+  MapRoot(*root, e, out);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<pb::MatrixSpec> MatrixSpecFromYaml(std::string_view yaml, const SpecLimits& limits) {
+  FieldErrors e;
+  pb::MatrixSpec out;
+  if (absl::Status st = MapSpecYaml(yaml, limits, e, &out); !st.ok()) return st;
+  if (!e.empty()) return e.ToStatus();
+  return out;
+}
+
+std::string MatrixSpecToYaml(const pb::MatrixSpec& spec) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  EmitMatrix(spec, out);
+  if (spec.repeats() != 0) out << YAML::Key << "repeats" << YAML::Value << spec.repeats();
+  if (spec.executor() != pb::EXECUTOR_UNSPECIFIED) {
+    out << YAML::Key << "executor" << YAML::Value << ::farm::proto::ExecutorName(spec.executor());
+  }
+  EmitAnalysis(spec, out);
+  if (spec.kind() == pb::JOB_KIND_CONFIRM) out << YAML::Key << "kind" << YAML::Value << "confirm";
+  if (spec.kind() == pb::JOB_KIND_BISECT) out << YAML::Key << "kind" << YAML::Value << "bisect";
+  if (spec.priority() != 0) out << YAML::Key << "priority" << YAML::Value << spec.priority();
+  if (spec.seed() != 0) out << YAML::Key << "seed" << YAML::Value << spec.seed();
+  if (!spec.set().empty()) {
+    out << YAML::Key << "set" << YAML::Value;
+    EmitSortedMap(spec.set(), out);
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace farm::spec

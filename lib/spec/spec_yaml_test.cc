@@ -1,0 +1,136 @@
+// The YAML <-> MatrixSpec mapping: round trips, what cannot be mapped, and
+// the limits a YAML text meets before it becomes nodes.
+#include "lib/spec/spec_yaml.h"
+
+#include <fstream>
+#include <string>
+
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "lib/spec/spec_check.h"
+#include "lib/spec/spec_testing.h"
+#include "lib/spec/yaml_limits.h"
+
+namespace farm::spec {
+namespace {
+
+// Resident set size of this process in KiB (Linux /proc), 0 if unknown.
+int64_t RssKib() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      int64_t kib = 0;
+      in >> kib;
+      return kib;
+    }
+    std::getline(in, key);
+  }
+  return 0;
+}
+
+TEST(SpecTest, NotAMapAndSyntaxErrors) {
+  EXPECT_NE(ErrorOf("- a\n- b\n").find("expected a YAML map"), std::string::npos);
+  EXPECT_NE(ErrorOf("name: [unclosed\n").find("YAML syntax error at line"), std::string::npos);
+  EXPECT_NE(ErrorOf("").find("expected a YAML map"), std::string::npos);
+}
+
+TEST(SpecTest, SpecSizeCap) {
+  SpecLimits l;
+  l.max_spec_bytes = 64;
+  auto s = ParseMatrixSpec(kGoodSpec, l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.status().message().find("--max-spec-bytes"), std::string::npos);
+}
+
+// The typed message is what a YAML spec maps onto: YAML -> message -> YAML
+// -> message is the same message, and both forms check to the same spec.
+TEST(TypedSpecTest, YamlMapsOntoTheMessageAndBack) {
+  const std::string y = std::string(kGoodSpec) +
+                        "set: {fq.kind: percpu, agent.hold_ms: 5}\nkind: confirm\npriority: 7\n"
+                        "seed: 18446744073709551615\n";
+  absl::StatusOr<pb::MatrixSpec> typed = MatrixSpecFromYaml(y, {});
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  EXPECT_EQ(typed->platform_size(), 1);
+  ASSERT_TRUE(typed->has_commit_range());
+  EXPECT_EQ(typed->commit_range().from(), "v5.10");
+  EXPECT_EQ(typed->modes_size(), 3);
+  EXPECT_EQ(typed->workloads(0).params().at("tests"), "write,read");
+  EXPECT_TRUE(typed->analysis().bisect());
+  EXPECT_EQ(typed->seed(), 18446744073709551615ULL);
+  const std::string back = MatrixSpecToYaml(*typed);
+  absl::StatusOr<pb::MatrixSpec> again = MatrixSpecFromYaml(back, {});
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << back;
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*typed, *again)) << back;
+
+  auto from_yaml = ParseMatrixSpec(y, {});
+  auto from_typed = CheckMatrixSpec(*typed, {});
+  ASSERT_TRUE(from_yaml.ok()) << from_yaml.status();
+  ASSERT_TRUE(from_typed.ok()) << from_typed.status();
+  EXPECT_EQ(from_typed->name, from_yaml->name);
+  EXPECT_EQ(from_typed->range_to, from_yaml->range_to);
+  EXPECT_EQ(from_typed->modes, from_yaml->modes);
+  EXPECT_EQ(from_typed->model_set, from_yaml->model_set);
+  EXPECT_EQ(from_typed->kind, pb::JOB_KIND_CONFIRM);
+  EXPECT_EQ(from_typed->priority, 7);
+  EXPECT_EQ(from_typed->repeats, 5);
+  EXPECT_EQ(from_typed->workloads[0].params, from_yaml->workloads[0].params);
+}
+
+// Ten levels of ten aliases each over a padded scalar: 127 KB of text that
+// expands to 10^10 scalars. Refused from the event stream, before a tree is
+// built, and the check itself stays small.
+TEST(SpecTest, AliasBombIsRefusedWithoutGrowing) {
+  std::string yaml = "name: bomb\ncatalog: linux-iommu\nplatform: intel-vtd-2s12c\n";
+  absl::StrAppend(&yaml, "pad: &a0 [\"", std::string(126000, 'x'), "\"]\n");
+  for (int level = 1; level <= 10; ++level) {
+    absl::StrAppend(&yaml, "l", level, ": &a", level, " [");
+    for (int k = 0; k < 10; ++k) absl::StrAppend(&yaml, k ? ", " : "", "*a", level - 1);
+    absl::StrAppend(&yaml, "]\n");
+  }
+  absl::StrAppend(&yaml,
+                  "commits: [v5.10]\nmodes: [strict]\nworkloads:\n  - name: dma-map-bench\n"
+                  "    params: {tests: *a10}\n");
+  ASSERT_GT(yaml.size(), 126000u);
+  const int64_t before = RssKib();
+  auto s = ParseMatrixSpec(yaml, {});
+  const int64_t after = RssKib();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.status().message(),
+            "spec: YAML document is more than 4194304 bytes of scalars with its aliases expanded");
+  ASSERT_GT(before, 0);
+  EXPECT_LT(after - before, 50 * 1024) << "RSS grew by " << (after - before) << " KiB";
+}
+
+TEST(YamlLimits, CountsAliasesAndExpandedNodes) {
+  EXPECT_TRUE(CheckYamlExpansion("a: &x {k: v}\nb: *x\nc: *x\n", {}).ok());
+  YamlExpansionLimits tight;
+  tight.max_aliases = 2;
+  EXPECT_TRUE(CheckYamlExpansion("a: &x 1\nb: [*x, *x]\n", tight).ok());
+  EXPECT_EQ(CheckYamlExpansion("a: &x 1\nb: [*x, *x, *x]\n", tight).message(),
+            "spec: YAML document is more than 2 aliases");
+  tight.max_aliases = 100;
+  tight.max_expanded_nodes = 20;
+  // The root, keys a and b, x's 5 nodes, b's sequence and twice x's 5: 19.
+  const std::string doc = "a: &x [1, 2, 3, 4]\nb: [*x, *x]\n";
+  EXPECT_TRUE(CheckYamlExpansion(doc, tight).ok());
+  EXPECT_FALSE(CheckYamlExpansion(doc + "c: [*x, *x]\n", tight).ok());
+  // A document the parser rejects is the loader's to report.
+  EXPECT_TRUE(CheckYamlExpansion("a: [1, 2\n", {}).ok());
+  // A spec with a few aliases still parses.
+  auto spec = ParseMatrixSpec(
+      "name: aliased\ncatalog: linux-iommu\nplatform: intel-vtd-2s12c\ncommits: v5.10..v5.12\n"
+      "modes: [strict]\nworkloads:\n  - name: dma-map-bench\n    params: &p {threads: 1}\n"
+      "  - name: iozone-nfsrdma\n    params: *p\n",
+      {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->workloads.size(), 2u);
+  EXPECT_EQ(spec->workloads[1].params.at("threads"), "1");
+}
+
+}  // namespace
+}  // namespace farm::spec

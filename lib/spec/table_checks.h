@@ -1,0 +1,32 @@
+// lib/spec/table_checks: a checked spec held against the tables its jobs
+// will meet, so a job an agent would refuse is never queued: an emulator
+// workload's params against the workload's parameter table (each value on
+// its own, so the error names its field), `set:` keys against the model
+// registry (what farm-emu --set checks), fio / iozone params by the agent's
+// validator (lib/toolspec), a real job's vm platform against the emulated
+// IOMMUs a guest boots under (proto/kernel_offers.h).
+//
+// Contract: pure functions, thread-safe over distinct FieldErrors. Errors
+// go in with AddIfNew: a field the earlier checks refused is not reported
+// again, and the workloads are not held to an executor's tables when the
+// executor itself was refused.
+#ifndef LIB_SPEC_TABLE_CHECKS_H_
+#define LIB_SPEC_TABLE_CHECKS_H_
+
+#include <string>
+#include <vector>
+
+#include "lib/spec/field_errors.h"
+#include "lib/spec/matrix_spec.h"
+
+namespace farm::spec {
+
+void CheckAgainstTables(const MatrixSpec& spec, FieldErrors& e);
+
+// Emulator platforms this build does not know: warnings, not errors, since
+// the agents' emulator may know more.
+std::vector<std::string> PlatformWarnings(const MatrixSpec& spec);
+
+}  // namespace farm::spec
+
+#endif  // LIB_SPEC_TABLE_CHECKS_H_
