@@ -47,22 +47,6 @@ repeats: )",
                       repeats, "\nexecutor: emulator\n");
 }
 
-class ManualClock {
- public:
-  absl::Time Now() const {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1767225600);
-};
-
 // The emulator capability, run by the test: each job returns one sample at
 // once, unless the test holds jobs back (Hold) until a number of them have
 // started or until their lease is cancelled.
@@ -189,7 +173,7 @@ class AgentTest : public ::testing::Test {
     return control_.started;
   }
 
-  ManualClock clock_;
+  testing::ManualClock clock_;
   std::unique_ptr<testing::MemoryScheduler> scheduler_;
   TestExecutor::Control control_;
   std::unique_ptr<Agent> agent_;

@@ -41,6 +41,23 @@
 
 namespace farm::testing {
 
+// A clock that moves only when told (MemorySchedulerOptions::clock).
+class ManualClock {
+ public:
+  absl::Time Now() const {
+    absl::MutexLock lock(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1767225600);
+};
+
 struct MemorySchedulerOptions {
   scheduler::SchedulerConfig config;
   std::function<absl::Time()> clock = absl::Now;  // the store's clock
