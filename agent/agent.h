@@ -1,26 +1,24 @@
-// farm::agent::Agent: the host agent's control loop.
+// farm::agent::Agent: the host agent's session and lease loop.
 //
 // Registers with the scheduler (AgentService), heartbeats every lease it
 // holds, leases up to its free slots of jobs whose executor it has, runs them
 // on `slots` worker threads through the Executor interface and reports each
-// result (or failure) fenced by its lease. Results that finish close together
-// share one ReportResults call: a finished job's report goes out at once when
-// no report call is in flight, else it joins the next call with every other
-// result ready by then (at most kMaxReportBatch results / kMaxReportBytes per
-// call), so a lone job waits for nothing and a busy agent sends one call per
-// round trip. Each result is still settled on its own from its item of the
-// reply. It follows the RPC semantics of the
-// farm's error model (docs/architecture.md, "Error model"):
-//   - UNAVAILABLE / DEADLINE_EXCEEDED: retry with exponential backoff
+// result (or failure) fenced by its lease. Results go out through a
+// ReportBatcher (agent/report_batcher.h: results that finish close together
+// share one ReportResults call, each settled from its own item). Failed
+// calls follow the farm's error model (docs/architecture.md, "Error model")
+// through the one retry policy of lib/client/retry.h:
+//   - transient (UNAVAILABLE, DEADLINE_EXCEEDED, ...): retried with backoff
 //     (100 ms doubling to 5 s); results are idempotent per (job, attempt).
 //   - NOT_FOUND on Heartbeat / LeaseJobs: the session is unknown, so every
 //     lease is dropped (running jobs cancelled) and the agent re-registers.
 //   - FAILED_PRECONDITION on a report: the lease is stale; dropped.
 //     PERMISSION_DENIED: not this agent's lease; dropped.
 //   - INVALID_ARGUMENT on a result: the job is reported failed (permanent)
-//     with the reason; INTERNAL / UNKNOWN: retried up to 5 times, then the
-//     job is reported failed (retryable). In a ReportResults reply these
-//     come per item and settle that job only.
+//     with the reason; INTERNAL / UNKNOWN: retried up to
+//     client::kMaxServerFaultRetries times, then the job is reported failed
+//     (retryable). In a ReportResults reply these come per item and settle
+//     that job only.
 //   - a lease in HeartbeatResponse.revoked: its job is cancelled and never
 //     reported.
 //   - UNAUTHENTICATED: fatal; Run() returns it.
@@ -28,16 +26,12 @@
 // running jobs finish for up to drain_timeout, then cancel (abandon) the rest;
 // their leases expire on the scheduler.
 //
-// Kexec hosts (AgentOptions::kexec): before it first registers, the agent
-// checks a pending boot (KexecKernelProvider::Check) and registers naming
-// its lease in RegisterRequest.resumes. If the scheduler kept the lease: a
-// job whose kernel came back in its mode runs (the executor's resumed path),
-// is reported and the boot is finished; a job whose kernel did not is
-// reported failed, permanently, with the provider's reason, and then the
-// host returns to its default kernel (KexecKernelProvider::Abandon). A job whose
-// executor reboots the host (ExecutionResult::rebooting, after HoldLease got
-// the scheduler to hold its lease) is not reported: the agent stops leasing
-// and Run() returns once drained. A kexec host runs one slot.
+// Kexec hosts (AgentOptions::kexec, one slot): the first registration names
+// the lease of a pending boot and the job is resumed, reported failed or
+// dropped as agent/kexec_resume.h decides. A job whose executor reboots the
+// host (ExecutionResult::rebooting, after the scheduler agreed to hold its
+// lease) is not reported: the agent stops leasing and Run() returns once
+// drained.
 //
 // Test hook agreed with the scheduler's fault tests: a job whose model_set
 // holds "agent.hold_ms" = N sleeps N ms (cancellable) before it runs; keys
@@ -65,12 +59,16 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/executors/executor.h"
 #include "agent/kernels/kexec_provider.h"
+#include "agent/kexec_resume.h"
+#include "agent/report_batcher.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
+#include "lib/client/retry.h"
 #include "lib/metrics/metrics.h"
 
 namespace farm::agent {
@@ -108,11 +106,6 @@ class Agent {
     int64_t resumed = 0;       // held leases the scheduler kept after a reboot
   };
 
-  // Bounds of one ReportResults call (the scheduler takes up to 1000 items
-  // and 64 MiB messages; these keep one call's memory and retry cost small).
-  static constexpr int kMaxReportBatch = 64;
-  static constexpr size_t kMaxReportBytes = 8 << 20;
-
   Agent(AgentOptions options, std::vector<std::unique_ptr<Executor>> executors,
         metrics::AgentMetrics* metrics);
   ~Agent();
@@ -130,48 +123,60 @@ class Agent {
     bool resumed = false;  // resumed after the reboot into its kernel
     std::shared_ptr<CancelToken> cancel = std::make_shared<CancelToken>();
   };
+  // What the lease loop does after one LeaseJobs call.
+  enum class Next { kLease, kStop };
 
+  // Session: registration and heartbeats (agent_session.cc).
   // Registers, retrying while the server is away. Returns non-OK only when
   // fatal or when shutting down before it succeeded.
   absl::Status EnsureRegistered() ABSL_LOCKS_EXCLUDED(mu_);
+  iommufarm::v1::RegisterRequest RegisterRequestFor() const ABSL_LOCKS_EXCLUDED(mu_);
+  void Registered(const iommufarm::v1::RegisterResponse& response) ABSL_LOCKS_EXCLUDED(mu_);
   void HeartbeatLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  struct HeartbeatTurn {
+    bool stop = false;
+    bool registered = false;
+    absl::Duration interval;
+    iommufarm::v1::HeartbeatRequest request;  // when registered
+  };
+  // Waits out `wait` (only a stop ends it early) and builds the next heartbeat.
+  HeartbeatTurn NextHeartbeat(absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_);
+  void DropRevokedLocked(const iommufarm::v1::HeartbeatResponse& response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets every lease (session lost): pending dropped, running cancelled.
+  void DropAllLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The session's agent id and token as a heartbeat names them.
+  iommufarm::v1::HeartbeatRequest SessionHeartbeat() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The lease loop and the drain (agent.cc).
+  absl::Status CheckPendingBoot();
+  void LeaseLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  Next LeaseOnce(client::Backoff& backoff) ABSL_LOCKS_EXCLUDED(mu_);
+  // The pending kexec boot after the registration that named its lease:
+  // queued to run, reported failed, or dropped when the lease was not kept.
+  void ResumeBoot() ABSL_LOCKS_EXCLUDED(mu_);
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseUnstarted() ABSL_LOCKS_EXCLUDED(mu_);
+  void AwaitRunning() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Workers: running and reporting jobs (agent_worker.cc).
   void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void RunOne(const iommufarm::v1::JobLease& lease, CancelToken& cancel, bool resumed)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The pending kexec boot after the registration that named its lease:
-  // queued to run, reported failed, or dropped when the lease was not kept.
-  void ResumeBoot(const kernels::KexecKernelProvider::Resumed& boot) ABSL_LOCKS_EXCLUDED(mu_);
-  // Asks the scheduler to hold `lease` through a reboot for `d`.
-  absl::Status HoldLease(const iommufarm::v1::LeaseRef& lease, absl::Duration d)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // The boot is over: its state goes (Finish), or, for a failed one, the
-  // host also returns to its default kernel (Abandon).
-  void FinishBoot();
-  void AbandonBoot(const kernels::KexecKernelProvider::Resumed& boot);
+  absl::StatusOr<ExecutionResult> Execute(const iommufarm::v1::JobLease& lease, CancelToken& cancel,
+                                          bool resumed);
+  // The job stops here: the host reboots into its kernel with the lease held.
+  void StopForReboot(const iommufarm::v1::JobLease& lease) ABSL_LOCKS_EXCLUDED(mu_);
   void Report(const iommufarm::v1::JobLease& lease, CancelToken& cancel,
               const absl::StatusOr<ExecutionResult>& result, absl::Duration wall_time)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // One finished job's result waiting for, or inside, a report call.
-  struct Outgoing {
-    iommufarm::v1::ReportResultRequest* request;
-    size_t bytes = 0;
-    bool taken = false;  // in the call being sent
-    bool done = false;   // status / response hold the answer
-    grpc::Status status;
-    iommufarm::v1::ReportResultResponse response;
-  };
-  // Sends `request` in the next report call (sending it itself when no call
-  // is in flight) and returns this result's answer: the call's status if the
-  // call failed, else its item's error or response. Returns nullopt if
-  // `cancel` fired before the result went out.
-  std::optional<std::pair<grpc::Status, iommufarm::v1::ReportResultResponse>> SendResult(
-      iommufarm::v1::ReportResultRequest& request, CancelToken& cancel)
-      ABSL_LOCKS_EXCLUDED(report_mu_);
-  // One call for `batch`; fills each item's status and response.
-  void SendBatch(const std::vector<Outgoing*>& batch) ABSL_LOCKS_EXCLUDED(report_mu_);
-  // Forgets every lease (session lost): pending dropped, running cancelled.
-  void DropAllLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
+  iommufarm::v1::ReportResultRequest ResultRequestFor(int64_t agent_id,
+                                                      const iommufarm::v1::JobLease& lease,
+                                                      const ExecutionResult& result,
+                                                      absl::Duration wall_time) const;
+  // A report answered FAILED_PRECONDITION or PERMISSION_DENIED: dropped.
+  bool DroppedByScheduler(const iommufarm::v1::JobLease& lease, const grpc::Status& status);
+
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
   void Count(std::atomic<int64_t>& stat, prometheus::Counter* counter);
   // A running job stopped by its CancelToken: revoked, unless abandoned.
@@ -185,6 +190,9 @@ class Agent {
   metrics::AgentMetrics* const metrics_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<iommufarm::v1::AgentService::Stub> stub_;
+  std::unique_ptr<ReportBatcher> batcher_;
+  // Null unless options_.kexec.
+  std::unique_ptr<KexecResume> kexec_;
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;  // any change of the fields below
@@ -203,16 +211,6 @@ class Agent {
   bool stop_heartbeat_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
 
-  // Results waiting for a report call; the worker that finds no call in
-  // flight (sending_ false) sends the next one.
-  absl::Mutex report_mu_;    // never held together with mu_
-  absl::CondVar report_cv_;  // a report call returned
-  std::deque<Outgoing*> outbox_ ABSL_GUARDED_BY(report_mu_);
-  bool sending_ ABSL_GUARDED_BY(report_mu_) = false;
-  // The scheduler answered UNIMPLEMENTED to ReportResults: report one by one.
-  std::atomic<bool> single_reports_{false};
-
-  std::atomic<int64_t> report_calls_{0};
   std::atomic<int64_t> succeeded_{0}, failed_{0}, revoked_{0}, stale_{0}, released_{0},
       abandoned_{0}, registrations_{0}, reboots_{0}, resumed_jobs_{0};
   std::vector<std::thread> workers_;

@@ -15,6 +15,7 @@
 #include "cli/git_import.h"
 #include "cli/kernels.h"
 #include "cli/report.h"
+#include "lib/client/retry.h"
 
 namespace farm::cli {
 namespace {
@@ -22,6 +23,7 @@ namespace {
 constexpr absl::Duration kUnaryTimeout = absl::Seconds(30);
 constexpr absl::Duration kWatchSilence = absl::Seconds(20);
 constexpr absl::Duration kWatchFirstMessage = absl::Seconds(5);
+constexpr int kSubmitRetries = 5;
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -37,11 +39,6 @@ std::string RandomKey() {
   std::random_device rd;
   std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
   return absl::StrFormat("farmctl-%016x%016x", gen(), gen());
-}
-
-// Sleeps with exponential backoff: 100 ms doubling up to 5 s.
-absl::Duration NextBackoff(absl::Duration current) {
-  return std::min(current * 2, absl::Seconds(5));
 }
 
 }  // namespace
@@ -72,24 +69,25 @@ absl::StatusOr<pb::SubmitMatrixResponse> Commands::SubmitSpec(const std::string&
   request.set_spec_yaml(yaml);
   request.set_dry_run(dry_run);
   request.set_idempotency_key(RandomKey());
-  absl::Duration backoff = absl::Milliseconds(100);
+  client::Backoff backoff;
   for (int attempt = 0;; ++attempt) {
     pb::SubmitMatrixResponse response;
     auto ctx = client::NewContext(options_, kUnaryTimeout);
     grpc::Status status = jobs_->SubmitMatrix(ctx.get(), request, &response);
     if (status.ok()) return response;
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= 5) {
+    // The idempotency key makes a retry after a call that did reach the
+    // server return the matrix it created.
+    if (!client::IsTransient(status.error_code()) || attempt >= kSubmitRetries) {
       return client::ToAbsl(status);
     }
-    absl::SleepFor(backoff);
-    backoff = NextBackoff(backoff);
+    absl::SleepFor(backoff.Next());
   }
 }
 
 absl::StatusOr<pb::MatrixProgress> Commands::WaitForMatrix(
     int64_t matrix_id, const std::function<void(const pb::MatrixProgress&)>& on_progress,
     absl::Duration unavailable_limit) {
-  absl::Duration backoff = absl::Milliseconds(100);
+  client::Backoff backoff;
   absl::Time unavailable_since = absl::InfiniteFuture();
   absl::Time last_heard = absl::Now();  // guarded by each stream's heard_mu
   pb::MatrixProgress last;
@@ -137,7 +135,7 @@ absl::StatusOr<pb::MatrixProgress> Commands::WaitForMatrix(
         last_heard = absl::Now();
       }
       unavailable_since = absl::InfiniteFuture();
-      backoff = absl::Milliseconds(100);
+      backoff.Reset();
       last = progress;
       if (on_progress) on_progress(progress);
       if (progress.done()) {
@@ -155,8 +153,9 @@ absl::StatusOr<pb::MatrixProgress> Commands::WaitForMatrix(
                                                       " (server frozen or unreachable)"));
     }
     // A stream that ends cleanly without done=true (server shutting down) or
-    // an UNAVAILABLE one is resumed: the matrix lives in PostgreSQL.
-    if (!status.ok() && status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+    // a transient failure (lib/client/retry.h) is resumed: the matrix lives
+    // in PostgreSQL.
+    if (!status.ok() && !client::IsTransient(status.error_code())) {
       return client::ToAbsl(status);
     }
     const absl::Time now = absl::Now();
@@ -166,8 +165,7 @@ absl::StatusOr<pb::MatrixProgress> Commands::WaitForMatrix(
           absl::StrCat("lost the server for more than ", absl::FormatDuration(unavailable_limit),
                        status.ok() ? "" : absl::StrCat(": ", status.error_message())));
     }
-    absl::SleepFor(backoff);
-    backoff = NextBackoff(backoff);
+    absl::SleepFor(backoff.Next());
   }
 }
 

@@ -74,8 +74,9 @@ class Commands {
   int RunTokenList();
   int RunTokenRevoke(const std::string& name);
 
-  // Submits spec text. Retries while the server is UNAVAILABLE (with one
-  // idempotency key, so a retried submit never creates a second matrix).
+  // Submits spec text. Retries transient failures (lib/client/retry.h) a few
+  // times with one idempotency key, so a retried submit never creates a
+  // second matrix.
   absl::StatusOr<pb::SubmitMatrixResponse> SubmitSpec(const std::string& yaml, bool dry_run);
   // Follows WatchMatrix until the matrix is done, calling on_progress for each
   // update; reconnects while the server is away for up to `unavailable_limit`
