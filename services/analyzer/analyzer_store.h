@@ -1,5 +1,6 @@
 // AnalyzerStore: what farm-analyzer reads and writes in PostgreSQL, behind an
-// interface so the engine (analyzer.h) knows no SQL.
+// interface so the engine (analyzer.h) knows no SQL; the libpqxx
+// implementation is pg_analyzer_store.h.
 //
 // The schema is the scheduler's (lib/storage/migrations.cc, v10): the
 // analyzer reads matrices, jobs, results, catalog_commits and agents (their
@@ -27,7 +28,6 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
-#include "lib/storage/pg_pool.h"
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/detect.h"
 #include "services/analyzer/series.h"
@@ -213,8 +213,6 @@ class AnalyzerStore {
                                     const std::string& commit, double change,
                                     const std::string& state_json) = 0;
 };
-
-std::unique_ptr<AnalyzerStore> NewPgAnalyzerStore(storage::PgPool* pool);
 
 // "off" <-> 1 ... (iommufarm.v1.IommuMode numbers); unknown -> 0 / "".
 int ModeNumber(const std::string& mode);

@@ -6,11 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/storage/pg_pool.h"
 #include "lib/storage/row_codec.h"
 #include "lib/storage/run_eligibility.h"
 #include "proto/kernel_offers.h"
 #include "proto/names.h"
-#include "services/analyzer/analyzer_store.h"
+#include "services/analyzer/pg_analyzer_store.h"
 
 namespace farm::analyzer {
 
