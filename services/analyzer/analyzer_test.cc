@@ -499,6 +499,42 @@ SampleRow RealRow(int64_t matrix, const std::string& commit, double iops) {
   return r;
 }
 
+// The stored JSON reads into BisectState and writes back key for key, so
+// rows of running bisects survive an analyzer upgrade.
+TEST(BisectStateTest, StoredRowsRoundTripKeyForKey) {
+  const nlohmann::json confirming = nlohmann::json::parse(StateWithRealConfirm());
+  absl::StatusOr<BisectState> st = BisectStateFromJson(confirming.dump());
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->phase, BisectPhase::kConfirm);
+  EXPECT_EQ(st->first_bad.id, "c6");
+  ASSERT_TRUE(st->real_confirm.has_value());
+  EXPECT_EQ(st->real_confirm->executor, pb::EXECUTOR_FIO);
+  EXPECT_EQ(st->confirm_by, pb::EXECUTOR_UNSPECIFIED);  // not chosen yet
+  EXPECT_EQ(nlohmann::json::parse(BisectStateToJson(*st)), confirming);
+
+  nlohmann::json bisecting = confirming;
+  bisecting["phase"] = "bisect";
+  bisecting["confirm_by"] = "fio";
+  bisecting["confirm_note"] = "fio on real kernels";
+  bisecting["confirm_series"] = confirming["series"];
+  bisecting["confirm_round"] = 2;
+  bisecting["confirm_matrices"] = {101, 102};
+  bisecting["pending_matrices"] = {103};
+  bisecting["pending_index"] = 5;
+  bisecting["step_matrix"] = {{"1", 103}, {"10", 104}};
+  bisecting["planner"] = {{"any", "object"}};
+  bisecting["culprit_subjects"] = {{"c5", "s5"}, {"c6", "s6"}};
+  st = BisectStateFromJson(bisecting.dump());
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->confirm_by, pb::EXECUTOR_FIO);
+  EXPECT_TRUE(st->real());
+  EXPECT_EQ(st->step_matrix.at(10), 104);
+  EXPECT_EQ(nlohmann::json::parse(BisectStateToJson(*st)), bisecting);
+
+  EXPECT_FALSE(BisectStateFromJson("{}").ok());
+  EXPECT_FALSE(BisectStateFromJson("not json").ok());
+}
+
 TEST(RealConfirmTest, OfferedKernelsConfirmAsRealJobsAndTheRegressionRecordsFio) {
   OneBisectStore store(StateWithRealConfirm());
   store.offers = {Offer("c5", "", {iommufarm::v1::IOMMU_MODE_STRICT}),
