@@ -35,8 +35,8 @@
 #include "lib/storage/pg_pool.h"
 #include "scheduler/server.h"
 #include "services/analyzer/analyzer.h"
-#include "services/analyzer/analyzer_store.h"
 #include "services/analyzer/clients.h"
+#include "services/analyzer/pg_analyzer_store.h"
 #include "testing/service_harness.h"
 
 namespace farm::analyzer {

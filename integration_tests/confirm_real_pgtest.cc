@@ -42,8 +42,8 @@
 #include "proto/names.h"
 #include "scheduler/server.h"
 #include "services/analyzer/analyzer.h"
-#include "services/analyzer/analyzer_store.h"
 #include "services/analyzer/clients.h"
+#include "services/analyzer/pg_analyzer_store.h"
 #include "testing/child_process.h"
 #include "testing/service_harness.h"
 

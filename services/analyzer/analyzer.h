@@ -43,15 +43,20 @@
 #include <string>
 
 #include <prometheus/gauge.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
 #include "services/analyzer/analyzer_store.h"
 #include "services/analyzer/bisect.h"
+#include "services/analyzer/bisect_driver.h"
+#include "services/analyzer/bisect_state.h"
 #include "services/analyzer/clients.h"
 #include "services/analyzer/detect.h"
+#include "services/analyzer/rerun.h"
 #include "services/analyzer/result_gauges.h"
+#include "services/analyzer/series.h"
 
 namespace farm::analyzer {
 
@@ -117,14 +122,19 @@ class Analyzer final {
 
   // Totals since start, for logs and tests.
   int matrices_analyzed() const { return matrices_analyzed_; }
-  int submissions() const { return submissions_; }
+  int submissions() const { return submissions_ + bisects_.submissions(); }
 
  private:
   absl::Status AnalyzeMatrix(const MatrixInfo& m);
-  absl::Status AdvanceBisect(const ActiveBisect& b);
+  // The regression row and bisect record of one finding of `m`.
+  absl::StatusOr<NewRegression> NewRegressionFor(const MatrixInfo& m, const Finding& f,
+                                                 const PrimaryMetricMap& primary);
   absl::Status SendAlerts();
   absl::Status CheckFixes();
   absl::Status CheckFix(const FixCheckWork& w);
+  absl::Status StartFixCheck(const FixCheckWork& w, const BisectState& bisect, int generation);
+  absl::Status JudgeFix(const FixCheckWork& w, const BisectState& bisect,
+                        const nlohmann::json& check_state);
 
   AnalyzerStore* store_;
   JobSubmitter* submitter_;
@@ -132,50 +142,9 @@ class Analyzer final {
   OpenGauges open_;
   const AnalyzerOptions options_;
   int matrices_analyzed_ = 0;
-  int submissions_ = 0;
+  int submissions_ = 0;  // fix checks'; the bisects' are counted by bisects_
+  BisectDriver bisects_;
 };
-
-// Values of one series at one commit in a set of samples: the plain mode's
-// values, or for an overhead series mode/off ratios paired per
-// (matrix, repeat).
-std::vector<double> SeriesValuesAt(const std::vector<SampleRow>& samples, const SeriesSpec& spec,
-                                   const std::string& commit_id);
-
-// `analysis.confirm` of a matrix spec: the confirmation step of its findings
-// run as real jobs (docs/analyzer.md "Confirmation on real kernels").
-struct RealConfirm {
-  int executor = 0;  // iommufarm.v1.Executor number: fio or iozone
-  std::string workload;
-  std::string params_json = "{}";
-  std::string catalog;   // "": the finding's
-  std::string platform;  // "": the finding's
-  int repeats = 3;       // per commit, first round
-  int max_repeats = 3;   // doubling cap of a suggestive result
-  std::string metric;    // Sample.metric
-  std::string phase;     // Sample.phase
-};
-
-// The spec's analysis.confirm as the scheduler accepted it (the same
-// defaults: 3 repeats, max_repeats = repeats, proto::DefaultConfirmMetric);
-// nullopt when it has none or it cannot be read.
-std::optional<RealConfirm> RealConfirmFromSpecYaml(const std::string& spec_yaml);
-
-// The cell the real confirmation of `emulated` runs: the real workload,
-// executor and metric, the finding's mode (and off for an overhead series),
-// no model settings.
-SeriesSpec RealConfirmSpec(const SeriesSpec& emulated, const RealConfirm& c);
-
-// Why `real` cannot run at `commits` on the offered kernels: "" when for
-// every commit and mode of the cell some offer runs it (proto::FindOffer),
-// else a sentence naming what is missing, e.g. "no agent offers a fio kernel
-// for v6.1.190 in lazy".
-std::string MissingKernels(const std::vector<iommufarm::v1::KernelOffer>& offers,
-                           const SeriesSpec& real, const std::vector<std::string>& commits);
-
-// The YAML spec of a confirm/bisect matrix re-running `spec` at `commits`.
-std::string RerunSpecYaml(const SeriesSpec& spec, const std::string& name,
-                          const std::vector<std::string>& commits, int repeats,
-                          const std::string& kind, uint64_t seed, int priority);
 
 }  // namespace farm::analyzer
 

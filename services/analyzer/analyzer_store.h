@@ -1,5 +1,6 @@
 // AnalyzerStore: what farm-analyzer reads and writes in PostgreSQL, behind an
-// interface so the engine (analyzer.h) knows no SQL.
+// interface so the engine (analyzer.h) knows no SQL; the libpqxx
+// implementation is pg_analyzer_store.h.
 //
 // The schema is the scheduler's (lib/storage/migrations.cc, v10): the
 // analyzer reads matrices, jobs, results, catalog_commits and agents (their
@@ -27,7 +28,6 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
-#include "lib/storage/pg_pool.h"
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/detect.h"
 #include "services/analyzer/series.h"
@@ -38,7 +38,7 @@ struct MatrixInfo {
   int64_t id = 0;
   std::string catalog;
   bool analysis_bisect = false;
-  int executor = 1;       // iommufarm.v1.Executor number
+  iommufarm::v1::Executor executor = iommufarm::v1::EXECUTOR_EMULATOR;
   std::string spec_yaml;  // matrices.spec_yaml (its analysis.confirm)
 };
 
@@ -55,7 +55,7 @@ struct SeriesSpec {
   std::string workload;
   std::string params_json = "{}";     // jobs.params of the bulk jobs
   std::string model_set_json = "{}";  // jobs.model_set
-  int executor = 1;
+  iommufarm::v1::Executor executor = iommufarm::v1::EXECUTOR_EMULATOR;
   std::string metric;  // Sample.metric
   std::string phase;   // Sample.phase
   std::string mode;    // "strict", ...
@@ -66,8 +66,8 @@ struct SeriesSpec {
 // confirmation.
 struct NewRegression {
   Finding finding;
-  std::string series_key;                    // dedup: no second open regression with this key
-  int state = 1;                             // iommufarm.v1.RegressionState
+  std::string series_key;  // dedup: no second open regression with this key
+  iommufarm::v1::RegressionState state = iommufarm::v1::REGRESSION_STATE_SUSPECTED;
   std::string metric_rank = "primary";       // regressions.metric_rank: "primary" | "secondary"
   std::vector<std::string> primary_metrics;  // regressions.primary_metrics (the workload's)
   std::string note;               // regressions.note: a human sentence on the rank (RankNote)
@@ -91,8 +91,8 @@ struct BisectUpdate {
   std::string first_bad;
   std::string culprit_id;
   std::string culprit_subject;
-  std::optional<int> regression_state;  // new iommufarm.v1.RegressionState, if changed
-  std::optional<double> magnitude;      // confirmed magnitude, if re-measured
+  std::optional<iommufarm::v1::RegressionState> regression_state;  // new, if changed
+  std::optional<double> magnitude;  // confirmed magnitude, if re-measured
   std::optional<double> p_value;
   // Every culprit when the bisect is done (bisect_culprits); written only
   // when non-empty, replacing what was there.
@@ -208,17 +208,18 @@ class AnalyzerStore {
   // The kernel offers (proto::OffersFor) of the capability for `executor`
   // of every agent that sent a heartbeat within `live`.
   virtual absl::StatusOr<std::vector<iommufarm::v1::KernelOffer>> LiveOffers(
-      int executor, absl::Duration live) = 0;
+      iommufarm::v1::Executor executor, absl::Duration live) = 0;
   virtual absl::Status SaveFixCheck(int64_t regression_id, const std::string& fix_check,
                                     const std::string& commit, double change,
                                     const std::string& state_json) = 0;
 };
 
-std::unique_ptr<AnalyzerStore> NewPgAnalyzerStore(storage::PgPool* pool);
-
 // "off" <-> 1 ... (iommufarm.v1.IommuMode numbers); unknown -> 0 / "".
 int ModeNumber(const std::string& mode);
 std::string ModeName(int mode);
+// A stored iommufarm.v1.Executor number; one outside the enum reads as
+// EXECUTOR_UNSPECIFIED (the emulator).
+iommufarm::v1::Executor ExecutorFromNumber(int number);
 
 }  // namespace farm::analyzer
 

@@ -14,6 +14,19 @@
 namespace farm::analyzer {
 namespace {
 
+namespace pb = ::iommufarm::v1;
+
+std::vector<std::string> Ids(const pb::MatrixSpec& m) {
+  return {m.commit_list().ids().begin(), m.commit_list().ids().end()};
+}
+
+std::vector<int> Modes(const pb::MatrixSpec& m) { return {m.modes().begin(), m.modes().end()}; }
+
+std::map<std::string, std::string> Sorted(
+    const google::protobuf::Map<std::string, std::string>& m) {
+  return {m.begin(), m.end()};
+}
+
 SampleRow Row(int64_t matrix, const std::string& commit, const std::string& mode, int repeat,
               double v) {
   SampleRow r;
@@ -54,16 +67,23 @@ TEST(AnalyzerHelpersTest, RerunSpecCarriesCellAndKind) {
   spec.model_set_json = R"({"agent.hold_ms":"5"})";
   spec.mode = "strict";
   spec.overhead = true;
-  const std::string y =
-      RerunSpecYaml(spec, "analyzer-b1-step1", {"v5.10", "c588072bba6b"}, 3, "bisect", 42, 0);
-  EXPECT_NE(y.find("commits: [\"v5.10\",\"c588072bba6b\"]"), std::string::npos) << y;
-  EXPECT_NE(y.find("modes: [\"strict\",\"off\"]"), std::string::npos) << y;
-  EXPECT_NE(y.find("kind: bisect"), std::string::npos);
-  EXPECT_NE(y.find("repeats: 3"), std::string::npos);
-  EXPECT_NE(y.find("seed: 42"), std::string::npos);
-  EXPECT_NE(y.find(R"(params: {"tests":"write,read","threads":"12"})"), std::string::npos) << y;
-  EXPECT_NE(y.find(R"(set: {"agent.hold_ms":"5"})"), std::string::npos) << y;
-  EXPECT_NE(y.find("executor: emulator"), std::string::npos);
+  const pb::MatrixSpec m = RerunSpec(spec, "analyzer-b1-step1", {"v5.10", "c588072bba6b"}, 3,
+                                     pb::JOB_KIND_BISECT, 42, 0);
+  EXPECT_EQ(m.name(), "analyzer-b1-step1");
+  EXPECT_EQ(m.catalog(), "linux-iommu");
+  EXPECT_EQ(std::vector<std::string>(m.platform().begin(), m.platform().end()),
+            std::vector<std::string>{"intel-vtd-2s12c"});
+  EXPECT_EQ(Ids(m), (std::vector<std::string>{"v5.10", "c588072bba6b"}));
+  EXPECT_EQ(Modes(m), (std::vector<int>{pb::IOMMU_MODE_STRICT, pb::IOMMU_MODE_OFF}));
+  EXPECT_EQ(m.kind(), pb::JOB_KIND_BISECT);
+  EXPECT_EQ(m.repeats(), 3);
+  EXPECT_EQ(m.seed(), 42u);
+  ASSERT_EQ(m.workloads_size(), 1);
+  EXPECT_EQ(m.workloads(0).name(), "iozone-nfsrdma");
+  EXPECT_EQ(Sorted(m.workloads(0).params()),
+            (std::map<std::string, std::string>{{"tests", "write,read"}, {"threads", "12"}}));
+  EXPECT_EQ(Sorted(m.set()), (std::map<std::string, std::string>{{"agent.hold_ms", "5"}}));
+  EXPECT_EQ(m.executor(), pb::EXECUTOR_EMULATOR);
 }
 
 TEST(AnalyzerHelpersTest, AlertJsonHasLabelsAnnotationsAndEnd) {
@@ -208,10 +228,9 @@ TEST(AnalyzerRatioTest, OnlyTheOverheadRatioMovedIsDetectedConfirmedAndBisected)
   spec.phase = "write";
   spec.mode = f.mode;
   spec.overhead = f.overhead_series;
-  // The confirmation matrices re-run strict and off together (RerunSpecYaml).
-  EXPECT_NE(RerunSpecYaml(spec, "n", {"c16", "c24"}, 1, "confirm", 1, 0)
-                .find(R"(modes: ["strict","off"])"),
-            std::string::npos);
+  // The confirmation matrices re-run strict and off together (RerunSpec).
+  EXPECT_EQ(Modes(RerunSpec(spec, "n", {"c16", "c24"}, 1, pb::JOB_KIND_CONFIRM, 1, 0)),
+            (std::vector<int>{pb::IOMMU_MODE_STRICT, pb::IOMMU_MODE_OFF}));
   const BisectOptions bopt;
   std::vector<SampleRow> confirm;
   for (int r = 0; r < bopt.confirm_repeats; ++r) {
@@ -304,10 +323,11 @@ TEST(RealConfirmTest, ReadsTheSpecWithTheSchedulersDefaults) {
   EXPECT_EQ(real.metric, "iops");
   EXPECT_EQ(real.mode, "lazy");
   EXPECT_TRUE(real.overhead);
-  const std::string yaml = RerunSpecYaml(real, "n", {"v6.1.190", "v6.1.192"}, 1, "confirm", 1, 0);
-  EXPECT_NE(yaml.find("executor: fio"), std::string::npos) << yaml;
-  EXPECT_NE(yaml.find(R"(modes: ["lazy","off"])"), std::string::npos) << yaml;
-  EXPECT_EQ(yaml.find("set:"), std::string::npos) << yaml;
+  const pb::MatrixSpec m =
+      RerunSpec(real, "n", {"v6.1.190", "v6.1.192"}, 1, pb::JOB_KIND_CONFIRM, 1, 0);
+  EXPECT_EQ(m.executor(), pb::EXECUTOR_FIO);
+  EXPECT_EQ(Modes(m), (std::vector<int>{pb::IOMMU_MODE_LAZY, pb::IOMMU_MODE_OFF}));
+  EXPECT_TRUE(m.set().empty());
 }
 
 iommufarm::v1::KernelOffer Offer(const std::string& commit, const std::string& release,
@@ -324,7 +344,7 @@ TEST(RealConfirmTest, MissingKernelsNamesEachCommitAndMode) {
   using iommufarm::v1::IOMMU_MODE_OFF;
   using iommufarm::v1::IOMMU_MODE_STRICT;
   SeriesSpec real;
-  real.executor = 2;
+  real.executor = iommufarm::v1::EXECUTOR_FIO;
   real.mode = "strict";
   real.params_json = R"({"rw":"randread"})";
   const std::vector<iommufarm::v1::KernelOffer> offers = {
@@ -393,8 +413,8 @@ class OneBisectStore final : public AnalyzerStore {
     return std::vector<FixCheckWork>{};
   }
   absl::StatusOr<CommitRow> LatestCommit(const std::string&) override { return CommitRow{}; }
-  absl::StatusOr<std::vector<iommufarm::v1::KernelOffer>> LiveOffers(int executor,
-                                                                     absl::Duration) override {
+  absl::StatusOr<std::vector<iommufarm::v1::KernelOffer>> LiveOffers(
+      iommufarm::v1::Executor executor, absl::Duration) override {
     offers_asked_for.push_back(executor);
     return offers;
   }
@@ -417,11 +437,11 @@ class OneBisectStore final : public AnalyzerStore {
 
 class RecordingSubmitter final : public JobSubmitter {
  public:
-  absl::StatusOr<int64_t> Submit(const std::string& spec, const std::string&) override {
+  absl::StatusOr<int64_t> Submit(const pb::MatrixSpec& spec, const std::string&) override {
     specs.push_back(spec);
     return static_cast<int64_t>(100 + specs.size());
   }
-  std::vector<std::string> specs;
+  std::vector<pb::MatrixSpec> specs;
 };
 
 // The bisect state AnalyzeMatrix writes for a finding at c5..c6 (strict,
@@ -479,6 +499,42 @@ SampleRow RealRow(int64_t matrix, const std::string& commit, double iops) {
   return r;
 }
 
+// The stored JSON reads into BisectState and writes back key for key, so
+// rows of running bisects survive an analyzer upgrade.
+TEST(BisectStateTest, StoredRowsRoundTripKeyForKey) {
+  const nlohmann::json confirming = nlohmann::json::parse(StateWithRealConfirm());
+  absl::StatusOr<BisectState> st = BisectStateFromJson(confirming.dump());
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->phase, BisectPhase::kConfirm);
+  EXPECT_EQ(st->first_bad.id, "c6");
+  ASSERT_TRUE(st->real_confirm.has_value());
+  EXPECT_EQ(st->real_confirm->executor, pb::EXECUTOR_FIO);
+  EXPECT_EQ(st->confirm_by, pb::EXECUTOR_UNSPECIFIED);  // not chosen yet
+  EXPECT_EQ(nlohmann::json::parse(BisectStateToJson(*st)), confirming);
+
+  nlohmann::json bisecting = confirming;
+  bisecting["phase"] = "bisect";
+  bisecting["confirm_by"] = "fio";
+  bisecting["confirm_note"] = "fio on real kernels";
+  bisecting["confirm_series"] = confirming["series"];
+  bisecting["confirm_round"] = 2;
+  bisecting["confirm_matrices"] = {101, 102};
+  bisecting["pending_matrices"] = {103};
+  bisecting["pending_index"] = 5;
+  bisecting["step_matrix"] = {{"1", 103}, {"10", 104}};
+  bisecting["planner"] = {{"any", "object"}};
+  bisecting["culprit_subjects"] = {{"c5", "s5"}, {"c6", "s6"}};
+  st = BisectStateFromJson(bisecting.dump());
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->confirm_by, pb::EXECUTOR_FIO);
+  EXPECT_TRUE(st->real());
+  EXPECT_EQ(st->step_matrix.at(10), 104);
+  EXPECT_EQ(nlohmann::json::parse(BisectStateToJson(*st)), bisecting);
+
+  EXPECT_FALSE(BisectStateFromJson("{}").ok());
+  EXPECT_FALSE(BisectStateFromJson("not json").ok());
+}
+
 TEST(RealConfirmTest, OfferedKernelsConfirmAsRealJobsAndTheRegressionRecordsFio) {
   OneBisectStore store(StateWithRealConfirm());
   store.offers = {Offer("c5", "", {iommufarm::v1::IOMMU_MODE_STRICT}),
@@ -489,12 +545,14 @@ TEST(RealConfirmTest, OfferedKernelsConfirmAsRealJobsAndTheRegressionRecordsFio)
   EXPECT_EQ(store.offers_asked_for, std::vector<int>{2});
   // One interleaved matrix per repeat (2), real cell, no model settings.
   ASSERT_EQ(submitter.specs.size(), 2u);
-  for (const std::string& y : submitter.specs) {
-    EXPECT_NE(y.find("executor: fio"), std::string::npos) << y;
-    EXPECT_NE(y.find("platform: \"vm-smmuv3\""), std::string::npos) << y;
-    EXPECT_NE(y.find("name: \"fio-nvme\""), std::string::npos) << y;
-    EXPECT_NE(y.find(R"(commits: ["c5","c6"])"), std::string::npos) << y;
-    EXPECT_EQ(y.find("set:"), std::string::npos) << y;
+  for (const pb::MatrixSpec& y : submitter.specs) {
+    EXPECT_EQ(y.executor(), pb::EXECUTOR_FIO) << y.DebugString();
+    ASSERT_EQ(y.platform_size(), 1);
+    EXPECT_EQ(y.platform(0), "vm-smmuv3");
+    ASSERT_EQ(y.workloads_size(), 1);
+    EXPECT_EQ(y.workloads(0).name(), "fio-nvme");
+    EXPECT_EQ(Ids(y), (std::vector<std::string>{"c5", "c6"}));
+    EXPECT_TRUE(y.set().empty()) << y.DebugString();
   }
   ASSERT_EQ(store.updates.size(), 1u);
   EXPECT_EQ(store.updates[0].confirmed_by, "fio");
@@ -539,14 +597,14 @@ TEST(RealConfirmTest, TheBisectAfterARealConfirmationRunsOnTheEmulator) {
   }
   ASSERT_TRUE(analyzer.Tick().ok());
   ASSERT_EQ(submitter.specs.size(), 3u);
-  const std::string& step = submitter.specs[2];
-  EXPECT_NE(step.find("executor: emulator"), std::string::npos) << step;
-  EXPECT_NE(step.find("kind: bisect"), std::string::npos) << step;
-  EXPECT_NE(step.find("platform: \"kunpeng920-smmuv3\""), std::string::npos) << step;
+  const pb::MatrixSpec& step = submitter.specs[2];
+  EXPECT_EQ(step.executor(), pb::EXECUTOR_EMULATOR) << step.DebugString();
+  EXPECT_EQ(step.kind(), pb::JOB_KIND_BISECT) << step.DebugString();
+  ASSERT_EQ(step.platform_size(), 1);
+  EXPECT_EQ(step.platform(0), "kunpeng920-smmuv3");
   // The planner's first request is a reference, not the midpoint.
-  EXPECT_NE(step.find(R"(commits: ["c5"])"), std::string::npos) << step;
-  EXPECT_NE(step.find(absl::StrCat("repeats: ", options.bisect.initial_repeats)), std::string::npos)
-      << step;
+  EXPECT_EQ(Ids(step), std::vector<std::string>{"c5"});
+  EXPECT_EQ(step.repeats(), options.bisect.initial_repeats) << step.DebugString();
   const BisectUpdate& u = store.updates.back();
   EXPECT_EQ(u.confirmed_by, "fio");
   EXPECT_EQ(u.regression_state, 2);
@@ -556,7 +614,7 @@ TEST(RealConfirmTest, TheBisectAfterARealConfirmationRunsOnTheEmulator) {
 // bisect's state; a secondary one (latency) is confirmed on the emulator.
 TEST(RealConfirmTest, OnlyPrimaryMetricFindingsAreConfirmedOnRealKernels) {
   OneBisectStore store("{}");
-  store.matrices.push_back(MatrixInfo{1, "kernels", true, 1, kConfirmSpec});
+  store.matrices.push_back(MatrixInfo{1, "kernels", true, pb::EXECUTOR_EMULATOR, kConfirmSpec});
   std::mt19937_64 rng(7);
   std::normal_distribution<double> noise(0, 1);
   for (int c = 0; c <= 40; c += 8) {
@@ -601,9 +659,9 @@ TEST(RealConfirmTest, WithoutOfferedKernelsTheEmulatorConfirmsAndSaysWhy) {
   Analyzer analyzer(&store, &submitter, nullptr, {}, options);
   ASSERT_TRUE(analyzer.Tick().ok());
   ASSERT_EQ(submitter.specs.size(), static_cast<size_t>(options.bisect.confirm_repeats));
-  EXPECT_NE(submitter.specs[0].find("executor: emulator"), std::string::npos) << submitter.specs[0];
-  EXPECT_NE(submitter.specs[0].find("set: {\"fq.kind\":\"percpu\"}"), std::string::npos)
-      << submitter.specs[0];
+  EXPECT_EQ(submitter.specs[0].executor(), pb::EXECUTOR_EMULATOR);
+  EXPECT_EQ(Sorted(submitter.specs[0].set()),
+            (std::map<std::string, std::string>{{"fq.kind", "percpu"}}));
   ASSERT_EQ(store.updates.size(), 1u);
   EXPECT_EQ(store.updates[0].confirmed_by, "emulator");
   EXPECT_EQ(store.updates[0].confirm_note,

@@ -28,11 +28,11 @@ class GrpcJobSubmitter final : public JobSubmitter {
       : options_(std::move(options)),
         stub_(iommufarm::v1::JobService::NewStub(client::MakeChannel(options_))) {}
 
-  absl::StatusOr<int64_t> Submit(const std::string& spec_yaml,
+  absl::StatusOr<int64_t> Submit(const iommufarm::v1::MatrixSpec& spec,
                                  const std::string& idempotency_key) override {
     std::unique_ptr<grpc::ClientContext> ctx = client::NewContext(options_, absl::Seconds(30));
     iommufarm::v1::SubmitMatrixRequest req;
-    req.set_spec_yaml(spec_yaml);
+    *req.mutable_spec() = spec;
     req.set_idempotency_key(idempotency_key);
     iommufarm::v1::SubmitMatrixResponse resp;
     const absl::Status s = client::ToAbsl(stub_->SubmitMatrix(ctx.get(), req, &resp));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "iommufarm/v1/farm.pb.h"
 #include "lib/client/client.h"
 
 namespace farm::analyzer {
@@ -24,9 +25,10 @@ namespace farm::analyzer {
 class JobSubmitter {
  public:
   virtual ~JobSubmitter() = default;
-  // Returns the matrix id. The same idempotency key returns the first
-  // matrix again, which is what makes a restarted analyzer safe.
-  virtual absl::StatusOr<int64_t> Submit(const std::string& spec_yaml,
+  // Submits the typed spec (SubmitMatrixRequest.spec); returns the matrix
+  // id. The same idempotency key returns the first matrix again, which is
+  // what makes a restarted analyzer safe.
+  virtual absl::StatusOr<int64_t> Submit(const iommufarm::v1::MatrixSpec& spec,
                                          const std::string& idempotency_key) = 0;
 };
 

@@ -20,8 +20,8 @@
 #include "lib/storage/migrations.h"
 #include "lib/storage/pg_pool.h"
 #include "services/analyzer/analyzer.h"
-#include "services/analyzer/analyzer_store.h"
 #include "services/analyzer/clients.h"
+#include "services/analyzer/pg_analyzer_store.h"
 
 namespace {
 

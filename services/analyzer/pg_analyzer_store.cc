@@ -6,11 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/storage/pg_pool.h"
 #include "lib/storage/row_codec.h"
 #include "lib/storage/run_eligibility.h"
 #include "proto/kernel_offers.h"
 #include "proto/names.h"
-#include "services/analyzer/analyzer_store.h"
+#include "services/analyzer/pg_analyzer_store.h"
 
 namespace farm::analyzer {
 
@@ -19,6 +20,11 @@ int ModeNumber(const std::string& mode) { return static_cast<int>(proto::ModeFro
 std::string ModeName(int mode) {
   std::string name = proto::ModeName(mode);
   return name == proto::kUnspecifiedName ? "" : name;
+}
+
+iommufarm::v1::Executor ExecutorFromNumber(int number) {
+  return iommufarm::v1::Executor_IsValid(number) ? static_cast<iommufarm::v1::Executor>(number)
+                                                 : iommufarm::v1::EXECUTOR_UNSPECIFIED;
 }
 
 namespace {
@@ -77,7 +83,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
                "ORDER BY m.id LIMIT 20",
                floor)) {
         out.push_back(MatrixInfo{r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<bool>(),
-                                 r[3].as<int>(), r[4].as<std::string>()});
+                                 ExecutorFromNumber(r[3].as<int>()), r[4].as<std::string>()});
       }
       return out;
     });
@@ -169,7 +175,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
       s.platform = platform;
       s.workload = workload;
       s.params_json = r[0][0].as<std::string>();
-      s.executor = r[0][1].as<int>();
+      s.executor = ExecutorFromNumber(r[0][1].as<int>());
       s.catalog = r[0][2].as<std::string>();
       // jobs.model_set holds the commit's catalog settings plus the spec's
       // `set:`; only the latter may be carried to other commits.
@@ -227,10 +233,10 @@ class PgAnalyzerStore final : public AnalyzerStore {
             "  per_mode, matrix_id, series_key, note, metric_rank, primary_metrics) "
             "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16, "
             "  $17, $18, ARRAY(SELECT jsonb_array_elements_text($19::jsonb))) RETURNING id",
-            n.state, static_cast<int>(f.change_class), f.regression ? 1 : 2, f.platform, f.workload,
-            f.metric, ModeNumber(f.mode), f.overhead_series, catalog, f.last_good, f.first_bad,
-            f.magnitude, f.p_value, per_mode, matrix_id, n.series_key, n.note, n.metric_rank,
-            nlohmann::json(n.primary_metrics).dump());
+            static_cast<int>(n.state), static_cast<int>(f.change_class), f.regression ? 1 : 2,
+            f.platform, f.workload, f.metric, ModeNumber(f.mode), f.overhead_series, catalog,
+            f.last_good, f.first_bad, f.magnitude, f.p_value, per_mode, matrix_id, n.series_key,
+            n.note, n.metric_rank, nlohmann::json(n.primary_metrics).dump());
         const int64_t reg_id = reg[0].as<int64_t>();
         const pqxx::row b = w.exec_params1(
             "INSERT INTO bisects (regression_id, state, last_good, first_bad) "
@@ -287,8 +293,9 @@ class PgAnalyzerStore final : public AnalyzerStore {
           " confirm_note = CASE WHEN $12 = '' THEN confirm_note ELSE $12 END, "
           " updated_at = now() "
           "WHERE id = $1",
-          u.regression_id, u.regression_state.value_or(0), u.culprit_id, u.culprit_subject,
-          u.bisect_state == "done" ? u.last_good : std::string(),
+          u.regression_id,
+          static_cast<int>(u.regression_state.value_or(pb::REGRESSION_STATE_UNSPECIFIED)),
+          u.culprit_id, u.culprit_subject, u.bisect_state == "done" ? u.last_good : std::string(),
           u.bisect_state == "done" ? u.first_bad : std::string(), u.magnitude.has_value(),
           u.magnitude.value_or(0), u.p_value.value_or(1), u.confirmed_by, u.confirm_matrix_id,
           u.confirm_note);
@@ -468,7 +475,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
     });
   }
 
-  absl::StatusOr<std::vector<pb::KernelOffer>> LiveOffers(int executor,
+  absl::StatusOr<std::vector<pb::KernelOffer>> LiveOffers(pb::Executor executor,
                                                           absl::Duration live) override {
     using Out = std::vector<pb::KernelOffer>;
     return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
@@ -483,7 +490,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
         pb::HostFacts host;
         storage::JsonToHost(r[1].as<std::string>(), &host);
         const std::vector<pb::KernelOffer> offers =
-            proto::OffersFor({caps.begin(), caps.end()}, static_cast<pb::Executor>(executor), host);
+            proto::OffersFor({caps.begin(), caps.end()}, executor, host);
         out.insert(out.end(), offers.begin(), offers.end());
       }
       return out;

@@ -1,0 +1,391 @@
+#include "services/analyzer/bisect_driver.h"
+
+#include <algorithm>
+#include <optional>
+#include <span>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "lib/base/check.h"
+#include "services/analyzer/log.h"
+#include "services/analyzer/rerun.h"
+
+namespace farm::analyzer {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+
+// How recently an agent must have sent a heartbeat for its kernel offers to
+// count when the executor of a confirmation is chosen.
+constexpr absl::Duration kLiveAgent = absl::Minutes(2);
+
+// Seeds kept below 2^31 so every reader of the matrix's YAML takes them as
+// plain integers.
+uint64_t SubmissionSeed(int64_t bisect_id, int seq) {
+  return (static_cast<uint64_t>(bisect_id) * 7919u + static_cast<uint64_t>(seq) * 104729u) %
+             2000000000u +
+         1;
+}
+
+// Step 0 of a bisect: the confirmation, recorded at the first bad commit.
+BisectUpdate::Step ConfirmStep(const BisectState& st, const std::string& verdict, int repeats,
+                               const TwoSampleResult& test, int64_t matrix_id) {
+  BisectUpdate::Step s;
+  s.record = BisectStepRecord{0,       st.first_bad.index, st.first_bad.id, verdict,
+                              repeats, test.mean_b,        test.p_value,    test.relative_change};
+  s.matrix_id = matrix_id;
+  return s;
+}
+
+absl::Status Save(AnalyzerStore* store, BisectState& st, BisectUpdate& u) {
+  u.state_json = BisectStateToJson(st);
+  return store->SaveBisect(u);
+}
+
+}  // namespace
+
+BisectDriver::BisectDriver(AnalyzerStore* store, JobSubmitter* submitter, BisectOptions options,
+                           int priority)
+    : store_(store), submitter_(submitter), options_(std::move(options)), priority_(priority) {}
+
+absl::Status BisectDriver::Advance(const ActiveBisect& b) {
+  absl::StatusOr<BisectState> st = BisectStateFromJson(b.state_json);
+  if (!st.ok()) {
+    return absl::Status(st.status().code(),
+                        absl::StrCat("bisect ", b.bisect_id, ": ", st.status().message()));
+  }
+  Move m;
+  m.bisect_id = b.bisect_id;
+  m.st = *std::move(st);
+  m.u.bisect_id = b.bisect_id;
+  m.u.regression_id = b.regression_id;
+  m.u.bisect_state = "running";
+  m.u.last_good = m.st.last_good.id;
+  m.u.first_bad = m.st.first_bad.id;
+  if (m.st.phase == BisectPhase::kConfirm) {
+    // A confirmation that started the bisect goes on to its first step in
+    // the same move.
+    const absl::Status s = AdvanceConfirmation(m);
+    if (!s.ok() || m.st.phase != BisectPhase::kBisect) return s;
+  }
+  if (m.st.phase != BisectPhase::kBisect) return absl::OkStatus();
+  return AdvanceBisection(m);
+}
+
+// ------------------------------------------------------------ confirmation
+
+absl::Status BisectDriver::AdvanceConfirmation(Move& m) {
+  BisectState& st = m.st;
+  if (st.confirm_by == pb::EXECUTOR_UNSPECIFIED) {
+    if (absl::Status s = ChooseConfirmExecutor(m); !s.ok()) return s;
+  }
+  absl::StatusOr<ConfirmPlan> plan = PlanConfirmation(st);
+  if (!plan.ok()) return plan.status();
+  m.u.confirmed_by = ExecutorName(st.confirm_by);
+  m.u.confirm_note = st.confirm_note;
+  // Round r (0-based) of confirm_repeats matrices doubles the repeats of
+  // both commits: round 0 runs 1 repeat per matrix, round r >= 1 runs
+  // 2^(r-1), so after round r each commit has confirm_repeats * 2^r.
+  const int per_round = std::max(1, plan->options.confirm_repeats);
+  if (static_cast<int>(st.confirm_matrices.size()) < per_round * (st.confirm_round + 1)) {
+    return SubmitConfirmRounds(m, *plan);
+  }
+  return JudgeConfirmation(m, *plan);
+}
+
+// The executor of the confirmation, chosen once before its first matrix:
+// the spec's real one when live agents offer kernels for both commits in
+// every mode of the cell, else the emulator (saying why). The emulator does
+// not wait for kernels: a real confirmation that cannot run would hold the
+// bisect forever.
+absl::Status BisectDriver::ChooseConfirmExecutor(Move& m) {
+  BisectState& st = m.st;
+  st.confirm_by = pb::EXECUTOR_EMULATOR;
+  st.confirm_note = "";
+  if (!st.real_confirm.has_value() || !st.confirm_matrices.empty()) return absl::OkStatus();
+  const RealConfirm& rc = *st.real_confirm;
+  const SeriesSpec real = RealConfirmSpec(st.series, rc);
+  absl::StatusOr<std::vector<pb::KernelOffer>> offers = store_->LiveOffers(rc.executor, kLiveAgent);
+  if (!offers.ok()) return offers.status();
+  const std::string missing = MissingKernels(*offers, real, {st.last_good.id, st.first_bad.id});
+  if (missing.empty()) {
+    st.confirm_by = rc.executor == pb::EXECUTOR_UNSPECIFIED ? pb::EXECUTOR_EMULATOR : rc.executor;
+    st.confirm_series = real;
+  } else {
+    st.confirm_note =
+        absl::StrCat("not confirmed on real kernels: ", missing, "; confirmed on the emulator");
+  }
+  Log(absl::StrCat("bisect ", m.bisect_id, ": confirmation by ", ExecutorName(st.confirm_by),
+                   missing.empty() ? "" : " (" + missing + ")"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BisectDriver::ConfirmPlan> BisectDriver::PlanConfirmation(
+    const BisectState& st) const {
+  ConfirmPlan plan;
+  plan.real = st.real();
+  plan.cell = st.series;
+  plan.options = options_;
+  if (!plan.real) return plan;
+  if (!st.confirm_series.has_value() || !st.real_confirm.has_value()) {
+    return absl::InternalError("bad state: a real confirmation without its cell");
+  }
+  plan.cell = *st.confirm_series;
+  plan.options.confirm_repeats = st.real_confirm->repeats;
+  plan.options.max_confirm_repeats = st.real_confirm->max_repeats;
+  return plan;
+}
+
+absl::Status BisectDriver::SubmitConfirmRounds(Move& m, const ConfirmPlan& plan) {
+  BisectState& st = m.st;
+  std::vector<int64_t>& cm = st.confirm_matrices;
+  const int per_round = std::max(1, plan.options.confirm_repeats);
+  // One matrix per round keeps last good and first bad interleaved in the
+  // queue (same priority, ids in submission order).
+  while (static_cast<int>(cm.size()) < per_round * (st.confirm_round + 1)) {
+    const int r = static_cast<int>(cm.size()) / per_round;
+    const int repeats = r == 0 ? 1 : 1 << (r - 1);
+    absl::StatusOr<int64_t> id =
+        Submit(m, plan.cell, absl::StrCat("confirm", cm.size() + 1),
+               {st.last_good.id, st.first_bad.id}, repeats, pb::JOB_KIND_CONFIRM);
+    if (!id.ok() && plan.real && cm.empty() && absl::IsInvalidArgument(id.status())) {
+      return RefuseRealConfirmation(m, id.status());
+    }
+    if (!id.ok()) {
+      // Keep what was submitted; the next tick goes on with the same keys.
+      if (!cm.empty()) (void)Save(store_, st, m.u);
+      return id.status();
+    }
+    cm.push_back(*id);
+  }
+  // No figures yet: a default test (means 0, p 1).
+  m.u.steps.push_back(ConfirmStep(st, "pending", 2 * per_round * (1 << st.confirm_round),
+                                  TwoSampleResult{}, cm.front()));
+  m.u.confirm_matrix_id = cm.front();
+  Log(absl::StrCat("bisect ", m.bisect_id, ": confirming ", st.last_good.id, " vs ",
+                   st.first_bad.id, " with ", cm.size(), " interleaved rounds on ",
+                   m.u.confirmed_by));
+  return Save(store_, st, m.u);
+}
+
+// The scheduler refused the real cell (e.g. its catalog lacks a commit):
+// the emulator confirms, the reason is kept.
+absl::Status BisectDriver::RefuseRealConfirmation(Move& m, const absl::Status& refused) {
+  BisectState& st = m.st;
+  st.confirm_by = pb::EXECUTOR_EMULATOR;
+  st.confirm_note =
+      absl::StrCat("not confirmed on real kernels: the scheduler refused ",
+                   "the real matrix: ", refused.message(), "; confirmed on the emulator");
+  st.confirm_series.reset();
+  m.u.confirmed_by = ExecutorName(st.confirm_by);
+  m.u.confirm_note = st.confirm_note;
+  Log(absl::StrCat("bisect ", m.bisect_id, ": ", m.u.confirm_note));
+  return Save(store_, st, m.u);
+}
+
+absl::Status BisectDriver::JudgeConfirmation(Move& m, const ConfirmPlan& plan) {
+  BisectState& st = m.st;
+  const std::vector<int64_t>& ids = st.confirm_matrices;
+  m.u.confirm_matrix_id = ids.front();
+  absl::StatusOr<bool> done = store_->MatricesTerminal(ids);
+  if (!done.ok()) return done.status();
+  if (!*done) return absl::OkStatus();
+  absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples(ids);
+  if (!samples.ok()) return samples.status();
+  const std::vector<double> good = SeriesValuesAt(*samples, plan.cell, st.last_good.id);
+  const std::vector<double> bad = SeriesValuesAt(*samples, plan.cell, st.first_bad.id);
+  const Confirmation c = EvaluateConfirmation(good, bad, st.expected_change, plan.options);
+  const int runs = static_cast<int>(std::min(good.size(), bad.size()));
+  const std::string figures =
+      absl::StrCat(Percent(c.test.relative_change), absl::StrFormat(" p=%.2g", c.test.p_value),
+                   " (", good.size(), "+", bad.size(), " runs");
+  if (c.decision == SampleDecision::kMoreRepeats) {
+    // Suggestive, not conclusive: both commits again with doubled repeats.
+    ++st.confirm_round;
+    m.u.steps.push_back(ConfirmStep(st, "pending", runs, c.test, ids.front()));
+    Log(absl::StrCat("bisect ", m.bisect_id, ": confirmation suggestive ", figures,
+                     "), doubling the repeats"));
+    return Save(store_, st, m.u);
+  }
+  const std::string verdict = c.confirmed ? "confirmed" : "not-reproduced";
+  m.u.steps.push_back(ConfirmStep(st, verdict, runs, c.test, ids.front()));
+  Log(absl::StrCat("bisect ", m.bisect_id, ": confirmation ", verdict, " ", figures, " on ",
+                   m.u.confirmed_by, ")"));
+  if (plan.real) {
+    // The real figures: the regression's own magnitude stays the
+    // emulator's (another metric), so they go into the note.
+    const SeriesSpec& cell = plan.cell;
+    m.u.confirm_note =
+        absl::StrCat(m.u.confirmed_by, " on real kernels (", cell.platform, ", ", cell.workload,
+                     "): ", cell.metric, cell.phase.empty() ? "" : "/" + cell.phase, " ", figures,
+                     "): ", verdict);
+    st.confirm_note = m.u.confirm_note;
+  }
+  if (!c.confirmed) {
+    st.phase = BisectPhase::kDone;
+    m.u.bisect_state = "failed";
+    m.u.regression_state = pb::REGRESSION_STATE_REJECTED;
+    return Save(store_, st, m.u);
+  }
+  m.u.regression_state = pb::REGRESSION_STATE_CONFIRMED;
+  if (!plan.real) {
+    m.u.magnitude = c.test.relative_change;
+    m.u.p_value = c.test.p_value;
+  }
+  return StartBisection(m, c, plan.real, good, bad);
+}
+
+absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool real,
+                                          std::span<const double> good,
+                                          std::span<const double> bad) {
+  BisectState& st = m.st;
+  const CommitRef& lg = st.last_good;
+  const CommitRef& fb = st.first_bad;
+  absl::StatusOr<std::vector<CommitRow>> commits =
+      store_->Commits(st.series.catalog, lg.index, fb.index);
+  if (!commits.ok()) return commits.status();
+  const bool adjacent = fb.index - lg.index == 1;
+  if (adjacent || !st.do_bisect) {
+    st.phase = BisectPhase::kDone;
+    m.u.bisect_state = "done";
+    if (adjacent) {
+      m.u.culprit_id = fb.id;
+      m.u.culprit_subject = commits->back().subject;
+      m.u.culprits.push_back(BisectUpdate::CulpritRow{
+          Culprit{lg.index, fb.index, fb.id, real ? st.expected_change : c.test.relative_change, 1},
+          lg.id, m.u.culprit_subject});
+    }
+    return Save(store_, st, m.u);
+  }
+  std::vector<std::string> ids_in_range;
+  for (const CommitRow& r : *commits) ids_in_range.push_back(r.id);
+  if (static_cast<int>(ids_in_range.size()) != fb.index - lg.index + 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("catalog ", st.series.catalog, " changed under bisect ", m.bisect_id));
+  }
+  // The bisect runs on the emulator; real references would be another
+  // metric, so after a real confirmation the planner measures its own.
+  BisectPlanner planner(ids_in_range, lg.index, fb.index, options_);
+  if (!real) {
+    planner.AddSamples(lg.index, good);
+    planner.AddSamples(fb.index, bad);
+  }
+  st.phase = BisectPhase::kBisect;
+  st.planner_json = planner.ToJson();
+  st.culprit_subjects.clear();
+  for (const CommitRow& r : *commits) st.culprit_subjects[r.id] = r.subject;
+  return absl::OkStatus();
+}
+
+// --------------------------------------------------------------- bisection
+
+absl::Status BisectDriver::AdvanceBisection(Move& m) {
+  BisectState& st = m.st;
+  absl::StatusOr<BisectPlanner> planner = BisectPlanner::FromJson(st.planner_json);
+  if (!planner.ok()) return planner.status();
+  if (!st.pending_matrices.empty()) {
+    absl::StatusOr<bool> read = ReadStepValues(m, *planner);
+    if (!read.ok()) return read.status();
+    if (!*read) return absl::OkStatus();
+  }
+  const bool stuck = st.empty_rounds >= 3;
+  if (!planner->Done() && !stuck) {
+    if (absl::Status s = SubmitStepMatrix(m, *planner); !s.ok()) return s;
+  }
+  st.planner_json = planner->ToJson();
+  for (const BisectStepRecord& r : planner->Steps()) {
+    BisectUpdate::Step s;
+    s.record = r;
+    if (auto it = st.step_matrix.find(r.step); it != st.step_matrix.end()) s.matrix_id = it->second;
+    m.u.steps.push_back(s);
+  }
+  if (planner->Done() || stuck) Finish(m, *planner);
+  return Save(store_, st, m.u);
+}
+
+absl::StatusOr<bool> BisectDriver::ReadStepValues(Move& m, BisectPlanner& planner) {
+  BisectState& st = m.st;
+  if (st.pending_index < 0) {
+    return absl::InternalError(
+        absl::StrCat("bisect ", m.bisect_id, ": bad state: pending matrices without a commit"));
+  }
+  absl::StatusOr<bool> done = store_->MatricesTerminal(st.pending_matrices);
+  if (!done.ok()) return done.status();
+  if (!*done) return false;
+  absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples(st.pending_matrices);
+  if (!samples.ok()) return samples.status();
+  const std::vector<double> values =
+      SeriesValuesAt(*samples, st.series, planner.CommitId(st.pending_index));
+  st.empty_rounds = values.empty() ? st.empty_rounds + 1 : 0;
+  planner.AddSamples(st.pending_index, values);
+  st.pending_matrices.clear();
+  st.pending_index = -1;
+  return true;
+}
+
+absl::Status BisectDriver::SubmitStepMatrix(Move& m, const BisectPlanner& planner) {
+  BisectState& st = m.st;
+  const std::optional<BisectRequest> next = planner.Next();
+  FARM_DCHECK(next.has_value(), "a planner not done asks for a run");
+  const BisectRequest& req = *next;
+  absl::StatusOr<int64_t> id = Submit(m, st.series, absl::StrCat("step", planner.Steps().size()),
+                                      {req.commit_id}, req.repeats, pb::JOB_KIND_BISECT);
+  if (!id.ok()) return id.status();
+  st.pending_matrices.push_back(*id);
+  st.pending_index = req.commit_index;
+  if (!planner.Steps().empty()) st.step_matrix[planner.Steps().back().step] = *id;
+  Log(absl::StrCat("bisect ", m.bisect_id, ": range ", planner.CommitId(planner.LastGoodIndex()),
+                   "..", planner.CommitId(planner.FirstBadIndex()), ", testing ", req.commit_id,
+                   " x", req.repeats, " (matrix ", *id, ")"));
+  return absl::OkStatus();
+}
+
+void BisectDriver::Finish(Move& m, const BisectPlanner& planner) {
+  BisectState& st = m.st;
+  BisectUpdate& u = m.u;
+  st.phase = BisectPhase::kDone;
+  const bool ok = planner.Done() && !planner.Failed();
+  u.bisect_state = ok ? "done" : "failed";
+  u.last_good = planner.CommitId(planner.LastGoodIndex());
+  u.first_bad = planner.CommitId(planner.FirstBadIndex());
+  auto subject_of = [&](const std::string& id) {
+    auto it = st.culprit_subjects.find(id);
+    return it == st.culprit_subjects.end() ? std::string() : it->second;
+  };
+  std::string named;
+  if (ok) {
+    u.culprit_id = u.first_bad;
+    u.culprit_subject = subject_of(u.culprit_id);
+    for (const Culprit& c : planner.Culprits()) {
+      u.culprits.push_back(BisectUpdate::CulpritRow{c, planner.CommitId(c.last_good_index),
+                                                    subject_of(c.commit_id)});
+      absl::StrAppend(&named, named.empty() ? "" : ", ", c.commit_id, " (",
+                      Percent(c.relative_change), absl::StrFormat(", share %.0f%%", c.share * 100),
+                      ")");
+    }
+  }
+  if (u.culprits.size() > 1)
+    Log(absl::StrCat("bisect ", m.bisect_id, ": ", u.culprits.size(), " culprits: ", named));
+  Log(absl::StrCat("bisect ", m.bisect_id, ": ", u.bisect_state, ", first bad ", u.first_bad, " \"",
+                   u.culprit_subject, "\" after ", planner.Steps().size(), " steps, ",
+                   planner.RunsRequested(), " runs",
+                   planner.UsedWeakVerdict() ? " (a weak verdict was acted on)" : ""));
+}
+
+absl::StatusOr<int64_t> BisectDriver::Submit(Move& m, const SeriesSpec& cell,
+                                             const std::string& what,
+                                             const std::vector<std::string>& commits, int repeats,
+                                             pb::JobKind kind) {
+  const int seq = m.st.seq;
+  absl::StatusOr<int64_t> id = submitter_->Submit(
+      RerunSpec(cell, absl::StrCat("analyzer-b", m.bisect_id, "-", what), commits, repeats, kind,
+                SubmissionSeed(m.bisect_id, seq), priority_),
+      absl::StrCat("analyzer/b", m.bisect_id, "/", seq));
+  if (!id.ok()) return id.status();
+  m.st.seq = seq + 1;
+  ++submissions_;
+  return id;
+}
+
+}  // namespace farm::analyzer

@@ -1,0 +1,93 @@
+// BisectDriver: moves one regression's bisect record a step further per
+// Advance(), as the state machine of docs/analyzer.md:
+//
+//   confirm:  choose the confirmation's executor (once) -> submit the
+//             round's interleaved matrices -> read the verdict when they are
+//             terminal: suggestive -> next round (doubled repeats); not
+//             reproduced -> done (REJECTED); confirmed -> CONFIRMED, and
+//             done when the range is one commit or no bisect is wanted, else
+//   bisect:   read the pending step's values -> ask the planner for the next
+//             commit and submit its step matrix -> finish (culprits) when the
+//             planner is done or three steps in a row gave no value.
+//
+// Every move is written with AnalyzerStore::SaveBisect (state, steps,
+// culprits, regression columns) in one transaction; submissions carry the
+// idempotency key analyzer/b<bisect id>/<seq>, so a move repeated after a
+// crash submits nothing twice.
+//
+// Thread-compatible. The store and submitter are not owned and must outlive
+// the driver.
+#ifndef SERVICES_ANALYZER_BISECT_DRIVER_H_
+#define SERVICES_ANALYZER_BISECT_DRIVER_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "iommufarm/v1/farm.pb.h"
+#include "services/analyzer/analyzer_store.h"
+#include "services/analyzer/bisect.h"
+#include "services/analyzer/bisect_state.h"
+#include "services/analyzer/clients.h"
+
+namespace farm::analyzer {
+
+class BisectDriver final {
+ public:
+  // `priority`: extra priority of every submitted matrix within its band.
+  BisectDriver(AnalyzerStore* store, JobSubmitter* submitter, BisectOptions options, int priority);
+  BisectDriver(const BisectDriver&) = delete;
+  BisectDriver& operator=(const BisectDriver&) = delete;
+
+  absl::Status Advance(const ActiveBisect& bisect);
+
+  // Matrices submitted since construction.
+  int submissions() const { return submissions_; }
+
+ private:
+  // One Advance(): the record as read, and the write it builds up.
+  struct Move {
+    int64_t bisect_id = 0;
+    BisectState st;
+    BisectUpdate u;
+  };
+  // The confirmation's cell and options, once its executor is chosen.
+  struct ConfirmPlan {
+    bool real = false;
+    SeriesSpec cell;
+    BisectOptions options;
+  };
+
+  absl::Status AdvanceConfirmation(Move& m);
+  absl::Status ChooseConfirmExecutor(Move& m);
+  absl::StatusOr<ConfirmPlan> PlanConfirmation(const BisectState& st) const;
+  absl::Status SubmitConfirmRounds(Move& m, const ConfirmPlan& plan);
+  absl::Status RefuseRealConfirmation(Move& m, const absl::Status& refused);
+  absl::Status JudgeConfirmation(Move& m, const ConfirmPlan& plan);
+  // After a confirmed regression: done at once, or the planner set up.
+  absl::Status StartBisection(Move& m, const Confirmation& c, bool real,
+                              std::span<const double> good, std::span<const double> bad);
+
+  absl::Status AdvanceBisection(Move& m);
+  // false while the pending step's matrices are not terminal.
+  absl::StatusOr<bool> ReadStepValues(Move& m, BisectPlanner& planner);
+  absl::Status SubmitStepMatrix(Move& m, const BisectPlanner& planner);
+  void Finish(Move& m, const BisectPlanner& planner);
+
+  absl::StatusOr<int64_t> Submit(Move& m, const SeriesSpec& cell, const std::string& what,
+                                 const std::vector<std::string>& commits, int repeats,
+                                 iommufarm::v1::JobKind kind);
+
+  AnalyzerStore* store_;
+  JobSubmitter* submitter_;
+  const BisectOptions options_;
+  const int priority_;
+  int submissions_ = 0;
+};
+
+}  // namespace farm::analyzer
+
+#endif  // SERVICES_ANALYZER_BISECT_DRIVER_H_

@@ -1,0 +1,83 @@
+// BisectState: everything the analyzer keeps about one regression's
+// confirmation and bisection between ticks, stored as the JSON value of
+// analyzer_state 'bisect:<bisect id>' (the fix check reads its series and
+// range too).
+//
+// The JSON keys are the field names below; rows written by any earlier
+// analyzer read back (keys added later have defaults: confirm_round 0,
+// confirm_note "", no confirm_by = executor not chosen yet).
+//
+// Thread-compatible value type.
+#ifndef SERVICES_ANALYZER_BISECT_STATE_H_
+#define SERVICES_ANALYZER_BISECT_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "iommufarm/v1/farm.pb.h"
+#include "services/analyzer/analyzer_store.h"
+#include "services/analyzer/rerun.h"
+
+namespace farm::analyzer {
+
+// Stored as "confirm", "bisect", "done".
+enum class BisectPhase { kConfirm, kBisect, kDone };
+
+struct CommitRef {
+  int index = 0;  // catalog index
+  std::string id;
+};
+
+struct BisectState {
+  SeriesSpec series;  // the emulated cell the finding is in (the bisect runs it)
+  bool regression = true;
+  double expected_change = 0;  // the detected relative change (its sign: the bad direction)
+  CommitRef last_good;
+  CommitRef first_bad;
+  bool do_bisect = false;               // bisect once confirmed (else stop at confirmation)
+  std::string metric_rank = "primary";  // "primary" | "secondary"
+  std::vector<std::string> primary_metrics;
+  BisectPhase phase = BisectPhase::kConfirm;
+  // Submissions so far: the idempotency key and seed of the next one.
+  int seq = 0;
+
+  // Confirmation. real_confirm: the spec's analysis.confirm (primary-metric
+  // findings only). confirm_by: the executor chosen before the first matrix
+  // (UNSPECIFIED: not chosen yet), with the reason in confirm_note when the
+  // real one could not be; confirm_series: the real cell when it confirms.
+  std::optional<RealConfirm> real_confirm;
+  iommufarm::v1::Executor confirm_by = iommufarm::v1::EXECUTOR_UNSPECIFIED;
+  std::string confirm_note;
+  std::optional<SeriesSpec> confirm_series;
+  int confirm_round = 0;                  // repeats doubled this many times
+  std::vector<int64_t> confirm_matrices;  // every round's, in submission order
+
+  // Bisection. planner_json: BisectPlanner::ToJson ("" before the bisect);
+  // pending_*: the step matrices being waited for and the commit they run;
+  // empty_rounds: consecutive steps that gave no value (3 fail the bisect);
+  // step_matrix: the first matrix of each planner step.
+  std::string planner_json;
+  std::vector<int64_t> pending_matrices;
+  int pending_index = -1;
+  int empty_rounds = 0;
+  std::map<int, int64_t> step_matrix;
+  std::map<std::string, std::string> culprit_subjects;  // commit id -> subject, in the range
+
+  bool real() const {
+    return confirm_by != iommufarm::v1::EXECUTOR_UNSPECIFIED &&
+           confirm_by != iommufarm::v1::EXECUTOR_EMULATOR;
+  }
+};
+
+std::string BisectStateToJson(const BisectState& state);
+// kInternal naming the key when the text is not a bisect state.
+absl::StatusOr<BisectState> BisectStateFromJson(std::string_view json);
+
+}  // namespace farm::analyzer
+
+#endif  // SERVICES_ANALYZER_BISECT_STATE_H_
