@@ -7,7 +7,8 @@
 #   vm     boots a kernel under QEMU
 #   e2e    several farm binaries talking to each other
 #   slow   hermetic but long (model sweeps)
-set(FARM_TEST_LABELS unit pg tools vm e2e slow)
+#   kbuild builds a real kernel (the test tree of scripts/make-test-kernel-tree)
+set(FARM_TEST_LABELS unit pg tools vm e2e slow kbuild)
 
 function(_farm_check_labels labels)
   if(NOT labels)
