@@ -7,12 +7,13 @@
 #   vm     boots a kernel under QEMU
 #   e2e    several farm binaries talking to each other
 #   slow   hermetic but long (model sweeps)
+#   kbuild builds a real kernel (the test tree of scripts/make-test-kernel-tree)
 # A test that needs a prepared resource (a package scripts/install-deps
 # installs, kernels of scripts/fetch-test-kernels, a guest root of
 # scripts/build-guest-root) says so in one "Needs: ..." line of its
 # registration, naming the script; scripts/test prepares every one of them
 # before CTest, and a test whose resource is missing fails naming the script.
-set(FARM_TEST_LABELS unit pg tools vm e2e slow)
+set(FARM_TEST_LABELS unit pg tools vm e2e slow kbuild)
 # `unit` tests are the fast loop: each case gets this long at most.
 set(FARM_UNIT_TEST_TIMEOUT 60)
 

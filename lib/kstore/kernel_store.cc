@@ -26,8 +26,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kKeys[] = {"commit", "release", "arch",    "image", "initrd",
-                                 "config", "modules", "version", "source"};
+constexpr const char* kKeys[] = {"commit",      "release",   "arch",     "image",        "initrd",
+                                 "config",      "modules",   "version",  "source",       "tree",
+                                 "config_hash", "fragments", "compiler", "build_seconds"};
 
 std::string Join(const std::string& dir, const std::string& rel) {
   return rel.empty() ? "" : (fs::path(dir) / rel).string();
@@ -118,11 +119,19 @@ absl::StatusOr<KernelBuild> ParseManifest(absl::string_view text, absl::string_v
   }
   if (!root.IsMap()) return fail("expected a mapping of keys (commit, release, arch, image, ...)");
   std::map<std::string, std::string> values;
+  std::vector<std::string> fragments;
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>("");
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
       return fail(
           absl::StrCat("unknown key '", key, "' (known: ", absl::StrJoin(kKeys, ", "), ")"));
+    }
+    if (key == "fragments" && kv.second.IsSequence()) {
+      for (const auto& f : kv.second) {
+        if (!f.IsScalar()) return fail("'fragments' must be a list of names");
+        fragments.push_back(f.Scalar());
+      }
+      continue;
     }
     if (!kv.second.IsScalar()) return fail(absl::StrCat("'", key, "' must be a single value"));
     values[key] = kv.second.Scalar();
@@ -140,6 +149,11 @@ absl::StatusOr<KernelBuild> ParseManifest(absl::string_view text, absl::string_v
   b.modules = values["modules"];
   b.version = values["version"];
   b.source = values["source"];
+  b.tree = values["tree"];
+  b.config_hash = values["config_hash"];
+  b.fragments = std::move(fragments);
+  b.compiler = values["compiler"];
+  b.build_seconds = values["build_seconds"];
   if (!IsPlainName(b.commit)) {
     return fail(absl::StrCat("commit '", b.commit,
                              "' is not a plain id ([A-Za-z0-9._+-], not starting with . or -)"));
@@ -177,6 +191,13 @@ std::string FormatManifest(const KernelBuild& b) {
   put("modules", b.modules);
   put("version", b.version);
   put("source", b.source);
+  put("tree", b.tree);
+  put("config_hash", b.config_hash);
+  if (!b.fragments.empty()) {
+    out << YAML::Key << "fragments" << YAML::Value << YAML::Flow << b.fragments;
+  }
+  put("compiler", b.compiler);
+  put("build_seconds", b.build_seconds);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -13,6 +13,14 @@
 //   version: 6.1.192-3              # optional: orders builds in a catalog
 //   source: linux-image-6.1.0-57-cloud-arm64_6.1.192-3_arm64.deb  # optional
 //
+// A build the kernel builder (lib/kbuild) made also says how it was made:
+//
+//   tree: https://git.kernel.org/...linux.git   # the source tree
+//   config_hash: 3f2a...                        # sha256 of the final .config
+//   fragments: [q35-intel-iommu.config]         # config fragments, in order
+//   compiler: gcc (Debian 12.2.0-14) 12.2.0
+//   build_seconds: 43.2                         # the build's wall time
+//
 // Paths are relative to the build directory and stay inside it. A build
 // directory without a manifest but with a `vmlinuz` (the layout
 // scripts/fetch-test-kernels wrote before it wrote manifests:
@@ -58,7 +66,12 @@ struct KernelBuild {
   std::string modules;  // relative to dir; "" when the build has none
   std::string version;  // "" when the manifest names none
   std::string source;
-  std::string dir;  // the build directory (filled by ReadBuild / ReadStore)
+  std::string tree;                    // "" for a build not made from a tree
+  std::string config_hash;             // "" when unknown
+  std::vector<std::string> fragments;  // file names; empty when none
+  std::string compiler;                // "" when unknown
+  std::string build_seconds;           // "" when unknown
+  std::string dir;                     // the build directory (filled by ReadBuild / ReadStore)
 
   std::string ImagePath() const;
   std::string InitrdPath() const;   // "" when no initrd

@@ -48,7 +48,8 @@ TEST(ParseManifest, ErrorsNameTheFileAndTheKey) {
             "store/x/kernel.yaml: missing 'image'");
   EXPECT_EQ(ParseError(std::string(kGood) + "imgae: vmlinuz\n"),
             "store/x/kernel.yaml: unknown key 'imgae' (known: commit, release, arch, image, "
-            "initrd, config, modules, version, source)");
+            "initrd, config, modules, version, source, tree, config_hash, fragments, compiler, "
+            "build_seconds)");
   EXPECT_EQ(ParseError("commit: a\nrelease: r\narch: riscv64\nimage: vmlinuz\n"),
             "store/x/kernel.yaml: arch 'riscv64' unknown (x86_64, aarch64)");
   EXPECT_EQ(ParseError("commit: a/b\nrelease: r\narch: x86_64\nimage: vmlinuz\n"),
@@ -64,6 +65,8 @@ TEST(ParseManifest, ErrorsNameTheFileAndTheKey) {
             "directory, without '..'");
   EXPECT_EQ(ParseError("commit: [a, b]\nrelease: r\narch: x86_64\nimage: v\n"),
             "store/x/kernel.yaml: 'commit' must be a single value");
+  EXPECT_EQ(ParseError(std::string(kGood) + "fragments: [[a]]\n"),
+            "store/x/kernel.yaml: 'fragments' must be a list of names");
   EXPECT_EQ(ParseError("- commit: a\n"),
             "store/x/kernel.yaml: expected a mapping of keys (commit, release, arch, image, ...)");
   EXPECT_NE(ParseError("commit: a\n  release: [\n").find("store/x/kernel.yaml: not YAML: line "),
@@ -75,6 +78,11 @@ TEST(FormatManifest, RoundTrips) {
   ASSERT_TRUE(b.ok());
   b->source = "linux-image-6.1.0-57-cloud-arm64_6.1.192-3_arm64.deb";
   b->modules = "modules";
+  b->tree = "/src/linux";
+  b->config_hash = "3f2a";
+  b->fragments = {"q35-intel-iommu.config", "extra.config"};
+  b->compiler = "gcc (Debian 12.2.0-14) 12.2.0";
+  b->build_seconds = "43.2";
   absl::StatusOr<KernelBuild> again = ParseManifest(FormatManifest(*b), "m");
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << FormatManifest(*b);
   EXPECT_EQ(again->commit, b->commit);
@@ -82,6 +90,11 @@ TEST(FormatManifest, RoundTrips) {
   EXPECT_EQ(again->modules, "modules");
   EXPECT_EQ(again->source, b->source);
   EXPECT_EQ(again->version, b->version);
+  EXPECT_EQ(again->tree, b->tree);
+  EXPECT_EQ(again->config_hash, b->config_hash);
+  EXPECT_EQ(again->fragments, b->fragments);
+  EXPECT_EQ(again->compiler, b->compiler);
+  EXPECT_EQ(again->build_seconds, b->build_seconds);
 }
 
 TEST(CompareVersions, NaturalOrder) {

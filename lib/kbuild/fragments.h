@@ -1,0 +1,37 @@
+// fragments: the config fragments the project ships, one per vm machine
+// model (lib/kbuild/fragments/*.config, compiled into the library so that a
+// build never depends on where the sources are): `guest.config`, what every
+// guest of the vm provider needs, then the model's own (serial console,
+// IOMMU driver). Thread-safe: constant data.
+#ifndef LIB_KBUILD_FRAGMENTS_H_
+#define LIB_KBUILD_FRAGMENTS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace farm::kbuild {
+
+struct Fragment {
+  std::string name;  // "q35-intel-iommu.config", or a user fragment's path
+  std::string text;
+};
+
+struct MachineModel {
+  const char* name;  // the vm platform name: q35-intel-iommu, q35-amd-iommu, virt-smmuv3
+  const char* arch;  // kstore::kArchX86 or kstore::kArchArm64
+};
+
+// The machine models fragments are shipped for.
+const std::vector<MachineModel>& MachineModels();
+
+// guest.config and the fragment of `machine` for `arch`. InvalidArgument for
+// a machine without a fragment or one of another architecture.
+absl::StatusOr<std::vector<Fragment>> MachineFragments(absl::string_view machine,
+                                                       absl::string_view arch);
+
+}  // namespace farm::kbuild
+
+#endif  // LIB_KBUILD_FRAGMENTS_H_

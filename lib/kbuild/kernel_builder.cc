@@ -1,0 +1,524 @@
+#include "lib/kbuild/kernel_builder.h"
+
+#include <fcntl.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "lib/kbuild/build_cache.h"
+#include "lib/kbuild/fragments.h"
+#include "lib/kbuild/kconfig.h"
+#include "lib/process/process.h"
+#include "lib/process/scoped_temp_dir.h"
+
+namespace farm::kbuild {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kBuildUser[] = "farm";
+constexpr char kBuildHost[] = "iommu-farm";
+constexpr char kIdentityOrigin[] = "kernel builder";
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+absl::Status WriteWholeFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+bool IsFullSha(absl::string_view rev) {
+  if (rev.size() != 40) return false;
+  for (char c : rev) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+bool BaseIsFile(const std::string& base) {
+  std::error_code ec;
+  return absl::StrContains(base, '/') || fs::is_regular_file(base, ec);
+}
+
+// The kernel's ARCH, image target and image path under obj/ for a guest arch.
+struct ArchInfo {
+  const char* karch;
+  const char* cross_compile;
+  const char* image_target;
+  const char* image_path;
+};
+
+absl::StatusOr<ArchInfo> ArchFor(const std::string& arch) {
+  if (arch == kstore::kArchX86) return ArchInfo{"x86_64", "", "bzImage", "arch/x86/boot/bzImage"};
+  if (arch == kstore::kArchArm64) {
+    return ArchInfo{"arm64", "aarch64-linux-gnu-", "Image", "arch/arm64/boot/Image"};
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("arch '", arch, "' unknown (", kstore::kArchX86, ", ", kstore::kArchArm64, ")"));
+}
+
+// One build: the request, where it runs, and the log every step appends to.
+class Build {
+ public:
+  Build(const BuildRequest& request, std::string* log)
+      : req_(request), log_(log), start_(absl::Now()), deadline_(start_ + request.timeout) {}
+
+  absl::StatusOr<BuildResult> Run();
+
+ private:
+  absl::Status Prepare();
+  absl::StatusOr<std::vector<Fragment>> ReadFragments() const;
+  std::string TreeId() const;
+  absl::Status SyncMirror();
+  absl::Status CheckOut();
+  absl::Status Configure();
+  absl::StatusOr<std::string> MergedConfig();
+  absl::Status CheckConfig(const std::string& final_config) const;
+  absl::Status Compile();
+  absl::StatusOr<kstore::KernelBuild> WriteStoreEntry(const std::string& release);
+
+  // Runs argv (argv[0] resolved on PATH) in `cwd`, logging it and its output.
+  absl::StatusOr<runners::ProcessResult> Exec(std::vector<std::string> argv,
+                                              const std::string& cwd = "");
+  // Exec that fails with the command's stderr unless it exits 0.
+  absl::StatusOr<std::string> ExecOk(std::vector<std::string> argv, const std::string& cwd = "");
+  std::vector<std::string> GitIn(const std::string& dir) const { return {req_.git, "-C", dir}; }
+  std::vector<std::string> MakeArgv() const;
+  void Log(absl::string_view text) {
+    if (log_ != nullptr) absl::StrAppend(log_, text);
+  }
+
+  const BuildRequest& req_;
+  std::string* log_;
+  const absl::Time start_;
+  const absl::Time deadline_;
+  ArchInfo arch_{};
+  std::string compiler_;  // "gcc" or the cross gcc, resolved
+  std::string ccache_;    // "" when not used
+  std::vector<Fragment> fragments_;
+  std::vector<ConfigOption> requested_;
+  std::string config_id_;
+  fs::path root_, mirror_, build_dir_, src_, obj_;
+  std::string commit_;
+  std::string timestamp_;
+  std::string final_config_;
+};
+
+absl::StatusOr<runners::ProcessResult> Build::Exec(std::vector<std::string> argv,
+                                                   const std::string& cwd) {
+  Log(absl::StrCat("$ ", absl::StrJoin(argv, " "), "\n"));
+  runners::ProcessOptions p;
+  p.argv = std::move(argv);
+  p.cwd = cwd;
+  p.env = std::vector<std::string>{
+      "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+      "LC_ALL=C",
+      absl::StrCat("HOME=", root_.string()),
+      absl::StrCat("CCACHE_DIR=", (root_ / "ccache").string()),
+      absl::StrCat("CCACHE_BASEDIR=", build_dir_.string()),
+      absl::StrCat("KBUILD_BUILD_TIMESTAMP=", timestamp_),
+      absl::StrCat("KBUILD_BUILD_USER=", kBuildUser),
+      absl::StrCat("KBUILD_BUILD_HOST=", kBuildHost),
+  };
+  p.timeout = deadline_ - absl::Now();
+  if (p.timeout <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError(absl::StrCat("kernel build of ", req_.rev, " ran past its ",
+                                                    absl::FormatDuration(req_.timeout)));
+  }
+  p.cancelled = req_.cancelled;
+  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+  if (!r.ok()) return r.status();
+  Log(r->stdout_data);
+  Log(r->stderr_data);
+  if (r->timed_out) {
+    return absl::DeadlineExceededError(absl::StrCat("kernel build of ", req_.rev, " ran past its ",
+                                                    absl::FormatDuration(req_.timeout)));
+  }
+  if (r->cancelled) return absl::CancelledError(absl::StrCat("kernel build of ", req_.rev));
+  return r;
+}
+
+absl::StatusOr<std::string> Build::ExecOk(std::vector<std::string> argv, const std::string& cwd) {
+  const std::string command = absl::StrJoin(argv, " ");
+  absl::StatusOr<runners::ProcessResult> r = Exec(std::move(argv), cwd);
+  if (!r.ok()) return r.status();
+  if (!r->ok()) {
+    return absl::InternalError(absl::StrCat(command, ": ", r->Describe(), ": ",
+                                            absl::StripAsciiWhitespace(r->stderr_data)));
+  }
+  return r->stdout_data;
+}
+
+absl::StatusOr<std::vector<Fragment>> Build::ReadFragments() const {
+  std::vector<Fragment> out;
+  if (!req_.machine.empty()) {
+    absl::StatusOr<std::vector<Fragment>> shipped = MachineFragments(req_.machine, req_.arch);
+    if (!shipped.ok()) return shipped.status();
+    out = *std::move(shipped);
+  }
+  for (const std::string& path : req_.fragments) {
+    absl::StatusOr<std::string> text = ReadWholeFile(path);
+    if (!text.ok())
+      return absl::InvalidArgumentError(absl::StrCat("fragment: ", text.status().message()));
+    out.push_back({path, *std::move(text)});
+  }
+  return out;
+}
+
+// A local tree is named by its absolute path, a remote one by its URL.
+std::string Build::TreeId() const {
+  std::error_code ec;
+  if (fs::is_directory(req_.tree, ec)) {
+    fs::path p = fs::canonical(req_.tree, ec);
+    if (!ec) return p.string();
+  }
+  return req_.tree;
+}
+
+absl::Status Build::Prepare() {
+  absl::StatusOr<ArchInfo> arch = ArchFor(req_.arch);
+  if (!arch.ok()) return arch.status();
+  arch_ = *arch;
+  if (req_.tree.empty() || req_.rev.empty() || req_.store_dir.empty()) {
+    return absl::InvalidArgumentError("a kernel build needs a tree, a revision and a store");
+  }
+  for (const std::string& tool : {req_.make, req_.git}) {
+    if (absl::StatusOr<std::string> p = runners::ResolveExecutable(tool); !p.ok())
+      return p.status();
+  }
+  absl::StatusOr<std::string> cc =
+      runners::ResolveExecutable(absl::StrCat(arch_.cross_compile, "gcc"));
+  if (!cc.ok()) {
+    return absl::NotFoundError(absl::StrCat("no compiler for ", req_.arch, ": ",
+                                            cc.status().message(),
+                                            " (scripts/install-deps installs it)"));
+  }
+  compiler_ = absl::StrCat(arch_.cross_compile, "gcc");
+  if (req_.use_ccache && runners::ResolveExecutable("ccache").ok()) ccache_ = "ccache";
+  absl::StatusOr<std::vector<Fragment>> fragments = ReadFragments();
+  if (!fragments.ok()) return fragments.status();
+  fragments_ = *std::move(fragments);
+  std::vector<std::vector<ConfigOption>> parsed;
+  for (const Fragment& f : fragments_) {
+    parsed.push_back(ParseConfig(f.text, fs::path(f.name).filename().string()));
+  }
+  // The identity options last, so that no fragment can turn them back.
+  parsed.push_back({{"CONFIG_LOCALVERSION", "\"\"", kIdentityOrigin},
+                    {"CONFIG_LOCALVERSION_AUTO", "n", kIdentityOrigin}});
+  requested_ = RequestedOptions(parsed);
+
+  std::string config_key = absl::StrCat(req_.arch, "\n", req_.base, "\n");
+  if (BaseIsFile(req_.base)) {
+    absl::StatusOr<std::string> base = ReadWholeFile(req_.base);
+    if (!base.ok())
+      return absl::InvalidArgumentError(absl::StrCat("base config: ", base.status().message()));
+    absl::StrAppend(&config_key, *base);
+  }
+  for (const Fragment& f : fragments_) absl::StrAppend(&config_key, "\n", f.name, "\n", f.text);
+  config_id_ = Sha256Hex(config_key).substr(0, 12);
+
+  root_ = req_.cache_root.empty() ? DefaultCacheRoot() : req_.cache_root;
+  const std::string tree_key = Sha256Hex(TreeId()).substr(0, 12);
+  mirror_ = root_ / "mirrors" / (tree_key + ".git");
+  build_dir_ = root_ / "builds" / absl::StrCat(tree_key, "-", req_.arch, "-", config_id_);
+  src_ = build_dir_ / "src";
+  obj_ = build_dir_ / "obj";
+  std::error_code ec;
+  fs::create_directories(root_ / "mirrors", ec);
+  fs::create_directories(build_dir_, ec);
+  if (ec)
+    return absl::InternalError(absl::StrCat("mkdir ", build_dir_.string(), ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+// The mirror holds the revision: cloned once, fetched when the revision is
+// not a commit id it already has.
+absl::Status Build::SyncMirror() {
+  std::error_code ec;
+  if (!fs::exists(mirror_ / "HEAD", ec)) {
+    fs::remove_all(mirror_, ec);
+    absl::StatusOr<runners::ProcessResult> r =
+        Exec({req_.git, "clone", "--mirror", "--quiet", req_.tree, mirror_.string()});
+    if (!r.ok()) return r.status();
+    if (!r->ok()) {
+      return absl::UnavailableError(absl::StrCat("cannot mirror ", req_.tree, ": ",
+                                                 absl::StripAsciiWhitespace(r->stderr_data)));
+    }
+  }
+  auto resolve = [&]() -> absl::StatusOr<runners::ProcessResult> {
+    std::vector<std::string> argv = GitIn(mirror_.string());
+    argv.insert(argv.end(), {"rev-parse", "--verify", "--quiet", req_.rev + "^{commit}"});
+    return Exec(argv);
+  };
+  absl::StatusOr<runners::ProcessResult> r = resolve();
+  if (!r.ok()) return r.status();
+  if (!r->ok() || !IsFullSha(req_.rev)) {
+    std::vector<std::string> fetch = GitIn(mirror_.string());
+    fetch.insert(fetch.end(), {"fetch", "--quiet", "--prune", "origin"});
+    absl::StatusOr<runners::ProcessResult> f = Exec(fetch);
+    if (!f.ok()) return f.status();
+    if (!f->ok()) {
+      return absl::UnavailableError(absl::StrCat("cannot fetch ", req_.tree, ": ",
+                                                 absl::StripAsciiWhitespace(f->stderr_data)));
+    }
+    r = resolve();
+    if (!r.ok()) return r.status();
+  }
+  if (!r->ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("revision '", req_.rev, "' is not a commit of ", req_.tree));
+  }
+  commit_ = std::string(absl::StripAsciiWhitespace(r->stdout_data));
+  return absl::OkStatus();
+}
+
+// src/ is a worktree of the mirror, made once and checked out per commit so
+// that only the files a commit changes get new times.
+absl::Status Build::CheckOut() {
+  std::error_code ec;
+  if (!fs::exists(src_ / ".git", ec)) {
+    fs::remove_all(src_, ec);
+    std::vector<std::string> prune = GitIn(mirror_.string());
+    prune.insert(prune.end(), {"worktree", "prune"});
+    if (absl::StatusOr<std::string> p = ExecOk(prune); !p.ok()) return p.status();
+    std::vector<std::string> add = GitIn(mirror_.string());
+    add.insert(add.end(), {"worktree", "add", "--quiet", "--detach", src_.string(), commit_});
+    if (absl::StatusOr<std::string> a = ExecOk(add); !a.ok()) return a.status();
+  } else {
+    std::vector<std::string> co = GitIn(src_.string());
+    co.insert(co.end(), {"checkout", "--quiet", "--force", "--detach", commit_});
+    if (absl::StatusOr<std::string> c = ExecOk(co); !c.ok()) return c.status();
+  }
+  std::vector<std::string> date = GitIn(src_.string());
+  date.insert(date.end(), {"log", "-1", "--format=%cD", commit_});
+  absl::StatusOr<std::string> d = ExecOk(date);
+  if (!d.ok()) return d.status();
+  timestamp_ = std::string(absl::StripAsciiWhitespace(*d));
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Build::MakeArgv() const {
+  std::vector<std::string> argv = {req_.make, "-C", src_.string(), "O=" + obj_.string(),
+                                   absl::StrCat("ARCH=", arch_.karch)};
+  if (*arch_.cross_compile != '\0')
+    argv.push_back(absl::StrCat("CROSS_COMPILE=", arch_.cross_compile));
+  argv.push_back(absl::StrCat("CC=", ccache_.empty() ? "" : ccache_ + " ", compiler_));
+  argv.push_back(absl::StrCat("LOCALVERSION=-g", commit_.substr(0, 12)));
+  return argv;
+}
+
+// The base config, then the fragments merged over it.
+absl::StatusOr<std::string> Build::MergedConfig() {
+  std::error_code ec;
+  fs::create_directories(obj_, ec);
+  const std::string dot_config = (obj_ / ".config").string();
+  if (BaseIsFile(req_.base)) {
+    absl::StatusOr<std::string> base = ReadWholeFile(req_.base);
+    if (!base.ok()) return base.status();
+    if (absl::Status s = WriteWholeFile(dot_config, *base); !s.ok()) return s;
+  } else {
+    std::vector<std::string> argv = MakeArgv();
+    argv.push_back(req_.base);
+    absl::StatusOr<runners::ProcessResult> r = Exec(argv);
+    if (!r.ok()) return r.status();
+    if (!r->ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("make ", req_.base, " failed at ", commit_,
+                                                     ": ", FirstErrorLine(r->stderr_data)));
+    }
+  }
+  absl::StatusOr<std::string> base = ReadWholeFile(dot_config);
+  if (!base.ok()) return absl::InternalError(base.status().message());
+  return MergeConfig(*base, requested_);
+}
+
+absl::Status Build::CheckConfig(const std::string& final_config) const {
+  std::vector<OptionMismatch> mismatches = Mismatches(requested_, final_config);
+  if (mismatches.empty()) return absl::OkStatus();
+  absl::StatusOr<std::set<std::string>> known = KconfigSymbols(src_.string());
+  if (!known.ok()) return known.status();
+  absl::Status s = ExplainMismatches(mismatches, *known);
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("config of ", commit_.substr(0, 12), " for ",
+                                             req_.arch, ": ", s.message()));
+}
+
+absl::Status Build::Configure() {
+  absl::StatusOr<std::string> merged = MergedConfig();
+  if (!merged.ok()) return merged.status();
+  const std::string dot_config = (obj_ / ".config").string();
+  if (absl::Status s = WriteWholeFile(dot_config, *merged); !s.ok()) return s;
+  std::vector<std::string> argv = MakeArgv();
+  argv.push_back("olddefconfig");
+  absl::StatusOr<runners::ProcessResult> r = Exec(argv);
+  if (!r.ok()) return r.status();
+  if (!r->ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("build failed at ", commit_, ": ",
+                     FirstErrorLine(absl::StrCat(r->stderr_data, "\n", r->stdout_data))));
+  }
+  absl::StatusOr<std::string> final_config = ReadWholeFile(dot_config);
+  if (!final_config.ok()) return absl::InternalError(final_config.status().message());
+  final_config_ = *std::move(final_config);
+  return CheckConfig(final_config_);
+}
+
+absl::Status Build::Compile() {
+  std::vector<std::string> argv = MakeArgv();
+  const int jobs = req_.jobs > 0 ? req_.jobs : std::max(1u, std::thread::hardware_concurrency());
+  argv.push_back(absl::StrCat("-j", jobs));
+  argv.push_back(arch_.image_target);
+  absl::StatusOr<runners::ProcessResult> r = Exec(argv);
+  if (!r.ok()) return r.status();
+  if (!r->ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("build failed at ", commit_, ": ",
+                     FirstErrorLine(absl::StrCat(r->stderr_data, "\n", r->stdout_data))));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& release) {
+  std::error_code ec;
+  fs::create_directories(req_.store_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("mkdir ", req_.store_dir, ": ", ec.message()));
+  absl::StatusOr<runners::ScopedTempDir> scratch =
+      runners::ScopedTempDir::Create(req_.store_dir, ".kbuild-");
+  if (!scratch.ok()) return scratch.status();
+  const fs::path work = scratch->path();
+  fs::copy_file(obj_ / arch_.image_path, work / "vmlinuz", ec);
+  if (ec) return absl::InternalError(absl::StrCat("copy ", arch_.image_path, ": ", ec.message()));
+  if (absl::Status s = WriteWholeFile((work / "config").string(), final_config_); !s.ok()) return s;
+  kstore::KernelBuild b;
+  b.commit = commit_;
+  b.release = release;
+  b.arch = req_.arch;
+  b.image = "vmlinuz";
+  b.config = "config";
+  b.tree = req_.tree;
+  b.config_hash = Sha256Hex(final_config_);
+  for (const Fragment& f : fragments_) b.fragments.push_back(fs::path(f.name).filename().string());
+  absl::StatusOr<std::string> version = ExecOk({compiler_, "--version"});
+  if (!version.ok()) return version.status();
+  b.compiler = std::string(absl::StripAsciiWhitespace(*version).substr(0, version->find('\n')));
+  b.build_seconds = absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - start_));
+  if (absl::Status s =
+          WriteWholeFile((work / kstore::kManifestName).string(), kstore::FormatManifest(b));
+      !s.ok()) {
+    return s;
+  }
+  fs::permissions(work,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  ec);
+  const fs::path target = fs::path(req_.store_dir) / absl::StrCat(commit_, "-", req_.arch);
+  // An earlier build of the commit is swapped out in one step; the scratch
+  // directory then holds it and goes with it.
+  const bool replace = fs::exists(target, ec);
+  const int rc =
+      replace ? ::renameat2(AT_FDCWD, work.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE)
+              : ::rename(work.c_str(), target.c_str());
+  if (rc != 0) {
+    return absl::InternalError(
+        absl::StrCat("rename into ", target.string(), ": ", std::strerror(errno)));
+  }
+  b.dir = target.string();
+  return b;
+}
+
+absl::StatusOr<BuildResult> Build::Run() {
+  if (absl::Status s = Prepare(); !s.ok()) return s;
+  {
+    absl::StatusOr<DirLock> mirror_lock =
+        DirLock::Acquire(mirror_.string() + ".lock", req_.timeout);
+    if (!mirror_lock.ok()) return mirror_lock.status();
+    if (absl::Status s = SyncMirror(); !s.ok()) return s;
+  }
+  absl::StatusOr<DirLock> lock = DirLock::Acquire(build_dir_.string() + ".lock", req_.timeout);
+  if (!lock.ok()) return lock.status();
+  std::error_code ec;
+  fs::create_directories(build_dir_, ec);  // an eviction may have taken it while we waited
+  BuildResult result;
+  result.reused_build_dir = fs::exists(obj_ / ".config", ec);
+  {
+    absl::StatusOr<DirLock> mirror_lock =
+        DirLock::Acquire(mirror_.string() + ".lock", req_.timeout);
+    if (!mirror_lock.ok()) return mirror_lock.status();
+    if (absl::Status s = CheckOut(); !s.ok()) return s;
+  }
+  TouchLastUse(build_dir_.string());
+  if (absl::Status s = Configure(); !s.ok()) return s;
+  if (absl::Status s = Compile(); !s.ok()) return s;
+  std::vector<std::string> release_argv = MakeArgv();
+  release_argv.insert(release_argv.end(), {"-s", "kernelrelease"});
+  absl::StatusOr<std::string> release = ExecOk(release_argv);
+  if (!release.ok()) return release.status();
+  result.release = std::string(absl::StripAsciiWhitespace(*release));
+  absl::StatusOr<kstore::KernelBuild> entry = WriteStoreEntry(result.release);
+  if (!entry.ok()) return entry.status();
+  result.build = *std::move(entry);
+  result.commit = commit_;
+  result.build_dir = build_dir_.string();
+  TouchLastUse(build_dir_.string());
+  result.evicted =
+      EvictLeastRecentlyUsed((root_ / "builds").string(), req_.cache_max_bytes, build_dir_.string())
+          .removed;
+  result.wall_time = absl::Now() - start_;
+  return result;
+}
+
+}  // namespace
+
+std::string Sha256Hex(absl::string_view data) {
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest.data());
+  std::string out;
+  for (unsigned char c : digest) absl::StrAppendFormat(&out, "%02x", c);
+  return out;
+}
+
+std::string FirstErrorLine(absl::string_view output) {
+  std::vector<absl::string_view> lines = absl::StrSplit(output, '\n', absl::SkipWhitespace());
+  for (absl::string_view line : lines) {
+    for (absl::string_view marker :
+         {": error: ", ": fatal error: ", "undefined reference to", ": syntax error"}) {
+      if (absl::StrContains(line, marker)) return std::string(absl::StripAsciiWhitespace(line));
+    }
+  }
+  for (absl::string_view line : lines) {
+    if (absl::StrContains(line, "*** ")) return std::string(absl::StripAsciiWhitespace(line));
+  }
+  return lines.empty() ? "" : std::string(absl::StripAsciiWhitespace(lines.back()));
+}
+
+absl::StatusOr<BuildResult> BuildKernel(const BuildRequest& request, std::string* log) {
+  return Build(request, log).Run();
+}
+
+}  // namespace farm::kbuild

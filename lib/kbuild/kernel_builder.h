@@ -1,0 +1,103 @@
+// kernel_builder: builds one commit of a kernel git tree into a kernel-store
+// build (lib/kstore), the way the vm and kexec providers boot them.
+//
+// The tree is a local git repository or a URL git can reach; the builder
+// keeps a mirror of it (<cache>/mirrors/<tree-id>.git, fetched when a
+// revision is not a commit it already holds) and, per (tree, arch, config),
+// one build directory <cache>/builds/<tree-id>-<arch>-<config-id> holding a
+// worktree of the mirror (src/) and the `make O=` output (obj/). The
+// directory is reused from commit to commit (the worktree is checked out, so
+// only the files a commit changed get new times and make rebuilds only
+// them), locked while a build uses it (build_cache.h), and the cache is kept
+// under a byte bound by least-recently-used eviction after each build.
+//
+// The config: the base (a make target such as tinyconfig or defconfig, or a
+// file copied to .config), then the fragments merged as merge_config.sh does
+// (kconfig.h), then `make olddefconfig`; every option a fragment asked for
+// must hold afterwards. The identity is reproducible: KBUILD_BUILD_TIMESTAMP
+// is the commit's committer date, user and host are fixed, LOCALVERSION is
+// -g<12 hex digits of the commit> with CONFIG_LOCALVERSION_AUTO off, so one
+// commit and config give one `make kernelrelease`. x86_64 builds bzImage;
+// aarch64 cross-compiles Image with aarch64-linux-gnu-gcc. ccache is used
+// when installed (CCACHE_DIR <cache>/ccache). Modules are not built: the
+// shipped fragments build what a guest needs in.
+//
+// The result is written to <store>/<commit>-<arch> under a temporary name
+// and swapped into place (renameat2 RENAME_EXCHANGE), so a reader sees the
+// old build or the new one, never half of one.
+//
+// Thread-safety: BuildKernel is reentrant; concurrent builds of one build
+// directory wait for its lock, of one tree serialize on the mirror's lock
+// for fetch and worktree changes only. Blocking: it runs make to the end.
+#ifndef LIB_KBUILD_KERNEL_BUILDER_H_
+#define LIB_KBUILD_KERNEL_BUILDER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "lib/kstore/kernel_store.h"
+
+namespace farm::kbuild {
+
+struct BuildRequest {
+  std::string tree;  // a local git repository or a git URL
+  std::string rev;   // any revision git rev-parse resolves to a commit
+  std::string arch = kstore::kArchX86;
+  std::string machine;  // a shipped fragment's model (fragments.h); "" for none
+  // A make target (tinyconfig, defconfig, ...) or, when it names an existing
+  // file or holds a '/', a config file.
+  std::string base = "tinyconfig";
+  std::vector<std::string> fragments;  // fragment files, merged after the machine's
+  std::string store_dir;               // the kernel store the build goes to
+  std::string cache_root;              // "" for DefaultCacheRoot()
+  std::uint64_t cache_max_bytes = std::uint64_t{20} << 30;
+  int jobs = 0;               // make -j; 0 for the number of CPUs
+  std::string make = "make";  // a name on PATH or a path (tests give a fake)
+  std::string git = "git";
+  bool use_ccache = true;                   // when ccache is on PATH
+  absl::Duration timeout = absl::Hours(3);  // the whole build
+  std::function<bool()> cancelled;          // may be empty; polled while make runs
+};
+
+struct BuildResult {
+  kstore::KernelBuild build;         // the store entry written
+  std::string commit;                // the full commit id
+  std::string release;               // `make -s kernelrelease`
+  std::string build_dir;             // the cache's build directory
+  bool reused_build_dir = false;     // it held an earlier build's output
+  std::vector<std::string> evicted;  // cache directories removed after the build
+  absl::Duration wall_time;
+};
+
+// Builds `request`. Every command and its output is appended to `log` (the
+// build job's raw output), whether the build succeeds or not; `log` may be
+// null. Errors:
+// - InvalidArgument: an unknown arch or machine, a base or fragment file
+//   that does not read, a revision the tree does not have, a fragment option
+//   the tree's Kconfig does not define (named);
+// - FailedPrecondition (permanent for this commit and config): olddefconfig
+//   dropped fragment options (listed), or the commit does not build:
+//   "build failed at <sha>: <the first compiler or kconfig error line>";
+// - Unavailable: the tree cannot be fetched, or the build directory's lock
+//   is held past the timeout; DeadlineExceeded / Cancelled for a build
+//   stopped by `timeout` / `cancelled`;
+// - NotFound: make, git or the compiler is missing; Internal: I/O.
+absl::StatusOr<BuildResult> BuildKernel(const BuildRequest& request, std::string* log);
+
+// The line a failed build's output is reported by: the first compiler,
+// linker or kconfig error (": error: ", ": fatal error: ", "undefined
+// reference to", ": syntax error"), else the first make "***" line, else
+// the last non-blank line; "" for blank output.
+std::string FirstErrorLine(absl::string_view output);
+
+// Hex sha256 of `data`.
+std::string Sha256Hex(absl::string_view data);
+
+}  // namespace farm::kbuild
+
+#endif  // LIB_KBUILD_KERNEL_BUILDER_H_

@@ -1,0 +1,325 @@
+#include "lib/kbuild/kernel_builder.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lib/kbuild/build_cache.h"
+#include "lib/kbuild/fragments.h"
+#include "lib/kbuild/kconfig.h"
+#include "lib/process/process.h"
+#include "lib/process/scoped_temp_dir.h"
+
+namespace farm::kbuild {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A make that does what the builder relies on, driven by files of the tree
+// it is pointed at (-C SRC): `base.config` is every config target's output;
+// olddefconfig keeps the lines whose symbol the tree's Kconfig defines and
+// `drops` does not list; an image target fails with `error.txt` on stderr
+// when the tree has one, else writes an image recording the identity
+// variables; kernelrelease prints VERSION and LOCALVERSION. Every call is
+// appended to <build dir>/make-calls.
+constexpr char kFakeMake[] = R"(#!/bin/sh
+src= obj= lv= target=
+while [ $# -gt 0 ]; do
+  case $1 in
+    -C) src=$2; shift ;;
+    O=*) obj=${1#O=} ;;
+    LOCALVERSION=*) lv=${1#LOCALVERSION=} ;;
+    -s|-j*|*=*) ;;
+    *) target=$1 ;;
+  esac
+  shift
+done
+mkdir -p "$obj"
+echo "$target" >>"$obj/../make-calls"
+case $target in
+  tinyconfig|defconfig) cp "$src/base.config" "$obj/.config" ;;
+  olddefconfig)
+    : >"$obj/.config.new"
+    while IFS= read -r line; do
+      sym=$(echo "$line" | sed -n -e 's/^\(CONFIG_[A-Za-z0-9_]*\)=.*/\1/p' -e 's/^# \(CONFIG_[A-Za-z0-9_]*\) is not set$/\1/p')
+      [ -n "$sym" ] || continue
+      grep -qx "config ${sym#CONFIG_}" "$src/Kconfig" || continue
+      [ -f "$src/drops" ] && grep -qx "$sym" "$src/drops" && continue
+      echo "$line" >>"$obj/.config.new"
+    done <"$obj/.config"
+    mv "$obj/.config.new" "$obj/.config" ;;
+  bzImage)
+    if [ -f "$src/error.txt" ]; then cat "$src/error.txt" >&2; exit 2; fi
+    mkdir -p "$obj/arch/x86/boot"
+    echo "$(cat "$src/VERSION")$lv $KBUILD_BUILD_TIMESTAMP $KBUILD_BUILD_USER@$KBUILD_BUILD_HOST" \
+      >"$obj/arch/x86/boot/bzImage" ;;
+  kernelrelease) echo "$(cat "$src/VERSION")$lv" ;;
+  *) echo "fake make: unknown target $target" >&2; exit 2 ;;
+esac
+)";
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class KernelBuilderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<runners::ScopedTempDir> d =
+        runners::ScopedTempDir::Create(fs::temp_directory_path(), "kbuild-test-");
+    ASSERT_TRUE(d.ok()) << d.status();
+    dir_ = std::make_unique<runners::ScopedTempDir>(*std::move(d));
+    tree_ = dir_->path() / "tree";
+    fs::create_directories(tree_);
+    make_ = dir_->path() / "fake-make";
+    std::ofstream(make_) << kFakeMake;
+    fs::permissions(make_, fs::perms::owner_all);
+    Git({"init", "-q", "-b", "main", tree_.string()});
+    // A Kconfig defining every symbol the shipped q35 fragment and the
+    // builder ask for, and the ones these tests use.
+    std::string kconfig;
+    absl::StatusOr<std::vector<Fragment>> shipped = MachineFragments("q35-intel-iommu", "x86_64");
+    ASSERT_TRUE(shipped.ok());
+    std::vector<std::string> symbols = {"LOCALVERSION", "LOCALVERSION_AUTO", "SMP", "DROPPED"};
+    for (const Fragment& f : *shipped) {
+      for (const ConfigOption& o : ParseConfig(f.text)) symbols.push_back(o.symbol.substr(7));
+    }
+    for (const std::string& s : symbols) absl::StrAppend(&kconfig, "config ", s, "\n");
+    Write("Kconfig", kconfig);
+    Write("VERSION", "6.1.0");
+    Write("base.config", "CONFIG_SMP=y\nCONFIG_LOCALVERSION_AUTO=y\n# CONFIG_PRINTK is not set\n");
+    first_ = Commit("base", "2024-01-01 12:00:00 +0000");
+  }
+
+  void Git(std::vector<std::string> args) {
+    runners::ProcessOptions p;
+    p.argv = {"git", "-C", tree_.string()};
+    if (args[0] == "init") p.argv = {"git"};
+    p.argv.insert(p.argv.end(), args.begin(), args.end());
+    p.env = std::vector<std::string>{"PATH=/usr/bin:/bin",       "GIT_AUTHOR_NAME=t",
+                                     "GIT_AUTHOR_EMAIL=t@t",     "GIT_COMMITTER_NAME=t",
+                                     "GIT_COMMITTER_EMAIL=t@t",  "HOME=" + dir_->path().string(),
+                                     "GIT_AUTHOR_DATE=" + date_, "GIT_COMMITTER_DATE=" + date_};
+    absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->ok()) << absl::StrJoin(p.argv, " ") << ": " << r->stderr_data;
+    last_stdout_ = r->stdout_data;
+  }
+  void Write(const std::string& name, const std::string& text) {
+    std::ofstream(tree_ / name) << text;
+  }
+  std::string Commit(const std::string& subject, const std::string& date) {
+    date_ = date;
+    Git({"add", "-A"});
+    Git({"commit", "-q", "-m", subject});
+    Git({"rev-parse", "HEAD"});
+    return last_stdout_.substr(0, 40);
+  }
+
+  BuildRequest Request() const {
+    BuildRequest r;
+    r.tree = tree_.string();
+    r.rev = "main";
+    r.machine = "q35-intel-iommu";
+    r.store_dir = (dir_->path() / "store").string();
+    r.cache_root = (dir_->path() / "cache").string();
+    r.make = make_.string();
+    r.use_ccache = false;
+    r.jobs = 1;
+    r.timeout = absl::Seconds(60);
+    return r;
+  }
+
+  std::unique_ptr<runners::ScopedTempDir> dir_;
+  fs::path tree_, make_;
+  std::string first_, date_, last_stdout_;
+};
+
+TEST_F(KernelBuilderTest, WritesAStoreEntryWithAReproducibleIdentityAndItsManifest) {
+  std::string log;
+  absl::StatusOr<BuildResult> r = BuildKernel(Request(), &log);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << log;
+  EXPECT_EQ(r->commit, first_);
+  EXPECT_EQ(r->release, "6.1.0-g" + first_.substr(0, 12));
+  EXPECT_FALSE(r->reused_build_dir);
+  absl::StatusOr<kstore::KernelBuild> b = kstore::ReadBuild(r->build.dir);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->dir, (fs::path(Request().store_dir) / (first_ + "-x86_64")).string());
+  EXPECT_EQ(b->commit, first_);
+  EXPECT_EQ(b->release, r->release);
+  EXPECT_EQ(b->arch, "x86_64");
+  EXPECT_EQ(b->tree, tree_.string());
+  EXPECT_EQ(b->fragments, (std::vector<std::string>{"guest.config", "q35-intel-iommu.config"}));
+  EXPECT_EQ(b->config_hash, Sha256Hex(Slurp(b->ConfigPath())));
+  EXPECT_EQ(b->compiler.rfind("gcc", 0), 0u) << b->compiler;
+  EXPECT_FALSE(b->build_seconds.empty());
+  EXPECT_EQ(Slurp(b->ImagePath()),
+            absl::StrCat(r->release, " Mon, 1 Jan 2024 12:00:00 +0000 farm@iommu-farm\n"));
+  // The base's lines the fragments do not touch stay; the builder's
+  // identity options win over the base.
+  const std::string config = Slurp(b->ConfigPath());
+  EXPECT_NE(config.find("CONFIG_SMP=y\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("CONFIG_PRINTK=y\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("# CONFIG_LOCALVERSION_AUTO is not set\n"), std::string::npos) << config;
+  EXPECT_NE(log.find("olddefconfig"), std::string::npos);
+  EXPECT_TRUE(fs::exists(fs::path(r->build_dir) / "last-use"));
+}
+
+TEST_F(KernelBuilderTest, ALaterCommitReusesTheBuildDirectoryAndReplacesNothingElse) {
+  absl::StatusOr<BuildResult> a = BuildKernel(Request(), nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  Write("notes.txt", "a later change\n");
+  const std::string second = Commit("later", "2024-01-02 12:00:00 +0000");
+  std::string log;
+  absl::StatusOr<BuildResult> b = BuildKernel(Request(), &log);
+  ASSERT_TRUE(b.ok()) << b.status() << "\n" << log;
+  EXPECT_EQ(b->commit, second);
+  EXPECT_TRUE(b->reused_build_dir);
+  EXPECT_EQ(b->build_dir, a->build_dir);
+  EXPECT_NE(b->release, a->release);
+  EXPECT_TRUE(fs::exists(fs::path(b->build_dir) / "src/notes.txt"));
+  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(Request().store_dir);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ(store->builds.size(), 2u);
+  EXPECT_TRUE(store->problems.empty());
+  // The same commit again replaces its entry in place.
+  BuildRequest again = Request();
+  again.rev = first_;
+  absl::StatusOr<BuildResult> c = BuildKernel(again, nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->release, a->release);
+  EXPECT_EQ(kstore::ReadStore(Request().store_dir)->builds.size(), 2u);
+}
+
+TEST_F(KernelBuilderTest, LaterFragmentsWinOverTheMachineAndEachOther) {
+  std::ofstream(dir_->path() / "one.config") << "# CONFIG_SMP is not set\nCONFIG_DEBUG_FS=y\n";
+  std::ofstream(dir_->path() / "two.config") << "CONFIG_SMP=y\n# CONFIG_DEBUG_FS is not set\n";
+  BuildRequest req = Request();
+  req.fragments = {(dir_->path() / "one.config").string(), (dir_->path() / "two.config").string()};
+  absl::StatusOr<BuildResult> r = BuildKernel(req, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string config = Slurp(r->build.ConfigPath());
+  EXPECT_NE(config.find("CONFIG_SMP=y\n"), std::string::npos);
+  EXPECT_NE(config.find("# CONFIG_DEBUG_FS is not set\n"), std::string::npos);
+  EXPECT_EQ(r->build.fragments, (std::vector<std::string>{"guest.config", "q35-intel-iommu.config",
+                                                          "one.config", "two.config"}));
+}
+
+TEST_F(KernelBuilderTest, RefusesWithTheDroppedOptions) {
+  Write("drops", "CONFIG_INTEL_IOMMU\nCONFIG_DROPPED\n");
+  Commit("drops", "2024-01-02 12:00:00 +0000");
+  std::ofstream(dir_->path() / "f.config") << "CONFIG_DROPPED=m\n";
+  BuildRequest req = Request();
+  req.fragments = {(dir_->path() / "f.config").string()};
+  absl::StatusOr<BuildResult> r = BuildKernel(req, nullptr);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find(
+                "CONFIG_INTEL_IOMMU=y (from q35-intel-iommu.config); olddefconfig left n, "
+                "CONFIG_DROPPED=m (from f.config); olddefconfig left n"),
+            std::string::npos)
+      << r.status();
+  EXPECT_FALSE(fs::exists(Request().store_dir + "/" + r.status().ToString()));
+}
+
+TEST_F(KernelBuilderTest, AnOptionTheTreeDoesNotKnowIsAnErrorNamingIt) {
+  std::ofstream(dir_->path() / "f.config")
+      << "CONFIG_NO_SUCH_OPTION=y\n# CONFIG_NOR_THIS is not set\n";
+  BuildRequest req = Request();
+  req.fragments = {(dir_->path() / "f.config").string()};
+  absl::StatusOr<BuildResult> r = BuildKernel(req, nullptr);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("does not define: CONFIG_NO_SUCH_OPTION (from f.config), "
+                                      "CONFIG_NOR_THIS (from f.config)"),
+            std::string::npos)
+      << r.status();
+}
+
+TEST_F(KernelBuilderTest, ACommitThatDoesNotBuildFailsWithItsFirstErrorLine) {
+  Write("error.txt",
+        "  CC      drivers/iommu/dma-iommu.o\n"
+        "drivers/iommu/dma-iommu.c: In function 'iommu_dma_unmap_budget':\n"
+        "drivers/iommu/dma-iommu.c:612:52: error: expected ';' before '}' token\n"
+        "drivers/iommu/dma-iommu.c:700:1: error: second error\n"
+        "make[3]: *** [scripts/Makefile.build:250: drivers/iommu/dma-iommu.o] Error 1\n");
+  const std::string broken = Commit("broken", "2024-01-02 12:00:00 +0000");
+  std::string log;
+  absl::StatusOr<BuildResult> r = BuildKernel(Request(), &log);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_EQ(
+      r.status().message(),
+      absl::StrCat("build failed at ", broken,
+                   ": drivers/iommu/dma-iommu.c:612:52: error: expected ';' before '}' token"));
+  EXPECT_NE(log.find("second error"), std::string::npos);
+  EXPECT_FALSE(fs::exists(fs::path(Request().store_dir) / (broken + "-x86_64")));
+}
+
+TEST_F(KernelBuilderTest, WaitsForTheBuildDirectoryLock) {
+  absl::StatusOr<BuildResult> a = BuildKernel(Request(), nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<DirLock> held = DirLock::Acquire(a->build_dir + ".lock", absl::ZeroDuration());
+  ASSERT_TRUE(held.ok());
+  BuildRequest req = Request();
+  req.timeout = absl::Milliseconds(300);
+  absl::StatusOr<BuildResult> b = BuildKernel(req, nullptr);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+}
+
+TEST_F(KernelBuilderTest, EvictsTheLeastRecentlyUsedBuildDirectoryPastTheBound) {
+  absl::StatusOr<BuildResult> a = BuildKernel(Request(), nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::ofstream(dir_->path() / "f.config") << "CONFIG_SMP=y\n";
+  BuildRequest req = Request();
+  req.fragments = {(dir_->path() / "f.config").string()};  // another config: another directory
+  req.cache_max_bytes = 1;
+  absl::StatusOr<BuildResult> b = BuildKernel(req, nullptr);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NE(b->build_dir, a->build_dir);
+  EXPECT_EQ(b->evicted, std::vector<std::string>{a->build_dir});
+  EXPECT_FALSE(fs::exists(a->build_dir));
+  EXPECT_TRUE(fs::exists(b->build_dir));
+  // The evicted configuration builds again from scratch.
+  absl::StatusOr<BuildResult> c = BuildKernel(Request(), nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->reused_build_dir);
+}
+
+TEST_F(KernelBuilderTest, RefusesBadRequests) {
+  BuildRequest req = Request();
+  req.rev = "no-such-branch";
+  EXPECT_EQ(BuildKernel(req, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  req = Request();
+  req.machine = "virt-smmuv3";  // aarch64
+  EXPECT_EQ(BuildKernel(req, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  req = Request();
+  req.fragments = {"/nonexistent.config"};
+  EXPECT_EQ(BuildKernel(req, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  req = Request();
+  req.arch = "riscv64";
+  EXPECT_EQ(BuildKernel(req, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  req = Request();
+  req.make = (dir_->path() / "no-make").string();
+  EXPECT_EQ(BuildKernel(req, nullptr).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(FirstErrorLine, CompilerThenMakeThenLastLine) {
+  EXPECT_EQ(FirstErrorLine("a\nb.c:1:2: warning: x\nb.c:3:4: fatal error: y.h: No such file\n"),
+            "b.c:3:4: fatal error: y.h: No such file");
+  EXPECT_EQ(FirstErrorLine("drivers/iommu/Kconfig:12: syntax error\nmake: *** Error 1\n"),
+            "drivers/iommu/Kconfig:12: syntax error");
+  EXPECT_EQ(FirstErrorLine("ld: vmlinux.o: undefined reference to `foo'\n"),
+            "ld: vmlinux.o: undefined reference to `foo'");
+  EXPECT_EQ(FirstErrorLine("x\nmake[1]: *** [Makefile:2] Error 2\nmake: *** Error 2\n"),
+            "make[1]: *** [Makefile:2] Error 2");
+  EXPECT_EQ(FirstErrorLine("one\ntwo\n\n"), "two");
+  EXPECT_EQ(FirstErrorLine(""), "");
+}
+
+}  // namespace
+}  // namespace farm::kbuild
