@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "cli/format.h"
 #include "cli/git_import.h"
@@ -584,6 +585,32 @@ int Commands::RunKernelsCatalog(const std::string& store, const std::string& cat
   for (const pb::CatalogCommit& c : request.commits()) {
     out_ << "  " << c.id() << "\t" << c.subject() << "\n";
   }
+  return 0;
+}
+
+int Commands::RunKernelsBuild(const kbuild::BuildRequest& request, const std::string& log_file) {
+  std::string log;
+  absl::StatusOr<kbuild::BuildResult> r = kbuild::BuildKernel(request, &log);
+  if (!log_file.empty()) {
+    std::ofstream out(log_file, std::ios::trunc);
+    out << log;
+    if (!out) err_ << "farmctl: cannot write the build log to " << log_file << "\n";
+  }
+  if (!r.ok()) {
+    // The build's own last lines, for the context of its first error.
+    std::vector<absl::string_view> lines = absl::StrSplit(log, '\n', absl::SkipWhitespace());
+    const size_t from = lines.size() > 20 ? lines.size() - 20 : 0;
+    for (size_t i = from; i < lines.size(); ++i) err_ << "  " << lines[i] << "\n";
+    err_ << "farmctl: kernels build " << request.rev << ": "
+         << absl::StatusCodeToString(r.status().code()) << ": " << r.status().message() << "\n";
+    return 1;
+  }
+  out_ << "built " << r->commit << " (" << r->build.arch << "): " << r->release << " in "
+       << r->build.dir << "\n"
+       << "  " << absl::StrFormat("%.1f", absl::ToDoubleSeconds(r->wall_time))
+       << " s, build directory " << r->build_dir << (r->reused_build_dir ? " (reused)" : " (fresh)")
+       << "\n";
+  for (const std::string& d : r->evicted) out_ << "  evicted " << d << "\n";
   return 0;
 }
 

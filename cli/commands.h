@@ -25,6 +25,7 @@
 #include "cli/format.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
+#include "lib/kbuild/kernel_builder.h"
 
 namespace farm::cli {
 
@@ -58,6 +59,9 @@ class Commands {
                        bool replace);
   int RunKernelsList(const std::string& store);
   int RunKernelsCatalog(const std::string& store, const std::string& catalog);
+  // Builds one commit of a kernel tree into the local store (lib/kbuild),
+  // without a farm; the build's whole output goes to `log_file` when given.
+  int RunKernelsBuild(const kbuild::BuildRequest& request, const std::string& log_file);
   int RunRegressions(bool all, OutputFormat format);
   int RunRegressionShow(int64_t regression_id, OutputFormat format);
   // `state` is a triage state (ParseRegressionMark) or kReopen.

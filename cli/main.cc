@@ -1,6 +1,7 @@
 // farmctl: the iommu-farm command line client. Parses flags and hands each
 // subcommand to farm::cli::Commands.
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -10,6 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "lib/client/client.h"
+#include "lib/kbuild/fragments.h"
+#include "lib/kbuild/kernel_builder.h"
 #include "lib/service/flags.h"
 #include "proto/names.h"
 
@@ -27,6 +30,60 @@ CLI::Option* AddOutputOption(CLI::App* command, std::string* format,
 farm::cli::OutputFormat ToFormat(const std::string& s) {
   // Parsing already checked the value against OutputFormatNames().
   return farm::cli::ParseOutputFormat(s).value_or(farm::cli::OutputFormat::kTable);
+}
+
+// The options of `farmctl kernels build` (lib/kbuild/kernel_builder.h).
+void AddKernelsBuildOptions(CLI::App* build, farm::kbuild::BuildRequest* request,
+                            std::string* log_file, double* cache_gib) {
+  std::vector<std::string> machines;
+  for (const farm::kbuild::MachineModel& m : farm::kbuild::MachineModels()) {
+    machines.push_back(m.name);
+  }
+  build->add_option("--tree", request->tree, "the kernel git tree: a local repository or a URL")
+      ->required();
+  build->add_option("--rev", request->rev, "any git revision of the tree (branch, tag, commit)")
+      ->required();
+  build
+      ->add_option(
+          "--machine", request->machine,
+          "vm machine model whose shipped fragment is merged: " + absl::StrJoin(machines, ", "))
+      ->check(CLI::IsMember(machines));
+  build
+      ->add_option("--arch", request->arch,
+                   "x86_64 or aarch64 (cross-compiled with aarch64-linux-gnu-gcc); default: "
+                   "the machine model's, else x86_64")
+      ->check(CLI::IsMember({"x86_64", "aarch64"}));
+  build->add_option("--base", request->base,
+                    "base config: a make target (tinyconfig, defconfig, ...) or a config file "
+                    "(default tinyconfig)");
+  build->add_option("--fragment", request->fragments,
+                    "a config fragment merged after the machine model's (repeatable; a later "
+                    "one wins)");
+  build
+      ->add_option("--store", request->store_dir,
+                   "kernel store the build is written to, as <commit>-<arch>")
+      ->required();
+  build->add_option("--cache", request->cache_root,
+                    "cache root: tree mirrors, build directories, ccache (default "
+                    "/var/cache/iommu-farm/kbuild when writable, else "
+                    "~/.cache/iommu-farm/kbuild)");
+  build
+      ->add_option("--cache-max-gib", *cache_gib,
+                   "bound on the build directories; the least recently used go first "
+                   "(default 20)")
+      ->check(CLI::PositiveNumber);
+  build->add_option("--jobs,-j", request->jobs, "make -j (default: the number of CPUs)")
+      ->check(CLI::NonNegativeNumber);
+  build->add_option("--log", *log_file, "write the build's whole output to this file");
+}
+
+void FinishKernelsBuildRequest(double cache_gib, farm::kbuild::BuildRequest* request) {
+  request->cache_max_bytes = static_cast<std::uint64_t>(cache_gib * (1u << 30));
+  if (!request->arch.empty()) return;
+  request->arch = farm::kstore::kArchX86;
+  for (const farm::kbuild::MachineModel& m : farm::kbuild::MachineModels()) {
+    if (request->machine == m.name) request->arch = m.arch;
+  }
 }
 
 }  // namespace
@@ -178,6 +235,18 @@ int main(int argc, char** argv) {
   kernels_catalog_cmd->add_option("--store", kernels_store, "kernel store directory")->required();
   kernels_catalog_cmd->add_option("--catalog", kernels_catalog,
                                   "catalog to extend or create (default linux-iommu)");
+  farm::kbuild::BuildRequest build_request;
+  build_request.arch.clear();  // from --machine unless given
+  std::string build_log;
+  double build_cache_gib = 20;
+  auto* kernels_build = kernels->add_subcommand(
+      "build",
+      "build one commit of a kernel git tree into a local kernel store, without a farm: make "
+      "O= in a build directory per (tree, arch, config) reused from commit to commit, the "
+      "config a base plus the machine model's shipped fragment plus --fragment files, then "
+      "olddefconfig; refused when olddefconfig drops an option a fragment asked for "
+      "(docs/kernels.md, \"Building kernels\")");
+  AddKernelsBuildOptions(kernels_build, &build_request, &build_log, &build_cache_gib);
 
   // analysis
   bool regs_all = false;
@@ -278,6 +347,10 @@ int main(int argc, char** argv) {
   }
   if (*kernels_list) return commands.RunKernelsList(kernels_store);
   if (*kernels_catalog_cmd) return commands.RunKernelsCatalog(kernels_store, kernels_catalog);
+  if (*kernels_build) {
+    FinishKernelsBuildRequest(build_cache_gib, &build_request);
+    return commands.RunKernelsBuild(build_request, build_log);
+  }
   if (*regressions) return commands.RunRegressions(regs_all, ToFormat(regs_format));
   if (*reg_show) return commands.RunRegressionShow(reg_show_id, ToFormat(reg_show_format));
   if (*reg_mark) return commands.RunRegressionMark(reg_mark_id, reg_mark_state, reg_mark_note);

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "lib/kbuild/build_cache.h"
@@ -94,6 +95,7 @@ class Build {
 
  private:
   absl::Status Prepare();
+  absl::Status ResolveTools();
   absl::StatusOr<std::vector<Fragment>> ReadFragments() const;
   std::string TreeId() const;
   absl::Status SyncMirror();
@@ -102,13 +104,14 @@ class Build {
   absl::StatusOr<std::string> MergedConfig();
   absl::Status CheckConfig(const std::string& final_config) const;
   absl::Status Compile();
+  absl::Status RunMake(const std::vector<std::string>& targets);
   absl::StatusOr<kstore::KernelBuild> WriteStoreEntry(const std::string& release);
 
-  // Runs argv (argv[0] resolved on PATH) in `cwd`, logging it and its output.
-  absl::StatusOr<runners::ProcessResult> Exec(std::vector<std::string> argv,
-                                              const std::string& cwd = "");
+  // Runs argv (argv[0] resolved on PATH) in the build's environment,
+  // logging it and its output; the build's deadline bounds it.
+  absl::StatusOr<runners::ProcessResult> Exec(std::vector<std::string> argv);
   // Exec that fails with the command's stderr unless it exits 0.
-  absl::StatusOr<std::string> ExecOk(std::vector<std::string> argv, const std::string& cwd = "");
+  absl::StatusOr<std::string> ExecOk(std::vector<std::string> argv);
   std::vector<std::string> GitIn(const std::string& dir) const { return {req_.git, "-C", dir}; }
   std::vector<std::string> MakeArgv() const;
   void Log(absl::string_view text) {
@@ -131,12 +134,10 @@ class Build {
   std::string final_config_;
 };
 
-absl::StatusOr<runners::ProcessResult> Build::Exec(std::vector<std::string> argv,
-                                                   const std::string& cwd) {
+absl::StatusOr<runners::ProcessResult> Build::Exec(std::vector<std::string> argv) {
   Log(absl::StrCat("$ ", absl::StrJoin(argv, " "), "\n"));
   runners::ProcessOptions p;
   p.argv = std::move(argv);
-  p.cwd = cwd;
   p.env = std::vector<std::string>{
       "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
       "LC_ALL=C",
@@ -165,9 +166,9 @@ absl::StatusOr<runners::ProcessResult> Build::Exec(std::vector<std::string> argv
   return r;
 }
 
-absl::StatusOr<std::string> Build::ExecOk(std::vector<std::string> argv, const std::string& cwd) {
+absl::StatusOr<std::string> Build::ExecOk(std::vector<std::string> argv) {
   const std::string command = absl::StrJoin(argv, " ");
-  absl::StatusOr<runners::ProcessResult> r = Exec(std::move(argv), cwd);
+  absl::StatusOr<runners::ProcessResult> r = Exec(std::move(argv));
   if (!r.ok()) return r.status();
   if (!r->ok()) {
     return absl::InternalError(absl::StrCat(command, ": ", r->Describe(), ": ",
@@ -185,8 +186,9 @@ absl::StatusOr<std::vector<Fragment>> Build::ReadFragments() const {
   }
   for (const std::string& path : req_.fragments) {
     absl::StatusOr<std::string> text = ReadWholeFile(path);
-    if (!text.ok())
+    if (!text.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("fragment: ", text.status().message()));
+    }
     out.push_back({path, *std::move(text)});
   }
   return out;
@@ -202,16 +204,11 @@ std::string Build::TreeId() const {
   return req_.tree;
 }
 
-absl::Status Build::Prepare() {
-  absl::StatusOr<ArchInfo> arch = ArchFor(req_.arch);
-  if (!arch.ok()) return arch.status();
-  arch_ = *arch;
-  if (req_.tree.empty() || req_.rev.empty() || req_.store_dir.empty()) {
-    return absl::InvalidArgumentError("a kernel build needs a tree, a revision and a store");
-  }
+absl::Status Build::ResolveTools() {
   for (const std::string& tool : {req_.make, req_.git}) {
-    if (absl::StatusOr<std::string> p = runners::ResolveExecutable(tool); !p.ok())
+    if (absl::StatusOr<std::string> p = runners::ResolveExecutable(tool); !p.ok()) {
       return p.status();
+    }
   }
   absl::StatusOr<std::string> cc =
       runners::ResolveExecutable(absl::StrCat(arch_.cross_compile, "gcc"));
@@ -222,6 +219,17 @@ absl::Status Build::Prepare() {
   }
   compiler_ = absl::StrCat(arch_.cross_compile, "gcc");
   if (req_.use_ccache && runners::ResolveExecutable("ccache").ok()) ccache_ = "ccache";
+  return absl::OkStatus();
+}
+
+absl::Status Build::Prepare() {
+  absl::StatusOr<ArchInfo> arch = ArchFor(req_.arch);
+  if (!arch.ok()) return arch.status();
+  arch_ = *arch;
+  if (req_.tree.empty() || req_.rev.empty() || req_.store_dir.empty()) {
+    return absl::InvalidArgumentError("a kernel build needs a tree, a revision and a store");
+  }
+  if (absl::Status s = ResolveTools(); !s.ok()) return s;
   absl::StatusOr<std::vector<Fragment>> fragments = ReadFragments();
   if (!fragments.ok()) return fragments.status();
   fragments_ = *std::move(fragments);
@@ -344,14 +352,7 @@ absl::StatusOr<std::string> Build::MergedConfig() {
     if (!base.ok()) return base.status();
     if (absl::Status s = WriteWholeFile(dot_config, *base); !s.ok()) return s;
   } else {
-    std::vector<std::string> argv = MakeArgv();
-    argv.push_back(req_.base);
-    absl::StatusOr<runners::ProcessResult> r = Exec(argv);
-    if (!r.ok()) return r.status();
-    if (!r->ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("make ", req_.base, " failed at ", commit_,
-                                                     ": ", FirstErrorLine(r->stderr_data)));
-    }
+    if (absl::Status s = RunMake({req_.base}); !s.ok()) return s;
   }
   absl::StatusOr<std::string> base = ReadWholeFile(dot_config);
   if (!base.ok()) return absl::InternalError(base.status().message());
@@ -374,15 +375,7 @@ absl::Status Build::Configure() {
   if (!merged.ok()) return merged.status();
   const std::string dot_config = (obj_ / ".config").string();
   if (absl::Status s = WriteWholeFile(dot_config, *merged); !s.ok()) return s;
-  std::vector<std::string> argv = MakeArgv();
-  argv.push_back("olddefconfig");
-  absl::StatusOr<runners::ProcessResult> r = Exec(argv);
-  if (!r.ok()) return r.status();
-  if (!r->ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("build failed at ", commit_, ": ",
-                     FirstErrorLine(absl::StrCat(r->stderr_data, "\n", r->stdout_data))));
-  }
+  if (absl::Status s = RunMake({"olddefconfig"}); !s.ok()) return s;
   absl::StatusOr<std::string> final_config = ReadWholeFile(dot_config);
   if (!final_config.ok()) return absl::InternalError(final_config.status().message());
   final_config_ = *std::move(final_config);
@@ -390,18 +383,23 @@ absl::Status Build::Configure() {
 }
 
 absl::Status Build::Compile() {
-  std::vector<std::string> argv = MakeArgv();
   const int jobs = req_.jobs > 0 ? req_.jobs : std::max(1u, std::thread::hardware_concurrency());
-  argv.push_back(absl::StrCat("-j", jobs));
-  argv.push_back(arch_.image_target);
+  return RunMake({absl::StrCat("-j", jobs), arch_.image_target});
+}
+
+// A make run that fails is the commit's: it does not build with this config.
+absl::Status Build::RunMake(const std::vector<std::string>& targets) {
+  std::vector<std::string> argv = MakeArgv();
+  argv.insert(argv.end(), targets.begin(), targets.end());
   absl::StatusOr<runners::ProcessResult> r = Exec(argv);
   if (!r.ok()) return r.status();
-  if (!r->ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("build failed at ", commit_, ": ",
-                     FirstErrorLine(absl::StrCat(r->stderr_data, "\n", r->stdout_data))));
-  }
-  return absl::OkStatus();
+  if (r->ok()) return absl::OkStatus();
+  // make O= names sources relative to obj/ ("../src/drivers/...") or by
+  // absolute path: the reason names them as the tree does.
+  const std::string line =
+      absl::StrReplaceAll(FirstErrorLine(absl::StrCat(r->stderr_data, "\n", r->stdout_data)),
+                          {{src_.string() + "/", ""}, {"../src/", ""}});
+  return absl::FailedPreconditionError(absl::StrCat("build failed at ", commit_, ": ", line));
 }
 
 absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& release) {
