@@ -164,8 +164,12 @@ class AgentTest : public ::testing::Test {
     return true;
   }
 
+  // The scheduler stored `succeeded` results and the agent has counted them
+  // (it counts once the report call returned, a moment after the store).
   bool MatrixDone(int64_t matrix_id, int64_t succeeded) {
-    return Eventually([&] { return Counts(matrix_id).succeeded() == succeeded; });
+    return Eventually([&] {
+      return Counts(matrix_id).succeeded() == succeeded && agent_->stats().succeeded == succeeded;
+    });
   }
 
   int Started() {
@@ -306,7 +310,7 @@ TEST_F(AgentTest, ReapedLeaseIsDroppedAndTheNextAttemptReported) {
   }));
   ASSERT_TRUE(Eventually([&] {
     clock_.Advance(absl::Seconds(1));  // past the retry backoff
-    return Counts(mid).succeeded() == 1;
+    return Counts(mid).succeeded() == 1 && agent_->stats().succeeded == 1;
   })) << Counts(mid).ShortDebugString();
   EXPECT_EQ(agent_->stats().revoked, 1);
   EXPECT_EQ(agent_->stats().succeeded, 1);
