@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "cli/kernels.h"
 #include "cli/report.h"
 #include "lib/client/retry.h"
+#include "lib/spec/spec_check.h"
 
 namespace farm::cli {
 namespace {
@@ -40,6 +42,15 @@ std::string RandomKey() {
   std::random_device rd;
   std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
   return absl::StrFormat("farmctl-%016x%016x", gen(), gen());
+}
+
+// The checks of a spec that need no scheduler (lib/spec), run before the
+// submit so every problem shows at once without a round trip. The size cap
+// is the scheduler's (--max-spec-bytes); catalogs and counts are checked there.
+absl::Status CheckSpecLocally(const std::string& yaml) {
+  spec::SpecLimits limits;
+  limits.max_spec_bytes = std::numeric_limits<size_t>::max();
+  return spec::ParseMatrixSpec(yaml, limits).status();
 }
 
 }  // namespace
@@ -299,6 +310,9 @@ int Commands::FollowMatrix(int64_t matrix_id) {
 int Commands::RunSubmit(const std::string& path, bool wait, bool dry_run) {
   absl::StatusOr<std::string> yaml = ReadFile(path);
   if (!yaml.ok()) return Fail("submit", yaml.status());
+  if (absl::Status local = CheckSpecLocally(*yaml); !local.ok()) {
+    return Fail(absl::StrCat("submit ", path), local);
+  }
   absl::StatusOr<pb::SubmitMatrixResponse> response = SubmitSpec(*yaml, dry_run);
   if (!response.ok()) return Fail(absl::StrCat("submit ", path), response.status());
   for (const auto& warning : response->warnings()) {

@@ -515,31 +515,56 @@ bool ValidPrincipalName(const std::string& name) {
   return absl::ascii_isalnum(name[0]);
 }
 
+// `msg` cut to at most `limit` bytes at the end of a line (a whole problem
+// of a spec), or inside a line only when its first one is longer, never
+// inside a UTF-8 sequence.
+absl::string_view CutAtLineEnd(absl::string_view msg, size_t limit) {
+  if (msg.size() <= limit) return msg;
+  const size_t nl = msg.rfind('\n', limit);
+  if (nl != absl::string_view::npos && nl > 0) return msg.substr(0, nl);
+  size_t cut = limit;
+  while (cut > 0 && (static_cast<unsigned char>(msg[cut]) & 0xC0) == 0x80) --cut;
+  return msg.substr(0, cut);
+}
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& st) {
   if (st.ok()) return grpc::Status::OK;
   // absl and gRPC share the canonical code numbers.
   const auto code = static_cast<grpc::StatusCode>(st.code());
-  // What a client sees: never database internals (SQL, server messages) and
-  // at most kMaxEcho characters of a message that may quote its input. The
-  // whole message goes to the log under an id the client is given.
-  constexpr size_t kMaxEcho = 200;
+  // What a client sees: never database internals (SQL, server messages);
+  // those go to the log under an id the client is given. Any other message
+  // is the client's to read whole (a spec's problems, one a line), up to
+  // kMaxClientMessageBytes; the log has the whole of a longer one.
   const bool internal = st.code() == absl::StatusCode::kInternal ||
                         st.code() == absl::StatusCode::kUnknown ||
                         st.code() == absl::StatusCode::kDataLoss;
-  if (!internal && st.message().size() <= kMaxEcho) {
+  const auto log_under_id = [&st] {
+    std::string id = ErrorId();
+    spdlog::warn("error {} ({}): {}", id, absl::StatusCodeToString(st.code()),
+                 absl::CEscape(st.message()));
+    return id;
+  };
+  if (internal) {
+    return grpc::Status(
+        code, absl::StrCat("internal error (error id ", log_under_id(), " in the scheduler log)"));
+  }
+  if (st.message().size() <= kMaxClientMessageBytes) {
+    // More than a line's worth: in the log too, as the client saw it.
+    constexpr size_t kLogAbove = 200;
+    if (st.message().size() > kLogAbove) {
+      spdlog::info("answered {}: {}", absl::StatusCodeToString(st.code()),
+                   absl::CEscape(st.message()));
+    }
     return grpc::Status(code, std::string(st.message()));
   }
-  const std::string id = ErrorId();
-  spdlog::warn("error {} ({}): {}", id, absl::StatusCodeToString(st.code()),
-               absl::CEscape(st.message()));
-  if (internal) {
-    return grpc::Status(code,
-                        absl::StrCat("internal error (error id ", id, " in the scheduler log)"));
-  }
-  return grpc::Status(code, absl::StrCat(st.message().substr(0, kMaxEcho), "... (error id ", id,
-                                         " in the scheduler log)"));
+  const std::string id = log_under_id();
+  constexpr size_t kNote = 128;  // room for the note on what was left out
+  const absl::string_view shown = CutAtLineEnd(st.message(), kMaxClientMessageBytes - kNote);
+  return grpc::Status(code,
+                      absl::StrCat(shown, "\n... (", st.message().size() - shown.size(),
+                                   " more bytes under error id ", id, " in the scheduler log)"));
 }
 
 // ----------------------------------------------------------------- JobService

@@ -13,6 +13,7 @@
 #define SCHEDULER_GRPC_SERVICES_H_
 
 #include <atomic>
+#include <cstddef>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -27,6 +28,14 @@
 
 namespace farm::scheduler {
 
+// The most of a status message a client is sent; farmctl's channel takes
+// this much in a trailer (lib/client/client.h, kMaxMetadataBytes).
+inline constexpr size_t kMaxClientMessageBytes = 64 * 1024;
+
+// The status a client sees: the same code; the message whole up to
+// kMaxClientMessageBytes (cut at a line end past it, the rest in the log
+// under an id the message names); for kInternal, kUnknown and kDataLoss
+// only an error id, since their text may hold database internals.
 grpc::Status ToGrpcStatus(const absl::Status& st);
 
 // OK while the caller still waits for the answer; CANCELLED or

@@ -88,6 +88,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   // Results of big matrices stream as many messages; single large raw outputs
   // (emulator JSON) must still fit one message.
   args.SetMaxReceiveMessageSize(64 * 1024 * 1024);
+  args.SetInt(GRPC_ARG_MAX_METADATA_SIZE, kMaxMetadataBytes);
   // Keepalive: a dead or frozen server is noticed within ~15 s even on an
   // idle channel or a quiet stream (the scheduler permits pings every 5 s).
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);

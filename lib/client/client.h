@@ -34,6 +34,11 @@ namespace farm::client {
 
 inline constexpr char kDefaultServer[] = "127.0.0.1:7070";
 
+// The metadata a channel accepts in one answer (gRPC's default is 8 KiB): a
+// status message travels in a trailer, percent-encoded, and the scheduler
+// sends up to 64 KiB of one, every problem of a spec.
+inline constexpr int kMaxMetadataBytes = 256 * 1024;
+
 struct ClientOptions {
   // HOST:PORT, or several IP-literal HOST:PORTs separated by commas (schedulers
   // over one database): the channel connects to the first that answers and
