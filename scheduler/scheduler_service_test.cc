@@ -16,10 +16,10 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "lib/metrics/metrics.h"
 #include "lib/spec/spec_yaml.h"
 #include "lib/storage/memory_store.h"
+#include "testing/manual_clock.h"
 
 namespace farm::scheduler {
 namespace {
@@ -52,22 +52,6 @@ workloads:
 repeats: 2
 executor: emulator
 )";
-
-class ManualClock {
- public:
-  absl::Time Now() const {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1767225600);
-};
 
 SchedulerConfig TestConfig() {
   SchedulerConfig c;
@@ -162,7 +146,7 @@ class SchedulerServiceTest : public ::testing::Test {
     return registry_.Serialize().find(line) != std::string::npos;
   }
 
-  ManualClock clock_;
+  testing::ManualClock clock_;
   storage::MemoryStore store_;
   metrics::MetricsRegistry registry_;
   metrics::SchedulerMetrics metrics_;

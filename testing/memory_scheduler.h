@@ -38,25 +38,9 @@
 #include "scheduler/grpc_services.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/worker_pool.h"
+#include "testing/manual_clock.h"
 
 namespace farm::testing {
-
-// A clock that moves only when told (MemorySchedulerOptions::clock).
-class ManualClock {
- public:
-  absl::Time Now() const {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1767225600);
-};
 
 struct MemorySchedulerOptions {
   scheduler::SchedulerConfig config;

@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
-#include "absl/synchronization/mutex.h"
 #include "lib/storage/repository_contract.h"
 #include "lib/storage/row_codec.h"
+#include "testing/manual_clock.h"
 
 namespace farm::storage {
 namespace {
@@ -76,23 +76,6 @@ INSTANTIATE_TEST_SUITE_P(Memory, RepositoryContractTest,
                              "memory", [] { return std::make_unique<MemoryBackend>(); }}),
                          ContractParamName);
 
-// A clock the test moves by hand.
-class ManualClock {
- public:
-  absl::Time Now() const {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1700000000);
-};
-
 pb::RegisterResponse RegisterEmu(MemoryStore& s, const std::string& name) {
   pb::RegisterRequest r;
   r.set_name(name);
@@ -115,7 +98,7 @@ int64_t JobsMatrix(MemoryStore& s, int n) {
 }
 
 TEST(MemoryStoreTest, LeasesExpireAndBackoffEndsOnTheDatabaseClock) {
-  ManualClock clock;
+  ::farm::testing::ManualClock clock{absl::FromUnixSeconds(1700000000)};
   MemoryStore s([&] { return clock.Now(); });
   JobsMatrix(s, 1);
   pb::RegisterResponse a = RegisterEmu(s, "a");
