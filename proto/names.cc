@@ -48,6 +48,7 @@ constexpr Spelling<pb::Executor> kExecutors[] = {
     {pb::EXECUTOR_EMULATOR, "emulator"},
     {pb::EXECUTOR_FIO, "fio"},
     {pb::EXECUTOR_IOZONE, "iozone"},
+    {pb::EXECUTOR_KBUILD, "kbuild"},
 };
 
 constexpr Spelling<pb::JobState> kJobStates[] = {

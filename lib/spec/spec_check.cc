@@ -186,12 +186,17 @@ void CheckRun(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   if (!pb::Executor_IsValid(in.executor())) {
     e.AddIfNew("executor", absl::StrCat("unknown executor ", static_cast<int>(in.executor()),
                                         " (expected emulator, fio, iozone)"));
+  } else if (in.executor() == pb::EXECUTOR_KBUILD) {
+    // Build jobs are the scheduler's: it makes one per kernel a real matrix needs.
+    e.AddIfNew("executor",
+               "kbuild jobs are made by the scheduler for real matrices; "
+               "submit fio or iozone and the kernels are built first");
   }
   spec->executor =
       in.executor() == pb::EXECUTOR_UNSPECIFIED ? pb::EXECUTOR_EMULATOR : in.executor();
   spec->bisect = in.analysis().bisect();
   if (in.analysis().has_confirm()) CheckConfirm(in, e, spec);
-  if (!pb::JobKind_IsValid(in.kind())) {
+  if (!pb::JobKind_IsValid(in.kind()) || in.kind() == pb::JOB_KIND_BUILD) {
     e.AddIfNew("kind", absl::StrCat("unknown kind ", static_cast<int>(in.kind()),
                                     " (expected bulk, confirm, bisect)"));
   }

@@ -138,7 +138,7 @@ pb::Executor MapExecutor(const YAML::Node& n, const std::string& path, bool real
   const pb::Executor ex = ::farm::proto::ExecutorFromName(name);
   if (real_only && ex != pb::EXECUTOR_FIO && ex != pb::EXECUTOR_IOZONE) {
     e.Add(path, absl::StrCat("unknown real executor ", Quoted(name), " (expected fio, iozone)"));
-  } else if (ex == pb::EXECUTOR_UNSPECIFIED) {
+  } else if (ex == pb::EXECUTOR_UNSPECIFIED || ex == pb::EXECUTOR_KBUILD) {
     e.Add(path,
           absl::StrCat("unknown executor ", Quoted(name), " (expected emulator, fio, iozone)"));
   }

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "proto/names.h"
+
 namespace farm::storage {
 namespace {
 using json = nlohmann::json;
@@ -189,6 +191,18 @@ std::string CapsToJson(const google::protobuf::RepeatedPtrField<pb::Capability>&
       }
       e["kernels"] = std::move(kernels);
     }
+    // kbuild's offers, read by the claim rule: [{catalog, tree, architectures: [..]}].
+    if (c.builds_size() > 0) {
+      json builds = json::array();
+      for (const pb::BuildOffer& b : c.builds()) {
+        builds.push_back(
+            {{"catalog", b.catalog()},
+             {"tree", b.tree()},
+             {"architectures",
+              json(std::vector<std::string>(b.architectures().begin(), b.architectures().end()))}});
+      }
+      e["builds"] = std::move(builds);
+    }
     arr.push_back(std::move(e));
   }
   return arr.dump();
@@ -201,6 +215,20 @@ void JsonToCaps(const std::string& text, google::protobuf::RepeatedPtrField<pb::
     pb::Capability* c = out->Add();
     c->set_name(e.value("name", ""));
     c->set_version(e.value("version", ""));
+    auto builds = e.find("builds");
+    if (builds != e.end() && builds->is_array()) {
+      for (const json& b : *builds) {
+        if (!b.is_object()) continue;
+        pb::BuildOffer* o = c->add_builds();
+        o->set_catalog(b.value("catalog", ""));
+        o->set_tree(b.value("tree", ""));
+        auto arches = b.find("architectures");
+        if (arches == b.end() || !arches->is_array()) continue;
+        for (const json& a : *arches) {
+          if (a.is_string()) o->add_architectures(a.get<std::string>());
+        }
+      }
+    }
     auto kernels = e.find("kernels");
     if (kernels == e.end() || !kernels->is_array()) continue;
     for (const json& k : *kernels) {
@@ -225,9 +253,8 @@ void JsonToCaps(const std::string& text, google::protobuf::RepeatedPtrField<pb::
 std::vector<int> ExecutorsOf(const google::protobuf::RepeatedPtrField<pb::Capability>& caps) {
   std::set<int> out;
   for (const pb::Capability& c : caps) {
-    if (c.name() == "emulator") out.insert(pb::EXECUTOR_EMULATOR);
-    if (c.name() == "fio") out.insert(pb::EXECUTOR_FIO);
-    if (c.name() == "iozone") out.insert(pb::EXECUTOR_IOZONE);
+    const pb::Executor e = ::farm::proto::ExecutorFromName(c.name());
+    if (e != pb::EXECUTOR_UNSPECIFIED) out.insert(e);
   }
   return {out.begin(), out.end()};
 }
