@@ -123,6 +123,9 @@ void Agent::LeaseLoop() {
 
 Agent::Next Agent::LeaseOnce(client::Backoff& backoff) {
   pb::LeaseJobsRequest request;
+  pb::RegisterRequest offered;  // only to compare the capabilities as bytes
+  for (pb::Capability& c : Capabilities()) *offered.add_capabilities() = std::move(c);
+  const std::string offered_bytes = offered.SerializeAsString();
   {
     absl::MutexLock lock(&mu_);
     // Wait for a free slot, a lost session or shutdown.
@@ -136,6 +139,9 @@ Agent::Next Agent::LeaseOnce(client::Backoff& backoff) {
     request.set_agent_id(agent_id_);
     request.set_session(session_);
     request.set_max_jobs(options_.slots - static_cast<int>(pending_.size()) - running_);
+    if (offered_bytes != sent_capabilities_) {
+      *request.mutable_capabilities() = std::move(*offered.mutable_capabilities());
+    }
   }
   pb::LeaseJobsResponse response;
   auto ctx = Context(kRpcTimeout);
@@ -144,6 +150,7 @@ Agent::Next Agent::LeaseOnce(client::Backoff& backoff) {
   if (status.ok()) {
     backoff.Reset();
     if (request.session() != session_) return Next::kLease;  // re-registered meanwhile
+    if (request.capabilities_size() > 0) sent_capabilities_ = offered_bytes;
     for (const pb::JobLease& lease : response.leases()) {
       LeaseEntry entry;
       entry.lease = lease;

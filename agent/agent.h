@@ -131,6 +131,9 @@ class Agent {
   // fatal or when shutting down before it succeeded.
   absl::Status EnsureRegistered() ABSL_LOCKS_EXCLUDED(mu_);
   iommufarm::v1::RegisterRequest RegisterRequestFor() const ABSL_LOCKS_EXCLUDED(mu_);
+  // What the executors offer now: a kernel store's offers change as builds
+  // land, so the lease loop sends them again when they differ.
+  std::vector<iommufarm::v1::Capability> Capabilities() const;
   void Registered(const iommufarm::v1::RegisterResponse& response) ABSL_LOCKS_EXCLUDED(mu_);
   void HeartbeatLoop() ABSL_LOCKS_EXCLUDED(mu_);
   struct HeartbeatTurn {
@@ -199,6 +202,9 @@ class Agent {
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   int64_t agent_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::string session_ ABSL_GUARDED_BY(mu_);
+  // The capabilities the scheduler last took (serialized); "" before the
+  // first lease of a session.
+  std::string sent_capabilities_ ABSL_GUARDED_BY(mu_);
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(2);
   std::map<int64_t, LeaseEntry> leases_ ABSL_GUARDED_BY(mu_);  // by job id
   // Sent with the next Register (then cleared); what it kept.

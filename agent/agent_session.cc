@@ -59,13 +59,20 @@ pb::RegisterRequest Agent::RegisterRequestFor() const {
     absl::MutexLock lock(&mu_);
     for (const pb::LeaseRef& l : resumes_) *request.add_resumes() = l;
   }
-  for (const auto& [kind, executor] : executors_) {
-    pb::Capability* cap = request.add_capabilities();
-    cap->set_name(executor->capability());
-    cap->set_version(executor->version());
-    for (const pb::KernelOffer& k : executor->kernels()) *cap->add_kernels() = k;
-  }
+  for (pb::Capability& c : Capabilities()) *request.add_capabilities() = std::move(c);
   return request;
+}
+
+std::vector<pb::Capability> Agent::Capabilities() const {
+  std::vector<pb::Capability> out;
+  for (const auto& [kind, executor] : executors_) {
+    pb::Capability& cap = out.emplace_back();
+    cap.set_name(executor->capability());
+    cap.set_version(executor->version());
+    for (const pb::KernelOffer& k : executor->kernels()) *cap.add_kernels() = k;
+    for (const pb::BuildOffer& b : executor->builds()) *cap.add_builds() = b;
+  }
+  return out;
 }
 
 void Agent::Registered(const pb::RegisterResponse& response) {
@@ -78,6 +85,7 @@ void Agent::Registered(const pb::RegisterResponse& response) {
   {
     absl::MutexLock lock(&mu_);
     registered_ = true;
+    sent_capabilities_.clear();  // the first lease of a session says them again
     agent_id_ = response.agent_id();
     session_ = response.session();
     heartbeat_interval_ = interval;

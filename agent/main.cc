@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -33,6 +35,44 @@ namespace {
   std::fflush(nullptr);
   // Worker threads inside abandoned jobs are not joined: the process ends.
   std::_Exit(code);
+}
+
+// The options of the kbuild capability (agent/executors/kbuild_executor.h).
+void AddKbuildOptions(CLI::App& app, farm::agent::KbuildConfig* kbuild,
+                      std::vector<std::string>* trees) {
+  app.add_option("--kbuild-tree", *trees,
+                 "CATALOG=TREE: with the kbuild capability, build the kernels real jobs of "
+                 "catalog CATALOG need from the git tree TREE (a local repository or a URL) into "
+                 "--kernel-store, for x86_64 and, where aarch64-linux-gnu-gcc is installed, "
+                 "aarch64 (repeatable)");
+  app.add_option("--kbuild-base", kbuild->base,
+                 "base config of kernel builds: a make target (tinyconfig, defconfig) or a file; "
+                 "the shipped fragments of every machine model of the architecture are merged "
+                 "on top")
+      ->capture_default_str();
+  app.add_option("--kbuild-cache", kbuild->cache_root,
+                 "kernel build cache: tree mirrors, build directories, ccache (default "
+                 "/var/cache/iommu-farm/kbuild when writable, else ~/.cache/iommu-farm/kbuild)");
+  app.add_option("--kbuild-jobs", kbuild->jobs, "make -j of kernel builds (0: the number of CPUs)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+// --kbuild-tree's CATALOG=TREE pairs into `kbuild`; the builds go to the
+// kernel store the vm provider reads.
+absl::Status FinishKbuildConfig(const std::vector<std::string>& trees,
+                                const std::string& kernel_store,
+                                farm::agent::KbuildConfig* kbuild) {
+  for (const std::string& t : trees) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(t, absl::MaxSplits('=', 1));
+    if (kv.first.empty() || kv.second.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kbuild-tree ", t, ": expected CATALOG=TREE"));
+    }
+    kbuild->trees[kv.first] = kv.second;
+  }
+  kbuild->store_dir = kernel_store;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -128,7 +168,15 @@ int main(int argc, char** argv) {
                  "start and falls back to tcg; the agent prints which)")
       ->check(CLI::IsMember({"auto", "tcg", "kvm"}))
       ->capture_default_str();
+  std::vector<std::string> kbuild_trees;
+  AddKbuildOptions(app, &executor_config.kbuild, &kbuild_trees);
   if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
+  if (absl::Status st =
+          FinishKbuildConfig(kbuild_trees, executor_config.vm_kernels_dir, &executor_config.kbuild);
+      !st.ok()) {
+    std::fprintf(stderr, "farm-agent: %s\n", std::string(st.message()).c_str());
+    return 2;
+  }
   if (options.name.empty()) {
     std::fprintf(stderr, "farm-agent: --name must not be empty\n");
     return 2;

@@ -326,8 +326,14 @@ int Commands::RunSubmit(const std::string& path, bool wait, bool dry_run) {
     return 0;
   }
   out_ << "submitted matrix " << m.id() << " (" << m.name() << "): " << response->jobs_created()
-       << " jobs\n"
-       << std::flush;
+       << " jobs\n";
+  if (response->build_job_ids_size() > 0) {
+    out_ << "waiting for " << response->build_job_ids_size() << " kernel builds";
+    if (response->build_matrix_id() != 0)
+      out_ << " (build matrix " << response->build_matrix_id() << ")";
+    out_ << "\n";
+  }
+  out_ << std::flush;
   if (!wait) return 0;
   return FollowMatrix(m.id());
 }

@@ -336,6 +336,9 @@ std::string FormatProgressLine(const pb::MatrixProgress& progress) {
       absl::StrFormat("matrix %d %s: %d/%d done, %d failed", progress.matrix_id(),
                       MatrixStateName(progress.state()), done, c.total(), c.failed());
   if (c.cancelled() > 0) absl::StrAppend(&line, ", ", c.cancelled(), " cancelled");
+  if (c.waiting_for_build() > 0) {
+    absl::StrAppend(&line, ", ", c.waiting_for_build(), " waiting for kernel build");
+  }
   absl::StrAppend(&line, absl::StrFormat(", %.1f jobs/s", progress.jobs_per_second()));
   if (progress.done()) return line;
   if (progress.has_eta()) {
@@ -430,6 +433,10 @@ std::string FormatMatrixDetail(const pb::Matrix& m) {
       "  catalog:   ", m.catalog(), "\n", "  platform:  ", m.platform(), "\n",
       "  jobs:      ", c.total(), " total, ", c.queued(), " queued, ", c.leased(), " leased, ",
       c.succeeded(), " succeeded, ", c.failed(), " failed, ", c.cancelled(), " cancelled\n",
+      c.waiting_for_build() > 0
+          ? absl::StrCat("  waiting:   ", c.waiting_for_build(),
+                         " queued jobs waiting for kernel build (see the build matrix)\n")
+          : "",
       "  created:   ", FormatTimestamp(m.created_at()), "\n",
       "  finished:  ", FormatTimestamp(m.finished_at()), "\n",
       m.submitted_by().empty() ? "" : absl::StrCat("  submitted by: ", m.submitted_by(), "\n"));

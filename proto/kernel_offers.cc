@@ -113,4 +113,22 @@ const pb::KernelOffer* FindOffer(const std::vector<pb::KernelOffer>& offers, con
   return nullptr;
 }
 
+BuildKey BuildKeyOf(const pb::Job& build_job) {
+  return {build_job.catalog(), build_job.commit_id(), build_job.platform()};
+}
+
+bool BuildOfferRuns(const std::vector<pb::Capability>& capabilities, const pb::Job& job) {
+  const std::string name = ExecutorName(pb::EXECUTOR_KBUILD);
+  for (const pb::Capability& c : capabilities) {
+    if (c.name() != name) continue;
+    for (const pb::BuildOffer& b : c.builds()) {
+      if (b.catalog() != job.catalog()) continue;
+      for (const std::string& arch : b.architectures()) {
+        if (arch == job.platform()) return true;
+      }
+    }
+  }
+  return false;
+}
+
 }  // namespace farm::proto

@@ -17,11 +17,16 @@
 // platform's machine model; any other platform name (this-host, a lab's
 // own label) leaves the model to the offer.
 //
+// A kernel build job runs on an agent whose `kbuild` capability offers a
+// build of the job's catalog for the job's architecture (BuildOfferRuns).
+//
 // Pure functions of their arguments; thread-safe.
 #ifndef PROTO_KERNEL_OFFERS_H_
 #define PROTO_KERNEL_OFFERS_H_
 
+#include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "iommufarm/v1/farm.pb.h"
@@ -68,6 +73,30 @@ bool OfferRuns(const iommufarm::v1::KernelOffer& offer, const iommufarm::v1::Job
 std::vector<iommufarm::v1::KernelOffer> OffersFor(
     const std::vector<iommufarm::v1::Capability>& capabilities, iommufarm::v1::Executor executor,
     const iommufarm::v1::HostFacts& host);
+
+// A kernel build job (EXECUTOR_KBUILD, made by the scheduler for real jobs
+// whose kernel no agent offers): which commit of which catalog, for which
+// architecture. Its platform is the architecture and its workload is named
+// kKbuildWorkload.
+inline constexpr std::string_view kKbuildWorkload = "kbuild";
+struct BuildKey {
+  std::string catalog;
+  std::string commit;
+  std::string arch;  // "x86_64", "aarch64"
+  bool operator<(const BuildKey& o) const {
+    return std::tie(catalog, commit, arch) < std::tie(o.catalog, o.commit, o.arch);
+  }
+  bool operator==(const BuildKey& o) const = default;
+};
+
+// The build key of a build job.
+BuildKey BuildKeyOf(const iommufarm::v1::Job& build_job);
+
+// True when `capabilities` hold a "kbuild" capability with a build offer for
+// job.catalog() listing job.platform() (the architecture) for a build job
+// `job`.
+bool BuildOfferRuns(const std::vector<iommufarm::v1::Capability>& capabilities,
+                    const iommufarm::v1::Job& job);
 
 // The first of `offers` that runs `job`, in the order given; nullptr if none.
 const iommufarm::v1::KernelOffer* FindOffer(const std::vector<iommufarm::v1::KernelOffer>& offers,

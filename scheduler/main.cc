@@ -74,6 +74,10 @@ void AddFlags(CLI::App& app, Flags* f) {
       "agents ask for their --kexec-boot-timeout plus 60s; 0: leases are never held through a "
       "reboot)",
       farm::service::DurationRange::kNonNegative);
+  farm::service::AddDurationOption(
+      app, "--unrunnable-wait", &f->opts.config.unrunnable_wait, "1h",
+      "a real or kernel build job that no registered agent can run fails after this long "
+      "(its reason names the kernel, platform and mode it needs); submit warns at once");
   farm::service::AddDurationOption(app, "--retry-backoff", &f->opts.config.retry.base_backoff, "1s",
                                    "delay before a failed or expired job is leased again; "
                                    "doubles per attempt (capped at 5m)");

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -12,10 +14,12 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/spec/spec_check.h"
 #include "lib/spec/spec_yaml.h"
 #include "proto/names.h"
 #include "scheduler/catalog_yaml.h"
+#include "scheduler/kernel_builds.h"
 #include "scheduler/storable_text.h"
 
 namespace farm::scheduler {
@@ -94,6 +98,16 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
 
   pb::SubmitMatrixResponse resp;
   for (const std::string& w : spec->warnings) resp.add_warnings(w);
+  const bool real = spec->executor == pb::EXECUTOR_FIO || spec->executor == pb::EXECUTOR_IOZONE;
+  // Real matrices are expanded before a dry run too: it names the kernels
+  // to build and the jobs nothing can run.
+  if (real || !req.dry_run()) {
+    nm.jobs = ExpandMatrix(*spec, *commits, config_.max_attempts, SpecSet::kLeftOut);
+  }
+  if (real) {
+    absl::Status builds = AttachKernelBuilds(req, &nm, &resp);
+    if (!builds.ok()) return builds;
+  }
   if (req.dry_run()) {
     *resp.mutable_matrix() = nm.matrix;
     resp.mutable_matrix()->mutable_counts()->set_total(*count);
@@ -104,7 +118,6 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
   }
   // The spec's `set:` is stored once with the matrix, not in every job.
   nm.model_set = spec->model_set;
-  nm.jobs = ExpandMatrix(*spec, *commits, config_.max_attempts, SpecSet::kLeftOut);
   absl::StatusOr<storage::CreatedMatrix> created = matrices_->CreateMatrix(nm);
   if (!created.ok()) return created.status();
   if (!created->existing) metrics_->matrices_submitted.Increment();
@@ -117,6 +130,87 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
   spdlog::info("matrix {} \"{}\": {} jobs{}", created->matrix.id(), absl::CEscape(spec->name),
                created->jobs_created, created->existing ? " (existing)" : "");
   return resp;
+}
+
+absl::StatusOr<std::vector<pb::Agent>> JobService::AllAgents() {
+  std::vector<pb::Agent> all;
+  constexpr int kPage = 1000;
+  for (std::string after;;) {
+    absl::StatusOr<std::vector<pb::Agent>> page =
+        queue_->ListAgentsPage(config_.liveness(), after, kPage);
+    if (!page.ok()) return page.status();
+    for (pb::Agent& a : *page) all.push_back(std::move(a));
+    if (static_cast<int>(page->size()) < kPage) return all;
+    after = all.back().name();
+  }
+}
+
+absl::Status JobService::AttachKernelBuilds(const pb::SubmitMatrixRequest& req,
+                                            storage::NewMatrix* nm,
+                                            pb::SubmitMatrixResponse* resp) {
+  absl::StatusOr<std::vector<pb::Agent>> agents = AllAgents();
+  if (!agents.ok()) return agents.status();
+  const KernelPlan plan = PlanKernels(nm->jobs, *agents);
+  for (const std::string& w : UnrunnableWarnings(plan, config_.unrunnable_wait)) {
+    resp->add_warnings(w);
+  }
+  if (plan.builds.empty()) return absl::OkStatus();
+  std::vector<std::string> commits;
+  for (const proto::BuildKey& k : plan.builds) commits.push_back(k.commit);
+  absl::StatusOr<std::vector<pb::Job>> live =
+      matrices_->LiveBuildJobs(nm->matrix.catalog(), commits);
+  if (!live.ok()) return live.status();
+  std::map<proto::BuildKey, int64_t> id_of;  // the newest live build of each key
+  for (const pb::Job& b : *live) id_of[proto::BuildKeyOf(b)] = b.id();
+  std::vector<proto::BuildKey> missing;
+  for (const proto::BuildKey& k : plan.builds) {
+    if (id_of.count(k) == 0) missing.push_back(k);
+  }
+  if (req.dry_run()) {
+    resp->add_warnings(absl::StrCat("kernels to build first: ", missing.size(), " new, ",
+                                    plan.builds.size() - missing.size(),
+                                    " already built or queued"));
+    return absl::OkStatus();
+  }
+  if (!missing.empty()) {
+    absl::StatusOr<pb::Matrix> builds = CreateBuildMatrix(req, *nm, missing);
+    if (!builds.ok()) return builds.status();
+    resp->set_build_matrix_id(builds->id());
+    absl::StatusOr<std::vector<pb::Job>> made =
+        matrices_->LiveBuildJobs(nm->matrix.catalog(), commits);
+    if (!made.ok()) return made.status();
+    for (const pb::Job& b : *made) id_of[proto::BuildKeyOf(b)] = b.id();
+  }
+  for (size_t i = 0; i < nm->jobs.size(); ++i) {
+    if (plan.waits[i] >= 0) nm->jobs[i].set_waits_for_job(id_of.at(plan.builds[plan.waits[i]]));
+  }
+  for (const proto::BuildKey& k : plan.builds) resp->add_build_job_ids(id_of.at(k));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<pb::Matrix> JobService::CreateBuildMatrix(const pb::SubmitMatrixRequest& req,
+                                                         const storage::NewMatrix& nm,
+                                                         const std::vector<proto::BuildKey>& keys) {
+  std::map<std::string, int> commit_index;
+  for (const pb::Job& j : nm.jobs) commit_index[j.commit_id()] = j.commit_index();
+  storage::NewMatrix builds;
+  builds.matrix.set_name(absl::StrCat("kernel builds for ", nm.matrix.name()));
+  builds.matrix.set_catalog(nm.matrix.catalog());
+  std::set<std::string> arches;
+  for (const proto::BuildKey& k : keys) arches.insert(k.arch);
+  builds.matrix.set_platform(absl::StrJoin(arches, ","));
+  builds.matrix.set_executor(pb::EXECUTOR_KBUILD);
+  builds.matrix.set_submitted_by(nm.matrix.submitted_by());
+  // A retried submit finds the builds its first try made.
+  if (!req.idempotency_key().empty()) builds.idempotency_key = "kbuild/" + req.idempotency_key();
+  for (const proto::BuildKey& k : keys) {
+    builds.jobs.push_back(MakeBuildJob(k, commit_index[k.commit], config_.max_attempts));
+  }
+  absl::StatusOr<storage::CreatedMatrix> created = matrices_->CreateMatrix(builds);
+  if (!created.ok()) return created.status();
+  spdlog::info("matrix {}: {} kernel builds for \"{}\"", created->matrix.id(), keys.size(),
+               absl::CEscape(nm.matrix.name()));
+  return created->matrix;
 }
 
 absl::StatusOr<pb::Matrix> JobService::GetMatrix(const pb::GetMatrixRequest& req) {
@@ -302,6 +396,12 @@ absl::StatusOr<pb::LeaseJobsResponse> AgentService::LeaseJobs(
   if (!st.ok()) return st;
   const auto gone = [&] { return caller_gone && caller_gone(); };
   if (gone()) return absl::CancelledError("caller left before leasing");
+  if (req.capabilities_size() > 0) {
+    // The agent's kernel store changed (a build landed): claim on what it offers now.
+    absl::Status updated = queue_->UpdateCapabilities(
+        req.agent_id(), req.session(), {req.capabilities().begin(), req.capabilities().end()});
+    if (!updated.ok()) return updated;
+  }
   const int max_jobs = std::clamp(req.max_jobs(), 1, kMaxLeaseBatch);
   absl::StatusOr<std::vector<pb::JobLease>> leases = queue_->LeaseJobs(
       req.agent_id(), req.session(), max_jobs, config_.lease_ttl, eligible_, config_.claim);
@@ -553,6 +653,13 @@ absl::StatusOr<storage::ReapOutcome> Reaper::RunOnce() {
   if (total.requeued + total.failed > 0) {
     spdlog::info("reaper: {} expired leases requeued, {} jobs failed (out of attempts)",
                  total.requeued, total.failed);
+  }
+  absl::StatusOr<int64_t> blocked = queue_->FailBlockedJobs(config_.unrunnable_wait, kBatch);
+  if (!blocked.ok()) return blocked.status();
+  if (*blocked > 0) {
+    metrics_->jobs_failed.Increment(static_cast<double>(*blocked));
+    spdlog::info("reaper: {} jobs failed: their kernel build failed or no agent can run them",
+                 *blocked);
   }
   RefreshGauges();
   return total;

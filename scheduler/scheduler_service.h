@@ -25,6 +25,7 @@
 #include "lib/metrics/metrics.h"
 #include "lib/spec/matrix_spec.h"
 #include "lib/storage/repositories.h"
+#include "scheduler/kernel_builds.h"
 #include "scheduler/spec.h"
 
 namespace farm::scheduler {
@@ -40,6 +41,10 @@ struct SchedulerConfig {
   // What a lease claim selects on: real runs only on matching hosts, never
   // more than the agent's free slots.
   storage::ClaimRules claim{.match_real_run_hosts = true, .within_free_slots = true};
+  // A real or build job that no registered agent can run fails after this
+  // long (JobQueue::FailBlockedJobs) instead of waiting forever; submit
+  // names such jobs at once.
+  absl::Duration unrunnable_wait = absl::Hours(1);
   // Heartbeat interval handed to agents.
   absl::Duration heartbeat_interval() const { return lease_ttl / 3; }
   // An agent counts as connected with a heartbeat this recent.
@@ -96,6 +101,18 @@ class JobService final {
                                                           const std::string& source_prefix);
 
  private:
+  // Every registered agent, connected or not.
+  absl::StatusOr<std::vector<pb::Agent>> AllAgents();
+  // The kernel builds nm's real jobs wait for (kernel_builds.h): live build
+  // jobs of another matrix are shared, missing ones become a build matrix;
+  // sets the jobs' waits_for_job and the response's build fields and
+  // warnings. A dry run only says what would be built.
+  absl::Status AttachKernelBuilds(const pb::SubmitMatrixRequest& req, storage::NewMatrix* nm,
+                                  pb::SubmitMatrixResponse* resp);
+  absl::StatusOr<pb::Matrix> CreateBuildMatrix(const pb::SubmitMatrixRequest& req,
+                                               const storage::NewMatrix& nm,
+                                               const std::vector<proto::BuildKey>& keys);
+
   storage::CatalogStore* const catalogs_;
   storage::MatrixStore* const matrices_;
   storage::JobQueue* const queue_;

@@ -842,5 +842,153 @@ TEST_F(SchedulerServiceTest, EveryCulpritOfASplitBisectIsServed) {
   EXPECT_EQ(b->culprit_id(), "c588072bba6b");
 }
 
+// Kernel builds at submit (kernel_builds.h): real jobs whose kernel no agent
+// offers wait for one shared build job per (commit, architecture); what
+// nothing can run is named at submit and fails after the wait.
+class KernelBuildsTest : public SchedulerServiceTest {
+ protected:
+  static std::string FioSpec(const std::string& name, const std::string& platform) {
+    return absl::StrCat("name: ", name, "\ncatalog: test-iommu\nplatform: ", platform,
+                        "\ncommits: [v5.10, v5.11]\nmodes: [strict]\n",
+                        "workloads:\n  - name: fio-nvme\n    params: {rw: randread, bs: 4k}\n",
+                        "repeats: 1\nexecutor: fio\n");
+  }
+  // A vm agent booting the kernels of `commits` under q35 + intel-iommu.
+  static pb::Capability VmFio(const std::vector<std::string>& commits) {
+    pb::Capability c;
+    c.set_name("fio");
+    for (const std::string& commit : commits) {
+      pb::KernelOffer* o = c.add_kernels();
+      o->set_provider("vm");
+      o->set_commit(commit);
+      o->set_release("6.1.0-g" + commit);
+      o->set_machine_model("q35+intel-iommu");
+      o->set_architecture("x86_64");
+      o->add_modes(pb::IOMMU_MODE_STRICT);
+    }
+    return c;
+  }
+  pb::RegisterResponse RegisterWith(const std::string& name, const pb::Capability& cap) {
+    pb::RegisterRequest req;
+    req.set_name(name);
+    *req.add_capabilities() = cap;
+    req.set_slots(4);
+    auto resp = agents_.Register(req);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp.ok() ? *resp : pb::RegisterResponse();
+  }
+  pb::RegisterResponse RegisterBuilder() {
+    pb::Capability c;
+    c.set_name("kbuild");
+    pb::BuildOffer* b = c.add_builds();
+    b->set_catalog("test-iommu");
+    b->set_tree("/src/linux");
+    b->add_architectures("x86_64");
+    return RegisterWith("builder", c);
+  }
+  std::set<std::string> LeasedCommits(const pb::LeaseJobsResponse& r) {
+    std::set<std::string> out;
+    for (const pb::JobLease& l : r.leases()) out.insert(l.job().commit_id());
+    return out;
+  }
+};
+
+TEST_F(KernelBuildsTest, UnofferedKernelsAreBuiltOnceAndTheirJobsRunAfter) {
+  LoadCatalog();
+  pb::RegisterResponse vm = RegisterWith("vm", VmFio({"v5.10"}));
+  pb::RegisterResponse builder = RegisterBuilder();
+
+  pb::SubmitMatrixRequest dry;
+  dry.set_spec_yaml(FioSpec("try", "q35-intel-iommu"));
+  dry.set_dry_run(true);
+  auto planned = jobs_.SubmitMatrix(dry, "tester");
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  ASSERT_EQ(planned->warnings_size(), 1);
+  EXPECT_EQ(planned->warnings(0), "kernels to build first: 1 new, 0 already built or queued");
+
+  const pb::SubmitMatrixResponse first = Submit(FioSpec("first", "q35-intel-iommu"));
+  ASSERT_EQ(first.build_job_ids_size(), 1);
+  EXPECT_NE(first.build_matrix_id(), 0);
+  const pb::SubmitMatrixResponse second = Submit(FioSpec("second", "q35-intel-iommu"));
+  ASSERT_EQ(second.build_job_ids_size(), 1);
+  EXPECT_EQ(second.build_job_ids(0), first.build_job_ids(0)) << "one build per commit";
+  EXPECT_EQ(second.build_matrix_id(), 0);
+
+  // v5.10 runs at once; v5.11 waits for its build.
+  EXPECT_EQ(LeasedCommits(Lease(vm, 10)), (std::set<std::string>{"v5.10"}));
+  auto waiting = store_.GetMatrix(first.matrix().id());
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(waiting->counts().waiting_for_build(), 1);
+
+  pb::LeaseJobsResponse build = Lease(builder, 10);
+  ASSERT_EQ(build.leases_size(), 1);
+  EXPECT_EQ(build.leases(0).job().id(), first.build_job_ids(0));
+  EXPECT_EQ(build.leases(0).job().commit_id(), "v5.11");
+  EXPECT_EQ(build.leases(0).job().platform(), "x86_64");
+  ASSERT_TRUE(agents_.ReportResult(ResultFor(builder, build.leases(0))).ok());
+
+  // The vm agent's store now holds v5.11: its next lease says so.
+  pb::LeaseJobsRequest lr;
+  lr.set_agent_id(vm.agent_id());
+  lr.set_session(vm.session());
+  lr.set_max_jobs(10);
+  *lr.add_capabilities() = VmFio({"v5.10", "v5.11"});
+  auto after = agents_.LeaseJobs(lr);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(LeasedCommits(*after), (std::set<std::string>{"v5.11"}));
+  EXPECT_EQ(after->leases_size(), 2) << "both matrices' v5.11 jobs";
+  for (const pb::JobLease& l : after->leases()) {
+    EXPECT_EQ(l.job().waits_for_job(), first.build_job_ids(0));
+  }
+}
+
+TEST_F(KernelBuildsTest, AFailedBuildFailsTheJobsWaitingForIt) {
+  LoadCatalog();
+  RegisterWith("vm", VmFio({"v5.10"}));
+  pb::RegisterResponse builder = RegisterBuilder();
+  const pb::SubmitMatrixResponse m = Submit(FioSpec("broken", "q35-intel-iommu"));
+  ASSERT_EQ(m.build_job_ids_size(), 1);
+  pb::LeaseJobsResponse build = Lease(builder, 1);
+  ASSERT_EQ(build.leases_size(), 1);
+  pb::ReportFailureRequest f;
+  f.set_agent_id(builder.agent_id());
+  *f.mutable_lease() = build.leases(0).lease();
+  f.set_reason("build failed at 0123456789ab: drivers/iommu/iova.c:9: error: oops");
+  f.set_retryable(false);
+  ASSERT_TRUE(agents_.ReportFailure(f).ok());
+  ASSERT_TRUE(reaper_.RunOnce().ok());
+  auto counts = store_.GetMatrix(m.matrix().id());
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->counts().failed(), 1);
+  EXPECT_EQ(counts->counts().waiting_for_build(), 0);
+  // A later matrix builds the commit again rather than sharing a failed build.
+  const pb::SubmitMatrixResponse again = Submit(FioSpec("again", "q35-intel-iommu"));
+  ASSERT_EQ(again.build_job_ids_size(), 1);
+  EXPECT_NE(again.build_job_ids(0), m.build_job_ids(0));
+}
+
+TEST_F(KernelBuildsTest, JobsNothingCanRunAreNamedAtSubmitAndFailAfterTheWait) {
+  LoadCatalog();
+  RegisterWith("vm", VmFio({"v5.10"}));
+  RegisterBuilder();  // x86_64 only
+  const pb::SubmitMatrixResponse m = Submit(FioSpec("arm", "virt-smmuv3"));
+  EXPECT_EQ(m.build_job_ids_size(), 0);
+  ASSERT_EQ(m.warnings_size(), 2);
+  EXPECT_EQ(m.warnings(0),
+            "v5.10 on virt-smmuv3 in mode strict under fio: no agent offers this kernel, and "
+            "none builds catalog test-iommu for aarch64; its jobs fail after 1h unless an agent "
+            "that can run them registers");
+  ASSERT_TRUE(reaper_.RunOnce().ok());
+  auto before = store_.GetMatrix(m.matrix().id());
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(before->counts().failed(), 0);
+  clock_.Advance(config_.unrunnable_wait);
+  ASSERT_TRUE(reaper_.RunOnce().ok());
+  auto after = store_.GetMatrix(m.matrix().id());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->counts().failed(), 2);
+  EXPECT_EQ(after->state(), pb::MATRIX_STATE_FAILED);
+}
+
 }  // namespace
 }  // namespace farm::scheduler

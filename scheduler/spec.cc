@@ -38,6 +38,8 @@ int JobPriority(pb::JobKind kind, int priority) {
   int band = 0;
   if (kind == pb::JOB_KIND_CONFIRM) band = 2000;
   if (kind == pb::JOB_KIND_BISECT) band = 4000;
+  // A build unblocks every job waiting for its kernel.
+  if (kind == pb::JOB_KIND_BUILD) band = 6000;
   return band + priority;
 }
 

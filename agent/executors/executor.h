@@ -111,6 +111,8 @@ class Executor {
   // under, advertised at registration (proto/kernel_offers.h). Empty: the
   // host's kernel in its detected mode.
   virtual std::vector<iommufarm::v1::KernelOffer> kernels() const { return {}; }
+  // kbuild: the catalogs and architectures it builds kernels for.
+  virtual std::vector<iommufarm::v1::BuildOffer> builds() const { return {}; }
 };
 
 // True for error codes that mean the job can never succeed as specified.

@@ -41,12 +41,17 @@ absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> MakeVmProvider(
   vm.accel = config.vm_accel == "auto" ? "tcg" : config.vm_accel;
   auto provider = std::make_unique<kernels::VmKernelProvider>(vm);
   const std::vector<pb::KernelOffer> offers = provider->Offers();
-  if (offers.empty()) {
+  // A store this agent's kbuild fills may start empty.
+  const bool builds_fill_store =
+      !config.kbuild.trees.empty() && config.kbuild.store_dir == config.vm_kernels_dir;
+  if (offers.empty() && !builds_fill_store) {
     return absl::FailedPreconditionError(
         absl::StrCat("no kernel under ", vm.kernels_dir,
                      " (scripts/fetch-test-kernels fetches the test kernels)"));
   }
-  if (config.vm_accel == "auto") {
+  if (config.vm_accel == "auto" && offers.empty()) {
+    std::fprintf(stderr, "farm-agent: vm accel tcg (no kernel to probe KVM with yet)\n");
+  } else if (config.vm_accel == "auto") {
     // Tried once, at start: a /dev/kvm that exists may still not run guests.
     std::string why;
     vm.accel = kernels::ResolveAccel(
@@ -84,6 +89,12 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
     const pb::Executor kind = proto::ExecutorFromName(cap);
     if (kind == pb::EXECUTOR_EMULATOR) {
       out.push_back(std::make_unique<EmulatorExecutor>(config.emu_catalog));
+    } else if (kind == pb::EXECUTOR_KBUILD) {
+      if (config.kbuild.trees.empty() || config.kbuild.store_dir.empty()) {
+        return absl::InvalidArgumentError(
+            "kbuild needs --kbuild-tree CATALOG=TREE and --kernel-store DIR");
+      }
+      out.push_back(std::make_unique<KbuildExecutor>(config.kbuild));
     } else if (kind == pb::EXECUTOR_FIO || kind == pb::EXECUTOR_IOZONE) {
       // Real runs (agent/runners): advertised only when the tool is installed.
       farm::runners::RealExecutorOptions real;

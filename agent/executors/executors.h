@@ -6,6 +6,8 @@
 // each wrapped in a KernelExecutor (kernel_executor.h) that offers the host
 // kernel and, for fio with a vm provider configured, the kernels it boots
 // (and, with a kexec provider, the store's kernels booted on this host).
+// "kbuild" builds kernels of the catalogs it has a tree for into the kernel
+// store (kbuild_executor.h); it needs a tree and the store.
 //
 // Thread-safety: reentrant. Ownership: the caller owns the executors.
 #ifndef AGENT_EXECUTORS_EXECUTORS_H_
@@ -17,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/executors/executor.h"
+#include "agent/executors/kbuild_executor.h"
 #include "agent/kernels/kexec_provider.h"
 #include "iommufarm/v1/farm.pb.h"
 
@@ -42,6 +45,9 @@ struct ExecutorConfig {
   // also offer the store's kernels booted on this host. With it, the vm
   // provider is made only when vm_initramfs is given.
   std::shared_ptr<kernels::KexecKernelProvider> kexec;
+  // The kbuild capability: the trees it builds from (--kbuild-tree) and the
+  // kernel store it writes (--kernel-store).
+  KbuildConfig kbuild;
 };
 
 absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(

@@ -38,6 +38,16 @@ const std::vector<MachineModel>& MachineModels() {
 
 absl::StatusOr<std::vector<Fragment>> MachineFragments(absl::string_view machine,
                                                        absl::string_view arch) {
+  if (machine == kAllMachines) {
+    std::vector<Fragment> out{{"guest.config", kGuestConfig}};
+    for (const Shipped& s : ShippedFragments()) {
+      if (arch == s.model.arch) out.push_back({absl::StrCat(s.model.name, ".config"), s.text});
+    }
+    if (out.size() == 1) {
+      return absl::InvalidArgumentError(absl::StrCat("no machine model is ", arch));
+    }
+    return out;
+  }
   std::vector<std::string> names;
   for (const Shipped& s : ShippedFragments()) {
     names.push_back(s.model.name);

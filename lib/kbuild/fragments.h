@@ -27,7 +27,13 @@ struct MachineModel {
 // The machine models fragments are shipped for.
 const std::vector<MachineModel>& MachineModels();
 
-// guest.config and the fragment of `machine` for `arch`. InvalidArgument for
+// The machine name that stands for every machine model of an architecture:
+// one kernel for all of them (a build job's, so one build serves q35 with
+// intel-iommu and with amd-iommu).
+inline constexpr char kAllMachines[] = "all";
+
+// guest.config and the fragment of `machine` for `arch` (every fragment of
+// `arch`, in MachineModels() order, for kAllMachines). InvalidArgument for
 // a machine without a fragment or one of another architecture.
 absl::StatusOr<std::vector<Fragment>> MachineFragments(absl::string_view machine,
                                                        absl::string_view arch);

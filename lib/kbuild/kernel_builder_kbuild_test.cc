@@ -1,8 +1,8 @@
 // Real kernel builds of scripts/make-test-kernel-tree's tree (label kbuild):
-// its base commit for q35 + intel-iommu (tinyconfig + the shipped
-// fragments), then incrementally the next commit in the same build
-// directory, then the commit that does not compile. The cache is the
-// default one, so a second run rebuilds only what changed.
+// its base commit for every x86_64 machine model (tinyconfig + the shipped
+// fragments, as the farm's build jobs build it), then incrementally the next commit in the same
+// build directory, then the commit that does not compile. The cache is the default one, so a second
+// run rebuilds only what changed.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,7 +13,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "lib/kbuild/fragments.h"
 #include "lib/kbuild/kernel_builder.h"
+#include "lib/kbuild/test_tree.h"
 #include "lib/process/process.h"
 #include "lib/process/scoped_temp_dir.h"
 
@@ -22,35 +24,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TestTree {
-  std::string dir;
-  std::vector<std::string> commits;  // oldest first
-  std::string planted, broken;
-};
-
-// Runs the script (instant once the tree is cached) and reads its report.
 TestTree MakeTestTree() {
-  runners::ProcessOptions p;
-  p.argv = {FARM_SOURCE_DIR "/scripts/make-test-kernel-tree"};
-  p.timeout = absl::Minutes(20);
-  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
-  TestTree t;
-  EXPECT_TRUE(r.ok() && r->ok()) << (r.ok() ? r->stderr_data : r.status().ToString())
-                                 << "\n(run scripts/make-test-kernel-tree as root once)";
-  if (!r.ok()) return t;
-  for (absl::string_view line : absl::StrSplit(r->stdout_data, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> w = absl::StrSplit(line, absl::MaxSplits(' ', 1));
-    if (w[0] == "tree") {
-      t.dir = w[1];
-    } else if (w[0] == "planted") {
-      t.planted = w[1];
-    } else if (w[0] == "broken") {
-      t.broken = w[1];
-    } else {
-      t.commits.push_back(w[0]);
-    }
-  }
-  return t;
+  absl::StatusOr<TestTree> t =
+      ::farm::kbuild::MakeTestTree(FARM_SOURCE_DIR "/scripts/make-test-kernel-tree");
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *t : TestTree();
 }
 
 size_t CountCompiles(const std::string& log) {
@@ -70,7 +48,7 @@ TEST(RealKernelBuild, BaseThenIncrementallyTheNextCommitThenTheBrokenOne) {
   ASSERT_TRUE(store.ok());
   BuildRequest req;
   req.tree = tree.dir;
-  req.machine = "q35-intel-iommu";
+  req.machine = kAllMachines;  // as the farm's build jobs build, so they share the build directory
   req.base = "tinyconfig";
   req.store_dir = store->path().string();
   req.timeout = absl::Minutes(40);
@@ -85,8 +63,9 @@ TEST(RealKernelBuild, BaseThenIncrementallyTheNextCommitThenTheBrokenOne) {
   EXPECT_TRUE(absl::EndsWith(base->release, "-g" + tree.commits[0].substr(0, 12))) << base->release;
   EXPECT_TRUE(fs::exists(fs::path(base->build_dir) / "obj/vmlinux"));
   EXPECT_GT(fs::file_size(base->build.ImagePath()), 500'000u);
-  EXPECT_EQ(base->build.fragments,
-            (std::vector<std::string>{"guest.config", "q35-intel-iommu.config"}));
+  EXPECT_EQ(
+      base->build.fragments,
+      (std::vector<std::string>{"guest.config", "q35-intel-iommu.config", "q35-amd-iommu.config"}));
   std::ifstream config(base->build.ConfigPath());
   std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
   for (const char* want : {"CONFIG_INTEL_IOMMU=y", "CONFIG_DMA_MAP_BENCHMARK=y",

@@ -153,6 +153,21 @@ class JobQueue {
                                                                 int limit) = 0;
   // The agent's name, for results (kNotFound if unknown).
   virtual absl::StatusOr<std::string> AgentName(int64_t agent_id) = 0;
+  // Replaces the capabilities (and the executors they name) of the agent's
+  // current session, as LeaseJobsRequest.capabilities asks. kNotFound for an
+  // unknown agent or session.
+  virtual absl::Status UpdateCapabilities(int64_t agent_id, const std::string& session,
+                                          const std::vector<pb::Capability>& capabilities) = 0;
+  // Fails queued jobs that can never run, so none waits forever:
+  //  - a job waiting for a kernel build that failed or was cancelled, its
+  //    reason "kernel build <id> failed: <the build's reason>" (or "was
+  //    cancelled");
+  //  - a real or build job claimable for at least `unrunnable_after`
+  //    (since it was created, or since its build succeeded) that no
+  //    registered agent can run (its executor and run_eligibility.h's rule),
+  //    its reason naming what it needs (run_eligibility.h's UnrunnableReason).
+  // At most `limit` jobs of each kind a call. Returns how many it failed.
+  virtual absl::StatusOr<int64_t> FailBlockedJobs(absl::Duration unrunnable_after, int limit) = 0;
 };
 
 }  // namespace farm::storage

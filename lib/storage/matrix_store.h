@@ -74,6 +74,12 @@ class MatrixStore {
   // if there is no such result.
   virtual absl::StatusOr<RawOutputSlice> ReadRawOutput(int64_t job_id, int attempt,
                                                        int64_t from_char, int64_t max_chars) = 0;
+  // Kernel build jobs (EXECUTOR_KBUILD) of `catalog` for any of `commits`
+  // that are queued, leased or succeeded (a failed or cancelled build does
+  // not count: it is built again), in job id order. Real jobs of any matrix
+  // share them (Job.waits_for_job).
+  virtual absl::StatusOr<std::vector<pb::Job>> LiveBuildJobs(
+      const std::string& catalog, const std::vector<std::string>& commits) = 0;
 };
 
 }  // namespace farm::storage

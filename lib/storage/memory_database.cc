@@ -42,6 +42,12 @@ pb::Job JobFromRow(const JobRow& row) {
   return j;
 }
 
+bool BuildDone(const MemoryDatabase::Tables& t, const pb::Job& job) {
+  if (job.waits_for_job() == 0) return true;
+  auto it = t.jobs.find(job.waits_for_job());
+  return it != t.jobs.end() && it->second.job.state() == pb::JOB_STATE_SUCCEEDED;
+}
+
 absl::StatusOr<pb::Matrix> MatrixFromTables(const MemoryDatabase::Tables& t, int64_t id) {
   auto it = t.matrices.find(id);
   if (it == t.matrices.end()) return absl::NotFoundError(absl::StrCat("matrix ", id, " not found"));
@@ -63,6 +69,7 @@ absl::StatusOr<pb::Matrix> MatrixFromTables(const MemoryDatabase::Tables& t, int
     switch (j.job.state()) {
       case pb::JOB_STATE_QUEUED:
         c->set_queued(c->queued() + 1);
+        if (!BuildDone(t, j.job)) c->set_waiting_for_build(c->waiting_for_build() + 1);
         break;
       case pb::JOB_STATE_LEASED:
         c->set_leased(c->leased() + 1);

@@ -74,6 +74,7 @@ struct JobRow {
   std::optional<std::string> lease_hold_token;
   std::optional<absl::Time> lease_expires_at, started_at, finished_at;
   absl::Time not_before;
+  absl::Time created_at;
   int32_t fair_rank = 0;  // position within its matrix: the claim's round robin
   // The matrix's shared keys (NewMatrix::model_set), one copy for all its
   // jobs, applied over job.model_set when the job is read (JobFromRow).
@@ -155,6 +156,8 @@ class MemoryDatabase {
 // Reads several memory repositories share (callers hold the lock).
 // The job as RowToJob reads it (lease_expires_at filled from the row).
 pb::Job JobFromRow(const JobRow& row);
+// kBuildDoneSql: `job` waits for no kernel build, or its build succeeded.
+bool BuildDone(const MemoryDatabase::Tables& t, const pb::Job& job);
 // The matrix with its job counts and derived state, as LoadMatrix reads it;
 // kNotFound if there is none.
 absl::StatusOr<pb::Matrix> MatrixFromTables(const MemoryDatabase::Tables& t, int64_t id);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -217,7 +218,7 @@ absl::StatusOr<std::vector<pb::JobLease>> MemoryJobQueue::LeaseJobs(
     std::vector<JobRow*> cand;
     for (auto& [id, j] : t.jobs) {
       if (j.job.state() == pb::JOB_STATE_QUEUED && j.not_before <= now &&
-          a->executors.count(j.job.executor()) != 0 &&
+          a->executors.count(j.job.executor()) != 0 && BuildDone(t, j.job) &&
           (!rules.match_real_run_hosts || RealRunEligible(j.job, caps, a->host))) {
         cand.push_back(&j);
       }
@@ -464,6 +465,84 @@ absl::StatusOr<std::string> MemoryJobQueue::AgentName(int64_t agent_id) {
     auto it = t.agents.find(agent_id);
     if (it == t.agents.end()) return absl::NotFoundError(absl::StrCat("unknown agent ", agent_id));
     return it->second.name;
+  });
+}
+
+absl::Status MemoryJobQueue::UpdateCapabilities(int64_t agent_id, const std::string& session,
+                                                const std::vector<pb::Capability>& capabilities) {
+  return db_
+      ->Write([&](Tables& t, Changes&) -> absl::StatusOr<bool> {
+        if (FindSession(t, agent_id, session) == nullptr) return UnknownSession(agent_id);
+        AgentRow& a = t.agents.at(agent_id);
+        a.capabilities.Assign(capabilities.begin(), capabilities.end());
+        const std::vector<int> executors = ExecutorsOf(a.capabilities);
+        a.executors = std::set<int>(executors.begin(), executors.end());
+        return true;
+      })
+      .status();
+}
+
+namespace {
+
+// A queued job whose kernel build failed or was cancelled: its reason.
+std::optional<std::string> FailedBuildReason(const Tables& t, const pb::Job& job) {
+  if (job.waits_for_job() == 0) return std::nullopt;
+  auto it = t.jobs.find(job.waits_for_job());
+  if (it == t.jobs.end()) return std::nullopt;
+  const pb::Job& build = it->second.job;
+  if (build.state() == pb::JOB_STATE_FAILED) {
+    return absl::StrCat("kernel build ", build.id(), " failed: ", build.failure_reason());
+  }
+  if (build.state() == pb::JOB_STATE_CANCELLED) {
+    return absl::StrCat("kernel build ", build.id(), " was cancelled");
+  }
+  return std::nullopt;
+}
+
+// Since when a queued job could have been claimed: its creation, or its
+// build's success; nullopt while its build has not succeeded.
+std::optional<absl::Time> ClaimableSince(const Tables& t, const JobRow& j) {
+  if (j.job.waits_for_job() == 0) return j.created_at;
+  auto it = t.jobs.find(j.job.waits_for_job());
+  if (it == t.jobs.end() || it->second.job.state() != pb::JOB_STATE_SUCCEEDED) return std::nullopt;
+  return std::max(j.created_at, it->second.finished_at.value_or(j.created_at));
+}
+
+bool AnyAgentRuns(const Tables& t, const pb::Job& job) {
+  for (const auto& [id, a] : t.agents) {
+    if (a.executors.count(job.executor()) == 0) continue;
+    const std::vector<pb::Capability> caps(a.capabilities.begin(), a.capabilities.end());
+    if (RealRunEligible(job, caps, a.host)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> MemoryJobQueue::FailBlockedJobs(absl::Duration unrunnable_after,
+                                                        int limit) {
+  return db_->Write([&](Tables& t, Changes& changes) -> absl::StatusOr<int64_t> {
+    const absl::Time now = db_->Now();
+    int after_build = 0, unrunnable = 0;
+    for (auto& [id, j] : t.jobs) {
+      if (j.job.state() != pb::JOB_STATE_QUEUED) continue;
+      std::optional<std::string> reason;
+      if (after_build < limit) reason = FailedBuildReason(t, j.job);
+      if (reason.has_value()) {
+        ++after_build;
+      } else if (const std::optional<absl::Time> since = ClaimableSince(t, j);
+                 unrunnable < limit && IsRealOrBuild(j.job.executor()) && since.has_value() &&
+                 *since <= now - unrunnable_after && !AnyAgentRuns(t, j.job)) {
+        reason = UnrunnableReason(j.job, now - *since);
+        ++unrunnable;
+      }
+      if (!reason.has_value()) continue;
+      j.job.set_state(pb::JOB_STATE_FAILED);
+      j.job.set_failure_reason(*reason);
+      j.finished_at = now;
+      changes.insert(j.job.matrix_id());
+    }
+    return static_cast<int64_t>(after_build + unrunnable);
   });
 }
 

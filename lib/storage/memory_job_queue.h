@@ -48,6 +48,9 @@ class MemoryJobQueue : public JobQueue {
                                                         const std::string& after_name,
                                                         int limit) override;
   absl::StatusOr<std::string> AgentName(int64_t agent_id) override;
+  absl::Status UpdateCapabilities(int64_t agent_id, const std::string& session,
+                                  const std::vector<pb::Capability>& capabilities) override;
+  absl::StatusOr<int64_t> FailBlockedJobs(absl::Duration unrunnable_after, int limit) override;
 
  private:
   // gen_random_uuid()::text.

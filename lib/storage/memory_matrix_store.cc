@@ -2,9 +2,11 @@
 
 #include <iterator>
 #include <limits>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "lib/storage/row_codec.h"
+#include "lib/storage/run_eligibility.h"
 
 namespace farm::storage {
 
@@ -63,7 +65,9 @@ absl::StatusOr<CreatedMatrix> MemoryMatrixStore::CreateMatrix(const NewMatrix& m
       job.set_max_attempts(j.max_attempts());
       JsonToMap(MapToJson(j.model_set()), job.mutable_model_set());
       job.set_seed(j.seed());
+      job.set_waits_for_job(j.waits_for_job());
       r.not_before = now;
+      r.created_at = now;
       t.jobs.emplace(job.id(), std::move(r));
     }
     absl::StatusOr<pb::Matrix> mat = MatrixFromTables(t, id);
@@ -189,6 +193,22 @@ absl::StatusOr<RawOutputSlice> MemoryMatrixStore::ReadRawOutput(int64_t job_id, 
     out.total_bytes = static_cast<int64_t>(raw.size());
     out.raw_format = it->second.raw_format;
     out.attempt = it->first.second;
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<pb::Job>> MemoryMatrixStore::LiveBuildJobs(
+    const std::string& catalog, const std::vector<std::string>& commits) {
+  const std::set<std::string> wanted(commits.begin(), commits.end());
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<pb::Job>> {
+    std::vector<pb::Job> out;
+    for (const auto& [id, j] : t.jobs) {
+      const pb::Job& job = j.job;
+      if (job.executor() == pb::EXECUTOR_KBUILD && job.catalog() == catalog &&
+          wanted.count(job.commit_id()) != 0 && IsLiveBuildState(job.state())) {
+        out.push_back(JobFromRow(j));
+      }
+    }
     return out;
   });
 }

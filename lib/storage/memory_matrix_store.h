@@ -30,6 +30,8 @@ class MemoryMatrixStore : public MatrixStore {
                                                       int64_t max_raw_bytes) override;
   absl::StatusOr<RawOutputSlice> ReadRawOutput(int64_t job_id, int attempt, int64_t from_char,
                                                int64_t max_chars) override;
+  absl::StatusOr<std::vector<pb::Job>> LiveBuildJobs(
+      const std::string& catalog, const std::vector<std::string>& commits) override;
 
  private:
   MemoryDatabase* const db_;  // not owned

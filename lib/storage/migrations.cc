@@ -434,6 +434,16 @@ CREATE TABLE matrix_workloads (
 ALTER TABLE jobs ADD COLUMN workload_index integer NOT NULL DEFAULT -1;
 )SQL";
 
+// A real job may wait for the kernel build job that makes its kernel: 0 for
+// none (no foreign key, so the COPY of a matrix's jobs stays one statement;
+// build jobs are never deleted before the jobs of their matrix). Build jobs
+// are looked up by what they build.
+const char* const kV13KernelBuildJobs = R"SQL(
+ALTER TABLE jobs ADD COLUMN waits_for bigint NOT NULL DEFAULT 0;
+CREATE INDEX jobs_waits_for_idx ON jobs (waits_for) WHERE waits_for <> 0;
+CREATE INDEX jobs_build_key_idx ON jobs (catalog, commit_id, platform) WHERE executor = 4;
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
@@ -455,6 +465,8 @@ const std::vector<Migration>& AllMigrations() {
        kV11LinearStateTrigger},
       {12, "matrix_workloads: large workload params stored once per matrix",
        kV12SharedWorkloadParams},
+      {13, "jobs.waits_for: real jobs run after the kernel build job they name",
+       kV13KernelBuildJobs},
   };
   return *kAll;
 }

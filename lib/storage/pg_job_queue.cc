@@ -120,8 +120,8 @@ void PrepareQueueStatements(PgPool* pool) {
           "  (SELECT count(*) FROM jobs h WHERE h.state = 2 AND h.lease_agent = a.id))) "
           "  ELSE $3 END AS n FROM a), "
           "pick AS (SELECT j.id FROM jobs j, a WHERE j.state = 1 AND j.not_before <= now() "
-          "  AND j.executor = ANY(a.executors) AND (NOT $5 OR ") +
-      kRunnableSql +
+          "  AND j.executor = ANY(a.executors) AND (") +
+      kBuildDoneSql + ") AND (NOT $5 OR " + kRunnableSql +
       ") ORDER BY j.priority DESC, j.fair_rank, j.id LIMIT (SELECT n FROM lim) "
       "FOR UPDATE OF j SKIP LOCKED) ";
   // Hooked path: the candidates, locked; $4 (ttl) unused but typed.
@@ -654,6 +654,84 @@ absl::StatusOr<std::string> PgJobQueue::AgentName(int64_t agent_id) {
     pqxx::result r = t.exec_params("SELECT name FROM agents WHERE id = $1", agent_id);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("unknown agent ", agent_id));
     return r[0][0].as<std::string>();
+  });
+}
+
+absl::Status PgJobQueue::UpdateCapabilities(int64_t agent_id, const std::string& session,
+                                            const std::vector<pb::Capability>& capabilities) {
+  google::protobuf::RepeatedPtrField<pb::Capability> caps(capabilities.begin(), capabilities.end());
+  return pool_
+      ->Call<bool>([&](pqxx::connection& c) -> absl::StatusOr<bool> {
+        pqxx::work w(c);
+        pqxx::result up = w.exec_params(
+            "UPDATE agents SET capabilities = $3::jsonb, executors = $4::int[] "
+            "WHERE id = $1 AND session = $2",
+            agent_id, session, CapsToJson(caps), ArrayLiteral(ExecutorsOf(caps)));
+        w.commit();
+        if (up.affected_rows() == 0) {
+          return absl::NotFoundError(absl::StrCat("unknown agent ", agent_id, " or session"));
+        }
+        return true;
+      })
+      .status();
+}
+
+namespace {
+
+// Queued jobs whose kernel build failed or was cancelled take the build's
+// reason. $1: limit.
+int64_t FailAfterFailedBuilds(pqxx::work& w, int limit) {
+  return w
+      .exec_params(
+          "UPDATE jobs j SET state = 4, finished_at = now(), failure_reason = 'kernel build ' || "
+          "  b.id || CASE WHEN b.state = 4 THEN ' failed: ' || b.failure_reason "
+          "  ELSE ' was cancelled' END "
+          "FROM jobs b WHERE b.id = j.waits_for AND j.id IN (SELECT q.id FROM jobs q "
+          "  JOIN jobs qb ON qb.id = q.waits_for WHERE q.state = 1 AND q.waits_for <> 0 "
+          "  AND qb.state IN (4, 5) ORDER BY q.id LIMIT $1 FOR UPDATE OF q SKIP LOCKED)",
+          limit)
+      .affected_rows();
+}
+
+// Real and build jobs claimable for longer than $1 seconds that no agent
+// row can run (its executors and kRunnableSql), with how long they waited.
+std::string UnrunnableSelect() {
+  return std::string("SELECT ") + kJobCols +
+         ", extract(epoch from now() - greatest(j.created_at, coalesce(b.finished_at, "
+         "  j.created_at)))::float8 "
+         "FROM jobs j LEFT JOIN jobs b ON b.id = j.waits_for "
+         "WHERE j.state = 1 AND j.executor IN (2, 3, 4) AND (j.waits_for = 0 OR b.state = 3) "
+         "  AND greatest(j.created_at, coalesce(b.finished_at, j.created_at)) <= "
+         "    now() - make_interval(secs => $1) "
+         "  AND NOT EXISTS (SELECT 1 FROM (SELECT executors, host AS ah, capabilities AS ac "
+         "    FROM agents) ag WHERE j.executor = ANY(ag.executors) AND " +
+         kRunnableSql + ") ORDER BY j.id LIMIT $2 FOR UPDATE OF j SKIP LOCKED";
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> PgJobQueue::FailBlockedJobs(absl::Duration unrunnable_after, int limit) {
+  return pool_->Call<int64_t>([&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
+    pqxx::work w(c);
+    int64_t failed = FailAfterFailedBuilds(w, limit);
+    std::vector<int64_t> ids;
+    std::vector<std::string> reasons;
+    JobRowDecoder decode;
+    for (const pqxx::row& r : w.exec_params(UnrunnableSelect(), Secs(unrunnable_after), limit)) {
+      const pb::Job job = decode.Decode(r);
+      ids.push_back(job.id());
+      reasons.push_back(UnrunnableReason(job, absl::Seconds(r[kJobColCount].as<double>())));
+    }
+    if (!ids.empty()) {
+      failed += w.exec_params(
+                     "UPDATE jobs j SET state = 4, finished_at = now(), failure_reason = u.reason "
+                     "FROM unnest($1::bigint[], $2::text[]) AS u(id, reason) "
+                     "WHERE j.id = u.id AND j.state = 1",
+                     ArrayLiteral(ids), QuotedArrayLiteral(reasons))
+                    .affected_rows();
+    }
+    w.commit();
+    return failed;
   });
 }
 

@@ -72,11 +72,12 @@ absl::StatusOr<CreatedMatrix> PgMatrixStore::CreateMatrix(const NewMatrix& m) {
     // (the claim then reads them without a lookup).
     std::map<std::string, int32_t> shared_params;  // params JSON -> workload_index
     {
-      pqxx::stream_to s(w, "jobs",
-                        std::vector<std::string>{
-                            "matrix_id", "catalog", "commit_id", "commit_index", "platform",
-                            "workload", "params", "mode", "repeat", "executor", "priority", "kind",
-                            "max_attempts", "model_set", "seed", "fair_rank", "workload_index"});
+      pqxx::stream_to s(
+          w, "jobs",
+          std::vector<std::string>{"matrix_id", "catalog", "commit_id", "commit_index", "platform",
+                                   "workload", "params", "mode", "repeat", "executor", "priority",
+                                   "kind", "max_attempts", "model_set", "seed", "fair_rank",
+                                   "workload_index", "waits_for"});
       int32_t rank = 0;
       for (const pb::Job& j : m.jobs) {
         std::string params = MapToJson(j.workload().params());
@@ -92,7 +93,7 @@ absl::StatusOr<CreatedMatrix> PgMatrixStore::CreateMatrix(const NewMatrix& m) {
             params, static_cast<int>(j.mode()), j.repeat(), static_cast<int>(j.executor()),
             j.priority(), static_cast<int>(j.kind()), j.max_attempts(),
             shared.at(j.commit_index()) != nullptr ? std::string("{}") : MapToJson(j.model_set()),
-            static_cast<int64_t>(j.seed()), rank++, workload_index);
+            static_cast<int64_t>(j.seed()), rank++, workload_index, j.waits_for_job());
       }
       s.complete();
     }
@@ -239,6 +240,25 @@ absl::StatusOr<RawOutputSlice> PgMatrixStore::ReadRawOutput(int64_t job_id, int 
     out.total_bytes = r[0][1].as<int64_t>();
     out.raw_format = r[0][2].as<std::string>();
     out.attempt = r[0][3].as<int>();
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<pb::Job>> PgMatrixStore::LiveBuildJobs(
+    const std::string& catalog, const std::vector<std::string>& commits) {
+  using Out = std::vector<pb::Job>;
+  return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+    pqxx::read_transaction t(c);
+    Out out;
+    JobRowDecoder decode;
+    for (const pqxx::row& r :
+         t.exec_params(std::string("SELECT ") + kJobCols +
+                           " FROM jobs j WHERE j.executor = 4 AND j.catalog = $1 "
+                           "AND j.commit_id = ANY($2::text[]) AND j.state IN (1, 2, 3) "
+                           "ORDER BY j.id",
+                       catalog, QuotedArrayLiteral(commits))) {
+      out.push_back(decode.Decode(r));
+    }
     return out;
   });
 }

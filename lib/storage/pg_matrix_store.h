@@ -32,6 +32,8 @@ class PgMatrixStore : public MatrixStore {
                                                       int64_t max_raw_bytes) override;
   absl::StatusOr<RawOutputSlice> ReadRawOutput(int64_t job_id, int attempt, int64_t from_char,
                                                int64_t max_chars) override;
+  absl::StatusOr<std::vector<pb::Job>> LiveBuildJobs(
+      const std::string& catalog, const std::vector<std::string>& commits) override;
 
  private:
   PgPool* const pool_;  // not owned

@@ -19,7 +19,7 @@ const std::string kJobCols =
         "coalesce((SELECT jm.model_set FROM matrices jm WHERE jm.id = j.matrix_id), "
         "'{}'::jsonb))::text, "
         "j.seed, j.lease_owner, "
-        "coalesce((extract(epoch from j.lease_expires_at) * 1000000)::bigint, 0)");
+        "coalesce((extract(epoch from j.lease_expires_at) * 1000000)::bigint, 0), j.waits_for");
 
 std::string QuotedArrayLiteral(const std::vector<std::string>& v) {
   size_t n = 2;
@@ -80,6 +80,7 @@ pb::Job JobRowDecoder::Decode(const pqxx::row& r, int base) {
   j.set_lease_owner(r[base + 19].as<std::string>());
   const int64_t exp = r[base + 20].as<int64_t>();
   if (exp != 0) SetMicros(exp, j.mutable_lease_expires_at());
+  j.set_waits_for_job(r[base + 21].as<int64_t>());
   return j;
 }
 
@@ -89,7 +90,9 @@ const char* const kMatrixSelect =
     "count(j.id), count(j.id) FILTER (WHERE j.state = 1), count(j.id) FILTER (WHERE j.state = 2), "
     "count(j.id) FILTER (WHERE j.state = 3), count(j.id) FILTER (WHERE j.state = 4), "
     "count(j.id) FILTER (WHERE j.state = 5), "
-    "coalesce((extract(epoch from max(j.finished_at)) * 1000000)::bigint, 0) "
+    "coalesce((extract(epoch from max(j.finished_at)) * 1000000)::bigint, 0), "
+    "count(j.id) FILTER (WHERE j.state = 1 AND j.waits_for <> 0 AND NOT EXISTS "
+    "  (SELECT 1 FROM jobs b WHERE b.id = j.waits_for AND b.state = 3)) "
     "FROM matrices m LEFT JOIN jobs j ON j.matrix_id = m.id ";
 
 pb::Matrix RowToMatrix(const pqxx::row& r) {
@@ -110,6 +113,7 @@ pb::Matrix RowToMatrix(const pqxx::row& r) {
   c->set_succeeded(r[12].as<int64_t>());
   c->set_failed(r[13].as<int64_t>());
   c->set_cancelled(r[14].as<int64_t>());
+  c->set_waiting_for_build(r[16].as<int64_t>());
   DeriveMatrixState(cancelled, r[15].as<int64_t>(), &m);
   return m;
 }

@@ -39,7 +39,7 @@ inline double Secs(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 // Columns of a job (alias j), read by RowToJob.
 extern const std::string kJobCols;
-constexpr int kJobColCount = 21;
+constexpr int kJobColCount = 22;
 // The job in columns [base, base + kJobColCount) of `r`.
 pb::Job RowToJob(const pqxx::row& r, int base = 0);
 

@@ -13,6 +13,9 @@ const char* const kJobParamsSql =
     "FROM matrix_workloads mw WHERE mw.matrix_id = j.matrix_id "
     "AND mw.workload_index = j.workload_index), '{}'::jsonb) END)";
 
+const char* const kBuildDoneSql =
+    "j.waits_for = 0 OR EXISTS (SELECT 1 FROM jobs b WHERE b.id = j.waits_for AND b.state = 3)";
+
 // CheckRealRun in SQL over a jobs row `j`, the agent's host facts `ah` and
 // capabilities `ac` (row_codec.h's HostToJson / CapsToJson). Clause by
 // clause, as proto/kernel_offers.h states the rule: the offers of the
@@ -25,7 +28,14 @@ const char* const kJobParamsSql =
 // digits>" not followed by another hex digit.
 // clang-format off
 const std::string kRunnableSql = std::string(
-    "(j.executor NOT IN (2, 3) OR EXISTS (SELECT 1 FROM jsonb_array_elements(ac) c, "
+    // A build job: a kbuild capability building the job's catalog for its
+    // architecture (the job's platform), BuildOfferRuns.
+    "(j.executor <> 4 OR EXISTS (SELECT 1 FROM jsonb_array_elements(ac) c, "
+    " LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(c->'builds') = 'array' "
+    "   THEN c->'builds' ELSE '[]'::jsonb END) b "
+    " WHERE c->>'name' = 'kbuild' AND b->>'catalog' = j.catalog "
+    "  AND jsonb_typeof(b->'architectures') = 'array' AND b->'architectures' ? j.platform)) "
+    "AND (j.executor NOT IN (2, 3) OR EXISTS (SELECT 1 FROM jsonb_array_elements(ac) c, "
     " LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(c->'kernels') = 'array' "
     "   AND jsonb_array_length(c->'kernels') > 0 THEN c->'kernels' "
     "   ELSE jsonb_build_array(jsonb_build_object('provider', 'host', "
@@ -71,6 +81,11 @@ absl::Status CheckRealRunHost(const pb::Job& job, const pb::HostFacts& host) {
 
 absl::Status CheckRealRun(const pb::Job& job, const std::vector<pb::Capability>& capabilities,
                           const pb::HostFacts& host) {
+  if (job.executor() == pb::EXECUTOR_KBUILD) {
+    if (::farm::proto::BuildOfferRuns(capabilities, job)) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("no kbuild offer builds catalog ", job.catalog(), " for ", job.platform()));
+  }
   if (job.executor() != pb::EXECUTOR_FIO && job.executor() != pb::EXECUTOR_IOZONE) {
     return absl::OkStatus();
   }
@@ -87,6 +102,18 @@ absl::Status CheckRealRun(const pb::Job& job, const std::vector<pb::Capability>&
   return absl::FailedPreconditionError(absl::StrCat(
       "no kernel offer runs ", job.commit_id(), " in mode ", ::farm::proto::ModeName(job.mode()),
       " (offered: ", offered.empty() ? "none" : absl::StrJoin(offered, "; "), ")"));
+}
+
+std::string UnrunnableReason(const pb::Job& job, absl::Duration waited) {
+  const std::string wait = absl::FormatDuration(absl::Trunc(waited, absl::Seconds(1)));
+  if (job.executor() == pb::EXECUTOR_KBUILD) {
+    return absl::StrCat("no agent builds catalog ", job.catalog(), " for ", job.platform(),
+                        " (start one with --kbuild-tree ", job.catalog(), "=TREE); waited ", wait);
+  }
+  return absl::StrCat("no agent offers kernel ", job.commit_id(), " for ", job.platform(),
+                      " in mode ", ::farm::proto::ModeName(job.mode()), " under ",
+                      ::farm::proto::ExecutorName(job.executor()), ", and none builds it; waited ",
+                      wait);
 }
 
 }  // namespace farm::storage

@@ -16,7 +16,9 @@
 // release = host.kernel_release, modes = [host.iommu_mode] unless that is
 // unspecified. A job whose workload params hold "kernel_params" never
 // matches an offer with provider "host". Emulator jobs always match: they
-// run the emulated kernel and mode. A job no agent offers stays queued.
+// run the emulated kernel and mode. A kernel build job (kbuild) matches a
+// kbuild capability whose build offers name its catalog and architecture
+// (BuildOfferRuns). A job no agent offers stays queued.
 //
 // Contract: pure functions of their arguments, thread-safe, cheap.
 // kRunnableSql and CheckRealRun state the same rule; the repository
@@ -37,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
 #include "proto/kernel_offers.h"
 
@@ -60,6 +63,11 @@ extern const std::string kRunnableSql;
 // matrix, see PgMatrixStore::CreateMatrix).
 extern const char* const kJobParamsSql;
 
+// SQL boolean over a jobs row aliased `j`: the job waits for no kernel build
+// (Job.waits_for_job), or that build succeeded. Every claim applies it, as
+// the memory fake does: a job never runs before its kernel exists.
+extern const char* const kBuildDoneSql;
+
 inline bool RealRunEligible(const iommufarm::v1::Job& job, const iommufarm::v1::HostFacts& host) {
   return CheckRealRunHost(job, host).ok();
 }
@@ -75,6 +83,26 @@ inline bool RealRunEligible(const iommufarm::v1::Job& job,
                             const iommufarm::v1::HostFacts& host) {
   return CheckRealRun(job, capabilities, host).ok();
 }
+
+// Jobs that only some agents can run (fio, iozone, kbuild), which
+// JobQueue::FailBlockedJobs fails when no registered agent can.
+inline bool IsRealOrBuild(iommufarm::v1::Executor e) {
+  return e == iommufarm::v1::EXECUTOR_FIO || e == iommufarm::v1::EXECUTOR_IOZONE ||
+         e == iommufarm::v1::EXECUTOR_KBUILD;
+}
+
+// A build job in this state makes (or made) its kernel: queued, leased or
+// succeeded. SQL: state IN (1, 2, 3).
+inline bool IsLiveBuildState(iommufarm::v1::JobState s) {
+  return s == iommufarm::v1::JOB_STATE_QUEUED || s == iommufarm::v1::JOB_STATE_LEASED ||
+         s == iommufarm::v1::JOB_STATE_SUCCEEDED;
+}
+
+// The failure reason of a job no registered agent could run for `waited`
+// (JobQueue::FailBlockedJobs): what it needs, so the user knows which agent
+// to start ("no agent offers kernel v6.1 for q35-intel-iommu in mode strict
+// under fio, and none builds it; waited 1h").
+std::string UnrunnableReason(const iommufarm::v1::Job& job, absl::Duration waited);
 
 }  // namespace farm::storage
 

@@ -1,0 +1,79 @@
+#include "agent/executors/kbuild_executor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "lib/kbuild/fragments.h"
+#include "lib/kbuild/kernel_builder.h"
+#include "lib/kstore/kernel_store.h"
+#include "lib/process/process.h"
+#include "proto/names.h"
+
+namespace farm::agent {
+
+namespace pb = ::iommufarm::v1;
+
+std::vector<std::string> BuildableArchs() {
+  std::vector<std::string> out{kstore::kArchX86};
+  if (runners::ResolveExecutable("aarch64-linux-gnu-gcc").ok()) out.push_back(kstore::kArchArm64);
+  return out;
+}
+
+KbuildExecutor::KbuildExecutor(KbuildConfig config)
+    : config_(std::move(config)),
+      archs_(config_.archs.empty() ? BuildableArchs() : config_.archs) {}
+
+std::string KbuildExecutor::capability() const { return proto::ExecutorName(pb::EXECUTOR_KBUILD); }
+
+std::vector<pb::BuildOffer> KbuildExecutor::builds() const {
+  std::vector<pb::BuildOffer> out;
+  for (const auto& [catalog, tree] : config_.trees) {
+    pb::BuildOffer& o = out.emplace_back();
+    o.set_catalog(catalog);
+    o.set_tree(tree);
+    for (const std::string& a : archs_) o.add_architectures(a);
+  }
+  return out;
+}
+
+absl::StatusOr<ExecutionResult> KbuildExecutor::Run(const pb::Job& job, CancelToken& cancel) {
+  auto tree = config_.trees.find(job.catalog());
+  if (tree == config_.trees.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this agent has no tree for catalog ", job.catalog()));
+  }
+  kbuild::BuildRequest req;
+  req.tree = tree->second;
+  req.rev = job.commit_id();
+  req.arch = job.platform();
+  req.machine = kbuild::kAllMachines;
+  req.base = config_.base;
+  req.store_dir = config_.store_dir;
+  req.cache_root = config_.cache_root;
+  req.cache_max_bytes = config_.cache_max_bytes;
+  req.jobs = config_.jobs;
+  req.make = config_.make;
+  req.git = config_.git;
+  req.cancelled = [&cancel] { return cancel.cancelled(); };
+  std::string log;
+  absl::StatusOr<kbuild::BuildResult> built = kbuild::BuildKernel(req, &log);
+  if (!built.ok()) {
+    if (cancel.cancelled()) return absl::CancelledError("build stopped: lease revoked");
+    return built.status();
+  }
+  ExecutionResult out;
+  const double seconds = absl::ToDoubleSeconds(built->wall_time);
+  pb::Sample& wall = out.samples.emplace_back();
+  wall.set_metric("build_seconds");
+  wall.set_value(seconds);
+  wall.set_unit("s");
+  out.raw_output =
+      absl::StrCat(log, "\nbuilt ", built->commit, " ", built->release, " into ", built->build.dir,
+                   built->reused_build_dir ? " (incremental)" : "", "\n");
+  out.raw_format = "kbuild-log";
+  out.tool_version = built->build.compiler;
+  return out;
+}
+
+}  // namespace farm::agent

@@ -1,0 +1,216 @@
+// Whole farm, kernels built on demand: PostgreSQL, the real farm-scheduler
+// (in-process) and a spawned farm-agent offering `kbuild` (the tree of
+// scripts/make-test-kernel-tree) and fio under its vm provider, whose kernel
+// store starts empty. A fio matrix over the tree's base commit, the next
+// commit and the commit that does not compile, none of them prebuilt, gets
+// one build job per commit; each commit's fio job runs in a q35 guest booted
+// from its own build (its guest release is the build's, -g<sha>), and the
+// broken commit's job fails with the build's "build failed at" reason.
+// Needs: scripts/make-test-kernel-tree and scripts/build-guest-root (scripts/test runs both as
+// root).
+#include <stdlib.h>
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "cli/commands.h"
+#include "gtest/gtest.h"
+#include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/client/client.h"
+#include "lib/kbuild/test_tree.h"
+#include "lib/metrics/metrics.h"
+#include "lib/process/process.h"
+#include "scheduler/server.h"
+#include "testing/child_process.h"
+#include "testing/service_harness.h"
+
+namespace farm {
+namespace {
+
+namespace fs = std::filesystem;
+namespace pb = ::iommufarm::v1;
+
+class KbuildFarmPgTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<kbuild::TestTree> tree =
+        kbuild::MakeTestTree(std::string(FARM_SOURCE_DIR) + "/scripts/make-test-kernel-tree");
+    ASSERT_TRUE(tree.ok()) << tree.status();
+    tree_ = *std::move(tree);
+    ASSERT_GE(tree_.commits.size(), 3u);
+    runners::ProcessOptions build;
+    build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--out",
+                  FARM_GUEST_ROOT_DIR};
+    build.timeout = absl::Minutes(2);
+    absl::StatusOr<runners::ProcessResult> built = runners::RunProcess(build);
+    ASSERT_TRUE(built.ok() && built->ok())
+        << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
+    const std::string initramfs = std::string(absl::StripAsciiWhitespace(built->stdout_data));
+
+    std::string tmpl = testing::HarnessTempBase() + "/farm-kbuild-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+    fs::create_directories(root_ + "/allowed");
+    fs::create_directories(root_ + "/store");
+
+    auto pg = testing::PostgresInstance::Start();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    pg_ = *std::move(pg);
+    scheduler::ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.db_uri = pg_->Uri();
+    options.config.lease_ttl = absl::Seconds(60);
+    auto server = scheduler::SchedulerServer::Start(options, &registry_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    client_.server = server_->address();
+    LoadCatalog();
+
+    agent_ =
+        std::make_unique<testing::ChildProcess>(std::vector<std::string>{FARM_AGENT_BIN,
+                                                                         "--scheduler",
+                                                                         server_->address(),
+                                                                         "--name",
+                                                                         "builder",
+                                                                         "--slots",
+                                                                         "2",
+                                                                         "--capabilities",
+                                                                         "kbuild,fio",
+                                                                         "--kbuild-tree",
+                                                                         "test-tree=" + tree_.dir,
+                                                                         "--kernel-store",
+                                                                         root_ + "/store",
+                                                                         "--vm-initramfs",
+                                                                         initramfs,
+                                                                         "--vm-accel",
+                                                                         "tcg",
+                                                                         "--allow-dir",
+                                                                         root_ + "/allowed",
+                                                                         "--drain-timeout",
+                                                                         "10s"},
+                                                root_ + "/agent.log");
+    absl::Status up = agent_->WaitFor("registered as builder", false, absl::Seconds(60));
+    ASSERT_TRUE(up.ok()) << up << "\n" << agent_->Out();
+  }
+
+  void TearDown() override {
+    if (agent_) {
+      EXPECT_EQ(agent_->Terminate(), 0) << agent_->Out();
+    }
+    agent_.reset();
+    if (server_) server_->Shutdown();
+    server_.reset();
+    pg_.reset();
+    if (!root_.empty()) fs::remove_all(root_);
+  }
+
+  // The base commit, the next one and the broken one.
+  std::vector<std::string> Commits() const {
+    return {tree_.commits[0], tree_.commits[1], tree_.broken};
+  }
+
+  void LoadCatalog() {
+    std::string yaml = "catalog: test-tree\ncommits:\n";
+    for (const std::string& c : Commits()) {
+      absl::StrAppend(&yaml, "  - id: \"", c, "\"\n    subject: \"test tree ", c.substr(0, 12),
+                      "\"\n");
+    }
+    auto stub = pb::JobService::NewStub(client::MakeChannel(client_));
+    pb::LoadCatalogRequest load;
+    load.set_yaml(yaml);
+    load.set_source_name("kbuild_farm_pgtest");
+    pb::LoadCatalogResponse loaded;
+    auto ctx = client::NewContext(client_, absl::Seconds(30));
+    grpc::Status st = stub->LoadCatalog(ctx.get(), load, &loaded);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+
+  std::string Spec() const {
+    std::string list;
+    for (const std::string& c : Commits()) absl::StrAppend(&list, list.empty() ? "" : ", ", c);
+    return absl::StrCat(
+        "name: built\ncatalog: test-tree\nplatform: q35-intel-iommu\ncommits: [", list,
+        "]\nmodes: [strict]\nworkloads:\n  - name: fio-nvme\n    params: {rw: randread, bs: 4k, "
+        "iodepth: 4, ioengine: libaio, direct: 1, runtime: 2, time_based: 1}\n",
+        "repeats: 1\nexecutor: fio\n");
+  }
+
+  kbuild::TestTree tree_;
+  std::string root_;
+  metrics::MetricsRegistry registry_;
+  std::unique_ptr<testing::PostgresInstance> pg_;
+  std::unique_ptr<scheduler::SchedulerServer> server_;
+  client::ClientOptions client_;
+  std::unique_ptr<testing::ChildProcess> agent_;
+};
+
+TEST_F(KbuildFarmPgTest, EveryCommitIsBuiltOnceAndItsJobRunsOnItsOwnKernel) {
+  std::ostringstream out, err;
+  cli::Commands commands(client_, out, err);
+  auto dry = commands.SubmitSpec(Spec(), /*dry_run=*/true);
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  ASSERT_GE(dry->warnings_size(), 1);
+  EXPECT_EQ(dry->warnings(dry->warnings_size() - 1),
+            "kernels to build first: 3 new, 0 already built or queued");
+
+  auto submitted = commands.SubmitSpec(Spec(), false);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  ASSERT_EQ(submitted->build_job_ids_size(), 3);
+  ASSERT_NE(submitted->build_matrix_id(), 0);
+  auto progress =
+      commands.WaitForMatrix(submitted->matrix().id(), [](const pb::MatrixProgress&) {});
+  ASSERT_TRUE(progress.ok()) << progress.status() << "\n" << agent_->Out();
+  EXPECT_EQ(progress->state(), pb::MATRIX_STATE_FAILED) << "the broken commit's job fails";
+  EXPECT_EQ(progress->counts().succeeded(), 2) << agent_->Out();
+  EXPECT_EQ(progress->counts().failed(), 1) << agent_->Out();
+
+  auto results = commands.FetchResults(submitted->matrix().id(), /*include_raw=*/false);
+  ASSERT_TRUE(results.ok()) << results.status();
+  std::map<std::string, std::string> release_of;  // commit -> guest kernel release
+  for (const pb::Result& r : *results) {
+    release_of[r.job().commit_id()] = r.host().kernel_release();
+    EXPECT_EQ(r.host().iommu_mode(), pb::IOMMU_MODE_STRICT) << r.host().iommu_detail();
+    EXPECT_EQ(r.host().guest().machine_model(), "q35+intel-iommu");
+    EXPECT_NE(r.job().waits_for_job(), 0);
+  }
+  ASSERT_EQ(release_of.size(), 2u);
+  for (const std::string& c : {tree_.commits[0], tree_.commits[1]}) {
+    EXPECT_TRUE(absl::EndsWith(release_of[c], "-g" + c.substr(0, 12)))
+        << c << ": " << release_of[c];
+  }
+
+  // The build matrix: two builds succeeded, the broken one failed with its error line.
+  auto builds =
+      commands.WaitForMatrix(submitted->build_matrix_id(), [](const pb::MatrixProgress&) {});
+  ASSERT_TRUE(builds.ok()) << builds.status();
+  EXPECT_EQ(builds->counts().succeeded(), 2);
+  EXPECT_EQ(builds->counts().failed(), 1);
+  pqxx::connection c(pg_->Uri());
+  pqxx::work w(c);
+  pqxx::result failed =
+      w.exec_params("SELECT failure_reason FROM jobs WHERE matrix_id = $1 AND state = 4",
+                    submitted->matrix().id());
+  ASSERT_EQ(failed.size(), 1u);
+  const std::string reason = failed[0][0].as<std::string>();
+  EXPECT_TRUE(absl::StrContains(reason, "build failed at " + tree_.broken)) << reason;
+  EXPECT_TRUE(absl::StrContains(reason, "drivers/iommu/dma-iommu.c")) << reason;
+
+  // A second matrix over the same commits: the agent offers the two built
+  // kernels now; only the broken commit would be built (again).
+  auto again = commands.SubmitSpec(Spec(), /*dry_run=*/true);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_GE(again->warnings_size(), 1);
+  EXPECT_EQ(again->warnings(again->warnings_size() - 1),
+            "kernels to build first: 1 new, 0 already built or queued");
+}
+
+}  // namespace
+}  // namespace farm

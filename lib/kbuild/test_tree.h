@@ -1,0 +1,53 @@
+// lib/kbuild/test_tree.h: scripts/make-test-kernel-tree's report, for the
+// tests that build its tree (label kbuild, and the farm's build jobs).
+// Header-only, tests only. Thread-safety: reentrant (runs the script).
+#ifndef LIB_KBUILD_TEST_TREE_H_
+#define LIB_KBUILD_TEST_TREE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "lib/process/process.h"
+
+namespace farm::kbuild {
+
+struct TestTree {
+  std::string dir;
+  std::vector<std::string> commits;  // oldest first
+  std::string planted, broken;
+};
+
+// Runs `script` (instant once the tree is cached) and reads its report:
+// `tree DIR`, one line per commit, then `planted <sha>` and `broken <sha>`.
+inline absl::StatusOr<TestTree> MakeTestTree(const std::string& script) {
+  runners::ProcessOptions p;
+  p.argv = {script};
+  p.timeout = absl::Minutes(20);
+  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+  if (!r.ok()) return r.status();
+  if (!r->ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(script, ": ", r->stderr_data, " (run it as root once)"));
+  }
+  TestTree t;
+  for (absl::string_view line : absl::StrSplit(r->stdout_data, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> w = absl::StrSplit(line, absl::MaxSplits(' ', 1));
+    if (w[0] == "tree") {
+      t.dir = w[1];
+    } else if (w[0] == "planted") {
+      t.planted = w[1];
+    } else if (w[0] == "broken") {
+      t.broken = w[1];
+    } else {
+      t.commits.push_back(w[0]);
+    }
+  }
+  return t;
+}
+
+}  // namespace farm::kbuild
+
+#endif  // LIB_KBUILD_TEST_TREE_H_

@@ -1,0 +1,135 @@
+#include "scheduler/kernel_builds.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "proto/kernel_params.h"
+#include "proto/names.h"
+#include "scheduler/spec.h"
+
+namespace farm::scheduler {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+
+std::vector<pb::Capability> CapsOf(const pb::Agent& a) {
+  return {a.capabilities().begin(), a.capabilities().end()};
+}
+
+bool AnyAgentOffers(const pb::Job& job, const std::vector<pb::Agent>& agents) {
+  for (const pb::Agent& a : agents) {
+    if (proto::FindOffer(proto::OffersFor(CapsOf(a), job.executor(), a.host()), job) != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool AnyAgentBuilds(const pb::Job& build, const std::vector<pb::Agent>& agents) {
+  for (const pb::Agent& a : agents) {
+    if (proto::BuildOfferRuns(CapsOf(a), build)) return true;
+  }
+  return false;
+}
+
+// What one (commit, platform, mode, executor) cell needs.
+struct Need {
+  bool offered = false;
+  std::optional<proto::BuildKey> build;
+  std::string unrunnable;  // set when neither
+};
+
+Need Decide(const pb::Job& job, const std::vector<pb::Agent>& agents) {
+  Need need;
+  if (AnyAgentOffers(job, agents)) {
+    need.offered = true;
+    return need;
+  }
+  const std::string cell =
+      absl::StrCat(job.commit_id(), " on ", job.platform(), " in mode ",
+                   proto::ModeName(job.mode()), " under ", proto::ExecutorName(job.executor()));
+  const proto::VmPlatform* vm = proto::FindVmPlatform(job.platform());
+  if (vm == nullptr) {
+    need.unrunnable = absl::StrCat(cell, ": no agent offers this kernel (the kernel of a host ",
+                                   "platform is the host's own and is not built)");
+    return need;
+  }
+  proto::BuildKey key{job.catalog(), job.commit_id(), std::string(vm->architecture)};
+  if (AnyAgentBuilds(MakeBuildJob(key, job.commit_index(), 1), agents)) {
+    need.build = std::move(key);
+    return need;
+  }
+  need.unrunnable = absl::StrCat(cell, ": no agent offers this kernel, and none builds catalog ",
+                                 job.catalog(), " for ", std::string(vm->architecture));
+  return need;
+}
+
+bool IsReal(pb::Executor e) { return e == pb::EXECUTOR_FIO || e == pb::EXECUTOR_IOZONE; }
+
+}  // namespace
+
+KernelPlan PlanKernels(const std::vector<pb::Job>& jobs, const std::vector<pb::Agent>& agents) {
+  using Cell = std::tuple<std::string, std::string, int, int, bool>;
+  std::map<Cell, Need> needs;
+  std::vector<const Need*> per_job(jobs.size(), nullptr);
+  std::set<proto::BuildKey> keys;
+  KernelPlan plan;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const pb::Job& j = jobs[i];
+    if (!IsReal(j.executor())) continue;
+    const Cell cell{j.commit_id(), j.platform(), j.mode(), j.executor(),
+                    j.workload().params().count(proto::kKernelParamsKey) > 0};
+    auto it = needs.find(cell);
+    if (it == needs.end()) {
+      it = needs.emplace(cell, Decide(j, agents)).first;
+      if (it->second.build.has_value()) keys.insert(*it->second.build);
+      if (!it->second.unrunnable.empty()) plan.unrunnable.push_back(it->second.unrunnable);
+    }
+    per_job[i] = &it->second;
+  }
+  plan.builds.assign(keys.begin(), keys.end());
+  plan.waits.assign(jobs.size(), -1);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (per_job[i] == nullptr || !per_job[i]->build.has_value()) continue;
+    plan.waits[i] = static_cast<int>(
+        std::lower_bound(plan.builds.begin(), plan.builds.end(), *per_job[i]->build) -
+        plan.builds.begin());
+  }
+  return plan;
+}
+
+pb::Job MakeBuildJob(const proto::BuildKey& key, int commit_index, int max_attempts) {
+  pb::Job j;
+  j.set_catalog(key.catalog);
+  j.set_commit_id(key.commit);
+  j.set_commit_index(commit_index);
+  j.set_platform(key.arch);
+  j.mutable_workload()->set_name(std::string(proto::kKbuildWorkload));
+  j.set_executor(pb::EXECUTOR_KBUILD);
+  j.set_kind(pb::JOB_KIND_BUILD);
+  j.set_priority(JobPriority(pb::JOB_KIND_BUILD, 0));
+  j.set_max_attempts(max_attempts);
+  return j;
+}
+
+std::vector<std::string> UnrunnableWarnings(const KernelPlan& plan, absl::Duration wait,
+                                            int max_lines) {
+  std::vector<std::string> out;
+  const std::string when = absl::StrCat("; its jobs fail after ", absl::FormatDuration(wait),
+                                        " unless an agent that can run them registers");
+  for (const std::string& line : plan.unrunnable) {
+    if (static_cast<int>(out.size()) == max_lines) {
+      out.push_back(absl::StrCat("... and ", plan.unrunnable.size() - max_lines,
+                                 " more cells no agent can run"));
+      break;
+    }
+    out.push_back(line + when);
+  }
+  return out;
+}
+
+}  // namespace farm::scheduler

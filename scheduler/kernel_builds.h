@@ -1,0 +1,51 @@
+// kernel_builds: at submit, which kernels a real matrix's jobs must have
+// built first, and which jobs nothing can run.
+//
+// A real job (fio, iozone) runs on an agent offering its kernel
+// (proto/kernel_offers.h). When no registered agent (connected or not)
+// offers it, the job's kernel is built: for a vm platform, by an agent whose
+// `kbuild` capability builds the job's catalog for the platform's
+// architecture, into a kernel store the vm agents read; one build job per
+// (catalog, commit, architecture), shared by every job and matrix that needs
+// it, so each commit is built once. A job whose kernel nobody offers and
+// nobody can build (a host platform's kernel is never built) is named in a
+// submit warning; the reaper fails it after SchedulerConfig::unrunnable_wait
+// unless an agent that can run it registers.
+//
+// Pure functions of their arguments; thread-safe.
+#ifndef SCHEDULER_KERNEL_BUILDS_H_
+#define SCHEDULER_KERNEL_BUILDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "iommufarm/v1/farm.pb.h"
+#include "proto/kernel_offers.h"
+
+namespace farm::scheduler {
+
+struct KernelPlan {
+  std::vector<proto::BuildKey> builds;  // sorted, unique
+  // Per job: the index in `builds` of the build it waits for, or -1.
+  std::vector<int> waits;
+  // What nobody can run, one line per (commit, platform, mode, executor).
+  std::vector<std::string> unrunnable;
+};
+
+// The plan for `jobs` (one matrix's) given the registered `agents`.
+KernelPlan PlanKernels(const std::vector<iommufarm::v1::Job>& jobs,
+                       const std::vector<iommufarm::v1::Agent>& agents);
+
+// The build job of `key`: platform = architecture, workload "kbuild", kind
+// BUILD at the build band's priority, `commit_index` its catalog position.
+iommufarm::v1::Job MakeBuildJob(const proto::BuildKey& key, int commit_index, int max_attempts);
+
+// The submit warnings of `plan.unrunnable`: at most `max_lines` of them,
+// then how many more, each saying when such jobs fail.
+std::vector<std::string> UnrunnableWarnings(const KernelPlan& plan, absl::Duration wait,
+                                            int max_lines = 20);
+
+}  // namespace farm::scheduler
+
+#endif  // SCHEDULER_KERNEL_BUILDS_H_
