@@ -378,6 +378,16 @@ class OneBisectStore final : public AnalyzerStore {
     return out;
   }
   absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>&) override { return true; }
+  absl::StatusOr<std::vector<std::string>> FailureReasons(
+      const std::vector<int64_t>& ids) override {
+    std::vector<std::string> out;
+    for (int64_t id : ids) {
+      if (auto it = failures.find(id); it != failures.end()) {
+        out.insert(out.end(), it->second.begin(), it->second.end());
+      }
+    }
+    return out;
+  }
   absl::StatusOr<std::vector<CommitRow>> Commits(const std::string&, int lo, int hi) override {
     std::vector<CommitRow> out;
     for (int i = lo; i <= hi; ++i) out.push_back({i, "c" + std::to_string(i), "subject"});
@@ -428,6 +438,7 @@ class OneBisectStore final : public AnalyzerStore {
   std::vector<iommufarm::v1::KernelOffer> offers;
   std::vector<int> offers_asked_for;
   std::vector<SampleRow> samples;
+  std::map<int64_t, std::vector<std::string>> failures;  // matrix -> its failed jobs' reasons
   std::vector<BisectUpdate> updates;
 
  private:
