@@ -547,11 +547,6 @@ int Commands::RunCatalogImportGit(const std::string& repo, const std::string& ra
                                   const std::string& catalog) {
   auto commits = GitFirstParentLog(repo, range);
   if (!commits.ok()) return Fail(absl::StrCat("git log ", range), commits.status());
-  if (commits->empty()) {
-    return Fail("catalog import-git",
-                absl::InvalidArgumentError(
-                    absl::StrCat("range ", range, " holds no first-parent commits in ", repo)));
-  }
   pb::ImportGitCatalogRequest request;
   request.set_catalog(catalog);
   request.set_range(range);

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -89,6 +90,44 @@ absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitLog(const std:
   return commits;
 }
 
+namespace {
+
+// `git -C repo log -1 --format=<format> rev --`: one commit's line.
+absl::StatusOr<std::string> GitShowOne(const std::string& repo, const std::string& format,
+                                       const std::string& rev) {
+  absl::StatusOr<std::string> out =
+      RunProgram({"git", "-C", repo, "log", "-1", "--format=" + format, rev, "--"});
+  if (!out.ok()) return out.status();
+  return std::string(absl::StripTrailingAsciiWhitespace(*out));
+}
+
+// The good end A of A..B as a catalog commit, checked to lie on B's
+// first-parent line: `after` is the first-parent log of A..B, whose oldest
+// commit's first parent is A exactly when it does (an empty log: A is B).
+absl::StatusOr<iommufarm::v1::CatalogCommit> RangeStart(
+    const std::string& repo, const std::string& a, const std::string& b,
+    const std::vector<iommufarm::v1::CatalogCommit>& after) {
+  absl::StatusOr<std::string> line = GitShowOne(repo, "%H%x09%s", a);
+  if (!line.ok()) return line.status();
+  absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> start = ParseGitLog(*line);
+  if (!start.ok()) return start.status();
+  if (start->size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--range: ", a, " is not a commit"));
+  }
+  absl::StatusOr<std::string> next_parents =
+      after.empty() ? GitShowOne(repo, "%H", b) : GitShowOne(repo, "%P", after.front().id());
+  if (!next_parents.ok()) return next_parents.status();
+  const std::vector<absl::string_view> parents =
+      absl::StrSplit(*next_parents, ' ', absl::SkipEmpty());
+  if (parents.empty() || parents.front() != start->front().id()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--range ", a, "..", b, ": ", a, " is not on the first-parent line of ", b));
+  }
+  return start->front();
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitFirstParentLog(
     const std::string& repo, const std::string& range) {
   size_t dots = range.find("..");
@@ -104,7 +143,17 @@ absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitFirstParentLog(
   absl::StatusOr<std::string> out = RunProgram(
       {"git", "-C", repo, "log", "--first-parent", "--reverse", "--format=%H%x09%s", range, "--"});
   if (!out.ok()) return out.status();
-  return ParseGitLog(*out);
+  absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> after = ParseGitLog(*out);
+  if (!after.ok()) return after.status();
+  absl::StatusOr<iommufarm::v1::CatalogCommit> start =
+      RangeStart(repo, range.substr(0, dots), range.substr(dots + 2), *after);
+  if (!start.ok()) return start.status();
+  std::vector<iommufarm::v1::CatalogCommit> commits = {*std::move(start)};
+  for (iommufarm::v1::CatalogCommit& c : *after) {
+    c.set_index(static_cast<int32_t>(commits.size()));
+    commits.push_back(std::move(c));
+  }
+  return commits;
 }
 
 }  // namespace farm::cli

@@ -27,10 +27,14 @@ absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv);
 // into commits with index = line number, oldest first as given.
 absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitLog(const std::string& output);
 
-// `git -C repo log --first-parent --reverse --format=%H%x09%s range`, parsed.
+// The commits of `range` A..B for a catalog, oldest first: A itself (the good
+// end, which git's A..B leaves out), then
+// `git -C repo log --first-parent --reverse --format=%H%x09%s A..B`, parsed
+// and indexed from 0; never empty on success.
 // `range` is user input (farmctl catalog import-git --range): anything but the
-// form A..B (or a leading '-', which git would read as an option) is
-// kInvalidArgument, not a precondition.
+// form A..B (or a leading '-', which git would read as an option), and an A
+// that is not on B's first-parent line, are kInvalidArgument, not a
+// precondition.
 absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitFirstParentLog(
     const std::string& repo, const std::string& range);
 

@@ -41,33 +41,84 @@ TEST(RunProgramTest, CapturesOutputAndExitStatus) {
   EXPECT_EQ(RunProgram({"/nonexistent/program"}).status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST(GitFirstParentLogTest, ReadsARealRepository) {
-  if (RunProgram({"git", "--version"}).status().code() == absl::StatusCode::kNotFound) {
-    GTEST_SKIP() << "git not installed";
+// A throw-away git repository in a temp dir, removed at the end.
+class TinyRepo {
+ public:
+  TinyRepo()
+      : dir_(std::filesystem::temp_directory_path() /
+             ("farm-git-test-" + std::to_string(getpid()))) {
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
   }
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("farm-git-test-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string d = dir.string();
-  auto git = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv = {
-        "git", "-C", d, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"};
+  ~TinyRepo() { std::filesystem::remove_all(dir_); }
+  std::string path() const { return dir_.string(); }
+  absl::StatusOr<std::string> Git(std::vector<std::string> args) const {
+    std::vector<std::string> argv = {"git", "-C", path()};
+    for (const char* c : {"user.name=t", "user.email=t@t", "commit.gpgsign=false"}) {
+      argv.insert(argv.end(), {"-c", c});
+    }
     argv.insert(argv.end(), args.begin(), args.end());
     return RunProgram(argv);
-  };
-  ASSERT_TRUE(git({"init", "-q"}).ok());
-  for (const char* msg : {"base", "second; $(rm -rf /)", "third"}) {
-    ASSERT_TRUE(git({"commit", "-q", "--allow-empty", "-m", msg}).ok());
   }
-  ASSERT_TRUE(git({"tag", "base", "HEAD~2"}).ok());
-  auto commits = GitFirstParentLog(d, "base..HEAD");
+  bool Commit(const std::string& msg) const {
+    return Git({"commit", "-q", "--allow-empty", "-m", msg}).ok();
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+bool HaveGit() {
+  return RunProgram({"git", "--version"}).status().code() != absl::StatusCode::kNotFound;
+}
+
+std::vector<std::string> Subjects(const std::vector<iommufarm::v1::CatalogCommit>& commits) {
+  std::vector<std::string> out;
+  for (const auto& c : commits) out.push_back(c.subject());
+  return out;
+}
+
+TEST(GitFirstParentLogTest, ARealRangeStartsWithItsGoodEnd) {
+  if (!HaveGit()) GTEST_SKIP() << "git not installed";
+  TinyRepo repo;
+  ASSERT_TRUE(repo.Git({"init", "-q"}).ok());
+  for (const char* msg : {"root", "base", "second; $(rm -rf /)", "third"}) {
+    ASSERT_TRUE(repo.Commit(msg));
+  }
+  ASSERT_TRUE(repo.Git({"tag", "base", "HEAD~2"}).ok());
+  auto commits = GitFirstParentLog(repo.path(), "base..HEAD");
   ASSERT_TRUE(commits.ok()) << commits.status();
-  ASSERT_EQ(commits->size(), 2u);
-  EXPECT_EQ((*commits)[0].subject(), "second; $(rm -rf /)");
-  EXPECT_EQ((*commits)[1].subject(), "third");
-  EXPECT_EQ((*commits)[0].id().size(), 40u);
-  fs::remove_all(dir);
+  EXPECT_EQ(Subjects(*commits), (std::vector<std::string>{"base", "second; $(rm -rf /)", "third"}));
+  for (int i = 0; i < static_cast<int>(commits->size()); ++i) {
+    EXPECT_EQ((*commits)[i].index(), i);
+    EXPECT_EQ((*commits)[i].id().size(), 40u);
+  }
+  auto same = GitFirstParentLog(repo.path(), "HEAD..HEAD");
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(Subjects(*same), std::vector<std::string>{"third"});
+}
+
+// A merged side branch is an ancestor of B but not on its first-parent
+// line: there is no good end to start the catalog from.
+TEST(GitFirstParentLogTest, AGoodEndOffTheFirstParentLineIsInvalid) {
+  if (!HaveGit()) GTEST_SKIP() << "git not installed";
+  TinyRepo repo;
+  ASSERT_TRUE(repo.Git({"init", "-q"}).ok());
+  ASSERT_TRUE(repo.Commit("base"));
+  ASSERT_TRUE(repo.Git({"checkout", "-q", "-b", "side"}).ok());
+  ASSERT_TRUE(repo.Commit("on side"));
+  ASSERT_TRUE(repo.Git({"checkout", "-q", "-"}).ok());
+  ASSERT_TRUE(repo.Commit("trunk"));
+  ASSERT_TRUE(repo.Git({"merge", "-q", "--no-ff", "-m", "merge side", "side"}).ok());
+  auto commits = GitFirstParentLog(repo.path(), "side..HEAD");
+  ASSERT_FALSE(commits.ok());
+  EXPECT_EQ(commits.status().code(), absl::StatusCode::kInvalidArgument) << commits.status();
+  EXPECT_EQ(commits.status().message(),
+            "--range side..HEAD: side is not on the first-parent line of HEAD");
+  // The other way round git's range is empty and A is not B.
+  auto reversed = GitFirstParentLog(repo.path(), "HEAD..side");
+  ASSERT_FALSE(reversed.ok());
+  EXPECT_EQ(reversed.status().code(), absl::StatusCode::kInvalidArgument) << reversed.status();
 }
 
 }  // namespace

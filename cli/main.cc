@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
   std::string git_repo, git_range, git_catalog = "linux-iommu";
   auto* catalog_git = catalog->add_subcommand(
       "import-git",
-      "add a git tree's first-parent commits A..B (oldest first) to a catalog; "
+      "add commit A and the first-parent commits of A..B (oldest first) to a catalog; "
       "commits without settings inherit the state of the one before");
   catalog_git->add_option("--repo", git_repo, "path of the git work tree")->required();
   catalog_git->add_option("--range", git_range, "commit range A..B")->required();

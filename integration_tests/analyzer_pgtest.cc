@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -45,14 +46,18 @@ namespace {
 namespace pb = ::iommufarm::v1;
 using json = nlohmann::json;
 
-// Answers jobs from the planted model through the real AgentService.
+// Answers jobs from the planted model through the real AgentService. The
+// bisect jobs of an `unbuildable` commit fail as the dependents of a failed
+// kernel build do ("build failed at <commit>: <first error line>").
 class SimAgent {
  public:
   SimAgent(const std::string& target,
-           std::map<std::string, std::map<std::string, std::string>> resolved)
+           std::map<std::string, std::map<std::string, std::string>> resolved,
+           std::set<std::string> unbuildable = {})
       : channel_(grpc::CreateChannel(target, grpc::InsecureChannelCredentials())),
         stub_(pb::AgentService::NewStub(channel_)),
-        resolved_(std::move(resolved)) {
+        resolved_(std::move(resolved)),
+        unbuildable_(std::move(unbuildable)) {
     thread_ = std::thread([this] { Loop(); });
   }
   ~SimAgent() {
@@ -94,6 +99,10 @@ class SimAgent {
       for (const pb::JobLease& l : todo) {
         if (hold_bisect_ && l.job().kind() == pb::JOB_KIND_BISECT) {
           held.push_back(l);
+          continue;
+        }
+        if (l.job().kind() == pb::JOB_KIND_BISECT && unbuildable_.contains(l.job().commit_id())) {
+          FailBuild(rr.agent_id(), l);
           continue;
         }
         Report(rr.agent_id(), l);
@@ -159,9 +168,22 @@ class SimAgent {
     if (stub_->ReportResult(&ctx, req, &resp).ok()) ++reported_;
   }
 
+  void FailBuild(int64_t agent_id, const pb::JobLease& l) {
+    pb::ReportFailureRequest req;
+    req.set_agent_id(agent_id);
+    *req.mutable_lease() = l.lease();
+    req.set_reason(absl::StrCat("kernel build 7 failed: build failed at ", l.job().commit_id(),
+                                ": drivers/iommu/iova.c:12: error: 'iova' undeclared"));
+    req.set_retryable(false);
+    pb::ReportFailureResponse resp;
+    grpc::ClientContext ctx;
+    (void)stub_->ReportFailure(&ctx, req, &resp);
+  }
+
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::AgentService::Stub> stub_;
   const std::map<std::string, std::map<std::string, std::string>> resolved_;
+  const std::set<std::string> unbuildable_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> hold_bisect_{false};
   std::atomic<int> reported_{0};
@@ -240,7 +262,7 @@ class AnalyzerPgTest : public ::testing::Test {
       for (const auto& c : cat.commits())
         resolved[c.id()] = {c.resolved().begin(), c.resolved().end()};
     }
-    agent_ = std::make_unique<SimAgent>(server_->address(), resolved);
+    agent_ = std::make_unique<SimAgent>(server_->address(), resolved, unbuildable_);
     pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{db_uri_, 2, 5});
     store_ = NewPgAnalyzerStore(pool_.get());
     submitter_ = NewGrpcJobSubmitter(server_->address(), "");
@@ -363,6 +385,7 @@ class AnalyzerPgTest : public ::testing::Test {
   }
 
   testing::AlertmanagerOptions am_options_;
+  std::set<std::string> unbuildable_;  // commits whose bisect jobs fail to build (SimAgent)
   metrics::MetricsRegistry registry_;
   std::string db_uri_;
   std::unique_ptr<scheduler::SchedulerServer> server_;
@@ -466,6 +489,58 @@ TEST_F(AnalyzerPgTest, PlantedCostIsFoundBisectedAlertedAndResolved) {
       "alert resolved in Alertmanager");
   EXPECT_EQ(open.Value(), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM regressions WHERE alert_firing"), 0);
+}
+
+// The kernel of t20 does not build. The midpoint t20 of t16..t24 is skipped
+// for its neighbour t19 (good); once t21 is bad, only the skipped t20 lies
+// between the last good and the first bad: the bisect is done naming both.
+TEST_F(AnalyzerPgTest, AnUnbuildableCommitIsSkippedAndNamedAmongTheCandidates) {
+  unbuildable_ = {"t20"};
+  StartFarm(33, {{21, {{"sim.iommu_cost", "1.25"}}}});
+  SubmitBulk(32, 8, 4);
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
+  TickUntil(
+      a, [&] { return Count("SELECT count(*) FROM bisects WHERE state <> 'running'") == 1; },
+      "bisect finished");
+
+  // What the driver read: every failed job of t20's step matrix, with its reason.
+  const pqxx::result failed =
+      Query("SELECT DISTINCT matrix_id FROM jobs WHERE state = 4 AND commit_id = 't20'");
+  ASSERT_EQ(failed.size(), 1u);
+  absl::StatusOr<std::vector<std::string>> reasons =
+      store_->FailureReasons({failed[0][0].as<int64_t>()});
+  ASSERT_TRUE(reasons.ok()) << reasons.status();
+  ASSERT_FALSE(reasons->empty());
+  for (const std::string& r : *reasons) {
+    EXPECT_NE(r.find("build failed at t20: drivers/iommu/iova.c:12"), std::string::npos) << r;
+  }
+
+  const int64_t id = Query("SELECT id FROM regressions")[0][0].as<int64_t>();
+  pb::GetBisectRequest br;
+  br.set_regression_id(id);
+  pb::Bisect bisect;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(analysis_->GetBisect(&ctx, br, &bisect).ok());
+  }
+  const std::string one_of = "first bad is one of: t20 t21 (t20 skipped: do not build)";
+  EXPECT_EQ(bisect.state(), "done");
+  EXPECT_EQ(bisect.last_good(), "t19");
+  EXPECT_EQ(bisect.culprit_id(), "t21");
+  EXPECT_EQ(bisect.culprit_subject(), one_of);
+  ASSERT_EQ(bisect.culprits_size(), 1);
+  EXPECT_EQ(bisect.culprits(0).last_good(), "t19");
+  EXPECT_EQ(bisect.culprits(0).commit_id(), "t21");
+  EXPECT_EQ(bisect.culprits(0).subject(), one_of);
+  ASSERT_GE(bisect.steps_size(), 4);  // confirmation, t20 skipped, t19, t21
+  EXPECT_EQ(bisect.steps(1).commit_id(), "t20");
+  EXPECT_EQ(bisect.steps(1).verdict(), "skip");
+  for (int i = 2; i < bisect.steps_size(); ++i) {
+    const pb::BisectStep& s = bisect.steps(i);
+    EXPECT_NE(s.commit_id(), "t20");
+    const bool bad = s.verdict() == "bad" || s.verdict() == "weak-bad";
+    EXPECT_EQ(bad, s.commit_index() >= 21) << s.commit_id() << " " << s.verdict();
+  }
 }
 
 // A throughput regression (primary metric) and, earlier in the same matrix,

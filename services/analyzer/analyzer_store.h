@@ -164,6 +164,10 @@ class AnalyzerStore {
   virtual absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& matrices) = 0;
   // True when every job of every listed matrix is terminal.
   virtual absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>& matrices) = 0;
+  // jobs.failure_reason of every FAILED job of these matrices, in job id
+  // order (why a step gave no values: e.g. its kernel did not build).
+  virtual absl::StatusOr<std::vector<std::string>> FailureReasons(
+      const std::vector<int64_t>& matrices) = 0;
   // Catalog commits with lo <= index <= hi, in order.
   virtual absl::StatusOr<std::vector<CommitRow>> Commits(const std::string& catalog, int lo,
                                                          int hi) = 0;

@@ -378,6 +378,16 @@ class OneBisectStore final : public AnalyzerStore {
     return out;
   }
   absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>&) override { return true; }
+  absl::StatusOr<std::vector<std::string>> FailureReasons(
+      const std::vector<int64_t>& ids) override {
+    std::vector<std::string> out;
+    for (int64_t id : ids) {
+      if (auto it = failures.find(id); it != failures.end()) {
+        out.insert(out.end(), it->second.begin(), it->second.end());
+      }
+    }
+    return out;
+  }
   absl::StatusOr<std::vector<CommitRow>> Commits(const std::string&, int lo, int hi) override {
     std::vector<CommitRow> out;
     for (int i = lo; i <= hi; ++i) out.push_back({i, "c" + std::to_string(i), "subject"});
@@ -428,6 +438,7 @@ class OneBisectStore final : public AnalyzerStore {
   std::vector<iommufarm::v1::KernelOffer> offers;
   std::vector<int> offers_asked_for;
   std::vector<SampleRow> samples;
+  std::map<int64_t, std::vector<std::string>> failures;  // matrix -> its failed jobs' reasons
   std::vector<BisectUpdate> updates;
 
  private:
@@ -667,6 +678,117 @@ TEST(RealConfirmTest, WithoutOfferedKernelsTheEmulatorConfirmsAndSaysWhy) {
   EXPECT_EQ(store.updates[0].confirm_note,
             "not confirmed on real kernels: no live agent offers a fio kernel for c6 in strict; "
             "confirmed on the emulator");
+}
+
+// A bisect past its confirmation over c<lo>..c<hi> (emulator, strict
+// throughput), the references measured, no step submitted yet.
+std::string BisectingState(int lo, int hi) {
+  BisectState st;
+  st.series.catalog = "kernels";
+  st.series.platform = "p";
+  st.series.workload = "w";
+  st.series.metric = "throughput";
+  st.series.mode = "strict";
+  st.expected_change = -0.2;
+  st.last_good = {lo, "c" + std::to_string(lo)};
+  st.first_bad = {hi, "c" + std::to_string(hi)};
+  st.do_bisect = true;
+  st.phase = BisectPhase::kBisect;
+  st.confirm_by = pb::EXECUTOR_EMULATOR;
+  std::vector<std::string> ids;
+  for (int i = lo; i <= hi; ++i) {
+    ids.push_back("c" + std::to_string(i));
+    st.culprit_subjects[ids.back()] = "subject " + ids.back();
+  }
+  BisectPlanner planner(ids, lo, hi, BisectOptions{});
+  planner.AddSamples(lo, std::vector<double>{100, 100, 100});
+  planner.AddSamples(hi, std::vector<double>{80, 80, 80});
+  st.planner_json = planner.ToJson();
+  return BisectStateToJson(st);
+}
+
+std::string BuildFailed(const std::string& commit) {
+  return "kernel build 42 failed: build failed at " + commit +
+         ": drivers/iommu/iova.c:12: error: 'iova' undeclared";
+}
+
+// Drives one bisect of BisectingState(lo, hi) through a BisectDriver.
+class BisectDriverSkipTest : public ::testing::Test {
+ protected:
+  void Start(int lo, int hi) {
+    store_ = std::make_unique<OneBisectStore>(BisectingState(lo, hi));
+    driver_ = std::make_unique<BisectDriver>(store_.get(), &submitter_, BisectOptions{}, 0);
+  }
+  absl::Status Advance() { return driver_->Advance(store_->ActiveBisects()->front()); }
+  int EmptyRounds() {
+    return BisectStateFromJson(store_->ActiveBisects()->front().state_json)->empty_rounds;
+  }
+
+  std::unique_ptr<OneBisectStore> store_;
+  RecordingSubmitter submitter_;
+  std::unique_ptr<BisectDriver> driver_;
+};
+
+TEST_F(BisectDriverSkipTest, AStepWhoseKernelDoesNotBuildIsSkippedAndANeighbourTested) {
+  Start(10, 14);
+  ASSERT_TRUE(Advance().ok());
+  ASSERT_EQ(submitter_.specs.size(), 1u);
+  EXPECT_EQ(Ids(submitter_.specs[0]), std::vector<std::string>{"c12"});  // matrix 101
+  store_->failures[101] = {BuildFailed("c12"), BuildFailed("c12")};
+  ASSERT_TRUE(Advance().ok());
+  ASSERT_EQ(submitter_.specs.size(), 2u);
+  EXPECT_EQ(Ids(submitter_.specs[1]), std::vector<std::string>{"c11"});
+  const BisectUpdate& u = store_->updates.back();
+  EXPECT_EQ(u.bisect_state, "running");
+  ASSERT_EQ(u.steps.size(), 2u);
+  EXPECT_EQ(u.steps[0].record.commit_id, "c12");
+  EXPECT_EQ(u.steps[0].record.verdict, "skip");
+  EXPECT_EQ(u.steps[0].matrix_id, 101);
+  EXPECT_EQ(u.steps[1].record.commit_id, "c11");
+  EXPECT_EQ(u.steps[1].record.verdict, "pending");
+  EXPECT_EQ(u.steps[1].matrix_id, 102);
+  EXPECT_EQ(EmptyRounds(), 0);  // a skip is not a step without value
+}
+
+TEST_F(BisectDriverSkipTest, OtherFailuresLeaveAStepWithoutValue) {
+  Start(10, 14);
+  ASSERT_TRUE(Advance().ok());
+  store_->failures[101] = {BuildFailed("c12"), "agent lost its lease 3 times"};
+  ASSERT_TRUE(Advance().ok());
+  ASSERT_EQ(submitter_.specs.size(), 2u);
+  EXPECT_EQ(Ids(submitter_.specs[1]), std::vector<std::string>{"c12"});  // the same commit again
+  EXPECT_EQ(store_->updates.back().steps.back().record.verdict, "pending");
+  EXPECT_EQ(EmptyRounds(), 1);
+}
+
+TEST_F(BisectDriverSkipTest, OnlyUnbuildableCommitsBetweenEndsNamesThemAll) {
+  Start(10, 13);
+  ASSERT_TRUE(Advance().ok());
+  ASSERT_EQ(submitter_.specs.size(), 1u);
+  EXPECT_EQ(Ids(submitter_.specs[0]), std::vector<std::string>{"c11"});
+  store_->failures[101] = {BuildFailed("c11")};
+  ASSERT_TRUE(Advance().ok());
+  ASSERT_EQ(submitter_.specs.size(), 2u);
+  EXPECT_EQ(Ids(submitter_.specs[1]), std::vector<std::string>{"c12"});
+  store_->failures[102] = {BuildFailed("c12")};
+  ASSERT_TRUE(Advance().ok());
+  EXPECT_EQ(submitter_.specs.size(), 2u);
+  const BisectUpdate& u = store_->updates.back();
+  EXPECT_EQ(u.bisect_state, "done");
+  EXPECT_EQ(u.last_good, "c10");
+  EXPECT_EQ(u.first_bad, "c13");
+  EXPECT_EQ(u.culprit_id, "c13");
+  const std::string one_of = "first bad is one of: c11 c12 c13 (c11 c12 skipped: do not build)";
+  EXPECT_EQ(u.culprit_subject, one_of);
+  ASSERT_EQ(u.culprits.size(), 1u);
+  EXPECT_EQ(u.culprits[0].last_good, "c10");
+  EXPECT_EQ(u.culprits[0].culprit.commit_id, "c13");
+  EXPECT_EQ(u.culprits[0].subject, one_of);
+  std::vector<std::string> skipped;
+  for (const BisectUpdate::Step& s : u.steps) {
+    if (s.record.verdict == "skip") skipped.push_back(s.record.commit_id);
+  }
+  EXPECT_EQ(skipped, (std::vector<std::string>{"c11", "c12"}));
 }
 
 }  // namespace

@@ -119,25 +119,64 @@ void BisectPlanner::AddSamples(int commit_index, std::span<const double> values)
   Advance();
 }
 
-void BisectPlanner::Advance() {
-  pending_.reset();
-  if (done_) return;
-  auto set_pending = [&](int index, int want) {
-    pending_ = BisectRequest{index, CommitId(index), want};
-  };
+bool BisectPlanner::Skip(int commit_index) {
+  if (done_ || commit_index <= lo_ || commit_index >= hi_) return false;
+  skipped_.insert(commit_index);
+  BisectStepRecord& s = OpenStepAt(commit_index);
+  s.verdict = "skip";
+  s.repeats = static_cast<int>(SamplesOf(commit_index).size());
+  Advance();
+  return true;
+}
+
+const BisectStepRecord* BisectPlanner::OpenStep() const {
+  if (!steps_.empty() && steps_.back().verdict == "pending") return &steps_.back();
+  return nullptr;
+}
+
+BisectStepRecord& BisectPlanner::OpenStepAt(int index) {
+  const BisectStepRecord* open = OpenStep();
+  if (open == nullptr || open->commit_index != index) {
+    steps_.push_back(BisectStepRecord{static_cast<int>(steps_.size()) + 1, index, CommitId(index),
+                                      "pending", 0, 0, 1, 0});
+  }
+  return steps_.back();
+}
+
+void BisectPlanner::RequestRuns(int index, int have, int more) {
+  BisectStepRecord& s = OpenStepAt(index);
+  if (s.repeats < have + more) runs_requested_ += have + more - std::max(s.repeats, have);
+  s.repeats = have + more;
+  pending_ = BisectRequest{index, CommitId(index), more};
+}
+
+bool BisectPlanner::RequestReferences() {
   for (int ref : {good_ref_, bad_ref_}) {
     const int n = static_cast<int>(SamplesOf(ref).size());
     if (n < 2) {
-      set_pending(ref, options_.initial_repeats - n);
-      return;
+      pending_ = BisectRequest{ref, CommitId(ref), options_.initial_repeats - n};
+      return true;
     }
   }
-  auto open_step = [&]() -> BisectStepRecord* {
-    if (!steps_.empty() && steps_.back().verdict == "pending") return &steps_.back();
-    return nullptr;
-  };
+  return false;
+}
+
+int BisectPlanner::Candidate() const {
+  const int mid = lo_ + (hi_ - lo_) / 2;
+  for (int d = 0; d < hi_ - lo_; ++d) {
+    for (int c : {mid - d, mid + d}) {
+      if (c > lo_ && c < hi_ && !skipped_.contains(c)) return c;
+    }
+  }
+  return -1;
+}
+
+void BisectPlanner::Advance() {
+  pending_.reset();
+  if (done_ || RequestReferences()) return;
   while (true) {
-    if (hi_ - lo_ <= 1) {
+    const int next = Candidate();
+    if (next < 0) {
       if (FinishRange()) continue;
       done_ = true;
       return;
@@ -147,84 +186,72 @@ void BisectPlanner::Advance() {
       failed_ = true;
       return;
     }
-    const int mid = lo_ + (hi_ - lo_) / 2;
-    const std::vector<double>& x = SamplesOf(mid);
-    const int n = static_cast<int>(x.size());
-    auto request = [&](int more) {
-      BisectStepRecord* s = open_step();
-      if (s == nullptr || s->commit_index != mid) {
-        steps_.push_back(BisectStepRecord{static_cast<int>(steps_.size()) + 1, mid, CommitId(mid),
-                                          "pending", 0, 0, 1, 0});
-        s = &steps_.back();
-      }
-      if (s->repeats < n + more) runs_requested_ += n + more - std::max(s->repeats, n);
-      s->repeats = n + more;
-      set_pending(mid, more);
-    };
-    if (n < options_.initial_repeats) {
-      request(options_.initial_repeats - n);
-      return;
-    }
-    // Runs already asked for at this commit are still out: wait for them
-    // (judging now would re-record the previous verdict, e.g. after a restart).
-    if (BisectStepRecord* open = open_step();
-        open != nullptr && open->commit_index == mid && n < open->repeats) {
-      set_pending(mid, open->repeats - n);
-      return;
-    }
-    const std::vector<double>& good = SamplesOf(good_ref_);
-    const std::vector<double>& bad = SamplesOf(bad_ref_);
-    const Judgement j = JudgeCommit(good, bad, x, options_.alpha);
-    BisectStepRecord* s = open_step();
-    if (s == nullptr || s->commit_index != mid) {
-      steps_.push_back(BisectStepRecord{static_cast<int>(steps_.size()) + 1, mid, CommitId(mid),
-                                        "pending", 0, 0, 1, 0});
-      s = &steps_.back();
-    }
-    s->verdict = j.verdict;
-    s->repeats = n;
-    s->mean = Mean(x);
-    s->relative_change = j.vs_good.relative_change;
-    s->p_value = (j.position < 0.5) ? j.vs_bad.p_value : j.vs_good.p_value;
-    // Two changes in the range: trusted from twice the first repeats (a
-    // single culprit's midpoint rarely differs from both references by
-    // chance twice). With no run-to-run variance the position rule above
-    // decides, as before.
-    const bool deterministic = Variance(good) == 0 && Variance(bad) == 0 && Variance(x) == 0;
-    const bool two = !deterministic && HoldsTwoChanges(good, bad, x, j, options_);
-    if (two && n < 2 * options_.initial_repeats && n < options_.max_repeats) {
-      s->verdict = j.position < 0.5 ? "weak-good" : "weak-bad";
-      request(std::min(n, options_.max_repeats - n));
-      return;
-    }
-    if (two) {
-      // Part of the change is before mid, part after: bisect both, mid
-      // being the bad reference of the first and the good one of the
-      // second. Each part spans from its references, not from the current
-      // bounds: the verdicts that moved them were judged against references
-      // that mixed both changes (a commit with a small first change looks
-      // "good" next to the whole change). Samples already taken are reused.
-      s->verdict = "split";
-      s->p_value = std::max(j.vs_good.p_value, j.vs_bad.p_value);
-      parts_.insert(parts_.begin(), Part{mid, bad_ref_, mid, bad_ref_});
-      hi_ = mid;
-      lo_ = good_ref_;
-      bad_ref_ = mid;
-      continue;
-    }
-    const bool weak = j.verdict.starts_with("weak");
-    if (weak && n < options_.max_repeats) {
-      // Not trusted: measure the same commit again with more repeats.
-      request(std::min(n, options_.max_repeats - n));
-      return;
-    }
-    used_weak_ |= weak;
-    if (j.verdict == "good" || j.verdict == "weak-good") {
-      lo_ = mid;
-    } else {
-      hi_ = mid;
-    }
+    if (!JudgeAndMove(next)) return;
   }
+}
+
+bool BisectPlanner::JudgeAndMove(int mid) {
+  const std::vector<double>& x = SamplesOf(mid);
+  const int n = static_cast<int>(x.size());
+  if (n < options_.initial_repeats) {
+    RequestRuns(mid, n, options_.initial_repeats - n);
+    return false;
+  }
+  // Runs already asked for at this commit are still out: wait for them
+  // (judging now would re-record the previous verdict, e.g. after a restart).
+  if (const BisectStepRecord* open = OpenStep();
+      open != nullptr && open->commit_index == mid && n < open->repeats) {
+    pending_ = BisectRequest{mid, CommitId(mid), open->repeats - n};
+    return false;
+  }
+  const std::vector<double>& good = SamplesOf(good_ref_);
+  const std::vector<double>& bad = SamplesOf(bad_ref_);
+  const Judgement j = JudgeCommit(good, bad, x, options_.alpha);
+  BisectStepRecord& s = OpenStepAt(mid);
+  s.verdict = j.verdict;
+  s.repeats = n;
+  s.mean = Mean(x);
+  s.relative_change = j.vs_good.relative_change;
+  s.p_value = (j.position < 0.5) ? j.vs_bad.p_value : j.vs_good.p_value;
+  // Two changes in the range: trusted from twice the first repeats (a
+  // single culprit's midpoint rarely differs from both references by
+  // chance twice). With no run-to-run variance the position rule above
+  // decides, as before.
+  const bool deterministic = Variance(good) == 0 && Variance(bad) == 0 && Variance(x) == 0;
+  const bool two = !deterministic && HoldsTwoChanges(good, bad, x, j, options_);
+  if (two && n < 2 * options_.initial_repeats && n < options_.max_repeats) {
+    s.verdict = j.position < 0.5 ? "weak-good" : "weak-bad";
+    RequestRuns(mid, n, std::min(n, options_.max_repeats - n));
+    return false;
+  }
+  if (two) {
+    // Part of the change is before mid, part after: bisect both, mid
+    // being the bad reference of the first and the good one of the
+    // second. Each part spans from its references, not from the current
+    // bounds: the verdicts that moved them were judged against references
+    // that mixed both changes (a commit with a small first change looks
+    // "good" next to the whole change). Samples already taken are reused.
+    s.verdict = "split";
+    s.p_value = std::max(j.vs_good.p_value, j.vs_bad.p_value);
+    parts_.insert(parts_.begin(), Part{mid, bad_ref_, mid, bad_ref_});
+    hi_ = mid;
+    lo_ = good_ref_;
+    bad_ref_ = mid;
+    return true;
+  }
+  const bool weak = j.verdict.starts_with("weak");
+  if (weak && n < options_.max_repeats) {
+    // Not trusted: measure the same commit again with more repeats.
+    RequestRuns(mid, n, std::min(n, options_.max_repeats - n));
+    return false;
+  }
+  used_weak_ |= weak;
+  if (j.verdict == "good" || j.verdict == "weak-good") {
+    lo_ = mid;
+  } else {
+    hi_ = mid;
+  }
+  return true;
 }
 
 bool BisectPlanner::FinishRange() {
@@ -233,8 +260,9 @@ bool BisectPlanner::FinishRange() {
   const double g0 = Mean(SamplesOf(range_good));
   const double total = Mean(SamplesOf(range_bad)) - g0;
   const double part = Mean(SamplesOf(bad_ref_)) - Mean(SamplesOf(good_ref_));
+  std::vector<int> skipped(skipped_.upper_bound(lo_), skipped_.lower_bound(hi_));
   culprits_.push_back(Culprit{lo_, hi_, CommitId(hi_), g0 == 0 ? 0 : part / std::fabs(g0),
-                              total == 0 ? 1 : part / total});
+                              total == 0 ? 1 : part / total, std::move(skipped)});
   if (parts_.empty()) {
     // Named by the culprit with the largest share.
     const Culprit* main = &culprits_.front();
@@ -256,7 +284,7 @@ bool BisectPlanner::FinishRange() {
 std::vector<Culprit> BisectPlanner::Culprits() const {
   std::vector<Culprit> out = culprits_;
   // A state saved before culprits were tracked names its single first bad.
-  if (out.empty() && done_ && !failed_) out.push_back(Culprit{lo_, hi_, CommitId(hi_), 0, 1});
+  if (out.empty() && done_ && !failed_) out.push_back(Culprit{lo_, hi_, CommitId(hi_), 0, 1, {}});
   std::sort(out.begin(), out.end(),
             [](const Culprit& a, const Culprit& b) { return a.index < b.index; });
   return out;
@@ -279,6 +307,7 @@ std::string BisectPlanner::ToJson() const {
   nlohmann::json samples = nlohmann::json::object();
   for (const auto& [idx, v] : samples_) samples[std::to_string(idx)] = v;
   j["samples"] = samples;
+  j["skipped"] = skipped_;
   nlohmann::json steps = nlohmann::json::array();
   for (const BisectStepRecord& s : steps_) {
     steps.push_back({{"step", s.step},
@@ -305,7 +334,8 @@ std::string BisectPlanner::ToJson() const {
                         {"index", c.index},
                         {"commit_id", c.commit_id},
                         {"relative_change", c.relative_change},
-                        {"share", c.share}});
+                        {"share", c.share},
+                        {"skipped", c.skipped}});
   j["culprits"] = culprits;
   return j.dump();
 }
@@ -329,6 +359,8 @@ absl::StatusOr<BisectPlanner> BisectPlanner::FromJson(const std::string& json) {
     p.hi_ = j.at("hi").get<int>();
     for (const auto& [k, v] : j.at("samples").items())
       p.samples_[std::stoi(k)] = v.get<std::vector<double>>();
+    // States saved before skips existed have no "skipped" keys.
+    p.skipped_ = j.value("skipped", std::set<int>{});
     for (const auto& s : j.at("steps")) {
       p.steps_.push_back(
           BisectStepRecord{s.at("step").get<int>(), s.at("commit_index").get<int>(),
@@ -345,10 +377,10 @@ absl::StatusOr<BisectPlanner> BisectPlanner::FromJson(const std::string& json) {
       p.parts_.push_back(Part{q.at("good_ref").get<int>(), q.at("bad_ref").get<int>(),
                               q.at("lo").get<int>(), q.at("hi").get<int>()});
     for (const auto& c : j.value("culprits", nlohmann::json::array()))
-      p.culprits_.push_back(Culprit{c.at("last_good_index").get<int>(), c.at("index").get<int>(),
-                                    c.at("commit_id").get<std::string>(),
-                                    c.at("relative_change").get<double>(),
-                                    c.at("share").get<double>()});
+      p.culprits_.push_back(
+          Culprit{c.at("last_good_index").get<int>(), c.at("index").get<int>(),
+                  c.at("commit_id").get<std::string>(), c.at("relative_change").get<double>(),
+                  c.at("share").get<double>(), c.value("skipped", std::vector<int>{})});
     if (p.hi_ <= p.lo_ || p.lo_ < p.base_) {
       return absl::InvalidArgumentError("bisect planner state: bad range");
     }

@@ -18,8 +18,14 @@
 //     is bisected to its own first bad commit, against its own references
 //     (the part's ends); several culprits are reported, each with its share
 //     of the total change;
+//   * a commit that cannot be measured (its kernel does not build) is
+//     skipped, as `git bisect skip` does (verdict "skip"): it is never a
+//     candidate again, and the untested commit nearest the midpoint is
+//     measured instead (the earlier one on a tie);
 //   * a range stops when its last good and first bad are adjacent catalog
-//     commits; the bisect is done when every range has stopped.
+//     commits, or when only skipped commits lie between them (the first bad
+//     is then one of those or the range's first bad); the bisect is done when
+//     every range has stopped.
 // The whole state round-trips through JSON so a restarted analyzer resumes
 // exactly where it stopped.
 //
@@ -29,6 +35,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -58,8 +65,9 @@ struct BisectStepRecord {
   int step = 0;  // 1-based
   int commit_index = 0;
   std::string commit_id;
-  std::string verdict;  // "pending", "good", "bad", "weak-good", "weak-bad", "split"
-  int repeats = 0;      // samples the verdict rests on
+  // "pending", "good", "bad", "weak-good", "weak-bad", "split", "skip"
+  std::string verdict;
+  int repeats = 0;  // samples the verdict rests on
   double mean = 0;
   double p_value = 1;          // against the reference it was judged closer to the other of
   double relative_change = 0;  // against the last good reference mean
@@ -73,6 +81,10 @@ struct Culprit {
   std::string commit_id;
   double relative_change = 0;  // its part's change, relative to the range's last good mean
   double share = 0;            // its part's change over the whole range's change
+  // Skipped commits between last_good_index and index, in order: when there
+  // are any, the first bad is one of them or `index`, which could not be told
+  // apart.
+  std::vector<int> skipped;
 };
 
 struct BisectRequest {
@@ -92,6 +104,11 @@ class BisectPlanner {
   // Adds measured values of a commit in the range (references included) and
   // advances as far as the evidence allows.
   void AddSamples(int commit_index, std::span<const double> values);
+  // The commit cannot be measured (its kernel does not build): records a
+  // "skip" step, never proposes it again, and advances. Only a commit strictly
+  // inside the current range can be skipped (a reference cannot: there would
+  // be nothing to judge against); false, and nothing changed, otherwise.
+  bool Skip(int commit_index);
 
   // The runs needed next; nullopt when done.
   std::optional<BisectRequest> Next() const { return pending_; }
@@ -116,6 +133,20 @@ class BisectPlanner {
  private:
   BisectPlanner() = default;
   void Advance();
+  // Asks for the runs a reference still lacks; false when both have enough.
+  bool RequestReferences();
+  // The commit of the current range to measure next: the one nearest its
+  // midpoint that is not skipped; -1 when none is left.
+  int Candidate() const;
+  // Judges `index` from its samples and moves the range's bounds; false
+  // when it asked for runs instead (pending_ set).
+  bool JudgeAndMove(int index);
+  // The last step when it is still "pending".
+  const BisectStepRecord* OpenStep() const;
+  // The pending step at `index`, added when the open one is not at it.
+  BisectStepRecord& OpenStepAt(int index);
+  // Asks for `more` runs of `index`, which has `have` samples.
+  void RequestRuns(int index, int have, int more);
   const std::vector<double>& SamplesOf(int index) const;
   // The current range has stopped: records its culprit, moves to the next
   // part; false when none is left.
@@ -137,6 +168,7 @@ class BisectPlanner {
   int lo_ = 0;
   int hi_ = 0;
   std::map<int, std::vector<double>> samples_;
+  std::set<int> skipped_;  // catalog indices that cannot be measured
   std::vector<BisectStepRecord> steps_;
   std::optional<BisectRequest> pending_;
   bool done_ = false;

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "lib/base/check.h"
 #include "services/analyzer/log.h"
 #include "services/analyzer/rerun.h"
@@ -26,6 +28,19 @@ uint64_t SubmissionSeed(int64_t bisect_id, int seq) {
   return (static_cast<uint64_t>(bisect_id) * 7919u + static_cast<uint64_t>(seq) * 104729u) %
              2000000000u +
          1;
+}
+
+// What the failure reason of a job holds when the kernel of its commit
+// failed to build: "build failed at <sha>: <first error line>".
+constexpr std::string_view kBuildFailed = "build failed at ";
+
+// The subject of a culprit whose part ended with only skipped commits
+// before its first bad: every commit that can be the first bad.
+std::string OneOfSubject(const BisectPlanner& planner, const Culprit& c) {
+  std::vector<std::string> skipped;
+  for (int i : c.skipped) skipped.push_back(planner.CommitId(i));
+  return absl::StrCat("first bad is one of: ", absl::StrJoin(skipped, " "), " ", c.commit_id, " (",
+                      absl::StrJoin(skipped, " "), " skipped: do not build)");
 }
 
 // Step 0 of a bisect: the confirmation, recorded at the first bad commit.
@@ -253,7 +268,8 @@ absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool r
       m.u.culprit_id = fb.id;
       m.u.culprit_subject = commits->back().subject;
       m.u.culprits.push_back(BisectUpdate::CulpritRow{
-          Culprit{lg.index, fb.index, fb.id, real ? st.expected_change : c.test.relative_change, 1},
+          Culprit{
+              lg.index, fb.index, fb.id, real ? st.expected_change : c.test.relative_change, 1, {}},
           lg.id, m.u.culprit_subject});
     }
     return Save(store_, st, m.u);
@@ -317,10 +333,34 @@ absl::StatusOr<bool> BisectDriver::ReadStepValues(Move& m, BisectPlanner& planne
   if (!samples.ok()) return samples.status();
   const std::vector<double> values =
       SeriesValuesAt(*samples, st.series, planner.CommitId(st.pending_index));
-  st.empty_rounds = values.empty() ? st.empty_rounds + 1 : 0;
-  planner.AddSamples(st.pending_index, values);
+  bool skipped = false;
+  if (values.empty()) {
+    absl::StatusOr<bool> s = SkipIfUnbuilt(m, planner);
+    if (!s.ok()) return s.status();
+    skipped = *s;
+  }
+  if (!skipped) {
+    // A skip is not a step without value: it does not count towards the three.
+    st.empty_rounds = values.empty() ? st.empty_rounds + 1 : 0;
+    planner.AddSamples(st.pending_index, values);
+  }
   st.pending_matrices.clear();
   st.pending_index = -1;
+  return true;
+}
+
+absl::StatusOr<bool> BisectDriver::SkipIfUnbuilt(Move& m, BisectPlanner& planner) {
+  const BisectState& st = m.st;
+  absl::StatusOr<std::vector<std::string>> reasons = store_->FailureReasons(st.pending_matrices);
+  if (!reasons.ok()) return reasons.status();
+  const bool unbuilt =
+      !reasons->empty() && std::all_of(reasons->begin(), reasons->end(), [](const std::string& r) {
+        return r.find(kBuildFailed) != std::string::npos;
+      });
+  if (!unbuilt || !planner.Skip(st.pending_index)) return false;
+  const std::string& first = reasons->front();
+  Log(absl::StrCat("bisect ", m.bisect_id, ": skipping ", planner.CommitId(st.pending_index),
+                   ", its kernel does not build (", first.substr(first.find(kBuildFailed)), ")"));
   return true;
 }
 
@@ -358,8 +398,11 @@ void BisectDriver::Finish(Move& m, const BisectPlanner& planner) {
     u.culprit_id = u.first_bad;
     u.culprit_subject = subject_of(u.culprit_id);
     for (const Culprit& c : planner.Culprits()) {
-      u.culprits.push_back(BisectUpdate::CulpritRow{c, planner.CommitId(c.last_good_index),
-                                                    subject_of(c.commit_id)});
+      const std::string subject =
+          c.skipped.empty() ? subject_of(c.commit_id) : OneOfSubject(planner, c);
+      if (c.index == planner.FirstBadIndex()) u.culprit_subject = subject;
+      u.culprits.push_back(
+          BisectUpdate::CulpritRow{c, planner.CommitId(c.last_good_index), subject});
       absl::StrAppend(&named, named.empty() ? "" : ", ", c.commit_id, " (",
                       Percent(c.relative_change), absl::StrFormat(", share %.0f%%", c.share * 100),
                       ")");

@@ -191,6 +191,73 @@ TEST(BisectTest, DeterministicModelNeedsNoRetest) {
   EXPECT_EQ(p.Steps()[1].verdict, "good");
 }
 
+// Zero-variance samples of commit c when the change is at `culprit`.
+std::vector<double> Level(int c, int culprit) {
+  return std::vector<double>(3, c >= culprit ? 10.0 : 100.0);
+}
+
+TEST(BisectSkipTest, ASkippedMiddleCommitMakesItTestANeighbour) {
+  BisectPlanner p(Ids(0, 8), 0, 8, BisectOptions{});
+  p.AddSamples(0, Level(0, 6));
+  p.AddSamples(8, Level(8, 6));
+  ASSERT_EQ(p.Next()->commit_index, 4);
+  EXPECT_FALSE(p.Skip(0));  // a reference: nothing to judge against without it
+  EXPECT_FALSE(p.Skip(8));
+  ASSERT_TRUE(p.Skip(4));
+  ASSERT_TRUE(p.Next().has_value());
+  EXPECT_EQ(p.Next()->commit_index, 3);  // nearest the midpoint, earlier on a tie
+  EXPECT_EQ(p.Next()->repeats, 3);
+  ASSERT_EQ(p.Steps().size(), 2u);
+  EXPECT_EQ(p.Steps()[0].verdict, "skip");
+  EXPECT_EQ(p.Steps()[0].commit_id, "c4");
+  EXPECT_EQ(p.Steps()[1].verdict, "pending");
+  // c3 good: the range is 3..8, whose midpoint 5 is tested next (4 never again).
+  p.AddSamples(3, Level(3, 6));
+  ASSERT_EQ(p.Next()->commit_index, 5);
+  p.AddSamples(5, Level(5, 6));
+  ASSERT_EQ(p.Next()->commit_index, 6);
+  p.AddSamples(6, Level(6, 6));
+  ASSERT_TRUE(p.Done());
+  EXPECT_FALSE(p.Failed());
+  ASSERT_EQ(p.Culprits().size(), 1u);
+  EXPECT_EQ(p.Culprits()[0].commit_id, "c6");
+  EXPECT_TRUE(p.Culprits()[0].skipped.empty());
+}
+
+TEST(BisectSkipTest, OnlySkippedCommitsLeftEndsWithEveryCandidate) {
+  BisectPlanner p(Ids(0, 8), 0, 8, BisectOptions{});
+  p.AddSamples(0, Level(0, 6));
+  p.AddSamples(8, Level(8, 6));
+  ASSERT_TRUE(p.Skip(4));
+  p.AddSamples(3, Level(3, 6));  // good: 3..8
+  ASSERT_EQ(p.Next()->commit_index, 5);
+  p.AddSamples(5, Level(5, 6));  // good: 5..8
+  ASSERT_EQ(p.Next()->commit_index, 6);
+  ASSERT_TRUE(p.Skip(6));
+  ASSERT_EQ(p.Next()->commit_index, 7);
+  // Saved and restored with skips recorded: the same bisect goes on.
+  absl::StatusOr<BisectPlanner> r = BisectPlanner::FromJson(p.ToJson());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->Next()->commit_index, 7);
+  ASSERT_TRUE(r->Skip(7));
+  ASSERT_TRUE(r->Done());
+  EXPECT_FALSE(r->Failed());
+  EXPECT_FALSE(r->Next().has_value());
+  EXPECT_EQ(r->LastGoodIndex(), 5);
+  EXPECT_EQ(r->FirstBadIndex(), 8);
+  ASSERT_EQ(r->Culprits().size(), 1u);
+  const Culprit c = r->Culprits()[0];
+  EXPECT_EQ(c.last_good_index, 5);
+  EXPECT_EQ(c.index, 8);
+  EXPECT_EQ(c.skipped, (std::vector<int>{6, 7}));
+  int skips = 0;
+  for (const BisectStepRecord& s : r->Steps()) skips += s.verdict == "skip";
+  EXPECT_EQ(skips, 3);
+  absl::StatusOr<BisectPlanner> done = BisectPlanner::FromJson(r->ToJson());
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->Culprits()[0].skipped, (std::vector<int>{6, 7}));
+}
+
 TEST(ConfirmationTest, RealShiftConfirmedNoiseRejected) {
   std::mt19937_64 rng(5);
   std::normal_distribution<double> n(0, 1);

@@ -137,6 +137,22 @@ class PgAnalyzerStore final : public AnalyzerStore {
     });
   }
 
+  absl::StatusOr<std::vector<std::string>> FailureReasons(
+      const std::vector<int64_t>& matrices) override {
+    using Out = std::vector<std::string>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      Out out;
+      for (const pqxx::row& r :
+           t.exec_params("SELECT failure_reason FROM jobs "
+                         "WHERE matrix_id = ANY($1::bigint[]) AND state = 4 ORDER BY id",
+                         ArrayLiteral(matrices))) {
+        out.push_back(r[0].as<std::string>());
+      }
+      return out;
+    });
+  }
+
   absl::StatusOr<std::vector<CommitRow>> Commits(const std::string& catalog, int lo,
                                                  int hi) override {
     using Out = std::vector<CommitRow>;
