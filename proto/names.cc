@@ -49,6 +49,7 @@ constexpr Spelling<pb::Executor> kExecutors[] = {
     {pb::EXECUTOR_FIO, "fio"},
     {pb::EXECUTOR_IOZONE, "iozone"},
     {pb::EXECUTOR_KBUILD, "kbuild"},
+    {pb::EXECUTOR_DMA_MAP_BENCH, "dma-map-bench"},
 };
 
 constexpr Spelling<pb::JobState> kJobStates[] = {
@@ -113,6 +114,11 @@ pb::Executor ExecutorFromName(std::string_view name) {
 }
 
 std::vector<std::string> ExecutorNames() { return NamesOf(kExecutors); }
+
+bool IsRealExecutor(pb::Executor executor) {
+  return executor == pb::EXECUTOR_FIO || executor == pb::EXECUTOR_IOZONE ||
+         executor == pb::EXECUTOR_DMA_MAP_BENCH;
+}
 
 std::string JobStateName(pb::JobState state) { return NameOf(kJobStates, state); }
 

@@ -36,11 +36,14 @@ std::vector<std::string> ModeNames();
 // "unspecified".
 std::string ModeName(int mode_number);
 
-// "emulator", "fio", "iozone".
+// "emulator", "fio", "iozone", "kbuild", "dma-map-bench".
 std::string ExecutorName(iommufarm::v1::Executor executor);
 iommufarm::v1::Executor ExecutorFromName(std::string_view name);
 // Every executor's word, in enum order.
 std::vector<std::string> ExecutorNames();
+// An executor that runs a real tool under a real kernel (fio, iozone,
+// dma-map-bench): its jobs need a kernel offer (lib/storage/run_eligibility.h).
+bool IsRealExecutor(iommufarm::v1::Executor executor);
 
 // "queued", "leased", "succeeded", "failed", "cancelled".
 std::string JobStateName(iommufarm::v1::JobState state);
