@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
       "--capabilities", capabilities,
       "comma list of executors to offer: " + absl::StrJoin(farm::proto::ExecutorNames(), ", ") +
           " (fio/iozone: real runs, need --allow-dir/--allow-device; "
-          "skipped with a warning when the tool is not installed)");
+          "skipped with a warning when the tool is not installed; dma-map-bench: vm guests "
+          "only, needs --kernel-store)");
   app.add_option("--metrics", metrics_address,
                  "serve Prometheus /metrics on HOST:PORT (port 0: any free "
                  "port; prints 'metrics on HOST:PORT')");
@@ -164,9 +165,16 @@ int main(int argc, char** argv) {
                  "the kernel release the boot loader starts (default: the running one; set it "
                  "when the agent may start on a job's kernel)");
   app.add_option("--vm-accel", executor_config.vm_accel,
-                 "QEMU accelerator for --kernel-store: tcg, kvm, or auto (tries one KVM boot at "
-                 "start and falls back to tcg; the agent prints which)")
-      ->check(CLI::IsMember({"auto", "tcg", "kvm"}))
+                 "QEMU accelerator for --kernel-store: kvm; tcg (software emulation, timed by "
+                 "the host's clock); tcg-icount (one TCG thread, the guest's clock counting its "
+                 "instructions: figures that repeat, instruction-timed, x86_64 guests with one "
+                 "CPU); or auto (tries one KVM boot at start and falls back to tcg-icount; the "
+                 "agent prints which)")
+      ->check(CLI::IsMember({"auto", "tcg", "tcg-icount", "kvm"}))
+      ->capture_default_str();
+  app.add_option("--vm-icount-shift", executor_config.vm_icount_shift,
+                 "tcg-icount: each guest instruction counts 2^N ns of guest time")
+      ->check(CLI::Range(0, 10))
       ->capture_default_str();
   std::vector<std::string> kbuild_trees;
   AddKbuildOptions(app, &executor_config.kbuild, &kbuild_trees);

@@ -167,6 +167,24 @@ std::vector<SummaryRow> Summarize(const std::vector<pb::Result>& results,
   return rows;
 }
 
+namespace {
+
+// Figures of guests under QEMU's tcg-icount are instruction-timed: the
+// guest's clock counts its instructions, so they repeat but are no
+// hardware's times. Said once, above the table that holds them.
+std::string InstructionTimedNote(const std::vector<pb::Result>& results) {
+  std::set<uint32_t> shifts;
+  for (const pb::Result& r : results) {
+    if (r.host().guest().icount_shift() > 0) shifts.insert(r.host().guest().icount_shift());
+  }
+  if (shifts.empty()) return "";
+  return absl::StrCat("instruction-timed: guests under QEMU tcg-icount (shift ",
+                      absl::StrJoin(shifts, ", "),
+                      "): each guest instruction counts 2^shift ns, not hardware time\n");
+}
+
+}  // namespace
+
 std::string FormatResultsTable(const std::vector<pb::Result>& results) {
   if (results.empty()) return "no results\n";
   const std::string metric = MainMetric(results);
@@ -204,7 +222,7 @@ std::string FormatResultsTable(const std::vector<pb::Result>& results) {
   return absl::StrCat("metric: ", metric,
                       " (mean and 95% Student-t confidence interval over "
                       "repeats)\n",
-                      RenderTable(headers, cells));
+                      InstructionTimedNote(results), RenderTable(headers, cells));
 }
 
 std::string CsvField(const std::string& field) {

@@ -145,6 +145,17 @@ TEST(FormatResultsTableTest, ShowsCiAndPlatformOnlyWhenSeveral) {
   EXPECT_EQ(FormatResultsTable({}), "no results\n");
 }
 
+TEST(FormatResultsTableTest, SaysWhenFiguresAreInstructionTimed) {
+  std::vector<pb::Result> results = {MakeResult(1, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 1)};
+  EXPECT_EQ(FormatResultsTable(results).find("instruction-timed"), std::string::npos);
+  results[0].mutable_host()->mutable_guest()->set_accel("tcg-icount");
+  results[0].mutable_host()->mutable_guest()->set_icount_shift(7);
+  const std::string table = FormatResultsTable(results);
+  EXPECT_NE(table.find("instruction-timed: guests under QEMU tcg-icount (shift 7)"),
+            std::string::npos)
+      << table;
+}
+
 TEST(FormatResultsCsvTest, EverySampleAndQuoting) {
   pb::Result r = MakeResult(1, "aaa", 0, pb::IOMMU_MODE_LAZY, 0, 1.5);
   (*r.mutable_job()->mutable_workload()->mutable_params())["tests"] = "write,read";

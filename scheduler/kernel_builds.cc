@@ -68,7 +68,7 @@ Need Decide(const pb::Job& job, const std::vector<pb::Agent>& agents) {
   return need;
 }
 
-bool IsReal(pb::Executor e) { return e == pb::EXECUTOR_FIO || e == pb::EXECUTOR_IOZONE; }
+bool IsReal(pb::Executor e) { return proto::IsRealExecutor(e); }
 
 }  // namespace
 

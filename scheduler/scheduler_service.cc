@@ -98,7 +98,7 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
 
   pb::SubmitMatrixResponse resp;
   for (const std::string& w : spec->warnings) resp.add_warnings(w);
-  const bool real = spec->executor == pb::EXECUTOR_FIO || spec->executor == pb::EXECUTOR_IOZONE;
+  const bool real = proto::IsRealExecutor(spec->executor);
   // Real matrices are expanded before a dry run too: it names the kernels
   // to build and the jobs nothing can run.
   if (real || !req.dry_run()) {

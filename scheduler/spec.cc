@@ -1,6 +1,7 @@
 #include "scheduler/spec.h"
 
 #include <algorithm>
+#include <random>
 #include <tuple>
 
 #include "absl/status/status.h"
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/spec/field_errors.h"
+#include "proto/names.h"
 
 namespace farm::scheduler {
 namespace {
@@ -184,6 +186,24 @@ absl::StatusOr<int64_t> CountJobs(const MatrixSpec& spec, size_t commits,
   return static_cast<int64_t>(n);
 }
 
+namespace {
+
+// The order a real matrix's commits run in, round (repeat) `round`: a
+// Fisher-Yates shuffle seeded by the spec's seed and the round, so each
+// round visits every commit once in its own order and a drift of the host
+// (thermal, a neighbour's load) lands on every commit alike.
+// round < 0: catalog order.
+std::vector<size_t> RoundOrder(size_t commits, uint64_t seed, int round) {
+  std::vector<size_t> order(commits);
+  for (size_t i = 0; i < commits; ++i) order[i] = i;
+  if (round < 0) return order;
+  std::mt19937_64 rng(seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(round + 1)));
+  for (size_t i = commits; i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+  return order;
+}
+
+}  // namespace
+
 std::vector<pb::Job> ExpandMatrix(const MatrixSpec& spec,
                                   const std::vector<ResolvedCommit>& commits, int max_attempts,
                                   SpecSet set) {
@@ -191,31 +211,44 @@ std::vector<pb::Job> ExpandMatrix(const MatrixSpec& spec,
   jobs.reserve(commits.size() * spec.modes.size() * spec.workloads.size() * spec.platforms.size() *
                static_cast<size_t>(spec.repeats));
   const int priority = JobPriority(spec.kind, spec.priority);
-  for (const ResolvedCommit& c : commits) {
-    for (pb::IommuMode mode : spec.modes) {
-      for (const WorkloadSpec& w : spec.workloads) {
-        for (const std::string& platform : spec.platforms) {
-          for (int r = 0; r < spec.repeats; ++r) {
-            pb::Job j;
-            j.set_catalog(spec.catalog);
-            j.set_commit_id(c.id);
-            j.set_commit_index(c.index);
-            j.set_platform(platform);
-            j.mutable_workload()->set_name(w.name);
-            for (const auto& [k, v] : w.params) (*j.mutable_workload()->mutable_params())[k] = v;
-            j.set_mode(mode);
-            j.set_repeat(r);
-            j.set_executor(spec.executor);
-            j.set_priority(priority);
-            j.set_kind(spec.kind);
-            j.set_state(pb::JOB_STATE_QUEUED);
-            j.set_max_attempts(max_attempts);
-            for (const auto& [k, v] : c.settings) (*j.mutable_model_set())[k] = v;
-            if (set == SpecSet::kInEveryJob) {
-              for (const auto& [k, v] : spec.model_set) (*j.mutable_model_set())[k] = v;
+  auto add = [&](const ResolvedCommit& c, pb::IommuMode mode, const WorkloadSpec& w,
+                 const std::string& platform, int r) {
+    pb::Job& j = jobs.emplace_back();
+    j.set_catalog(spec.catalog);
+    j.set_commit_id(c.id);
+    j.set_commit_index(c.index);
+    j.set_platform(platform);
+    j.mutable_workload()->set_name(w.name);
+    for (const auto& [k, v] : w.params) (*j.mutable_workload()->mutable_params())[k] = v;
+    j.set_mode(mode);
+    j.set_repeat(r);
+    j.set_executor(spec.executor);
+    j.set_priority(priority);
+    j.set_kind(spec.kind);
+    j.set_state(pb::JOB_STATE_QUEUED);
+    j.set_max_attempts(max_attempts);
+    for (const auto& [k, v] : c.settings) (*j.mutable_model_set())[k] = v;
+    if (set == SpecSet::kInEveryJob) {
+      for (const auto& [k, v] : spec.model_set) (*j.mutable_model_set())[k] = v;
+    }
+    j.set_seed(JobSeed(spec.seed, platform, w, mode, r));
+  };
+  // Jobs are claimed in the order they are stored. Real runs go round by
+  // round (repeat r of every commit, in RoundOrder, before repeat r+1); the
+  // emulator's figures do not drift, so its repeats stay together.
+  const bool real = ::farm::proto::IsRealExecutor(spec.executor);
+  for (int round = 0; round < (real ? spec.repeats : 1); ++round) {
+    const std::vector<size_t> order =
+        real ? RoundOrder(commits.size(), spec.seed, round) : RoundOrder(commits.size(), 0, -1);
+    for (size_t i : order) {
+      for (pb::IommuMode mode : spec.modes) {
+        for (const WorkloadSpec& w : spec.workloads) {
+          for (const std::string& platform : spec.platforms) {
+            if (real) {
+              add(commits[i], mode, w, platform, round);
+              continue;
             }
-            j.set_seed(JobSeed(spec.seed, platform, w, mode, r));
-            jobs.push_back(std::move(j));
+            for (int r = 0; r < spec.repeats; ++r) add(commits[i], mode, w, platform, r);
           }
         }
       }

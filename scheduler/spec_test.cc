@@ -75,6 +75,43 @@ TEST(ResolveTest, BackwardsAndUnknown) {
   EXPECT_EQ(c.status().message(), "commits[1]: unknown commit \"zzz\" in catalog \"linux-iommu\"");
 }
 
+TEST(ExpandTest, RealRepeatsRunRoundByRoundInAShuffledOrder) {
+  auto s = ParseMatrixSpec(kGoodSpec, {});
+  ASSERT_TRUE(s.ok());
+  auto c = ResolveCommits(*s, TestCatalog());
+  ASSERT_TRUE(c.ok());
+  s->modes = {pb::IOMMU_MODE_STRICT};
+  s->executor = pb::EXECUTOR_DMA_MAP_BENCH;
+  const std::vector<pb::Job> jobs = ExpandMatrix(*s, *c, 3);
+  ASSERT_EQ(jobs.size(), 5u * 5u);  // 5 commits x 5 repeats
+  std::set<std::vector<std::string>> orders;
+  for (size_t round = 0; round < 5; ++round) {
+    std::vector<std::string> order;
+    for (size_t i = 0; i < 5; ++i) {
+      const pb::Job& j = jobs[round * 5 + i];
+      EXPECT_EQ(j.repeat(), static_cast<int>(round)) << i;
+      order.push_back(j.commit_id());
+    }
+    EXPECT_EQ(std::set<std::string>(order.begin(), order.end()).size(), 5u) << round;
+    orders.insert(order);
+  }
+  EXPECT_GT(orders.size(), 1u);  // not the same order every round
+  // The order is the spec seed's: the same again, another under another seed.
+  EXPECT_EQ(ExpandMatrix(*s, *c, 3)[7].commit_id(), jobs[7].commit_id());
+  s->seed += 1;
+  const std::vector<pb::Job> other = ExpandMatrix(*s, *c, 3);
+  bool differs = false;
+  for (size_t i = 0; i < jobs.size(); ++i) differs |= other[i].commit_id() != jobs[i].commit_id();
+  EXPECT_TRUE(differs);
+  // The emulator's stay commit by commit, in catalog order.
+  s->executor = pb::EXECUTOR_EMULATOR;
+  const std::vector<pb::Job> emu = ExpandMatrix(*s, *c, 3);
+  for (size_t i = 0; i < emu.size(); ++i) {
+    EXPECT_EQ(emu[i].commit_id(), (*c)[i / 5].id) << i;
+    EXPECT_EQ(emu[i].repeat(), static_cast<int>(i % 5)) << i;
+  }
+}
+
 TEST(ExpandTest, CountsSeedsAndCap) {
   auto s = ParseMatrixSpec(kGoodSpec, {});
   ASSERT_TRUE(s.ok());

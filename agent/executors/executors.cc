@@ -38,7 +38,8 @@ absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> MakeVmProvider(
     return absl::FailedPreconditionError(absl::StrCat("no guest initramfs '", vm.initramfs,
                                                       "' (scripts/build-guest-root builds it)"));
   }
-  vm.accel = config.vm_accel == "auto" ? "tcg" : config.vm_accel;
+  vm.accel = config.vm_accel == "auto" ? "tcg-icount" : config.vm_accel;
+  vm.icount_shift = config.vm_icount_shift;
   auto provider = std::make_unique<kernels::VmKernelProvider>(vm);
   const std::vector<pb::KernelOffer> offers = provider->Offers();
   // A store this agent's kbuild fills may start empty.
@@ -50,7 +51,7 @@ absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> MakeVmProvider(
                      " (scripts/fetch-test-kernels fetches the test kernels)"));
   }
   if (config.vm_accel == "auto" && offers.empty()) {
-    std::fprintf(stderr, "farm-agent: vm accel tcg (no kernel to probe KVM with yet)\n");
+    std::fprintf(stderr, "farm-agent: vm accel tcg-icount (no kernel to probe KVM with yet)\n");
   } else if (config.vm_accel == "auto") {
     // Tried once, at start: a /dev/kvm that exists may still not run guests.
     std::string why;
@@ -67,10 +68,24 @@ absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> MakeVmProvider(
     releases.push_back(o.commit() == o.release() ? o.release()
                                                  : absl::StrCat(o.commit(), "=", o.release()));
   }
+  const std::string accel =
+      vm.accel == "tcg-icount" ? absl::StrCat(vm.accel, " shift=", vm.icount_shift) : vm.accel;
   std::fprintf(stderr, "farm-agent: vm kernels offered (%s, %s): %s\n", version->c_str(),
-               vm.accel.c_str(), absl::StrJoin(releases, ", ").c_str());
+               accel.c_str(), absl::StrJoin(releases, ", ").c_str());
   *qemu_version = *std::move(version);
   return provider;
+}
+
+// The host half of a real executor: the installed fio or iozone
+// (agent/runners; NotFound when it is not installed), or for dma-map-bench,
+// which runs in guests only, none.
+absl::StatusOr<std::unique_ptr<Executor>> HostTool(pb::Executor kind, const std::string& cap,
+                                                   const ExecutorConfig& config) {
+  if (kind == pb::EXECUTOR_DMA_MAP_BENCH) return std::make_unique<GuestOnlyTool>(cap);
+  farm::runners::RealExecutorOptions real;
+  real.allow_dirs = config.allow_dirs;
+  real.allow_devices = config.allow_devices;
+  return farm::runners::MakeRealExecutor(cap, real);
 }
 
 }  // namespace
@@ -95,12 +110,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
             "kbuild needs --kbuild-tree CATALOG=TREE and --kernel-store DIR");
       }
       out.push_back(std::make_unique<KbuildExecutor>(config.kbuild));
-    } else if (kind == pb::EXECUTOR_FIO || kind == pb::EXECUTOR_IOZONE) {
-      // Real runs (agent/runners): advertised only when the tool is installed.
-      farm::runners::RealExecutorOptions real;
-      real.allow_dirs = config.allow_dirs;
-      real.allow_devices = config.allow_devices;
-      auto executor = farm::runners::MakeRealExecutor(cap, real);
+    } else if (proto::IsRealExecutor(kind)) {
+      absl::StatusOr<std::unique_ptr<Executor>> executor = HostTool(kind, cap, config);
       if (executor.status().code() == absl::StatusCode::kNotFound) {
         std::fprintf(stderr, "farm-agent: %s; not advertising it\n",
                      std::string(executor.status().message()).c_str());
@@ -114,7 +125,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
       const bool vm_wanted = !config.vm_kernels_dir.empty() &&
                              (config.kexec == nullptr || !config.vm_initramfs.empty());
       if (vm_wanted && first_vm != nullptr) {
-        // fio and iozone share one provider's checks (and its one KVM probe).
+        // The real executors share one provider's checks (and its one KVM probe).
         vm = std::make_unique<kernels::VmKernelProvider>(*first_vm);
         qemu_version = first_qemu_version;
       } else if (vm_wanted) {
@@ -128,6 +139,12 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
           first_vm = vm.get();  // owned by the executor pushed below, kept in `out`
           first_qemu_version = qemu_version;
         }
+      }
+      if (kind == pb::EXECUTOR_DMA_MAP_BENCH && vm == nullptr) {
+        std::fprintf(stderr,
+                     "farm-agent: dma-map-bench runs in vm guests only and this agent has no vm "
+                     "provider (--vm-kernels); not advertising it\n");
+        continue;
       }
       out.push_back(std::make_unique<KernelExecutor>(*std::move(executor), config.host,
                                                      std::move(vm), qemu_version, config.kexec));

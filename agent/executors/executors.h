@@ -6,8 +6,10 @@
 // each wrapped in a KernelExecutor (kernel_executor.h) that offers the host
 // kernel and, for fio with a vm provider configured, the kernels it boots
 // (and, with a kexec provider, the store's kernels booted on this host).
-// "kbuild" builds kernels of the catalogs it has a tree for into the kernel
-// store (kbuild_executor.h); it needs a tree and the store.
+// "dma-map-bench" runs the kernel's DMA-API benchmark in vm guests only:
+// advertised when a vm provider is configured. "kbuild" builds kernels of
+// the catalogs it has a tree for into the kernel store (kbuild_executor.h);
+// it needs a tree and the store.
 //
 // Thread-safety: reentrant. Ownership: the caller owns the executors.
 #ifndef AGENT_EXECUTORS_EXECUTORS_H_
@@ -39,8 +41,10 @@ struct ExecutorConfig {
   std::string vm_initramfs;
   std::string vm_arch = "x86_64";  // the guest architecture: x86_64 or aarch64
   std::string qemu;                // "" = qemu-system-<vm_arch>
-  // "tcg", "kvm", or "auto": KVM when a probe boot under it works, else TCG.
+  // "tcg", "tcg-icount", "kvm", or "auto": KVM when a probe boot under it
+  // works, else tcg-icount (kernels::VmConfig says why).
   std::string vm_accel = "auto";
+  int vm_icount_shift = 7;  // tcg-icount's -icount shift
   // The kexec kernel provider (nullable; --kexec-state-dir): fio and iozone
   // also offer the store's kernels booted on this host. With it, the vm
   // provider is made only when vm_initramfs is given.

@@ -12,6 +12,7 @@
 #include "agent/runners/fio_spec.h"
 #include "agent/runners/params.h"
 #include "agent/runners/runners.h"
+#include "lib/toolspec/dma_map_bench_spec.h"
 #include "proto/kernel_offers.h"
 #include "proto/kernel_params.h"
 #include "proto/names.h"
@@ -102,7 +103,56 @@ absl::Status FioGuestResult(kernels::KernelRun& run, ExecutionResult& out) {
   return absl::OkStatus();
 }
 
+// The guest run of a dma-map-bench job: the kernel's selftest tool with the
+// job's params. The tool's -s is guest seconds; under tcg-icount they pass
+// faster than the host's, under tcg about as fast, so they bound the run.
+absl::Status DmaMapBenchGuestRequest(const runners::Params& params,
+                                     kernels::KernelRequest& request) {
+  absl::StatusOr<toolspec::DmaMapBenchSpec> spec = toolspec::DmaMapBenchSpecFromParams(params);
+  if (!spec.ok()) return spec.status();
+  request.tool_argv = toolspec::DmaMapBenchArgv(*spec, kernels::kBenchTool);
+  request.tool_runtime = absl::Seconds(spec->seconds);
+  return absl::OkStatus();
+}
+
+// The kernel's figures under the emulator's dma-map-bench names: the raw
+// 100 ns integers (avg_map_100ns, map_stddev, ...) and the latencies in ns.
+// The kernel reports no loop count, so there is no throughput sample.
+absl::Status DmaMapBenchGuestResult(const kernels::KernelRun& run, ExecutionResult& out) {
+  if (run.tool_exit != 0) {
+    return absl::InternalError(absl::StrCat(kernels::kBenchTool, " in the guest exited ",
+                                            run.tool_exit, ": ",
+                                            Tail(run.tool_stderr + run.tool_stdout)));
+  }
+  absl::StatusOr<toolspec::DmaMapBenchReport> r = toolspec::ParseDmaMapBenchOutput(run.tool_stdout);
+  if (!r.ok()) {
+    return absl::InternalError(absl::StrCat("guest ", kernels::kBenchTool, ": ",
+                                            r.status().message(),
+                                            "; stderr: ", Tail(run.tool_stderr)));
+  }
+  runners::AppendSamples({{"map_latency_mean", r->avg_map_100ns * 100, "ns", ""},
+                          {"map_latency_stddev", r->map_stddev * 100, "ns", ""},
+                          {"unmap_latency_mean", r->avg_unmap_100ns * 100, "ns", ""},
+                          {"unmap_latency_stddev", r->unmap_stddev * 100, "ns", ""},
+                          {"avg_map_100ns", r->avg_map_100ns, "", ""},
+                          {"map_stddev", r->map_stddev, "", ""},
+                          {"avg_unmap_100ns", r->avg_unmap_100ns, "", ""},
+                          {"unmap_stddev", r->unmap_stddev, "", ""}},
+                         out.samples);
+  out.raw_output = run.tool_stdout;
+  out.raw_format = "dma-map-bench";
+  out.tool_version = absl::StrCat(kernels::kBenchTool, " of ", run.facts.release);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::string GuestOnlyTool::version() const { return "the kernel's own"; }
+
+absl::StatusOr<ExecutionResult> GuestOnlyTool::Run(const pb::Job& job, CancelToken&) {
+  return absl::FailedPreconditionError(absl::StrCat(capability_, " runs in vm guests only; job ",
+                                                    job.id(), " was offered the host's kernel"));
+}
 
 KernelExecutor::KernelExecutor(std::unique_ptr<Executor> host_tool, pb::HostFacts host,
                                std::unique_ptr<kernels::VmKernelProvider> vm,
@@ -116,14 +166,17 @@ KernelExecutor::KernelExecutor(std::unique_ptr<Executor> host_tool, pb::HostFact
 
 std::vector<pb::KernelOffer> KernelExecutor::kernels() const {
   std::vector<pb::KernelOffer> out;
-  pb::KernelOffer& h = out.emplace_back();
-  h.set_provider("host");
-  h.set_release(host_.kernel_release());
-  if (host_.iommu_mode() != pb::IOMMU_MODE_UNSPECIFIED) h.add_modes(host_.iommu_mode());
-  h.set_architecture(host_.architecture());
-  // fio and iozone are packed into the guest root.
-  if (vm_ && (capability() == proto::ExecutorName(pb::EXECUTOR_FIO) ||
-              capability() == proto::ExecutorName(pb::EXECUTOR_IOZONE))) {
+  const bool guest_only = capability() == proto::ExecutorName(pb::EXECUTOR_DMA_MAP_BENCH);
+  if (!guest_only) {
+    pb::KernelOffer& h = out.emplace_back();
+    h.set_provider("host");
+    h.set_release(host_.kernel_release());
+    if (host_.iommu_mode() != pb::IOMMU_MODE_UNSPECIFIED) h.add_modes(host_.iommu_mode());
+    h.set_architecture(host_.architecture());
+  }
+  // fio and iozone are packed into the guest root; dma_map_benchmark comes
+  // with each build.
+  if (vm_ && proto::IsRealExecutor(proto::ExecutorFromName(capability()))) {
     for (pb::KernelOffer& o : vm_->Offers()) out.push_back(std::move(o));
   }
   if (kexec_) {
@@ -235,11 +288,15 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
   request.kernel_params = kernel_params;
   request.cancelled = [&cancel] { return cancel.cancelled(); };
   ExecutionResult out;
-  const bool iozone = capability() == proto::ExecutorName(pb::EXECUTOR_IOZONE);
+  const pb::Executor kind = proto::ExecutorFromName(capability());
+  const bool iozone = kind == pb::EXECUTOR_IOZONE;
+  const bool bench = kind == pb::EXECUTOR_DMA_MAP_BENCH;
   if (iozone) {
     if (absl::Status s = IozoneGuestRequest(params, vm_->config().nvme_bytes, request); !s.ok()) {
       return s;
     }
+  } else if (bench) {
+    if (absl::Status s = DmaMapBenchGuestRequest(params, request); !s.ok()) return s;
   } else {
     // The guest's NVMe is the target unless the spec names one (a device
     // target needs no size).
@@ -259,6 +316,8 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
   if (iozone) {
     if (absl::Status s = IozoneGuestResult(*run, out); !s.ok()) return s;
     if (out.samples.empty()) return absl::InternalError("guest iozone reported no test");
+  } else if (bench) {
+    if (absl::Status s = DmaMapBenchGuestResult(*run, out); !s.ok()) return s;
   } else if (absl::Status s = FioGuestResult(*run, out); !s.ok()) {
     return s;
   }
@@ -268,7 +327,7 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
   facts.set_iommu_mode(run->effective);
   facts.set_iommu_detail(run->effective_detail);
   facts.set_architecture(run->facts.machine);
-  facts.set_cpus(static_cast<uint32_t>(vm_->config().cpus));
+  facts.set_cpus(static_cast<uint32_t>(vm_->GuestCpus()));
   facts.set_numa_nodes(1);
   pb::GuestFacts* g = facts.mutable_guest();
   g->set_provider(run->provider);
@@ -278,6 +337,7 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
   g->set_cmdline(run->facts.cmdline);
   g->set_machine_model(run->machine_model);
   g->set_accel(run->accel);
+  g->set_icount_shift(static_cast<uint32_t>(run->icount_shift));
   g->set_qemu_version(qemu_version_);
   out.ran_on = std::move(facts);
   return out;

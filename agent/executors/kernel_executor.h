@@ -9,8 +9,10 @@
 //   - `vm`: the release booted under QEMU (VmKernelProvider) with the job's
 //     mode, fio on the guest's NVMe, iozone on a file system the guest makes
 //     on it (the same spec check and report parser as the host runners, so
-//     the same metric names); the result's host facts are the guest's
-//     (release, effective mode, GuestFacts).
+//     the same metric names), dma-map-bench as the build's dma_map_benchmark
+//     on the guest's spare device (the emulator's metric names); the
+//     result's host facts are the guest's (release, effective mode,
+//     GuestFacts with the accelerator and icount shift).
 //   - `kexec`: the store's kernels booted on this host (KexecKernelProvider).
 //     A job whose kernel or mode is not running asks the agent to hold its
 //     lease (LeaseContext::hold, for the provider's boot timeout plus its
@@ -42,6 +44,21 @@
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::agent {
+
+// The host half of an executor whose tool runs only in vm guests
+// (dma-map-bench: the kernel's benchmark driver binds the guest's spare
+// device). The KernelExecutor wrapping it offers no host kernel, so the
+// scheduler never leases it a host run; Run refuses one all the same.
+class GuestOnlyTool final : public Executor {
+ public:
+  explicit GuestOnlyTool(std::string capability) : capability_(std::move(capability)) {}
+  std::string capability() const override { return capability_; }
+  std::string version() const override;
+  absl::StatusOr<ExecutionResult> Run(const iommufarm::v1::Job& job, CancelToken& cancel) override;
+
+ private:
+  const std::string capability_;
+};
 
 class KernelExecutor final : public Executor {
  public:

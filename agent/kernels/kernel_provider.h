@@ -96,7 +96,8 @@ struct KernelRun {
   std::string effective_detail;  // what decided it, e.g. "nvme0 0000:00:01.0 group 1: DMA"
   std::string domain_type;       // the group type that decided it; "" when no group
   KernelFacts facts;
-  std::string accel;          // vm: "tcg" or "kvm"; host: empty
+  std::string accel;          // vm: "tcg", "tcg-icount" or "kvm"; host: empty
+  int icount_shift = 0;       // vm under tcg-icount: QEMU's -icount shift
   std::string machine_model;  // vm: "q35+intel-iommu"; host: empty
   std::string tool_stdout;    // fio's JSON report when argv asked for it
   std::string tool_stderr;

@@ -513,6 +513,76 @@ TEST(InterpretGuestRunTest, ScratchFileSystemFailureAbortsWithItsOutput) {
   EXPECT_THAT(run.status().message(), HasSubstr("mke2fs: short write"));
 }
 
+TEST(BuildQemuArgvTest, TcgIcountIsOneTcgThreadCountingInstructions) {
+  QemuInvocation q = Invocation();
+  q.accel = "tcg-icount";
+  q.icount_shift = 7;
+  absl::StatusOr<std::vector<std::string>> argv = BuildQemuArgv(q);
+  ASSERT_TRUE(argv.ok()) << argv.status();
+  EXPECT_EQ(After(*argv, "-accel"), "tcg,thread=single");
+  EXPECT_EQ(After(*argv, "-icount"), "shift=7,align=off,sleep=off");
+  EXPECT_EQ((*argv)[3], "-accel");  // right after the machine, as for tcg
+  q.arch = kArchArm64;
+  argv = BuildQemuArgv(q);
+  ASSERT_TRUE(argv.ok()) << argv.status();
+  EXPECT_EQ(After(*argv, "-icount"), "shift=7,align=off,sleep=off");
+  EXPECT_EQ((*argv)[5], "-accel");  // after -cpu on virt
+  q.icount_shift = 11;
+  EXPECT_EQ(BuildQemuArgv(q).status().code(), absl::StatusCode::kInvalidArgument);
+  q.icount_shift = 7;
+  q.accel = "hvf";
+  EXPECT_THAT(BuildQemuArgv(q).status().message(), HasSubstr("(tcg, tcg-icount, kvm)"));
+  // Without icount there is no -icount.
+  q.accel = "tcg";
+  argv = BuildQemuArgv(q);
+  ASSERT_TRUE(argv.ok()) << argv.status();
+  EXPECT_EQ(std::count(argv->begin(), argv->end(), "-icount"), 0);
+}
+
+TEST(BuildQemuArgvTest, BenchDeviceIsOneEduBesideTheNvme) {
+  QemuInvocation q = Invocation();
+  q.bench_device = true;
+  for (const std::string& arch : {std::string(kArchX86), std::string(kArchArm64)}) {
+    q.arch = arch;
+    absl::StatusOr<std::vector<std::string>> argv = BuildQemuArgv(q);
+    ASSERT_TRUE(argv.ok()) << argv.status();
+    EXPECT_EQ(std::count(argv->begin(), argv->end(), "edu"), 1) << arch;
+    // The kernel and its command line stay last.
+    EXPECT_EQ((*argv)[argv->size() - 2], "-append") << arch;
+  }
+}
+
+TEST(GuestJobArchiveTest, BenchToolComesExecutableWithItsDevice) {
+  absl::StatusOr<std::string> a =
+      GuestJobArchive({"dma_map_benchmark", "-t", "1", "-s", "1"}, "/dev/nvme0n1", "", "ELF...");
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::string content;
+  EXPECT_EQ(NewcNames(*a, &content),
+            (std::vector<std::string>{"farm", "farm/bin", "farm/bin/dma_map_benchmark",
+                                      "farm/bench-device", "farm/argv", "farm/wait-device",
+                                      "TRAILER!!!"}));
+  EXPECT_THAT(*a, HasSubstr("1234:11e8\n"));
+  // The tool's entry is 0100755, every other file 0100644.
+  const std::size_t tool = a->find("farm/bin/dma_map_benchmark");
+  ASSERT_NE(tool, std::string::npos);
+  EXPECT_EQ(a->substr(tool - 110 + 14, 8), "000081ED");
+  EXPECT_EQ(GuestJobArchive({"dma_map_benchmark"}, "/dev/nvme0n1").status().code(),
+            absl::StatusCode::kInvalidArgument);  // no binary
+}
+
+TEST(InterpretGuestRunTest, KernelWithoutTheBenchDriverFailsPermanently) {
+  std::string channel = kStrictChannel;
+  channel.insert(channel.find("@@farm-done"),
+                 "@@farm-begin bench-device\nno dma_map_benchmark driver bound 0000:00:04.0 (a "
+                 "kernel without CONFIG_DMA_MAP_BENCHMARK and CONFIG_DEBUG_FS)\n"
+                 "@@farm-end bench-device 1\n");
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), channel, "", CleanExit());
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
+  EXPECT_THAT(run.status().message(), HasSubstr("cannot run dma_map_benchmark"));
+  EXPECT_THAT(run.status().message(), HasSubstr("CONFIG_DMA_MAP_BENCHMARK"));
+}
+
 TEST(GuestJobArchiveTest, NamesTheChannelWhenGiven) {
   absl::StatusOr<std::string> a = GuestJobArchive({}, "/dev/nvme0n1", "/dev/ttyAMA0");
   ASSERT_TRUE(a.ok()) << a.status();
@@ -834,7 +904,7 @@ TEST(ResolveAccelTest, AutoProbesOnceAndFallsBack) {
   };
   EXPECT_EQ(ResolveAccel("auto", kvm_works, &why), "kvm");
   EXPECT_EQ(why, "");
-  EXPECT_EQ(ResolveAccel("auto", kvm_broken, &why), "tcg");
+  EXPECT_EQ(ResolveAccel("auto", kvm_broken, &why), "tcg-icount");
   EXPECT_EQ(why, "a KVM guest did not boot: KVM internal error");
   EXPECT_EQ(probes, 2);
   EXPECT_EQ(ResolveAccel("tcg", kvm_works, &why), "tcg");

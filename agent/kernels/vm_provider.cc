@@ -110,44 +110,44 @@ absl::StatusOr<std::string> GuestCmdline(pb::IommuMode mode, const std::vector<s
   return cmdline;
 }
 
-absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q) {
-  const bool arm64 = q.arch == kArchArm64;
-  if (!arm64 && q.arch != kArchX86) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown guest architecture '", q.arch, "'"));
+namespace {
+
+absl::StatusOr<std::vector<std::string>> AccelArgs(const QemuInvocation& q) {
+  if (q.accel == "tcg" || q.accel == "kvm") return std::vector<std::string>{"-accel", q.accel};
+  if (q.accel != "tcg-icount") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown QEMU accelerator '", q.accel, "' (tcg, tcg-icount, kvm)"));
   }
-  for (const std::string* p : {&q.kernel, &q.initrd, &q.nvme_image, &q.console_log,
-                               arm64 ? &q.console_log : &q.channel_log}) {
-    if (p->empty() || absl::StrContains(*p, ',')) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("QEMU cannot take the path '", *p, "' (empty or containing ',')"));
-    }
+  if (q.icount_shift < 0 || q.icount_shift > 10) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("icount shift ", q.icount_shift, " is outside 0..10"));
   }
-  if (q.memory_mib <= 0 || q.cpus <= 0) {
-    return absl::InvalidArgumentError("QEMU needs positive memory and CPU counts");
-  }
-  if (q.accel != "tcg" && q.accel != "kvm") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown QEMU accelerator '", q.accel, "'"));
-  }
-  if (arm64) {
-    // clang-format off
-    return std::vector<std::string>{
-        q.qemu,
-        "-M", q.iommu ? "virt,iommu=smmuv3" : "virt",
-        "-cpu", q.cpu.empty() ? "max" : q.cpu,
-        "-accel", q.accel,
-        "-nodefaults", "-no-user-config", "-no-reboot",
-        "-display", "none",
-        "-m", absl::StrCat(q.memory_mib, "M"),
-        "-smp", absl::StrCat(q.cpus),
-        "-drive", absl::StrCat("file=", q.nvme_image, ",if=none,id=nvme0,format=raw"),
-        "-device", "nvme,serial=farm-nvme0,drive=nvme0",
-        "-serial", absl::StrCat("file:", q.console_log),
-        "-kernel", q.kernel,
-        "-initrd", q.initrd,
-        "-append", q.cmdline,
-    };
-    // clang-format on
-  }
+  // icount needs one TCG thread for every vCPU.
+  return std::vector<std::string>{"-accel", "tcg,thread=single", "-icount",
+                                  absl::StrCat("shift=", q.icount_shift, ",align=off,sleep=off")};
+}
+
+std::vector<std::string> VirtArgv(const QemuInvocation& q) {
+  // clang-format off
+  return std::vector<std::string>{
+      q.qemu,
+      "-M", q.iommu ? "virt,iommu=smmuv3" : "virt",
+      "-cpu", q.cpu.empty() ? "max" : q.cpu,
+      "-nodefaults", "-no-user-config", "-no-reboot",
+      "-display", "none",
+      "-m", absl::StrCat(q.memory_mib, "M"),
+      "-smp", absl::StrCat(q.cpus),
+      "-drive", absl::StrCat("file=", q.nvme_image, ",if=none,id=nvme0,format=raw"),
+      "-device", "nvme,serial=farm-nvme0,drive=nvme0",
+      "-serial", absl::StrCat("file:", q.console_log),
+      "-kernel", q.kernel,
+      "-initrd", q.initrd,
+      "-append", q.cmdline,
+  };
+  // clang-format on
+}
+
+absl::StatusOr<std::vector<std::string>> Q35Argv(const QemuInvocation& q) {
   if (q.iommu_model != kModelIntel && q.iommu_model != kModelAmd) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown x86_64 IOMMU model '", q.iommu_model, "'"));
@@ -157,7 +157,6 @@ absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q) 
   std::vector<std::string> argv{
       q.qemu,
       "-M", "q35",
-      "-accel", q.accel,
       "-nodefaults", "-no-user-config", "-no-reboot",
       "-display", "none",
       "-m", absl::StrCat(q.memory_mib, "M"),
@@ -180,6 +179,38 @@ absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q) 
       argv.erase(device - 1, device + 1);  // off: no IOMMU on the machine
     }
   }
+  return argv;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q) {
+  const bool arm64 = q.arch == kArchArm64;
+  if (!arm64 && q.arch != kArchX86) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown guest architecture '", q.arch, "'"));
+  }
+  for (const std::string* p : {&q.kernel, &q.initrd, &q.nvme_image, &q.console_log,
+                               arm64 ? &q.console_log : &q.channel_log}) {
+    if (p->empty() || absl::StrContains(*p, ',')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("QEMU cannot take the path '", *p, "' (empty or containing ',')"));
+    }
+  }
+  if (q.memory_mib <= 0 || q.cpus <= 0) {
+    return absl::InvalidArgumentError("QEMU needs positive memory and CPU counts");
+  }
+  absl::StatusOr<std::vector<std::string>> accel = AccelArgs(q);
+  if (!accel.ok()) return accel.status();
+  std::vector<std::string> argv = arm64 ? VirtArgv(q) : std::vector<std::string>{};
+  if (!arm64) {
+    absl::StatusOr<std::vector<std::string>> q35 = Q35Argv(q);
+    if (!q35.ok()) return q35.status();
+    argv = *std::move(q35);
+  }
+  // The accelerator after the machine and CPU; the spare device before
+  // the last three options (-kernel, -initrd, -append).
+  argv.insert(argv.begin() + (arm64 ? 5 : 3), accel->begin(), accel->end());
+  if (q.bench_device) argv.insert(argv.end() - 6, {"-device", "edu"});
   return argv;
 }
 
@@ -209,7 +240,8 @@ std::string NewcArchive(const std::vector<std::pair<std::string, std::string>>& 
       parent = parent.empty() ? part.string() : absl::StrCat(parent, "/", part.string());
       if (dirs.insert(parent).second) AppendNewcHeader(out, parent, 0040755, 0, ino++);
     }
-    AppendNewcHeader(out, path, 0100644, content.size(), ino++);
+    AppendNewcHeader(out, path, absl::StartsWith(path, "farm/bin/") ? 0100755 : 0100644,
+                     content.size(), ino++);
     out += content;
     while (out.size() % 4 != 0) out.push_back('\0');
   }
@@ -257,13 +289,22 @@ absl::Status CheckGuestIozoneArgv(const std::vector<std::string>& argv) {
 
 absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool_argv,
                                             const std::string& wait_device,
-                                            const std::string& channel) {
+                                            const std::string& channel,
+                                            const std::string& tool_binary) {
   std::vector<std::pair<std::string, std::string>> files;
   if (!tool_argv.empty()) {
     const std::string tool = fs::path(tool_argv[0]).filename().string();
-    if (tool != "fio" && tool != "iozone") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the guest root has no tool '", tool_argv[0], "' (only fio and iozone)"));
+    if (tool != "fio" && tool != "iozone" && tool != kBenchTool) {
+      return absl::InvalidArgumentError(absl::StrCat("the guest root has no tool '", tool_argv[0],
+                                                     "' (fio, iozone, ", kBenchTool, ")"));
+    }
+    if (tool == kBenchTool) {
+      if (tool_binary.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("a guest ", kBenchTool, " needs the build's tool binary"));
+      }
+      files.emplace_back(absl::StrCat("farm/bin/", kBenchTool), tool_binary);
+      files.emplace_back("farm/bench-device", absl::StrCat(kBenchDeviceId, "\n"));
     }
     std::string argv = tool + "\n";
     for (std::size_t i = 1; i < tool_argv.size(); ++i) {
@@ -495,6 +536,13 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
     return aborted(absl::StrCat("could not make the scratch file system (exit ", it->second.exit,
                                 "): ", ConsoleTail(it->second.body, 5, 512)));
   }
+  // Whether the kernel has the benchmark's driver is its config's: permanent.
+  if (auto it = out->sections.find("bench-device");
+      it != out->sections.end() && it->second.exit != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("guest kernel ", request.kernel_release,
+                                                      " cannot run ", kBenchTool, ": ",
+                                                      ConsoleTail(it->second.body, 5, 512)));
+  }
   if (auto it = out->sections.find("tool"); it != out->sections.end()) {
     run.tool_stdout = it->second.body;
     run.tool_exit = it->second.exit;
@@ -542,7 +590,7 @@ std::string ResolveAccel(const std::string& flag, const std::function<absl::Stat
   absl::Status s = kvm_probe();
   if (s.ok()) return "kvm";
   if (why != nullptr) *why = std::string(s.message());
-  return "tcg";
+  return "tcg-icount";
 }
 
 absl::Status ProbeKvm(const VmConfig& config, const std::string& kernel_release,
@@ -566,6 +614,14 @@ absl::Status ProbeKvm(const VmConfig& config, const std::string& kernel_release,
         "a KVM guest did not boot: ", msg.substr(0, std::min<size_t>(msg.size(), 300))));
   }
   return absl::OkStatus();
+}
+
+int VmKernelProvider::GuestCpus() const {
+  return config_.accel == "tcg-icount" && config_.arch == kArchX86 ? 1 : config_.cpus;
+}
+
+int VmKernelProvider::IcountShift() const {
+  return config_.accel == "tcg-icount" ? config_.icount_shift : 0;
 }
 
 std::string VmKernelProvider::MachineModel() const {
@@ -648,73 +704,135 @@ absl::Status VmKernelProvider::CanRun(const KernelRequest& request) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
-  if (absl::Status s = CanRun(request); !s.ok()) return s;
+namespace {
+
+// The build's benchmark tool for a dma_map_benchmark request; "" for other
+// tools. A kernel built without it cannot run the job on any agent.
+absl::StatusOr<std::string> BenchToolBinary(const KernelRequest& request,
+                                            const kstore::KernelBuild& build) {
+  if (request.tool_argv.empty() || fs::path(request.tool_argv[0]).filename() != kBenchTool) {
+    return std::string();
+  }
+  if (build.dma_map_benchmark.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kernel ", build.release, " has no ", kBenchTool,
+                     " tool in its store entry (the farm's kernel builder adds it from the tree's "
+                     "tools/testing/selftests/dma; packaged kernels have none)"));
+  }
+  absl::StatusOr<std::string> binary = ReadFile(build.DmaMapBenchmarkPath());
+  if (!binary.ok()) return binary.status();
+  if (binary->empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot read ", build.DmaMapBenchmarkPath()));
+  }
+  return binary;
+}
+
+// The run's scratch files: a sparse NVMe image, and the initrd (the guest
+// root, then the modules' archive, then the job's: the kernel unpacks
+// concatenated archives in order).
+absl::Status WriteGuestFiles(const QemuInvocation& q, std::uint64_t nvme_bytes,
+                             const std::string& initramfs, const std::vector<std::string>& modules,
+                             const std::string& job) {
+  int fd = ::open(q.nvme_image.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus("create " + q.nvme_image);
+  int rc = ::ftruncate(fd, static_cast<off_t>(nvme_bytes));
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus("size " + q.nvme_image);
+  std::error_code ec;
+  fs::copy_file(initramfs, q.initrd, ec);
+  if (ec) return absl::InternalError(absl::StrCat("copy initramfs: ", ec.message()));
+  std::ofstream out(q.initrd, std::ios::binary | std::ios::app);
+  if (!modules.empty()) {
+    absl::StatusOr<std::string> archive = GuestModulesArchive(modules);
+    if (!archive.ok()) return archive.status();
+    out << *archive;
+  }
+  out << job;
+  if (!out.flush()) return absl::InternalError("append the job archive to " + q.initrd);
+  return absl::OkStatus();
+}
+
+// How the QEMU process ended, from its result and the halt watch.
+QemuExit ExitOf(const runners::ProcessResult& r, bool halted, absl::Duration limit) {
+  QemuExit exit;
+  exit.exited_cleanly = r.ok();
+  exit.timed_out = r.timed_out;
+  exit.halted = halted;
+  exit.description = halted ? std::string("stopped: the console showed a halt") : r.Describe();
+  if (exit.timed_out) absl::StrAppend(&exit.description, " after ", absl::FormatDuration(limit));
+  exit.qemu_stderr = r.stderr_data;
+  // QEMU's x86 loader refuses an image whose boot header it cannot read
+  // ("linux kernel too old to load a ram disk", "Error loading uncompressed
+  // kernel without PVH ELF Note") before any guest code runs.
+  exit.image_refused = !r.ok() && !r.timed_out && !halted &&
+                       (absl::StrContains(r.stderr_data, "linux kernel") ||
+                        absl::StrContains(r.stderr_data, "loading uncompressed kernel") ||
+                        absl::StrContains(r.stderr_data, "could not load kernel"));
+  return exit;
+}
+
+}  // namespace
+
+absl::StatusOr<QemuInvocation> VmKernelProvider::Invocation(const KernelRequest& request,
+                                                            const kstore::KernelBuild& build,
+                                                            const std::string& scratch) const {
   const bool arm64 = config_.arch == kArchArm64;
+  const std::string model = request.machine_model.empty() ? MachineModel() : request.machine_model;
+  const std::vector<std::string> models = IommuModelsFor(build, config_.arch);
+  if (std::find(models.begin(), models.end(), model) == models.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kernel ", build.release, " cannot run under ", model, " (it runs under ",
+                     absl::StrJoin(models, ", "), ")"));
+  }
   absl::StatusOr<std::string> cmdline =
       GuestCmdline(request.mode, request.kernel_params, config_.arch);
   if (!cmdline.ok()) return cmdline.status();
-  absl::StatusOr<std::string> job =
-      GuestJobArchive(request.tool_argv, kGuestNvme, arm64 ? "/dev/ttyAMA0" : "");
-  if (!job.ok()) return job.status();
-
-  absl::StatusOr<runners::ScopedTempDir> scratch_dir =
-      runners::ScopedTempDir::Create(config_.allow_dir, "farm-vm-");
-  if (!scratch_dir.ok()) return scratch_dir.status();
-  const fs::path scratch = scratch_dir->path();
-
   QemuInvocation q;
   q.arch = config_.arch;
-  const std::string model = request.machine_model.empty() ? MachineModel() : request.machine_model;
-  absl::StatusOr<kstore::KernelBuild> build = FindKernel(request);
-  if (!build.ok()) return build.status();
-  const std::vector<std::string> models = IommuModelsFor(*build, config_.arch);
-  if (std::find(models.begin(), models.end(), model) == models.end()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("kernel ", build->release, " cannot run under ", model, " (it runs under ",
-                     absl::StrJoin(models, ", "), ")"));
-  }
-  const bool scratch_fs =
-      !request.tool_argv.empty() && fs::path(request.tool_argv[0]).filename() == "iozone";
-  absl::StatusOr<std::vector<std::string>> modules = GuestModules(*build, scratch_fs);
-  if (!modules.ok()) return modules.status();
   q.iommu_model = arm64 ? "" : model;
   q.iommu = !((arm64 || model == kModelAmd) && request.mode == pb::IOMMU_MODE_OFF);
   q.cpu = config_.cpu;
   q.qemu = config_.qemu;
   q.accel = config_.accel;
+  q.icount_shift = config_.icount_shift;
+  q.bench_device =
+      !request.tool_argv.empty() && fs::path(request.tool_argv[0]).filename() == kBenchTool;
   q.memory_mib = config_.memory_mib;
-  q.cpus = config_.cpus;
-  q.kernel = build->ImagePath();
-  q.initrd = (scratch / "initrd").string();
-  q.nvme_image = (scratch / "nvme.img").string();
-  q.console_log = (scratch / "console.log").string();
+  q.cpus = GuestCpus();
+  q.kernel = build.ImagePath();
+  q.initrd = (fs::path(scratch) / "initrd").string();
+  q.nvme_image = (fs::path(scratch) / "nvme.img").string();
+  q.console_log = (fs::path(scratch) / "console.log").string();
   // aarch64 virt has one UART: the console carries the channel too.
-  q.channel_log = arm64 ? q.console_log : (scratch / "channel.log").string();
+  q.channel_log = arm64 ? q.console_log : (fs::path(scratch) / "channel.log").string();
   q.cmdline = *cmdline;
+  return q;
+}
 
-  {
-    int fd = ::open(q.nvme_image.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return ErrnoStatus("create " + q.nvme_image);
-    int rc = ::ftruncate(fd, static_cast<off_t>(config_.nvme_bytes));
-    ::close(fd);
-    if (rc != 0) return ErrnoStatus("size " + q.nvme_image);
+absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
+  if (absl::Status s = CanRun(request); !s.ok()) return s;
+  absl::StatusOr<kstore::KernelBuild> build = FindKernel(request);
+  if (!build.ok()) return build.status();
+  absl::StatusOr<std::string> bench_tool = BenchToolBinary(request, *build);
+  if (!bench_tool.ok()) return bench_tool.status();
+  absl::StatusOr<std::string> job = GuestJobArchive(
+      request.tool_argv, kGuestNvme, config_.arch == kArchArm64 ? "/dev/ttyAMA0" : "", *bench_tool);
+  if (!job.ok()) return job.status();
+  const bool scratch_fs =
+      !request.tool_argv.empty() && fs::path(request.tool_argv[0]).filename() == "iozone";
+  absl::StatusOr<std::vector<std::string>> modules = GuestModules(*build, scratch_fs);
+  if (!modules.ok()) return modules.status();
+
+  absl::StatusOr<runners::ScopedTempDir> scratch_dir =
+      runners::ScopedTempDir::Create(config_.allow_dir, "farm-vm-");
+  if (!scratch_dir.ok()) return scratch_dir.status();
+  absl::StatusOr<QemuInvocation> q = Invocation(request, *build, scratch_dir->path());
+  if (!q.ok()) return q.status();
+  if (absl::Status s = WriteGuestFiles(*q, config_.nvme_bytes, config_.initramfs, *modules, *job);
+      !s.ok()) {
+    return s;
   }
-  {
-    std::error_code ec;
-    fs::copy_file(config_.initramfs, q.initrd, ec);
-    if (ec) return absl::InternalError(absl::StrCat("copy initramfs: ", ec.message()));
-    // The kernel unpacks concatenated archives in order; the job's comes last.
-    std::ofstream out(q.initrd, std::ios::binary | std::ios::app);
-    if (!modules->empty()) {
-      absl::StatusOr<std::string> archive = GuestModulesArchive(*modules);
-      if (!archive.ok()) return archive.status();
-      out << *archive;
-    }
-    out << *job;
-    if (!out.flush()) return absl::InternalError("append the job archive to " + q.initrd);
-  }
-  absl::StatusOr<std::vector<std::string>> argv = BuildQemuArgv(q);
+  absl::StatusOr<std::vector<std::string>> argv = BuildQemuArgv(*q);
   if (!argv.ok()) return argv.status();
 
   std::atomic<bool> halted{false};
@@ -732,41 +850,26 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
     absl::Time now = absl::Now();
     if (now < next_look) return false;
     next_look = now + absl::Milliseconds(250);
-    if (absl::StrContains(FileTail(q.console_log, 256), kHaltMarker)) halted = true;
+    if (absl::StrContains(FileTail(q->console_log, 256), kHaltMarker)) halted = true;
     return halted.load();
   };
   absl::Time start = absl::Now();
   absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(opts);
   if (!r.ok()) return r.status();
   if (cancelled) return absl::CancelledError("cancelled while the guest ran");
-
-  QemuExit exit;
-  exit.exited_cleanly = r->ok();
-  exit.timed_out = r->timed_out;
-  exit.halted = halted;
-  exit.description = halted ? std::string("stopped: the console showed a halt") : r->Describe();
-  if (exit.timed_out) {
-    absl::StrAppend(&exit.description, " after ", absl::FormatDuration(opts.timeout));
-  }
-  exit.qemu_stderr = r->stderr_data;
-  // QEMU's x86 loader refuses an image whose boot header it cannot read
-  // ("linux kernel too old to load a ram disk", "Error loading uncompressed
-  // kernel without PVH ELF Note") before any guest code runs.
-  exit.image_refused = !r->ok() && !r->timed_out && !halted &&
-                       (absl::StrContains(r->stderr_data, "linux kernel") ||
-                        absl::StrContains(r->stderr_data, "loading uncompressed kernel") ||
-                        absl::StrContains(r->stderr_data, "could not load kernel"));
-  absl::StatusOr<std::string> channel = ReadFile(q.channel_log);
-  absl::StatusOr<std::string> console = ReadFile(q.console_log);
+  absl::StatusOr<std::string> channel = ReadFile(q->channel_log);
+  absl::StatusOr<std::string> console = ReadFile(q->console_log);
   if (!channel.ok()) return channel.status();
   if (!console.ok()) return console.status();
   // A request by commit proves the store's release for it.
   KernelRequest booted = request;
   booted.kernel_release = build->release;
-  absl::StatusOr<KernelRun> run = InterpretGuestRun(booted, *channel, *console, exit);
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(booted, *channel, *console, ExitOf(*r, halted, opts.timeout));
   if (!run.ok()) return run.status();
   run->accel = config_.accel;
-  run->machine_model = model;
+  run->icount_shift = IcountShift();
+  run->machine_model = q->iommu_model.empty() ? MachineModel() : q->iommu_model;
   run->wall_time = absl::Now() - start;
   return run;
 }

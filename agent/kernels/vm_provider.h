@@ -8,7 +8,15 @@
 // build's NVMe/ext4 modules loaded first when they are not built in),
 // reads the guest's framed output from its second serial port
 // (guest_channel.h) and derives the mode the guest kernel really ran from its
-// NVMe's IOMMU group.
+// NVMe's IOMMU group. A dma_map_benchmark job gets a spare PCI device (QEMU's
+// `edu`) behind the same IOMMU, which the guest binds to the kernel's
+// dma_map_benchmark driver, and the build's static tool in the job archive.
+//
+// Accelerators: kvm; tcg (multi-threaded software emulation, whose guest
+// clock is the host's: figures move with host load); tcg-icount
+// (single-threaded TCG with -icount shift=N,align=off,sleep=off: the guest
+// clock advances 2^N ns per guest instruction, so figures are
+// instruction-timed and repeat, whatever else the host runs).
 //
 // Safety: QEMU runs with -nodefaults -no-user-config and only the devices
 // above (no network), its scratch files (NVMe image, initrd, console logs)
@@ -60,11 +68,16 @@ struct VmConfig {
   // kernel.yaml, or <kernels_dir>/<release>/vmlinuz as
   // scripts/fetch-test-kernels lays them out.
   std::string kernels_dir = "/var/cache/iommu-farm/kernels";
-  std::string initramfs;  // scripts/build-guest-root's initramfs.cpio
-  std::string allow_dir;  // the only place scratch files are made
-  std::string accel = "tcg";
+  std::string initramfs;      // scripts/build-guest-root's initramfs.cpio
+  std::string allow_dir;      // the only place scratch files are made
+  std::string accel = "tcg";  // "tcg", "tcg-icount" or "kvm"
+  // tcg-icount's shift: 7 (128 ns a guest instruction) keeps a q35 boot near
+  // 3 s of host time and one strict map+unmap pair well above the
+  // benchmark's 100 ns resolution; 0 rounds every call to that resolution,
+  // and shift=auto follows the host's speed, so it does not repeat.
+  int icount_shift = 7;
   int memory_mib = 1024;
-  int cpus = 2;
+  int cpus = 2;  // x86_64 under tcg-icount runs one (GuestCpus)
   std::uint64_t nvme_bytes = std::uint64_t{256} << 20;
   absl::Duration boot_timeout = absl::Seconds(60);
   absl::Duration margin = absl::Seconds(30);
@@ -77,7 +90,9 @@ struct QemuInvocation {
   std::string iommu_model = kModelIntel;  // x86_64: kModelIntel or kModelAmd
   std::string cpu;                        // aarch64 only
   std::string qemu;
-  std::string accel;
+  std::string accel;          // "tcg", "tcg-icount", "kvm"
+  int icount_shift = 7;       // tcg-icount only
+  bool bench_device = false;  // the spare PCI device of a dma_map_benchmark job
   int memory_mib = 1024;
   int cpus = 2;
   std::string kernel;
@@ -101,9 +116,12 @@ absl::StatusOr<std::string> GuestCmdline(iommufarm::v1::IommuMode mode,
                                          const std::string& arch = kArchX86);
 
 // QEMU's argv: x86_64 q35 + intel-iommu (caching mode) with two serial
-// ports; aarch64 virt[,iommu=smmuv3] -cpu <cpu> with one. InvalidArgument
-// for a path QEMU's option syntax cannot carry (containing ','), a
-// non-positive size or an unknown arch.
+// ports; aarch64 virt[,iommu=smmuv3] -cpu <cpu> with one; tcg-icount as
+// -accel tcg,thread=single -icount shift=N,align=off,sleep=off (sleep=off:
+// an idle guest jumps to its next timer instead of waiting for the host's
+// clock); bench_device adds `-device edu`. InvalidArgument for a path QEMU's
+// option syntax cannot carry (containing ','), a non-positive size, an
+// unknown accelerator, an icount shift outside 0..10 or an unknown arch.
 absl::StatusOr<std::vector<std::string>> BuildQemuArgv(const QemuInvocation& q);
 
 // <kernels_dir>/<release>/vmlinuz; InvalidArgument for a release that is not
@@ -121,17 +139,26 @@ inline constexpr char kGuestScratchDir[] = "/mnt/nvme";
 // mode (-t and -F) required. InvalidArgument naming what is refused.
 absl::Status CheckGuestIozoneArgv(const std::vector<std::string>& argv);
 
+// The guest tool of dma-map-bench jobs, and the PCI id (vendor:device) of
+// the spare device it binds: QEMU's edu.
+inline constexpr char kBenchTool[] = "dma_map_benchmark";
+inline constexpr char kBenchDeviceId[] = "1234:11e8";
+
 // The per-job archive appended to the initramfs: farm/argv (one argument a
 // line, argv[0] as the guest's tool name), farm/wait-device, for iozone
 // farm/scratch-fs ("<wait_device> <kGuestScratchDir>": the init makes and
-// mounts the file system, and the tool does not run when that fails) and,
-// when given, farm/channel (the farm channel's device). InvalidArgument for
-// an argv the guest cannot run (argv[0] not fio or iozone, an iozone argv
-// CheckGuestIozoneArgv refuses or without a device, an argument with a
-// newline or NUL).
+// mounts the file system, and the tool does not run when that fails), for
+// dma_map_benchmark farm/bin/dma_map_benchmark (`tool_binary`, executable)
+// and farm/bench-device (kBenchDeviceId: the init binds that device to the
+// kernel's driver, and the tool does not run when that fails) and, when
+// given, farm/channel (the farm channel's device). InvalidArgument for an
+// argv the guest cannot run (argv[0] not fio, iozone or dma_map_benchmark,
+// an iozone argv CheckGuestIozoneArgv refuses or without a device, a
+// dma_map_benchmark without its binary, an argument with a newline or NUL).
 absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool_argv,
                                             const std::string& wait_device,
-                                            const std::string& channel = "");
+                                            const std::string& channel = "",
+                                            const std::string& tool_binary = "");
 
 // The kernel modules a guest of `build` must load before its job: the NVMe
 // driver ("nvme") when the build's config has CONFIG_BLK_DEV_NVME=m, and
@@ -158,7 +185,8 @@ absl::StatusOr<ModuleNeeds> ModuleDepends(absl::string_view elf);
 absl::StatusOr<std::string> GuestModulesArchive(const std::vector<std::string>& modules);
 
 // A newc ("070701") cpio archive of regular files (path, content), their
-// parent directories included, ending with the trailer.
+// parent directories included, ending with the trailer. Files under
+// farm/bin/ are executable (0755), the others 0644.
 std::string NewcArchive(const std::vector<std::pair<std::string, std::string>>& files);
 
 // How the QEMU process ended, as the run saw it.
@@ -192,8 +220,9 @@ absl::StatusOr<std::string> QemuVersion(const std::string& qemu);
 // AMD IOMMU driver).
 std::vector<std::string> IommuModelsFor(const kstore::KernelBuild& build, const std::string& arch);
 
-// The accelerator for --vm-accel `flag`: "tcg" and "kvm" as given; "auto":
-// "kvm" when kvm_probe() is OK, else "tcg" with the probe's message in `why`.
+// The accelerator for --vm-accel `flag`: "tcg", "tcg-icount" and "kvm" as
+// given; "auto": "kvm" when kvm_probe() is OK, else "tcg-icount" (figures
+// that repeat) with the probe's message in `why`.
 std::string ResolveAccel(const std::string& flag, const std::function<absl::Status()>& kvm_probe,
                          std::string* why);
 
@@ -224,6 +253,11 @@ class VmKernelProvider : public KernelProvider {
   // The default model: "q35+intel-iommu" or "virt+smmuv3"; a request names
   // another in KernelRequest::machine_model.
   std::string MachineModel() const;
+  // The guest's CPUs: config().cpus, but one for x86_64 under tcg-icount
+  // (QEMU 7.2's q35 hangs at SMP bring-up with -icount and -smp 2).
+  int GuestCpus() const;
+  // config().icount_shift under tcg-icount, else 0 (GuestFacts.icount_shift).
+  int IcountShift() const;
 
   std::string_view name() const override { return "vm"; }
   absl::Status CanRun(const KernelRequest& request) const override;
@@ -232,6 +266,11 @@ class VmKernelProvider : public KernelProvider {
   const VmConfig& config() const { return config_; }
 
  private:
+  // QEMU's run of `request` on `build` with its scratch files in `scratch`.
+  absl::StatusOr<QemuInvocation> Invocation(const KernelRequest& request,
+                                            const kstore::KernelBuild& build,
+                                            const std::string& scratch) const;
+
   VmConfig config_;
 };
 

@@ -104,8 +104,10 @@ class Build {
   absl::StatusOr<std::string> MergedConfig();
   absl::Status CheckConfig(const std::string& final_config) const;
   absl::Status Compile();
+  std::string CompileBenchTool();
   absl::Status RunMake(const std::vector<std::string>& targets);
-  absl::StatusOr<kstore::KernelBuild> WriteStoreEntry(const std::string& release);
+  absl::StatusOr<kstore::KernelBuild> WriteStoreEntry(const std::string& release,
+                                                      const std::string& bench_tool);
 
   // Runs argv (argv[0] resolved on PATH) in the build's environment,
   // logging it and its output; the build's deadline bounds it.
@@ -387,6 +389,36 @@ absl::Status Build::Compile() {
   return RunMake({absl::StrCat("-j", jobs), arch_.image_target});
 }
 
+// The tree's DMA-API benchmark tool (tools/testing/selftests/dma), static
+// so that it runs in the guest's busybox root, built with the kernel's
+// compiler. Its Makefile's include path (the installed uapi headers, then
+// include/) is kept: -idirafter puts include/ behind the toolchain's uapi
+// headers, which `linux/types.h` must come from, while `linux/map_benchmark.h`
+// (v6.0+; older tools define the ioctl themselves) is found in the tree. A
+// tree without the tool, or a tool that does not build, leaves the build
+// without it: the kernel is still good for fio, and dma-map-bench jobs on it
+// fail saying so. Returns the tool's path, or "".
+std::string Build::CompileBenchTool() {
+  const fs::path source = src_ / "tools/testing/selftests/dma/dma_map_benchmark.c";
+  std::error_code ec;
+  if (!fs::is_regular_file(source, ec)) {
+    Log("no tools/testing/selftests/dma/dma_map_benchmark.c: the build has no benchmark tool\n");
+    return "";
+  }
+  const fs::path tool = obj_ / "farm-tools" / "dma_map_benchmark";
+  fs::create_directories(tool.parent_path(), ec);
+  absl::StatusOr<runners::ProcessResult> r =
+      Exec({compiler_, "-static", "-O2", "-idirafter", (src_ / "include").string(), "-o",
+            tool.string(), source.string()});
+  if (!r.ok() || !r->ok()) {
+    Log(absl::StrCat("dma_map_benchmark did not build (",
+                     r.ok() ? FirstErrorLine(r->stderr_data) : r.status().message(),
+                     "): the build has no benchmark tool\n"));
+    return "";
+  }
+  return tool.string();
+}
+
 // A make run that fails is the commit's: it does not build with this config.
 absl::Status Build::RunMake(const std::vector<std::string>& targets) {
   std::vector<std::string> argv = MakeArgv();
@@ -402,7 +434,8 @@ absl::Status Build::RunMake(const std::vector<std::string>& targets) {
   return absl::FailedPreconditionError(absl::StrCat("build failed at ", commit_, ": ", line));
 }
 
-absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& release) {
+absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& release,
+                                                           const std::string& bench_tool) {
   std::error_code ec;
   fs::create_directories(req_.store_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("mkdir ", req_.store_dir, ": ", ec.message()));
@@ -414,6 +447,11 @@ absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& re
   if (ec) return absl::InternalError(absl::StrCat("copy ", arch_.image_path, ": ", ec.message()));
   if (absl::Status s = WriteWholeFile((work / "config").string(), final_config_); !s.ok()) return s;
   kstore::KernelBuild b;
+  if (!bench_tool.empty()) {
+    fs::copy_file(bench_tool, work / "dma_map_benchmark", ec);
+    if (ec) return absl::InternalError(absl::StrCat("copy dma_map_benchmark: ", ec.message()));
+    b.dma_map_benchmark = "dma_map_benchmark";
+  }
   b.commit = commit_;
   b.release = release;
   b.arch = req_.arch;
@@ -478,7 +516,7 @@ absl::StatusOr<BuildResult> Build::Run() {
   absl::StatusOr<std::string> release = ExecOk(release_argv);
   if (!release.ok()) return release.status();
   result.release = std::string(absl::StripAsciiWhitespace(*release));
-  absl::StatusOr<kstore::KernelBuild> entry = WriteStoreEntry(result.release);
+  absl::StatusOr<kstore::KernelBuild> entry = WriteStoreEntry(result.release, CompileBenchTool());
   if (!entry.ok()) return entry.status();
   result.build = *std::move(entry);
   result.commit = commit_;

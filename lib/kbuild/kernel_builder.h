@@ -20,7 +20,9 @@
 // commit and config give one `make kernelrelease`. x86_64 builds bzImage;
 // aarch64 cross-compiles Image with aarch64-linux-gnu-gcc. ccache is used
 // when installed (CCACHE_DIR <cache>/ccache). Modules are not built: the
-// shipped fragments build what a guest needs in.
+// shipped fragments build what a guest needs in. The tree's DMA-API benchmark
+// tool (tools/testing/selftests/dma/dma_map_benchmark.c) is built static with
+// the same compiler and stored beside the image when the tree has it.
 //
 // The result is written to <store>/<commit>-<arch> under a temporary name
 // and swapped into place (renameat2 RENAME_EXCHANGE), so a reader sees the

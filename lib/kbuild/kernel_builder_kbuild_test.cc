@@ -73,6 +73,16 @@ TEST(RealKernelBuild, BaseThenIncrementallyTheNextCommitThenTheBrokenOne) {
     EXPECT_TRUE(absl::StrContains(text, absl::StrCat(want, "\n"))) << want;
   }
 
+  // The tree's DMA-API benchmark tool, static, for the guest's busybox root.
+  ASSERT_EQ(base->build.dma_map_benchmark, "dma_map_benchmark") << log;
+  std::ifstream tool(base->build.DmaMapBenchmarkPath(), std::ios::binary);
+  std::string elf(4, '\0');
+  tool.read(elf.data(), 4);
+  EXPECT_EQ(elf,
+            "\x7f"
+            "ELF");
+  EXPECT_FALSE(absl::StrContains(log, "dma_map_benchmark did not build")) << log;
+
   const size_t base_compiled = CountCompiles(log);
   log.clear();
   req.rev = tree.commits[1];

@@ -26,9 +26,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kKeys[] = {"commit",      "release",   "arch",     "image",        "initrd",
-                                 "config",      "modules",   "version",  "source",       "tree",
-                                 "config_hash", "fragments", "compiler", "build_seconds"};
+constexpr const char* kKeys[] = {
+    "commit",      "release",   "arch",     "image",         "initrd",
+    "config",      "modules",   "version",  "source",        "tree",
+    "config_hash", "fragments", "compiler", "build_seconds", "dma_map_benchmark"};
 
 std::string Join(const std::string& dir, const std::string& rel) {
   return rel.empty() ? "" : (fs::path(dir) / rel).string();
@@ -93,6 +94,7 @@ std::string KernelBuild::ImagePath() const { return Join(dir, image); }
 std::string KernelBuild::InitrdPath() const { return Join(dir, initrd); }
 std::string KernelBuild::ConfigPath() const { return Join(dir, config); }
 std::string KernelBuild::ModulesPath() const { return Join(dir, modules); }
+std::string KernelBuild::DmaMapBenchmarkPath() const { return Join(dir, dma_map_benchmark); }
 
 bool IsPlainName(absl::string_view name) {
   if (name.empty() || name.size() > 200 || name.front() == '.' || name.front() == '-') {
@@ -154,6 +156,7 @@ absl::StatusOr<KernelBuild> ParseManifest(absl::string_view text, absl::string_v
   b.fragments = std::move(fragments);
   b.compiler = values["compiler"];
   b.build_seconds = values["build_seconds"];
+  b.dma_map_benchmark = values["dma_map_benchmark"];
   if (!IsPlainName(b.commit)) {
     return fail(absl::StrCat("commit '", b.commit,
                              "' is not a plain id ([A-Za-z0-9._+-], not starting with . or -)"));
@@ -167,7 +170,8 @@ absl::StatusOr<KernelBuild> ParseManifest(absl::string_view text, absl::string_v
   for (const auto& [key, path] : {std::pair<const char*, std::string>{"image", b.image},
                                   {"initrd", b.initrd},
                                   {"config", b.config},
-                                  {"modules", b.modules}}) {
+                                  {"modules", b.modules},
+                                  {"dma_map_benchmark", b.dma_map_benchmark}}) {
     if (!path.empty() && !SafeRelative(path)) {
       return fail(absl::StrCat("'", key, "' path '", path,
                                "' must be relative to the build directory, without '..'"));
@@ -198,6 +202,7 @@ std::string FormatManifest(const KernelBuild& b) {
   }
   put("compiler", b.compiler);
   put("build_seconds", b.build_seconds);
+  put("dma_map_benchmark", b.dma_map_benchmark);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -20,6 +20,8 @@
 //   fragments: [q35-intel-iommu.config]         # config fragments, in order
 //   compiler: gcc (Debian 12.2.0-14) 12.2.0
 //   build_seconds: 43.2                         # the build's wall time
+//   dma_map_benchmark: dma_map_benchmark        # optional: the tree's
+//       tools/testing/selftests/dma tool, built static for the guest
 //
 // Paths are relative to the build directory and stay inside it. A build
 // directory without a manifest but with a `vmlinuz` (the layout
@@ -71,12 +73,14 @@ struct KernelBuild {
   std::vector<std::string> fragments;  // file names; empty when none
   std::string compiler;                // "" when unknown
   std::string build_seconds;           // "" when unknown
+  std::string dma_map_benchmark;       // relative to dir; "" when the build has none
   std::string dir;                     // the build directory (filled by ReadBuild / ReadStore)
 
   std::string ImagePath() const;
-  std::string InitrdPath() const;   // "" when no initrd
-  std::string ConfigPath() const;   // "" when no config
-  std::string ModulesPath() const;  // "" when no modules
+  std::string InitrdPath() const;           // "" when no initrd
+  std::string ConfigPath() const;           // "" when no config
+  std::string ModulesPath() const;          // "" when no modules
+  std::string DmaMapBenchmarkPath() const;  // "" when the build has no tool
 };
 
 // Parses a manifest. `origin` names it in errors ("DIR/kernel.yaml: ...").

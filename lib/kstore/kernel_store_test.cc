@@ -49,7 +49,7 @@ TEST(ParseManifest, ErrorsNameTheFileAndTheKey) {
   EXPECT_EQ(ParseError(std::string(kGood) + "imgae: vmlinuz\n"),
             "store/x/kernel.yaml: unknown key 'imgae' (known: commit, release, arch, image, "
             "initrd, config, modules, version, source, tree, config_hash, fragments, compiler, "
-            "build_seconds)");
+            "build_seconds, dma_map_benchmark)");
   EXPECT_EQ(ParseError("commit: a\nrelease: r\narch: riscv64\nimage: vmlinuz\n"),
             "store/x/kernel.yaml: arch 'riscv64' unknown (x86_64, aarch64)");
   EXPECT_EQ(ParseError("commit: a/b\nrelease: r\narch: x86_64\nimage: vmlinuz\n"),
@@ -83,6 +83,7 @@ TEST(FormatManifest, RoundTrips) {
   b->fragments = {"q35-intel-iommu.config", "extra.config"};
   b->compiler = "gcc (Debian 12.2.0-14) 12.2.0";
   b->build_seconds = "43.2";
+  b->dma_map_benchmark = "dma_map_benchmark";
   absl::StatusOr<KernelBuild> again = ParseManifest(FormatManifest(*b), "m");
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << FormatManifest(*b);
   EXPECT_EQ(again->commit, b->commit);
@@ -95,6 +96,7 @@ TEST(FormatManifest, RoundTrips) {
   EXPECT_EQ(again->fragments, b->fragments);
   EXPECT_EQ(again->compiler, b->compiler);
   EXPECT_EQ(again->build_seconds, b->build_seconds);
+  EXPECT_EQ(again->dma_map_benchmark, "dma_map_benchmark");
 }
 
 TEST(CompareVersions, NaturalOrder) {

@@ -160,11 +160,11 @@ void CheckConfirm(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
                                ::farm::proto::ExecutorName(in.executor())));
   }
   if (c.executor() == pb::EXECUTOR_UNSPECIFIED) {
-    e.AddIfNew(p + ".executor", "required (fio or iozone)");
-  } else if (c.executor() != pb::EXECUTOR_FIO && c.executor() != pb::EXECUTOR_IOZONE) {
+    e.AddIfNew(p + ".executor", "required (fio, iozone or dma-map-bench)");
+  } else if (!::farm::proto::IsRealExecutor(c.executor())) {
     e.AddIfNew(p + ".executor",
                absl::StrCat("unknown real executor ", static_cast<int>(c.executor()),
-                            " (expected fio, iozone)"));
+                            " (expected fio, iozone, dma-map-bench)"));
   }
   out.executor = c.executor();
   if (c.workload().name().empty()) {

@@ -295,17 +295,42 @@ TEST(ConfirmSpecTest, ParsesAndRoundTrips) {
   EXPECT_FALSE(none->confirm.enabled);
 }
 
+TEST(SpecTest, DmaMapBenchRunsInVmGuestsWithTheKernelsLimits) {
+  const std::string ok = R"(
+name: strict-unmap
+catalog: test-tree
+platform: q35-intel-iommu
+commits: [a, b]
+modes: [strict]
+workloads:
+  - name: dma-map-bench
+    params: {threads: 1, seconds: 2, granule: 4}
+repeats: 5
+executor: dma-map-bench
+)";
+  EXPECT_EQ(ErrorOf(ok), "");
+  std::string host = ok;
+  host.replace(host.find("q35-intel-iommu"), 15, "my-lab-box");
+  EXPECT_EQ(ErrorOf(host),
+            "platform[0]: dma-map-bench runs in vm guests only; \"my-lab-box\" is not a vm "
+            "platform");
+  std::string fractional = ok;
+  fractional.replace(fractional.find("seconds: 2"), 10, "seconds: 0.5");
+  EXPECT_NE(ErrorOf(fractional).find("workloads[0].params: param 'seconds'"), std::string::npos)
+      << ErrorOf(fractional);
+}
+
 TEST(ConfirmSpecTest, ErrorsNameTheField) {
   EXPECT_NE(ErrorOf(WithAnalysis("analysis: {confirm: {executor: qemu, workload: w}}\n"))
                 .find("analysis.confirm.executor: unknown real executor \"qemu\" (expected fio, "
-                      "iozone)"),
+                      "iozone, dma-map-bench)"),
             std::string::npos);
   EXPECT_NE(ErrorOf(WithAnalysis("analysis: {confirm: {executor: emulator, workload: w}}\n"))
                 .find("analysis.confirm.executor: unknown real executor \"emulator\""),
             std::string::npos);
   const std::string missing = ErrorOf(WithAnalysis("analysis: {confirm: {repeats: 1}}\n"));
   for (const char* want : {"analysis.confirm.repeats: must be between 2 and 100, got 1",
-                           "analysis.confirm.executor: required (fio or iozone)",
+                           "analysis.confirm.executor: required (fio, iozone or dma-map-bench)",
                            "analysis.confirm.workload.name: required"}) {
     EXPECT_NE(missing.find(want), std::string::npos) << want << "\n" << missing;
   }
@@ -341,7 +366,8 @@ TEST(ConfirmSpecTest, ErrorsNameTheField) {
   ASSERT_FALSE(checked.ok());
   EXPECT_EQ(checked.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(checked.status().message())
-                .find("analysis.confirm.executor: unknown real executor 1 (expected fio, iozone)"),
+                .find("analysis.confirm.executor: unknown real executor 1 (expected fio, iozone, "
+                      "dma-map-bench)"),
             std::string::npos)
       << checked.status();
 }
@@ -369,7 +395,8 @@ TEST(SpecTest, MappingAndTableErrorsComeBackTogether) {
   // A refused executor holds its workloads to no table (it is not known
   // which), and a field refused by the mapping is not refused again.
   const std::string typo = ErrorOf(WithWorkload("  - name: fio-nvme\n", "fioo"));
-  EXPECT_EQ(typo, "executor: unknown executor \"fioo\" (expected emulator, fio, iozone)");
+  EXPECT_EQ(typo,
+            "executor: unknown executor \"fioo\" (expected emulator, fio, iozone, dma-map-bench)");
 }
 
 // A spec with thousands of problems answers with the first ones and a count.

@@ -130,17 +130,18 @@ void MapWorkloads(const YAML::Node& w, FieldErrors& e, pb::MatrixSpec* out) {
   }
 }
 
-// An executor name; `real_only` for analysis.confirm, which runs fio or iozone.
+// An executor name; `real_only` for analysis.confirm, which runs a real tool.
 pb::Executor MapExecutor(const YAML::Node& n, const std::string& path, bool real_only,
                          FieldErrors& e) {
   std::string name;
   if (!GetString(n, path, e, &name)) return pb::EXECUTOR_UNSPECIFIED;
   const pb::Executor ex = ::farm::proto::ExecutorFromName(name);
-  if (real_only && ex != pb::EXECUTOR_FIO && ex != pb::EXECUTOR_IOZONE) {
-    e.Add(path, absl::StrCat("unknown real executor ", Quoted(name), " (expected fio, iozone)"));
+  if (real_only && !::farm::proto::IsRealExecutor(ex)) {
+    e.Add(path, absl::StrCat("unknown real executor ", Quoted(name),
+                             " (expected fio, iozone, dma-map-bench)"));
   } else if (ex == pb::EXECUTOR_UNSPECIFIED || ex == pb::EXECUTOR_KBUILD) {
-    e.Add(path,
-          absl::StrCat("unknown executor ", Quoted(name), " (expected emulator, fio, iozone)"));
+    e.Add(path, absl::StrCat("unknown executor ", Quoted(name),
+                             " (expected emulator, fio, iozone, dma-map-bench)"));
   }
   return ex;
 }

@@ -8,26 +8,33 @@
 #include "emu/model/model_config.h"
 #include "emu/model/platform.h"
 #include "emu/workloads/workload.h"
+#include "lib/toolspec/dma_map_bench_spec.h"
 #include "lib/toolspec/fio_spec.h"
 #include "lib/toolspec/iozone_spec.h"
 #include "proto/kernel_offers.h"
 #include "proto/kernel_params.h"
+#include "proto/names.h"
 
 namespace farm::spec {
 namespace {
 
-bool IsReal(pb::Executor executor) {
-  return executor == pb::EXECUTOR_FIO || executor == pb::EXECUTOR_IOZONE;
-}
+bool IsReal(pb::Executor executor) { return ::farm::proto::IsRealExecutor(executor); }
 
 // A real job's vm platform picks the emulated IOMMU its kernel boots under:
 // a misspelt one would never be leased.
+// dma-map-bench binds the vm provider's spare PCI device: it runs in guests
+// only.
 void CheckVmPlatforms(const MatrixSpec& spec, FieldErrors& e) {
   for (size_t i = 0; i < spec.platforms.size(); ++i) {
     const std::string& name = spec.platforms[i];
-    if (!::farm::proto::LooksLikeVmPlatform(name) || ::farm::proto::FindVmPlatform(name)) {
+    if (::farm::proto::FindVmPlatform(name)) continue;
+    if (spec.executor == pb::EXECUTOR_DMA_MAP_BENCH) {
+      e.AddIfNew(absl::StrCat("platform[", i, "]"),
+                 absl::StrCat("dma-map-bench runs in vm guests only; ", Quoted(name),
+                              " is not a vm platform"));
       continue;
     }
+    if (!::farm::proto::LooksLikeVmPlatform(name)) continue;
     std::vector<std::string> known;
     for (const ::farm::proto::VmPlatform& v : ::farm::proto::VmPlatforms()) {
       known.emplace_back(v.name);
@@ -38,7 +45,7 @@ void CheckVmPlatforms(const MatrixSpec& spec, FieldErrors& e) {
   }
 }
 
-// fio / iozone params as the agent will check them. The guest's command
+// fio / iozone / dma-map-bench params as the agent will check them. The guest's command
 // line (kernel_params) is the allow-list's, checked with the fields; the
 // agent takes it out before the tool's own checks too. Without a target the
 // agent chooses one: its allowed directory on the host (which needs a size;
@@ -54,7 +61,9 @@ void CheckRealParams(pb::Executor executor, const std::map<std::string, std::str
     params.emplace("filename", "/dev/nvme0n1");
   }
   absl::Status s = executor == pb::EXECUTOR_FIO ? toolspec::FioSpecFromParams(params).status()
-                                                : toolspec::IozoneSpecFromParams(params).status();
+                   : executor == pb::EXECUTOR_IOZONE
+                       ? toolspec::IozoneSpecFromParams(params).status()
+                       : toolspec::DmaMapBenchSpecFromParams(params).status();
   if (!s.ok()) e.AddIfNew(path, std::string(s.message()));
 }
 

@@ -700,7 +700,7 @@ std::string UnrunnableSelect() {
          ", extract(epoch from now() - greatest(j.created_at, coalesce(b.finished_at, "
          "  j.created_at)))::float8 "
          "FROM jobs j LEFT JOIN jobs b ON b.id = j.waits_for "
-         "WHERE j.state = 1 AND j.executor IN (2, 3, 4) AND (j.waits_for = 0 OR b.state = 3) "
+         "WHERE j.state = 1 AND j.executor IN (2, 3, 4, 5) AND (j.waits_for = 0 OR b.state = 3) "
          "  AND greatest(j.created_at, coalesce(b.finished_at, j.created_at)) <= "
          "    now() - make_interval(secs => $1) "
          "  AND NOT EXISTS (SELECT 1 FROM (SELECT executors, host AS ah, capabilities AS ac "

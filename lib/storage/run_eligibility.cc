@@ -35,14 +35,15 @@ const std::string kRunnableSql = std::string(
     "   THEN c->'builds' ELSE '[]'::jsonb END) b "
     " WHERE c->>'name' = 'kbuild' AND b->>'catalog' = j.catalog "
     "  AND jsonb_typeof(b->'architectures') = 'array' AND b->'architectures' ? j.platform)) "
-    "AND (j.executor NOT IN (2, 3) OR EXISTS (SELECT 1 FROM jsonb_array_elements(ac) c, "
+    "AND (j.executor NOT IN (2, 3, 5) OR EXISTS (SELECT 1 FROM jsonb_array_elements(ac) c, "
     " LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(c->'kernels') = 'array' "
     "   AND jsonb_array_length(c->'kernels') > 0 THEN c->'kernels' "
     "   ELSE jsonb_build_array(jsonb_build_object('provider', 'host', "
     "     'release', coalesce(ah->>'kernel_release', ''), "
     "     'modes', CASE WHEN coalesce((ah->>'iommu_mode')::int, 0) <> 0 "
     "       THEN jsonb_build_array((ah->>'iommu_mode')::int) ELSE '[]'::jsonb END)) END) k "
-    " WHERE c->>'name' = (CASE j.executor WHEN 2 THEN 'fio' ELSE 'iozone' END) "
+    " WHERE c->>'name' = (CASE j.executor WHEN 2 THEN 'fio' WHEN 3 THEN 'iozone' "
+    "   ELSE 'dma-map-bench' END) "
     "  AND jsonb_typeof(k->'modes') = 'array' AND k->'modes' @> to_jsonb(j.mode::int) "
     "  AND NOT (k->>'provider' = 'host' AND ") + kJobParamsSql + std::string(" ? 'kernel_params') "
     "  AND j.commit_id <> '' "
@@ -60,9 +61,7 @@ const std::string kRunnableSql = std::string(
 // clang-format on
 
 absl::Status CheckRealRunHost(const pb::Job& job, const pb::HostFacts& host) {
-  if (job.executor() != pb::EXECUTOR_FIO && job.executor() != pb::EXECUTOR_IOZONE) {
-    return absl::OkStatus();
-  }
+  if (!::farm::proto::IsRealExecutor(job.executor())) return absl::OkStatus();
   if (host.iommu_mode() == pb::IOMMU_MODE_UNSPECIFIED) {
     return absl::FailedPreconditionError(
         "host's IOMMU mode is unknown; real runs need a detected mode");
@@ -86,9 +85,7 @@ absl::Status CheckRealRun(const pb::Job& job, const std::vector<pb::Capability>&
     return absl::FailedPreconditionError(
         absl::StrCat("no kbuild offer builds catalog ", job.catalog(), " for ", job.platform()));
   }
-  if (job.executor() != pb::EXECUTOR_FIO && job.executor() != pb::EXECUTOR_IOZONE) {
-    return absl::OkStatus();
-  }
+  if (!::farm::proto::IsRealExecutor(job.executor())) return absl::OkStatus();
   const std::vector<pb::KernelOffer> offers =
       ::farm::proto::OffersFor(capabilities, job.executor(), host);
   if (::farm::proto::FindOffer(offers, job) != nullptr) return absl::OkStatus();

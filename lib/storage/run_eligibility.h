@@ -42,6 +42,7 @@
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
 #include "proto/kernel_offers.h"
+#include "proto/names.h"
 
 namespace farm::storage {
 
@@ -87,8 +88,7 @@ inline bool RealRunEligible(const iommufarm::v1::Job& job,
 // Jobs that only some agents can run (fio, iozone, kbuild), which
 // JobQueue::FailBlockedJobs fails when no registered agent can.
 inline bool IsRealOrBuild(iommufarm::v1::Executor e) {
-  return e == iommufarm::v1::EXECUTOR_FIO || e == iommufarm::v1::EXECUTOR_IOZONE ||
-         e == iommufarm::v1::EXECUTOR_KBUILD;
+  return ::farm::proto::IsRealExecutor(e) || e == iommufarm::v1::EXECUTOR_KBUILD;
 }
 
 // A build job in this state makes (or made) its kernel: queued, leased or

@@ -69,7 +69,7 @@ std::optional<RealConfirm> RealConfirmFromSpecYaml(const std::string& spec_yaml)
     const pb::Executor executor = c["executor"]
                                       ? proto::ExecutorFromName(c["executor"].as<std::string>())
                                       : pb::EXECUTOR_UNSPECIFIED;
-    if (executor != pb::EXECUTOR_FIO && executor != pb::EXECUTOR_IOZONE) return std::nullopt;
+    if (!proto::IsRealExecutor(executor)) return std::nullopt;
     out.executor = executor;
     json params = json::object();
     const YAML::Node w = c["workload"];
