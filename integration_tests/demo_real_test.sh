@@ -15,7 +15,7 @@ out=$(BUILD_DIR=$BUILD "$SRC/scripts/demo" --real --no-build --dir "$DIR/farm" 2
 echo "$out" | tail -n 40
 # Each of the 2 kernels x 4 modes ran its 3 repeats under the mode asked.
 for mode in off:"no IOMMU" passthrough:identity strict:DMA lazy:DMA-FQ; do
-  n=$(grep -cE "^ *[^ ]+-cloud-arm64 +\| [^ ]+-cloud-arm64 +\| ${mode%%:*} +\| ${mode#*:} +\| virt\+smmuv3 +\| tcg +\| +3$" <<<"$out" || true)
+  n=$(grep -cE "^ *[^ ]+-cloud-arm64 +\| [^ ]+-cloud-arm64 +\| ${mode%%:*} +\| ${mode#*:} +\| virt\+smmuv3 +\| tcg-icount +\| +3$" <<<"$out" || true)
   [[ $n -eq 2 ]] || fail "mode ${mode%%:*}: expected 2 kernels x 3 runs as ${mode#*:}, got $n rows"
 done
 grep -q "matrix [0-9]* analysed" <<<"$out" || fail "no analyzer conclusion"

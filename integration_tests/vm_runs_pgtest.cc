@@ -160,7 +160,8 @@ TEST_F(VmRunsPgTest, StrictAndPassthroughRunInTheGuestAndLandWithTheirEffectiveM
     if (k.provider() == "host") host_offer = true;
     if (k.provider() != "vm" || k.release() != release_) continue;
     EXPECT_EQ(k.machine_model(), "q35+intel-iommu");
-    EXPECT_EQ(k.accel(), "tcg");
+    // No KVM here: the agent's default is instruction-timed TCG.
+    EXPECT_EQ(k.accel(), "tcg-icount");
     for (int m : k.modes()) vm_modes.insert(proto::ModeName(m));
   }
   EXPECT_TRUE(host_offer);
@@ -199,7 +200,9 @@ TEST_F(VmRunsPgTest, StrictAndPassthroughRunInTheGuestAndLandWithTheirEffectiveM
     EXPECT_EQ(g.domain_type(), mode == "strict" ? "DMA" : "identity");
     EXPECT_EQ(g.machine_model(), "q35+intel-iommu");
     EXPECT_EQ(g.iommu_driver(), "dmar0");
-    EXPECT_EQ(g.accel(), "tcg");
+    EXPECT_EQ(g.accel(), "tcg-icount");
+    EXPECT_EQ(g.icount_shift(), 7u);
+    EXPECT_EQ(r.host().cpus(), 1u);  // x86_64 under icount: one CPU
     EXPECT_TRUE(absl::StartsWith(g.qemu_version(), "QEMU emulator version")) << g.qemu_version();
     EXPECT_TRUE(
         absl::StrContains(g.cmdline(), mode == "strict" ? "iommu.strict=1" : "iommu.passthrough=1"))

@@ -64,7 +64,8 @@ TEST(NamesTest, NameListsHoldEveryWordOnce) {
   ExpectListed<pb::RegressionState>(RegressionStateNames(), pb::RegressionState_descriptor(),
                                     &RegressionStateName, &RegressionStateFromName);
   EXPECT_EQ(ModeNames(), (std::vector<std::string>{"off", "passthrough", "strict", "lazy"}));
-  EXPECT_EQ(ExecutorNames(), (std::vector<std::string>{"emulator", "fio", "iozone", "kbuild", "dma-map-bench"}));
+  EXPECT_EQ(ExecutorNames(),
+            (std::vector<std::string>{"emulator", "fio", "iozone", "kbuild", "dma-map-bench"}));
   EXPECT_EQ(ModeName(pb::IOMMU_MODE_UNSPECIFIED), kUnspecifiedName);
 }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "lib/base/check.h"
+#include "proto/names.h"
 #include "services/analyzer/log.h"
 #include "services/analyzer/rerun.h"
 
@@ -21,6 +22,9 @@ namespace pb = ::iommufarm::v1;
 // How recently an agent must have sent a heartbeat for its kernel offers to
 // count when the executor of a confirmation is chosen.
 constexpr absl::Duration kLiveAgent = absl::Minutes(2);
+
+// Per commit and round of a real matrix's own confirmation.
+constexpr int kRealConfirmRepeats = 5;
 
 // Seeds kept below 2^31 so every reader of the matrix's YAML takes them as
 // plain integers.
@@ -109,15 +113,24 @@ absl::Status BisectDriver::AdvanceConfirmation(Move& m) {
   return JudgeConfirmation(m, *plan);
 }
 
-// The executor of the confirmation, chosen once before its first matrix:
-// the spec's real one when live agents offer kernels for both commits in
-// every mode of the cell, else the emulator (saying why). The emulator does
-// not wait for kernels: a real confirmation that cannot run would hold the
-// bisect forever.
+// The executor of the confirmation, chosen once before its first matrix. A
+// real matrix's finding is confirmed by its own executor on its own cell
+// (its kernels are built on demand like its bisect steps'). An emulator
+// finding: the spec's real executor when live agents offer kernels for both
+// commits in every mode of the cell, else the emulator (saying why). The
+// emulator does not wait for kernels: a real confirmation that cannot run
+// would hold the bisect forever.
 absl::Status BisectDriver::ChooseConfirmExecutor(Move& m) {
   BisectState& st = m.st;
   st.confirm_by = pb::EXECUTOR_EMULATOR;
   st.confirm_note = "";
+  if (proto::IsRealExecutor(st.series.executor)) {
+    st.confirm_by = st.series.executor;
+    st.confirm_series = st.series;
+    Log(absl::StrCat("bisect ", m.bisect_id, ": confirmation by ", ExecutorName(st.confirm_by),
+                     ", the matrix's own executor"));
+    return absl::OkStatus();
+  }
   if (!st.real_confirm.has_value() || !st.confirm_matrices.empty()) return absl::OkStatus();
   const RealConfirm& rc = *st.real_confirm;
   const SeriesSpec real = RealConfirmSpec(st.series, rc);
@@ -140,15 +153,23 @@ absl::StatusOr<BisectDriver::ConfirmPlan> BisectDriver::PlanConfirmation(
     const BisectState& st) const {
   ConfirmPlan plan;
   plan.real = st.real();
+  plan.own_series = !plan.real || proto::IsRealExecutor(st.series.executor);
   plan.cell = st.series;
   plan.options = options_;
   if (!plan.real) return plan;
-  if (!st.confirm_series.has_value() || !st.real_confirm.has_value()) {
+  if (!st.confirm_series.has_value()) {
     return absl::InternalError("bad state: a real confirmation without its cell");
   }
   plan.cell = *st.confirm_series;
-  plan.options.confirm_repeats = st.real_confirm->repeats;
-  plan.options.max_confirm_repeats = st.real_confirm->max_repeats;
+  if (st.real_confirm.has_value()) {
+    plan.options.confirm_repeats = st.real_confirm->repeats;
+    plan.options.max_confirm_repeats = st.real_confirm->max_repeats;
+  } else {
+    // A real matrix's own confirmation: a guest boot a run, so fewer than
+    // the emulator's, doubled at most twice.
+    plan.options.confirm_repeats = kRealConfirmRepeats;
+    plan.options.max_confirm_repeats = 4 * kRealConfirmRepeats;
+  }
   return plan;
 }
 
@@ -228,8 +249,8 @@ absl::Status BisectDriver::JudgeConfirmation(Move& m, const ConfirmPlan& plan) {
   Log(absl::StrCat("bisect ", m.bisect_id, ": confirmation ", verdict, " ", figures, " on ",
                    m.u.confirmed_by, ")"));
   if (plan.real) {
-    // The real figures: the regression's own magnitude stays the
-    // emulator's (another metric), so they go into the note.
+    // The real figures, in the note; for an emulator finding the
+    // regression's own magnitude stays the emulator's (another metric).
     const SeriesSpec& cell = plan.cell;
     m.u.confirm_note =
         absl::StrCat(m.u.confirmed_by, " on real kernels (", cell.platform, ", ", cell.workload,
@@ -244,14 +265,14 @@ absl::Status BisectDriver::JudgeConfirmation(Move& m, const ConfirmPlan& plan) {
     return Save(store_, st, m.u);
   }
   m.u.regression_state = pb::REGRESSION_STATE_CONFIRMED;
-  if (!plan.real) {
+  if (plan.own_series) {
     m.u.magnitude = c.test.relative_change;
     m.u.p_value = c.test.p_value;
   }
-  return StartBisection(m, c, plan.real, good, bad);
+  return StartBisection(m, c, plan.own_series, good, bad);
 }
 
-absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool real,
+absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool own_series,
                                           std::span<const double> good,
                                           std::span<const double> bad) {
   BisectState& st = m.st;
@@ -267,10 +288,14 @@ absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool r
     if (adjacent) {
       m.u.culprit_id = fb.id;
       m.u.culprit_subject = commits->back().subject;
-      m.u.culprits.push_back(BisectUpdate::CulpritRow{
-          Culprit{
-              lg.index, fb.index, fb.id, real ? st.expected_change : c.test.relative_change, 1, {}},
-          lg.id, m.u.culprit_subject});
+      m.u.culprits.push_back(
+          BisectUpdate::CulpritRow{Culprit{lg.index,
+                                           fb.index,
+                                           fb.id,
+                                           own_series ? c.test.relative_change : st.expected_change,
+                                           1,
+                                           {}},
+                                   lg.id, m.u.culprit_subject});
     }
     return Save(store_, st, m.u);
   }
@@ -280,10 +305,12 @@ absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool r
     return absl::FailedPreconditionError(
         absl::StrCat("catalog ", st.series.catalog, " changed under bisect ", m.bisect_id));
   }
-  // The bisect runs on the emulator; real references would be another
-  // metric, so after a real confirmation the planner measures its own.
+  // The bisect runs on the series' own executor. The confirmation's runs
+  // are its references when they measured that series; after a real
+  // confirmation of an emulator finding they are another metric, so the
+  // planner measures its own.
   BisectPlanner planner(ids_in_range, lg.index, fb.index, options_);
-  if (!real) {
+  if (own_series) {
     planner.AddSamples(lg.index, good);
     planner.AddSamples(fb.index, bad);
   }

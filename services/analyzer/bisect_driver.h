@@ -62,6 +62,10 @@ class BisectDriver final {
   // The confirmation's cell and options, once its executor is chosen.
   struct ConfirmPlan {
     bool real = false;
+    // The confirmation measured the finding's own series (an emulator
+    // finding on the emulator, a real one by its own executor): its figures
+    // are the regression's magnitude and the bisect's reference samples.
+    bool own_series = true;
     SeriesSpec cell;
     BisectOptions options;
   };
@@ -73,7 +77,7 @@ class BisectDriver final {
   absl::Status RefuseRealConfirmation(Move& m, const absl::Status& refused);
   absl::Status JudgeConfirmation(Move& m, const ConfirmPlan& plan);
   // After a confirmed regression: done at once, or the planner set up.
-  absl::Status StartBisection(Move& m, const Confirmation& c, bool real,
+  absl::Status StartBisection(Move& m, const Confirmation& c, bool own_series,
                               std::span<const double> good, std::span<const double> bad);
 
   absl::Status AdvanceBisection(Move& m);

@@ -352,6 +352,17 @@ TEST(PrimaryMetricsTest, RealToolsUseTheirOwnThroughputOrWorkRates) {
   EXPECT_EQ(PrimaryOf(rows, "iozone-nfsrdma"), (std::set<std::string>{"throughput_kb_s"}));
 }
 
+TEST(PrimaryMetricsTest, TheKernelsDmaMapBenchmarkLeadsWithItsMeanLatencies) {
+  // agent/executors/kernel_executor.cc's dma-map-bench samples: no rate.
+  const std::vector<SampleRow> rows{Named("dma-map-bench", "map_latency_mean", "ns"),
+                                    Named("dma-map-bench", "map_latency_stddev", "ns"),
+                                    Named("dma-map-bench", "unmap_latency_mean", "ns"),
+                                    Named("dma-map-bench", "unmap_latency_stddev", "ns"),
+                                    Named("dma-map-bench", "avg_unmap_100ns", "")};
+  EXPECT_EQ(PrimaryOf(rows, "dma-map-bench"),
+            (std::set<std::string>{"map_latency_mean", "unmap_latency_mean"}));
+}
+
 TEST(PrimaryMetricsTest, NoThroughputMeansEveryMetricIsPrimaryAndOverridesWin) {
   const std::vector<SampleRow> rows{Named("lat-only", "map_latency_p50", "ns"),
                                     Named("lat-only", "unmap_latency_p50", "ns"),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "absl/strings/match.h"
 #include "proto/names.h"
 #include "services/analyzer/stats.h"
 
@@ -75,6 +76,11 @@ PrimaryMetricMap PrimaryMetrics(const std::vector<SampleRow>& samples,
     if (!primary.empty()) continue;
     for (const auto& [metric, unit] : metrics)
       if (IsWorkRate(metric, unit)) primary.insert(metric);
+    if (!primary.empty()) continue;
+    // No rate (the kernel's dma_map_benchmark reports none): the mean
+    // latencies, not their spreads.
+    for (const auto& [metric, unit] : metrics)
+      if (absl::EndsWith(Lower(metric), "latency_mean")) primary.insert(metric);
     if (!primary.empty()) continue;
     for (const auto& [metric, unit] : metrics) primary.insert(metric);
   }
