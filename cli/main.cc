@@ -39,14 +39,17 @@ void AddKernelsBuildOptions(CLI::App* build, farm::kbuild::BuildRequest* request
   for (const farm::kbuild::MachineModel& m : farm::kbuild::MachineModels()) {
     machines.push_back(m.name);
   }
+  const std::string models = absl::StrJoin(machines, ", ");
+  // The farm's build jobs' config: its build directory is the one they reuse.
+  machines.push_back(farm::kbuild::kAllMachines);
   build->add_option("--tree", request->tree, "the kernel git tree: a local repository or a URL")
       ->required();
   build->add_option("--rev", request->rev, "any git revision of the tree (branch, tag, commit)")
       ->required();
   build
-      ->add_option(
-          "--machine", request->machine,
-          "vm machine model whose shipped fragment is merged: " + absl::StrJoin(machines, ", "))
+      ->add_option("--machine", request->machine,
+                   "vm machine model whose shipped fragment is merged: " + models +
+                       ", or all (every model of the arch, as the farm's build jobs do)")
       ->check(CLI::IsMember(machines));
   build
       ->add_option("--arch", request->arch,
