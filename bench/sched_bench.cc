@@ -60,6 +60,7 @@
 
 #include "absl/strings/str_format.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/base/file.h"
 #include "lib/client/client.h"
 #include "lib/metrics/metrics.h"
 #include "lib/storage/migrations.h"
@@ -84,22 +85,11 @@ double g_rate_plain_per_agent = 0, g_rate_mtls_per_agent = 0;
 double g_connects_plain = 0, g_connects_tls = 0;
 std::string g_certs;  // scripts/farm-certs output: ca, server, bench-0..K-1 (agents)
 
-std::string Slurp(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return "";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  std::fclose(f);
-  return out;
-}
-
 farm::service::TlsPem Pem(const std::string& name, bool with_root) {
   farm::service::TlsPem p;
-  p.cert_chain = Slurp(g_certs + "/" + name + ".pem");
-  p.private_key = Slurp(g_certs + "/" + name + ".key");
-  if (with_root) p.root_certs = Slurp(g_certs + "/ca.pem");
+  p.cert_chain = farm::base::ReadFileOrEmpty(g_certs + "/" + name + ".pem");
+  p.private_key = farm::base::ReadFileOrEmpty(g_certs + "/" + name + ".key");
+  if (with_root) p.root_certs = farm::base::ReadFileOrEmpty(g_certs + "/ca.pem");
   return p;
 }
 
@@ -446,7 +436,7 @@ farm::client::ClientOptions AgentClient(const std::string& address, int index, b
   c.server = address;
   if (tls) {
     c.tls = Pem("bench-" + std::to_string(index), false);
-    c.tls.root_certs = Slurp(g_certs + "/ca.pem");
+    c.tls.root_certs = farm::base::ReadFileOrEmpty(g_certs + "/ca.pem");
   }
   return c;
 }

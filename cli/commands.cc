@@ -2,11 +2,9 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +15,7 @@
 #include "cli/git_import.h"
 #include "cli/kernels.h"
 #include "cli/report.h"
+#include "lib/base/file.h"
 #include "lib/client/retry.h"
 #include "lib/spec/spec_check.h"
 
@@ -28,14 +27,11 @@ constexpr absl::Duration kWatchSilence = absl::Seconds(20);
 constexpr absl::Duration kWatchFirstMessage = absl::Seconds(5);
 constexpr int kSubmitRetries = 5;
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read file '", path, "'"));
-  }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
+// A file named on the command line; the error quotes the name as given.
+absl::StatusOr<std::string> ReadInputFile(const std::string& path) {
+  absl::StatusOr<std::string> text = base::ReadFile(path);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("cannot read file '", path, "'"));
+  return text;
 }
 
 std::string RandomKey() {
@@ -308,7 +304,7 @@ int Commands::FollowMatrix(int64_t matrix_id) {
 }
 
 int Commands::RunSubmit(const std::string& path, bool wait, bool dry_run) {
-  absl::StatusOr<std::string> yaml = ReadFile(path);
+  absl::StatusOr<std::string> yaml = ReadInputFile(path);
   if (!yaml.ok()) return Fail("submit", yaml.status());
   if (absl::Status local = CheckSpecLocally(*yaml); !local.ok()) {
     return Fail(absl::StrCat("submit ", path), local);
@@ -526,7 +522,7 @@ int Commands::RunCatalogShow(const std::string& name, bool resolve) {
 }
 
 int Commands::RunCatalogLoad(const std::string& path, bool replace) {
-  absl::StatusOr<std::string> yaml = ReadFile(path);
+  absl::StatusOr<std::string> yaml = ReadInputFile(path);
   if (!yaml.ok()) return Fail("catalog load", yaml.status());
   pb::LoadCatalogRequest request;
   request.set_yaml(*yaml);
@@ -607,9 +603,9 @@ int Commands::RunKernelsBuild(const kbuild::BuildRequest& request, const std::st
   std::string log;
   absl::StatusOr<kbuild::BuildResult> r = kbuild::BuildKernel(request, &log);
   if (!log_file.empty()) {
-    std::ofstream out(log_file, std::ios::trunc);
-    out << log;
-    if (!out) err_ << "farmctl: cannot write the build log to " << log_file << "\n";
+    if (!base::WriteFile(log_file, log).ok()) {
+      err_ << "farmctl: cannot write the build log to " << log_file << "\n";
+    }
   }
   if (!r.ok()) {
     // The build's own last lines, for the context of its first error.
@@ -763,10 +759,7 @@ int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
     out_ << html;
     return 0;
   }
-  std::ofstream file(output_path, std::ios::binary | std::ios::trunc);
-  file << html;
-  file.close();
-  if (!file) {
+  if (!base::WriteFile(output_path, html).ok()) {
     return Fail("report",
                 absl::PermissionDeniedError(absl::StrCat("cannot write '", output_path, "'")));
   }
