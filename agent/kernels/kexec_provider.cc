@@ -52,6 +52,22 @@ absl::Status CommandOk(const absl::StatusOr<runners::ProcessResult>& r,
   return absl::OkStatus();
 }
 
+// The store's build of the request's release (and commit, when it names
+// one) for `arch`. FailedPrecondition when the store or the build is gone.
+absl::StatusOr<kstore::KernelBuild> StoreBuild(const std::string& kernels_dir,
+                                               const std::string& arch,
+                                               const KernelRequest& request) {
+  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(kernels_dir);
+  if (!store.ok()) return absl::FailedPreconditionError(store.status().message());
+  for (const kstore::KernelBuild& b : store->builds) {
+    if (b.arch == arch && b.release == request.kernel_release &&
+        (request.commit.empty() || b.commit == request.commit)) {
+      return b;
+    }
+  }
+  return absl::FailedPreconditionError("the build left the store");
+}
+
 }  // namespace
 
 std::unique_ptr<CommandRunner> SystemCommandRunner() { return std::make_unique<SystemRunner>(); }
@@ -205,17 +221,9 @@ absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(
   }
 
   // Step 1: boot the job's kernel.
-  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
-  if (!store.ok()) return absl::FailedPreconditionError(store.status().message());
-  const kstore::KernelBuild* build = nullptr;
-  for (const kstore::KernelBuild& b : store->builds) {
-    if (b.arch == config_.arch && b.release == request.kernel_release &&
-        (request.commit.empty() || b.commit == request.commit)) {
-      build = &b;
-      break;
-    }
-  }
-  if (build == nullptr) return absl::FailedPreconditionError("the build left the store");
+  absl::StatusOr<kstore::KernelBuild> build =
+      StoreBuild(config_.kernels_dir, config_.arch, request);
+  if (!build.ok()) return build.status();
   absl::StatusOr<std::string> cmdline =
       KexecCmdline(config_.base_cmdline, request.mode, request.kernel_params);
   if (!cmdline.ok()) return cmdline.status();
