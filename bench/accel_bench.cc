@@ -1,27 +1,29 @@
 // accel_bench: how far real-kernel figures repeat under each QEMU accel.
-// For each repeat it runs every (accel, workload) pair once, interleaved
-// (tcg dma-map-bench, tcg fio, tcg-icount dma-map-bench, ...), through the
-// agent's KernelExecutor on one kernel of a kernel store, and reports per
-// pair the workload's leading figure (the kernel's dma_map_benchmark: unmap
-// latency mean; fio: read IOPS), its coefficient of variation, and the
-// boot-to-result time (QEMU start to parsed samples). From each spread it
-// derives the smallest change a two-sided Welch t-test at alpha 0.01 finds
-// with power 0.8 at that many repeats per commit, the analyzer's
-// confirmation rule in its simplest form.
+// For each repeat it runs every (accel, workload, commit) once, interleaved
+// (tcg dma-map-bench A, tcg dma-map-bench B, tcg fio A, ...), through the
+// agent's KernelExecutor on builds of a kernel store, and reports per
+// triple the workload's leading figure (the kernel's dma_map_benchmark:
+// unmap latency mean; fio: read IOPS), its coefficient of variation, the
+// boot-to-result time (QEMU start to parsed samples) and its change against
+// the first commit's. From each spread it derives the smallest change a
+// two-sided t-test at alpha 0.01 finds with power 0.8 at that many repeats
+// per commit, the analyzer's confirmation rule in its simplest form.
 //
-//   build-rel/bin/accel_bench --store DIR --commit SHA [--arch x86_64]
+//   build-rel/bin/accel_bench --store DIR --commit SHA [--commit SHA2] [--arch x86_64]
 //       [--accel tcg --accel tcg-icount] [--workload dma-map-bench --workload fio]
 //       [--mode strict] [--repeats 5] [--initramfs FILE]
 //
-// The store is a kernel store holding a build with its dma_map_benchmark
+// The store is a kernel store holding builds with their dma_map_benchmark
 // tool (farmctl kernels build); the figures are the emulated machine's, not
-// hardware's. A failed run aborts the benchmark.
+// hardware's. A run that fails (a boot that panics, a tool that fails) is
+// counted and printed with its reason's first line, not averaged.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -29,6 +31,7 @@
 #include <boost/math/distributions/students_t.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "agent/executors/kernel_executor.h"
@@ -43,7 +46,8 @@ namespace fs = std::filesystem;
 namespace pb = ::iommufarm::v1;
 
 struct Options {
-  std::string store, commit, initramfs, arch = "x86_64", mode = "strict";
+  std::string store, initramfs, arch = "x86_64", mode = "strict";
+  std::vector<std::string> commits;
   std::vector<std::string> accels = {"tcg", "tcg-icount"};
   std::vector<std::string> workloads = {"dma-map-bench", "fio"};
   int repeats = 5;
@@ -52,6 +56,7 @@ struct Options {
 struct Figures {
   std::vector<double> values, seconds;
   std::string metric;
+  int failed = 0;
 };
 
 double Mean(const std::vector<double>& v) {
@@ -126,10 +131,10 @@ absl::StatusOr<std::unique_ptr<farm::agent::KernelExecutor>> MakeExecutor(
       std::move(tool), host, std::make_unique<farm::kernels::VmKernelProvider>(c), "accel_bench");
 }
 
-pb::Job JobOf(const Options& o, const std::string& workload, int id) {
+pb::Job JobOf(const Options& o, const std::string& workload, const std::string& commit, int id) {
   pb::Job job;
   job.set_id(id);
-  job.set_commit_id(o.commit);
+  job.set_commit_id(commit);
   job.set_platform(o.arch == "aarch64" ? "virt-smmuv3" : "q35-intel-iommu");
   pb::IommuMode mode = pb::IOMMU_MODE_STRICT;
   for (pb::IommuMode m : {pb::IOMMU_MODE_OFF, pb::IOMMU_MODE_PASSTHROUGH, pb::IOMMU_MODE_LAZY})
@@ -166,26 +171,62 @@ std::pair<std::string, double> Leading(const std::string& workload,
   return {"", 0};
 }
 
-void PrintTable(const Options& o, const std::map<std::pair<std::string, std::string>, Figures>& f) {
+// Key: accel, workload, commit.
+using Key = std::tuple<std::string, std::string, std::string>;
+
+// One run of `key`, its figure or its failure recorded in `f`.
+void RunOnce(const Options& o, farm::agent::KernelExecutor& executor, const Key& key, int rep,
+             Figures& f) {
+  const auto& [accel, workload, commit] = key;
+  farm::agent::CancelToken cancel;
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<farm::agent::ExecutionResult> r =
+      executor.Run(JobOf(o, workload, commit, rep), cancel);
+  const std::string name =
+      absl::StrFormat("  repeat %d %-10s %-13s %s", rep + 1, accel, workload, commit.substr(0, 12));
+  const auto [metric, value] = r.ok() ? Leading(workload, *r) : std::pair<std::string, double>{};
+  if (metric.empty()) {
+    ++f.failed;
+    const std::string why = r.ok() ? "no figure in its samples" : r.status().ToString();
+    std::printf("%s failed: %s\n", name.c_str(), why.substr(0, why.find('\n')).c_str());
+    std::fflush(stdout);
+    return;
+  }
+  f.metric = metric;
+  f.values.push_back(value);
+  f.seconds.push_back(absl::ToDoubleSeconds(absl::Now() - t0));
+  std::printf("%s %10.0f %s  %5.2f s\n", name.c_str(), value, metric.c_str(), f.seconds.back());
+  std::fflush(stdout);
+}
+
+void PrintTable(const Options& o, const std::map<Key, Figures>& f) {
   std::printf(
-      "\n| accel | workload | figure | mean | CV | smallest change found at %d repeats | "
-      "boot-to-result median |\n|---|---|---|---|---|---|---|\n",
-      o.repeats);
+      "\n| accel | workload | commit | figure | mean | CV | change vs %s | smallest change found "
+      "at %d repeats | boot-to-result median | failed runs "
+      "|\n|---|---|---|---|---|---|---|---|---|---|\n",
+      o.commits.front().substr(0, 12).c_str(), o.repeats);
   for (const auto& [key, fig] : f) {
+    const auto& [accel, workload, commit] = key;
+    const Figures& base = f.at(Key{accel, workload, o.commits.front()});
+    if (fig.values.size() < 2 || base.values.empty()) {
+      std::printf("| %s | %s | %s | %s | - | - | - | - | - | %d |\n", accel.c_str(),
+                  workload.c_str(), commit.substr(0, 12).c_str(), fig.metric.c_str(), fig.failed);
+      continue;
+    }
     const double cv = Cv(fig.values);
-    std::printf("| %s | %s | %s | %.0f | %.2f%% | %.2f%% | %.2f s |\n", key.first.c_str(),
-                key.second.c_str(), fig.metric.c_str(), Mean(fig.values), 100 * cv,
-                100 * SmallestChange(cv, o.repeats), Median(fig.seconds));
+    std::printf("| %s | %s | %s | %s | %.0f | %.2f%% | %+.2f%% | %.2f%% | %.2f s | %d |\n",
+                accel.c_str(), workload.c_str(), commit.substr(0, 12).c_str(), fig.metric.c_str(),
+                Mean(fig.values), 100 * cv, 100 * (Mean(fig.values) / Mean(base.values) - 1),
+                100 * SmallestChange(cv, static_cast<int>(fig.values.size())), Median(fig.seconds),
+                fig.failed);
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"accel_bench: the spread of real-kernel figures per QEMU accel"};
-  Options o;
+void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--store", o.store, "kernel store holding the build")->required();
-  app.add_option("--commit", o.commit, "the build's commit")->required();
+  app.add_option("--commit", o.commits,
+                 "a build's commit, repeatable; changes are against the first")
+      ->required();
   app.add_option("--arch", o.arch, "guest architecture")
       ->check(CLI::IsMember({"aarch64", "x86_64"}))
       ->capture_default_str();
@@ -202,8 +243,47 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(2, 100))
       ->capture_default_str();
   app.add_option("--initramfs", o.initramfs, "guest root (default: scripts/build-guest-root's)");
-  CLI11_PARSE(app, argc, argv);
+}
 
+using Executors =
+    std::map<std::pair<std::string, std::string>, std::unique_ptr<farm::agent::KernelExecutor>>;
+
+// One executor per (accel, workload).
+absl::StatusOr<Executors> MakeExecutors(const Options& o, const std::string& scratch) {
+  Executors ex;
+  for (const std::string& accel : o.accels) {
+    for (const std::string& w : o.workloads) {
+      auto e = MakeExecutor(o, accel, w, scratch);
+      if (!e.ok())
+        return absl::Status(e.status().code(),
+                            absl::StrCat(accel, " ", w, ": ", e.status().message()));
+      ex[{accel, w}] = *std::move(e);
+    }
+  }
+  return ex;
+}
+
+// Every repeat runs every (accel, workload, commit) once, in that order.
+std::map<Key, Figures> Measure(const Options& o, Executors& ex) {
+  std::map<Key, Figures> figures;
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    for (auto& [pair, executor] : ex) {
+      for (const std::string& commit : o.commits) {
+        const Key key{pair.first, pair.second, commit};
+        RunOnce(o, *executor, key, rep, figures[key]);
+      }
+    }
+  }
+  return figures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"accel_bench: the spread of real-kernel figures per QEMU accel"};
+  Options o;
+  AddOptions(app, o);
+  CLI11_PARSE(app, argc, argv);
   if (o.initramfs.empty()) {
     absl::StatusOr<std::string> root = GuestRoot(o.arch);
     if (!root.ok()) return Fail(absl::StrCat("build-guest-root: ", root.status().ToString()));
@@ -212,36 +292,10 @@ int main(int argc, char** argv) {
   absl::StatusOr<farm::runners::ScopedTempDir> scratch =
       farm::runners::ScopedTempDir::Create(fs::temp_directory_path(), "accel-bench-");
   if (!scratch.ok()) return Fail(scratch.status().ToString());
-  std::map<std::pair<std::string, std::string>, std::unique_ptr<farm::agent::KernelExecutor>> ex;
-  for (const std::string& accel : o.accels) {
-    for (const std::string& w : o.workloads) {
-      auto e = MakeExecutor(o, accel, w, scratch->path().string());
-      if (!e.ok()) return Fail(absl::StrCat(accel, " ", w, ": ", e.status().ToString()));
-      ex[{accel, w}] = *std::move(e);
-    }
-  }
-  std::printf("accel_bench: %s of %s, %s, %d repeats, interleaved\n", o.commit.c_str(),
+  absl::StatusOr<Executors> ex = MakeExecutors(o, scratch->path().string());
+  if (!ex.ok()) return Fail(ex.status().ToString());
+  std::printf("accel_bench: %zu commits of %s, %s, %d repeats, interleaved\n", o.commits.size(),
               o.store.c_str(), o.mode.c_str(), o.repeats);
-  std::map<std::pair<std::string, std::string>, Figures> figures;
-  for (int rep = 0; rep < o.repeats; ++rep) {
-    for (auto& [key, executor] : ex) {
-      farm::agent::CancelToken cancel;
-      const absl::Time t0 = absl::Now();
-      absl::StatusOr<farm::agent::ExecutionResult> r =
-          executor->Run(JobOf(o, key.second, rep), cancel);
-      if (!r.ok())
-        return Fail(absl::StrCat(key.first, " ", key.second, ": ", r.status().ToString()));
-      const auto [metric, value] = Leading(key.second, *r);
-      if (metric.empty()) return Fail(absl::StrCat(key.first, " ", key.second, ": no figure"));
-      Figures& f = figures[key];
-      f.metric = metric;
-      f.values.push_back(value);
-      f.seconds.push_back(absl::ToDoubleSeconds(absl::Now() - t0));
-      std::printf("  repeat %d %-10s %-13s %10.0f %s  %5.2f s\n", rep + 1, key.first.c_str(),
-                  key.second.c_str(), value, metric.c_str(), f.seconds.back());
-      std::fflush(stdout);
-    }
-  }
-  PrintTable(o, figures);
+  PrintTable(o, Measure(o, *ex));
   return 0;
 }
