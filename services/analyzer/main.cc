@@ -18,10 +18,10 @@
 #include "lib/service/shutdown.h"
 #include "lib/service/tls.h"
 #include "lib/storage/migrations.h"
+#include "lib/storage/pg_analyzer_store.h"
 #include "lib/storage/pg_pool.h"
 #include "services/analyzer/analyzer.h"
 #include "services/analyzer/clients.h"
-#include "services/analyzer/pg_analyzer_store.h"
 
 namespace {
 
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "metrics on %s\n", exposer->address().c_str());
   }
 
-  auto store = farm::analyzer::NewPgAnalyzerStore(&pool);
+  auto store = farm::storage::NewPgAnalyzerStore(&pool);
   farm::client::ClientOptions client_options;
   client_options.server = scheduler;
   if (absl::Status st = farm::client::ApplySecurity(security, &client_options); !st.ok()) {
