@@ -5,14 +5,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/base/file.h"
 #include "lib/iommu_mode/iommu_mode.h"
 #include "proto/names.h"
 
@@ -23,11 +22,7 @@ namespace fs = std::filesystem;
 namespace pb = ::iommufarm::v1;
 
 std::string ReadTrimmed(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return std::string(absl::StripAsciiWhitespace(buf.str()));
+  return std::string(absl::StripAsciiWhitespace(base::ReadFileOrEmpty(path.string())));
 }
 
 fs::path Under(const std::string& root, const char* absolute) {

@@ -10,10 +10,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -75,59 +78,72 @@ absl::Status FinishKbuildConfig(const std::vector<std::string>& trees,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "farm-agent: registers with a farm scheduler, leases jobs its "
-      "capabilities match and runs them on up to --slots worker threads.\n"
-      "SIGTERM/SIGINT: stop leasing, hand back unstarted leases, let running "
-      "jobs finish for up to --drain-timeout, then exit 0 (a second signal "
-      "exits at once)."};
+// The command line as parsed; ResolveFlags and SetUpKexec finish it.
+struct Flags {
   farm::agent::AgentOptions options;
   std::string capabilities = farm::proto::ExecutorName(iommufarm::v1::EXECUTOR_EMULATOR);
   std::string metrics_address;
   std::string log_level = "info";
+  farm::metrics::MetricsTls metrics_tls;
+  farm::client::SecurityFlags security;
   farm::agent::ExecutorConfig executor_config;
+  std::string kexec_state_dir;
+  std::string kexec_default_release;
+  absl::Duration kexec_boot_timeout;
+  std::vector<std::string> kbuild_trees;
+};
+
+// A usage error: printed after "farm-agent: ", exit 2.
+int UsageError(const absl::Status& status) {
+  std::fprintf(stderr, "farm-agent: %s\n", std::string(status.message()).c_str());
+  return 2;
+}
+
+// Who the agent is, where its scheduler is, how much it runs at once.
+void AddAgentOptions(CLI::App& app, Flags* f) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
-  options.name = host;
-  options.client.server = farm::client::kDefaultServer;
-
-  app.add_option("--scheduler", options.client.server,
+  f->options.name = host;
+  f->options.client.server = farm::client::kDefaultServer;
+  app.add_option("--scheduler", f->options.client.server,
                  "scheduler address HOST:PORT, or several IP:PORT separated by commas "
                  "(schedulers sharing one database; the agent fails over between them)")
       ->capture_default_str()
       ->envname("FARM_SERVER");
-  app.add_option("--name", options.name, "agent name, unique in the farm (default: hostname)");
-  app.add_option("--slots", options.slots, "jobs run at once")->check(CLI::Range(1, 1024));
+  app.add_option("--name", f->options.name, "agent name, unique in the farm (default: hostname)");
+  app.add_option("--slots", f->options.slots, "jobs run at once")->check(CLI::Range(1, 1024));
   app.add_option(
-      "--capabilities", capabilities,
+      "--capabilities", f->capabilities,
       "comma list of executors to offer: " + absl::StrJoin(farm::proto::ExecutorNames(), ", ") +
           " (fio/iozone: real runs, need --allow-dir/--allow-device; "
           "skipped with a warning when the tool is not installed; dma-map-bench: vm guests "
           "only, needs --kernel-store)");
-  app.add_option("--metrics", metrics_address,
+  app.add_option("--metrics", f->metrics_address,
                  "serve Prometheus /metrics on HOST:PORT (port 0: any free "
                  "port; prints 'metrics on HOST:PORT')");
-  farm::metrics::MetricsTls metrics_tls;
-  farm::metrics::AddMetricsTlsOptions(app, &metrics_tls);
-  farm::client::SecurityFlags security;
-  farm::client::AddSecurityOptions(app, &security);
-  farm::service::AddDurationOption(app, "--drain-timeout", &options.drain_timeout, "30s",
+  farm::metrics::AddMetricsTlsOptions(app, &f->metrics_tls);
+  farm::client::AddSecurityOptions(app, &f->security);
+  farm::service::AddDurationOption(app, "--drain-timeout", &f->options.drain_timeout, "30s",
                                    "how long running jobs may finish after SIGTERM (e.g. 30s, 2m)",
                                    farm::service::DurationRange::kNonNegative);
-  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
+  app.add_option("--log-level", f->log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  app.add_option("--allow-dir", executor_config.allow_dirs,
-                 "directory real runs may use (repeatable)");
+}
+
+// What real runs may touch, and the emulator's catalog.
+void AddRunOptions(CLI::App& app, farm::agent::ExecutorConfig* config) {
+  app.add_option("--allow-dir", config->allow_dirs, "directory real runs may use (repeatable)");
   app.add_option(
-      "--allow-device", executor_config.allow_devices,
+      "--allow-device", config->allow_devices,
       "block device real runs may use: DEV, DEV:ro or DEV:rw (writes only with :rw; repeatable)");
-  app.add_option("--emu-catalog", executor_config.emu_catalog,
+  app.add_option("--emu-catalog", config->emu_catalog,
                  "commit catalog file for the emulator (default: the shipped "
                  "linux-iommu catalog)");
-  app.add_option("--kernel-store,--vm-kernels", executor_config.vm_kernels_dir,
+}
+
+// The kernel store and the QEMU guests its kernels boot in.
+void AddKernelStoreOptions(CLI::App& app, farm::agent::ExecutorConfig* config) {
+  app.add_option("--kernel-store,--vm-kernels", config->vm_kernels_dir,
                  "offer fio under the kernels of the kernel store DIR (build directories with a "
                  "kernel.yaml, e.g. from farmctl kernels import, or DIR/<release>/vmlinuz as "
                  "scripts/fetch-test-kernels lays them out), each advertised with its commit id "
@@ -135,20 +151,21 @@ int main(int argc, char** argv) {
                  "kernel built with it; aarch64: virt + smmuv3); needs --vm-initramfs, QEMU and "
                  "an --allow-dir for scratch files. With --kexec-state-dir: booted on this host "
                  "instead (fio and iozone)");
-  app.add_option("--vm-arch", executor_config.vm_arch,
+  app.add_option("--vm-arch", config->vm_arch,
                  "guest architecture of --kernel-store: only its kernels are offered, with a "
                  "guest root of that architecture")
       ->check(CLI::IsMember({"x86_64", "aarch64"}))
       ->capture_default_str();
-  app.add_option("--vm-initramfs", executor_config.vm_initramfs,
+  app.add_option("--vm-initramfs", config->vm_initramfs,
                  "the guest root scripts/build-guest-root built (initramfs.cpio)");
-  app.add_option("--qemu", executor_config.qemu,
+  app.add_option("--qemu", config->qemu,
                  "QEMU for --kernel-store (default: qemu-system-<--vm-arch>)");
-  std::string kexec_state_dir;
-  std::string kexec_default_release;
-  absl::Duration kexec_boot_timeout;
+}
+
+// Booting the kernel store's kernels on this host (kexec_provider.h).
+void AddKexecOptions(CLI::App& app, Flags* f) {
   app.add_option(
-      "--kexec-state-dir", kexec_state_dir,
+      "--kexec-state-dir", f->kexec_state_dir,
       "boot the kernels of --kernel-store on this host with kexec (bare-metal lab hosts under "
       "systemd, docs/kernels.md): fio and iozone offer each of them in every IOMMU mode; a job "
       "whose kernel or mode is not running has the scheduler hold its lease, is written to "
@@ -157,14 +174,18 @@ int main(int argc, char** argv) {
       "it. Needs --kernel-store, kexec and systemctl on PATH, --slots 1; the vm provider is then "
       "made only with --vm-initramfs");
   farm::service::AddDurationOption(
-      app, "--kexec-boot-timeout", &kexec_boot_timeout, "10m",
+      app, "--kexec-boot-timeout", &f->kexec_boot_timeout, "10m",
       "how long the job's kernel may take to boot and its agent to come back; the lease is "
       "held this long plus 60s (capped by farm-scheduler --max-boot-timeout), later the job "
       "fails and the host reboots into --kexec-default-release");
-  app.add_option("--kexec-default-release", kexec_default_release,
+  app.add_option("--kexec-default-release", f->kexec_default_release,
                  "the kernel release the boot loader starts (default: the running one; set it "
                  "when the agent may start on a job's kernel)");
-  app.add_option("--vm-accel", executor_config.vm_accel,
+}
+
+// How QEMU runs the guests of --kernel-store.
+void AddVmAccelOptions(CLI::App& app, farm::agent::ExecutorConfig* config) {
+  app.add_option("--vm-accel", config->vm_accel,
                  "QEMU accelerator for --kernel-store: kvm; tcg (software emulation, timed by "
                  "the host's clock); tcg-icount (one TCG thread, the guest's clock counting its "
                  "instructions: figures that repeat, instruction-timed, x86_64 guests with one "
@@ -172,108 +193,110 @@ int main(int argc, char** argv) {
                  "agent prints which)")
       ->check(CLI::IsMember({"auto", "tcg", "tcg-icount", "kvm"}))
       ->capture_default_str();
-  app.add_option("--vm-icount-shift", executor_config.vm_icount_shift,
+  app.add_option("--vm-icount-shift", config->vm_icount_shift,
                  "tcg-icount: each guest instruction counts 2^N ns of guest time")
       ->check(CLI::Range(0, 10))
       ->capture_default_str();
-  std::vector<std::string> kbuild_trees;
-  AddKbuildOptions(app, &executor_config.kbuild, &kbuild_trees);
-  if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
-  if (absl::Status st =
-          FinishKbuildConfig(kbuild_trees, executor_config.vm_kernels_dir, &executor_config.kbuild);
-      !st.ok()) {
-    std::fprintf(stderr, "farm-agent: %s\n", std::string(st.message()).c_str());
-    return 2;
-  }
-  if (options.name.empty()) {
-    std::fprintf(stderr, "farm-agent: --name must not be empty\n");
-    return 2;
-  }
-  if (absl::Status st = farm::client::ApplySecurity(security, &options.client); !st.ok()) {
-    std::fprintf(stderr, "farm-agent: %s\n", std::string(st.message()).c_str());
-    return 2;
-  }
+}
 
+// Every option, in the order --help lists them.
+void AddFlags(CLI::App& app, Flags* f) {
+  AddAgentOptions(app, f);
+  AddRunOptions(app, &f->executor_config);
+  AddKernelStoreOptions(app, &f->executor_config);
+  AddKexecOptions(app, f);
+  AddVmAccelOptions(app, &f->executor_config);
+  AddKbuildOptions(app, &f->executor_config.kbuild, &f->kbuild_trees);
+}
+
+// What parsing cannot check: --kbuild-tree's pairs, a non-empty --name, the
+// TLS material. An error is a usage error.
+absl::Status ResolveFlags(Flags& f) {
+  if (absl::Status st = FinishKbuildConfig(f.kbuild_trees, f.executor_config.vm_kernels_dir,
+                                           &f.executor_config.kbuild);
+      !st.ok()) {
+    return st;
+  }
+  if (f.options.name.empty()) return absl::InvalidArgumentError("--name must not be empty");
+  return farm::client::ApplySecurity(f.security, &f.options.client);
+}
+
+void SetUpLogging(const std::string& level) {
   auto logger = spdlog::stderr_color_mt("farm-agent");
   spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_level(spdlog::level::from_str(level));
+}
 
-  options.host = farm::agent::DetectHostFacts("/");
-  executor_config.host = options.host;
-  if (!kexec_state_dir.empty()) {
-    if (executor_config.vm_kernels_dir.empty()) {
-      std::fprintf(stderr, "farm-agent: --kexec-state-dir needs --kernel-store\n");
-      return 2;
-    }
-    if (options.slots != 1) {
-      std::fprintf(stderr, "farm-agent: a kexec host runs one slot (--slots 1)\n");
-      return 2;
-    }
-    std::error_code ec;
-    std::filesystem::create_directories(kexec_state_dir, ec);
-    if (ec) {
-      std::fprintf(stderr, "farm-agent: --kexec-state-dir %s: %s\n", kexec_state_dir.c_str(),
-                   ec.message().c_str());
-      return 2;
-    }
-    farm::kernels::KexecConfig kexec;
-    kexec.kernels_dir = executor_config.vm_kernels_dir;
-    kexec.state_dir = kexec_state_dir;
-    kexec.arch = options.host.architecture().empty() ? "x86_64" : options.host.architecture();
-    kexec.boot_timeout = kexec_boot_timeout;
-    kexec.default_release =
-        kexec_default_release.empty() ? options.host.kernel_release() : kexec_default_release;
-    absl::StatusOr<farm::kernels::KernelFacts> facts = farm::kernels::ReadRunningKernelFacts("/");
-    if (facts.ok()) kexec.base_cmdline = facts->cmdline;
-    absl::Status tools = facts.ok() ? farm::kernels::CheckKexecTools(kexec) : facts.status();
-    if (!tools.ok()) {
-      // The agent still offers the host's kernel; a pending boot stays for
-      // an agent that can resume it.
-      std::fprintf(stderr, "farm-agent: kexec kernels not offered: %s\n",
-                   std::string(tools.message()).c_str());
-    } else {
-      executor_config.kexec = std::make_shared<farm::kernels::KexecKernelProvider>(
-          kexec, farm::kernels::SystemCommandRunner(),
-          [] { return farm::kernels::ReadRunningKernelFacts("/"); });
-      options.kexec = executor_config.kexec;
-      std::fprintf(stderr, "farm-agent: kexec kernels offered (%s, default kernel %s): %zu\n",
-                   kexec.arch.c_str(), kexec.default_release.c_str(),
-                   executor_config.kexec->Offers().size());
-    }
+// With --kexec-state-dir: the kexec provider, shared by the agent and its
+// executors. An error is a usage error; missing kexec tools only leave the
+// provider out (with a warning), so that the agent still offers the host's
+// kernel and a pending boot stays for an agent that can resume it.
+// REQUIRES: f.options.host detected.
+absl::Status SetUpKexec(Flags& f) {
+  if (f.executor_config.vm_kernels_dir.empty()) {
+    return absl::InvalidArgumentError("--kexec-state-dir needs --kernel-store");
   }
-  std::vector<std::string> caps = absl::StrSplit(capabilities, ',', absl::SkipWhitespace());
-  auto executors = farm::agent::MakeExecutors(caps, executor_config);
-  if (!executors.ok()) {
-    std::fprintf(stderr, "farm-agent: --capabilities: %s\n",
-                 std::string(executors.status().message()).c_str());
-    return 2;
+  if (f.options.slots != 1) {
+    return absl::InvalidArgumentError("a kexec host runs one slot (--slots 1)");
   }
-
-  // Before any thread starts, so that no worker or gRPC thread takes a signal.
-  farm::service::ShutdownSignals signals;
-
-  farm::metrics::MetricsRegistry registry;
-  farm::metrics::AgentMetrics metrics(registry.registry());
-  std::unique_ptr<farm::metrics::MetricsExposer> exposer;
-  if (!metrics_address.empty()) {
-    auto started = farm::metrics::MetricsExposer::Start(metrics_address, registry, metrics_tls);
-    if (!started.ok()) {
-      std::fprintf(stderr, "farm-agent: --metrics %s: %s\n", metrics_address.c_str(),
-                   std::string(started.status().message()).c_str());
-      return 1;
-    }
-    exposer = std::move(*started);
-    std::fprintf(stderr, "metrics on %s\n", exposer->address().c_str());
+  std::error_code ec;
+  std::filesystem::create_directories(f.kexec_state_dir, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kexec-state-dir ", f.kexec_state_dir, ": ", ec.message()));
   }
+  const iommufarm::v1::HostFacts& host = f.options.host;
+  farm::kernels::KexecConfig kexec;
+  kexec.kernels_dir = f.executor_config.vm_kernels_dir;
+  kexec.state_dir = f.kexec_state_dir;
+  kexec.arch = host.architecture().empty() ? "x86_64" : host.architecture();
+  kexec.boot_timeout = f.kexec_boot_timeout;
+  kexec.default_release =
+      f.kexec_default_release.empty() ? host.kernel_release() : f.kexec_default_release;
+  absl::StatusOr<farm::kernels::KernelFacts> facts = farm::kernels::ReadRunningKernelFacts("/");
+  if (facts.ok()) kexec.base_cmdline = facts->cmdline;
+  absl::Status tools = facts.ok() ? farm::kernels::CheckKexecTools(kexec) : facts.status();
+  if (!tools.ok()) {
+    std::fprintf(stderr, "farm-agent: kexec kernels not offered: %s\n",
+                 std::string(tools.message()).c_str());
+    return absl::OkStatus();
+  }
+  f.executor_config.kexec = std::make_shared<farm::kernels::KexecKernelProvider>(
+      kexec, farm::kernels::SystemCommandRunner(),
+      [] { return farm::kernels::ReadRunningKernelFacts("/"); });
+  f.options.kexec = f.executor_config.kexec;
+  std::fprintf(stderr, "farm-agent: kexec kernels offered (%s, default kernel %s): %zu\n",
+               kexec.arch.c_str(), kexec.default_release.c_str(),
+               f.executor_config.kexec->Offers().size());
+  return absl::OkStatus();
+}
 
-  options.on_registered = [](const std::string& name, int64_t id, bool first) {
+// The /metrics exposer of --metrics (nullptr without it). An error names the
+// flag.
+absl::StatusOr<std::unique_ptr<farm::metrics::MetricsExposer>> StartMetrics(
+    const Flags& f, farm::metrics::MetricsRegistry& registry) {
+  if (f.metrics_address.empty()) return nullptr;
+  auto started = farm::metrics::MetricsExposer::Start(f.metrics_address, registry, f.metrics_tls);
+  if (!started.ok()) {
+    return absl::Status(started.status().code(), absl::StrCat("--metrics ", f.metrics_address, ": ",
+                                                              started.status().message()));
+  }
+  std::fprintf(stderr, "metrics on %s\n", (*started)->address().c_str());
+  return started;
+}
+
+// Runs the agent until a signal drains it, then waits out a reboot into a
+// job's kernel, and ends the process.
+[[noreturn]] void RunAgent(Flags& f, std::vector<std::unique_ptr<farm::agent::Executor>> executors,
+                           farm::metrics::AgentMetrics* metrics,
+                           farm::service::ShutdownSignals& signals) {
+  f.options.on_registered = [](const std::string& name, int64_t id, bool first) {
     if (first) {
       std::fprintf(stderr, "registered as %s\n", name.c_str());
       std::fflush(stderr);
     }
   };
-  farm::agent::Agent agent(options, std::move(*executors), &metrics);
-
+  farm::agent::Agent agent(f.options, std::move(executors), metrics);
   signals.OnStop([&agent](int sig) {
     spdlog::info("signal {}: draining", sig);
     agent.Shutdown();
@@ -294,11 +317,51 @@ int main(int argc, char** argv) {
     // systemd stops the agent on its way into the job's kernel. Exiting
     // first could get it restarted on this kernel, where it would find the
     // boot failed.
-    if (!signals.WaitFor(kexec_boot_timeout)) {
+    if (!signals.WaitFor(f.kexec_boot_timeout)) {
       spdlog::error("the host did not reboot into the job's kernel within {}",
-                    absl::FormatDuration(kexec_boot_timeout));
+                    absl::FormatDuration(f.kexec_boot_timeout));
       Exit(1);
     }
   }
   Exit(0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "farm-agent: registers with a farm scheduler, leases jobs its "
+      "capabilities match and runs them on up to --slots worker threads.\n"
+      "SIGTERM/SIGINT: stop leasing, hand back unstarted leases, let running "
+      "jobs finish for up to --drain-timeout, then exit 0 (a second signal "
+      "exits at once)."};
+  Flags flags;
+  AddFlags(app, &flags);
+  if (std::optional<int> exit = farm::service::ParseCommandLine(app, argc, argv)) return *exit;
+  if (absl::Status st = ResolveFlags(flags); !st.ok()) return UsageError(st);
+  SetUpLogging(flags.log_level);
+
+  flags.options.host = farm::agent::DetectHostFacts("/");
+  flags.executor_config.host = flags.options.host;
+  if (!flags.kexec_state_dir.empty()) {
+    if (absl::Status st = SetUpKexec(flags); !st.ok()) return UsageError(st);
+  }
+  std::vector<std::string> caps = absl::StrSplit(flags.capabilities, ',', absl::SkipWhitespace());
+  auto executors = farm::agent::MakeExecutors(caps, flags.executor_config);
+  if (!executors.ok()) {
+    return UsageError(
+        absl::InvalidArgumentError(absl::StrCat("--capabilities: ", executors.status().message())));
+  }
+
+  // Before any thread starts, so that no worker or gRPC thread takes a signal.
+  farm::service::ShutdownSignals signals;
+  farm::metrics::MetricsRegistry registry;
+  farm::metrics::AgentMetrics metrics(registry.registry());
+  absl::StatusOr<std::unique_ptr<farm::metrics::MetricsExposer>> exposer =
+      StartMetrics(flags, registry);
+  if (!exposer.ok()) {
+    std::fprintf(stderr, "farm-agent: %s\n", std::string(exposer.status().message()).c_str());
+    return 1;
+  }
+  RunAgent(flags, std::move(*executors), &metrics, signals);
 }

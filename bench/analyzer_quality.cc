@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -168,79 +169,111 @@ Outcome RunBaseline(const Farm& farm, const Series& s, const DetectOptions& dopt
   return o;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Flags {
   int trials = 200;
   uint64_t seed = 1;
+};
+
+// --trials N, --seed S; a usage error asks for exit 2.
+std::optional<int> ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--trials") && i + 1 < argc) {
-      trials = std::atoi(argv[++i]);
+      f->trials = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) {
-      seed = std::strtoull(argv[++i], nullptr, 10);
+      f->seed = std::strtoull(argv[++i], nullptr, 10);
     } else {
       std::fprintf(stderr, "usage: analyzer_quality [--trials N] [--seed S]\n");
       return 2;
     }
   }
-  if (trials <= 0) {
+  if (f->trials <= 0) {
     std::fprintf(stderr, "analyzer_quality: --trials must be > 0\n");
     return 2;
   }
-  const DetectOptions dopt;
-  const BisectOptions bopt;
-  const int measured = (kCatalog + kStride - 1) / kStride;
+  return std::nullopt;
+}
+
+constexpr int kMeasured = (kCatalog + kStride - 1) / kStride;
+
+void PrintHeader(const Flags& f, const DetectOptions& dopt, const BisectOptions& bopt) {
   std::printf(
       "catalog %d commits, every %dth measured (%d points) x %d repeats, %d trials per cell, "
       "seed %llu\nmagnitude %.0f%%, alpha %.2g; confirm %d+%d interleaved; bisect repeats "
       "%d..%d; confirm doubled up to %d while p < %.2g\n\n",
-      kCatalog, kStride, measured, kRepeats, trials, static_cast<unsigned long long>(seed),
+      kCatalog, kStride, kMeasured, kRepeats, f.trials, static_cast<unsigned long long>(f.seed),
       dopt.magnitude * 100, dopt.alpha, bopt.confirm_repeats, bopt.confirm_repeats,
       bopt.initial_repeats, bopt.max_repeats, bopt.max_confirm_repeats, bopt.loose_alpha);
   std::printf("%6s %5s | %8s %9s %8s %8s %8s | %8s %9s\n", "shift", "cv", "recall", "false/100",
               "bisect", "runs/det", "runs/ns", "t recall", "t fal/100");
   std::printf("%6s %5s | %8s %9s %8s %8s %8s | %8s %9s\n", "", "", "analyzer", "commits", "exact",
               "", "noise", "baseline", "baseline");
+}
+
+// False alerts over noise-only series with one CV: per 100 measured commits
+// for the analyzer and the baseline, and the analyzer's extra runs per trial.
+struct NoiseCell {
+  double per100 = 0, per100_base = 0, runs_per_trial = 0;
+};
+
+NoiseCell MeasureNoise(std::mt19937_64& master, int trials, double cv, const DetectOptions& dopt,
+                       const BisectOptions& bopt) {
+  int fa = 0, fa_base = 0;
+  long noise_runs = 0;
+  for (int t = 0; t < trials; ++t) {
+    Farm farm{std::mt19937_64(master()), -1, 0, cv};
+    const Series s = Measure(farm);
+    const int bulk = farm.runs;
+    fa += RunAnalyzer(farm, s, dopt, bopt).false_alerts();
+    noise_runs += farm.runs - bulk;
+    fa_base += RunBaseline(farm, s, dopt).false_alerts();
+  }
+  NoiseCell c;
+  c.per100 = 100.0 * fa / (static_cast<double>(trials) * kMeasured);
+  c.per100_base = 100.0 * fa_base / (static_cast<double>(trials) * kMeasured);
+  c.runs_per_trial = static_cast<double>(noise_runs) / trials;
+  return c;
+}
+
+// One table row: a planted shift at a random commit, `trials` times.
+void PrintShiftRow(std::mt19937_64& master, int trials, double shift, double cv,
+                   const NoiseCell& noise, const DetectOptions& dopt, const BisectOptions& bopt) {
+  int hits = 0, base_hits = 0, bisected = 0, exact = 0;
+  long runs = 0;
+  for (int t = 0; t < trials; ++t) {
+    std::mt19937_64 rng(master());
+    // Any commit after the first; the first measured commit is the baseline.
+    const int culprit = 1 + static_cast<int>(rng() % (kCatalog - 1));
+    Farm farm{std::move(rng), culprit, shift, cv};
+    const Series s = Measure(farm);
+    const Outcome o = RunAnalyzer(farm, s, dopt, bopt);
+    const Outcome b = RunBaseline(farm, s, dopt);
+    hits += o.hit;
+    base_hits += b.hit;
+    bisected += o.bisected;
+    exact += o.bisect_exact;
+    runs += o.bisect_runs;
+  }
+  std::printf("%5.0f%% %4.1f%% | %7.1f%% %9.2f %7.1f%% %8.1f %8.1f | %7.1f%% %9.2f\n", shift * 100,
+              cv * 100, 100.0 * hits / trials, noise.per100,
+              bisected ? 100.0 * exact / bisected : 0.0,
+              bisected ? static_cast<double>(runs) / bisected : 0.0, noise.runs_per_trial,
+              100.0 * base_hits / trials, noise.per100_base);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (std::optional<int> exit = ParseFlags(argc, argv, &flags)) return *exit;
+  const DetectOptions dopt;
+  const BisectOptions bopt;
+  PrintHeader(flags, dopt, bopt);
   const double shifts[] = {-0.01, -0.02, -0.03, -0.05, -0.10, -0.20};
   const double cvs[] = {0.005, 0.01, 0.02, 0.05};
-  std::mt19937_64 master(seed);
+  std::mt19937_64 master(flags.seed);
   for (double cv : cvs) {
-    // False alerts: noise-only series with this CV.
-    int fa = 0, fa_base = 0;
-    long noise_runs = 0;
-    for (int t = 0; t < trials; ++t) {
-      Farm farm{std::mt19937_64(master()), -1, 0, cv};
-      const Series s = Measure(farm);
-      const int bulk = farm.runs;
-      fa += RunAnalyzer(farm, s, dopt, bopt).false_alerts();
-      noise_runs += farm.runs - bulk;
-      fa_base += RunBaseline(farm, s, dopt).false_alerts();
-    }
-    const double per100 = 100.0 * fa / (static_cast<double>(trials) * measured);
-    const double per100_base = 100.0 * fa_base / (static_cast<double>(trials) * measured);
-    for (double shift : shifts) {
-      int hits = 0, base_hits = 0, bisected = 0, exact = 0;
-      long runs = 0;
-      for (int t = 0; t < trials; ++t) {
-        std::mt19937_64 rng(master());
-        // Any commit after the first; the first measured commit is the baseline.
-        const int culprit = 1 + static_cast<int>(rng() % (kCatalog - 1));
-        Farm farm{std::move(rng), culprit, shift, cv};
-        const Series s = Measure(farm);
-        const Outcome o = RunAnalyzer(farm, s, dopt, bopt);
-        const Outcome b = RunBaseline(farm, s, dopt);
-        hits += o.hit;
-        base_hits += b.hit;
-        bisected += o.bisected;
-        exact += o.bisect_exact;
-        runs += o.bisect_runs;
-      }
-      std::printf(
-          "%5.0f%% %4.1f%% | %7.1f%% %9.2f %7.1f%% %8.1f %8.1f | %7.1f%% %9.2f\n", shift * 100,
-          cv * 100, 100.0 * hits / trials, per100, bisected ? 100.0 * exact / bisected : 0.0,
-          bisected ? static_cast<double>(runs) / bisected : 0.0,
-          static_cast<double>(noise_runs) / trials, 100.0 * base_hits / trials, per100_base);
-    }
+    const NoiseCell noise = MeasureNoise(master, flags.trials, cv, dopt, bopt);
+    for (double shift : shifts) PrintShiftRow(master, flags.trials, shift, cv, noise, dopt, bopt);
   }
   return 0;
 }

@@ -47,6 +47,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -60,6 +62,7 @@
 
 #include "absl/strings/str_format.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/base/file.h"
 #include "lib/client/client.h"
 #include "lib/metrics/metrics.h"
 #include "lib/storage/migrations.h"
@@ -84,22 +87,11 @@ double g_rate_plain_per_agent = 0, g_rate_mtls_per_agent = 0;
 double g_connects_plain = 0, g_connects_tls = 0;
 std::string g_certs;  // scripts/farm-certs output: ca, server, bench-0..K-1 (agents)
 
-std::string Slurp(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return "";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  std::fclose(f);
-  return out;
-}
-
 farm::service::TlsPem Pem(const std::string& name, bool with_root) {
   farm::service::TlsPem p;
-  p.cert_chain = Slurp(g_certs + "/" + name + ".pem");
-  p.private_key = Slurp(g_certs + "/" + name + ".key");
-  if (with_root) p.root_certs = Slurp(g_certs + "/ca.pem");
+  p.cert_chain = farm::base::ReadFileOrEmpty(g_certs + "/" + name + ".pem");
+  p.private_key = farm::base::ReadFileOrEmpty(g_certs + "/" + name + ".key");
+  if (with_root) p.root_certs = farm::base::ReadFileOrEmpty(g_certs + "/ca.pem");
   return p;
 }
 
@@ -446,7 +438,7 @@ farm::client::ClientOptions AgentClient(const std::string& address, int index, b
   c.server = address;
   if (tls) {
     c.tls = Pem("bench-" + std::to_string(index), false);
-    c.tls.root_certs = Slurp(g_certs + "/ca.pem");
+    c.tls.root_certs = farm::base::ReadFileOrEmpty(g_certs + "/ca.pem");
   }
   return c;
 }
@@ -694,10 +686,10 @@ BENCHMARK(BM_GrpcPerAgentPlaintextVsMtls)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ConnectsPlaintextVsTls)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::vector<char*> rest;
+// The bench's own flags into the globals; the rest (argv[0] and google
+// benchmark's flags) into `rest`. --help prints both usages and asks for
+// exit 0.
+std::optional<int> ParseFlags(int argc, char** argv, std::vector<char*>* rest) {
   for (int i = 0; i < argc; ++i) {
     auto take = [&](const char* flag, int* out) {
       if (std::strcmp(argv[i], flag) == 0 && i + 1 < argc) {
@@ -729,21 +721,25 @@ int main(int argc, char** argv) {
     if (take("--jobs", &g_jobs) || take("--agents", &g_agents) || take("--batch", &g_batch)) {
       continue;
     }
-    rest.push_back(argv[i]);
+    rest->push_back(argv[i]);
   }
-  int rest_argc = static_cast<int>(rest.size());
-  spdlog::set_level(spdlog::level::warn);
+  return std::nullopt;
+}
+
+// The private PostgreSQL every path runs against (with pg_stat_statements
+// under --statements).
+absl::StatusOr<std::unique_ptr<farm::testing::PostgresInstance>> StartPostgres() {
   farm::testing::PostgresOptions pg_options;
   if (g_statements) {
     pg_options.extra_config = {"shared_preload_libraries = 'pg_stat_statements'",
                                "pg_stat_statements.track_planning = on"};
   }
-  auto pg = farm::testing::PostgresInstance::Start(pg_options);
-  if (!pg.ok()) {
-    std::fprintf(stderr, "postgres: %s\n", pg.status().ToString().c_str());
-    return 1;
-  }
-  g_pg = pg->get();
+  return farm::testing::PostgresInstance::Start(pg_options);
+}
+
+// A CA, the server's certificate and one client certificate per agent in
+// g_certs (scripts/farm-certs).
+bool MakeCerts() {
   g_certs = farm::testing::HarnessTempBase() + "/farm-bench-certs-" + std::to_string(getpid());
   const std::string certs = std::string(FARM_SOURCE_DIR) + "/scripts/farm-certs";
   std::string make = certs + " init " + g_certs + " 2>/dev/null";
@@ -751,13 +747,15 @@ int main(int argc, char** argv) {
     make += " && " + certs + " client " + g_certs + " bench-" + std::to_string(i) +
             " agent 2>/dev/null";
   }
-  if (std::system(make.c_str()) != 0) {
-    std::fprintf(stderr, "scripts/farm-certs failed\n");
-    return 1;
-  }
-  benchmark::Initialize(&rest_argc, rest.data());
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  return std::system(make.c_str()) == 0;
+}
+
+void PrintRatio(const char* what, double num, double den) {
+  if (den > 0 && num > 0) std::printf("ratio %s: %.2f\n", what, num / den);
+}
+
+// The rates the benchmarks recorded, and their ratios.
+void PrintSummary() {
   std::printf("jobs=%d agents=%d batch=%d\n", g_jobs, g_agents, g_batch);
   std::printf("raw SQL claim+complete, one statement per result: %.0f jobs/s\n", g_rate_sql);
   std::printf("queue statements (PgJobQueue, no gRPC), ReportResult: %.0f jobs/s\n", g_rate_queue);
@@ -766,26 +764,23 @@ int main(int argc, char** argv) {
   std::printf("queue statements (PgJobQueue, no gRPC), ReportResults: %.0f jobs/s\n",
               g_rate_queue_batch);
   std::printf("gRPC lease+ReportResults end to end: %.0f jobs/s\n", g_rate_grpc_batch);
-  auto ratio = [](const char* what, double num, double den) {
-    if (den > 0 && num > 0) std::printf("ratio %s: %.2f\n", what, num / den);
-  };
-  ratio("gRPC/SQL unbatched", g_rate_grpc, g_rate_sql);
-  ratio("gRPC/queue unbatched", g_rate_grpc, g_rate_queue);
-  ratio("gRPC batched / SQL unbatched", g_rate_grpc_batch, g_rate_sql);
-  ratio("gRPC/SQL batched", g_rate_grpc_batch, g_rate_sql_batch);
-  ratio("gRPC/queue batched", g_rate_grpc_batch, g_rate_queue_batch);
-  ratio("queue/SQL batched", g_rate_queue_batch, g_rate_sql_batch);
+  PrintRatio("gRPC/SQL unbatched", g_rate_grpc, g_rate_sql);
+  PrintRatio("gRPC/queue unbatched", g_rate_grpc, g_rate_queue);
+  PrintRatio("gRPC batched / SQL unbatched", g_rate_grpc_batch, g_rate_sql);
+  PrintRatio("gRPC/SQL batched", g_rate_grpc_batch, g_rate_sql_batch);
+  PrintRatio("gRPC/queue batched", g_rate_grpc_batch, g_rate_queue_batch);
+  PrintRatio("queue/SQL batched", g_rate_queue_batch, g_rate_sql_batch);
   std::printf(
       "batched, alternating rounds: raw SQL %.0f, queue statements %.0f, gRPC %.0f jobs/s\n",
       g_rounds[0].rate(), g_rounds[1].rate(), g_rounds[2].rate());
   PrintCpu("rounds raw SQL", g_rounds[0]);
   PrintCpu("rounds queue statements", g_rounds[1]);
   PrintCpu("rounds gRPC", g_rounds[2]);
-  ratio("rounds gRPC/SQL batched", g_rounds[2].rate(), g_rounds[0].rate());
-  ratio("rounds gRPC/queue batched", g_rounds[2].rate(), g_rounds[1].rate());
+  PrintRatio("rounds gRPC/SQL batched", g_rounds[2].rate(), g_rounds[0].rate());
+  PrintRatio("rounds gRPC/queue batched", g_rounds[2].rate(), g_rounds[1].rate());
   // Where the paths keep the cores equally busy, this is the rate ratio.
-  ratio("rounds SQL/gRPC CPU per job", g_rounds[0].cpu_per_job(), g_rounds[2].cpu_per_job());
-  ratio("rounds queue/SQL batched", g_rounds[1].rate(), g_rounds[0].rate());
+  PrintRatio("rounds SQL/gRPC CPU per job", g_rounds[0].cpu_per_job(), g_rounds[2].cpu_per_job());
+  PrintRatio("rounds queue/SQL batched", g_rounds[1].rate(), g_rounds[0].rate());
   std::printf("gRPC per-agent channels, plaintext: %.0f jobs/s\n", g_rate_plain_per_agent);
   std::printf("gRPC per-agent channels, mTLS + agent identity: %.0f jobs/s\n",
               g_rate_mtls_per_agent);
@@ -796,6 +791,29 @@ int main(int argc, char** argv) {
   std::printf("new connections + 1 call: plaintext %.0f/s, TLS handshakes %.0f/s (ratio %.2f)\n",
               g_connects_plain, g_connects_tls,
               g_connects_plain > 0 ? g_connects_tls / g_connects_plain : 0.0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> rest;
+  if (std::optional<int> exit = ParseFlags(argc, argv, &rest)) return *exit;
+  int rest_argc = static_cast<int>(rest.size());
+  spdlog::set_level(spdlog::level::warn);
+  auto pg = StartPostgres();
+  if (!pg.ok()) {
+    std::fprintf(stderr, "postgres: %s\n", pg.status().ToString().c_str());
+    return 1;
+  }
+  g_pg = pg->get();
+  if (!MakeCerts()) {
+    std::fprintf(stderr, "scripts/farm-certs failed\n");
+    return 1;
+  }
+  benchmark::Initialize(&rest_argc, rest.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  PrintSummary();
   std::system(("rm -rf " + g_certs).c_str());
   g_pg = nullptr;
   return 0;

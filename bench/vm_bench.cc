@@ -67,109 +67,109 @@ int Fail(const std::string& what) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"vm_bench: boot-to-result time and guest fio IOPS per IOMMU mode (QEMU, TCG)"};
+struct Flags {
   std::string arch = farm::kernels::kArchArm64;
-  const char* cache = std::getenv("FARM_KERNEL_CACHE");
-  std::string kernels = cache ? cache : "/var/cache/iommu-farm/kernels";
+  std::string kernels;
   std::string release, initramfs;
   int repeats = 5, runtime = 2;
   std::string model;
   std::vector<std::string> mode_names;
-  app.add_option("--arch", arch, "guest architecture")
+};
+
+void AddFlags(CLI::App& app, Flags* f) {
+  const char* cache = std::getenv("FARM_KERNEL_CACHE");
+  f->kernels = cache ? cache : "/var/cache/iommu-farm/kernels";
+  app.add_option("--arch", f->arch, "guest architecture")
       ->check(CLI::IsMember({"aarch64", "x86_64"}))
       ->capture_default_str();
-  app.add_option("--kernels", kernels, "scripts/fetch-test-kernels' directory")
+  app.add_option("--kernels", f->kernels, "scripts/fetch-test-kernels' directory")
       ->capture_default_str();
-  app.add_option("--release", release, "kernel release (default: the newest of --arch)");
-  app.add_option("--initramfs", initramfs,
+  app.add_option("--release", f->release, "kernel release (default: the newest of --arch)");
+  app.add_option("--initramfs", f->initramfs,
                  "guest root (default: scripts/build-guest-root --arch ARCH builds or finds it)");
-  app.add_option("--repeats", repeats, "boots per mode")
+  app.add_option("--repeats", f->repeats, "boots per mode")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  app.add_option("--runtime", runtime, "fio runtime in seconds")
+  app.add_option("--runtime", f->runtime, "fio runtime in seconds")
       ->check(CLI::Range(1, 60))
       ->capture_default_str();
-  app.add_option("--model", model, "machine model (default: the arch's)")
+  app.add_option("--model", f->model, "machine model (default: the arch's)")
       ->check(CLI::IsMember(
           {farm::kernels::kModelIntel, farm::kernels::kModelAmd, farm::kernels::kModelSmmuv3}));
-  app.add_option("--mode", mode_names, "mode to boot, repeatable (default: the offered ones)")
-      ->check(CLI::IsMember({"off", "passthrough", "strict", "lazy"}));
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--mode", f->mode_names, "mode to boot, repeatable (default: the offered ones)")
+      ->check(CLI::IsMember(farm::proto::ModeNames()));
+}
 
-  if (initramfs.empty()) {
-    farm::runners::ProcessOptions build;
-    build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--arch", arch};
-    build.timeout = absl::Minutes(10);
-    absl::StatusOr<farm::runners::ProcessResult> r = farm::runners::RunProcess(build);
-    if (!r.ok()) return Fail(absl::StrCat("build-guest-root: ", r.status().ToString()));
-    if (!r->ok()) return Fail(absl::StrCat("build-guest-root: ", r->Describe(), r->stderr_data));
-    initramfs = std::string(absl::StripAsciiWhitespace(r->stdout_data));
+// The guest root scripts/build-guest-root builds (or finds) for `arch`.
+absl::StatusOr<std::string> BuildGuestRoot(const std::string& arch) {
+  farm::runners::ProcessOptions build;
+  build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--arch", arch};
+  build.timeout = absl::Minutes(10);
+  absl::StatusOr<farm::runners::ProcessResult> r = farm::runners::RunProcess(build);
+  if (!r.ok())
+    return absl::InternalError(absl::StrCat("build-guest-root: ", r.status().ToString()));
+  if (!r->ok()) {
+    return absl::InternalError(absl::StrCat("build-guest-root: ", r->Describe(), r->stderr_data));
   }
+  return std::string(absl::StripAsciiWhitespace(r->stdout_data));
+}
 
-  absl::StatusOr<farm::runners::ScopedTempDir> scratch =
-      farm::runners::ScopedTempDir::Create(fs::temp_directory_path(), "vm-bench-");
-  if (!scratch.ok()) return Fail(scratch.status().ToString());
-  const std::string tmpl = scratch->path().string();
-  VmConfig config;
-  config.arch = arch;
-  config.qemu = absl::StrCat("qemu-system-", arch);
-  config.kernels_dir = kernels;
-  config.initramfs = initramfs;
-  config.allow_dir = tmpl;
-  config.boot_timeout = absl::Seconds(120);
-  VmKernelProvider vm(config);
+// Defaults --release (the newest offered) and --model (the provider's), and
+// returns the modes to boot: --mode's, else those the release's offer lists.
+absl::StatusOr<std::vector<pb::IommuMode>> ChooseModes(const VmKernelProvider& vm, Flags& f) {
   std::vector<pb::KernelOffer> offers = vm.Offers();
   if (offers.empty()) {
-    return Fail(absl::StrCat("no ", arch, " kernel under ", kernels,
-                             " (scripts/fetch-test-kernels --arch ",
-                             arch == "aarch64" ? "arm64" : "amd64", ")"));
+    return absl::NotFoundError(absl::StrCat("no ", f.arch, " kernel under ", f.kernels,
+                                            " (scripts/fetch-test-kernels --arch ",
+                                            f.arch == "aarch64" ? "arm64" : "amd64", ")"));
   }
-  if (release.empty()) release = offers.back().release();  // sorted: the newest last
-  if (model.empty()) model = vm.MachineModel();
+  if (f.release.empty()) f.release = offers.back().release();  // sorted: the newest last
+  if (f.model.empty()) f.model = vm.MachineModel();
   std::vector<pb::IommuMode> modes;
   bool offered = false;
   for (const pb::KernelOffer& o : offers) {
-    if (o.release() != release || o.machine_model() != model) continue;
+    if (o.release() != f.release || o.machine_model() != f.model) continue;
     offered = true;
-    if (!mode_names.empty()) continue;
+    if (!f.mode_names.empty()) continue;
     for (int m : o.modes()) modes.push_back(static_cast<pb::IommuMode>(m));
   }
-  if (!offered) return Fail(absl::StrCat("release ", release, " is not offered under ", model));
-  for (const std::string& n : mode_names) {
-    for (pb::IommuMode m : {pb::IOMMU_MODE_OFF, pb::IOMMU_MODE_PASSTHROUGH, pb::IOMMU_MODE_STRICT,
-                            pb::IOMMU_MODE_LAZY}) {
-      if (farm::proto::ModeName(m) == n) modes.push_back(m);
-    }
+  if (!offered) {
+    return absl::NotFoundError(
+        absl::StrCat("release ", f.release, " is not offered under ", f.model));
   }
-  absl::StatusOr<std::string> qemu_version = farm::kernels::QemuVersion(config.qemu);
-  std::printf("vm_bench: %s on %s (%s, %s), fio randread 4k qd16 libaio direct %d s, %d repeats\n",
-              release.c_str(), model.c_str(), config.accel.c_str(),
-              qemu_version.ok() ? qemu_version->c_str() : "qemu version unknown", runtime, repeats);
-  std::fflush(stdout);
+  for (const std::string& n : f.mode_names) modes.push_back(farm::proto::ModeFromName(n));
+  return modes;
+}
 
-  std::map<pb::IommuMode, ModeStats> stats;
-  for (int rep = 0; rep < repeats; ++rep) {
+// The fio randread every run does on the guest's NVMe.
+KernelRequest FioRequest(const Flags& f, pb::IommuMode mode) {
+  KernelRequest r;
+  r.kernel_release = f.release;
+  r.mode = mode;
+  r.machine_model = f.model;
+  r.tool_argv = {"fio",
+                 "--name=randread",
+                 "--filename=/dev/nvme0n1",
+                 "--rw=randread",
+                 "--bs=4k",
+                 "--direct=1",
+                 "--ioengine=libaio",
+                 "--iodepth=16",
+                 absl::StrCat("--runtime=", f.runtime),
+                 "--time_based",
+                 "--output-format=json"};
+  r.tool_runtime = absl::Seconds(f.runtime);
+  return r;
+}
+
+// Every repeat boots every mode once, in turn, into `stats`; a mode mismatch
+// is printed and skipped, any other failure ends the benchmark.
+absl::Status RunRepeats(VmKernelProvider& vm, const Flags& f,
+                        const std::vector<pb::IommuMode>& modes,
+                        std::map<pb::IommuMode, ModeStats>* stats) {
+  for (int rep = 0; rep < f.repeats; ++rep) {
     for (pb::IommuMode mode : modes) {
-      KernelRequest r;
-      r.kernel_release = release;
-      r.mode = mode;
-      r.machine_model = model;
-      r.tool_argv = {"fio",
-                     "--name=randread",
-                     "--filename=/dev/nvme0n1",
-                     "--rw=randread",
-                     "--bs=4k",
-                     "--direct=1",
-                     "--ioengine=libaio",
-                     "--iodepth=16",
-                     absl::StrCat("--runtime=", runtime),
-                     "--time_based",
-                     "--output-format=json"};
-      r.tool_runtime = absl::Seconds(runtime);
-      absl::StatusOr<KernelRun> run = vm.Run(r);
+      absl::StatusOr<KernelRun> run = vm.Run(FioRequest(f, mode));
       const std::string name = farm::proto::ModeName(mode);
       if (!run.ok() && run.status().code() == absl::StatusCode::kFailedPrecondition &&
           absl::StrContains(run.status().message(), "requested IOMMU mode")) {
@@ -178,16 +178,20 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         continue;
       }
-      if (!run.ok()) return Fail(absl::StrCat(name, ": ", run.status().ToString()));
-      if (run->effective != mode) return Fail(absl::StrCat(name, ": ran ", run->effective_detail));
-      if (run->tool_exit != 0) return Fail(absl::StrCat(name, ": fio failed: ", run->tool_stderr));
+      if (!run.ok()) return absl::InternalError(absl::StrCat(name, ": ", run.status().ToString()));
+      if (run->effective != mode) {
+        return absl::InternalError(absl::StrCat(name, ": ran ", run->effective_detail));
+      }
+      if (run->tool_exit != 0) {
+        return absl::InternalError(absl::StrCat(name, ": fio failed: ", run->tool_stderr));
+      }
       absl::StatusOr<farm::runners::FioReport> report =
           farm::runners::ParseFioJson(run->tool_stdout);
       if (!report.ok() || report->jobs.size() != 1) {
-        return Fail(absl::StrCat(
+        return absl::InternalError(absl::StrCat(
             name, ": fio's JSON: ", report.ok() ? "not one job" : report.status().ToString()));
       }
-      ModeStats& s = stats[mode];
+      ModeStats& s = (*stats)[mode];
       s.seconds.push_back(absl::ToDoubleSeconds(run->wall_time));
       s.iops.push_back(report->jobs[0].read.iops);
       s.domain_type = run->domain_type.empty() ? "none" : run->domain_type;
@@ -196,6 +200,13 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  return absl::OkStatus();
+}
+
+// The table per mode, the overall boot-to-result median and the IOPS
+// ratios against off. False when no mode ran as requested.
+bool PrintResults(const std::vector<pb::IommuMode>& modes,
+                  std::map<pb::IommuMode, ModeStats>& stats) {
   std::printf("\n| mode | group type | boot-to-result median (min-max) | read IOPS median |\n");
   std::printf("|---|---|---|---|\n");
   std::vector<double> all;
@@ -208,7 +219,7 @@ int main(int argc, char** argv) {
                 *std::min_element(s.seconds.begin(), s.seconds.end()),
                 *std::max_element(s.seconds.begin(), s.seconds.end()), Median(s.iops));
   }
-  if (all.empty()) return Fail("no mode ran as requested");
+  if (all.empty()) return false;
   std::printf("\nboot-to-result per VM job, all modes: median %.2f s over %zu runs\n", Median(all),
               all.size());
   if (stats.count(pb::IOMMU_MODE_OFF) != 0) {
@@ -220,5 +231,46 @@ int main(int argc, char** argv) {
                   Median(stats[mode].iops) / off);
     }
   }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"vm_bench: boot-to-result time and guest fio IOPS per IOMMU mode (QEMU, TCG)"};
+  Flags flags;
+  AddFlags(app, &flags);
+  CLI11_PARSE(app, argc, argv);
+
+  if (flags.initramfs.empty()) {
+    absl::StatusOr<std::string> built = BuildGuestRoot(flags.arch);
+    if (!built.ok()) return Fail(std::string(built.status().message()));
+    flags.initramfs = *std::move(built);
+  }
+  absl::StatusOr<farm::runners::ScopedTempDir> scratch =
+      farm::runners::ScopedTempDir::Create(fs::temp_directory_path(), "vm-bench-");
+  if (!scratch.ok()) return Fail(scratch.status().ToString());
+  VmConfig config;
+  config.arch = flags.arch;
+  config.qemu = absl::StrCat("qemu-system-", flags.arch);
+  config.kernels_dir = flags.kernels;
+  config.initramfs = flags.initramfs;
+  config.allow_dir = scratch->path().string();
+  config.boot_timeout = absl::Seconds(120);
+  VmKernelProvider vm(config);
+  absl::StatusOr<std::vector<pb::IommuMode>> modes = ChooseModes(vm, flags);
+  if (!modes.ok()) return Fail(std::string(modes.status().message()));
+
+  absl::StatusOr<std::string> qemu_version = farm::kernels::QemuVersion(config.qemu);
+  std::printf("vm_bench: %s on %s (%s, %s), fio randread 4k qd16 libaio direct %d s, %d repeats\n",
+              flags.release.c_str(), flags.model.c_str(), config.accel.c_str(),
+              qemu_version.ok() ? qemu_version->c_str() : "qemu version unknown", flags.runtime,
+              flags.repeats);
+  std::fflush(stdout);
+  std::map<pb::IommuMode, ModeStats> stats;
+  if (absl::Status st = RunRepeats(vm, flags, *modes, &stats); !st.ok()) {
+    return Fail(std::string(st.message()));
+  }
+  if (!PrintResults(*modes, stats)) return Fail("no mode ran as requested");
   return 0;
 }

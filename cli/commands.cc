@@ -2,13 +2,12 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -17,6 +16,7 @@
 #include "cli/git_import.h"
 #include "cli/kernels.h"
 #include "cli/report.h"
+#include "lib/base/file.h"
 #include "lib/client/retry.h"
 #include "lib/spec/spec_check.h"
 
@@ -28,15 +28,78 @@ constexpr absl::Duration kWatchSilence = absl::Seconds(20);
 constexpr absl::Duration kWatchFirstMessage = absl::Seconds(5);
 constexpr int kSubmitRetries = 5;
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read file '", path, "'"));
-  }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
+// A file named on the command line; the error quotes the name as given.
+absl::StatusOr<std::string> ReadInputFile(const std::string& path) {
+  absl::StatusOr<std::string> text = base::ReadFile(path);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("cannot read file '", path, "'"));
+  return text;
 }
+
+// Cancels a WatchMatrix call whose server has gone silent. The server
+// writes at least every 2 s (its fallback poll); silence for kWatchSilence
+// means it is frozen or cut off (a stopped process keeps its sockets open,
+// so nothing else notices). The silence counts across reconnects (keepalive
+// may break a frozen server's stream first), so `last_heard` outlives each
+// stream's watchdog; a fresh stream gets kWatchFirstMessage to say
+// something, which a restarted server does at once.
+//
+// One per stream, on the thread that reads it; its own thread waits for the
+// deadline. `ctx` and `last_heard` must outlive it; Stop (or the
+// destructor) joins the thread before the call ends.
+class SilenceWatchdog {
+ public:
+  SilenceWatchdog(grpc::ClientContext* ctx, absl::Time* last_heard)
+      : ctx_(ctx), last_heard_(last_heard), stream_start_(absl::Now()) {
+    thread_ = std::thread([this] { Watch(); });
+  }
+  ~SilenceWatchdog() { Stop(); }
+  SilenceWatchdog(const SilenceWatchdog&) = delete;
+  SilenceWatchdog& operator=(const SilenceWatchdog&) = delete;
+
+  // The stream said something.
+  void Heard() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    *last_heard_ = absl::Now();
+  }
+
+  // Ends the watch; idempotent.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      stream_over_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // True when the watchdog cancelled the call. REQUIRES: Stop() returned.
+  bool silent() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return silent_;
+  }
+
+ private:
+  void Watch() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    while (!stream_over_) {
+      const absl::Time give_up =
+          std::max(*last_heard_ + kWatchSilence, stream_start_ + kWatchFirstMessage);
+      if (absl::Now() >= give_up) {
+        silent_ = true;
+        ctx_->TryCancel();
+        return;
+      }
+      mu_.AwaitWithDeadline(absl::Condition(&stream_over_), give_up);
+    }
+  }
+
+  grpc::ClientContext* const ctx_;
+  mutable absl::Mutex mu_;
+  absl::Time* const last_heard_ ABSL_PT_GUARDED_BY(mu_);
+  const absl::Time stream_start_;
+  bool stream_over_ ABSL_GUARDED_BY(mu_) = false;
+  bool silent_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
 
 std::string RandomKey() {
   std::random_device rd;
@@ -101,65 +164,33 @@ absl::StatusOr<pb::MatrixProgress> Commands::WaitForMatrix(
     absl::Duration unavailable_limit) {
   client::Backoff backoff;
   absl::Time unavailable_since = absl::InfiniteFuture();
-  absl::Time last_heard = absl::Now();  // guarded by each stream's heard_mu
+  absl::Time last_heard = absl::Now();  // across streams: see SilenceWatchdog
   pb::MatrixProgress last;
   for (;;) {
     pb::WatchMatrixRequest request;
     request.set_matrix_id(matrix_id);
     auto ctx = client::NewContext(options_, absl::InfiniteDuration());
-    // The server writes at least every 2 s (its fallback poll); silence for
-    // kWatchSilence means it is frozen or cut off (a stopped process keeps
-    // its sockets open, so nothing else notices): cancel and fail. The
-    // silence counts across reconnects (keepalive may break a frozen
-    // server's stream first); a fresh stream gets kWatchFirstMessage to say
-    // something, which a restarted server does at once.
-    absl::Mutex heard_mu;
-    const absl::Time stream_start = absl::Now();
-    bool stream_over = false;
-    bool silent = false;
-    std::thread watchdog([&] {
-      absl::MutexLock lock(&heard_mu);
-      while (!stream_over) {
-        const absl::Time give_up =
-            std::max(last_heard + kWatchSilence, stream_start + kWatchFirstMessage);
-        if (absl::Now() >= give_up) {
-          silent = true;
-          ctx->TryCancel();
-          return;
-        }
-        heard_mu.AwaitWithDeadline(absl::Condition(&stream_over), give_up);
-      }
-    });
-    const auto end_watchdog = [&] {
-      {
-        absl::MutexLock lock(&heard_mu);
-        stream_over = true;
-      }
-      watchdog.join();
-    };
+    SilenceWatchdog watchdog(ctx.get(), &last_heard);
     // Created with the watchdog running: the call's start blocks too when
     // the server is frozen.
     auto reader = jobs_->WatchMatrix(ctx.get(), request);
     pb::MatrixProgress progress;
     while (reader->Read(&progress)) {
-      {
-        absl::MutexLock lock(&heard_mu);
-        last_heard = absl::Now();
-      }
+      watchdog.Heard();
       unavailable_since = absl::InfiniteFuture();
       backoff.Reset();
       last = progress;
       if (on_progress) on_progress(progress);
       if (progress.done()) {
-        end_watchdog();
+        watchdog.Stop();
         ctx->TryCancel();
         (void)reader->Finish();
         return last;
       }
     }
-    end_watchdog();
+    watchdog.Stop();
     grpc::Status status = reader->Finish();
-    if (silent) {
+    if (watchdog.silent()) {
       return absl::DeadlineExceededError(absl::StrCat("no progress from the server for ",
                                                       absl::FormatDuration(kWatchSilence),
                                                       " (server frozen or unreachable)"));
@@ -308,7 +339,7 @@ int Commands::FollowMatrix(int64_t matrix_id) {
 }
 
 int Commands::RunSubmit(const std::string& path, bool wait, bool dry_run) {
-  absl::StatusOr<std::string> yaml = ReadFile(path);
+  absl::StatusOr<std::string> yaml = ReadInputFile(path);
   if (!yaml.ok()) return Fail("submit", yaml.status());
   if (absl::Status local = CheckSpecLocally(*yaml); !local.ok()) {
     return Fail(absl::StrCat("submit ", path), local);
@@ -526,7 +557,7 @@ int Commands::RunCatalogShow(const std::string& name, bool resolve) {
 }
 
 int Commands::RunCatalogLoad(const std::string& path, bool replace) {
-  absl::StatusOr<std::string> yaml = ReadFile(path);
+  absl::StatusOr<std::string> yaml = ReadInputFile(path);
   if (!yaml.ok()) return Fail("catalog load", yaml.status());
   pb::LoadCatalogRequest request;
   request.set_yaml(*yaml);
@@ -607,9 +638,9 @@ int Commands::RunKernelsBuild(const kbuild::BuildRequest& request, const std::st
   std::string log;
   absl::StatusOr<kbuild::BuildResult> r = kbuild::BuildKernel(request, &log);
   if (!log_file.empty()) {
-    std::ofstream out(log_file, std::ios::trunc);
-    out << log;
-    if (!out) err_ << "farmctl: cannot write the build log to " << log_file << "\n";
+    if (!base::WriteFile(log_file, log).ok()) {
+      err_ << "farmctl: cannot write the build log to " << log_file << "\n";
+    }
   }
   if (!r.ok()) {
     // The build's own last lines, for the context of its first error.
@@ -763,10 +794,7 @@ int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
     out_ << html;
     return 0;
   }
-  std::ofstream file(output_path, std::ios::binary | std::ios::trunc);
-  file << html;
-  file.close();
-  if (!file) {
+  if (!base::WriteFile(output_path, html).ok()) {
     return Fail("report",
                 absl::PermissionDeniedError(absl::StrCat("cannot write '", output_path, "'")));
   }

@@ -576,56 +576,86 @@ ReportData BuildReport(const ReportSources& s) {
   return out;
 }
 
-std::string RenderPlotSvg(const Plot& plot) {
-  constexpr double kWidth = 660, kLeft = 72, kRight = 16, kTop = 44, kPlotHeight = 210;
-  constexpr double kAxisHeight = 78, kLabelLine = 15;
-  const double height = kTop + kPlotHeight + kAxisHeight + kLabelLine * plot.markers.size() + 6;
-  const double plot_width = kWidth - kLeft - kRight;
-  std::map<int32_t, size_t> position;
-  for (size_t i = 0; i < plot.axis.size(); ++i) position[plot.axis[i].first] = i;
-  const double slot = plot.axis.empty() ? plot_width : plot_width / plot.axis.size();
-  auto x_of = [&](int32_t commit_index) {
-    auto it = position.find(commit_index);
-    const double i = it == position.end() ? 0 : static_cast<double>(it->second);
-    return kLeft + (i + 0.5) * slot;
-  };
-  double lo = INFINITY, hi = -INFINITY;
-  for (const auto& s : plot.series) {
-    for (const auto& p : s.points) {
-      for (double v : {p.lo, p.hi, p.mean}) {
-        if (!std::isfinite(v)) continue;
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
+namespace {
+
+// Where things go on a plot: its fixed geometry, each commit's x and the
+// value range its y axis spans.
+class PlotFrame {
+ public:
+  static constexpr double kWidth = 660, kLeft = 72, kRight = 16, kTop = 44, kPlotHeight = 210;
+  static constexpr double kAxisHeight = 78, kLabelLine = 15;
+  static constexpr double kPlotWidth = kWidth - kLeft - kRight;
+  static constexpr double kAxisY = kTop + kPlotHeight;
+
+  explicit PlotFrame(const Plot& plot)
+      : height_(kTop + kPlotHeight + kAxisHeight + kLabelLine * plot.markers.size() + 6),
+        slot_(plot.axis.empty() ? kPlotWidth : kPlotWidth / plot.axis.size()) {
+    for (size_t i = 0; i < plot.axis.size(); ++i) position_[plot.axis[i].first] = i;
+    SetValueRange(plot);
+  }
+
+  double height() const { return height_; }
+  double lo() const { return lo_; }
+  double hi() const { return hi_; }
+  double X(int32_t commit_index) const {
+    auto it = position_.find(commit_index);
+    const double i = it == position_.end() ? 0 : static_cast<double>(it->second);
+    return kLeft + (i + 0.5) * slot_;
+  }
+  double Y(double v) const { return kTop + kPlotHeight - (v - lo_) / (hi_ - lo_) * kPlotHeight; }
+
+ private:
+  // Every finite mean and band edge, the bisect steps and (for a ratio) 1,
+  // padded by 8%; a flat range is widened first.
+  void SetValueRange(const Plot& plot) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& s : plot.series) {
+      for (const auto& p : s.points) {
+        for (double v : {p.lo, p.hi, p.mean}) {
+          if (!std::isfinite(v)) continue;
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
       }
     }
+    for (const auto& st : plot.steps) {
+      lo = std::min(lo, st.mean);
+      hi = std::max(hi, st.mean);
+    }
+    if (plot.ratio) {
+      lo = std::min(lo, 1.0);
+      hi = std::max(hi, 1.0);
+    }
+    if (!std::isfinite(lo)) lo = 0, hi = 1;
+    if (hi - lo <= 1e-12 * std::max(std::fabs(hi), 1.0)) {
+      const double pad = hi != 0 ? std::fabs(hi) * 0.01 : 1;
+      lo -= pad;
+      hi += pad;
+    }
+    const double pad = (hi - lo) * 0.08;
+    lo_ = lo - pad;
+    hi_ = hi + pad;
   }
-  for (const auto& st : plot.steps) {
-    lo = std::min(lo, st.mean);
-    hi = std::max(hi, st.mean);
-  }
-  if (plot.ratio) {
-    lo = std::min(lo, 1.0);
-    hi = std::max(hi, 1.0);
-  }
-  if (!std::isfinite(lo)) lo = 0, hi = 1;
-  if (hi - lo <= 1e-12 * std::max(std::fabs(hi), 1.0)) {
-    const double pad = hi != 0 ? std::fabs(hi) * 0.01 : 1;
-    lo -= pad;
-    hi += pad;
-  }
-  const double pad = (hi - lo) * 0.08;
-  lo -= pad;
-  hi += pad;
-  auto y_of = [&](double v) { return kTop + kPlotHeight - (v - lo) / (hi - lo) * kPlotHeight; };
 
-  std::string svg = absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot%s\" width=\"%.0f\" height=\"%.0f\" "
-      "viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"%s\">\n<title>%s</title>\n",
-      plot.ratio ? " ratio" : "", kWidth, height, kWidth, height, HtmlEscape(plot.title),
-      HtmlEscape(plot.title));
+  double height_;
+  double slot_;
+  std::map<int32_t, size_t> position_;
+  double lo_ = 0, hi_ = 1;
+};
+
+// The <svg> element's opening, the title and the legend (one entry per mode).
+void AppendPlotHeader(const Plot& plot, const PlotFrame& frame, std::string& svg) {
+  constexpr double kLeft = PlotFrame::kLeft, kWidth = PlotFrame::kWidth;
+  absl::StrAppend(
+      &svg,
+      absl::StrFormat(
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot%s\" width=\"%.0f\" "
+          "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"%s\">\n<title>%s"
+          "</title>\n",
+          plot.ratio ? " ratio" : "", kWidth, frame.height(), kWidth, frame.height(),
+          HtmlEscape(plot.title), HtmlEscape(plot.title)));
   absl::StrAppend(&svg, "<text class=\"plot-title\" x=\"", F(kLeft), "\" y=\"16\">",
                   HtmlEscape(Truncate(plot.title, 86)), "</text>\n");
-  // Legend, one entry per mode, under the title.
   double lx = kLeft;
   for (const auto& s : plot.series) {
     absl::StrAppend(&svg, "<rect x=\"", F(lx), "\" y=\"24\" width=\"12\" height=\"10\" fill=\"",
@@ -636,12 +666,18 @@ std::string RenderPlotSvg(const Plot& plot) {
   absl::StrAppend(&svg, "<text class=\"legend\" x=\"", F(lx), "\" y=\"33\">",
                   "band: 95% CI of the mean over repeats",
                   plot.steps.empty() ? "" : "; \u25c7 bisect step", "</text>\n");
-  // Frame, grid and y ticks.
+}
+
+// Frame, grid and y ticks, the y label, the ratio's reference line at 1 and
+// the commit axis.
+void AppendPlotAxes(const Plot& plot, const PlotFrame& frame, std::string& svg) {
+  constexpr double kLeft = PlotFrame::kLeft, kTop = PlotFrame::kTop;
+  constexpr double kPlotWidth = PlotFrame::kPlotWidth, kPlotHeight = PlotFrame::kPlotHeight;
   absl::StrAppend(&svg, "<rect class=\"frame\" x=\"", F(kLeft), "\" y=\"", F(kTop), "\" width=\"",
-                  F(plot_width), "\" height=\"", F(kPlotHeight), "\"/>\n");
-  for (double t : Ticks(lo, hi)) {
-    const double y = y_of(t);
-    absl::StrAppend(&svg, "<line class=\"grid\" x1=\"", F(kLeft), "\" x2=\"", F(kLeft + plot_width),
+                  F(kPlotWidth), "\" height=\"", F(kPlotHeight), "\"/>\n");
+  for (double t : Ticks(frame.lo(), frame.hi())) {
+    const double y = frame.Y(t);
+    absl::StrAppend(&svg, "<line class=\"grid\" x1=\"", F(kLeft), "\" x2=\"", F(kLeft + kPlotWidth),
                     "\" y1=\"", F(y), "\" y2=\"", F(y), "\"/><text x=\"", F(kLeft - 6), "\" y=\"",
                     F(y + 4), "\" text-anchor=\"end\" class=\"tick\">", Num(t), "</text>\n");
   }
@@ -650,22 +686,25 @@ std::string RenderPlotSvg(const Plot& plot) {
                   HtmlEscape(plot.y_label), "</text>\n");
   if (plot.ratio) {
     absl::StrAppend(&svg, "<line class=\"reference\" x1=\"", F(kLeft), "\" x2=\"",
-                    F(kLeft + plot_width), "\" y1=\"", F(y_of(1)), "\" y2=\"", F(y_of(1)),
+                    F(kLeft + kPlotWidth), "\" y1=\"", F(frame.Y(1)), "\" y2=\"", F(frame.Y(1)),
                     "\"/>\n");
   }
-  // Commit axis.
-  const double axis_y = kTop + kPlotHeight;
+  constexpr double kAxisY = PlotFrame::kAxisY;
   for (const auto& [index, label] : plot.axis) {
-    const double x = x_of(index);
+    const double x = frame.X(index);
     absl::StrAppend(&svg, "<line class=\"tickmark\" x1=\"", F(x), "\" x2=\"", F(x), "\" y1=\"",
-                    F(axis_y), "\" y2=\"", F(axis_y + 4), "\"/><text class=\"tick\" ",
-                    "transform=\"translate(", F(x + 4), ",", F(axis_y + 14), ") rotate(30)\">",
+                    F(kAxisY), "\" y2=\"", F(kAxisY + 4), "\"/><text class=\"tick\" ",
+                    "transform=\"translate(", F(x + 4), ",", F(kAxisY + 14), ") rotate(30)\">",
                     HtmlEscape(Truncate(label, 14)), "</text>\n");
   }
-  // Change spans behind the data.
+}
+
+// The change spans, drawn behind the data.
+void AppendChangeSpans(const Plot& plot, const PlotFrame& frame, std::string& svg) {
+  constexpr double kTop = PlotFrame::kTop, kPlotHeight = PlotFrame::kPlotHeight;
   for (const auto& m : plot.markers) {
     if (m.kind != PlotMarker::Kind::kChange) continue;
-    const double x0 = x_of(m.from_index), x1 = x_of(m.commit_index);
+    const double x0 = frame.X(m.from_index), x1 = frame.X(m.commit_index);
     absl::StrAppend(&svg, "<g class=\"marker change\" data-commit=\"", HtmlEscape(m.commit),
                     "\"><title>", HtmlEscape(m.label), "</title><rect x=\"", F(std::min(x0, x1)),
                     "\" y=\"", F(kTop), "\" width=\"", F(std::max(std::fabs(x1 - x0), 2.0)),
@@ -673,45 +712,51 @@ std::string RenderPlotSvg(const Plot& plot) {
                     "\"/><text class=\"tag\" x=\"", F((x0 + x1) / 2), "\" y=\"", F(kTop + 12),
                     "\" text-anchor=\"middle\">", HtmlEscape(m.tag), "</text></g>\n");
   }
-  // Series: band, mean line, points.
-  for (const auto& s : plot.series) {
-    const char* color = ModeColor(s.mode);
-    absl::StrAppend(&svg, "<g class=\"series\" data-mode=\"", HtmlEscape(s.mode),
-                    "\" data-points=\"", s.points.size(), "\">");
-    if (s.points.size() > 1) {
-      std::string d;
-      for (size_t i = 0; i < s.points.size(); ++i) {
-        absl::StrAppend(&d, i == 0 ? "M" : "L", F(x_of(s.points[i].commit_index)), ",",
-                        F(y_of(s.points[i].hi)));
-      }
-      for (size_t i = s.points.size(); i-- > 0;) {
-        absl::StrAppend(&d, "L", F(x_of(s.points[i].commit_index)), ",", F(y_of(s.points[i].lo)));
-      }
-      absl::StrAppend(&svg, "<path class=\"band\" d=\"", d, "Z\" fill=\"", color,
-                      "\" fill-opacity=\"0.2\" stroke=\"none\"/>");
-      std::string pts;
-      for (const auto& p : s.points) {
-        absl::StrAppend(&pts, pts.empty() ? "" : " ", F(x_of(p.commit_index)), ",",
-                        F(y_of(p.mean)));
-      }
-      absl::StrAppend(&svg, "<polyline class=\"mean\" points=\"", pts, "\" fill=\"none\" stroke=\"",
-                      color, "\" stroke-width=\"2\"/>");
+}
+
+// One series: its confidence band and mean line (with two points or more),
+// then each point with its interval.
+void AppendSeries(const PlotSeries& s, const PlotFrame& frame, std::string& svg) {
+  const char* color = ModeColor(s.mode);
+  absl::StrAppend(&svg, "<g class=\"series\" data-mode=\"", HtmlEscape(s.mode), "\" data-points=\"",
+                  s.points.size(), "\">");
+  if (s.points.size() > 1) {
+    std::string d;
+    for (size_t i = 0; i < s.points.size(); ++i) {
+      absl::StrAppend(&d, i == 0 ? "M" : "L", F(frame.X(s.points[i].commit_index)), ",",
+                      F(frame.Y(s.points[i].hi)));
     }
+    for (size_t i = s.points.size(); i-- > 0;) {
+      absl::StrAppend(&d, "L", F(frame.X(s.points[i].commit_index)), ",",
+                      F(frame.Y(s.points[i].lo)));
+    }
+    absl::StrAppend(&svg, "<path class=\"band\" d=\"", d, "Z\" fill=\"", color,
+                    "\" fill-opacity=\"0.2\" stroke=\"none\"/>");
+    std::string pts;
     for (const auto& p : s.points) {
-      const double x = x_of(p.commit_index);
-      absl::StrAppend(&svg, "<line class=\"ci\" x1=\"", F(x), "\" x2=\"", F(x), "\" y1=\"",
-                      F(y_of(p.lo)), "\" y2=\"", F(y_of(p.hi)), "\" stroke=\"", color,
-                      "\" stroke-width=\"1.5\"/><circle class=\"point\" cx=\"", F(x), "\" cy=\"",
-                      F(y_of(p.mean)), "\" r=\"3.5\" fill=\"", color, "\"><title>",
-                      HtmlEscape(absl::StrCat(p.commit, " ", s.mode, ": ", Num(p.mean), " [",
-                                              Num(p.lo), ", ", Num(p.hi), "] n=", p.n)),
-                      "</title></circle>");
+      absl::StrAppend(&pts, pts.empty() ? "" : " ", F(frame.X(p.commit_index)), ",",
+                      F(frame.Y(p.mean)));
     }
-    absl::StrAppend(&svg, "</g>\n");
+    absl::StrAppend(&svg, "<polyline class=\"mean\" points=\"", pts, "\" fill=\"none\" stroke=\"",
+                    color, "\" stroke-width=\"2\"/>");
   }
-  // Bisect steps: hollow diamonds in the bisected mode's colour.
+  for (const auto& p : s.points) {
+    const double x = frame.X(p.commit_index);
+    absl::StrAppend(&svg, "<line class=\"ci\" x1=\"", F(x), "\" x2=\"", F(x), "\" y1=\"",
+                    F(frame.Y(p.lo)), "\" y2=\"", F(frame.Y(p.hi)), "\" stroke=\"", color,
+                    "\" stroke-width=\"1.5\"/><circle class=\"point\" cx=\"", F(x), "\" cy=\"",
+                    F(frame.Y(p.mean)), "\" r=\"3.5\" fill=\"", color, "\"><title>",
+                    HtmlEscape(absl::StrCat(p.commit, " ", s.mode, ": ", Num(p.mean), " [",
+                                            Num(p.lo), ", ", Num(p.hi), "] n=", p.n)),
+                    "</title></circle>");
+  }
+  absl::StrAppend(&svg, "</g>\n");
+}
+
+// Bisect steps: hollow diamonds in the bisected mode's colour.
+void AppendBisectSteps(const Plot& plot, const PlotFrame& frame, std::string& svg) {
   for (const auto& st : plot.steps) {
-    const double x = x_of(st.commit_index), y = y_of(st.mean);
+    const double x = frame.X(st.commit_index), y = frame.Y(st.mean);
     absl::StrAppend(&svg, "<path class=\"step\" data-commit=\"", HtmlEscape(st.commit),
                     "\" data-verdict=\"", HtmlEscape(st.verdict), "\" d=\"M", F(x), ",", F(y - 6),
                     "L", F(x + 6), ",", F(y), "L", F(x), ",", F(y + 6), "L", F(x - 6), ",", F(y),
@@ -722,14 +767,19 @@ std::string RenderPlotSvg(const Plot& plot) {
                                             st.repeats, " repeats")),
                     "</title></path>\n");
   }
-  // Culprits over the data, their labels under the axis.
-  double label_y = axis_y + kAxisHeight;
+}
+
+// Culprits over the data; every marker's label under the axis.
+void AppendMarkerLabels(const Plot& plot, const PlotFrame& frame, std::string& svg) {
+  constexpr double kLeft = PlotFrame::kLeft, kTop = PlotFrame::kTop;
+  constexpr double kAxisY = PlotFrame::kAxisY;
+  double label_y = kAxisY + PlotFrame::kAxisHeight;
   for (const auto& m : plot.markers) {
     if (m.kind == PlotMarker::Kind::kCulprit) {
-      const double x = x_of(m.commit_index);
+      const double x = frame.X(m.commit_index);
       absl::StrAppend(&svg, "<g class=\"marker culprit\" data-commit=\"", HtmlEscape(m.commit),
                       "\"><title>", HtmlEscape(m.label), "</title><line x1=\"", F(x), "\" x2=\"",
-                      F(x), "\" y1=\"", F(kTop), "\" y2=\"", F(axis_y), "\" stroke=\"",
+                      F(x), "\" y1=\"", F(kTop), "\" y2=\"", F(kAxisY), "\" stroke=\"",
                       kCulpritColor, "\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/>",
                       "<text class=\"tag culprit-tag\" x=\"", F(x), "\" y=\"", F(kTop - 2),
                       "\" text-anchor=\"middle\">", HtmlEscape(m.tag), "</text></g>\n");
@@ -737,8 +787,21 @@ std::string RenderPlotSvg(const Plot& plot) {
     absl::StrAppend(&svg, "<text class=\"marker-label\" x=\"", F(kLeft - 50), "\" y=\"", F(label_y),
                     "\">", HtmlEscape(Truncate(m.label, 116)), "<title>", HtmlEscape(m.label),
                     "</title></text>\n");
-    label_y += kLabelLine;
+    label_y += PlotFrame::kLabelLine;
   }
+}
+
+}  // namespace
+
+std::string RenderPlotSvg(const Plot& plot) {
+  const PlotFrame frame(plot);
+  std::string svg;
+  AppendPlotHeader(plot, frame, svg);
+  AppendPlotAxes(plot, frame, svg);
+  AppendChangeSpans(plot, frame, svg);
+  for (const auto& s : plot.series) AppendSeries(s, frame, svg);
+  AppendBisectSteps(plot, frame, svg);
+  AppendMarkerLabels(plot, frame, svg);
   absl::StrAppend(&svg, "</svg>\n");
   return svg;
 }

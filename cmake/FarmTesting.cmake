@@ -2,7 +2,9 @@
 # in its first place, plus optional extra ones:
 #   unit   hermetic: no services, no external tools beyond the POSIX shell;
 #          `ctest -L unit` is the fast loop and needs nothing running
-#   pg     starts a private PostgreSQL cluster (names end in _pgtest)
+#   pg     starts a private PostgreSQL cluster (names end in _pgtest); the
+#          label stands for its one resource, PostgreSQL 15's server
+#          (scripts/install-deps), which no "Needs:" line repeats
 #   tools  needs an external tool: fio, iozone, promtool, clang-format, ...
 #   vm     boots a kernel under QEMU
 #   e2e    several farm binaries talking to each other

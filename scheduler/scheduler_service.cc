@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <spdlog/spdlog.h>
 
@@ -15,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/base/file.h"
 #include "lib/spec/spec_check.h"
 #include "lib/spec/spec_yaml.h"
 #include "proto/names.h"
@@ -349,10 +348,8 @@ absl::StatusOr<std::vector<std::string>> JobService::LoadCatalogDir(
   if (!have.ok()) return have.status();
   std::vector<std::string> loaded;
   for (const fs::path& f : files) {
-    std::ifstream in(f);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    absl::StatusOr<pb::Catalog> cat = ParseCatalogYaml(ss.str(), f.filename().string());
+    absl::StatusOr<pb::Catalog> cat =
+        ParseCatalogYaml(base::ReadFileOrEmpty(f.string()), f.filename().string());
     if (!cat.ok()) return cat.status();
     const bool exists = std::any_of(have->begin(), have->end(),
                                     [&](const pb::Catalog& c) { return c.name() == cat->name(); });

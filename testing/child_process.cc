@@ -6,19 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "testing/service_harness.h"
 
 namespace farm::testing {
-
-std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::string& stdout_path,
                            const std::string& stderr_path)

@@ -24,11 +24,12 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "lib/base/file.h"
 
 namespace farm::testing {
 
-// The whole file, or "" if it cannot be read.
-std::string ReadFileOrEmpty(const std::string& path);
+// The whole file, or "" if it cannot be read (lib/base/file.h).
+using ::farm::base::ReadFileOrEmpty;
 
 class ChildProcess final {
  public:

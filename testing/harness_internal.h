@@ -79,7 +79,6 @@ int SweepStaleDirs(const std::string& base);
 // The file's bytes from `offset` to the end, at most the last `max_bytes`.
 std::string ReadTail(const std::string& path, size_t max_bytes, uint64_t offset = 0);
 uint64_t FileSize(const std::string& path);
-absl::Status WriteFile(const std::string& path, absl::string_view contents);
 
 // Polls `pid` (our child) and `url`/-/ready until `ready_status` (200; a
 // TLS-only server answers plain HTTP with 400) or timeout; used by

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/base/file.h"
 #include "testing/harness_internal.h"
 #include "testing/service_harness.h"
 
@@ -102,7 +103,7 @@ absl::StatusOr<std::unique_ptr<PrometheusInstance>> PrometheusInstance::Start(
   std::vector<std::string> rule_files = options.rule_files;
   if (!options.inline_rules.empty()) {
     const std::string path = prom->dir_ + "/inline_rules.yml";
-    if (absl::Status s = internal::WriteFile(path, options.inline_rules); !s.ok()) return s;
+    if (absl::Status s = base::WriteFileAtomically(path, options.inline_rules); !s.ok()) return s;
     rule_files.push_back(path);
   }
   if (!rule_files.empty()) {
@@ -122,7 +123,8 @@ absl::StatusOr<std::unique_ptr<PrometheusInstance>> PrometheusInstance::Start(
   for (const std::string& t : options.scrape_targets) targets.push_back(Quote(t));
   yml.push_back("      - targets: [" + absl::StrJoin(targets, ", ") + "]");
   const std::string config = prom->dir_ + "/prometheus.yml";
-  if (absl::Status s = internal::WriteFile(config, absl::StrJoin(yml, "\n") + "\n"); !s.ok()) {
+  if (absl::Status s = base::WriteFileAtomically(config, absl::StrJoin(yml, "\n") + "\n");
+      !s.ok()) {
     return s;
   }
 
@@ -195,7 +197,8 @@ absl::StatusOr<std::unique_ptr<AlertmanagerInstance>> AlertmanagerInstance::Star
     yml.push_back("        send_resolved: true");
   }
   const std::string config = am->dir_ + "/alertmanager.yml";
-  if (absl::Status s = internal::WriteFile(config, absl::StrJoin(yml, "\n") + "\n"); !s.ok()) {
+  if (absl::Status s = base::WriteFileAtomically(config, absl::StrJoin(yml, "\n") + "\n");
+      !s.ok()) {
     return s;
   }
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
@@ -217,7 +220,7 @@ absl::StatusOr<std::unique_ptr<AlertmanagerInstance>> AlertmanagerInstance::Star
   }
   if (!web.empty()) {
     if (absl::Status s =
-            internal::WriteFile(am->dir_ + "/web.yml", absl::StrJoin(web, "\n") + "\n");
+            base::WriteFileAtomically(am->dir_ + "/web.yml", absl::StrJoin(web, "\n") + "\n");
         !s.ok()) {
       return s;
     }

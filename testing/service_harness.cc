@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "lib/base/file.h"
 #include "testing/harness_internal.h"
 
 extern char** environ;
@@ -390,20 +391,6 @@ std::string ReadTail(const std::string& path, size_t max_bytes, uint64_t offset)
   return ss.str();
 }
 
-absl::Status WriteFile(const std::string& path, absl::string_view contents) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-    out << contents;
-    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("rename ", tmp, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
 namespace {
 
 constexpr char kRecordName[] = "harness.record";
@@ -457,11 +444,11 @@ void ReleasePostgresShm(const fs::path& dir) {
 absl::Status WriteRecord(const std::string& dir, absl::string_view kind, pid_t server_pid) {
   std::optional<uint64_t> self_start = ProcessStartTime(getpid());
   std::optional<uint64_t> server_start = ProcessStartTime(server_pid);
-  return WriteFile(absl::StrCat(dir, "/", kRecordName),
-                   absl::StrCat("kind=", kind, "\nowner_pid=", getpid(),
-                                "\nowner_start=", self_start.value_or(0),
-                                "\nserver_pid=", server_pid > 0 ? server_pid : 0,
-                                "\nserver_start=", server_start.value_or(0), "\n"));
+  return base::WriteFileAtomically(absl::StrCat(dir, "/", kRecordName),
+                                   absl::StrCat("kind=", kind, "\nowner_pid=", getpid(),
+                                                "\nowner_start=", self_start.value_or(0),
+                                                "\nserver_pid=", server_pid > 0 ? server_pid : 0,
+                                                "\nserver_start=", server_start.value_or(0), "\n"));
 }
 
 int SweepStaleDirs(const std::string& base) {

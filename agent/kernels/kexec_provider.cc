@@ -1,14 +1,10 @@
 #include "agent/kernels/kexec_provider.h"
 
-#include <fcntl.h>
 #include <sys/utsname.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <utility>
 
 #include "absl/algorithm/container.h"
@@ -18,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "lib/base/file.h"
 #include "lib/kstore/kernel_store.h"
 #include "proto/kernel_params.h"
 #include "proto/names.h"
@@ -44,20 +41,6 @@ class SystemRunner : public CommandRunner {
   }
 };
 
-absl::Status WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(absl::StrCat("create ", tmp));
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  // The state must be on disk before the kernel is replaced.
-  ok = ::fsync(fd) == 0 && ok;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("write ", path));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CommandOk(const absl::StatusOr<runners::ProcessResult>& r,
                        const std::vector<std::string>& argv) {
   if (!r.ok())
@@ -67,6 +50,22 @@ absl::Status CommandOk(const absl::StatusOr<runners::ProcessResult>& r,
                                            r->stderr_data.substr(0, 512)));
   }
   return absl::OkStatus();
+}
+
+// The store's build of the request's release (and commit, when it names
+// one) for `arch`. FailedPrecondition when the store or the build is gone.
+absl::StatusOr<kstore::KernelBuild> StoreBuild(const std::string& kernels_dir,
+                                               const std::string& arch,
+                                               const KernelRequest& request) {
+  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(kernels_dir);
+  if (!store.ok()) return absl::FailedPreconditionError(store.status().message());
+  for (const kstore::KernelBuild& b : store->builds) {
+    if (b.arch == arch && b.release == request.kernel_release &&
+        (request.commit.empty() || b.commit == request.commit)) {
+      return b;
+    }
+  }
+  return absl::FailedPreconditionError("the build left the store");
 }
 
 }  // namespace
@@ -222,17 +221,9 @@ absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(
   }
 
   // Step 1: boot the job's kernel.
-  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
-  if (!store.ok()) return absl::FailedPreconditionError(store.status().message());
-  const kstore::KernelBuild* build = nullptr;
-  for (const kstore::KernelBuild& b : store->builds) {
-    if (b.arch == config_.arch && b.release == request.kernel_release &&
-        (request.commit.empty() || b.commit == request.commit)) {
-      build = &b;
-      break;
-    }
-  }
-  if (build == nullptr) return absl::FailedPreconditionError("the build left the store");
+  absl::StatusOr<kstore::KernelBuild> build =
+      StoreBuild(config_.kernels_dir, config_.arch, request);
+  if (!build.ok()) return build.status();
   absl::StatusOr<std::string> cmdline =
       KexecCmdline(config_.base_cmdline, request.mode, request.kernel_params);
   if (!cmdline.ok()) return cmdline.status();
@@ -247,7 +238,11 @@ absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(
   if (before_boot) {
     if (absl::Status s = before_boot(); !s.ok()) return s;
   }
-  if (absl::Status s = WriteAtomically(StatePath(), PendingBootJson(boot)); !s.ok()) return s;
+  // On disk before the kernel is replaced.
+  if (absl::Status s = base::WriteFileAtomically(StatePath(), PendingBootJson(boot), 0600);
+      !s.ok()) {
+    return s;
+  }
 
   std::vector<std::string> load = {config_.kexec, "-l", build->ImagePath()};
   if (!build->initrd.empty()) load.push_back("--initrd=" + build->InitrdPath());
@@ -290,11 +285,9 @@ absl::Status KexecKernelProvider::Abandon(const Resumed& resumed) {
 
 absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Check() {
   Resumed out;
-  std::ifstream in(StatePath());
-  if (!in) return out;
-  std::ostringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<PendingBoot> boot = ParsePendingBoot(text.str());
+  absl::StatusOr<std::string> text = base::ReadFile(StatePath());
+  if (!text.ok()) return out;
+  absl::StatusOr<PendingBoot> boot = ParsePendingBoot(*text);
   if (!boot.ok())
     return absl::InternalError(absl::StrCat(StatePath(), ": ", boot.status().message()));
   out.boot = *boot;
@@ -353,10 +346,7 @@ absl::Status KexecKernelProvider::Finish() {
 namespace {
 
 std::string ReadTrimmed(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return std::string(absl::StripAsciiWhitespace(text.str()));
+  return std::string(absl::StripAsciiWhitespace(base::ReadFileOrEmpty(p.string())));
 }
 
 std::vector<std::string> Names(const fs::path& dir) {

@@ -15,7 +15,6 @@
 #include <functional>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -26,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/kernels/guest_channel.h"
+#include "lib/base/file.h"
 #include "lib/process/process.h"
 #include "lib/process/scoped_temp_dir.h"
 #include "proto/kernel_params.h"
@@ -55,14 +55,6 @@ void AppendNewcHeader(std::string& out, const std::string& name, std::uint32_t m
   out += name;
   out.push_back('\0');
   while (out.size() % 4 != 0) out.push_back('\0');
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::string();  // a serial file QEMU never created is empty output
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 absl::Status ErrnoStatus(const std::string& what) {
@@ -335,9 +327,8 @@ namespace {
 // Whether the build's config sets `symbol` to m (a loadable module).
 bool ConfigIsModule(const kstore::KernelBuild& build, absl::string_view symbol) {
   if (build.config.empty()) return false;
-  absl::StatusOr<std::string> text = ReadFile(build.ConfigPath());
-  if (!text.ok()) return false;
-  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+  const std::string text = base::ReadFileOrEmpty(build.ConfigPath());
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (absl::ConsumePrefix(&line, symbol) && line == "=m") return true;
   }
   return false;
@@ -440,9 +431,8 @@ absl::StatusOr<std::vector<std::string>> GuestModules(const kstore::KernelBuild&
       return absl::FailedPreconditionError(absl::StrCat("kernel ", build.release, " needs module ",
                                                         name, ", which is not under ", dir));
     }
-    absl::StatusOr<std::string> elf = ReadFile(it->second);
-    if (!elf.ok()) return elf.status();
-    absl::StatusOr<ModuleNeeds> needs = ModuleDepends(*elf);
+    const std::string elf = base::ReadFileOrEmpty(it->second);
+    absl::StatusOr<ModuleNeeds> needs = ModuleDepends(elf);
     if (!needs.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat(it->second, ": ", needs.status().message()));
@@ -468,11 +458,9 @@ absl::StatusOr<std::string> GuestModulesArchive(const std::vector<std::string>& 
   std::string order;
   for (const std::string& m : modules) {
     const std::string name = fs::path(m).filename().string();
-    std::ifstream in(m, std::ios::binary);
-    std::ostringstream body;
-    body << in.rdbuf();
-    if (!in) return absl::InternalError(absl::StrCat("read module ", m));
-    files.emplace_back(absl::StrCat("farm/modules/", name), body.str());
+    absl::StatusOr<std::string> body = base::ReadFile(m);
+    if (!body.ok()) return absl::InternalError(absl::StrCat("read module ", m));
+    files.emplace_back(absl::StrCat("farm/modules/", name), *std::move(body));
     absl::StrAppend(&order, name, "\n");
   }
   files.emplace_back("farm/modules.order", std::move(order));
@@ -719,9 +707,8 @@ absl::StatusOr<std::string> BenchToolBinary(const KernelRequest& request,
                      " tool in its store entry (the farm's kernel builder adds it from the tree's "
                      "tools/testing/selftests/dma; packaged kernels have none)"));
   }
-  absl::StatusOr<std::string> binary = ReadFile(build.DmaMapBenchmarkPath());
-  if (!binary.ok()) return binary.status();
-  if (binary->empty()) {
+  std::string binary = base::ReadFileOrEmpty(build.DmaMapBenchmarkPath());
+  if (binary.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("cannot read ", build.DmaMapBenchmarkPath()));
   }
   return binary;
@@ -857,15 +844,14 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
   absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(opts);
   if (!r.ok()) return r.status();
   if (cancelled) return absl::CancelledError("cancelled while the guest ran");
-  absl::StatusOr<std::string> channel = ReadFile(q->channel_log);
-  absl::StatusOr<std::string> console = ReadFile(q->console_log);
-  if (!channel.ok()) return channel.status();
-  if (!console.ok()) return console.status();
+  // A serial file QEMU never created is empty output.
+  const std::string channel = base::ReadFileOrEmpty(q->channel_log);
+  const std::string console = base::ReadFileOrEmpty(q->console_log);
   // A request by commit proves the store's release for it.
   KernelRequest booted = request;
   booted.kernel_release = build->release;
   absl::StatusOr<KernelRun> run =
-      InterpretGuestRun(booted, *channel, *console, ExitOf(*r, halted, opts.timeout));
+      InterpretGuestRun(booted, channel, console, ExitOf(*r, halted, opts.timeout));
   if (!run.ok()) return run.status();
   run->accel = config_.accel;
   run->icount_shift = IcountShift();

@@ -108,6 +108,14 @@ absl::StatusOr<std::string> AllowedTargets::DefaultDirectory() const {
   return dirs_.front();
 }
 
+absl::StatusOr<std::string> AllowedTargets::AbsoluteTarget(absl::string_view path) const {
+  if (absl::Status s = CheckPathText(path); !s.ok()) return s;
+  if (path.front() == '/') return std::string(path);
+  absl::StatusOr<std::string> base = DefaultDirectory();
+  if (!base.ok()) return base.status();
+  return absl::StrCat(*base, "/", path);
+}
+
 absl::Status AllowedTargets::CheckInsideAllowedDir(const std::string& canonical,
                                                    absl::string_view requested) const {
   for (const std::string& d : dirs_) {
@@ -120,14 +128,9 @@ absl::Status AllowedTargets::CheckInsideAllowedDir(const std::string& canonical,
 }
 
 absl::StatusOr<std::string> AllowedTargets::ResolveDirectory(absl::string_view path) const {
-  if (absl::Status s = CheckPathText(path); !s.ok()) return s;
-  std::string full(path);
-  if (full.front() != '/') {
-    absl::StatusOr<std::string> base = DefaultDirectory();
-    if (!base.ok()) return base.status();
-    full = absl::StrCat(*base, "/", full);
-  }
-  absl::StatusOr<std::string> real = RealPath(full);
+  absl::StatusOr<std::string> absolute = AbsoluteTarget(path);
+  if (!absolute.ok()) return absolute.status();
+  absl::StatusOr<std::string> real = RealPath(*absolute);
   if (!real.ok()) return real.status();
   struct stat st;
   if (::stat(real->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -139,13 +142,9 @@ absl::StatusOr<std::string> AllowedTargets::ResolveDirectory(absl::string_view p
 }
 
 absl::StatusOr<std::string> AllowedTargets::ResolveFile(absl::string_view path) const {
-  if (absl::Status s = CheckPathText(path); !s.ok()) return s;
-  std::string full(path);
-  if (full.front() != '/') {
-    absl::StatusOr<std::string> base = DefaultDirectory();
-    if (!base.ok()) return base.status();
-    full = absl::StrCat(*base, "/", full);
-  }
+  absl::StatusOr<std::string> absolute = AbsoluteTarget(path);
+  if (!absolute.ok()) return absolute.status();
+  const std::string& full = *absolute;
   const size_t slash = full.rfind('/');
   const std::string parent = slash == 0 ? "/" : full.substr(0, slash);
   const std::string leaf = full.substr(slash + 1);

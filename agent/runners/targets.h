@@ -58,6 +58,8 @@ class AllowedTargets {
   absl::StatusOr<std::string> DefaultDirectory() const;
 
  private:
+  // `path` checked as text, a relative one under DefaultDirectory().
+  absl::StatusOr<std::string> AbsoluteTarget(absl::string_view path) const;
   absl::Status CheckInsideAllowedDir(const std::string& canonical,
                                      absl::string_view requested) const;
 

@@ -6,9 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -22,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "lib/base/check.h"
+#include "lib/base/file.h"
 
 #ifndef FARM_EMU_SOURCE_CATALOG_DIR
 #define FARM_EMU_SOURCE_CATALOG_DIR ""
@@ -174,11 +173,11 @@ absl::Status Catalog::Append(CatalogCommit commit) {
 }
 
 absl::StatusOr<Catalog> Catalog::LoadFile(const std::string& path, const KeyValidator& validator) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open catalog file '", path, "'"));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return LoadString(buf.str(), path, validator);
+  absl::StatusOr<std::string> text = base::ReadFile(path);
+  if (!text.ok()) {
+    return absl::NotFoundError(absl::StrCat("cannot open catalog file '", path, "'"));
+  }
+  return LoadString(*text, path, validator);
 }
 
 absl::StatusOr<Catalog> Catalog::LoadString(absl::string_view yaml, absl::string_view source_name,

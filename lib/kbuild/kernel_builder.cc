@@ -9,8 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "lib/base/file.h"
 #include "lib/kbuild/build_cache.h"
 #include "lib/kbuild/fragments.h"
 #include "lib/kbuild/kconfig.h"
@@ -38,22 +37,6 @@ namespace {
 constexpr char kBuildUser[] = "farm";
 constexpr char kBuildHost[] = "iommu-farm";
 constexpr char kIdentityOrigin[] = "kernel builder";
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-absl::Status WriteWholeFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
 
 bool IsFullSha(absl::string_view rev) {
   if (rev.size() != 40) return false;
@@ -187,7 +170,7 @@ absl::StatusOr<std::vector<Fragment>> Build::ReadFragments() const {
     out = *std::move(shipped);
   }
   for (const std::string& path : req_.fragments) {
-    absl::StatusOr<std::string> text = ReadWholeFile(path);
+    absl::StatusOr<std::string> text = base::ReadFile(path);
     if (!text.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("fragment: ", text.status().message()));
     }
@@ -246,7 +229,7 @@ absl::Status Build::Prepare() {
 
   std::string config_key = absl::StrCat(req_.arch, "\n", req_.base, "\n");
   if (BaseIsFile(req_.base)) {
-    absl::StatusOr<std::string> base = ReadWholeFile(req_.base);
+    absl::StatusOr<std::string> base = base::ReadFile(req_.base);
     if (!base.ok())
       return absl::InvalidArgumentError(absl::StrCat("base config: ", base.status().message()));
     absl::StrAppend(&config_key, *base);
@@ -350,13 +333,13 @@ absl::StatusOr<std::string> Build::MergedConfig() {
   fs::create_directories(obj_, ec);
   const std::string dot_config = (obj_ / ".config").string();
   if (BaseIsFile(req_.base)) {
-    absl::StatusOr<std::string> base = ReadWholeFile(req_.base);
-    if (!base.ok()) return base.status();
-    if (absl::Status s = WriteWholeFile(dot_config, *base); !s.ok()) return s;
+    absl::StatusOr<std::string> base = base::ReadFile(req_.base);
+    if (!base.ok()) return absl::InvalidArgumentError(base.status().message());
+    if (absl::Status s = base::WriteFile(dot_config, *base); !s.ok()) return s;
   } else {
     if (absl::Status s = RunMake({req_.base}); !s.ok()) return s;
   }
-  absl::StatusOr<std::string> base = ReadWholeFile(dot_config);
+  absl::StatusOr<std::string> base = base::ReadFile(dot_config);
   if (!base.ok()) return absl::InternalError(base.status().message());
   return MergeConfig(*base, requested_);
 }
@@ -376,9 +359,9 @@ absl::Status Build::Configure() {
   absl::StatusOr<std::string> merged = MergedConfig();
   if (!merged.ok()) return merged.status();
   const std::string dot_config = (obj_ / ".config").string();
-  if (absl::Status s = WriteWholeFile(dot_config, *merged); !s.ok()) return s;
+  if (absl::Status s = base::WriteFile(dot_config, *merged); !s.ok()) return s;
   if (absl::Status s = RunMake({"olddefconfig"}); !s.ok()) return s;
-  absl::StatusOr<std::string> final_config = ReadWholeFile(dot_config);
+  absl::StatusOr<std::string> final_config = base::ReadFile(dot_config);
   if (!final_config.ok()) return absl::InternalError(final_config.status().message());
   final_config_ = *std::move(final_config);
   return CheckConfig(final_config_);
@@ -445,7 +428,8 @@ absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& re
   const fs::path work = scratch->path();
   fs::copy_file(obj_ / arch_.image_path, work / "vmlinuz", ec);
   if (ec) return absl::InternalError(absl::StrCat("copy ", arch_.image_path, ": ", ec.message()));
-  if (absl::Status s = WriteWholeFile((work / "config").string(), final_config_); !s.ok()) return s;
+  if (absl::Status s = base::WriteFile((work / "config").string(), final_config_); !s.ok())
+    return s;
   kstore::KernelBuild b;
   if (!bench_tool.empty()) {
     fs::copy_file(bench_tool, work / "dma_map_benchmark", ec);
@@ -465,7 +449,7 @@ absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& re
   b.compiler = std::string(absl::StripAsciiWhitespace(*version).substr(0, version->find('\n')));
   b.build_seconds = absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - start_));
   if (absl::Status s =
-          WriteWholeFile((work / kstore::kManifestName).string(), kstore::FormatManifest(b));
+          base::WriteFile((work / kstore::kManifestName).string(), kstore::FormatManifest(b));
       !s.ok()) {
     return s;
   }

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/base/file.h"
 #include "lib/kbuild/build_cache.h"
 #include "lib/kbuild/fragments.h"
 #include "lib/kbuild/kconfig.h"
@@ -61,13 +61,6 @@ case $target in
   *) echo "fake make: unknown target $target" >&2; exit 2 ;;
 esac
 )";
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class KernelBuilderTest : public ::testing::Test {
  protected:
@@ -157,14 +150,14 @@ TEST_F(KernelBuilderTest, WritesAStoreEntryWithAReproducibleIdentityAndItsManife
   EXPECT_EQ(b->arch, "x86_64");
   EXPECT_EQ(b->tree, tree_.string());
   EXPECT_EQ(b->fragments, (std::vector<std::string>{"guest.config", "q35-intel-iommu.config"}));
-  EXPECT_EQ(b->config_hash, Sha256Hex(Slurp(b->ConfigPath())));
+  EXPECT_EQ(b->config_hash, Sha256Hex(base::ReadFileOrEmpty(b->ConfigPath())));
   EXPECT_EQ(b->compiler.rfind("gcc", 0), 0u) << b->compiler;
   EXPECT_FALSE(b->build_seconds.empty());
-  EXPECT_EQ(Slurp(b->ImagePath()),
+  EXPECT_EQ(base::ReadFileOrEmpty(b->ImagePath()),
             absl::StrCat(r->release, " Mon, 1 Jan 2024 12:00:00 +0000 farm@iommu-farm\n"));
   // The base's lines the fragments do not touch stay; the builder's
   // identity options win over the base.
-  const std::string config = Slurp(b->ConfigPath());
+  const std::string config = base::ReadFileOrEmpty(b->ConfigPath());
   EXPECT_NE(config.find("CONFIG_SMP=y\n"), std::string::npos) << config;
   EXPECT_NE(config.find("CONFIG_PRINTK=y\n"), std::string::npos) << config;
   EXPECT_NE(config.find("# CONFIG_LOCALVERSION_AUTO is not set\n"), std::string::npos) << config;
@@ -205,7 +198,7 @@ TEST_F(KernelBuilderTest, LaterFragmentsWinOverTheMachineAndEachOther) {
   req.fragments = {(dir_->path() / "one.config").string(), (dir_->path() / "two.config").string()};
   absl::StatusOr<BuildResult> r = BuildKernel(req, nullptr);
   ASSERT_TRUE(r.ok()) << r.status();
-  const std::string config = Slurp(r->build.ConfigPath());
+  const std::string config = base::ReadFileOrEmpty(r->build.ConfigPath());
   EXPECT_NE(config.find("CONFIG_SMP=y\n"), std::string::npos);
   EXPECT_NE(config.find("# CONFIG_DEBUG_FS is not set\n"), std::string::npos);
   EXPECT_EQ(r->build.fragments, (std::vector<std::string>{"guest.config", "q35-intel-iommu.config",

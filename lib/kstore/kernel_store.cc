@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
@@ -17,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "lib/base/file.h"
 #include "lib/process/process.h"
 #include "lib/process/scoped_temp_dir.h"
 
@@ -43,22 +42,6 @@ bool SafeRelative(absl::string_view path) {
   return true;
 }
 
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-absl::Status WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
-
 // The manifest-less layout: DIR/<release>/vmlinuz with `arch` beside it.
 absl::StatusOr<KernelBuild> ReadBareBuild(const fs::path& dir) {
   std::error_code ec;
@@ -76,7 +59,7 @@ absl::StatusOr<KernelBuild> ReadBareBuild(const fs::path& dir) {
   b.commit = b.release;
   b.image = "vmlinuz";
   b.arch = kArchX86;
-  if (absl::StatusOr<std::string> arch = ReadText((dir / "arch").string()); arch.ok()) {
+  if (absl::StatusOr<std::string> arch = base::ReadFile((dir / "arch").string()); arch.ok()) {
     b.arch = std::string(absl::StripAsciiWhitespace(*arch));
   }
   if (b.arch != kArchX86 && b.arch != kArchArm64) {
@@ -212,7 +195,7 @@ absl::StatusOr<KernelBuild> ReadBuild(const std::string& build_dir) {
   const std::string manifest = (dir / kManifestName).string();
   std::error_code ec;
   if (!fs::exists(manifest, ec)) return ReadBareBuild(dir);
-  absl::StatusOr<std::string> text = ReadText(manifest);
+  absl::StatusOr<std::string> text = base::ReadFile(manifest);
   if (!text.ok()) return text.status();
   absl::StatusOr<KernelBuild> b = ParseManifest(*text, manifest);
   if (!b.ok()) return b.status();
@@ -305,7 +288,7 @@ bool ConfigEnabled(absl::string_view config_text, absl::string_view symbol) {
 
 bool BuildConfigEnabled(const KernelBuild& build, absl::string_view symbol) {
   if (build.config.empty()) return false;
-  absl::StatusOr<std::string> text = ReadText(build.ConfigPath());
+  absl::StatusOr<std::string> text = base::ReadFile(build.ConfigPath());
   return text.ok() && ConfigEnabled(*text, symbol);
 }
 
@@ -418,7 +401,8 @@ absl::StatusOr<KernelBuild> ImportDeb(const std::string& store_dir, const DebImp
       break;
     }
   }
-  if (absl::Status s = WriteText((out / kManifestName).string(), FormatManifest(b)); !s.ok()) {
+  if (absl::Status s = base::WriteFile((out / kManifestName).string(), FormatManifest(b));
+      !s.ok()) {
     return s;
   }
   fs::permissions(out,

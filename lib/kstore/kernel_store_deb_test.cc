@@ -5,8 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "lib/base/file.h"
 #include "lib/kstore/kernel_store.h"
 #include "lib/process/process.h"
 
@@ -16,13 +16,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kRelease[] = "6.1.0-99-test-amd64";
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class DebImportTest : public ::testing::Test {
  protected:
@@ -78,7 +71,7 @@ TEST_F(DebImportTest, ImportsImageConfigAndModules) {
   EXPECT_EQ(b->version, "6.1.999-1");
   EXPECT_EQ(b->source, "test-amd64.deb");
   EXPECT_EQ(b->dir, (store_ / "c588072bba6b-x86_64").string());
-  EXPECT_EQ(Slurp(b->ImagePath()), "MZimage");
+  EXPECT_EQ(base::ReadFileOrEmpty(b->ImagePath()), "MZimage");
   EXPECT_TRUE(fs::is_regular_file(fs::path(b->ModulesPath()) / "kernel" / "nvme.ko"));
   EXPECT_TRUE(BuildConfigEnabled(*b, "CONFIG_AMD_IOMMU"));
 

@@ -2,25 +2,22 @@
 
 #include <arpa/inet.h>
 
-#include <fstream>
-#include <sstream>
-
 #include <grpcpp/security/server_credentials.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lib/base/file.h"
 
 namespace farm::service {
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, " \"", path, "\": cannot read"));
-  std::ostringstream s;
-  s << in.rdbuf();
-  std::string text = s.str();
-  if (!absl::StrContains(text, "-----BEGIN ")) {
+  absl::StatusOr<std::string> text = base::ReadFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " \"", path, "\": cannot read"));
+  }
+  if (!absl::StrContains(*text, "-----BEGIN ")) {
     return absl::InvalidArgumentError(absl::StrCat(flag, " \"", path, "\": not a PEM file"));
   }
   return text;
@@ -116,11 +113,12 @@ absl::Status CheckPlaintextAllowed(absl::string_view address, const TlsPem& pem,
 }
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path, absl::string_view flag) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, " \"", path, "\": cannot read"));
-  std::string line;
-  std::getline(in, line);
-  std::string secret(absl::StripAsciiWhitespace(line));
+  absl::StatusOr<std::string> text = base::ReadFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " \"", path, "\": cannot read"));
+  }
+  const absl::string_view first_line = absl::string_view(*text).substr(0, text->find('\n'));
+  std::string secret(absl::StripAsciiWhitespace(first_line));
   if (secret.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(flag, " \"", path, "\": empty"));
   }

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "lib/iommu_mode/iommu_mode.h"
 #include "lib/spec/field_errors.h"
 #include "lib/spec/spec_yaml.h"
 #include "lib/spec/table_checks.h"
@@ -14,9 +14,6 @@
 
 namespace farm::spec {
 namespace {
-
-// "off, passthrough, strict, lazy": for "expected ..." messages.
-std::string ModeList() { return absl::StrJoin(::farm::proto::ModeNames(), ", "); }
 
 // A list of names: non-empty entries, no duplicates.
 void CheckNames(const google::protobuf::RepeatedPtrField<std::string>& names,
@@ -90,16 +87,16 @@ void CheckCommits(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
 
 void CheckModes(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   if (in.modes().empty()) {
-    e.AddIfNew("modes", absl::StrCat("required (a list of: ", ModeList(), ")"));
+    e.AddIfNew("modes", absl::StrCat("required (a list of: ", iommu_mode::WordList(), ")"));
   }
   std::set<int> seen_modes;
   for (int i = 0; i < in.modes_size(); ++i) {
     const std::string p = absl::StrCat("modes[", i, "]");
     const pb::IommuMode mode = in.modes(i);
     if (mode == pb::IOMMU_MODE_UNSPECIFIED || !pb::IommuMode_IsValid(mode)) {
-      e.AddIfNew(
-          in.modes_size() == 1 ? "modes" : p,
-          absl::StrCat("unknown mode ", static_cast<int>(mode), " (expected ", ModeList(), ")"));
+      e.AddIfNew(in.modes_size() == 1 ? "modes" : p,
+                 absl::StrCat("unknown mode ", static_cast<int>(mode), " (expected ",
+                              iommu_mode::WordList(), ")"));
       continue;
     }
     if (!seen_modes.insert(mode).second) {

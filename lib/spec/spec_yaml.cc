@@ -7,16 +7,13 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "lib/iommu_mode/iommu_mode.h"
 #include "lib/spec/yaml_limits.h"
 #include "lib/spec/yaml_reader.h"
 #include "proto/names.h"
 
 namespace farm::spec {
 namespace {
-
-// "off, passthrough, strict, lazy": for "expected ..." messages.
-std::string ModeList() { return absl::StrJoin(::farm::proto::ModeNames(), ", "); }
 
 // The YAML text as a node, or the error naming why it is not a spec.
 absl::StatusOr<YAML::Node> LoadSpecYaml(std::string_view yaml, const SpecLimits& limits) {
@@ -101,7 +98,7 @@ void MapModes(const YAML::Node& m, FieldErrors& e, pb::MatrixSpec* out) {
   } else if (m.IsSequence() && m.size() > 0) {
     for (size_t i = 0; i < m.size(); ++i) items.push_back(m[i]);
   } else {
-    e.Add("modes", absl::StrCat("expected a non-empty list of: ", ModeList()));
+    e.Add("modes", absl::StrCat("expected a non-empty list of: ", iommu_mode::WordList()));
   }
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string p = m.IsScalar() ? "modes" : absl::StrCat("modes[", i, "]");
@@ -112,7 +109,8 @@ void MapModes(const YAML::Node& m, FieldErrors& e, pb::MatrixSpec* out) {
       const std::string name = items[i].Scalar();
       mode = ::farm::proto::ModeFromName(name);
       if (mode == pb::IOMMU_MODE_UNSPECIFIED) {
-        e.Add(p, absl::StrCat("unknown mode ", Quoted(name), " (expected ", ModeList(), ")"));
+        e.Add(p, absl::StrCat("unknown mode ", Quoted(name), " (expected ", iommu_mode::WordList(),
+                              ")"));
       }
     }
     out->add_modes(mode);  // keeps the index; the typed check skips it

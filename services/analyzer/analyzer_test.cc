@@ -680,6 +680,69 @@ TEST(RealConfirmTest, WithoutOfferedKernelsTheEmulatorConfirmsAndSaysWhy) {
             "confirmed on the emulator");
 }
 
+// A real series' finding (the kernel's dma_map_benchmark, unmap latency
+// +30% between c5 and c8): confirmed by its own executor, its figures the
+// regression's magnitude and the bisect's references; each step runs beside
+// its references in one matrix.
+TEST(RealSeriesTest, ConfirmedAndBisectedByItsOwnExecutorStepsBesideTheirReferences) {
+  BisectState st;
+  st.series.catalog = "tree";
+  st.series.platform = "q35-intel-iommu";
+  st.series.workload = "dma-map-bench";
+  st.series.executor = pb::EXECUTOR_DMA_MAP_BENCH;
+  st.series.metric = "unmap_latency_mean";
+  st.series.mode = "strict";
+  st.regression = true;
+  st.expected_change = 0.3;
+  st.last_good = {5, "c5"};
+  st.first_bad = {8, "c8"};
+  st.do_bisect = true;
+  st.phase = BisectPhase::kConfirm;
+  OneBisectStore store(BisectStateToJson(st));
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  ASSERT_TRUE(analyzer.Tick().ok());
+  EXPECT_TRUE(store.offers_asked_for.empty()) << "no offers needed: kernels are built on demand";
+  ASSERT_EQ(submitter.specs.size(), 5u);
+  for (const pb::MatrixSpec& y : submitter.specs) {
+    EXPECT_EQ(y.executor(), pb::EXECUTOR_DMA_MAP_BENCH) << y.DebugString();
+    EXPECT_EQ(Ids(y), (std::vector<std::string>{"c5", "c8"}));
+  }
+  EXPECT_EQ(store.updates.back().confirmed_by, "dma-map-bench");
+
+  auto row = [](int64_t matrix, const std::string& commit, double ns) {
+    SampleRow r;
+    r.matrix_id = matrix;
+    r.commit_id = commit;
+    r.platform = "q35-intel-iommu";
+    r.workload = "dma-map-bench";
+    r.mode = "strict";
+    r.metric = "unmap_latency_mean";
+    r.value = ns;
+    return r;
+  };
+  for (int64_t m = 101; m <= 105; ++m) {
+    store.samples.push_back(row(m, "c5", 1000 + m % 3));
+    store.samples.push_back(row(m, "c8", 1300 + m % 3));
+  }
+  ASSERT_TRUE(analyzer.Tick().ok());
+  const BisectUpdate& confirmed = store.updates.back();
+  EXPECT_EQ(confirmed.regression_state, pb::REGRESSION_STATE_CONFIRMED);
+  ASSERT_TRUE(confirmed.magnitude.has_value());
+  EXPECT_NEAR(*confirmed.magnitude, 0.3, 0.01);
+  // The references came from the confirmation: the first step is a
+  // midpoint, run beside both references.
+  ASSERT_EQ(submitter.specs.size(), 6u);
+  const pb::MatrixSpec& step = submitter.specs[5];
+  EXPECT_EQ(step.executor(), pb::EXECUTOR_DMA_MAP_BENCH);
+  EXPECT_EQ(step.kind(), pb::JOB_KIND_BISECT);
+  const std::vector<std::string> ids = Ids(step);
+  ASSERT_EQ(ids.size(), 3u) << step.DebugString();
+  EXPECT_EQ(ids.front(), "c5");
+  EXPECT_EQ(ids.back(), "c8");
+  EXPECT_TRUE(ids[1] == "c6" || ids[1] == "c7") << ids[1];
+}
+
 // A bisect past its confirmation over c<lo>..c<hi> (emulator, strict
 // throughput), the references measured, no step submitted yet.
 std::string BisectingState(int lo, int hi) {

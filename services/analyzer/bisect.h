@@ -98,6 +98,9 @@ class BisectPlanner {
   // before that).
   int LastGoodIndex() const { return lo_; }
   int FirstBadIndex() const { return hi_; }
+  // The references the current part's steps are judged against.
+  int GoodReferenceIndex() const { return good_ref_; }
+  int BadReferenceIndex() const { return bad_ref_; }
   // Every culprit found, in commit order; one unless the range was split.
   std::vector<Culprit> Culprits() const;
   const std::string& CommitId(int index) const;

@@ -358,6 +358,13 @@ absl::StatusOr<bool> BisectDriver::ReadStepValues(Move& m, BisectPlanner& planne
   if (!*done) return false;
   absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples(st.pending_matrices);
   if (!samples.ok()) return samples.status();
+  // References run beside a real step (StepCommits) count first, so the
+  // step is judged against them too.
+  for (int ref : {planner.GoodReferenceIndex(), planner.BadReferenceIndex()}) {
+    if (ref == st.pending_index) continue;
+    const std::vector<double> beside = SeriesValuesAt(*samples, st.series, planner.CommitId(ref));
+    if (!beside.empty()) planner.AddSamples(ref, beside);
+  }
   const std::vector<double> values =
       SeriesValuesAt(*samples, st.series, planner.CommitId(st.pending_index));
   bool skipped = false;
@@ -391,13 +398,27 @@ absl::StatusOr<bool> BisectDriver::SkipIfUnbuilt(Move& m, BisectPlanner& planner
   return true;
 }
 
+// A real step runs beside the references it is judged against, in one
+// matrix whose rounds the scheduler interleaves in a random order per
+// round, so a drift of the host lands on the step and its references alike
+// (the emulator's runs do not drift: its steps run alone).
+std::vector<std::string> BisectDriver::StepCommits(const SeriesSpec& series,
+                                                   const BisectPlanner& planner,
+                                                   const BisectRequest& req) {
+  if (!proto::IsRealExecutor(series.executor)) return {req.commit_id};
+  const int good = planner.GoodReferenceIndex(), bad = planner.BadReferenceIndex();
+  if (req.commit_index == good || req.commit_index == bad) return {req.commit_id};
+  return {planner.CommitId(good), req.commit_id, planner.CommitId(bad)};
+}
+
 absl::Status BisectDriver::SubmitStepMatrix(Move& m, const BisectPlanner& planner) {
   BisectState& st = m.st;
   const std::optional<BisectRequest> next = planner.Next();
   FARM_DCHECK(next.has_value(), "a planner not done asks for a run");
   const BisectRequest& req = *next;
-  absl::StatusOr<int64_t> id = Submit(m, st.series, absl::StrCat("step", planner.Steps().size()),
-                                      {req.commit_id}, req.repeats, pb::JOB_KIND_BISECT);
+  absl::StatusOr<int64_t> id =
+      Submit(m, st.series, absl::StrCat("step", planner.Steps().size()),
+             StepCommits(st.series, planner, req), req.repeats, pb::JOB_KIND_BISECT);
   if (!id.ok()) return id.status();
   st.pending_matrices.push_back(*id);
   st.pending_index = req.commit_index;

@@ -81,6 +81,11 @@ class BisectDriver final {
                               std::span<const double> good, std::span<const double> bad);
 
   absl::Status AdvanceBisection(Move& m);
+  // The commits of a step's matrix: the step's, and for a real series its
+  // references around it.
+  static std::vector<std::string> StepCommits(const SeriesSpec& series,
+                                              const BisectPlanner& planner,
+                                              const BisectRequest& req);
   // false while the pending step's matrices are not terminal.
   absl::StatusOr<bool> ReadStepValues(Move& m, BisectPlanner& planner);
   // The pending step gave no values: when every failed job of its matrices
