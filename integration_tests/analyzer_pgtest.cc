@@ -33,11 +33,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/storage/pg_analyzer_store.h"
 #include "lib/storage/pg_pool.h"
 #include "scheduler/server.h"
 #include "services/analyzer/analyzer.h"
 #include "services/analyzer/clients.h"
-#include "services/analyzer/pg_analyzer_store.h"
 #include "testing/service_harness.h"
 
 namespace farm::analyzer {
@@ -264,7 +264,7 @@ class AnalyzerPgTest : public ::testing::Test {
     }
     agent_ = std::make_unique<SimAgent>(server_->address(), resolved, unbuildable_);
     pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{db_uri_, 2, 5});
-    store_ = NewPgAnalyzerStore(pool_.get());
+    store_ = storage::NewPgAnalyzerStore(pool_.get());
     submitter_ = NewGrpcJobSubmitter(server_->address(), "");
     auto sink = NewAlertmanagerSink(am_->BaseUrl());
     ASSERT_TRUE(sink.ok());

@@ -38,12 +38,12 @@
 #include "lib/client/client.h"
 #include "lib/metrics/metrics.h"
 #include "lib/process/process.h"
+#include "lib/storage/pg_analyzer_store.h"
 #include "lib/storage/pg_pool.h"
 #include "proto/names.h"
 #include "scheduler/server.h"
 #include "services/analyzer/analyzer.h"
 #include "services/analyzer/clients.h"
-#include "services/analyzer/pg_analyzer_store.h"
 #include "testing/child_process.h"
 #include "testing/service_harness.h"
 
@@ -155,7 +155,7 @@ class ConfirmRealPgTest : public ::testing::Test {
     ASSERT_TRUE(up.ok()) << up << "\n" << vm_agent_->Out();
 
     pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{pg_->Uri(), 2, 5});
-    store_ = analyzer::NewPgAnalyzerStore(pool_.get());
+    store_ = storage::NewPgAnalyzerStore(pool_.get());
     submitter_ = analyzer::NewGrpcJobSubmitter(server_->address(), "");
   }
 

@@ -92,9 +92,23 @@ struct ResultRow {
   absl::Time finished_at;
 };
 
+// regressions: `regression` holds the columns AnalysisStore reads (its
+// culprits are the bisect's); the analyzer's own columns follow.
 struct RegressionRow {
   pb::Regression regression;  // detected_at as stored
   absl::Time updated_at;
+  std::string series_key;  // the analyzer's dedup key of an open regression
+  std::string silence_id;  // the Alertmanager silence of an acknowledged one, or ""
+};
+
+struct AlertRow {
+  int64_t id = 0;
+  int64_t regression_id = 0;
+  std::string name;
+  std::string labels_json = "{}", annotations_json = "{}";
+  bool firing = true;
+  absl::Time starts_at;
+  std::optional<absl::Time> ends_at, last_sent_at;
 };
 
 class MemoryDatabase {
@@ -107,8 +121,11 @@ class MemoryDatabase {
     std::map<std::pair<int64_t, int>, ResultRow> results;  // by (job_id, attempt)
     std::map<int64_t, RegressionRow> regressions;          // by id
     std::map<int64_t, pb::Bisect> bisects;                 // by id, steps by step
+    std::map<int64_t, AlertRow> alerts;                    // by id
+    std::map<std::string, std::string> analyzer_state;     // by key: the value as JSON text
     // bigserial sequences: the last id handed out.
     int64_t last_matrix_id = 0, last_agent_id = 0, last_job_id = 0;
+    int64_t last_regression_id = 0, last_bisect_id = 0, last_alert_id = 0;
   };
   // Matrices whose jobs changed state in one Write().
   using Changes = std::set<int64_t>;

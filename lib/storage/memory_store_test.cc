@@ -1,6 +1,6 @@
-// The in-memory repositories: the repository contract suite
-// (repository_contract.cc) on MemoryStore, plus what only the memory side
-// has: an injectable clock and in-process change events.
+// The in-memory repositories: the repository contract suites
+// (repository_contract.h) on MemoryStore and MemoryAnalyzerStore, plus what
+// only the memory side has: an injectable clock and in-process change events.
 #include "lib/storage/memory_store.h"
 
 #include <atomic>
@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "lib/storage/memory_analyzer_store.h"
 #include "lib/storage/repository_contract.h"
 #include "lib/storage/row_codec.h"
 #include "testing/manual_clock.h"
@@ -21,6 +22,7 @@ class MemoryBackend final : public ContractBackend {
   MatrixStore& matrices() override { return store_; }
   JobQueue& queue() override { return store_; }
   AnalysisStore& analysis() override { return store_; }
+  AnalyzerStore& analyzer() override { return analyzer_; }
 
   void ExpireAllLeases() override {
     store_.db().Write([&](MemoryDatabase::Tables& t, MemoryDatabase::Changes&) {
@@ -69,11 +71,14 @@ class MemoryBackend final : public ContractBackend {
 
  private:
   MemoryStore store_;
+  MemoryAnalyzerStore analyzer_{&store_.db()};
 };
 
-INSTANTIATE_TEST_SUITE_P(Memory, RepositoryContractTest,
-                         ::testing::Values(ContractParam{
-                             "memory", [] { return std::make_unique<MemoryBackend>(); }}),
+const ContractParam kMemory{"memory", [] { return std::make_unique<MemoryBackend>(); }};
+
+INSTANTIATE_TEST_SUITE_P(Memory, RepositoryContractTest, ::testing::Values(kMemory),
+                         ContractParamName);
+INSTANTIATE_TEST_SUITE_P(Memory, AnalyzerStoreContractTest, ::testing::Values(kMemory),
                          ContractParamName);
 
 pb::RegisterResponse RegisterEmu(MemoryStore& s, const std::string& name) {

@@ -3,10 +3,13 @@
 // so the in-memory repositories (memory_store.h) used by hermetic tests
 // behave like the PostgreSQL ones in production: fencing by (job, attempt,
 // token), the same status codes, retry backoff, max attempts, claim order,
-// the eligibility hook, catalogs, matrices, results and analysis reads.
+// the eligibility hook, catalogs, matrices, results and analysis reads;
+// and the analyzer's store (analyzer_store.h) over what they wrote.
 //
-// The cases live in repository_contract.cc; a test binary links that file
-// and instantiates RepositoryContractTest with its backends:
+// The cases live in repository_contract.cc, build_jobs_contract.cc and
+// (suite AnalyzerStoreContractTest, so they can be run by name)
+// analyzer_store_contract.cc; a test binary links those files and
+// instantiates both suites with its backends:
 //   INSTANTIATE_TEST_SUITE_P(Memory, RepositoryContractTest,
 //                            ::testing::Values(ContractParam{"memory", MakeMine}),
 //                            ContractParamName);
@@ -24,6 +27,7 @@
 
 #include <gtest/gtest.h>
 
+#include "lib/storage/analyzer_store.h"
 #include "lib/storage/repositories.h"
 
 namespace farm::storage {
@@ -38,6 +42,8 @@ class ContractBackend {
   virtual MatrixStore& matrices() = 0;
   virtual JobQueue& queue() = 0;
   virtual AnalysisStore& analysis() = 0;
+  // The analyzer's store over the same database.
+  virtual AnalyzerStore& analyzer() = 0;
 
   // Every current lease has expired and every queued job is past its
   // backoff (no sleeping in tests).
@@ -90,6 +96,22 @@ class RepositoryContractTest : public ::testing::TestWithParam<ContractParam> {
 
   std::unique_ptr<ContractBackend> backend_;
   RetryPolicy retry_{absl::Milliseconds(1), absl::Milliseconds(10)};
+};
+
+// The analyzer store's cases: the repositories above write what the
+// analyzer reads (matrices, results, catalogs, agents), the analyzer store
+// writes its rows, and AnalysisStore reads them back as the scheduler does.
+class AnalyzerStoreContractTest : public RepositoryContractTest {
+ protected:
+  AnalyzerStore& analyzer() { return backend_->analyzer(); }
+
+  // Reports `samples` as the result of lease `l`.
+  absl::StatusOr<ReportOutcome> ReportSamples(const pb::RegisterResponse& a, const pb::LeaseRef& l,
+                                              const std::vector<pb::Sample>& samples);
+  // Catalog "c" (c0..c9, "subject <i>"), a bulk matrix of two jobs run to
+  // success, and `found` recorded from it; the matrix id, and the created
+  // bisects in `bisects`.
+  int64_t AnalysedMatrix(const std::vector<NewRegression>& found, std::vector<int64_t>* bisects);
 };
 
 }  // namespace farm::storage

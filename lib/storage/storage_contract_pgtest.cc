@@ -1,6 +1,6 @@
-// The repository contract suite (repository_contract.cc) on PostgreSQL:
-// PgStore over a fresh database per case, in one private cluster for the
-// binary (farm_testing harness).
+// The repository contract suites (repository_contract.h) on PostgreSQL:
+// PgStore and the PostgreSQL AnalyzerStore over a fresh database per case,
+// in one private cluster for the binary (farm_testing harness).
 #include <atomic>
 #include <memory>
 #include <string>
@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/storage/migrations.h"
+#include "lib/storage/pg_analyzer_store.h"
 #include "lib/storage/pg_pool.h"
 #include "lib/storage/pg_store.h"
 #include "lib/storage/repository_contract.h"
@@ -67,6 +68,7 @@ class PgBackend final : public ContractBackend {
   MatrixStore& matrices() override { return store_; }
   JobQueue& queue() override { return store_; }
   AnalysisStore& analysis() override { return store_; }
+  AnalyzerStore& analyzer() override { return *analyzer_; }
 
   void ExpireAllLeases() override {
     Exec([](pqxx::work& w) {
@@ -139,7 +141,8 @@ class PgBackend final : public ContractBackend {
   }
 
  private:
-  explicit PgBackend(const std::string& uri) : pool_(PgPoolOptions{uri, 6, 3}), store_(&pool_) {}
+  explicit PgBackend(const std::string& uri)
+      : pool_(PgPoolOptions{uri, 6, 3}), store_(&pool_), analyzer_(NewPgAnalyzerStore(&pool_)) {}
 
   void Exec(const std::function<void(pqxx::work&)>& fn) {
     absl::Status st = pool_.Run([&](pqxx::connection& c) {
@@ -153,10 +156,14 @@ class PgBackend final : public ContractBackend {
 
   PgPool pool_;
   PgStore store_;
+  std::unique_ptr<AnalyzerStore> analyzer_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Postgres, RepositoryContractTest,
-                         ::testing::Values(ContractParam{"postgres", &PgBackend::Make}),
+const ContractParam kPostgres{"postgres", &PgBackend::Make};
+
+INSTANTIATE_TEST_SUITE_P(Postgres, RepositoryContractTest, ::testing::Values(kPostgres),
+                         ContractParamName);
+INSTANTIATE_TEST_SUITE_P(Postgres, AnalyzerStoreContractTest, ::testing::Values(kPostgres),
                          ContractParamName);
 
 }  // namespace

@@ -26,6 +26,33 @@ bool IsOpen(int state) {
   return state == pb::REGRESSION_STATE_CONFIRMED || state == pb::REGRESSION_STATE_ACKNOWLEDGED;
 }
 
+static_assert(static_cast<int>(ChangeClass::kUnspecified) == pb::CHANGE_CLASS_UNSPECIFIED &&
+              static_cast<int>(ChangeClass::kIommu) == pb::CHANGE_CLASS_IOMMU &&
+              static_cast<int>(ChangeClass::kNotIommu) == pb::CHANGE_CLASS_NOT_IOMMU);
+
+// What the store records of a finding: its regressions row, without the
+// change points it was merged from.
+RegressionFinding StoredFinding(const Finding& f) {
+  RegressionFinding r;
+  r.platform = f.platform;
+  r.workload = f.workload;
+  r.metric = f.metric;
+  r.mode = f.mode;
+  r.overhead_series = f.overhead_series;
+  r.change_class = static_cast<pb::ChangeClass>(f.change_class);
+  r.regression = f.regression;
+  r.last_good_index = f.last_good_index;
+  r.last_good = f.last_good;
+  r.first_bad_index = f.first_bad_index;
+  r.first_bad = f.first_bad;
+  r.magnitude = f.magnitude;
+  r.p_value = f.p_value;
+  for (const ModeEffect& e : f.per_mode) {
+    r.per_mode.push_back({e.mode, e.overhead, e.before, e.after, e.relative_change, e.p_value});
+  }
+  return r;
+}
+
 }  // namespace
 
 std::string RankNote(const Finding& f, const std::set<std::string>& workload_primary,
@@ -174,7 +201,7 @@ absl::StatusOr<NewRegression> Analyzer::NewRegressionFor(const MatrixInfo& m, co
   const std::set<std::string> workload_primary =
       pm == primary.end() ? std::set<std::string>{} : pm->second;
   NewRegression n;
-  n.finding = f;
+  n.finding = StoredFinding(f);
   n.series_key = absl::StrCat(f.platform, "|", f.workload, "|", f.metric, "|", f.mode,
                               f.overhead_series ? "/off" : "", "|", f.last_good, "|", f.first_bad);
   n.state = pb::REGRESSION_STATE_SUSPECTED;  // until confirmed

@@ -48,7 +48,6 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
-#include "services/analyzer/analyzer_store.h"
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/bisect_driver.h"
 #include "services/analyzer/bisect_state.h"
@@ -57,6 +56,7 @@
 #include "services/analyzer/rerun.h"
 #include "services/analyzer/result_gauges.h"
 #include "services/analyzer/series.h"
+#include "services/analyzer/store.h"
 
 namespace farm::analyzer {
 

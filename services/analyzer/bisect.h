@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/storage/analyzer_rows.h"
 #include "services/analyzer/stats.h"
 
 namespace farm::analyzer {
@@ -61,31 +62,10 @@ struct BisectOptions {
   double interval_level = 0.99;
 };
 
-struct BisectStepRecord {
-  int step = 0;  // 1-based
-  int commit_index = 0;
-  std::string commit_id;
-  // "pending", "good", "bad", "weak-good", "weak-bad", "split", "skip"
-  std::string verdict;
-  int repeats = 0;  // samples the verdict rests on
-  double mean = 0;
-  double p_value = 1;          // against the reference it was judged closer to the other of
-  double relative_change = 0;  // against the last good reference mean
-};
-
-// One first bad commit of the range, with the change it brings: measured
-// between the references of the part of the range it was bisected in.
-struct Culprit {
-  int last_good_index = 0;
-  int index = 0;  // the first bad commit
-  std::string commit_id;
-  double relative_change = 0;  // its part's change, relative to the range's last good mean
-  double share = 0;            // its part's change over the whole range's change
-  // Skipped commits between last_good_index and index, in order: when there
-  // are any, the first bad is one of them or `index`, which could not be told
-  // apart.
-  std::vector<int> skipped;
-};
+// A step's judgement and a culprit are the rows the store writes
+// (bisect_steps, bisect_culprits).
+using storage::BisectStepRecord;
+using storage::Culprit;
 
 struct BisectRequest {
   int commit_index = 0;

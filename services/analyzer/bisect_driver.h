@@ -33,10 +33,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "iommufarm/v1/farm.pb.h"
-#include "services/analyzer/analyzer_store.h"
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/bisect_state.h"
 #include "services/analyzer/clients.h"
+#include "services/analyzer/store.h"
 
 namespace farm::analyzer {
 

@@ -20,8 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "iommufarm/v1/farm.pb.h"
-#include "services/analyzer/analyzer_store.h"
 #include "services/analyzer/rerun.h"
+#include "services/analyzer/store.h"
 
 namespace farm::analyzer {
 

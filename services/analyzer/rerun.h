@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "iommufarm/v1/farm.pb.h"
-#include "services/analyzer/analyzer_store.h"
 #include "services/analyzer/series.h"
+#include "services/analyzer/store.h"
 
 namespace farm::analyzer {
 

@@ -13,24 +13,12 @@
 #include <tuple>
 #include <vector>
 
+#include "lib/storage/analyzer_rows.h"
+
 namespace farm::analyzer {
 
-// One stored sample as the analyzer reads it (one row of analyzer_samples).
-struct SampleRow {
-  int64_t sample_id = 0;
-  int64_t matrix_id = 0;
-  std::string catalog;
-  std::string commit_id;
-  int commit_index = 0;
-  std::string platform;
-  std::string workload;
-  std::string mode;    // "off", "passthrough", "strict", "lazy"
-  std::string metric;  // Sample.metric
-  std::string phase;   // Sample.phase, may be empty
-  std::string unit;    // Sample.unit, may be empty
-  int repeat = 0;
-  double value = 0;
-};
+// One stored sample as the analyzer reads it (the store's row).
+using storage::SampleRow;
 
 // Whether a larger value is better for a metric, judged from its name.
 // Unknown metrics (counters such as invalidations) are not analysed:

@@ -1,38 +1,41 @@
-// AnalyzerStore: what farm-analyzer reads and writes in PostgreSQL, behind an
-// interface so the engine (analyzer.h) knows no SQL; the libpqxx
-// implementation is pg_analyzer_store.h.
+// AnalyzerStore: what farm-analyzer reads and writes in the farm's
+// database, behind an interface so the engine (services/analyzer/analyzer.h)
+// knows no SQL and links no database driver. Implementations: libpqxx
+// (pg_analyzer_store.h) and in memory (memory_analyzer_store.h); the
+// contract suite (analyzer_store_contract.cc) holds both to the same
+// behaviour.
 //
-// The schema is the scheduler's (lib/storage/migrations.cc, v10): the
-// analyzer reads matrices, jobs, results, catalog_commits and agents (their
-// kernel offers), and writes
-// regressions, bisects, bisect_steps, bisect_culprits, alerts and
-// analyzer_state. Enum columns
-// hold iommufarm.v1 enum numbers (docs/analyzer.md describes the passes).
+// The schema is the scheduler's (migrations.cc): the analyzer reads
+// matrices, jobs, results, catalog_commits and agents (their kernel offers),
+// and writes regressions, bisects, bisect_steps, bisect_culprits, alerts and
+// analyzer_state. Enum columns hold iommufarm.v1 enum numbers
+// (docs/analyzer.md describes the passes).
 //
 // Contract:
-//  - Thread-safe (every call is its own transaction on a pooled connection).
+//  - Thread-safe (every call is its own transaction).
 //  - Each mutating call is one transaction, so a crash leaves either the old
 //    or the new state: detection results and the "matrix analysed" marker are
 //    written together; a bisect's state, steps and regression row likewise.
+//  - JSON values (state_json, params_json, annotations) read back equal as
+//    JSON, not necessarily as text (PostgreSQL's jsonb normalises them).
 //  - Errors: kUnavailable when the database is unreachable, kNotFound for
-//    unknown ids, kInternal otherwise.
-#ifndef SERVICES_ANALYZER_ANALYZER_STORE_H_
-#define SERVICES_ANALYZER_ANALYZER_STORE_H_
+//    unknown ids, kAlreadyExists for a matrix analysed twice, kInternal
+//    otherwise.
+#ifndef LIB_STORAGE_ANALYZER_STORE_H_
+#define LIB_STORAGE_ANALYZER_STORE_H_
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
-#include "services/analyzer/bisect.h"
-#include "services/analyzer/detect.h"
-#include "services/analyzer/series.h"
+#include "lib/storage/analyzer_rows.h"
 
-namespace farm::analyzer {
+namespace farm::storage {
 
 struct MatrixInfo {
   int64_t id = 0;
@@ -54,7 +57,7 @@ struct SeriesSpec {
   std::string platform;
   std::string workload;
   std::string params_json = "{}";     // jobs.params of the bulk jobs
-  std::string model_set_json = "{}";  // jobs.model_set
+  std::string model_set_json = "{}";  // the matrix spec's `set:` (MatrixSpecSetJson)
   iommufarm::v1::Executor executor = iommufarm::v1::EXECUTOR_EMULATOR;
   std::string metric;  // Sample.metric
   std::string phase;   // Sample.phase
@@ -62,16 +65,46 @@ struct SeriesSpec {
   bool overhead = false;
 };
 
+// What a regressions row records of a detected change: the analyzer's
+// finding (services/analyzer/detect.h Finding) without the evidence it was
+// derived from.
+struct RegressionFinding {
+  std::string platform;
+  std::string workload;
+  std::string metric;  // "metric" or "metric/phase"
+  std::string mode;    // "strict", ...
+  bool overhead_series = false;
+  iommufarm::v1::ChangeClass change_class = iommufarm::v1::CHANGE_CLASS_UNSPECIFIED;
+  bool regression = true;  // false: an improvement
+  int last_good_index = 0;
+  std::string last_good;
+  int first_bad_index = 0;
+  std::string first_bad;
+  double magnitude = 0;  // relative change of the finding's series
+  double p_value = 1;
+  // The finding's metric in every mode (regressions.per_mode keeps the plain
+  // modes; overhead ratios are not stored).
+  struct ModeChange {
+    std::string mode;
+    bool overhead = false;
+    double before = 0;
+    double after = 0;
+    double relative_change = 0;
+    double p_value = 1;
+  };
+  std::vector<ModeChange> per_mode;
+};
+
 // A new regression (or improvement) and the bisect record that drives its
 // confirmation.
 struct NewRegression {
-  Finding finding;
+  RegressionFinding finding;
   std::string series_key;  // dedup: no second open regression with this key
   iommufarm::v1::RegressionState state = iommufarm::v1::REGRESSION_STATE_SUSPECTED;
   std::string metric_rank = "primary";       // regressions.metric_rank: "primary" | "secondary"
   std::vector<std::string> primary_metrics;  // regressions.primary_metrics (the workload's)
-  std::string note;               // regressions.note: a human sentence on the rank (RankNote)
-  std::string bisect_state_json;  // analyzer_state 'bisect:<id>' (planner etc.)
+  std::string note;                          // regressions.note: a human sentence on the rank
+  std::string bisect_state_json;             // analyzer_state 'bisect:<id>' (planner etc.)
 };
 
 // A bisect the analyzer is still driving.
@@ -158,9 +191,11 @@ struct FixCheckWork {
 class AnalyzerStore {
  public:
   virtual ~AnalyzerStore() = default;
-  // Bulk matrices whose jobs are all terminal and that were not analysed.
+  // Bulk matrices whose jobs are all terminal and that were not analysed,
+  // in id order, at most 20 per call.
   virtual absl::StatusOr<std::vector<MatrixInfo>> MatricesToAnalyze() = 0;
-  // Every sample of the accepted results of these matrices.
+  // Every numeric sample of the accepted results (the latest attempt of
+  // each succeeded job) of these matrices, in job order.
   virtual absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& matrices) = 0;
   // True when every job of every listed matrix is terminal.
   virtual absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>& matrices) = 0;
@@ -168,18 +203,23 @@ class AnalyzerStore {
   // order (why a step gave no values: e.g. its kernel did not build).
   virtual absl::StatusOr<std::vector<std::string>> FailureReasons(
       const std::vector<int64_t>& matrices) = 0;
-  // Catalog commits with lo <= index <= hi, in order.
+  // Catalog commits with lo <= index <= hi, in order; kNotFound when none.
   virtual absl::StatusOr<std::vector<CommitRow>> Commits(const std::string& catalog, int lo,
                                                          int hi) = 0;
-  // params / model_set / executor of a bulk job of the cell, for resubmission.
+  // params / model_set / executor of a bulk job of the cell, for
+  // resubmission; kNotFound when the matrix has no job of the cell.
   virtual absl::StatusOr<SeriesSpec> Cell(int64_t matrix_id, const std::string& platform,
                                           const std::string& workload) = 0;
   // Records the findings of a matrix and marks it analysed, atomically.
-  // Findings whose series_key matches an open regression are skipped.
-  // Returns the ids of the bisects created.
+  // Findings whose series_key matches an open regression are skipped, and
+  // so are changes a person ignored (same series, direction and catalog,
+  // overlapping commit range). Returns the ids of the bisects created.
   virtual absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
       int64_t matrix_id, const std::string& catalog, const std::vector<NewRegression>& found) = 0;
+  // Running bisects with their analyzer state, in bisect id order.
   virtual absl::StatusOr<std::vector<ActiveBisect>> ActiveBisects() = 0;
+  // A person's triage (acknowledged, fixed, ...) is never overwritten by
+  // update.regression_state.
   virtual absl::Status SaveBisect(const BisectUpdate& update) = 0;
   // Regressions that have, or should have, an alert: open ones, resolved
   // ones whose alert was resolved less than `resolved_window` ago (re-sent so
@@ -204,15 +244,15 @@ class AnalyzerStore {
   // Regressions marked fixed whose check (is a later commit back to the old
   // level?) is not finished, with their bisect's planner state.
   virtual absl::StatusOr<std::vector<FixCheckWork>> FixChecks() = 0;
-  // The catalog's commit with the highest index.
+  // The catalog's commit with the highest index; kNotFound when empty.
   virtual absl::StatusOr<CommitRow> LatestCommit(const std::string& catalog) = 0;
+  // The kernel offers (proto::OffersFor) of the capability for `executor`
+  // of every agent that sent a heartbeat within `live`, in agent id order.
+  virtual absl::StatusOr<std::vector<iommufarm::v1::KernelOffer>> LiveOffers(
+      iommufarm::v1::Executor executor, absl::Duration live) = 0;
   // Writes the check's state (analyzer_state 'fixcheck:<regression>') and
   // the regression's fix_check columns in one transaction; a regression no
   // longer fixed (re-opened meanwhile) keeps its columns.
-  // The kernel offers (proto::OffersFor) of the capability for `executor`
-  // of every agent that sent a heartbeat within `live`.
-  virtual absl::StatusOr<std::vector<iommufarm::v1::KernelOffer>> LiveOffers(
-      iommufarm::v1::Executor executor, absl::Duration live) = 0;
   virtual absl::Status SaveFixCheck(int64_t regression_id, const std::string& fix_check,
                                     const std::string& commit, double change,
                                     const std::string& state_json) = 0;
@@ -224,7 +264,16 @@ std::string ModeName(int mode);
 // A stored iommufarm.v1.Executor number; one outside the enum reads as
 // EXECUTOR_UNSPECIFIED (the emulator).
 iommufarm::v1::Executor ExecutorFromNumber(int number);
+// The `set:` map of a matrix spec as a JSON object ("{}" when absent), what
+// SeriesSpec.model_set_json carries: jobs.model_set also holds each commit's
+// catalog settings, which must not be carried to other commits.
+// kInvalidArgument when the YAML cannot be read.
+absl::StatusOr<std::string> MatrixSpecSetJson(const std::string& spec_yaml);
+// regressions.per_mode of a finding: its plain modes (no overhead ratios) as
+// [{"mode": <IommuMode number>, "before", "after", "relative_change",
+// "p_value"}], numbers to six significant digits.
+std::string PerModeJson(const RegressionFinding& finding);
 
-}  // namespace farm::analyzer
+}  // namespace farm::storage
 
-#endif  // SERVICES_ANALYZER_ANALYZER_STORE_H_
+#endif  // LIB_STORAGE_ANALYZER_STORE_H_

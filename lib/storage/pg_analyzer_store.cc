@@ -1,5 +1,6 @@
-// libpqxx implementation of AnalyzerStore over the scheduler's schema v1.
-#include <yaml-cpp/yaml.h>
+// libpqxx implementation of AnalyzerStore over the scheduler's schema.
+#include "lib/storage/pg_analyzer_store.h"
+
 #include <pqxx/pqxx>
 
 #include <nlohmann/json.hpp>
@@ -10,42 +11,12 @@
 #include "lib/storage/row_codec.h"
 #include "lib/storage/run_eligibility.h"
 #include "proto/kernel_offers.h"
-#include "proto/names.h"
-#include "services/analyzer/pg_analyzer_store.h"
 
-namespace farm::analyzer {
-
-int ModeNumber(const std::string& mode) { return static_cast<int>(proto::ModeFromName(mode)); }
-
-std::string ModeName(int mode) {
-  std::string name = proto::ModeName(mode);
-  return name == proto::kUnspecifiedName ? "" : name;
-}
-
-iommufarm::v1::Executor ExecutorFromNumber(int number) {
-  return iommufarm::v1::Executor_IsValid(number) ? static_cast<iommufarm::v1::Executor>(number)
-                                                 : iommufarm::v1::EXECUTOR_UNSPECIFIED;
-}
+namespace farm::storage {
 
 namespace {
 
-using storage::PgPool;
 namespace pb = ::iommufarm::v1;
-
-// The `set:` map of a matrix spec as a JSON object ("{}" when absent).
-absl::StatusOr<std::string> SpecSetAsJson(const std::string& spec_yaml) {
-  try {
-    const YAML::Node root = YAML::Load(spec_yaml);
-    nlohmann::json out = nlohmann::json::object();
-    if (root.IsMap() && root["set"] && root["set"].IsMap()) {
-      for (const auto& kv : root["set"])
-        out[kv.first.as<std::string>()] = kv.second.as<std::string>();
-    }
-    return out.dump();
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("matrix spec_yaml: ", e.what()));
-  }
-}
 
 std::string ArrayLiteral(const std::vector<int64_t>& ids) {
   return "{" + absl::StrJoin(ids, ",") + "}";
@@ -177,7 +148,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
                                   const std::string& workload) override {
     return pool_->Call<SeriesSpec>([&](pqxx::connection& c) -> absl::StatusOr<SeriesSpec> {
       pqxx::read_transaction t(c);
-      pqxx::result r = t.exec_params("SELECT " + std::string(storage::kJobParamsSql) +
+      pqxx::result r = t.exec_params("SELECT " + std::string(kJobParamsSql) +
                                          "::text, j.executor, j.catalog, m.spec_yaml FROM jobs j "
                                          "JOIN matrices m ON m.id = j.matrix_id "
                                          "WHERE j.matrix_id = $1 AND j.platform = $2 AND "
@@ -195,7 +166,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
       s.catalog = r[0][2].as<std::string>();
       // jobs.model_set holds the commit's catalog settings plus the spec's
       // `set:`; only the latter may be carried to other commits.
-      absl::StatusOr<std::string> set = SpecSetAsJson(r[0][3].as<std::string>());
+      absl::StatusOr<std::string> set = MatrixSpecSetJson(r[0][3].as<std::string>());
       if (!set.ok()) return set.status();
       s.model_set_json = *set;
       return s;
@@ -213,7 +184,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
       w.exec_params("INSERT INTO analyzer_state (key, value) VALUES ('matrix:' || $1, $2::jsonb)",
                     matrix_id, absl::StrCat("{\"findings\": ", found.size(), "}"));
       for (const NewRegression& n : found) {
-        const Finding& f = n.finding;
+        const RegressionFinding& f = n.finding;
         if (!w.exec_params("SELECT 1 FROM regressions WHERE series_key = $1 "
                            "AND state IN (1, 2, 3)",
                            n.series_key)
@@ -232,17 +203,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
                   f.regression ? 1 : 2, f.last_good_index, f.first_bad_index)
                  .empty())
           continue;
-        std::string per_mode = "[";
-        bool first = true;
-        for (const ModeEffect& e : f.per_mode) {
-          if (e.overhead) continue;
-          absl::StrAppend(&per_mode, first ? "" : ",", "{\"mode\":", ModeNumber(e.mode),
-                          ",\"before\":", e.before, ",\"after\":", e.after,
-                          ",\"relative_change\":", e.relative_change, ",\"p_value\":", e.p_value,
-                          "}");
-          first = false;
-        }
-        per_mode += "]";
+        const std::string per_mode = PerModeJson(f);
         const pqxx::row reg = w.exec_params1(
             "INSERT INTO regressions (state, change_class, direction, platform, workload, "
             "  metric, mode, overhead_series, catalog, last_good, first_bad, magnitude, p_value, "
@@ -502,9 +463,9 @@ class PgAnalyzerStore final : public AnalyzerStore {
                          "WHERE last_heartbeat > now() - make_interval(secs => $1) ORDER BY id",
                          absl::ToDoubleSeconds(live))) {
         google::protobuf::RepeatedPtrField<pb::Capability> caps;
-        storage::JsonToCaps(r[0].as<std::string>(), &caps);
+        JsonToCaps(r[0].as<std::string>(), &caps);
         pb::HostFacts host;
-        storage::JsonToHost(r[1].as<std::string>(), &host);
+        JsonToHost(r[1].as<std::string>(), &host);
         const std::vector<pb::KernelOffer> offers =
             proto::OffersFor({caps.begin(), caps.end()}, executor, host);
         out.insert(out.end(), offers.begin(), offers.end());
@@ -544,8 +505,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
 
 }  // namespace
 
-std::unique_ptr<AnalyzerStore> NewPgAnalyzerStore(storage::PgPool* pool) {
+std::unique_ptr<AnalyzerStore> NewPgAnalyzerStore(PgPool* pool) {
   return std::make_unique<PgAnalyzerStore>(pool);
 }
 
-}  // namespace farm::analyzer
+}  // namespace farm::storage

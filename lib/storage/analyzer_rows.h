@@ -1,0 +1,67 @@
+// The analyzer's plain rows that both its store (analyzer_store.h) and its
+// pure core (services/analyzer: series, bisect planner) speak: a stored
+// sample as the analyzer reads it, and a bisect's step and culprit as the
+// planner records them and the store writes them (bisect_steps,
+// bisect_culprits). Here, below both, so the store needs nothing of the
+// analyzer and the core nothing of a database.
+//
+// Plain value types: no shared state, thread-compatible, copyable.
+#ifndef LIB_STORAGE_ANALYZER_ROWS_H_
+#define LIB_STORAGE_ANALYZER_ROWS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace farm::storage {
+
+// One stored sample as the analyzer reads it: a value of an accepted result
+// with its job's cell.
+struct SampleRow {
+  int64_t sample_id = 0;  // the result's job id
+  int64_t matrix_id = 0;
+  std::string catalog;
+  std::string commit_id;
+  int commit_index = 0;
+  std::string platform;
+  std::string workload;
+  std::string mode;    // "off", "passthrough", "strict", "lazy"
+  std::string metric;  // Sample.metric
+  std::string phase;   // Sample.phase, may be empty
+  std::string unit;    // Sample.unit, may be empty
+  int repeat = 0;
+  double value = 0;
+};
+
+// One judgement of a bisect (a bisect_steps row); step 0 is the
+// confirmation.
+struct BisectStepRecord {
+  int step = 0;  // 1-based
+  int commit_index = 0;
+  std::string commit_id;
+  // "pending", "good", "bad", "weak-good", "weak-bad", "split", "skip"
+  std::string verdict;
+  int repeats = 0;  // samples the verdict rests on
+  double mean = 0;
+  double p_value = 1;          // against the reference it was judged closer to the other of
+  double relative_change = 0;  // against the last good reference mean
+};
+
+// One first bad commit of a bisected range, with the change it brings:
+// measured between the references of the part of the range it was bisected
+// in.
+struct Culprit {
+  int last_good_index = 0;
+  int index = 0;  // the first bad commit
+  std::string commit_id;
+  double relative_change = 0;  // its part's change, relative to the range's last good mean
+  double share = 0;            // its part's change over the whole range's change
+  // Skipped commits between last_good_index and index, in order: when there
+  // are any, the first bad is one of them or `index`, which could not be told
+  // apart. Not stored (the subject the analyzer writes names them).
+  std::vector<int> skipped;
+};
+
+}  // namespace farm::storage
+
+#endif  // LIB_STORAGE_ANALYZER_ROWS_H_
