@@ -40,12 +40,12 @@
 #include "lib/kbuild/test_tree.h"
 #include "lib/metrics/metrics.h"
 #include "lib/process/process.h"
+#include "lib/storage/pg_analyzer_store.h"
 #include "lib/storage/pg_pool.h"
 #include "proto/names.h"
 #include "scheduler/server.h"
 #include "services/analyzer/analyzer.h"
 #include "services/analyzer/clients.h"
-#include "services/analyzer/pg_analyzer_store.h"
 #include "testing/child_process.h"
 #include "testing/service_harness.h"
 
@@ -98,7 +98,7 @@ class RealBisectPgTest : public ::testing::Test {
     StartAgent();
 
     pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{pg_->Uri(), 2, 5});
-    store_ = analyzer::NewPgAnalyzerStore(pool_.get());
+    store_ = storage::NewPgAnalyzerStore(pool_.get());
     submitter_ = analyzer::NewGrpcJobSubmitter(server_->address(), "");
     auto sink = analyzer::NewAlertmanagerSink(am_->BaseUrl());
     ASSERT_TRUE(sink.ok()) << sink.status();
