@@ -29,9 +29,20 @@ struct SampleRow {
   std::string metric;  // Sample.metric
   std::string phase;   // Sample.phase, may be empty
   std::string unit;    // Sample.unit, may be empty
+  // How a guest's clock ran (GuestTiming below): "tcg-icount
+  // shift 7", "tcg", "kvm"; empty for the emulator and host runs. Figures of
+  // different timings never share a series.
+  std::string timing;
   int repeat = 0;
   double value = 0;
 };
+
+// A guest result's timing from its guest facts (accel, icount shift): the
+// shift counts only under icount, where it sets the guest's clock.
+inline std::string GuestTiming(const std::string& accel, const std::string& icount_shift) {
+  if (accel == "tcg-icount") return accel + " shift " + icount_shift;
+  return accel;
+}
 
 // One judgement of a bisect (a bisect_steps row); step 0 is the
 // confirmation.

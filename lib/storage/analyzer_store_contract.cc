@@ -154,7 +154,14 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
                             {Sample("throughput", "write", 100), Sample("latency", "", 5.5),
                              Sample("broken", "", std::nan(""))})
                   .ok());
-  ASSERT_TRUE(ReportSamples(a, j1.lease(), {Sample("throughput", "read", 200)}).ok());
+  // j1 ran in an instruction-timed guest: its rows carry that timing.
+  pb::ReportResultRequest guest;
+  guest.set_agent_id(a.agent_id());
+  *guest.mutable_lease() = j1.lease();
+  *guest.add_samples() = Sample("throughput", "read", 200);
+  guest.mutable_host()->mutable_guest()->set_accel("tcg-icount");
+  guest.mutable_host()->mutable_guest()->set_icount_shift(7);
+  ASSERT_TRUE(queue().ReportResult(guest).ok());
   ASSERT_TRUE(Fail(a, j2.lease(), "no value", false).ok());
 
   absl::StatusOr<std::vector<SampleRow>> rows = analyzer().Samples({m});
@@ -179,6 +186,7 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
   EXPECT_EQ(lat.phase, "");
   EXPECT_EQ(lat.unit, "MB/s");
   EXPECT_EQ(lat.value, 5.5);
+  EXPECT_EQ(lat.timing, "");  // no guest
   EXPECT_EQ((*rows)[1].metric, "throughput");
   EXPECT_EQ((*rows)[1].phase, "write");
   EXPECT_EQ((*rows)[1].value, 100);
@@ -189,6 +197,7 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
   EXPECT_EQ(off.mode, "off");
   EXPECT_EQ(off.repeat, 2);
   EXPECT_EQ(off.value, 200);
+  EXPECT_EQ(off.timing, "tcg-icount shift 7");
 
   EXPECT_EQ(analyzer().Samples({m, other})->size(), 4u);
   EXPECT_TRUE(analyzer().Samples({})->empty());

@@ -341,6 +341,8 @@ absl::StatusOr<std::vector<SampleRow>> MemoryAnalyzerStore::Samples(
         row.phase = s.phase();
         row.value = s.value();
         row.unit = s.unit();
+        row.timing = GuestTiming(result.host.guest().accel(),
+                                 std::to_string(result.host.guest().icount_shift()));
         out.push_back(std::move(row));
       }
     }

@@ -68,7 +68,9 @@ class PgAnalyzerStore final : public AnalyzerStore {
       for (const pqxx::row& r :
            t.exec_params("SELECT r.matrix_id, j.catalog, j.commit_id, j.commit_index, j.platform, "
                          "  j.workload, j.mode, j.repeat, s->>'metric', coalesce(s->>'phase', ''), "
-                         "  (s->>'value')::float8, r.job_id, coalesce(s->>'unit', '') "
+                         "  (s->>'value')::float8, r.job_id, coalesce(s->>'unit', ''), "
+                         "  coalesce(r.host->'guest'->>'accel', ''), "
+                         "  coalesce(r.host->'guest'->>'icount_shift', '0') "
                          "FROM results r JOIN jobs j ON j.id = r.job_id "
                          "CROSS JOIN LATERAL jsonb_array_elements(r.samples) s "
                          "WHERE r.matrix_id = ANY($1::bigint[]) AND j.state = 3 "
@@ -91,6 +93,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
         s.phase = r[9].as<std::string>();
         s.value = r[10].as<double>();
         s.unit = r[12].as<std::string>();
+        s.timing = GuestTiming(r[13].as<std::string>(), r[14].as<std::string>());
         out.push_back(std::move(s));
       }
       return out;

@@ -99,6 +99,7 @@ std::string HostToJson(const pb::HostFacts& h) {
     AppendMember(&out, "cmdline", g.cmdline());
     AppendMember(&out, "machine_model", g.machine_model());
     AppendMember(&out, "accel", g.accel());
+    AppendMember(&out, "icount_shift", g.icount_shift());
     AppendMember(&out, "qemu_version", g.qemu_version());
     out.push_back('}');
   }
@@ -126,6 +127,7 @@ void JsonToHost(const std::string& text, pb::HostFacts* h) {
     g->set_cmdline(guest->value("cmdline", ""));
     g->set_machine_model(guest->value("machine_model", ""));
     g->set_accel(guest->value("accel", ""));
+    g->set_icount_shift(guest->value("icount_shift", 0u));
     g->set_qemu_version(guest->value("qemu_version", ""));
   }
 }

@@ -94,7 +94,8 @@ TEST(RowCodecTest, HostFactsReadBackExactly) {
       g->set_iommu_driver("arm-smmu-v3");
       g->set_cmdline("console=ttyAMA0 iommu.strict=1 \"quoted\"");
       g->set_machine_model("virt,iommu=smmuv3");
-      g->set_accel("tcg");
+      g->set_accel("tcg-icount");
+      g->set_icount_shift(7);
       g->set_qemu_version(kAwkward[5]);
     }
     const std::string text = HostToJson(in);

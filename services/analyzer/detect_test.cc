@@ -236,6 +236,32 @@ std::vector<SampleRow> Rows(const std::map<std::string, double>& shift_by_mode, 
   return rows;
 }
 
+// Instruction-timed guests and plain-TCG guests measure different clocks:
+// the same cell under two timings is two series, and one timing's change is
+// not taken for a regression between timings.
+TEST(SeriesTest, GuestTimingsNeverShareASeries) {
+  std::vector<SampleRow> rows = Rows({{"off", 0}, {"strict", 0}, {"lazy", 0}}, 5, 1);
+  const size_t n = rows.size();
+  for (size_t i = 0; i < n; ++i) {
+    rows[i].timing = "tcg-icount shift 7";
+    SampleRow other = rows[i];
+    other.timing = "tcg";
+    other.value *= 3;  // another clock: another level
+    rows.push_back(other);
+  }
+  const auto series = BuildSeries(rows);
+  ASSERT_EQ(series.size(), 10u);  // per timing: 3 modes, strict/off, lazy/off
+  std::map<std::string, int> per_timing;
+  std::set<std::string> names;
+  for (const Series& s : series) {
+    ++per_timing[s.key.timing];
+    names.insert(s.key.ToString());
+  }
+  EXPECT_EQ(per_timing, (std::map<std::string, int>{{"tcg", 5}, {"tcg-icount shift 7", 5}}));
+  EXPECT_EQ(names.size(), 10u);
+  EXPECT_TRUE(Classify(DetectAll(series, DetectOptions{}), series, DetectOptions{}).empty());
+}
+
 TEST(ClassifyTest, TranslatedModesOnlyIsIommu) {
   const auto rows = Rows({{"off", 0}, {"strict", -0.25}, {"lazy", -0.2}}, 5, 1);
   const auto series = BuildSeries(rows);

@@ -112,7 +112,8 @@ std::string SeriesMetricName(const std::string& metric, const std::string& phase
 }
 
 std::string SeriesKey::ToString() const {
-  return platform + " " + workload + " " + metric + " " + (overhead ? mode + "/off" : mode);
+  return platform + " " + workload + " " + metric + " " + (overhead ? mode + "/off" : mode) +
+         (timing.empty() ? "" : " (" + timing + ")");
 }
 
 std::vector<Series> BuildSeries(const std::vector<SampleRow>& samples, bool include_unknown,
@@ -124,7 +125,8 @@ std::vector<Series> BuildSeries(const std::vector<SampleRow>& samples, bool incl
   for (const SampleRow& s : samples) {
     const Polarity p = MetricPolarity(s.metric);
     if (p == Polarity::kUnknown && !include_unknown) continue;
-    SeriesKey key{s.platform, s.workload, SeriesMetricName(s.metric, s.phase), s.mode, false};
+    SeriesKey key{s.platform, s.workload, SeriesMetricName(s.metric, s.phase),
+                  s.mode,     false,      s.timing};
     polarity[key] = p;
     SeriesPoint& pt = cells[key][s.commit_index];
     pt.commit_index = s.commit_index;

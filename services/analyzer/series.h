@@ -35,8 +35,9 @@ struct SeriesKey {
   std::string metric;  // SeriesMetricName
   std::string mode;
   bool overhead = false;  // mode / off ratio
+  std::string timing;     // SampleRow.timing: guests timed otherwise are another series
 
-  auto Tie() const { return std::tie(platform, workload, metric, mode, overhead); }
+  auto Tie() const { return std::tie(platform, workload, metric, mode, overhead, timing); }
   bool operator<(const SeriesKey& o) const { return Tie() < o.Tie(); }
   bool operator==(const SeriesKey& o) const { return Tie() == o.Tie(); }
   std::string ToString() const;
