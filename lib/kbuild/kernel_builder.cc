@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -37,6 +40,11 @@ namespace {
 constexpr char kBuildUser[] = "farm";
 constexpr char kBuildHost[] = "iommu-farm";
 constexpr char kIdentityOrigin[] = "kernel builder";
+// obj/ files of the builder's own: what the .config was made from, and the
+// benchmark tool's command line and dependencies.
+constexpr char kConfigStampName[] = ".farm-config-stamp";
+constexpr char kToolCmdName[] = "dma_map_benchmark.cmd";
+constexpr char kToolDepName[] = "dma_map_benchmark.d";
 
 bool IsFullSha(absl::string_view rev) {
   if (rev.size() != 40) return false;
@@ -51,18 +59,21 @@ bool BaseIsFile(const std::string& base) {
   return absl::StrContains(base, '/') || fs::is_regular_file(base, ec);
 }
 
-// The kernel's ARCH, image target and image path under obj/ for a guest arch.
+// The kernel's ARCH (and the arch/ directory it selects), image target and
+// image path under obj/ for a guest arch.
 struct ArchInfo {
   const char* karch;
+  const char* srcarch;
   const char* cross_compile;
   const char* image_target;
   const char* image_path;
 };
 
 absl::StatusOr<ArchInfo> ArchFor(const std::string& arch) {
-  if (arch == kstore::kArchX86) return ArchInfo{"x86_64", "", "bzImage", "arch/x86/boot/bzImage"};
+  if (arch == kstore::kArchX86)
+    return ArchInfo{"x86_64", "x86", "", "bzImage", "arch/x86/boot/bzImage"};
   if (arch == kstore::kArchArm64) {
-    return ArchInfo{"arm64", "aarch64-linux-gnu-", "Image", "arch/arm64/boot/Image"};
+    return ArchInfo{"arm64", "arm64", "aarch64-linux-gnu-", "Image", "arch/arm64/boot/Image"};
   }
   return absl::InvalidArgumentError(
       absl::StrCat("arch '", arch, "' unknown (", kstore::kArchX86, ", ", kstore::kArchArm64, ")"));
@@ -84,21 +95,30 @@ class Build {
   absl::Status SyncMirror();
   absl::Status CheckOut();
   absl::Status Configure();
+  absl::StatusOr<std::string> ConfigInputs();
+  absl::StatusOr<std::string> ToolVersion(const std::string& tool);
+  std::optional<std::string> KeptConfig(const std::string& inputs) const;
   absl::StatusOr<std::string> MergedConfig();
   absl::Status CheckConfig(const std::string& final_config) const;
   absl::Status Compile();
   std::string CompileBenchTool();
+  bool BenchToolUpToDate(const fs::path& tool, const std::string& cmd) const;
   absl::Status RunMake(const std::vector<std::string>& targets);
   absl::StatusOr<kstore::KernelBuild> WriteStoreEntry(const std::string& release,
                                                       const std::string& bench_tool);
 
   // Runs argv (argv[0] resolved on PATH) in the build's environment,
-  // logging it and its output; the build's deadline bounds it.
-  absl::StatusOr<runners::ProcessResult> Exec(std::vector<std::string> argv);
+  // logging it and (unless !log_output) its output; the build's deadline
+  // bounds it.
+  absl::StatusOr<runners::ProcessResult> Exec(std::vector<std::string> argv,
+                                              bool log_output = true);
   // Exec that fails with the command's stderr unless it exits 0.
   absl::StatusOr<std::string> ExecOk(std::vector<std::string> argv);
   std::vector<std::string> GitIn(const std::string& dir) const { return {req_.git, "-C", dir}; }
   std::vector<std::string> MakeArgv() const;
+  std::string CcArg() const {
+    return absl::StrCat("CC=", ccache_.empty() ? "" : ccache_ + " ", compiler_);
+  }
   void Log(absl::string_view text) {
     if (log_ != nullptr) absl::StrAppend(log_, text);
   }
@@ -112,14 +132,16 @@ class Build {
   std::string ccache_;    // "" when not used
   std::vector<Fragment> fragments_;
   std::vector<ConfigOption> requested_;
+  std::string config_key_hash_;  // sha256 of the base and fragment texts
   std::string config_id_;
+  std::string compiler_version_;  // the first line of `<compiler> --version`
   fs::path root_, mirror_, build_dir_, src_, obj_;
   std::string commit_;
   std::string timestamp_;
   std::string final_config_;
 };
 
-absl::StatusOr<runners::ProcessResult> Build::Exec(std::vector<std::string> argv) {
+absl::StatusOr<runners::ProcessResult> Build::Exec(std::vector<std::string> argv, bool log_output) {
   Log(absl::StrCat("$ ", absl::StrJoin(argv, " "), "\n"));
   runners::ProcessOptions p;
   p.argv = std::move(argv);
@@ -141,7 +163,7 @@ absl::StatusOr<runners::ProcessResult> Build::Exec(std::vector<std::string> argv
   p.cancelled = req_.cancelled;
   absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
   if (!r.ok()) return r.status();
-  Log(r->stdout_data);
+  if (log_output) Log(r->stdout_data);
   Log(r->stderr_data);
   if (r->timed_out) {
     return absl::DeadlineExceededError(absl::StrCat("kernel build of ", req_.rev, " ran past its ",
@@ -235,7 +257,8 @@ absl::Status Build::Prepare() {
     absl::StrAppend(&config_key, *base);
   }
   for (const Fragment& f : fragments_) absl::StrAppend(&config_key, "\n", f.name, "\n", f.text);
-  config_id_ = Sha256Hex(config_key).substr(0, 12);
+  config_key_hash_ = Sha256Hex(config_key);
+  config_id_ = config_key_hash_.substr(0, 12);
 
   root_ = req_.cache_root.empty() ? DefaultCacheRoot() : req_.cache_root;
   const std::string tree_key = Sha256Hex(TreeId()).substr(0, 12);
@@ -322,7 +345,7 @@ std::vector<std::string> Build::MakeArgv() const {
                                    absl::StrCat("ARCH=", arch_.karch)};
   if (*arch_.cross_compile != '\0')
     argv.push_back(absl::StrCat("CROSS_COMPILE=", arch_.cross_compile));
-  argv.push_back(absl::StrCat("CC=", ccache_.empty() ? "" : ccache_ + " ", compiler_));
+  argv.push_back(CcArg());
   argv.push_back(absl::StrCat("LOCALVERSION=-g", commit_.substr(0, 12)));
   return argv;
 }
@@ -355,7 +378,75 @@ absl::Status Build::CheckConfig(const std::string& final_config) const {
                                              req_.arch, ": ", s.message()));
 }
 
+// The first line `tool --version` prints, "none" for a tool not on PATH.
+absl::StatusOr<std::string> Build::ToolVersion(const std::string& tool) {
+  if (!runners::ResolveExecutable(tool).ok()) return absl::StrCat(tool, ": none");
+  absl::StatusOr<runners::ProcessResult> r = Exec({tool, "--version"});
+  if (!r.ok()) return r.status();
+  const std::string out = absl::StrCat(r->stdout_data, r->stderr_data);
+  return std::string(absl::StripAsciiWhitespace(out.substr(0, out.find('\n'))));
+}
+
+// What this commit's .config is made from, hashed: the base and fragments,
+// the make variables, the tools Kconfig probes (their versions are config
+// values: CONFIG_CC_VERSION_TEXT, CONFIG_LD_VERSION, CONFIG_PAHOLE_VERSION,
+// CONFIG_RUST_IS_AVAILABLE), and the tree's files the config targets and
+// kconfig read (every Kconfig*, scripts/, kernel/configs/, the arch's
+// configs and Makefiles, the top Makefile) by their blob ids in the
+// checked-out index. Equal inputs make an equal .config.
+absl::StatusOr<std::string> Build::ConfigInputs() {
+  std::string key = absl::StrCat(config_key_hash_, "\nARCH=", arch_.karch,
+                                 " CROSS_COMPILE=", arch_.cross_compile, " ", CcArg(), "\n");
+  for (const std::string& tool :
+       {compiler_, absl::StrCat(arch_.cross_compile, "ld"), std::string("pahole"),
+        std::string("rustc"), std::string("bindgen")}) {
+    absl::StatusOr<std::string> v = ToolVersion(tool);
+    if (!v.ok()) return v.status();
+    if (tool == compiler_) compiler_version_ = *v;
+    absl::StrAppend(&key, *v, "\n");
+  }
+  const std::string arch_dir = absl::StrCat("arch/", arch_.srcarch);
+  std::vector<std::string> files = GitIn(src_.string());
+  files.insert(files.end(), {"ls-files", "-s", "--", ":(glob)**/Kconfig*", "scripts",
+                             "kernel/configs", arch_dir + "/configs",
+                             absl::StrCat(":(glob)", arch_dir, "/Makefile*"), "Makefile"});
+  absl::StatusOr<runners::ProcessResult> r = Exec(files, /*log_output=*/false);
+  if (!r.ok()) return r.status();
+  if (!r->ok()) {
+    return absl::InternalError(absl::StrCat("git ls-files in ", src_.string(), ": ",
+                                            absl::StripAsciiWhitespace(r->stderr_data)));
+  }
+  absl::StrAppend(&key, r->stdout_data);
+  return Sha256Hex(key);
+}
+
+// The .config an earlier build of this directory made from `inputs`, if it
+// is still there as that build left it.
+std::optional<std::string> Build::KeptConfig(const std::string& inputs) const {
+  absl::StatusOr<std::string> stamp = base::ReadFile((obj_ / kConfigStampName).string());
+  absl::StatusOr<std::string> config = base::ReadFile((obj_ / ".config").string());
+  if (!stamp.ok() || !config.ok()) return std::nullopt;
+  if (*stamp != absl::StrCat("inputs ", inputs, "\nconfig ", Sha256Hex(*config), "\n")) {
+    return std::nullopt;
+  }
+  return *std::move(config);
+}
+
+// A bisect step rarely changes what the .config is made from: then the
+// .config is kept as it is (its time too, so make does not run kconfig's
+// syncconfig either), which saves the three kconfig runs (tinyconfig's two,
+// olddefconfig) and their compiler probes.
 absl::Status Build::Configure() {
+  absl::StatusOr<std::string> inputs = ConfigInputs();
+  if (!inputs.ok()) return inputs.status();
+  if (std::optional<std::string> kept = KeptConfig(*inputs); kept.has_value()) {
+    Log("the config's inputs are unchanged: obj/.config is kept\n");
+    final_config_ = *std::move(kept);
+    return CheckConfig(final_config_);
+  }
+  const fs::path stamp = obj_ / kConfigStampName;
+  std::error_code ec;
+  fs::remove(stamp, ec);  // a config step cut short leaves no stamp behind
   absl::StatusOr<std::string> merged = MergedConfig();
   if (!merged.ok()) return merged.status();
   const std::string dot_config = (obj_ / ".config").string();
@@ -364,7 +455,9 @@ absl::Status Build::Configure() {
   absl::StatusOr<std::string> final_config = base::ReadFile(dot_config);
   if (!final_config.ok()) return absl::InternalError(final_config.status().message());
   final_config_ = *std::move(final_config);
-  return CheckConfig(final_config_);
+  if (absl::Status s = CheckConfig(final_config_); !s.ok()) return s;
+  return base::WriteFile(stamp.string(), absl::StrCat("inputs ", *inputs, "\nconfig ",
+                                                      Sha256Hex(final_config_), "\n"));
 }
 
 absl::Status Build::Compile() {
@@ -389,17 +482,57 @@ std::string Build::CompileBenchTool() {
     return "";
   }
   const fs::path tool = obj_ / "farm-tools" / "dma_map_benchmark";
+  const fs::path cmd_file = tool.parent_path() / kToolCmdName;
   fs::create_directories(tool.parent_path(), ec);
-  absl::StatusOr<runners::ProcessResult> r =
-      Exec({compiler_, "-static", "-O2", "-idirafter", (src_ / "include").string(), "-o",
-            tool.string(), source.string()});
+  const std::vector<std::string> argv = {compiler_,
+                                         "-static",
+                                         "-O2",
+                                         "-idirafter",
+                                         (src_ / "include").string(),
+                                         "-MD",
+                                         "-MF",
+                                         (tool.parent_path() / kToolDepName).string(),
+                                         "-o",
+                                         tool.string(),
+                                         source.string()};
+  const std::string cmd = absl::StrCat(absl::StrJoin(argv, " "), "\n", compiler_version_, "\n");
+  if (BenchToolUpToDate(tool, cmd)) {
+    Log("dma_map_benchmark is up to date\n");
+    return tool.string();
+  }
+  fs::remove(cmd_file, ec);
+  absl::StatusOr<runners::ProcessResult> r = Exec(argv);
   if (!r.ok() || !r->ok()) {
     Log(absl::StrCat("dma_map_benchmark did not build (",
                      r.ok() ? FirstErrorLine(r->stderr_data) : r.status().message(),
                      "): the build has no benchmark tool\n"));
     return "";
   }
+  if (!base::WriteFile(cmd_file.string(), cmd).ok()) fs::remove(cmd_file, ec);
   return tool.string();
+}
+
+// As make decides: the tool was built by the same command and compiler, and
+// no file its dependency list (gcc -MD) names is newer than it; a checkout
+// gives the files a commit changes new times.
+bool Build::BenchToolUpToDate(const fs::path& tool, const std::string& cmd) const {
+  absl::StatusOr<std::string> kept = base::ReadFile((tool.parent_path() / kToolCmdName).string());
+  absl::StatusOr<std::string> deps = base::ReadFile((tool.parent_path() / kToolDepName).string());
+  if (!kept.ok() || *kept != cmd || !deps.ok()) return false;
+  std::error_code ec;
+  const fs::file_time_type built = fs::last_write_time(tool, ec);
+  if (ec) return false;
+  // "target: dep dep \\\n dep ...": every word after the first colon.
+  const size_t colon = deps->find(": ");
+  if (colon == std::string::npos) return false;
+  int count = 0;
+  for (absl::string_view dep : absl::StrSplit(absl::string_view(*deps).substr(colon + 2),
+                                              absl::ByAnyChar(" \\\n"), absl::SkipEmpty())) {
+    const fs::file_time_type t = fs::last_write_time(fs::path(std::string(dep)), ec);
+    if (ec || t > built) return false;
+    ++count;
+  }
+  return count > 0;
 }
 
 // A make run that fails is the commit's: it does not build with this config.
@@ -444,9 +577,7 @@ absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& re
   b.tree = req_.tree;
   b.config_hash = Sha256Hex(final_config_);
   for (const Fragment& f : fragments_) b.fragments.push_back(fs::path(f.name).filename().string());
-  absl::StatusOr<std::string> version = ExecOk({compiler_, "--version"});
-  if (!version.ok()) return version.status();
-  b.compiler = std::string(absl::StripAsciiWhitespace(*version).substr(0, version->find('\n')));
+  b.compiler = compiler_version_;
   b.build_seconds = absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - start_));
   if (absl::Status s =
           base::WriteFile((work / kstore::kManifestName).string(), kstore::FormatManifest(b));

@@ -14,15 +14,22 @@
 // The config: the base (a make target such as tinyconfig or defconfig, or a
 // file copied to .config), then the fragments merged as merge_config.sh does
 // (kconfig.h), then `make olddefconfig`; every option a fragment asked for
-// must hold afterwards. The identity is reproducible: KBUILD_BUILD_TIMESTAMP
-// is the commit's committer date, user and host are fixed, LOCALVERSION is
-// -g<12 hex digits of the commit> with CONFIG_LOCALVERSION_AUTO off, so one
-// commit and config give one `make kernelrelease`. x86_64 builds bzImage;
-// aarch64 cross-compiles Image with aarch64-linux-gnu-gcc. ccache is used
-// when installed (CCACHE_DIR <cache>/ccache). Modules are not built: the
-// shipped fragments build what a guest needs in. The tree's DMA-API benchmark
-// tool (tools/testing/selftests/dma/dma_map_benchmark.c) is built static with
-// the same compiler and stored beside the image when the tree has it.
+// must hold afterwards. The .config is kept as it is, without running any
+// of that, when what it is made from is unchanged since the build directory
+// last made it: the base and fragments, the toolchain's versions, and the
+// tree's files kconfig reads (every Kconfig*, scripts/, kernel/configs/, the
+// arch's configs and Makefiles, the top Makefile), so a bisect step that
+// changes none of them spends no time in kconfig. The identity is
+// reproducible: KBUILD_BUILD_TIMESTAMP is the commit's committer date, user
+// and host are fixed, LOCALVERSION is -g<12 hex digits of the commit> with
+// CONFIG_LOCALVERSION_AUTO off, so one commit and config give one `make
+// kernelrelease`. x86_64 builds bzImage; aarch64 cross-compiles Image with
+// aarch64-linux-gnu-gcc. ccache is used when installed (CCACHE_DIR
+// <cache>/ccache). Modules are not built: the shipped fragments build what a
+// guest needs in. The tree's DMA-API benchmark tool
+// (tools/testing/selftests/dma/dma_map_benchmark.c) is built static with the
+// same compiler and stored beside the image when the tree has it (again only
+// when a file it includes changed, as make decides).
 //
 // The result is written to <store>/<commit>-<arch> under a temporary name
 // and swapped into place (renameat2 RENAME_EXCHANGE), so a reader sees the

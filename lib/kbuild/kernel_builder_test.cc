@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "lib/base/file.h"
 #include "lib/kbuild/build_cache.h"
 #include "lib/kbuild/fragments.h"
@@ -189,6 +190,92 @@ TEST_F(KernelBuilderTest, ALaterCommitReusesTheBuildDirectoryAndReplacesNothingE
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->release, a->release);
   EXPECT_EQ(kstore::ReadStore(Request().store_dir)->builds.size(), 2u);
+}
+
+// The make targets the fake make ran since the last call.
+std::vector<std::string> NewMakeCalls(const std::string& build_dir, size_t* seen) {
+  std::vector<std::string> all =
+      absl::StrSplit(base::ReadFileOrEmpty((fs::path(build_dir) / "make-calls").string()), '\n',
+                     absl::SkipEmpty());
+  std::vector<std::string> out(all.begin() + std::min(*seen, all.size()), all.end());
+  *seen = all.size();
+  return out;
+}
+
+TEST_F(KernelBuilderTest, ABisectStepThatChangesNoConfigInputKeepsTheConfig) {
+  absl::StatusOr<BuildResult> a = BuildKernel(Request(), nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  size_t seen = 0;
+  EXPECT_EQ(NewMakeCalls(a->build_dir, &seen),
+            (std::vector<std::string>{"tinyconfig", "olddefconfig", "bzImage", "kernelrelease"}));
+  const fs::path dot_config = fs::path(a->build_dir) / "obj/.config";
+  const fs::file_time_type configured = fs::last_write_time(dot_config);
+
+  Write("iommu.c", "a change to a source file\n");
+  Commit("a source change", "2024-01-02 12:00:00 +0000");
+  std::string log;
+  absl::StatusOr<BuildResult> b = BuildKernel(Request(), &log);
+  ASSERT_TRUE(b.ok()) << b.status() << "\n" << log;
+  EXPECT_EQ(NewMakeCalls(b->build_dir, &seen),
+            (std::vector<std::string>{"bzImage", "kernelrelease"}));
+  EXPECT_NE(log.find("the config's inputs are unchanged"), std::string::npos) << log;
+  EXPECT_EQ(fs::last_write_time(dot_config), configured) << "make would run syncconfig";
+  // The identity is the commit's all the same, and so is the stored config.
+  EXPECT_EQ(b->release, "6.1.0-g" + b->commit.substr(0, 12));
+  EXPECT_EQ(base::ReadFileOrEmpty(b->build.ConfigPath()),
+            base::ReadFileOrEmpty(a->build.ConfigPath()));
+
+  // A Kconfig change configures again.
+  Write("Kconfig", base::ReadFileOrEmpty((tree_ / "Kconfig").string()) + "config EXTRA\n");
+  Commit("a Kconfig change", "2024-01-03 12:00:00 +0000");
+  absl::StatusOr<BuildResult> c = BuildKernel(Request(), nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(NewMakeCalls(c->build_dir, &seen),
+            (std::vector<std::string>{"tinyconfig", "olddefconfig", "bzImage", "kernelrelease"}));
+
+  // So does a .config that is not the one the builder left.
+  std::ofstream(dot_config, std::ios::app) << "CONFIG_EXTRA=y\n";
+  absl::StatusOr<BuildResult> d = BuildKernel(Request(), nullptr);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(NewMakeCalls(d->build_dir, &seen),
+            (std::vector<std::string>{"tinyconfig", "olddefconfig", "bzImage", "kernelrelease"}));
+  EXPECT_EQ(base::ReadFileOrEmpty(d->build.ConfigPath()).find("CONFIG_EXTRA"), std::string::npos);
+}
+
+TEST_F(KernelBuilderTest, TheBenchmarkToolIsBuiltAgainOnlyWhenItsSourcesChange) {
+  fs::create_directories(tree_ / "tools/testing/selftests/dma");
+  fs::create_directories(tree_ / "include/linux");
+  Write("tools/testing/selftests/dma/dma_map_benchmark.c",
+        "#include <linux/map_benchmark.h>\nint main(void) { return TOOL_EXIT; }\n");
+  Write("include/linux/map_benchmark.h", "#define TOOL_EXIT 0\n");
+  Commit("the tool", "2024-01-02 12:00:00 +0000");
+  std::string log;
+  absl::StatusOr<BuildResult> a = BuildKernel(Request(), &log);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_FALSE(a->build.dma_map_benchmark.empty()) << log;
+  EXPECT_NE(log.find(" -static "), std::string::npos) << log;
+
+  Write("notes.txt", "not the tool's\n");
+  Commit("notes", "2024-01-03 12:00:00 +0000");
+  log.clear();
+  absl::StatusOr<BuildResult> b = BuildKernel(Request(), &log);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(log.find(" -static "), std::string::npos) << log;
+  EXPECT_NE(log.find("dma_map_benchmark is up to date"), std::string::npos) << log;
+  EXPECT_TRUE(fs::is_regular_file(b->build.DmaMapBenchmarkPath()));
+
+  // A header the tool includes changes: it is built again.
+  Write("include/linux/map_benchmark.h", "#define TOOL_EXIT 1\n");
+  Commit("the header", "2024-01-04 12:00:00 +0000");
+  log.clear();
+  absl::StatusOr<BuildResult> c = BuildKernel(Request(), &log);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(log.find(" -static "), std::string::npos) << log;
+  runners::ProcessOptions run;
+  run.argv = {c->build.DmaMapBenchmarkPath()};
+  absl::StatusOr<runners::ProcessResult> exit = runners::RunProcess(run);
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_FALSE(exit->ok()) << "the tool built from the new header exits 1";
 }
 
 TEST_F(KernelBuilderTest, LaterFragmentsWinOverTheMachineAndEachOther) {
