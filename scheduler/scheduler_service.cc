@@ -156,29 +156,40 @@ absl::Status JobService::AttachKernelBuilds(const pb::SubmitMatrixRequest& req,
   if (plan.builds.empty()) return absl::OkStatus();
   std::vector<std::string> commits;
   for (const proto::BuildKey& k : plan.builds) commits.push_back(k.commit);
-  absl::StatusOr<std::vector<pb::Job>> live =
-      matrices_->LiveBuildJobs(nm->matrix.catalog(), commits);
-  if (!live.ok()) return live.status();
   std::map<proto::BuildKey, int64_t> id_of;  // the newest live build of each key
-  for (const pb::Job& b : *live) id_of[proto::BuildKeyOf(b)] = b.id();
-  std::vector<proto::BuildKey> missing;
-  for (const proto::BuildKey& k : plan.builds) {
-    if (id_of.count(k) == 0) missing.push_back(k);
-  }
-  if (req.dry_run()) {
-    resp->add_warnings(absl::StrCat("kernels to build first: ", missing.size(), " new, ",
-                                    plan.builds.size() - missing.size(),
-                                    " already built or queued"));
-    return absl::OkStatus();
-  }
-  if (!missing.empty()) {
-    absl::StatusOr<pb::Matrix> builds = CreateBuildMatrix(req, *nm, missing);
-    if (!builds.ok()) return builds.status();
-    resp->set_build_matrix_id(builds->id());
-    absl::StatusOr<std::vector<pb::Job>> made =
+  // Another submit may make a build this one found missing before this one
+  // makes it: the store keeps one live build per key and refuses the second
+  // (AlreadyExists, nothing created), and this submit reads again and waits
+  // for the other's build.
+  constexpr int kTries = 3;
+  for (int attempt = 1;; ++attempt) {
+    absl::StatusOr<std::vector<pb::Job>> live =
         matrices_->LiveBuildJobs(nm->matrix.catalog(), commits);
-    if (!made.ok()) return made.status();
-    for (const pb::Job& b : *made) id_of[proto::BuildKeyOf(b)] = b.id();
+    if (!live.ok()) return live.status();
+    for (const pb::Job& b : *live) id_of[proto::BuildKeyOf(b)] = b.id();
+    std::vector<proto::BuildKey> missing;
+    for (const proto::BuildKey& k : plan.builds) {
+      if (id_of.count(k) == 0) missing.push_back(k);
+    }
+    if (req.dry_run()) {
+      resp->add_warnings(absl::StrCat("kernels to build first: ", missing.size(), " new, ",
+                                      plan.builds.size() - missing.size(),
+                                      " already built or queued"));
+      return absl::OkStatus();
+    }
+    if (missing.empty()) break;
+    absl::StatusOr<pb::Matrix> builds = CreateBuildMatrix(req, *nm, missing);
+    if (builds.ok()) {
+      resp->set_build_matrix_id(builds->id());
+      absl::StatusOr<std::vector<pb::Job>> made =
+          matrices_->LiveBuildJobs(nm->matrix.catalog(), commits);
+      if (!made.ok()) return made.status();
+      for (const pb::Job& b : *made) id_of[proto::BuildKeyOf(b)] = b.id();
+      break;
+    }
+    if (!absl::IsAlreadyExists(builds.status()) || attempt == kTries) return builds.status();
+    spdlog::info("matrix \"{}\": a kernel build it needs was made meanwhile ({}); reading again",
+                 absl::CEscape(nm->matrix.name()), std::string(builds.status().message()));
   }
   for (size_t i = 0; i < nm->jobs.size(); ++i) {
     if (plan.waits[i] >= 0) nm->jobs[i].set_waits_for_job(id_of.at(plan.builds[plan.waits[i]]));

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
@@ -940,6 +941,69 @@ TEST_F(KernelBuildsTest, UnofferedKernelsAreBuiltOnceAndTheirJobsRunAfter) {
   for (const pb::JobLease& l : after->leases()) {
     EXPECT_EQ(l.job().waits_for_job(), first.build_job_ids(0));
   }
+}
+
+// The matrix store as a second submit racing this one sees it: right after
+// this submit's first read of the live builds, the other submit makes the
+// build this one found missing.
+class RacingMatrixStore final : public storage::MatrixStore {
+ public:
+  RacingMatrixStore(storage::MatrixStore* real, std::function<void()> race)
+      : real_(real), race_(std::move(race)) {}
+  absl::StatusOr<storage::CreatedMatrix> CreateMatrix(const storage::NewMatrix& m) override {
+    return real_->CreateMatrix(m);
+  }
+  absl::StatusOr<pb::Matrix> GetMatrix(int64_t id) override { return real_->GetMatrix(id); }
+  absl::StatusOr<std::vector<pb::Matrix>> ListMatrices(int limit, int64_t before_id) override {
+    return real_->ListMatrices(limit, before_id);
+  }
+  absl::StatusOr<std::pair<pb::Matrix, int64_t>> CancelMatrix(int64_t id,
+                                                              const std::string& reason) override {
+    return real_->CancelMatrix(id, reason);
+  }
+  absl::StatusOr<std::vector<pb::Result>> ListResults(int64_t matrix_id, int64_t after_job_id,
+                                                      int limit, bool include_raw,
+                                                      int64_t max_raw_bytes) override {
+    return real_->ListResults(matrix_id, after_job_id, limit, include_raw, max_raw_bytes);
+  }
+  absl::StatusOr<storage::RawOutputSlice> ReadRawOutput(int64_t job_id, int attempt,
+                                                        int64_t from_char,
+                                                        int64_t max_chars) override {
+    return real_->ReadRawOutput(job_id, attempt, from_char, max_chars);
+  }
+  absl::StatusOr<std::vector<pb::Job>> LiveBuildJobs(
+      const std::string& catalog, const std::vector<std::string>& commits) override {
+    absl::StatusOr<std::vector<pb::Job>> live = real_->LiveBuildJobs(catalog, commits);
+    if (race_) std::exchange(race_, nullptr)();
+    return live;
+  }
+
+ private:
+  storage::MatrixStore* real_;
+  std::function<void()> race_;
+};
+
+TEST_F(KernelBuildsTest, ConcurrentSubmitsShareOneBuild) {
+  LoadCatalog();
+  RegisterWith("vm", VmFio({"v5.10"}));
+  RegisterBuilder();
+  pb::SubmitMatrixResponse other;
+  RacingMatrixStore racing(&store_, [&] { other = Submit(FioSpec("other", "q35-intel-iommu")); });
+  JobService racing_jobs(&store_, &racing, &store_, &metrics_, config_);
+  pb::SubmitMatrixRequest req;
+  req.set_spec_yaml(FioSpec("mine", "q35-intel-iommu"));
+  auto mine = racing_jobs.SubmitMatrix(req, "tester");
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_EQ(other.build_job_ids_size(), 1);
+  ASSERT_EQ(mine->build_job_ids_size(), 1);
+  EXPECT_EQ(mine->build_job_ids(0), other.build_job_ids(0)) << "one build per commit";
+  EXPECT_EQ(mine->build_matrix_id(), 0) << "this submit made no build matrix";
+  auto live = store_.LiveBuildJobs("test-iommu", {"v5.11"});
+  ASSERT_TRUE(live.ok()) << live.status();
+  EXPECT_EQ(live->size(), 1u);
+  auto waiting = store_.GetMatrix(mine->matrix().id());
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->counts().waiting_for_build(), 1);
 }
 
 TEST_F(KernelBuildsTest, AFailedBuildFailsTheJobsWaitingForIt) {

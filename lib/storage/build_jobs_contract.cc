@@ -139,6 +139,44 @@ TEST_P(RepositoryContractTest, AJobNoAgentCanRunFailsAfterItsWait) {
       << build_reason;
 }
 
+TEST_P(RepositoryContractTest, ASecondLiveBuildOfAKeyIsRefusedAndCreatesNothing) {
+  auto first = matrices().CreateMatrix(BuildMatrix());
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Another submit that found no build makes the same one.
+  auto second = matrices().CreateMatrix(BuildMatrix());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists) << second.status();
+  auto listed = matrices().ListMatrices(10, 0);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->size(), 1u) << "the refused matrix was not created";
+  // One matrix holding the key twice is refused too.
+  NewMatrix twice = BuildMatrix();
+  twice.jobs[0].set_platform("aarch64");
+  twice.jobs.push_back(twice.jobs[0]);
+  EXPECT_EQ(matrices().CreateMatrix(twice).status().code(), absl::StatusCode::kAlreadyExists);
+  // Another architecture, or another catalog, is another key.
+  NewMatrix arm = BuildMatrix();
+  arm.jobs[0].set_platform("aarch64");
+  EXPECT_TRUE(matrices().CreateMatrix(arm).ok());
+  NewMatrix other = BuildMatrix();
+  other.matrix.set_catalog("other");
+  other.jobs[0].set_catalog("other");
+  EXPECT_TRUE(matrices().CreateMatrix(other).ok());
+
+  // A failed build is not live: the key can be built again.
+  auto b = queue().RegisterAgent(Builder("builder", "c"), retry_);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ClaimRules rules;
+  rules.match_real_run_hosts = true;
+  auto got = queue().LeaseJobs(b->agent_id(), b->session(), 10, absl::Seconds(30), {}, rules);
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (const pb::JobLease& l : *got) {
+    if (l.job().platform() != "x86_64" || l.job().catalog() != "c") continue;
+    ASSERT_TRUE(Fail(*b, l.lease(), "build failed at c0: x.c:1: error: y", false).ok());
+  }
+  EXPECT_TRUE(matrices().LiveBuildJobs("c", {"c0"})->size() == 1u) << "the aarch64 build";
+  EXPECT_TRUE(matrices().CreateMatrix(BuildMatrix()).ok());
+}
+
 TEST_P(RepositoryContractTest, AJobAnAgentCanRunIsNotFailed) {
   ASSERT_TRUE(matrices().CreateMatrix(BuildMatrix()).ok());
   ASSERT_TRUE(queue().RegisterAgent(Builder("builder", "c"), retry_).ok());

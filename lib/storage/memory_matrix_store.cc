@@ -3,6 +3,8 @@
 #include <iterator>
 #include <limits>
 #include <set>
+#include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "lib/storage/row_codec.h"
@@ -12,6 +14,32 @@ namespace farm::storage {
 
 using Tables = MemoryDatabase::Tables;
 using Changes = MemoryDatabase::Changes;
+
+namespace {
+
+// What the database's unique index jobs_live_build_key_idx refuses: a second
+// live kernel build job of one (catalog, commit, platform).
+absl::Status CheckOneLiveBuildPerKey(const Tables& t, const NewMatrix& m) {
+  using Key = std::tuple<std::string, std::string, std::string>;
+  std::set<Key> live;
+  for (const auto& [id, j] : t.jobs) {
+    const pb::Job& job = j.job;
+    if (job.executor() == pb::EXECUTOR_KBUILD && IsLiveBuildState(job.state())) {
+      live.emplace(job.catalog(), job.commit_id(), job.platform());
+    }
+  }
+  for (const pb::Job& j : m.jobs) {
+    if (j.executor() != pb::EXECUTOR_KBUILD) continue;
+    if (!live.emplace(j.catalog(), j.commit_id(), j.platform()).second) {
+      return absl::AlreadyExistsError(absl::StrCat("a live kernel build job of ", j.catalog(), " ",
+                                                   j.commit_id(), " for ", j.platform(),
+                                                   " exists (jobs_live_build_key_idx)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<CreatedMatrix> MemoryMatrixStore::CreateMatrix(const NewMatrix& m) {
   return db_->Write([&](Tables& t, Changes&) -> absl::StatusOr<CreatedMatrix> {
@@ -23,6 +51,7 @@ absl::StatusOr<CreatedMatrix> MemoryMatrixStore::CreateMatrix(const NewMatrix& m
         return CreatedMatrix{*mat, 0, true};
       }
     }
+    if (absl::Status s = CheckOneLiveBuildPerKey(t, m); !s.ok()) return s;
     const absl::Time now = db_->Now();
     const pb::Matrix& mm = m.matrix;
     MatrixRow row;

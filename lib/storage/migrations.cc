@@ -444,6 +444,29 @@ CREATE INDEX jobs_waits_for_idx ON jobs (waits_for) WHERE waits_for <> 0;
 CREATE INDEX jobs_build_key_idx ON jobs (catalog, commit_id, platform) WHERE executor = 4;
 )SQL";
 
+// At most one live (queued, leased or succeeded) kernel build job per
+// (catalog, commit, architecture): of two submits that both found none, the
+// second's insert fails and it takes the first's build instead (JobService).
+// The duplicates such a race made before are settled first: the jobs that
+// wait for one wait for the key's first build (its oldest succeeded one, else
+// its oldest) instead, and the other duplicates are cancelled (a succeeded
+// one keeps its result).
+const char* const kV14OneLiveBuildPerKey = R"SQL(
+CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
+  SELECT id, keep FROM (
+    SELECT id, first_value(id) OVER (PARTITION BY catalog, commit_id, platform
+                                     ORDER BY state = 3 DESC, id) AS keep
+    FROM jobs WHERE executor = 4 AND state IN (1, 2, 3)) r
+  WHERE id <> keep;
+UPDATE jobs j SET waits_for = d.keep FROM build_duplicates d WHERE j.waits_for = d.id;
+UPDATE jobs j SET state = 5, finished_at = coalesce(j.finished_at, now()),
+  lease_expires_at = NULL,
+  failure_reason = 'cancelled: a duplicate of kernel build job ' || d.keep
+  FROM build_duplicates d WHERE j.id = d.id;
+CREATE UNIQUE INDEX jobs_live_build_key_idx ON jobs (catalog, commit_id, platform)
+  WHERE executor = 4 AND state IN (1, 2, 3);
+)SQL";
+
 }  // namespace
 
 const std::vector<Migration>& AllMigrations() {
@@ -467,6 +490,8 @@ const std::vector<Migration>& AllMigrations() {
        kV12SharedWorkloadParams},
       {13, "jobs.waits_for: real jobs run after the kernel build job they name",
        kV13KernelBuildJobs},
+      {14, "jobs_live_build_key_idx: one live kernel build job per (catalog, commit, arch)",
+       kV14OneLiveBuildPerKey},
   };
   return *kAll;
 }

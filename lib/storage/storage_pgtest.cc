@@ -367,6 +367,65 @@ TEST_F(StoragePgTest, MetricRankMigrationAppliesOnAnExistingDatabase) {
   EXPECT_EQ((*regs)[2].primary_metrics_size(), 0);
 }
 
+// A database at version 13 holding two live builds of one key (made by two
+// submits at once) and a job waiting for the second: migration 14 leaves one
+// live build, the waiter waiting for it, and refuses a third.
+TEST_F(StoragePgTest, TheOneLiveBuildMigrationSettlesEarlierDuplicates) {
+  auto uri = pg_->CreateDatabase("build_key_upgrade");
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  PgPool old_pool(PgPoolOptions{*uri, 2, 3});
+  ASSERT_EQ(AllMigrations()[12].version, 13);
+  ASSERT_TRUE(old_pool
+                  .Run([](pqxx::connection& c) {
+                    pqxx::work w(c);
+                    w.exec(
+                        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+                        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+                    for (int i = 0; i < 13; ++i) {
+                      const Migration& m = AllMigrations()[i];
+                      w.exec(m.sql);
+                      w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                                    m.version, m.name);
+                    }
+                    w.commit();
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  PgStore store(&old_pool);
+  NewMatrix build = testrows::Matrix(1, 1, 6000, pb::EXECUTOR_KBUILD, pb::JOB_KIND_BUILD);
+  build.jobs[0].set_platform("x86_64");
+  ASSERT_TRUE(store.CreateMatrix(build).ok());
+  ASSERT_TRUE(store.CreateMatrix(build).ok()) << "version 13 has no unique index";
+  auto live = store.LiveBuildJobs("c", {"c0"});
+  ASSERT_TRUE(live.ok() && live->size() == 2u);
+  const int64_t first = (*live)[0].id(), second = (*live)[1].id();
+  NewMatrix waiter = testrows::Matrix(1, 3, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK);
+  waiter.jobs[0].set_waits_for_job(second);
+  auto w = store.CreateMatrix(waiter);
+  ASSERT_TRUE(w.ok()) << w.status();
+
+  auto v = ApplyMigrations(old_pool);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, AllMigrations().back().version);
+  live = store.LiveBuildJobs("c", {"c0"});
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ((*live)[0].id(), first);
+  auto rows = old_pool.Call<std::pair<int64_t, std::string>>(
+      [&](pqxx::connection& c) -> absl::StatusOr<std::pair<int64_t, std::string>> {
+        pqxx::work t(c);
+        pqxx::row wr =
+            t.exec_params1("SELECT waits_for FROM jobs WHERE matrix_id = $1", w->matrix.id());
+        pqxx::row dr =
+            t.exec_params1("SELECT failure_reason FROM jobs WHERE id = $1 AND state = 5", second);
+        return std::make_pair(wr[0].as<int64_t>(), dr[0].as<std::string>());
+      });
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->first, first) << "the waiter waits for the kept build";
+  EXPECT_EQ(rows->second, "cancelled: a duplicate of kernel build job " + std::to_string(first));
+  EXPECT_EQ(store.CreateMatrix(build).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
 // The queue gauge reads terminal totals from job_state_totals (kept by the
 // jobs triggers) and counts only queued/leased rows: after every kind of
 // transition it must agree with a full count of the table.
