@@ -126,7 +126,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
                              (config.kexec == nullptr || !config.vm_initramfs.empty());
       if (vm_wanted && first_vm != nullptr) {
         // The real executors share one provider's checks (and its one KVM probe).
-        vm = std::make_unique<kernels::VmKernelProvider>(*first_vm);
+        vm = std::make_unique<kernels::VmKernelProvider>(first_vm->config());
         qemu_version = first_qemu_version;
       } else if (vm_wanted) {
         absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> made =

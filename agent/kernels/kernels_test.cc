@@ -761,6 +761,15 @@ TEST(VmKernelProviderTest, OffersAndFindsTheStoresBuildsByCommit) {
   r.commit = "kernel-zz";
   EXPECT_THAT(vm.FindKernel(r).status().message(), HasSubstr("farmctl kernels import"));
 
+  // A build added later is offered at the next call (the store is watched,
+  // not read once).
+  EXPECT_EQ(vm.Offers().size(), 2u);
+  write_build("kernel-b2-x86_64",
+              "commit: kernel-b2\nrelease: 6.1.0-58-cloud-amd64\narch: x86_64\nimage: vmlinuz\n");
+  offers = vm.Offers();
+  ASSERT_EQ(offers.size(), 3u);
+  EXPECT_EQ(offers[2].commit(), "kernel-b2");
+
   c.arch = kArchArm64;
   VmKernelProvider arm(c);
   offers = arm.Offers();

@@ -137,7 +137,8 @@ KexecKernelProvider::KexecKernelProvider(KexecConfig config, std::unique_ptr<Com
     : config_(std::move(config)),
       runner_(std::move(runner)),
       read_facts_(std::move(read_facts)),
-      now_(std::move(now)) {}
+      now_(std::move(now)),
+      store_(std::make_unique<kstore::StoreWatch>(config_.kernels_dir)) {}
 
 std::string KexecKernelProvider::StatePath() const {
   return (fs::path(config_.state_dir) / kStateFile).string();
@@ -169,7 +170,8 @@ absl::Status KexecKernelProvider::CanRun(const KernelRequest& request) const {
 
 std::vector<pb::KernelOffer> KexecKernelProvider::Offers() const {
   std::vector<pb::KernelOffer> out;
-  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
+  const kstore::StoreWatch::Snapshot snapshot = store_->Current();
+  const absl::StatusOr<kstore::StoreListing>& store = *snapshot.listing;
   if (!store.ok()) return out;
   for (const kstore::KernelBuild& b : store->builds) {
     if (b.arch != config_.arch) continue;

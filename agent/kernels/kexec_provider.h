@@ -55,6 +55,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/kernels/kernel_provider.h"
+#include "lib/kstore/store_watch.h"
 #include "lib/process/process.h"
 
 namespace farm::kernels {
@@ -166,7 +167,8 @@ class KexecKernelProvider : public KernelProvider {
   std::string StatePath() const;
   const KexecConfig& config() const { return config_; }
 
-  // The store's builds of config().arch, each in every mode.
+  // The store's builds of config().arch, each in every mode; the store is
+  // read again only when it changed (kstore::StoreWatch).
   std::vector<iommufarm::v1::KernelOffer> Offers() const;
 
   std::string_view name() const override { return "kexec"; }
@@ -183,6 +185,7 @@ class KexecKernelProvider : public KernelProvider {
   std::unique_ptr<CommandRunner> runner_;
   std::function<absl::StatusOr<KernelFacts>()> read_facts_;
   std::function<absl::Time()> now_;
+  std::unique_ptr<kstore::StoreWatch> store_;
 };
 
 }  // namespace farm::kernels

@@ -555,7 +555,9 @@ absl::StatusOr<std::string> QemuVersion(const std::string& qemu) {
   return std::string(absl::StripAsciiWhitespace(first));
 }
 
-VmKernelProvider::VmKernelProvider(VmConfig config) : config_(std::move(config)) {}
+VmKernelProvider::VmKernelProvider(VmConfig config)
+    : config_(std::move(config)),
+      store_(std::make_unique<kstore::StoreWatch>(config_.kernels_dir)) {}
 
 std::vector<pb::IommuMode> VmKernelProvider::Modes() const {
   if (config_.arch == kArchArm64) {
@@ -617,9 +619,14 @@ std::string VmKernelProvider::MachineModel() const {
 }
 
 std::vector<pb::KernelOffer> VmKernelProvider::Offers() const {
-  absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
+  const kstore::StoreWatch::Snapshot snapshot = store_->Current();
+  absl::MutexLock lock(&offers_mu_);
+  if (snapshot.generation <= offers_generation_) return offers_;  // as new, or newer
+  const absl::StatusOr<kstore::StoreListing>& store = *snapshot.listing;
   std::vector<pb::KernelOffer> out;
-  if (!store.ok()) return out;
+  offers_generation_ = snapshot.generation;
+  offers_.clear();
+  if (!store.ok()) return offers_;
   for (const kstore::KernelBuild& b : store->builds) {
     if (b.arch != config_.arch) continue;
     for (const std::string& model : IommuModelsFor(b, config_.arch)) {
@@ -633,7 +640,8 @@ std::vector<pb::KernelOffer> VmKernelProvider::Offers() const {
       o.set_accel(config_.accel);
     }
   }
-  return out;
+  offers_ = std::move(out);
+  return offers_;
 }
 
 absl::StatusOr<kstore::KernelBuild> VmKernelProvider::FindKernel(

@@ -39,13 +39,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/kernels/kernel_provider.h"
 #include "lib/kstore/kernel_store.h"
+#include "lib/kstore/store_watch.h"
 
 namespace farm::kernels {
 
@@ -244,8 +248,9 @@ class VmKernelProvider : public KernelProvider {
   std::vector<iommufarm::v1::IommuMode> Modes() const;
   // One offer per build of the store for the config's architecture and IOMMU
   // model (IommuModelsFor), sorted by commit id, with the build's commit and
-  // release.
-  std::vector<iommufarm::v1::KernelOffer> Offers() const;
+  // release. The store and its builds' configs are read again only when the
+  // store changed (kstore::StoreWatch): the agent asks at every lease.
+  std::vector<iommufarm::v1::KernelOffer> Offers() const ABSL_LOCKS_EXCLUDED(offers_mu_);
   // The store's build the request names: the build of request.commit when
   // set, else the first build of request.kernel_release; for the config's
   // architecture. FailedPrecondition naming what is missing.
@@ -272,6 +277,10 @@ class VmKernelProvider : public KernelProvider {
                                             const std::string& scratch) const;
 
   VmConfig config_;
+  std::unique_ptr<kstore::StoreWatch> store_;
+  mutable absl::Mutex offers_mu_;
+  mutable std::uint64_t offers_generation_ ABSL_GUARDED_BY(offers_mu_) = 0;
+  mutable std::vector<iommufarm::v1::KernelOffer> offers_ ABSL_GUARDED_BY(offers_mu_);
 };
 
 }  // namespace farm::kernels
