@@ -28,6 +28,7 @@
 #include "scheduler/authz.h"
 #include "scheduler/server.h"
 #include "testing/child_process.h"
+#include "testing/mtls_farm.h"
 #include "testing/service_harness.h"
 
 namespace farm {
@@ -65,174 +66,14 @@ int Sh(const std::string& cmd) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-class SecurityPgTest : public ::testing::Test {
+class SecurityPgTest : public testing::MtlsFarmTest {
  protected:
-  static void SetUpTestSuite() {
-    auto pg = testing::PostgresInstance::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = pg->release();
-    std::string tmpl = testing::HarnessTempBase() + "/farm-sec-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = new std::string(tmpl);
-    const std::string certs = std::string(FARM_SOURCE_DIR) + "/scripts/farm-certs";
-    // The farm's CA with a client per role, an agent pair, a certificate
-    // without a role; and a second CA whose client the farm must not trust.
-    ASSERT_EQ(Sh(certs + " init " + *dir_ + "/ca 2>/dev/null"), 0);
-    for (const char* c : {"viewer1 viewer", "submitter1 submitter", "agent-a agent",
-                          "agent-b agent", "admin1 admin", "norole none-such"}) {
-      const std::string args(c);
-      if (args.find("none-such") != std::string::npos) {
-        // farm-certs only writes the four roles: a role-less certificate by hand.
-        ASSERT_EQ(Sh("cd " + *dir_ +
-                     "/ca && openssl req -newkey ec -pkeyopt "
-                     "ec_paramgen_curve:prime256v1 -nodes -keyout norole.key -out norole.csr "
-                     "-subj /CN=norole 2>/dev/null && openssl x509 -req -in norole.csr -CA "
-                     "ca.pem -CAkey ca.key -CAcreateserial -out norole.pem -days 2 2>/dev/null"),
-                  0);
-        continue;
-      }
-      ASSERT_EQ(Sh(certs + " client " + *dir_ + "/ca " + args + " 2>/dev/null"), 0) << args;
-    }
-    ASSERT_EQ(Sh(certs + " init " + *dir_ + "/other 2>/dev/null"), 0);
-    ASSERT_EQ(Sh(certs + " client " + *dir_ + "/other mallory admin 2>/dev/null"), 0);
-  }
-  static void TearDownTestSuite() {
-    delete pg_;
-    pg_ = nullptr;
-    if (dir_ != nullptr) std::filesystem::remove_all(*dir_);
-    delete dir_;
-    dir_ = nullptr;
-  }
-
-  void SetUp() override {
-    static int n = 0;
-    auto uri = pg_->CreateDatabase("sec_" + std::to_string(++n));
-    ASSERT_TRUE(uri.ok()) << uri.status();
-    db_uri_ = *uri;
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown(absl::Seconds(2));
-  }
-
-  static service::TlsPem ServerPem() {
-    service::TlsPem p;
-    p.cert_chain = Slurp(*dir_ + "/ca/server.pem");
-    p.private_key = Slurp(*dir_ + "/ca/server.key");
-    p.root_certs = Slurp(*dir_ + "/ca/ca.pem");
-    return p;
-  }
-  // A client of `ca` ("ca" or "other") presenting certificate `name` (empty: none).
-  static service::TlsPem ClientPem(const std::string& name, const std::string& ca = "ca") {
-    service::TlsPem p;
-    p.root_certs = Slurp(*dir_ + "/ca/ca.pem");  // the server's CA, to verify it
-    if (!name.empty()) {
-      p.cert_chain = Slurp(*dir_ + "/" + ca + "/" + name + ".pem");
-      p.private_key = Slurp(*dir_ + "/" + ca + "/" + name + ".key");
-    }
-    return p;
-  }
-
-  void StartServer(const std::string& admin_token = "bootstrap-s3cret") {
-    scheduler::ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.db_uri = db_uri_;
-    o.token = admin_token;
-    o.tls = ServerPem();
-    o.config.lease_ttl = absl::Seconds(10);
-    o.db_connections = 4;
-    o.worker_threads = 4;
-    auto s = scheduler::SchedulerServer::Start(o, &registry_);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
-  }
-
-  client::ClientOptions Client(const std::string& cert, const std::string& token = "") {
-    client::ClientOptions c;
-    c.server = server_->address();
-    c.tls = ClientPem(cert);
-    c.token = token;
-    return c;
-  }
-
-  // The status of calling `method` ("/pkg.Service/Method") with `request`.
-  static grpc::Status Call(const client::ClientOptions& c, const std::string& method,
-                           const google::protobuf::Message& request) {
-    grpc::GenericStub stub(client::MakeChannel(c));
-    const std::string bytes = request.SerializeAsString();
-    grpc::Slice slice(bytes);
-    grpc::ByteBuffer req(&slice, 1), resp;
-    std::promise<grpc::Status> done;
-    auto ctx = client::NewContext(c, absl::Seconds(10));
-    stub.UnaryCall(ctx.get(), method, grpc::StubOptions(), &req, &resp,
-                   [&](grpc::Status s) { done.set_value(s); });
-    return done.get_future().get();
-  }
-
-  std::string CreateToken(const std::string& name, const std::string& role) {
-    pb::CreateTokenRequest req;
-    req.set_name(name);
-    req.set_role(role);
-    pb::CreateTokenResponse resp;
-    client::ClientOptions admin = Client("admin1", "bootstrap-s3cret");
-    auto stub = pb::AccessService::NewStub(client::MakeChannel(admin));
-    auto ctx = client::NewContext(admin, absl::Seconds(10));
-    grpc::Status st = stub->CreateToken(ctx.get(), req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return resp.token();
-  }
-
   // Loads the catalog and submits the spec (as admin); returns the matrix id.
   int64_t SubmitMatrix() {
-    client::ClientOptions admin = Client("admin1");
-    auto jobs = pb::JobService::NewStub(client::MakeChannel(admin));
-    pb::LoadCatalogRequest lc;
-    lc.set_yaml(kCatalog);
-    pb::LoadCatalogResponse lr;
-    auto c1 = client::NewContext(admin, absl::Seconds(10));
-    grpc::Status st = jobs->LoadCatalog(c1.get(), lc, &lr);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    pb::SubmitMatrixRequest sm;
-    sm.set_spec_yaml(kSpec);
-    pb::SubmitMatrixResponse sr;
-    auto c2 = client::NewContext(admin, absl::Seconds(10));
-    st = jobs->SubmitMatrix(c2.get(), sm, &sr);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return sr.matrix().id();
+    LoadCatalog(kCatalog);
+    return Submit(kSpec, Client("admin1"));
   }
-
-  pb::RegisterResponse Register(const client::ClientOptions& c, const std::string& name,
-                                grpc::Status* status = nullptr) {
-    auto agents = pb::AgentService::NewStub(client::MakeChannel(c));
-    pb::RegisterRequest req;
-    req.set_name(name);
-    req.set_slots(1);
-    req.add_capabilities()->set_name("emulator");
-    pb::RegisterResponse resp;
-    auto ctx = client::NewContext(c, absl::Seconds(10));
-    grpc::Status st = agents->Register(ctx.get(), req, &resp);
-    if (status != nullptr) {
-      *status = st;
-    } else {
-      EXPECT_TRUE(st.ok()) << name << ": " << st.error_message();
-    }
-    return resp;
-  }
-
-  int64_t Sql(const std::string& query) {
-    pqxx::connection c(db_uri_);
-    pqxx::work w(c);
-    return w.exec1(query)[0].as<int64_t>();
-  }
-
-  static testing::PostgresInstance* pg_;
-  static std::string* dir_;
-  std::string db_uri_;
-  metrics::MetricsRegistry registry_;
-  std::unique_ptr<scheduler::SchedulerServer> server_;
 };
-
-testing::PostgresInstance* SecurityPgTest::pg_ = nullptr;
-std::string* SecurityPgTest::dir_ = nullptr;
 
 TEST_F(SecurityPgTest, BadTransportsNeverReachAHandler) {
   StartServer();
