@@ -486,18 +486,12 @@ int Commands::RunTokenCreate(const std::string& name, const std::string& role) {
   return 0;
 }
 
-int Commands::RunTokenList() {
+int Commands::RunTokenList(OutputFormat format) {
   pb::ListTokensResponse response;
   auto ctx = client::NewContext(options_, kUnaryTimeout);
   grpc::Status status = access_->ListTokens(ctx.get(), {}, &response);
   if (!status.ok()) return Fail("ListTokens", client::ToAbsl(status));
-  out_ << absl::StrFormat("%-6s %-24s %-10s %-20s %s\n", "ID", "NAME", "ROLE", "CREATED", "STATE");
-  for (const pb::ApiToken& t : response.tokens()) {
-    const absl::Time created = absl::FromUnixSeconds(t.created_at().seconds());
-    out_ << absl::StrFormat("%-6d %-24s %-10s %-20s %s\n", t.id(), t.name(), t.role(),
-                            absl::FormatTime("%Y-%m-%d %H:%M:%S", created, absl::UTCTimeZone()),
-                            t.revoked() ? "revoked" : "live");
-  }
+  out_ << FormatTokens({response.tokens().begin(), response.tokens().end()}, format);
   return 0;
 }
 
@@ -542,7 +536,7 @@ int Commands::RunCatalogList(OutputFormat format) {
   return 0;
 }
 
-int Commands::RunCatalogShow(const std::string& name, bool resolve) {
+int Commands::RunCatalogShow(const std::string& name, bool resolve, OutputFormat format) {
   pb::GetCatalogRequest request;
   request.set_name(name);
   request.set_resolve(resolve);
@@ -552,7 +546,7 @@ int Commands::RunCatalogShow(const std::string& name, bool resolve) {
   if (!status.ok()) {
     return Fail(absl::StrCat("GetCatalog ", name), client::ToAbsl(status));
   }
-  out_ << FormatCatalog(catalog);
+  out_ << FormatCatalog(catalog, format);
   return 0;
 }
 
@@ -605,11 +599,11 @@ int Commands::RunKernelsImport(const std::string& store, const std::string& deb,
   return 0;
 }
 
-int Commands::RunKernelsList(const std::string& store) {
+int Commands::RunKernelsList(const std::string& store, OutputFormat format) {
   absl::StatusOr<kstore::StoreListing> listing = kstore::ReadStore(store);
   if (!listing.ok()) return Fail("kernels list", listing.status());
   for (const std::string& p : listing->problems) err_ << "farmctl: skipped: " << p << "\n";
-  out_ << FormatKernelBuilds(listing->builds);
+  out_ << FormatKernelBuilds(kstore::CatalogOrder(std::move(listing->builds)), format);
   return 0;
 }
 
@@ -724,7 +718,9 @@ int Commands::RunBisect(int64_t id, bool id_is_bisect, OutputFormat format) {
   if (!status.ok()) {
     return Fail(absl::StrCat("GetBisect ", id), client::ToAbsl(status));
   }
-  out_ << (format == OutputFormat::kJson ? FormatBisectJson(bisect) : FormatBisectTable(bisect));
+  out_ << (format == OutputFormat::kJson  ? FormatBisectJson(bisect)
+           : format == OutputFormat::kCsv ? FormatBisectCsv(bisect)
+                                          : FormatBisectTable(bisect));
   return 0;
 }
 

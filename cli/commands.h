@@ -49,7 +49,7 @@ class Commands {
   int RunRawOutput(int64_t job_id, int attempt);
   int RunAgents(OutputFormat format);
   int RunCatalogList(OutputFormat format);
-  int RunCatalogShow(const std::string& name, bool resolve);
+  int RunCatalogShow(const std::string& name, bool resolve, OutputFormat format);
   int RunCatalogLoad(const std::string& path, bool replace);
   int RunCatalogImportGit(const std::string& repo, const std::string& range,
                           const std::string& catalog);
@@ -57,7 +57,7 @@ class Commands {
   // only; catalog adds the store's commits to a catalog on the server.
   int RunKernelsImport(const std::string& store, const std::string& deb, const std::string& commit,
                        bool replace);
-  int RunKernelsList(const std::string& store);
+  int RunKernelsList(const std::string& store, OutputFormat format);
   int RunKernelsCatalog(const std::string& store, const std::string& catalog);
   // Builds one commit of a kernel tree into the local store (lib/kbuild),
   // without a farm; the build's whole output goes to `log_file` when given.
@@ -75,7 +75,7 @@ class Commands {
                 const std::string& output_path);
   // API tokens (admin): create prints the secret, once, alone on stdout.
   int RunTokenCreate(const std::string& name, const std::string& role);
-  int RunTokenList();
+  int RunTokenList(OutputFormat format);
   int RunTokenRevoke(const std::string& name);
 
   // Submits spec text. Retries transient failures (lib/client/retry.h) a few

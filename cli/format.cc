@@ -489,9 +489,7 @@ std::string FormatCatalogList(const std::vector<pb::Catalog>& catalogs, OutputFo
                     "no catalogs\n");
 }
 
-std::string FormatCatalog(const pb::Catalog& catalog) {
-  std::string out = absl::StrCat("catalog ", catalog.name(), " (", catalog.source(), "), ",
-                                 catalog.commits_size(), " commits\n");
+std::string FormatCatalog(const pb::Catalog& catalog, OutputFormat format) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : catalog.commits()) {
     std::map<std::string, std::string> set(c.set().begin(), c.set().end());
@@ -499,7 +497,23 @@ std::string FormatCatalog(const pb::Catalog& catalog) {
     for (const auto& [k, v] : set) kv.push_back(absl::StrCat(k, "=", v));
     rows.push_back({absl::StrCat(c.index()), c.id(), c.subject(), absl::StrJoin(kv, " ")});
   }
-  return out + RenderTable({"#", "id", "subject", "set"}, rows);
+  const std::string list =
+      RenderList({"#", "id", "subject", "set"}, rows, catalog, format, "no commits\n");
+  if (format != OutputFormat::kTable) return list;
+  return absl::StrCat("catalog ", catalog.name(), " (", catalog.source(), "), ",
+                      catalog.commits_size(), " commits\n", list);
+}
+
+std::string FormatTokens(const std::vector<pb::ApiToken>& tokens, OutputFormat format) {
+  std::vector<std::vector<std::string>> rows;
+  pb::ListTokensResponse message;
+  for (const pb::ApiToken& t : tokens) {
+    rows.push_back({absl::StrCat(t.id()), t.name(), t.role(), FormatTimestamp(t.created_at()),
+                    t.revoked() ? "revoked" : "live"});
+    *message.add_tokens() = t;
+  }
+  return RenderList({"id", "name", "role", "created", "state"}, rows, message, format,
+                    "no tokens\n");
 }
 
 namespace {
@@ -667,5 +681,20 @@ std::string FormatBisectTable(const pb::Bisect& b) {
 std::string FormatRegressionJson(const pb::Regression& reg) { return ProtoToJson(reg) + "\n"; }
 
 std::string FormatBisectJson(const pb::Bisect& bisect) { return ProtoToJson(bisect) + "\n"; }
+
+std::string FormatBisectCsv(const pb::Bisect& b) {
+  std::string out =
+      "bisect,regression,state,culprit,step,commit,index,verdict,repeats,mean,change,p\n";
+  const std::string prefix = absl::StrCat(b.id(), ",", b.regression_id(), ",", CsvField(b.state()),
+                                          ",", CsvField(b.culprit_id()), ",");
+  for (const auto& s : b.steps()) {
+    absl::StrAppend(&out, prefix, s.step(), ",", CsvField(s.commit_id()), ",", s.commit_index(),
+                    ",", CsvField(s.verdict()), ",", s.repeats(), ",",
+                    absl::StrFormat("%.17g", s.mean()), ",",
+                    absl::StrFormat("%.17g", s.relative_change()), ",",
+                    absl::StrFormat("%.17g", s.p_value()), "\n");
+  }
+  return out;
+}
 
 }  // namespace farm::cli

@@ -117,7 +117,12 @@ std::string FormatAgents(const std::vector<pb::Agent>& agents,
 // ListCatalogs omits them).
 std::string FormatCatalogList(const std::vector<pb::Catalog>& catalogs,
                               OutputFormat format = OutputFormat::kTable);
-std::string FormatCatalog(const pb::Catalog& catalog);
+// The table (a header line, then one row per commit), CSV of the commits, or
+// the catalog message as JSON.
+std::string FormatCatalog(const pb::Catalog& catalog, OutputFormat format = OutputFormat::kTable);
+// API tokens, never their secrets (the server sends none).
+std::string FormatTokens(const std::vector<pb::ApiToken>& tokens,
+                         OutputFormat format = OutputFormat::kTable);
 std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs);
 std::string FormatRegressionsJson(const std::vector<pb::Regression>& regs);
 // One line per regression; primary_metrics joined by ';', the last column
@@ -128,6 +133,9 @@ std::string FormatRegression(const pb::Regression& reg);
 std::string FormatRegressionJson(const pb::Regression& reg);
 std::string FormatBisectTable(const pb::Bisect& bisect);
 std::string FormatBisectJson(const pb::Bisect& bisect);
+// One line per step, each with the bisect's id, regression, state and
+// culprit; header line first.
+std::string FormatBisectCsv(const pb::Bisect& bisect);
 
 // Renders rows under headers with columns padded to the widest cell.
 std::string RenderTable(const std::vector<std::string>& headers,

@@ -519,5 +519,67 @@ TEST(FormatBisectTest, TableListsEveryCulprit) {
   EXPECT_EQ(j["culprits"][1]["commit_id"], "c588072bba6b");
 }
 
+TEST(FormatBisectTest, CsvHasOneRowPerStep) {
+  pb::Bisect b;
+  b.set_id(3);
+  b.set_regression_id(9);
+  b.set_state("done");
+  b.set_culprit_id("f5caa960c7ef");
+  for (int i = 1; i <= 2; ++i) {
+    pb::BisectStep* s = b.add_steps();
+    s->set_step(i);
+    s->set_commit_id(i == 1 ? "f5caa960c7ef" : "3fe465c9a8b7");
+    s->set_commit_index(10 - i);
+    s->set_verdict(i == 1 ? "bad" : "good");
+    s->set_repeats(5);
+    s->set_mean(1.5);
+    s->set_relative_change(0.25);
+    s->set_p_value(0.001);
+  }
+  EXPECT_EQ(FormatBisectCsv(b),
+            "bisect,regression,state,culprit,step,commit,index,verdict,repeats,mean,change,p\n"
+            "3,9,done,f5caa960c7ef,1,f5caa960c7ef,9,bad,5,1.5,0.25,0.001\n"
+            "3,9,done,f5caa960c7ef,2,3fe465c9a8b7,8,good,5,1.5,0.25,0.001\n");
+}
+
+TEST(FormatTokensTest, TableCsvAndJsonShareTheRows) {
+  pb::ApiToken t;
+  t.set_id(4);
+  t.set_name("ci, nightly");
+  t.set_role("submitter");
+  t.mutable_created_at()->set_seconds(1700000000);
+  t.set_revoked(true);
+  const std::string table = FormatTokens({t});
+  EXPECT_NE(table.find("ci, nightly"), std::string::npos) << table;
+  EXPECT_NE(table.find("revoked"), std::string::npos) << table;
+  EXPECT_NE(table.find("2023-11-14T22:13:20Z"), std::string::npos) << table;
+  EXPECT_EQ(
+      FormatTokens({t}, OutputFormat::kCsv),
+      "id,name,role,created,state\n4,\"ci, nightly\",submitter,2023-11-14T22:13:20Z,revoked\n");
+  auto j = nlohmann::json::parse(FormatTokens({t}, OutputFormat::kJson));
+  ASSERT_EQ(j["tokens"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["tokens"][0]["name"], "ci, nightly");
+  EXPECT_EQ(FormatTokens({}), "no tokens\n");
+}
+
+TEST(FormatCatalogTest, TableCsvAndJson) {
+  pb::Catalog c;
+  c.set_name("linux-iommu");
+  c.set_source("builtin");
+  pb::CatalogCommit* commit = c.add_commits();
+  commit->set_index(0);
+  commit->set_id("v5.11");
+  commit->set_subject("Linux 5.11");
+  (*commit->mutable_set())["iommu.flush"] = "fq";
+  const std::string table = FormatCatalog(c);
+  EXPECT_EQ(table.rfind("catalog linux-iommu (builtin), 1 commits\n", 0), 0u) << table;
+  EXPECT_NE(table.find("iommu.flush=fq"), std::string::npos) << table;
+  EXPECT_EQ(FormatCatalog(c, OutputFormat::kCsv),
+            "#,id,subject,set\n0,v5.11,Linux 5.11,iommu.flush=fq\n");
+  auto j = nlohmann::json::parse(FormatCatalog(c, OutputFormat::kJson));
+  EXPECT_EQ(j["name"], "linux-iommu");
+  EXPECT_EQ(j["commits"][0]["set"]["iommu.flush"], "fq");
+}
+
 }  // namespace
 }  // namespace farm::cli

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
 
 namespace farm::cli {
 
@@ -36,7 +37,53 @@ pb::ImportGitCatalogRequest KernelCatalogRequest(const std::vector<kstore::Kerne
   return request;
 }
 
-std::string FormatKernelBuilds(const std::vector<kstore::KernelBuild>& builds) {
+namespace {
+
+nlohmann::ordered_json BuildJson(const kstore::KernelBuild& b) {
+  nlohmann::ordered_json o;
+  for (const auto& [key, value] : std::vector<std::pair<const char*, const std::string*>>{
+           {"commit", &b.commit},
+           {"release", &b.release},
+           {"arch", &b.arch},
+           {"image", &b.image},
+           {"initrd", &b.initrd},
+           {"config", &b.config},
+           {"modules", &b.modules},
+           {"version", &b.version},
+           {"source", &b.source},
+           {"tree", &b.tree},
+           {"config_hash", &b.config_hash},
+           {"compiler", &b.compiler},
+           {"build_seconds", &b.build_seconds},
+           {"dma_map_benchmark", &b.dma_map_benchmark},
+           {"dir", &b.dir}}) {
+    o[key] = *value;
+  }
+  o["fragments"] = b.fragments;
+  return o;
+}
+
+}  // namespace
+
+std::string FormatKernelBuilds(const std::vector<kstore::KernelBuild>& builds,
+                               OutputFormat format) {
+  if (format == OutputFormat::kJson) {
+    nlohmann::ordered_json array = nlohmann::ordered_json::array();
+    for (const kstore::KernelBuild& b : builds) array.push_back(BuildJson(b));
+    return array.dump(2) + "\n";
+  }
+  if (format == OutputFormat::kCsv) {
+    std::string out = "commit,arch,release,version,dir,image,initrd,config,modules\n";
+    for (const kstore::KernelBuild& b : builds) {
+      std::vector<std::string> cells;
+      for (const std::string* f : {&b.commit, &b.arch, &b.release, &b.version, &b.dir, &b.image,
+                                   &b.initrd, &b.config, &b.modules}) {
+        cells.push_back(CsvField(*f));
+      }
+      absl::StrAppend(&out, absl::StrJoin(cells, ","), "\n");
+    }
+    return out;
+  }
   std::string out = "COMMIT\tARCH\tRELEASE\tVERSION\tDIR\n";
   for (const kstore::KernelBuild& b : builds) {
     absl::StrAppend(&out, b.commit, "\t", b.arch, "\t", b.release, "\t",

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/format.h"
 #include "iommufarm/v1/farm.pb.h"
 #include "lib/kstore/kernel_store.h"
 
@@ -23,9 +24,12 @@ iommufarm::v1::ImportGitCatalogRequest KernelCatalogRequest(
     const std::vector<kstore::KernelBuild>& builds, const std::string& catalog,
     const std::string& store_dir);
 
-// One line per build: commit, arch, release, version, directory (tab
-// separated, with a header line).
-std::string FormatKernelBuilds(const std::vector<kstore::KernelBuild>& builds);
+// The table is one line per build: commit, arch, release, version,
+// directory (tab separated, with a header line). CSV has those columns and
+// the build's files; JSON is an array of objects with every manifest field
+// and the directory.
+std::string FormatKernelBuilds(const std::vector<kstore::KernelBuild>& builds,
+                               OutputFormat format = OutputFormat::kTable);
 
 }  // namespace farm::cli
 

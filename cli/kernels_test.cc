@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "nlohmann/json.hpp"
+
 namespace farm::cli {
 namespace {
 
@@ -40,6 +42,21 @@ TEST(FormatKernelBuilds, OneLinePerBuild) {
   EXPECT_EQ(
       FormatKernelBuilds({Build("k1", "x86_64", "6.1.0-1-amd64", "")}),
       "COMMIT\tARCH\tRELEASE\tVERSION\tDIR\nk1\tx86_64\t6.1.0-1-amd64\t-\t/store/k1-x86_64\n");
+}
+
+TEST(FormatKernelBuilds, CsvAndJsonCarryTheFiles) {
+  kstore::KernelBuild b = Build("k1", "x86_64", "6.1.0-1-amd64", "");
+  b.image = "vmlinuz";
+  b.fragments = {"q35.config"};
+  EXPECT_EQ(FormatKernelBuilds({b}, OutputFormat::kCsv),
+            "commit,arch,release,version,dir,image,initrd,config,modules\n"
+            "k1,x86_64,6.1.0-1-amd64,,/store/k1-x86_64,vmlinuz,,,\n");
+  auto j = nlohmann::json::parse(FormatKernelBuilds({b}, OutputFormat::kJson));
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["commit"], "k1");
+  EXPECT_EQ(j[0]["image"], "vmlinuz");
+  EXPECT_EQ(j[0]["fragments"][0], "q35.config");
+  EXPECT_EQ(FormatKernelBuilds({}, OutputFormat::kJson), "[]\n");
 }
 
 }  // namespace

@@ -203,6 +203,7 @@ void AddTokenCommands(CLI::App& app, Subcommands* out) {
   struct Args {
     std::string name, role;
     std::string revoke_name;
+    std::string list_format;
   };
   auto a = std::make_shared<Args>();
   auto* token = app.add_subcommand("token", "API tokens (admin): create, list, revoke");
@@ -217,7 +218,9 @@ void AddTokenCommands(CLI::App& app, Subcommands* out) {
   out->push_back(
       {create, [a](farm::cli::Commands& c) { return c.RunTokenCreate(a->name, a->role); }});
   auto* list = token->add_subcommand("list", "list tokens (never their secrets)");
-  out->push_back({list, [](farm::cli::Commands& c) { return c.RunTokenList(); }});
+  AddOutputOption(list, &a->list_format);
+  out->push_back(
+      {list, [a](farm::cli::Commands& c) { return c.RunTokenList(ToFormat(a->list_format)); }});
   auto* revoke = token->add_subcommand("revoke", "revoke the live token NAME");
   revoke->add_option("NAME", a->revoke_name, "token name")->required();
   out->push_back(
@@ -238,6 +241,7 @@ void AddCatalogCommands(CLI::App& app, Subcommands* out) {
     std::string list_format;
     std::string show_name;
     bool show_resolve = false;
+    std::string show_format;
     std::string load_file;
     bool load_replace = false;
     std::string git_repo, git_range, git_catalog = "linux-iommu";
@@ -254,8 +258,11 @@ void AddCatalogCommands(CLI::App& app, Subcommands* out) {
   auto* show = catalog->add_subcommand("show", "show a catalog's commits");
   show->add_option("NAME", a->show_name, "catalog name")->required();
   show->add_flag("--resolve", a->show_resolve, "also fetch each commit's accumulated model state");
+  AddOutputOption(show, &a->show_format,
+                  "table, csv (one row per commit) or json (the catalog message)");
   out->push_back({show, [a](farm::cli::Commands& c) {
-                    return c.RunCatalogShow(a->show_name, a->show_resolve);
+                    return c.RunCatalogShow(a->show_name, a->show_resolve,
+                                            ToFormat(a->show_format));
                   }});
 
   auto* load = catalog->add_subcommand("load", "load a catalog YAML file");
@@ -281,6 +288,7 @@ void AddCatalogCommands(CLI::App& app, Subcommands* out) {
 void AddKernelsCommands(CLI::App& app, Subcommands* out) {
   struct Args {
     std::string store;
+    std::string list_format;
     std::string deb;
     std::string commit;
     std::string catalog = "linux-iommu";
@@ -305,9 +313,14 @@ void AddKernelsCommands(CLI::App& app, Subcommands* out) {
                     return c.RunKernelsImport(a->store, a->deb, a->commit, a->replace);
                   }});
 
-  auto* list = kernels->add_subcommand("list", "list a local kernel store's builds");
+  auto* list = kernels->add_subcommand(
+      "list", "list a local kernel store's builds in catalog order (oldest version first)");
   list->add_option("--store", a->store, "kernel store directory")->required();
-  out->push_back({list, [a](farm::cli::Commands& c) { return c.RunKernelsList(a->store); }});
+  AddOutputOption(list, &a->list_format,
+                  "table, csv or json (json carries every manifest field of each build)");
+  out->push_back({list, [a](farm::cli::Commands& c) {
+                    return c.RunKernelsList(a->store, ToFormat(a->list_format));
+                  }});
 
   auto* catalog = kernels->add_subcommand(
       "catalog",
@@ -395,14 +408,13 @@ void AddBisectCommand(CLI::App& app, Subcommands* out) {
   struct Args {
     int64_t id = 0;
     bool by_id = false;
-    std::string format = "table";
+    std::string format;
   };
   auto a = std::make_shared<Args>();
   auto* bisect = app.add_subcommand("bisect", "show the bisect of a regression");
   bisect->add_option("ID", a->id, "regression id (or bisect id with --bisect-id)")->required();
   bisect->add_flag("--bisect-id", a->by_id, "ID is a bisect id, not a regression id");
-  bisect->add_option("--output,-o", a->format, "table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  AddOutputOption(bisect, &a->format, "table, csv (one row per step) or json");
   out->push_back({bisect, [a](farm::cli::Commands& c) {
                     return c.RunBisect(a->id, a->by_id, ToFormat(a->format));
                   }});
