@@ -118,6 +118,29 @@ absl::Status CheckSpecLocally(const std::string& yaml) {
 
 }  // namespace
 
+std::string UnavailableHint(absl::string_view message, const client::ClientOptions& options) {
+  const std::string& server = options.server;
+  if (absl::StrContains(message, "andshake")) {
+    return absl::StrCat("the TLS handshake with ", server,
+                        " failed: does the server's certificate verify against --tls-ca "
+                        "(FARM_TLS_CA), and is it the farm's server? docs/security.md");
+  }
+  if (absl::StrContains(message, "Socket closed") ||
+      absl::StrContains(message, "Connection reset")) {
+    if (!options.tls.enabled()) {
+      return absl::StrCat(server,
+                          " closed the connection: a farm with TLS refuses plaintext clients; "
+                          "give --tls-ca (FARM_TLS_CA), and with client certificates "
+                          "--tls-cert/--tls-key (FARM_TLS_CERT/FARM_TLS_KEY)");
+    }
+    return absl::StrCat(server,
+                        " closed the connection during the TLS handshake: it wants a client "
+                        "certificate of its CA; check --tls-cert/--tls-key "
+                        "(FARM_TLS_CERT/FARM_TLS_KEY), docs/security.md");
+  }
+  return absl::StrCat("is a farm-scheduler listening on ", server, "? set --server or FARM_SERVER");
+}
+
 Commands::Commands(client::ClientOptions options, std::ostream& out, std::ostream& err)
     : options_(std::move(options)), out_(out), err_(err) {
   channel_ = client::MakeChannel(options_);
@@ -131,8 +154,7 @@ int Commands::Fail(const std::string& what, const absl::Status& status) {
   err_ << "farmctl: " << what << ": " << absl::StatusCodeToString(status.code()) << ": "
        << status.message();
   if (status.code() == absl::StatusCode::kUnavailable) {
-    err_ << " (is a farm-scheduler listening on " << options_.server
-         << "? set --server or FARM_SERVER)";
+    err_ << " (" << UnavailableHint(status.message(), options_) << ")";
   }
   err_ << "\n";
   return 1;

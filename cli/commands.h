@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cli/format.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
@@ -30,6 +31,12 @@
 namespace farm::cli {
 
 namespace pb = ::iommufarm::v1;
+
+// What to check when a call fails UNAVAILABLE with gRPC's `message`: the
+// TLS setup when the handshake failed or the server closed the connection
+// during it (a plaintext client of a TLS farm, a client certificate the farm
+// does not trust), else whether a scheduler listens at options.server.
+std::string UnavailableHint(absl::string_view message, const client::ClientOptions& options);
 
 class Commands {
  public:

@@ -36,5 +36,29 @@ TEST(SubmitTest, ASpecWithProblemsIsRefusedLocallyWithEveryProblem) {
   EXPECT_EQ(out.str(), "");
 }
 
+TEST(UnavailableHintTest, TellsTheTlsFailureFromNoServer) {
+  client::ClientOptions plain;
+  plain.server = "10.0.0.1:7070";
+  client::ClientOptions tls = plain;
+  tls.tls.root_certs = "CA PEM";
+  // gRPC 1.51's messages, as farmctl gets them from a mTLS farm-scheduler.
+  const std::string refused =
+      "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.1:7070: Failed to "
+      "connect to remote host: Connection refused";
+  const std::string closed =
+      "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:10.0.0.1:7070: Socket "
+      "closed";
+  const std::string handshake =
+      "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.1:7070: Ssl "
+      "handshake failed: SSL_ERROR_SSL: error:0A000086:SSL routines::certificate verify failed";
+  EXPECT_EQ(UnavailableHint(refused, plain),
+            "is a farm-scheduler listening on 10.0.0.1:7070? set --server or FARM_SERVER");
+  EXPECT_NE(UnavailableHint(closed, plain).find("refuses plaintext clients"), std::string::npos);
+  EXPECT_NE(UnavailableHint(closed, tls).find("wants a client certificate of its CA"),
+            std::string::npos);
+  EXPECT_NE(UnavailableHint(handshake, tls).find("TLS handshake with 10.0.0.1:7070 failed"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace farm::cli

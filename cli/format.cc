@@ -357,18 +357,23 @@ std::string FormatProgressLine(const pb::MatrixProgress& progress) {
   if (c.waiting_for_build() > 0) {
     absl::StrAppend(&line, ", ", c.waiting_for_build(), " waiting for kernel build");
   }
-  absl::StrAppend(&line, absl::StrFormat(", %.1f jobs/s", progress.jobs_per_second()));
+  const double rate = progress.jobs_per_second();
+  // No rate yet (nothing finished, or a matrix over before it could be
+  // measured): say so rather than print "0.0 jobs/s, ETA ?". Slow matrices
+  // (real kernels: minutes a job) read in jobs a minute.
+  if (rate > 0) {
+    absl::StrAppend(&line, rate >= 0.1 ? absl::StrFormat(", %.1f jobs/s", rate)
+                                       : absl::StrFormat(", %.2g jobs/min", rate * 60));
+  }
   if (progress.done()) return line;
   if (progress.has_eta()) {
     absl::StrAppend(
         &line, ", ETA ",
         FormatDuration(static_cast<double>(TimeUtil::DurationToSeconds(progress.eta()))));
-  } else if (progress.jobs_per_second() > 0) {
-    absl::StrAppend(
-        &line, ", ETA ",
-        FormatDuration(static_cast<double>(c.total() - done) / progress.jobs_per_second()));
+  } else if (rate > 0) {
+    absl::StrAppend(&line, ", ETA ", FormatDuration(static_cast<double>(c.total() - done) / rate));
   } else {
-    absl::StrAppend(&line, ", ETA ?");
+    absl::StrAppend(&line, done == 0 ? ", no job finished yet" : ", rate not measured yet");
   }
   return line;
 }

@@ -343,6 +343,24 @@ TEST(FormatProgressLineTest, FinalLineShowsTheMeasuredRate) {
   EXPECT_EQ(FormatProgressLine(p), "matrix 3 completed: 18/18 done, 0 failed, 4.5 jobs/s");
 }
 
+TEST(FormatProgressLineTest, NoRateYetIsSaidNotPrintedAsZero) {
+  pb::MatrixProgress p;
+  p.set_matrix_id(5);
+  p.set_state(pb::MATRIX_STATE_RUNNING);
+  p.mutable_counts()->set_total(2);
+  EXPECT_EQ(FormatProgressLine(p), "matrix 5 running: 0/2 done, 0 failed, no job finished yet");
+  p.mutable_counts()->set_succeeded(1);
+  EXPECT_EQ(FormatProgressLine(p), "matrix 5 running: 1/2 done, 0 failed, rate not measured yet");
+  p.set_jobs_per_second(1.0 / 240);  // a real kernel job every four minutes
+  EXPECT_EQ(FormatProgressLine(p),
+            "matrix 5 running: 1/2 done, 0 failed, 0.25 jobs/min, ETA 4m00s");
+  p.set_done(true);
+  p.set_jobs_per_second(0);
+  p.set_state(pb::MATRIX_STATE_COMPLETED);
+  p.mutable_counts()->set_succeeded(2);
+  EXPECT_EQ(FormatProgressLine(p), "matrix 5 completed: 2/2 done, 0 failed");
+}
+
 TEST(ParseOutputFormatTest, AcceptsTheListedNamesOnly) {
   EXPECT_EQ(OutputFormatNames(), (std::vector<std::string>{"table", "csv", "json"}));
   EXPECT_EQ(*ParseOutputFormat("table"), OutputFormat::kTable);

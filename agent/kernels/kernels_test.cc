@@ -921,5 +921,20 @@ TEST(ResolveAccelTest, AutoProbesOnceAndFallsBack) {
   EXPECT_EQ(probes, 2);  // given accelerators are not probed
 }
 
+TEST(KvmArchMismatchTest, NamesBothArchitectures) {
+  EXPECT_EQ(KvmArchMismatch("x86_64", "x86_64"), "");
+  EXPECT_EQ(KvmArchMismatch("aarch64", "x86_64"),
+            "KVM runs only x86_64 guests on this x86_64 host, not aarch64 ones");
+}
+
+TEST(ProbeKvmTest, AForeignGuestIsRefusedBeforeAnyBoot) {
+  VmConfig c;
+  c.arch = HostArch() == kArchArm64 ? kArchX86 : kArchArm64;
+  // No kernel, no QEMU: the reason is the architecture, not a failed boot.
+  absl::Status st = ProbeKvm(c, "no-such-release", "no-such-commit");
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("KVM runs only"), std::string::npos) << st;
+}
+
 }  // namespace
 }  // namespace farm::kernels

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -583,8 +584,22 @@ std::string ResolveAccel(const std::string& flag, const std::function<absl::Stat
   return "tcg-icount";
 }
 
+std::string KvmArchMismatch(const std::string& guest_arch, const std::string& host_arch) {
+  if (guest_arch == host_arch) return "";
+  return absl::StrCat("KVM runs only ", host_arch, " guests on this ", host_arch, " host, not ",
+                      guest_arch, " ones");
+}
+
+std::string HostArch() {
+  struct utsname u;
+  return ::uname(&u) == 0 ? std::string(u.machine) : std::string("unknown");
+}
+
 absl::Status ProbeKvm(const VmConfig& config, const std::string& kernel_release,
                       const std::string& commit) {
+  if (std::string why = KvmArchMismatch(config.arch, HostArch()); !why.empty()) {
+    return absl::FailedPreconditionError(why);
+  }
   if (::access("/dev/kvm", R_OK | W_OK) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("/dev/kvm is not usable: ", std::strerror(errno)));

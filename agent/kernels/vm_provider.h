@@ -230,7 +230,15 @@ std::vector<std::string> IommuModelsFor(const kstore::KernelBuild& build, const 
 std::string ResolveAccel(const std::string& flag, const std::function<absl::Status()>& kvm_probe,
                          std::string* why);
 
-// Whether KVM can run this machine's guests: /dev/kvm opens read-write and
+// Why KVM cannot run a `guest_arch` guest on a `host_arch` host (uname's
+// machine: KVM runs guests of the host's own architecture only); "" when
+// the architectures match.
+std::string KvmArchMismatch(const std::string& guest_arch, const std::string& host_arch);
+// The running host's architecture as uname reports it ("x86_64", "aarch64").
+std::string HostArch();
+
+// Whether KVM can run this machine's guests: the guest is of the host's
+// architecture (KvmArchMismatch, checked first), /dev/kvm opens read-write and
 // one facts-only boot of the store's `commit` / `kernel_release` under
 // -accel kvm reaches its result within 20 s (these machines have a /dev/kvm
 // on which stock guests stop with internal errors). FailedPrecondition
