@@ -99,6 +99,10 @@ struct Panel {
   std::string workload;  // results-table label
   std::string metric;    // "metric" or "metric/phase"
   std::string unit;
+  // Every sample of the metric is >= 0 (throughput, IOPS, latency): its band
+  // is drawn from 0 up, never below (a t interval of a few noisy repeats
+  // can reach below 0; the results table keeps it as computed).
+  bool nonnegative = true;
   std::vector<SummaryRow> rows;
 };
 
@@ -108,9 +112,13 @@ bool Matches(const pb::Regression& r, const Panel& p) {
 }
 
 std::vector<Panel> Panels(const std::vector<pb::Result>& results) {
-  std::set<std::string> metrics;
-  for (const auto& r : results)
-    for (const auto& s : r.samples()) metrics.insert(s.metric());
+  std::set<std::string> metrics, negative;
+  for (const auto& r : results) {
+    for (const auto& s : r.samples()) {
+      metrics.insert(s.metric());
+      if (s.value() < 0) negative.insert(s.metric());
+    }
+  }
   std::map<std::tuple<std::string, std::string, std::string>, Panel> panels;
   for (const std::string& metric : metrics) {
     for (SummaryRow& row : Summarize(results, metric)) {
@@ -119,6 +127,7 @@ std::vector<Panel> Panels(const std::vector<pb::Result>& results) {
       p.workload = row.workload;
       p.metric = MetricName(metric, row.phase);
       p.unit = row.unit;
+      p.nonnegative = !negative.contains(metric);
       p.rows.push_back(std::move(row));
     }
   }
@@ -151,6 +160,7 @@ std::vector<PlotSeries> SeriesOfPanel(const Panel& panel, bool ratio) {
     p.mean = row.stats.mean * scale;
     const double hw = std::isnan(row.stats.half_width) ? 0 : row.stats.half_width * scale;
     p.lo = p.mean - std::fabs(hw);
+    if (panel.nonnegative) p.lo = std::max(p.lo, 0.0);
     p.hi = p.mean + std::fabs(hw);
     PlotSeries& s = by_mode[row.mode];
     s.mode = row.mode;
@@ -355,15 +365,20 @@ ReportTable BisectTable(const pb::Bisect& b, const Commits& commits) {
 
 ReportTable HostsTable(const std::vector<pb::Result>& results) {
   ReportTable t;
-  t.title = "Hosts and guests the results were measured on";
+  t.title = "Hosts and guests the results were measured on (emulated runs: the IOMMU emulated)";
   t.headers = {"agent",      "hostname",     "kernel", "arch",         "cpus",
                "numa nodes", "IOMMU (seen)", "detail", "tool version", "results"};
   t.empty_text = "no results";
   std::map<std::vector<std::string>, int> rows;
   for (const auto& r : results) {
     const pb::HostFacts& h = r.host();
+    // An emulated run measured the emulated platform's IOMMU in the job's
+    // mode, not the IOMMU of the host the agent runs on.
+    const bool emulated = r.job().executor() == pb::EXECUTOR_EMULATOR;
     ++rows[{r.agent(), h.hostname(), h.kernel_release(), h.architecture(), absl::StrCat(h.cpus()),
-            absl::StrCat(h.numa_nodes()), ModeName(h.iommu_mode()), h.iommu_detail(),
+            absl::StrCat(h.numa_nodes()),
+            emulated ? ModeName(r.job().mode()) : ModeName(h.iommu_mode()),
+            emulated ? absl::StrCat("emulated platform ", r.job().platform()) : h.iommu_detail(),
             absl::StrCat(r.raw_format(), " ", r.tool_version())}];
   }
   for (const auto& [row, count] : rows) {
@@ -583,7 +598,10 @@ namespace {
 class PlotFrame {
  public:
   static constexpr double kWidth = 660, kLeft = 72, kRight = 16, kTop = 44, kPlotHeight = 210;
-  static constexpr double kAxisHeight = 78, kLabelLine = 15;
+  // Room under the axis for commit labels of kAxisLabelChars at 40 degrees
+  // (kernel releases such as "6.1.0-54-cloud-arm64" whole).
+  static constexpr double kAxisHeight = 116, kLabelLine = 15;
+  static constexpr size_t kAxisLabelChars = 28;
   static constexpr double kPlotWidth = kWidth - kLeft - kRight;
   static constexpr double kAxisY = kTop + kPlotHeight;
 
@@ -633,7 +651,8 @@ class PlotFrame {
       hi += pad;
     }
     const double pad = (hi - lo) * 0.08;
-    lo_ = lo - pad;
+    // Data that never goes below 0 gets no negative axis either.
+    lo_ = lo >= 0 ? std::max(lo - pad, 0.0) : lo - pad;
     hi_ = hi + pad;
   }
 
@@ -694,8 +713,9 @@ void AppendPlotAxes(const Plot& plot, const PlotFrame& frame, std::string& svg) 
     const double x = frame.X(index);
     absl::StrAppend(&svg, "<line class=\"tickmark\" x1=\"", F(x), "\" x2=\"", F(x), "\" y1=\"",
                     F(kAxisY), "\" y2=\"", F(kAxisY + 4), "\"/><text class=\"tick\" ",
-                    "transform=\"translate(", F(x + 4), ",", F(kAxisY + 14), ") rotate(30)\">",
-                    HtmlEscape(Truncate(label, 14)), "</text>\n");
+                    "transform=\"translate(", F(x + 4), ",", F(kAxisY + 14), ") rotate(40)\">",
+                    HtmlEscape(Truncate(label, PlotFrame::kAxisLabelChars)), "<title>",
+                    HtmlEscape(label), "</title></text>\n");
   }
 }
 

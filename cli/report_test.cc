@@ -248,6 +248,57 @@ TEST(ReportTest, SingleRepeatHasAPointBandAndNoSpread) {
   EXPECT_EQ(html.find("\"inf"), std::string::npos);
 }
 
+TEST(ReportTest, BandsOfANonNegativeMetricStopAtZero) {
+  ReportSources s;
+  s.matrix.set_id(1);
+  // Three noisy repeats: the t interval's low end is far below 0.
+  AddResults(s, "v1", 0, pb::IOMMU_MODE_OFF, "iops", {1, 100, 1});
+  AddResults(s, "v2", 1, pb::IOMMU_MODE_OFF, "iops", {2, 90, 2});
+  const ReportData report = BuildReport(s);
+  ASSERT_FALSE(report.plots.empty());
+  for (const PlotPoint& p : report.plots[0].series[0].points) {
+    EXPECT_EQ(p.lo, 0) << p.commit;
+    EXPECT_GT(p.hi, p.mean) << p.commit;
+  }
+  const std::string svg = RenderPlotSvg(report.plots[0]);
+  EXPECT_EQ(svg.find("class=\"tick\">-"), std::string::npos) << "a negative y tick";
+  // A metric that does go below 0 keeps its band as computed.
+  ReportSources n;
+  n.matrix.set_id(2);
+  AddResults(n, "v1", 0, pb::IOMMU_MODE_OFF, "delta", {-5, 5, 1});
+  EXPECT_LT(BuildReport(n).plots[0].series[0].points[0].lo, 0);
+}
+
+TEST(ReportTest, KernelReleaseLabelsAreDrawnWhole) {
+  ReportSources s;
+  s.matrix.set_id(1);
+  AddResults(s, "6.1.0-54-cloud-arm64", 0, pb::IOMMU_MODE_OFF, "throughput", {10, 11});
+  AddResults(s, "6.1.0-57-cloud-arm64", 1, pb::IOMMU_MODE_OFF, "throughput", {10, 11});
+  const std::string svg = RenderPlotSvg(BuildReport(s).plots[0]);
+  EXPECT_NE(svg.find(">6.1.0-54-cloud-arm64<title>6.1.0-54-cloud-arm64</title>"), std::string::npos)
+      << svg;
+  EXPECT_EQ(svg.find("6.1.0-54-cl..."), std::string::npos);
+}
+
+TEST(ReportTest, HostsOfEmulatedRunsShowTheEmulatedIommu) {
+  ReportSources s;
+  s.matrix.set_id(1);
+  AddResults(s, "v1", 0, pb::IOMMU_MODE_STRICT, "throughput", {10});
+  s.results[0].mutable_job()->set_executor(pb::EXECUTOR_EMULATOR);
+  s.results[0].mutable_host()->set_iommu_mode(pb::IOMMU_MODE_PASSTHROUGH);
+  s.results[0].mutable_host()->set_iommu_detail("DMAR: host VT-d");
+  const ReportData report = BuildReport(s);
+  const ReportTable* hosts = nullptr;
+  for (const ReportTable& t : report.tables) {
+    if (t.title.rfind("Hosts", 0) == 0) hosts = &t;
+  }
+  ASSERT_NE(hosts, nullptr);
+  ASSERT_EQ(hosts->rows.size(), 1u);
+  const std::vector<std::string>& row = hosts->rows[0];
+  EXPECT_EQ(row[6], "strict");
+  EXPECT_EQ(row[7], "emulated platform intel-vtd-2s12c");
+}
+
 TEST(ReportTest, HtmlEscapeReplacesTheFiveSpecialCharacters) {
   EXPECT_EQ(HtmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
   EXPECT_EQ(HtmlEscape("plain v5.11"), "plain v5.11");

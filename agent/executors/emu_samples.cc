@@ -2,7 +2,9 @@
 
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace farm::agent {
 namespace {
@@ -25,6 +27,23 @@ void AddLatency(std::vector<pb::Sample>& out, const std::string& prefix,
   Add(out, absl::StrCat(prefix, "_p50"), lat.p50, "ns");
   Add(out, absl::StrCat(prefix, "_p99"), lat.p99, "ns");
   Add(out, absl::StrCat(prefix, "_max"), lat.max, "ns");
+}
+
+// The unit of a workload's extra figure, from the naming the workloads
+// follow (emu/workloads): "<x>_kb_s", "<x>_ns", "<x>_100ns" (and the
+// *_stddev of dma_map_benchmark's 100 ns averages), "iops*", "<x>_pages",
+// "ios_*", "*_per_s"; "" for a plain count.
+std::string UnitOfExtra(absl::string_view name) {
+  if (absl::EndsWith(name, "_kb_s")) return "kB/s";
+  if (absl::EndsWith(name, "_100ns") || name == "map_stddev" || name == "unmap_stddev") {
+    return "100ns";
+  }
+  if (absl::EndsWith(name, "_ns")) return "ns";
+  if (absl::StartsWith(name, "iops")) return "IOPS";
+  if (absl::EndsWith(name, "_pages")) return "pages";
+  if (absl::StartsWith(name, "ios_")) return "I/Os";
+  if (absl::EndsWith(name, "_per_s")) return "/s";
+  return "";
 }
 
 }  // namespace
@@ -50,9 +69,10 @@ std::vector<pb::Sample> SamplesFromEmuResult(const farm::emu::RunResult& r) {
   for (const auto& [name, value] : r.extra) {
     const size_t dot = name.rfind('.');
     if (dot != std::string::npos && dot > 0 && dot + 1 < name.size()) {
-      Add(out, name.substr(0, dot), value, "", name.substr(dot + 1));
+      const std::string metric = name.substr(0, dot);
+      Add(out, metric, value, UnitOfExtra(metric), name.substr(dot + 1));
     } else {
-      Add(out, name, value, "");
+      Add(out, name, value, UnitOfExtra(name));
     }
   }
   return out;

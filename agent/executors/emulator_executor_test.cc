@@ -45,6 +45,25 @@ TEST(SamplesFromEmuResultTest, HeadlineLatenciesAndPhasedExtras) {
   EXPECT_DOUBLE_EQ(samples["nodes_visited"].value(), 17);
 }
 
+TEST(SamplesFromEmuResultTest, ExtrasCarryTheUnitTheirNameSays) {
+  farm::emu::RunResult r;
+  r.extra["throughput_kb_s.read"] = 4.7e6;
+  r.extra["avg_map_100ns"] = 12;
+  r.extra["map_stddev"] = 3;
+  r.extra["map_sg_full_chunk_mean_ns"] = 410;
+  r.extra["iops_cpu3"] = 2e5;
+  r.extra["ios_reaped_in_window"] = 90;
+  r.extra["nodes_visited"] = 17;
+  auto samples = ByKey(SamplesFromEmuResult(r));
+  EXPECT_EQ(samples["throughput_kb_s/read"].unit(), "kB/s");
+  EXPECT_EQ(samples["avg_map_100ns"].unit(), "100ns");
+  EXPECT_EQ(samples["map_stddev"].unit(), "100ns");
+  EXPECT_EQ(samples["map_sg_full_chunk_mean_ns"].unit(), "ns");
+  EXPECT_EQ(samples["iops_cpu3"].unit(), "IOPS");
+  EXPECT_EQ(samples["ios_reaped_in_window"].unit(), "I/Os");
+  EXPECT_EQ(samples["nodes_visited"].unit(), "");
+}
+
 pb::Job TinyJob() {
   pb::Job job;
   job.set_id(1);
