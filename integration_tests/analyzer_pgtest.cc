@@ -691,8 +691,8 @@ TEST_F(AnalyzerPgTest, SecondaryMetricBisectedButNotAlertedOnRequest) {
 
 // Acknowledged: an Alertmanager silence on the alert's labels suppresses it;
 // re-opened: the silence is expired and the alert is active again. Then
-// fixed while the catalog's latest commit still carries the cost: resolved,
-// and the fix check records that t32 is not back to t16's level.
+// fixed while the catalog's latest commit still carries the cost: the fix
+// check finds t32 not back to t16's level and re-opens it, alert firing.
 TEST_F(AnalyzerPgTest, AcknowledgedIsSilencedReopenedIsNotAndAFixIsChecked) {
   StartFarm(33, {{21, {{"sim.iommu_cost", "1.25"}}}});
   SubmitBulk(32, 8, 4);
@@ -749,11 +749,18 @@ TEST_F(AnalyzerPgTest, AcknowledgedIsSilencedReopenedIsNotAndAFixIsChecked) {
   // Fixed, but the latest commit t32 still carries the cost.
   EXPECT_EQ(Mark(id, pb::REGRESSION_STATE_FIXED).state(), pb::REGRESSION_STATE_FIXED);
   TickUntil(
-      a, [&] { return AlertOf(id).is_null() && Get(id).fix_check() == "not-back"; },
-      "resolved, and the fix check done");
+      a,
+      [&] {
+        return Get(id).fix_check() == "not-back" && !AlertOf(id).is_null() &&
+               AlertOf(id)["status"]["state"] == "active";
+      },
+      "the fix check done, the regression re-opened and its alert active again");
   const pb::Regression r = Get(id);
+  EXPECT_EQ(r.state(), pb::REGRESSION_STATE_CONFIRMED);
   EXPECT_EQ(r.fix_check_commit(), "t32");
   EXPECT_NEAR(r.fix_check_change(), -0.2, 0.03);  // t32 vs t16 in strict or lazy
+  EXPECT_NE(r.note().find("re-opened by the fix check: t32 is not back"), std::string::npos)
+      << r.note();
 }
 
 // Fixed at t30 (the cost of t21 undone): the fix check re-runs t16 (the

@@ -252,10 +252,14 @@ class AnalyzerStore {
       iommufarm::v1::Executor executor, absl::Duration live) = 0;
   // Writes the check's state (analyzer_state 'fixcheck:<regression>') and
   // the regression's fix_check columns in one transaction; a regression no
-  // longer fixed (re-opened meanwhile) keeps its columns.
+  // longer fixed (re-opened meanwhile) keeps its columns. A non-empty
+  // `reopen_note` also re-opens the fixed regression (CONFIRMED, so its
+  // alert fires again) and appends the note to its note, on a line of its
+  // own.
   virtual absl::Status SaveFixCheck(int64_t regression_id, const std::string& fix_check,
                                     const std::string& commit, double change,
-                                    const std::string& state_json) = 0;
+                                    const std::string& state_json,
+                                    const std::string& reopen_note) = 0;
 };
 
 // "off" <-> 1 ... (iommufarm.v1.IommuMode numbers); unknown -> 0 / "".

@@ -586,13 +586,13 @@ TEST_P(AnalyzerStoreContractTest, FixChecksOfRegressionsMarkedFixed) {
   EXPECT_TRUE(SameJson(work->front().bisect_state_json, Found("k1", 2, 5).bisect_state_json));
   EXPECT_EQ(work->front().check_state_json, "");
 
-  ASSERT_TRUE(analyzer().SaveFixCheck(reg, "checking", "c9", 0, R"({"matrix": 7})").ok());
+  ASSERT_TRUE(analyzer().SaveFixCheck(reg, "checking", "c9", 0, R"({"matrix": 7})", "").ok());
   work = analyzer().FixChecks();
   ASSERT_TRUE(work.ok()) << work.status();
   ASSERT_EQ(work->size(), 1u);
   EXPECT_EQ(work->front().fix_check, "checking");
   EXPECT_TRUE(SameJson(work->front().check_state_json, R"({"matrix": 7})"));
-  ASSERT_TRUE(analyzer().SaveFixCheck(reg, "back", "c9", -0.01, R"({"matrix": 7})").ok());
+  ASSERT_TRUE(analyzer().SaveFixCheck(reg, "back", "c9", -0.01, R"({"matrix": 7})", "").ok());
   EXPECT_TRUE(analyzer().FixChecks()->empty());
   absl::StatusOr<pb::Regression> g = analysis().GetRegression(reg);
   ASSERT_TRUE(g.ok()) << g.status();
@@ -602,8 +602,19 @@ TEST_P(AnalyzerStoreContractTest, FixChecksOfRegressionsMarkedFixed) {
 
   // Re-opened meanwhile: the check's columns stay as triage left them.
   ASSERT_TRUE(analysis().UpdateRegression(reg, pb::REGRESSION_STATE_CONFIRMED, "").ok());
-  ASSERT_TRUE(analyzer().SaveFixCheck(reg, "not-back", "c9", -0.2, "{}").ok());
+  ASSERT_TRUE(analyzer().SaveFixCheck(reg, "not-back", "c9", -0.2, "{}", "").ok());
   EXPECT_EQ(analysis().GetRegression(reg)->fix_check(), "");
+
+  // Fixed again, and not back this time: re-opened with the reason noted
+  // under the person's note.
+  ASSERT_TRUE(analysis().UpdateRegression(reg, pb::REGRESSION_STATE_FIXED, "fixed by c8").ok());
+  ASSERT_TRUE(analyzer().SaveFixCheck(reg, "not-back", "c9", -0.2, "{}", "c9 is not back").ok());
+  g = analysis().GetRegression(reg);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->state(), pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(g->fix_check(), "not-back");
+  EXPECT_EQ(g->note(), "fixed by c8\nc9 is not back");
+  EXPECT_TRUE(analyzer().FixChecks()->empty());
 }
 
 TEST_P(AnalyzerStoreContractTest, LiveOffersAreTheLiveAgentsOffersForTheExecutor) {

@@ -639,7 +639,8 @@ absl::StatusOr<std::vector<pb::KernelOffer>> MemoryAnalyzerStore::LiveOffers(pb:
 
 absl::Status MemoryAnalyzerStore::SaveFixCheck(int64_t regression_id, const std::string& fix_check,
                                                const std::string& commit, double change,
-                                               const std::string& state_json) {
+                                               const std::string& state_json,
+                                               const std::string& reopen_note) {
   return db_->Write([&](Tables& t, Changes&) -> absl::Status {
     if (absl::Status st = CheckJson("analyzer_state", state_json); !st.ok()) return st;
     auto g = t.regressions.find(regression_id);
@@ -655,6 +656,10 @@ absl::Status MemoryAnalyzerStore::SaveFixCheck(int64_t regression_id, const std:
     r.set_fix_check(fix_check);
     r.set_fix_check_commit(commit);
     r.set_fix_check_change(change);
+    if (!reopen_note.empty()) {
+      r.set_state(pb::REGRESSION_STATE_CONFIRMED);
+      r.set_note(r.note().empty() ? reopen_note : absl::StrCat(r.note(), "\n", reopen_note));
+    }
     g->second.updated_at = db_->Now();
     return absl::OkStatus();
   });

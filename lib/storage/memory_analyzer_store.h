@@ -53,8 +53,8 @@ class MemoryAnalyzerStore final : public AnalyzerStore {
   absl::StatusOr<std::vector<iommufarm::v1::KernelOffer>> LiveOffers(
       iommufarm::v1::Executor executor, absl::Duration live) override;
   absl::Status SaveFixCheck(int64_t regression_id, const std::string& fix_check,
-                            const std::string& commit, double change,
-                            const std::string& state_json) override;
+                            const std::string& commit, double change, const std::string& state_json,
+                            const std::string& reopen_note) override;
 
  private:
   MemoryDatabase* const db_;  // not owned

@@ -478,8 +478,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
   }
 
   absl::Status SaveFixCheck(int64_t regression_id, const std::string& fix_check,
-                            const std::string& commit, double change,
-                            const std::string& state_json) override {
+                            const std::string& commit, double change, const std::string& state_json,
+                            const std::string& reopen_note) override {
     return pool_->Run([&](pqxx::connection& c) -> absl::Status {
       pqxx::work w(c);
       w.exec_params(
@@ -487,10 +487,14 @@ class PgAnalyzerStore final : public AnalyzerStore {
           "VALUES ('fixcheck:' || $1, $2::jsonb, now()) "
           "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = now()",
           regression_id, state_json);
+      // Re-opened: CONFIRMED (2), and the note says why.
       w.exec_params(
           "UPDATE regressions SET fix_check = $2, fix_check_commit = $3, fix_check_change = $4, "
+          "  state = CASE WHEN $5 = '' THEN state ELSE 2 END, "
+          "  note = CASE WHEN $5 = '' THEN note WHEN note = '' THEN $5 "
+          "              ELSE note || E'\\n' || $5 END, "
           "  updated_at = now() WHERE id = $1 AND state = 4",
-          regression_id, fix_check, commit, change);
+          regression_id, fix_check, commit, change, reopen_note);
       w.commit();
       return absl::OkStatus();
     });

@@ -344,7 +344,7 @@ absl::Status Analyzer::StartFixCheck(const FixCheckWork& w, const BisectState& b
   if (latest->index <= bisect.first_bad.index) {
     Log(absl::StrCat("fix check of regression ", w.regression_id, ": no commit after ",
                      bisect.first_bad.id, " in catalog ", spec.catalog));
-    return store_->SaveFixCheck(w.regression_id, "no-later-commit", "", 0, next.dump());
+    return store_->SaveFixCheck(w.regression_id, "no-later-commit", "", 0, next.dump(), "");
   }
   const int repeats = std::max(2, options_.bisect.confirm_repeats);
   const uint64_t seed =
@@ -360,7 +360,7 @@ absl::Status Analyzer::StartFixCheck(const FixCheckWork& w, const BisectState& b
   next["matrix"] = *id;
   Log(absl::StrCat("fix check of regression ", w.regression_id, ": re-running ", lg, " and ",
                    latest->id, " x", repeats, " (matrix ", *id, ")"));
-  return store_->SaveFixCheck(w.regression_id, "checking", latest->id, 0, next.dump());
+  return store_->SaveFixCheck(w.regression_id, "checking", latest->id, 0, next.dump(), "");
 }
 
 // Throws nlohmann::json::exception on a check state without its matrix.
@@ -386,7 +386,16 @@ absl::Status Analyzer::JudgeFix(const FixCheckWork& w, const BisectState& bisect
   Log(absl::StrCat("fix check of regression ", w.regression_id, ": ", later, " is ", verdict, " (",
                    Percent(f.test.relative_change), " vs ", lg,
                    absl::StrFormat(", p=%.2g", f.test.p_value), ")"));
-  return store_->SaveFixCheck(w.regression_id, verdict, later, f.test.relative_change, st.dump());
+  // Not back: the fix did not hold at the latest commit, so the regression
+  // is open again (its alert fires) and its note says why.
+  const std::string reopen =
+      f.back ? ""
+             : absl::StrCat("re-opened by the fix check: ", later, " is not back (",
+                            Percent(f.test.relative_change), " vs last good ", lg,
+                            absl::StrFormat(", p=%.2g", f.test.p_value), ")");
+  if (!reopen.empty()) Log(absl::StrCat("regression ", w.regression_id, " ", reopen));
+  return store_->SaveFixCheck(w.regression_id, verdict, later, f.test.relative_change, st.dump(),
+                              reopen);
 }
 
 }  // namespace farm::analyzer

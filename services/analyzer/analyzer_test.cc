@@ -429,7 +429,7 @@ class OneBisectStore final : public AnalyzerStore {
     return offers;
   }
   absl::Status SaveFixCheck(int64_t, const std::string&, const std::string&, double,
-                            const std::string&) override {
+                            const std::string&, const std::string&) override {
     return absl::OkStatus();
   }
 
