@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "dashboards/dashboard_checks.h"
+#include "proto/names.h"
 
 namespace farm::dashboards {
 namespace {
@@ -75,6 +77,27 @@ TEST(DashboardsToolsTest, SecondaryMetricAlertsDoNotPage) {
   EXPECT_EQ(route("alertname=IommuPerfRegression severity=warning metric_rank=primary"),
             "iommu-perf");
   EXPECT_EQ(route("alertname=FarmTargetDown severity=warning"), "farm-default");
+}
+
+// A SQL panel that spells regressions.state out names every state the API
+// has, as farmctl does (proto::RegressionStateName).
+TEST(DashboardsJsonTest, RegressionStateLabelsCoverEveryState) {
+  int panels = 0;
+  for (const std::string& path : JsonFilesIn(kDir)) {
+    auto d = LoadJson(path);
+    ASSERT_TRUE(d.ok()) << d.status();
+    for (const Query& q : DashboardQueries(*d, path)) {
+      if (q.text.find("CASE g.state") == std::string::npos) continue;
+      ++panels;
+      for (int v = 1; iommufarm::v1::RegressionState_IsValid(v); ++v) {
+        const std::string label = absl::StrCat(
+            "WHEN ", v, " THEN '",
+            proto::RegressionStateName(static_cast<iommufarm::v1::RegressionState>(v)), "'");
+        EXPECT_NE(q.text.find(label), std::string::npos) << q.where << ": no " << label;
+      }
+    }
+  }
+  EXPECT_GT(panels, 0);
 }
 
 TEST(DashboardsJsonTest, EveryDashboardIsConsistent) {
