@@ -101,39 +101,54 @@ std::optional<grpc::Status> ScheduleStreamRead(WorkerPool* pool, bool first,
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
 }
 
-// WatchMatrix: event-driven. The reactor subscribes to the matrix's change
-// notifications (one PostgreSQL LISTEN connection per scheduler fans out to
-// every stream); a wake-up posts a read of the matrix to the pool, at most
-// one per min_interval, and a progress message goes out when the counts
-// changed. A slow fallback poll (which always sends, doubling as a
-// keep-alive) covers lost notifications. Database outages do not end the
-// stream.
+// Whether the principal of a stream may still keep it open: asked at each
+// read a stream is handed, so a revoked token ends its streams.
+absl::Status StillAuthorized(Authorizer* authz, const grpc::ServerContextBase& ctx,
+                             const char* rpc) {
+  return authz->Authorize(ctx, rpc).status();
+}
+
+// The first step of a stream, on `pool`: admitted like any call of its
+// kind (shed when the pool is full), the caller checked (still there, and
+// authorized: an API token is looked up in the database, which must not
+// happen on gRPC's threads). The principal, or the status to finish with.
+absl::StatusOr<Principal> AuthorizeStream(grpc::CallbackServerContext& ctx, Authorizer* authz,
+                                          const char* rpc) {
+  grpc::Status gone = CallerGone(ctx);
+  if (!gone.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(gone.error_code()), gone.error_message());
+  }
+  return authz->Authorize(ctx, rpc);
+}
+
+// WatchMatrix: authorized on the pool, then joined to the WatchHub, which
+// reads the matrix for all of its streams (on change notifications, at most
+// once per min_interval, else every fallback_poll) and hands each read
+// over. The stream sends a message when the counts changed, on a fallback
+// read (keep-alive, fresh rate/ETA) and when the matrix is done, and checks
+// its principal again at each read. Database outages do not end a stream
+// that has sent something.
 //
-// Concurrency: at most one step (a read on the pool or a write in flight)
-// at a time (`busy_`); wake-ups during a step set `wake_` and cause one more
-// read when the step ends. Timers cannot be cancelled, so a fallback timer
-// carries a generation and is ignored once a newer read was scheduled. The
-// reactor is deleted when gRPC is done with it and no posted task still
-// refers to it.
+// Concurrency: at most one step (a task on the pool or a write in flight)
+// at a time (`busy_`, set from the start: authorization is the first step).
+// Reads handed over meanwhile wait in `pending_` (the newest wins; a
+// fallback read's "send anyway" is kept) and cause one more step when this
+// one ends. Finish is called only between steps or by the step itself, so
+// never with a write in flight. The reactor is deleted when gRPC is done
+// with it and no posted task still refers to it.
 class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
  public:
-  WatchReactor(JobService* svc, WorkerPool* pool, storage::MatrixEvents* events,
-               const WatchOptions& options, JobServiceGrpc::WatchStats* stats, int64_t matrix_id)
-      : svc_(svc),
-        pool_(pool),
-        events_(events),
-        options_(options),
-        stats_(stats),
-        matrix_id_(matrix_id) {
-    // busy_ starts true: a wake-up arriving before the first read only marks
-    // wake_.
-    if (events_ != nullptr) handle_ = events_->Subscribe(matrix_id_, [this] { Wake(); });
-    bool failed = false;
+  WatchReactor(grpc::CallbackServerContext* ctx, WorkerPool* pool, Authorizer* authz, WatchHub* hub,
+               int64_t matrix_id)
+      : ctx_(ctx), pool_(pool), authz_(authz), hub_(hub), matrix_id_(matrix_id) {
     {
       absl::MutexLock lock(&mu_);
-      failed = !PostLocked(std::chrono::milliseconds(0), Cause::kFirst, 0);
+      ++tasks_;
     }
-    if (failed) FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+    if (auto st = ScheduleStreamRead(pool_, /*first=*/true, [this] { Start(); })) {
+      Release();
+      FinishOnce(*std::move(st));
+    }
   }
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
@@ -145,143 +160,163 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
       FinishOnce(grpc::Status::OK);
       return;
     }
-    Idle(options_.fallback_poll);
+    Idle();
   }
-  void OnCancel() override { cancelled_.store(true); }
+  // An idle stream ends now, so its place under the caps is free at once.
+  void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_) {
+    bool idle = false;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      idle = !busy_;
+    }
+    if (idle) FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
   void OnDone() override ABSL_LOCKS_EXCLUDED(mu_) {
-    // Outside mu_: the events thread holds its own lock while calling Wake().
-    if (events_ != nullptr) events_->Unsubscribe(handle_);
+    std::optional<WatchHub::Handle> joined;
+    {
+      absl::MutexLock lock(&mu_);
+      joined = handle_;
+    }
+    // Outside mu_: the hub holds its lock while it hands reads over.
+    if (joined.has_value()) hub_->Leave(*joined);
     bool del = false;
     {
       absl::MutexLock lock(&mu_);
       done_ = true;
-      del = pending_ == 0;
+      del = tasks_ == 0;
     }
     if (del) delete this;
   }
 
  private:
-  using Clock = std::chrono::steady_clock;
-  enum class Cause { kFirst, kWake, kFallback };
+  static constexpr const char* kRpc = "JobService/WatchMatrix";
 
-  // Called by the events thread: cheap, never blocks on the database.
-  void Wake() ABSL_LOCKS_EXCLUDED(mu_) {
-    bool failed = false;
+  // The first step: authorize, join the hub.
+  void Start() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::StatusOr<Principal> who = AuthorizeStream(*ctx_, authz_, kRpc);
+    absl::StatusOr<WatchHub::Handle> handle =
+        who.ok()
+            ? hub_->Join(matrix_id_, who->name,
+                         [this](std::shared_ptr<const WatchUpdate> u) { Deliver(std::move(u)); })
+            : absl::StatusOr<WatchHub::Handle>(who.status());
+    if (!handle.ok()) {
+      FinishOnce(ToGrpcStatus(handle.status()));
+      Release();
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      handle_ = *handle;
+    }
+    Idle();
+    Release();
+  }
+
+  // The hub's sink: cheap, never blocks (the hub's lock is held).
+  void Deliver(std::shared_ptr<const WatchUpdate> update) ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
       if (finished_) return;
-      if (busy_) {
-        wake_ = true;
-        return;
-      }
-      failed = !ScheduleReadLocked();
+      pending_fallback_ = pending_fallback_ || update->fallback;
+      pending_ = std::move(update);
+      if (busy_) return;
+      busy_ = true;
+      ++tasks_;
     }
-    if (failed) FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
-  }
-
-  // A read soon, but not sooner than min_interval after the previous one,
-  // so a burst of notifications costs at most one read per interval.
-  bool ScheduleReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    busy_ = true;
-    wake_ = false;
-    ++timer_gen_;
-    const auto earliest = last_read_ + absl::ToChronoMilliseconds(options_.min_interval);
-    const auto delay =
-        std::max(std::chrono::milliseconds(0),
-                 std::chrono::duration_cast<std::chrono::milliseconds>(earliest - Clock::now()));
-    return PostLocked(delay, Cause::kWake, 0);
-  }
-
-  bool PostLocked(std::chrono::milliseconds delay, Cause cause, uint64_t gen)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ++pending_;
-    if (!pool_->PostAfter(delay, [this, cause, gen] { Run(cause, gen); })) {
-      --pending_;
-      return false;
-    }
-    return true;
-  }
-
-  // The step ended without a write: wait for a wake-up or the fallback.
-  void Idle(absl::Duration fallback) ABSL_LOCKS_EXCLUDED(mu_) {
-    bool failed = false;
-    {
-      absl::MutexLock lock(&mu_);
-      busy_ = false;
-      if (finished_) return;
-      if (wake_) {
-        failed = !ScheduleReadLocked();
-      } else {
-        failed = !PostLocked(absl::ToChronoMilliseconds(fallback), Cause::kFallback, ++timer_gen_);
-      }
-    }
-    if (failed) FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
-  }
-
-  void Run(Cause cause, uint64_t gen) ABSL_LOCKS_EXCLUDED(mu_) {
-    bool gone = false;  // OnDone() ran: only the last task deletes
-    bool last = false;
-    {
-      absl::MutexLock lock(&mu_);
-      --pending_;
-      if (done_) {
-        gone = true;
-        last = pending_ == 0;
-      } else {
-        if (finished_) return;
-        if (cause == Cause::kFallback) {
-          if (busy_ || gen != timer_gen_) return;  // superseded by a wake-up
-          busy_ = true;
-        }
-        wake_ = false;  // this read sees every change notified so far
-        last_read_ = Clock::now();
-      }
-    }
-    if (gone) {
-      if (last) delete this;
-      return;
-    }
-    (cause == Cause::kFallback ? stats_->fallback_reads : stats_->wake_reads).fetch_add(1);
-    Read(cause == Cause::kFallback);
-  }
-
-  void Read(bool fallback) ABSL_LOCKS_EXCLUDED(mu_) {
-    if (cancelled_.load()) {
-      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
-      return;
-    }
-    if (pool_->stopping()) {
+    if (!pool_->Post([this] { Step(); })) {
+      Release();
       FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
-      return;
     }
-    pb::GetMatrixRequest req;
-    req.set_matrix_id(matrix_id_);
-    absl::StatusOr<pb::Matrix> m = svc_->GetMatrix(req);
-    if (!m.ok()) {
-      if (absl::IsUnavailable(m.status()) && sent_any_) {
-        // Notifications stop with the database too: look again soon.
-        Idle(std::min(options_.fallback_poll, absl::Seconds(1)));
-        return;
+  }
+
+  // The step ended without a write: take the next read if one came.
+  void Idle() ABSL_LOCKS_EXCLUDED(mu_) {
+    bool post = false;
+    bool cancelled = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      if (pending_ != nullptr) {
+        post = true;
+        ++tasks_;
+      } else {
+        busy_ = false;
+        cancelled = cancelled_;
       }
-      FinishOnce(ToGrpcStatus(m.status()));
+    }
+    if (post && !pool_->Post([this] { Step(); })) {
+      Release();
+      FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+    }
+    if (cancelled) FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+
+  void Step() ABSL_LOCKS_EXCLUDED(mu_) {
+    std::shared_ptr<const WatchUpdate> update;
+    bool fallback = false;
+    bool cancelled = false;
+    bool finished = false;
+    {
+      absl::MutexLock lock(&mu_);
+      finished = finished_;
+      if (finished_) {
+        busy_ = false;
+      } else {
+        update = std::move(pending_);
+        pending_ = nullptr;
+        fallback = pending_fallback_;
+        pending_fallback_ = false;
+        cancelled = cancelled_;
+      }
+    }
+    if (finished) {
+      Release();
       return;
     }
-    const pb::MatrixCounts& c = m->counts();
+    bool wrote = false;
+    std::optional<grpc::Status> end;
+    if (cancelled) {
+      end = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    } else if (update != nullptr) {
+      end = Send(*update, fallback, &wrote);
+    }
+    // After a write the next step may already run (OnWriteDone): only
+    // locals from here.
+    if (end.has_value()) {
+      FinishOnce(*std::move(end));
+    } else if (!wrote) {
+      Idle();
+    }
+    Release();
+  }
+
+  // Writes the message `update` makes, if any (*wrote), or returns the
+  // status the stream ends with.
+  std::optional<grpc::Status> Send(const WatchUpdate& update, bool fallback, bool* wrote) {
+    if (pool_->stopping())
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
+    absl::Status allowed = StillAuthorized(authz_, *ctx_, kRpc);
+    if (!allowed.ok()) return ToGrpcStatus(allowed);
+    if (!update.matrix.ok()) {
+      // The hub reads again soon; a stream that showed nothing yet ends.
+      if (absl::IsUnavailable(update.matrix.status()) && sent_any_) return std::nullopt;
+      return ToGrpcStatus(update.matrix.status());
+    }
+    const pb::Matrix& m = *update.matrix;
+    const pb::MatrixCounts& c = m.counts();
     const int64_t finished = c.succeeded() + c.failed() + c.cancelled();
     const Clock::time_point now = Clock::now();
     if (!sent_any_) {
       t0_ = now;
       finished0_ = finished;
     }
-    const bool done = m->state() != pb::MATRIX_STATE_RUNNING;
+    const bool done = m.state() != pb::MATRIX_STATE_RUNNING;
     const bool changed = !sent_any_ || finished != last_finished_ || c.leased() != last_leased_;
-    if (!done && !changed && !fallback) {
-      Idle(options_.fallback_poll);
-      return;
-    }
+    if (!done && !changed && !fallback) return std::nullopt;
     msg_.Clear();
     msg_.set_matrix_id(matrix_id_);
-    msg_.set_state(m->state());
+    msg_.set_state(m.state());
     *msg_.mutable_counts() = c;
     const double secs = std::chrono::duration<double>(now - t0_).count();
     if (secs > 0.5 && finished > finished0_) {
@@ -294,7 +329,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
     sent_any_ = true;
     last_finished_ = finished;
     last_leased_ = c.leased();
+    *wrote = true;
     StartWrite(&msg_);
+    return std::nullopt;
   }
 
   void FinishOnce(grpc::Status st) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -302,28 +339,38 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
       absl::MutexLock lock(&mu_);
       if (finished_) return;
       finished_ = true;
+      pending_ = nullptr;
     }
     Finish(std::move(st));
   }
 
-  JobService* const svc_;
+  // A posted task is over; the last one after OnDone deletes.
+  void Release() ABSL_LOCKS_EXCLUDED(mu_) {
+    bool del = false;
+    {
+      absl::MutexLock lock(&mu_);
+      --tasks_;
+      del = done_ && tasks_ == 0;
+    }
+    if (del) delete this;
+  }
+
+  using Clock = std::chrono::steady_clock;
+  grpc::CallbackServerContext* const ctx_;
   WorkerPool* const pool_;
-  storage::MatrixEvents* const events_;  // may be null: fallback polling only
-  const WatchOptions options_;
-  JobServiceGrpc::WatchStats* const stats_;
+  Authorizer* const authz_;
+  WatchHub* const hub_;
   const int64_t matrix_id_;
-  storage::MatrixEvents::Handle handle_ = 0;
-  std::atomic<bool> cancelled_{false};
 
   absl::Mutex mu_;
-  // A read is posted/running or a write in flight.
-  bool busy_ ABSL_GUARDED_BY(mu_) = true;
-  bool wake_ ABSL_GUARDED_BY(mu_) = false;      // notified while busy
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called
-  bool done_ ABSL_GUARDED_BY(mu_) = false;      // OnDone() ran
-  int pending_ ABSL_GUARDED_BY(mu_) = 0;        // posted tasks that refer to this
-  uint64_t timer_gen_ ABSL_GUARDED_BY(mu_) = 0;
-  Clock::time_point last_read_ ABSL_GUARDED_BY(mu_) = {};
+  bool busy_ ABSL_GUARDED_BY(mu_) = true;  // a step runs or a write is in flight
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;                   // Finish() called
+  bool done_ ABSL_GUARDED_BY(mu_) = false;                       // OnDone() ran
+  int tasks_ ABSL_GUARDED_BY(mu_) = 0;                           // posted tasks that refer to this
+  std::optional<WatchHub::Handle> handle_ ABSL_GUARDED_BY(mu_);  // joined the hub
+  std::shared_ptr<const WatchUpdate> pending_ ABSL_GUARDED_BY(mu_);
+  bool pending_fallback_ ABSL_GUARDED_BY(mu_) = false;
 
   // Only touched by the single step in flight (busy_ hands it over), so not
   // under mu_.
@@ -337,10 +384,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
 // page is bounded by rows and, with raw output, by bytes
 // (JobService::kResultsPageRawBytes), and the next is fetched only after the
 // last write of this one completed, so the stream holds one page at a time.
+// The first fetch authorizes the caller (on the pool, as every fetch).
 class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
  public:
-  ResultsReactor(JobService* svc, WorkerPool* pool, int64_t matrix_id, bool raw)
-      : svc_(svc), pool_(pool), matrix_id_(matrix_id), raw_(raw) {
+  ResultsReactor(grpc::CallbackServerContext* ctx, Authorizer* authz, JobService* svc,
+                 WorkerPool* pool, int64_t matrix_id, bool raw)
+      : ctx_(ctx), authz_(authz), svc_(svc), pool_(pool), matrix_id_(matrix_id), raw_(raw) {
     Fetch();
   }
 
@@ -366,6 +415,13 @@ class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
     if (cancelled_.load()) {
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
       return;
+    }
+    if (after_ == 0) {
+      absl::StatusOr<Principal> who = AuthorizeStream(*ctx_, authz_, "JobService/GetResults");
+      if (!who.ok()) {
+        Finish(ToGrpcStatus(who.status()));
+        return;
+      }
     }
     absl::StatusOr<std::vector<pb::Result>> page =
         svc_->ResultsPage(matrix_id_, after_, kPage, raw_);
@@ -393,6 +449,8 @@ class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
     Fetch();
   }
 
+  grpc::CallbackServerContext* const ctx_;
+  Authorizer* const authz_;
   JobService* const svc_;
   WorkerPool* const pool_;
   const int64_t matrix_id_;
@@ -406,11 +464,12 @@ class ResultsReactor final : public grpc::ServerWriteReactor<pb::Result> {
 
 // GetRawOutput: one chunk per database read, the next read only after the
 // chunk is written, so the scheduler holds one chunk per call whatever the
-// output's size.
+// output's size. The first read authorizes the caller (on the pool).
 class RawOutputReactor final : public grpc::ServerWriteReactor<pb::RawOutputChunk> {
  public:
-  RawOutputReactor(JobService* svc, WorkerPool* pool, int64_t job_id, int attempt)
-      : svc_(svc), pool_(pool), job_id_(job_id), attempt_(attempt) {
+  RawOutputReactor(grpc::CallbackServerContext* ctx, Authorizer* authz, JobService* svc,
+                   WorkerPool* pool, int64_t job_id, int attempt)
+      : ctx_(ctx), authz_(authz), svc_(svc), pool_(pool), job_id_(job_id), attempt_(attempt) {
     Fetch();
   }
 
@@ -438,6 +497,13 @@ class RawOutputReactor final : public grpc::ServerWriteReactor<pb::RawOutputChun
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
       return;
     }
+    if (chars_ == 0) {
+      absl::StatusOr<Principal> who = AuthorizeStream(*ctx_, authz_, "JobService/GetRawOutput");
+      if (!who.ok()) {
+        Finish(ToGrpcStatus(who.status()));
+        return;
+      }
+    }
     absl::StatusOr<storage::RawOutputSlice> slice = svc_->RawOutputChunk(job_id_, attempt_, chars_);
     if (!slice.ok()) {
       Finish(ToGrpcStatus(slice.status()));
@@ -462,6 +528,8 @@ class RawOutputReactor final : public grpc::ServerWriteReactor<pb::RawOutputChun
     StartWrite(&chunk_);
   }
 
+  grpc::CallbackServerContext* const ctx_;
+  Authorizer* const authz_;
   JobService* const svc_;
   WorkerPool* const pool_;
   const int64_t job_id_;
@@ -591,19 +659,15 @@ grpc::ServerUnaryReactor* JobServiceGrpc::ListMatrices(grpc::CallbackServerConte
 grpc::ServerWriteReactor<pb::MatrixProgress>* JobServiceGrpc::WatchMatrix(
     grpc::CallbackServerContext* ctx, const pb::WatchMatrixRequest* req) {
   authz_->CountCall();
-  // On the gRPC thread: a stream starts rarely, and its reads go to the pool.
-  grpc::Status auth = ToGrpcStatus(authz_->Authorize(*ctx, "JobService/WatchMatrix").status());
-  if (!auth.ok() || req->matrix_id() <= 0) {
+  if (req->matrix_id() <= 0) {
     class Fail final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
      public:
       explicit Fail(grpc::Status s) { Finish(std::move(s)); }
       void OnDone() override { delete this; }
     };
-    return new Fail(!auth.ok()
-                        ? auth
-                        : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "matrix_id: required"));
+    return new Fail(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "matrix_id: required"));
   }
-  return new WatchReactor(svc_, pool_, events_, watch_, &watch_stats_, req->matrix_id());
+  return new WatchReactor(ctx, pool_, authz_, &hub_, req->matrix_id());
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::CancelMatrix(grpc::CallbackServerContext* ctx,
                                                        const pb::CancelMatrixRequest* req,
@@ -614,30 +678,12 @@ grpc::ServerUnaryReactor* JobServiceGrpc::CancelMatrix(grpc::CallbackServerConte
 grpc::ServerWriteReactor<pb::Result>* JobServiceGrpc::GetResults(grpc::CallbackServerContext* ctx,
                                                                  const pb::GetResultsRequest* req) {
   authz_->CountCall();
-  grpc::Status auth = ToGrpcStatus(authz_->Authorize(*ctx, "JobService/GetResults").status());
-  if (!auth.ok()) {
-    class Fail final : public grpc::ServerWriteReactor<pb::Result> {
-     public:
-      explicit Fail(grpc::Status s) { Finish(std::move(s)); }
-      void OnDone() override { delete this; }
-    };
-    return new Fail(auth);
-  }
-  return new ResultsReactor(svc_, heavy_, req->matrix_id(), req->include_raw_output());
+  return new ResultsReactor(ctx, authz_, svc_, heavy_, req->matrix_id(), req->include_raw_output());
 }
 grpc::ServerWriteReactor<pb::RawOutputChunk>* JobServiceGrpc::GetRawOutput(
     grpc::CallbackServerContext* ctx, const pb::GetRawOutputRequest* req) {
   authz_->CountCall();
-  grpc::Status auth = ToGrpcStatus(authz_->Authorize(*ctx, "JobService/GetRawOutput").status());
-  if (!auth.ok()) {
-    class Fail final : public grpc::ServerWriteReactor<pb::RawOutputChunk> {
-     public:
-      explicit Fail(grpc::Status s) { Finish(std::move(s)); }
-      void OnDone() override { delete this; }
-    };
-    return new Fail(auth);
-  }
-  return new RawOutputReactor(svc_, heavy_, req->job_id(), req->attempt());
+  return new RawOutputReactor(ctx, authz_, svc_, heavy_, req->job_id(), req->attempt());
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::ListAgents(grpc::CallbackServerContext* ctx,
                                                      const pb::ListAgentsRequest* req,

@@ -3,8 +3,10 @@
 // runs on gRPC's threads), authorize it there (scheduler/authz.h: the
 // principal, its role against the RPC table, an agent's own name and
 // leases), call the plain service class, convert absl::Status to
-// grpc::Status. WatchMatrix and GetResults are ServerWriteReactors driven
-// by the pool (they authorize on the gRPC thread when they start).
+// grpc::Status. WatchMatrix, GetResults and GetRawOutput are
+// ServerWriteReactors driven by the pool, which authorizes them too (a
+// token lookup never blocks a gRPC thread); WatchMatrix streams share one
+// reader per matrix and are capped (scheduler/watch_hub.h).
 //
 // Contract: the services, pool and authorizer must outlive the grpc::Server
 // the adapters are registered with; shut the server down (after
@@ -24,6 +26,7 @@
 #include "lib/storage/repositories.h"
 #include "scheduler/authz.h"
 #include "scheduler/scheduler_service.h"
+#include "scheduler/watch_hub.h"
 #include "scheduler/worker_pool.h"
 
 namespace farm::scheduler {
@@ -42,18 +45,10 @@ grpc::Status ToGrpcStatus(const absl::Status& st);
 // DEADLINE_EXCEEDED once it left. Safe from any thread while the call runs.
 grpc::Status CallerGone(grpc::CallbackServerContext& ctx);
 
-// WatchMatrix pacing. With change events, a stream reads the matrix when
-// notified (at most once per min_interval) and otherwise every
-// fallback_poll, which also sends a message (keep-alive, fresh rate/ETA).
-// Without events (nullptr) the fallback poll is all there is.
-struct WatchOptions {
-  absl::Duration fallback_poll = absl::Seconds(2);
-  absl::Duration min_interval = absl::Milliseconds(100);
-};
-
 class JobServiceGrpc final : public pb::JobService::CallbackService {
  public:
-  // `events` (not owned, may be null) wakes WatchMatrix streams. `heavy`
+  // `events` (not owned, may be null) wakes WatchMatrix streams; `watch`
+  // paces and caps them. `heavy`
   // (not owned; null: `pool`) runs the expensive calls (SubmitMatrix,
   // LoadCatalog, ImportGitCatalog, GetResults); give it a queue bound so
   // they are shed with RESOURCE_EXHAUSTED instead of piling up.
@@ -64,16 +59,17 @@ class JobServiceGrpc final : public pb::JobService::CallbackService {
         pool_(pool),
         heavy_(heavy != nullptr ? heavy : pool),
         authz_(authz),
-        events_(events),
-        watch_(watch) {}
+        hub_(
+            [svc](int64_t matrix_id) {
+              pb::GetMatrixRequest req;
+              req.set_matrix_id(matrix_id);
+              return svc->GetMatrix(req);
+            },
+            pool, events, watch) {}
 
-  // Why WatchMatrix streams read the database, over the server's life (the
-  // first read of a stream counts as a wake read).
-  struct WatchStats {
-    std::atomic<int64_t> wake_reads{0};
-    std::atomic<int64_t> fallback_reads{0};
-  };
-  const WatchStats& watch_stats() const { return watch_stats_; }
+  // WatchMatrix streams and the reads of their matrices.
+  using WatchStats = scheduler::WatchStats;
+  const WatchStats& watch_stats() const { return hub_.stats(); }
 
   grpc::ServerUnaryReactor* SubmitMatrix(grpc::CallbackServerContext* ctx,
                                          const pb::SubmitMatrixRequest* req,
@@ -113,9 +109,7 @@ class JobServiceGrpc final : public pb::JobService::CallbackService {
   WorkerPool* const pool_;
   WorkerPool* const heavy_;
   Authorizer* const authz_;
-  storage::MatrixEvents* const events_;
-  const WatchOptions watch_;
-  WatchStats watch_stats_;
+  WatchHub hub_;
 };
 
 class AgentServiceGrpc final : public pb::AgentService::CallbackService {
