@@ -96,6 +96,15 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--db-connections", f->db_connections, "PostgreSQL connections in the pool")
       ->capture_default_str()
       ->check(CLI::Range(1, 200));
+  app.add_option("--max-watch-streams", f->opts.watch.max_streams,
+                 "WatchMatrix streams served at once; beyond, RESOURCE_EXHAUSTED (0: no cap)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--max-watch-streams-per-principal", f->opts.watch.max_streams_per_principal,
+                 "WatchMatrix streams one principal (token or certificate name) may hold open; "
+                 "beyond, RESOURCE_EXHAUSTED (0: no cap)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--log-level", f->log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
