@@ -192,14 +192,19 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
  private:
   static constexpr const char* kRpc = "JobService/WatchMatrix";
 
-  // The first step: authorize, join the hub.
-  void Start() ABSL_LOCKS_EXCLUDED(mu_) {
+  // The caller authorized, then the request checked (an unknown caller
+  // learns nothing of it), then the hub joined.
+  absl::StatusOr<WatchHub::Handle> Join() {
     absl::StatusOr<Principal> who = AuthorizeStream(*ctx_, authz_, kRpc);
-    absl::StatusOr<WatchHub::Handle> handle =
-        who.ok()
-            ? hub_->Join(matrix_id_, who->name,
-                         [this](std::shared_ptr<const WatchUpdate> u) { Deliver(std::move(u)); })
-            : absl::StatusOr<WatchHub::Handle>(who.status());
+    if (!who.ok()) return who.status();
+    if (matrix_id_ <= 0) return absl::InvalidArgumentError("matrix_id: required");
+    return hub_->Join(matrix_id_, who->name,
+                      [this](std::shared_ptr<const WatchUpdate> u) { Deliver(std::move(u)); });
+  }
+
+  // The first step.
+  void Start() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::StatusOr<WatchHub::Handle> handle = Join();
     if (!handle.ok()) {
       FinishOnce(ToGrpcStatus(handle.status()));
       Release();
@@ -659,14 +664,6 @@ grpc::ServerUnaryReactor* JobServiceGrpc::ListMatrices(grpc::CallbackServerConte
 grpc::ServerWriteReactor<pb::MatrixProgress>* JobServiceGrpc::WatchMatrix(
     grpc::CallbackServerContext* ctx, const pb::WatchMatrixRequest* req) {
   authz_->CountCall();
-  if (req->matrix_id() <= 0) {
-    class Fail final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
-     public:
-      explicit Fail(grpc::Status s) { Finish(std::move(s)); }
-      void OnDone() override { delete this; }
-    };
-    return new Fail(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "matrix_id: required"));
-  }
   return new WatchReactor(ctx, pool_, authz_, &hub_, req->matrix_id());
 }
 grpc::ServerUnaryReactor* JobServiceGrpc::CancelMatrix(grpc::CallbackServerContext* ctx,
