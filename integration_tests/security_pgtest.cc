@@ -226,6 +226,27 @@ TEST_F(SecurityPgTest, EveryRpcEveryRole) {
   EXPECT_GT(denied, 0);
 }
 
+// gRPC prints this subject "CN=evil,O=admin,O=viewer": a role read from
+// that string would be admin. Read from the certificate's fields it names
+// nobody, and a CN with a comma is refused outright.
+TEST_F(SecurityPgTest, ACertificateSpelledToLookLikeAdminIsRefused) {
+  ASSERT_TRUE(MakeClientCertificate("evil", "/O=viewer/CN=evil,O=admin"));
+  ASSERT_TRUE(MakeClientCertificate("twoorgs", "/CN=twoorgs/O=viewer/O=admin"));
+  StartServer();
+  pb::CreateTokenRequest req;
+  req.set_name("minted");
+  req.set_role("admin");
+  for (const char* cert : {"evil", "twoorgs"}) {
+    const grpc::Status st = Call(Client(cert), "/iommufarm.v1.AccessService/CreateToken", req);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+        << cert << ": " << st.error_message();
+    const grpc::Status list =
+        Call(Client(cert), "/iommufarm.v1.JobService/ListMatrices", pb::ListMatricesRequest());
+    EXPECT_EQ(list.error_code(), grpc::StatusCode::UNAUTHENTICATED) << cert;
+  }
+  EXPECT_EQ(Sql("SELECT count(*) FROM api_tokens"), 0);
+}
+
 TEST_F(SecurityPgTest, AgentCannotTouchAnotherAgentsLease) {
   StartServer();
   const int64_t matrix = SubmitMatrix();

@@ -4,9 +4,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "lib/auth/auth.h"
+#include "scheduler/cert_identity.h"
 
 namespace farm::scheduler {
 namespace {
@@ -15,15 +14,6 @@ std::string FirstProperty(const grpc::AuthContext& auth, const char* property) {
   std::vector<grpc::string_ref> values = auth.FindPropertyValues(property);
   if (values.empty()) return "";
   return std::string(values.front().data(), values.front().size());
-}
-
-// The O= attribute of a subject as gRPC spells it ("CN=alice,O=admin").
-std::string OrganizationOf(const std::string& subject) {
-  for (absl::string_view part : absl::StrSplit(subject, ',')) {
-    part = absl::StripLeadingAsciiWhitespace(part);
-    if (absl::ConsumePrefix(&part, "O=")) return std::string(part);
-  }
-  return "";
 }
 
 absl::Status Denied(const Principal& who, absl::string_view what) {
@@ -122,12 +112,14 @@ absl::StatusOr<Principal> Authorizer::Authenticate(const grpc::ServerContextBase
   }
   std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
   if (options_.client_certificates && auth != nullptr && auth->IsPeerAuthenticated()) {
-    std::string name = FirstProperty(*auth, GRPC_X509_CN_PROPERTY_NAME);
-    if (name.empty()) name = FirstProperty(*auth, GRPC_X509_SAN_PROPERTY_NAME);
-    if (!name.empty()) {
-      const std::string org = OrganizationOf(FirstProperty(*auth, GRPC_X509_SUBJECT_PROPERTY_NAME));
-      return Principal{name, ParseRole(org).value_or(Role::kNone), Principal::Via::kCertificate};
-    }
+    // The certificate's own fields, not gRPC's printed subject (see
+    // cert_identity.h).
+    absl::StatusOr<CertIdentity> id =
+        IdentityFromPem(FirstProperty(*auth, GRPC_X509_PEM_CERT_PROPERTY_NAME),
+                        FirstProperty(*auth, GRPC_X509_SAN_PROPERTY_NAME));
+    if (!id.ok()) return absl::UnauthenticatedError(id.status().message());
+    return Principal{id->name, ParseRole(id->organization).value_or(Role::kNone),
+                     Principal::Via::kCertificate};
   }
   if (!options_.authenticated()) return Principal{"anonymous", Role::kAdmin};
   return absl::UnauthenticatedError(

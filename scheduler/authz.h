@@ -4,7 +4,9 @@
 // Principals: the bearer token of the call if there is one (the bootstrap
 // admin token, or an API token from the AccessStore, looked up by SHA-256),
 // else the verified client certificate: its CN (or, without one, its first
-// SAN) is the name and its O the role (scripts/farm-certs writes both). A
+// SAN) is the name and its one O the role (scripts/farm-certs writes both),
+// read from the certificate's fields (cert_identity.h); a certificate that
+// names nobody plainly (two Os, a CN outside the name charset) is refused. A
 // farm with neither an admin token nor a client CA does not authenticate:
 // every caller is the anonymous admin (allowed on loopback only, see
 // CheckExposure in server.h).
