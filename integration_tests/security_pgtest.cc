@@ -247,6 +247,87 @@ TEST_F(SecurityPgTest, ACertificateSpelledToLookLikeAdminIsRefused) {
   EXPECT_EQ(Sql("SELECT count(*) FROM api_tokens"), 0);
 }
 
+// One stale lease (another agent's) in an mTLS agent's heartbeat costs it
+// nothing: its own lease is extended, the other answered as revoked, and
+// the other agent's lease is untouched.
+TEST_F(SecurityPgTest, AStaleLeaseInAHeartbeatDoesNotCostTheOthers) {
+  StartServer();
+  ASSERT_GT(SubmitMatrix(), 0);
+  client::ClientOptions a = Client("agent-a"), b = Client("agent-b");
+  const pb::RegisterResponse ra = Register(a, "agent-a");
+  const pb::RegisterResponse rb = Register(b, "agent-b");
+  auto lease_one = [](const client::ClientOptions& c, const pb::RegisterResponse& r) {
+    auto stub = pb::AgentService::NewStub(client::MakeChannel(c));
+    pb::LeaseJobsRequest lr;
+    lr.set_agent_id(r.agent_id());
+    lr.set_session(r.session());
+    lr.set_max_jobs(1);
+    pb::LeaseJobsResponse out;
+    auto ctx = client::NewContext(c, absl::Seconds(10));
+    EXPECT_TRUE(stub->LeaseJobs(ctx.get(), lr, &out).ok());
+    EXPECT_EQ(out.leases_size(), 1);
+    return out.leases_size() > 0 ? out.leases(0).lease() : pb::LeaseRef();
+  };
+  const pb::LeaseRef mine = lease_one(b, rb), theirs = lease_one(a, ra);
+  ASSERT_NE(mine.job_id(), theirs.job_id());
+  auto heartbeat = [](const client::ClientOptions& c, const pb::RegisterResponse& r,
+                      const std::vector<pb::LeaseRef>& leases, pb::HeartbeatResponse* out) {
+    auto stub = pb::AgentService::NewStub(client::MakeChannel(c));
+    pb::HeartbeatRequest hr;
+    hr.set_agent_id(r.agent_id());
+    hr.set_session(r.session());
+    for (const pb::LeaseRef& l : leases) *hr.add_leases() = l;
+    auto ctx = client::NewContext(c, absl::Seconds(10));
+    return stub->Heartbeat(ctx.get(), hr, out);
+  };
+  pb::HeartbeatResponse hb;
+  const grpc::Status st = heartbeat(b, rb, {mine, theirs}, &hb);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(hb.extended_size(), 1);
+  EXPECT_EQ(hb.extended(0).job_id(), mine.job_id());
+  ASSERT_EQ(hb.revoked_size(), 1);
+  EXPECT_EQ(hb.revoked(0).job_id(), theirs.job_id());
+  pb::HeartbeatResponse ha;
+  ASSERT_TRUE(heartbeat(a, ra, {theirs}, &ha).ok());
+  ASSERT_EQ(ha.extended_size(), 1);
+  EXPECT_EQ(ha.extended(0).job_id(), theirs.job_id());
+}
+
+// With every main-pool connection stuck behind a lock, an agent that
+// authenticates by token still renews its lease: the token and its agent id
+// are looked up through the lease connections.
+TEST_F(SecurityPgTest, HeartbeatsAuthenticateThroughTheLeasePath) {
+  StartServer(kBootstrapToken, [](scheduler::ServerOptions& o) {
+    o.db_connections = 2;
+    o.worker_threads = 4;
+    o.token_cache_ttl = absl::ZeroDuration();  // every call looks its token up
+  });
+  const std::string token = CreateToken("tok-agent", "agent");
+  client::ClientOptions agent = Client("norole", token);
+  const pb::RegisterResponse r = Register(agent, "tok-agent");
+  pqxx::connection c(db_uri_);
+  pqxx::work lock(c);
+  lock.exec("LOCK TABLE matrices IN ACCESS EXCLUSIVE MODE");
+  std::vector<std::future<grpc::Status>> stuck;
+  for (int i = 0; i < 4; ++i) {
+    stuck.push_back(std::async(std::launch::async, [&] {
+      return Call(Client("viewer1"), "/iommufarm.v1.JobService/ListMatrices",
+                  pb::ListMatricesRequest());
+    }));
+  }
+  absl::SleepFor(absl::Milliseconds(800));  // the main pool's two connections wait on the lock
+  pb::HeartbeatRequest hr;
+  hr.set_agent_id(r.agent_id());
+  hr.set_session(r.session());
+  auto stub = pb::AgentService::NewStub(client::MakeChannel(agent));
+  pb::HeartbeatResponse resp;
+  auto ctx = client::NewContext(agent, absl::Seconds(5));
+  const grpc::Status st = stub->Heartbeat(ctx.get(), hr, &resp);
+  EXPECT_TRUE(st.ok()) << st.error_code() << ": " << st.error_message();
+  lock.commit();
+  for (auto& f : stuck) EXPECT_TRUE(f.get().ok());
+}
+
 TEST_F(SecurityPgTest, AgentCannotTouchAnotherAgentsLease) {
   StartServer();
   const int64_t matrix = SubmitMatrix();
@@ -290,8 +371,16 @@ TEST_F(SecurityPgTest, AgentCannotTouchAnotherAgentsLease) {
     *hr.add_leases() = lease;
     pb::HeartbeatResponse hresp;
     auto c3 = client::NewContext(b, absl::Seconds(10));
-    EXPECT_EQ(stub_b->Heartbeat(c3.get(), hr, &hresp).error_code(),
-              grpc::StatusCode::PERMISSION_DENIED);
+    const grpc::Status hst = stub_b->Heartbeat(c3.get(), hr, &hresp);
+    if (agent_id == ra.agent_id()) {
+      EXPECT_EQ(hst.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    } else {
+      // Its own heartbeat: A's lease comes back revoked in its slot.
+      ASSERT_TRUE(hst.ok()) << hst.error_message();
+      EXPECT_EQ(hresp.extended_size(), 0);
+      ASSERT_EQ(hresp.revoked_size(), 1);
+      EXPECT_EQ(hresp.revoked(0).job_id(), lease.job_id());
+    }
   }
   // Batched: B's own agent id passes, A's lease is refused in its slot by
   // the queue's report statement; posing as A's agent id refuses the call.

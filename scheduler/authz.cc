@@ -86,29 +86,49 @@ std::optional<Role> MinimumRole(absl::string_view rpc) {
   return std::nullopt;
 }
 
-absl::StatusOr<Principal> Authorizer::FromToken(const std::string& token) {
+absl::StatusOr<Principal> Authorizer::FromToken(const std::string& token, bool lease_path) {
   if (!options_.admin_token.empty() &&
       auth::BearerMatches("Bearer " + token, options_.admin_token)) {
     return Principal{"admin-token", Role::kAdmin, Principal::Via::kBootstrapToken};
   }
-  if (access_ == nullptr) return absl::UnauthenticatedError("wrong bearer token");
-  absl::StatusOr<storage::ApiToken> t = access_->FindToken(auth::TokenSha256Hex(token));
+  storage::AccessStore* store = lease_path && lease_access_ != nullptr ? lease_access_ : access_;
+  if (store == nullptr) return absl::UnauthenticatedError("wrong bearer token");
+  const std::string sha = auth::TokenSha256Hex(token);
+  const absl::Time now = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = tokens_.find(sha);
+    if (it != tokens_.end() && it->second.expires > now) return it->second.who;
+  }
+  absl::StatusOr<storage::ApiToken> t = store->FindToken(sha);
   if (absl::IsNotFound(t.status())) {
     return absl::UnauthenticatedError("unknown or revoked bearer token");
   }
   if (!t.ok()) return t.status();
   std::optional<Role> role = ParseRole(t->role);
-  return Principal{t->name, role.value_or(Role::kNone), Principal::Via::kToken};
+  Principal who{t->name, role.value_or(Role::kNone), Principal::Via::kToken};
+  absl::MutexLock lock(&mu_);
+  // Live tokens are few; expired entries go when the map outgrows them.
+  if (tokens_.size() > 4096)
+    absl::erase_if(tokens_, [&](const auto& e) { return e.second.expires <= now; });
+  tokens_[sha] = CachedToken{who, now + options_.token_cache_ttl};
+  return who;
 }
 
-absl::StatusOr<Principal> Authorizer::Authenticate(const grpc::ServerContextBase& ctx) {
+void Authorizer::ForgetTokensOf(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  absl::erase_if(tokens_, [&](const auto& e) { return e.second.who.name == name; });
+}
+
+absl::StatusOr<Principal> Authorizer::Authenticate(const grpc::ServerContextBase& ctx,
+                                                   bool lease_path) {
   const auto& md = ctx.client_metadata();
   if (md.find("authorization") != md.end()) {
     const std::string token = auth::BearerToken(ctx);
     if (token.empty()) {
       return absl::UnauthenticatedError("authorization metadata is not \"Bearer <token>\"");
     }
-    return FromToken(token);
+    return FromToken(token, lease_path);
   }
   std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
   if (options_.client_certificates && auth != nullptr && auth->IsPeerAuthenticated()) {
@@ -129,7 +149,8 @@ absl::StatusOr<Principal> Authorizer::Authenticate(const grpc::ServerContextBase
 
 absl::StatusOr<Principal> Authorizer::Authorize(const grpc::ServerContextBase& ctx,
                                                 absl::string_view rpc) {
-  absl::StatusOr<Principal> who = Authenticate(ctx);
+  const bool lease_path = rpc == "AgentService/Heartbeat" || rpc == "AgentService/ReleaseLeases";
+  absl::StatusOr<Principal> who = Authenticate(ctx, lease_path);
   if (!who.ok()) {
     refused_.fetch_add(1);
     return who.status();
@@ -161,7 +182,7 @@ absl::Status Authorizer::CheckRegister(const Principal& who, const std::string& 
   return absl::OkStatus();
 }
 
-absl::Status Authorizer::CheckAgentId(const Principal& who, int64_t agent_id) {
+absl::Status Authorizer::CheckAgentId(const Principal& who, int64_t agent_id, bool lease_path) {
   if (!who.bound_agent()) return absl::OkStatus();
   std::string name;
   {
@@ -170,7 +191,8 @@ absl::Status Authorizer::CheckAgentId(const Principal& who, int64_t agent_id) {
     if (it != agent_names_.end()) name = it->second;
   }
   if (name.empty()) {
-    absl::StatusOr<std::string> n = queue_->AgentName(agent_id);
+    storage::JobQueue* queue = lease_path && lease_queue_ != nullptr ? lease_queue_ : queue_;
+    absl::StatusOr<std::string> n = queue->AgentName(agent_id);
     if (absl::IsNotFound(n.status())) {
       refused_.fetch_add(1);
       return Denied(who, absl::StrCat("agent ", agent_id, " is not this agent"));
@@ -183,22 +205,6 @@ absl::Status Authorizer::CheckAgentId(const Principal& who, int64_t agent_id) {
   if (name != who.name) {
     refused_.fetch_add(1);
     return Denied(who, absl::StrCat("agent ", agent_id, " is not this agent"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Authorizer::CheckLeases(const Principal& who, int64_t agent_id,
-                                     const std::vector<int64_t>& job_ids) {
-  if (!who.bound_agent() || job_ids.empty() || access_ == nullptr) return absl::OkStatus();
-  absl::StatusOr<std::map<int64_t, int64_t>> holders = access_->LeaseHolders(job_ids);
-  if (!holders.ok()) return holders.status();
-  for (int64_t id : job_ids) {
-    auto it = holders->find(id);
-    // A lease of nobody (expired, finished) is left to the queue's fencing.
-    if (it != holders->end() && it->second != 0 && it->second != agent_id) {
-      refused_.fetch_add(1);
-      return Denied(who, absl::StrCat("job ", id, " is leased to another agent"));
-    }
   }
   return absl::OkStatus();
 }

@@ -14,8 +14,17 @@
 // Roles are ordered viewer < submitter < agent < admin; a call needs at
 // least RpcRoleTable()'s role for its RPC. An agent principal is bound to
 // the agent name it is called by: it registers only that name, and its
-// agent calls must carry an agent id of that name and only leases that
-// agent holds (reports: checked by the queue, see CheckLeases).
+// agent calls must carry an agent id of that name. Which leases an agent
+// holds is the queue's to say, in the statement that renews, releases or
+// reports them: another agent's lease in a heartbeat is answered as revoked
+// in its slot, the rest are extended.
+//
+// Token lookups are cached for AuthzOptions::token_cache_ttl (revocation on
+// this server drops the token's entries at once; one made on another
+// scheduler of the same database is seen within the TTL). Lease renewals
+// (Heartbeat, ReleaseLeases) look tokens and agent names up through the
+// lease path's own stores (SetLeasePath), so a stalled main pool cannot
+// cost an agent its leases.
 //
 // Thread-safety: Authorizer is thread-safe; its store and queue are not
 // owned and must outlive it. Methods that read the store block on the
@@ -70,6 +79,7 @@ struct AuthzOptions {
   std::string admin_token;           // bootstrap admin bearer token; empty: none
   bool client_certificates = false;  // the server verifies client certificates
   absl::Duration agent_liveness = absl::Seconds(30);
+  absl::Duration token_cache_ttl = absl::Seconds(10);
   // Calls are authenticated (an admin token or client certificates exist).
   bool authenticated() const { return !admin_token.empty() || client_certificates; }
 };
@@ -82,7 +92,9 @@ class Authorizer final {
       : options_(std::move(options)), access_(access), queue_(queue) {}
 
   // The caller, or UNAUTHENTICATED (no or an unknown/revoked credential).
-  absl::StatusOr<Principal> Authenticate(const grpc::ServerContextBase& ctx);
+  // `lease_path`: lookups through the lease path's stores.
+  absl::StatusOr<Principal> Authenticate(const grpc::ServerContextBase& ctx,
+                                         bool lease_path = false);
   // Authenticate, then PERMISSION_DENIED unless the principal's role
   // reaches MinimumRole(rpc).
   absl::StatusOr<Principal> Authorize(const grpc::ServerContextBase& ctx, absl::string_view rpc);
@@ -90,13 +102,17 @@ class Authorizer final {
   // Register: a bound agent registers only its own name; and a name a
   // connected agent of another principal holds is refused (not taken over).
   absl::Status CheckRegister(const Principal& who, const std::string& agent_name);
-  // A bound agent calls only with the id of the agent it is.
-  absl::Status CheckAgentId(const Principal& who, int64_t agent_id);
-  // A bound agent heartbeats and releases only leases its agent holds (one
-  // lookup). Reports need no lookup: the queue refuses a report of a lease
-  // another agent holds in the report's own statement (kPermissionDenied).
-  absl::Status CheckLeases(const Principal& who, int64_t agent_id,
-                           const std::vector<int64_t>& job_ids);
+  // A bound agent calls only with the id of the agent it is; `lease_path`:
+  // an unknown id is looked up through the lease path's queue.
+  absl::Status CheckAgentId(const Principal& who, int64_t agent_id, bool lease_path = false);
+  // The stores lease renewals read through (not owned; null: the main
+  // ones). Call before the server serves.
+  void SetLeasePath(storage::AccessStore* access, storage::JobQueue* queue) {
+    lease_access_ = access;
+    lease_queue_ = queue;
+  }
+  // Drops cached lookups of the tokens of principal `name` (it was revoked).
+  void ForgetTokensOf(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
   // `st` from the queue: a kPermissionDenied is counted as refused and names
   // the principal; anything else comes back as it is.
   absl::Status QueueRefusal(const Principal& who, const absl::Status& st);
@@ -107,7 +123,12 @@ class Authorizer final {
   void CountCall() { calls_.fetch_add(1); }
 
  private:
-  absl::StatusOr<Principal> FromToken(const std::string& token);
+  absl::StatusOr<Principal> FromToken(const std::string& token, bool lease_path)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  struct CachedToken {
+    Principal who;
+    absl::Time expires;
+  };
 
   const AuthzOptions options_;
   storage::AccessStore* const access_;
@@ -117,6 +138,10 @@ class Authorizer final {
   absl::Mutex mu_;
   // Agent ids never change names: cached for the server's life.
   absl::flat_hash_map<int64_t, std::string> agent_names_ ABSL_GUARDED_BY(mu_);
+  // By the token's SHA-256.
+  absl::flat_hash_map<std::string, CachedToken> tokens_ ABSL_GUARDED_BY(mu_);
+  storage::AccessStore* lease_access_ = nullptr;
+  storage::JobQueue* lease_queue_ = nullptr;
 };
 
 }  // namespace farm::scheduler

@@ -552,17 +552,6 @@ std::string ErrorId() {
   return absl::StrFormat("%08x", absl::Uniform<uint32_t>(gen));
 }
 
-// A bound agent's id, then the leases it names.
-template <typename Leases>
-absl::Status CheckAgent(Authorizer* authz, const Principal& who, int64_t agent_id,
-                        const Leases& leases) {
-  absl::Status st = authz->CheckAgentId(who, agent_id);
-  if (!st.ok() || !who.bound_agent()) return st;
-  std::vector<int64_t> ids;
-  for (const pb::LeaseRef& l : leases) ids.push_back(l.job_id());
-  return authz->CheckLeases(who, agent_id, ids);
-}
-
 void ToProto(const storage::ApiToken& t, pb::ApiToken* out) {
   out->set_id(t.id);
   out->set_name(t.name);
@@ -730,7 +719,9 @@ grpc::ServerUnaryReactor* AgentServiceGrpc::Heartbeat(grpc::CallbackServerContex
                                                       pb::HeartbeatResponse* resp) {
   return Unary(ctx, lease_pool_, authz_, "AgentService/Heartbeat", resp,
                [this, req](const Principal& who) -> absl::StatusOr<pb::HeartbeatResponse> {
-                 absl::Status st = CheckAgent(authz_, who, req->agent_id(), req->leases());
+                 // Another agent's lease is answered as revoked by the queue's
+                 // statement (it renews only leases of req->agent_id()).
+                 absl::Status st = authz_->CheckAgentId(who, req->agent_id(), /*lease_path=*/true);
                  if (!st.ok()) return st;
                  return lease_svc_->Heartbeat(*req);
                });
@@ -800,7 +791,7 @@ grpc::ServerUnaryReactor* AgentServiceGrpc::ReleaseLeases(grpc::CallbackServerCo
                                                           pb::ReleaseLeasesResponse* resp) {
   return Unary(ctx, lease_pool_, authz_, "AgentService/ReleaseLeases", resp,
                [this, req](const Principal& who) -> absl::StatusOr<pb::ReleaseLeasesResponse> {
-                 absl::Status st = CheckAgent(authz_, who, req->agent_id(), req->leases());
+                 absl::Status st = authz_->CheckAgentId(who, req->agent_id(), /*lease_path=*/true);
                  if (!st.ok()) return st;
                  return lease_svc_->ReleaseLeases(*req);
                });
@@ -879,6 +870,7 @@ grpc::ServerUnaryReactor* AccessServiceGrpc::RevokeToken(grpc::CallbackServerCon
                [this, req]() -> absl::StatusOr<pb::RevokeTokenResponse> {
                  absl::Status st = store_->RevokeToken(req->name());
                  if (!st.ok()) return st;
+                 authz_->ForgetTokensOf(req->name());
                  spdlog::info("token revoked: name \"{}\"", absl::CEscape(req->name()));
                  return pb::RevokeTokenResponse();
                });

@@ -127,7 +127,11 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   authz.admin_token = options.token;
   authz.client_certificates = !options.tls.root_certs.empty();
   authz.agent_liveness = options.config.liveness();
+  authz.token_cache_ttl = options.token_cache_ttl;
   s->authz_ = std::make_unique<Authorizer>(authz, s->access_.get(), s->store_.get());
+  // Heartbeats authenticate through the lease connections too.
+  s->lease_access_ = std::make_unique<storage::PgAccessStore>(s->lease_db_.get());
+  s->authz_->SetLeasePath(s->lease_access_.get(), s->lease_store_.get());
   s->job_grpc_ =
       std::make_unique<JobServiceGrpc>(s->job_service_.get(), s->workers_.get(), s->authz_.get(),
                                        s->listener_.get(), options.watch, s->heavy_workers_.get());

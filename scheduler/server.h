@@ -66,6 +66,9 @@ struct ServerOptions {
   // use for all calls together (the resource quota).
   int max_concurrent_streams = 100;
   int64_t grpc_memory_bytes = int64_t{1} << 30;
+  // How long a looked-up API token is trusted before it is looked up again
+  // (revocation through this server drops it at once).
+  absl::Duration token_cache_ttl = absl::Seconds(10);
   // How long Start() keeps retrying when the database is not up yet.
   absl::Duration db_wait = absl::Seconds(30);
   bool run_reaper = true;
@@ -120,6 +123,7 @@ class SchedulerServer final {
   // Lease renewals: their own connections, store, service and threads.
   std::unique_ptr<storage::PgPool> lease_db_;
   std::unique_ptr<storage::PgStore> lease_store_;
+  std::unique_ptr<storage::PgAccessStore> lease_access_;
   std::unique_ptr<AgentService> lease_service_;
   std::unique_ptr<WorkerPool> lease_workers_;
   std::unique_ptr<JobServiceGrpc> job_grpc_;

@@ -49,10 +49,6 @@ class AccessStore {
   // heartbeat within `liveness`): then false and nothing changes.
   virtual absl::StatusOr<bool> ClaimAgentName(const std::string& name, const std::string& principal,
                                               absl::Duration liveness) = 0;
-  // job id -> id of the agent holding its current lease (0: not leased);
-  // unknown job ids are left out.
-  virtual absl::StatusOr<std::map<int64_t, int64_t>> LeaseHolders(
-      const std::vector<int64_t>& job_ids) = 0;
 };
 
 }  // namespace farm::storage

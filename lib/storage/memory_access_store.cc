@@ -70,18 +70,4 @@ absl::StatusOr<bool> MemoryAccessStore::ClaimAgentName(const std::string& name,
   return true;
 }
 
-absl::StatusOr<std::map<int64_t, int64_t>> MemoryAccessStore::LeaseHolders(
-    const std::vector<int64_t>& job_ids) {
-  return db_->Read([&](const MemoryDatabase::Tables& t) {
-    std::map<int64_t, int64_t> out;
-    for (int64_t id : job_ids) {
-      auto it = t.jobs.find(id);
-      if (it == t.jobs.end()) continue;
-      out[id] =
-          it->second.job.state() == pb::JOB_STATE_LEASED ? it->second.lease_agent.value_or(0) : 0;
-    }
-    return out;
-  });
-}
-
 }  // namespace farm::storage

@@ -101,20 +101,4 @@ absl::StatusOr<bool> PgAccessStore::ClaimAgentName(const std::string& name,
   });
 }
 
-absl::StatusOr<std::map<int64_t, int64_t>> PgAccessStore::LeaseHolders(
-    const std::vector<int64_t>& job_ids) {
-  return pool_->Call<std::map<int64_t, int64_t>>(
-      [&](pqxx::connection& c) -> absl::StatusOr<std::map<int64_t, int64_t>> {
-        std::map<int64_t, int64_t> out;
-        if (job_ids.empty()) return out;
-        pqxx::nontransaction n(c);
-        pqxx::result r = n.exec_params(
-            "SELECT id, CASE WHEN state = 2 THEN coalesce(lease_agent, 0) ELSE 0 END "
-            "FROM jobs WHERE id = ANY($1::bigint[])",
-            "{" + absl::StrJoin(job_ids, ",") + "}");
-        for (const pqxx::row& row : r) out[row[0].as<int64_t>()] = row[1].as<int64_t>();
-        return out;
-      });
-}
-
 }  // namespace farm::storage

@@ -28,8 +28,6 @@ class PgAccessStore final : public AccessStore {
   absl::Status RevokeToken(const std::string& name) override;
   absl::StatusOr<bool> ClaimAgentName(const std::string& name, const std::string& principal,
                                       absl::Duration liveness) override;
-  absl::StatusOr<std::map<int64_t, int64_t>> LeaseHolders(
-      const std::vector<int64_t>& job_ids) override;
 
  private:
   PgPool* const pool_;  // not owned
