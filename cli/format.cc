@@ -399,7 +399,6 @@ std::string Printable(std::string_view s) {
   return out;
 }
 
-
 std::string RenderTable(const std::vector<std::string>& headers,
                         const std::vector<std::vector<std::string>>& rows) {
   // Cells are the server's text (names anyone with a token may choose):
