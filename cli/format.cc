@@ -383,11 +383,41 @@ double JobsPerSecond(int64_t jobs_finished, double elapsed_seconds) {
   return static_cast<double>(jobs_finished) / elapsed_seconds;
 }
 
+std::string Printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    // C1 controls (U+0080..U+009F) are C2 80..C2 9F in UTF-8; U+009B is a
+    // terminal's CSI as ESC [ is.
+    const bool c1 = c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(s[i + 1]) <= 0x9F;
+    if (c < 0x20 || c == 0x7F) {
+      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+    } else if (c1) {
+      absl::StrAppend(&out, "\\u00",
+                      absl::Hex(static_cast<unsigned char>(s[++i]), absl::kZeroPad2));
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
 std::string RenderTable(const std::vector<std::string>& headers,
                         const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width(headers.size());
-  for (size_t i = 0; i < headers.size(); ++i) width[i] = headers[i].size();
+  // Cells are the server's text (names anyone with a token may choose):
+  // control characters are shown escaped, never sent to the terminal.
+  std::vector<std::string> shown_headers;
+  for (const std::string& h : headers) shown_headers.push_back(Printable(h));
+  std::vector<std::vector<std::string>> shown_rows;
   for (const auto& row : rows) {
+    std::vector<std::string>& r = shown_rows.emplace_back();
+    for (const std::string& cell : row) r.push_back(Printable(cell));
+  }
+  std::vector<size_t> width(shown_headers.size());
+  for (size_t i = 0; i < shown_headers.size(); ++i) width[i] = shown_headers[i].size();
+  for (const auto& row : shown_rows) {
     for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
       width[i] = std::max(width[i], row[i].size());
     }
@@ -403,8 +433,8 @@ std::string RenderTable(const std::vector<std::string>& headers,
     *out += line + "\n";
   };
   std::string out;
-  emit(headers, &out);
-  for (const auto& row : rows) emit(row, &out);
+  emit(shown_headers, &out);
+  for (const auto& row : shown_rows) emit(row, &out);
   return out;
 }
 
@@ -452,17 +482,20 @@ std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices, OutputForm
 std::string FormatMatrixDetail(const pb::Matrix& m) {
   const auto& c = m.counts();
   return absl::StrCat(
-      "matrix ", m.id(), " ", m.name(), "\n", "  state:     ", MatrixStateName(m.state()), "\n",
-      "  catalog:   ", m.catalog(), "\n", "  platform:  ", m.platform(), "\n",
-      "  jobs:      ", c.total(), " total, ", c.queued(), " queued, ", c.leased(), " leased, ",
-      c.succeeded(), " succeeded, ", c.failed(), " failed, ", c.cancelled(), " cancelled\n",
+      "matrix ", m.id(), " ", Printable(m.name()), "\n",
+      "  state:     ", MatrixStateName(m.state()), "\n", "  catalog:   ", Printable(m.catalog()),
+      "\n", "  platform:  ", Printable(m.platform()), "\n", "  jobs:      ", c.total(), " total, ",
+      c.queued(), " queued, ", c.leased(), " leased, ", c.succeeded(), " succeeded, ", c.failed(),
+      " failed, ", c.cancelled(), " cancelled\n",
       c.waiting_for_build() > 0
           ? absl::StrCat("  waiting:   ", c.waiting_for_build(),
                          " queued jobs waiting for kernel build (see the build matrix)\n")
           : "",
       "  created:   ", FormatTimestamp(m.created_at()), "\n",
       "  finished:  ", FormatTimestamp(m.finished_at()), "\n",
-      m.submitted_by().empty() ? "" : absl::StrCat("  submitted by: ", m.submitted_by(), "\n"));
+      m.submitted_by().empty()
+          ? ""
+          : absl::StrCat("  submitted by: ", Printable(m.submitted_by()), "\n"));
 }
 
 std::string FormatAgents(const std::vector<pb::Agent>& agents, OutputFormat format) {
@@ -505,8 +538,8 @@ std::string FormatCatalog(const pb::Catalog& catalog, OutputFormat format) {
   const std::string list =
       RenderList({"#", "id", "subject", "set"}, rows, catalog, format, "no commits\n");
   if (format != OutputFormat::kTable) return list;
-  return absl::StrCat("catalog ", catalog.name(), " (", catalog.source(), "), ",
-                      catalog.commits_size(), " commits\n", list);
+  return absl::StrCat("catalog ", Printable(catalog.name()), " (", Printable(catalog.source()),
+                      "), ", catalog.commits_size(), " commits\n", list);
 }
 
 std::string FormatTokens(const std::vector<pb::ApiToken>& tokens, OutputFormat format) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -137,7 +138,12 @@ std::string FormatBisectJson(const pb::Bisect& bisect);
 // culprit; header line first.
 std::string FormatBisectCsv(const pb::Bisect& bisect);
 
-// Renders rows under headers with columns padded to the widest cell.
+// `s` safe to print on a terminal: C0 and C1 control characters (ESC, CSI,
+// newline, ...) and DEL as \xNN / \u00NN; other UTF-8 as it is.
+std::string Printable(std::string_view s);
+
+// Renders rows under headers with columns padded to the widest cell, every
+// cell Printable.
 std::string RenderTable(const std::vector<std::string>& headers,
                         const std::vector<std::vector<std::string>>& rows);
 // Quotes a CSV field when it holds a comma, quote or line break.

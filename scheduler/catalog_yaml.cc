@@ -3,7 +3,10 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "emu/model/catalog.h"
+#include "lib/spec/yaml_limits.h"
+#include "scheduler/storable_text.h"
 
 namespace farm::scheduler {
 
@@ -12,6 +15,17 @@ namespace pb = ::iommufarm::v1;
 absl::StatusOr<pb::Catalog> ParseCatalogYaml(std::string_view yaml,
                                              const std::string& source_name) {
   const std::string where = source_name.empty() ? "catalog" : source_name;
+  // Aliases may share a `set:` between commits, not multiply the text: a
+  // small file must not expand into a catalog no later read can carry.
+  spec::YamlExpansionLimits expansion;
+  expansion.max_aliases = 100000;
+  expansion.max_expanded_nodes = 4 * static_cast<int64_t>(yaml.size()) + 100000;
+  expansion.max_expanded_bytes = 4 * static_cast<int64_t>(yaml.size()) + (1 << 20);
+  if (absl::Status st = spec::CheckYamlExpansion(yaml, expansion); !st.ok()) {
+    // The check words its message for a spec.
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", absl::StripPrefix(st.message(), "spec: ")));
+  }
   absl::StatusOr<emu::Catalog> loaded =
       emu::Catalog::LoadString(absl::string_view(yaml.data(), yaml.size()), where);
   if (!loaded.ok()) {
@@ -31,6 +45,15 @@ absl::StatusOr<pb::Catalog> ParseCatalogYaml(std::string_view yaml,
     cc->set_id(c.id);
     cc->set_subject(c.subject);
     for (const auto& [k, v] : c.set) (*cc->mutable_set())[k] = v;
+  }
+  if (cat.ByteSizeLong() > kMaxCatalogBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", cat.ByteSizeLong(),
+                                                   " bytes parsed is more than the limit of ",
+                                                   kMaxCatalogBytes));
+  }
+  // YAML escapes ("\0", "\xff") give bytes the file's text did not hold.
+  if (absl::Status text = CheckStorableText(cat); !text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", text.message()));
   }
   return cat;
 }

@@ -6,10 +6,14 @@
 // Contract: pure functions, thread-safe. Errors are kInvalidArgument whose
 // message starts with "<source_name>:<line>: " (from the loader), e.g.
 // `mine.yaml:4: duplicate commit id 'a' (first at mine.yaml:3)`. Model-key
-// names are not checked here (any scalar value is accepted), as before.
+// names are not checked here (any scalar value is accepted). Aliases may
+// expand the text at most about four times (lib/spec/yaml_limits.h), the
+// parsed catalog is at most kMaxCatalogBytes, and every string of it is
+// NUL-free UTF-8 (scheduler/storable_text.h, naming the field).
 #ifndef SCHEDULER_CATALOG_YAML_H_
 #define SCHEDULER_CATALOG_YAML_H_
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -17,6 +21,9 @@
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::scheduler {
+
+// A parsed catalog's largest size: it is read back whole (GetCatalog).
+inline constexpr size_t kMaxCatalogBytes = 32 << 20;
 
 // `source_name` prefixes error messages (e.g. the file name). The catalog
 // must be named (`catalog:`): the database keys catalogs by name.

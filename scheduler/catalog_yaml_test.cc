@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace farm::scheduler {
 namespace {
 
@@ -63,4 +65,36 @@ TEST(CatalogYamlTest, ErrorsNameFileAndLine) {
 }
 
 }  // namespace
+TEST(CatalogYamlTest, AliasesCannotMultiplyTheText) {
+  // Each level doubles: 2^20 copies of one set from a few hundred bytes.
+  std::string y = "a0: &a0 {k: vvvvvvvvvvvvvvvv}\n";
+  for (int i = 1; i <= 20; ++i) {
+    absl::StrAppend(&y, "a", i, ": &a", i, " [*a", i - 1, ", *a", i - 1, "]\n");
+  }
+  y += "catalog: x\ncommits:\n  - {id: a, subject: s}\n";
+  auto c = ParseCatalogYaml(y, "bomb.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(c.status().message()).rfind("bomb.yaml: YAML document is more than", 0), 0u)
+      << c.status();
+  // Sharing one set between commits is fine.
+  auto shared = ParseCatalogYaml(
+      "catalog: x\ncommits:\n  - {id: a, subject: s, set: &s {fq.kind: percpu}}\n"
+      "  - {id: b, subject: t, set: *s}\n",
+      "f.yaml");
+  ASSERT_TRUE(shared.ok()) << shared.status();
+}
+
+TEST(CatalogYamlTest, EscapedNulAndInvalidBytesAreRefusedByField) {
+  auto nul = ParseCatalogYaml("catalog: \"x\\0y\"\ncommits:\n  - {id: a, subject: s}\n", "f.yaml");
+  ASSERT_FALSE(nul.ok());
+  EXPECT_EQ(nul.status().message(),
+            "f.yaml: name: contains a NUL byte, which PostgreSQL text cannot store");
+  // A file of --catalog-dir is read raw: an invalid byte there reaches the
+  // parser as it is.
+  auto bad = ParseCatalogYaml("catalog: x\ncommits:\n  - {id: a, subject: \"a\xff\"}\n", "f.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "f.yaml: commits[0].subject: not valid UTF-8");
+}
+
 }  // namespace farm::scheduler

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -54,6 +55,21 @@ int PageSize(int32_t requested, int fallback) {
 absl::Status CheckSession(int64_t agent_id, const std::string& session) {
   if (agent_id <= 0) return absl::InvalidArgumentError("agent_id: required (from Register)");
   if (session.empty()) return absl::InvalidArgumentError("session: required (from Register)");
+  return absl::OkStatus();
+}
+
+// An agent's name is shown in tables, logs and alerts: a host name's
+// characters only, so it can carry no terminal escapes or look-alikes.
+absl::Status CheckAgentName(const std::string& name) {
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_' &&
+        c != ':' && c != '@') {
+      return absl::InvalidArgumentError(absl::StrCat("name: character ", i,
+                                                     " is not a letter, digit or one of - . _ : @ "
+                                                     "(agent names are host names)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -383,6 +399,7 @@ absl::StatusOr<pb::RegisterResponse> AgentService::Register(const pb::RegisterRe
   if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   if (req.name().empty()) return absl::InvalidArgumentError("name: required");
   if (req.name().size() > 200) return absl::InvalidArgumentError("name: longer than 200");
+  if (absl::Status name = CheckAgentName(req.name()); !name.ok()) return name;
   if (req.slots() < 0) return absl::InvalidArgumentError("slots: must be >= 0");
   absl::StatusOr<pb::RegisterResponse> resp = queue_->RegisterAgent(req, config_.retry);
   if (!resp.ok()) return resp;

@@ -572,6 +572,10 @@ TEST_F(SchedulerServiceTest, RequestsAreCheckedBeforeTheStore) {
   EXPECT_EQ(agents_.Register(reg).status().code(), absl::StatusCode::kInvalidArgument);
   reg.set_name(std::string(201, 'x'));
   EXPECT_EQ(agents_.Register(reg).status().code(), absl::StatusCode::kInvalidArgument);
+  for (const char* bad : {"lab\x1b[2J", "two words", "tab\tname", "caf\xc3\xa9", "a/b"}) {
+    reg.set_name(bad);
+    EXPECT_EQ(agents_.Register(reg).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
   reg.set_name("ok");
   reg.set_slots(-1);
   EXPECT_EQ(agents_.Register(reg).status().code(), absl::StatusCode::kInvalidArgument);

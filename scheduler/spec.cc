@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 #include <tuple>
+#include <unordered_map>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -76,17 +77,25 @@ absl::StatusOr<std::map<std::string, int>::const_iterator> FindCommit(
         absl::StrCat(" (abbreviations need at least ", kMinAbbrev, " hex digits)"));
   }
   const std::string prefix = absl::AsciiStrToLower(id);
+  // A few candidates name the ambiguity; listing every one would make each
+  // of a long list's entries cost the whole catalog.
+  constexpr size_t kShown = 5;
   std::vector<std::string> matches;
   auto first = index.lower_bound(prefix);
+  bool more = false;
   for (auto it = first; it != index.end() && it->first.compare(0, prefix.size(), prefix) == 0;
        ++it) {
+    if (matches.size() == kShown) {
+      more = true;
+      break;
+    }
     matches.push_back(it->first);
   }
   if (matches.empty()) return absl::NotFoundError("");
   if (matches.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("ambiguous commit ", Quoted(id), " in catalog ",
-                                                   Quoted(catalog), ": candidates ",
-                                                   absl::StrJoin(matches, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ambiguous commit ", Quoted(id), " in catalog ", Quoted(catalog),
+                     ": candidates ", absl::StrJoin(matches, ", "), more ? ", ..." : ""));
   }
   return first;
 }
@@ -143,17 +152,31 @@ absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spe
     }
     return with_settings(std::move(out));
   }
+  // Two entries naming one commit (an id and its abbreviation) are refused
+  // as the same commit twice. Every entry costs a look-up and a few
+  // candidates at most, and once the error is full its lines are only
+  // counted: a long list of repeats costs time linear in its length.
   FieldErrors e;
+  std::unordered_map<std::string, size_t> first_entry_of;  // full id -> list index
   for (size_t i = 0; i < spec.commit_ids.size(); ++i) {
+    const std::string path = absl::StrCat("commits[", i, "]");
     auto it = FindCommit(index, spec.commit_ids[i], catalog.name());
-    if (absl::IsNotFound(it.status())) {
-      e.Add(absl::StrCat("commits[", i, "]"),
-            absl::StrCat("unknown commit ", Quoted(spec.commit_ids[i]), " in catalog ",
-                         Quoted(catalog.name()), it.status().message()));
+    if (!it.ok()) {
+      if (e.full()) {
+        e.Add(path, "");
+      } else if (absl::IsNotFound(it.status())) {
+        e.Add(path, absl::StrCat("unknown commit ", Quoted(spec.commit_ids[i]), " in catalog ",
+                                 Quoted(catalog.name()), it.status().message()));
+      } else {
+        e.Add(path, std::string(it.status().message()));
+      }
       continue;
     }
-    if (!it.ok()) {
-      e.Add(absl::StrCat("commits[", i, "]"), std::string(it.status().message()));
+    auto [seen, fresh] = first_entry_of.emplace((*it)->first, i);
+    if (!fresh) {
+      e.Add(path, e.full() ? ""
+                           : absl::StrCat("the same commit ", Quoted((*it)->first), " as commits[",
+                                          seen->second, "]"));
       continue;
     }
     out.push_back({(*it)->first, (*it)->second, {}});

@@ -1,11 +1,13 @@
 #include "scheduler/spec.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "lib/spec/spec_check.h"
 #include "lib/spec/spec_testing.h"
 
@@ -241,6 +243,73 @@ TEST(ExpandTest, SpecSetCanBeLeftOutOfTheJobs) {
   EXPECT_EQ(left.back().model_set().at("fq.kind"), "global");  // the catalog's
   EXPECT_EQ(full.back().model_set().at("fq.kind"), "percpu");  // the spec's on top
   EXPECT_EQ(left.back().model_set().at("iova.allocator"), "rcache");
+}
+
+}  // namespace
+}  // namespace farm::scheduler
+
+namespace farm::scheduler {
+namespace {
+
+// A catalog of `n` ids sharing one 7-digit prefix: every abbreviation of
+// that prefix is ambiguous between all of them.
+pb::Catalog SharedPrefixCatalog(int n) {
+  pb::Catalog c;
+  c.set_name("git");
+  for (int i = 0; i < n; ++i) {
+    auto* cc = c.add_commits();
+    cc->set_id(absl::StrCat("abcdef1", absl::Hex(i, absl::kZeroPad8)));
+    cc->set_index(i);
+  }
+  return c;
+}
+
+TEST(ResolveTest, AHugeListOfRepeatedCommitsGivesABoundedError) {
+  // ~840 KB of YAML: one ambiguous abbreviation and one id, repeated.
+  std::string yaml =
+      "name: x\ncatalog: git\nplatform: intel-vtd-snb16c\nmodes: [off]\n"
+      "workloads: [dma-map-bench]\ncommits:\n";
+  int entries = 0;
+  for (; yaml.size() < 840 * 1024; ++entries) {
+    absl::StrAppend(&yaml, "  - ", entries % 2 == 0 ? "abcdef1" : "ABCDEF100000000", "\n");
+  }
+  // The list's own duplicate check counts every repeat past the first two.
+  auto s = ParseMatrixSpec(yaml, {});
+  ASSERT_FALSE(s.ok());
+  std::string msg(s.status().message());
+  EXPECT_EQ(std::count(msg.begin(), msg.end(), '\n'), 50);
+  EXPECT_NE(msg.find(absl::StrCat("... and ", entries - 2 - 50, " more problems")),
+            std::string::npos)
+      << msg.substr(msg.size() - 200);
+  EXPECT_LT(msg.size(), 50u * 600u);
+
+  // Spellings that differ, each naming one commit or none: resolved one by
+  // one against a large catalog.
+  MatrixSpec l;
+  for (int i = 0; i < 40000; ++i) {
+    l.commit_ids.push_back(i % 2 == 0 ? absl::StrCat("abcdef1", i % 3 == 0 ? "" : "0")
+                                      : absl::StrCat("abcdef1", absl::Hex(0, absl::kZeroPad8),
+                                                     std::string(i % 7, ' ')));
+  }
+  auto c = ResolveCommits(l, SharedPrefixCatalog(20000));
+  ASSERT_FALSE(c.ok());
+  msg = std::string(c.status().message());
+  EXPECT_EQ(std::count(msg.begin(), msg.end(), '\n'), 50);
+  EXPECT_NE(msg.find(" more problems"), std::string::npos);
+  EXPECT_LT(msg.size(), 50u * 600u);
+  // Five candidates at most name an ambiguity.
+  EXPECT_NE(msg.find("candidates abcdef100000000, abcdef100000001, abcdef100000002, "
+                     "abcdef100000003, abcdef100000004, ...\n"),
+            std::string::npos)
+      << msg.substr(0, 600);
+}
+
+TEST(ResolveTest, AnIdAndItsAbbreviationAreTheSameCommitTwice) {
+  MatrixSpec l;
+  l.commit_ids = {"aa4732406e12abcd", "v6.2", "aa47324"};
+  auto c = ResolveCommits(l, HexCatalog());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "commits[2]: the same commit \"aa4732406e12abcd\" as commits[0]");
 }
 
 }  // namespace

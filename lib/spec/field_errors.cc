@@ -8,7 +8,16 @@ namespace farm::spec {
 void FieldErrors::Add(const std::string& path, const std::string& msg) {
   ++count_;
   paths_.insert(path);
-  if (lines_.size() < kMaxReported) lines_.push_back(path.empty() ? msg : path + ": " + msg);
+  if (full()) return;
+  std::string line = path.empty() ? msg : path + ": " + msg;
+  if (line.size() > kMaxLineBytes) {
+    // At a character's start, so the cut line is still UTF-8.
+    size_t cut = kMaxLineBytes;
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+    line.resize(cut);
+    line += "...";
+  }
+  lines_.push_back(std::move(line));
 }
 
 void FieldErrors::AddIfNew(const std::string& path, const std::string& msg) {

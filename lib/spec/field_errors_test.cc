@@ -38,7 +38,7 @@ TEST(FieldErrorsTest, AFieldIsReportedOnceWithWhatItHolds) {
             "workloads[1].name: required");
 }
 
-TEST(FieldErrorsTest, ReportsTheFirstLinesWholeAndCountsTheRest) {
+TEST(FieldErrorsTest, ReportsTheFirstLinesCutAndCountsTheRest) {
   FieldErrors e;
   const std::string long_message(5000, 'x');
   const size_t n = FieldErrors::kMaxReported + 25;
@@ -48,9 +48,20 @@ TEST(FieldErrorsTest, ReportsTheFirstLinesWholeAndCountsTheRest) {
   std::vector<std::string> lines = absl::StrSplit(msg, '\n');
   ASSERT_EQ(lines.size(), FieldErrors::kMaxReported + 1);
   for (size_t i = 0; i < FieldErrors::kMaxReported; ++i) {
-    EXPECT_EQ(lines[i], absl::StrCat("workloads[", i, "].name: ", long_message));
+    const std::string line = absl::StrCat("workloads[", i, "].name: ", long_message);
+    EXPECT_EQ(lines[i], line.substr(0, FieldErrors::kMaxLineBytes) + "...");
   }
   EXPECT_EQ(lines.back(), "... and 25 more problems");
+}
+
+TEST(FieldErrorsTest, ALineIsCutAtACharactersStart) {
+  FieldErrors e;
+  // "é" is two bytes; the cut falls inside one of them.
+  std::string msg;
+  while (msg.size() < FieldErrors::kMaxLineBytes + 10) msg += "\xc3\xa9";
+  e.Add("", "x" + msg);
+  const std::string line(e.ToStatus().message());
+  EXPECT_EQ(line, "x" + msg.substr(0, FieldErrors::kMaxLineBytes - 2) + "...");
 }
 
 }  // namespace

@@ -178,6 +178,19 @@ TEST(SpecCheckTest, SetKeysAreCheckedAgainstTheModelRegistry) {
       ErrorOf(std::string(kGoodSpec) + "set: {fq.kind: sideways}\n").rfind("set.fq.kind: ", 0), 0u);
   // Agent directives are not model keys.
   EXPECT_EQ(ErrorOf(std::string(kGoodSpec) + "set: {agent.hold_ms: 20, fq.kind: percpu}\n"), "");
+  // The agent's directives are checked too: a hold of years would park a
+  // slot for good, and an unknown one would be dropped unseen.
+  EXPECT_EQ(ErrorOf(std::string(kGoodSpec) + "set: {agent.hold_ms: 99999999999999}\n"),
+            "set.agent.hold_ms: must be an integer between 0 and 3600000 (milliseconds), got "
+            "\"99999999999999\"");
+  EXPECT_EQ(ErrorOf(std::string(kGoodSpec) + "set: {agent.hold_ms: -1}\n")
+                .rfind("set.agent.hold_ms: must be", 0),
+            0u);
+  EXPECT_EQ(ErrorOf(std::string(kGoodSpec) + "set: {agent.hold_ms: soon}\n")
+                .rfind("set.agent.hold_ms: must be", 0),
+            0u);
+  EXPECT_EQ(ErrorOf(std::string(kGoodSpec) + "set: {agent.pad: x}\n"),
+            "set.agent.pad: unknown agent directive (known: agent.hold_ms)");
 }
 
 TEST(SpecCheckTest, RealJobParamsGoThroughTheAgentsValidator) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "emu/model/model_config.h"
@@ -89,11 +90,28 @@ void CheckEmulatorWorkload(const WorkloadSpec& w, const std::string& path, Field
 }
 
 // "agent." keys are directives the agent takes out before any executor
-// sees the set (agent/agent.h); every other key is a model key.
+// sees the set (agent/agent.h): only the ones it knows, in range, so a job
+// cannot park an agent's slot for good; every other key is a model key.
+void CheckAgentKey(const std::string& key, const std::string& value, FieldErrors& e) {
+  if (key != kAgentHoldMsKey) {
+    e.AddIfNew("set." + key,
+               absl::StrCat("unknown agent directive (known: ", kAgentHoldMsKey, ")"));
+    return;
+  }
+  int64_t ms = 0;
+  if (!absl::SimpleAtoi(value, &ms) || ms < 0 || ms > kMaxAgentHoldMs) {
+    e.AddIfNew("set." + key, absl::StrCat("must be an integer between 0 and ", kMaxAgentHoldMs,
+                                          " (milliseconds), got ", Quoted(value)));
+  }
+}
+
 void CheckModelSet(const MatrixSpec& spec, FieldErrors& e) {
   const emu::ModelConfig defaults;
   for (const auto& [key, value] : spec.model_set) {
-    if (absl::StartsWith(key, "agent.")) continue;
+    if (absl::StartsWith(key, "agent.")) {
+      CheckAgentKey(key, value, e);
+      continue;
+    }
     absl::StatusOr<emu::ModelConfig> applied = defaults.Apply({{key, value}});
     if (!applied.ok()) e.AddIfNew("set." + key, std::string(applied.status().message()));
   }

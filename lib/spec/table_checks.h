@@ -4,7 +4,8 @@
 // its own, so the error names its field), `set:` keys against the model
 // registry (what farm-emu --set checks), fio / iozone params by the agent's
 // validator (lib/toolspec), a real job's vm platform against the emulated
-// IOMMUs a guest boots under (proto/kernel_offers.h).
+// IOMMUs a guest boots under (proto/kernel_offers.h), `agent.` directives
+// against the ones the agent knows (agent.hold_ms, at most kMaxAgentHoldMs).
 //
 // Contract: pure functions, thread-safe over distinct FieldErrors. Errors
 // go in with AddIfNew: a field the earlier checks refused is not reported
@@ -13,6 +14,7 @@
 #ifndef LIB_SPEC_TABLE_CHECKS_H_
 #define LIB_SPEC_TABLE_CHECKS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,11 @@
 #include "lib/spec/matrix_spec.h"
 
 namespace farm::spec {
+
+// The agent's one directive: sleep this many ms before the job runs (a test
+// hook of the fault suites); an hour at most.
+inline constexpr char kAgentHoldMsKey[] = "agent.hold_ms";
+inline constexpr int64_t kMaxAgentHoldMs = 3600 * 1000;
 
 void CheckAgainstTables(const MatrixSpec& spec, FieldErrors& e);
 
