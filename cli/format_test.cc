@@ -597,24 +597,24 @@ TEST(FormatCatalogTest, TableCsvAndJson) {
   auto j = nlohmann::json::parse(FormatCatalog(c, OutputFormat::kJson));
   EXPECT_EQ(j["name"], "linux-iommu");
   EXPECT_EQ(j["commits"][0]["set"]["iommu.flush"], "fq");
+}
 
-  TEST(PrintableTest, ControlCharactersOfServerTextAreEscaped) {
-    // A name that would clear the screen and retitle the terminal.
-    pb::Agent a;
-    a.set_name(
-        "lab\x1b[2J\x1b]0;owned\x07\xc2\x9b"
-        "31m\x7f-\xc3\xa9");
-    a.set_agent_id(3);
-    const std::string table = FormatAgents({a}, OutputFormat::kTable);
-    EXPECT_EQ(table.find('\x1b'), std::string::npos) << table;
-    EXPECT_EQ(table.find("\xc2\x9b"), std::string::npos) << table;
-    EXPECT_NE(table.find("lab\\x1b[2J\\x1b]0;owned\\x07\\u009b31m\\x7f-\xc3\xa9"),
-              std::string::npos)
-        << table;
-    pb::Matrix m;
-    m.set_name("m\nfake line");
-    EXPECT_EQ(FormatMatrixDetail(m).rfind("matrix 0 m\\x0afake line\n", 0), 0u);
-  }
+TEST(PrintableTest, ControlCharactersOfServerTextAreEscaped) {
+  // A name that would clear the screen and retitle the terminal.
+  pb::Agent a;
+  a.set_name(
+      "lab\x1b[2J\x1b]0;owned\x07\xc2\x9b"
+      "31m\x7f-\xc3\xa9");
+  a.set_agent_id(3);
+  const std::string table = FormatAgents({a}, OutputFormat::kTable);
+  EXPECT_EQ(table.find('\x1b'), std::string::npos) << table;
+  EXPECT_EQ(table.find("\xc2\x9b"), std::string::npos) << table;
+  EXPECT_NE(table.find("lab\\x1b[2J\\x1b]0;owned\\x07\\u009b31m\\x7f-\xc3\xa9"), std::string::npos)
+      << table;
+  pb::Matrix m;
+  m.set_name("m\nfake line");
+  EXPECT_EQ(FormatMatrixDetail(m).rfind("matrix 0 m\\x0afake line\n", 0), 0u);
+}
 
 }  // namespace
 }  // namespace farm::cli
