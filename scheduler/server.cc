@@ -66,6 +66,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (!st.ok()) return st;
   st = CheckExposure(options);
   if (!st.ok()) return st;
+  // A bad pair would only show as a failed listen; say what is wrong instead.
+  st = service::CheckPair(options.tls);
+  if (st.ok()) st = service::CheckValidity(options.tls, absl::Now());
+  if (!st.ok()) return st;
   if (options.db_uri.empty()) {
     return absl::InvalidArgumentError("--db: required (a PostgreSQL URI; or set FARM_DB)");
   }
