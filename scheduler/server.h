@@ -66,6 +66,12 @@ struct ServerOptions {
   // use for all calls together (the resource quota).
   int max_concurrent_streams = 100;
   int64_t grpc_memory_bytes = int64_t{1} << 30;
+  // A connection that has not finished its TLS (or HTTP/2) handshake this
+  // long after accept is closed (gRPC's default: 120 s), and one with no
+  // call for connection_idle is closed with a GOAWAY, so neither a peer
+  // that never starts TLS nor an idle client holds a descriptor for long.
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  absl::Duration connection_idle = absl::Minutes(10);
   // How long Start() keeps retrying when the database is not up yet.
   absl::Duration db_wait = absl::Seconds(30);
   bool run_reaper = true;
