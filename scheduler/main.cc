@@ -1,6 +1,10 @@
 // farm-scheduler: parse flags, start SchedulerServer and the /metrics
 // exposer, wait for SIGTERM/SIGINT, shut down cleanly.
+#include <sys/resource.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -152,6 +156,28 @@ absl::StatusOr<farm::scheduler::ServerOptions> ResolveOptions(const Flags& f) {
   return opts;
 }
 
+// Every connection costs a descriptor, and gRPC stops accepting for good at
+// the first "Too many open files": take the whole hard limit (systemd's
+// LimitNOFILE, deploy/systemd) instead of the 1024 soft default.
+void RaiseOpenFileLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t before = lim.rlim_cur;
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+      spdlog::warn("open-file limit: cannot raise soft {} to hard {}: {}", before, lim.rlim_max,
+                   std::strerror(errno));
+      return;
+    }
+  }
+  spdlog::info("open-file limit: soft {} (was {}), hard {}", lim.rlim_cur, before, lim.rlim_max);
+  if (lim.rlim_cur < 4096) {
+    spdlog::warn("open-file limit {} allows few connections; set LimitNOFILE=65536 (the unit does)",
+                 lim.rlim_cur);
+  }
+}
+
 // Starts /metrics and the server, waits for SIGTERM/SIGINT, shuts down.
 // `signals` is constructed before any thread starts.
 int Serve(const farm::scheduler::ServerOptions& opts, const Flags& f,
@@ -208,6 +234,7 @@ int main(int argc, char** argv) {
     std::cerr << opts.status().message() << "\n";
     return 2;
   }
+  RaiseOpenFileLimit();
   // Before any thread starts, so that no gRPC or pool thread takes a signal.
   farm::service::ShutdownSignals signals;
   return Serve(*opts, flags, signals);

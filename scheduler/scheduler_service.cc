@@ -633,7 +633,7 @@ Reaper::~Reaper() { Stop(); }
 
 void Reaper::Start() {
   const absl::Duration now = BootClock();
-  grace_until_ = now + config_.lease_ttl;
+  grace_until_ = now + config_.reaper_grace();
   last_pass_end_ = now;
   last_pause_ = absl::ZeroDuration();
   loop_.Start();
@@ -646,10 +646,10 @@ absl::Duration Reaper::Tick() {
   const absl::Duration gap = now - last_pass_end_;
   if (gap > last_pause_ + std::max(config_.lease_ttl / 2, absl::Seconds(1))) {
     pauses_detected_.fetch_add(1);
-    grace_until_ = now + config_.lease_ttl;
+    grace_until_ = now + config_.reaper_grace();
     spdlog::warn("reaper: this process was paused for {} (expected {}); no lease expires for {}",
                  absl::FormatDuration(gap), absl::FormatDuration(last_pause_),
-                 absl::FormatDuration(config_.lease_ttl));
+                 absl::FormatDuration(config_.reaper_grace()));
   }
   if (now < grace_until_) {
     grace_passes_.fetch_add(1);

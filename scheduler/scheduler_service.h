@@ -23,6 +23,7 @@
 #include "iommufarm/v1/farm.pb.h"
 #include "lib/base/background_loop.h"
 #include "lib/metrics/metrics.h"
+#include "lib/service/reconnect.h"
 #include "lib/spec/matrix_spec.h"
 #include "lib/storage/repositories.h"
 #include "scheduler/kernel_builds.h"
@@ -49,6 +50,13 @@ struct SchedulerConfig {
   absl::Duration heartbeat_interval() const { return lease_ttl / 3; }
   // An agent counts as connected with a heartbeat this recent.
   absl::Duration liveness() const { return lease_ttl; }
+  // How long the reaper expires nothing after a start or a pause: one TTL,
+  // plus the longest an agent's channel waits before it tries again
+  // (lib/service/reconnect.h) and one heartbeat interval for its next
+  // heartbeat to come.
+  absl::Duration reaper_grace() const {
+    return lease_ttl + service::kReconnectBound + heartbeat_interval();
+  }
 };
 
 class JobService final {
@@ -176,12 +184,13 @@ class AnalysisService final {
 // SKIP LOCKED and idempotent). Start() and Stop() from any thread but the
 // reaper's; RunOnce() from any thread.
 //
-// Grace: the loop expires nothing for one TTL after Start() and after a
-// pause of this process (a gap on the boot-time clock, which counts
+// Grace: the loop expires nothing for config.reaper_grace() (a TTL, an
+// agent's bounded reconnect wait and a heartbeat interval) after Start() and
+// after a pause of this process (a gap on the boot-time clock, which counts
 // SIGSTOP and suspend, well beyond the loop's own period). Agents could not
 // reach a stopped or not-yet-started scheduler, so their leases ran out
-// through no fault of theirs; the grace lets every healthy agent heartbeat
-// (every ttl/3) before anything is reaped. RunOnce() reaps regardless.
+// through no fault of theirs; the grace lets every healthy agent reconnect
+// and heartbeat before anything is reaped. RunOnce() reaps regardless.
 class Reaper final {
  public:
   Reaper(storage::JobQueue* queue, metrics::SchedulerMetrics* metrics,

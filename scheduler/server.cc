@@ -66,6 +66,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (!st.ok()) return st;
   st = CheckExposure(options);
   if (!st.ok()) return st;
+  // A bad pair would only show as a failed listen; say what is wrong instead.
+  st = service::CheckPair(options.tls);
+  if (st.ok()) st = service::CheckValidity(options.tls, absl::Now());
+  if (!st.ok()) return st;
   if (options.db_uri.empty()) {
     return absl::InvalidArgumentError("--db: required (a PostgreSQL URI; or set FARM_DB)");
   }
@@ -171,6 +175,11 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(
+      GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.handshake_timeout)));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(options.connection_idle)));
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     s->workers_->Stop();

@@ -69,6 +69,12 @@ struct ServerOptions {
   // How long a looked-up API token is trusted before it is looked up again
   // (revocation through this server drops it at once).
   absl::Duration token_cache_ttl = absl::Seconds(10);
+  // A connection that has not finished its TLS (or HTTP/2) handshake this
+  // long after accept is closed (gRPC's default: 120 s), and one with no
+  // call for connection_idle is closed with a GOAWAY, so neither a peer
+  // that never starts TLS nor an idle client holds a descriptor for long.
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  absl::Duration connection_idle = absl::Minutes(10);
   // How long Start() keeps retrying when the database is not up yet.
   absl::Duration db_wait = absl::Seconds(30);
   bool run_reaper = true;

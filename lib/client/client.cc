@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "lib/auth/auth.h"
 #include "lib/base/check.h"
+#include "lib/service/reconnect.h"
 
 namespace farm::client {
 namespace {
@@ -95,6 +96,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // A restarted scheduler is reached again within service::kReconnectBound,
+  // which its reaper's grace counts on.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(service::kInitialReconnectBackoff)));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(service::kInitialReconnectBackoff)));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(service::kMaxReconnectBackoff)));
   absl::StatusOr<std::string> target = ChannelTarget(options.server);
   FARM_DCHECK(target.ok(), "server list not checked by ApplySecurity");
   const bool several = target.ok() && *target != options.server;

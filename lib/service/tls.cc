@@ -3,6 +3,15 @@
 #include <arpa/inet.h>
 
 #include <grpcpp/security/server_credentials.h>
+#include <openssl/asn1.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include <ctime>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -36,23 +45,101 @@ absl::string_view HostOf(absl::string_view host_port) {
   return host_port;
 }
 
+using BioPtr = std::unique_ptr<BIO, decltype(&BIO_free)>;
+using X509Ptr = std::unique_ptr<X509, decltype(&X509_free)>;
+using KeyPtr = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
+
+// The first certificate of a PEM chain; null when none parses.
+X509Ptr FirstCertificate(const std::string& pem) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free);
+  X509Ptr cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr, &X509_free);
+  ERR_clear_error();
+  return cert;
+}
+
+// "2024-01-31 12:00:00 UTC"; the ASN.1 text when it does not convert.
+std::string TimeText(const ASN1_TIME* t) {
+  std::tm tm{};
+  if (ASN1_TIME_to_tm(t, &tm) == 1) {
+    char buf[64];
+    if (std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm) > 0) return buf;
+  }
+  return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(t)),
+                     static_cast<size_t>(ASN1_STRING_length(t)));
+}
+
 }  // namespace
 
+const char* TlsEnvPrefix(bool server) { return server ? "FARM_SCHEDULER_" : "FARM_"; }
+
+absl::Status CheckPair(const TlsPem& pem, absl::string_view cert_what, absl::string_view key_what) {
+  if (pem.cert_chain.empty()) return absl::OkStatus();
+  X509Ptr cert = FirstCertificate(pem.cert_chain);
+  if (!cert) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(cert_what, ": no PEM certificate could be parsed"));
+  }
+  BioPtr bio(BIO_new_mem_buf(pem.private_key.data(), static_cast<int>(pem.private_key.size())),
+             &BIO_free);
+  KeyPtr key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr,
+             &EVP_PKEY_free);
+  ERR_clear_error();
+  if (!key) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        key_what, ": no PEM private key could be parsed (an encrypted key is not supported)"));
+  }
+  const int match = X509_check_private_key(cert.get(), key.get());
+  ERR_clear_error();
+  if (match != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        key_what, " does not belong to ", cert_what,
+        ": the key's public half is not the certificate's public key (give the key the "
+        "certificate was made from)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckValidity(const TlsPem& pem, absl::Time now, absl::string_view cert_what) {
+  if (pem.cert_chain.empty()) return absl::OkStatus();
+  X509Ptr cert = FirstCertificate(pem.cert_chain);
+  if (!cert) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(cert_what, ": no PEM certificate could be parsed"));
+  }
+  time_t t = absl::ToTimeT(now);
+  const ASN1_TIME* not_before = X509_get0_notBefore(cert.get());
+  const ASN1_TIME* not_after = X509_get0_notAfter(cert.get());
+  const std::string dates =
+      absl::StrCat("valid from ", TimeText(not_before), " to ", TimeText(not_after));
+  if (X509_cmp_time(not_before, &t) > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(cert_what,
+                                                   ": the certificate is not valid yet (", dates,
+                                                   "; is this host's clock right?)"));
+  }
+  if (X509_cmp_time(not_after, &t) < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(cert_what, ": the certificate has expired (", dates,
+                     "); make a new one (scripts/farm-certs init DIR keeps the CA)"));
+  }
+  return absl::OkStatus();
+}
+
 void AddTlsOptions(CLI::App& app, TlsFlags* out, bool server) {
+  const std::string env = TlsEnvPrefix(server);
   app.add_option("--tls-cert", out->cert,
                  server ? "PEM certificate chain the server presents (with --tls-key: TLS)"
                         : "PEM client certificate presented to the server (mTLS)")
-      ->envname("FARM_TLS_CERT");
-  app.add_option("--tls-key", out->key, "PEM private key of --tls-cert")->envname("FARM_TLS_KEY");
+      ->envname(env + "TLS_CERT");
+  app.add_option("--tls-key", out->key, "PEM private key of --tls-cert")->envname(env + "TLS_KEY");
   app.add_option("--tls-ca", out->ca,
                  server ? "PEM CA bundle: client certificates are required and verified against "
                           "it (mTLS)"
                         : "PEM CA bundle the server certificate is verified against (TLS)")
-      ->envname("FARM_TLS_CA");
+      ->envname(env + "TLS_CA");
   app.add_flag("--insecure", out->insecure,
                server ? "allow plaintext gRPC on a non-loopback address (logged as a warning)"
                       : "allow a plaintext connection to a non-loopback server")
-      ->envname("FARM_INSECURE");
+      ->envname(env + "INSECURE");
 }
 
 absl::StatusOr<TlsPem> LoadTls(const TlsFlags& flags, bool server) {
@@ -71,6 +158,13 @@ absl::StatusOr<TlsPem> LoadTls(const TlsFlags& flags, bool server) {
     if (!key.ok()) return key.status();
     pem.cert_chain = *std::move(cert);
     pem.private_key = *std::move(key);
+    const std::string cert_what = absl::StrCat("--tls-cert \"", flags.cert, "\"");
+    absl::Status pair = CheckPair(pem, cert_what, absl::StrCat("--tls-key \"", flags.key, "\""));
+    if (!pair.ok()) return pair;
+    if (server) {
+      absl::Status valid = CheckValidity(pem, absl::Now(), cert_what);
+      if (!valid.ok()) return valid;
+    }
   }
   if (!flags.ca.empty()) {
     absl::StatusOr<std::string> ca = ReadPem(flags.ca, "--tls-ca");

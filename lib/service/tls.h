@@ -1,8 +1,17 @@
 // farm::service TLS: the transport-security flags every farm binary shares
-// (--tls-cert, --tls-key, --tls-ca, --insecure, with FARM_TLS_* environment
-// fallbacks), loading PEM files, the gRPC server credentials built from
-// them, and the one rule for plaintext: only on loopback, or anywhere with an
-// explicit --insecure (which the caller logs as a warning).
+// (--tls-cert, --tls-key, --tls-ca, --insecure), loading PEM files, the gRPC
+// server credentials built from them, and the one rule for plaintext: only on
+// loopback, or anywhere with an explicit --insecure (which the caller logs as
+// a warning).
+//
+// Environment fallbacks differ by side, so that a scheduler started from a
+// shell set up for farmctl never serves the client's pair: clients read
+// FARM_TLS_CERT/_KEY/_CA and FARM_INSECURE, the server only
+// FARM_SCHEDULER_TLS_CERT/_KEY/_CA and FARM_SCHEDULER_INSECURE.
+//
+// A loaded pair is checked with OpenSSL before anything listens: the key
+// must be the certificate's, and a server certificate must be valid now
+// (gRPC itself would fail later with a message that names neither).
 //
 // Server: cert+key serve TLS; a CA in addition requires and verifies client
 // certificates (mTLS). Client: a CA verifies the server; cert+key present a
@@ -24,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace farm::service {
 
@@ -43,14 +53,30 @@ struct TlsPem {
   bool enabled() const { return !cert_chain.empty() || !root_certs.empty(); }
 };
 
-// Adds --tls-cert/--tls-key/--tls-ca (env FARM_TLS_CERT/_KEY/_CA) and
-// --insecure (env FARM_INSECURE) to `app`. `server` only changes the help.
+// Adds --tls-cert/--tls-key/--tls-ca and --insecure to `app`, with the
+// environment fallbacks of that side (TlsEnvPrefix).
 void AddTlsOptions(CLI::App& app, TlsFlags* out, bool server);
 
+// "FARM_SCHEDULER_" for a server, "FARM_" for a client: the variables are
+// <prefix>TLS_CERT, <prefix>TLS_KEY, <prefix>TLS_CA and <prefix>INSECURE.
+const char* TlsEnvPrefix(bool server);
+
 // Reads the files `flags` name. InvalidArgument naming the flag when a file
-// cannot be read or is not PEM, when only one of cert/key is given, or (for a
-// server) when a CA is given without cert and key.
+// cannot be read or is not PEM, when only one of cert/key is given, (for a
+// server) when a CA is given without cert and key, or when CheckPair (and,
+// for a server, CheckValidity at absl::Now()) refuses the pair.
 absl::StatusOr<TlsPem> LoadTls(const TlsFlags& flags, bool server);
+
+// The pair of `pem` (no-op without cert_chain): the first certificate of the
+// chain and the key parse, and the key is the certificate's. InvalidArgument
+// saying which (`cert_what` / `key_what` name them, e.g. the flags).
+absl::Status CheckPair(const TlsPem& pem, absl::string_view cert_what = "--tls-cert",
+                       absl::string_view key_what = "--tls-key");
+
+// The first certificate of pem.cert_chain is valid at `now` (no-op without
+// cert_chain). InvalidArgument with its notBefore/notAfter dates otherwise.
+absl::Status CheckValidity(const TlsPem& pem, absl::Time now,
+                           absl::string_view cert_what = "--tls-cert");
 
 // True for "localhost", 127.0.0.0/8 and ::1 (host of "host:port" or
 // "[v6]:port"; a bare host works too).

@@ -1,7 +1,15 @@
 #include "lib/service/tls.h"
 
+#include <stdlib.h>
+
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 
 #include <gtest/gtest.h>
 
@@ -13,6 +21,138 @@ std::string TempFile(const std::string& name, const std::string& text) {
   std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/tls_test_" + name;
   std::ofstream(path) << text;
   return path;
+}
+
+// A fresh P-256 key, PEM.
+struct KeyPem {
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key{nullptr, &EVP_PKEY_free};
+  std::string pem;
+};
+
+KeyPem NewKey() {
+  KeyPem k;
+  k.key.reset(EVP_EC_gen("P-256"));
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_PrivateKey(bio, k.key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio, &data);
+  k.pem.assign(data, static_cast<size_t>(n));
+  BIO_free(bio);
+  return k;
+}
+
+// A self-signed certificate of `key`, valid from now+from to now+to.
+std::string SelfSigned(EVP_PKEY* key, absl::Duration from, absl::Duration to) {
+  X509* x = X509_new();
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+  X509_gmtime_adj(X509_getm_notBefore(x), absl::ToInt64Seconds(from));
+  X509_gmtime_adj(X509_getm_notAfter(x), absl::ToInt64Seconds(to));
+  X509_set_pubkey(x, key);
+  X509_NAME* name = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("farm-scheduler"), -1, -1, 0);
+  X509_set_issuer_name(x, name);
+  X509_sign(x, key, EVP_sha256());
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509(bio, x);
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio, &data);
+  std::string pem(data, static_cast<size_t>(n));
+  BIO_free(bio);
+  X509_free(x);
+  return pem;
+}
+
+TEST(TlsTest, KeyOfAnotherCertificateIsNamedAsSuch) {
+  KeyPem mine = NewKey(), other = NewKey();
+  TlsPem pem;
+  pem.cert_chain = SelfSigned(mine.key.get(), -absl::Hours(1), absl::Hours(24));
+  pem.private_key = mine.pem;
+  EXPECT_TRUE(CheckPair(pem).ok()) << CheckPair(pem);
+  pem.private_key = other.pem;
+  absl::Status st = CheckPair(pem);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("--tls-key does not belong to --tls-cert"), std::string::npos) << st;
+
+  // What main loads: the files are named, and nothing says "address in use".
+  TlsFlags f;
+  f.cert = TempFile("pair.pem", pem.cert_chain);
+  f.key = TempFile("other.key", other.pem);
+  for (bool server : {true, false}) {
+    absl::StatusOr<TlsPem> loaded = LoadTls(f, server);
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_NE(loaded.status().message().find("--tls-key \"" + f.key + "\" does not belong"),
+              std::string::npos)
+        << loaded.status();
+  }
+  f.key = TempFile("mine.key", mine.pem);
+  EXPECT_TRUE(LoadTls(f, true).ok()) << LoadTls(f, true).status();
+}
+
+TEST(TlsTest, ServerCertificateOutsideItsDatesIsRefusedWithThem) {
+  KeyPem k = NewKey();
+  TlsPem expired;
+  expired.cert_chain = SelfSigned(k.key.get(), -absl::Hours(72), -absl::Hours(24));
+  expired.private_key = k.pem;
+  absl::Status st = CheckValidity(expired, absl::Now());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("has expired"), std::string::npos) << st;
+  EXPECT_NE(st.message().find(" UTC"), std::string::npos) << st;
+  EXPECT_TRUE(CheckValidity(expired, absl::Now() - absl::Hours(48)).ok());
+
+  TlsPem early;
+  early.cert_chain = SelfSigned(k.key.get(), absl::Hours(24), absl::Hours(72));
+  early.private_key = k.pem;
+  st = CheckValidity(early, absl::Now());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("not valid yet"), std::string::npos) << st;
+
+  TlsFlags f;
+  f.cert = TempFile("expired.pem", expired.cert_chain);
+  f.key = TempFile("expired.key", k.pem);
+  absl::StatusOr<TlsPem> server = LoadTls(f, true);
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find("has expired"), std::string::npos) << server.status();
+  // A client's own certificate is the server's to judge.
+  EXPECT_TRUE(LoadTls(f, false).ok());
+}
+
+TEST(TlsTest, ServerReadsOnlyItsOwnEnvironment) {
+  ::setenv("FARM_TLS_CERT", "/client/cert.pem", 1);
+  ::setenv("FARM_TLS_KEY", "/client/cert.key", 1);
+  ::setenv("FARM_INSECURE", "1", 1);
+  ::unsetenv("FARM_SCHEDULER_TLS_CERT");
+  ::unsetenv("FARM_SCHEDULER_TLS_KEY");
+  ::unsetenv("FARM_SCHEDULER_INSECURE");
+  const char* argv[] = {"prog"};
+  TlsFlags server_flags, client_flags;
+  {
+    CLI::App app;
+    AddTlsOptions(app, &server_flags, /*server=*/true);
+    app.parse(1, argv);
+  }
+  EXPECT_EQ(server_flags.cert, "");
+  EXPECT_EQ(server_flags.key, "");
+  EXPECT_FALSE(server_flags.insecure);
+  {
+    CLI::App app;
+    AddTlsOptions(app, &client_flags, /*server=*/false);
+    app.parse(1, argv);
+  }
+  EXPECT_EQ(client_flags.cert, "/client/cert.pem");
+  EXPECT_TRUE(client_flags.insecure);
+  ::setenv("FARM_SCHEDULER_TLS_CERT", "/server/server.pem", 1);
+  {
+    TlsFlags f;
+    CLI::App app;
+    AddTlsOptions(app, &f, /*server=*/true);
+    app.parse(1, argv);
+    EXPECT_EQ(f.cert, "/server/server.pem");
+  }
+  for (const char* v :
+       {"FARM_TLS_CERT", "FARM_TLS_KEY", "FARM_INSECURE", "FARM_SCHEDULER_TLS_CERT"}) {
+    ::unsetenv(v);
+  }
 }
 
 TEST(TlsTest, LoopbackAddresses) {
