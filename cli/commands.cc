@@ -212,7 +212,10 @@ absl::StatusOr<pb::MatrixProgress> Commands::WaitForMatrix(
     }
     watchdog.Stop();
     grpc::Status status = reader->Finish();
-    if (watchdog.silent()) {
+    // Silent across streams too: against a frozen server each new stream
+    // may fail at once (its connection broken by keepalive), before any
+    // watchdog's deadline.
+    if (watchdog.silent() || absl::Now() - last_heard >= kWatchSilence) {
       return absl::DeadlineExceededError(absl::StrCat("no progress from the server for ",
                                                       absl::FormatDuration(kWatchSilence),
                                                       " (server frozen or unreachable)"));

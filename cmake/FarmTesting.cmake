@@ -23,8 +23,9 @@ set(FARM_UNIT_TEST_TIMEOUT 60)
 # (`eval "$(scripts/farm-local up)"` exports FARM_SERVER, FARM_TLS_*, ...):
 # every FARM_* variable the tree reads is unset for every test. "Reads" is
 # found by scanning the sources and scripts of the project's folders (those
-# with a CMakeLists.txt, and scripts/) for getenv("FARM_X"), envname("FARM_X")
-# and a shell's $FARM_X / ${FARM_X; re-run cmake after adding a reader. Kept:
+# with a CMakeLists.txt, and scripts/) for a string literal "FARM_X (getenv,
+# CLI11's envname, tables of names) and a shell's $FARM_X / ${FARM_X; re-run
+# cmake after adding a reader. Kept:
 # the documented inputs of the test harnesses themselves.
 set(FARM_TEST_ENV_INPUTS
     FARM_TEST_TMPDIR        # testing/service_harness.h: where test servers live
@@ -43,7 +44,7 @@ function(_farm_test_env_unset out)
   set(names "")
   foreach(f ${files})
     file(STRINGS ${f} lines REGEX "FARM_[A-Z0-9_]+")
-    string(REGEX MATCHALL "(getenv\\(\"|envname\\(\"|\\$\\{?)FARM_[A-Z0-9_]+" refs "${lines}")
+    string(REGEX MATCHALL "(\"|\\$\\{?)FARM_[A-Z0-9_]+" refs "${lines}")
     foreach(ref ${refs})
       string(REGEX REPLACE ".*(FARM_[A-Z0-9_]+)$" "\\1" name "${ref}")
       list(APPEND names ${name})

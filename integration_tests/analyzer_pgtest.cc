@@ -847,7 +847,9 @@ TEST_F(AnalyzerPgTest, ResolutionSurvivesAnAlertmanagerRestart) {
   const int64_t id = AlertedRegression(a);
   TickUntil(
       a, [&] { return notified("firing"); }, "the firing notification");
-  Mark(id, pb::REGRESSION_STATE_FIXED);
+  // Ignored, not fixed: marked fixed, the fix check would find t32 still slow
+  // and re-open the regression (firing again) before the restart.
+  Mark(id, pb::REGRESSION_STATE_IGNORED);
   TickUntil(
       a,
       [&] {

@@ -46,9 +46,8 @@ bool ClosedByServer(int fd, absl::Duration wait) {
 }
 
 TEST_F(ConnectionsPgTest, ConnectionsThatNeverStartTlsAreClosedAndAgentsGoOn) {
-  StartServer(kBootstrapToken, [](scheduler::ServerOptions& o) {
-    o.handshake_timeout = absl::Seconds(2);
-  });
+  StartServer(kBootstrapToken,
+              [](scheduler::ServerOptions& o) { o.handshake_timeout = absl::Seconds(2); });
   const client::ClientOptions agent = Client("agent-a");
   const pb::RegisterResponse reg = Register(agent, "agent-a");
   ASSERT_GT(reg.agent_id(), 0);

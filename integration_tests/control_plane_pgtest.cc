@@ -341,7 +341,7 @@ repeats: 1
       },
       absl::Seconds(30), "farmctl watch failing", absl::Milliseconds(100));
   scheduler_->Signal(SIGCONT);
-  ASSERT_TRUE(st.ok()) << st << "\n" << watch->Err();
+  ASSERT_TRUE(st.ok()) << st << "\nstdout:\n" << watch->Out() << "\nstderr:\n" << watch->Err();
   EXPECT_NE(watch->Wait(), 0) << watch->Err();  // farmctl exit status 1
 }
 

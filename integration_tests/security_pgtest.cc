@@ -560,19 +560,26 @@ TEST_F(SecurityPgTest, ReflectionOnlyWhereEveryCallerHasAPrincipal) {
   (*s)->Shutdown(absl::Seconds(2));
 }
 
-TEST_F(SecurityPgTest, NewlineInANameIsEscapedInTheLog) {
+// A name that reaches the log cannot forge a log line: an agent's name is
+// refused outright (host-name characters only), a matrix's is escaped.
+TEST_F(SecurityPgTest, ANewlineInANameNeverForgesALogLine) {
   std::ostringstream log;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
   auto previous = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>("sec-test", sink));
   StartServer();
-  // The admin (not name-bound) registers a name holding a newline and a fake
-  // log line.
-  Register(Client("admin1"), "evil\n[error] forged line");
+  grpc::Status registered;
+  Register(Client("admin1"), "evil\n[error] forged agent", &registered);
+  EXPECT_EQ(registered.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << registered.error_message();
+  LoadCatalog(kCatalog);
+  std::string spec = kSpec;
+  spec.replace(spec.find("name: sec-test"), 14, "name: \"evil\\n[error] forged matrix\"");
+  EXPECT_GT(Submit(spec, Client("admin1")), 0);
   server_->Shutdown(absl::Seconds(2));
   spdlog::set_default_logger(previous);
   const std::string text = log.str();
-  EXPECT_NE(text.find("evil\\n[error] forged line"), std::string::npos) << text;
+  EXPECT_NE(text.find("evil\\n[error] forged matrix"), std::string::npos) << text;
   EXPECT_EQ(text.find("evil\n"), std::string::npos) << text;
 }
 

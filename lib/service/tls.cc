@@ -70,7 +70,18 @@ std::string TimeText(const ASN1_TIME* t) {
 
 }  // namespace
 
-const char* TlsEnvPrefix(bool server) { return server ? "FARM_SCHEDULER_" : "FARM_"; }
+// Spelled out, not built from a prefix, so that a search for a variable (and
+// the test harness's scan of the variables it clears) finds its reader.
+struct TlsEnvNames {
+  const char* cert;
+  const char* key;
+  const char* ca;
+  const char* insecure;
+};
+constexpr TlsEnvNames kServerTlsEnv{"FARM_SCHEDULER_TLS_CERT", "FARM_SCHEDULER_TLS_KEY",
+                                    "FARM_SCHEDULER_TLS_CA", "FARM_SCHEDULER_INSECURE"};
+constexpr TlsEnvNames kClientTlsEnv{"FARM_TLS_CERT", "FARM_TLS_KEY", "FARM_TLS_CA",
+                                    "FARM_INSECURE"};
 
 absl::Status CheckPair(const TlsPem& pem, absl::string_view cert_what, absl::string_view key_what) {
   if (pem.cert_chain.empty()) return absl::OkStatus();
@@ -125,21 +136,21 @@ absl::Status CheckValidity(const TlsPem& pem, absl::Time now, absl::string_view 
 }
 
 void AddTlsOptions(CLI::App& app, TlsFlags* out, bool server) {
-  const std::string env = TlsEnvPrefix(server);
+  const TlsEnvNames& env = server ? kServerTlsEnv : kClientTlsEnv;
   app.add_option("--tls-cert", out->cert,
                  server ? "PEM certificate chain the server presents (with --tls-key: TLS)"
                         : "PEM client certificate presented to the server (mTLS)")
-      ->envname(env + "TLS_CERT");
-  app.add_option("--tls-key", out->key, "PEM private key of --tls-cert")->envname(env + "TLS_KEY");
+      ->envname(env.cert);
+  app.add_option("--tls-key", out->key, "PEM private key of --tls-cert")->envname(env.key);
   app.add_option("--tls-ca", out->ca,
                  server ? "PEM CA bundle: client certificates are required and verified against "
                           "it (mTLS)"
                         : "PEM CA bundle the server certificate is verified against (TLS)")
-      ->envname(env + "TLS_CA");
+      ->envname(env.ca);
   app.add_flag("--insecure", out->insecure,
                server ? "allow plaintext gRPC on a non-loopback address (logged as a warning)"
                       : "allow a plaintext connection to a non-loopback server")
-      ->envname(env + "INSECURE");
+      ->envname(env.insecure);
 }
 
 absl::StatusOr<TlsPem> LoadTls(const TlsFlags& flags, bool server) {

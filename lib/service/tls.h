@@ -54,12 +54,11 @@ struct TlsPem {
 };
 
 // Adds --tls-cert/--tls-key/--tls-ca and --insecure to `app`, with the
-// environment fallbacks of that side (TlsEnvPrefix).
+// environment fallbacks of that side: FARM_SCHEDULER_TLS_CERT, _TLS_KEY,
+// _TLS_CA and _INSECURE for a server; FARM_TLS_CERT, FARM_TLS_KEY,
+// FARM_TLS_CA and FARM_INSECURE for a client. A client's variables never
+// configure a server started from the same shell.
 void AddTlsOptions(CLI::App& app, TlsFlags* out, bool server);
-
-// "FARM_SCHEDULER_" for a server, "FARM_" for a client: the variables are
-// <prefix>TLS_CERT, <prefix>TLS_KEY, <prefix>TLS_CA and <prefix>INSECURE.
-const char* TlsEnvPrefix(bool server);
 
 // Reads the files `flags` name. InvalidArgument naming the flag when a file
 // cannot be read or is not PEM, when only one of cert/key is given, (for a
