@@ -15,20 +15,30 @@ PgCatalogStore::PgCatalogStore(PgPool* pool) : pool_(pool) {}
 absl::StatusOr<pb::Catalog> PgCatalogStore::PutCatalog(const pb::Catalog& catalog, bool replace) {
   return pool_->Call<pb::Catalog>([&](pqxx::connection& c) -> absl::StatusOr<pb::Catalog> {
     pqxx::work w(c);
-    pqxx::result ex =
-        w.exec_params("SELECT 1 FROM catalogs WHERE name = $1 FOR UPDATE", catalog.name());
-    if (!ex.empty()) {
+    // Insert first, then lock: two loads of a new name never race into the
+    // primary key (a database error text for a client), the second waits
+    // for the first's row and then replaces it or is told it exists.
+    pqxx::result ins = w.exec_params(
+        "INSERT INTO catalogs (name, source) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING "
+        "RETURNING (extract(epoch from loaded_at) * 1000000)::bigint",
+        catalog.name(), catalog.source());
+    int64_t loaded_at_us = 0;
+    if (!ins.empty()) {
+      loaded_at_us = ins[0][0].as<int64_t>();
+    } else {
       if (!replace) {
         return absl::AlreadyExistsError(absl::StrCat(
             "catalog \"", catalog.name(), "\" already exists (load with replace to overwrite)"));
       }
-      // Commits cascade.
-      w.exec_params("DELETE FROM catalogs WHERE name = $1", catalog.name());
+      // The UPDATE locks the row first: a concurrent replace waits here
+      // until this one commits, then deletes what this one wrote.
+      loaded_at_us = w.exec_params1(
+                          "UPDATE catalogs SET source = $2, loaded_at = now() WHERE name = $1 "
+                          "RETURNING (extract(epoch from loaded_at) * 1000000)::bigint",
+                          catalog.name(), catalog.source())[0]
+                         .as<int64_t>();
+      w.exec_params("DELETE FROM catalog_commits WHERE catalog = $1", catalog.name());
     }
-    pqxx::row r = w.exec_params1(
-        "INSERT INTO catalogs (name, source) VALUES ($1, $2) "
-        "RETURNING (extract(epoch from loaded_at) * 1000000)::bigint",
-        catalog.name(), catalog.source());
     {
       pqxx::stream_to s(w, "catalog_commits",
                         std::vector<std::string>{"catalog", "idx", "id", "subject", "set"});
@@ -41,7 +51,7 @@ absl::StatusOr<pb::Catalog> PgCatalogStore::PutCatalog(const pb::Catalog& catalo
     w.commit();
     pb::Catalog out = catalog;
     for (int i = 0; i < out.commits_size(); ++i) out.mutable_commits(i)->set_index(i);
-    SetMicros(r[0].as<int64_t>(), out.mutable_loaded_at());
+    SetMicros(loaded_at_us, out.mutable_loaded_at());
     return out;
   });
 }

@@ -85,6 +85,48 @@ absl::StatusOr<pb::JobState> RepositoryContractTest::Fail(const pb::RegisterResp
 
 namespace {
 
+// Loads of one new catalog at once: with replace each succeeds and one of
+// them is what is stored; without, the others are told it exists. Never a
+// database error.
+TEST_P(RepositoryContractTest, ConcurrentLoadsOfANewCatalogNeverFail) {
+  constexpr int kRounds = 12;
+  constexpr int kLoaders = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    for (bool replace : {true, false}) {
+      const std::string name = absl::StrCat("race-", round, replace ? "-r" : "-n");
+      std::vector<absl::Status> got(kLoaders);
+      std::vector<std::thread> loaders;
+      for (int i = 0; i < kLoaders; ++i) {
+        loaders.emplace_back([&, i] {
+          pb::Catalog c;
+          c.set_name(name);
+          c.set_source(absl::StrCat("loader ", i));
+          for (int k = 0; k <= i; ++k) c.add_commits()->set_id(absl::StrCat("v", k));
+          got[i] = catalogs().PutCatalog(c, replace).status();
+        });
+      }
+      for (std::thread& t : loaders) t.join();
+      int ok = 0;
+      for (const absl::Status& st : got) {
+        if (st.ok()) {
+          ++ok;
+        } else {
+          EXPECT_FALSE(replace) << name << ": " << st;
+          EXPECT_EQ(st.code(), absl::StatusCode::kAlreadyExists) << name << ": " << st;
+          EXPECT_EQ(st.message(),
+                    absl::StrCat("catalog \"", name,
+                                 "\" already exists (load with replace to overwrite)"));
+        }
+      }
+      EXPECT_EQ(ok, replace ? kLoaders : 1) << name;
+      auto stored = catalogs().GetCatalog(name);
+      ASSERT_TRUE(stored.ok()) << stored.status();
+      const int loader = std::stoi(stored->source().substr(7));
+      EXPECT_EQ(stored->commits_size(), loader + 1) << name << " mixes two loads";
+    }
+  }
+}
+
 TEST_P(RepositoryContractTest, LeaseReportIdempotentAndStale) {
   const int64_t m = MakeMatrix(3);
   pb::RegisterResponse a = Register("a1");
