@@ -602,6 +602,50 @@ TEST_P(RepositoryContractTest, StoreOffersMatchByCommitOrRelease) {
   EXPECT_TRUE(found);
 }
 
+// A job on a VM platform waits for a vm offer of that platform's machine
+// model (OfferRuns): a host whose own kernel and mode match takes none, nor
+// does a vm offer of another machine model.
+TEST_P(RepositoryContractTest, VmPlatformJobsGoOnlyToAVmOfferOfTheirMachineModel) {
+  auto register_host = [&](const std::string& name, const std::string& provider,
+                           const std::string& machine_model) {
+    pb::RegisterRequest r = testrows::Registration(name, "fio");
+    r.mutable_host()->set_kernel_release("6.1.0-57-cloud-arm64");
+    r.mutable_host()->set_iommu_mode(pb::IOMMU_MODE_STRICT);
+    if (!provider.empty()) {
+      pb::KernelOffer* o = r.mutable_capabilities(0)->add_kernels();
+      o->set_provider(provider);
+      o->set_release("6.1.0-57-cloud-arm64");
+      o->set_machine_model(machine_model);
+      o->add_modes(pb::IOMMU_MODE_STRICT);
+    }
+    auto a = queue().RegisterAgent(r, retry_);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return std::make_pair(r, a.ok() ? *a : pb::RegisterResponse{});
+  };
+  const auto host_only = register_host("host-only", "", "");
+  const auto other_vm = register_host("q35-guests", "vm", "q35+intel-iommu");
+  const auto smmu_vm = register_host("virt-guests", "vm", "virt+smmuv3");
+  NewMatrix fio = testrows::Matrix(1, 3, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK);
+  for (pb::Job& j : fio.jobs) {
+    j.set_commit_id("v6.1");
+    j.set_mode(pb::IOMMU_MODE_STRICT);
+    j.set_platform("virt-smmuv3");
+  }
+  ASSERT_TRUE(matrices().CreateMatrix(fio).ok());
+  ClaimRules rules;
+  rules.match_real_run_hosts = true;
+  for (const auto* agent : {&host_only, &other_vm, &smmu_vm}) {
+    const std::vector<pb::Capability> caps(agent->first.capabilities().begin(),
+                                           agent->first.capabilities().end());
+    const bool eligible = RealRunEligible(fio.jobs[0], caps, agent->first.host());
+    auto got = queue().LeaseJobs(agent->second.agent_id(), agent->second.session(), 100,
+                                 absl::Seconds(30), {}, rules);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->size(), eligible ? fio.jobs.size() : 0u) << agent->first.name();
+    EXPECT_EQ(eligible, agent == &smmu_vm) << agent->first.name();
+  }
+}
+
 // The claim never hands an agent more leases than its free slots.
 TEST_P(RepositoryContractTest, ClaimStaysWithinTheAgentsFreeSlots) {
   MakeMatrix(10);

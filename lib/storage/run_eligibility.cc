@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/kernel_offers.h"
 #include "proto/names.h"
 
 namespace farm::storage {
@@ -21,11 +22,29 @@ const char* const kBuildDoneSql =
 // clause, as proto/kernel_offers.h states the rule: the offers of the
 // capability named like the executor, or the implicit host offer (host
 // release, detected mode) when it lists none; an offer holding the job's
-// mode; no host offer for a job with kernel_params; and the offer's commit
+// mode; no host offer for a job with kernel_params; on a VM platform, a vm
+// offer of its machine model (VmPlatformOfferSql); and the offer's commit
 // equal to the job's (a kernel store's build) or KernelMatches: the
 // id with a leading "v<digit>" dropped equals the release or prefixes it
 // before '.', '-' or '+', or a 7+ digit hex id appears as "g<first 12
 // digits>" not followed by another hex digit.
+namespace {
+
+// OfferRuns's platform clause over an offer `k`: a job on a VM platform runs
+// only on a "vm" offer of that platform's machine model. Built from
+// VmPlatforms() so that the SQL and the C++ rule name the same platforms.
+std::string VmPlatformOfferSql() {
+  std::string sql = "(CASE j.platform";
+  for (const ::farm::proto::VmPlatform& p : ::farm::proto::VmPlatforms()) {
+    absl::StrAppend(
+        &sql, absl::StrCat(" WHEN '", std::string(p.name), "' THEN k->>'provider' = 'vm' AND "),
+        absl::StrCat("coalesce(k->>'machine_model', '') = '", std::string(p.machine_model), "'"));
+  }
+  return sql + " ELSE true END)";
+}
+
+}  // namespace
+
 // clang-format off
 const std::string kRunnableSql = std::string(
     // A build job: a kbuild capability building the job's catalog for its
@@ -46,6 +65,7 @@ const std::string kRunnableSql = std::string(
     "   ELSE 'dma-map-bench' END) "
     "  AND jsonb_typeof(k->'modes') = 'array' AND k->'modes' @> to_jsonb(j.mode::int) "
     "  AND NOT (k->>'provider' = 'host' AND ") + kJobParamsSql + std::string(" ? 'kernel_params') "
+    "  AND ") + VmPlatformOfferSql() + std::string(" "
     "  AND j.commit_id <> '' "
     "  AND (coalesce(k->>'commit', '') = j.commit_id OR coalesce(k->>'release', '') <> '' "
     "  AND (k->>'release' = j.commit_id"
