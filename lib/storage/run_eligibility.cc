@@ -17,6 +17,22 @@ const char* const kJobParamsSql =
 const char* const kBuildDoneSql =
     "j.waits_for = 0 OR EXISTS (SELECT 1 FROM jobs b WHERE b.id = j.waits_for AND b.state = 3)";
 
+namespace {
+
+// OfferRuns's platform clause over an offer `k`: a job on a VM platform runs
+// only on a "vm" offer of that platform's machine model. Built from
+// VmPlatforms() so that the SQL and the C++ rule name the same platforms.
+std::string VmPlatformOfferSql() {
+  std::string sql = "(CASE j.platform";
+  for (const ::farm::proto::VmPlatform& p : ::farm::proto::VmPlatforms()) {
+    absl::StrAppend(&sql, " WHEN '", std::string(p.name), "' THEN k->>'provider' = 'vm' AND ",
+                    "coalesce(k->>'machine_model', '') = '", std::string(p.machine_model), "'");
+  }
+  return sql + " ELSE true END)";
+}
+
+}  // namespace
+
 // CheckRealRun in SQL over a jobs row `j`, the agent's host facts `ah` and
 // capabilities `ac` (row_codec.h's HostToJson / CapsToJson). Clause by
 // clause, as proto/kernel_offers.h states the rule: the offers of the
@@ -28,23 +44,6 @@ const char* const kBuildDoneSql =
 // id with a leading "v<digit>" dropped equals the release or prefixes it
 // before '.', '-' or '+', or a 7+ digit hex id appears as "g<first 12
 // digits>" not followed by another hex digit.
-namespace {
-
-// OfferRuns's platform clause over an offer `k`: a job on a VM platform runs
-// only on a "vm" offer of that platform's machine model. Built from
-// VmPlatforms() so that the SQL and the C++ rule name the same platforms.
-std::string VmPlatformOfferSql() {
-  std::string sql = "(CASE j.platform";
-  for (const ::farm::proto::VmPlatform& p : ::farm::proto::VmPlatforms()) {
-    absl::StrAppend(
-        &sql, absl::StrCat(" WHEN '", std::string(p.name), "' THEN k->>'provider' = 'vm' AND "),
-        absl::StrCat("coalesce(k->>'machine_model', '') = '", std::string(p.machine_model), "'"));
-  }
-  return sql + " ELSE true END)";
-}
-
-}  // namespace
-
 // clang-format off
 const std::string kRunnableSql = std::string(
     // A build job: a kbuild capability building the job's catalog for its
