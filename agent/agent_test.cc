@@ -284,7 +284,8 @@ TEST_F(AgentTest, RevokedLeaseIsDroppedNotReported) {
   ASSERT_TRUE(Eventually([&] { return Started() == 1; }));
   pb::CancelMatrixRequest cancel;
   cancel.set_matrix_id(mid);
-  ASSERT_TRUE(scheduler_->jobs().CancelMatrix(cancel).ok());
+  ASSERT_TRUE(
+      scheduler_->jobs().CancelMatrix(cancel, {"tester", scheduler::Role::kSubmitter}).ok());
   // The next heartbeat names the lease revoked; the running job is cancelled.
   ASSERT_TRUE(Eventually([&] { return agent_->stats().revoked == 1; }));
   EXPECT_EQ(agent_->stats().succeeded, 0);

@@ -212,7 +212,10 @@ void AddTokenCommands(CLI::App& app, Subcommands* out) {
       "create", "create a token; prints the secret once on stdout (only its hash is stored)");
   create->add_option("--name", a->name, "principal name (an agent token: the agent name)")
       ->required();
-  create->add_option("--role", a->role, "viewer, submitter, agent or admin")
+  create
+      ->add_option("--role", a->role,
+                   "viewer (reads), submitter (reads, submit; cancel and triage its own), "
+                   "agent (the agent calls only, as agent --name) or admin (everything)")
       ->required()
       ->check(CLI::IsMember({"viewer", "submitter", "agent", "admin"}));
   out->push_back(

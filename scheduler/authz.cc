@@ -16,75 +16,7 @@ std::string FirstProperty(const grpc::AuthContext& auth, const char* property) {
   return std::string(values.front().data(), values.front().size());
 }
 
-absl::Status Denied(const Principal& who, absl::string_view what) {
-  return absl::PermissionDeniedError(absl::StrCat("principal \"", absl::CEscape(who.name), "\" (",
-                                                  RoleName(who.role), "): ", what));
-}
-
 }  // namespace
-
-std::string RoleName(Role role) {
-  switch (role) {
-    case Role::kViewer:
-      return "viewer";
-    case Role::kSubmitter:
-      return "submitter";
-    case Role::kAgent:
-      return "agent";
-    case Role::kAdmin:
-      return "admin";
-    case Role::kNone:
-      break;
-  }
-  return "none";
-}
-
-std::optional<Role> ParseRole(absl::string_view name) {
-  for (Role r : {Role::kViewer, Role::kSubmitter, Role::kAgent, Role::kAdmin}) {
-    if (name == RoleName(r)) return r;
-  }
-  return std::nullopt;
-}
-
-const std::vector<RpcRule>& RpcRoleTable() {
-  // The one place that says who may call what.
-  static const std::vector<RpcRule>* const kTable = new std::vector<RpcRule>{
-      {"JobService/SubmitMatrix", Role::kSubmitter},
-      {"JobService/GetMatrix", Role::kViewer},
-      {"JobService/ListMatrices", Role::kViewer},
-      {"JobService/WatchMatrix", Role::kViewer},
-      {"JobService/CancelMatrix", Role::kSubmitter},
-      {"JobService/GetResults", Role::kViewer},
-      {"JobService/GetRawOutput", Role::kViewer},
-      {"JobService/ListAgents", Role::kViewer},
-      {"JobService/ListCatalogs", Role::kViewer},
-      {"JobService/GetCatalog", Role::kViewer},
-      {"JobService/LoadCatalog", Role::kAdmin},
-      {"JobService/ImportGitCatalog", Role::kAdmin},
-      {"AgentService/Register", Role::kAgent},
-      {"AgentService/Heartbeat", Role::kAgent},
-      {"AgentService/LeaseJobs", Role::kAgent},
-      {"AgentService/ReportResult", Role::kAgent},
-      {"AgentService/ReportResults", Role::kAgent},
-      {"AgentService/ReportFailure", Role::kAgent},
-      {"AgentService/ReleaseLeases", Role::kAgent},
-      {"AnalysisService/ListRegressions", Role::kViewer},
-      {"AnalysisService/GetRegression", Role::kViewer},
-      {"AnalysisService/GetBisect", Role::kViewer},
-      {"AnalysisService/UpdateRegression", Role::kSubmitter},
-      {"AccessService/CreateToken", Role::kAdmin},
-      {"AccessService/ListTokens", Role::kAdmin},
-      {"AccessService/RevokeToken", Role::kAdmin},
-  };
-  return *kTable;
-}
-
-std::optional<Role> MinimumRole(absl::string_view rpc) {
-  for (const RpcRule& r : RpcRoleTable()) {
-    if (rpc == r.rpc) return r.min_role;
-  }
-  return std::nullopt;
-}
 
 absl::StatusOr<Principal> Authorizer::FromToken(const std::string& token, bool lease_path) {
   if (!options_.admin_token.empty() &&
@@ -155,11 +87,12 @@ absl::StatusOr<Principal> Authorizer::Authorize(const grpc::ServerContextBase& c
     refused_.fetch_add(1);
     return who.status();
   }
-  const std::optional<Role> need = MinimumRole(rpc);
-  if (!need.has_value() || static_cast<int>(who->role) < static_cast<int>(*need)) {
+  const std::optional<RoleSet> allowed = AllowedRoles(rpc);
+  if (!allowed.has_value() || !allowed->Contains(who->role)) {
     refused_.fetch_add(1);
-    return Denied(*who, absl::StrCat(rpc, " needs role ",
-                                     need.has_value() ? RoleName(*need) : "(unlisted rpc)"));
+    return PermissionDenied(
+        *who, absl::StrCat(rpc, " is for role ",
+                           allowed.has_value() ? allowed->ToString() : "(unlisted rpc)"));
   }
   return who;
 }
@@ -167,8 +100,9 @@ absl::StatusOr<Principal> Authorizer::Authorize(const grpc::ServerContextBase& c
 absl::Status Authorizer::CheckRegister(const Principal& who, const std::string& agent_name) {
   if (who.bound_agent() && agent_name != who.name) {
     refused_.fetch_add(1);
-    return Denied(who, absl::StrCat("may register only as agent \"", absl::CEscape(who.name),
-                                    "\", not \"", absl::CEscape(agent_name.substr(0, 64)), "\""));
+    return PermissionDenied(
+        who, absl::StrCat("may register only as agent \"", absl::CEscape(who.name), "\", not \"",
+                          absl::CEscape(agent_name.substr(0, 64)), "\""));
   }
   if (access_ == nullptr || !options_.authenticated()) return absl::OkStatus();
   absl::StatusOr<bool> claimed =
@@ -176,8 +110,9 @@ absl::Status Authorizer::CheckRegister(const Principal& who, const std::string& 
   if (!claimed.ok()) return claimed.status();
   if (!*claimed) {
     refused_.fetch_add(1);
-    return Denied(who, absl::StrCat("agent name \"", absl::CEscape(agent_name.substr(0, 64)),
-                                    "\" belongs to a connected agent of another principal"));
+    return PermissionDenied(who,
+                            absl::StrCat("agent name \"", absl::CEscape(agent_name.substr(0, 64)),
+                                         "\" belongs to a connected agent of another principal"));
   }
   return absl::OkStatus();
 }
@@ -195,7 +130,7 @@ absl::Status Authorizer::CheckAgentId(const Principal& who, int64_t agent_id, bo
     absl::StatusOr<std::string> n = queue->AgentName(agent_id);
     if (absl::IsNotFound(n.status())) {
       refused_.fetch_add(1);
-      return Denied(who, absl::StrCat("agent ", agent_id, " is not this agent"));
+      return PermissionDenied(who, absl::StrCat("agent ", agent_id, " is not this agent"));
     }
     if (!n.ok()) return n.status();
     name = *n;
@@ -204,7 +139,7 @@ absl::Status Authorizer::CheckAgentId(const Principal& who, int64_t agent_id, bo
   }
   if (name != who.name) {
     refused_.fetch_add(1);
-    return Denied(who, absl::StrCat("agent ", agent_id, " is not this agent"));
+    return PermissionDenied(who, absl::StrCat("agent ", agent_id, " is not this agent"));
   }
   return absl::OkStatus();
 }
@@ -212,7 +147,7 @@ absl::Status Authorizer::CheckAgentId(const Principal& who, int64_t agent_id, bo
 absl::Status Authorizer::QueueRefusal(const Principal& who, const absl::Status& st) {
   if (!absl::IsPermissionDenied(st)) return st;
   refused_.fetch_add(1);
-  return Denied(who, st.message());
+  return PermissionDenied(who, st.message());
 }
 
 }  // namespace farm::scheduler

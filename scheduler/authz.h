@@ -11,13 +11,16 @@
 // every caller is the anonymous admin (allowed on loopback only, see
 // CheckExposure in server.h).
 //
-// Roles are ordered viewer < submitter < agent < admin; a call needs at
-// least RpcRoleTable()'s role for its RPC. An agent principal is bound to
-// the agent name it is called by: it registers only that name, and its
-// agent calls must carry an agent id of that name. Which leases an agent
+// Roles and the table of who may call what are in roles.h: a call is
+// refused unless its principal's role is in RpcRoleTable()'s set for its
+// RPC. An agent principal is bound to the agent name it is called by: it
+// registers only that name, and its agent calls must carry an agent id of
+// that name. Which leases an agent
 // holds is the queue's to say, in the statement that renews, releases or
 // reports them: another agent's lease in a heartbeat is answered as revoked
-// in its slot, the rest are extended.
+// in its slot, the rest are extended. Ownership (who may cancel a matrix or
+// triage a regression) is the plain services' to check (roles.h
+// CheckOwner), with the principal the adapters hand them.
 //
 // Token lookups are cached for AuthzOptions::token_cache_ttl (revocation on
 // this server drops the token's entries at once; one made on another
@@ -48,32 +51,9 @@
 #include "absl/time/time.h"
 #include "lib/storage/access_store.h"
 #include "lib/storage/job_queue.h"
+#include "scheduler/roles.h"
 
 namespace farm::scheduler {
-
-enum class Role : int { kNone = 0, kViewer = 1, kSubmitter = 2, kAgent = 3, kAdmin = 4 };
-
-std::string RoleName(Role role);
-std::optional<Role> ParseRole(absl::string_view name);
-
-struct Principal {
-  enum class Via { kAnonymous, kCertificate, kToken, kBootstrapToken };
-  std::string name;
-  Role role = Role::kNone;
-  Via via = Via::kAnonymous;
-  // Agent calls are bound to `name`.
-  bool bound_agent() const { return role == Role::kAgent; }
-};
-
-struct RpcRule {
-  const char* rpc;  // "Service/Method", e.g. "JobService/SubmitMatrix"
-  Role min_role;
-};
-// Every RPC the scheduler serves, with its minimum role (health is not in it:
-// it stays open).
-const std::vector<RpcRule>& RpcRoleTable();
-// nullopt for an RPC not in the table.
-std::optional<Role> MinimumRole(absl::string_view rpc);
 
 struct AuthzOptions {
   std::string admin_token;           // bootstrap admin bearer token; empty: none
@@ -95,8 +75,8 @@ class Authorizer final {
   // `lease_path`: lookups through the lease path's stores.
   absl::StatusOr<Principal> Authenticate(const grpc::ServerContextBase& ctx,
                                          bool lease_path = false);
-  // Authenticate, then PERMISSION_DENIED unless the principal's role
-  // reaches MinimumRole(rpc).
+  // Authenticate, then PERMISSION_DENIED unless the principal's role is
+  // in AllowedRoles(rpc).
   absl::StatusOr<Principal> Authorize(const grpc::ServerContextBase& ctx, absl::string_view rpc);
 
   // Register: a bound agent registers only its own name; and a name a

@@ -658,8 +658,9 @@ grpc::ServerWriteReactor<pb::MatrixProgress>* JobServiceGrpc::WatchMatrix(
 grpc::ServerUnaryReactor* JobServiceGrpc::CancelMatrix(grpc::CallbackServerContext* ctx,
                                                        const pb::CancelMatrixRequest* req,
                                                        pb::CancelMatrixResponse* resp) {
+  // Only the matrix's owner or an admin: the service checks the principal.
   return Unary(ctx, pool_, authz_, "JobService/CancelMatrix", resp,
-               [this, req] { return svc_->CancelMatrix(*req); });
+               [this, req](const Principal& who) { return svc_->CancelMatrix(*req, who); });
 }
 grpc::ServerWriteReactor<pb::Result>* JobServiceGrpc::GetResults(grpc::CallbackServerContext* ctx,
                                                                  const pb::GetResultsRequest* req) {
@@ -820,8 +821,9 @@ grpc::ServerUnaryReactor* AnalysisServiceGrpc::GetBisect(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* AnalysisServiceGrpc::UpdateRegression(
     grpc::CallbackServerContext* ctx, const pb::UpdateRegressionRequest* req,
     pb::Regression* resp) {
+  // Only the owner of the regression's matrix or an admin (the service).
   return Unary(ctx, pool_, authz_, "AnalysisService/UpdateRegression", resp,
-               [this, req] { return svc_->UpdateRegression(*req); });
+               [this, req](const Principal& who) { return svc_->UpdateRegression(*req, who); });
 }
 
 // ------------------------------------------------------------- AccessService

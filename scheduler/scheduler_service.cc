@@ -258,9 +258,17 @@ absl::StatusOr<pb::ListMatricesResponse> JobService::ListMatrices(
 }
 
 absl::StatusOr<pb::CancelMatrixResponse> JobService::CancelMatrix(
-    const pb::CancelMatrixRequest& req) {
+    const pb::CancelMatrixRequest& req, const Principal& who) {
   if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   if (req.matrix_id() <= 0) return absl::InvalidArgumentError("matrix_id: required");
+  // The owner never changes, so the check holds for the cancel that follows.
+  if (who.role != Role::kAdmin) {
+    absl::StatusOr<pb::Matrix> m = matrices_->GetMatrix(req.matrix_id());
+    if (!m.ok()) return m.status();
+    absl::Status mine =
+        CheckOwner(who, m->submitted_by(), absl::StrCat("cancel matrix ", req.matrix_id()));
+    if (!mine.ok()) return mine;
+  }
   auto out = matrices_->CancelMatrix(req.matrix_id(), req.reason());
   if (!out.ok()) return out.status();
   pb::CancelMatrixResponse resp;
@@ -587,40 +595,49 @@ absl::StatusOr<pb::Bisect> AnalysisService::GetBisect(const pb::GetBisectRequest
 }
 
 absl::StatusOr<pb::Regression> AnalysisService::UpdateRegression(
-    const pb::UpdateRegressionRequest& req) {
+    const pb::UpdateRegressionRequest& req, const Principal& who) {
   if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
   if (req.regression_id() <= 0) return absl::InvalidArgumentError("regression_id: required");
   const pb::RegressionState s = req.state();
-  if (req.reopen()) {
-    if (s != pb::REGRESSION_STATE_UNSPECIFIED) {
-      return absl::InvalidArgumentError("reopen and state: set one of them");
-    }
-    absl::StatusOr<pb::Regression> current = store_->GetRegression(req.regression_id());
-    if (!current.ok()) return current.status();
-    switch (current->state()) {
-      case pb::REGRESSION_STATE_ACKNOWLEDGED:
-      case pb::REGRESSION_STATE_IGNORED:
-      case pb::REGRESSION_STATE_FIXED:
-      case pb::REGRESSION_STATE_FALSE_POSITIVE:
-        break;
-      default:
-        return absl::FailedPreconditionError(
-            absl::StrCat("regression ", req.regression_id(), " is ",
-                         proto::RegressionStateName(current->state()),
-                         "; only acknowledged, ignored, fixed or false-positive ones reopen"));
-    }
-    return store_->UpdateRegression(req.regression_id(), pb::REGRESSION_STATE_CONFIRMED,
-                                    req.note());
+  if (req.reopen() && s != pb::REGRESSION_STATE_UNSPECIFIED) {
+    return absl::InvalidArgumentError("reopen and state: set one of them");
   }
-  if (s != pb::REGRESSION_STATE_UNSPECIFIED && s != pb::REGRESSION_STATE_ACKNOWLEDGED &&
-      s != pb::REGRESSION_STATE_IGNORED && s != pb::REGRESSION_STATE_FIXED &&
-      s != pb::REGRESSION_STATE_FALSE_POSITIVE) {
+  if (!req.reopen() && s != pb::REGRESSION_STATE_UNSPECIFIED &&
+      s != pb::REGRESSION_STATE_ACKNOWLEDGED && s != pb::REGRESSION_STATE_IGNORED &&
+      s != pb::REGRESSION_STATE_FIXED && s != pb::REGRESSION_STATE_FALSE_POSITIVE) {
     return absl::InvalidArgumentError(absl::StrCat(
         "state: ", pb::RegressionState_Name(s),
         " cannot be set by hand (expected ACKNOWLEDGED, IGNORED, FIXED or FALSE_POSITIVE; "
         "reopen for CONFIRMED)"));
   }
-  return store_->UpdateRegression(req.regression_id(), s, req.note());
+  absl::StatusOr<pb::Regression> current = store_->GetRegression(req.regression_id());
+  if (!current.ok()) return current.status();
+  if (absl::Status mine = CheckRegressionOwner(*current, who); !mine.ok()) return mine;
+  if (!req.reopen()) return store_->UpdateRegression(req.regression_id(), s, req.note());
+  switch (current->state()) {
+    case pb::REGRESSION_STATE_ACKNOWLEDGED:
+    case pb::REGRESSION_STATE_IGNORED:
+    case pb::REGRESSION_STATE_FIXED:
+    case pb::REGRESSION_STATE_FALSE_POSITIVE:
+      break;
+    default:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "regression ", req.regression_id(), " is ", proto::RegressionStateName(current->state()),
+          "; only acknowledged, ignored, fixed or false-positive ones reopen"));
+  }
+  return store_->UpdateRegression(req.regression_id(), pb::REGRESSION_STATE_CONFIRMED, req.note());
+}
+
+absl::Status AnalysisService::CheckRegressionOwner(const pb::Regression& r, const Principal& who) {
+  if (who.role == Role::kAdmin) return absl::OkStatus();
+  const std::string what =
+      absl::StrCat("triage regression ", r.id(), " (found in matrix ", r.matrix_id(), ")");
+  if (r.matrix_id() <= 0) return CheckOwner(who, "", what);
+  absl::StatusOr<pb::Matrix> m = matrices_->GetMatrix(r.matrix_id());
+  // A matrix that is gone leaves the regression with no owner.
+  if (absl::IsNotFound(m.status())) return CheckOwner(who, "", what);
+  if (!m.ok()) return m.status();
+  return CheckOwner(who, m->submitted_by(), what);
 }
 
 // =================================================================== Reaper

@@ -9,7 +9,9 @@
 // must outlive the service. Errors follow repositories.h: kUnavailable
 // (database away: retry), kNotFound, kFailedPrecondition (stale lease),
 // kInvalidArgument (bad request, message names the field),
-// kResourceExhausted (caps).
+// kResourceExhausted (caps), kPermissionDenied (the caller does not own
+// what it would change, roles.h CheckOwner). The adapters have checked the
+// caller's role already; a method that takes a Principal checks ownership.
 #ifndef SCHEDULER_SCHEDULER_SERVICE_H_
 #define SCHEDULER_SCHEDULER_SERVICE_H_
 
@@ -27,6 +29,7 @@
 #include "lib/spec/matrix_spec.h"
 #include "lib/storage/repositories.h"
 #include "scheduler/kernel_builds.h"
+#include "scheduler/roles.h"
 #include "scheduler/spec.h"
 
 namespace farm::scheduler {
@@ -76,7 +79,9 @@ class JobService final {
                                                         const std::string& submitted_by);
   absl::StatusOr<pb::Matrix> GetMatrix(const pb::GetMatrixRequest& req);
   absl::StatusOr<pb::ListMatricesResponse> ListMatrices(const pb::ListMatricesRequest& req);
-  absl::StatusOr<pb::CancelMatrixResponse> CancelMatrix(const pb::CancelMatrixRequest& req);
+  // Only the matrix's submitter or an admin may cancel it.
+  absl::StatusOr<pb::CancelMatrixResponse> CancelMatrix(const pb::CancelMatrixRequest& req,
+                                                        const Principal& who);
   // One page of GetResults (jobs with id > after_job_id): at most `limit`
   // results and, with raw output, at most max_raw_bytes of it (but at least
   // one result); see storage::MatrixStore::ListResults.
@@ -164,7 +169,9 @@ class AgentService final {
 
 class AnalysisService final {
  public:
-  explicit AnalysisService(storage::AnalysisStore* store) : store_(store) {}
+  // `matrices` names a regression's owner: the submitter of its matrix.
+  AnalysisService(storage::AnalysisStore* store, storage::MatrixStore* matrices)
+      : store_(store), matrices_(matrices) {}
   AnalysisService(const AnalysisService&) = delete;
   AnalysisService& operator=(const AnalysisService&) = delete;
 
@@ -172,10 +179,17 @@ class AnalysisService final {
       const pb::ListRegressionsRequest& req);
   absl::StatusOr<pb::Regression> GetRegression(const pb::GetRegressionRequest& req);
   absl::StatusOr<pb::Bisect> GetBisect(const pb::GetBisectRequest& req);
-  absl::StatusOr<pb::Regression> UpdateRegression(const pb::UpdateRegressionRequest& req);
+  // Triage: only the owner of the matrix the regression was found in
+  // (Regression.matrix_id) or an admin.
+  absl::StatusOr<pb::Regression> UpdateRegression(const pb::UpdateRegressionRequest& req,
+                                                  const Principal& who);
 
  private:
+  // OK for an admin or the submitter of r's matrix.
+  absl::Status CheckRegressionOwner(const pb::Regression& r, const Principal& who);
+
   storage::AnalysisStore* const store_;
+  storage::MatrixStore* const matrices_;
 };
 
 // Periodic housekeeping, one thread (a BackgroundLoop): requeues expired

@@ -25,6 +25,10 @@
 namespace farm::scheduler {
 namespace {
 
+// The principal the tests submit as, and an admin.
+const Principal kOwner{"tester", Role::kSubmitter};
+const Principal kAdmin{"root", Role::kAdmin};
+
 const char* const kCatalog = R"(
 catalog: test-iommu
 commits:
@@ -69,7 +73,7 @@ class SchedulerServiceTest : public ::testing::Test {
         config_(TestConfig()),
         jobs_(&store_, &store_, &store_, &metrics_, config_),
         agents_(&store_, &metrics_, config_),
-        analysis_(&store_),
+        analysis_(&store_, &store_),
         reaper_(&store_, &metrics_, config_) {}
 
   void LoadCatalog() {
@@ -439,7 +443,7 @@ TEST_F(SchedulerServiceTest, CancelRevokesLeases) {
   pb::CancelMatrixRequest cr;
   cr.set_matrix_id(sub.matrix().id());
   cr.set_reason("changed my mind");
-  auto cresp = jobs_.CancelMatrix(cr);
+  auto cresp = jobs_.CancelMatrix(cr, kOwner);
   ASSERT_TRUE(cresp.ok()) << cresp.status();
   EXPECT_EQ(cresp->jobs_cancelled(), 12);
   EXPECT_EQ(cresp->matrix().state(), pb::MATRIX_STATE_CANCELLED);
@@ -454,7 +458,7 @@ TEST_F(SchedulerServiceTest, CancelRevokesLeases) {
   gm.set_matrix_id(9999);
   EXPECT_EQ(jobs_.GetMatrix(gm).status().code(), absl::StatusCode::kNotFound);
   cr.set_matrix_id(9999);
-  EXPECT_EQ(jobs_.CancelMatrix(cr).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(jobs_.CancelMatrix(cr, kOwner).status().code(), absl::StatusCode::kNotFound);
   pb::GetRegressionRequest gr;
   gr.set_regression_id(1);
   EXPECT_EQ(analysis_.GetRegression(gr).status().code(), absl::StatusCode::kNotFound);
@@ -598,7 +602,8 @@ TEST_F(SchedulerServiceTest, RequestsAreCheckedBeforeTheStore) {
   pb::UpdateRegressionRequest ur;
   ur.set_regression_id(1);
   ur.set_state(pb::REGRESSION_STATE_CONFIRMED);
-  EXPECT_EQ(analysis_.UpdateRegression(ur).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(analysis_.UpdateRegression(ur, kAdmin).status().code(),
+            absl::StatusCode::kInvalidArgument);
   pb::ImportGitCatalogRequest ig;
   ig.set_catalog("c");
   EXPECT_EQ(jobs_.ImportGitCatalog(ig).status().code(), absl::StatusCode::kInvalidArgument);
@@ -759,7 +764,7 @@ TEST_F(SchedulerServiceTest, RegressionsAreListedTriagedAndTheirBisectRead) {
   ur.set_regression_id(5);
   ur.set_state(pb::REGRESSION_STATE_FALSE_POSITIVE);
   ur.set_note("noise");
-  auto u = analysis_.UpdateRegression(ur);
+  auto u = analysis_.UpdateRegression(ur, kAdmin);
   ASSERT_TRUE(u.ok()) << u.status();
   EXPECT_EQ(u->state(), pb::REGRESSION_STATE_FALSE_POSITIVE);
   list = analysis_.ListRegressions(pb::ListRegressionsRequest());
@@ -777,15 +782,15 @@ TEST_F(SchedulerServiceTest, RegressionsAreListedTriagedAndTheirBisectRead) {
   pb::UpdateRegressionRequest reopen;
   reopen.set_regression_id(5);
   reopen.set_reopen(true);
-  auto r = analysis_.UpdateRegression(reopen);
+  auto r = analysis_.UpdateRegression(reopen, kAdmin);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->state(), pb::REGRESSION_STATE_CONFIRMED);
-  EXPECT_EQ(analysis_.UpdateRegression(reopen).status().code(),
+  EXPECT_EQ(analysis_.UpdateRegression(reopen, kAdmin).status().code(),
             absl::StatusCode::kFailedPrecondition);
   pb::UpdateRegressionRequest ignore;
   ignore.set_regression_id(5);
   ignore.set_state(pb::REGRESSION_STATE_IGNORED);
-  auto i = analysis_.UpdateRegression(ignore);
+  auto i = analysis_.UpdateRegression(ignore, kAdmin);
   ASSERT_TRUE(i.ok()) << i.status();
   EXPECT_EQ(i->state(), pb::REGRESSION_STATE_IGNORED);
   list = analysis_.ListRegressions(pb::ListRegressionsRequest());
@@ -798,9 +803,55 @@ TEST_F(SchedulerServiceTest, RegressionsAreListedTriagedAndTheirBisectRead) {
   EXPECT_EQ(list->regressions_size(), 1);
   pb::UpdateRegressionRequest both = ignore;
   both.set_reopen(true);
-  EXPECT_EQ(analysis_.UpdateRegression(both).status().code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(analysis_.UpdateRegression(reopen).ok());
+  EXPECT_EQ(analysis_.UpdateRegression(both, kAdmin).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(analysis_.UpdateRegression(reopen, kAdmin).ok());
   EXPECT_EQ(analysis_.GetRegression(gr)->state(), pb::REGRESSION_STATE_CONFIRMED);
+}
+
+// Cancel and triage change one principal's work: another submitter is
+// refused, naming itself and the owner; the owner and an admin are not. A
+// regression whose matrix is unknown has no owner but the admins.
+TEST_F(SchedulerServiceTest, OnlyTheOwnerOrAnAdminCancelsAMatrixOrTriagesItsRegressions) {
+  LoadCatalog();
+  const int64_t mine = Submit(kSpec).matrix().id();
+  const int64_t theirs = Submit(OneJobSpec(), "k2").matrix().id();
+  const Principal other{"mallory", Role::kSubmitter};
+  pb::CancelMatrixRequest cr;
+  cr.set_matrix_id(mine);
+  absl::StatusOr<pb::CancelMatrixResponse> refused = jobs_.CancelMatrix(cr, other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(refused.status().message(),
+            absl::StrCat("principal \"mallory\" (submitter): may not cancel matrix ", mine,
+                         ": it belongs to \"tester\" (only its owner or an admin may)"));
+  pb::GetMatrixRequest gm;
+  gm.set_matrix_id(mine);
+  EXPECT_EQ(jobs_.GetMatrix(gm)->counts().cancelled(), 0);
+  EXPECT_TRUE(jobs_.CancelMatrix(cr, kOwner).ok());
+  cr.set_matrix_id(theirs);
+  EXPECT_TRUE(jobs_.CancelMatrix(cr, kAdmin).ok());
+
+  store_.db().Write([&](storage::MemoryDatabase::Tables& t, storage::MemoryDatabase::Changes&) {
+    for (int64_t id : {1, 2}) {
+      pb::Regression& g = t.regressions[id].regression;
+      g.set_id(id);
+      g.set_state(pb::REGRESSION_STATE_CONFIRMED);
+      g.set_matrix_id(id == 1 ? mine : 999);
+    }
+    return 0;
+  });
+  pb::UpdateRegressionRequest ur;
+  ur.set_regression_id(1);
+  ur.set_state(pb::REGRESSION_STATE_ACKNOWLEDGED);
+  absl::StatusOr<pb::Regression> triaged = analysis_.UpdateRegression(ur, other);
+  EXPECT_EQ(triaged.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(triaged.status().message().find("belongs to \"tester\""), std::string::npos)
+      << triaged.status();
+  EXPECT_TRUE(analysis_.UpdateRegression(ur, kOwner).ok());
+  ur.set_regression_id(2);
+  EXPECT_EQ(analysis_.UpdateRegression(ur, kOwner).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(analysis_.UpdateRegression(ur, kAdmin).ok());
 }
 
 TEST_F(SchedulerServiceTest, EveryCulpritOfASplitBisectIsServed) {

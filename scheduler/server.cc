@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   // options.config.claim, applied inside the claim.
   s->agent_service_ =
       std::make_unique<AgentService>(s->store_.get(), s->metrics_.get(), options.config);
-  s->analysis_service_ = std::make_unique<AnalysisService>(s->store_.get());
+  s->analysis_service_ = std::make_unique<AnalysisService>(s->store_.get(), s->store_.get());
 
   if (!options.catalog_dir.empty()) {
     absl::StatusOr<std::vector<std::string>> loaded =

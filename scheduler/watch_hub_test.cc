@@ -23,6 +23,9 @@
 namespace farm::scheduler {
 namespace {
 
+// The principal the tests submit as.
+const Principal kOwner{"tester", Role::kSubmitter};
+
 const char* const kCatalog = R"(
 catalog: hub-test
 commits:
@@ -199,7 +202,7 @@ TEST_F(WatchHubTest, AChangeWakesOneReadForEveryStream) {
   for (Collector& c : streams) ASSERT_TRUE(c.WaitForCount(1));
   pb::CancelMatrixRequest cancel;
   cancel.set_matrix_id(matrix_);
-  ASSERT_TRUE(jobs_.CancelMatrix(cancel).ok());
+  ASSERT_TRUE(jobs_.CancelMatrix(cancel, kOwner).ok());
   for (Collector& c : streams) {
     ASSERT_TRUE(c.WaitFor([](const auto& u) {
       return u.back()->matrix.ok() && u.back()->matrix->state() == pb::MATRIX_STATE_CANCELLED;
@@ -212,7 +215,7 @@ TEST_F(WatchHubTest, AChangeWakesOneReadForEveryStream) {
   EXPECT_LE(hub->stats().wake_reads.load(), 3);
   // A finished matrix is not read again, notified or not.
   const int64_t reads = reads_.load();
-  ASSERT_TRUE(jobs_.CancelMatrix(cancel).ok());
+  ASSERT_TRUE(jobs_.CancelMatrix(cancel, kOwner).ok());
   absl::SleepFor(o.min_interval * 2);  // room for a read that must not happen
   DrainPool();
   EXPECT_EQ(reads_.load(), reads);
@@ -271,7 +274,7 @@ TEST_F(WatchHubTest, TheLastStreamToLeaveStopsTheReads) {
   const int64_t reads = reads_.load();
   pb::CancelMatrixRequest cancel;
   cancel.set_matrix_id(matrix_);
-  ASSERT_TRUE(jobs_.CancelMatrix(cancel).ok());  // notifies nobody now
+  ASSERT_TRUE(jobs_.CancelMatrix(cancel, kOwner).ok());  // notifies nobody now
   DrainPool();
   EXPECT_EQ(reads_.load(), reads);
   EXPECT_EQ(a.size(), 1u);
