@@ -1,7 +1,8 @@
 // The deployed scheduler (mTLS) against connections that never start TLS:
 // gRPC closes each once the handshake timeout passes, so they hold no
 // descriptor for long, and a real mTLS agent registers and heartbeats while
-// they are open and after they are gone.
+// they are open and after they are gone; and more of them than the
+// process has descriptors never stop the listener (the accept limit).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -12,8 +13,11 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
+#include "testing/binaries.h"
+#include "testing/child_process.h"
 #include "testing/mtls_farm.h"
 
 namespace farm {
@@ -72,6 +76,50 @@ TEST_F(ConnectionsPgTest, ConnectionsThatNeverStartTlsAreClosedAndAgentsGoOn) {
   EXPECT_EQ(closed, static_cast<int>(idle.size()));
   for (int fd : idle) close(fd);
   EXPECT_TRUE(Call(agent, "/iommufarm.v1.AgentService/Heartbeat", hb, &resp).ok());
+}
+
+// gRPC 1.51 gives its listener up at the first EMFILE from accept4. A real
+// farm-scheduler in a 320-descriptor table meets 600 connections that never
+// start TLS; once they are gone an mTLS agent must still get in.
+TEST_F(ConnectionsPgTest, MoreIdleConnectionsThanDescriptorsNeverStopTheListener) {
+  const int port = testing::PickFreePort();
+  ASSERT_GT(port, 0);
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  auto scheduler = testing::SpawnLogged(
+      {"/usr/bin/prlimit", "--nofile=320:320", "--",
+       testing::BinaryPath("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN), "--listen", address, "--db",
+       db_uri_, "--metrics", "127.0.0.1:0", "--catalog-dir", FARM_SOURCE_DIR "/emu/model/catalogs",
+       "--tls-cert", CertDir() + "/ca/server.pem", "--tls-key", CertDir() + "/ca/server.key",
+       "--tls-ca", CertDir() + "/ca/ca.pem"},
+      CertDir() + "/fd-limited-scheduler");
+  absl::Status up = scheduler->WaitFor("listening on", false, absl::Seconds(60));
+  ASSERT_TRUE(up.ok()) << up << "\n" << scheduler->Err();
+
+  std::vector<int> idle;
+  for (int i = 0; i < 600; ++i) {
+    const int fd = Connect(port);
+    if (fd >= 0) idle.push_back(fd);
+  }
+  EXPECT_EQ(idle.size(), 600u);
+  // Past the limit the scheduler closes a connection at once.
+  int closed_at_once = 0;
+  for (int fd : idle) closed_at_once += ClosedByServer(fd, absl::Milliseconds(1)) ? 1 : 0;
+  for (int fd : idle) close(fd);
+
+  client::ClientOptions agent;
+  agent.server = address;
+  agent.tls = ClientPem("agent-a");
+  grpc::Status st;
+  pb::RegisterResponse reg;
+  for (int attempt = 0; attempt < 30 && reg.agent_id() == 0; ++attempt) {
+    reg = Register(agent, "agent-a", &st);
+    if (reg.agent_id() == 0) absl::SleepFor(absl::Seconds(1));
+  }
+  EXPECT_GT(reg.agent_id(), 0) << st.error_message() << "\n" << scheduler->Err();
+  EXPECT_GT(closed_at_once, 0);
+  EXPECT_EQ(scheduler->Err().find("Too many open files"), std::string::npos) << scheduler->Err();
+  std::cout << "idle connections: " << idle.size() << ", closed at once: " << closed_at_once
+            << "\n";
 }
 
 }  // namespace

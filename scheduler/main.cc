@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "lib/metrics/metrics.h"
 #include "lib/metrics/metrics_flags.h"
+#include "lib/service/accept_limit.h"
 #include "lib/service/flags.h"
 #include "lib/service/shutdown.h"
 #include "lib/service/tls.h"
@@ -158,17 +159,18 @@ absl::StatusOr<farm::scheduler::ServerOptions> ResolveOptions(const Flags& f) {
 
 // Every connection costs a descriptor, and gRPC stops accepting for good at
 // the first "Too many open files": take the whole hard limit (systemd's
-// LimitNOFILE, deploy/systemd) instead of the 1024 soft default.
-void RaiseOpenFileLimit() {
+// LimitNOFILE, deploy/systemd) instead of the 1024 soft default. Returns
+// the soft limit in force (0 if unknown).
+int64_t RaiseOpenFileLimit() {
   rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return 0;
   const rlim_t before = lim.rlim_cur;
   if (lim.rlim_cur < lim.rlim_max) {
     lim.rlim_cur = lim.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
       spdlog::warn("open-file limit: cannot raise soft {} to hard {}: {}", before, lim.rlim_max,
                    std::strerror(errno));
-      return;
+      return static_cast<int64_t>(before);
     }
   }
   spdlog::info("open-file limit: soft {} (was {}), hard {}", lim.rlim_cur, before, lim.rlim_max);
@@ -176,6 +178,17 @@ void RaiseOpenFileLimit() {
     spdlog::warn("open-file limit {} allows few connections; set LimitNOFILE=65536 (the unit does)",
                  lim.rlim_cur);
   }
+  return static_cast<int64_t>(lim.rlim_cur);
+}
+
+// Keeps incoming connections below the open-file limit, so that gRPC's
+// listener never meets EMFILE (lib/service/accept_limit.h).
+void LimitAcceptedConnections(int64_t open_file_limit) {
+  if (open_file_limit <= 0) return;
+  const int limit = farm::service::AcceptFdLimitFor(open_file_limit);
+  farm::service::SetAcceptFdLimit(limit);
+  spdlog::info("connections: accepted only below descriptor {}; the rest of the {} are kept", limit,
+               open_file_limit);
 }
 
 // Starts /metrics and the server, waits for SIGTERM/SIGINT, shuts down.
@@ -234,7 +247,7 @@ int main(int argc, char** argv) {
     std::cerr << opts.status().message() << "\n";
     return 2;
   }
-  RaiseOpenFileLimit();
+  LimitAcceptedConnections(RaiseOpenFileLimit());
   // Before any thread starts, so that no gRPC or pool thread takes a signal.
   farm::service::ShutdownSignals signals;
   return Serve(*opts, flags, signals);
