@@ -107,7 +107,11 @@ function(farm_gtest target)
     add_dependencies(${target} ${ARG_DEPENDS})
   endif()
   farm_warnings(${target})
-  gtest_discover_tests(${target} TEST_PREFIX "${ARG_PREFIX}" DISCOVERY_TIMEOUT 60
+  # NO_PRETTY_VALUES: a value-parameterised case is named as gtest names it
+  # (Transport/FarmFaultPgTest.Case/mtls with a name generator, .../0
+  # without), so `ctest -R '/mtls$'` selects it; the pretty form appends
+  # "  # GetParam() = ..." (for structs, a byte dump with addresses).
+  gtest_discover_tests(${target} TEST_PREFIX "${ARG_PREFIX}" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
                        TEST_LIST ${target}_TESTS PROPERTIES TIMEOUT ${ARG_TIMEOUT})
   # Labels are set by a CTest include file that runs after the discovered
   # list is read: gtest_discover_tests' PROPERTIES cannot carry a list value.

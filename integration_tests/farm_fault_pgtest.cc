@@ -12,12 +12,21 @@
 //    killed for good mid-matrix and the other finishes it;
 //  - PostgreSQL restarted, or every farm backend terminated
 //    (pg_terminate_backend), mid-matrix: nothing lost, nothing duplicated.
+// Every case runs twice (Transport/FarmFaultPgTest.CASE/plaintext and /mtls):
+// once on a plaintext loopback farm, once as docs/security.md deploys one --
+// the scheduler with its server certificate, the farm CA (client
+// certificates required) and a bootstrap admin token file; each agent with
+// its own agent certificate (scripts/farm-certs, O=agent, CN = its --name);
+// the test submitting and polling with a submitter token the admin made, over
+// a submitter certificate. Flags are passed explicitly: the harness clears
+// the caller's FARM_* variables.
 // Waits are bounded polls (PollUntil), never timing assertions.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 
 #include <grpcpp/grpcpp.h>
@@ -26,9 +35,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/base/file.h"
 #include "lib/client/client.h"
 #include "testing/binaries.h"
 #include "testing/child_process.h"
+#include "testing/farm_certs.h"
 #include "testing/service_harness.h"
 
 namespace {
@@ -50,8 +61,32 @@ workloads:
 executor: emulator
 )";
 
-class FarmFaultPgTest : public ::testing::Test {
+enum class Transport { kPlaintext, kMtls };
+
+std::string TransportName(const ::testing::TestParamInfo<Transport>& info) {
+  return info.param == Transport::kMtls ? "mtls" : "plaintext";
+}
+
+// gtest prints the parameter of a failed case with this.
+void PrintTo(Transport t, std::ostream* os) {
+  *os << (t == Transport::kMtls ? "mtls" : "plaintext");
+}
+
+std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+// 32 random bytes, hex: the bootstrap admin token, as docs/security.md makes
+// one with `openssl rand -hex 32`.
+std::string RandomToken() {
+  std::random_device rd;
+  std::string hex;
+  for (int i = 0; i < 32; ++i) absl::StrAppend(&hex, absl::Hex(rd() & 0xff, absl::kZeroPad2));
+  return hex;
+}
+
+class FarmFaultPgTest : public ::testing::TestWithParam<Transport> {
  protected:
+  bool Mtls() const { return GetParam() == Transport::kMtls; }
+
   void SetUp() override {
     auto pg = PostgresInstance::Start();
     ASSERT_TRUE(pg.ok()) << pg.status();
@@ -61,36 +96,97 @@ class FarmFaultPgTest : public ::testing::Test {
     ASSERT_GT(port_, 0);
     logs_ = pg_->dir() + "/logs";
     mkdir(logs_.c_str(), 0755);
+    if (Mtls()) MakeCredentials();
     StartScheduler();
-    channel_ =
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials());
+    client_.server = Loopback(port_);
+    if (Mtls()) {
+      client_.tls = farm::testing::FarmClientPem(certs_, "fault-user");
+      client_.token = CreateSubmitterToken();
+      ASSERT_FALSE(client_.token.empty());
+    }
+    UseClient();
+  }
+
+  // The farm CA and server pair, an admin and a submitter certificate, and
+  // the bootstrap admin token in a file only its owner reads.
+  void MakeCredentials() {
+    certs_ = pg_->dir() + "/certs";
+    absl::Status st = farm::testing::MakeFarmCa(certs_);
+    ASSERT_TRUE(st.ok()) << st;
+    for (const auto& [name, role] :
+         {std::pair{"fault-admin", "admin"}, std::pair{"fault-user", "submitter"}}) {
+      st = farm::testing::MakeFarmClientCertificate(certs_, name, role);
+      ASSERT_TRUE(st.ok()) << st;
+    }
+    admin_token_ = RandomToken();
+    admin_token_file_ = pg_->dir() + "/admin.token";
+    st = farm::base::WriteFileAtomically(admin_token_file_, admin_token_ + "\n", 0600);
+    ASSERT_TRUE(st.ok()) << st;
+  }
+
+  // A submitter API token made by the admin (certificate + bootstrap token),
+  // as `farmctl token create --role submitter` does; empty on failure.
+  std::string CreateSubmitterToken() {
+    farm::client::ClientOptions admin;
+    admin.server = Loopback(port_);
+    admin.tls = farm::testing::FarmClientPem(certs_, "fault-admin");
+    admin.token = admin_token_;
+    auto access = pb::AccessService::NewStub(farm::client::MakeChannel(admin));
+    pb::CreateTokenRequest req;
+    req.set_name("fault-ci");
+    req.set_role("submitter");
+    pb::CreateTokenResponse resp;
+    auto ctx = farm::client::NewContext(admin, absl::Seconds(60));
+    grpc::Status st = access->CreateToken(ctx.get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.token();
+  }
+
+  // The test's own calls go to client_.server, with its TLS and token.
+  void UseClient() {
+    channel_ = farm::client::MakeChannel(client_);
     jobs_ = pb::JobService::NewStub(channel_);
   }
 
   void StartScheduler() { scheduler_ = SpawnScheduler(port_); }
 
   std::unique_ptr<Proc> SpawnScheduler(int port) {
-    auto scheduler = SpawnLogged(
-        std::vector<std::string>{BinaryPath("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN), "--listen",
-                                 absl::StrCat("127.0.0.1:", port), "--db", db_uri_, "--metrics",
-                                 "127.0.0.1:0", "--lease-ttl", "2s", "--retry-backoff", "200ms",
-                                 "--catalog-dir", FARM_SOURCE_DIR "/emu/model/catalogs"},
-        absl::StrCat(logs_, "/scheduler", ++scheduler_starts_));
+    std::vector<std::string> argv = {BinaryPath("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN)};
+    argv.insert(argv.end(), {"--listen", Loopback(port), "--db", db_uri_, "--metrics",
+                             "127.0.0.1:0", "--lease-ttl", "2s", "--retry-backoff", "200ms",
+                             "--catalog-dir", FARM_SOURCE_DIR "/emu/model/catalogs"});
+    if (Mtls()) {
+      argv.insert(argv.end(),
+                  {"--tls-cert", farm::testing::FarmServerCertPath(certs_), "--tls-key",
+                   farm::testing::FarmServerKeyPath(certs_), "--tls-ca",
+                   farm::testing::FarmCaPath(certs_), "--admin-token-file", admin_token_file_});
+    }
+    auto scheduler = SpawnLogged(argv, absl::StrCat(logs_, "/scheduler", ++scheduler_starts_));
     absl::Status st = scheduler->WaitFor("listening on", false, absl::Seconds(60));
     EXPECT_TRUE(st.ok()) << st << "\n" << scheduler->Err();
     return scheduler;
   }
 
-  // `scheduler` defaults to this fixture's one scheduler.
+  // `scheduler` defaults to this fixture's one scheduler. Under mTLS the
+  // agent presents its own certificate (CN = name, O=agent), made on first
+  // use: the scheduler binds an agent principal to its name.
   std::unique_ptr<Proc> StartAgent(const std::string& name, int slots = 4,
                                    std::string scheduler = "") {
-    if (scheduler.empty()) scheduler = absl::StrCat("127.0.0.1:", port_);
-    auto a =
-        SpawnLogged(std::vector<std::string>{BinaryPath("FARM_AGENT_BIN", FARM_AGENT_BIN),
-                                             "--scheduler", scheduler, "--name", name, "--slots",
-                                             std::to_string(slots), "--capabilities", "emulator",
-                                             "--metrics", "127.0.0.1:0", "--drain-timeout", "1s"},
-                    absl::StrCat(logs_, "/", name, "-", ++agent_starts_));
+    if (scheduler.empty()) scheduler = Loopback(port_);
+    std::vector<std::string> argv = {BinaryPath("FARM_AGENT_BIN", FARM_AGENT_BIN)};
+    argv.insert(argv.end(), {"--scheduler", scheduler, "--name", name, "--slots",
+                             std::to_string(slots), "--capabilities", "emulator", "--metrics",
+                             "127.0.0.1:0", "--drain-timeout", "1s"});
+    if (Mtls()) {
+      const std::string pair = certs_ + "/" + name;
+      if (!std::filesystem::exists(pair + ".pem")) {
+        absl::Status st = farm::testing::MakeFarmClientCertificate(certs_, name, "agent");
+        EXPECT_TRUE(st.ok()) << st;
+      }
+      argv.insert(argv.end(), {"--tls-cert", pair + ".pem", "--tls-key", pair + ".key", "--tls-ca",
+                               farm::testing::FarmCaPath(certs_)});
+    }
+    auto a = SpawnLogged(argv, absl::StrCat(logs_, "/", name, "-", ++agent_starts_));
     absl::Status st = a->WaitFor("registered as " + name, true, absl::Seconds(60));
     EXPECT_TRUE(st.ok()) << st << "\n" << a->Err();
     return a;
@@ -100,9 +196,8 @@ class FarmFaultPgTest : public ::testing::Test {
     pb::SubmitMatrixRequest req;
     req.set_spec_yaml(kSpec + extra_yaml);
     pb::SubmitMatrixResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    grpc::Status st = jobs_->SubmitMatrix(&ctx, req, &resp);
+    auto ctx = farm::client::NewContext(client_, absl::Seconds(60));
+    grpc::Status st = jobs_->SubmitMatrix(ctx.get(), req, &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
     return resp.matrix().id();
   }
@@ -120,9 +215,8 @@ class FarmFaultPgTest : public ::testing::Test {
     pb::GetMatrixRequest req;
     req.set_matrix_id(id);
     pb::Matrix m;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    grpc::Status st = jobs_->GetMatrix(&ctx, req, &m);
+    auto ctx = farm::client::NewContext(client_, absl::Seconds(10));
+    grpc::Status st = jobs_->GetMatrix(ctx.get(), req, &m);
     if (!st.ok()) return absl::UnavailableError(st.error_message());
     return m;
   }
@@ -180,6 +274,9 @@ class FarmFaultPgTest : public ::testing::Test {
 
   std::unique_ptr<PostgresInstance> pg_;
   std::string db_uri_;
+  std::string certs_;  // mTLS: the farm's certificates (scripts/farm-certs)
+  std::string admin_token_, admin_token_file_;
+  farm::client::ClientOptions client_;
   std::string logs_;
   int port_ = 0;
   int scheduler_starts_ = 0, agent_starts_ = 0;
@@ -188,7 +285,7 @@ class FarmFaultPgTest : public ::testing::Test {
   std::unique_ptr<pb::JobService::Stub> jobs_;
 };
 
-TEST_F(FarmFaultPgTest, TwoThousandJobsFourAgentsExactlyOnce) {
+TEST_P(FarmFaultPgTest, TwoThousandJobsFourAgentsExactlyOnce) {
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 4; ++i) agents.push_back(StartAgent("a" + std::to_string(i)));
   const int64_t mid = Submit(R"(
@@ -208,7 +305,7 @@ repeats: 167
       Sql("SELECT count(DISTINCT agent) FROM results WHERE matrix_id = " + std::to_string(mid)), 2);
 }
 
-TEST_F(FarmFaultPgTest, KilledAgentsJobsAreReleasedAfterTtlAndFinishOnce) {
+TEST_P(FarmFaultPgTest, KilledAgentsJobsAreReleasedAfterTtlAndFinishOnce) {
   auto a1 = StartAgent("victim");
   const int64_t mid = Submit(R"(
 name: kill9
@@ -228,7 +325,7 @@ set: {agent.hold_ms: 4000}
   EXPECT_EQ(Sql("SELECT count(*) FROM results WHERE agent = 'survivor' AND attempt = 2"), 4);
 }
 
-TEST_F(FarmFaultPgTest, StoppedAgentResumedAfterRegrantIsFenced) {
+TEST_P(FarmFaultPgTest, StoppedAgentResumedAfterRegrantIsFenced) {
   auto a1 = StartAgent("sleeper");
   const int64_t mid = Submit(R"(
 name: sigstop
@@ -260,7 +357,7 @@ set: {agent.hold_ms: 1500}
   EXPECT_TRUE(a1->Alive()) << a1->Err();
 }
 
-TEST_F(FarmFaultPgTest, SchedulerKilledAndRestartedMidMatrix) {
+TEST_P(FarmFaultPgTest, SchedulerKilledAndRestartedMidMatrix) {
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("r" + std::to_string(i)));
   const int64_t mid = SubmitThreeHundred("sched-restart", 20);
@@ -274,7 +371,7 @@ TEST_F(FarmFaultPgTest, SchedulerKilledAndRestartedMidMatrix) {
   ExpectExactlyOnce(mid, 300);
 }
 
-TEST_F(FarmFaultPgTest, SchedulerKilledAtFiveSeededRandomInstants) {
+TEST_P(FarmFaultPgTest, SchedulerKilledAtFiveSeededRandomInstants) {
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("k" + std::to_string(i)));
   const int64_t mid = SubmitThreeHundred("sched-kill5", 200);
@@ -310,7 +407,7 @@ TEST_F(FarmFaultPgTest, SchedulerKilledAtFiveSeededRandomInstants) {
   ExpectExactlyOnce(mid, 300);
 }
 
-TEST_F(FarmFaultPgTest, TwoSchedulersOneDatabaseSurviveLosingOne) {
+TEST_P(FarmFaultPgTest, TwoSchedulersOneDatabaseSurviveLosingOne) {
   const int port2 = farm::testing::PickFreePort();
   ASSERT_GT(port2, 0);
   std::unique_ptr<Proc> second = SpawnScheduler(port2);
@@ -318,11 +415,9 @@ TEST_F(FarmFaultPgTest, TwoSchedulersOneDatabaseSurviveLosingOne) {
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("t" + std::to_string(i), 4, both));
   // The test's own client fails over too, as farmctl does with --server A,B.
-  farm::client::ClientOptions options;
-  options.server = both;
-  ASSERT_TRUE(farm::client::ApplySecurity({}, &options).ok());
-  channel_ = farm::client::MakeChannel(options);
-  jobs_ = pb::JobService::NewStub(channel_);
+  client_.server = both;
+  ASSERT_TRUE(farm::client::ChannelTarget(both).ok());
+  UseClient();
   const int64_t mid = SubmitThreeHundred("two-schedulers", 20);
   WaitCount(
       mid, [](const pb::MatrixCounts& c) { return c.succeeded() >= 40; }, "40 done");
@@ -334,7 +429,7 @@ TEST_F(FarmFaultPgTest, TwoSchedulersOneDatabaseSurviveLosingOne) {
   EXPECT_TRUE(second->Alive()) << second->Err();
 }
 
-TEST_F(FarmFaultPgTest, EveryFarmBackendTerminatedMidMatrix) {
+TEST_P(FarmFaultPgTest, EveryFarmBackendTerminatedMidMatrix) {
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("b" + std::to_string(i)));
   const int64_t mid = SubmitThreeHundred("pg-terminate", 20);
@@ -354,7 +449,7 @@ TEST_F(FarmFaultPgTest, EveryFarmBackendTerminatedMidMatrix) {
   EXPECT_TRUE(scheduler_->Alive()) << scheduler_->Err();
 }
 
-TEST_F(FarmFaultPgTest, PostgresRestartedMidMatrix) {
+TEST_P(FarmFaultPgTest, PostgresRestartedMidMatrix) {
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("p" + std::to_string(i)));
   const int64_t mid = SubmitThreeHundred("pg-restart", 20);
@@ -366,5 +461,8 @@ TEST_F(FarmFaultPgTest, PostgresRestartedMidMatrix) {
   ExpectExactlyOnce(mid, 300);
   EXPECT_TRUE(scheduler_->Alive()) << scheduler_->Err();
 }
+
+INSTANTIATE_TEST_SUITE_P(Transport, FarmFaultPgTest,
+                         ::testing::Values(Transport::kPlaintext, Transport::kMtls), TransportName);
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <pqxx/pqxx>
 
 #include "lib/base/file.h"
+#include "testing/farm_certs.h"
 
 namespace farm::testing {
 namespace {
@@ -36,16 +37,20 @@ void MtlsFarmTest::SetUpTestSuite() {
   std::string tmpl = HarnessTempBase() + "/farm-mtls-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
   dir_ = new std::string(tmpl);
-  const std::string certs = std::string(FARM_SOURCE_DIR) + "/scripts/farm-certs";
-  ASSERT_EQ(Sh(certs + " init " + *dir_ + "/ca 2>/dev/null"), 0);
-  for (const char* c : {"viewer1 viewer", "submitter1 submitter", "agent-a agent", "agent-b agent",
-                        "admin1 admin"}) {
-    ASSERT_EQ(Sh(certs + " client " + *dir_ + "/ca " + c + " 2>/dev/null"), 0) << c;
+  const std::string ca = *dir_ + "/ca";
+  ASSERT_TRUE(MakeFarmCa(ca).ok());
+  for (const auto& [name, role] : {std::pair{"viewer1", "viewer"},
+                                   {"submitter1", "submitter"},
+                                   {"agent-a", "agent"},
+                                   {"agent-b", "agent"},
+                                   {"admin1", "admin"}}) {
+    absl::Status st = MakeFarmClientCertificate(ca, name, role);
+    ASSERT_TRUE(st.ok()) << st;
   }
   // farm-certs only writes the four roles: a role-less certificate by hand.
   ASSERT_TRUE(MakeClientCertificate("norole", "/CN=norole"));
-  ASSERT_EQ(Sh(certs + " init " + *dir_ + "/other 2>/dev/null"), 0);
-  ASSERT_EQ(Sh(certs + " client " + *dir_ + "/other mallory admin 2>/dev/null"), 0);
+  ASSERT_TRUE(MakeFarmCa(*dir_ + "/other").ok());
+  ASSERT_TRUE(MakeFarmClientCertificate(*dir_ + "/other", "mallory", "admin").ok());
 }
 
 void MtlsFarmTest::TearDownTestSuite() {
@@ -77,20 +82,19 @@ bool MtlsFarmTest::MakeClientCertificate(const std::string& name, const std::str
 }
 
 service::TlsPem MtlsFarmTest::ServerPem() {
+  const std::string ca = *dir_ + "/ca";
   service::TlsPem p;
-  p.cert_chain = Slurp(*dir_ + "/ca/server.pem");
-  p.private_key = Slurp(*dir_ + "/ca/server.key");
-  p.root_certs = Slurp(*dir_ + "/ca/ca.pem");
+  p.cert_chain = Slurp(FarmServerCertPath(ca));
+  p.private_key = Slurp(FarmServerKeyPath(ca));
+  p.root_certs = Slurp(FarmCaPath(ca));
   return p;
 }
 
 service::TlsPem MtlsFarmTest::ClientPem(const std::string& name, const std::string& ca) {
-  service::TlsPem p;
-  p.root_certs = Slurp(*dir_ + "/ca/ca.pem");
-  if (!name.empty()) {
-    p.cert_chain = Slurp(*dir_ + "/" + ca + "/" + name + ".pem");
-    p.private_key = Slurp(*dir_ + "/" + ca + "/" + name + ".key");
-  }
+  // The server is always verified against the farm CA, whoever signed the
+  // client's pair.
+  service::TlsPem p = FarmClientPem(*dir_ + "/" + ca, name);
+  p.root_certs = Slurp(FarmCaPath(*dir_ + "/ca"));
   return p;
 }
 
