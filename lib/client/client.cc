@@ -100,8 +100,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ClientOptions& options) {
   // which its reaper's grace counts on.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(service::kInitialReconnectBackoff)));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
-              static_cast<int>(absl::ToInt64Milliseconds(service::kInitialReconnectBackoff)));
+  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is not a backoff: it is the least time
+  // one connection attempt (TCP and TLS handshake) gets, 20 s by default.
+  // Left at that: cut to the backoff, a TLS handshake of a client whose calls
+  // fail fast (nothing polls the socket but gRPC's 5 s backup poller) never
+  // finished, and an mTLS agent never came back after a scheduler restart.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(service::kMaxReconnectBackoff)));
   absl::StatusOr<std::string> target = ChannelTarget(options.server);
