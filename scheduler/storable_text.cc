@@ -1,7 +1,5 @@
 #include "scheduler/storable_text.h"
 
-#include <cstdint>
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +8,7 @@
 #include <google/protobuf/reflection.h>
 
 #include "absl/strings/str_cat.h"
+#include "lib/base/utf8.h"
 
 namespace farm::scheduler {
 namespace {
@@ -41,7 +40,7 @@ absl::Status CheckString(std::string_view value, const FieldPath& path) {
     return absl::InvalidArgumentError(
         absl::StrCat(Spell(&path), ": contains a NUL byte, which PostgreSQL text cannot store"));
   }
-  if (!IsValidUtf8(value)) {
+  if (!base::IsValidUtf8(value)) {
     return absl::InvalidArgumentError(absl::StrCat(Spell(&path), ": not valid UTF-8"));
   }
   return absl::OkStatus();
@@ -75,50 +74,6 @@ absl::Status Walk(const Message& m, const FieldPath* parent) {
 }
 
 }  // namespace
-
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    // Eight ASCII bytes at a time: raw outputs are mostly ASCII.
-    uint64_t word;
-    if (i + sizeof word <= s.size()) {
-      std::memcpy(&word, s.data() + i, sizeof word);
-      if ((word & 0x8080808080808080ull) == 0) {
-        i += sizeof word;
-        continue;
-      }
-    }
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len = 0;
-    uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > s.size()) return false;
-    for (int k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
-}
 
 absl::Status CheckStorableText(const Message& message) { return Walk(message, nullptr); }
 

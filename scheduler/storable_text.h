@@ -11,17 +11,11 @@
 #ifndef SCHEDULER_STORABLE_TEXT_H_
 #define SCHEDULER_STORABLE_TEXT_H_
 
-#include <string_view>
-
 #include <google/protobuf/message.h>
 
 #include "absl/status/status.h"
 
 namespace farm::scheduler {
-
-// True when `s` is well-formed UTF-8 (no overlong forms, no surrogates,
-// nothing above U+10FFFF).
-bool IsValidUtf8(std::string_view s);
 
 absl::Status CheckStorableText(const google::protobuf::Message& message);
 

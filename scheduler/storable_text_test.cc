@@ -9,31 +9,6 @@ namespace {
 
 namespace pb = ::iommufarm::v1;
 
-TEST(StorableTextTest, Utf8) {
-  EXPECT_TRUE(IsValidUtf8("plain ascii"));
-  EXPECT_TRUE(IsValidUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
-  EXPECT_FALSE(IsValidUtf8("\xc3"));              // truncated
-  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
-  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // surrogate
-  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // above U+10FFFF
-  EXPECT_FALSE(IsValidUtf8("\xff"));
-}
-
-// Long ASCII runs are checked eight bytes at a time: a bad byte at any
-// offset, and a character straddling a word boundary, are still seen.
-TEST(StorableTextTest, Utf8AtEveryOffsetOfALongAsciiRun) {
-  for (size_t at = 0; at < 24; ++at) {
-    std::string s(32, 'a');
-    s.replace(at, 2, "\xc3\xa9");
-    EXPECT_TRUE(IsValidUtf8(s)) << at;
-    s[at] = '\xff';
-    EXPECT_FALSE(IsValidUtf8(s)) << at;
-    std::string t(32, 'a');
-    t.replace(at, 3, "\xe2\x82");  // truncated 3-byte character
-    EXPECT_FALSE(IsValidUtf8(t)) << at;
-  }
-}
-
 TEST(StorableTextTest, NulInANestedRepeatedFieldIsNamed) {
   pb::ReportResultRequest req;
   req.add_samples()->set_metric("throughput");

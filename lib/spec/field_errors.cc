@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "lib/base/utf8.h"
 
 namespace farm::spec {
 
@@ -10,6 +12,11 @@ void FieldErrors::Add(const std::string& path, const std::string& msg) {
   paths_.insert(path);
   if (full()) return;
   std::string line = path.empty() ? msg : path + ": " + msg;
+  // A path names what the spec said, keys included; an error line must
+  // still be text a status, a log and a terminal carry whole.
+  if (line.find('\0') != std::string::npos)
+    line = absl::StrReplaceAll(line, {{std::string(1, '\0'), "\\0"}});
+  base::ReplaceInvalidUtf8(&line);
   if (line.size() > kMaxLineBytes) {
     // At a character's start, so the cut line is still UTF-8.
     size_t cut = kMaxLineBytes;

@@ -319,6 +319,7 @@ absl::Status MapSpecYaml(std::string_view yaml, const SpecLimits& limits, FieldE
                          pb::MatrixSpec* out) {
   absl::StatusOr<YAML::Node> root = LoadSpecYaml(yaml, limits);
   if (!root.ok()) return root.status();
+  CheckScalarText(*root, e);
   MapRoot(*root, e, out);
   return absl::OkStatus();
 }

@@ -37,6 +37,27 @@ TEST(SpecTest, NotAMapAndSyntaxErrors) {
   EXPECT_NE(ErrorOf("").find("expected a YAML map"), std::string::npos);
 }
 
+// Escapes in double-quoted scalars ("\0") and raw bytes make text the
+// request's own UTF-8 check never sees; each is refused under its field
+// path and line, keys included, and its value is not echoed. (yaml-cpp
+// itself refuses an escaped surrogate such as "\ud800".)
+TEST(SpecTest, NulAndInvalidUtf8FromYamlEscapesAreRefusedByField) {
+  std::string nul_name = kGoodSpec;
+  nul_name.replace(nul_name.find("name: nfsrdma-v5.11"), 19, R"(name: "nfs\0rdma")");
+  EXPECT_EQ(ErrorOf(nul_name),
+            "name: contains a NUL byte (line 2); text must be UTF-8 without NUL");
+  // A raw byte that starts no UTF-8 sequence.
+  std::string raw = kGoodSpec;
+  raw.replace(raw.find("record: 256k"), 12, "record: 256\xffk");
+  EXPECT_EQ(ErrorOf(raw),
+            "workloads[0].params.record: is not valid UTF-8 (line 9); text must be UTF-8 "
+            "without NUL");
+  const std::string key = std::string(kGoodSpec) + "set: {\"fq.\\0kind\": percpu}\n";
+  EXPECT_NE(ErrorOf(key).find("contains a NUL byte (line 13)"), std::string::npos) << ErrorOf(key);
+  EXPECT_EQ(ErrorOf(key).find('\0'), std::string::npos);  // the key is shown escaped
+  EXPECT_NE(ErrorOf(key).find("set.fq.\\0kind: "), std::string::npos) << ErrorOf(key);
+}
+
 TEST(SpecTest, SpecSizeCap) {
   SpecLimits l;
   l.max_spec_bytes = 64;

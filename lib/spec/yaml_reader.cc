@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/base/utf8.h"
 
 namespace farm::spec {
 
@@ -145,6 +146,42 @@ void CheckKeys(const YAML::Node& map, const std::string& path, const std::set<st
     if (allowed.count(key) == 0) {
       e.Add(path.empty() ? key : path + "." + key,
             absl::StrCat("unknown field (expected one of: ", absl::StrJoin(allowed, ", "), ")"));
+    }
+  }
+}
+
+namespace {
+
+void CheckOneScalar(const YAML::Node& n, const std::string& path, FieldErrors& e) {
+  const std::string& v = n.Scalar();
+  const char* problem = v.find('\0') != std::string::npos ? "contains a NUL byte"
+                        : !base::IsValidUtf8(v)           ? "is not valid UTF-8"
+                                                          : nullptr;
+  if (problem == nullptr) return;
+  e.Add(path.empty() ? "(top level)" : path,
+        absl::StrCat(problem, " (line ", n.Mark().line + 1, "); text must be UTF-8 without NUL"));
+}
+
+}  // namespace
+
+void CheckScalarText(const YAML::Node& root, FieldErrors& e) {
+  // Explicit stack: nesting depth is the document's, not the C++ stack's.
+  std::vector<std::pair<YAML::Node, std::string>> todo{{root, ""}};
+  while (!todo.empty() && !e.full()) {
+    auto [n, path] = std::move(todo.back());
+    todo.pop_back();
+    if (n.IsScalar()) {
+      CheckOneScalar(n, path, e);
+    } else if (n.IsSequence()) {
+      for (size_t i = 0; i < n.size(); ++i)
+        todo.emplace_back(n[i], absl::StrCat(path, "[", i, "]"));
+    } else if (n.IsMap()) {
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        const std::string key = it->first.IsScalar() ? it->first.Scalar() : "?";
+        const std::string at = path.empty() ? key : absl::StrCat(path, ".", key);
+        if (it->first.IsScalar()) CheckOneScalar(it->first, at, e);
+        todo.emplace_back(it->second, at);
+      }
     }
   }
 }

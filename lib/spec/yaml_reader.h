@@ -43,6 +43,13 @@ void GetStringList(const YAML::Node& n, const std::string& path, FieldErrors& e,
 void CheckKeys(const YAML::Node& map, const std::string& path, const std::set<std::string>& allowed,
                FieldErrors& e);
 
+// Every scalar of `root`, keys included, is text a protobuf string and a
+// PostgreSQL text column can hold: YAML escapes ("\0", "\xff" in a
+// double-quoted scalar) and raw bytes give values the request's own UTF-8
+// check never sees. An offender is an error under its field path, with its
+// line; the value is not echoed.
+void CheckScalarText(const YAML::Node& root, FieldErrors& e);
+
 }  // namespace farm::spec
 
 #endif  // LIB_SPEC_YAML_READER_H_
