@@ -60,6 +60,8 @@ class TestExecutor final : public Executor {
     int release_at ABSL_GUARDED_BY(mu) = 0;
     // Attempts up to this one run until cancelled.
     int block_attempts ABSL_GUARDED_BY(mu) = 0;
+    // Appended to each raw output (bytes a tool might print).
+    std::string raw_suffix ABSL_GUARDED_BY(mu);
   };
   explicit TestExecutor(Control* control) : control_(control) {}
 
@@ -92,7 +94,7 @@ class TestExecutor final : public Executor {
     s.set_value(1.0 + static_cast<double>(job.id()));
     s.set_unit("ops/s");
     r.samples.push_back(s);
-    r.raw_output = "raw-" + std::to_string(job.id());
+    r.raw_output = "raw-" + std::to_string(job.id()) + control_->raw_suffix;
     r.raw_format = "none";
     return r;
   }
@@ -260,6 +262,39 @@ TEST_F(AgentTest, ReportWaitsOutASchedulerRestartOnTheSamePort) {
   EXPECT_EQ(agent_->stats().succeeded, 1);
   EXPECT_EQ(agent_->stats().registrations, 1);  // the session survived the restart
   EXPECT_EQ(Started(), 1);
+}
+
+// gRPC answers UNIMPLEMENTED for a request it cannot parse as well as for
+// a method it lacks: one such answer sends a few results singly, then the
+// agent batches again.
+TEST_F(AgentTest, BatchingResumesAfterAnUnimplementedReportResults) {
+  scheduler_->FailNext("ReportResults", 1, grpc::StatusCode::UNIMPLEMENTED);
+  constexpr int kJobs = ReportBatcher::kSingleReports + 4;
+  const int64_t mid = Submit(kJobs);
+  StartAgent(1);  // one result at a time: each call carries one
+  ASSERT_TRUE(MatrixDone(mid, kJobs)) << Counts(mid).ShortDebugString();
+  EXPECT_EQ(scheduler_->report_batches().size(), 4u);  // the results after the single ones
+  EXPECT_EQ(agent_->stats().report_calls, 1 + ReportBatcher::kSingleReports + 4);
+  EXPECT_EQ(Started(), kJobs);
+}
+
+// Bytes that are not UTF-8 in a tool's output would make the report
+// unparseable to the scheduler; they are stored as U+FFFD instead.
+TEST_F(AgentTest, InvalidUtf8InAToolsOutputIsStoredAsReplacementCharacters) {
+  {
+    absl::MutexLock lock(&control_.mu);
+    control_.raw_suffix = " dev\xB5";  // a Latin-1 byte
+  }
+  const int64_t mid = Submit(3);
+  StartAgent(1);
+  ASSERT_TRUE(MatrixDone(mid, 3)) << Counts(mid).ShortDebugString();
+  auto results = scheduler_->store().ListResults(mid, 0, 100, true, 1 << 20);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 3u);
+  for (const pb::Result& r : *results) {
+    EXPECT_EQ(r.raw_output(), "raw-" + std::to_string(r.job_id()) + " dev\xEF\xBF\xBD");
+  }
+  EXPECT_EQ(scheduler_->report_batches().size(), 3u);  // every call a ReportResults
 }
 
 TEST_F(AgentTest, StaleReportIsDroppedNotRetried) {

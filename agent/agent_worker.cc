@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
+#include "agent/storable_report.h"
 
 namespace farm::agent {
 namespace {
@@ -16,6 +17,20 @@ namespace pb = ::iommufarm::v1;
 constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
 constexpr char kHoldKey[] = "agent.hold_ms";
 
+// The report as the scheduler can take it (agent/storable_report.h), saying
+// in the log what was changed.
+void MakeStorable(const pb::JobLease& lease, google::protobuf::Message* report,
+                  std::string* raw_output) {
+  if (raw_output != nullptr && CapRawOutput(raw_output)) {
+    spdlog::warn("job {} attempt {}: raw output cut to {} bytes", lease.job().id(),
+                 lease.lease().attempt(), raw_output->size());
+  }
+  if (const size_t replaced = MakeStringsValidUtf8(report); replaced > 0) {
+    spdlog::warn("job {} attempt {}: {} byte(s) of invalid UTF-8 in the report shown as U+FFFD",
+                 lease.job().id(), lease.lease().attempt(), replaced);
+  }
+}
+
 pb::ReportFailureRequest FailureRequestFor(int64_t agent_id, const pb::JobLease& lease,
                                            std::string reason, bool retryable) {
   pb::ReportFailureRequest request;
@@ -23,6 +38,7 @@ pb::ReportFailureRequest FailureRequestFor(int64_t agent_id, const pb::JobLease&
   *request.mutable_lease() = lease.lease();
   request.set_reason(std::move(reason));
   request.set_retryable(retryable);
+  MakeStorable(lease, &request, nullptr);
   return request;
 }
 
@@ -160,6 +176,7 @@ pb::ReportResultRequest Agent::ResultRequestFor(int64_t agent_id, const pb::JobL
   request.set_tool_version(result.tool_version);
   *request.mutable_wall_time() =
       google::protobuf::util::TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(wall_time));
+  MakeStorable(lease, &request, request.mutable_raw_output());
   return request;
 }
 

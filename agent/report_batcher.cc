@@ -56,8 +56,9 @@ std::vector<ReportBatcher::Outgoing*> ReportBatcher::TakeBatchLocked() {
 }
 
 void ReportBatcher::SendBatch(const std::vector<Outgoing*>& batch) {
-  if (!single_reports_.load() && SendResults(batch)) return;
+  if (single_reports_left_.load() <= 0 && SendResults(batch)) return;
   for (Outgoing* o : batch) {
+    single_reports_left_.fetch_sub(1);
     auto ctx = client::NewContext(options_, rpc_timeout_);
     calls_.fetch_add(1);
     o->status = stub_->ReportResult(ctx.get(), *o->request, &o->response);
@@ -76,9 +77,11 @@ bool ReportBatcher::SendResults(const std::vector<Outgoing*>& batch) {
     batch[i]->request->Swap(request.mutable_results(static_cast<int>(i)));
   }
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-    spdlog::warn("scheduler has no ReportResults ({}); reporting results one by one",
-                 client::Describe(status));
-    single_reports_.store(true);
+    // gRPC answers UNIMPLEMENTED both for a method the server lacks and for
+    // a request it cannot parse; either way the results go singly for a while.
+    spdlog::warn("ReportResults: {}; the next {} results go one by one", client::Describe(status),
+                 std::max<int>(kSingleReports, static_cast<int>(batch.size())));
+    single_reports_left_.store(std::max<int>(kSingleReports, static_cast<int>(batch.size())));
     return false;
   }
   if (status.ok() && response.results_size() != static_cast<int>(batch.size())) {

@@ -7,9 +7,12 @@
 // goes, alone). So a lone job waits for nothing and a busy agent sends one
 // call per round trip. Each result is settled from its own item of the
 // reply; a failed call fails every result in it, and the caller retries its
-// own result (results are idempotent per (job, attempt)). A scheduler that
-// answers UNIMPLEMENTED to ReportResults gets ReportResult calls, one per
-// result, from then on.
+// own result (results are idempotent per (job, attempt)). A ReportResults
+// call answered UNIMPLEMENTED -- a scheduler without the method, or one
+// whose gRPC layer could not parse the request -- is resent as ReportResult
+// calls, one per result, and so are the next results up to kSingleReports
+// in all; then batching is tried again, so one bad call does not cost the
+// agent its batching for the rest of its life.
 //
 // Thread-safety: Send() is called concurrently by the agent's workers; the
 // worker that finds no call in flight sends the next call for everyone
@@ -40,6 +43,8 @@ class ReportBatcher {
   // and 64 MiB messages; these keep one call's memory and retry cost small).
   static constexpr int kMaxBatch = 64;
   static constexpr size_t kMaxBytes = 8 << 20;
+  // Results sent one by one after ReportResults answered UNIMPLEMENTED.
+  static constexpr int kSingleReports = 8;
 
   // This result's answer: the call's status if the call failed, else its
   // item's error (or OK) and response.
@@ -86,8 +91,8 @@ class ReportBatcher {
   absl::CondVar done_cv_;  // a report call returned
   std::deque<Outgoing*> outbox_ ABSL_GUARDED_BY(mu_);
   bool sending_ ABSL_GUARDED_BY(mu_) = false;
-  // The scheduler answered UNIMPLEMENTED to ReportResults.
-  std::atomic<bool> single_reports_{false};
+  // Results still to send one by one (ReportResults answered UNIMPLEMENTED).
+  std::atomic<int> single_reports_left_{0};
   std::atomic<int64_t> calls_{0};
 };
 
