@@ -139,6 +139,11 @@ void AddRunOptions(CLI::App& app, farm::agent::ExecutorConfig* config) {
   app.add_option("--emu-catalog", config->emu_catalog,
                  "commit catalog file for the emulator (default: the shipped "
                  "linux-iommu catalog)");
+  farm::service::AddDurationOption(
+      app, "--emulator-time-limit", &config->emu_time_limit, "30m",
+      "an emulator run still going after this long is stopped and its job failed for good "
+      "(0: no limit); a revoked lease stops its run too",
+      farm::service::DurationRange::kNonNegative);
 }
 
 // The kernel store and the QEMU guests its kernels boot in.

@@ -22,7 +22,8 @@ absl::StatusOr<std::string> ModeArg(pb::IommuMode mode) {
 
 }  // namespace
 
-EmulatorExecutor::EmulatorExecutor(std::string catalog) : catalog_(std::move(catalog)) {}
+EmulatorExecutor::EmulatorExecutor(std::string catalog, absl::Duration time_limit)
+    : catalog_(std::move(catalog)), time_limit_(time_limit) {}
 
 std::string EmulatorExecutor::capability() const {
   return proto::ExecutorName(pb::EXECUTOR_EMULATOR);
@@ -61,7 +62,16 @@ absl::StatusOr<ExecutionResult> EmulatorExecutor::Run(const pb::Job& job, Cancel
   absl::StatusOr<farm::emu::RunSpec> spec = SpecForJob(job);
   if (!spec.ok()) return spec.status();
   if (cancel.cancelled()) return absl::CancelledError("cancelled before the run");
+  const absl::Time deadline =
+      time_limit_ > absl::ZeroDuration() ? absl::Now() + time_limit_ : absl::InfiniteFuture();
+  spec->stop = [&cancel, deadline] { return cancel.cancelled() || absl::Now() >= deadline; };
   absl::StatusOr<farm::emu::RunResult> result = farm::emu::RunEmulation(*spec);
+  if (!result.ok() && result.status().code() == absl::StatusCode::kAborted) {
+    if (cancel.cancelled()) return absl::CancelledError("cancelled during the run");
+    return absl::FailedPreconditionError(absl::StrCat(
+        "emulator: run stopped at the agent's time limit of ", absl::FormatDuration(time_limit_),
+        " (--emulator-time-limit): ", result.status().message()));
+  }
   if (!result.ok()) {
     return absl::Status(result.status().code(),
                         absl::StrCat("emulator: ", result.status().message()));

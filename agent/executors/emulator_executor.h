@@ -9,13 +9,17 @@
 // emulator JSON as raw output ("emu-json").
 //
 // Thread-safety: Run() may be called concurrently (each run owns its engine).
-// Cancellation: an emulator run is not interruptible; a cancelled token is
-// checked before and after it, and the agent drops the result.
+// Cancellation: the engine asks between events (Engine::SetStopCheck)
+// whether the token fired or the time limit passed, and stops: a revoked
+// lease frees its slot within moments, and a run past the limit (a huge
+// `requests:`, a model that never settles) fails FAILED_PRECONDITION, which
+// is not retried.
 #ifndef AGENT_EXECUTORS_EMULATOR_EXECUTOR_H_
 #define AGENT_EXECUTORS_EMULATOR_EXECUTOR_H_
 
 #include <string>
 
+#include "absl/time/time.h"
 #include "agent/executors/executor.h"
 #include "emu/run/run.h"
 
@@ -23,8 +27,10 @@ namespace farm::agent {
 
 class EmulatorExecutor final : public Executor {
  public:
-  // catalog: commit catalog file ("" = the emulator's default).
-  explicit EmulatorExecutor(std::string catalog = "");
+  // catalog: commit catalog file ("" = the emulator's default); time_limit:
+  // the longest a run may take in wall-clock time (zero: no limit).
+  explicit EmulatorExecutor(std::string catalog = "",
+                            absl::Duration time_limit = absl::ZeroDuration());
 
   std::string capability() const override;
   std::string version() const override;
@@ -35,6 +41,7 @@ class EmulatorExecutor final : public Executor {
 
  private:
   const std::string catalog_;
+  const absl::Duration time_limit_;
 };
 
 }  // namespace farm::agent

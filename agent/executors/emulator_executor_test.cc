@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <thread>
 
 #include "agent/executors/emu_samples.h"
 #include "nlohmann/json.hpp"
@@ -142,6 +143,36 @@ TEST(EmulatorExecutorTest, CancelledBeforeRunIsCancelled) {
   CancelToken cancel;
   cancel.Cancel();
   EXPECT_EQ(executor.Run(TinyJob(), cancel).status().code(), absl::StatusCode::kCancelled);
+}
+
+// A run that would take many minutes of wall-clock time (300 virtual seconds).
+pb::Job EndlessJob() {
+  pb::Job job = TinyJob();
+  (*job.mutable_workload()->mutable_params())["seconds"] = "300";
+  return job;
+}
+
+TEST(EmulatorExecutorTest, ARunPastTheTimeLimitFailsForGood) {
+  EmulatorExecutor executor("", absl::Milliseconds(200));
+  CancelToken cancel;
+  auto result = executor.Run(EndlessJob(), cancel);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+  EXPECT_TRUE(IsPermanentFailure(result.status().code()));
+  EXPECT_NE(result.status().message().find("--emulator-time-limit"), std::string::npos)
+      << result.status();
+}
+
+TEST(EmulatorExecutorTest, ARevokedLeaseStopsTheRunningEmulator) {
+  EmulatorExecutor executor;  // no time limit: only the token ends it
+  CancelToken cancel;
+  std::thread revoke([&cancel] {
+    absl::SleepFor(absl::Milliseconds(100));
+    cancel.Cancel();
+  });
+  auto result = executor.Run(EndlessJob(), cancel);
+  revoke.join();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> MakeExecutors(
     if (!seen.insert(cap).second) continue;
     const pb::Executor kind = proto::ExecutorFromName(cap);
     if (kind == pb::EXECUTOR_EMULATOR) {
-      out.push_back(std::make_unique<EmulatorExecutor>(config.emu_catalog));
+      out.push_back(std::make_unique<EmulatorExecutor>(config.emu_catalog, config.emu_time_limit));
     } else if (kind == pb::EXECUTOR_KBUILD) {
       if (config.kbuild.trees.empty() || config.kbuild.store_dir.empty()) {
         return absl::InvalidArgumentError(

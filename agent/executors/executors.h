@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "agent/executors/executor.h"
 #include "agent/executors/kbuild_executor.h"
 #include "agent/kernels/kexec_provider.h"
@@ -31,6 +32,9 @@ struct ExecutorConfig {
   std::vector<std::string> allow_dirs;     // --allow-dir (real runs)
   std::vector<std::string> allow_devices;  // --allow-device DEV[:rw]
   std::string emu_catalog;                 // --emu-catalog FILE ("" = shipped)
+  // --emulator-time-limit: an emulator run still going after this long
+  // fails for good (zero: no limit).
+  absl::Duration emu_time_limit = absl::Minutes(30);
   // The host kernel's offer for real runs: its release and detected mode.
   iommufarm::v1::HostFacts host;
   // The vm kernel provider for fio (--vm-kernels): offered when the

@@ -209,6 +209,16 @@ absl::Status Engine::Run() {
     current_ = std::max(current_, c->now_);
     ++switches_;
     c->resume_.resume();
+    if (stopped_) {
+      // Freed now, while the model objects their frames point into are
+      // alive (they may be destroyed before the Engine).
+      for (auto& cpu : cpus_) {
+        if (cpu->root_) cpu->root_.destroy();
+        cpu->root_ = nullptr;
+      }
+      return absl::AbortedError(absl::StrCat("engine stopped by its stop check after ", events_,
+                                             " events, at virtual time ", current_, " ns"));
+    }
   }
   return absl::OkStatus();
 }
@@ -228,6 +238,16 @@ Cpu* Engine::Pop() {
 std::coroutine_handle<> Engine::Yield(Cpu& cpu, std::coroutine_handle<> h) {
   cpu.resume_ = h;
   Push(&cpu);
+  return SwitchToEarliest();
+}
+
+std::coroutine_handle<> Engine::SwitchToEarliest() {
+  // Programs hand control to each other directly (symmetric transfer), so
+  // Run's loop may not see a switch for the whole run: the check is here.
+  if ((switches_ % kStopCheckSwitches) == 0 && stop_check_ && switches_ > 0 && stop_check_()) {
+    stopped_ = true;
+    return std::noop_coroutine();
+  }
   Cpu* n = Pop();
   current_ = std::max(current_, n->now_);
   ++switches_;
@@ -243,10 +263,7 @@ std::coroutine_handle<> Engine::BlockCurrent(Cpu& cpu, std::coroutine_handle<> h
 
 std::coroutine_handle<> Engine::Next() {
   if (live_ == 0 || heap_.empty()) return std::noop_coroutine();
-  Cpu* n = Pop();
-  current_ = std::max(current_, n->now_);
-  ++switches_;
-  return n->resume_;
+  return SwitchToEarliest();
 }
 
 void Engine::Finished(Cpu& cpu) {

@@ -33,6 +33,7 @@
 #include <array>
 #include <coroutine>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -243,8 +244,17 @@ class Engine {
   //! Gives `cpu` (one of this engine's) its program. REQUIRES: called once
   //! per Cpu, before Run() (FARM_DCHECK).
   void Start(Cpu& cpu, Task<void> program);
-  //! Runs until every non-daemon program has returned.
+  //! Runs until every non-daemon program has returned, or until the stop
+  //! check says stop: then kAborted, with the programs left suspended (the
+  //! Engine's destructor frees them).
   absl::Status Run();
+
+  //! `stop` is asked every kStopCheckSwitches switches whether to end the
+  //! run early (a wall-clock limit, a revoked lease). The check costs one
+  //! branch per switch when unset; a run is still a pure function of its
+  //! inputs up to the point it stops.
+  static constexpr uint64_t kStopCheckSwitches = 16384;
+  void SetStopCheck(std::function<bool()> stop) { stop_check_ = std::move(stop); }
 
   const Topology& topology() const { return topo_; }
   const LineCosts& line_costs() const { return costs_; }
@@ -284,6 +294,9 @@ class Engine {
   }
   void Push(Cpu* c);
   Cpu* Pop();
+  // The earliest runnable CPU's coroutine, or noop (back to Run) when the
+  // stop check fired.
+  std::coroutine_handle<> SwitchToEarliest();
 
   Topology topo_;
   LineCosts costs_;
@@ -295,6 +308,8 @@ class Engine {
   Time current_ = 0;
   uint64_t events_ = 0;
   uint64_t switches_ = 0;
+  std::function<bool()> stop_check_;
+  bool stopped_ = false;
 };
 
 inline bool Cpu::SyncAwaiter::await_ready() noexcept { return cpu->engine_->IsEarliest(*cpu); }

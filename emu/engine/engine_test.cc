@@ -41,6 +41,28 @@ TEST(Engine, PrivateWorkNeedsNoEvents) {
   EXPECT_EQ(e.events(), 0u);
 }
 
+// Two programs that never end: the stop check ends the run, on the switch
+// it is asked at, and the engine frees the suspended programs.
+TEST(Engine, StopCheckEndsARunThatWouldNotEnd) {
+  Engine e(TwoNodes(1), Costs(), 1);
+  auto forever = [](Cpu& cpu) -> Task<void> {
+    for (;;) {
+      cpu.Charge(Sym::kApp, 1);
+      co_await cpu.Sync();
+    }
+  };
+  Cpu& a = e.AddCpu(0);
+  Cpu& b = e.AddCpu(1);
+  e.Start(a, forever(a));
+  e.Start(b, forever(b));
+  int asked = 0;
+  e.SetStopCheck([&asked] { return ++asked == 3; });
+  absl::Status st = e.Run();
+  EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
+  EXPECT_EQ(asked, 3);
+  EXPECT_EQ(e.switches(), 3 * Engine::kStopCheckSwitches);
+}
+
 TEST(Engine, SharedAccessIsInGlobalTimeOrder) {
   Engine e(TwoNodes(2), Costs(), 1);
   std::vector<std::pair<Time, int>> log;

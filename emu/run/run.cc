@@ -76,6 +76,7 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec, const DmaPathFactory
   if (absl::Status s = workload->Configure(*params, platform); !s.ok()) return s;
 
   Engine engine(platform.topology, model.line, spec.seed);
+  if (spec.stop) engine.SetStopCheck(spec.stop);
   Sim sim;
   sim.engine = &engine;
   sim.model = &model;

@@ -36,6 +36,9 @@ struct RunSpec {
   std::map<std::string, std::string> sets;    // --set key=value
   std::string catalog;                        // --catalog FILE
   uint64_t seed = 1;
+  // Asked every Engine::kStopCheckSwitches switches; true ends the run with
+  // kAborted (a wall-clock limit, a cancelled job). Unset: runs to the end.
+  std::function<bool()> stop;
 };
 
 //! Resolves the model keys for a spec (defaults -> platform -> kernel -> sets).
