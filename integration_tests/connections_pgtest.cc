@@ -2,7 +2,8 @@
 // gRPC closes each once the handshake timeout passes, so they hold no
 // descriptor for long, and a real mTLS agent registers and heartbeats while
 // they are open and after they are gone; and more of them than the
-// process has descriptors never stop the listener (the accept limit).
+// process has descriptors never stop the listener (the accept limit); and
+// a request over the message limit is refused before any handler.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -120,6 +121,25 @@ TEST_F(ConnectionsPgTest, MoreIdleConnectionsThanDescriptorsNeverStopTheListener
   EXPECT_EQ(scheduler->Err().find("Too many open files"), std::string::npos) << scheduler->Err();
   std::cout << "idle connections: " << idle.size() << ", closed at once: " << closed_at_once
             << "\n";
+}
+
+// A request's size is bounded for every caller before any handler runs: a
+// viewer's 17 MiB request is refused by gRPC (RESOURCE_EXHAUSTED), one of
+// 13 MiB gets through to the role check, and the scheduler serves on.
+TEST_F(ConnectionsPgTest, RequestsOverTheMessageLimitAreRefusedBeforeAnyHandler) {
+  StartServer();
+  const client::ClientOptions viewer = Client("viewer1");
+  pb::SubmitMatrixRequest big;
+  big.set_spec_yaml(std::string(size_t{17} << 20, '#'));
+  grpc::Status st = Call(viewer, "/iommufarm.v1.JobService/SubmitMatrix", big);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  pb::SubmitMatrixRequest within;
+  within.set_spec_yaml(std::string(size_t{13} << 20, '#'));
+  st = Call(viewer, "/iommufarm.v1.JobService/SubmitMatrix", within);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+  pb::ListCatalogsResponse catalogs;
+  st = Call(viewer, "/iommufarm.v1.JobService/ListCatalogs", pb::ListCatalogsRequest(), &catalogs);
+  EXPECT_TRUE(st.ok()) << st.error_message();
 }
 
 }  // namespace

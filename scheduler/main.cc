@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -21,6 +22,7 @@
 #include "lib/metrics/metrics_flags.h"
 #include "lib/service/accept_limit.h"
 #include "lib/service/flags.h"
+#include "lib/service/listener_probe.h"
 #include "lib/service/shutdown.h"
 #include "lib/service/tls.h"
 #include "scheduler/server.h"
@@ -48,6 +50,7 @@ struct Flags {
   farm::metrics::MetricsTls metrics_tls;
   std::string admin_token_file;
   farm::service::TlsFlags tls_flags;
+  absl::Duration listener_probe_interval = absl::Seconds(10);
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
@@ -95,6 +98,16 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--max-spec-bytes", f->max_spec_bytes, "cap on the size of a matrix spec")
       ->capture_default_str()
       ->check(CLI::Range(size_t{64}, size_t{1} << 30));
+  app.add_option("--max-message-bytes", f->opts.max_receive_message_bytes,
+                 "largest request accepted from any caller, in bytes (a result carries at most "
+                 "12 MiB of raw output; a catalog YAML must fit too)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{4} << 20, int64_t{1} << 30));
+  app.add_option("--grpc-memory-bytes", f->opts.grpc_memory_bytes,
+                 "memory gRPC may use for all calls together (its resource quota); beyond, "
+                 "calls wait or fail RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{64} << 20, int64_t{64} << 30));
   app.add_option("--catalog-dir", f->catalog_dir,
                  "load every *.yaml catalog in DIR that is not in the database yet (empty: none)")
       ->capture_default_str();
@@ -110,6 +123,12 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "beyond, RESOURCE_EXHAUSTED (0: no cap)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
+  farm::service::AddDurationOption(
+      app, "--listener-probe-interval", &f->listener_probe_interval, "10s",
+      "how often the scheduler probes its own gRPC port as a client would (HTTP/2 preface or "
+      "TLS hello); with no answer 3 times in a row it exits with status 70, so that systemd or "
+      "the container runtime restarts it (0: no probe)",
+      farm::service::DurationRange::kNonNegative);
   app.add_option("--log-level", f->log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -191,6 +210,29 @@ void LimitAcceptedConnections(int64_t open_file_limit) {
                open_file_limit);
 }
 
+// A listener that stops accepting leaves a process that is up and serves no
+// one, which no service manager restarts: probe the port as a client would
+// and exit when it does not answer (lib/service/listener_probe.h).
+std::unique_ptr<farm::service::ListenerWatchdog> WatchListener(
+    const farm::scheduler::ServerOptions& opts, int port, absl::Duration interval) {
+  if (interval == absl::ZeroDuration()) return nullptr;
+  farm::service::ListenerWatchdogOptions o;
+  o.host = opts.listen.substr(0, opts.listen.rfind(':'));
+  o.port = port;
+  o.tls = opts.tls.enabled();
+  o.interval = interval;
+  auto dog = std::make_unique<farm::service::ListenerWatchdog>(o, [o](const absl::Status& st) {
+    spdlog::critical(
+        "listener probe: no answer {} times in a row ({}); exiting with status 70 "
+        "so that the service manager starts a new scheduler",
+        o.failures, std::string(st.message()));
+    spdlog::shutdown();
+    std::_Exit(70);
+  });
+  dog->Start();
+  return dog;
+}
+
 // Starts /metrics and the server, waits for SIGTERM/SIGINT, shuts down.
 // `signals` is constructed before any thread starts.
 int Serve(const farm::scheduler::ServerOptions& opts, const Flags& f,
@@ -219,8 +261,12 @@ int Serve(const farm::scheduler::ServerOptions& opts, const Flags& f,
   spdlog::info("farm-scheduler up: grpc {} metrics {} lease-ttl {}", (*server)->address(),
                (*exposer)->address(), absl::FormatDuration(opts.config.lease_ttl));
 
+  std::unique_ptr<farm::service::ListenerWatchdog> watchdog =
+      WatchListener(opts, (*server)->port(), f.listener_probe_interval);
+
   const int sig = signals.Wait();
   spdlog::info("signal {}: shutting down", sig);
+  if (watchdog != nullptr) watchdog->Stop();  // a draining listener is not a wedged one
   (*server)->Shutdown(absl::Seconds(5));
   server->reset();
   spdlog::info("stopped");

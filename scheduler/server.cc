@@ -161,8 +161,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.RegisterService(s->agent_grpc_.get());
   builder.RegisterService(s->analysis_grpc_.get());
   builder.RegisterService(s->access_grpc_.get());
-  // Raw tool output and large specs travel in one message.
-  builder.SetMaxReceiveMessageSize(64 << 20);
+  // A reply may carry a whole catalog (up to kMaxCatalogBytes) or a page of
+  // raw outputs; what a caller may send is the smaller, configured bound.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_message_bytes));
   builder.SetMaxSendMessageSize(64 << 20);
   grpc::ResourceQuota quota("farm-scheduler");
   quota.Resize(static_cast<size_t>(options.grpc_memory_bytes));

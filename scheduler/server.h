@@ -66,6 +66,10 @@ struct ServerOptions {
   // use for all calls together (the resource quota).
   int max_concurrent_streams = 100;
   int64_t grpc_memory_bytes = int64_t{1} << 30;
+  // Largest request gRPC accepts, for every caller alike (gRPC 1.51 cannot
+  // set it per method or per peer): a result with the agent's 12 MiB of raw
+  // output fits, and a viewer's concurrent calls cost at most this each.
+  int64_t max_receive_message_bytes = int64_t{16} << 20;
   // How long a looked-up API token is trusted before it is looked up again
   // (revocation through this server drops it at once).
   absl::Duration token_cache_ttl = absl::Seconds(10);

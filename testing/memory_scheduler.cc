@@ -1,6 +1,7 @@
 #include "testing/memory_scheduler.h"
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/server.h"
 
 namespace farm::testing {
 
@@ -84,7 +85,9 @@ absl::Status MemoryScheduler::Serve(const std::string& listen) {
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&job_grpc_);
   builder.RegisterService(faulty_.get());
-  builder.SetMaxReceiveMessageSize(64 << 20);
+  // The deployed server's limits (scheduler/server.h).
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(scheduler::ServerOptions{}.max_receive_message_bytes));
   builder.SetMaxSendMessageSize(64 << 20);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) {
