@@ -140,6 +140,12 @@ Agent::HeartbeatTurn Agent::NextHeartbeat(absl::Duration wait) {
 void Agent::HeartbeatLoop() {
   client::Backoff retry;
   absl::Duration wait = absl::ZeroDuration();
+  // The last heartbeat found no scheduler: the next waits for the channel to
+  // connect (within its deadline) instead of failing at once. A call that
+  // waits is what polls the new connection; while calls fail fast, its TLS
+  // handshake advances only on gRPC's 5 s backup poller, and an mTLS agent
+  // took 16-21 s to reach a restarted scheduler, past the reaper's grace.
+  bool reconnecting = false;
   for (;;) {
     const HeartbeatTurn turn = NextHeartbeat(wait);
     if (turn.stop) return;
@@ -150,7 +156,10 @@ void Agent::HeartbeatLoop() {
     }
     pb::HeartbeatResponse response;
     auto ctx = Context(std::max(interval, absl::Seconds(1)));
+    ctx->set_wait_for_ready(reconnecting);
     grpc::Status status = stub_->Heartbeat(ctx.get(), turn.request, &response);
+    reconnecting = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                   status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     absl::MutexLock lock(&mu_);
     if (status.ok()) {
       retry.Reset();

@@ -3,6 +3,7 @@
 // one channel reaches the new scheduler within the reconnect bound, and the
 // reaper's grace covers that wait, so its lease survives the restart.
 #include <atomic>
+#include <iostream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -12,6 +13,8 @@
 #include "lib/client/client.h"
 #include "lib/client/retry.h"
 #include "lib/service/reconnect.h"
+#include "testing/binaries.h"
+#include "testing/child_process.h"
 #include "testing/mtls_farm.h"
 
 namespace farm {
@@ -149,6 +152,59 @@ TEST_F(RestartPgTest, HealthyLeaseOutlivesARestartLongerThanItsTtl) {
                 "' AND attempt = 1"),
             1);
   EXPECT_EQ(server_->reaper().RunOnce()->requeued, 0);
+}
+
+// The same restart met by a farm-agent process. Unlike the heartbeater
+// above, which shares this process's gRPC pollers with the scheduler, an
+// agent process has only its own calls to drive its new TLS handshake: a
+// heartbeat that failed fast left it to gRPC's 5 s backup poller, and the
+// lease was reaped before the agent got back.
+TEST_F(RestartPgTest, AFarmAgentProcessKeepsItsLeaseAcrossARestart) {
+  const absl::Duration ttl = absl::Seconds(2);
+  auto short_ttl = [&](scheduler::ServerOptions& o) { o.config.lease_ttl = ttl; };
+  StartServer(kBootstrapToken, short_ttl);
+  LoadCatalog(kCatalog);
+  ASSERT_NE(Submit(std::string(kSpec) + "set: {agent.hold_ms: 60000}\n", Client("submitter1")), 0);
+  const int port = server_->port();
+  const std::string pair = CertDir() + "/ca/agent-a";
+  auto agent = testing::SpawnLogged(
+      {testing::BinaryPath("FARM_AGENT_BIN", FARM_AGENT_BIN), "--scheduler",
+       "127.0.0.1:" + std::to_string(port), "--name", "agent-a", "--slots", "1", "--capabilities",
+       "emulator", "--drain-timeout", "1s", "--tls-cert", pair + ".pem", "--tls-key", pair + ".key",
+       "--tls-ca", CertDir() + "/ca/ca.pem"},
+      CertDir() + "/agent-process");
+  ASSERT_TRUE(agent->WaitFor("registered as agent-a", true, absl::Seconds(60)).ok())
+      << agent->Err();
+  const std::string expiry =
+      "SELECT coalesce(max((extract(epoch from lease_expires_at) * 1000)::bigint), 0) FROM jobs "
+      "WHERE state = 2 AND attempt = 1";
+  const absl::Time leased_by = absl::Now() + absl::Seconds(30);
+  while (Sql(expiry) == 0 && absl::Now() < leased_by) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_GT(Sql(expiry), 0) << "the agent never leased the job\n" << agent->Err();
+  absl::SleepFor(2 * ttl);  // heartbeats going
+
+  server_->Shutdown(absl::Seconds(1));
+  server_.reset();
+  absl::SleepFor(absl::Seconds(10));
+  const int64_t before = Sql(expiry);
+  StartServer(kBootstrapToken, [&](scheduler::ServerOptions& o) {
+    short_ttl(o);
+    o.listen = "127.0.0.1:" + std::to_string(port);
+  });
+  const absl::Time up = absl::Now();
+  while (Sql(expiry) <= before && absl::Now() < up + absl::Seconds(60)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const absl::Duration reconnect = absl::Now() - up;
+  const absl::Duration grace = scheduler::SchedulerConfig{.lease_ttl = ttl}.reaper_grace();
+  std::cout << "agent process: first heartbeat " << absl::FormatDuration(reconnect)
+            << " after the restarted scheduler listened (grace " << absl::FormatDuration(grace)
+            << ")\n";
+  absl::SleepFor(grace + 2 * ttl);
+  EXPECT_EQ(Sql("SELECT count(*) FROM jobs WHERE state = 2 AND attempt = 1"), 1)
+      << "the lease was reaped\n"
+      << agent->Err();
+  EXPECT_EQ(agent->Err().find("lease revoked"), std::string::npos) << agent->Err();
 }
 
 }  // namespace
