@@ -597,16 +597,30 @@ std::string ConfirmedByCell(const pb::Regression& r) {
 }
 }  // namespace
 
+namespace {
+// "threads=16,tests=write" (keys sorted), "" for none.
+std::string ParamsText(const pb::Regression& r) {
+  const std::map<std::string, std::string> sorted(r.params().begin(), r.params().end());
+  return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
+}
+
+// The workload and, when the series has any, its params: two runs of one
+// workload with other params are two series.
+std::string WorkloadCell(const pb::Regression& r) {
+  const std::string p = ParamsText(r);
+  return p.empty() ? r.workload() : absl::StrCat(r.workload(), "{", p, "}");
+}
+}  // namespace
+
 std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs) {
   if (regs.empty()) return "no regressions\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : regs) {
-    rows.push_back({absl::StrCat(r.id()), RegressionStateName(r.state()), r.platform(),
-                    r.workload(), r.metric(), RankName(r),
-                    r.overhead_series() ? "overhead" : ModeName(r.mode()),
-                    absl::StrFormat("%+.1f%%", 100.0 * r.magnitude()),
-                    absl::StrCat(r.last_good(), "..", r.first_bad()), CulpritsCell(r),
-                    r.alert_firing() ? "firing" : "-", ConfirmedByCell(r)});
+    rows.push_back(
+        {absl::StrCat(r.id()), RegressionStateName(r.state()), r.platform(), WorkloadCell(r),
+         r.metric(), RankName(r), r.overhead_series() ? "overhead" : ModeName(r.mode()),
+         proto::RelativeChangeText(r.magnitude()), absl::StrCat(r.last_good(), "..", r.first_bad()),
+         CulpritsCell(r), r.alert_firing() ? "firing" : "-", ConfirmedByCell(r)});
   }
   return RenderTable({"id", "state", "platform", "workload", "metric", "rank", "series", "change",
                       "range", "culprit", "alert", "confirmed by"},
@@ -627,7 +641,7 @@ std::string CulpritsCsv(const google::protobuf::RepeatedPtrField<pb::Culprit>& c
 std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs) {
   std::string out =
       "id,state,platform,workload,metric,rank,primary_metrics,series,change,p_value,last_good,"
-      "first_bad,culprit,alert,note,confirmed_by,confirm_matrix_id,culprits\n";
+      "first_bad,culprit,alert,note,confirmed_by,confirm_matrix_id,culprits,params\n";
   for (const auto& r : regs) {
     absl::StrAppend(
         &out,
@@ -640,7 +654,7 @@ std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs) {
              CsvField(r.last_good()), CsvField(r.first_bad()), CsvField(r.culprit_id()),
              r.alert_firing() ? std::string("firing") : std::string(), CsvField(r.note()),
              CsvField(r.confirmed_by()), absl::StrCat(r.confirm_matrix_id()),
-             CsvField(CulpritsCsv(r.culprits()))},
+             CsvField(CulpritsCsv(r.culprits())), CsvField(ParamsText(r))},
             ","),
         "\n");
   }
@@ -656,7 +670,7 @@ std::string FormatRegressionsJson(const std::vector<pb::Regression>& regs) {
 std::string FormatRegression(const pb::Regression& r) {
   std::string out = absl::StrCat(
       "regression ", r.id(), " (", RegressionStateName(r.state()), ")\n",
-      "  platform/workload/metric: ", r.platform(), " / ", r.workload(), " / ", r.metric(), "\n",
+      "  platform/workload/metric: ", r.platform(), " / ", WorkloadCell(r), " / ", r.metric(), "\n",
       "  rank:      ", RankName(r),
       r.primary_metrics_size() > 0
           ? absl::StrCat(" (primary metrics: ", absl::StrJoin(r.primary_metrics(), ", "), ")")

@@ -23,7 +23,7 @@ std::string Num(double v) {
   return absl::StrFormat("%.4g", v);
 }
 
-std::string Percent(double fraction) { return absl::StrFormat("%+.1f%%", 100.0 * fraction); }
+std::string Percent(double fraction) { return proto::RelativeChangeText(fraction); }
 
 // The workload name of a results-table label ("name" or "name{params}").
 std::string WorkloadName(const std::string& label) { return label.substr(0, label.find('{')); }

@@ -1,6 +1,9 @@
 #include "proto/names.h"
 
+#include <cmath>
 #include <cstddef>
+
+#include "absl/strings/str_format.h"
 
 namespace farm::proto {
 namespace pb = ::iommufarm::v1;
@@ -123,6 +126,13 @@ bool IsRealExecutor(pb::Executor executor) {
 std::string JobStateName(pb::JobState state) { return NameOf(kJobStates, state); }
 
 std::string MatrixStateName(pb::MatrixState state) { return NameOf(kMatrixStates, state); }
+
+std::string RelativeChangeText(double relative_change) {
+  if (std::fabs(relative_change) >= kChangeFromZero) {
+    return relative_change > 0 ? "rose from 0" : "fell from 0";
+  }
+  return absl::StrFormat("%+.1f%%", 100.0 * relative_change);
+}
 
 std::string RegressionStateName(pb::RegressionState state) {
   return NameOf(kRegressionStates, state);

@@ -57,6 +57,14 @@ iommufarm::v1::RegressionState RegressionStateFromName(std::string_view name);
 // Every regression state's word, in enum order.
 std::vector<std::string> RegressionStateNames();
 
+// A change from a zero baseline (a counter that was never hit) has no
+// relative size; a Regression's magnitude (and every relative change the
+// analyzer reports) holds it as +-kChangeFromZero.
+inline constexpr double kChangeFromZero = 1e9;
+// A relative change as it is shown: a signed percentage ("-12.5%"), or
+// "rose from 0" / "fell from 0".
+std::string RelativeChangeText(double relative_change);
+
 // The "metric/phase" a real tool's confirmation run compares by default
 // (analysis.confirm.metric): fio's iops of the one phase of a pure read or
 // write job (`rw` read/randread or write/randwrite); "" otherwise (a mixed

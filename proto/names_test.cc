@@ -88,4 +88,11 @@ TEST(NamesTest, StoredModeNumbers) {
 }
 
 }  // namespace
+TEST(NamesTest, RelativeChangeTextSaysAChangeFromZeroInWords) {
+  EXPECT_EQ(RelativeChangeText(-0.125), "-12.5%");
+  EXPECT_EQ(RelativeChangeText(0.0), "+0.0%");
+  EXPECT_EQ(RelativeChangeText(kChangeFromZero), "rose from 0");
+  EXPECT_EQ(RelativeChangeText(-kChangeFromZero), "fell from 0");
+}
+
 }  // namespace farm::proto

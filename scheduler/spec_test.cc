@@ -1,6 +1,7 @@
 #include "scheduler/spec.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -151,6 +152,21 @@ TEST(ExpandTest, CountsSeedsAndCap) {
   s->repeats = 10000;
   s->platforms.assign(1000, "p");
   EXPECT_FALSE(CountJobs(*s, 1000000000, {}).ok());
+}
+
+// A swept param expands into jobs like a workload of its own per value.
+TEST(ExpandTest, ASweptParamGivesItsOwnJobsPerValue) {
+  std::string yaml = kGoodSpec;
+  yaml.replace(yaml.find("threads: 12"), 11, "threads: [4, 12]");
+  auto s = ParseMatrixSpec(yaml, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto c = ResolveCommits(*s, TestCatalog());
+  ASSERT_TRUE(c.ok());
+  const std::vector<pb::Job> jobs = ExpandMatrix(*s, *c, 3);
+  EXPECT_EQ(jobs.size(), 5u * 3u * 2u * 5u);
+  std::map<std::string, int> by_threads;
+  for (const pb::Job& j : jobs) ++by_threads[j.workload().params().at("threads")];
+  EXPECT_EQ(by_threads, (std::map<std::string, int>{{"4", 75}, {"12", 75}}));
 }
 
 TEST(ResolveTest, UniqueAbbreviationResolvesToTheFullId) {

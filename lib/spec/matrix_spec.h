@@ -25,10 +25,16 @@ struct SpecLimits {
   size_t max_spec_bytes = 1 << 20;
 };
 
+// One workload as it runs: a sweep (pb::Workload.sweep) is expanded into one
+// WorkloadSpec per combination of its values.
 struct WorkloadSpec {
   std::string name;
   std::map<std::string, std::string> params;  // lists comma-joined
+  std::string path;  // the spec field it came from ("workloads[1]"), for errors
 };
+
+// The most runs one workload's sweep may expand into.
+inline constexpr size_t kMaxSweepCombinations = 1000;
 
 // `analysis.confirm`: the confirmation step of the emulator's findings run
 // as real jobs (docs/analyzer.md "Confirmation on real kernels").

@@ -107,6 +107,42 @@ void CheckModes(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   }
 }
 
+// `base` once per combination of the sweep's values (keys in order, the
+// last varying fastest); `base` alone without a sweep.
+std::vector<WorkloadSpec> ExpandSweep(const WorkloadSpec& base, const pb::Workload& w,
+                                      const std::string& path, FieldErrors& e) {
+  std::vector<WorkloadSpec> out{base};
+  const std::map<std::string, pb::SweepValues> sweep(w.sweep().begin(), w.sweep().end());
+  size_t combinations = 1;
+  for (const auto& [key, values] : sweep) {
+    const std::string field = absl::StrCat(path, ".params.", key);
+    if (values.values().empty()) {
+      e.AddIfNew(field, "empty sweep (at least one value)");
+      return {};
+    }
+    if (w.params().count(key) != 0) {
+      e.AddIfNew(field, "given both as a value and as a sweep");
+      return {};
+    }
+    combinations *= static_cast<size_t>(values.values_size());
+    if (combinations > kMaxSweepCombinations) {
+      e.AddIfNew(path + ".params", absl::StrCat("the sweep expands into more than ",
+                                                kMaxSweepCombinations, " runs of the workload"));
+      return {};
+    }
+    std::vector<WorkloadSpec> next;
+    for (const WorkloadSpec& partial : out) {
+      for (const std::string& v : values.values()) {
+        WorkloadSpec one = partial;
+        one.params[key] = v;
+        next.push_back(std::move(one));
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
 void CheckWorkloads(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   if (in.workloads().empty()) e.AddIfNew("workloads", "required (a list of {name, params})");
   for (int i = 0; i < in.workloads_size(); ++i) {
@@ -115,8 +151,9 @@ void CheckWorkloads(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) 
     WorkloadSpec ws;
     if (w.name().empty()) e.AddIfNew(p + ".name", "required");
     ws.name = w.name();
+    ws.path = p;
     CheckParams(w.params(), p + ".params", e, &ws.params);
-    spec->workloads.push_back(std::move(ws));
+    for (WorkloadSpec& one : ExpandSweep(ws, w, p, e)) spec->workloads.push_back(std::move(one));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "lib/spec/spec_yaml.h"
 
 #include <map>
+#include <set>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -8,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "lib/iommu_mode/iommu_mode.h"
+#include "lib/spec/table_checks.h"
 #include "lib/spec/yaml_limits.h"
 #include "lib/spec/yaml_reader.h"
 #include "proto/names.h"
@@ -38,9 +40,27 @@ absl::StatusOr<YAML::Node> LoadSpecYaml(std::string_view yaml, const SpecLimits&
   return root;
 }
 
-// `params: {key: scalar or list}`; `params:` with nothing after it means none.
-void MapParams(const YAML::Node& params, const std::string& path, FieldErrors& e,
-               google::protobuf::Map<std::string, std::string>* out) {
+// A list of scalar values to sweep, as `threads: [1, 16, 64]` gives them.
+void MapSweep(const YAML::Node& n, const std::string& path, FieldErrors& e, pb::SweepValues* out) {
+  if (n.size() == 0) {
+    e.Add(path, "empty list (a sweep needs at least one value)");
+    return;
+  }
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (n[i].IsScalar()) {
+      out->add_values(n[i].Scalar());
+    } else {
+      e.Add(absl::StrCat(path, "[", i, "]"), "expected a scalar");
+    }
+  }
+}
+
+// `params: {key: scalar or list}`; `params:` with nothing after it means
+// none. A list is the value of a param that takes one (ParamTakesAList) and
+// a sweep of values for any other; with EXECUTOR_UNSPECIFIED every list is
+// a value (no sweeps).
+void MapParams(const YAML::Node& params, const std::string& path, pb::Executor executor,
+               FieldErrors& e, pb::Workload* out) {
   if (params.IsNull()) return;
   if (!params.IsMap()) {
     e.Add(path, absl::StrCat("expected a map, got ", KindOf(params)));
@@ -48,13 +68,20 @@ void MapParams(const YAML::Node& params, const std::string& path, FieldErrors& e
   }
   for (auto it = params.begin(); it != params.end(); ++it) {
     const std::string key = it->first.Scalar();
+    if (it->second.IsSequence() && executor != pb::EXECUTOR_UNSPECIFIED &&
+        !ParamTakesAList(executor, out->name(), key)) {
+      MapSweep(it->second, path + "." + key, e, &(*out->mutable_sweep())[key]);
+      continue;
+    }
     std::string value;
-    if (GetParamValue(it->second, path + "." + key, e, &value)) (*out)[key] = value;
+    if (GetParamValue(it->second, path + "." + key, e, &value))
+      (*out->mutable_params())[key] = value;
   }
 }
 
 // A workload: `{name, params}`, or its name alone.
-void MapWorkload(const YAML::Node& w, const std::string& path, FieldErrors& e, pb::Workload* out) {
+void MapWorkload(const YAML::Node& w, const std::string& path, pb::Executor executor,
+                 FieldErrors& e, pb::Workload* out) {
   if (w.IsScalar()) {
     GetString(w, path, e, out->mutable_name());
     return;
@@ -65,7 +92,7 @@ void MapWorkload(const YAML::Node& w, const std::string& path, FieldErrors& e, p
   }
   CheckKeys(w, path, {"name", "params"}, e);
   if (w["name"]) GetString(w["name"], path + ".name", e, out->mutable_name());
-  if (w["params"]) MapParams(w["params"], path + ".params", e, out->mutable_params());
+  if (w["params"]) MapParams(w["params"], path + ".params", executor, e, out);
 }
 
 // `commits: A..B`, one id, or a list of ids.
@@ -117,14 +144,14 @@ void MapModes(const YAML::Node& m, FieldErrors& e, pb::MatrixSpec* out) {
   }
 }
 
-void MapWorkloads(const YAML::Node& w, FieldErrors& e, pb::MatrixSpec* out) {
+void MapWorkloads(const YAML::Node& w, pb::Executor executor, FieldErrors& e, pb::MatrixSpec* out) {
   if (!w.IsSequence() || w.size() == 0) {
     e.Add("workloads", absl::StrCat("expected a non-empty list of {name, params}, got ",
                                     w.IsSequence() ? "an empty list" : KindOf(w)));
     return;
   }
   for (size_t i = 0; i < w.size(); ++i) {
-    MapWorkload(w[i], absl::StrCat("workloads[", i, "]"), e, out->add_workloads());
+    MapWorkload(w[i], absl::StrCat("workloads[", i, "]"), executor, e, out->add_workloads());
   }
 }
 
@@ -156,7 +183,11 @@ void MapConfirm(const YAML::Node& c, FieldErrors& e, pb::AnalysisConfirm* out) {
   CheckKeys(c, p,
             {"executor", "workload", "catalog", "platform", "repeats", "max_repeats", "metric"}, e);
   if (c["executor"]) out->set_executor(MapExecutor(c["executor"], p + ".executor", true, e));
-  if (c["workload"]) MapWorkload(c["workload"], p + ".workload", e, out->mutable_workload());
+  // One run to compare: its lists are values, never sweeps.
+  if (c["workload"]) {
+    MapWorkload(c["workload"], p + ".workload", pb::EXECUTOR_UNSPECIFIED, e,
+                out->mutable_workload());
+  }
   if (c["catalog"]) GetString(c["catalog"], p + ".catalog", e, out->mutable_catalog());
   if (c["platform"]) GetString(c["platform"], p + ".platform", e, out->mutable_platform());
   if (c["metric"]) GetString(c["metric"], p + ".metric", e, out->mutable_metric());
@@ -225,7 +256,14 @@ void MapRoot(const YAML::Node& root, FieldErrors& e, pb::MatrixSpec* out) {
   if (root["platform"]) GetStringList(root["platform"], "platform", e, out->mutable_platform());
   if (root["commits"]) MapCommits(root["commits"], e, out);
   if (root["modes"]) MapModes(root["modes"], e, out);
-  if (root["workloads"]) MapWorkloads(root["workloads"], e, out);
+  // Which params sweep depends on the executor's tables: read it first (its
+  // own errors are reported below).
+  pb::Executor executor = pb::EXECUTOR_EMULATOR;
+  if (root["executor"] && root["executor"].IsScalar()) {
+    const pb::Executor named = ::farm::proto::ExecutorFromName(root["executor"].Scalar());
+    if (named != pb::EXECUTOR_UNSPECIFIED) executor = named;
+  }
+  if (root["workloads"]) MapWorkloads(root["workloads"], executor, e, out);
   int64_t v = 0;
   if (root["repeats"] && GetInt(root["repeats"], "repeats", e, 1, 10000, &v)) {
     out->set_repeats(static_cast<int32_t>(v));
@@ -253,9 +291,23 @@ void EmitSortedMap(const google::protobuf::Map<std::string, std::string>& m, YAM
 
 void EmitWorkload(const pb::Workload& w, YAML::Emitter& out) {
   out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << w.name();
-  if (!w.params().empty()) {
-    out << YAML::Key << "params" << YAML::Value;
-    EmitSortedMap(w.params(), out);
+  if (!w.params().empty() || !w.sweep().empty()) {
+    // Scalars and sweeps in one map, keys sorted (a key is one or the other).
+    std::set<std::string> keys;
+    for (const auto& [k, v] : w.params()) keys.insert(k);
+    for (const auto& [k, v] : w.sweep()) keys.insert(k);
+    out << YAML::Key << "params" << YAML::Value << YAML::BeginMap;
+    for (const std::string& k : keys) {
+      out << YAML::Key << k << YAML::Value;
+      if (auto it = w.sweep().find(k); it != w.sweep().end()) {
+        out << YAML::Flow << YAML::BeginSeq;
+        for (const std::string& v : it->second.values()) out << v;
+        out << YAML::EndSeq;
+      } else {
+        out << w.params().at(k);
+      }
+    }
+    out << YAML::EndMap;
   }
   out << YAML::EndMap;
 }

@@ -3,6 +3,7 @@
 #include "lib/spec/spec_yaml.h"
 
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <google/protobuf/util/message_differencer.h>
@@ -151,6 +152,51 @@ TEST(YamlLimits, CountsAliasesAndExpandedNodes) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   ASSERT_EQ(spec->workloads.size(), 2u);
   EXPECT_EQ(spec->workloads[1].params.at("threads"), "1");
+}
+
+// A list for a param that is not itself a list is a sweep: one run per
+// value (per combination for several); iozone's `tests` stays one run's
+// list. The YAML written back keeps the sweep as a list.
+TEST(SweepTest, AListOfValuesIsASweepAxisButTestsStayOneRunsList) {
+  const std::string yaml =
+      "name: sweep\ncatalog: linux-iommu\nplatform: intel-vtd-2s12c\ncommits: v5.10..v5.12\n"
+      "modes: [strict]\nworkloads:\n"
+      "  - name: dma-map-bench\n    params: {threads: [1, 16], granule: [1, 2, 8]}\n"
+      "  - name: iozone-nfsrdma\n    params: {threads: 2, tests: [write, read]}\n";
+  auto spec = ParseMatrixSpec(yaml, {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->workloads.size(), 2u * 3u + 1u);
+  std::set<std::pair<std::string, std::string>> runs;  // (threads, granule)
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(spec->workloads[i].name, "dma-map-bench");
+    EXPECT_EQ(spec->workloads[i].path, "workloads[0]");
+    runs.emplace(spec->workloads[i].params.at("threads"), spec->workloads[i].params.at("granule"));
+  }
+  EXPECT_EQ(runs.size(), 6u);
+  EXPECT_EQ(runs.count({"16", "8"}), 1u);
+  EXPECT_EQ(spec->workloads[6].params.at("tests"), "write,read");
+
+  auto typed = MatrixSpecFromYaml(yaml, {});
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  const std::string back = MatrixSpecToYaml(*typed);
+  EXPECT_NE(back.find("threads: [1, 16]"), std::string::npos) << back;
+  auto again = ParseMatrixSpec(back, {});
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << back;
+  EXPECT_EQ(again->workloads.size(), 7u);
+}
+
+TEST(SweepTest, EachSweptValueIsCheckedAndTheSweepIsBounded) {
+  const std::string head =
+      "name: sweep\ncatalog: linux-iommu\nplatform: intel-vtd-2s12c\ncommits: v5.10..v5.12\n"
+      "modes: [strict]\nworkloads:\n  - name: dma-map-bench\n    params: ";
+  const std::string bad = ErrorOf(head + "{threads: [1, 99999]}\n");
+  EXPECT_NE(bad.find("workloads[0].params.threads"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("99999"), std::string::npos) << bad;
+  EXPECT_NE(ErrorOf(head + "{threads: []}\n").find("empty list"), std::string::npos);
+  std::string many = "[";
+  for (int i = 1; i <= 40; ++i) many += std::to_string(i) + (i < 40 ? ", " : "]");
+  const std::string over = ErrorOf(head + "{threads: " + many + ", granule: " + many + "}\n");
+  EXPECT_NE(over.find("more than 1000 runs"), std::string::npos) << over;
 }
 
 }  // namespace

@@ -119,6 +119,16 @@ void CheckModelSet(const MatrixSpec& spec, FieldErrors& e) {
 
 }  // namespace
 
+bool ParamTakesAList(pb::Executor executor, const std::string& workload, const std::string& key) {
+  if (IsReal(executor)) return key == "tests";
+  absl::StatusOr<const emu::WorkloadInfo*> info = emu::FindWorkload(workload);
+  if (!info.ok()) return true;
+  for (const emu::WorkloadParam& t : (*info)->params) {
+    if (t.name == key) return t.type == emu::ParamType::kString;
+  }
+  return true;
+}
+
 void CheckAgainstTables(const MatrixSpec& spec, FieldErrors& e) {
   if (IsReal(spec.executor)) CheckVmPlatforms(spec, e);
   if (spec.confirm.enabled && IsReal(spec.confirm.executor) &&
@@ -129,7 +139,8 @@ void CheckAgainstTables(const MatrixSpec& spec, FieldErrors& e) {
   // Which table a workload meets is the executor's: none when it was refused.
   if (!e.Covers("executor")) {
     for (size_t i = 0; i < spec.workloads.size(); ++i) {
-      const std::string p = absl::StrCat("workloads[", i, "]");
+      const std::string p = spec.workloads[i].path.empty() ? absl::StrCat("workloads[", i, "]")
+                                                           : spec.workloads[i].path;
       if (IsReal(spec.executor)) {
         CheckRealParams(spec.executor, spec.workloads[i].params, p + ".params", e);
       } else {

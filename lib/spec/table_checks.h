@@ -30,6 +30,13 @@ inline constexpr int64_t kMaxAgentHoldMs = 3600 * 1000;
 
 void CheckAgainstTables(const MatrixSpec& spec, FieldErrors& e);
 
+// True when a YAML list given for `key` of `workload` is the param's value
+// (comma-joined), false when it is a sweep of values: the emulator's
+// free-text params take lists (iozone-nfsrdma's `tests`, a CPU list), and so
+// does a real iozone run's `tests` (one run's set of tests); every other
+// param sweeps. Unknown workloads and params take lists (refused later).
+bool ParamTakesAList(pb::Executor executor, const std::string& workload, const std::string& key);
+
 // Emulator platforms this build does not know: warnings, not errors, since
 // the agents' emulator may know more.
 std::vector<std::string> PlatformWarnings(const MatrixSpec& spec);

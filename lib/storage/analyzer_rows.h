@@ -25,6 +25,9 @@ struct SampleRow {
   int commit_index = 0;
   std::string platform;
   std::string workload;
+  // The job's workload params as canonical JSON (keys sorted, values as
+  // given): `threads: 1` and `threads: 16` of one workload are two series.
+  std::string params = "{}";
   std::string mode;    // "off", "passthrough", "strict", "lazy"
   std::string metric;  // Sample.metric
   std::string phase;   // Sample.phase, may be empty

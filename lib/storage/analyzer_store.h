@@ -71,8 +71,9 @@ struct SeriesSpec {
 struct RegressionFinding {
   std::string platform;
   std::string workload;
-  std::string metric;  // "metric" or "metric/phase"
-  std::string mode;    // "strict", ...
+  std::string params = "{}";  // canonical JSON (SampleRow.params)
+  std::string metric;         // "metric" or "metric/phase"
+  std::string mode;           // "strict", ...
   bool overhead_series = false;
   iommufarm::v1::ChangeClass change_class = iommufarm::v1::CHANGE_CLASS_UNSPECIFIED;
   bool regression = true;  // false: an improvement
@@ -194,6 +195,11 @@ class AnalyzerStore {
   // Bulk matrices whose jobs are all terminal and that were not analysed,
   // in id order, at most 20 per call.
   virtual absl::StatusOr<std::vector<MatrixInfo>> MatricesToAnalyze() = 0;
+  // For each (platform, workload) a bulk job measured, the newest analysed
+  // bulk matrix that measured it; those matrices in id order, each once:
+  // replayed oldest first they give the result gauges a restarted analyzer
+  // had (every series from its latest analysed matrix).
+  virtual absl::StatusOr<std::vector<MatrixInfo>> LatestAnalysedMatrices() = 0;
   // Every numeric sample of the accepted results (the latest attempt of
   // each succeeded job) of these matrices, in job order.
   virtual absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& matrices) = 0;
@@ -207,9 +213,12 @@ class AnalyzerStore {
   virtual absl::StatusOr<std::vector<CommitRow>> Commits(const std::string& catalog, int lo,
                                                          int hi) = 0;
   // params / model_set / executor of a bulk job of the cell, for
-  // resubmission; kNotFound when the matrix has no job of the cell.
+  // resubmission; kNotFound when the matrix has no job of the cell. `params`
+  // is the cell's workload params as SampleRow.params spells them: two
+  // workloads of one name are two cells.
   virtual absl::StatusOr<SeriesSpec> Cell(int64_t matrix_id, const std::string& platform,
-                                          const std::string& workload) = 0;
+                                          const std::string& workload,
+                                          const std::string& params) = 0;
   // Records the findings of a matrix and marks it analysed, atomically.
   // Findings whose series_key matches an open regression are skipped, and
   // so are changes a person ignored (same series, direction and catalog,

@@ -33,6 +33,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// testrows::Matrix's workload params, as SampleRow.params spells them.
+constexpr char kParams[] = R"({"tests":"write,read"})";
+
 // Catalog "c" of testrows::Matrix: commits c0..c{n-1}, "subject <i>".
 void PutCatalog(CatalogStore& catalogs, int n) {
   pb::Catalog c;
@@ -134,6 +137,8 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
   NewMatrix nm = testrows::Matrix(3, 1, 0, pb::EXECUTOR_EMULATOR, pb::JOB_KIND_BULK);
   nm.jobs[1].set_mode(pb::IOMMU_MODE_OFF);
   nm.jobs[1].set_repeat(2);
+  (*nm.jobs[1].mutable_workload()->mutable_params())["threads"] = "16";
+  (*nm.jobs[1].mutable_workload()->mutable_params())["tests"] = "read";
   auto created = matrices().CreateMatrix(nm);
   ASSERT_TRUE(created.ok()) << created.status();
   const int64_t m = created->matrix.id();
@@ -187,6 +192,7 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
   EXPECT_EQ(lat.unit, "MB/s");
   EXPECT_EQ(lat.value, 5.5);
   EXPECT_EQ(lat.timing, "");  // no guest
+  EXPECT_EQ(lat.params, kParams);
   EXPECT_EQ((*rows)[1].metric, "throughput");
   EXPECT_EQ((*rows)[1].phase, "write");
   EXPECT_EQ((*rows)[1].value, 100);
@@ -198,6 +204,7 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
   EXPECT_EQ(off.repeat, 2);
   EXPECT_EQ(off.value, 200);
   EXPECT_EQ(off.timing, "tcg-icount shift 7");
+  EXPECT_EQ(off.params, R"({"tests":"read","threads":"16"})");  // keys sorted, as MapToJson
 
   EXPECT_EQ(analyzer().Samples({m, other})->size(), 4u);
   EXPECT_TRUE(analyzer().Samples({})->empty());
@@ -281,7 +288,7 @@ TEST_P(AnalyzerStoreContractTest, CellIsTheFirstJobOfItsCellWithTheSpecsSet) {
   auto created = matrices().CreateMatrix(nm);
   ASSERT_TRUE(created.ok()) << created.status();
   const int64_t m = created->matrix.id();
-  absl::StatusOr<SeriesSpec> cell = analyzer().Cell(m, "p", "dma-map-bench");
+  absl::StatusOr<SeriesSpec> cell = analyzer().Cell(m, "p", "dma-map-bench", R"({"tests":"read"})");
   ASSERT_TRUE(cell.ok()) << cell.status();
   EXPECT_EQ(cell->catalog, "c");
   EXPECT_EQ(cell->platform, "p");
@@ -289,11 +296,18 @@ TEST_P(AnalyzerStoreContractTest, CellIsTheFirstJobOfItsCellWithTheSpecsSet) {
   EXPECT_EQ(cell->executor, pb::EXECUTOR_FIO);
   EXPECT_TRUE(SameJson(cell->params_json, R"({"tests": "read"})")) << cell->params_json;
   EXPECT_TRUE(SameJson(cell->model_set_json, R"({"agent.hold_ms": "5"})")) << cell->model_set_json;
-  EXPECT_EQ(analyzer().Cell(m, "p", "fio").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(analyzer().Cell(m + 100, "p", "dma-map-bench").status().code(),
+  // The same workload with other params is another cell.
+  absl::StatusOr<SeriesSpec> other = analyzer().Cell(m, "p", "dma-map-bench", kParams);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_TRUE(SameJson(other->params_json, kParams)) << other->params_json;
+  EXPECT_EQ(analyzer().Cell(m, "p", "dma-map-bench", R"({"tests":"reread"})").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(analyzer().Cell(m, "p", "fio", kParams).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(analyzer().Cell(m + 100, "p", "dma-map-bench", kParams).status().code(),
             absl::StatusCode::kNotFound);
   const int64_t plain = MakeMatrix(1);  // spec without `set:`
-  EXPECT_TRUE(SameJson(analyzer().Cell(plain, "p", "dma-map-bench")->model_set_json, "{}"));
+  EXPECT_TRUE(
+      SameJson(analyzer().Cell(plain, "p", "dma-map-bench", kParams)->model_set_json, "{}"));
 }
 
 TEST_P(AnalyzerStoreContractTest, TerminalBulkMatricesAreAnalysedOnce) {
@@ -339,6 +353,38 @@ TEST_P(AnalyzerStoreContractTest, TerminalBulkMatricesAreAnalysedOnce) {
   EXPECT_EQ(todo->front().id, m2);
   EXPECT_FALSE(todo->front().analysis_bisect);
   (void)m3;
+}
+
+// What a restarted analyzer replays into its result gauges: per (platform,
+// workload) the newest analysed bulk matrix; not a newer one still to be
+// analysed, nor a confirmation matrix.
+TEST_P(AnalyzerStoreContractTest, LatestAnalysedMatricesAreTheNewestPerCell) {
+  auto on = [&](const std::string& platform, pb::JobKind kind) {
+    NewMatrix m = testrows::Matrix(1, 3, 0, pb::EXECUTOR_EMULATOR, kind);
+    for (pb::Job& j : m.jobs) j.set_platform(platform);
+    auto created = matrices().CreateMatrix(m);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? created->matrix.id() : 0;
+  };
+  const int64_t p_old = on("p", pb::JOB_KIND_BULK);
+  const int64_t q = on("q", pb::JOB_KIND_BULK);
+  const int64_t p_new = on("p", pb::JOB_KIND_BULK);
+  const int64_t p_unanalysed = on("p", pb::JOB_KIND_BULK);
+  const int64_t confirm = on("r", pb::JOB_KIND_CONFIRM);
+  const pb::RegisterResponse a = Register("a1");
+  for (const pb::JobLease& l : Lease(a, 10)) ASSERT_TRUE(Report(a, l.lease()).ok());
+  for (int64_t m : {p_old, q, p_new}) {
+    ASSERT_TRUE(analyzer().RecordAnalysis(m, "c", {}).ok());
+  }
+  absl::StatusOr<std::vector<MatrixInfo>> latest = analyzer().LatestAnalysedMatrices();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  std::vector<int64_t> ids;
+  for (const MatrixInfo& m : *latest) ids.push_back(m.id);
+  EXPECT_EQ(ids, (std::vector<int64_t>{q, p_new}));
+  ASSERT_FALSE(latest->empty());
+  EXPECT_EQ(latest->front().catalog, "c");
+  (void)p_unanalysed;
+  (void)confirm;
 }
 
 TEST_P(AnalyzerStoreContractTest, RecordedFindingsReadBackAsRegressionsWithRunningBisects) {

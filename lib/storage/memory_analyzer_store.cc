@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <set>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -59,6 +60,11 @@ int64_t Floor(const Tables& t) {
   int64_t floor = 0;
   if (it == t.analyzer_state.end() || !absl::SimpleAtoi(it->second, &floor)) return 0;
   return floor;
+}
+
+MatrixInfo InfoOf(const MatrixRow& m) {
+  return MatrixInfo{m.id, m.catalog, m.analysis_bisect,
+                    ExecutorFromNumber(static_cast<int>(m.executor)), m.spec_yaml};
 }
 
 // What MatricesToAnalyze and the floor ask of a matrix's jobs.
@@ -119,7 +125,7 @@ bool Ignored(const Tables& t, const std::string& catalog, const RegressionFindin
     const pb::Regression& g = row.regression;
     if (g.state() != pb::REGRESSION_STATE_IGNORED || g.catalog() != catalog ||
         g.platform() != f.platform || g.workload() != f.workload || g.metric() != f.metric ||
-        static_cast<int>(g.mode()) != ModeNumber(f.mode) ||
+        MapToJson(g.params()) != f.params || static_cast<int>(g.mode()) != ModeNumber(f.mode) ||
         g.overhead_series() != f.overhead_series || g.direction() != direction) {
       continue;
     }
@@ -144,6 +150,7 @@ int64_t InsertRegression(Tables& t, const NewRegression& n, int64_t matrix_id,
                                : pb::CHANGE_DIRECTION_IMPROVEMENT);
   g.set_platform(f.platform);
   g.set_workload(f.workload);
+  JsonToMap(f.params, g.mutable_params());
   g.set_metric(f.metric);
   g.set_mode(static_cast<pb::IommuMode>(ModeNumber(f.mode)));
   g.set_overhead_series(f.overhead_series);
@@ -304,9 +311,28 @@ absl::StatusOr<std::vector<MatrixInfo>> MemoryAnalyzerStore::MatricesToAnalyze()
       auto j = jobs.find(m.id);
       if (j == jobs.end() || !j->second.bulk || j->second.live) continue;
       if (t.analyzer_state.count(MatrixKey(m.id)) != 0) continue;
-      out.push_back(MatrixInfo{m.id, m.catalog, m.analysis_bisect,
-                               ExecutorFromNumber(static_cast<int>(m.executor)), m.spec_yaml});
+      out.push_back(InfoOf(m));
     }
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<MatrixInfo>> MemoryAnalyzerStore::LatestAnalysedMatrices() {
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<MatrixInfo>> {
+    const int64_t floor = Floor(t);
+    std::map<std::pair<std::string, std::string>, int64_t> newest;  // (platform, workload)
+    for (const auto& [id, row] : t.jobs) {
+      const pb::Job& j = row.job;
+      if (j.kind() != pb::JOB_KIND_BULK) continue;
+      const int64_t m = j.matrix_id();
+      if (m > floor && t.analyzer_state.count(MatrixKey(m)) == 0) continue;
+      int64_t& at = newest[{j.platform(), j.workload().name()}];
+      at = std::max(at, m);
+    }
+    std::set<int64_t> ids;
+    for (const auto& [cell, id] : newest) ids.insert(id);
+    std::vector<MatrixInfo> out;
+    for (int64_t id : ids) out.push_back(InfoOf(t.matrices.at(id)));
     return out;
   });
 }
@@ -335,6 +361,7 @@ absl::StatusOr<std::vector<SampleRow>> MemoryAnalyzerStore::Samples(
         row.commit_index = j.commit_index();
         row.platform = j.platform();
         row.workload = j.workload().name();
+        row.params = MapToJson(j.workload().params());
         row.mode = ModeName(static_cast<int>(j.mode()));
         row.repeat = j.repeat();
         row.metric = s.metric();
@@ -393,21 +420,22 @@ absl::StatusOr<std::vector<CommitRow>> MemoryAnalyzerStore::Commits(const std::s
 }
 
 absl::StatusOr<SeriesSpec> MemoryAnalyzerStore::Cell(int64_t matrix_id, const std::string& platform,
-                                                     const std::string& workload) {
+                                                     const std::string& workload,
+                                                     const std::string& params) {
   return db_->Read([&](const Tables& t) -> absl::StatusOr<SeriesSpec> {
     auto m = t.matrices.find(matrix_id);
     const pb::Job* job = nullptr;
     for (const auto& [id, row] : t.jobs) {  // the first by id
       const pb::Job& j = row.job;
       if (j.matrix_id() == matrix_id && j.platform() == platform &&
-          j.workload().name() == workload) {
+          j.workload().name() == workload && MapToJson(j.workload().params()) == params) {
         job = &j;
         break;
       }
     }
     if (m == t.matrices.end() || job == nullptr) {
-      return absl::NotFoundError(
-          absl::StrCat("matrix ", matrix_id, " has no job for ", platform, " ", workload));
+      return absl::NotFoundError(absl::StrCat("matrix ", matrix_id, " has no job for ", platform,
+                                              " ", workload, " ", params));
     }
     SeriesSpec s;
     s.platform = platform;

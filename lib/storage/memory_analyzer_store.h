@@ -30,6 +30,7 @@ class MemoryAnalyzerStore final : public AnalyzerStore {
   MemoryAnalyzerStore& operator=(const MemoryAnalyzerStore&) = delete;
 
   absl::StatusOr<std::vector<MatrixInfo>> MatricesToAnalyze() override;
+  absl::StatusOr<std::vector<MatrixInfo>> LatestAnalysedMatrices() override;
   absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& matrices) override;
   absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>& matrices) override;
   absl::StatusOr<std::vector<std::string>> FailureReasons(
@@ -37,7 +38,7 @@ class MemoryAnalyzerStore final : public AnalyzerStore {
   absl::StatusOr<std::vector<CommitRow>> Commits(const std::string& catalog, int lo,
                                                  int hi) override;
   absl::StatusOr<SeriesSpec> Cell(int64_t matrix_id, const std::string& platform,
-                                  const std::string& workload) override;
+                                  const std::string& workload, const std::string& params) override;
   absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
       int64_t matrix_id, const std::string& catalog,
       const std::vector<NewRegression>& found) override;

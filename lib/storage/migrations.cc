@@ -451,6 +451,12 @@ CREATE INDEX jobs_build_key_idx ON jobs (catalog, commit_id, platform) WHERE exe
 // wait for one wait for the key's first build (its oldest succeeded one, else
 // its oldest) instead, and the other duplicates are cancelled (a succeeded
 // one keeps its result).
+// Series of one workload with other params are other series (and other
+// regressions); rows before it had one series per workload name.
+const char* const kV15RegressionParams = R"SQL(
+ALTER TABLE regressions ADD COLUMN params jsonb NOT NULL DEFAULT '{}'::jsonb;
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -492,6 +498,8 @@ const std::vector<Migration>& AllMigrations() {
        kV13KernelBuildJobs},
       {14, "jobs_live_build_key_idx: one live kernel build job per (catalog, commit, arch)",
        kV14OneLiveBuildPerKey},
+      {15, "regressions.params: the workload params of the regression's series",
+       kV15RegressionParams},
   };
   return *kAll;
 }

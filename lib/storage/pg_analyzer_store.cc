@@ -38,6 +38,12 @@ class PgAnalyzerStore final : public AnalyzerStore {
  public:
   explicit PgAnalyzerStore(PgPool* pool) : pool_(pool) {}
 
+  // A row of `SELECT m.id, m.catalog, m.analysis_bisect, m.executor, m.spec_yaml`.
+  static MatrixInfo InfoOf(const pqxx::row& r) {
+    return MatrixInfo{r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<bool>(),
+                      ExecutorFromNumber(r[3].as<int>()), r[4].as<std::string>()};
+  }
+
   absl::StatusOr<std::vector<MatrixInfo>> MatricesToAnalyze() override {
     using Out = std::vector<MatrixInfo>;
     return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
@@ -53,8 +59,29 @@ class PgAnalyzerStore final : public AnalyzerStore {
                "                  AND j.state IN (1, 2)) "
                "ORDER BY m.id LIMIT 20",
                floor)) {
-        out.push_back(MatrixInfo{r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<bool>(),
-                                 ExecutorFromNumber(r[3].as<int>()), r[4].as<std::string>()});
+        out.push_back(InfoOf(r));
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<std::vector<MatrixInfo>> LatestAnalysedMatrices() override {
+    using Out = std::vector<MatrixInfo>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      const int64_t floor = Floor(t);
+      Out out;
+      // Analysed: below the floor, or with its analysis recorded.
+      for (const pqxx::row& r : t.exec_params(
+               "WITH newest AS ("
+               "  SELECT DISTINCT ON (j.platform, j.workload) j.matrix_id FROM jobs j "
+               "  WHERE j.kind = 1 AND (j.matrix_id <= $1 OR EXISTS ("
+               "    SELECT 1 FROM analyzer_state s WHERE s.key = 'matrix:' || j.matrix_id)) "
+               "  ORDER BY j.platform, j.workload, j.matrix_id DESC) "
+               "SELECT m.id, m.catalog, m.analysis_bisect, m.executor, m.spec_yaml FROM matrices m "
+               "WHERE m.id IN (SELECT matrix_id FROM newest) ORDER BY m.id",
+               floor)) {
+        out.push_back(InfoOf(r));
       }
       return out;
     });
@@ -70,14 +97,16 @@ class PgAnalyzerStore final : public AnalyzerStore {
                          "  j.workload, j.mode, j.repeat, s->>'metric', coalesce(s->>'phase', ''), "
                          "  (s->>'value')::float8, r.job_id, coalesce(s->>'unit', ''), "
                          "  coalesce(r.host->'guest'->>'accel', ''), "
-                         "  coalesce(r.host->'guest'->>'icount_shift', '0') "
-                         "FROM results r JOIN jobs j ON j.id = r.job_id "
-                         "CROSS JOIN LATERAL jsonb_array_elements(r.samples) s "
-                         "WHERE r.matrix_id = ANY($1::bigint[]) AND j.state = 3 "
-                         "  AND r.attempt = (SELECT max(r2.attempt) FROM results r2 "
-                         "                   WHERE r2.job_id = r.job_id) "
-                         "  AND s ? 'value' AND jsonb_typeof(s->'value') = 'number' "
-                         "ORDER BY r.job_id",
+                         "  coalesce(r.host->'guest'->>'icount_shift', '0'), " +
+                             std::string(kJobParamsSql) +
+                             "::text "
+                             "FROM results r JOIN jobs j ON j.id = r.job_id "
+                             "CROSS JOIN LATERAL jsonb_array_elements(r.samples) s "
+                             "WHERE r.matrix_id = ANY($1::bigint[]) AND j.state = 3 "
+                             "  AND r.attempt = (SELECT max(r2.attempt) FROM results r2 "
+                             "                   WHERE r2.job_id = r.job_id) "
+                             "  AND s ? 'value' AND jsonb_typeof(s->'value') = 'number' "
+                             "ORDER BY r.job_id",
                          ArrayLiteral(matrices))) {
         SampleRow s;
         s.sample_id = r[11].as<int64_t>();
@@ -94,6 +123,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
         s.value = r[10].as<double>();
         s.unit = r[12].as<std::string>();
         s.timing = GuestTiming(r[13].as<std::string>(), r[14].as<std::string>());
+        s.params = CanonicalJsonObject(r[15].as<std::string>());
         out.push_back(std::move(s));
       }
       return out;
@@ -148,23 +178,25 @@ class PgAnalyzerStore final : public AnalyzerStore {
   }
 
   absl::StatusOr<SeriesSpec> Cell(int64_t matrix_id, const std::string& platform,
-                                  const std::string& workload) override {
+                                  const std::string& workload, const std::string& params) override {
     return pool_->Call<SeriesSpec>([&](pqxx::connection& c) -> absl::StatusOr<SeriesSpec> {
       pqxx::read_transaction t(c);
-      pqxx::result r = t.exec_params("SELECT " + std::string(kJobParamsSql) +
-                                         "::text, j.executor, j.catalog, m.spec_yaml FROM jobs j "
-                                         "JOIN matrices m ON m.id = j.matrix_id "
-                                         "WHERE j.matrix_id = $1 AND j.platform = $2 AND "
-                                         "j.workload = $3 ORDER BY j.id LIMIT 1",
-                                     matrix_id, platform, workload);
+      pqxx::result r =
+          t.exec_params("SELECT " + std::string(kJobParamsSql) +
+                            "::text, j.executor, j.catalog, m.spec_yaml FROM jobs j "
+                            "JOIN matrices m ON m.id = j.matrix_id "
+                            "WHERE j.matrix_id = $1 AND j.platform = $2 AND "
+                            "j.workload = $3 AND " +
+                            std::string(kJobParamsSql) + " = $4::jsonb ORDER BY j.id LIMIT 1",
+                        matrix_id, platform, workload, params);
       if (r.empty()) {
-        return absl::NotFoundError(
-            absl::StrCat("matrix ", matrix_id, " has no job for ", platform, " ", workload));
+        return absl::NotFoundError(absl::StrCat("matrix ", matrix_id, " has no job for ", platform,
+                                                " ", workload, " ", params));
       }
       SeriesSpec s;
       s.platform = platform;
       s.workload = workload;
-      s.params_json = r[0][0].as<std::string>();
+      s.params_json = CanonicalJsonObject(r[0][0].as<std::string>());
       s.executor = ExecutorFromNumber(r[0][1].as<int>());
       s.catalog = r[0][2].as<std::string>();
       // jobs.model_set holds the commit's catalog settings plus the spec's
@@ -201,22 +233,24 @@ class PgAnalyzerStore final : public AnalyzerStore {
                   "JOIN catalog_commits fb ON fb.catalog = g.catalog AND fb.id = g.first_bad "
                   "WHERE g.state = 7 AND g.catalog = $1 AND g.platform = $2 AND g.workload = $3 "
                   "  AND g.metric = $4 AND g.mode = $5 AND g.overhead_series = $6 "
-                  "  AND g.direction = $7 AND lg.idx < $9 AND $8 < fb.idx",
+                  "  AND g.direction = $7 AND lg.idx < $9 AND $8 < fb.idx "
+                  "  AND g.params = $10::jsonb",
                   catalog, f.platform, f.workload, f.metric, ModeNumber(f.mode), f.overhead_series,
-                  f.regression ? 1 : 2, f.last_good_index, f.first_bad_index)
+                  f.regression ? 1 : 2, f.last_good_index, f.first_bad_index, f.params)
                  .empty())
           continue;
         const std::string per_mode = PerModeJson(f);
         const pqxx::row reg = w.exec_params1(
             "INSERT INTO regressions (state, change_class, direction, platform, workload, "
             "  metric, mode, overhead_series, catalog, last_good, first_bad, magnitude, p_value, "
-            "  per_mode, matrix_id, series_key, note, metric_rank, primary_metrics) "
+            "  per_mode, matrix_id, series_key, note, metric_rank, primary_metrics, params) "
             "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16, "
-            "  $17, $18, ARRAY(SELECT jsonb_array_elements_text($19::jsonb))) RETURNING id",
+            "  $17, $18, ARRAY(SELECT jsonb_array_elements_text($19::jsonb)), $20::jsonb) "
+            "RETURNING id",
             static_cast<int>(n.state), static_cast<int>(f.change_class), f.regression ? 1 : 2,
             f.platform, f.workload, f.metric, ModeNumber(f.mode), f.overhead_series, catalog,
             f.last_good, f.first_bad, f.magnitude, f.p_value, per_mode, matrix_id, n.series_key,
-            n.note, n.metric_rank, nlohmann::json(n.primary_metrics).dump());
+            n.note, n.metric_rank, nlohmann::json(n.primary_metrics).dump(), f.params);
         const int64_t reg_id = reg[0].as<int64_t>();
         const pqxx::row b = w.exec_params1(
             "INSERT INTO bisects (regression_id, state, last_good, first_bad) "

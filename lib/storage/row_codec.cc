@@ -71,6 +71,12 @@ std::string MapToJson(const google::protobuf::Map<std::string, std::string>& m) 
   return j.dump();
 }
 
+std::string CanonicalJsonObject(const std::string& text) {
+  google::protobuf::Map<std::string, std::string> m;
+  JsonToMap(text, &m);
+  return MapToJson(m);
+}
+
 void JsonToMap(const std::string& text, google::protobuf::Map<std::string, std::string>* out) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return;

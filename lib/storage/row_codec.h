@@ -46,6 +46,10 @@ void SetTime(absl::Time t, google::protobuf::Timestamp* ts);
 
 std::string MapToJson(const google::protobuf::Map<std::string, std::string>& m);
 void JsonToMap(const std::string& text, google::protobuf::Map<std::string, std::string>* out);
+// A JSON object's text as MapToJson spells it (keys sorted, no spaces), so
+// that PostgreSQL's jsonb text and a message's map compare equal; "{}" for
+// text that is not an object.
+std::string CanonicalJsonObject(const std::string& text);
 
 std::string HostToJson(const pb::HostFacts& h);
 void JsonToHost(const std::string& text, pb::HostFacts* h);

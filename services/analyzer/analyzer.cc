@@ -36,6 +36,7 @@ RegressionFinding StoredFinding(const Finding& f) {
   RegressionFinding r;
   r.platform = f.platform;
   r.workload = f.workload;
+  r.params = f.params;
   r.metric = f.metric;
   r.mode = f.mode;
   r.overhead_series = f.overhead_series;
@@ -145,6 +146,9 @@ absl::Status Analyzer::Tick() {
     Log(what + ": " + s.ToString());
     if (first.ok()) first = s;
   };
+  if (!result_gauges_restored_ && open_.results != nullptr) {
+    note(RestoreResultGauges(), "restoring result gauges");
+  }
   absl::StatusOr<std::vector<MatrixInfo>> todo = store_->MatricesToAnalyze();
   note(todo.status(), "listing matrices");
   if (todo.ok()) {
@@ -167,6 +171,19 @@ absl::Status Analyzer::Tick() {
       open_.secondary->Set(static_cast<double>(open->secondary));
   }
   return first;
+}
+
+absl::Status Analyzer::RestoreResultGauges() {
+  absl::StatusOr<std::vector<MatrixInfo>> latest = store_->LatestAnalysedMatrices();
+  if (!latest.ok()) return latest.status();
+  for (const MatrixInfo& m : *latest) {  // oldest first: each series ends at its newest
+    absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples({m.id});
+    if (!samples.ok()) return samples.status();
+    open_.results->Update(m.catalog, BuildSeries(*samples, false, options_.primary_metrics));
+  }
+  result_gauges_restored_ = true;
+  Log(absl::StrCat("result gauges restored from ", latest->size(), " analysed matrices"));
+  return absl::OkStatus();
 }
 
 absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
@@ -195,15 +212,16 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
 
 absl::StatusOr<NewRegression> Analyzer::NewRegressionFor(const MatrixInfo& m, const Finding& f,
                                                          const PrimaryMetricMap& primary) {
-  absl::StatusOr<SeriesSpec> cell = store_->Cell(m.id, f.platform, f.workload);
+  absl::StatusOr<SeriesSpec> cell = store_->Cell(m.id, f.platform, f.workload, f.params);
   if (!cell.ok()) return cell.status();
   auto pm = primary.find({f.platform, f.workload});
   const std::set<std::string> workload_primary =
       pm == primary.end() ? std::set<std::string>{} : pm->second;
   NewRegression n;
   n.finding = StoredFinding(f);
-  n.series_key = absl::StrCat(f.platform, "|", f.workload, "|", f.metric, "|", f.mode,
-                              f.overhead_series ? "/off" : "", "|", f.last_good, "|", f.first_bad);
+  n.series_key = absl::StrCat(f.platform, "|", f.workload, f.params == "{}" ? "" : f.params, "|",
+                              f.metric, "|", f.mode, f.overhead_series ? "/off" : "", "|",
+                              f.last_good, "|", f.first_bad);
   n.state = pb::REGRESSION_STATE_SUSPECTED;  // until confirmed
   n.metric_rank = f.primary_metric ? "primary" : "secondary";
   n.primary_metrics.assign(workload_primary.begin(), workload_primary.end());
@@ -234,7 +252,8 @@ absl::StatusOr<NewRegression> Analyzer::NewRegressionFor(const MatrixInfo& m, co
   n.bisect_state_json = BisectStateToJson(st);
   Log(absl::StrCat("matrix ", m.id, ": ", f.primary_metric ? "" : "secondary-metric ",
                    f.regression ? "regression" : "improvement", " ", f.platform, " ", f.workload,
-                   " ", f.metric, " ", f.mode, f.overhead_series ? "/off" : "", " ",
+                   f.params == "{}" ? "" : absl::StrCat("{", ParamsLabel(f.params), "}"), " ",
+                   f.metric, " ", f.mode, f.overhead_series ? "/off" : "", " ",
                    Percent(f.magnitude), " between ", f.last_good, " and ", f.first_bad, " (",
                    ChangeClassName(f.change_class), ", p=", absl::StrFormat("%.2g", f.p_value),
                    suggestive ? ", suggestive" : "", ")"));

@@ -118,6 +118,9 @@ class Analyzer final {
   Analyzer& operator=(const Analyzer&) = delete;
 
   // One pass. Keeps going after a failed item; returns the first error.
+  // The first pass that reaches the store also restores the result gauges
+  // from the latest analysed matrices, so a restarted analyzer's gauges are
+  // not empty until new results come.
   absl::Status Tick();
 
   // Totals since start, for logs and tests.
@@ -126,6 +129,7 @@ class Analyzer final {
 
  private:
   absl::Status AnalyzeMatrix(const MatrixInfo& m);
+  absl::Status RestoreResultGauges();
   // The regression row and bisect record of one finding of `m`.
   absl::StatusOr<NewRegression> NewRegressionFor(const MatrixInfo& m, const Finding& f,
                                                  const PrimaryMetricMap& primary);
@@ -142,6 +146,7 @@ class Analyzer final {
   OpenGauges open_;
   const AnalyzerOptions options_;
   int matrices_analyzed_ = 0;
+  bool result_gauges_restored_ = false;
   int submissions_ = 0;  // fix checks'; the bisects' are counted by bisects_
   BisectDriver bisects_;
 };

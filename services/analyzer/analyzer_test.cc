@@ -7,9 +7,11 @@
 #include <tuple>
 
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "services/analyzer/result_gauges.h"
 
 namespace farm::analyzer {
 namespace {
@@ -370,6 +372,7 @@ class OneBisectStore final : public AnalyzerStore {
     matrices.clear();
     return out;
   }
+  absl::StatusOr<std::vector<MatrixInfo>> LatestAnalysedMatrices() override { return latest; }
   absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& ids) override {
     std::vector<SampleRow> out;
     for (const SampleRow& r : samples) {
@@ -393,7 +396,8 @@ class OneBisectStore final : public AnalyzerStore {
     for (int i = lo; i <= hi; ++i) out.push_back({i, "c" + std::to_string(i), "subject"});
     return out;
   }
-  absl::StatusOr<SeriesSpec> Cell(int64_t, const std::string&, const std::string&) override {
+  absl::StatusOr<SeriesSpec> Cell(int64_t, const std::string&, const std::string&,
+                                  const std::string&) override {
     return SeriesSpec{};
   }
   absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
@@ -434,6 +438,7 @@ class OneBisectStore final : public AnalyzerStore {
   }
 
   std::vector<MatrixInfo> matrices;
+  std::vector<MatrixInfo> latest;  // LatestAnalysedMatrices
   std::vector<NewRegression> recorded;
   std::vector<iommufarm::v1::KernelOffer> offers;
   std::vector<int> offers_asked_for;
@@ -852,6 +857,71 @@ TEST_F(BisectDriverSkipTest, OnlyUnbuildableCommitsBetweenEndsNamesThemAll) {
     if (s.record.verdict == "skip") skipped.push_back(s.record.commit_id);
   }
   EXPECT_EQ(skipped, (std::vector<std::string>{"c11", "c12"}));
+}
+
+// Two workloads of one name with other params are two series: a change in
+// each is found on its own, not pooled (threads: 1 fell at c16, threads: 16
+// at c32; pooled, neither split stands out).
+TEST(ParamsSeriesTest, EachParamSetOfAWorkloadIsItsOwnSeries) {
+  OneBisectStore store("{}");
+  store.matrices.push_back(MatrixInfo{1, "kernels", false, pb::EXECUTOR_EMULATOR, ""});
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> noise(0, 1);
+  for (int c = 0; c <= 40; c += 8) {
+    for (int r = 0; r < 5; ++r) {
+      SampleRow one = Row(1, "c" + std::to_string(c), "strict", r,
+                          100 * (c >= 16 ? 0.85 : 1) * (1 + 0.003 * noise(rng)));
+      one.commit_index = c;
+      one.params = R"({"threads":"1"})";
+      store.samples.push_back(one);
+      SampleRow many = one;
+      many.params = R"({"threads":"16"})";
+      many.value = 1600 * (c >= 32 ? 0.6 : 1) * (1 + 0.003 * noise(rng));
+      store.samples.push_back(many);
+    }
+  }
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  (void)analyzer.Tick();
+  std::map<std::string, std::string> first_bad;  // params -> first bad commit
+  for (const NewRegression& n : store.recorded) first_bad[n.finding.params] = n.finding.first_bad;
+  EXPECT_EQ(first_bad, (std::map<std::string, std::string>{{R"({"threads":"1"})", "c16"},
+                                                           {R"({"threads":"16"})", "c32"}}));
+  for (const NewRegression& n : store.recorded) {
+    EXPECT_NE(n.series_key.find(n.finding.params), std::string::npos) << n.series_key;
+  }
+}
+
+// A restarted analyzer's result gauges come back from the latest analysed
+// matrices on its first pass, not only when a new matrix is analysed; each
+// series ends at the newest of them.
+TEST(ResultGaugesRestoreTest, TheFirstPassRestoresTheLatestResults) {
+  OneBisectStore store("{}");
+  store.latest = {MatrixInfo{3, "kernels", false, pb::EXECUTOR_EMULATOR, ""},
+                  MatrixInfo{5, "kernels", false, pb::EXECUTOR_EMULATOR, ""}};
+  for (int r = 0; r < 3; ++r) {
+    store.samples.push_back(Row(3, "c1", "strict", r, 100));
+    store.samples.push_back(Row(5, "c2", "strict", r, 80));
+  }
+  prometheus::Registry registry;
+  ResultGauges gauges(registry);
+  OpenGauges open;
+  open.results = &gauges;
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, open, AnalyzerOptions{});
+  (void)analyzer.Tick();  // the store's one bisect has no state to advance
+  double latest = -1;
+  std::string commit;
+  for (const prometheus::MetricFamily& f : registry.Collect()) {
+    for (const prometheus::ClientMetric& m : f.metric) {
+      std::map<std::string, std::string> labels;
+      for (const prometheus::ClientMetric::Label& l : m.label) labels[l.name] = l.value;
+      if (f.name == "farm_result_latest" && labels["mode"] == "strict") latest = m.gauge.value;
+      if (f.name == "farm_result_latest_commit_info") commit = labels["commit"];
+    }
+  }
+  EXPECT_EQ(latest, 80);
+  EXPECT_EQ(commit, "c2");
 }
 
 }  // namespace

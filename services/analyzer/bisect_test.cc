@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "services/analyzer/log.h"
+
 namespace farm::analyzer {
 namespace {
 
@@ -256,6 +258,14 @@ TEST(BisectSkipTest, OnlySkippedCommitsLeftEndsWithEveryCandidate) {
   absl::StatusOr<BisectPlanner> done = BisectPlanner::FromJson(r->ToJson());
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->Culprits()[0].skipped, (std::vector<int>{6, 7}));
+}
+
+// Confirmed as what it is, not as "+0.0%".
+TEST(ConfirmationTest, AChangeFromZeroIsConfirmedFromZero) {
+  const std::vector<double> good(4, 0.0), bad = {5, 5, 5, 5};
+  const Confirmation c = EvaluateConfirmation(good, bad, kFromZero, BisectOptions{});
+  EXPECT_TRUE(c.confirmed);
+  EXPECT_EQ(Percent(c.test.relative_change), "rose from 0");
 }
 
 TEST(ConfirmationTest, RealShiftConfirmedNoiseRejected) {

@@ -318,20 +318,21 @@ const char* ChangeClassName(ChangeClass c) {
 std::vector<Finding> Classify(const std::vector<ChangePoint>& change_points,
                               const std::vector<Series>& series, const DetectOptions& options) {
   const double alpha = options.alpha / static_cast<double>(std::max<size_t>(1, series.size()));
-  // Merge overlapping intervals of one (platform, workload, direction).
+  // Merge overlapping intervals of one (platform, workload with its params,
+  // direction).
   std::vector<std::vector<const ChangePoint*>> groups;
   std::vector<const ChangePoint*> sorted;
   for (const ChangePoint& cp : change_points) sorted.push_back(&cp);
   std::sort(sorted.begin(), sorted.end(), [](const ChangePoint* a, const ChangePoint* b) {
-    return std::tie(a->key.platform, a->key.workload, a->first_bad_index) <
-           std::tie(b->key.platform, b->key.workload, b->first_bad_index);
+    return std::tie(a->key.platform, a->key.workload, a->key.params, a->first_bad_index) <
+           std::tie(b->key.platform, b->key.workload, b->key.params, b->first_bad_index);
   });
   for (const ChangePoint* cp : sorted) {
     std::vector<const ChangePoint*>* home = nullptr;
     for (auto& g : groups) {
       const ChangePoint* f = g.front();
       if (f->key.platform != cp->key.platform || f->key.workload != cp->key.workload ||
-          f->regression != cp->regression)
+          f->key.params != cp->key.params || f->regression != cp->regression)
         continue;
       const bool overlap = std::max(f->last_good_index, cp->last_good_index) <
                            std::min(f->first_bad_index, cp->first_bad_index);
@@ -363,6 +364,7 @@ std::vector<Finding> Classify(const std::vector<ChangePoint>& change_points,
     Finding f;
     f.platform = lead->key.platform;
     f.workload = lead->key.workload;
+    f.params = lead->key.params;
     f.metric = lead->key.metric;
     f.regression = lead->regression;
     f.polarity = lead->polarity;
@@ -379,7 +381,8 @@ std::vector<Finding> Classify(const std::vector<ChangePoint>& change_points,
     const ModeEffect* best_overhead = nullptr;
     const ModeEffect* off_effect = nullptr;
     for (const Series& s : series) {
-      if (s.key.platform != f.platform || s.key.workload != f.workload || s.key.metric != f.metric)
+      if (s.key.platform != f.platform || s.key.workload != f.workload ||
+          s.key.params != f.params || s.key.metric != f.metric)
         continue;
       ModeEffect e = MeasureAt(s, lead->segment_begin_index, f.last_good_index, f.first_bad_index,
                                lead->segment_end_index);

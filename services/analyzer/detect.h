@@ -126,6 +126,7 @@ struct ModeEffect {
 struct Finding {
   std::string platform;
   std::string workload;
+  std::string params = "{}";  // SeriesKey.params
   std::string metric;
   std::string mode;
   bool overhead_series = false;

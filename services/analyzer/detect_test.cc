@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "services/analyzer/log.h"
+
 namespace farm::analyzer {
 namespace {
 
@@ -101,6 +103,25 @@ TEST(DetectTest, LatencyIncreaseIsRegression) {
   const auto cps = DetectAll({s}, DetectOptions{});
   ASSERT_EQ(cps.size(), 1u);
   EXPECT_TRUE(cps[0].regression);
+}
+
+// A counter that was 0 and then is hit (a secondary, lower-is-better
+// metric) has no relative size: it is a regression from zero, past the
+// magnitude, not a "+0.0%" candidate left to confirmation.
+TEST(DetectTest, AChangeFromZeroIsARegressionFromZero) {
+  Series s;
+  s.key = {"intel-vtd-2s12c", "dma-map-bench", "iotlb_misses", "strict", false};
+  s.polarity = Polarity::kLowerIsBetter;
+  for (int c = 0; c < 8; ++c) {
+    s.points.push_back({c, "c" + std::to_string(c), std::vector<double>(3, c < 4 ? 0.0 : 5.0)});
+  }
+  const auto cps = DetectAll({s}, DetectOptions{});
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_TRUE(cps[0].regression);
+  EXPECT_FALSE(cps[0].suggestive);
+  EXPECT_EQ(cps[0].first_bad, "c4");
+  EXPECT_EQ(cps[0].relative_change, kFromZero);
+  EXPECT_EQ(Percent(cps[0].relative_change), "rose from 0");
 }
 
 TEST(DetectTest, SparseSeriesWithRepeats) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "proto/names.h"
 
 namespace farm::analyzer {
 
@@ -20,8 +21,9 @@ inline void Log(const std::string& msg) {
                absl::FormatTime("%H:%M:%S", absl::Now(), absl::UTCTimeZone()).c_str(), msg.c_str());
 }
 
-// A relative change as a signed percentage, e.g. "-12.5%".
-inline std::string Percent(double rel) { return absl::StrFormat("%+.1f%%", rel * 100); }
+// A relative change as a signed percentage, e.g. "-12.5%"; a change from a
+// zero baseline (kFromZero) as "rose from 0" or "fell from 0".
+inline std::string Percent(double rel) { return proto::RelativeChangeText(rel); }
 
 }  // namespace farm::analyzer
 

@@ -39,6 +39,7 @@ void ResultGauges::Update(const std::string& catalog, const std::vector<Series>&
     if (values.empty()) continue;
     const std::map<std::string, std::string> labels = {{"platform", s.key.platform},
                                                        {"workload", s.key.workload},
+                                                       {"params", ParamsLabel(s.key.params)},
                                                        {"metric", s.key.metric},
                                                        {"mode", s.key.mode}};
     (s.key.overhead ? ratio_ : latest_).Add(labels).Set(Mean(values));

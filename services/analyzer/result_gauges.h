@@ -1,11 +1,11 @@
 // ResultGauges: the latest benchmark results as Prometheus gauges, for
 // dashboards, with labels bounded by the farm's configuration, never by its
 // history (no commit, job or matrix label on a value series):
-//   farm_result_latest{platform, workload, metric, mode}
+//   farm_result_latest{platform, workload, params, metric, mode}
 //       mean over the repeats of the newest commit of the latest analysed
 //       bulk matrix that measured the series (metric: "throughput/write" as
 //       the analyzer names series);
-//   farm_result_overhead_ratio{platform, workload, metric, mode}
+//   farm_result_overhead_ratio{platform, workload, params, metric, mode}
 //       at that commit, mean(mode) / mean(off), paired per repeat;
 //   farm_result_latest_commit_info{platform, workload, catalog, commit} = 1
 //       which commit the latest values of a (platform, workload) are from:

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cctype>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "proto/names.h"
 #include "services/analyzer/stats.h"
 
@@ -111,9 +114,20 @@ std::string SeriesMetricName(const std::string& metric, const std::string& phase
   return phase.empty() ? metric : metric + "/" + phase;
 }
 
+std::string ParamsLabel(const std::string& params_json) {
+  const nlohmann::json j = nlohmann::json::parse(params_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return "";
+  std::vector<std::string> parts;
+  for (auto it = j.begin(); it != j.end(); ++it) {  // nlohmann keeps keys sorted
+    parts.push_back(it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump()));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
 std::string SeriesKey::ToString() const {
-  return platform + " " + workload + " " + metric + " " + (overhead ? mode + "/off" : mode) +
-         (timing.empty() ? "" : " (" + timing + ")");
+  const std::string p = ParamsLabel(params);
+  return platform + " " + workload + (p.empty() ? "" : "{" + p + "}") + " " + metric + " " +
+         (overhead ? mode + "/off" : mode) + (timing.empty() ? "" : " (" + timing + ")");
 }
 
 std::vector<Series> BuildSeries(const std::vector<SampleRow>& samples, bool include_unknown,
@@ -125,8 +139,8 @@ std::vector<Series> BuildSeries(const std::vector<SampleRow>& samples, bool incl
   for (const SampleRow& s : samples) {
     const Polarity p = MetricPolarity(s.metric);
     if (p == Polarity::kUnknown && !include_unknown) continue;
-    SeriesKey key{s.platform, s.workload, SeriesMetricName(s.metric, s.phase),
-                  s.mode,     false,      s.timing};
+    SeriesKey key{s.platform, s.workload, SeriesMetricName(s.metric, s.phase), s.mode, false,
+                  s.timing,   s.params};
     polarity[key] = p;
     SeriesPoint& pt = cells[key][s.commit_index];
     pt.commit_index = s.commit_index;

@@ -27,6 +27,10 @@ enum class Polarity { kHigherIsBetter, kLowerIsBetter, kUnknown };
 Polarity MetricPolarity(const std::string& metric);
 
 // "metric" or "metric/phase".
+// SeriesKey.params as a label and in text: "threads=16,tests=write,read"
+// (keys sorted), "" for none.
+std::string ParamsLabel(const std::string& params_json);
+
 std::string SeriesMetricName(const std::string& metric, const std::string& phase);
 
 struct SeriesKey {
@@ -36,8 +40,10 @@ struct SeriesKey {
   std::string mode;
   bool overhead = false;  // mode / off ratio
   std::string timing;     // SampleRow.timing: guests timed otherwise are another series
+  // SampleRow.params: a workload's runs with other params are another series.
+  std::string params = "{}";
 
-  auto Tie() const { return std::tie(platform, workload, metric, mode, overhead, timing); }
+  auto Tie() const { return std::tie(platform, workload, params, metric, mode, overhead, timing); }
   bool operator<(const SeriesKey& o) const { return Tie() < o.Tie(); }
   bool operator==(const SeriesKey& o) const { return Tie() == o.Tie(); }
   std::string ToString() const;

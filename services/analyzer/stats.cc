@@ -25,7 +25,10 @@ double Variance(std::span<const double> x) {
 
 namespace {
 
-double Relative(double a, double b) { return a == 0 ? 0 : (b - a) / std::fabs(a); }
+double Relative(double a, double b) {
+  if (a == 0) return b == 0 ? 0 : std::copysign(kFromZero, b);
+  return (b - a) / std::fabs(a);
+}
 
 }  // namespace
 
@@ -133,7 +136,10 @@ TwoSampleResult MannWhitneyTest(std::span<const double> a, std::span<const doubl
 Interval RelativeChangeInterval(double n_a, double mean_a, double var_a, double n_b, double mean_b,
                                 double var_b, double level) {
   const double rel = Relative(mean_a, mean_b);
-  if (n_a < 2 || n_b < 2 || mean_a == 0) return {-INFINITY, INFINITY};
+  // From a zero baseline the change has no relative size to be unsure of:
+  // none when the after mean is 0 too, else kFromZero.
+  if (mean_a == 0) return {rel, rel};
+  if (n_a < 2 || n_b < 2) return {-INFINITY, INFINITY};
   const double va = std::max(var_a, 0.0) / n_a;
   const double vb = std::max(var_b, 0.0) / n_b;
   const double se2 = va + vb;

@@ -9,16 +9,26 @@
 #include <span>
 #include <vector>
 
+#include "proto/names.h"
+
 namespace farm::analyzer {
 
 double Mean(std::span<const double> x);
 // Unbiased sample variance; 0 for fewer than two values.
 double Variance(std::span<const double> x);
 
+// A change from a mean of 0 (a counter that was never hit) has no relative
+// size. It is given as kFromZero times its baseline, signed as the change:
+// past any magnitude threshold, ranked first, bad or good as its sign says,
+// and finite, since it is stored and sent as JSON. Percent() prints it as
+// "rose from 0" / "fell from 0".
+inline constexpr double kFromZero = proto::kChangeFromZero;
+
 struct TwoSampleResult {
   double mean_a = 0;
   double mean_b = 0;
-  // (mean_b - mean_a) / |mean_a|; 0 when mean_a is 0.
+  // (mean_b - mean_a) / |mean_a|; when mean_a is 0: 0 if mean_b is too,
+  // else +-kFromZero.
   double relative_change = 0;
   double statistic = 0;  // t (Welch) or z (Mann-Whitney)
   double p_value = 1;    // two-sided

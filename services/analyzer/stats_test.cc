@@ -77,6 +77,18 @@ TEST(StatsTest, RelativeChangeIntervalMatchesHandComputation) {
   EXPECT_TRUE(std::isinf(none.lo) && std::isinf(none.hi));
 }
 
+TEST(StatsTest, AChangeFromZeroHasNoRelativeSize) {
+  const std::vector<double> zero = {0, 0, 0};
+  const std::vector<double> some = {4, 5, 6};
+  EXPECT_EQ(WelchTTest(zero, some).relative_change, kFromZero);
+  const std::vector<double> below = {-1, -2, -3};
+  EXPECT_EQ(WelchTTest(zero, below).relative_change, -kFromZero);
+  EXPECT_EQ(WelchTTest(zero, zero).relative_change, 0);
+  const Interval up = RelativeChangeInterval(zero, some, 0.95);
+  EXPECT_EQ(JudgeMagnitude(up, 0.03), MagnitudeCall::kAbove);
+  EXPECT_EQ(JudgeMagnitude(RelativeChangeInterval(zero, zero, 0.95), 0.03), MagnitudeCall::kBelow);
+}
+
 TEST(StatsTest, MagnitudeIsJudgedOnTheInterval) {
   // Clearly at least 3%.
   EXPECT_EQ(JudgeMagnitude({-0.05, -0.04}, 0.03), MagnitudeCall::kAbove);
