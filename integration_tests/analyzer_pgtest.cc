@@ -280,8 +280,14 @@ class AnalyzerPgTest : public ::testing::Test {
 
   // Bulk matrix over every `stride`-th commit of 0..last.
   int64_t SubmitBulk(int last, int stride, int repeats) {
+    std::vector<int> commits;
+    for (int i = 0; i <= last; i += stride) commits.push_back(i);
+    return SubmitCommits(commits, repeats);
+  }
+
+  int64_t SubmitCommits(const std::vector<int>& commits, int repeats) {
     std::vector<std::string> ids;
-    for (int i = 0; i <= last; i += stride) ids.push_back("\"" + Id(i) + "\"");
+    for (int i : commits) ids.push_back("\"" + Id(i) + "\"");
     const std::string spec = absl::StrCat(
         "name: analyzer-test\ncatalog: analyzer-test\nplatform: intel-vtd-2s12c\n"
         "commits: [",
@@ -494,6 +500,38 @@ TEST_F(AnalyzerPgTest, PlantedCostIsFoundBisectedAlertedAndResolved) {
 // The kernel of t20 does not build. The midpoint t20 of t16..t24 is skipped
 // for its neighbour t19 (good); once t21 is bad, only the skipped t20 lies
 // between the last good and the first bad: the bisect is done naming both.
+// The nightly use: one matrix measured t0..t24 (nothing changed there);
+// the next night's matrix measures t32 alone, and t30 made the IOMMU path
+// 25% costlier. Alone, one commit shows no change; against the history the
+// farm holds it is a regression between t24 and t32, confirmed on both
+// commits and bisected to t30.
+TEST_F(AnalyzerPgTest, ANightlyMatrixOfOneNewCommitIsFoundAndBisectedAgainstHistory) {
+  StartFarm(33, {{30, {{"sim.iommu_cost", "1.25"}}}});
+  const int64_t history = SubmitBulk(24, 8, 4);
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
+  TickUntil(
+      a,
+      [&] {
+        return Count(absl::StrCat("SELECT count(*) FROM analyzer_state WHERE key = 'matrix:",
+                                  history, "'")) == 1;
+      },
+      "the history matrix analysed");
+  EXPECT_EQ(Count("SELECT count(*) FROM regressions"), 0);
+  const int64_t nightly = SubmitCommits({32}, 4);
+  TickUntil(
+      a, [&] { return Count("SELECT count(*) FROM bisects WHERE state <> 'running'") == 1; },
+      "bisect finished");
+  const pqxx::result g =
+      Query("SELECT matrix_id, state, direction, culprit_id, last_good, first_bad FROM regressions");
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0][0].as<int64_t>(), nightly);
+  EXPECT_EQ(g[0][1].as<int>(), pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(g[0][2].as<int>(), pb::CHANGE_DIRECTION_REGRESSION);
+  EXPECT_EQ(g[0][3].as<std::string>(), "t30");
+  EXPECT_EQ(g[0][4].as<std::string>(), "t29");
+  EXPECT_EQ(g[0][5].as<std::string>(), "t30");
+}
+
 TEST_F(AnalyzerPgTest, AnUnbuildableCommitIsSkippedAndNamedAmongTheCandidates) {
   unbuildable_ = {"t20"};
   StartFarm(33, {{21, {{"sim.iommu_cost", "1.25"}}}});

@@ -51,6 +51,22 @@ struct CommitRow {
   std::string subject;
 };
 
+// What a series measured, apart from its metric and mode: the cells whose
+// history a matrix's series extend.
+struct HistoryCell {
+  std::string platform;
+  std::string workload;
+  std::string params = "{}";  // SampleRow.params
+};
+
+// True when `s` is of one of `cells`.
+inline bool InCells(const std::vector<HistoryCell>& cells, const SampleRow& s) {
+  for (const HistoryCell& c : cells) {
+    if (c.platform == s.platform && c.workload == s.workload && c.params == s.params) return true;
+  }
+  return false;
+}
+
 // The job cell a bisect re-runs: enough to write a matrix spec for it.
 struct SeriesSpec {
   std::string catalog;
@@ -203,6 +219,12 @@ class AnalyzerStore {
   // Every numeric sample of the accepted results (the latest attempt of
   // each succeeded job) of these matrices, in job order.
   virtual absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& matrices) = 0;
+  // The same, of the bulk jobs of `executor` in `catalog` that measured one
+  // of `cells`, in every analysed matrix but `except_matrix`: the history a
+  // matrix's series extend, whichever submission measured it.
+  virtual absl::StatusOr<std::vector<SampleRow>> HistorySamples(
+      const std::string& catalog, iommufarm::v1::Executor executor,
+      const std::vector<HistoryCell>& cells, int64_t except_matrix) = 0;
   // True when every job of every listed matrix is terminal.
   virtual absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>& matrices) = 0;
   // jobs.failure_reason of every FAILED job of these matrices, in job id
@@ -220,9 +242,11 @@ class AnalyzerStore {
                                           const std::string& workload,
                                           const std::string& params) = 0;
   // Records the findings of a matrix and marks it analysed, atomically.
-  // Findings whose series_key matches an open regression are skipped, and
-  // so are changes a person ignored (same series, direction and catalog,
-  // overlapping commit range). Returns the ids of the bisects created.
+  // A finding joins (is skipped for) an open or ignored regression of the
+  // same change: same catalog, platform, workload with its params, metric
+  // and direction, and an overlapping commit range, whichever mode led it
+  // (pooled with more submissions, another mode may show the change most);
+  // or one whose series_key it has. Returns the ids of the bisects created.
   virtual absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
       int64_t matrix_id, const std::string& catalog, const std::vector<NewRegression>& found) = 0;
   // Running bisects with their analyzer state, in bisect id order.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -387,6 +388,51 @@ TEST_P(AnalyzerStoreContractTest, LatestAnalysedMatricesAreTheNewestPerCell) {
   (void)confirm;
 }
 
+// The history a matrix's series extend: samples of the same cell (platform,
+// workload, params) in the other analysed bulk matrices of the catalog and
+// executor; not of a matrix still to be analysed, a confirmation matrix,
+// another cell or the matrix itself.
+TEST_P(AnalyzerStoreContractTest, HistoryIsTheSameCellInOtherAnalysedBulkMatrices) {
+  auto make = [&](const std::string& platform, pb::JobKind kind, const std::string& tests) {
+    NewMatrix m = testrows::Matrix(2, 3, 0, pb::EXECUTOR_EMULATOR, kind);
+    for (pb::Job& j : m.jobs) {
+      j.set_platform(platform);
+      (*j.mutable_workload()->mutable_params())["tests"] = tests;
+    }
+    auto created = matrices().CreateMatrix(m);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? created->matrix.id() : 0;
+  };
+  const int64_t old = make("p", pb::JOB_KIND_BULK, "write,read");
+  const int64_t other_params = make("p", pb::JOB_KIND_BULK, "read");
+  const int64_t other_platform = make("q", pb::JOB_KIND_BULK, "write,read");
+  const int64_t confirm = make("p", pb::JOB_KIND_CONFIRM, "write,read");
+  const int64_t now = make("p", pb::JOB_KIND_BULK, "write,read");
+  const int64_t later = make("p", pb::JOB_KIND_BULK, "write,read");  // not analysed yet
+  const pb::RegisterResponse a = Register("a1");
+  for (const pb::JobLease& l : Lease(a, 20)) {
+    ASSERT_TRUE(Report(a, l.lease(), static_cast<double>(l.job().matrix_id())).ok());
+  }
+  for (int64_t m : {old, other_params, other_platform, confirm, now}) {
+    ASSERT_TRUE(analyzer().RecordAnalysis(m, "c", {}).ok());
+  }
+  const std::vector<HistoryCell> cells = {{"p", "dma-map-bench", kParams}};
+  absl::StatusOr<std::vector<SampleRow>> h =
+      analyzer().HistorySamples("c", pb::EXECUTOR_EMULATOR, cells, now);
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::set<int64_t> from;
+  for (const SampleRow& r : *h) {
+    from.insert(r.matrix_id);
+    EXPECT_EQ(r.value, static_cast<double>(r.matrix_id));
+    EXPECT_EQ(r.params, kParams);
+  }
+  EXPECT_EQ(from, (std::set<int64_t>{old}));
+  EXPECT_EQ(h->size(), 2u);  // both commits of `old`
+  EXPECT_TRUE(analyzer().HistorySamples("d", pb::EXECUTOR_EMULATOR, cells, now)->empty());
+  EXPECT_TRUE(analyzer().HistorySamples("c", pb::EXECUTOR_FIO, cells, now)->empty());
+  (void)later;
+}
+
 TEST_P(AnalyzerStoreContractTest, RecordedFindingsReadBackAsRegressionsWithRunningBisects) {
   std::vector<int64_t> bisects;
   const int64_t m = AnalysedMatrix({Found("k1", 2, 5), Found("k2", 1, 3, false)}, &bisects);
@@ -459,9 +505,13 @@ TEST_P(AnalyzerStoreContractTest, OpenAndIgnoredChangesAreNotRecordedAgain) {
   ASSERT_EQ(later->size(), 2u);
   EXPECT_EQ(analysis().GetBisect((*later)[0], 0)->first_bad(), "c8");
   EXPECT_EQ(analysis().GetBisect((*later)[1], 0)->first_bad(), "c4");
-  // The ignored one's key is free again; one call records a key once.
+  // The ignored one's key is free again; one call records a key once. The
+  // open (c5, c8] change found again, now led by another mode over a
+  // narrower range, joins it.
+  NewRegression lazy = Found("k4", 6, 7);
+  lazy.finding.mode = "lazy";
   absl::StatusOr<std::vector<int64_t>> again =
-      analyzer().RecordAnalysis(m4, "c", {Found("k1", 7, 9), Found("k1", 7, 9)});
+      analyzer().RecordAnalysis(m4, "c", {Found("k1", 8, 9), Found("k1", 8, 9), lazy});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->size(), 1u);
 }

@@ -62,6 +62,46 @@ int64_t Floor(const Tables& t) {
   return floor;
 }
 
+// Every numeric sample of the accepted results (the latest attempt of each
+// succeeded job) of the jobs `picked` says yes to, in job order.
+template <typename Picked>
+std::vector<SampleRow> SamplesOf(const Tables& t, const Picked& picked) {
+  std::vector<SampleRow> out;
+  for (auto it = t.results.begin(); it != t.results.end(); ++it) {  // by (job, attempt)
+    const auto& [key, result] = *it;
+    // Only the job's latest attempt.
+    auto next = std::next(it);
+    if (next != t.results.end() && next->first.first == key.first) continue;
+    auto job = t.jobs.find(key.first);
+    if (job == t.jobs.end() || job->second.job.state() != pb::JOB_STATE_SUCCEEDED) continue;
+    const pb::Job& j = job->second.job;
+    if (!picked(j)) continue;
+    for (const pb::Sample& s : result.samples) {
+      // Non-finite values are stored as strings, not JSON numbers.
+      if (!std::isfinite(s.value())) continue;
+      SampleRow row;
+      row.sample_id = j.id();
+      row.matrix_id = result.matrix_id;
+      row.catalog = j.catalog();
+      row.commit_id = j.commit_id();
+      row.commit_index = j.commit_index();
+      row.platform = j.platform();
+      row.workload = j.workload().name();
+      row.params = MapToJson(j.workload().params());
+      row.mode = ModeName(static_cast<int>(j.mode()));
+      row.repeat = j.repeat();
+      row.metric = s.metric();
+      row.phase = s.phase();
+      row.value = s.value();
+      row.unit = s.unit();
+      row.timing = GuestTiming(result.host.guest().accel(),
+                               std::to_string(result.host.guest().icount_shift()));
+      out.push_back(std::move(row));
+    }
+  }
+  return out;
+}
+
 MatrixInfo InfoOf(const MatrixRow& m) {
   return MatrixInfo{m.id, m.catalog, m.analysis_bisect,
                     ExecutorFromNumber(static_cast<int>(m.executor)), m.spec_yaml};
@@ -116,17 +156,17 @@ bool OpenWithKey(const Tables& t, const std::string& series_key) {
   return false;
 }
 
-// An ignored regression of the same series, direction and catalog whose
-// (last good, first bad] range overlaps the finding's.
-bool Ignored(const Tables& t, const std::string& catalog, const RegressionFinding& f) {
+// An open or ignored regression of the same change as `f`: catalog,
+// platform, workload and params, metric and direction, with an overlapping
+// (last good, first bad] range; its leading mode may differ.
+bool SameChangeKnown(const Tables& t, const std::string& catalog, const RegressionFinding& f) {
   const pb::ChangeDirection direction =
       f.regression ? pb::CHANGE_DIRECTION_REGRESSION : pb::CHANGE_DIRECTION_IMPROVEMENT;
   for (const auto& [id, row] : t.regressions) {
     const pb::Regression& g = row.regression;
-    if (g.state() != pb::REGRESSION_STATE_IGNORED || g.catalog() != catalog ||
-        g.platform() != f.platform || g.workload() != f.workload || g.metric() != f.metric ||
-        MapToJson(g.params()) != f.params || static_cast<int>(g.mode()) != ModeNumber(f.mode) ||
-        g.overhead_series() != f.overhead_series || g.direction() != direction) {
+    if ((!Open(g.state()) && g.state() != pb::REGRESSION_STATE_IGNORED) || g.catalog() != catalog ||
+        g.platform() != f.platform || g.workload() != f.workload ||
+        MapToJson(g.params()) != f.params || g.metric() != f.metric || g.direction() != direction) {
       continue;
     }
     const std::optional<int> lg = CommitIndex(t, g.catalog(), g.last_good());
@@ -340,39 +380,23 @@ absl::StatusOr<std::vector<MatrixInfo>> MemoryAnalyzerStore::LatestAnalysedMatri
 absl::StatusOr<std::vector<SampleRow>> MemoryAnalyzerStore::Samples(
     const std::vector<int64_t>& matrices) {
   return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<SampleRow>> {
-    std::vector<SampleRow> out;
-    for (auto it = t.results.begin(); it != t.results.end(); ++it) {  // by (job, attempt)
-      const auto& [key, result] = *it;
-      if (!Listed(matrices, result.matrix_id)) continue;
-      // Only the job's latest attempt.
-      auto next = std::next(it);
-      if (next != t.results.end() && next->first.first == key.first) continue;
-      auto job = t.jobs.find(key.first);
-      if (job == t.jobs.end() || job->second.job.state() != pb::JOB_STATE_SUCCEEDED) continue;
-      const pb::Job& j = job->second.job;
-      for (const pb::Sample& s : result.samples) {
-        // Non-finite values are stored as strings, not JSON numbers.
-        if (!std::isfinite(s.value())) continue;
-        SampleRow row;
-        row.sample_id = j.id();
-        row.matrix_id = result.matrix_id;
-        row.catalog = j.catalog();
-        row.commit_id = j.commit_id();
-        row.commit_index = j.commit_index();
-        row.platform = j.platform();
-        row.workload = j.workload().name();
-        row.params = MapToJson(j.workload().params());
-        row.mode = ModeName(static_cast<int>(j.mode()));
-        row.repeat = j.repeat();
-        row.metric = s.metric();
-        row.phase = s.phase();
-        row.value = s.value();
-        row.unit = s.unit();
-        row.timing = GuestTiming(result.host.guest().accel(),
-                                 std::to_string(result.host.guest().icount_shift()));
-        out.push_back(std::move(row));
-      }
-    }
+    return SamplesOf(t, [&](const pb::Job& j) { return Listed(matrices, j.matrix_id()); });
+  });
+}
+
+absl::StatusOr<std::vector<SampleRow>> MemoryAnalyzerStore::HistorySamples(
+    const std::string& catalog, pb::Executor executor, const std::vector<HistoryCell>& cells,
+    int64_t except_matrix) {
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<SampleRow>> {
+    const int64_t floor = Floor(t);
+    std::vector<SampleRow> out = SamplesOf(t, [&](const pb::Job& j) {
+      const int64_t m = j.matrix_id();
+      return j.catalog() == catalog && j.executor() == executor && j.kind() == pb::JOB_KIND_BULK &&
+             m != except_matrix && (m <= floor || t.analyzer_state.count(MatrixKey(m)) != 0);
+    });
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [&](const SampleRow& s) { return !InCells(cells, s); }),
+              out.end());
     return out;
   });
 }
@@ -477,7 +501,7 @@ absl::StatusOr<std::vector<int64_t>> MemoryAnalyzerStore::RecordAnalysis(
     const absl::Time now = db_->Now();
     Out bisects;
     for (const NewRegression& n : found) {
-      if (OpenWithKey(t, n.series_key) || Ignored(t, catalog, n.finding)) continue;
+      if (OpenWithKey(t, n.series_key) || SameChangeKnown(t, catalog, n.finding)) continue;
       if (absl::Status st = CheckJson("analyzer_state", n.bisect_state_json); !st.ok()) {
         undo();
         return st;

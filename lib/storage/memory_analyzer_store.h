@@ -32,6 +32,10 @@ class MemoryAnalyzerStore final : public AnalyzerStore {
   absl::StatusOr<std::vector<MatrixInfo>> MatricesToAnalyze() override;
   absl::StatusOr<std::vector<MatrixInfo>> LatestAnalysedMatrices() override;
   absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& matrices) override;
+  absl::StatusOr<std::vector<SampleRow>> HistorySamples(const std::string& catalog,
+                                                        pb::Executor executor,
+                                                        const std::vector<HistoryCell>& cells,
+                                                        int64_t except_matrix) override;
   absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>& matrices) override;
   absl::StatusOr<std::vector<std::string>> FailureReasons(
       const std::vector<int64_t>& matrices) override;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/storage/pg_pool.h"
+#include "lib/storage/pg_rows.h"
 #include "lib/storage/row_codec.h"
 #include "lib/storage/run_eligibility.h"
 #include "proto/kernel_offers.h"
@@ -17,10 +18,6 @@ namespace farm::storage {
 namespace {
 
 namespace pb = ::iommufarm::v1;
-
-std::string ArrayLiteral(const std::vector<int64_t>& ids) {
-  return "{" + absl::StrJoin(ids, ",") + "}";
-}
 
 // Lowest matrix id still to analyse, minus one: matrices at or below it are
 // never looked at again (the cursor). Confirm/bisect matrices carry no bulk
@@ -87,44 +84,86 @@ class PgAnalyzerStore final : public AnalyzerStore {
     });
   }
 
+  // Every numeric sample of the accepted results of the jobs `where` picks
+  // (a condition on results r and jobs j), in job order.
+  static std::string SamplesSql(const std::string& where) {
+    return "SELECT r.matrix_id, j.catalog, j.commit_id, j.commit_index, j.platform, "
+           "  j.workload, j.mode, j.repeat, s->>'metric', coalesce(s->>'phase', ''), "
+           "  (s->>'value')::float8, r.job_id, coalesce(s->>'unit', ''), "
+           "  coalesce(r.host->'guest'->>'accel', ''), "
+           "  coalesce(r.host->'guest'->>'icount_shift', '0'), " +
+           std::string(kJobParamsSql) +
+           "::text "
+           "FROM results r JOIN jobs j ON j.id = r.job_id "
+           "CROSS JOIN LATERAL jsonb_array_elements(r.samples) s "
+           "WHERE " +
+           where +
+           " AND j.state = 3 "
+           "  AND r.attempt = (SELECT max(r2.attempt) FROM results r2 "
+           "                   WHERE r2.job_id = r.job_id) "
+           "  AND s ? 'value' AND jsonb_typeof(s->'value') = 'number' "
+           "ORDER BY r.job_id";
+  }
+
+  static SampleRow SampleFromRow(const pqxx::row& r) {
+    SampleRow s;
+    s.sample_id = r[11].as<int64_t>();
+    s.matrix_id = r[0].as<int64_t>();
+    s.catalog = r[1].as<std::string>();
+    s.commit_id = r[2].as<std::string>();
+    s.commit_index = r[3].as<int>();
+    s.platform = r[4].as<std::string>();
+    s.workload = r[5].as<std::string>();
+    s.mode = ModeName(r[6].as<int>());
+    s.repeat = r[7].as<int>();
+    s.metric = r[8].is_null() ? "" : r[8].as<std::string>();
+    s.phase = r[9].as<std::string>();
+    s.value = r[10].as<double>();
+    s.unit = r[12].as<std::string>();
+    s.timing = GuestTiming(r[13].as<std::string>(), r[14].as<std::string>());
+    s.params = CanonicalJsonObject(r[15].as<std::string>());
+    return s;
+  }
+
   absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& matrices) override {
     using Out = std::vector<SampleRow>;
     return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
       pqxx::read_transaction t(c);
       Out out;
       for (const pqxx::row& r :
-           t.exec_params("SELECT r.matrix_id, j.catalog, j.commit_id, j.commit_index, j.platform, "
-                         "  j.workload, j.mode, j.repeat, s->>'metric', coalesce(s->>'phase', ''), "
-                         "  (s->>'value')::float8, r.job_id, coalesce(s->>'unit', ''), "
-                         "  coalesce(r.host->'guest'->>'accel', ''), "
-                         "  coalesce(r.host->'guest'->>'icount_shift', '0'), " +
-                             std::string(kJobParamsSql) +
-                             "::text "
-                             "FROM results r JOIN jobs j ON j.id = r.job_id "
-                             "CROSS JOIN LATERAL jsonb_array_elements(r.samples) s "
-                             "WHERE r.matrix_id = ANY($1::bigint[]) AND j.state = 3 "
-                             "  AND r.attempt = (SELECT max(r2.attempt) FROM results r2 "
-                             "                   WHERE r2.job_id = r.job_id) "
-                             "  AND s ? 'value' AND jsonb_typeof(s->'value') = 'number' "
-                             "ORDER BY r.job_id",
-                         ArrayLiteral(matrices))) {
-        SampleRow s;
-        s.sample_id = r[11].as<int64_t>();
-        s.matrix_id = r[0].as<int64_t>();
-        s.catalog = r[1].as<std::string>();
-        s.commit_id = r[2].as<std::string>();
-        s.commit_index = r[3].as<int>();
-        s.platform = r[4].as<std::string>();
-        s.workload = r[5].as<std::string>();
-        s.mode = ModeName(r[6].as<int>());
-        s.repeat = r[7].as<int>();
-        s.metric = r[8].is_null() ? "" : r[8].as<std::string>();
-        s.phase = r[9].as<std::string>();
-        s.value = r[10].as<double>();
-        s.unit = r[12].as<std::string>();
-        s.timing = GuestTiming(r[13].as<std::string>(), r[14].as<std::string>());
-        s.params = CanonicalJsonObject(r[15].as<std::string>());
-        out.push_back(std::move(s));
+           t.exec_params(SamplesSql("r.matrix_id = ANY($1::bigint[])"), ArrayLiteral(matrices))) {
+        out.push_back(SampleFromRow(r));
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<std::vector<SampleRow>> HistorySamples(const std::string& catalog,
+                                                        pb::Executor executor,
+                                                        const std::vector<HistoryCell>& cells,
+                                                        int64_t except_matrix) override {
+    using Out = std::vector<SampleRow>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      std::vector<std::string> platforms, workloads;
+      for (const HistoryCell& cell : cells) {
+        platforms.push_back(cell.platform);
+        workloads.push_back(cell.workload);
+      }
+      Out out;
+      // Analysed: below the floor, or with its analysis recorded. The params
+      // of a cell are matched here, on their canonical spelling.
+      for (const pqxx::row& r : t.exec_params(
+               SamplesSql(
+                   "j.catalog = $1 AND j.executor = $2 AND j.kind = 1 "
+                   "AND r.matrix_id <> $3 AND (r.matrix_id <= $4 OR EXISTS ("
+                   "  SELECT 1 FROM analyzer_state a WHERE a.key = 'matrix:' || r.matrix_id)) "
+                   "AND (j.platform, j.workload) IN "
+                   "  (SELECT * FROM unnest($5::text[], $6::text[]))"),
+               catalog, static_cast<int>(executor), except_matrix, Floor(t),
+               QuotedArrayLiteral(platforms), QuotedArrayLiteral(workloads))) {
+        SampleRow s = SampleFromRow(r);
+        if (InCells(cells, s)) out.push_back(std::move(s));
       }
       return out;
     });
@@ -225,18 +264,17 @@ class PgAnalyzerStore final : public AnalyzerStore {
                            n.series_key)
                  .empty())
           continue;
-        // An ignored change is not reported again: same series, direction
-        // and catalog, commit ranges overlapping ((lg, fb] intervals).
+        // The same change open or ignored: catalog, cell, metric and
+        // direction, commit ranges overlapping ((lg, fb] intervals), any mode.
         if (!w.exec_params(
                   "SELECT 1 FROM regressions g "
                   "JOIN catalog_commits lg ON lg.catalog = g.catalog AND lg.id = g.last_good "
                   "JOIN catalog_commits fb ON fb.catalog = g.catalog AND fb.id = g.first_bad "
-                  "WHERE g.state = 7 AND g.catalog = $1 AND g.platform = $2 AND g.workload = $3 "
-                  "  AND g.metric = $4 AND g.mode = $5 AND g.overhead_series = $6 "
-                  "  AND g.direction = $7 AND lg.idx < $9 AND $8 < fb.idx "
-                  "  AND g.params = $10::jsonb",
-                  catalog, f.platform, f.workload, f.metric, ModeNumber(f.mode), f.overhead_series,
-                  f.regression ? 1 : 2, f.last_good_index, f.first_bad_index, f.params)
+                  "WHERE g.state IN (1, 2, 3, 7) AND g.catalog = $1 AND g.platform = $2 "
+                  "  AND g.workload = $3 AND g.params = $4::jsonb AND g.metric = $5 "
+                  "  AND g.direction = $6 AND lg.idx < $8 AND $7 < fb.idx",
+                  catalog, f.platform, f.workload, f.params, f.metric, f.regression ? 1 : 2,
+                  f.last_good_index, f.first_bad_index)
                  .empty())
           continue;
         const std::string per_mode = PerModeJson(f);

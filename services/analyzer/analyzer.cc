@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -186,15 +188,63 @@ absl::Status Analyzer::RestoreResultGauges() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The cells `samples` measured, each with the commits it measured there.
+std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>> CommitsByCell(
+    const std::vector<SampleRow>& samples) {
+  std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>> out;
+  for (const SampleRow& s : samples) out[{s.platform, s.workload, s.params}].insert(s.commit_id);
+  return out;
+}
+
+// A change point on either side of which `own` measured a commit of its
+// cell: a change the matrix shows, alone or against the history.
+bool Involves(
+    const ChangePoint& cp,
+    const std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>>& own) {
+  auto it = own.find({cp.key.platform, cp.key.workload, cp.key.params});
+  return it != own.end() &&
+         (it->second.count(cp.last_good) != 0 || it->second.count(cp.first_bad) != 0);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SampleRow>> Analyzer::HistoryOf(const MatrixInfo& m,
+                                                           const std::vector<SampleRow>& own) {
+  std::vector<HistoryCell> cells;
+  for (const auto& [cell, commits] : CommitsByCell(own)) {
+    cells.push_back({std::get<0>(cell), std::get<1>(cell), std::get<2>(cell)});
+  }
+  if (cells.empty()) return std::vector<SampleRow>{};
+  return store_->HistorySamples(m.catalog, m.executor, cells, m.id);
+}
+
 absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples({m.id});
   if (!samples.ok()) return samples.status();
-  const std::vector<Series> series = BuildSeries(*samples, false, options_.primary_metrics);
-  if (open_.results != nullptr) open_.results->Update(m.catalog, series);
+  if (open_.results != nullptr) {
+    open_.results->Update(m.catalog, BuildSeries(*samples, false, options_.primary_metrics));
+  }
   const PrimaryMetricMap primary = PrimaryMetrics(*samples, options_.primary_metrics);
+  // Each series is judged over every analysed submission that measured it,
+  // ordered by the commits' places in the catalog: a matrix of one new
+  // commit is a change against the history. Only changes next to a commit
+  // this matrix measured are its findings; the others were the findings of
+  // the matrices that measured them.
+  absl::StatusOr<std::vector<SampleRow>> history = HistoryOf(m, *samples);
+  if (!history.ok()) return history.status();
+  std::vector<SampleRow> all = *std::move(history);
+  const size_t history_rows = all.size();
+  all.insert(all.end(), samples->begin(), samples->end());
+  const std::vector<Series> series = BuildSeries(all, false, options_.primary_metrics);
+  const auto own = CommitsByCell(*samples);
   // Suggestive candidates are recorded as suspected too: their confirmation
   // re-runs both commits with doubled repeats until the evidence decides.
-  const std::vector<ChangePoint> cps = DetectCandidates(series, options_.detect);
+  std::vector<ChangePoint> cps = DetectCandidates(series, options_.detect);
+  cps.erase(std::remove_if(cps.begin(), cps.end(),
+                           [&](const ChangePoint& cp) { return !Involves(cp, own); }),
+            cps.end());
   const std::vector<Finding> findings = Classify(cps, series, options_.detect);
   std::vector<NewRegression> found;
   for (const Finding& f : findings) {
@@ -205,8 +255,9 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   absl::StatusOr<std::vector<int64_t>> bisects = store_->RecordAnalysis(m.id, m.catalog, found);
   if (!bisects.ok()) return bisects.status();
   ++matrices_analyzed_;
-  Log(absl::StrCat("matrix ", m.id, " analysed: ", samples->size(), " samples, ", series.size(),
-                   " series, ", findings.size(), " findings, ", bisects->size(), " new bisects"));
+  Log(absl::StrCat("matrix ", m.id, " analysed: ", samples->size(), " samples (and ", history_rows,
+                   " of other submissions), ", series.size(), " series, ", findings.size(),
+                   " findings, ", bisects->size(), " new bisects"));
   return absl::OkStatus();
 }
 

@@ -129,6 +129,9 @@ class Analyzer final {
 
  private:
   absl::Status AnalyzeMatrix(const MatrixInfo& m);
+  // Samples of the other analysed submissions that measured `own`'s cells.
+  absl::StatusOr<std::vector<SampleRow>> HistoryOf(const MatrixInfo& m,
+                                                   const std::vector<SampleRow>& own);
   absl::Status RestoreResultGauges();
   // The regression row and bisect record of one finding of `m`.
   absl::StatusOr<NewRegression> NewRegressionFor(const MatrixInfo& m, const Finding& f,

@@ -380,6 +380,15 @@ class OneBisectStore final : public AnalyzerStore {
     }
     return out;
   }
+  absl::StatusOr<std::vector<SampleRow>> HistorySamples(const std::string&, pb::Executor,
+                                                        const std::vector<HistoryCell>& cells,
+                                                        int64_t) override {
+    std::vector<SampleRow> out;
+    for (const SampleRow& r : history) {
+      if (InCells(cells, r)) out.push_back(r);
+    }
+    return out;
+  }
   absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>&) override { return true; }
   absl::StatusOr<std::vector<std::string>> FailureReasons(
       const std::vector<int64_t>& ids) override {
@@ -439,6 +448,7 @@ class OneBisectStore final : public AnalyzerStore {
 
   std::vector<MatrixInfo> matrices;
   std::vector<MatrixInfo> latest;  // LatestAnalysedMatrices
+  std::vector<SampleRow> history;  // HistorySamples: other analysed matrices
   std::vector<NewRegression> recorded;
   std::vector<iommufarm::v1::KernelOffer> offers;
   std::vector<int> offers_asked_for;
@@ -890,6 +900,56 @@ TEST(ParamsSeriesTest, EachParamSetOfAWorkloadIsItsOwnSeries) {
   for (const NewRegression& n : store.recorded) {
     EXPECT_NE(n.series_key.find(n.finding.params), std::string::npos) << n.series_key;
   }
+}
+
+// A nightly matrix of one new commit: its series extend the history the
+// farm holds (matrix 1 measured c0..c32), so the drop at c40 is a finding
+// between c32 and c40; alone, one commit has no change to find.
+TEST(HistoryTest, AMatrixOfOneNewCommitIsJudgedAgainstHistory) {
+  OneBisectStore store("{}");
+  store.matrices.push_back(MatrixInfo{2, "kernels", true, pb::EXECUTOR_EMULATOR, ""});
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0, 1);
+  for (int c = 0; c <= 40; c += 8) {
+    for (int r = 0; r < 5; ++r) {
+      SampleRow row = Row(c == 40 ? 2 : 1, "c" + std::to_string(c), "strict", r,
+                          1000 * (c == 40 ? 0.8 : 1) * (1 + 0.003 * noise(rng)));
+      row.commit_index = c;
+      (c == 40 ? store.samples : store.history).push_back(row);
+    }
+  }
+  // Another workload's history is not this matrix's series.
+  SampleRow other = store.history.front();
+  other.workload = "other";
+  other.value = 1;
+  store.history.push_back(other);
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  (void)analyzer.Tick();
+  ASSERT_EQ(store.recorded.size(), 1u);
+  EXPECT_EQ(store.recorded[0].finding.last_good, "c32");
+  EXPECT_EQ(store.recorded[0].finding.first_bad, "c40");
+  EXPECT_TRUE(store.recorded[0].finding.regression);
+  EXPECT_NEAR(store.recorded[0].finding.magnitude, -0.2, 0.01);
+}
+
+// History alone raises nothing again: a change between two commits this
+// matrix did not measure was the finding of the matrix that measured them.
+TEST(HistoryTest, AChangeWithinTheHistoryIsNotThisMatrixsFinding) {
+  OneBisectStore store("{}");
+  store.matrices.push_back(MatrixInfo{2, "kernels", true, pb::EXECUTOR_EMULATOR, ""});
+  for (int c = 0; c <= 40; c += 8) {
+    for (int r = 0; r < 5; ++r) {
+      SampleRow row =
+          Row(c == 40 ? 2 : 1, "c" + std::to_string(c), "strict", r, (c >= 16 ? 800 : 1000) + r);
+      row.commit_index = c;
+      (c == 40 ? store.samples : store.history).push_back(row);
+    }
+  }
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  (void)analyzer.Tick();
+  EXPECT_TRUE(store.recorded.empty()) << store.recorded[0].finding.first_bad;
 }
 
 // A restarted analyzer's result gauges come back from the latest analysed

@@ -17,6 +17,7 @@ using storage::BisectUpdate;
 using storage::CommitRow;
 using storage::ExecutorFromNumber;
 using storage::FixCheckWork;
+using storage::HistoryCell;
 using storage::MatrixInfo;
 using storage::NewRegression;
 using storage::RegressionFinding;
