@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "cli/compare.h"
 #include "cli/format.h"
 #include "cli/git_import.h"
 #include "cli/kernels.h"
@@ -746,6 +747,50 @@ int Commands::RunBisect(int64_t id, bool id_is_bisect, OutputFormat format) {
   out_ << (format == OutputFormat::kJson  ? FormatBisectJson(bisect)
            : format == OutputFormat::kCsv ? FormatBisectCsv(bisect)
                                           : FormatBisectTable(bisect));
+  return 0;
+}
+
+namespace {
+
+// The results of `commit` ("" = all of them), and the side's label.
+std::vector<pb::Result> AtCommit(const std::vector<pb::Result>& results,
+                                 const std::string& commit) {
+  if (commit.empty()) return results;
+  std::vector<pb::Result> out;
+  for (const pb::Result& r : results) {
+    if (r.job().commit_id() == commit) out.push_back(r);
+  }
+  return out;
+}
+
+std::string SideLabel(int64_t matrix, const std::string& commit) {
+  return commit.empty() ? absl::StrCat("matrix ", matrix)
+                        : absl::StrCat(commit, " in matrix ", matrix);
+}
+
+}  // namespace
+
+int Commands::RunCompare(int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
+                         const std::string& commit_b, OutputFormat format) {
+  if (matrix_b == 0) matrix_b = matrix_a;
+  absl::StatusOr<std::vector<pb::Result>> a = FetchResults(matrix_a, false);
+  if (!a.ok()) return Fail(absl::StrCat("GetResults ", matrix_a), a.status());
+  absl::StatusOr<std::vector<pb::Result>> b =
+      matrix_b == matrix_a ? a : FetchResults(matrix_b, false);
+  if (!b.ok()) return Fail(absl::StrCat("GetResults ", matrix_b), b.status());
+  const std::vector<pb::Result> side_a = AtCommit(*a, commit_a);
+  const std::vector<pb::Result> side_b = AtCommit(*b, commit_b);
+  const std::string label_a = SideLabel(matrix_a, commit_a);
+  const std::string label_b = SideLabel(matrix_b, commit_b);
+  for (const auto& [side, label] : {std::pair{&side_a, label_a}, {&side_b, label_b}}) {
+    if (side->empty()) {
+      return Fail("compare", absl::NotFoundError(absl::StrCat("no results for ", label)));
+    }
+  }
+  const std::vector<CompareRow> rows = CompareSides(side_a, side_b);
+  out_ << (format == OutputFormat::kJson  ? FormatCompareJson(rows, label_a, label_b)
+           : format == OutputFormat::kCsv ? FormatCompareCsv(rows)
+                                          : FormatCompareTable(rows, label_a, label_b));
   return 0;
 }
 

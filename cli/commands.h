@@ -75,6 +75,10 @@ class Commands {
   int RunRegressionMark(int64_t regression_id, const std::string& state, const std::string& note);
   static constexpr const char* kReopen = "reopen";
   int RunBisect(int64_t id, bool id_is_bisect, OutputFormat format);
+  // Side A: matrix_a (at commit_a when given); side B: matrix_b, or matrix_a
+  // again when 0 (at commit_b when given). cli/compare.h.
+  int RunCompare(int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
+                 const std::string& commit_b, OutputFormat format);
   // Writes the HTML report (cli/report.h) of a matrix, or of one regression
   // when regression_id is set (matrix_id is then ignored), to output_path
   // ("-": stdout).

@@ -407,6 +407,35 @@ void AddRegressionCommands(CLI::App& app, Subcommands* out) {
                   }});
 }
 
+void AddCompareCommand(CLI::App& app, Subcommands* out) {
+  struct Args {
+    int64_t a = 0, b = 0;
+    std::vector<std::string> commits;
+    std::string format;
+  };
+  auto a = std::make_shared<Args>();
+  auto* compare = app.add_subcommand(
+      "compare",
+      "compare two matrices, or two commits (of one matrix or of two), series by series: per "
+      "platform, workload with its params, metric and mode the means, the change with its 95% "
+      "interval (Welch), p, and 'changed' when p < 0.01 and the interval reaches 3%");
+  compare->add_option("A", a->a, "matrix id of side A")->required();
+  compare->add_option("B", a->b, "matrix id of side B (default: A, with --commits)");
+  compare->add_option("--commits", a->commits, "COMMIT_A COMMIT_B: compare these two commits")
+      ->expected(2);
+  AddOutputOption(compare, &a->format, "table, csv or json");
+  compare->callback([a] {
+    if ((a->b == 0 || a->b == a->a) && a->commits.empty()) {
+      throw CLI::ValidationError("compare", "give matrix B, or --commits COMMIT_A COMMIT_B");
+    }
+  });
+  out->push_back({compare, [a](farm::cli::Commands& c) {
+                    const bool by_commit = a->commits.size() == 2;
+                    return c.RunCompare(a->a, a->b, by_commit ? a->commits[0] : "",
+                                        by_commit ? a->commits[1] : "", ToFormat(a->format));
+                  }});
+}
+
 void AddBisectCommand(CLI::App& app, Subcommands* out) {
   struct Args {
     int64_t id = 0;
@@ -463,6 +492,7 @@ Subcommands AddSubcommands(CLI::App& app) {
   AddKernelsCommands(app, &out);
   AddRegressionCommands(app, &out);
   AddBisectCommand(app, &out);
+  AddCompareCommand(app, &out);
   AddReportCommand(app, &out);
   return out;
 }

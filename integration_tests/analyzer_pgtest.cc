@@ -512,8 +512,8 @@ TEST_F(AnalyzerPgTest, ANightlyMatrixOfOneNewCommitIsFoundAndBisectedAgainstHist
   TickUntil(
       a,
       [&] {
-        return Count(absl::StrCat("SELECT count(*) FROM analyzer_state WHERE key = 'matrix:",
-                                  history, "'")) == 1;
+        return Count(absl::StrCat(
+                   "SELECT count(*) FROM analyzer_state WHERE key = 'matrix:", history, "'")) == 1;
       },
       "the history matrix analysed");
   EXPECT_EQ(Count("SELECT count(*) FROM regressions"), 0);
@@ -521,8 +521,8 @@ TEST_F(AnalyzerPgTest, ANightlyMatrixOfOneNewCommitIsFoundAndBisectedAgainstHist
   TickUntil(
       a, [&] { return Count("SELECT count(*) FROM bisects WHERE state <> 'running'") == 1; },
       "bisect finished");
-  const pqxx::result g =
-      Query("SELECT matrix_id, state, direction, culprit_id, last_good, first_bad FROM regressions");
+  const pqxx::result g = Query(
+      "SELECT matrix_id, state, direction, culprit_id, last_good, first_bad FROM regressions");
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0][0].as<int64_t>(), nightly);
   EXPECT_EQ(g[0][1].as<int>(), pb::REGRESSION_STATE_CONFIRMED);

@@ -116,6 +116,19 @@ TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
   }
   EXPECT_EQ(static_cast<int64_t>(job_ids.size()), jobs);
 
+  // Two commits of the matrix compared series by series, through farmctl.
+  auto compared = cli::RunProgram({FARMCTL_BIN, "--server", address, "compare",
+                                   std::to_string(matrix_id), "--commits", "v4.6", "9257b4a206fc"});
+  ASSERT_TRUE(compared.ok()) << compared.status();
+  EXPECT_NE(compared->find(absl::StrCat("A: v4.6 in matrix ", matrix_id)), std::string::npos)
+      << *compared;
+  EXPECT_NE(compared->find("dma-map-bench{seconds=0.002,threads=2}"), std::string::npos)
+      << *compared;
+  EXPECT_NE(compared->find("series changed"), std::string::npos) << *compared;
+  auto unknown = cli::RunProgram({FARMCTL_BIN, "--server", address, "compare",
+                                  std::to_string(matrix_id), "--commits", "v4.6", "nonesuch"});
+  EXPECT_FALSE(unknown.ok());
+
   // The three output formats, through the farmctl binary itself.
   for (const char* format : {"table", "csv", "json"}) {
     auto printed = cli::RunProgram({FARMCTL_BIN, "--server", address, "results",

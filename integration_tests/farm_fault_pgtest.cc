@@ -374,7 +374,9 @@ TEST_P(FarmFaultPgTest, SchedulerKilledAndRestartedMidMatrix) {
 TEST_P(FarmFaultPgTest, SchedulerKilledAtFiveSeededRandomInstants) {
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("k" + std::to_string(i)));
-  const int64_t mid = SubmitThreeHundred("sched-kill5", 200);
+  // 300 jobs of 600 ms on 12 slots: ~15 s of work, longer than five kills
+  // and restarts take now that agents reconnect within the bound.
+  const int64_t mid = SubmitThreeHundred("sched-kill5", 600);
   WaitCount(
       mid, [](const pb::MatrixCounts& c) { return c.succeeded() >= 10; }, "10 done");
   // The instants fall anywhere in the request flow (claim, report, reaper);

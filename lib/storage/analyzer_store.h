@@ -220,8 +220,9 @@ class AnalyzerStore {
   // each succeeded job) of these matrices, in job order.
   virtual absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& matrices) = 0;
   // The same, of the bulk jobs of `executor` in `catalog` that measured one
-  // of `cells`, in every analysed matrix but `except_matrix`: the history a
-  // matrix's series extend, whichever submission measured it.
+  // of `cells`, in every analysed matrix but `except_matrix` whose spec's
+  // `set:` is except_matrix's (other model keys measure something else):
+  // the history a matrix's series extend, whichever submission measured it.
   virtual absl::StatusOr<std::vector<SampleRow>> HistorySamples(
       const std::string& catalog, iommufarm::v1::Executor executor,
       const std::vector<HistoryCell>& cells, int64_t except_matrix) = 0;

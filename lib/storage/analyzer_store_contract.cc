@@ -409,11 +409,18 @@ TEST_P(AnalyzerStoreContractTest, HistoryIsTheSameCellInOtherAnalysedBulkMatrice
   const int64_t confirm = make("p", pb::JOB_KIND_CONFIRM, "write,read");
   const int64_t now = make("p", pb::JOB_KIND_BULK, "write,read");
   const int64_t later = make("p", pb::JOB_KIND_BULK, "write,read");  // not analysed yet
+  // Other model keys (`set:`) measure something else.
+  NewMatrix tried = testrows::Matrix(2, 3, 0, pb::EXECUTOR_EMULATOR, pb::JOB_KIND_BULK);
+  tried.matrix.set_spec_yaml("name: m\nset:\n  fq.kind: percpu\n");
+  tried.model_set["fq.kind"] = "percpu";
+  auto created_tried = matrices().CreateMatrix(tried);
+  ASSERT_TRUE(created_tried.ok()) << created_tried.status();
+  const int64_t with_set = created_tried->matrix.id();
   const pb::RegisterResponse a = Register("a1");
   for (const pb::JobLease& l : Lease(a, 20)) {
     ASSERT_TRUE(Report(a, l.lease(), static_cast<double>(l.job().matrix_id())).ok());
   }
-  for (int64_t m : {old, other_params, other_platform, confirm, now}) {
+  for (int64_t m : {old, other_params, other_platform, confirm, now, with_set}) {
     ASSERT_TRUE(analyzer().RecordAnalysis(m, "c", {}).ok());
   }
   const std::vector<HistoryCell> cells = {{"p", "dma-map-bench", kParams}};

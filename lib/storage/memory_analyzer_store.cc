@@ -389,10 +389,20 @@ absl::StatusOr<std::vector<SampleRow>> MemoryAnalyzerStore::HistorySamples(
     int64_t except_matrix) {
   return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<SampleRow>> {
     const int64_t floor = Floor(t);
+    // The spec's `set:` of a matrix, parsed: equal sets compare equal.
+    auto set_of = [&](int64_t m) {
+      auto it = t.matrices.find(m);
+      absl::StatusOr<std::string> set = it == t.matrices.end()
+                                            ? absl::NotFoundError("no such matrix")
+                                            : MatrixSpecSetJson(it->second.spec_yaml);
+      return nlohmann::json::parse(set.ok() ? *set : "{}", nullptr, false);
+    };
+    const nlohmann::json own_set = set_of(except_matrix);
     std::vector<SampleRow> out = SamplesOf(t, [&](const pb::Job& j) {
       const int64_t m = j.matrix_id();
       return j.catalog() == catalog && j.executor() == executor && j.kind() == pb::JOB_KIND_BULK &&
-             m != except_matrix && (m <= floor || t.analyzer_state.count(MatrixKey(m)) != 0);
+             m != except_matrix && (m <= floor || t.analyzer_state.count(MatrixKey(m)) != 0) &&
+             set_of(m) == own_set;
     });
     out.erase(std::remove_if(out.begin(), out.end(),
                              [&](const SampleRow& s) { return !InCells(cells, s); }),

@@ -158,6 +158,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
                    "j.catalog = $1 AND j.executor = $2 AND j.kind = 1 "
                    "AND r.matrix_id <> $3 AND (r.matrix_id <= $4 OR EXISTS ("
                    "  SELECT 1 FROM analyzer_state a WHERE a.key = 'matrix:' || r.matrix_id)) "
+                   "AND (SELECT model_set FROM matrices WHERE id = r.matrix_id) = "
+                   "  (SELECT model_set FROM matrices WHERE id = $3) "
                    "AND (j.platform, j.workload) IN "
                    "  (SELECT * FROM unnest($5::text[], $6::text[]))"),
                catalog, static_cast<int>(executor), except_matrix, Floor(t),

@@ -1,4 +1,4 @@
-#include "services/analyzer/stats.h"
+#include "lib/stats/stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <boost/math/distributions/normal.hpp>
 #include <boost/math/distributions/students_t.hpp>
 
-namespace farm::analyzer {
+namespace farm::stats {
 
 double Mean(std::span<const double> x) {
   if (x.empty()) return 0;
@@ -207,4 +207,4 @@ SampleDecision DecideWithRepeats(double p_value, MagnitudeCall magnitude, double
   return SampleDecision::kReject;
 }
 
-}  // namespace farm::analyzer
+}  // namespace farm::stats

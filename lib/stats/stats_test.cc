@@ -1,10 +1,10 @@
-#include "services/analyzer/stats.h"
+#include "lib/stats/stats.h"
 
 #include <cmath>
 
 #include <gtest/gtest.h>
 
-namespace farm::analyzer {
+namespace farm::stats {
 namespace {
 
 TEST(StatsTest, MeanAndVariance) {
@@ -151,4 +151,4 @@ TEST(StatsTest, AdaptiveRepeatDecision) {
 }
 
 }  // namespace
-}  // namespace farm::analyzer
+}  // namespace farm::stats

@@ -1,0 +1,158 @@
+#include "cli/compare.h"
+
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/format.h"
+#include "proto/names.h"
+
+namespace farm::cli {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+
+// The analyzer's defaults (docs/analyzer.md): alpha and magnitude.
+constexpr double kAlpha = 0.01;
+constexpr double kMagnitude = 0.03;
+constexpr double kLevel = 0.95;
+
+using Key = std::tuple<std::string, std::string, std::string, std::string, std::string>;
+
+std::string ParamsOf(const pb::Job& job) {
+  const std::map<std::string, std::string> sorted(job.workload().params().begin(),
+                                                  job.workload().params().end());
+  return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
+}
+
+struct Values {
+  std::string unit;
+  std::vector<double> v;
+};
+
+// (platform, workload, params, metric, mode) -> the values of one side.
+std::map<Key, Values> BySeries(const std::vector<pb::Result>& results) {
+  std::map<Key, Values> out;
+  for (const pb::Result& r : results) {
+    const pb::Job& j = r.job();
+    for (const pb::Sample& s : r.samples()) {
+      if (!std::isfinite(s.value())) continue;
+      const std::string metric =
+          s.phase().empty() ? s.metric() : absl::StrCat(s.metric(), "/", s.phase());
+      Values& values =
+          out[{j.platform(), j.workload().name(), ParamsOf(j), metric, proto::ModeName(j.mode())}];
+      values.unit = s.unit();
+      values.v.push_back(s.value());
+    }
+  }
+  return out;
+}
+
+std::string Num(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "-"; }
+
+std::string IntervalText(const stats::Interval& ci) {
+  if (!std::isfinite(ci.lo) || !std::isfinite(ci.hi)) return "-";
+  return absl::StrCat(proto::RelativeChangeText(ci.lo), " .. ", proto::RelativeChangeText(ci.hi));
+}
+
+}  // namespace
+
+std::vector<CompareRow> CompareSides(const std::vector<pb::Result>& a,
+                                     const std::vector<pb::Result>& b) {
+  const std::map<Key, Values> left = BySeries(a), right = BySeries(b);
+  std::vector<CompareRow> out;
+  for (const auto& [key, va] : left) {
+    auto it = right.find(key);
+    if (it == right.end()) continue;
+    const Values& vb = it->second;
+    CompareRow row;
+    std::tie(row.platform, row.workload, row.params, row.metric, row.mode) = key;
+    row.unit = va.unit;
+    row.n_a = static_cast<int64_t>(va.v.size());
+    row.n_b = static_cast<int64_t>(vb.v.size());
+    const stats::TwoSampleResult t = stats::WelchTTest(va.v, vb.v);
+    row.mean_a = t.mean_a;
+    row.mean_b = t.mean_b;
+    row.change = t.relative_change;
+    row.p_value = t.p_value;
+    row.ci = stats::RelativeChangeInterval(va.v, vb.v, kLevel);
+    row.changed = row.p_value < kAlpha &&
+                  stats::JudgeMagnitude(row.ci, kMagnitude) != stats::MagnitudeCall::kBelow;
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::string& label_a,
+                               const std::string& label_b) {
+  if (rows.empty()) {
+    return absl::StrCat("no series measured both in ", label_a, " and in ", label_b, "\n");
+  }
+  std::vector<std::vector<std::string>> cells;
+  int changed = 0;
+  for (const CompareRow& r : rows) {
+    changed += r.changed ? 1 : 0;
+    cells.push_back({r.platform, r.params.empty() ? r.workload : r.workload + "{" + r.params + "}",
+                     r.metric, r.mode, r.unit, absl::StrCat(r.n_a, "/", r.n_b), Num(r.mean_a),
+                     Num(r.mean_b), proto::RelativeChangeText(r.change), IntervalText(r.ci),
+                     absl::StrFormat("%.2g", r.p_value), r.changed ? "changed" : "-"});
+  }
+  return absl::StrCat("A: ", label_a, "\nB: ", label_b, "\n",
+                      RenderTable({"platform", "workload", "metric", "mode", "unit", "runs A/B",
+                                   "mean A", "mean B", "change", "95% interval", "p", "verdict"},
+                                  cells),
+                      changed, " of ", rows.size(),
+                      " series changed (p < 0.01, interval reaching 3%)\n");
+}
+
+std::string FormatCompareCsv(const std::vector<CompareRow>& rows) {
+  std::string out =
+      "platform,workload,params,metric,mode,unit,n_a,n_b,mean_a,mean_b,change,ci_lo,ci_hi,"
+      "p_value,changed\n";
+  for (const CompareRow& r : rows) {
+    absl::StrAppend(&out,
+                    absl::StrJoin(
+                        std::vector<std::string>{
+                            CsvField(r.platform), CsvField(r.workload), CsvField(r.params),
+                            CsvField(r.metric), r.mode, CsvField(r.unit), absl::StrCat(r.n_a),
+                            absl::StrCat(r.n_b), absl::StrFormat("%.17g", r.mean_a),
+                            absl::StrFormat("%.17g", r.mean_b), absl::StrFormat("%.17g", r.change),
+                            absl::StrFormat("%.17g", r.ci.lo), absl::StrFormat("%.17g", r.ci.hi),
+                            absl::StrFormat("%.17g", r.p_value), r.changed ? "true" : "false"},
+                        ","),
+                    "\n");
+  }
+  return out;
+}
+
+std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::string& label_a,
+                              const std::string& label_b) {
+  nlohmann::json series = nlohmann::json::array();
+  // An unbounded interval (fewer than two runs a side) is null, not inf.
+  auto finite = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  for (const CompareRow& r : rows) {
+    series.push_back({{"platform", r.platform},
+                      {"workload", r.workload},
+                      {"params", r.params},
+                      {"metric", r.metric},
+                      {"mode", r.mode},
+                      {"unit", r.unit},
+                      {"n_a", r.n_a},
+                      {"n_b", r.n_b},
+                      {"mean_a", finite(r.mean_a)},
+                      {"mean_b", finite(r.mean_b)},
+                      {"change", r.change},
+                      {"ci_lo", finite(r.ci.lo)},
+                      {"ci_hi", finite(r.ci.hi)},
+                      {"p_value", r.p_value},
+                      {"changed", r.changed}});
+  }
+  return nlohmann::json{{"a", label_a}, {"b", label_b}, {"series", series}}.dump(2) + "\n";
+}
+
+}  // namespace farm::cli

@@ -1,0 +1,50 @@
+// farmctl compare: two sides of results -- two matrices, or two commits of
+// one matrix (or of two) -- compared series by series, as MMTests'
+// compare-kernels and Perfherder's compare view do: per (platform, workload
+// with its params, mode, metric[/phase]) measured on both sides, the means,
+// the relative change with its 95% interval (Welch), p, and whether it
+// changed by the analyzer's rule (p < 0.01 and an interval reaching 3%).
+//
+// Pure functions over results already fetched; thread-safe.
+#ifndef CLI_COMPARE_H_
+#define CLI_COMPARE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "iommufarm/v1/farm.pb.h"
+#include "lib/stats/stats.h"
+
+namespace farm::cli {
+
+struct CompareRow {
+  std::string platform;
+  std::string workload;
+  std::string params;  // "threads=16,..." (keys sorted), "" for none
+  std::string mode;
+  std::string metric;  // "metric" or "metric/phase"
+  std::string unit;
+  int64_t n_a = 0, n_b = 0;
+  double mean_a = 0, mean_b = 0;
+  double change = 0;     // (mean_b - mean_a) / |mean_a| (stats::kFromZero from 0)
+  stats::Interval ci;    // 95% interval of `change`
+  double p_value = 1;    // Welch, two-sided
+  bool changed = false;  // p < 0.01 and the interval reaches 3%
+};
+
+// Every series with samples on both sides, sorted by platform, workload,
+// params, metric, mode.
+std::vector<CompareRow> CompareSides(const std::vector<iommufarm::v1::Result>& a,
+                                     const std::vector<iommufarm::v1::Result>& b);
+
+// `label_a` / `label_b` name the sides ("matrix 12", "v5.11 in matrix 12").
+std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::string& label_a,
+                               const std::string& label_b);
+std::string FormatCompareCsv(const std::vector<CompareRow>& rows);
+std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::string& label_a,
+                              const std::string& label_b);
+
+}  // namespace farm::cli
+
+#endif  // CLI_COMPARE_H_

@@ -1,0 +1,96 @@
+#include "cli/compare.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace farm::cli {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+
+// `n` results of one cell at `commit`, each a throughput/write around
+// `mean` (1% noise) and a latency of 5.
+std::vector<pb::Result> Results(const std::string& commit, const std::string& threads, int n,
+                                double mean, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0, 0.01);
+  std::vector<pb::Result> out;
+  for (int i = 0; i < n; ++i) {
+    pb::Result r;
+    pb::Job& j = *r.mutable_job();
+    j.set_commit_id(commit);
+    j.set_platform("intel-vtd-2s12c");
+    j.set_mode(pb::IOMMU_MODE_STRICT);
+    j.mutable_workload()->set_name("dma-map-bench");
+    (*j.mutable_workload()->mutable_params())["threads"] = threads;
+    pb::Sample* s = r.add_samples();
+    s->set_metric("throughput");
+    s->set_phase("write");
+    s->set_unit("ops/s");
+    s->set_value(mean * (1 + noise(rng)));
+    pb::Sample* l = r.add_samples();
+    l->set_metric("latency");
+    l->set_unit("ns");
+    l->set_value(5);
+    out.push_back(r);
+  }
+  return out;
+}
+
+TEST(CompareTest, EachSeriesOnBothSidesWithItsChangeIntervalAndP) {
+  std::vector<pb::Result> a = Results("v5.10", "1", 8, 1000, 1);
+  std::vector<pb::Result> b = Results("v5.11", "1", 8, 800, 2);
+  // A cell only side A measured is not compared.
+  for (const pb::Result& r : Results("v5.10", "16", 4, 1000, 3)) a.push_back(r);
+  const std::vector<CompareRow> rows = CompareSides(a, b);
+  ASSERT_EQ(rows.size(), 2u);
+  const CompareRow& lat = rows[0];
+  EXPECT_EQ(lat.metric, "latency");
+  EXPECT_EQ(lat.change, 0);
+  EXPECT_FALSE(lat.changed);
+  const CompareRow& tput = rows[1];
+  EXPECT_EQ(tput.params, "threads=1");
+  EXPECT_EQ(tput.metric, "throughput/write");
+  EXPECT_EQ(tput.mode, "strict");
+  EXPECT_EQ(tput.n_a, 8);
+  EXPECT_EQ(tput.n_b, 8);
+  EXPECT_NEAR(tput.change, -0.2, 0.02);
+  EXPECT_LT(tput.ci.lo, tput.change);
+  EXPECT_GT(tput.ci.hi, tput.change);
+  EXPECT_LT(tput.ci.hi, 0);
+  EXPECT_LT(tput.p_value, 1e-6);
+  EXPECT_TRUE(tput.changed);
+
+  const std::string table = FormatCompareTable(rows, "v5.10 in matrix 3", "v5.11 in matrix 3");
+  EXPECT_NE(table.find("A: v5.10 in matrix 3\nB: v5.11 in matrix 3\n"), std::string::npos);
+  EXPECT_NE(table.find("dma-map-bench{threads=1}"), std::string::npos) << table;
+  EXPECT_NE(table.find("changed"), std::string::npos) << table;
+  EXPECT_NE(table.find("1 of 2 series changed"), std::string::npos) << table;
+  const std::string csv = FormatCompareCsv(rows);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "platform,workload,params,metric,mode,unit,n_a,n_b,mean_a,mean_b,change,ci_lo,ci_hi,"
+            "p_value,changed");
+  const nlohmann::json j = nlohmann::json::parse(FormatCompareJson(rows, "a", "b"));
+  ASSERT_EQ(j["series"].size(), 2u);
+  EXPECT_EQ(j["series"][1]["changed"], true);
+  EXPECT_EQ(j["b"], "b");
+}
+
+// One run a side: no interval to give (null in JSON, "-" in the table).
+TEST(CompareTest, OneRunASideHasNoInterval) {
+  const std::vector<CompareRow> rows =
+      CompareSides(Results("a", "1", 1, 1000, 1), Results("b", "1", 1, 900, 2));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_FALSE(rows[1].changed);
+  const nlohmann::json j = nlohmann::json::parse(FormatCompareJson(rows, "a", "b"));
+  EXPECT_TRUE(j["series"][1]["ci_lo"].is_null());
+  EXPECT_EQ(FormatCompareTable({}, "matrix 1", "matrix 2"),
+            "no series measured both in matrix 1 and in matrix 2\n");
+}
+
+}  // namespace
+}  // namespace farm::cli
