@@ -794,6 +794,30 @@ int Commands::RunCompare(int64_t matrix_a, int64_t matrix_b, const std::string& 
   return 0;
 }
 
+int Commands::RunTry(const std::string& spec_path, const std::map<std::string, std::string>& set,
+                     const std::string& patch_commit, OutputFormat format) {
+  absl::StatusOr<std::string> yaml = base::ReadFile(spec_path);
+  if (!yaml.ok()) return Fail(absl::StrCat("try ", spec_path), yaml.status());
+  absl::StatusOr<TryPlan> plan = PlanTry(*yaml, set, patch_commit);
+  if (!plan.ok()) return Fail(absl::StrCat("try ", spec_path), plan.status());
+  // Both submitted before either is waited for: their jobs interleave.
+  std::vector<int64_t> ids;
+  for (const std::string& spec : plan->specs_yaml) {
+    absl::StatusOr<pb::SubmitMatrixResponse> submitted = SubmitSpec(spec, /*dry_run=*/false);
+    if (!submitted.ok()) return Fail("try: SubmitMatrix", submitted.status());
+    ids.push_back(submitted->matrix().id());
+    err_ << "matrix " << ids.back() << " \"" << submitted->matrix().name()
+         << "\": " << submitted->jobs_created() << " jobs\n";
+  }
+  for (int64_t id : ids) {
+    absl::StatusOr<pb::MatrixProgress> done =
+        WaitForMatrix(id, [this](const pb::MatrixProgress& p) { PrintProgress(p); });
+    if (!done.ok()) return Fail(absl::StrCat("try: WatchMatrix ", id), done.status());
+  }
+  return ids.size() == 1 ? RunCompare(ids[0], 0, plan->base_commit, plan->patch_commit, format)
+                         : RunCompare(ids[0], ids[1], "", "", format);
+}
+
 int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
                         const std::string& output_path) {
   ReportSources sources;

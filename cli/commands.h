@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -79,6 +80,10 @@ class Commands {
   // again when 0 (at commit_b when given). cli/compare.h.
   int RunCompare(int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
                  const std::string& commit_b, OutputFormat format);
+  // A try job (cli/compare.h PlanTry): submits, waits, answers with the
+  // comparison of base and patch.
+  int RunTry(const std::string& spec_path, const std::map<std::string, std::string>& set,
+             const std::string& patch_commit, OutputFormat format);
   // Writes the HTML report (cli/report.h) of a matrix, or of one regression
   // when regression_id is set (matrix_id is then ignored), to output_path
   // ("-": stdout).

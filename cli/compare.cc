@@ -1,6 +1,7 @@
 #include "cli/compare.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/format.h"
+#include "lib/spec/spec_yaml.h"
 #include "proto/names.h"
 
 namespace farm::cli {
@@ -61,6 +63,39 @@ std::string IntervalText(const stats::Interval& ci) {
 }
 
 }  // namespace
+
+absl::StatusOr<TryPlan> PlanTry(const std::string& spec_yaml,
+                                const std::map<std::string, std::string>& set,
+                                const std::string& patch_commit) {
+  if (set.empty() == patch_commit.empty()) {
+    return absl::InvalidArgumentError(
+        "a try job's patch is --set KEY=VALUE... or --patch-commit ID");
+  }
+  spec::SpecLimits unbounded;
+  unbounded.max_spec_bytes = std::numeric_limits<size_t>::max();  // the scheduler's to bound
+  absl::StatusOr<pb::MatrixSpec> spec = spec::MatrixSpecFromYaml(spec_yaml, unbounded);
+  if (!spec.ok()) return spec.status();
+  if (spec->has_commit_range() || spec->commit_list().ids_size() != 1) {
+    return absl::InvalidArgumentError(
+        "a try job's spec names one commit, the base (commits: [ID])");
+  }
+  TryPlan plan;
+  plan.base_commit = spec->commit_list().ids(0);
+  plan.patch_commit = patch_commit;
+  const std::string name = spec->name();
+  if (!patch_commit.empty()) {
+    spec->mutable_commit_list()->add_ids(patch_commit);
+    spec->set_name(absl::StrCat(name, " (try ", patch_commit, ")"));
+    plan.specs_yaml.push_back(spec::MatrixSpecToYaml(*spec));
+    return plan;
+  }
+  spec->set_name(absl::StrCat(name, " (try base)"));
+  plan.specs_yaml.push_back(spec::MatrixSpecToYaml(*spec));
+  for (const auto& [k, v] : set) (*spec->mutable_set())[k] = v;
+  spec->set_name(absl::StrCat(name, " (try patch)"));
+  plan.specs_yaml.push_back(spec::MatrixSpecToYaml(*spec));
+  return plan;
+}
 
 std::vector<CompareRow> CompareSides(const std::vector<pb::Result>& a,
                                      const std::vector<pb::Result>& b) {

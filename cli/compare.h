@@ -10,9 +10,11 @@
 #define CLI_COMPARE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "iommufarm/v1/farm.pb.h"
 #include "lib/stats/stats.h"
 
@@ -32,6 +34,20 @@ struct CompareRow {
   double p_value = 1;    // Welch, two-sided
   bool changed = false;  // p < 0.01 and the interval reaches 3%
 };
+
+// A try job: "base + patch" as the matrices that measure it. The spec names
+// one commit, the base. An emulator patch is `set` (model keys over the
+// spec's `set:`): two matrices, base and patch, submitted together so their
+// jobs run interleaved (the scheduler's round robin across matrices) and
+// paired (the same seeds). A real patch is `patch_commit` (a commit of the
+// tree the kernel builder builds): one matrix of both commits.
+struct TryPlan {
+  std::vector<std::string> specs_yaml;    // one or two, in submission order
+  std::string base_commit, patch_commit;  // patch_commit: "" for a `set` patch
+};
+absl::StatusOr<TryPlan> PlanTry(const std::string& spec_yaml,
+                                const std::map<std::string, std::string>& set,
+                                const std::string& patch_commit);
 
 // Every series with samples on both sides, sorted by platform, workload,
 // params, metric, mode.

@@ -92,5 +92,49 @@ TEST(CompareTest, OneRunASideHasNoInterval) {
             "no series measured both in matrix 1 and in matrix 2\n");
 }
 
+constexpr char kTrySpec[] = R"(name: nfs
+catalog: linux-iommu
+platform: intel-vtd-snb16c
+commits: [v4.6]
+modes: [strict]
+workloads:
+  - name: dma-map-bench
+    params: {threads: 2}
+repeats: 4
+set: {iova.allocator: rcache}
+)";
+
+// An emulator patch: a base and a patch matrix, the patch's keys over the
+// spec's `set:`, everything else (seeds included) the same.
+TEST(TryTest, ASetPatchIsABaseAndAPatchMatrix) {
+  absl::StatusOr<TryPlan> plan = PlanTry(kTrySpec, {{"fq.kind", "single"}}, "");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->specs_yaml.size(), 2u);
+  EXPECT_EQ(plan->base_commit, "v4.6");
+  EXPECT_NE(plan->specs_yaml[0].find("name: nfs (try base)"), std::string::npos);
+  EXPECT_EQ(plan->specs_yaml[0].find("fq.kind"), std::string::npos) << plan->specs_yaml[0];
+  EXPECT_NE(plan->specs_yaml[1].find("name: nfs (try patch)"), std::string::npos);
+  EXPECT_NE(plan->specs_yaml[1].find("fq.kind: single"), std::string::npos) << plan->specs_yaml[1];
+  EXPECT_NE(plan->specs_yaml[1].find("iova.allocator: rcache"), std::string::npos);
+}
+
+TEST(TryTest, ACommitPatchIsOneMatrixOfBothCommits) {
+  absl::StatusOr<TryPlan> plan = PlanTry(kTrySpec, {}, "9257b4a206fc");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->specs_yaml.size(), 1u);
+  EXPECT_NE(plan->specs_yaml[0].find("commits: [v4.6, 9257b4a206fc]"), std::string::npos)
+      << plan->specs_yaml[0];
+  EXPECT_EQ(plan->patch_commit, "9257b4a206fc");
+}
+
+TEST(TryTest, TheSpecNamesOneBaseAndThePatchIsOneKind) {
+  std::string range = kTrySpec;
+  range.replace(range.find("[v4.6]"), 6, "v4.6..v4.7");
+  EXPECT_NE(PlanTry(range, {{"fq.kind", "single"}}, "").status().message().find("one commit"),
+            std::string::npos);
+  EXPECT_FALSE(PlanTry(kTrySpec, {}, "").ok());
+  EXPECT_FALSE(PlanTry(kTrySpec, {{"fq.kind", "single"}}, "abc").ok());
+}
+
 }  // namespace
 }  // namespace farm::cli

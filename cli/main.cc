@@ -436,6 +436,38 @@ void AddCompareCommand(CLI::App& app, Subcommands* out) {
                   }});
 }
 
+void AddTryCommand(CLI::App& app, Subcommands* out) {
+  struct Args {
+    std::string spec;
+    std::vector<std::string> set;
+    std::string patch_commit, format;
+  };
+  auto a = std::make_shared<Args>();
+  auto* try_job = app.add_subcommand(
+      "try",
+      "a try job: base + patch in one command. SPEC names one commit, the base. --set "
+      "KEY=VALUE (emulator model keys) runs a base and a patch matrix together, interleaved "
+      "and with the same seeds; --patch-commit ID (a commit the kernel builder builds) runs "
+      "one matrix of both commits. Waits, then prints compare's answer for patch vs base");
+  try_job->add_option("SPEC", a->spec, "matrix spec YAML file")->required();
+  auto* set = try_job->add_option("--set", a->set, "KEY=VALUE model key of the patch (repeatable)");
+  try_job->add_option("--patch-commit", a->patch_commit, "the patch as a commit of the tree")
+      ->excludes(set);
+  AddOutputOption(try_job, &a->format, "table, csv or json");
+  out->push_back({try_job, [a](farm::cli::Commands& c) {
+                    std::map<std::string, std::string> set;
+                    for (const std::string& kv : a->set) {
+                      const size_t eq = kv.find('=');
+                      if (eq == std::string::npos || eq == 0) {
+                        std::cerr << "farmctl: try: --set " << kv << ": expected KEY=VALUE\n";
+                        return 2;
+                      }
+                      set[kv.substr(0, eq)] = kv.substr(eq + 1);
+                    }
+                    return c.RunTry(a->spec, set, a->patch_commit, ToFormat(a->format));
+                  }});
+}
+
 void AddBisectCommand(CLI::App& app, Subcommands* out) {
   struct Args {
     int64_t id = 0;
@@ -493,6 +525,7 @@ Subcommands AddSubcommands(CLI::App& app) {
   AddRegressionCommands(app, &out);
   AddBisectCommand(app, &out);
   AddCompareCommand(app, &out);
+  AddTryCommand(app, &out);
   AddReportCommand(app, &out);
   return out;
 }

@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/git_import.h"
+#include "lib/base/file.h"
 #include "lib/metrics/metrics.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/server.h"
@@ -128,6 +129,26 @@ TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
   auto unknown = cli::RunProgram({FARMCTL_BIN, "--server", address, "compare",
                                   std::to_string(matrix_id), "--commits", "v4.6", "nonesuch"});
   EXPECT_FALSE(unknown.ok());
+
+  // A try job: base and patch matrices submitted together, then compared.
+  const std::string try_spec = base + "-try.yaml";
+  ASSERT_TRUE(base::WriteFile(try_spec,
+                              "name: e2e-try\ncatalog: linux-iommu\nplatform: intel-vtd-snb16c\n"
+                              "commits: [v4.6]\nmodes: [strict]\nworkloads:\n"
+                              "  - name: dma-map-bench\n    params: {threads: 2, seconds: 0.002}\n"
+                              "repeats: 3\nexecutor: emulator\n")
+                  .ok());
+  auto tried = cli::RunProgram({FARMCTL_BIN, "--server", address, "try", try_spec, "--set",
+                                "iova.allocator=rbtree", "--output", "json"});
+  ASSERT_TRUE(tried.ok()) << tried.status();
+  const nlohmann::json answer = nlohmann::json::parse(*tried);
+  EXPECT_NE(answer["a"].get<std::string>().find("matrix "), std::string::npos) << *tried;
+  EXPECT_NE(answer["a"], answer["b"]);
+  EXPECT_FALSE(answer["series"].empty()) << *tried;
+  for (const nlohmann::json& row : answer["series"]) {
+    EXPECT_EQ(row["n_a"], 3);
+    EXPECT_EQ(row["n_b"], 3);
+  }
 
   // The three output formats, through the farmctl binary itself.
   for (const char* format : {"table", "csv", "json"}) {
