@@ -19,6 +19,9 @@ namespace {
 
 namespace pb = ::iommufarm::v1;
 
+// MatricesToAnalyze's batch.
+constexpr size_t kAnalyzeBatch = 20;
+
 // Lowest matrix id still to analyse, minus one: matrices at or below it are
 // never looked at again (the cursor). Confirm/bisect matrices carry no bulk
 // jobs and never hold it back.
@@ -35,53 +38,43 @@ class PgAnalyzerStore final : public AnalyzerStore {
  public:
   explicit PgAnalyzerStore(PgPool* pool) : pool_(pool) {}
 
-  // A row of `SELECT m.id, m.catalog, m.analysis_bisect, m.executor, m.spec_yaml`.
-  static MatrixInfo InfoOf(const pqxx::row& r) {
-    return MatrixInfo{r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<bool>(),
-                      ExecutorFromNumber(r[3].as<int>()), r[4].as<std::string>()};
+  // The matrices `where` picks (a condition on matrices m, the analysis
+  // floor as $1), as MatrixInfo in id order; at most `limit` (0: all).
+  absl::StatusOr<std::vector<MatrixInfo>> MatricesWhere(const std::string& where,
+                                                        size_t limit = 0) {
+    using Out = std::vector<MatrixInfo>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      Out out;
+      const std::string sql = absl::StrCat(
+          "SELECT m.id, m.catalog, m.analysis_bisect, m.executor, m.spec_yaml FROM matrices m "
+          "WHERE ",
+          where, " ORDER BY m.id", limit > 0 ? absl::StrCat(" LIMIT ", limit) : "");
+      for (const pqxx::row& r : t.exec_params(sql, Floor(t))) {
+        out.push_back(MatrixInfo{r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<bool>(),
+                                 ExecutorFromNumber(r[3].as<int>()), r[4].as<std::string>()});
+      }
+      return out;
+    });
   }
 
   absl::StatusOr<std::vector<MatrixInfo>> MatricesToAnalyze() override {
-    using Out = std::vector<MatrixInfo>;
-    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
-      pqxx::read_transaction t(c);
-      const int64_t floor = Floor(t);
-      Out out;
-      for (const pqxx::row& r : t.exec_params(
-               "SELECT m.id, m.catalog, m.analysis_bisect, m.executor, m.spec_yaml FROM matrices m "
-               "WHERE m.id > $1 "
-               "  AND NOT EXISTS (SELECT 1 FROM analyzer_state s WHERE s.key = 'matrix:' || m.id) "
-               "  AND EXISTS (SELECT 1 FROM jobs j WHERE j.matrix_id = m.id AND j.kind = 1) "
-               "  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.matrix_id = m.id "
-               "                  AND j.state IN (1, 2)) "
-               "ORDER BY m.id LIMIT 20",
-               floor)) {
-        out.push_back(InfoOf(r));
-      }
-      return out;
-    });
+    return MatricesWhere(
+        "m.id > $1 "
+        "  AND NOT EXISTS (SELECT 1 FROM analyzer_state s WHERE s.key = 'matrix:' || m.id) "
+        "  AND EXISTS (SELECT 1 FROM jobs j WHERE j.matrix_id = m.id AND j.kind = 1) "
+        "  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.matrix_id = m.id "
+        "                  AND j.state IN (1, 2))",
+        kAnalyzeBatch);
   }
 
   absl::StatusOr<std::vector<MatrixInfo>> LatestAnalysedMatrices() override {
-    using Out = std::vector<MatrixInfo>;
-    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
-      pqxx::read_transaction t(c);
-      const int64_t floor = Floor(t);
-      Out out;
-      // Analysed: below the floor, or with its analysis recorded.
-      for (const pqxx::row& r : t.exec_params(
-               "WITH newest AS ("
-               "  SELECT DISTINCT ON (j.platform, j.workload) j.matrix_id FROM jobs j "
-               "  WHERE j.kind = 1 AND (j.matrix_id <= $1 OR EXISTS ("
-               "    SELECT 1 FROM analyzer_state s WHERE s.key = 'matrix:' || j.matrix_id)) "
-               "  ORDER BY j.platform, j.workload, j.matrix_id DESC) "
-               "SELECT m.id, m.catalog, m.analysis_bisect, m.executor, m.spec_yaml FROM matrices m "
-               "WHERE m.id IN (SELECT matrix_id FROM newest) ORDER BY m.id",
-               floor)) {
-        out.push_back(InfoOf(r));
-      }
-      return out;
-    });
+    // Analysed: below the floor, or with its analysis recorded.
+    return MatricesWhere(
+        "m.id IN (SELECT DISTINCT ON (j.platform, j.workload) j.matrix_id FROM jobs j "
+        "  WHERE j.kind = 1 AND (j.matrix_id <= $1 OR EXISTS ("
+        "    SELECT 1 FROM analyzer_state s WHERE s.key = 'matrix:' || j.matrix_id)) "
+        "  ORDER BY j.platform, j.workload, j.matrix_id DESC)");
   }
 
   // Every numeric sample of the accepted results of the jobs `where` picks
