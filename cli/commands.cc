@@ -771,7 +771,8 @@ std::string SideLabel(int64_t matrix, const std::string& commit) {
 }  // namespace
 
 int Commands::RunCompare(int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
-                         const std::string& commit_b, OutputFormat format) {
+                         const std::string& commit_b, OutputFormat format,
+                         const std::string& html_path) {
   if (matrix_b == 0) matrix_b = matrix_a;
   absl::StatusOr<std::vector<pb::Result>> a = FetchResults(matrix_a, false);
   if (!a.ok()) return Fail(absl::StrCat("GetResults ", matrix_a), a.status());
@@ -788,6 +789,10 @@ int Commands::RunCompare(int64_t matrix_a, int64_t matrix_b, const std::string& 
     }
   }
   const std::vector<CompareRow> rows = CompareSides(side_a, side_b);
+  if (!html_path.empty()) {
+    absl::Status written = base::WriteFile(html_path, FormatCompareHtml(rows, label_a, label_b));
+    if (!written.ok()) return Fail(absl::StrCat("compare --html ", html_path), written);
+  }
   out_ << (format == OutputFormat::kJson  ? FormatCompareJson(rows, label_a, label_b)
            : format == OutputFormat::kCsv ? FormatCompareCsv(rows)
                                           : FormatCompareTable(rows, label_a, label_b));

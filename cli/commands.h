@@ -78,8 +78,10 @@ class Commands {
   int RunBisect(int64_t id, bool id_is_bisect, OutputFormat format);
   // Side A: matrix_a (at commit_a when given); side B: matrix_b, or matrix_a
   // again when 0 (at commit_b when given). cli/compare.h.
+  // `html_path` not empty: also writes FormatCompareHtml there.
   int RunCompare(int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
-                 const std::string& commit_b, OutputFormat format);
+                 const std::string& commit_b, OutputFormat format,
+                 const std::string& html_path = "");
   // A try job (cli/compare.h PlanTry): submits, waits, answers with the
   // comparison of base and patch.
   int RunTry(const std::string& spec_path, const std::map<std::string, std::string>& set,

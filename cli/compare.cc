@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/format.h"
+#include "cli/report.h"
 #include "lib/spec/spec_yaml.h"
 #include "proto/names.h"
 
@@ -118,6 +119,8 @@ std::vector<CompareRow> CompareSides(const std::vector<pb::Result>& a,
     row.ci = stats::RelativeChangeInterval(va.v, vb.v, kLevel);
     row.changed = row.p_value < kAlpha &&
                   stats::JudgeMagnitude(row.ci, kMagnitude) != stats::MagnitudeCall::kBelow;
+    row.half_a = ComputeMeanCi(va.v, kLevel).half_width;
+    row.half_b = ComputeMeanCi(vb.v, kLevel).half_width;
     out.push_back(std::move(row));
   }
   return out;
@@ -163,6 +166,47 @@ std::string FormatCompareCsv(const std::vector<CompareRow>& rows) {
                     "\n");
   }
   return out;
+}
+
+namespace {
+
+// A side's mean as a plot point with its band (none for one run).
+PlotPoint SidePoint(int32_t index, const std::string& label, int64_t n, double mean, double half) {
+  const double h = std::isfinite(half) ? half : 0;
+  return PlotPoint{index, label, n, mean, mean - h, mean + h};
+}
+
+}  // namespace
+
+std::string FormatCompareHtml(const std::vector<CompareRow>& rows, const std::string& label_a,
+                              const std::string& label_b) {
+  ReportData page;
+  page.title = absl::StrCat("compare: ", label_a, " (A) vs ", label_b, " (B)");
+  int changed = 0;
+  ReportTable table;
+  table.title = "Series measured on both sides";
+  table.headers = {"platform", "workload", "metric", "mode",         "unit", "runs A/B",
+                   "mean A",   "mean B",   "change", "95% interval", "p",    "verdict"};
+  for (const CompareRow& r : rows) {
+    changed += r.changed ? 1 : 0;
+    const std::string workload = r.params.empty() ? r.workload : r.workload + "{" + r.params + "}";
+    table.rows.push_back({r.platform, workload, r.metric, r.mode, r.unit,
+                          absl::StrCat(r.n_a, "/", r.n_b), Num(r.mean_a), Num(r.mean_b),
+                          proto::RelativeChangeText(r.change), IntervalText(r.ci),
+                          absl::StrFormat("%.2g", r.p_value), r.changed ? "changed" : "-"});
+    Plot plot;
+    plot.title = absl::StrCat(workload, " ", r.metric, " (", r.mode, ")");
+    plot.y_label = r.unit;
+    plot.axis = {{0, "A"}, {1, "B"}};
+    plot.series.push_back(PlotSeries{r.mode,
+                                     {SidePoint(0, "A", r.n_a, r.mean_a, r.half_a),
+                                      SidePoint(1, "B", r.n_b, r.mean_b, r.half_b)}});
+    page.plots.push_back(std::move(plot));
+  }
+  page.summary = absl::StrCat("A: ", label_a, "\nB: ", label_b, "\n", changed, " of ", rows.size(),
+                              " series changed (p < 0.01, interval reaching 3%)");
+  page.tables.push_back(std::move(table));
+  return RenderReportHtml(page);
 }
 
 std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::string& label_a,

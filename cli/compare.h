@@ -29,10 +29,11 @@ struct CompareRow {
   std::string unit;
   int64_t n_a = 0, n_b = 0;
   double mean_a = 0, mean_b = 0;
-  double change = 0;     // (mean_b - mean_a) / |mean_a| (stats::kFromZero from 0)
-  stats::Interval ci;    // 95% interval of `change`
-  double p_value = 1;    // Welch, two-sided
-  bool changed = false;  // p < 0.01 and the interval reaches 3%
+  double change = 0;              // (mean_b - mean_a) / |mean_a| (stats::kFromZero from 0)
+  stats::Interval ci;             // 95% interval of `change`
+  double p_value = 1;             // Welch, two-sided
+  bool changed = false;           // p < 0.01 and the interval reaches 3%
+  double half_a = 0, half_b = 0;  // 95% half-widths of each side's mean (NaN: one run)
 };
 
 // A try job: "base + patch" as the matrices that measure it. The spec names
@@ -58,6 +59,10 @@ std::vector<CompareRow> CompareSides(const std::vector<iommufarm::v1::Result>& a
 std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::string& label_a,
                                const std::string& label_b);
 std::string FormatCompareCsv(const std::vector<CompareRow>& rows);
+// One self-contained HTML page (the report's style, cli/report.h): the
+// table, then per series a plot of both sides' means with their 95% bands.
+std::string FormatCompareHtml(const std::vector<CompareRow>& rows, const std::string& label_a,
+                              const std::string& label_b);
 std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::string& label_a,
                               const std::string& label_b);
 

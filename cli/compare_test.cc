@@ -80,6 +80,22 @@ TEST(CompareTest, EachSeriesOnBothSidesWithItsChangeIntervalAndP) {
   EXPECT_EQ(j["b"], "b");
 }
 
+TEST(CompareTest, TheHtmlPageHasTheTableAndAPlotPerSeries) {
+  const std::vector<CompareRow> rows =
+      CompareSides(Results("v5.10", "1", 4, 1000, 1), Results("v5.11", "1", 4, 800, 2));
+  const std::string html = FormatCompareHtml(rows, "v5.10 in matrix 3", "<b>");
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("v5.10 in matrix 3 (A) vs &lt;b&gt; (B)"), std::string::npos);
+  EXPECT_EQ(html.find("<b>"), std::string::npos);  // escaped
+  size_t plots = 0;
+  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) {
+    ++plots;
+  }
+  EXPECT_EQ(plots, rows.size());
+  EXPECT_NE(html.find("1 of 2 series changed"), std::string::npos);
+  EXPECT_NE(html.find("<td>changed</td>"), std::string::npos) << html.substr(0, 2000);
+}
+
 // One run a side: no interval to give (null in JSON, "-" in the table).
 TEST(CompareTest, OneRunASideHasNoInterval) {
   const std::vector<CompareRow> rows =

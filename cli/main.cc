@@ -411,7 +411,7 @@ void AddCompareCommand(CLI::App& app, Subcommands* out) {
   struct Args {
     int64_t a = 0, b = 0;
     std::vector<std::string> commits;
-    std::string format;
+    std::string format, html;
   };
   auto a = std::make_shared<Args>();
   auto* compare = app.add_subcommand(
@@ -423,6 +423,9 @@ void AddCompareCommand(CLI::App& app, Subcommands* out) {
   compare->add_option("B", a->b, "matrix id of side B (default: A, with --commits)");
   compare->add_option("--commits", a->commits, "COMMIT_A COMMIT_B: compare these two commits")
       ->expected(2);
+  compare->add_option("--html", a->html,
+                      "also write one self-contained HTML page (the table and a plot per "
+                      "series) to FILE");
   AddOutputOption(compare, &a->format, "table, csv or json");
   compare->callback([a] {
     if ((a->b == 0 || a->b == a->a) && a->commits.empty()) {
@@ -432,7 +435,8 @@ void AddCompareCommand(CLI::App& app, Subcommands* out) {
   out->push_back({compare, [a](farm::cli::Commands& c) {
                     const bool by_commit = a->commits.size() == 2;
                     return c.RunCompare(a->a, a->b, by_commit ? a->commits[0] : "",
-                                        by_commit ? a->commits[1] : "", ToFormat(a->format));
+                                        by_commit ? a->commits[1] : "", ToFormat(a->format),
+                                        a->html);
                   }});
 }
 

@@ -118,9 +118,14 @@ TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
   EXPECT_EQ(static_cast<int64_t>(job_ids.size()), jobs);
 
   // Two commits of the matrix compared series by series, through farmctl.
-  auto compared = cli::RunProgram({FARMCTL_BIN, "--server", address, "compare",
-                                   std::to_string(matrix_id), "--commits", "v4.6", "9257b4a206fc"});
+  const std::string compare_html = base + "-compare.html";
+  auto compared =
+      cli::RunProgram({FARMCTL_BIN, "--server", address, "compare", std::to_string(matrix_id),
+                       "--commits", "v4.6", "9257b4a206fc", "--html", compare_html});
   ASSERT_TRUE(compared.ok()) << compared.status();
+  absl::StatusOr<std::string> page = base::ReadFile(compare_html);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_NE(page->find("<svg"), std::string::npos);
   EXPECT_NE(compared->find(absl::StrCat("A: v4.6 in matrix ", matrix_id)), std::string::npos)
       << *compared;
   EXPECT_NE(compared->find("dma-map-bench{seconds=0.002,threads=2}"), std::string::npos)
