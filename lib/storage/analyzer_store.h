@@ -223,9 +223,11 @@ class AnalyzerStore {
   // of `cells`, in every analysed matrix but `except_matrix` whose spec's
   // `set:` is except_matrix's (other model keys measure something else):
   // the history a matrix's series extend, whichever submission measured it.
+  // Of the newest `max_matrices` such matrices (by id), so the read stays
+  // bounded as the farm's history grows.
   virtual absl::StatusOr<std::vector<SampleRow>> HistorySamples(
       const std::string& catalog, iommufarm::v1::Executor executor,
-      const std::vector<HistoryCell>& cells, int64_t except_matrix) = 0;
+      const std::vector<HistoryCell>& cells, int64_t except_matrix, int max_matrices) = 0;
   // True when every job of every listed matrix is terminal.
   virtual absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>& matrices) = 0;
   // jobs.failure_reason of every FAILED job of these matrices, in job id

@@ -404,6 +404,7 @@ TEST_P(AnalyzerStoreContractTest, HistoryIsTheSameCellInOtherAnalysedBulkMatrice
     return created.ok() ? created->matrix.id() : 0;
   };
   const int64_t old = make("p", pb::JOB_KIND_BULK, "write,read");
+  const int64_t newer = make("p", pb::JOB_KIND_BULK, "write,read");
   const int64_t other_params = make("p", pb::JOB_KIND_BULK, "read");
   const int64_t other_platform = make("q", pb::JOB_KIND_BULK, "write,read");
   const int64_t confirm = make("p", pb::JOB_KIND_CONFIRM, "write,read");
@@ -420,12 +421,12 @@ TEST_P(AnalyzerStoreContractTest, HistoryIsTheSameCellInOtherAnalysedBulkMatrice
   for (const pb::JobLease& l : Lease(a, 20)) {
     ASSERT_TRUE(Report(a, l.lease(), static_cast<double>(l.job().matrix_id())).ok());
   }
-  for (int64_t m : {old, other_params, other_platform, confirm, now, with_set}) {
+  for (int64_t m : {old, newer, other_params, other_platform, confirm, now, with_set}) {
     ASSERT_TRUE(analyzer().RecordAnalysis(m, "c", {}).ok());
   }
   const std::vector<HistoryCell> cells = {{"p", "dma-map-bench", kParams}};
   absl::StatusOr<std::vector<SampleRow>> h =
-      analyzer().HistorySamples("c", pb::EXECUTOR_EMULATOR, cells, now);
+      analyzer().HistorySamples("c", pb::EXECUTOR_EMULATOR, cells, now, 10);
   ASSERT_TRUE(h.ok()) << h.status();
   std::set<int64_t> from;
   for (const SampleRow& r : *h) {
@@ -433,10 +434,16 @@ TEST_P(AnalyzerStoreContractTest, HistoryIsTheSameCellInOtherAnalysedBulkMatrice
     EXPECT_EQ(r.value, static_cast<double>(r.matrix_id));
     EXPECT_EQ(r.params, kParams);
   }
-  EXPECT_EQ(from, (std::set<int64_t>{old}));
-  EXPECT_EQ(h->size(), 2u);  // both commits of `old`
-  EXPECT_TRUE(analyzer().HistorySamples("d", pb::EXECUTOR_EMULATOR, cells, now)->empty());
-  EXPECT_TRUE(analyzer().HistorySamples("c", pb::EXECUTOR_FIO, cells, now)->empty());
+  EXPECT_EQ(from, (std::set<int64_t>{old, newer}));
+  EXPECT_EQ(h->size(), 4u);  // both commits of each
+  // At most the newest one.
+  absl::StatusOr<std::vector<SampleRow>> last =
+      analyzer().HistorySamples("c", pb::EXECUTOR_EMULATOR, cells, now, 1);
+  ASSERT_TRUE(last.ok()) << last.status();
+  ASSERT_EQ(last->size(), 2u);
+  EXPECT_EQ(last->front().matrix_id, newer);
+  EXPECT_TRUE(analyzer().HistorySamples("d", pb::EXECUTOR_EMULATOR, cells, now, 10)->empty());
+  EXPECT_TRUE(analyzer().HistorySamples("c", pb::EXECUTOR_FIO, cells, now, 10)->empty());
   (void)later;
 }
 

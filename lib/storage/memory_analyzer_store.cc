@@ -386,7 +386,7 @@ absl::StatusOr<std::vector<SampleRow>> MemoryAnalyzerStore::Samples(
 
 absl::StatusOr<std::vector<SampleRow>> MemoryAnalyzerStore::HistorySamples(
     const std::string& catalog, pb::Executor executor, const std::vector<HistoryCell>& cells,
-    int64_t except_matrix) {
+    int64_t except_matrix, int max_matrices) {
   return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<SampleRow>> {
     const int64_t floor = Floor(t);
     // The spec's `set:` of a matrix, parsed: equal sets compare equal.
@@ -398,12 +398,25 @@ absl::StatusOr<std::vector<SampleRow>> MemoryAnalyzerStore::HistorySamples(
       return nlohmann::json::parse(set.ok() ? *set : "{}", nullptr, false);
     };
     const nlohmann::json own_set = set_of(except_matrix);
-    std::vector<SampleRow> out = SamplesOf(t, [&](const pb::Job& j) {
+    auto qualifies = [&](const pb::Job& j) {
       const int64_t m = j.matrix_id();
-      return j.catalog() == catalog && j.executor() == executor && j.kind() == pb::JOB_KIND_BULK &&
-             m != except_matrix && (m <= floor || t.analyzer_state.count(MatrixKey(m)) != 0) &&
-             set_of(m) == own_set;
-    });
+      bool cell = false;
+      for (const HistoryCell& c : cells) {
+        cell = cell || (c.platform == j.platform() && c.workload == j.workload().name() &&
+                        c.params == MapToJson(j.workload().params()));
+      }
+      return cell && j.catalog() == catalog && j.executor() == executor &&
+             j.kind() == pb::JOB_KIND_BULK && m != except_matrix &&
+             (m <= floor || t.analyzer_state.count(MatrixKey(m)) != 0) && set_of(m) == own_set;
+    };
+    std::set<int64_t> newest;  // the newest max_matrices qualifying matrices
+    for (const auto& [id, row] : t.jobs) {
+      if (!qualifies(row.job)) continue;
+      newest.insert(row.job.matrix_id());
+      if (static_cast<int>(newest.size()) > max_matrices) newest.erase(newest.begin());
+    }
+    std::vector<SampleRow> out = SamplesOf(
+        t, [&](const pb::Job& j) { return newest.count(j.matrix_id()) != 0 && qualifies(j); });
     out.erase(std::remove_if(out.begin(), out.end(),
                              [&](const SampleRow& s) { return !InCells(cells, s); }),
               out.end());

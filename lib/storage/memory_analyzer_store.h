@@ -35,7 +35,8 @@ class MemoryAnalyzerStore final : public AnalyzerStore {
   absl::StatusOr<std::vector<SampleRow>> HistorySamples(const std::string& catalog,
                                                         pb::Executor executor,
                                                         const std::vector<HistoryCell>& cells,
-                                                        int64_t except_matrix) override;
+                                                        int64_t except_matrix,
+                                                        int max_matrices) override;
   absl::StatusOr<bool> MatricesTerminal(const std::vector<int64_t>& matrices) override;
   absl::StatusOr<std::vector<std::string>> FailureReasons(
       const std::vector<int64_t>& matrices) override;

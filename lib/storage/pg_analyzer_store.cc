@@ -134,31 +134,47 @@ class PgAnalyzerStore final : public AnalyzerStore {
   absl::StatusOr<std::vector<SampleRow>> HistorySamples(const std::string& catalog,
                                                         pb::Executor executor,
                                                         const std::vector<HistoryCell>& cells,
-                                                        int64_t except_matrix) override {
+                                                        int64_t except_matrix,
+                                                        int max_matrices) override {
     using Out = std::vector<SampleRow>;
     return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
       pqxx::read_transaction t(c);
-      std::vector<std::string> platforms, workloads;
+      std::vector<std::string> platforms, workloads, params;
       for (const HistoryCell& cell : cells) {
         platforms.push_back(cell.platform);
         workloads.push_back(cell.workload);
+        params.push_back(cell.params);
+      }
+      const std::string of_cells =
+          absl::StrCat("(j.platform, j.workload, ", kJobParamsSql,
+                       ") IN (SELECT u.p, u.w, u.pa::jsonb FROM unnest($1::text[], $2::text[], "
+                       "$3::text[]) AS u(p, w, pa))");
+      // The newest qualifying matrices. Analysed: below the floor, or with
+      // its analysis recorded.
+      std::vector<int64_t> ids;
+      for (const pqxx::row& r : t.exec_params(
+               absl::StrCat(
+                   "SELECT DISTINCT j.matrix_id FROM jobs j WHERE ", of_cells,
+                   " AND j.catalog = $4 AND j.executor = $5 AND j.kind = 1 "
+                   "AND j.matrix_id <> $6 AND (j.matrix_id <= $7 OR EXISTS ("
+                   "  SELECT 1 FROM analyzer_state a WHERE a.key = 'matrix:' || j.matrix_id)) "
+                   "AND (SELECT model_set FROM matrices WHERE id = j.matrix_id) = "
+                   "  (SELECT model_set FROM matrices WHERE id = $6) "
+                   "ORDER BY j.matrix_id DESC LIMIT $8"),
+               QuotedArrayLiteral(platforms), QuotedArrayLiteral(workloads),
+               QuotedArrayLiteral(params), catalog, static_cast<int>(executor), except_matrix,
+               Floor(t), max_matrices)) {
+        ids.push_back(r[0].as<int64_t>());
       }
       Out out;
-      // Analysed: below the floor, or with its analysis recorded. The params
-      // of a cell are matched here, on their canonical spelling.
-      for (const pqxx::row& r : t.exec_params(
-               SamplesSql(
-                   "j.catalog = $1 AND j.executor = $2 AND j.kind = 1 "
-                   "AND r.matrix_id <> $3 AND (r.matrix_id <= $4 OR EXISTS ("
-                   "  SELECT 1 FROM analyzer_state a WHERE a.key = 'matrix:' || r.matrix_id)) "
-                   "AND (SELECT model_set FROM matrices WHERE id = r.matrix_id) = "
-                   "  (SELECT model_set FROM matrices WHERE id = $3) "
-                   "AND (j.platform, j.workload) IN "
-                   "  (SELECT * FROM unnest($5::text[], $6::text[]))"),
-               catalog, static_cast<int>(executor), except_matrix, Floor(t),
-               QuotedArrayLiteral(platforms), QuotedArrayLiteral(workloads))) {
-        SampleRow s = SampleFromRow(r);
-        if (InCells(cells, s)) out.push_back(std::move(s));
+      if (ids.empty()) return out;
+      for (const pqxx::row& r :
+           t.exec_params(SamplesSql(absl::StrCat(of_cells,
+                                                 " AND j.kind = 1 AND r.matrix_id = "
+                                                 "ANY($4::bigint[])")),
+                         QuotedArrayLiteral(platforms), QuotedArrayLiteral(workloads),
+                         QuotedArrayLiteral(params), ArrayLiteral(ids))) {
+        out.push_back(SampleFromRow(r));
       }
       return out;
     });

@@ -217,7 +217,7 @@ absl::StatusOr<std::vector<SampleRow>> Analyzer::HistoryOf(const MatrixInfo& m,
     cells.push_back({std::get<0>(cell), std::get<1>(cell), std::get<2>(cell)});
   }
   if (cells.empty()) return std::vector<SampleRow>{};
-  return store_->HistorySamples(m.catalog, m.executor, cells, m.id);
+  return store_->HistorySamples(m.catalog, m.executor, cells, m.id, options_.history_matrices);
 }
 
 absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {

@@ -63,6 +63,9 @@ namespace farm::analyzer {
 struct AnalyzerOptions {
   DetectOptions detect;
   BisectOptions bisect;
+  // A matrix's series are extended with the newest this many other analysed
+  // matrices that measured its cells (AnalyzerStore::HistorySamples).
+  int history_matrices = 100;
   absl::Duration alert_resend = absl::Seconds(60);
   // How long a resolved alert keeps being re-sent (every alert_resend).
   absl::Duration resolved_resend = absl::Minutes(15);

@@ -382,7 +382,7 @@ class OneBisectStore final : public AnalyzerStore {
   }
   absl::StatusOr<std::vector<SampleRow>> HistorySamples(const std::string&, pb::Executor,
                                                         const std::vector<HistoryCell>& cells,
-                                                        int64_t) override {
+                                                        int64_t, int) override {
     std::vector<SampleRow> out;
     for (const SampleRow& r : history) {
       if (InCells(cells, r)) out.push_back(r);
