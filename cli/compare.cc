@@ -27,12 +27,6 @@ constexpr double kLevel = 0.95;
 
 using Key = std::tuple<std::string, std::string, std::string, std::string, std::string>;
 
-std::string ParamsOf(const pb::Job& job) {
-  const std::map<std::string, std::string> sorted(job.workload().params().begin(),
-                                                  job.workload().params().end());
-  return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
-}
-
 struct Values {
   std::string unit;
   std::vector<double> v;
@@ -47,8 +41,8 @@ std::map<Key, Values> BySeries(const std::vector<pb::Result>& results) {
       if (!std::isfinite(s.value())) continue;
       const std::string metric =
           s.phase().empty() ? s.metric() : absl::StrCat(s.metric(), "/", s.phase());
-      Values& values =
-          out[{j.platform(), j.workload().name(), ParamsOf(j), metric, proto::ModeName(j.mode())}];
+      Values& values = out[{j.platform(), j.workload().name(), ParamsText(j.workload().params()),
+                            metric, proto::ModeName(j.mode())}];
       values.unit = s.unit();
       values.v.push_back(s.value());
     }

@@ -225,6 +225,11 @@ std::string FormatResultsTable(const std::vector<pb::Result>& results) {
                       InstructionTimedNote(results), RenderTable(headers, cells));
 }
 
+std::string ParamsText(const google::protobuf::Map<std::string, std::string>& params) {
+  const std::map<std::string, std::string> sorted(params.begin(), params.end());
+  return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
+}
+
 std::string CsvField(const std::string& field) {
   if (field.find_first_of(",\"\r\n") == std::string::npos) return field;
   std::string out = "\"";
@@ -598,16 +603,10 @@ std::string ConfirmedByCell(const pb::Regression& r) {
 }  // namespace
 
 namespace {
-// "threads=16,tests=write" (keys sorted), "" for none.
-std::string ParamsText(const pb::Regression& r) {
-  const std::map<std::string, std::string> sorted(r.params().begin(), r.params().end());
-  return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
-}
-
 // The workload and, when the series has any, its params: two runs of one
 // workload with other params are two series.
 std::string WorkloadCell(const pb::Regression& r) {
-  const std::string p = ParamsText(r);
+  const std::string p = ParamsText(r.params());
   return p.empty() ? r.workload() : absl::StrCat(r.workload(), "{", p, "}");
 }
 }  // namespace
@@ -654,7 +653,7 @@ std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs) {
              CsvField(r.last_good()), CsvField(r.first_bad()), CsvField(r.culprit_id()),
              r.alert_firing() ? std::string("firing") : std::string(), CsvField(r.note()),
              CsvField(r.confirmed_by()), absl::StrCat(r.confirm_matrix_id()),
-             CsvField(CulpritsCsv(r.culprits())), CsvField(ParamsText(r))},
+             CsvField(CulpritsCsv(r.culprits())), CsvField(ParamsText(r.params()))},
             ","),
         "\n");
   }

@@ -148,6 +148,8 @@ std::string RenderTable(const std::vector<std::string>& headers,
                         const std::vector<std::vector<std::string>>& rows);
 // Quotes a CSV field when it holds a comma, quote or line break.
 std::string CsvField(const std::string& field);
+// Workload params as shown: "threads=16,tests=write" (keys sorted), "" for none.
+std::string ParamsText(const google::protobuf::Map<std::string, std::string>& params);
 // Rows under headers as a table (`empty_text` when there are no rows), as CSV
 // (header line first, RFC 4180 quoting), or as `message` in proto JSON with
 // the proto field names.

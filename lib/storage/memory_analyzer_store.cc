@@ -389,15 +389,20 @@ absl::StatusOr<std::vector<SampleRow>> MemoryAnalyzerStore::HistorySamples(
     int64_t except_matrix, int max_matrices) {
   return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<SampleRow>> {
     const int64_t floor = Floor(t);
-    // The spec's `set:` of a matrix, parsed: equal sets compare equal.
-    auto set_of = [&](int64_t m) {
+    // The spec's `set:` of a matrix, parsed once per matrix: equal sets
+    // compare equal.
+    std::map<int64_t, nlohmann::json> sets;
+    auto set_of = [&](int64_t m) -> const nlohmann::json& {
+      auto [at, fresh] = sets.try_emplace(m);
+      if (!fresh) return at->second;
       auto it = t.matrices.find(m);
       absl::StatusOr<std::string> set = it == t.matrices.end()
                                             ? absl::NotFoundError("no such matrix")
                                             : MatrixSpecSetJson(it->second.spec_yaml);
-      return nlohmann::json::parse(set.ok() ? *set : "{}", nullptr, false);
+      at->second = nlohmann::json::parse(set.ok() ? *set : "{}", nullptr, false);
+      return at->second;
     };
-    const nlohmann::json own_set = set_of(except_matrix);
+    const nlohmann::json own_set = set_of(except_matrix);  // a copy: `sets` grows
     auto qualifies = [&](const pb::Job& j) {
       const int64_t m = j.matrix_id();
       bool cell = false;
@@ -415,12 +420,8 @@ absl::StatusOr<std::vector<SampleRow>> MemoryAnalyzerStore::HistorySamples(
       newest.insert(row.job.matrix_id());
       if (static_cast<int>(newest.size()) > max_matrices) newest.erase(newest.begin());
     }
-    std::vector<SampleRow> out = SamplesOf(
+    return SamplesOf(
         t, [&](const pb::Job& j) { return newest.count(j.matrix_id()) != 0 && qualifies(j); });
-    out.erase(std::remove_if(out.begin(), out.end(),
-                             [&](const SampleRow& s) { return !InCells(cells, s); }),
-              out.end());
-    return out;
   });
 }
 
