@@ -5,6 +5,7 @@
 #include <iostream>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -29,8 +30,15 @@ constexpr absl::Duration kWatchSilence = absl::Seconds(20);
 constexpr absl::Duration kWatchFirstMessage = absl::Seconds(5);
 constexpr int kSubmitRetries = 5;
 
-// A file named on the command line; the error quotes the name as given.
+// A file named on the command line, standard input for "-"; the error
+// quotes the name as given.
 absl::StatusOr<std::string> ReadInputFile(const std::string& path) {
+  if (path == "-") {
+    std::ostringstream text;
+    text << std::cin.rdbuf();
+    if (std::cin.bad()) return absl::DataLossError("cannot read standard input");
+    return text.str();
+  }
   absl::StatusOr<std::string> text = base::ReadFile(path);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("cannot read file '", path, "'"));
   return text;
@@ -801,7 +809,7 @@ int Commands::RunCompare(int64_t matrix_a, int64_t matrix_b, const std::string& 
 
 int Commands::RunTry(const std::string& spec_path, const std::map<std::string, std::string>& set,
                      const std::string& patch_commit, OutputFormat format) {
-  absl::StatusOr<std::string> yaml = base::ReadFile(spec_path);
+  absl::StatusOr<std::string> yaml = ReadInputFile(spec_path);
   if (!yaml.ok()) return Fail(absl::StrCat("try ", spec_path), yaml.status());
   absl::StatusOr<TryPlan> plan = PlanTry(*yaml, set, patch_commit);
   if (!plan.ok()) return Fail(absl::StrCat("try ", spec_path), plan.status());
@@ -823,8 +831,17 @@ int Commands::RunTry(const std::string& spec_path, const std::map<std::string, s
                          : RunCompare(ids[0], ids[1], "", "", format);
 }
 
-int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
-                        const std::string& output_path) {
+namespace {
+
+// `status` with what failed in front, its code kept.
+absl::Status Context(const std::string& what, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<ReportSources> Commands::GatherReport(int64_t matrix_id,
+                                                     std::optional<int64_t> regression_id) {
   ReportSources sources;
   sources.farm_version = FARM_VERSION;
   sources.generated_at =
@@ -836,7 +853,7 @@ int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
     auto ctx = client::NewContext(options_, kUnaryTimeout);
     grpc::Status status = analysis_->GetRegression(ctx.get(), request, &reg);
     if (!status.ok()) {
-      return Fail(absl::StrCat("GetRegression ", *regression_id), client::ToAbsl(status));
+      return Context(absl::StrCat("GetRegression ", *regression_id), client::ToAbsl(status));
     }
     matrix_id = reg.matrix_id();
     sources.focus_regression = reg.id();
@@ -847,7 +864,7 @@ int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
     request.set_include_closed(true);
     request.set_include_improvements(true);
     absl::StatusOr<std::vector<pb::Regression>> listed = ListAllRegressions(request);
-    if (!listed.ok()) return Fail("ListRegressions", listed.status());
+    if (!listed.ok()) return Context("ListRegressions", listed.status());
     sources.regressions = *std::move(listed);
   }
   {
@@ -855,10 +872,10 @@ int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
     request.set_matrix_id(matrix_id);
     auto ctx = client::NewContext(options_, kUnaryTimeout);
     grpc::Status status = jobs_->GetMatrix(ctx.get(), request, &sources.matrix);
-    if (!status.ok()) return Fail(absl::StrCat("GetMatrix ", matrix_id), client::ToAbsl(status));
+    if (!status.ok()) return Context(absl::StrCat("GetMatrix ", matrix_id), client::ToAbsl(status));
   }
   absl::StatusOr<std::vector<pb::Result>> results = FetchResults(matrix_id, false);
-  if (!results.ok()) return Fail(absl::StrCat("GetResults ", matrix_id), results.status());
+  if (!results.ok()) return Context(absl::StrCat("GetResults ", matrix_id), results.status());
   sources.results = std::move(*results);
   {
     pb::GetCatalogRequest request;
@@ -867,7 +884,7 @@ int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
     auto ctx = client::NewContext(options_, kUnaryTimeout);
     grpc::Status status = jobs_->GetCatalog(ctx.get(), request, &catalog);
     if (!status.ok()) {
-      return Fail(absl::StrCat("GetCatalog ", request.name()), client::ToAbsl(status));
+      return Context(absl::StrCat("GetCatalog ", request.name()), client::ToAbsl(status));
     }
     sources.commits.assign(catalog.commits().begin(), catalog.commits().end());
   }
@@ -879,11 +896,25 @@ int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
     auto ctx = client::NewContext(options_, kUnaryTimeout);
     grpc::Status status = analysis_->GetBisect(ctx.get(), request, &bisect);
     if (!status.ok()) {
-      return Fail(absl::StrCat("GetBisect ", reg.bisect_id()), client::ToAbsl(status));
+      return Context(absl::StrCat("GetBisect ", reg.bisect_id()), client::ToAbsl(status));
     }
     sources.bisects.push_back(std::move(bisect));
   }
-  const ReportData report = BuildReport(sources);
+  return sources;
+}
+
+absl::StatusOr<std::string> Commands::ReportHtml(int64_t matrix_id,
+                                                 std::optional<int64_t> regression_id) {
+  absl::StatusOr<ReportSources> sources = GatherReport(matrix_id, regression_id);
+  if (!sources.ok()) return sources.status();
+  return RenderReportHtml(BuildReport(*sources));
+}
+
+int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
+                        const std::string& output_path) {
+  absl::StatusOr<ReportSources> sources = GatherReport(matrix_id, regression_id);
+  if (!sources.ok()) return Fail("report", sources.status());
+  const ReportData report = BuildReport(*sources);
   const std::string html = RenderReportHtml(report);
   if (output_path == "-") {
     out_ << html;
@@ -894,8 +925,23 @@ int Commands::RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
                 absl::PermissionDeniedError(absl::StrCat("cannot write '", output_path, "'")));
   }
   out_ << "wrote " << output_path << ": " << report.plots.size() << " plots, "
-       << sources.regressions.size() << " regressions, " << sources.bisects.size() << " bisects, "
-       << sources.results.size() << " results\n";
+       << sources->regressions.size() << " regressions, " << sources->bisects.size() << " bisects, "
+       << sources->results.size() << " results\n";
+  return 0;
+}
+
+int Commands::RunReportServe(const std::string& listen, const ReportServer::Tls& tls) {
+  absl::StatusOr<std::unique_ptr<ReportServer>> server = ReportServer::Start(
+      listen,
+      [this](int64_t matrix_id, std::optional<int64_t> regression_id) {
+        return ReportHtml(matrix_id, regression_id);
+      },
+      tls);
+  if (!server.ok()) return Fail("report --serve", server.status());
+  out_ << "serving reports on " << (tls.cert_file.empty() ? "http" : "https") << "://"
+       << listen.substr(0, listen.rfind(':')) << ":" << (*server)->port()
+       << " (/regressions/ID, /matrices/ID)" << std::endl;
+  (*server)->Wait();
   return 0;
 }
 

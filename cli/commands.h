@@ -25,6 +25,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cli/format.h"
+#include "cli/report.h"
+#include "cli/report_server.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 #include "lib/kbuild/kernel_builder.h"
@@ -91,6 +93,16 @@ class Commands {
   // ("-": stdout).
   int RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
                 const std::string& output_path);
+  // Serves the reports over HTTP(S) (cli/report_server.h) until the process
+  // is stopped (it holds no state: SIGTERM's default action is the stop).
+  int RunReportServe(const std::string& listen, const ReportServer::Tls& tls);
+  // The HTML of that report (BuildReport, RenderReportHtml over
+  // GatherReport). Thread-safe.
+  absl::StatusOr<std::string> ReportHtml(int64_t matrix_id, std::optional<int64_t> regression_id);
+  // What a report shows, fetched through the API. Thread-safe (the stubs
+  // are), so the report server calls it from its workers.
+  absl::StatusOr<ReportSources> GatherReport(int64_t matrix_id,
+                                             std::optional<int64_t> regression_id);
   // API tokens (admin): create prints the secret, once, alone on stdout.
   int RunTokenCreate(const std::string& name, const std::string& role);
   int RunTokenList(OutputFormat format);

@@ -130,7 +130,7 @@ void AddMatrixCommands(CLI::App& app, Subcommands* out) {
   };
   auto a = std::make_shared<Args>();
   auto* submit = app.add_subcommand("submit", "submit a matrix spec (YAML)");
-  submit->add_option("FILE", a->submit_file, "matrix spec file")->required();
+  submit->add_option("FILE", a->submit_file, "matrix spec file ('-': standard input)")->required();
   submit->add_flag("--wait", a->submit_wait,
                    "follow the matrix with a progress line on stderr until it "
                    "ends; exit 1 if any job failed or was cancelled");
@@ -453,7 +453,7 @@ void AddTryCommand(CLI::App& app, Subcommands* out) {
       "KEY=VALUE (emulator model keys) runs a base and a patch matrix together, interleaved "
       "and with the same seeds; --patch-commit ID (a commit the kernel builder builds) runs "
       "one matrix of both commits. Waits, then prints compare's answer for patch vs base");
-  try_job->add_option("SPEC", a->spec, "matrix spec YAML file")->required();
+  try_job->add_option("SPEC", a->spec, "matrix spec YAML file ('-': standard input)")->required();
   auto* set = try_job->add_option("--set", a->set, "KEY=VALUE model key of the patch (repeatable)");
   try_job->add_option("--patch-commit", a->patch_commit, "the patch as a commit of the tree")
       ->excludes(set);
@@ -491,7 +491,8 @@ void AddBisectCommand(CLI::App& app, Subcommands* out) {
 void AddReportCommand(CLI::App& app, Subcommands* out) {
   struct Args {
     std::optional<int64_t> matrix, regression;
-    std::string file;
+    std::string file, serve;
+    farm::cli::ReportServer::Tls tls;
   };
   auto a = std::make_shared<Args>();
   auto* report = app.add_subcommand(
@@ -506,13 +507,31 @@ void AddReportCommand(CLI::App& app, Subcommands* out) {
                    "regression id: report that regression (its matrix's series of its workload "
                    "and metric, its bisect) instead of a matrix")
       ->excludes(matrix_opt);
-  report->add_option("--output,-o", a->file, "HTML file to write ('-': stdout)")->required();
+  auto* output = report->add_option("--output,-o", a->file, "HTML file to write ('-': stdout)");
+  auto* serve = report
+                    ->add_option("--serve", a->serve,
+                                 "HOST:PORT: serve every report over HTTP instead, rendered per "
+                                 "request: /regressions/ID and /matrices/ID (the links of "
+                                 "farm-analyzer --report-url); readers see what this farmctl's "
+                                 "token may see, so listen on loopback or give a certificate")
+                    ->excludes(matrix_opt)
+                    ->excludes(output);
+  report->add_option("--serve-tls-cert", a->tls.cert_file, "PEM certificate: serve HTTPS")
+      ->needs(serve);
+  report->add_option("--serve-tls-key", a->tls.key_file, "PEM private key of --serve-tls-cert")
+      ->needs(serve);
   report->callback([a] {
-    if (!a->matrix && !a->regression) {
-      throw CLI::ValidationError("report", "give MATRIX or --regression ID");
+    if (!a->serve.empty()) {
+      if (a->regression) throw CLI::ValidationError("report", "--serve serves every regression");
+      return;
     }
+    if (!a->matrix && !a->regression) {
+      throw CLI::ValidationError("report", "give MATRIX or --regression ID (or --serve)");
+    }
+    if (a->file.empty()) throw CLI::ValidationError("report", "--output is required");
   });
   out->push_back({report, [a](farm::cli::Commands& c) {
+                    if (!a->serve.empty()) return c.RunReportServe(a->serve, a->tls);
                     return c.RunReport(a->matrix.value_or(0), a->regression, a->file);
                   }});
 }

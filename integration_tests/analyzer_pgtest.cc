@@ -32,12 +32,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "cli/commands.h"
+#include "cli/git_import.h"
+#include "cli/report_server.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/storage/pg_analyzer_store.h"
 #include "lib/storage/pg_pool.h"
 #include "scheduler/server.h"
 #include "services/analyzer/analyzer.h"
 #include "services/analyzer/clients.h"
+#include "testing/binaries.h"
 #include "testing/service_harness.h"
 
 namespace farm::analyzer {
@@ -279,22 +283,23 @@ class AnalyzerPgTest : public ::testing::Test {
   static std::string Id(int i) { return absl::StrFormat("t%02d", i); }
 
   // Bulk matrix over every `stride`-th commit of 0..last.
-  int64_t SubmitBulk(int last, int stride, int repeats) {
+  int64_t SubmitBulk(int last, int stride, int repeats,
+                     const std::string& platforms = "intel-vtd-2s12c") {
     std::vector<int> commits;
     for (int i = 0; i <= last; i += stride) commits.push_back(i);
-    return SubmitCommits(commits, repeats);
+    return SubmitCommits(commits, repeats, platforms);
   }
 
-  int64_t SubmitCommits(const std::vector<int>& commits, int repeats) {
+  int64_t SubmitCommits(const std::vector<int>& commits, int repeats,
+                        const std::string& platforms = "intel-vtd-2s12c") {
     std::vector<std::string> ids;
     for (int i : commits) ids.push_back("\"" + Id(i) + "\"");
-    const std::string spec = absl::StrCat(
-        "name: analyzer-test\ncatalog: analyzer-test\nplatform: intel-vtd-2s12c\n"
-        "commits: [",
-        absl::StrJoin(ids, ", "),
-        "]\nmodes: [off, strict, lazy]\nworkloads:\n  - name: iozone-nfsrdma\n"
-        "repeats: ",
-        repeats, "\nexecutor: emulator\nanalysis: {bisect: true}\n");
+    const std::string spec =
+        absl::StrCat("name: analyzer-test\ncatalog: analyzer-test\nplatform: ", platforms,
+                     "\ncommits: [", absl::StrJoin(ids, ", "),
+                     "]\nmodes: [off, strict, lazy]\nworkloads:\n  - name: iozone-nfsrdma\n"
+                     "repeats: ",
+                     repeats, "\nexecutor: emulator\nanalysis: {bisect: true}\n");
     pb::SubmitMatrixRequest req;
     req.set_spec_yaml(spec);
     pb::SubmitMatrixResponse resp;
@@ -495,6 +500,86 @@ TEST_F(AnalyzerPgTest, PlantedCostIsFoundBisectedAlertedAndResolved) {
       "alert resolved in Alertmanager");
   EXPECT_EQ(open.Value(), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM regressions WHERE alert_firing"), 0);
+}
+
+// What a person acts on: t21 slows the IOMMU path on two platforms, two
+// regressions with one culprit. Each alert names the other in its group
+// (alert_group t21, and the range t16..t24 while the bisect ran, whose
+// alert is resolved rather than left firing), links its HTML report as
+// `farmctl report --serve` serves it, and carries a `farmctl try` command
+// that, run as it stands, measures the change again.
+TEST_F(AnalyzerPgTest, AlertsOfOneCulpritAreOneGroupWithReportAndReproduceCommand) {
+  StartFarm(33, {{21, {{"sim.iommu_cost", "1.25"}}}});
+  client::ClientOptions client_options;
+  client_options.server = server_->address();
+  farm::cli::Commands commands(client_options, std::cout, std::cerr);
+  auto reports = farm::cli::ReportServer::Start(
+      "127.0.0.1:0",
+      [&](int64_t m, std::optional<int64_t> r) { return commands.ReportHtml(m, r); });
+  ASSERT_TRUE(reports.ok()) << reports.status();
+  SubmitBulk(32, 8, 4, "[intel-vtd-2s12c, intel-vtd-snb16c]");
+  AnalyzerOptions o = Options();
+  o.alert.report_url = absl::StrCat("http://127.0.0.1:", (*reports)->port());
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, o);
+  std::set<std::string> groups_seen;
+  auto primary_alerts = [&] {
+    std::vector<json> out;
+    for (const json& al : AlertmanagerAlerts()) {
+      if (al["labels"].value("metric_rank", "") != "primary" ||
+          al["status"].value("state", "") != "active")
+        continue;
+      groups_seen.insert(al["labels"].value("alert_group", ""));
+      out.push_back(al);
+    }
+    return out;
+  };
+  TickUntil(
+      a,
+      [&] {
+        const std::vector<json> alerts = primary_alerts();
+        if (Count("SELECT count(*) FROM bisects WHERE state = 'running'") != 0) return false;
+        int named = 0;
+        for (const json& al : alerts) named += al["annotations"].contains("group") ? 1 : 0;
+        return named >= 2 && named == static_cast<int>(alerts.size());
+      },
+      "grouped alerts of both platforms");
+  const std::vector<json> alerts = primary_alerts();
+  EXPECT_TRUE(groups_seen.count("t16..t24")) << "no alert while the bisect ran";
+  std::map<std::string, std::set<std::string>> per_regression;  // id -> active groups
+  std::set<std::string> platforms;
+  for (const json& al : alerts) {
+    per_regression[al["labels"]["regression_id"]].insert(al["labels"]["alert_group"]);
+    platforms.insert(al["labels"]["platform"].get<std::string>());
+    EXPECT_EQ(al["labels"]["alert_group"], "t21");
+    EXPECT_NE(al["annotations"]["group"].get<std::string>().find("share culprit t21"),
+              std::string::npos)
+        << al.dump();
+  }
+  EXPECT_EQ(platforms, (std::set<std::string>{"intel-vtd-2s12c", "intel-vtd-snb16c"}));
+  for (const auto& [id, groups] : per_regression) {
+    EXPECT_EQ(groups.size(), 1u) << "regression " << id << " fires in several groups";
+  }
+
+  // The report link answers with the regression's own report.
+  const json& alert = alerts.front();
+  const std::string link = alert["annotations"]["report"];
+  EXPECT_EQ(alert["generatorURL"], link);
+  auto page = testing::HttpGet(link);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->status, 200) << page->body;
+  EXPECT_NE(page->body.find("test commit 21"), std::string::npos);
+  EXPECT_NE(page->body.find(alert["labels"]["platform"].get<std::string>()), std::string::npos);
+
+  // The reproduce command, run as a person would paste it.
+  std::string cmd = alert["annotations"]["reproduce"];
+  ASSERT_EQ(cmd.rfind("farmctl try --patch-commit t21 - <<'EOF'\n", 0), 0u) << cmd;
+  cmd.replace(0, 7,
+              absl::StrCat(testing::BinaryPath("FARMCTL_BIN", FARMCTL_BIN), " --server ",
+                           server_->address()));
+  absl::StatusOr<std::string> tried = farm::cli::RunProgram({"/bin/sh", "-c", cmd});
+  ASSERT_TRUE(tried.ok()) << tried.status();
+  EXPECT_NE(tried->find("changed"), std::string::npos) << *tried;
+  EXPECT_NE(tried->find("t21"), std::string::npos) << *tried;
 }
 
 // The kernel of t20 does not build. The midpoint t20 of t16..t24 is skipped
@@ -699,7 +784,7 @@ TEST_F(AnalyzerPgTest, SecondaryMetricBisectedButNotAlertedOnRequest) {
   SubmitBulk(32, 8, 4);
   AnalyzerOptions o = Options();
   o.bisect_secondary = true;
-  o.secondary_severity = "none";
+  o.alert.secondary_severity = "none";
   Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, o);
   TickUntil(
       a,

@@ -172,6 +172,7 @@ struct AlertWork {
   int state = 0;  // iommufarm.v1.RegressionState
   bool bisect_done = false;
   std::string platform, workload, metric, mode_name, catalog;
+  std::string params = "{}";  // regressions.params, canonical JSON
   bool overhead = false;
   int change_class = 0;
   double magnitude = 0;
@@ -193,8 +194,12 @@ struct AlertWork {
   std::string starts_at;                // RFC 3339, when an alert row exists
   std::string ends_at;                  // RFC 3339, once resolved (re-sent as it was)
   std::string silence_id;               // regressions.silence_id: Alertmanager's, or ""
+  std::string labels_json = "{}";       // as last sent
   std::string annotations_json = "{}";  // as last sent
   double seconds_since_sent = 1e18;
+  // analyzer_state 'bisect:<bisect id>' (the cell the finding is in, for
+  // the alert's reproduce command); "" when the regression has no bisect.
+  std::string bisect_state_json;
 };
 
 // A regression marked fixed whose re-measurement is pending or running.

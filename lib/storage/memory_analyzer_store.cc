@@ -301,6 +301,7 @@ AlertWork AlertWorkOf(const Tables& t, const RegressionRow& row, const AlertRow*
   w.metric = g.metric();
   w.mode_name = ModeName(static_cast<int>(g.mode()));
   w.catalog = g.catalog();
+  w.params = MapToJson(g.params());
   w.overhead = g.overhead_series();
   w.change_class = static_cast<int>(g.change_class());
   w.magnitude = g.magnitude();
@@ -329,7 +330,11 @@ AlertWork AlertWorkOf(const Tables& t, const RegressionRow& row, const AlertRow*
     if (a->last_sent_at.has_value()) {
       w.seconds_since_sent = absl::ToDoubleSeconds(now - *a->last_sent_at);
     }
+    w.labels_json = a->labels_json;
     w.annotations_json = a->annotations_json;
+  }
+  if (auto st = t.analyzer_state.find(BisectKey(g.bisect_id())); st != t.analyzer_state.end()) {
+    w.bisect_state_json = st->second;
   }
   return w;
 }

@@ -417,7 +417,9 @@ class PgAnalyzerStore final : public AnalyzerStore {
                "   FROM bisect_culprits bc WHERE bc.bisect_id = g.bisect_id), "
                "  coalesce(to_char(a.ends_at AT TIME ZONE 'UTC', "
                "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
-               "  g.silence_id "
+               "  g.silence_id, g.params::text, coalesce(a.labels::text, '{}'), "
+               "  coalesce((SELECT s.value::text FROM analyzer_state s "
+               "     WHERE s.key = 'bisect:' || g.bisect_id), '') "
                "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
                "LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.regression_id = g.id "
                "   ORDER BY x.id DESC LIMIT 1) a ON true "
@@ -456,6 +458,9 @@ class PgAnalyzerStore final : public AnalyzerStore {
         }
         a.ends_at = r[24].as<std::string>();
         a.silence_id = r[25].as<std::string>();
+        a.params = r[26].as<std::string>();
+        a.labels_json = r[27].as<std::string>();
+        a.bisect_state_json = r[28].as<std::string>();
         out.push_back(std::move(a));
       }
       return out;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "services/analyzer/alerts.h"
 #include "services/analyzer/bisect_state.h"
 #include "services/analyzer/log.h"
 
@@ -23,9 +24,24 @@ namespace pb = ::iommufarm::v1;
 
 using json = nlohmann::json;
 
-// Confirmed or acknowledged: the alert fires.
-bool IsOpen(int state) {
-  return state == pb::REGRESSION_STATE_CONFIRMED || state == pb::REGRESSION_STATE_ACKNOWLEDGED;
+// The firing alert as last sent, resolved, when `alert` carries other labels
+// (the bisect moved its group, or it gained a label): Alertmanager knows an
+// alert by its labels, so the old one would otherwise fire until it timed out.
+std::optional<Alert> Relabelled(const AlertWork& a, const Alert& alert, const std::string& now) {
+  if (!a.alert_exists || !a.alert_firing) return std::nullopt;
+  const json sent = json::parse(a.labels_json, nullptr, false);
+  if (!sent.is_object() || sent.empty() || sent == json(alert.labels)) return std::nullopt;
+  Alert old;
+  try {
+    old.labels = sent.get<std::map<std::string, std::string>>();
+    const json annotations = json::parse(a.annotations_json, nullptr, false);
+    if (annotations.is_object()) old.annotations = annotations.get<decltype(old.annotations)>();
+  } catch (const json::exception&) {
+    return std::nullopt;  // not string-valued: not an alert this analyzer sent
+  }
+  old.starts_at = a.starts_at;
+  old.ends_at = now;
+  return old;
 }
 
 static_assert(static_cast<int>(ChangeClass::kUnspecified) == pb::CHANGE_CLASS_UNSPECIFIED &&
@@ -61,75 +77,12 @@ RegressionFinding StoredFinding(const Finding& f) {
 std::string RankNote(const Finding& f, const std::set<std::string>& workload_primary,
                      const AnalyzerOptions& options) {
   if (f.primary_metric) return absl::StrCat("primary metric of ", f.workload);
-  const bool alerted = options.secondary_severity != "none";
+  const bool alerted = options.alert.secondary_severity != "none";
   return absl::StrCat("secondary metric: ", f.metric.substr(0, f.metric.find('/')),
                       " is not a primary metric of ", f.workload, " (",
                       absl::StrJoin(workload_primary, ", "), "); ",
-                      alerted ? "alerted as " + options.secondary_severity : "not alerted",
+                      alerted ? "alerted as " + options.alert.secondary_severity : "not alerted",
                       options.bisect_secondary ? "" : ", not bisected");
-}
-
-std::optional<Alert> BuildAlert(const AlertWork& a, const AnalyzerOptions& options,
-                                const std::string& now) {
-  if (!a.primary_metric && options.secondary_severity == "none") return std::nullopt;
-  const bool open = IsOpen(a.state);
-  const std::string severity = !a.primary_metric                ? options.secondary_severity
-                               : std::fabs(a.magnitude) >= 0.10 ? "critical"
-                                                                : "warning";
-  Alert alert;
-  alert.labels = {{"alertname", "IommuPerfRegression"},
-                  {"platform", a.platform},
-                  {"workload", a.workload},
-                  {"mode", a.overhead ? a.mode_name + "/off" : a.mode_name},
-                  {"metric", a.metric},
-                  {"metric_rank", a.primary_metric ? "primary" : "secondary"},
-                  {"severity", severity},
-                  {"regression_id", std::to_string(a.regression_id)}};
-  const std::string culprit =
-      a.culprit_id.empty() ? (a.bisect_done ? "unknown" : "bisecting") : a.culprit_id;
-  alert.annotations = {
-      {"summary", absl::StrCat(a.primary_metric ? "" : "secondary metric: ", a.workload, " ",
-                               a.metric, " ", Percent(a.magnitude), " on ", a.platform, " (",
-                               a.overhead ? a.mode_name + "/off" : a.mode_name, ")",
-                               a.culprit_id.empty() ? "" : ", culprit " + a.culprit_id)},
-      {"culprit", culprit},
-      {"culprit_subject", a.culprit_subject},
-      {"magnitude", Percent(a.magnitude)},
-      {"last_good", a.last_good},
-      {"first_bad", a.first_bad},
-      {"bisect_steps", std::to_string(a.bisect_steps)},
-      {"change_class", a.change_class == pb::CHANGE_CLASS_IOMMU       ? "iommu"
-                       : a.change_class == pb::CHANGE_CLASS_NOT_IOMMU ? "not_iommu"
-                                                                      : ""},
-      {"catalog", a.catalog}};
-  if (!a.primary_metrics.empty()) alert.annotations["primary_metrics"] = a.primary_metrics;
-  // Every culprit of a range that held several changes; the culprit label
-  // above stays the largest share so that rules and dashboards keep working.
-  if (!a.culprits.empty()) {
-    std::vector<std::string> named;
-    for (const AlertWork::NamedCulprit& c : a.culprits) {
-      named.push_back(absl::StrFormat("%s (%.0f%%)", c.commit_id, 100.0 * c.share));
-    }
-    alert.annotations["culprits"] = absl::StrJoin(named, ", ");
-  }
-  alert.starts_at = a.starts_at;
-  // A resolution is re-sent with the time it was first sent, so that every
-  // copy tells Alertmanager the same thing.
-  if (!open) alert.ends_at = a.ends_at.empty() ? now : a.ends_at;
-  return alert;
-}
-
-Silence BuildSilence(const Alert& alert, int64_t regression_id, const std::string& now,
-                     const std::string& ends) {
-  Silence s;
-  s.matchers = alert.labels;
-  s.matchers.erase("severity");
-  s.starts_at = now;
-  s.ends_at = ends;
-  s.created_by = "farm-analyzer";
-  s.comment = absl::StrCat("regression ", regression_id, " acknowledged (farmctl regression mark ",
-                           regression_id, " reopen removes this silence)");
-  return s;
 }
 
 Analyzer::Analyzer(AnalyzerStore* store, JobSubmitter* submitter, AlertSink* sink, OpenGauges open,
@@ -329,10 +282,16 @@ absl::Status Analyzer::SendAlerts() {
     if (first.ok()) first = s;
     return false;
   };
+  // The open regressions of each alert group (one catalog's culprit or range).
+  std::map<std::pair<std::string, std::string>, std::vector<int64_t>> groups;
   for (const AlertWork& a : *work) {
-    const bool open = IsOpen(a.state);
+    if (AlertFires(a.state)) groups[{a.catalog, AlertGroup(a)}].push_back(a.regression_id);
+  }
+  for (const AlertWork& a : *work) {
+    const bool open = AlertFires(a.state);
     const bool acknowledged = a.state == pb::REGRESSION_STATE_ACKNOWLEDGED;
-    std::optional<Alert> built = BuildAlert(a, options_, now);
+    std::optional<Alert> built =
+        BuildAlert(a, options_.alert, now, groups[{a.catalog, AlertGroup(a)}]);
     if (!a.silence_id.empty() && (!acknowledged || !built.has_value())) {
       // Re-opened or closed: the silence goes, so the alert (or its
       // resolution) is seen again.
@@ -357,12 +316,16 @@ absl::Status Analyzer::SendAlerts() {
     if (!open && !a.alert_exists) continue;  // closed before it was ever alerted
     // Re-sent every alert_resend -- while open, and for resolved_resend once
     // resolved -- and at once when its content or state changed.
-    const bool changed = json::parse(a.annotations_json, nullptr, false) != json(alert.annotations);
+    const std::optional<Alert> relabelled = Relabelled(a, alert, now);
+    const bool changed = relabelled.has_value() ||
+                         json::parse(a.annotations_json, nullptr, false) != json(alert.annotations);
     const bool state_changed = a.alert_firing != open;
     if (!changed && !state_changed &&
         a.seconds_since_sent < absl::ToDoubleSeconds(options_.alert_resend))
       continue;
-    if (!keep(sink_->Post({alert}), a.regression_id, "posting its alert")) continue;
+    std::vector<Alert> post = {alert};
+    if (relabelled.has_value()) post.insert(post.begin(), *relabelled);
+    if (!keep(sink_->Post(post), a.regression_id, "posting its alert")) continue;
     if (!keep(store_->MarkAlertSent(a.regression_id, open, json(alert.labels).dump(),
                                     json(alert.annotations).dump()),
               a.regression_id, "recording its alert"))

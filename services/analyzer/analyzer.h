@@ -26,7 +26,7 @@
 // Findings are ranked (detect.h, series.h PrimaryMetrics): a regression of a
 // workload's primary (throughput) metric alerts as warning/critical and is
 // bisected; one of a secondary metric (latency, hit rate, CPU time ...) is
-// recorded and confirmed, alerted at `secondary_severity` (default info,
+// recorded and confirmed, alerted at `alert.secondary_severity` (default info,
 // routed so it does not page) and bisected only with `bisect_secondary`.
 // All progress lives in PostgreSQL, so the process may be killed at any point
 // and a new one continues: submissions carry idempotency keys derived from
@@ -48,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
+#include "services/analyzer/alerts.h"
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/bisect_driver.h"
 #include "services/analyzer/bisect_state.h"
@@ -79,9 +80,8 @@ struct AnalyzerOptions {
   int priority = 0;
   // workload -> its primary metrics, replacing the derivation from samples.
   PrimaryOverrides primary_metrics;
-  // Severity label of alerts for confirmed secondary-metric regressions;
-  // "none": they are recorded but not alerted.
-  std::string secondary_severity = "info";
+  // What alerts carry (severity of secondary metrics, report link, ...).
+  AlertOptions alert;
   // Bisect confirmed secondary-metric regressions too (costs runs).
   bool bisect_secondary = false;
 };
@@ -93,17 +93,6 @@ struct OpenGauges {
   prometheus::Gauge* secondary = nullptr;
   ResultGauges* results = nullptr;
 };
-
-// The Alertmanager alert for a regression, or nullopt when its rank is not
-// alerted (secondary_severity "none"). A closed one ends at its recorded
-// ends_at, or at `now` (RFC 3339) when it was not resolved before.
-std::optional<Alert> BuildAlert(const AlertWork& work, const AnalyzerOptions& options,
-                                const std::string& now);
-
-// The silence of an acknowledged regression's alert: equality matchers on
-// the alert's labels except severity (which follows the re-measured size).
-Silence BuildSilence(const Alert& alert, int64_t regression_id, const std::string& now,
-                     const std::string& ends);
 
 // The regression's note recording its rank, e.g. "primary metric of
 // iozone-nfsrdma" or "secondary metric: rcache_hit_rate is not a primary

@@ -116,13 +116,13 @@ AlertWork Work(bool primary, double magnitude) {
 
 TEST(AnalyzerRankTest, PrimaryPagesSecondaryIsInfoOrSilent) {
   AnalyzerOptions o;
-  auto primary = BuildAlert(Work(true, -0.227), o, "now");
+  auto primary = BuildAlert(Work(true, -0.227), o.alert, "now");
   ASSERT_TRUE(primary.has_value());
   EXPECT_EQ(primary->labels["severity"], "critical");
   EXPECT_EQ(primary->labels["metric_rank"], "primary");
-  EXPECT_EQ(BuildAlert(Work(true, -0.05), o, "now")->labels["severity"], "warning");
+  EXPECT_EQ(BuildAlert(Work(true, -0.05), o.alert, "now")->labels["severity"], "warning");
 
-  auto secondary = BuildAlert(Work(false, -0.45), o, "now");
+  auto secondary = BuildAlert(Work(false, -0.45), o.alert, "now");
   ASSERT_TRUE(secondary.has_value());
   EXPECT_EQ(secondary->labels["severity"], "info");  // however large the change
   EXPECT_EQ(secondary->labels["metric_rank"], "secondary");
@@ -130,11 +130,11 @@ TEST(AnalyzerRankTest, PrimaryPagesSecondaryIsInfoOrSilent) {
   EXPECT_EQ(secondary->annotations["summary"].rfind("secondary metric: ", 0), 0u);
   EXPECT_TRUE(secondary->ends_at.empty());
 
-  o.secondary_severity = "none";
-  EXPECT_FALSE(BuildAlert(Work(false, -0.45), o, "now").has_value());
+  o.alert.secondary_severity = "none";
+  EXPECT_FALSE(BuildAlert(Work(false, -0.45), o.alert, "now").has_value());
   AlertWork fixed = Work(true, -0.2);
   fixed.state = 4;  // FIXED: resolved
-  EXPECT_EQ(BuildAlert(fixed, o, "2026-01-01T00:00:00Z")->ends_at, "2026-01-01T00:00:00Z");
+  EXPECT_EQ(BuildAlert(fixed, o.alert, "2026-01-01T00:00:00Z")->ends_at, "2026-01-01T00:00:00Z");
 }
 
 TEST(AnalyzerAlertTest, AnnotationsNameEveryCulpritLabelKeepsTheLargest) {
@@ -143,12 +143,12 @@ TEST(AnalyzerAlertTest, AnnotationsNameEveryCulpritLabelKeepsTheLargest) {
   w.bisect_done = true;
   w.culprit_id = "c588072bba6b";
   w.culprits = {{"c062db039f40", 0.43}, {"c588072bba6b", 0.57}};
-  auto alert = BuildAlert(w, o, "now");
+  auto alert = BuildAlert(w, o.alert, "now");
   ASSERT_TRUE(alert.has_value());
   EXPECT_EQ(alert->annotations["culprits"], "c062db039f40 (43%), c588072bba6b (57%)");
   EXPECT_EQ(alert->annotations["culprit"], "c588072bba6b");
   // No bisect result yet: no culprits annotation.
-  EXPECT_EQ(BuildAlert(Work(true, -0.21), o, "now")->annotations.count("culprits"), 0u);
+  EXPECT_EQ(BuildAlert(Work(true, -0.21), o.alert, "now")->annotations.count("culprits"), 0u);
 }
 
 TEST(AnalyzerRankTest, NoteRecordsTheRank) {
@@ -161,7 +161,7 @@ TEST(AnalyzerRankTest, NoteRecordsTheRank) {
             "secondary metric: rcache_hit_rate is not a primary metric of iozone-nfsrdma "
             "(throughput, throughput_kb_s); alerted as info, not bisected");
   o.bisect_secondary = true;
-  o.secondary_severity = "none";
+  o.alert.secondary_severity = "none";
   EXPECT_EQ(RankNote(f, {"throughput"}, o),
             "secondary metric: rcache_hit_rate is not a primary metric of iozone-nfsrdma "
             "(throughput); not alerted");

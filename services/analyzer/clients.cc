@@ -148,6 +148,7 @@ std::string AlertsToJson(const std::vector<Alert>& alerts) {
     j["annotations"] = a.annotations;
     if (!a.starts_at.empty()) j["startsAt"] = a.starts_at;
     if (!a.ends_at.empty()) j["endsAt"] = a.ends_at;
+    if (!a.generator_url.empty()) j["generatorURL"] = a.generator_url;
     arr.push_back(std::move(j));
   }
   return arr.dump();

@@ -42,8 +42,9 @@ std::unique_ptr<JobSubmitter> NewGrpcJobSubmitter(client::ClientOptions options)
 struct Alert {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
-  std::string starts_at;  // RFC 3339; empty: Alertmanager's now
-  std::string ends_at;    // RFC 3339; set to resolve
+  std::string starts_at;      // RFC 3339; empty: Alertmanager's now
+  std::string ends_at;        // RFC 3339; set to resolve
+  std::string generator_url;  // the page that explains it; empty: none
 };
 
 // A silence whose equality matchers are `matchers` (label -> value).

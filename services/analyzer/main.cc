@@ -59,6 +59,7 @@ struct Flags {
   bool bisect_improvements = false;
   std::vector<std::string> primary_metric_flags;
   std::string secondary_severity = "info";
+  std::string report_url;
   bool bisect_secondary = false;
   bool once = false;
 };
@@ -123,6 +124,11 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "rates, CPU time ...); none: record them without alerting")
       ->capture_default_str()
       ->check(CLI::IsMember({"info", "warning", "critical", "none"}));
+  app.add_option("--report-url", f->report_url,
+                 "base URL of a `farmctl report --serve` (http://reports.lab:8088): every alert "
+                 "links its regression's HTML report, <URL>/regressions/<id> (annotation "
+                 "`report` and generatorURL)")
+      ->envname("FARM_REPORT_URL");
   app.add_flag("--bisect-secondary", f->bisect_secondary,
                "bisect confirmed regressions of secondary metrics too (default: confirm and "
                "record them only)");
@@ -150,7 +156,9 @@ absl::StatusOr<AnalyzerOptions> ResolveOptions(const Flags& f) {
   options.bisect.initial_repeats = f.initial_repeats;
   options.bisect.max_repeats = std::max(f.max_repeats, f.initial_repeats);
   options.bisect_improvements = f.bisect_improvements;
-  options.secondary_severity = f.secondary_severity;
+  options.alert.secondary_severity = f.secondary_severity;
+  options.alert.report_url = f.report_url;
+  options.alert.reproduce_repeats = std::max(2, f.confirm_repeats);
   options.bisect_secondary = f.bisect_secondary;
   return options;
 }
