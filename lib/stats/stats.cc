@@ -199,12 +199,11 @@ const char* SampleDecisionName(SampleDecision d) {
   return "reject";
 }
 
-SampleDecision DecideWithRepeats(double p_value, MagnitudeCall magnitude, double alpha,
-                                 double loose_alpha, int repeats, int max_repeats) {
+SampleDecision DecideWithRepeats(double p_value, MagnitudeCall magnitude, double alpha, int repeats,
+                                 int max_repeats) {
   if (magnitude == MagnitudeCall::kBelow) return SampleDecision::kReject;
   if (p_value < alpha) return SampleDecision::kAccept;
-  if (p_value < loose_alpha && repeats < max_repeats) return SampleDecision::kMoreRepeats;
-  return SampleDecision::kReject;
+  return repeats < max_repeats ? SampleDecision::kMoreRepeats : SampleDecision::kReject;
 }
 
 }  // namespace farm::stats

@@ -126,27 +126,25 @@ TEST(StatsTest, BenjaminiHochbergMatchesHandComputation) {
 }
 
 TEST(StatsTest, AdaptiveRepeatDecision) {
-  const double alpha = 0.01, loose = 0.1;
+  const double alpha = 0.01;
   // Significant and reaching the magnitude: accepted at once.
-  EXPECT_EQ(DecideWithRepeats(0.001, MagnitudeCall::kReaches, alpha, loose, 8, 128),
+  EXPECT_EQ(DecideWithRepeats(0.001, MagnitudeCall::kReaches, alpha, 8, 128),
             SampleDecision::kAccept);
-  EXPECT_EQ(DecideWithRepeats(0.001, MagnitudeCall::kAbove, alpha, loose, 8, 128),
+  EXPECT_EQ(DecideWithRepeats(0.001, MagnitudeCall::kAbove, alpha, 8, 128),
             SampleDecision::kAccept);
-  // Suggestive: more repeats until the cap, then rejected.
-  EXPECT_EQ(DecideWithRepeats(0.05, MagnitudeCall::kReaches, alpha, loose, 8, 128),
+  // Undecided, however weak p is: more repeats until the cap, then rejected.
+  EXPECT_EQ(DecideWithRepeats(0.05, MagnitudeCall::kReaches, alpha, 8, 128),
             SampleDecision::kMoreRepeats);
-  EXPECT_EQ(DecideWithRepeats(0.05, MagnitudeCall::kAbove, alpha, loose, 64, 128),
+  EXPECT_EQ(DecideWithRepeats(0.5, MagnitudeCall::kReaches, alpha, 8, 128),
             SampleDecision::kMoreRepeats);
-  EXPECT_EQ(DecideWithRepeats(0.05, MagnitudeCall::kReaches, alpha, loose, 128, 128),
+  EXPECT_EQ(DecideWithRepeats(0.05, MagnitudeCall::kAbove, alpha, 64, 128),
+            SampleDecision::kMoreRepeats);
+  EXPECT_EQ(DecideWithRepeats(0.05, MagnitudeCall::kReaches, alpha, 128, 128),
             SampleDecision::kReject);
-  // Not even suggestive.
-  EXPECT_EQ(DecideWithRepeats(0.5, MagnitudeCall::kReaches, alpha, loose, 8, 128),
-            SampleDecision::kReject);
-  // Real but confidently under the magnitude: no repeats can change that.
-  EXPECT_EQ(DecideWithRepeats(1e-9, MagnitudeCall::kBelow, alpha, loose, 8, 128),
-            SampleDecision::kReject);
-  EXPECT_EQ(DecideWithRepeats(0.05, MagnitudeCall::kBelow, alpha, loose, 8, 128),
-            SampleDecision::kReject);
+  // Real or not but confidently under the magnitude: no repeats can change
+  // that.
+  EXPECT_EQ(DecideWithRepeats(1e-9, MagnitudeCall::kBelow, alpha, 8, 128), SampleDecision::kReject);
+  EXPECT_EQ(DecideWithRepeats(0.5, MagnitudeCall::kBelow, alpha, 8, 128), SampleDecision::kReject);
   EXPECT_STREQ(SampleDecisionName(SampleDecision::kMoreRepeats), "more-repeats");
 }
 

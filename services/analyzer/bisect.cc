@@ -55,6 +55,14 @@ bool HoldsTwoChanges(std::span<const double> good, std::span<const double> bad,
 
 }  // namespace
 
+int ConfirmationLooks(const BisectOptions& options) {
+  int looks = 1;
+  for (int r = std::max(1, options.confirm_repeats); r < options.max_confirm_repeats; r *= 2) {
+    ++looks;
+  }
+  return looks;
+}
+
 Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const double> bad,
                                   double expected_relative_change, const BisectOptions& options) {
   Confirmation c;
@@ -62,11 +70,11 @@ Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const 
   c.interval = RelativeChangeInterval(good, bad, options.interval_level);
   const bool same_direction = (c.test.relative_change < 0) == (expected_relative_change < 0);
   const int repeats = static_cast<int>(std::min(good.size(), bad.size()));
-  c.decision = same_direction
-                   ? DecideWithRepeats(c.test.p_value,
-                                       JudgeMagnitude(c.interval, options.magnitude), options.alpha,
-                                       options.loose_alpha, repeats, options.max_confirm_repeats)
-                   : SampleDecision::kReject;
+  c.decision = same_direction ? DecideWithRepeats(c.test.p_value,
+                                                  JudgeMagnitude(c.interval, options.magnitude),
+                                                  options.alpha / ConfirmationLooks(options),
+                                                  repeats, options.max_confirm_repeats)
+                              : SampleDecision::kReject;
   c.confirmed = c.decision == SampleDecision::kAccept;
   return c;
 }

@@ -53,11 +53,9 @@ struct BisectOptions {
   double alpha = 0.01;
   double magnitude = 0.03;
   int max_steps = 64;
-  // Adaptive confirmation (EvaluateConfirmation): a suggestive result (p
-  // under loose_alpha) is re-run with doubled repeats per commit up to
-  // max_confirm_repeats; the magnitude is judged on the interval at
-  // interval_level.
-  double loose_alpha = 0.1;
+  // Adaptive confirmation (EvaluateConfirmation): an undecided result is
+  // re-run with doubled repeats per commit up to max_confirm_repeats; the
+  // magnitude is judged on the interval at interval_level.
   int max_confirm_repeats = 128;
   double interval_level = 0.99;
 };
@@ -175,10 +173,16 @@ Judgement JudgeCommit(std::span<const double> good, std::span<const double> bad,
 // The confirmation step: last good and first bad re-run interleaved with
 // more repeats. Confirmed when the difference is significant at alpha, its
 // interval (interval_level) reaches the magnitude threshold, and it is in the
-// expected direction (sign of expected_relative_change). A suggestive result
-// (p under loose_alpha, same direction, interval reaching the magnitude)
-// with fewer than max_confirm_repeats per commit asks for more repeats
-// (decision kMoreRepeats: double them); see DecideWithRepeats.
+// expected direction (sign of expected_relative_change). An undecided result
+// (p at or over alpha, same direction, interval reaching the magnitude) with
+// fewer than max_confirm_repeats per commit asks for more repeats (decision
+// kMoreRepeats: double them); see DecideWithRepeats.
+// How many times a confirmation may judge its data: at confirm_repeats and at
+// each doubling up to max_confirm_repeats. Each look tests at alpha / looks
+// (Bonferroni over the looks), so that sampling until decided keeps the
+// false-confirmation rate of one candidate under alpha.
+int ConfirmationLooks(const BisectOptions& options);
+
 struct Confirmation {
   bool confirmed = false;
   SampleDecision decision = SampleDecision::kReject;

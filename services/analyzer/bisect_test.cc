@@ -10,6 +10,26 @@
 namespace farm::analyzer {
 namespace {
 
+TEST(ConfirmationTest, EachLookTestsAtAlphaOverTheLooks) {
+  BisectOptions o;  // 8 repeats doubled up to 128: looks at 8, 16, 32, 64, 128
+  EXPECT_EQ(ConfirmationLooks(o), 5);
+  BisectOptions fixed = o;
+  fixed.max_confirm_repeats = fixed.confirm_repeats;
+  EXPECT_EQ(ConfirmationLooks(fixed), 1);
+  // A 3.3% drop measured 8 times a side (t = 3.3) with p between alpha / 5
+  // and alpha: significant for one look, not for five; undecided, so more
+  // repeats.
+  const std::vector<double> good{100, 102, 98, 101, 99, 103, 97, 100};
+  const std::vector<double> bad{96.7, 98.7, 94.7, 97.7, 95.7, 99.7, 93.7, 96.7};
+  const Confirmation one_look = EvaluateConfirmation(good, bad, -0.03, fixed);
+  const Confirmation five_looks = EvaluateConfirmation(good, bad, -0.03, o);
+  ASSERT_LT(five_looks.test.p_value, o.alpha);
+  ASSERT_GE(five_looks.test.p_value, o.alpha / 5);
+  EXPECT_TRUE(one_look.confirmed);
+  EXPECT_FALSE(five_looks.confirmed);
+  EXPECT_EQ(five_looks.decision, SampleDecision::kMoreRepeats);
+}
+
 // Simulated farm: commit c measures level * (1 + shift if c >= culprit) with
 // relative Gaussian noise cv.
 class Oracle {

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <tuple>
+#include <utility>
+
+#include <boost/math/distributions/chi_squared.hpp>
 
 #include "proto/names.h"
 #include "services/analyzer/stats.h"
@@ -82,6 +86,10 @@ class PrefixStats {
                                  WithinDf(lo, hi));
     return WelchFromSummary(n_out, mean_out, var(n_out, s_out, q_out), n_in, mean_in,
                             var(n_in, s_in, q_in));
+  }
+  // Residual sum of squares of one mean per side of a split at k.
+  double SplitSse(size_t lo, size_t k, size_t hi) const {
+    return VarOf(lo, k) * std::max(0.0, N(lo, k) - 1) + VarOf(k, hi) * std::max(0.0, N(k, hi) - 1);
   }
   TwoSampleResult Test(size_t lo, size_t k, size_t hi) const {
     if (UseWithin(lo, hi))
@@ -206,6 +214,34 @@ ModeEffect MeasureAt(const Series& s, int seg_begin, int last_good, int first_ba
   return e;
 }
 
+// Where a change at split k of [lo, hi) may lie: the splits j whose
+// two-mean fit explains the points nearly as well as k's, (SSE_j - SSE_k) /
+// sigma^2 within the chi-squared(1) quantile at interval_level (a profile
+// likelihood set for the location; sigma^2 the within-commit noise when the
+// repeats give it), at most one measured commit either side of k. Returns
+// the first and last such split. At a small shift over noisy points the best
+// split is often one measured commit off the true one, and a range that
+// leaves the culprit out is confirmed as nothing. No further: over a slow
+// drift every split fits about as well, and a range across the whole drift
+// would confirm the drift as one commit's change.
+std::pair<size_t, size_t> LocationSet(const PrefixStats& ps, size_t lo, size_t k, size_t hi,
+                                      const DetectOptions& options) {
+  const double n = ps.N(lo, hi);
+  const double best = ps.SplitSse(lo, k, hi);
+  const double var = ps.UseWithin(lo, hi) ? ps.WithinVar(lo, hi) : best / std::max(1.0, n - 2);
+  if (var <= 0) return {k, k};
+  const double q = boost::math::quantile(boost::math::chi_squared(1), options.interval_level);
+  size_t first = k, last = k;
+  for (size_t j = std::max(lo + 1, k - 1); j < std::min(hi, k + 2); ++j) {
+    if (ps.N(lo, j) < options.min_samples_per_side || ps.N(j, hi) < options.min_samples_per_side)
+      continue;
+    if ((ps.SplitSse(lo, j, hi) - best) / var > q) continue;
+    first = std::min(first, j);
+    last = std::max(last, j);
+  }
+  return {first, last};
+}
+
 std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& options, double alpha,
                                 double loose, bool include_suggestive) {
   std::vector<ChangePoint> out;
@@ -213,12 +249,18 @@ std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& optio
   const PrefixStats ps(series);
   std::map<size_t, Found> found;  // split position -> scan p
   Split(ps, 0, series.points.size(), 0, options, alpha, loose, &found);
-  std::vector<size_t> ks;
-  for (const auto& [k, f] : found) ks.push_back(k);
-  for (size_t j = 0; j < ks.size(); ++j) {
-    const size_t lo = j == 0 ? 0 : ks[j - 1];
-    const size_t hi = j + 1 == ks.size() ? series.points.size() : ks[j + 1];
-    const size_t k = ks[j];
+  // Segments are bounded by the significant splits only: a suggestive split
+  // is a guess to be re-measured, and cutting a significant change's segment
+  // at it would judge that change on fewer points.
+  std::vector<size_t> bounds;
+  for (const auto& [k, f] : found) {
+    if (!f.suggestive) bounds.push_back(k);
+  }
+  for (const auto& [k, f] : found) {
+    const auto after = std::upper_bound(bounds.begin(), bounds.end(), k);
+    const auto at = std::lower_bound(bounds.begin(), bounds.end(), k);
+    const size_t lo = at == bounds.begin() ? 0 : *std::prev(at);
+    const size_t hi = after == bounds.end() ? series.points.size() : *after;
     // Magnitude between the neighbouring change points, not over the whole
     // series, so a second shift does not dilute the first; judged on the
     // interval, so a true change at the threshold is not lost half the time.
@@ -235,10 +277,11 @@ std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& optio
     cp.key = series.key;
     cp.polarity = series.polarity;
     cp.primary = series.primary;
-    cp.last_good_index = series.points[k - 1].commit_index;
-    cp.last_good = series.points[k - 1].commit_id;
-    cp.first_bad_index = series.points[k].commit_index;
-    cp.first_bad = series.points[k].commit_id;
+    const auto [first, last] = LocationSet(ps, lo, k, hi, options);
+    cp.last_good_index = series.points[first - 1].commit_index;
+    cp.last_good = series.points[first - 1].commit_id;
+    cp.first_bad_index = series.points[last].commit_index;
+    cp.first_bad = series.points[last].commit_id;
     cp.segment_begin_index = series.points[lo].commit_index;
     cp.segment_end_index = series.points[hi - 1].commit_index;
     cp.before = r.mean_a;
