@@ -4,9 +4,12 @@
 // series with noise of CV 0.5-5% (Gaussian; outliers, bimodal runs and a
 // slow drift at CV 2% and 5%: see Noise), then runs, on the very same
 // series:
-//   * the analyzer pipeline: change-point detection (binary segmentation,
-//     Welch t, Bonferroni over the scan, magnitude on the interval; significant
-//     and suggestive candidates) -> adaptive confirmation (last good / first
+//   * the analyzer pipeline: the bulk's top-up (where the scan is suggestive,
+//     the commits of the split's range measured again, doubling, up to 4x the
+//     bulk's repeats: detect.h TopUpRequests, as the analyzer submits them)
+//     -> change-point detection (binary segmentation, Welch t, Bonferroni
+//     over the scan, magnitude on the interval; significant and suggestive
+//     candidates) -> adaptive confirmation (last good / first
 //     bad re-run interleaved, confirm_repeats each, doubled while the result
 //     is undecided, up to max_confirm_repeats: the simulated farm draws the
 //     extra samples at those commits) -> bisect over the untested catalog
@@ -15,10 +18,11 @@
 //     commits, p < alpha, same magnitude threshold, no correction, no
 //     confirmation.
 // Prints the detector's own recall and candidates per noise-only series
-// (before confirmation), recall, false alerts per 100 measured commits (from noise-only
-// series with the same CV), bisect accuracy, runs per detection (every run
-// after the bulk matrix: confirmation with its extra repeats and the bisect)
-// and the runs the extra repeats cost per noise-only series.
+// (after the top-up, before confirmation), recall, false alerts per 100
+// measured commits (from noise-only series with the same CV), bisect
+// accuracy, runs per detection (every run after the bulk matrix: the top-up,
+// the confirmation with its extra repeats and the bisect) and the runs the
+// top-up and confirmations cost per noise-only series.
 //
 // False alerts are counted the way triage records them: every confirmed
 // change becomes a regression in the state the analyzer gives it
@@ -30,12 +34,14 @@
 // same way.
 //
 //   analyzer_quality [--trials N] [--seed S]
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -134,6 +140,7 @@ struct Outcome {
   bool bisected = false;
   bool bisect_exact = false;
   int bisect_runs = 0;
+  int top_up_runs = 0;  // the bulk's extra repeats
   //! False alerts: regressions triaged false-positive.
   int false_alerts() const {
     int n = 0;
@@ -160,9 +167,31 @@ bool RecordAndTriage(Outcome& o, const Farm& farm, int last_good, int first_bad,
   return holds;
 }
 
-Outcome RunAnalyzer(Farm& farm, const Series& s, const DetectOptions& dopt,
-                    const BisectOptions& bopt) {
+// The bulk's top-up: the commits around a split the scan finds suggestive
+// measured again, each with as many repeats as it holds, until none asks.
+void TopUp(Farm& farm, Series& s, const DetectOptions& dopt) {
+  for (;;) {
+    const auto requests = farm::analyzer::TopUpRequests({s}, dopt);
+    if (requests.empty()) return;
+    std::set<int> measured;  // a commit in two requests' ranges is measured once
+    for (const auto& r : requests) {
+      for (SeriesPoint& p : s.points) {
+        if (!std::binary_search(r.commit_indices.begin(), r.commit_indices.end(), p.commit_index) ||
+            !measured.insert(p.commit_index).second) {
+          continue;
+        }
+        const std::vector<double> more = farm.Run(p.commit_index, r.repeats);
+        p.values.insert(p.values.end(), more.begin(), more.end());
+      }
+    }
+  }
+}
+
+Outcome RunAnalyzer(Farm& farm, Series s, const DetectOptions& dopt, const BisectOptions& bopt) {
   Outcome o;
+  const int bulk = farm.runs;
+  TopUp(farm, s, dopt);
+  o.top_up_runs = farm.runs - bulk;
   for (const auto& cp : farm::analyzer::DetectCandidates({s}, dopt)) {
     ++o.candidates;
     if (farm.culprit > cp.last_good_index && farm.culprit <= cp.first_bad_index) {
@@ -247,11 +276,11 @@ constexpr int kMeasured = (kCatalog + kStride - 1) / kStride;
 void PrintHeader(const Flags& f, const DetectOptions& dopt, const BisectOptions& bopt) {
   std::printf(
       "catalog %d commits, every %dth measured (%d points) x %d repeats, %d trials per cell, "
-      "seed %llu\nmagnitude %.0f%%, alpha %.2g; confirm %d+%d interleaved; bisect repeats "
-      "%d..%d; confirm doubled up to %d while undecided\n\n",
+      "seed %llu\nmagnitude %.0f%%, alpha %.2g; top-up doubling up to %dx; confirm %d+%d "
+      "interleaved; bisect repeats %d..%d; confirm doubled up to %d while undecided\n\n",
       kCatalog, kStride, kMeasured, kRepeats, f.trials, static_cast<unsigned long long>(f.seed),
-      dopt.magnitude * 100, dopt.alpha, bopt.confirm_repeats, bopt.confirm_repeats,
-      bopt.initial_repeats, bopt.max_repeats, bopt.max_confirm_repeats);
+      dopt.magnitude * 100, dopt.alpha, dopt.max_top_up_factor, bopt.confirm_repeats,
+      bopt.confirm_repeats, bopt.initial_repeats, bopt.max_repeats, bopt.max_confirm_repeats);
   std::printf("%6s %5s | %8s %7s | %8s %9s %8s %8s %8s | %8s %9s\n", "shift", "cv", "cand",
               "cand/ns", "recall", "false/100", "bisect", "runs/det", "runs/ns", "t recall",
               "t fal/100");
@@ -305,7 +334,7 @@ void PrintShiftRow(std::mt19937_64& master, int trials, double shift, double cv,
     base_hits += b.hit;
     bisected += o.bisected;
     exact += o.bisect_exact;
-    runs += o.bisect_runs;
+    if (o.bisected) runs += o.bisect_runs + o.top_up_runs;
   }
   std::printf(
       "%5.0f%% %4.1f%% | %7.1f%% %7.2f | %7.1f%% %9.2f %7.1f%% %8.1f %8.1f | %7.1f%% %9.2f\n",

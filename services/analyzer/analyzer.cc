@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "lib/spec/spec_yaml.h"
 #include "services/analyzer/alerts.h"
 #include "services/analyzer/bisect_state.h"
 #include "services/analyzer/log.h"
@@ -144,24 +145,76 @@ absl::Status Analyzer::RestoreResultGauges() {
 namespace {
 
 // The cells `samples` measured, each with the commits it measured there.
-std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>> CommitsByCell(
-    const std::vector<SampleRow>& samples) {
-  std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>> out;
+OwnCommits CommitsByCell(const std::vector<SampleRow>& samples) {
+  OwnCommits out;
   for (const SampleRow& s : samples) out[{s.platform, s.workload, s.params}].insert(s.commit_id);
   return out;
 }
 
 // A change point on either side of which `own` measured a commit of its
 // cell: a change the matrix shows, alone or against the history.
-bool Involves(
-    const ChangePoint& cp,
-    const std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>>& own) {
+bool Involves(const ChangePoint& cp, const OwnCommits& own) {
   auto it = own.find({cp.key.platform, cp.key.workload, cp.key.params});
   return it != own.end() &&
          (it->second.count(cp.last_good) != 0 || it->second.count(cp.first_bad) != 0);
 }
 
+// A suggestive change point a top-up re-measures: a request of its series
+// holds one of its two commits.
+bool ToppedUp(const ChangePoint& cp, const std::vector<TopUpRequest>& topped) {
+  for (const TopUpRequest& r : topped) {
+    if (!(r.at.key == cp.key)) continue;
+    for (const std::string& id : r.commit_ids) {
+      if (id == cp.last_good || id == cp.first_bad) return true;
+    }
+  }
+  return false;
+}
+
+// The matrix's analysis for its top-ups: what it asked of its findings.
+pb::MatrixAnalysis AnalysisOf(const MatrixInfo& m) {
+  pb::MatrixAnalysis a;
+  absl::StatusOr<pb::MatrixSpec> spec = spec::MatrixSpecFromYaml(m.spec_yaml, spec::SpecLimits{});
+  if (spec.ok()) a = spec->analysis();
+  a.set_bisect(m.analysis_bisect);
+  return a;
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<TopUpRequest>> Analyzer::TopUp(const MatrixInfo& m,
+                                                          const std::vector<Series>& series,
+                                                          const OwnCommits& own) {
+  // The primary metrics only: what users bisect on is worth the runs.
+  std::vector<Series> primary;
+  for (const Series& s : series) {
+    if (s.primary) primary.push_back(s);
+  }
+  std::vector<TopUpRequest> requests = TopUpRequests(primary, options_.detect);
+  requests.erase(std::remove_if(requests.begin(), requests.end(),
+                                [&](const TopUpRequest& r) { return !Involves(r.at, own); }),
+                 requests.end());
+  const std::vector<TopUpMatrix> matrices = GroupTopUps(requests);
+  const pb::MatrixAnalysis analysis = AnalysisOf(m);
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    const TopUpMatrix& t = matrices[i];
+    absl::StatusOr<SeriesSpec> cell = store_->Cell(m.id, t.platform, t.workload, t.params);
+    if (!cell.ok()) return cell.status();
+    if (cell->catalog.empty()) cell->catalog = m.catalog;
+    const int index = static_cast<int>(i);
+    absl::StatusOr<int64_t> id =
+        submitter_->Submit(TopUpSpec(t, *cell, analysis, m.id, index, options_.priority),
+                           absl::StrCat("analyzer/t", m.id, "/", index + 1));
+    if (!id.ok()) return id.status();
+    ++submissions_;
+    Log(absl::StrCat("matrix ", m.id, ": topping up ", t.platform, " ", t.workload,
+                     t.params == "{}" ? "" : absl::StrCat("{", ParamsLabel(t.params), "}"), " ",
+                     t.mode, t.overhead ? "/off" : "", " at ", absl::StrJoin(t.commits, " "), " x",
+                     t.repeats, " (matrix ", *id,
+                     "), suggestive: ", absl::StrJoin(t.splits, ", ")));
+  }
+  return requests;
+}
 
 absl::StatusOr<std::vector<SampleRow>> Analyzer::HistoryOf(const MatrixInfo& m,
                                                            const std::vector<SampleRow>& own) {
@@ -192,11 +245,16 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   all.insert(all.end(), samples->begin(), samples->end());
   const std::vector<Series> series = BuildSeries(all, false, options_.primary_metrics);
   const auto own = CommitsByCell(*samples);
+  absl::StatusOr<std::vector<TopUpRequest>> topped = TopUp(m, series, own);
+  if (!topped.ok()) return topped.status();
   // Suggestive candidates are recorded as suspected too: their confirmation
-  // re-runs both commits with doubled repeats until the evidence decides.
+  // re-runs both commits with doubled repeats until the evidence decides;
+  // those being topped up wait for the top-up's analysis instead.
   std::vector<ChangePoint> cps = DetectCandidates(series, options_.detect);
   cps.erase(std::remove_if(cps.begin(), cps.end(),
-                           [&](const ChangePoint& cp) { return !Involves(cp, own); }),
+                           [&](const ChangePoint& cp) {
+                             return !Involves(cp, own) || (cp.suggestive && ToppedUp(cp, *topped));
+                           }),
             cps.end());
   const std::vector<Finding> findings = Classify(cps, series, options_.detect);
   std::vector<NewRegression> found;
@@ -210,7 +268,8 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   ++matrices_analyzed_;
   Log(absl::StrCat("matrix ", m.id, " analysed: ", samples->size(), " samples (and ", history_rows,
                    " of other submissions), ", series.size(), " series, ", findings.size(),
-                   " findings, ", bisects->size(), " new bisects"));
+                   " findings, ", bisects->size(), " new bisects, ", topped->size(),
+                   " splits topped up"));
   return absl::OkStatus();
 }
 

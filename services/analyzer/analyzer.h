@@ -38,9 +38,12 @@
 #ifndef SERVICES_ANALYZER_ANALYZER_H_
 #define SERVICES_ANALYZER_ANALYZER_H_
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <prometheus/gauge.h>
 #include <nlohmann/json_fwd.hpp>
@@ -58,8 +61,13 @@
 #include "services/analyzer/result_gauges.h"
 #include "services/analyzer/series.h"
 #include "services/analyzer/store.h"
+#include "services/analyzer/top_up.h"
 
 namespace farm::analyzer {
+
+// Per (platform, workload, params): the commits a matrix measured there.
+using OwnCommits =
+    std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>>;
 
 struct AnalyzerOptions {
   DetectOptions detect;
@@ -125,6 +133,11 @@ class Analyzer final {
   absl::StatusOr<std::vector<SampleRow>> HistoryOf(const MatrixInfo& m,
                                                    const std::vector<SampleRow>& own);
   absl::Status RestoreResultGauges();
+  // The bulk's top-up of `m` (top_up.h): submits its matrices; returns the
+  // requests they answer. `own`: the commits m measured, per cell.
+  absl::StatusOr<std::vector<TopUpRequest>> TopUp(const MatrixInfo& m,
+                                                  const std::vector<Series>& series,
+                                                  const OwnCommits& own);
   // The regression row and bisect record of one finding of `m`.
   absl::StatusOr<NewRegression> NewRegressionFor(const MatrixInfo& m, const Finding& f,
                                                  const PrimaryMetricMap& primary);

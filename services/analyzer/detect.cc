@@ -334,6 +334,39 @@ std::vector<ChangePoint> DetectCandidates(const std::vector<Series>& series,
   return out;
 }
 
+std::vector<TopUpRequest> TopUpRequests(const std::vector<Series>& series,
+                                        const DetectOptions& options) {
+  std::vector<TopUpRequest> out;
+  if (series.empty() || options.max_top_up_factor <= 1) return out;
+  const double alpha = SeriesAlpha(series, options);
+  for (const Series& s : series) {
+    if (s.points.empty()) continue;
+    // The bulk's repeats: the fewest a commit holds (the top-ups only add).
+    size_t fewest = s.points.front().values.size();
+    for (const SeriesPoint& p : s.points) fewest = std::min(fewest, p.values.size());
+    const size_t cap = static_cast<size_t>(options.max_top_up_factor) * fewest;
+    for (ChangePoint& cp : Detect(s, options, alpha, alpha * options.top_up_factor, true)) {
+      if (!cp.suggestive) continue;
+      TopUpRequest r;
+      size_t least = cap, most = 0;
+      for (const SeriesPoint& p : s.points) {
+        if (p.commit_index < cp.last_good_index || p.commit_index > cp.first_bad_index) continue;
+        if (p.values.size() >= cap) continue;
+        r.commit_indices.push_back(p.commit_index);
+        r.commit_ids.push_back(p.commit_id);
+        least = std::min(least, p.values.size());
+        most = std::max(most, p.values.size());
+      }
+      if (r.commit_indices.empty()) continue;
+      // Doubling the least measured of them, none beyond the cap.
+      r.repeats = static_cast<int>(std::min(least, cap - most));
+      r.at = std::move(cp);
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
 std::vector<ChangePoint> DetectAll(const std::vector<Series>& series,
                                    const DetectOptions& options) {
   std::vector<ChangePoint> out;

@@ -54,6 +54,13 @@ struct DetectOptions {
   // A best split whose corrected p is below suggestive_factor x the series'
   // alpha (but not below alpha) is a suggestive candidate (DetectCandidates).
   double suggestive_factor = 30;
+  // Bulk top-up: a best split whose corrected p is below top_up_factor x
+  // the series' alpha but that is not significant has the measured commits
+  // of its range measured again (TopUpRequests) before candidates are
+  // opened, until a commit holds max_top_up_factor x the series' bulk
+  // repeats; 1 or less: no top-up.
+  double top_up_factor = 1000;
+  int max_top_up_factor = 4;
 };
 
 struct ChangePoint {
@@ -98,6 +105,25 @@ double SeriesAlpha(const std::vector<Series>& series, const DetectOptions& optio
 // change points and suggestive candidates (ChangePoint.suggestive).
 std::vector<ChangePoint> DetectCandidates(const std::vector<Series>& series,
                                           const DetectOptions& options);
+
+// Where the bulk scan is suggestive at top_up_factor but nothing is
+// significant there: each such split with the measured commits of its range
+// that hold fewer than max_top_up_factor x the series' bulk repeats (the
+// fewest values a commit of it holds). The caller measures those commits
+// again (`repeats` each) and detects again: a change too small or too noisy
+// for the bulk's repeats then reaches the significant or suggestive level on
+// evidence the whole segment weighs, rather than being opened on five runs
+// or lost.
+struct TopUpRequest {
+  ChangePoint at;                   // the suggestive split (its key names the series)
+  std::vector<int> commit_indices;  // ascending
+  std::vector<std::string> commit_ids;
+  // Runs each: as many as the least measured of them holds (doubling it),
+  // none taken past the cap.
+  int repeats = 0;
+};
+std::vector<TopUpRequest> TopUpRequests(const std::vector<Series>& series,
+                                        const DetectOptions& options);
 
 // DetectCandidates without the suggestive ones.
 std::vector<ChangePoint> DetectAll(const std::vector<Series>& series, const DetectOptions& options);

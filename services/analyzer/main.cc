@@ -56,6 +56,7 @@ struct Flags {
   int confirm_repeats = 8;
   int initial_repeats = 3;
   int max_repeats = 12;
+  int top_up_max = 4;
   bool bisect_improvements = false;
   std::vector<std::string> primary_metric_flags;
   std::string secondary_severity = "info";
@@ -113,6 +114,12 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "repeats a weak bisect verdict may grow to before it is acted on")
       ->capture_default_str()
       ->check(CLI::Range(2, 10000));
+  app.add_option("--top-up-max", f->top_up_max,
+                 "where a matrix's scan is suggestive but not significant, its commits there are "
+                 "measured again (doubling) until one holds this many times the series' bulk "
+                 "repeats, before a candidate is opened; 1: never")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   app.add_flag("--bisect-improvements", f->bisect_improvements,
                "bisect confirmed improvements too (default: record them only)");
   app.add_option("--primary-metric", f->primary_metric_flags,
@@ -151,6 +158,7 @@ absl::StatusOr<AnalyzerOptions> ResolveOptions(const Flags& f) {
   }
   options.detect.magnitude = f.magnitude;
   options.detect.alpha = f.alpha;
+  options.detect.max_top_up_factor = f.top_up_max;
   options.bisect.magnitude = f.magnitude;
   options.bisect.confirm_repeats = f.confirm_repeats;
   options.bisect.initial_repeats = f.initial_repeats;
