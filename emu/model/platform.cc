@@ -100,6 +100,7 @@ std::vector<Platform> Build() {
        // Seed 000: "InfiniBand using CX-3 Pro cards at 56Gb/s".
        {{"nic0", "Mellanox ConnectX-3 Pro 56 Gb/s (FDR InfiniBand) RDMA NIC", 0, true, 64, "", 56},
         {"nvme0", "NVMe SSD", 0, true, 64, ""}},
+       IrqChip::kX86Vector,
        {}},
       // Seed 001: 16-core Sandy Bridge (2 x 8 cores), ConnectX-3 40 GbE.
       {"intel-vtd-snb16c",
@@ -108,6 +109,7 @@ std::vector<Platform> Build() {
        "Peleg et al. ATC'15)",
        MakeTopology(2, 1, 8),
        {{"nic0", "Mellanox ConnectX-3 40 GbE NIC", 0, true, 64, "", 40}},
+       IrqChip::kX86Vector,
        {}},
       // Seeds 002/003: HiSilicon Kunpeng 920, 2 sockets x 2 dies, 32 cores per
       // die, SMMUv3 without range invalidation.
@@ -120,6 +122,7 @@ std::vector<Platform> Build() {
          kKunpeng920NvmeIrqs},
         {"nic0", "hns3 100 GbE NIC", 0, true, 64, "", 100},
         {"zip0", "HiSilicon ZIP accelerator (Barry Song's test device)", 0, true, 64, ""}},
+       IrqChip::kGicIts,
        {}},
       // Seed 004: 8-core ARMv8 SoC with MMU-500 in front of the NIC root port.
       {"arm-mmu500-8c",
@@ -132,6 +135,7 @@ std::vector<Platform> Build() {
         // without IOMMU)" (seed 004).
         {"nvme0", "NVMe SSDs behind a root complex without IOMMU", 0, true, 64, "", 0,
          DeviceAttach::kNone}},
+       IrqChip::kGicIts,
        {}},
   };
   for (int i = 0; i < kNumPlatforms; ++i) {

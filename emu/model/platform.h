@@ -1,7 +1,8 @@
 // emu/model/platform.h: the emulated machines.
 //
 // A Platform is a CPU/NUMA topology, the IOMMU it has, its DMA devices (with
-// where they sit and how their interrupts are spread) and one cost table (model-key settings
+// where they sit and how their interrupts are spread), the interrupt
+// controller that places managed vectors, and one cost table (model-key settings
 // applied over the registry defaults). Every workload and kernel on a platform uses the same table:
 // there are no per-workload or per-scenario factors. docs/emulator.md says where each number comes
 // from. Thread-safety: the registry is immutable after first use.
@@ -14,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "emu/engine/engine.h"
+#include "emu/model/irq_affinity.h"
 
 namespace farm::emu {
 
@@ -49,6 +51,9 @@ struct Platform {
   std::string description;
   Topology topology;
   std::vector<DeviceSpec> devices;
+  //! Picks the effective CPU of a second or later device's queue vectors
+  //! (PerDeviceAffinity): the x86 vector domain or the GICv3 ITS.
+  IrqChip irq_chip = IrqChip::kX86Vector;
   //! Model keys this platform sets: iommu.type, coherency, and every cost.
   std::map<std::string, std::string> settings;
 };

@@ -63,7 +63,8 @@ void ListPlatforms() {
     }
     std::cout << p.name << "\n  " << p.description << "\n  cpus " << p.topology.num_cpus
               << ", nodes " << p.topology.num_nodes() << ", iommu " << p.settings.at("iommu.type")
-              << ", devices: " << devs << "\n";
+              << ", irq chip " << farm::emu::IrqChipName(p.irq_chip) << ", devices: " << devs
+              << "\n";
   }
 }
 

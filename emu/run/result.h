@@ -61,6 +61,9 @@ struct RunResult {
   // The real tool's output (dma_map_benchmark's three lines, fio JSON, the
   // iozone report), or "" when the workload has none.
   std::string kernel_output;
+  // What bounds the throughput, in words, or "" (--format text only: the
+  // JSON carries the numbers, and its golden files pin them).
+  std::string limit;
 };
 
 }  // namespace farm::emu

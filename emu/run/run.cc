@@ -115,6 +115,7 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec, const DmaPathFactory
   r.unmap_latency = report.unmap_latency;
   r.extra = std::move(report.extra);
   r.kernel_output = std::move(report.tool_output);
+  r.limit = std::move(report.limit);
 
   // Profile over every CPU (workload and timer daemons), percent of busy.
   std::array<int64_t, kNumSyms> prof{};
@@ -282,6 +283,7 @@ std::string FormatText(const RunResult& r) {
   absl::StrAppendFormat(&out, "throughput: %.0f %s (%.0f per CPU), %d operations, %d errors\n",
                         r.throughput, r.throughput_unit, r.throughput_per_cpu, r.operations,
                         r.errors);
+  if (!r.limit.empty()) absl::StrAppend(&out, "limit: ", r.limit, "\n");
   auto lat = [&](const char* name, const LatencySummary& s) {
     absl::StrAppendFormat(&out,
                           "%-6s latency ns: mean %.0f stddev %.0f p50 %.0f p99 %.0f max %.0f\n",

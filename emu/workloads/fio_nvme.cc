@@ -6,7 +6,9 @@
 // order at its IOPS ceiling after its service latency. The completion
 // interrupt of the submitting CPU's hardware queue fires on that queue's
 // effective IRQ CPU (IrqAffinity; the platform's NVMe map unless
-// --param irq_affinity), which runs nvme_irq, the dma_unmap (strict:
+// --param irq_affinity; each further device has its own vectors on the
+// same masks, placed by the platform's interrupt controller:
+// PerDeviceAffinity), which runs nvme_irq, the dma_unmap (strict:
 // invalidate and wait) and blk_mq_complete_request, then posts the CQE the job
 // reaps. A CPU that is both a job's CPU and its queue's IRQ CPU does all of it
 // (seed 002's CPU 4). What crosses NUMA nodes is charged at the platform's line
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "emu/model/irq_affinity.h"
 #include "emu/workloads/io_common.h"
 #include "emu/workloads/tool_formats.h"
@@ -160,6 +163,57 @@ Task<void> FioSlot(FioWorld& w, int si) {
   }
 }
 
+// What bounds the run, in words for --format text: the busiest CPU (a job's
+// or one taking interrupts; hard-irq work goes first, so an IRQ CPU at 100%
+// starves its own job) and the busiest NVMe against its IOPS ceiling. The
+// one near saturation is named; when neither is, the jobs' I/Os in flight
+// over their round trip bound them (Little's law).
+std::string LimitText(const FioWorld& w, int devices) {
+  constexpr double kSaturated = 95;  // percent busy
+  const double window = static_cast<double>(w.c.win.end - w.c.win.start);
+  size_t busiest = 0;
+  double cpu_pct = -1;
+  for (size_t i = 0; i < w.slots.size(); ++i) {
+    double pct = std::min(100.0, 100.0 * static_cast<double>(BusyTime(*w.slots[i].cpu)) / window);
+    if (pct > cpu_pct) {
+      busiest = i;
+      cpu_pct = pct;
+    }
+  }
+  const Cpu& cpu = *w.slots[busiest].cpu;
+  int irq_jobs = 0;
+  for (const Job& j : w.jobs) irq_jobs += j.irq_slot == static_cast<int>(busiest) ? 1 : 0;
+  // Everything the workload does not charge to itself is the DMA API and
+  // the IOMMU driver under it (map, unmap, invalidation and sync waits);
+  // its largest symbol says which mechanism.
+  const Time busy = BusyTime(cpu);
+  const auto& prof = cpu.profile();
+  const int app = static_cast<int>(Sym::kApp);
+  int top = -1;
+  for (int s = 0; s < kNumSyms; ++s) {
+    if (s != app && (top < 0 || prof[s] > prof[top])) top = s;
+  }
+  const double dma_pct =
+      busy > 0 ? 100.0 * static_cast<double>(busy - prof[app]) / static_cast<double>(busy) : 0;
+  std::string cpu_text = absl::StrFormat(
+      "cpu %d %.1f%% busy (runs %d job(s), takes the IRQs of %d; %.0f%% of it in the DMA "
+      "API/IOMMU, most in %s)",
+      cpu.cpu(), cpu_pct, w.slots[busiest].jobs.size(), irq_jobs, dma_pct,
+      SymName(static_cast<Sym>(top)));
+  std::vector<Time> dev_work(devices, 0);
+  for (const Job& j : w.jobs) dev_work[j.dev] += j.work_ns;
+  const int dev =
+      static_cast<int>(std::max_element(dev_work.begin(), dev_work.end()) - dev_work.begin());
+  const double dev_pct = 100.0 * static_cast<double>(dev_work[dev]) / window;
+  std::string dev_text = absl::StrFormat("nvme%d %.1f%% busy (of dev_iops)", dev, dev_pct);
+  if (dev_pct >= kSaturated) {
+    return absl::StrCat("the NVMe's IOPS ceiling: ", dev_text, "; busiest ", cpu_text);
+  }
+  if (cpu_pct >= kSaturated) return absl::StrCat("CPU: ", cpu_text, "; busiest ", dev_text);
+  return absl::StrCat("no CPU or NVMe saturated: iodepth ", w.c.iodepth,
+                      " per job over its round trip; busiest ", cpu_text, "; busiest ", dev_text);
+}
+
 constexpr absl::string_view kRw[] = {"randread", "randwrite", "read", "write"};
 constexpr absl::string_view kIoEngines[] = {"io_uring", "libaio", "psync"};
 
@@ -291,16 +345,18 @@ class FioNvme final : public Workload {
                                                        num_cpus, " CPUs)"));
       }
     }
+    IrqAffinity first;  // device 0's: measured, given, or Linux's spread
     if (irq_text.empty()) {
-      irq_ = IrqAffinity::Spread(platform.topology, num_cpus);
+      first = IrqAffinity::Spread(platform.topology, num_cpus);
     } else {
       absl::StatusOr<IrqAffinity> parsed = IrqAffinity::Parse(irq_text);
       if (!parsed.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("fio-nvme: --param ", parsed.status().message()));
       }
-      irq_ = *parsed;
+      first = *std::move(parsed);
     }
+    irq_ = PerDeviceAffinity(first, devices_, platform.irq_chip);
     FioConfig& c = w.c;
     c.bs = p.Size("bs");
     c.write = rw_ == "randwrite" || rw_ == "write";
@@ -351,7 +407,7 @@ class FioNvme final : public Workload {
       w.slots[job.slot].jobs.push_back(j);
     }
     for (Job& job : w.jobs) {
-      int irq_cpu = irq_.IrqCpuFor(job.cpu);
+      int irq_cpu = irq_[job.dev].IrqCpuFor(job.cpu);
       if (irq_cpu >= platform_->topology.num_cpus) {
         return absl::InvalidArgumentError(
             absl::StrCat("fio-nvme: irq_affinity sends CPU ", job.cpu, "'s interrupts to CPU ",
@@ -400,13 +456,14 @@ class FioNvme final : public Workload {
     report.throughput_unit = "IOPS";
     report.extra["ios_reaped_in_window"] = static_cast<double>(total);
     report.tool_output = FormatFioJson(out);
+    report.limit = LimitText(w, devices_);
     return report;
   }
 
   FioWorld w;
   const Platform* platform_ = nullptr;
   std::vector<int> cpus_;
-  IrqAffinity irq_;
+  std::vector<IrqAffinity> irq_;  // per device
   int numjobs_ = 1, devices_ = 1;
   std::string rw_, engine_name_;
   std::unique_ptr<DmaMappings> dma_;

@@ -137,6 +137,8 @@ struct WorkloadReport {
   std::map<std::string, double> extra;  // workload-specific figures
   //! The real tool's own output (--format kernel / fio-json / iozone), or "".
   std::string tool_output;
+  //! What bounds the throughput, in words (--format text), or "".
+  std::string limit;
 };
 
 //! One repeat's run-to-run noise where it arises outside the IOMMU costs:
