@@ -766,7 +766,7 @@ std::vector<pb::Result> AtCommit(const std::vector<pb::Result>& results,
   if (commit.empty()) return results;
   std::vector<pb::Result> out;
   for (const pb::Result& r : results) {
-    if (r.job().commit_id() == commit) out.push_back(r);
+    if (CommitIs(r.job().commit_id(), commit)) out.push_back(r);
   }
   return out;
 }
@@ -808,10 +808,24 @@ int Commands::RunCompare(int64_t matrix_a, int64_t matrix_b, const std::string& 
 }
 
 int Commands::RunTry(const std::string& spec_path, const std::map<std::string, std::string>& set,
-                     const std::string& patch_commit, OutputFormat format) {
+                     const std::string& patch_commit, const std::string& patch_path,
+                     OutputFormat format) {
+  if (spec_path == "-" && patch_path == "-") {
+    return Fail("try", absl::InvalidArgumentError("SPEC and --patch cannot both be '-'"));
+  }
   absl::StatusOr<std::string> yaml = ReadInputFile(spec_path);
   if (!yaml.ok()) return Fail(absl::StrCat("try ", spec_path), yaml.status());
-  absl::StatusOr<TryPlan> plan = PlanTry(*yaml, set, patch_commit);
+  std::string patch;
+  if (!patch_path.empty()) {
+    absl::StatusOr<std::string> text = ReadInputFile(patch_path);
+    if (!text.ok()) return Fail(absl::StrCat("try --patch ", patch_path), text.status());
+    if (text->empty()) {
+      return Fail(absl::StrCat("try --patch ", patch_path),
+                  absl::InvalidArgumentError("the patch is empty"));
+    }
+    patch = *std::move(text);
+  }
+  absl::StatusOr<TryPlan> plan = PlanTry(*yaml, set, patch_commit, patch);
   if (!plan.ok()) return Fail(absl::StrCat("try ", spec_path), plan.status());
   // Both submitted before either is waited for: their jobs interleave.
   std::vector<int64_t> ids;

@@ -87,7 +87,7 @@ class Commands {
   // A try job (cli/compare.h PlanTry): submits, waits, answers with the
   // comparison of base and patch.
   int RunTry(const std::string& spec_path, const std::map<std::string, std::string>& set,
-             const std::string& patch_commit, OutputFormat format);
+             const std::string& patch_commit, const std::string& patch_path, OutputFormat format);
   // Writes the HTML report (cli/report.h) of a matrix, or of one regression
   // when regression_id is set (matrix_id is then ignored), to output_path
   // ("-": stdout).

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -14,6 +15,7 @@
 #include "cli/report.h"
 #include "lib/spec/spec_yaml.h"
 #include "proto/names.h"
+#include "proto/try_commit.h"
 
 namespace farm::cli {
 namespace {
@@ -61,10 +63,10 @@ std::string IntervalText(const stats::Interval& ci) {
 
 absl::StatusOr<TryPlan> PlanTry(const std::string& spec_yaml,
                                 const std::map<std::string, std::string>& set,
-                                const std::string& patch_commit) {
-  if (set.empty() == patch_commit.empty()) {
+                                const std::string& patch_commit, const std::string& patch) {
+  if (!set.empty() + !patch_commit.empty() + !patch.empty() != 1) {
     return absl::InvalidArgumentError(
-        "a try job's patch is --set KEY=VALUE... or --patch-commit ID");
+        "a try job's patch is one of --set KEY=VALUE..., --patch-commit ID and --patch FILE");
   }
   spec::SpecLimits unbounded;
   unbounded.max_spec_bytes = std::numeric_limits<size_t>::max();  // the scheduler's to bound
@@ -78,6 +80,15 @@ absl::StatusOr<TryPlan> PlanTry(const std::string& spec_yaml,
   plan.base_commit = spec->commit_list().ids(0);
   plan.patch_commit = patch_commit;
   const std::string name = spec->name();
+  if (!patch.empty()) {
+    // The scheduler resolves the base and adds its try commit.
+    spec->set_patch(patch);
+    plan.patch_commit = proto::TryCommitId(plan.base_commit, patch);
+    spec->set_name(
+        absl::StrCat(name, " (try ", plan.patch_commit.substr(plan.base_commit.size()), ")"));
+    plan.specs_yaml.push_back(spec::MatrixSpecToYaml(*spec));
+    return plan;
+  }
   if (!patch_commit.empty()) {
     spec->mutable_commit_list()->add_ids(patch_commit);
     spec->set_name(absl::StrCat(name, " (try ", patch_commit, ")"));
@@ -90,6 +101,16 @@ absl::StatusOr<TryPlan> PlanTry(const std::string& spec_yaml,
   spec->set_name(absl::StrCat(name, " (try patch)"));
   plan.specs_yaml.push_back(spec::MatrixSpecToYaml(*spec));
   return plan;
+}
+
+bool CommitIs(std::string_view id, std::string_view wanted) {
+  if (id == wanted) return true;
+  if (proto::IsTryCommit(id) != proto::IsTryCommit(wanted)) return false;
+  if (id.substr(proto::TryBase(id).size()) != wanted.substr(proto::TryBase(wanted).size())) {
+    return false;  // another patch
+  }
+  const std::string_view base = proto::TryBase(id), abbreviation = proto::TryBase(wanted);
+  return abbreviation.size() >= 7 && base.starts_with(abbreviation);
 }
 
 std::vector<CompareRow> CompareSides(const std::vector<pb::Result>& a,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,14 +42,23 @@ struct CompareRow {
 // spec's `set:`): two matrices, base and patch, submitted together so their
 // jobs run interleaved (the scheduler's round robin across matrices) and
 // paired (the same seeds). A real patch is `patch_commit` (a commit of the
-// tree the kernel builder builds): one matrix of both commits.
+// tree the kernel builder builds): one matrix of both commits; or `patch`,
+// a patch file's text: one matrix with the spec's `patch:`, in which the
+// farm builds the base with the patch applied as the base's try commit
+// (proto/try_commit.h).
 struct TryPlan {
-  std::vector<std::string> specs_yaml;    // one or two, in submission order
-  std::string base_commit, patch_commit;  // patch_commit: "" for a `set` patch
+  std::vector<std::string> specs_yaml;  // one or two, in submission order
+  // The sides as CommitIs matches them; patch_commit "" for a `set` patch.
+  std::string base_commit, patch_commit;
 };
 absl::StatusOr<TryPlan> PlanTry(const std::string& spec_yaml,
                                 const std::map<std::string, std::string>& set,
-                                const std::string& patch_commit);
+                                const std::string& patch_commit, const std::string& patch = "");
+
+// A job's full commit id `id` is `wanted`: the same, a unique abbreviation
+// of 7+ characters (as a spec may name it), or for a try commit a try
+// commit of such an abbreviation with the same patch.
+bool CommitIs(std::string_view id, std::string_view wanted);
 
 // Every series with samples on both sides, sorted by platform, workload,
 // params, metric, mode.

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "lib/spec/spec_yaml.h"
+#include "proto/try_commit.h"
+
 namespace farm::cli {
 namespace {
 
@@ -141,6 +144,36 @@ TEST(TryTest, ACommitPatchIsOneMatrixOfBothCommits) {
   EXPECT_NE(plan->specs_yaml[0].find("commits: [v4.6, 9257b4a206fc]"), std::string::npos)
       << plan->specs_yaml[0];
   EXPECT_EQ(plan->patch_commit, "9257b4a206fc");
+}
+
+// A patch file: one matrix carrying it as `patch:`; the scheduler adds the
+// base's try commit, which compare's patch side names.
+TEST(TryTest, APatchFileIsOneMatrixWithThePatch) {
+  const std::string patch = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
+  absl::StatusOr<TryPlan> plan = PlanTry(kTrySpec, {}, "", patch);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->specs_yaml.size(), 1u);
+  absl::StatusOr<pb::MatrixSpec> spec = spec::MatrixSpecFromYaml(plan->specs_yaml[0], {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->patch(), patch);
+  EXPECT_EQ(spec->commit_list().ids_size(), 1);
+  EXPECT_EQ(plan->base_commit, "v4.6");
+  EXPECT_EQ(plan->patch_commit, proto::TryCommitId("v4.6", patch));
+  EXPECT_FALSE(PlanTry(kTrySpec, {}, "9257b4a206fc", patch).ok()) << "one kind of patch";
+}
+
+// The jobs carry full ids; a spec may name an abbreviation.
+TEST(TryTest, CommitIsMatchesAbbreviationsAndTryCommitsOfThem) {
+  const std::string full = "9257b4a206fc1234567890abcdef123456789012";
+  EXPECT_TRUE(CommitIs(full, full));
+  EXPECT_TRUE(CommitIs(full, "9257b4a"));
+  EXPECT_FALSE(CommitIs(full, "9257b4"));
+  EXPECT_FALSE(CommitIs(full, "v4.6"));
+  const std::string patch = "--- a/f\n+++ b/f\n";
+  EXPECT_TRUE(CommitIs(proto::TryCommitId(full, patch), proto::TryCommitId("9257b4a206fc", patch)));
+  EXPECT_FALSE(CommitIs(proto::TryCommitId(full, patch), "9257b4a206fc"));
+  EXPECT_FALSE(CommitIs(full, proto::TryCommitId("9257b4a206fc", patch)));
+  EXPECT_FALSE(CommitIs(proto::TryCommitId(full, patch), proto::TryCommitId(full, "other")));
 }
 
 TEST(TryTest, TheSpecNamesOneBaseAndThePatchIsOneKind) {

@@ -444,7 +444,7 @@ void AddTryCommand(CLI::App& app, Subcommands* out) {
   struct Args {
     std::string spec;
     std::vector<std::string> set;
-    std::string patch_commit, format;
+    std::string patch_commit, patch, format;
   };
   auto a = std::make_shared<Args>();
   auto* try_job = app.add_subcommand(
@@ -452,11 +452,20 @@ void AddTryCommand(CLI::App& app, Subcommands* out) {
       "a try job: base + patch in one command. SPEC names one commit, the base. --set "
       "KEY=VALUE (emulator model keys) runs a base and a patch matrix together, interleaved "
       "and with the same seeds; --patch-commit ID (a commit the kernel builder builds) runs "
-      "one matrix of both commits. Waits, then prints compare's answer for patch vs base");
+      "one matrix of both commits; --patch FILE (a unified diff) runs one matrix of the base "
+      "and the base with the patch applied, built by the farm's kernel builder (real "
+      "executors). Waits, then prints compare's answer for patch vs base");
   try_job->add_option("SPEC", a->spec, "matrix spec YAML file ('-': standard input)")->required();
   auto* set = try_job->add_option("--set", a->set, "KEY=VALUE model key of the patch (repeatable)");
-  try_job->add_option("--patch-commit", a->patch_commit, "the patch as a commit of the tree")
-      ->excludes(set);
+  auto* commit =
+      try_job->add_option("--patch-commit", a->patch_commit, "the patch as a commit of the tree")
+          ->excludes(set);
+  try_job
+      ->add_option("--patch", a->patch,
+                   "the patch as a file (git diff / format-patch; '-': standard input), applied "
+                   "on the base by the farm")
+      ->excludes(set)
+      ->excludes(commit);
   AddOutputOption(try_job, &a->format, "table, csv or json");
   out->push_back({try_job, [a](farm::cli::Commands& c) {
                     std::map<std::string, std::string> set;
@@ -468,7 +477,7 @@ void AddTryCommand(CLI::App& app, Subcommands* out) {
                       }
                       set[kv.substr(0, eq)] = kv.substr(eq + 1);
                     }
-                    return c.RunTry(a->spec, set, a->patch_commit, ToFormat(a->format));
+                    return c.RunTry(a->spec, set, a->patch_commit, a->patch, ToFormat(a->format));
                   }});
 }
 

@@ -24,10 +24,12 @@
 #include "cli/commands.h"
 #include "gtest/gtest.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/base/file.h"
 #include "lib/client/client.h"
 #include "lib/kbuild/test_tree.h"
 #include "lib/metrics/metrics.h"
 #include "lib/process/process.h"
+#include "proto/try_commit.h"
 #include "scheduler/server.h"
 #include "testing/child_process.h"
 #include "testing/service_harness.h"
@@ -210,6 +212,52 @@ TEST_F(KbuildFarmPgTest, EveryCommitIsBuiltOnceAndItsJobRunsOnItsOwnKernel) {
   ASSERT_GE(again->warnings_size(), 1);
   EXPECT_EQ(again->warnings(again->warnings_size() - 1),
             "kernels to build first: 1 new, 0 already built or queued");
+}
+
+// `farmctl try SPEC --patch FILE`: the planted commit's change as a patch
+// file on the base. The farm builds the base and the base + patch (its try
+// commit, stored under the try id), runs the fio job on each in its own
+// guest and answers with the comparison.
+TEST_F(KbuildFarmPgTest, ATryPatchIsBuiltOnItsBaseAndComparedWithIt) {
+  runners::ProcessOptions diff;
+  diff.argv = {"git", "-C", tree_.dir, "diff", tree_.planted + "^", tree_.planted};
+  absl::StatusOr<runners::ProcessResult> d = runners::RunProcess(diff);
+  ASSERT_TRUE(d.ok() && d->ok()) << (d.ok() ? d->stderr_data : d.status().ToString());
+  const std::string patch = d->stdout_data;
+  ASSERT_FALSE(patch.empty());
+  std::string spec = Spec();
+  const size_t from = spec.find("commits: [") + 10;
+  spec.replace(from, spec.find(']', from) - from, tree_.commits[0]);
+  ASSERT_TRUE(base::WriteFile(root_ + "/try.yaml", spec).ok());
+  ASSERT_TRUE(base::WriteFile(root_ + "/try.patch", patch).ok());
+
+  std::ostringstream out, err;
+  cli::Commands commands(client_, out, err);
+  const int rc =
+      commands.RunTry(root_ + "/try.yaml", {}, "", root_ + "/try.patch", cli::OutputFormat::kTable);
+  ASSERT_EQ(rc, 0) << err.str() << "\n" << agent_->Out();
+  std::printf("%s", out.str().c_str());
+  const std::string try_id = proto::TryCommitId(tree_.commits[0], patch);
+  EXPECT_TRUE(absl::StrContains(out.str(), try_id.substr(tree_.commits[0].size()))) << out.str();
+  EXPECT_TRUE(absl::StrContains(out.str(), "iops")) << out.str();
+
+  pqxx::connection c(pg_->Uri());
+  pqxx::work w(c);
+  pqxx::result built = w.exec_params(
+      "SELECT count(*) FROM jobs WHERE commit_id = $1 AND executor = $2 AND state = 3", try_id,
+      static_cast<int>(pb::EXECUTOR_KBUILD));
+  EXPECT_EQ(built[0][0].as<int>(), 1) << "one build of the try commit";
+  pqxx::result matrix =
+      w.exec("SELECT id FROM matrices WHERE name LIKE 'built (try +%' ORDER BY id DESC LIMIT 1");
+  ASSERT_EQ(matrix.size(), 1u);
+  auto results = commands.FetchResults(matrix[0][0].as<int64_t>(), /*include_raw=*/false);
+  ASSERT_TRUE(results.ok()) << results.status();
+  std::map<std::string, std::string> release_of;  // commit -> guest kernel release
+  for (const pb::Result& r : *results) release_of[r.job().commit_id()] = r.host().kernel_release();
+  ASSERT_EQ(release_of.size(), 2u) << agent_->Out();
+  ASSERT_EQ(release_of.count(try_id), 1u);
+  EXPECT_NE(release_of[try_id], release_of[tree_.commits[0]]) << "its own kernel";
+  EXPECT_TRUE(fs::exists(root_ + "/store/" + try_id + "-x86_64"));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/kernel_params.h"
 #include "proto/names.h"
+#include "proto/try_commit.h"
 #include "scheduler/spec.h"
 
 namespace farm::scheduler {
@@ -102,8 +103,12 @@ KernelPlan PlanKernels(const std::vector<pb::Job>& jobs, const std::vector<pb::A
   return plan;
 }
 
-pb::Job MakeBuildJob(const proto::BuildKey& key, int commit_index, int max_attempts) {
+pb::Job MakeBuildJob(const proto::BuildKey& key, int commit_index, int max_attempts,
+                     const std::string& patch) {
   pb::Job j;
+  if (proto::IsTryCommit(key.commit) && !patch.empty()) {
+    (*j.mutable_workload()->mutable_params())[proto::kPatchParam] = patch;
+  }
   j.set_catalog(key.catalog);
   j.set_commit_id(key.commit);
   j.set_commit_index(commit_index);

@@ -38,8 +38,11 @@ KernelPlan PlanKernels(const std::vector<iommufarm::v1::Job>& jobs,
                        const std::vector<iommufarm::v1::Agent>& agents);
 
 // The build job of `key`: platform = architecture, workload "kbuild", kind
-// BUILD at the build band's priority, `commit_index` its catalog position.
-iommufarm::v1::Job MakeBuildJob(const proto::BuildKey& key, int commit_index, int max_attempts);
+// BUILD at the build band's priority, `commit_index` its catalog position;
+// a try commit's job (proto/try_commit.h) carries `patch` in its workload
+// param `patch`.
+iommufarm::v1::Job MakeBuildJob(const proto::BuildKey& key, int commit_index, int max_attempts,
+                                const std::string& patch = "");
 
 // The submit warnings of `plan.unrunnable`: at most `max_lines` of them,
 // then how many more, each saying when such jobs fail.

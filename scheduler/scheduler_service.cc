@@ -120,7 +120,7 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
     nm.jobs = ExpandMatrix(*spec, *commits, config_.max_attempts, SpecSet::kLeftOut);
   }
   if (real) {
-    absl::Status builds = AttachKernelBuilds(req, &nm, &resp);
+    absl::Status builds = AttachKernelBuilds(req, spec->patch, &nm, &resp);
     if (!builds.ok()) return builds;
   }
   if (req.dry_run()) {
@@ -161,7 +161,7 @@ absl::StatusOr<std::vector<pb::Agent>> JobService::AllAgents() {
 }
 
 absl::Status JobService::AttachKernelBuilds(const pb::SubmitMatrixRequest& req,
-                                            storage::NewMatrix* nm,
+                                            const std::string& patch, storage::NewMatrix* nm,
                                             pb::SubmitMatrixResponse* resp) {
   absl::StatusOr<std::vector<pb::Agent>> agents = AllAgents();
   if (!agents.ok()) return agents.status();
@@ -194,7 +194,7 @@ absl::Status JobService::AttachKernelBuilds(const pb::SubmitMatrixRequest& req,
       return absl::OkStatus();
     }
     if (missing.empty()) break;
-    absl::StatusOr<pb::Matrix> builds = CreateBuildMatrix(req, *nm, missing);
+    absl::StatusOr<pb::Matrix> builds = CreateBuildMatrix(req, *nm, missing, patch);
     if (builds.ok()) {
       resp->set_build_matrix_id(builds->id());
       absl::StatusOr<std::vector<pb::Job>> made =
@@ -216,7 +216,8 @@ absl::Status JobService::AttachKernelBuilds(const pb::SubmitMatrixRequest& req,
 
 absl::StatusOr<pb::Matrix> JobService::CreateBuildMatrix(const pb::SubmitMatrixRequest& req,
                                                          const storage::NewMatrix& nm,
-                                                         const std::vector<proto::BuildKey>& keys) {
+                                                         const std::vector<proto::BuildKey>& keys,
+                                                         const std::string& patch) {
   std::map<std::string, int> commit_index;
   for (const pb::Job& j : nm.jobs) commit_index[j.commit_id()] = j.commit_index();
   storage::NewMatrix builds;
@@ -230,7 +231,7 @@ absl::StatusOr<pb::Matrix> JobService::CreateBuildMatrix(const pb::SubmitMatrixR
   // A retried submit finds the builds its first try made.
   if (!req.idempotency_key().empty()) builds.idempotency_key = "kbuild/" + req.idempotency_key();
   for (const proto::BuildKey& k : keys) {
-    builds.jobs.push_back(MakeBuildJob(k, commit_index[k.commit], config_.max_attempts));
+    builds.jobs.push_back(MakeBuildJob(k, commit_index[k.commit], config_.max_attempts, patch));
   }
   absl::StatusOr<storage::CreatedMatrix> created = matrices_->CreateMatrix(builds);
   if (!created.ok()) return created.status();

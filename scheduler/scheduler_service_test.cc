@@ -20,6 +20,7 @@
 #include "lib/metrics/metrics.h"
 #include "lib/spec/spec_yaml.h"
 #include "lib/storage/memory_store.h"
+#include "proto/try_commit.h"
 #include "testing/manual_clock.h"
 
 namespace farm::scheduler {
@@ -948,6 +949,46 @@ class KernelBuildsTest : public SchedulerServiceTest {
     return out;
   }
 };
+
+// A try job's `patch:`: the base and its try commit at the base's place;
+// the try commit's build job carries the patch, and its jobs run on the
+// build stored under the try id.
+TEST_F(KernelBuildsTest, APatchIsBuiltOnItsBaseAsTheTryCommit) {
+  LoadCatalog();
+  pb::RegisterResponse vm = RegisterWith("vm", VmFio({"v5.10"}));
+  pb::RegisterResponse builder = RegisterBuilder();
+  const std::string patch = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
+  std::string spec = FioSpec("patched", "q35-intel-iommu");
+  spec.replace(spec.find("[v5.10, v5.11]"), 14, "[v5.10]");
+  spec += "patch: |\n  --- a/f\n  +++ b/f\n  @@ -1 +1 @@\n  -a\n  +b\n";
+  const pb::SubmitMatrixResponse submitted = Submit(spec);
+  EXPECT_EQ(submitted.jobs_created(), 2);
+  ASSERT_EQ(submitted.build_job_ids_size(), 1);
+  const std::string try_id = proto::TryCommitId("v5.10", patch);
+
+  const pb::LeaseJobsResponse base = Lease(vm, 10);
+  ASSERT_EQ(LeasedCommits(base), (std::set<std::string>{"v5.10"}));
+  pb::LeaseJobsResponse build = Lease(builder, 10);
+  ASSERT_EQ(build.leases_size(), 1);
+  const pb::Job& job = build.leases(0).job();
+  EXPECT_EQ(job.commit_id(), try_id);
+  EXPECT_EQ(job.commit_index(), base.leases(0).job().commit_index()) << "the base's place";
+  ASSERT_EQ(job.workload().params().count(proto::kPatchParam), 1u);
+  EXPECT_EQ(job.workload().params().at(proto::kPatchParam), patch);
+  ASSERT_TRUE(agents_.ReportResult(ResultFor(builder, build.leases(0))).ok());
+
+  pb::LeaseJobsRequest lr;
+  lr.set_agent_id(vm.agent_id());
+  lr.set_session(vm.session());
+  lr.set_max_jobs(10);
+  *lr.add_capabilities() = VmFio({"v5.10", try_id});
+  auto after = agents_.LeaseJobs(lr);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(LeasedCommits(*after), (std::set<std::string>{try_id}));
+  // The patch is the build's: the measured job's params are the base's.
+  ASSERT_EQ(after->leases_size(), 1);
+  EXPECT_EQ(after->leases(0).job().workload().params().count(proto::kPatchParam), 0u);
+}
 
 TEST_F(KernelBuildsTest, UnofferedKernelsAreBuiltOnceAndTheirJobsRunAfter) {
   LoadCatalog();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/spec/field_errors.h"
 #include "proto/names.h"
+#include "proto/try_commit.h"
 
 namespace farm::scheduler {
 namespace {
@@ -182,6 +183,10 @@ absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spe
     out.push_back({(*it)->first, (*it)->second, {}});
   }
   if (!e.empty()) return e.ToStatus();
+  // A try job measures its base and, at the base's place, the base + patch.
+  if (!spec.patch.empty() && out.size() == 1) {
+    out.push_back({proto::TryCommitId(out[0].id, spec.patch), out[0].index, {}});
+  }
   return with_settings(std::move(out));
 }
 

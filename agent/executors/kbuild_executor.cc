@@ -9,6 +9,7 @@
 #include "lib/kstore/kernel_store.h"
 #include "lib/process/process.h"
 #include "proto/names.h"
+#include "proto/try_commit.h"
 
 namespace farm::agent {
 
@@ -45,7 +46,22 @@ absl::StatusOr<ExecutionResult> KbuildExecutor::Run(const pb::Job& job, CancelTo
   }
   kbuild::BuildRequest req;
   req.tree = tree->second;
-  req.rev = job.commit_id();
+  // A try commit is its base with the job's patch applied, stored under the
+  // try id the jobs waiting for it carry.
+  req.rev = std::string(proto::TryBase(job.commit_id()));
+  if (proto::IsTryCommit(job.commit_id())) {
+    auto patch = job.workload().params().find(proto::kPatchParam);
+    if (patch == job.workload().params().end() || patch->second.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("try commit ", job.commit_id(), ": the build job carries no patch"));
+    }
+    if (proto::TryCommitId(req.rev, patch->second) != job.commit_id()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("try commit ", job.commit_id(), ": the job's patch is another"));
+    }
+    req.patch = patch->second;
+    req.store_commit = job.commit_id();
+  }
   req.arch = job.platform();
   req.machine = kbuild::kAllMachines;
   req.base = config_.base;

@@ -1,9 +1,10 @@
 #include "lib/auth/auth.h"
 
 #include <openssl/rand.h>
-#include <openssl/sha.h>
 
 #include <array>
+
+#include "lib/base/sha256.h"
 
 namespace farm::auth {
 
@@ -68,10 +69,6 @@ std::string NewToken() {
   return "farm_" + Hex(bytes.data(), bytes.size());
 }
 
-std::string TokenSha256Hex(std::string_view token) {
-  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
-  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest.data());
-  return Hex(digest.data(), digest.size());
-}
+std::string TokenSha256Hex(std::string_view token) { return base::Sha256Hex(token); }
 
 }  // namespace farm::auth

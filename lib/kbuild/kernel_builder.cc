@@ -1,7 +1,6 @@
 #include "lib/kbuild/kernel_builder.h"
 
 #include <fcntl.h>
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -25,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "lib/base/file.h"
+#include "lib/base/sha256.h"
 #include "lib/kbuild/build_cache.h"
 #include "lib/kbuild/fragments.h"
 #include "lib/kbuild/kconfig.h"
@@ -94,6 +94,7 @@ class Build {
   std::string TreeId() const;
   absl::Status SyncMirror();
   absl::Status CheckOut();
+  absl::Status ApplyPatch();
   absl::Status Configure();
   absl::StatusOr<std::string> ConfigInputs();
   absl::StatusOr<std::string> ToolVersion(const std::string& tool);
@@ -236,6 +237,10 @@ absl::Status Build::Prepare() {
   if (req_.tree.empty() || req_.rev.empty() || req_.store_dir.empty()) {
     return absl::InvalidArgumentError("a kernel build needs a tree, a revision and a store");
   }
+  if (!req_.store_commit.empty() && !kstore::IsPlainName(req_.store_commit)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("store commit '", req_.store_commit, "' is not a plain name"));
+  }
   if (absl::Status s = ResolveTools(); !s.ok()) return s;
   absl::StatusOr<std::vector<Fragment>> fragments = ReadFragments();
   if (!fragments.ok()) return fragments.status();
@@ -257,11 +262,11 @@ absl::Status Build::Prepare() {
     absl::StrAppend(&config_key, *base);
   }
   for (const Fragment& f : fragments_) absl::StrAppend(&config_key, "\n", f.name, "\n", f.text);
-  config_key_hash_ = Sha256Hex(config_key);
+  config_key_hash_ = base::Sha256Hex(config_key);
   config_id_ = config_key_hash_.substr(0, 12);
 
   root_ = req_.cache_root.empty() ? DefaultCacheRoot() : req_.cache_root;
-  const std::string tree_key = Sha256Hex(TreeId()).substr(0, 12);
+  const std::string tree_key = base::Sha256Hex(TreeId()).substr(0, 12);
   mirror_ = root_ / "mirrors" / (tree_key + ".git");
   build_dir_ = root_ / "builds" / absl::StrCat(tree_key, "-", req_.arch, "-", config_id_);
   src_ = build_dir_ / "src";
@@ -337,6 +342,39 @@ absl::Status Build::CheckOut() {
   absl::StatusOr<std::string> d = ExecOk(date);
   if (!d.ok()) return d.status();
   timestamp_ = std::string(absl::StripAsciiWhitespace(*d));
+  return req_.patch.empty() ? absl::OkStatus() : ApplyPatch();
+}
+
+// A try build: the patch applied on the checked-out revision and committed
+// with a fixed identity and the revision's date, so one base and patch give
+// one commit id and one `make kernelrelease` wherever they are built.
+absl::Status Build::ApplyPatch() {
+  const fs::path file = build_dir_ / "try.patch";
+  if (absl::Status s = base::WriteFile(file.string(), req_.patch); !s.ok()) return s;
+  std::vector<std::string> apply = GitIn(src_.string());
+  apply.insert(apply.end(), {"apply", "--index", "--whitespace=nowarn", file.string()});
+  absl::StatusOr<runners::ProcessResult> a = Exec(apply);
+  if (!a.ok()) return a.status();
+  if (!a->ok()) {
+    const std::string why(absl::StripAsciiWhitespace(a->stderr_data));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the patch does not apply to ", commit_, ": ", why.substr(0, why.find('\n'))));
+  }
+  std::vector<std::string> commit = {"env", "GIT_AUTHOR_DATE=" + timestamp_,
+                                     "GIT_COMMITTER_DATE=" + timestamp_};
+  const std::vector<std::string> git = GitIn(src_.string());
+  commit.insert(commit.end(), git.begin(), git.end());
+  commit.insert(
+      commit.end(),
+      {"-c", absl::StrCat("user.name=", kBuildUser), "-c",
+       absl::StrCat("user.email=", kBuildUser, "@", kBuildHost), "commit", "--quiet", "--no-verify",
+       "-m", absl::StrCat("try: ", req_.store_commit.empty() ? "patch" : req_.store_commit)});
+  if (absl::StatusOr<std::string> c = ExecOk(commit); !c.ok()) return c.status();
+  std::vector<std::string> head = GitIn(src_.string());
+  head.insert(head.end(), {"rev-parse", "HEAD"});
+  absl::StatusOr<std::string> h = ExecOk(head);
+  if (!h.ok()) return h.status();
+  commit_ = std::string(absl::StripAsciiWhitespace(*h));
   return absl::OkStatus();
 }
 
@@ -417,7 +455,7 @@ absl::StatusOr<std::string> Build::ConfigInputs() {
                                             absl::StripAsciiWhitespace(r->stderr_data)));
   }
   absl::StrAppend(&key, r->stdout_data);
-  return Sha256Hex(key);
+  return base::Sha256Hex(key);
 }
 
 // The .config an earlier build of this directory made from `inputs`, if it
@@ -426,7 +464,7 @@ std::optional<std::string> Build::KeptConfig(const std::string& inputs) const {
   absl::StatusOr<std::string> stamp = base::ReadFile((obj_ / kConfigStampName).string());
   absl::StatusOr<std::string> config = base::ReadFile((obj_ / ".config").string());
   if (!stamp.ok() || !config.ok()) return std::nullopt;
-  if (*stamp != absl::StrCat("inputs ", inputs, "\nconfig ", Sha256Hex(*config), "\n")) {
+  if (*stamp != absl::StrCat("inputs ", inputs, "\nconfig ", base::Sha256Hex(*config), "\n")) {
     return std::nullopt;
   }
   return *std::move(config);
@@ -457,7 +495,7 @@ absl::Status Build::Configure() {
   final_config_ = *std::move(final_config);
   if (absl::Status s = CheckConfig(final_config_); !s.ok()) return s;
   return base::WriteFile(stamp.string(), absl::StrCat("inputs ", *inputs, "\nconfig ",
-                                                      Sha256Hex(final_config_), "\n"));
+                                                      base::Sha256Hex(final_config_), "\n"));
 }
 
 absl::Status Build::Compile() {
@@ -569,13 +607,13 @@ absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& re
     if (ec) return absl::InternalError(absl::StrCat("copy dma_map_benchmark: ", ec.message()));
     b.dma_map_benchmark = "dma_map_benchmark";
   }
-  b.commit = commit_;
+  b.commit = req_.store_commit.empty() ? commit_ : req_.store_commit;
   b.release = release;
   b.arch = req_.arch;
   b.image = "vmlinuz";
   b.config = "config";
   b.tree = req_.tree;
-  b.config_hash = Sha256Hex(final_config_);
+  b.config_hash = base::Sha256Hex(final_config_);
   for (const Fragment& f : fragments_) b.fragments.push_back(fs::path(f.name).filename().string());
   b.compiler = compiler_version_;
   b.build_seconds = absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - start_));
@@ -588,7 +626,7 @@ absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& re
                   fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                       fs::perms::others_read | fs::perms::others_exec,
                   ec);
-  const fs::path target = fs::path(req_.store_dir) / absl::StrCat(commit_, "-", req_.arch);
+  const fs::path target = fs::path(req_.store_dir) / absl::StrCat(b.commit, "-", req_.arch);
   // An earlier build of the commit is swapped out in one step; the scratch
   // directory then holds it and goes with it.
   const bool replace = fs::exists(target, ec);
@@ -645,14 +683,6 @@ absl::StatusOr<BuildResult> Build::Run() {
 }
 
 }  // namespace
-
-std::string Sha256Hex(absl::string_view data) {
-  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest.data());
-  std::string out;
-  for (unsigned char c : digest) absl::StrAppendFormat(&out, "%02x", c);
-  return out;
-}
 
 std::string FirstErrorLine(absl::string_view output) {
   std::vector<absl::string_view> lines = absl::StrSplit(output, '\n', absl::SkipWhitespace());

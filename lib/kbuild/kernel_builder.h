@@ -71,6 +71,14 @@ struct BuildRequest {
   bool use_ccache = true;                   // when ccache is on PATH
   absl::Duration timeout = absl::Hours(3);  // the whole build
   std::function<bool()> cancelled;          // may be empty; polled while make runs
+  // A try job's patch (a unified diff, `git apply`): applied on `rev` and
+  // committed with a fixed identity and the revision's committer date, so
+  // one base and patch give one commit id; the build is then that commit's.
+  std::string patch;
+  // The commit the store entry is named by and its manifest records; ""
+  // for the commit built. A try build is stored under its try id
+  // (proto/try_commit.h), which the jobs waiting for it carry.
+  std::string store_commit;
 };
 
 struct BuildResult {
@@ -103,9 +111,6 @@ absl::StatusOr<BuildResult> BuildKernel(const BuildRequest& request, std::string
 // reference to", ": syntax error"), else the first make "***" line, else
 // the last non-blank line; "" for blank output.
 std::string FirstErrorLine(absl::string_view output);
-
-// Hex sha256 of `data`.
-std::string Sha256Hex(absl::string_view data);
 
 }  // namespace farm::kbuild
 

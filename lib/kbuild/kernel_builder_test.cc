@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "lib/base/file.h"
+#include "lib/base/sha256.h"
 #include "lib/kbuild/build_cache.h"
 #include "lib/kbuild/fragments.h"
 #include "lib/kbuild/kconfig.h"
@@ -151,7 +152,7 @@ TEST_F(KernelBuilderTest, WritesAStoreEntryWithAReproducibleIdentityAndItsManife
   EXPECT_EQ(b->arch, "x86_64");
   EXPECT_EQ(b->tree, tree_.string());
   EXPECT_EQ(b->fragments, (std::vector<std::string>{"guest.config", "q35-intel-iommu.config"}));
-  EXPECT_EQ(b->config_hash, Sha256Hex(base::ReadFileOrEmpty(b->ConfigPath())));
+  EXPECT_EQ(b->config_hash, base::Sha256Hex(base::ReadFileOrEmpty(b->ConfigPath())));
   EXPECT_EQ(b->compiler.rfind("gcc", 0), 0u) << b->compiler;
   EXPECT_FALSE(b->build_seconds.empty());
   EXPECT_EQ(base::ReadFileOrEmpty(b->ImagePath()),
@@ -338,6 +339,45 @@ TEST_F(KernelBuilderTest, ACommitThatDoesNotBuildFailsWithItsFirstErrorLine) {
                    ": drivers/iommu/dma-iommu.c:612:52: error: expected ';' before '}' token"));
   EXPECT_NE(log.find("second error"), std::string::npos);
   EXPECT_FALSE(fs::exists(fs::path(Request().store_dir) / (broken + "-x86_64")));
+}
+
+// A try build: the patch applied on the base and committed with the
+// builder's identity and the base's date, so the commit, its release and
+// its image are the same each time; stored under the try id it is asked to.
+TEST_F(KernelBuilderTest, ATryBuildIsItsBaseWithThePatchStoredUnderItsTryId) {
+  Write("VERSION", "6.1.1");
+  Git({"diff"});
+  const std::string patch = last_stdout_;
+  Git({"checkout", "--", "."});
+  BuildRequest req = Request();
+  req.rev = first_;
+  req.patch = patch;
+  req.store_commit = first_ + "+0123456789ab";
+  std::string log;
+  absl::StatusOr<BuildResult> r = BuildKernel(req, &log);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << log;
+  EXPECT_NE(r->commit, first_);
+  EXPECT_EQ(r->release, "6.1.1-g" + r->commit.substr(0, 12)) << "the patched VERSION is built";
+  absl::StatusOr<kstore::KernelBuild> b = kstore::ReadBuild(r->build.dir);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->commit, req.store_commit);
+  EXPECT_EQ(b->dir, (fs::path(req.store_dir) / (req.store_commit + "-x86_64")).string());
+  EXPECT_EQ(base::ReadFileOrEmpty(b->ImagePath()),
+            absl::StrCat(r->release, " Mon, 1 Jan 2024 12:00:00 +0000 farm@iommu-farm\n"));
+
+  // The base again, then the try again: the same try commit.
+  ASSERT_TRUE(BuildKernel(Request(), nullptr).ok());
+  absl::StatusOr<BuildResult> again = BuildKernel(req, nullptr);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->commit, r->commit);
+
+  req.patch = "--- a/nothing\n+++ b/nothing\n@@ -1 +1 @@\n-a\n+b\n";
+  absl::StatusOr<BuildResult> bad = BuildKernel(req, nullptr);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition) << bad.status();
+  EXPECT_NE(bad.status().message().find("the patch does not apply to " + first_), std::string::npos)
+      << bad.status();
+  req.store_commit = "../escape";
+  EXPECT_EQ(BuildKernel(req, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(KernelBuilderTest, WaitsForTheBuildDirectoryLock) {

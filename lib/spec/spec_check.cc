@@ -249,6 +249,27 @@ void CheckRun(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   }
 }
 
+// `patch`: a unified diff on one commit of a real matrix.
+void CheckPatch(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
+  if (in.patch().empty()) return;
+  spec->patch = in.patch();
+  const pb::Executor x = in.executor();
+  if (x != pb::EXECUTOR_FIO && x != pb::EXECUTOR_IOZONE) {
+    e.AddIfNew("patch",
+               "a patch is built into a kernel: executor fio or iozone (an emulator try job "
+               "takes model keys instead: farmctl try --set KEY=VALUE)");
+  }
+  if (in.has_commit_range() || in.commit_list().ids_size() != 1) {
+    e.AddIfNew("patch", "applies to one commit, the base: commits: [ID]");
+  }
+  const bool old_file =
+      in.patch().rfind("--- ", 0) == 0 || in.patch().find("\n--- ") != std::string::npos;
+  const bool new_file = in.patch().find("\n+++ ") != std::string::npos;
+  if (!old_file || !new_file) {
+    e.AddIfNew("patch", "not a unified diff (no '--- ' and '+++ ' file lines)");
+  }
+}
+
 // The field checks, then the tables, into the expansion's form; `e` may
 // already hold what the YAML mapping could not map.
 absl::StatusOr<MatrixSpec> FinishSpec(const pb::MatrixSpec& in, FieldErrors& e) {
@@ -258,6 +279,7 @@ absl::StatusOr<MatrixSpec> FinishSpec(const pb::MatrixSpec& in, FieldErrors& e) 
   CheckModes(in, e, &spec);
   CheckWorkloads(in, e, &spec);
   CheckRun(in, e, &spec);
+  CheckPatch(in, e, &spec);
   CheckAgainstTables(spec, e);
   if (!e.empty()) return e.ToStatus();
   spec.warnings = PlatformWarnings(spec);

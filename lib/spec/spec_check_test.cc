@@ -218,6 +218,40 @@ TEST(SpecCheckTest, RealJobParamsGoThroughTheAgentsValidator) {
       "");
 }
 
+// A try job's `patch:`: a unified diff on one commit of a real matrix; it
+// comes back from the YAML the scheduler stores.
+TEST(SpecCheckTest, APatchIsADiffOnOneCommitOfARealMatrix) {
+  constexpr char kPatch[] =
+      "--- a/drivers/iommu/dma-iommu.c\n+++ b/drivers/iommu/dma-iommu.c\n@@ -1 +1 @@\n-a\n+b\n";
+  std::string real =
+      WithWorkload("  - name: fio-nvme\n    params: {rw: randread, size: 1m}\n", "fio");
+  real.replace(real.find("commits: v5.10..v5.12"), 21, "commits: [v5.11]");
+  real.replace(real.find("platform: intel-vtd-2s12c"), 25, "platform: q35-intel-iommu");
+  const std::string with_patch =
+      real +
+      "patch: |\n  --- a/drivers/iommu/dma-iommu.c\n  +++ b/drivers/iommu/dma-iommu.c\n"
+      "  @@ -1 +1 @@\n  -a\n  +b\n";
+  absl::StatusOr<MatrixSpec> s = ParseMatrixSpec(with_patch, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->patch, kPatch);
+  absl::StatusOr<pb::MatrixSpec> typed = MatrixSpecFromYaml(with_patch, {});
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  absl::StatusOr<pb::MatrixSpec> back = MatrixSpecFromYaml(MatrixSpecToYaml(*typed), {});
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->patch(), kPatch);
+
+  std::string emulator = kGoodSpec;
+  emulator.replace(emulator.find("commits: v5.10..v5.12"), 21, "commits: [v5.11]");
+  EXPECT_NE(ErrorOf(emulator + "patch: \"--- a/x\\n+++ b/x\\n\"\n").find("patch: a patch is built"),
+            std::string::npos);
+  std::string range = real;
+  range.replace(range.find("commits: [v5.11]"), 16, "commits: v5.10..v5.12");
+  EXPECT_EQ(ErrorOf(range + "patch: \"--- a/x\\n+++ b/x\\n\"\n"),
+            "patch: applies to one commit, the base: commits: [ID]");
+  EXPECT_EQ(ErrorOf(real + "patch: \"just text\"\n"),
+            "patch: not a unified diff (no '--- ' and '+++ ' file lines)");
+}
+
 // A typed spec meets every submit check, each error naming its field.
 TEST(TypedSpecTest, ErrorsNameTheField) {
   pb::MatrixSpec s;

@@ -249,7 +249,7 @@ void MapSet(const YAML::Node& s, FieldErrors& e, pb::MatrixSpec* out) {
 void MapRoot(const YAML::Node& root, FieldErrors& e, pb::MatrixSpec* out) {
   CheckKeys(root, "",
             {"name", "catalog", "platform", "commits", "modes", "workloads", "repeats", "executor",
-             "analysis", "priority", "seed", "set", "kind"},
+             "analysis", "priority", "seed", "set", "kind", "patch"},
             e);
   if (root["name"]) GetString(root["name"], "name", e, out->mutable_name());
   if (root["catalog"]) GetString(root["catalog"], "catalog", e, out->mutable_catalog());
@@ -277,6 +277,7 @@ void MapRoot(const YAML::Node& root, FieldErrors& e, pb::MatrixSpec* out) {
   uint64_t seed = 0;
   if (root["seed"] && GetUint64(root["seed"], "seed", e, &seed)) out->set_seed(seed);
   if (root["set"]) MapSet(root["set"], e, out);
+  if (root["patch"]) GetString(root["patch"], "patch", e, out->mutable_patch());
 }
 
 // ------------------------------------------------------------ to YAML
@@ -397,6 +398,9 @@ std::string MatrixSpecToYaml(const pb::MatrixSpec& spec) {
   if (spec.kind() == pb::JOB_KIND_BISECT) out << YAML::Key << "kind" << YAML::Value << "bisect";
   if (spec.priority() != 0) out << YAML::Key << "priority" << YAML::Value << spec.priority();
   if (spec.seed() != 0) out << YAML::Key << "seed" << YAML::Value << spec.seed();
+  if (!spec.patch().empty()) {
+    out << YAML::Key << "patch" << YAML::Value << YAML::Literal << spec.patch();
+  }
   if (!spec.set().empty()) {
     out << YAML::Key << "set" << YAML::Value;
     EmitSortedMap(spec.set(), out);

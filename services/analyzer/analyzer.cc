@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "lib/spec/spec_yaml.h"
+#include "proto/try_commit.h"
 #include "services/analyzer/alerts.h"
 #include "services/analyzer/bisect_state.h"
 #include "services/analyzer/log.h"
@@ -159,6 +160,14 @@ bool Involves(const ChangePoint& cp, const OwnCommits& own) {
          (it->second.count(cp.last_good) != 0 || it->second.count(cp.first_bad) != 0);
 }
 
+// A try job's base + patch (proto/try_commit.h) has no place of its own in
+// the catalog's order: it is compared with its base, never a series point.
+void DropTryCommits(std::vector<SampleRow>& rows) {
+  rows.erase(std::remove_if(rows.begin(), rows.end(),
+                            [](const SampleRow& r) { return proto::IsTryCommit(r.commit_id); }),
+             rows.end());
+}
+
 // A suggestive change point a top-up re-measures: a request of its series
 // holds one of its two commits.
 bool ToppedUp(const ChangePoint& cp, const std::vector<TopUpRequest>& topped) {
@@ -229,6 +238,7 @@ absl::StatusOr<std::vector<SampleRow>> Analyzer::HistoryOf(const MatrixInfo& m,
 absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples({m.id});
   if (!samples.ok()) return samples.status();
+  DropTryCommits(*samples);
   if (open_.results != nullptr) {
     open_.results->Update(m.catalog, BuildSeries(*samples, false, options_.primary_metrics));
   }
@@ -241,6 +251,7 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   absl::StatusOr<std::vector<SampleRow>> history = HistoryOf(m, *samples);
   if (!history.ok()) return history.status();
   std::vector<SampleRow> all = *std::move(history);
+  DropTryCommits(all);
   const size_t history_rows = all.size();
   all.insert(all.end(), samples->begin(), samples->end());
   const std::vector<Series> series = BuildSeries(all, false, options_.primary_metrics);
