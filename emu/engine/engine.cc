@@ -65,6 +65,8 @@ std::string_view SymName(Sym s) {
       return "iommu_flush_write_buffer";
     case Sym::kQiSubmitSync:
       return "qi_submit_sync";
+    case Sym::kCacheTagFlush:
+      return "cache_tag_flush_range";
     case Sym::kArmLpaeMap:
       return "__arm_lpae_map";
     case Sym::kArmLpaeUnmap:
@@ -87,6 +89,14 @@ std::string_view SymName(Sym s) {
       return "flush_unmaps";
     case Sym::kPgtableAlloc:
       return "alloc_pgtable_page";
+    case Sym::kAmdV1Map:
+      return "iommu_v1_map_pages";
+    case Sym::kAmdV1Unmap:
+      return "iommu_v1_unmap_pages";
+    case Sym::kAmdQueueCommand:
+      return "iommu_queue_command_sync";
+    case Sym::kAmdCompletionWait:
+      return "iommu_completion_wait";
     case Sym::kOther:
       return "[other]";
     case Sym::kCount:

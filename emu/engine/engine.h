@@ -90,6 +90,11 @@ enum class Sym : uint8_t {
   kAddUnmap,              // add_unmap (VT-d deferred flush, 2008 / v4.7)
   kFlushUnmaps,           // flush_unmaps
   kPgtableAlloc,          // alloc_pgtable_page / __arm_lpae_alloc_pages
+  kAmdV1Map,              // iommu_v1_map_pages (AMD io_pgtable.c)
+  kAmdV1Unmap,            // iommu_v1_unmap_pages
+  kAmdQueueCommand,       // iommu_queue_command_sync (AMD command buffer)
+  kAmdCompletionWait,     // iommu_completion_wait / wait_on_sem
+  kCacheTagFlush,         // cache_tag_flush_range / cache_tag_flush_all (VT-d, v6.10+)
   kOther,
   kCount
 };

@@ -73,6 +73,13 @@ uint64_t DmaApi::LimitPfn(const DmaDomain& d) const {
   return (bits >= 64 ? ~0ULL : (1ULL << bits) - 1) >> kIovaShift;
 }
 
+void DmaApi::DmaOpsCall(Cpu& cpu, Sym entry) {
+  // dma_map_page_attrs() -> get_dma_ops(dev)->map_page(): until b5c58b2fdc42
+  // the IOMMU path was reached through an indirect call (intel_dma_ops, then
+  // iommu_dma_ops); since, use_dma_iommu() calls iommu_dma_map_page() directly.
+  if (sim_->m().dma_ops_indirect) cpu.Charge(entry, sim_->m().indirect_call);
+}
+
 void DmaApi::CacheMaint(Cpu& cpu, Sym sym, uint64_t bytes) {
   cpu.Charge(sym, static_cast<Time>((bytes + 63) / 64) * sim_->m().cache_maint_line);
 }
@@ -160,6 +167,7 @@ bool DmaApi::PgtblLocked() const {
   const Model& m = sim_->m();
   switch (m.iommu_type) {
     case IommuType::kVtd:
+    case IommuType::kAmd:  // iommu_v1_map_pages(): cmpxchg64 table install
       return false;
     case IommuType::kMmu500:
       return m.mmu500_pgtbl_lock || !m.pgtable_lockless;
@@ -183,6 +191,7 @@ Task<uint64_t> DmaApi::MapPage(Cpu& cpu, int dev, uint64_t phys, uint64_t size, 
   DmaDomain& d = *domains_[dev];
   Sym entry = IntelPrivate() ? Sym::kIntelMapPage : Sym::kIommuDmaMapPage;
   cpu.Charge(entry, m.dma_call);
+  DmaOpsCall(cpu, entry);
   if (!m.dev_coherent && dir != DmaDir::kFromDevice) CacheMaint(cpu, entry, size);
   uint64_t npages = PagesFor(phys, size);
   uint64_t pfn = co_await AllocIova(cpu, d, npages);
@@ -209,6 +218,7 @@ Task<void> DmaApi::UnmapPage(Cpu& cpu, int dev, uint64_t dma, uint64_t size, Dma
   DmaDomain& d = *domains_[dev];
   Sym entry = IntelPrivate() ? Sym::kIntelUnmap : Sym::kIommuDmaUnmapPage;
   cpu.Charge(entry, m.dma_call);
+  DmaOpsCall(cpu, entry);
   if (!m.dev_coherent && dir != DmaDir::kToDevice) CacheMaint(cpu, entry, size);
   uint64_t pfn = dma >> kIovaShift;
   if (IntelPrivate() && m.vtd_unmap_find_iova) co_await d.iovad.FindIova(cpu, pfn);
@@ -253,6 +263,7 @@ Task<uint64_t> DmaApi::MapSg(Cpu& cpu, int dev, const SgSegment* segs, int nsegs
   const bool priv = IntelPrivate();
   Sym entry = priv ? Sym::kIntelMapSg : Sym::kIommuDmaMapSg;
   cpu.Charge(entry, m.dma_call);
+  DmaOpsCall(cpu, entry);
   uint64_t total = 0;
   for (int i = 0; i < nsegs; ++i) {
     total += PagesFor(segs[i].phys, segs[i].len);
@@ -331,6 +342,7 @@ Task<void> DmaApi::UnmapSg(Cpu& cpu, int dev, uint64_t dma, const SgSegment* seg
   DmaDomain& d = *domains_[dev];
   Sym entry = IntelPrivate() ? Sym::kIntelUnmap : Sym::kIommuDmaUnmapPage;
   cpu.Charge(entry, m.dma_call);
+  DmaOpsCall(cpu, entry);
   uint64_t total = 0;
   for (int i = 0; i < nsegs; ++i) {
     total += PagesFor(segs[i].phys, segs[i].len);

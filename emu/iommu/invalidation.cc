@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
+#include <string>
 
 namespace farm::emu {
 namespace {
@@ -30,17 +32,28 @@ class VtdQi final : public Invalidator {
 
   // iommu_flush_iotlb_psi() -> qi_flush_iotlb(): one page-selective (or, when
   // the aligned mask gets too large, domain-selective) IOTLB descriptor.
+  // Since v6.10 through cache_tag_flush_range(), which walks the domain's
+  // cache tags under domain->cache_lock and keeps it until qi_submit_sync()
+  // returns, so strict unmaps of one domain no longer overlap their waits.
   Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
     const Model& m = sim_->m();
     ++sim_->counters.inv_range;
     bool psi = npages <= 512;  // cap_max_amask_val on typical parts: 2 MiB
+    SpinLock* cache_lock = m.vtd_cache_lock ? &CacheLock(tlb) : nullptr;
+    if (cache_lock) co_await cache_lock->Lock(cpu, Sym::kCacheTagFlush);
     co_await QiSubmitSync(cpu, 1, psi ? m.qi_iotlb_psi : m.qi_iotlb_dsi);
+    if (cache_lock) cache_lock->Unlock(cpu, 0);
     tlb.InvalidateRange(pfn, npages);
   }
 
+  // intel_flush_iotlb_all(): cache_tag_flush_all() since v6.10, the same lock.
   Task<void> InvalidateDomain(Cpu& cpu, Iotlb& tlb) override {
+    const Model& m = sim_->m();
     ++sim_->counters.inv_domain;
-    co_await QiSubmitSync(cpu, 1, sim_->m().qi_iotlb_dsi);
+    SpinLock* cache_lock = m.vtd_cache_lock ? &CacheLock(tlb) : nullptr;
+    if (cache_lock) co_await cache_lock->Lock(cpu, Sym::kCacheTagFlush);
+    co_await QiSubmitSync(cpu, 1, m.qi_iotlb_dsi);
+    if (cache_lock) cache_lock->Unlock(cpu, 0);
     tlb.InvalidateAll();
   }
 
@@ -84,11 +97,97 @@ class VtdQi final : public Invalidator {
     register_lock_.Unlock(cpu, 0);
   }
 
+  // One dmar_domain->cache_lock per domain; a domain's Iotlb stands for it.
+  SpinLock& CacheLock(const Iotlb& tlb) {
+    std::unique_ptr<SpinLock>& lock = cache_locks_[&tlb];
+    if (!lock) {
+      lock = std::make_unique<SpinLock>(sim_->engine, "dmar_domain->cache_lock");
+      sim_->Register(lock.get());
+    }
+    return *lock;
+  }
+
   Sim* sim_;
   SpinLock q_lock_;
   SpinLock register_lock_;
   DeviceQueue hw_;
   DeviceQueue wbf_hw_;
+  std::map<const Iotlb*, std::unique_ptr<SpinLock>> cache_locks_;
+};
+
+// ---------------------------------------------------------------------------
+// AMD-Vi command buffer (drivers/iommu/amd/iommu.c). The v1 page table installs
+// intermediate tables with cmpxchg64 and needs no caller lock; there is no
+// iotlb_sync_map work on bare metal (amd_iommu_iotlb_sync_map() acts only with
+// NpCache, a virtualised IOMMU).
+class AmdIommu final : public Invalidator {
+ public:
+  explicit AmdIommu(Sim* sim) : sim_(sim), lock_(sim->engine, "iommu->lock") {
+    sim->Register(&lock_);
+  }
+
+  Sym map_sym() const override { return Sym::kAmdV1Map; }
+  Sym unmap_sym() const override { return Sym::kAmdV1Unmap; }
+  Task<void> SyncMap(Cpu&, Iotlb&, uint64_t, uint64_t) override { co_return; }
+
+  // amd_iommu_iotlb_sync(): amd_iommu_domain_flush_pages() over the gathered
+  // range since fc65d0acaf23; before it, amd_iommu_flush_iotlb_all().
+  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+    const Model& m = sim_->m();
+    if (!m.amd_selective_flush) {
+      co_await InvalidateDomain(cpu, tlb);
+      co_return;
+    }
+    ++sim_->counters.inv_range;
+    co_await QueueCommand(cpu, m.amd_inv_pages);
+    co_await CompletionWait(cpu);
+    tlb.InvalidateRange(pfn, npages);
+  }
+
+  // amd_iommu_flush_iotlb_all(): the whole-domain INVALIDATE_IOMMU_PAGES,
+  // then amd_iommu_domain_flush_complete().
+  Task<void> InvalidateDomain(Cpu& cpu, Iotlb& tlb) override {
+    ++sim_->counters.inv_domain;
+    co_await QueueCommand(cpu, sim_->m().amd_inv_all);
+    co_await CompletionWait(cpu);
+    tlb.InvalidateAll();
+  }
+
+ private:
+  // iommu_queue_command_sync(): under iommu->lock, copy the command into the
+  // ring buffer and write the tail register; the hardware consumes in order.
+  Task<void> QueueCommand(Cpu& cpu, Time hw_work) {
+    const Model& m = sim_->m();
+    co_await lock_.Lock(cpu, Sym::kAmdQueueCommand);
+    cpu.Charge(Sym::kAmdQueueCommand, m.cmd_write + m.mmio_write);
+    hw_.Submit(cpu.now(), m.amd_cmd + hw_work);
+    ++sim_->counters.cmdq_commands;
+    lock_.Unlock(cpu, 1);
+  }
+
+  // iommu_completion_wait(): COMPLETION_WAIT queued under iommu->lock, then
+  // wait_on_sem() polls the semaphore the hardware stores. Since d2a0cac10597
+  // the poll runs after the unlock; before, it held the lock, so every other
+  // CPU's commands waited for this one's completion.
+  Task<void> CompletionWait(Cpu& cpu) {
+    const Model& m = sim_->m();
+    co_await lock_.Lock(cpu, Sym::kAmdCompletionWait);
+    cpu.Charge(Sym::kAmdCompletionWait, m.cmd_write + m.mmio_write);
+    Time done = hw_.Submit(cpu.now(), m.amd_cmd + m.amd_compl_wait);
+    ++sim_->counters.cmdq_commands;
+    ++sim_->counters.syncs;
+    if (m.amd_wait_unlocked) {
+      lock_.Unlock(cpu, 1);
+      cpu.SpinUntil(done + m.poll, Sym::kAmdCompletionWait);
+    } else {
+      cpu.SpinUntil(done + m.poll, Sym::kAmdCompletionWait);
+      lock_.Unlock(cpu, 1);
+    }
+  }
+
+  Sim* sim_;
+  SpinLock lock_;
+  DeviceQueue hw_;
 };
 
 // ---------------------------------------------------------------------------
@@ -105,9 +204,9 @@ class ArmInvalidator : public Invalidator {
 // Arm SMMUv3 command queue.
 class SmmuV3Cmdq final : public ArmInvalidator {
  public:
-  explicit SmmuV3Cmdq(Sim* sim)
+  explicit SmmuV3Cmdq(Sim* sim, std::string lock_name = "smmu->cmdq.lock")
       : sim_(sim),
-        cmdq_lock_(sim->engine, "smmu->cmdq.lock"),
+        cmdq_lock_(sim->engine, std::move(lock_name)),
         llq_(sim->engine, HomeNode(sim)),
         shared_lock_(sim->engine, HomeNode(sim)),
         valid_map_(sim->engine, HomeNode(sim)) {
@@ -349,6 +448,40 @@ class SmmuV3Cmdq final : public ArmInvalidator {
 };
 
 // ---------------------------------------------------------------------------
+// NVIDIA Tegra241 CMDQV (tegra241-cmdqv.c, 918eb5c856f6): the kernel's VINTF0
+// owns num_lvcmdqs_per_vintf logical VCMDQs, each an arm_smmu_cmdq of its own
+// (own llq word, shared lock, valid bitmap, consumer), and
+// tegra241_cmdqv_get_cmdq() picks one by smp_processor_id() % that number, so
+// only CPUs that share a queue contend on its cmpxchg. The hypervisor-owned
+// VINTF accepts every command, so TLBI and CMD_SYNC never fall back to the
+// SMMU's own cmdq. Whether the VCMDQs are consumed in parallel is not
+// published; the model gives each its own consumer.
+class Tegra241Cmdqv final : public ArmInvalidator {
+ public:
+  Tegra241Cmdqv(Sim* sim, int num_vcmdqs) {
+    for (int i = 0; i < num_vcmdqs; ++i) {
+      vcmdqs_.push_back(
+          std::make_unique<SmmuV3Cmdq>(sim, "vcmdq" + std::to_string(i) + "->cmdq.lock"));
+    }
+  }
+
+  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+    co_await GetCmdq(cpu).InvalidateRange(cpu, tlb, pfn, npages);
+  }
+  Task<void> InvalidateDomain(Cpu& cpu, Iotlb& tlb) override {
+    co_await GetCmdq(cpu).InvalidateDomain(cpu, tlb);
+  }
+
+ private:
+  // tegra241_cmdqv_get_cmdq(): lidx = smp_processor_id() % num_lvcmdqs_per_vintf.
+  SmmuV3Cmdq& GetCmdq(const Cpu& cpu) {
+    return *vcmdqs_[static_cast<size_t>(cpu.index()) % vcmdqs_.size()];
+  }
+
+  std::vector<std::unique_ptr<SmmuV3Cmdq>> vcmdqs_;
+};
+
+// ---------------------------------------------------------------------------
 // Arm MMU-500 (SMMUv2) TLB maintenance.
 class Mmu500Tlb final : public ArmInvalidator {
  public:
@@ -431,9 +564,16 @@ std::unique_ptr<Invalidator> MakeInvalidator(Sim* sim, int max_cpus) {
     case IommuType::kVtd:
       return std::make_unique<VtdQi>(sim);
     case IommuType::kSmmuV3:
+      // arm_smmu_get_cmdq(): the CMDQV's queues when the driver supports them
+      // and the SMMU has them, else the one SMMU cmdq.
+      if (sim->m().tegra241_cmdqv && sim->m().smmu_vcmdqs > 0) {
+        return std::make_unique<Tegra241Cmdqv>(sim, sim->m().smmu_vcmdqs);
+      }
       return std::make_unique<SmmuV3Cmdq>(sim);
     case IommuType::kMmu500:
       return std::make_unique<Mmu500Tlb>(sim);
+    case IommuType::kAmd:
+      return std::make_unique<AmdIommu>(sim);
   }
   return nullptr;
 }

@@ -2,7 +2,7 @@
 //
 // Invalidator is what the DMA layer calls for iotlb_sync_map, iotlb_sync
 // (strict unmap), flush_iotlb_all (flush queues) and the VT-d global flush.
-// Three implementations, each over real queue state in virtual time:
+// Five implementations, each over real queue state in virtual time:
 //  - VtdQi: the VT-d invalidation queue, qi_submit_sync() (drivers/iommu/intel/
 //    dmar.c): descriptors plus a wait descriptor written under qi->q_lock, the
 //    tail register written, then a spin on the wait descriptor's status; the
@@ -17,6 +17,13 @@
 //  - Mmu500Tlb: arm-smmu.c TLBIVA register writes and the TLBSYNC/TLBSTATUS
 //    poll with exponential backoff (__arm_smmu_tlb_sync), under cb_lock for
 //    the per-context sync of v4.14 (mmu500.tlb_sync), unlocked before.
+//  - Tegra241Cmdqv: NVIDIA's command-queue virtualisation in front of SMMUv3:
+//    several SmmuV3Cmdq queues, one chosen per CPU (tegra241_cmdqv_get_cmdq).
+//  - AmdIommu: the AMD-Vi command buffer, iommu_queue_command_sync() and
+//    iommu_completion_wait() under iommu->lock, the semaphore poll inside or
+//    outside the lock (amd.wait_unlocked).
+// VT-d's flushes take the domain's cache_lock around qi_submit_sync() when
+// vtd.cache_lock is set (cache_tag_flush_range, v6.10).
 // Each also invalidates the device-side Iotlb of the domain when it runs.
 //
 // Thread-safety: engine thread only. Ownership: owns its locks and queue

@@ -233,6 +233,65 @@ TEST(ShippedCatalogTest, HoldsTheSeed000Story) {
   EXPECT_EQ(c->Resolve("v5.12")->settings.at("map_sg"), "batched");
 }
 
+// The commits since v5.11 that changed a DMA-API or IOMMU-driver cost: each
+// is found by its id, sits in its release, and the catalog keeps them in order.
+TEST(ShippedCatalogTest, HoldsTheCostChangesSinceV511InOrder) {
+  auto path = DefaultCatalogPath();
+  ASSERT_TRUE(path.ok()) << path.status();
+  auto c = Catalog::LoadFile(*path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  struct Entry {
+    const char* id;
+    const char* subject_start;
+    const char* before;  // the release tag (or commit) it follows
+  };
+  const Entry entries[] = {
+      {"fc65d0acaf23", "iommu/amd: Selective flush on unmap", "v5.14"},
+      {"5b61343b5059", "iommu/iova: Improve 32-bit free space estimate", "v5.17"},
+      {"32d5bc8b09c7", "iommu/dma: Allow a single FQ", "v6.6"},
+      {"9f5b681e2a3f", "iommu/dma: Use a large flush queue", "v6.6"},
+      {"3b1d9e2b2d68", "iommu/vt-d: Add cache tag assignment interface", "v6.9"},
+      {"4e589a53685c", "iommu/vt-d: Use cache_tag_flush_all()", "v6.9"},
+      {"a600ccd0a347", "iommu/vt-d: Use cache_tag_flush_range()", "v6.9"},
+      {"b5c58b2fdc42", "dma-mapping: direct calls for dma-iommu", "v6.11"},
+      {"918eb5c856f6", "iommu/arm-smmu-v3: Add in-kernel support for NVIDIA Tegra241", "v6.11"},
+      {"705c1cdf1e73", "iommu/vt-d: Introduce batched cache invalidation", "v6.11"},
+      {"d2a0cac10597", "iommu/amd: move wait_on_sem() out of spinlock", "v6.19"},
+  };
+  size_t prev = 0;
+  for (const Entry& e : entries) {
+    absl::StatusOr<size_t> i = c->Find(e.id);
+    ASSERT_TRUE(i.ok()) << e.id << ": " << i.status();
+    EXPECT_EQ(c->commits()[*i].id, e.id);
+    EXPECT_TRUE(absl::StartsWith(c->commits()[*i].subject, e.subject_start))
+        << e.id << ": " << c->commits()[*i].subject;
+    EXPECT_GT(*i, prev) << e.id << " is out of order";
+    EXPECT_GT(*i, *c->Find(e.before)) << e.id << " before " << e.before;
+    prev = *i;
+  }
+  // Each release tag closes its commits.
+  EXPECT_LT(*c->Find("fc65d0acaf23"), *c->Find("v5.15"));
+  EXPECT_LT(*c->Find("5b61343b5059"), *c->Find("v5.18"));
+  EXPECT_LT(*c->Find("9f5b681e2a3f"), *c->Find("v6.7"));
+  EXPECT_LT(*c->Find("a600ccd0a347"), *c->Find("v6.10"));
+  EXPECT_LT(*c->Find("705c1cdf1e73"), *c->Find("v6.12"));
+  // The keys the modelled commits set, and the state before them.
+  EXPECT_EQ(c->Resolve("v5.14")->settings.at("amd.selective_flush"), "false");
+  EXPECT_EQ(c->Resolve("fc65d0acaf23")->settings.at("amd.selective_flush"), "true");
+  EXPECT_EQ(c->Resolve("4e589a53685c")->settings.at("vtd.cache_lock"), "false");
+  EXPECT_EQ(c->Resolve("a600ccd0a347")->settings.at("vtd.cache_lock"), "true");
+  EXPECT_EQ(c->Resolve("v6.11")->settings.at("dma.ops_indirect"), "true");
+  EXPECT_EQ(c->Resolve("b5c58b2fdc42")->settings.at("dma.ops_indirect"), "false");
+  EXPECT_EQ(c->Resolve("b5c58b2fdc42")->settings.at("smmu.tegra241_cmdqv"), "false");
+  EXPECT_EQ(c->Resolve("918eb5c856f6")->settings.at("smmu.tegra241_cmdqv"), "true");
+  EXPECT_EQ(c->Resolve("v6.19")->settings.at("amd.wait_unlocked"), "false");
+  EXPECT_EQ(c->Resolve("d2a0cac10597")->settings.at("amd.wait_unlocked"), "true");
+  // Full ids from the rev-lists resolve to the catalog's 12-digit entries.
+  EXPECT_TRUE(c->Find("a600ccd0a347e8f9c9f35f229e1ccd0dca9374c4").ok());
+  EXPECT_TRUE(c->Find("b5c58b2fdc427e7958412ecb2de2804a1f7c1572").ok());
+  EXPECT_TRUE(c->Find("918eb5c856f6ce4cf93b4b38e4b5e156905c5943").ok());
+}
+
 // Every key a shipped commit sets is a model key with a valid value.
 TEST(ShippedCatalogTest, EverySettingIsAValidModelKey) {
   absl::StatusOr<std::string> path = DefaultCatalogPath();

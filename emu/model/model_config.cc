@@ -141,6 +141,12 @@ const CostKey kCostKeys[] = {
      .desc = "Fixed body of a dma_map/unmap entry point with an IOMMU (iommu_dma_map_page / "
              "intel_map_page: lookups, alignment, checks).",
      .time = &Model::dma_call},
+    {.key = "cost.indirect_call_ns",
+     .def = 0,
+     .desc = "The dma_map_ops indirect call (get_dma_ops + a retpolined or predicted indirect "
+             "branch) a DMA API entry pays on the IOMMU path while dma.ops_indirect is true. "
+             "0 = folded into cost.dma_call_ns (the calibrated platforms).",
+     .time = &Model::indirect_call},
     {.key = "cost.dma_direct_ns",
      .def = 25,
      .desc = "dma_direct_map_page / unmap (iommu off or passthrough).",
@@ -249,6 +255,22 @@ const CostKey kCostKeys[] = {
      .def = 600,
      .desc = "MMU-500: TLBSYNC completion after the last invalidation.",
      .time = &Model::mmu500_sync},
+    {.key = "hw.amd_cmd_ns",
+     .def = 40,
+     .desc = "AMD-Vi: fetch and decode one command-buffer entry.",
+     .time = &Model::amd_cmd},
+    {.key = "hw.amd_inv_pages_ns",
+     .def = 600,
+     .desc = "AMD-Vi: INVALIDATE_IOMMU_PAGES of a page range.",
+     .time = &Model::amd_inv_pages},
+    {.key = "hw.amd_inv_all_ns",
+     .def = 900,
+     .desc = "AMD-Vi: INVALIDATE_IOMMU_PAGES of the whole domain (address all ones, S=1).",
+     .time = &Model::amd_inv_all},
+    {.key = "hw.amd_compl_wait_ns",
+     .def = 250,
+     .desc = "AMD-Vi: COMPLETION_WAIT until its semaphore store is visible.",
+     .time = &Model::amd_compl_wait},
     {.key = "hw.iotlb_hit_ns", .def = 5, .desc = "Device IOTLB hit.", .time = &Model::iotlb_hit},
     {.key = "hw.iotlb_miss_level_ns",
      .def = 120,
@@ -261,9 +283,10 @@ Time& CostField(Model& m, const CostKey& c) { return c.line ? m.line.*c.line : m
 std::vector<ParamSpec> BuildParams() {
   std::vector<ParamSpec> p;
   // ---- Code paths (what a kernel commit changes).
-  p.push_back(Enum("iommu.type", "vtd", {"vtd", "smmuv3", "mmu500"},
+  p.push_back(Enum("iommu.type", "vtd", {"vtd", "smmuv3", "mmu500", "amd"},
                    "IOMMU hardware and driver: Intel VT-d (drivers/iommu/intel), Arm SMMUv3 "
-                   "(arm-smmu-v3.c), Arm MMU-500/SMMUv2 (arm-smmu.c). Set by the platform."));
+                   "(arm-smmu-v3.c), Arm MMU-500/SMMUv2 (arm-smmu.c), AMD-Vi "
+                   "(drivers/iommu/amd). Set by the platform."));
   p.push_back(Int("iommu.addr_bits", 48, "bits",
                   "IOVA aperture width of the DMA domain (domain geometry; c062db039f40 made "
                   "VT-d 48->47).",
@@ -331,6 +354,30 @@ std::vector<ParamSpec> BuildParams() {
   p.push_back(Bool("vtd.rwbf", false,
                    "VT-d requires write-buffer flushing (CAP.RWBF or quirk): "
                    "iommu_flush_write_buffer does a GCMD.WBF handshake under register_lock."));
+  p.push_back(Bool("vtd.cache_lock", true,
+                   "VT-d strict and flush-queue invalidations go through cache_tag_flush_range/"
+                   "_all, which hold the domain's cache_lock across qi_submit_sync, wait "
+                   "included (a600ccd0a347, 4e589a53685c, v6.10); false = the xa_for_each loop "
+                   "over the domain's IOMMUs without a lock (before)."));
+  p.push_back(Bool("dma.ops_indirect", false,
+                   "dma_map_page_attrs and friends reach dma-iommu through the dma_map_ops "
+                   "indirect call (before b5c58b2fdc42, v6.12), charged cost.indirect_call_ns "
+                   "per DMA API entry on the IOMMU path; false = direct calls."));
+  p.push_back(Bool("amd.selective_flush", true,
+                   "AMD-Vi strict unmap flushes the gathered range (fc65d0acaf23, v5.15); false "
+                   "= amd_iommu_iotlb_sync flushes the whole domain (before)."));
+  p.push_back(Bool("amd.wait_unlocked", true,
+                   "AMD-Vi iommu_completion_wait polls its semaphore after dropping iommu->lock "
+                   "(d2a0cac10597); false = the wait_on_sem spin holds the lock (before), so "
+                   "every CPU's commands queue behind the waiter."));
+  p.push_back(Bool("smmu.tegra241_cmdqv", true,
+                   "The SMMUv3 driver uses NVIDIA Tegra241 CMDQV virtual command queues when "
+                   "the platform has them (918eb5c856f6, v6.12): tegra241_cmdqv_get_cmdq picks "
+                   "VCMDQ smp_processor_id() % smmu.vcmdqs; false = the one SMMU cmdq."));
+  p.push_back(Int("smmu.vcmdqs", 0, "queues",
+                  "Logical VCMDQs of the kernel's VINTF0 (Tegra241 CMDQV; "
+                  "num_vcmdqs / num_vintfs). 0 = the SMMU has no CMDQV. Set by the platform.",
+                  0, 128));
   p.push_back(Enum("smmu.cmdq", "lockfree", {"spinlock", "lockfree"},
                    "SMMUv3 command queue: spinlock = one cmdq lock held for insertion and "
                    "CMD_SYNC wait (before 587e6c10a7ce); lockfree = cmpxchg slot reservation, "
@@ -533,6 +580,7 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   const std::string& t = s("iommu.type");
   m.iommu_type = t == "vtd"      ? IommuType::kVtd
                  : t == "smmuv3" ? IommuType::kSmmuV3
+                 : t == "amd"    ? IommuType::kAmd
                                  : IommuType::kMmu500;
   m.addr_bits = static_cast<int>(i("iommu.addr_bits"));
   m.iommu_node = static_cast<int>(i("iommu.node"));
@@ -561,6 +609,12 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.vtd_unmap_find_iova = b("vtd.unmap_find_iova");
   m.vtd_coherent = b("vtd.coherent");
   m.vtd_rwbf = b("vtd.rwbf");
+  m.vtd_cache_lock = b("vtd.cache_lock");
+  m.dma_ops_indirect = b("dma.ops_indirect");
+  m.amd_selective_flush = b("amd.selective_flush");
+  m.amd_wait_unlocked = b("amd.wait_unlocked");
+  m.tegra241_cmdqv = b("smmu.tegra241_cmdqv");
+  m.smmu_vcmdqs = static_cast<int>(i("smmu.vcmdqs"));
   m.cmdq = s("smmu.cmdq") == "spinlock" ? CmdqKind::kSpinlock : CmdqKind::kLockfree;
   m.cmdq_batch = static_cast<int>(i("smmu.cmdq_batch"));
   m.pgtable_lockless = b("iopgtable.lockless");

@@ -67,7 +67,7 @@ class ModelConfig {
 //! Parses "k=v,k2=v2" (also accepts ';' or whitespace separators).
 absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::string& text);
 
-enum class IommuType { kVtd, kSmmuV3, kMmu500 };
+enum class IommuType { kVtd, kSmmuV3, kMmu500, kAmd };
 enum class IovaAllocator { kRbtree, kRcache };
 enum class DepotKind { kBounded, kList };
 enum class FqKind { kIntelGlobal, kIntelPercpu, kPercpu, kSingle };
@@ -101,6 +101,12 @@ struct Model {
   bool vtd_unmap_find_iova = false;                         // vtd.unmap_find_iova
   bool vtd_coherent = false;                                // vtd.coherent
   bool vtd_rwbf = false;                                    // vtd.rwbf
+  bool vtd_cache_lock = true;                               // vtd.cache_lock
+  bool dma_ops_indirect = false;                            // dma.ops_indirect
+  bool amd_selective_flush = true;                          // amd.selective_flush
+  bool amd_wait_unlocked = true;                            // amd.wait_unlocked
+  bool tegra241_cmdqv = true;                               // smmu.tegra241_cmdqv
+  int smmu_vcmdqs = 0;                                      // smmu.vcmdqs
   CmdqKind cmdq = CmdqKind::kLockfree;                      // smmu.cmdq
   int cmdq_batch = 64;                                      // smmu.cmdq_batch
   bool pgtable_lockless = true;                             // iopgtable.lockless
@@ -125,6 +131,7 @@ struct Model {
   Time rb_visit = 0, rb_insert = 0, rb_erase = 0;
   int rb_dirty_lines = 5;  // cost.rb_dirty_lines
   Time kmem_cache = 0, rcache_op = 0, dma_call = 0, dma_direct = 0;
+  Time indirect_call = 0;  // cost.indirect_call_ns
   Time iommu_map_call = 0, pt_level = 0, pte_write = 0, pt_alloc = 0;
   Time clflush_line = 0, cache_maint_line = 0, mmio_write = 0, mmio_read = 0;
   Time clflush_call = 0;           // cost.clflush_call_ns
@@ -134,6 +141,7 @@ struct Model {
   Time qi_desc = 0, qi_iotlb_psi = 0, qi_iotlb_dsi = 0, qi_iotlb_global = 0, wbf = 0;
   Time smmu_cmd = 0, smmu_tlbi = 0, smmu_sync = 0;
   Time mmu500_tlbi = 0, mmu500_sync = 0;
+  Time amd_cmd = 0, amd_inv_pages = 0, amd_inv_all = 0, amd_compl_wait = 0;
   Time iotlb_hit = 0, iotlb_miss_level = 0;
 
   //! One repeat's run-to-run noise on the cost keys: every device cost
