@@ -17,6 +17,7 @@
 #include "cli/format.h"
 #include "cli/git_import.h"
 #include "cli/kernels.h"
+#include "cli/measured_costs.h"
 #include "cli/report.h"
 #include "lib/base/file.h"
 #include "lib/client/retry.h"
@@ -599,6 +600,45 @@ int Commands::RunCatalogLoad(const std::string& path, bool replace) {
   }
   out_ << "loaded catalog " << response.catalog().name() << ": "
        << response.catalog().commits_size() << " commits\n";
+  return 0;
+}
+
+int Commands::RunCatalogMeasure(int64_t matrix_id, const std::string& reference,
+                                const std::string& name, const std::string& mode, bool print_only) {
+  const pb::IommuMode m = proto::ModeFromName(mode);
+  if (m == pb::IOMMU_MODE_UNSPECIFIED) {
+    return Fail("catalog measure",
+                absl::InvalidArgumentError(
+                    absl::StrCat("--mode ", mode, ": expected off, passthrough, strict or lazy")));
+  }
+  absl::StatusOr<std::vector<pb::Result>> results = FetchResults(matrix_id, false);
+  if (!results.ok()) return Fail(absl::StrCat("GetResults ", matrix_id), results.status());
+  absl::StatusOr<Measurement> measured = MeasureCommits(*results, m);
+  if (!measured.ok()) return Fail(absl::StrCat("catalog measure ", matrix_id), measured.status());
+  pb::GetCatalogRequest get;
+  get.set_name(results->front().job().catalog());
+  pb::Catalog source;
+  auto ctx = client::NewContext(options_, kUnaryTimeout);
+  grpc::Status status = jobs_->GetCatalog(ctx.get(), get, &source);
+  if (!status.ok()) return Fail(absl::StrCat("GetCatalog ", get.name()), client::ToAbsl(status));
+  const std::string catalog = name.empty() ? absl::StrCat(source.name(), "-measured") : name;
+  absl::StatusOr<std::string> yaml = MeasuredCatalogYaml(source, catalog, *measured, reference);
+  if (!yaml.ok()) return Fail("catalog measure", yaml.status());
+  if (print_only) {
+    out_ << *yaml;
+    return 0;
+  }
+  pb::LoadCatalogRequest load;
+  load.set_yaml(*yaml);
+  load.set_source_name(absl::StrCat("measured:matrix ", matrix_id));
+  load.set_replace(true);
+  pb::LoadCatalogResponse loaded;
+  auto load_ctx = client::NewContext(options_, kUnaryTimeout);
+  status = jobs_->LoadCatalog(load_ctx.get(), load, &loaded);
+  if (!status.ok()) return Fail("LoadCatalog", client::ToAbsl(status));
+  out_ << "loaded catalog " << catalog << ": " << loaded.catalog().commits_size() << " commits, "
+       << measured->commits.size() << " measured at icount shift " << measured->icount_shift
+       << " against " << reference << "\n";
   return 0;
 }
 

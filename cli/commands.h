@@ -61,6 +61,11 @@ class Commands {
   int RunCatalogList(OutputFormat format);
   int RunCatalogShow(const std::string& name, bool resolve, OutputFormat format);
   int RunCatalogLoad(const std::string& path, bool replace);
+  // A measured catalog (cli/measured_costs.h) from the `mode` runs of a real
+  // dma-map-bench matrix, the deltas over `reference`, loaded as `name`
+  // (replacing one of that name; "" = "<catalog>-measured"), or only printed.
+  int RunCatalogMeasure(int64_t matrix_id, const std::string& reference, const std::string& name,
+                        const std::string& mode, bool print_only);
   int RunCatalogImportGit(const std::string& repo, const std::string& range,
                           const std::string& catalog);
   // Kernel stores (lib/kstore). import and list work on the local store

@@ -248,6 +248,9 @@ void AddCatalogCommands(CLI::App& app, Subcommands* out) {
     std::string load_file;
     bool load_replace = false;
     std::string git_repo, git_range, git_catalog = "linux-iommu";
+    int64_t measure_matrix = 0;
+    std::string measure_reference, measure_name, measure_mode = "strict";
+    bool measure_print = false;
   };
   auto a = std::make_shared<Args>();
   auto* catalog = app.add_subcommand("catalog", "commit catalogs");
@@ -273,6 +276,23 @@ void AddCatalogCommands(CLI::App& app, Subcommands* out) {
   load->add_flag("--replace", a->load_replace, "replace an existing catalog of the same name");
   out->push_back({load, [a](farm::cli::Commands& c) {
                     return c.RunCatalogLoad(a->load_file, a->load_replace);
+                  }});
+
+  auto* measure = catalog->add_subcommand(
+      "measure",
+      "a catalog whose commits carry their own measured software cost: from a real "
+      "dma-map-bench matrix run in instruction-counted guests (--vm-accel tcg-icount), each "
+      "commit's map and unmap instructions beyond REFERENCE's become its sw.map_delta_insns / "
+      "sw.unmap_delta_insns; loaded as <catalog>-measured (or --name), replacing it");
+  measure->add_option("MATRIX", a->measure_matrix, "the dma-map-bench matrix")->required();
+  measure->add_option("--reference", a->measure_reference, "the commit the deltas are over")
+      ->required();
+  measure->add_option("--name", a->measure_name, "the measured catalog's name");
+  measure->add_option("--mode", a->measure_mode, "the runs' IOMMU mode")->capture_default_str();
+  measure->add_flag("--print", a->measure_print, "print the catalog YAML instead of loading it");
+  out->push_back({measure, [a](farm::cli::Commands& c) {
+                    return c.RunCatalogMeasure(a->measure_matrix, a->measure_reference,
+                                               a->measure_name, a->measure_mode, a->measure_print);
                   }});
 
   auto* git = catalog->add_subcommand(

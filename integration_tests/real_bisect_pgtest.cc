@@ -291,5 +291,67 @@ TEST_F(RealBisectPgTest, StrictFindsConfirmsAndBisectsThePlantedCommitPassthroug
   }
 }
 
+// Each commit's software cost from its own kernel: dma-map-bench on every
+// commit of the tree in instruction-counted guests, `farmctl catalog
+// measure` turning each commit's map and unmap instructions over the base's
+// into its model keys, then an emulator matrix of the measured catalog's
+// endpoints on intel-spr-2s56c (112 CPUs, a machine this one is not): the
+// analyzer finds the strict regression and bisects it, on the emulator, to
+// the planted commit, which the emulator's own catalog never described.
+TEST_F(RealBisectPgTest, MeasuredCostsFindThePlantedCommitOnALargePlatform) {
+  std::ostringstream out, err;
+  cli::Commands commands(client_, out, err);
+  const std::string range = absl::StrCat(tree_.commits.front(), "..", tree_.commits.back());
+  ASSERT_EQ(commands.RunCatalogImportGit(tree_.dir, range, kCatalog), 0) << err.str();
+  auto measured = commands.SubmitSpec(
+      absl::StrCat("name: measure\ncatalog: ", kCatalog,
+                   "\nplatform: q35-intel-iommu\ncommits: ", range,
+                   "\nmodes: [strict]\nworkloads:\n  - name: dma-map-bench\n"
+                   "    params: {seconds: 1}\nrepeats: 3\nexecutor: dma-map-bench\n"),
+      false);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  auto progress = commands.WaitForMatrix(measured->matrix().id(), [](const pb::MatrixProgress&) {});
+  ASSERT_TRUE(progress.ok()) << progress.status() << "\n" << agent_->Out();
+  // Every commit but the one that does not build.
+  EXPECT_EQ(progress->counts().succeeded(), 3 * (static_cast<int>(tree_.commits.size()) - 1))
+      << agent_->Out();
+  ASSERT_EQ(commands.RunCatalogMeasure(measured->matrix().id(), tree_.commits.front(), "", "strict",
+                                       /*print_only=*/false),
+            0)
+      << err.str();
+  std::cout << out.str();
+  EXPECT_TRUE(absl::StrContains(out.str(), "loaded catalog test-tree-measured")) << out.str();
+
+  testing::ChildProcess emu(
+      std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", server_->address(), "--name", "emu",
+                               "--slots", "1", "--capabilities", "emulator", "--drain-timeout",
+                               "10s"},
+      root_ + "/emu-agent.log");
+  ASSERT_TRUE(emu.WaitFor("registered as emu", false, absl::Seconds(60)).ok()) << emu.Out();
+  auto bulk = commands.SubmitSpec(
+      absl::StrCat("name: measured-on-spr\ncatalog: test-tree-measured\nplatform: "
+                   "intel-spr-2s56c\ncommits: [",
+                   tree_.commits.front(), ", ", tree_.commits.back(),
+                   "]\nmodes: [strict]\nworkloads:\n  - name: dma-map-bench\n"
+                   "    params: {threads: 1, seconds: 0.002}\nrepeats: 5\n"
+                   "analysis: {bisect: true}\n"),
+      false);
+  ASSERT_TRUE(bulk.ok()) << bulk.status();
+  analyzer::Analyzer a(store_.get(), submitter_.get(), nullptr, {}, analyzer::AnalyzerOptions{});
+  pb::Regression reg;
+  for (int pass = 0; pass < 600 && reg.culprit_id().empty(); ++pass) {
+    (void)a.Tick();
+    for (const pb::Regression& r : Regressions()) {
+      if (r.platform() == "intel-spr-2s56c" && IsPrimaryRegression(r, pb::IOMMU_MODE_STRICT))
+        reg = r;
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  ASSERT_NE(reg.id(), 0) << "no regression on intel-spr-2s56c\n" << emu.Out();
+  std::cout << cli::FormatRegression(reg) << "\n";
+  EXPECT_EQ(reg.state(), pb::REGRESSION_STATE_CONFIRMED) << reg.confirm_note();
+  EXPECT_EQ(reg.culprit_id(), tree_.planted) << emu.Out();
+}
+
 }  // namespace
 }  // namespace farm

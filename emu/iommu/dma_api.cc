@@ -73,11 +73,18 @@ uint64_t DmaApi::LimitPfn(const DmaDomain& d) const {
   return (bits >= 64 ? ~0ULL : (1ULL << bits) - 1) >> kIovaShift;
 }
 
-void DmaApi::DmaOpsCall(Cpu& cpu, Sym entry) {
+void DmaApi::EntryCall(Cpu& cpu, Sym entry, bool map) {
+  const Model& m = sim_->m();
+  // The commit's own software cost: the instructions its kernel's map or
+  // unmap path executes beyond the catalog reference's (measured in an
+  // instruction-counted guest), at this platform's time per instruction.
+  // The waits on the IOMMU and on other CPUs stay the model's.
+  const int64_t delta_ps = (map ? m.map_delta_insns : m.unmap_delta_insns) * m.ps_per_insn;
+  cpu.Charge(entry, std::max<Time>(0, m.dma_call + delta_ps / 1000));
   // dma_map_page_attrs() -> get_dma_ops(dev)->map_page(): until b5c58b2fdc42
   // the IOMMU path was reached through an indirect call (intel_dma_ops, then
   // iommu_dma_ops); since, use_dma_iommu() calls iommu_dma_map_page() directly.
-  if (sim_->m().dma_ops_indirect) cpu.Charge(entry, sim_->m().indirect_call);
+  if (m.dma_ops_indirect) cpu.Charge(entry, m.indirect_call);
 }
 
 void DmaApi::CacheMaint(Cpu& cpu, Sym sym, uint64_t bytes) {
@@ -190,8 +197,7 @@ Task<uint64_t> DmaApi::MapPage(Cpu& cpu, int dev, uint64_t phys, uint64_t size, 
   }
   DmaDomain& d = *domains_[dev];
   Sym entry = IntelPrivate() ? Sym::kIntelMapPage : Sym::kIommuDmaMapPage;
-  cpu.Charge(entry, m.dma_call);
-  DmaOpsCall(cpu, entry);
+  EntryCall(cpu, entry, /*map=*/true);
   if (!m.dev_coherent && dir != DmaDir::kFromDevice) CacheMaint(cpu, entry, size);
   uint64_t npages = PagesFor(phys, size);
   uint64_t pfn = co_await AllocIova(cpu, d, npages);
@@ -217,8 +223,7 @@ Task<void> DmaApi::UnmapPage(Cpu& cpu, int dev, uint64_t dma, uint64_t size, Dma
   }
   DmaDomain& d = *domains_[dev];
   Sym entry = IntelPrivate() ? Sym::kIntelUnmap : Sym::kIommuDmaUnmapPage;
-  cpu.Charge(entry, m.dma_call);
-  DmaOpsCall(cpu, entry);
+  EntryCall(cpu, entry, /*map=*/false);
   if (!m.dev_coherent && dir != DmaDir::kToDevice) CacheMaint(cpu, entry, size);
   uint64_t pfn = dma >> kIovaShift;
   if (IntelPrivate() && m.vtd_unmap_find_iova) co_await d.iovad.FindIova(cpu, pfn);
@@ -262,8 +267,7 @@ Task<uint64_t> DmaApi::MapSg(Cpu& cpu, int dev, const SgSegment* segs, int nsegs
   DmaDomain& d = *domains_[dev];
   const bool priv = IntelPrivate();
   Sym entry = priv ? Sym::kIntelMapSg : Sym::kIommuDmaMapSg;
-  cpu.Charge(entry, m.dma_call);
-  DmaOpsCall(cpu, entry);
+  EntryCall(cpu, entry, /*map=*/true);
   uint64_t total = 0;
   for (int i = 0; i < nsegs; ++i) {
     total += PagesFor(segs[i].phys, segs[i].len);
@@ -341,8 +345,7 @@ Task<void> DmaApi::UnmapSg(Cpu& cpu, int dev, uint64_t dma, const SgSegment* seg
   }
   DmaDomain& d = *domains_[dev];
   Sym entry = IntelPrivate() ? Sym::kIntelUnmap : Sym::kIommuDmaUnmapPage;
-  cpu.Charge(entry, m.dma_call);
-  DmaOpsCall(cpu, entry);
+  EntryCall(cpu, entry, /*map=*/false);
   uint64_t total = 0;
   for (int i = 0; i < nsegs; ++i) {
     total += PagesFor(segs[i].phys, segs[i].len);

@@ -90,8 +90,9 @@ class DmaApi final : public DmaPath {
   bool PgtblLocked() const;
   Task<void> UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);
   void CacheMaint(Cpu& cpu, Sym sym, uint64_t bytes);
-  //! The dma_map_ops indirect call of an IOMMU-path entry (dma.ops_indirect).
-  void DmaOpsCall(Cpu& cpu, Sym entry);
+  // The entry point's fixed body and the commit's measured instruction delta
+  // (map or unmap side), then the dma_map_ops indirect call when it exists.
+  void EntryCall(Cpu& cpu, Sym entry, bool map);
   Task<void> DepotLoop(Cpu& cpu);
 
   Sim* sim_;

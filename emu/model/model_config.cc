@@ -147,6 +147,14 @@ const CostKey kCostKeys[] = {
              "branch) a DMA API entry pays on the IOMMU path while dma.ops_indirect is true. "
              "0 = folded into cost.dma_call_ns (the calibrated platforms).",
      .time = &Model::indirect_call},
+    {.key = "cost.ps_per_insn",
+     .def = 400,
+     .desc = "Time per instruction of the platform's cores on the DMA API path, ps: the "
+             "per-platform factor that turns a commit's measured instruction delta "
+             "(sw.map_delta_insns, sw.unmap_delta_insns) into time. 400 = one instruction "
+             "per cycle at 2.5 GHz.",
+     .time = &Model::ps_per_insn,
+     .unit = "ps"},
     {.key = "cost.dma_direct_ns",
      .def = 25,
      .desc = "dma_direct_map_page / unmap (iommu off or passthrough).",
@@ -378,6 +386,16 @@ std::vector<ParamSpec> BuildParams() {
                   "Logical VCMDQs of the kernel's VINTF0 (Tegra241 CMDQV; "
                   "num_vcmdqs / num_vintfs). 0 = the SMMU has no CMDQV. Set by the platform.",
                   0, 128));
+  for (const char* side : {"map", "unmap"}) {
+    p.push_back(Int(absl::StrCat("sw.", side, "_delta_insns"), 0, "instructions",
+                    absl::StrCat("Instructions the commit's dma_", side,
+                                 " path on the IOMMU executes beyond the catalog reference's, "
+                                 "measured from the commit's own kernel (dma_map_benchmark in "
+                                 "an instruction-counted guest: farmctl catalog measure); "
+                                 "charged at cost.ps_per_insn on every IOMMU-path ",
+                                 side, " entry. Negative = fewer. 0 = the catalog's model."),
+                    -1e9, 1e9));
+  }
   p.push_back(Enum("smmu.cmdq", "lockfree", {"spinlock", "lockfree"},
                    "SMMUv3 command queue: spinlock = one cmdq lock held for insertion and "
                    "CMD_SYNC wait (before 587e6c10a7ce); lockfree = cmpxchg slot reservation, "
@@ -615,6 +633,8 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.amd_wait_unlocked = b("amd.wait_unlocked");
   m.tegra241_cmdqv = b("smmu.tegra241_cmdqv");
   m.smmu_vcmdqs = static_cast<int>(i("smmu.vcmdqs"));
+  m.map_delta_insns = i("sw.map_delta_insns");
+  m.unmap_delta_insns = i("sw.unmap_delta_insns");
   m.cmdq = s("smmu.cmdq") == "spinlock" ? CmdqKind::kSpinlock : CmdqKind::kLockfree;
   m.cmdq_batch = static_cast<int>(i("smmu.cmdq_batch"));
   m.pgtable_lockless = b("iopgtable.lockless");

@@ -132,6 +132,10 @@ struct Model {
   int rb_dirty_lines = 5;  // cost.rb_dirty_lines
   Time kmem_cache = 0, rcache_op = 0, dma_call = 0, dma_direct = 0;
   Time indirect_call = 0;  // cost.indirect_call_ns
+  Time ps_per_insn = 0;    // cost.ps_per_insn: the platform's time per instruction
+  // sw.map_delta_insns / sw.unmap_delta_insns: the commit's measured
+  // instructions per map / unmap beyond the catalog reference's.
+  int64_t map_delta_insns = 0, unmap_delta_insns = 0;
   Time iommu_map_call = 0, pt_level = 0, pte_write = 0, pt_alloc = 0;
   Time clflush_line = 0, cache_maint_line = 0, mmio_write = 0, mmio_read = 0;
   Time clflush_call = 0;           // cost.clflush_call_ns

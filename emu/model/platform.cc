@@ -55,6 +55,9 @@ const SettingRow kSettings[] = {
     {"cost.dma_call_ns",        {"1000",   "50",     "60",     "70",     "40",     "35",     "48"}},
     // New platforms only: the calibrated ones carry it inside cost.dma_call_ns.
     {"cost.indirect_call_ns",   {nullptr,  nullptr,  nullptr,  nullptr,  "5",      "5",      "3"}},
+    // One instruction per cycle at each part's clock (docs/emulator.md "Clocks assumed"):
+    // the factor of a commit's measured instruction delta (sw.*_delta_insns).
+    {"cost.ps_per_insn",        {"400",    "417",    "385",    "400",    "333",    "294",    "313"}},
     {"cost.dma_direct_ns",      {"25",     "30",     "30",     "40",     "24",     "21",     "24"}},
     // 2s12c: seed 000 trace, __iommu_map per segment.
     {"cost.iommu_map_call_ns",  {"300",    "50",     "50",     "60",     "40",     "35",     "40"}},
