@@ -639,6 +639,7 @@ int Commands::RunCatalogMeasure(int64_t matrix_id, const std::string& reference,
   out_ << "loaded catalog " << catalog << ": " << loaded.catalog().commits_size() << " commits, "
        << measured->commits.size() << " measured at icount shift " << measured->icount_shift
        << " against " << reference << "\n";
+  out_ << FormatMeasurement(source, *measured);
   return 0;
 }
 

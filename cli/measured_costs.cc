@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "cli/compare.h"
 #include "proto/names.h"
 
@@ -98,6 +99,19 @@ absl::StatusOr<std::string> MeasuredCatalogYaml(const pb::Catalog& source, const
   }
   out << YAML::EndSeq << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+std::string FormatMeasurement(const pb::Catalog& source, const Measurement& m) {
+  const double ns_per_insn = std::ldexp(1.0, static_cast<int>(m.icount_shift));
+  std::string out = "commit        runs  map insns  unmap insns  subject\n";
+  for (const pb::CatalogCommit& c : source.commits()) {
+    auto it = m.commits.find(c.id());
+    if (it == m.commits.end()) continue;
+    absl::StrAppend(&out, absl::StrFormat("%-12s  %4d  %9.0f  %11.0f  %s\n", c.id().substr(0, 12),
+                                          it->second.runs, it->second.map_ns / ns_per_insn,
+                                          it->second.unmap_ns / ns_per_insn, c.subject()));
+  }
+  return out;
 }
 
 }  // namespace farm::cli

@@ -53,6 +53,10 @@ absl::StatusOr<std::string> MeasuredCatalogYaml(const iommufarm::v1::Catalog& so
                                                 const std::string& name, const Measurement& m,
                                                 const std::string& reference);
 
+// One line per measured commit, in catalog order: its runs and the
+// instructions per map and unmap (latency / 2^shift).
+std::string FormatMeasurement(const iommufarm::v1::Catalog& source, const Measurement& m);
+
 }  // namespace farm::cli
 
 #endif  // CLI_MEASURED_COSTS_H_

@@ -67,6 +67,11 @@ TEST(MeasuredCostsTest, DeltasAreInstructionsOverTheReference) {
   EXPECT_EQ(commits[2]["set"]["sw.map_delta_insns"].as<std::string>(), "1");
   EXPECT_EQ(commits[2]["set"]["sw.unmap_delta_insns"].as<std::string>(), "718");
   EXPECT_EQ(commits[2]["subject"].as<std::string>(), Source().commits(2).subject());
+  EXPECT_EQ(FormatMeasurement(Source(), *m),
+            "commit        runs  map insns  unmap insns  subject\n"
+            "aaaaaaaaaaaa     2       1000         1950  s\n"
+            "cccccccccccc     1       1001         2668  iommu/dma: flush the whole IOTLB "
+            "\"after\" a strict unmap\n");
   EXPECT_FALSE(MeasuredCatalogYaml(Source(), "x", *m, "bbbbbbbbbbbb2222").ok())
       << "a reference that was not measured";
 }
