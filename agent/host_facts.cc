@@ -11,6 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "lib/base/file.h"
 #include "lib/iommu_mode/iommu_mode.h"
 #include "proto/names.h"
@@ -29,7 +31,62 @@ fs::path Under(const std::string& root, const char* absolute) {
   return fs::path(root) / (absolute + 1);  // drop the leading '/'
 }
 
+// "on"/"off" from a sysfs 0/1 flag (`one_is_on`: 1 means on), "" when absent.
+std::string OnOff(const std::string& flag, bool one_is_on) {
+  if (flag != "0" && flag != "1") return "";
+  return (flag == "1") == one_is_on ? "on" : "off";
+}
+
+// The value of `key:` in a /proc/<pid>/status text.
+std::string StatusField(const std::string& status, const std::string& key) {
+  for (absl::string_view line : absl::StrSplit(status, '\n')) {
+    if (absl::ConsumePrefix(&line, key) && absl::ConsumePrefix(&line, ":")) {
+      return std::string(absl::StripAsciiWhitespace(line));
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+pb::Hygiene DetectHygiene(const std::string& root) {
+  pb::Hygiene h;
+  h.set_governor(ReadTrimmed(Under(root, "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")));
+  std::string turbo =
+      OnOff(ReadTrimmed(Under(root, "/sys/devices/system/cpu/intel_pstate/no_turbo")), false);
+  if (turbo.empty()) {
+    turbo = OnOff(ReadTrimmed(Under(root, "/sys/devices/system/cpu/cpufreq/boost")), true);
+  }
+  h.set_turbo(turbo);
+  h.set_smt(OnOff(ReadTrimmed(Under(root, "/sys/devices/system/cpu/smt/active")), true));
+  const std::string status = base::ReadFileOrEmpty(Under(root, "/proc/self/status").string());
+  h.set_cpus_allowed(StatusField(status, "Cpus_allowed_list"));
+  h.set_mems_allowed(StatusField(status, "Mems_allowed_list"));
+  return h;
+}
+
+absl::Status SetGovernor(const std::string& governor, const std::string& root) {
+  std::error_code ec;
+  int set = 0;
+  for (const auto& e : fs::directory_iterator(Under(root, "/sys/devices/system/cpu"), ec)) {
+    const fs::path file = e.path() / "cpufreq" / "scaling_governor";
+    if (!fs::exists(file, ec)) continue;
+    if (absl::Status s = base::WriteFile(file.string(), governor + "\n");
+        !s.ok() || ReadTrimmed(file) != governor) {
+      const std::string offered = ReadTrimmed(e.path() / "cpufreq" / "scaling_available_governors");
+      return absl::FailedPreconditionError(
+          absl::StrCat("--set-governor ", governor, ": ", file.string(), " refused it",
+                       s.ok() ? "" : absl::StrCat(" (", s.message(), ")"),
+                       offered.empty() ? "" : absl::StrCat("; offered: ", offered)));
+    }
+    ++set;
+  }
+  if (set == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("--set-governor ", governor, ": this host has no cpufreq governors"));
+  }
+  return absl::OkStatus();
+}
 
 pb::HostFacts DetectHostFacts(const std::string& root) {
   pb::HostFacts facts;
@@ -107,6 +164,7 @@ pb::HostFacts DetectHostFacts(const std::string& root) {
     if (!reading.note.empty()) detail.push_back(reading.note);
   }
   facts.set_iommu_detail(absl::StrJoin(detail, "; "));
+  *facts.mutable_hygiene() = DetectHygiene(root);
   return facts;
 }
 

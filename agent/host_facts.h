@@ -5,7 +5,10 @@
 // results with it: registered IOMMU units in /sys/class/iommu, the default
 // domain type of each IOMMU group in /sys/kernel/iommu_groups/*/type and the
 // kernel command line, which iommu_mode::ReadRunningMode turns into a mode.
-// All paths are read under a root directory so tests can feed fake trees.
+// Measurement hygiene (governor, turbo, SMT, the CPU and memory binding)
+// is recorded with every result, so figures measured otherwise never share
+// a series (lib/storage/analyzer_rows.h HostTiming). All paths are read
+// under a root directory so tests can feed fake trees.
 //
 // Thread-safety: reentrant. No ownership.
 #ifndef AGENT_HOST_FACTS_H_
@@ -13,12 +16,24 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::agent {
 
 // Reads everything under `root` ("/" on a real host).
 iommufarm::v1::HostFacts DetectHostFacts(const std::string& root = "/");
+
+// The measurement hygiene under `root`: cpu0's cpufreq scaling_governor,
+// turbo (intel_pstate/no_turbo, else cpufreq/boost), SMT (smt/active) and
+// the process's Cpus_allowed_list / Mems_allowed_list (/proc/self/status).
+iommufarm::v1::Hygiene DetectHygiene(const std::string& root = "/");
+
+// Writes `governor` to every CPU's cpufreq scaling_governor under `root`;
+// FailedPrecondition naming the first CPU that refused (not root, a
+// governor the driver does not offer: its scaling_available_governors),
+// NotFound when the host has no cpufreq.
+absl::Status SetGovernor(const std::string& governor, const std::string& root = "/");
 
 }  // namespace farm::agent
 

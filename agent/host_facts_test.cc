@@ -137,6 +137,47 @@ TEST(DetectHostFactsTest, UnitsWithoutGroupsFallBackToCmdline) {
   EXPECT_EQ(DetectHostFacts(root.path()).iommu_mode(), pb::IOMMU_MODE_STRICT);
 }
 
+// The governor of cpu0, turbo from intel_pstate (else cpufreq/boost), SMT,
+// and the process's CPU and memory binding.
+TEST(DetectHygieneTest, GovernorTurboSmtAndBinding) {
+  FakeRoot root;
+  root.Write("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", "performance\n");
+  root.Write("sys/devices/system/cpu/intel_pstate/no_turbo", "1\n");
+  root.Write("sys/devices/system/cpu/smt/active", "0\n");
+  root.Write("proc/self/status",
+             "Name:\tfarm-agent\nCpus_allowed:\tf\nCpus_allowed_list:\t0-3\n"
+             "Mems_allowed_list:\t0\n");
+  const pb::HostFacts facts = DetectHostFacts(root.path());
+  EXPECT_EQ(facts.hygiene().governor(), "performance");
+  EXPECT_EQ(facts.hygiene().turbo(), "off");
+  EXPECT_EQ(facts.hygiene().smt(), "off");
+  EXPECT_EQ(facts.hygiene().cpus_allowed(), "0-3");
+  EXPECT_EQ(facts.hygiene().mems_allowed(), "0");
+
+  FakeRoot amd;
+  amd.Write("sys/devices/system/cpu/cpufreq/boost", "1\n");
+  const pb::Hygiene h = DetectHygiene(amd.path());
+  EXPECT_EQ(h.turbo(), "on");
+  EXPECT_EQ(h.governor(), "") << "no cpufreq";
+  EXPECT_EQ(h.smt(), "");
+}
+
+TEST(DetectHygieneTest, SetGovernorWritesEveryCpuOrSaysWhy) {
+  FakeRoot root;
+  root.Write("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", "powersave\n");
+  root.Write("sys/devices/system/cpu/cpu1/cpufreq/scaling_governor", "powersave\n");
+  ASSERT_TRUE(SetGovernor("performance", root.path()).ok());
+  for (const char* cpu : {"cpu0", "cpu1"}) {
+    std::ifstream in(root.path() + "/sys/devices/system/cpu/" + cpu + "/cpufreq/scaling_governor");
+    std::string g;
+    in >> g;
+    EXPECT_EQ(g, "performance") << cpu;
+  }
+  FakeRoot none;
+  none.Dir("sys/devices/system/cpu/cpu0");
+  EXPECT_EQ(SetGovernor("performance", none.path()).code(), absl::StatusCode::kNotFound);
+}
+
 TEST(DetectHostFactsTest, RealHostHasKernelAndCpus) {
   pb::HostFacts facts = DetectHostFacts("/");
   EXPECT_FALSE(facts.kernel_release().empty());

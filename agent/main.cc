@@ -88,6 +88,7 @@ struct Flags {
   farm::client::SecurityFlags security;
   farm::agent::ExecutorConfig executor_config;
   std::string kexec_state_dir;
+  std::string set_governor;
   std::string kexec_default_release;
   absl::Duration kexec_boot_timeout;
   std::vector<std::string> kbuild_trees;
@@ -169,6 +170,10 @@ void AddKernelStoreOptions(CLI::App& app, farm::agent::ExecutorConfig* config) {
 
 // Booting the kernel store's kernels on this host (kexec_provider.h).
 void AddKexecOptions(CLI::App& app, Flags* f) {
+  app.add_option("--set-governor", f->set_governor,
+                 "set every CPU's cpufreq governor (e.g. performance) before leasing, and record "
+                 "it with each result as set by the agent (needs root); without it the governor, "
+                 "turbo, SMT and the agent's CPU and memory binding are only recorded");
   app.add_option(
       "--kexec-state-dir", f->kexec_state_dir,
       "boot the kernels of --kernel-store on this host with kexec (bare-metal lab hosts under "
@@ -346,7 +351,13 @@ int main(int argc, char** argv) {
   if (absl::Status st = ResolveFlags(flags); !st.ok()) return UsageError(st);
   SetUpLogging(flags.log_level);
 
+  if (!flags.set_governor.empty()) {
+    if (absl::Status st = farm::agent::SetGovernor(flags.set_governor); !st.ok()) {
+      return UsageError(st);
+    }
+  }
   flags.options.host = farm::agent::DetectHostFacts("/");
+  flags.options.host.mutable_hygiene()->set_governor_set(!flags.set_governor.empty());
   flags.executor_config.host = flags.options.host;
   if (!flags.kexec_state_dir.empty()) {
     if (absl::Status st = SetUpKexec(flags); !st.ok()) return UsageError(st);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace farm::storage {
@@ -32,9 +33,10 @@ struct SampleRow {
   std::string metric;  // Sample.metric
   std::string phase;   // Sample.phase, may be empty
   std::string unit;    // Sample.unit, may be empty
-  // How a guest's clock ran (GuestTiming below): "tcg-icount
-  // shift 7", "tcg", "kvm"; empty for the emulator and host runs. Figures of
-  // different timings never share a series.
+  // How the figures were timed (ResultTiming below): a guest's clock
+  // ("tcg-icount shift 7", "tcg", "kvm"), or a real host run's hygiene
+  // ("governor=performance turbo=off smt=on cpus=0-15 mems=0"); empty for
+  // the emulator. Figures of different timings never share a series.
   std::string timing;
   int repeat = 0;
   double value = 0;
@@ -45,6 +47,36 @@ struct SampleRow {
 inline std::string GuestTiming(const std::string& accel, const std::string& icount_shift) {
   if (accel == "tcg-icount") return accel + " shift " + icount_shift;
   return accel;
+}
+
+// How a real run on the host itself was measured (its HostFacts.hygiene):
+// "governor=performance turbo=off smt=on cpus=0-15 mems=0", the parts the
+// host told; "" when it told none.
+struct HostHygiene {
+  std::string governor, turbo, smt, cpus, mems;
+};
+inline std::string HygieneTiming(const HostHygiene& h) {
+  std::string out;
+  for (const auto& [key, value] :
+       {std::pair<const char*, const std::string*>{"governor", &h.governor},
+        {"turbo", &h.turbo},
+        {"smt", &h.smt},
+        {"cpus", &h.cpus},
+        {"mems", &h.mems}}) {
+    if (value->empty()) continue;
+    if (!out.empty()) out += ' ';
+    out += std::string(key) + "=" + *value;
+  }
+  return out;
+}
+
+// A result's timing: a guest's clock (GuestTiming) when it ran in a guest,
+// else for a real run the host's hygiene; "" for the emulator, whose figures
+// do not depend on the agent's host.
+inline std::string ResultTiming(bool real, const std::string& accel,
+                                const std::string& icount_shift, const HostHygiene& h) {
+  if (!accel.empty()) return GuestTiming(accel, icount_shift);
+  return real ? HygieneTiming(h) : "";
 }
 
 // One judgement of a bisect (a bisect_steps row); step 0 is the

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/storage/row_codec.h"
 #include "proto/kernel_offers.h"
+#include "proto/names.h"
 
 namespace farm::storage {
 
@@ -94,8 +95,11 @@ std::vector<SampleRow> SamplesOf(const Tables& t, const Picked& picked) {
       row.phase = s.phase();
       row.value = s.value();
       row.unit = s.unit();
-      row.timing = GuestTiming(result.host.guest().accel(),
-                               std::to_string(result.host.guest().icount_shift()));
+      const pb::Hygiene& h = result.host.hygiene();
+      row.timing =
+          ResultTiming(proto::IsRealExecutor(j.executor()), result.host.guest().accel(),
+                       std::to_string(result.host.guest().icount_shift()),
+                       {h.governor(), h.turbo(), h.smt(), h.cpus_allowed(), h.mems_allowed()});
       out.push_back(std::move(row));
     }
   }

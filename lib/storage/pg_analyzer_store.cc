@@ -12,6 +12,7 @@
 #include "lib/storage/row_codec.h"
 #include "lib/storage/run_eligibility.h"
 #include "proto/kernel_offers.h"
+#include "proto/names.h"
 
 namespace farm::storage {
 
@@ -86,7 +87,12 @@ class PgAnalyzerStore final : public AnalyzerStore {
            "  coalesce(r.host->'guest'->>'accel', ''), "
            "  coalesce(r.host->'guest'->>'icount_shift', '0'), " +
            std::string(kJobParamsSql) +
-           "::text "
+           "::text, j.executor, "
+           "  coalesce(r.host->'hygiene'->>'governor', ''), "
+           "  coalesce(r.host->'hygiene'->>'turbo', ''), "
+           "  coalesce(r.host->'hygiene'->>'smt', ''), "
+           "  coalesce(r.host->'hygiene'->>'cpus_allowed', ''), "
+           "  coalesce(r.host->'hygiene'->>'mems_allowed', '') "
            "FROM results r JOIN jobs j ON j.id = r.job_id "
            "CROSS JOIN LATERAL jsonb_array_elements(r.samples) s "
            "WHERE " +
@@ -113,7 +119,11 @@ class PgAnalyzerStore final : public AnalyzerStore {
     s.phase = r[9].as<std::string>();
     s.value = r[10].as<double>();
     s.unit = r[12].as<std::string>();
-    s.timing = GuestTiming(r[13].as<std::string>(), r[14].as<std::string>());
+    const HostHygiene hygiene{r[17].as<std::string>(), r[18].as<std::string>(),
+                              r[19].as<std::string>(), r[20].as<std::string>(),
+                              r[21].as<std::string>()};
+    s.timing = ResultTiming(proto::IsRealExecutor(static_cast<pb::Executor>(r[16].as<int>())),
+                            r[13].as<std::string>(), r[14].as<std::string>(), hygiene);
     s.params = CanonicalJsonObject(r[15].as<std::string>());
     return s;
   }

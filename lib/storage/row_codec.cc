@@ -109,6 +109,18 @@ std::string HostToJson(const pb::HostFacts& h) {
     AppendMember(&out, "qemu_version", g.qemu_version());
     out.push_back('}');
   }
+  if (h.has_hygiene()) {
+    const pb::Hygiene& y = h.hygiene();
+    AppendJsonKey(&out, "hygiene");
+    out.push_back('{');
+    AppendMember(&out, "governor", y.governor());
+    AppendMember(&out, "turbo", y.turbo());
+    AppendMember(&out, "smt", y.smt());
+    AppendMember(&out, "cpus_allowed", y.cpus_allowed());
+    AppendMember(&out, "mems_allowed", y.mems_allowed());
+    AppendMember(&out, "governor_set", int64_t{y.governor_set() ? 1 : 0});
+    out.push_back('}');
+  }
   out.push_back('}');
   return out;
 }
@@ -135,6 +147,16 @@ void JsonToHost(const std::string& text, pb::HostFacts* h) {
     g->set_accel(guest->value("accel", ""));
     g->set_icount_shift(guest->value("icount_shift", 0u));
     g->set_qemu_version(guest->value("qemu_version", ""));
+  }
+  auto hygiene = j.find("hygiene");
+  if (hygiene != j.end() && hygiene->is_object()) {
+    pb::Hygiene* y = h->mutable_hygiene();
+    y->set_governor(hygiene->value("governor", ""));
+    y->set_turbo(hygiene->value("turbo", ""));
+    y->set_smt(hygiene->value("smt", ""));
+    y->set_cpus_allowed(hygiene->value("cpus_allowed", ""));
+    y->set_mems_allowed(hygiene->value("mems_allowed", ""));
+    y->set_governor_set(hygiene->value("governor_set", 0) != 0);
   }
 }
 
