@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/base/check.h"
 #include "nlohmann/json.hpp"
+#include "proto/progress_rate.h"
 
 namespace farm::cli {
 namespace {
@@ -146,7 +147,8 @@ std::vector<SummaryRow> Summarize(const std::vector<pb::Result>& results,
       Key key{job.commit_index(), job.commit_id(), ModeName(job.mode()),
               workload,           job.platform(),  s.phase()};
       Cell& cell = cells[key];
-      cell.unit = s.unit();
+      // Samples of older agents carry no unit: any sample that has one names it.
+      if (cell.unit.empty()) cell.unit = s.unit();
       cell.values.push_back(s.value());
     }
   }
@@ -384,8 +386,7 @@ std::string FormatProgressLine(const pb::MatrixProgress& progress) {
 }
 
 double JobsPerSecond(int64_t jobs_finished, double elapsed_seconds) {
-  if (!(elapsed_seconds > 0) || jobs_finished <= 0) return 0;
-  return static_cast<double>(jobs_finished) / elapsed_seconds;
+  return proto::MeasuredJobsPerSecond(jobs_finished, elapsed_seconds);
 }
 
 std::string Printable(std::string_view s) {

@@ -100,9 +100,10 @@ class ResultsStreamWriter {
 
 // "matrix 7 running: 120/400 done, 2 failed, 35.1 jobs/s, ETA 8s".
 std::string FormatProgressLine(const pb::MatrixProgress& progress);
-// Jobs finished per second of wall time; 0 when no time has passed. The
-// server's rate covers only its own watch stream, so a client that waited
-// longer (reconnects, a matrix done before the first update) measures its own.
+// Jobs finished per second of wall time; 0 (no rate) until one can be
+// measured (proto/progress_rate.h: 2 jobs, 1 s). The server's rate covers
+// only its own watch stream, so a client that waited longer (reconnects, a
+// matrix done before the first update) measures its own.
 double JobsPerSecond(int64_t jobs_finished, double elapsed_seconds);
 std::string FormatDuration(double seconds);
 

@@ -350,6 +350,10 @@ TEST(JobsPerSecondTest, FinishedOverElapsed) {
   EXPECT_DOUBLE_EQ(JobsPerSecond(18, 4.0), 4.5);
   EXPECT_EQ(JobsPerSecond(18, 0.0), 0.0);
   EXPECT_EQ(JobsPerSecond(0, 3.0), 0.0);
+  // Not measurable yet: one job, or less than a second.
+  EXPECT_EQ(JobsPerSecond(1, 5.0), 0.0);
+  EXPECT_EQ(JobsPerSecond(3, 0.4), 0.0);
+  EXPECT_DOUBLE_EQ(JobsPerSecond(2, 1.0), 2.0);
 }
 
 TEST(FormatProgressLineTest, FinalLineShowsTheMeasuredRate) {
@@ -361,6 +365,17 @@ TEST(FormatProgressLineTest, FinalLineShowsTheMeasuredRate) {
   p.mutable_counts()->set_succeeded(18);
   p.set_jobs_per_second(JobsPerSecond(18, 4.0));
   EXPECT_EQ(FormatProgressLine(p), "matrix 3 completed: 18/18 done, 0 failed, 4.5 jobs/s");
+}
+
+TEST(FormatProgressLineTest, AShortMatrixEndsWithCountsOnly) {
+  pb::MatrixProgress p;
+  p.set_matrix_id(4);
+  p.set_state(pb::MATRIX_STATE_COMPLETED);
+  p.set_done(true);
+  p.mutable_counts()->set_total(4);
+  p.mutable_counts()->set_succeeded(4);
+  p.set_jobs_per_second(JobsPerSecond(4, 0.3));  // farmctl's final line
+  EXPECT_EQ(FormatProgressLine(p), "matrix 4 completed: 4/4 done, 0 failed");
 }
 
 TEST(FormatProgressLineTest, NoRateYetIsSaidNotPrintedAsZero) {

@@ -598,20 +598,23 @@ namespace {
 class PlotFrame {
  public:
   static constexpr double kWidth = 660, kLeft = 72, kRight = 16, kTop = 44, kPlotHeight = 210;
-  // Room under the axis for commit labels of kAxisLabelChars at 40 degrees
-  // (kernel releases such as "6.1.0-54-cloud-arm64" whole).
-  static constexpr double kAxisHeight = 116, kLabelLine = 15;
-  static constexpr size_t kAxisLabelChars = 28;
+  static constexpr double kLabelLine = 15;
+  // Commit labels stand upright under their ticks, so a label of any length
+  // stays inside the plot's width; the axis is as tall as the longest one
+  // (an advance of 6.4 px a character covers DejaVu Sans' digits at 10 px).
+  static constexpr double kAxisLabelTop = 8, kAxisCharWidth = 6.4, kMinAxisHeight = 40;
   static constexpr double kPlotWidth = kWidth - kLeft - kRight;
   static constexpr double kAxisY = kTop + kPlotHeight;
 
   explicit PlotFrame(const Plot& plot)
-      : height_(kTop + kPlotHeight + kAxisHeight + kLabelLine * plot.markers.size() + 6),
+      : axis_height_(AxisHeight(plot)),
+        height_(kTop + kPlotHeight + axis_height_ + kLabelLine * plot.markers.size() + 6),
         slot_(plot.axis.empty() ? kPlotWidth : kPlotWidth / plot.axis.size()) {
     for (size_t i = 0; i < plot.axis.size(); ++i) position_[plot.axis[i].first] = i;
     SetValueRange(plot);
   }
 
+  double axis_height() const { return axis_height_; }
   double height() const { return height_; }
   double lo() const { return lo_; }
   double hi() const { return hi_; }
@@ -656,6 +659,13 @@ class PlotFrame {
     hi_ = hi + pad;
   }
 
+  static double AxisHeight(const Plot& plot) {
+    size_t chars = 0;
+    for (const auto& [index, label] : plot.axis) chars = std::max(chars, label.size());
+    return std::max(kMinAxisHeight, kAxisLabelTop + kAxisCharWidth * chars + 12);
+  }
+
+  double axis_height_;
   double height_;
   double slot_;
   std::map<int32_t, size_t> position_;
@@ -713,9 +723,9 @@ void AppendPlotAxes(const Plot& plot, const PlotFrame& frame, std::string& svg) 
     const double x = frame.X(index);
     absl::StrAppend(&svg, "<line class=\"tickmark\" x1=\"", F(x), "\" x2=\"", F(x), "\" y1=\"",
                     F(kAxisY), "\" y2=\"", F(kAxisY + 4), "\"/><text class=\"tick\" ",
-                    "transform=\"translate(", F(x + 4), ",", F(kAxisY + 14), ") rotate(40)\">",
-                    HtmlEscape(Truncate(label, PlotFrame::kAxisLabelChars)), "<title>",
-                    HtmlEscape(label), "</title></text>\n");
+                    "text-anchor=\"end\" transform=\"translate(", F(x + 3.5), ",",
+                    F(kAxisY + PlotFrame::kAxisLabelTop), ") rotate(-90)\">", HtmlEscape(label),
+                    "<title>", HtmlEscape(label), "</title></text>\n");
   }
 }
 
@@ -793,7 +803,7 @@ void AppendBisectSteps(const Plot& plot, const PlotFrame& frame, std::string& sv
 void AppendMarkerLabels(const Plot& plot, const PlotFrame& frame, std::string& svg) {
   constexpr double kLeft = PlotFrame::kLeft, kTop = PlotFrame::kTop;
   constexpr double kAxisY = PlotFrame::kAxisY;
-  double label_y = kAxisY + PlotFrame::kAxisHeight;
+  double label_y = kAxisY + frame.axis_height();
   for (const auto& m : plot.markers) {
     if (m.kind == PlotMarker::Kind::kCulprit) {
       const double x = frame.X(m.commit_index);

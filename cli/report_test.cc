@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cli/format.h"
 
 namespace farm::cli {
@@ -278,6 +279,50 @@ TEST(ReportTest, KernelReleaseLabelsAreDrawnWhole) {
   EXPECT_NE(svg.find(">6.1.0-54-cloud-arm64<title>6.1.0-54-cloud-arm64</title>"), std::string::npos)
       << svg;
   EXPECT_EQ(svg.find("6.1.0-54-cl..."), std::string::npos);
+}
+
+TEST(ReportTest, LongCommitLabelsAreDrawnWholeInsideThePlot) {
+  ReportSources s;
+  s.matrix.set_id(1);
+  const std::string sha = "c588072bba6b5e4c9f1b8e2d7a3c6f0e1d2b3a49";
+  const std::string try_id = "6.1.0-54-cloud-arm64+0123456789ab";
+  AddResults(s, sha, 0, pb::IOMMU_MODE_OFF, "throughput", {10, 11});
+  AddResults(s, try_id, 1, pb::IOMMU_MODE_OFF, "throughput", {10, 11});
+  ReportSources short_labels;
+  short_labels.matrix.set_id(1);
+  AddResults(short_labels, "v1", 0, pb::IOMMU_MODE_OFF, "throughput", {10, 11});
+  AddResults(short_labels, "v2", 1, pb::IOMMU_MODE_OFF, "throughput", {10, 11});
+  const std::string short_svg = RenderPlotSvg(BuildReport(short_labels).plots[0]);
+  const std::string svg = RenderPlotSvg(BuildReport(s).plots[0]);
+  for (const std::string& label : {sha, try_id}) {
+    EXPECT_NE(svg.find(absl::StrCat(">", label, "<title>")), std::string::npos) << label;
+  }
+  EXPECT_EQ(svg.find("..."), std::string::npos) << svg;
+  // Upright labels hang below their ticks: the plot grows by what the
+  // longest needs instead of cutting it or letting it run past the edge.
+  EXPECT_NE(svg.find("rotate(-90)"), std::string::npos);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, std::regex("height=\"([0-9]+)\"")));
+  const double height = std::stod(m[1]);
+  ASSERT_TRUE(std::regex_search(short_svg, m, std::regex("height=\"([0-9]+)\"")));
+  EXPECT_GE(height - std::stod(m[1]), 6.0 * static_cast<double>(sha.size() - 2)) << svg;
+}
+
+TEST(ReportTest, ResultsTableUnitComesFromTheSamplesThatHaveOne) {
+  ReportSources s;
+  s.matrix.set_id(1);
+  AddResults(s, "v1", 0, pb::IOMMU_MODE_OFF, "throughput", {10, 11, 12});
+  // The newest repeat came from an agent that sent no unit.
+  s.results.back().mutable_samples(0)->clear_unit();
+  const ReportData report = BuildReport(s);
+  const ReportTable* results = nullptr;
+  for (const ReportTable& t : report.tables) {
+    if (t.title.rfind("Results", 0) == 0) results = &t;
+  }
+  ASSERT_NE(results, nullptr);
+  ASSERT_EQ(results->rows.size(), 1u);
+  ASSERT_EQ(results->headers.back(), "unit");
+  EXPECT_EQ(results->rows[0].back(), "kB/s");
 }
 
 TEST(ReportTest, HostsOfEmulatedRunsShowTheEmulatedIommu) {

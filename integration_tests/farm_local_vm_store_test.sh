@@ -3,7 +3,8 @@
 # wrote: a hand-written kernel.yaml (commit "hand-made-1", its files linked
 # from the prepared kernel cache) becomes the vm-kernels catalog and the vm
 # agent offers it. And an up that fails (a store with no kernel of the
-# guest arch) stops the scheduler and PostgreSQL it had started.
+# guest arch, only one of the other) stops the scheduler and PostgreSQL it
+# had started, naming the arch that is missing.
 #   farm_local_vm_store_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 SRC=$1 BUILD=$2
@@ -20,13 +21,18 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # The caller's farm must not leak in (farm-local unsets FARM_* itself too).
 unset "${!FARM_@}" 2>/dev/null || true
 
-# 1. A failed up leaves nothing running.
-mkdir -p "$DIR/empty-store"
+# 1. A failed up leaves nothing running. The store is valid, only not of the
+# architecture asked for: the reason names the one missing and what it holds.
+mkdir -p "$DIR/arm-store/arm-1"
+: >"$DIR/arm-store/arm-1/Image"
+printf 'commit: arm-1\nrelease: 6.1.0-0-arm64\narch: aarch64\nimage: Image\n' \
+  >"$DIR/arm-store/arm-1/kernel.yaml"
 if "$SRC/scripts/farm-local" up --dir "$DIR/failed" --agents 0 --vm-agents 1 --vm-arch x86_64 \
-  --vm-kernels "$DIR/empty-store" >"$DIR/failed.out" 2>&1; then
-  fail "up with an empty kernel store succeeded"
+  --vm-kernels "$DIR/arm-store" >"$DIR/failed.out" 2>&1; then
+  fail "up with no x86_64 kernel in the store succeeded"
 fi
-grep -q "no x86_64 kernel under" "$DIR/failed.out" || fail "no reason given: $(cat "$DIR/failed.out")"
+grep -q "no x86_64 kernel under $DIR/arm-store (it holds aarch64 builds: --vm-arch aarch64)" \
+  "$DIR/failed.out" || fail "no reason given: $(cat "$DIR/failed.out")"
 grep -q "up failed: stopping what it started" "$DIR/failed.out" || fail "no cleanup: $(cat "$DIR/failed.out")"
 # Nothing listens where the failed up's PostgreSQL and scheduler did.
 for what in "postgres ready on" "farm-scheduler on"; do

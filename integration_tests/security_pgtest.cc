@@ -14,6 +14,9 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -662,6 +665,58 @@ TEST_F(SecurityPgTest, RevokedTokenFailsOnItsNextCall) {
   grpc::Status revoked = Call(Client("admin1"), "/iommufarm.v1.AccessService/RevokeToken", rv);
   EXPECT_TRUE(revoked.ok()) << revoked.error_message();
   EXPECT_EQ(Call(c, method, req).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// farmctl against the mTLS scheduler with each TLS mistake a user makes: the
+// hint names the TLS setup, not a missing scheduler; a closed port still
+// asks whether one listens.
+TEST_F(SecurityPgTest, FarmctlNamesAFailedTlsHandshake) {
+  StartServer();
+  const std::string addr = "127.0.0.1:" + std::to_string(server_->port());
+  const std::string ca = CertDir() + "/ca", other = CertDir() + "/other";
+  const auto farmctl = [&](const std::string& name, const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {FARMCTL_BIN, "--server", addr};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("status");
+    const std::string out = *dir_ + "/farmctl-" + name + ".out";
+    testing::ChildProcess p(argv, out);
+    const int st = p.Wait();
+    return std::pair{WIFEXITED(st) ? WEXITSTATUS(st) : -1, Slurp(out)};
+  };
+  const std::string cert = ca + "/viewer1.pem", key = ca + "/viewer1.key";
+  const std::vector<std::string> good = {"--tls-ca", ca + "/ca.pem", "--tls-cert",
+                                         cert,       "--tls-key",    key};
+  auto [rc, text] = farmctl("ok", good);
+  ASSERT_EQ(rc, 0) << text;
+  struct Case {
+    std::string name;
+    std::vector<std::string> flags;
+    std::string hint;
+  };
+  const std::vector<Case> cases = {
+      {"plaintext", {}, "a farm with TLS refuses plaintext clients"},
+      {"wrong-ca",
+       {"--tls-ca", other + "/ca.pem", "--tls-cert", cert, "--tls-key", key},
+       "the TLS handshake with " + addr + " failed"},
+      {"no-client-cert", {"--tls-ca", ca + "/ca.pem"}, "it wants a client certificate of its CA"},
+      {"foreign-client-cert",
+       {"--tls-ca", ca + "/ca.pem", "--tls-cert", other + "/mallory.pem", "--tls-key",
+        other + "/mallory.key"},
+       "it wants a client certificate of its CA"},
+  };
+  for (const Case& c : cases) {
+    std::tie(rc, text) = farmctl(c.name, c.flags);
+    EXPECT_EQ(rc, 1) << c.name << ": " << text;
+    EXPECT_NE(text.find("UNAVAILABLE"), std::string::npos) << c.name << ": " << text;
+    EXPECT_NE(text.find(c.hint), std::string::npos) << c.name << ": " << text;
+    EXPECT_EQ(text.find("is a farm-scheduler listening"), std::string::npos)
+        << c.name << ": " << text;
+  }
+  server_->Shutdown(absl::Seconds(2));
+  server_.reset();
+  std::tie(rc, text) = farmctl("closed", good);
+  EXPECT_EQ(rc, 1) << text;
+  EXPECT_NE(text.find("is a farm-scheduler listening on " + addr), std::string::npos) << text;
 }
 
 TEST_F(SecurityPgTest, InsecureNonLoopbackStartRefused) {

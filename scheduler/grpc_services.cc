@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/auth/auth.h"
+#include "proto/progress_rate.h"
 
 namespace farm::scheduler {
 
@@ -324,8 +325,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
     msg_.set_state(m.state());
     *msg_.mutable_counts() = c;
     const double secs = std::chrono::duration<double>(now - t0_).count();
-    if (secs > 0.5 && finished > finished0_) {
-      const double rate = static_cast<double>(finished - finished0_) / secs;
+    if (const double rate = proto::MeasuredJobsPerSecond(finished - finished0_, secs); rate > 0) {
       msg_.set_jobs_per_second(rate);
       const double eta = static_cast<double>(c.total() - finished) / rate;
       msg_.mutable_eta()->set_seconds(static_cast<int64_t>(eta));

@@ -31,6 +31,10 @@ absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> MakeVmProvider(
   vm.kernels_dir = config.vm_kernels_dir;
   vm.initramfs = config.vm_initramfs;
   vm.allow_dir = config.allow_dirs.front();
+  if (absl::Status accel = kernels::CheckAccel(config.vm_accel, vm.arch, kernels::HostArch());
+      !accel.ok()) {
+    return accel;
+  }
   absl::StatusOr<std::string> version = kernels::QemuVersion(vm.qemu);
   if (!version.ok()) return version.status();
   std::error_code ec;

@@ -924,7 +924,20 @@ TEST(ResolveAccelTest, AutoProbesOnceAndFallsBack) {
 TEST(KvmArchMismatchTest, NamesBothArchitectures) {
   EXPECT_EQ(KvmArchMismatch("x86_64", "x86_64"), "");
   EXPECT_EQ(KvmArchMismatch("aarch64", "x86_64"),
-            "KVM runs only x86_64 guests on this x86_64 host, not aarch64 ones");
+            "an aarch64 guest runs under TCG on this x86_64 host: KVM runs only x86_64 guests "
+            "here");
+}
+
+TEST(CheckAccelTest, KvmForAForeignGuestIsRefusedNamingTcg) {
+  const absl::Status st = CheckAccel("kvm", "aarch64", "x86_64");
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("--vm-accel kvm: an aarch64 guest runs under TCG on this x86_64"),
+            std::string::npos)
+      << st;
+  EXPECT_TRUE(CheckAccel("kvm", "x86_64", "x86_64").ok());
+  for (const char* flag : {"auto", "tcg", "tcg-icount"}) {
+    EXPECT_TRUE(CheckAccel(flag, "aarch64", "x86_64").ok()) << flag;
+  }
 }
 
 TEST(ProbeKvmTest, AForeignGuestIsRefusedBeforeAnyBoot) {

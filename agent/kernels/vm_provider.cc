@@ -586,8 +586,17 @@ std::string ResolveAccel(const std::string& flag, const std::function<absl::Stat
 
 std::string KvmArchMismatch(const std::string& guest_arch, const std::string& host_arch) {
   if (guest_arch == host_arch) return "";
-  return absl::StrCat("KVM runs only ", host_arch, " guests on this ", host_arch, " host, not ",
-                      guest_arch, " ones");
+  return absl::StrCat("an ", guest_arch, " guest runs under TCG on this ", host_arch,
+                      " host: KVM runs only ", host_arch, " guests here");
+}
+
+absl::Status CheckAccel(const std::string& flag, const std::string& guest_arch,
+                        const std::string& host_arch) {
+  if (flag != "kvm") return absl::OkStatus();
+  const std::string why = KvmArchMismatch(guest_arch, host_arch);
+  if (why.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("--vm-accel kvm: ", why, " (--vm-accel auto, tcg-icount or tcg)"));
 }
 
 std::string HostArch() {

@@ -231,9 +231,14 @@ std::string ResolveAccel(const std::string& flag, const std::function<absl::Stat
                          std::string* why);
 
 // Why KVM cannot run a `guest_arch` guest on a `host_arch` host (uname's
-// machine: KVM runs guests of the host's own architecture only); "" when
-// the architectures match.
+// machine: KVM runs guests of the host's own architecture only, so such a
+// guest is emulated by TCG); "" when the architectures match.
 std::string KvmArchMismatch(const std::string& guest_arch, const std::string& host_arch);
+// --vm-accel `flag` for `guest_arch` guests on a `host_arch` host:
+// FailedPrecondition for "kvm" when KvmArchMismatch says why it can never
+// work (every boot would fail), else OK ("auto" finds TCG by itself).
+absl::Status CheckAccel(const std::string& flag, const std::string& guest_arch,
+                        const std::string& host_arch);
 // The running host's architecture as uname reports it ("x86_64", "aarch64").
 std::string HostArch();
 
