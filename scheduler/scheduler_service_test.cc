@@ -943,6 +943,17 @@ class KernelBuildsTest : public SchedulerServiceTest {
     b->add_architectures("x86_64");
     return RegisterWith("builder", c);
   }
+  // The vm agent's next lease, its offers now the kernels of `commits` (as
+  // after a build landed in its store).
+  absl::StatusOr<pb::LeaseJobsResponse> LeaseOffering(const pb::RegisterResponse& vm,
+                                                      const std::vector<std::string>& commits) {
+    pb::LeaseJobsRequest lr;
+    lr.set_agent_id(vm.agent_id());
+    lr.set_session(vm.session());
+    lr.set_max_jobs(10);
+    *lr.add_capabilities() = VmFio(commits);
+    return agents_.LeaseJobs(lr);
+  }
   std::set<std::string> LeasedCommits(const pb::LeaseJobsResponse& r) {
     std::set<std::string> out;
     for (const pb::JobLease& l : r.leases()) out.insert(l.job().commit_id());
@@ -977,12 +988,7 @@ TEST_F(KernelBuildsTest, APatchIsBuiltOnItsBaseAsTheTryCommit) {
   EXPECT_EQ(job.workload().params().at(proto::kPatchParam), patch);
   ASSERT_TRUE(agents_.ReportResult(ResultFor(builder, build.leases(0))).ok());
 
-  pb::LeaseJobsRequest lr;
-  lr.set_agent_id(vm.agent_id());
-  lr.set_session(vm.session());
-  lr.set_max_jobs(10);
-  *lr.add_capabilities() = VmFio({"v5.10", try_id});
-  auto after = agents_.LeaseJobs(lr);
+  auto after = LeaseOffering(vm, {"v5.10", try_id});
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(LeasedCommits(*after), (std::set<std::string>{try_id}));
   // The patch is the build's: the measured job's params are the base's.
@@ -1025,12 +1031,7 @@ TEST_F(KernelBuildsTest, UnofferedKernelsAreBuiltOnceAndTheirJobsRunAfter) {
   ASSERT_TRUE(agents_.ReportResult(ResultFor(builder, build.leases(0))).ok());
 
   // The vm agent's store now holds v5.11: its next lease says so.
-  pb::LeaseJobsRequest lr;
-  lr.set_agent_id(vm.agent_id());
-  lr.set_session(vm.session());
-  lr.set_max_jobs(10);
-  *lr.add_capabilities() = VmFio({"v5.10", "v5.11"});
-  auto after = agents_.LeaseJobs(lr);
+  auto after = LeaseOffering(vm, {"v5.10", "v5.11"});
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(LeasedCommits(*after), (std::set<std::string>{"v5.11"}));
   EXPECT_EQ(after->leases_size(), 2) << "both matrices' v5.11 jobs";

@@ -93,6 +93,13 @@ const SettingRow kSettings[] = {
 };
 // clang-format on
 
+// The current platforms' devices: a PCIe Gen5 NVMe and a 100 GbE NIC on
+// node 0 (docs/emulator.md "Current platforms": why 100 GbE).
+std::vector<DeviceSpec> CurrentServerDevices() {
+  return {{"nvme0", "PCIe Gen5 NVMe SSD", 0, true, 64, ""},
+          {"nic0", "NVIDIA ConnectX-6 Dx 100 GbE NIC", 0, true, 64, "", 100}};
+}
+
 // Seed 002: John Garry's Kunpeng 920 NVMe queue affinities (23 I/O queues;
 // the admin vector, listed first there, carries no I/O).
 constexpr char kKunpeng920NvmeIrqs[] =
@@ -159,8 +166,7 @@ std::vector<Platform> Build() {
        "(SNC off), VT-d scalable mode with a coherent page walk; PCIe Gen5 NVMe and a 100 GbE "
        "NIC on node 0",
        MakeTopology(2, 1, 56),
-       {{"nvme0", "PCIe Gen5 NVMe SSD", 0, true, 64, ""},
-        {"nic0", "NVIDIA ConnectX-6 Dx 100 GbE NIC", 0, true, 64, "", 100}},
+       CurrentServerDevices(),
        IrqChip::kX86Vector,
        {}},
       // AMD EPYC 9654 (Genoa, Zen 4): 96 cores in 12 CCDs of 8 around one
@@ -172,8 +178,7 @@ std::vector<Platform> Build() {
        "2-socket AMD EPYC 9654 (Genoa), 96 cores/socket (12 CCDs), 2 NUMA nodes (NPS1), AMD-Vi "
        "with v1 page tables and the command buffer; PCIe Gen5 NVMe and a 100 GbE NIC on node 0",
        MakeTopology(2, 1, 96),
-       {{"nvme0", "PCIe Gen5 NVMe SSD", 0, true, 64, ""},
-        {"nic0", "NVIDIA ConnectX-6 Dx 100 GbE NIC", 0, true, 64, "", 100}},
+       CurrentServerDevices(),
        IrqChip::kX86Vector,
        {}},
       // NVIDIA Grace CPU Superchip: two Grace CPUs joined by NVLink-C2C, each
@@ -186,8 +191,7 @@ std::vector<Platform> Build() {
        "NVIDIA Grace CPU Superchip: 2 x 72 Neoverse V2 cores over NVLink-C2C, 2 NUMA nodes, Arm "
        "SMMUv3 with Tegra241 CMDQV (2 VCMDQs for the kernel); NVMe and a 100 GbE NIC on node 0",
        MakeTopology(2, 1, 72),
-       {{"nvme0", "PCIe Gen5 NVMe SSD", 0, true, 64, ""},
-        {"nic0", "NVIDIA ConnectX-6 Dx 100 GbE NIC", 0, true, 64, "", 100}},
+       CurrentServerDevices(),
        IrqChip::kGicIts,
        {}},
   };
