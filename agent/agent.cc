@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/health_check.h"
+#include "proto/labels.h"
 #include "proto/names.h"
 
 namespace farm::agent {
@@ -78,6 +80,7 @@ void Agent::Shutdown() {
 
 absl::Status Agent::Run() {
   if (absl::Status st = CheckPendingBoot(); !st.ok()) return st;
+  CheckHealth();
   for (int i = 0; i < options_.slots; ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
   }
@@ -100,6 +103,34 @@ absl::Status Agent::CheckPendingBoot() {
   return absl::OkStatus();
 }
 
+void Agent::CheckHealth() {
+  if (!options_.health_jobs) return;
+  std::vector<Executor*> executors;
+  for (const auto& [kind, executor] : executors_) executors.push_back(executor.get());
+  pb::AgentHealth health = RunHealthJobs(executors, options_.host);
+  if (health.checked() && health.ok()) spdlog::info("health job passed: {}", health.detail());
+  if (health.checked() && !health.ok()) {
+    spdlog::error("health job failed, taking no work: {}", health.detail());
+  }
+  absl::MutexLock lock(&mu_);
+  health_ = std::move(health);
+}
+
+Agent::Next Agent::AwaitHealthy() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (proto::AgentHealthy(health_)) return Next::kLease;
+    WaitUntilShutdownLocked(absl::Now() + options_.health_retry);
+    if (shutting_down_) return Next::kStop;
+  }
+  CheckHealth();
+  absl::MutexLock lock(&mu_);
+  // The scheduler learns the outcome from a new registration; no lease is
+  // held (none is granted to a failed agent).
+  registered_ = false;
+  return Next::kRegister;
+}
+
 void Agent::LeaseLoop() {
   client::Backoff backoff;
   bool resume_pending = kexec_ != nullptr;
@@ -116,6 +147,10 @@ void Agent::LeaseLoop() {
     if (resume_pending) {
       ResumeBoot();
       resume_pending = false;
+    }
+    if (const Next next = AwaitHealthy(); next != Next::kLease) {
+      if (next == Next::kStop) return;
+      continue;
     }
     if (LeaseOnce(backoff) == Next::kStop) return;
   }

@@ -86,6 +86,11 @@ struct AgentOptions {
   // The host's kexec provider (nullable), shared with the executors that
   // boot through it; requires slots == 1.
   std::shared_ptr<kernels::KexecKernelProvider> kexec;
+  // Run the executors' health jobs (health_check.h) before registering, and
+  // while they fail, again every health_retry (then register again with
+  // the new outcome). A failed agent stays registered and leases nothing.
+  bool health_jobs = true;
+  absl::Duration health_retry = absl::Minutes(10);
 };
 
 // Capability name <-> executor kind ("emulator" <-> EXECUTOR_EMULATOR).
@@ -124,7 +129,7 @@ class Agent {
     std::shared_ptr<CancelToken> cancel = std::make_shared<CancelToken>();
   };
   // What the lease loop does after one LeaseJobs call.
-  enum class Next { kLease, kStop };
+  enum class Next { kLease, kStop, kRegister };
 
   // Session: registration and heartbeats (agent_session.cc).
   // Registers, retrying while the server is away. Returns non-OK only when
@@ -154,6 +159,12 @@ class Agent {
   // The lease loop and the drain (agent.cc).
   absl::Status CheckPendingBoot();
   void LeaseLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs the health jobs and keeps their outcome for the next Register.
+  void CheckHealth() ABSL_LOCKS_EXCLUDED(mu_);
+  // kLease when the last health check passed (or none ran). Otherwise waits
+  // health_retry, checks again and has the agent register anew with the
+  // outcome (kRegister); kStop when shutdown came first.
+  Next AwaitHealthy() ABSL_LOCKS_EXCLUDED(mu_);
   Next LeaseOnce(client::Backoff& backoff) ABSL_LOCKS_EXCLUDED(mu_);
   // The pending kexec boot after the registration that named its lease:
   // queued to run, reported failed, or dropped when the lease was not kept.
@@ -200,6 +211,7 @@ class Agent {
   mutable absl::Mutex mu_;
   absl::CondVar cv_;  // any change of the fields below
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  iommufarm::v1::AgentHealth health_ ABSL_GUARDED_BY(mu_);
   int64_t agent_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::string session_ ABSL_GUARDED_BY(mu_);
   // The capabilities the scheduler last took (serialized); "" before the

@@ -58,6 +58,7 @@ pb::RegisterRequest Agent::RegisterRequestFor() const {
   {
     absl::MutexLock lock(&mu_);
     for (const pb::LeaseRef& l : resumes_) *request.add_resumes() = l;
+    *request.mutable_health() = health_;
   }
   for (pb::Capability& c : Capabilities()) *request.add_capabilities() = std::move(c);
   return request;

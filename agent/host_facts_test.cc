@@ -6,32 +6,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/fake_root_for_test.h"
+
 namespace farm::agent {
 namespace {
 
 namespace pb = ::iommufarm::v1;
 namespace fs = std::filesystem;
-
-class FakeRoot {
- public:
-  FakeRoot()
-      : root_(fs::temp_directory_path() /
-              ("farm-hostfacts-" + std::to_string(getpid()) + "-" + std::to_string(counter_++))) {
-    fs::remove_all(root_);
-  }
-  ~FakeRoot() { fs::remove_all(root_); }
-  void Write(const std::string& rel, const std::string& text) {
-    fs::path p = root_ / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-  }
-  void Dir(const std::string& rel) { fs::create_directories(root_ / rel); }
-  std::string path() const { return root_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path root_;
-};
 
 TEST(DetectHostFactsTest, FakeVtdHostInStrictMode) {
   FakeRoot root;

@@ -24,11 +24,14 @@
 #include "agent/agent.h"
 #include "agent/executors/executors.h"
 #include "agent/host_facts.h"
+#include "agent/inventory.h"
 #include "agent/kernels/kexec_provider.h"
+#include "agent/runners/targets.h"
 #include "lib/metrics/metrics.h"
 #include "lib/metrics/metrics_flags.h"
 #include "lib/service/flags.h"
 #include "lib/service/shutdown.h"
+#include "proto/labels.h"
 #include "proto/names.h"
 
 namespace {
@@ -92,6 +95,7 @@ struct Flags {
   std::string kexec_default_release;
   absl::Duration kexec_boot_timeout;
   std::vector<std::string> kbuild_trees;
+  std::vector<std::string> labels;
 };
 
 // A usage error: printed after "farm-agent: ", exit 2.
@@ -131,9 +135,30 @@ void AddAgentOptions(CLI::App& app, Flags* f) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
 }
 
+// How a lab selects this host, and whether it checks itself first.
+void AddLabOptions(CLI::App& app, Flags* f) {
+  app.add_option("--label", f->labels,
+                 "KEY=VALUE label of this agent (repeatable); a spec's `labels:` picks agents "
+                 "holding them all. `platform=NAME` is the platform real runs on this host "
+                 "answer to (a spec's `platform:`; default: the agent's --name)");
+  app.add_flag("!--no-health-job", f->options.health_jobs,
+               "take work without first running the health job (fio: 1 s of 4k random reads "
+               "of a 4 MiB file in the first --allow-dir; without fio, iozone writes and reads "
+               "1 MiB there); "
+               "by default an agent whose health job fails registers as failed and takes no "
+               "work until a retry passes");
+  farm::service::AddDurationOption(app, "--health-retry", &f->options.health_retry, "10m",
+                                   "how often a failed health job is run again",
+                                   farm::service::DurationRange::kPositive);
+}
+
 // What real runs may touch, and the emulator's catalog.
 void AddRunOptions(CLI::App& app, farm::agent::ExecutorConfig* config) {
   app.add_option("--allow-dir", config->allow_dirs, "directory real runs may use (repeatable)");
+  app.add_option("--fio", config->fio,
+                 "the fio executable (default: fio on /usr/local/bin:/usr/bin:/bin)");
+  app.add_option("--iozone", config->iozone,
+                 "the iozone executable (default: iozone on /usr/local/bin:/usr/bin:/bin)");
   app.add_option(
       "--allow-device", config->allow_devices,
       "block device real runs may use: DEV, DEV:ro or DEV:rw (writes only with :rw; repeatable)");
@@ -212,6 +237,7 @@ void AddVmAccelOptions(CLI::App& app, farm::agent::ExecutorConfig* config) {
 // Every option, in the order --help lists them.
 void AddFlags(CLI::App& app, Flags* f) {
   AddAgentOptions(app, f);
+  AddLabOptions(app, f);
   AddRunOptions(app, &f->executor_config);
   AddKernelStoreOptions(app, &f->executor_config);
   AddKexecOptions(app, f);
@@ -228,6 +254,18 @@ absl::Status ResolveFlags(Flags& f) {
     return st;
   }
   if (f.options.name.empty()) return absl::InvalidArgumentError("--name must not be empty");
+  absl::StatusOr<std::map<std::string, std::string>> labels = farm::proto::ParseLabels(f.labels);
+  if (!labels.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--label: ", labels.status().message()));
+  // The platform a lab spec names: this host by its name unless labelled.
+  labels->emplace(farm::proto::kPlatformLabel, f.options.name);
+  if (absl::Status st = farm::proto::CheckLabel(farm::proto::kPlatformLabel,
+                                                labels->at(farm::proto::kPlatformLabel));
+      !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--name as the platform label: ", st.message(),
+                                                   " (give --label platform=NAME)"));
+  }
+  f.options.host.mutable_labels()->insert(labels->begin(), labels->end());
   return farm::client::ApplySecurity(f.security, &f.options.client);
 }
 
@@ -235,6 +273,26 @@ void SetUpLogging(const std::string& level) {
   auto logger = spdlog::stderr_color_mt("farm-agent");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(level));
+}
+
+// The host facts every registration and result carries: what the host runs,
+// its hygiene, its labels (ResolveFlags) and its inventory.
+void DescribeHost(Flags& f) {
+  iommufarm::v1::HostFacts host = farm::agent::DetectHostFacts("/");
+  host.mutable_hygiene()->set_governor_set(!f.set_governor.empty());
+  *host.mutable_labels() = f.options.host.labels();
+  farm::agent::InventoryScope scope;
+  // Bad values are the executors' to refuse; the inventory lists good ones.
+  if (auto allowed = farm::runners::AllowedTargets::Parse(f.executor_config.allow_dirs,
+                                                          f.executor_config.allow_devices);
+      allowed.ok()) {
+    scope.allow_dirs = allowed->dirs();
+    for (const farm::runners::AllowedDevice& d : allowed->devices()) {
+      scope.allow_devices.push_back(d.path);
+    }
+  }
+  *host.mutable_inventory() = farm::agent::DetectInventory(scope, "/");
+  f.options.host = std::move(host);
 }
 
 // With --kexec-state-dir: the kexec provider, shared by the agent and its
@@ -356,8 +414,7 @@ int main(int argc, char** argv) {
       return UsageError(st);
     }
   }
-  flags.options.host = farm::agent::DetectHostFacts("/");
-  flags.options.host.mutable_hygiene()->set_governor_set(!flags.set_governor.empty());
+  DescribeHost(flags);
   flags.executor_config.host = flags.options.host;
   if (!flags.kexec_state_dir.empty()) {
     if (absl::Status st = SetUpKexec(flags); !st.ok()) return UsageError(st);

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -80,7 +81,8 @@ class RealRunsPgTest : public ::testing::Test {
     agent_ = std::make_unique<testing::ChildProcess>(
         std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", server_->address(), "--name",
                                  "real-agent", "--slots", "2", "--capabilities", "fio,iozone",
-                                 "--allow-dir", allowed_, "--drain-timeout", "10s"},
+                                 "--allow-dir", allowed_, "--drain-timeout", "10s", "--label",
+                                 "platform=this-host"},
         root_ + "/agent.log");
     absl::Status up = agent_->WaitFor("registered as real-agent", false, absl::Seconds(60));
     ASSERT_TRUE(up.ok()) << up << "\n" << agent_->Out();
@@ -151,6 +153,42 @@ class RealRunsPgTest : public ::testing::Test {
     EXPECT_EQ(r.agent(), "real-agent");
   }
 
+  // A second agent on this host: `name`, fio only, its own allowed
+  // directory, `labels`; `fio` is the text of a script it runs as fio.
+  std::unique_ptr<testing::ChildProcess> StartLabelledAgent(const std::string& name,
+                                                            const std::vector<std::string>& labels,
+                                                            const std::string& fio = "") {
+    const std::string dir = root_ + "/" + name;
+    fs::create_directories(dir + "/bin");
+    std::vector<std::string> argv = {
+        FARM_AGENT_BIN, "--scheduler", server_->address(), "--name", name, "--capabilities", "fio",
+        "--allow-dir",  dir,           "--drain-timeout",  "10s"};
+    if (!fio.empty()) {
+      std::ofstream(dir + "/bin/fio") << fio;
+      fs::permissions(dir + "/bin/fio", fs::perms::owner_all);
+      argv.insert(argv.end(), {"--fio", dir + "/bin/fio"});
+    }
+    for (const std::string& l : labels) {
+      argv.push_back("--label");
+      argv.push_back(l);
+    }
+    auto agent = std::make_unique<testing::ChildProcess>(argv, dir + ".log");
+    absl::Status up = agent->WaitFor("registered as " + name, false, absl::Seconds(60));
+    EXPECT_TRUE(up.ok()) << up << "\n" << agent->Out();
+    return agent;
+  }
+
+  std::map<std::string, pb::Agent> Agents() {
+    auto stub = pb::JobService::NewStub(client::MakeChannel(client_));
+    pb::ListAgentsResponse agents;
+    auto ctx = client::NewContext(client_, absl::Seconds(30));
+    grpc::Status st = stub->ListAgents(ctx.get(), pb::ListAgentsRequest(), &agents);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    std::map<std::string, pb::Agent> out;
+    for (const pb::Agent& a : agents.agents()) out[a.name()] = a;
+    return out;
+  }
+
   std::string root_, allowed_, canary_, release_, mode_;
   pb::HostFacts host_;
   metrics::MetricsRegistry registry_;
@@ -205,6 +243,70 @@ TEST_F(RealRunsPgTest, FioMatrixRunsOnThisHostAndRecordsIt) {
   EXPECT_EQ(other.counts().queued(), 1)
       << "a " << other_mode << " cell ran on a " << mode_ << " host";
   EXPECT_EQ(other.counts().succeeded(), 0);
+}
+
+// Two more agents on this host answer to platform this-host with the label
+// disk=scratch2; one's fio fails, so its health job fails and it takes no
+// work. A matrix asking for disk=scratch2 runs only on the healthy one, and
+// a platform no agent answers to runs nowhere.
+TEST_F(RealRunsPgTest, LabelsChooseTheHostAndAFailedHealthJobTakesNoWork) {
+  auto lab = StartLabelledAgent("lab-b", {"platform=this-host", "disk=scratch2"});
+  auto sick = StartLabelledAgent("lab-sick", {"platform=this-host", "disk=scratch2"},
+                                 "#!/bin/sh\n[ \"$1\" = --version ] && { echo fio-3.33; exit 0; }\n"
+                                 "echo 'fio: pretend the disk died' >&2\nexit 1\n");
+  std::map<std::string, pb::Agent> agents = Agents();
+  ASSERT_EQ(agents.size(), 3u);
+  EXPECT_TRUE(agents["lab-b"].health().checked() && agents["lab-b"].health().ok())
+      << agents["lab-b"].health().ShortDebugString();
+  EXPECT_TRUE(agents["lab-sick"].health().checked());
+  EXPECT_FALSE(agents["lab-sick"].health().ok());
+  EXPECT_NE(agents["lab-sick"].health().detail().find("fio: "), std::string::npos)
+      << agents["lab-sick"].health().detail();
+  EXPECT_EQ(agents["lab-b"].host().labels().at("disk"), "scratch2");
+  // The inventory names the allowed directory, and what the host is made of.
+  const pb::Inventory& inv = agents["lab-b"].host().inventory();
+  ASSERT_EQ(inv.devices_size(), 1);
+  EXPECT_EQ(inv.devices(0).path(), root_ + "/lab-b");
+  EXPECT_GT(inv.memory_kib(), 0u);
+  // An agent without --label platform answers to its name.
+  EXPECT_EQ(agents["real-agent"].host().labels().at("platform"), "this-host");
+
+  std::ostringstream out, err;
+  cli::Commands commands(client_, out, err);
+  std::string nowhere = Spec("fio-nowhere", "fio", mode_, "fio-nvme", "{rw: read, size: 1m}", 1);
+  nowhere.replace(nowhere.find("platform: this-host"), 19, "platform: my-lab-box");
+  auto unplaced = commands.SubmitSpec(nowhere, false);
+  ASSERT_TRUE(unplaced.ok()) << unplaced.status();
+
+  int64_t matrix_id = 0;
+  pb::MatrixProgress done =
+      Run(Spec("fio-labelled", "fio", mode_, "fio-nvme",
+               "{rw: read, bs: 4k, size: 1m, runtime: 1, ioengine: psync}", 4) +
+              "labels: {disk: scratch2}\n",
+          &matrix_id);
+  EXPECT_EQ(done.state(), pb::MATRIX_STATE_COMPLETED) << lab->Out() << sick->Out();
+  for (const pb::Result& r : Results(matrix_id)) {
+    EXPECT_EQ(r.agent(), "lab-b");
+    EXPECT_EQ(r.host().labels().at("disk"), "scratch2");
+  }
+  pb::GetMatrixRequest get;
+  get.set_matrix_id(unplaced->matrix().id());
+  auto stub = pb::JobService::NewStub(client::MakeChannel(client_));
+  pb::Matrix m;
+  auto ctx = client::NewContext(client_, absl::Seconds(30));
+  ASSERT_TRUE(stub->GetMatrix(ctx.get(), get, &m).ok());
+  EXPECT_EQ(m.counts().queued(), 1) << "platform my-lab-box ran on a this-host agent";
+  // farmctl agents shows labels, health and the kernels each agent offers.
+  std::ostringstream table, table_err;
+  cli::Commands agents_cmd(client_, table, table_err);
+  EXPECT_EQ(agents_cmd.RunAgents(cli::OutputFormat::kCsv), 0) << table_err.str();
+  EXPECT_NE(table.str().find("\"disk=scratch2,platform=this-host\""), std::string::npos)
+      << table.str();
+  EXPECT_NE(table.str().find("FAILED: fio: "), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find(absl::StrCat("host ", release_, " [", mode_, "]")), std::string::npos)
+      << table.str();
+  EXPECT_EQ(lab->Terminate(), 0) << lab->Out();
+  EXPECT_EQ(sick->Terminate(), 0) << sick->Out();
 }
 
 TEST_F(RealRunsPgTest, IozoneMatrixRunsOnThisHostAndRecordsIt) {

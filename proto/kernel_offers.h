@@ -15,7 +15,8 @@
 // A job whose platform is a vm platform (VmPlatforms: virt-smmuv3,
 // q35-intel-iommu, q35-amd-iommu ...) runs only on a `vm` offer of that
 // platform's machine model; any other platform name (this-host, a lab's
-// own label) leaves the model to the offer.
+// own) leaves the model to the offer, and the agent to its "platform" label
+// (proto/labels.h, lib/storage/run_eligibility.h).
 //
 // A kernel build job runs on an agent whose `kbuild` capability offers a
 // build of the job's catalog for the job's architecture (BuildOfferRuns).

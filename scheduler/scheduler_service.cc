@@ -17,6 +17,8 @@
 #include "lib/base/file.h"
 #include "lib/spec/spec_check.h"
 #include "lib/spec/spec_yaml.h"
+#include "lib/storage/run_eligibility.h"
+#include "proto/labels.h"
 #include "proto/names.h"
 #include "scheduler/catalog_yaml.h"
 #include "scheduler/kernel_builds.h"
@@ -133,6 +135,7 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
   }
   // The spec's `set:` is stored once with the matrix, not in every job.
   nm.model_set = spec->model_set;
+  nm.labels = spec->labels;
   absl::StatusOr<storage::CreatedMatrix> created = matrices_->CreateMatrix(nm);
   if (!created.ok()) return created.status();
   if (!created->existing) metrics_->matrices_submitted.Increment();
@@ -410,11 +413,20 @@ absl::StatusOr<pb::RegisterResponse> AgentService::Register(const pb::RegisterRe
   if (req.name().size() > 200) return absl::InvalidArgumentError("name: longer than 200");
   if (absl::Status name = CheckAgentName(req.name()); !name.ok()) return name;
   if (req.slots() < 0) return absl::InvalidArgumentError("slots: must be >= 0");
+  for (const auto& [key, value] : req.host().labels()) {
+    if (absl::Status label = proto::CheckLabel(key, value); !label.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("host.labels: ", label.message()));
+    }
+  }
   absl::StatusOr<pb::RegisterResponse> resp = queue_->RegisterAgent(req, config_.retry);
   if (!resp.ok()) return resp;
   SetDuration(config_.heartbeat_interval(), resp->mutable_heartbeat_interval());
   SetDuration(config_.lease_ttl, resp->mutable_lease_ttl());
   spdlog::info("agent \"{}\" registered as id {}", absl::CEscape(req.name()), resp->agent_id());
+  if (!storage::AgentHealthy(req.health())) {
+    spdlog::warn("agent \"{}\" failed its health job and takes no work: {}",
+                 absl::CEscape(req.name()), absl::CEscape(req.health().detail()));
+  }
   return resp;
 }
 

@@ -260,6 +260,7 @@ std::vector<pb::Job> ExpandMatrix(const MatrixSpec& spec,
       for (const auto& [k, v] : spec.model_set) (*j.mutable_model_set())[k] = v;
     }
     j.set_seed(JobSeed(spec.seed, platform, w, mode, r));
+    j.mutable_labels()->insert(spec.labels.begin(), spec.labels.end());
   };
   // Jobs are claimed in the order they are stored. Real runs go round by
   // round (repeat r of every commit, in RoundOrder, before repeat r+1); the

@@ -89,6 +89,7 @@ absl::StatusOr<std::unique_ptr<Executor>> HostTool(pb::Executor kind, const std:
   farm::runners::RealExecutorOptions real;
   real.allow_dirs = config.allow_dirs;
   real.allow_devices = config.allow_devices;
+  real.tool = kind == pb::EXECUTOR_FIO ? config.fio : config.iozone;
   return farm::runners::MakeRealExecutor(cap, real);
 }
 

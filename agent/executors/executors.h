@@ -31,6 +31,7 @@ namespace farm::agent {
 struct ExecutorConfig {
   std::vector<std::string> allow_dirs;     // --allow-dir (real runs)
   std::vector<std::string> allow_devices;  // --allow-device DEV[:rw]
+  std::string fio, iozone;                 // --fio, --iozone ("": found on the default PATH)
   std::string emu_catalog;                 // --emu-catalog FILE ("" = shipped)
   // --emulator-time-limit: an emulator run still going after this long
   // fails for good (zero: no limit).

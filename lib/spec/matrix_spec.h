@@ -69,6 +69,8 @@ struct MatrixSpec {
   int priority = 0;  // within the kind's band, -999..999
   uint64_t seed = 0;
   std::map<std::string, std::string> model_set;  // "set:" keys
+  // Agent labels every job needs (`labels:`, proto/labels.h).
+  std::map<std::string, std::string> labels;
   // A try job's patch (`patch:`): a unified diff built on the one listed
   // commit; the matrix measures that commit and its try commit
   // (proto/try_commit.h).

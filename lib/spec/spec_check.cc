@@ -10,6 +10,7 @@
 #include "lib/spec/table_checks.h"
 #include "proto/kernel_offers.h"
 #include "proto/kernel_params.h"
+#include "proto/labels.h"
 #include "proto/names.h"
 
 namespace farm::spec {
@@ -270,6 +271,26 @@ void CheckPatch(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   }
 }
 
+// `labels`: agent labels a real matrix's jobs need.
+void CheckLabels(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
+  if (in.labels().empty()) return;
+  if (!::farm::proto::IsRealExecutor(in.executor())) {
+    e.AddIfNew("labels",
+               "labels choose the hosts of real runs (executor fio, iozone or dma-map-bench); "
+               "the emulator runs on any agent");
+  }
+  for (const auto& [key, value] : in.labels()) {
+    if (absl::Status st = ::farm::proto::CheckLabel(key, value); !st.ok()) {
+      e.AddIfNew("labels." + key, std::string(st.message()));
+      continue;
+    }
+    spec->labels[key] = value;
+  }
+  if (in.labels().count(::farm::proto::kPlatformLabel) > 0) {
+    e.AddIfNew("labels.platform", "the platform is the spec's own key: platform: NAME");
+  }
+}
+
 // The field checks, then the tables, into the expansion's form; `e` may
 // already hold what the YAML mapping could not map.
 absl::StatusOr<MatrixSpec> FinishSpec(const pb::MatrixSpec& in, FieldErrors& e) {
@@ -280,6 +301,7 @@ absl::StatusOr<MatrixSpec> FinishSpec(const pb::MatrixSpec& in, FieldErrors& e) 
   CheckWorkloads(in, e, &spec);
   CheckRun(in, e, &spec);
   CheckPatch(in, e, &spec);
+  CheckLabels(in, e, &spec);
   CheckAgainstTables(spec, e);
   if (!e.empty()) return e.ToStatus();
   spec.warnings = PlatformWarnings(spec);

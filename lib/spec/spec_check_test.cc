@@ -3,6 +3,7 @@
 #include "lib/spec/spec_check.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include <google/protobuf/util/message_differencer.h>
@@ -220,6 +221,32 @@ TEST(SpecCheckTest, RealJobParamsGoThroughTheAgentsValidator) {
 
 // A try job's `patch:`: a unified diff on one commit of a real matrix; it
 // comes back from the YAML the scheduler stores.
+TEST(SpecCheckTest, LabelsPickTheHostsOfARealMatrix) {
+  std::string real =
+      WithWorkload("  - name: fio-nvme\n    params: {rw: randread, size: 1m}\n", "fio");
+  real.replace(real.find("platform: intel-vtd-2s12c"), 25, "platform: spr-lab");
+  absl::StatusOr<MatrixSpec> s = ParseMatrixSpec(real + "labels: {nic: cx6, disk: pm1733}\n", {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->labels, (std::map<std::string, std::string>{{"disk", "pm1733"}, {"nic", "cx6"}}));
+  absl::StatusOr<pb::MatrixSpec> typed = MatrixSpecFromYaml(real + "labels: {nic: cx6}\n", {});
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  absl::StatusOr<pb::MatrixSpec> back = MatrixSpecFromYaml(MatrixSpecToYaml(*typed), {});
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->labels().at("nic"), "cx6");
+
+  EXPECT_NE(ErrorOf(std::string(kGoodSpec) + "labels: {nic: cx6}\n")
+                .find("labels: labels choose the hosts of real runs"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(real + "labels: {Nic: cx6}\n"),
+            "labels.Nic: label key 'Nic': 1-63 of a-z 0-9 . _ / - starting with a letter or digit");
+  EXPECT_EQ(ErrorOf(real + "labels: {nic: \"a b\"}\n"),
+            "labels.nic: label nic value 'a b': 1-128 of A-Z a-z 0-9 . _ : / + -");
+  EXPECT_EQ(ErrorOf(real + "labels: {platform: x}\n"),
+            "labels.platform: the platform is the spec's own key: platform: NAME");
+  EXPECT_NE(ErrorOf(real + "labels: [cx6]\n").find("labels: expected a map of agent labels"),
+            std::string::npos);
+}
+
 TEST(SpecCheckTest, APatchIsADiffOnOneCommitOfARealMatrix) {
   constexpr char kPatch[] =
       "--- a/drivers/iommu/dma-iommu.c\n+++ b/drivers/iommu/dma-iommu.c\n@@ -1 +1 @@\n-a\n+b\n";

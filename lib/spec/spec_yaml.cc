@@ -229,19 +229,20 @@ void MapKind(const YAML::Node& n, FieldErrors& e, pb::MatrixSpec* out) {
   }
 }
 
-// `set: {model.key: scalar}`.
-void MapSet(const YAML::Node& s, FieldErrors& e, pb::MatrixSpec* out) {
+// A map of scalars: `set: {model.key: scalar}`, `labels: {key: value}`.
+void MapScalars(const YAML::Node& s, const std::string& field, const char* what, FieldErrors& e,
+                google::protobuf::Map<std::string, std::string>* out) {
   if (!s.IsMap()) {
-    e.Add("set", absl::StrCat("expected a map of model keys, got ", KindOf(s)));
+    e.Add(field, absl::StrCat("expected a map of ", what, ", got ", KindOf(s)));
     return;
   }
   for (auto it = s.begin(); it != s.end(); ++it) {
     const std::string key = it->first.Scalar();
     if (!it->second.IsScalar()) {
-      e.Add("set." + key, absl::StrCat("expected a scalar, got ", KindOf(it->second)));
+      e.Add(field + "." + key, absl::StrCat("expected a scalar, got ", KindOf(it->second)));
       continue;
     }
-    (*out->mutable_set())[key] = it->second.Scalar();
+    (*out)[key] = it->second.Scalar();
   }
 }
 
@@ -249,7 +250,7 @@ void MapSet(const YAML::Node& s, FieldErrors& e, pb::MatrixSpec* out) {
 void MapRoot(const YAML::Node& root, FieldErrors& e, pb::MatrixSpec* out) {
   CheckKeys(root, "",
             {"name", "catalog", "platform", "commits", "modes", "workloads", "repeats", "executor",
-             "analysis", "priority", "seed", "set", "kind", "patch"},
+             "analysis", "priority", "seed", "set", "kind", "patch", "labels"},
             e);
   if (root["name"]) GetString(root["name"], "name", e, out->mutable_name());
   if (root["catalog"]) GetString(root["catalog"], "catalog", e, out->mutable_catalog());
@@ -276,7 +277,10 @@ void MapRoot(const YAML::Node& root, FieldErrors& e, pb::MatrixSpec* out) {
   }
   uint64_t seed = 0;
   if (root["seed"] && GetUint64(root["seed"], "seed", e, &seed)) out->set_seed(seed);
-  if (root["set"]) MapSet(root["set"], e, out);
+  if (root["set"]) MapScalars(root["set"], "set", "model keys", e, out->mutable_set());
+  if (root["labels"]) {
+    MapScalars(root["labels"], "labels", "agent labels", e, out->mutable_labels());
+  }
   if (root["patch"]) GetString(root["patch"], "patch", e, out->mutable_patch());
 }
 
@@ -404,6 +408,10 @@ std::string MatrixSpecToYaml(const pb::MatrixSpec& spec) {
   if (!spec.set().empty()) {
     out << YAML::Key << "set" << YAML::Value;
     EmitSortedMap(spec.set(), out);
+  }
+  if (!spec.labels().empty()) {
+    out << YAML::Key << "labels" << YAML::Value;
+    EmitSortedMap(spec.labels(), out);
   }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -30,6 +30,9 @@ struct NewMatrix {
   // stored once with the matrix; a job's model_set reads back as its own
   // keys with these over them.
   std::map<std::string, std::string> model_set;
+  // The agent labels every job needs (the spec's `labels:`), stored once
+  // with the matrix; every job reads back with them as Job.labels.
+  std::map<std::string, std::string> labels;
 };
 
 struct CreatedMatrix {

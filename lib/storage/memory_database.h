@@ -60,6 +60,7 @@ struct AgentRow {
   google::protobuf::RepeatedPtrField<pb::Capability> capabilities;
   std::set<int> executors;
   pb::HostFacts host;
+  pb::AgentHealth health;
   int slots = 1;
   absl::Time registered_at, last_heartbeat;
 };

@@ -128,6 +128,7 @@ absl::StatusOr<pb::RegisterResponse> MemoryJobQueue::RegisterAgent(const pb::Reg
     a->executors = std::set<int>(executors.begin(), executors.end());
     a->host.Clear();
     JsonToHost(HostToJson(req.host()), &a->host);
+    a->health = req.health();
     a->slots = std::max(1, req.slots());
     a->registered_at = now;
     a->last_heartbeat = now;
@@ -201,7 +202,7 @@ absl::StatusOr<std::vector<pb::JobLease>> MemoryJobQueue::LeaseJobs(
   return db_->Write([&](Tables& t, Changes& changes) -> absl::StatusOr<Out> {
     const AgentRow* a = FindSession(t, agent_id, session);
     if (a == nullptr) return UnknownSession(agent_id);
-    if (a->executors.empty() || max_jobs <= 0) return Out{};
+    if (a->executors.empty() || max_jobs <= 0 || !AgentHealthy(a->health)) return Out{};
     const absl::Time now = db_->Now();
     int limit = max_jobs;
     if (rules.within_free_slots) {
@@ -445,6 +446,7 @@ absl::StatusOr<std::vector<pb::Agent>> MemoryJobQueue::ListAgentsPage(absl::Dura
       a.set_name(row.name);
       *a.mutable_capabilities() = row.capabilities;
       *a.mutable_host() = row.host;
+      *a.mutable_health() = row.health;
       a.set_slots(row.slots);
       int32_t running = 0;
       for (const auto& [job_id, j] : t.jobs) {
@@ -510,7 +512,7 @@ std::optional<absl::Time> ClaimableSince(const Tables& t, const JobRow& j) {
 
 bool AnyAgentRuns(const Tables& t, const pb::Job& job) {
   for (const auto& [id, a] : t.agents) {
-    if (a.executors.count(job.executor()) == 0) continue;
+    if (a.executors.count(job.executor()) == 0 || !AgentHealthy(a.health)) continue;
     const std::vector<pb::Capability> caps(a.capabilities.begin(), a.capabilities.end());
     if (RealRunEligible(job, caps, a.host)) return true;
   }

@@ -95,6 +95,8 @@ absl::StatusOr<CreatedMatrix> MemoryMatrixStore::CreateMatrix(const NewMatrix& m
       JsonToMap(MapToJson(j.model_set()), job.mutable_model_set());
       job.set_seed(j.seed());
       job.set_waits_for_job(j.waits_for_job());
+      // The matrix's labels, as the PostgreSQL read joins them in.
+      job.mutable_labels()->insert(m.labels.begin(), m.labels.end());
       r.not_before = now;
       r.created_at = now;
       t.jobs.emplace(job.id(), std::move(r));

@@ -457,6 +457,14 @@ const char* const kV15RegressionParams = R"SQL(
 ALTER TABLE regressions ADD COLUMN params jsonb NOT NULL DEFAULT '{}'::jsonb;
 )SQL";
 
+// Agent labels select the agents of a matrix's real runs (the claim reads
+// matrices.labels, run_eligibility.h); an agent whose health job failed
+// (agents.health) is leased nothing.
+const char* const kV17LabelsAndHealth = R"SQL(
+ALTER TABLE matrices ADD COLUMN labels jsonb NOT NULL DEFAULT '{}'::jsonb;
+ALTER TABLE agents ADD COLUMN health jsonb NOT NULL DEFAULT '{}'::jsonb;
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -500,6 +508,8 @@ const std::vector<Migration>& AllMigrations() {
        kV14OneLiveBuildPerKey},
       {15, "regressions.params: the workload params of the regression's series",
        kV15RegressionParams},
+      {17, "matrices.labels and agents.health: agents chosen by label, after a health job",
+       kV17LabelsAndHealth},
   };
   return *kAll;
 }

@@ -115,12 +115,14 @@ void PrepareQueueStatements(PgPool* pool) {
       std::string(
           "WITH a AS (SELECT id, name, executors, host AS ah, capabilities AS ac, slots FROM "
           "agents "
-          "  WHERE id = $1 AND session = $2), "
-          "lim AS (SELECT CASE WHEN $6 THEN greatest(0, least($3, a.slots - "
-          "  (SELECT count(*) FROM jobs h WHERE h.state = 2 AND h.lease_agent = a.id))) "
-          "  ELSE $3 END AS n FROM a), "
-          "pick AS (SELECT j.id FROM jobs j, a WHERE j.state = 1 AND j.not_before <= now() "
-          "  AND j.executor = ANY(a.executors) AND (") +
+          "  WHERE id = $1 AND session = $2 AND ") +
+      kAgentHealthySql +
+      "), "
+      "lim AS (SELECT CASE WHEN $6 THEN greatest(0, least($3, a.slots - "
+      "  (SELECT count(*) FROM jobs h WHERE h.state = 2 AND h.lease_agent = a.id))) "
+      "  ELSE $3 END AS n FROM a), "
+      "pick AS (SELECT j.id FROM jobs j, a WHERE j.state = 1 AND j.not_before <= now() "
+      "  AND j.executor = ANY(a.executors) AND (" +
       kBuildDoneSql + ") AND (NOT $5 OR " + kRunnableSql +
       ") ORDER BY j.priority DESC, j.fair_rank, j.id LIMIT (SELECT n FROM lim) "
       "FOR UPDATE OF j SKIP LOCKED) ";
@@ -218,15 +220,16 @@ absl::StatusOr<pb::RegisterResponse> PgJobQueue::RegisterAgent(const pb::Registe
       [&](pqxx::connection& c) -> absl::StatusOr<pb::RegisterResponse> {
         pqxx::work w(c);
         pqxx::row r = w.exec_params1(
-            "INSERT INTO agents (name, session, capabilities, executors, host, slots) "
-            "VALUES ($1, gen_random_uuid()::text, $2::jsonb, $3::smallint[], $4::jsonb, $5) "
+            "INSERT INTO agents (name, session, capabilities, executors, host, slots, health) "
+            "VALUES ($1, gen_random_uuid()::text, $2::jsonb, $3::smallint[], $4::jsonb, $5, "
+            "$6::jsonb) "
             "ON CONFLICT (name) DO UPDATE SET session = excluded.session, "
             "capabilities = excluded.capabilities, executors = excluded.executors, "
-            "host = excluded.host, slots = excluded.slots, registered_at = now(), "
-            "last_heartbeat = now() RETURNING id, session",
+            "host = excluded.host, slots = excluded.slots, health = excluded.health, "
+            "registered_at = now(), last_heartbeat = now() RETURNING id, session",
             req.name(), CapsToJson(req.capabilities()),
             ArrayLiteral(ExecutorsOf(req.capabilities())), HostToJson(req.host()),
-            std::max(1, req.slots()));
+            std::max(1, req.slots()), HealthToJson(req.health()));
         const int64_t id = r[0].as<int64_t>();
         pb::RegisterResponse out;
         // Leases held through a reboot that the agent resumes keep going.
@@ -627,7 +630,8 @@ absl::StatusOr<std::vector<pb::Agent>> PgJobQueue::ListAgentsPage(absl::Duration
                        "(SELECT count(*) FROM jobs j WHERE j.state = 2 AND j.lease_agent = a.id), "
                        "a.last_heartbeat > now() - make_interval(secs => $1), "
                        "(extract(epoch from a.last_heartbeat) * 1000000)::bigint, "
-                       "(extract(epoch from a.registered_at) * 1000000)::bigint "
+                       "(extract(epoch from a.registered_at) * 1000000)::bigint, "
+                       "a.health::text "
                        "FROM (SELECT * FROM agents WHERE name COLLATE \"C\" > $2 "
                        "      ORDER BY name COLLATE \"C\" LIMIT $3) a "
                        "ORDER BY a.name COLLATE \"C\"",
@@ -642,6 +646,7 @@ absl::StatusOr<std::vector<pb::Agent>> PgJobQueue::ListAgentsPage(absl::Duration
       a.set_connected(r[6].as<bool>());
       SetMicros(r[7].as<int64_t>(), a.mutable_last_heartbeat());
       SetMicros(r[8].as<int64_t>(), a.mutable_registered_at());
+      JsonToHealth(r[9].as<std::string>(), a.mutable_health());
       out.push_back(std::move(a));
     }
     return out;
@@ -704,8 +709,9 @@ std::string UnrunnableSelect() {
          "  AND greatest(j.created_at, coalesce(b.finished_at, j.created_at)) <= "
          "    now() - make_interval(secs => $1) "
          "  AND NOT EXISTS (SELECT 1 FROM (SELECT executors, host AS ah, capabilities AS ac "
-         "    FROM agents) ag WHERE j.executor = ANY(ag.executors) AND " +
-         kRunnableSql + ") ORDER BY j.id LIMIT $2 FOR UPDATE OF j SKIP LOCKED";
+         "    FROM agents WHERE " +
+         kAgentHealthySql + ") ag WHERE j.executor = ANY(ag.executors) AND " + kRunnableSql +
+         ") ORDER BY j.id LIMIT $2 FOR UPDATE OF j SKIP LOCKED";
 }
 
 }  // namespace

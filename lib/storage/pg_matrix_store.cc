@@ -35,13 +35,16 @@ absl::StatusOr<CreatedMatrix> PgMatrixStore::CreateMatrix(const NewMatrix& m) {
     const pb::Matrix& mm = m.matrix;
     pqxx::row r = w.exec_params1(
         "INSERT INTO matrices (name, spec_yaml, catalog, platform, executor, analysis_bisect, "
-        "submitted_by, idempotency_key, total_jobs, model_set) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''), $9, $10::jsonb) RETURNING id",
+        "submitted_by, idempotency_key, total_jobs, model_set, labels) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''), $9, $10::jsonb, $11::jsonb) "
+        "RETURNING id",
         mm.name(), mm.spec_yaml(), mm.catalog(), mm.platform(), static_cast<int>(mm.executor()),
         m.analysis_bisect, mm.submitted_by(), m.idempotency_key,
         static_cast<int64_t>(m.jobs.size()),
         MapToJson(google::protobuf::Map<std::string, std::string>(m.model_set.begin(),
-                                                                  m.model_set.end())));
+                                                                  m.model_set.end())),
+        MapToJson(
+            google::protobuf::Map<std::string, std::string>(m.labels.begin(), m.labels.end())));
     const int64_t id = r[0].as<int64_t>();
     // A commit whose jobs all carry one model_set (what expansion makes) has
     // it stored once and its jobs' rows hold none; otherwise each of its

@@ -19,7 +19,9 @@ const std::string kJobCols =
         "coalesce((SELECT jm.model_set FROM matrices jm WHERE jm.id = j.matrix_id), "
         "'{}'::jsonb))::text, "
         "j.seed, j.lease_owner, "
-        "coalesce((extract(epoch from j.lease_expires_at) * 1000000)::bigint, 0), j.waits_for");
+        "coalesce((extract(epoch from j.lease_expires_at) * 1000000)::bigint, 0), j.waits_for, "
+        "coalesce((SELECT jm.labels FROM matrices jm WHERE jm.id = j.matrix_id), "
+        "'{}'::jsonb)::text");
 
 std::string QuotedArrayLiteral(const std::vector<std::string>& v) {
   size_t n = 2;
@@ -81,6 +83,7 @@ pb::Job JobRowDecoder::Decode(const pqxx::row& r, int base) {
   const int64_t exp = r[base + 20].as<int64_t>();
   if (exp != 0) SetMicros(exp, j.mutable_lease_expires_at());
   j.set_waits_for_job(r[base + 21].as<int64_t>());
+  *j.mutable_labels() = labels_.Of(r[base + 22]);
   return j;
 }
 

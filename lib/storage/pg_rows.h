@@ -39,7 +39,7 @@ inline double Secs(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 // Columns of a job (alias j), read by RowToJob.
 extern const std::string kJobCols;
-constexpr int kJobColCount = 22;
+constexpr int kJobColCount = 23;
 // The job in columns [base, base + kJobColCount) of `r`.
 pb::Job RowToJob(const pqxx::row& r, int base = 0);
 
@@ -57,7 +57,7 @@ class JobRowDecoder {
     google::protobuf::Map<std::string, std::string> map;
     const google::protobuf::Map<std::string, std::string>& Of(const pqxx::field& f);
   };
-  ParsedMap params_, model_set_;
+  ParsedMap params_, model_set_, labels_;
 };
 
 // SELECT of a matrix (alias m) with its job counts (alias j, LEFT JOIN);

@@ -646,6 +646,87 @@ TEST_P(RepositoryContractTest, VmPlatformJobsGoOnlyToAVmOfferOfTheirMachineModel
   }
 }
 
+// Agent labels choose the hosts of real runs (run_eligibility.h): a host
+// platform's jobs go to agents of that "platform" label holding the
+// matrix's labels, whatever their offers; an agent whose health job failed takes
+// nothing until it registers healthy. The claim follows AgentLabelsHold
+// agent by agent.
+TEST_P(RepositoryContractTest, LabelsAndHealthChooseTheAgentsOfRealRuns) {
+  auto registration = [](const std::string& name, std::map<std::string, std::string> labels,
+                         const std::string& provider) {
+    pb::RegisterRequest r = testrows::Registration(name, "fio");
+    r.mutable_host()->clear_labels();
+    r.mutable_host()->mutable_labels()->insert(labels.begin(), labels.end());
+    r.mutable_host()->set_kernel_release("6.1.0-57-amd64");
+    r.mutable_host()->set_iommu_mode(pb::IOMMU_MODE_STRICT);
+    if (!provider.empty()) {
+      pb::KernelOffer* o = r.mutable_capabilities(0)->add_kernels();
+      o->set_provider(provider);
+      o->set_release("6.1.0-57-amd64");
+      o->add_modes(pb::IOMMU_MODE_STRICT);
+    }
+    return r;
+  };
+  std::vector<pb::RegisterRequest> regs = {
+      registration("lab-a", {{"platform", "spr"}, {"nic", "cx6"}}, ""),
+      registration("lab-b", {{"platform", "spr"}, {"nic", "e810"}}, "kexec"),
+      registration("lab-c", {{"platform", "genoa"}, {"nic", "cx6"}}, ""),
+      registration("guests", {{"platform", "spr-guests"}, {"nic", "cx6"}}, "vm"),
+      registration("unlabelled", {}, "")};
+  pb::RegisterRequest sick = registration("lab-d", {{"platform", "spr"}, {"nic", "cx6"}}, "");
+  sick.mutable_health()->set_checked(true);
+  sick.mutable_health()->set_detail("fio: INTERNAL: no space left on device");
+  regs.push_back(sick);
+  std::map<std::string, pb::RegisterResponse> ids;
+  for (const pb::RegisterRequest& r : regs) {
+    auto a = queue().RegisterAgent(r, retry_);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ids[r.name()] = *a;
+  }
+  NewMatrix cx6 = testrows::Matrix(2, 3, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK);
+  cx6.labels = {{"nic", "cx6"}};
+  for (pb::Job& j : cx6.jobs) {
+    j.set_commit_id("v6.1");
+    j.set_platform("spr");
+    (*j.mutable_labels())["nic"] = "cx6";
+  }
+  ASSERT_TRUE(matrices().CreateMatrix(cx6).ok());
+  ClaimRules rules;
+  rules.match_real_run_hosts = true;
+  std::set<std::string> took;
+  for (const pb::RegisterRequest& r : regs) {
+    const std::vector<pb::Capability> caps(r.capabilities().begin(), r.capabilities().end());
+    const bool eligible = RealRunEligible(cx6.jobs[0], caps, r.host()) && AgentHealthy(r.health());
+    auto got = queue().LeaseJobs(ids[r.name()].agent_id(), ids[r.name()].session(), 1,
+                                 absl::Seconds(30), {}, rules);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->size(), eligible ? 1u : 0u) << r.name();
+    if (!got->empty()) took.insert(r.name());
+  }
+  EXPECT_EQ(took, (std::set<std::string>{"lab-a"}));
+  // lab-b holds the platform but not the label, as the reason says.
+  EXPECT_EQ(AgentLabelsHold(cx6.jobs[0], regs[1].host()).message(),
+            "the agent lacks the labels nic=cx6");
+  // The failed agent, registered again after its health job passed, takes
+  // the job left.
+  sick.mutable_health()->set_ok(true);
+  auto again = queue().RegisterAgent(sick, retry_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto got =
+      queue().LeaseJobs(again->agent_id(), again->session(), 5, absl::Seconds(30), {}, rules);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->size(), 1u);
+  // The health and the labels read back with the agent.
+  auto listed = queue().ListAgentsPage(absl::Minutes(1), "", 100);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  for (const pb::Agent& a : *listed) {
+    if (a.name() == "lab-d") {
+      EXPECT_TRUE(a.health().checked() && a.health().ok()) << a.health().ShortDebugString();
+    }
+    if (a.name() == "lab-a") EXPECT_EQ(a.host().labels().at("nic"), "cx6");
+  }
+}
+
 // The claim never hands an agent more leases than its free slots.
 TEST_P(RepositoryContractTest, ClaimStaysWithinTheAgentsFreeSlots) {
   MakeMatrix(10);

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "google/protobuf/util/json_util.h"
+
 #include "proto/names.h"
 
 namespace farm::storage {
@@ -121,6 +123,21 @@ std::string HostToJson(const pb::HostFacts& h) {
     AppendMember(&out, "governor_set", int64_t{y.governor_set() ? 1 : 0});
     out.push_back('}');
   }
+  if (h.labels_size() > 0) {
+    AppendJsonKey(&out, "labels");
+    out.append(MapToJson(h.labels()));
+  }
+  if (h.has_inventory()) {
+    // Nested lists of sysfs facts: protobuf's own JSON mapping, field names
+    // as in the proto, so that it reads back whole.
+    std::string inventory;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    if (google::protobuf::util::MessageToJsonString(h.inventory(), &inventory, options).ok()) {
+      AppendJsonKey(&out, "inventory");
+      out.append(inventory);
+    }
+  }
   out.push_back('}');
   return out;
 }
@@ -158,6 +175,32 @@ void JsonToHost(const std::string& text, pb::HostFacts* h) {
     y->set_mems_allowed(hygiene->value("mems_allowed", ""));
     y->set_governor_set(hygiene->value("governor_set", 0) != 0);
   }
+  auto labels = j.find("labels");
+  if (labels != j.end() && labels->is_object()) JsonToMap(labels->dump(), h->mutable_labels());
+  auto inventory = j.find("inventory");
+  if (inventory != j.end() && inventory->is_object()) {
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true;
+    if (!google::protobuf::util::JsonStringToMessage(inventory->dump(), h->mutable_inventory(),
+                                                     options)
+             .ok()) {
+      h->clear_inventory();
+    }
+  }
+}
+
+std::string HealthToJson(const pb::AgentHealth& health) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(health, &out, options).ok()) return "{}";
+  return out;
+}
+
+void JsonToHealth(const std::string& text, pb::AgentHealth* health) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(text, health, options).ok()) health->Clear();
 }
 
 std::string SamplesToJson(const google::protobuf::RepeatedPtrField<pb::Sample>& samples) {

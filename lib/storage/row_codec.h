@@ -53,6 +53,9 @@ std::string CanonicalJsonObject(const std::string& text);
 
 std::string HostToJson(const pb::HostFacts& h);
 void JsonToHost(const std::string& text, pb::HostFacts* h);
+// agents.health: protobuf's JSON mapping of AgentHealth ("{}" for none).
+std::string HealthToJson(const pb::AgentHealth& health);
+void JsonToHealth(const std::string& text, pb::AgentHealth* health);
 
 // Non-finite values are kept as strings (JSON has no NaN/Inf).
 std::string SamplesToJson(const google::protobuf::RepeatedPtrField<pb::Sample>& samples);

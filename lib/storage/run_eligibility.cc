@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "proto/kernel_offers.h"
+#include "proto/labels.h"
 #include "proto/names.h"
 
 namespace farm::storage {
@@ -17,6 +18,10 @@ const char* const kJobParamsSql =
 const char* const kBuildDoneSql =
     "j.waits_for = 0 OR EXISTS (SELECT 1 FROM jobs b WHERE b.id = j.waits_for AND b.state = 3)";
 
+const char* const kAgentHealthySql =
+    "NOT (coalesce((health->>'checked')::boolean, false) "
+    "AND NOT coalesce((health->>'ok')::boolean, false))";
+
 namespace {
 
 // OfferRuns's platform clause over an offer `k`: a job on a VM platform runs
@@ -29,6 +34,21 @@ std::string VmPlatformOfferSql() {
                     "coalesce(k->>'machine_model', '') = '", std::string(p.machine_model), "'");
   }
   return sql + " ELSE true END)";
+}
+
+// The agent half of the rule (AgentLabelsHold): the job's labels (its
+// matrix's, matrices.labels) held by the agent's, and on a host platform the
+// agent's "platform" label equal to the job's.
+std::string AgentLabelsSql() {
+  std::string vm_platforms;
+  for (const ::farm::proto::VmPlatform& p : ::farm::proto::VmPlatforms()) {
+    absl::StrAppend(&vm_platforms, vm_platforms.empty() ? "" : ", ", "'", std::string(p.name), "'");
+  }
+  return absl::StrCat(
+      "(coalesce(ah->'labels', '{}'::jsonb) @> coalesce((SELECT jm.labels FROM matrices jm "
+      "WHERE jm.id = j.matrix_id), '{}'::jsonb) AND (j.platform IN (",
+      vm_platforms, ") OR coalesce(ah->'labels'->>'", ::farm::proto::kPlatformLabel,
+      "', '') = j.platform))");
 }
 
 }  // namespace
@@ -53,7 +73,8 @@ const std::string kRunnableSql = std::string(
     "   THEN c->'builds' ELSE '[]'::jsonb END) b "
     " WHERE c->>'name' = 'kbuild' AND b->>'catalog' = j.catalog "
     "  AND jsonb_typeof(b->'architectures') = 'array' AND b->'architectures' ? j.platform)) "
-    "AND (j.executor NOT IN (2, 3, 5) OR EXISTS (SELECT 1 FROM jsonb_array_elements(ac) c, "
+    "AND (j.executor NOT IN (2, 3, 5) OR ") + AgentLabelsSql() + std::string(" AND EXISTS ("
+    "SELECT 1 FROM jsonb_array_elements(ac) c, "
     " LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(c->'kernels') = 'array' "
     "   AND jsonb_array_length(c->'kernels') > 0 THEN c->'kernels' "
     "   ELSE jsonb_build_array(jsonb_build_object('provider', 'host', "
@@ -97,6 +118,23 @@ absl::Status CheckRealRunHost(const pb::Job& job, const pb::HostFacts& host) {
   return absl::OkStatus();
 }
 
+absl::Status AgentLabelsHold(const pb::Job& job, const pb::HostFacts& host) {
+  const std::vector<std::string> missing =
+      ::farm::proto::MissingLabels(host.labels(), job.labels());
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the agent lacks the labels ", absl::StrJoin(missing, ",")));
+  }
+  if (::farm::proto::FindVmPlatform(job.platform()) != nullptr) return absl::OkStatus();
+  auto it = host.labels().find(::farm::proto::kPlatformLabel);
+  const std::string platform = it == host.labels().end() ? "" : it->second;
+  if (platform != job.platform()) {
+    return absl::FailedPreconditionError(absl::StrCat("the agent is platform '", platform,
+                                                      "', the cell wants '", job.platform(), "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckRealRun(const pb::Job& job, const std::vector<pb::Capability>& capabilities,
                           const pb::HostFacts& host) {
   if (job.executor() == pb::EXECUTOR_KBUILD) {
@@ -105,6 +143,7 @@ absl::Status CheckRealRun(const pb::Job& job, const std::vector<pb::Capability>&
         absl::StrCat("no kbuild offer builds catalog ", job.catalog(), " for ", job.platform()));
   }
   if (!::farm::proto::IsRealExecutor(job.executor())) return absl::OkStatus();
+  if (absl::Status st = AgentLabelsHold(job, host); !st.ok()) return st;
   const std::vector<pb::KernelOffer> offers =
       ::farm::proto::OffersFor(capabilities, job.executor(), host);
   if (::farm::proto::FindOffer(offers, job) != nullptr) return absl::OkStatus();
@@ -126,8 +165,12 @@ std::string UnrunnableReason(const pb::Job& job, absl::Duration waited) {
     return absl::StrCat("no agent builds catalog ", job.catalog(), " for ", job.platform(),
                         " (start one with --kbuild-tree ", job.catalog(), "=TREE); waited ", wait);
   }
-  return absl::StrCat("no agent offers kernel ", job.commit_id(), " for ", job.platform(),
-                      " in mode ", ::farm::proto::ModeName(job.mode()), " under ",
+  std::string labels;
+  if (job.labels_size() > 0) {
+    labels = absl::StrCat(" with labels ", ::farm::proto::LabelsText(job.labels()));
+  }
+  return absl::StrCat("no agent", labels, " offers kernel ", job.commit_id(), " for ",
+                      job.platform(), " in mode ", ::farm::proto::ModeName(job.mode()), " under ",
                       ::farm::proto::ExecutorName(job.executor()), ", and none builds it; waited ",
                       wait);
 }

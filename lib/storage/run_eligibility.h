@@ -20,6 +20,12 @@
 // kbuild capability whose build offers name its catalog and architecture
 // (BuildOfferRuns). A job no agent offers stays queued.
 //
+// The agent's labels (HostFacts.labels, proto/labels.h) come first
+// (AgentLabelsHold): a real run lands only on an agent holding every label
+// of its matrix (Job.labels; in SQL the matrices.labels column), and a run
+// on a platform that is not a vm platform only on an agent whose "platform"
+// label is that platform.
+//
 // Contract: pure functions of their arguments, thread-safe, cheap.
 // kRunnableSql and CheckRealRun state the same rule; the repository
 // contract suite runs one table of cases through both.
@@ -42,6 +48,7 @@
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
 #include "proto/kernel_offers.h"
+#include "proto/labels.h"
 #include "proto/names.h"
 
 namespace farm::storage {
@@ -69,9 +76,20 @@ extern const char* const kJobParamsSql;
 // the memory fake does: a job never runs before its kernel exists.
 extern const char* const kBuildDoneSql;
 
+// An agent whose health job ran and failed (AgentHealth) is leased nothing
+// and counts for no job's "some agent can run it"; one that ran none is
+// healthy. kAgentHealthySql is the same over an agents row's `health`.
+using ::farm::proto::AgentHealthy;
+extern const char* const kAgentHealthySql;
+
 inline bool RealRunEligible(const iommufarm::v1::Job& job, const iommufarm::v1::HostFacts& host) {
   return CheckRealRunHost(job, host).ok();
 }
+
+// The label half of the rule: OK when `host`'s labels hold the job's and,
+// on a host platform, its "platform" label is the job's; otherwise
+// FailedPrecondition naming what is missing.
+absl::Status AgentLabelsHold(const iommufarm::v1::Job& job, const iommufarm::v1::HostFacts& host);
 
 // OK when an agent with `capabilities` on `host` may run `job` (the rule
 // above); otherwise FailedPrecondition naming what the agent offers.

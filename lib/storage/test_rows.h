@@ -38,7 +38,8 @@ inline NewMatrix Matrix(int n, int max_attempts, int prio, iommufarm::v1::Execut
   return m;
 }
 
-// An agent registration with one capability and four slots.
+// An agent registration with one capability and four slots, of platform
+// "p": Matrix's jobs' platform (proto/labels.h).
 inline iommufarm::v1::RegisterRequest Registration(const std::string& name,
                                                    const std::string& capability) {
   iommufarm::v1::RegisterRequest r;
@@ -46,6 +47,7 @@ inline iommufarm::v1::RegisterRequest Registration(const std::string& name,
   r.add_capabilities()->set_name(capability);
   r.set_slots(4);
   r.mutable_host()->set_hostname("h-" + name);
+  (*r.mutable_host()->mutable_labels())["platform"] = "p";
   return r;
 }
 

@@ -1,0 +1,110 @@
+#include "agent/health_check.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "google/protobuf/util/time_util.h"
+#include "proto/kernel_offers.h"
+#include "proto/names.h"
+
+namespace farm::agent {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+
+// The host's own kernel in its mode, as a leased job would name it.
+pb::Job SmallJob(pb::Executor executor, const pb::KernelOffer& host, const char* workload,
+                 std::initializer_list<std::pair<const char*, const char*>> params) {
+  pb::Job job;
+  job.set_executor(executor);
+  job.set_platform("health");
+  job.set_commit_id(host.release());
+  job.set_mode(static_cast<pb::IommuMode>(host.modes(0)));
+  job.mutable_workload()->set_name(workload);
+  for (const auto& [k, v] : params) (*job.mutable_workload()->mutable_params())[k] = v;
+  return job;
+}
+
+// One health job, cancelled when `timeout` passes.
+std::string RunOne(Executor& executor, const pb::Job& job, absl::Duration timeout, bool* ok) {
+  CancelToken cancel;
+  absl::Notification done;
+  std::thread watchdog([&] {
+    if (!done.WaitForNotificationWithTimeout(timeout)) cancel.Cancel();
+  });
+  absl::StatusOr<ExecutionResult> result = executor.Run(job, cancel);
+  done.Notify();
+  watchdog.join();
+  *ok = result.ok() && !result->samples.empty();
+  if (!result.ok()) {
+    return absl::StrCat(executor.capability(), ": ", cancel.cancelled() ? "timed out: " : "",
+                        result.status().ToString());
+  }
+  return absl::StrCat(executor.capability(), ": ", *ok ? "ok, " : "failed, ",
+                      result->samples.size(), " samples");
+}
+
+}  // namespace
+
+std::optional<pb::Job> HealthJobFor(const Executor& executor, const pb::HostFacts& host) {
+  const pb::Executor kind = ::farm::proto::ExecutorFromName(executor.capability());
+  if (kind != pb::EXECUTOR_FIO && kind != pb::EXECUTOR_IOZONE) return std::nullopt;
+  std::optional<pb::KernelOffer> own;
+  for (const pb::KernelOffer& k : ::farm::proto::OffersFor({[&] {
+                                                             pb::Capability c;
+                                                             c.set_name(executor.capability());
+                                                             for (const pb::KernelOffer& o :
+                                                                  executor.kernels())
+                                                               *c.add_kernels() = o;
+                                                             return c;
+                                                           }()},
+                                                           kind, host)) {
+    if (k.provider() == "host" && k.modes_size() > 0) own = k;
+  }
+  // A host whose mode is unknown runs no real job: nothing to check.
+  if (!own) return std::nullopt;
+  if (kind == pb::EXECUTOR_FIO) {
+    return SmallJob(
+        kind, *own, "health-fio",
+        {{"rw", "randread"}, {"bs", "4k"}, {"size", "4m"}, {"runtime", "1"}, {"time_based", "1"}});
+  }
+  if (kind == pb::EXECUTOR_IOZONE) {
+    return SmallJob(kind, *own, "health-iozone",
+                    {{"tests", "write,read"}, {"size", "1m"}, {"record", "64k"}});
+  }
+  return std::nullopt;
+}
+
+pb::AgentHealth RunHealthJobs(const std::vector<Executor*>& executors, const pb::HostFacts& host,
+                              absl::Duration timeout) {
+  pb::AgentHealth health;
+  std::vector<std::string> detail;
+  bool all_ok = true;
+  bool fio_checked = false;
+  std::vector<std::pair<Executor*, pb::Job>> jobs;
+  for (Executor* executor : executors) {
+    std::optional<pb::Job> job = HealthJobFor(*executor, host);
+    if (!job) continue;
+    fio_checked = fio_checked || job->executor() == pb::EXECUTOR_FIO;
+    jobs.emplace_back(executor, *std::move(job));
+  }
+  for (auto& [executor, job] : jobs) {
+    // fio's job checks the host's disk; iozone's (seconds, as it syncs)
+    // only runs where fio does not.
+    if (fio_checked && job.executor() == pb::EXECUTOR_IOZONE) continue;
+    bool ok = false;
+    detail.push_back(RunOne(*executor, job, timeout, &ok));
+    all_ok = all_ok && ok;
+  }
+  if (detail.empty()) return health;
+  health.set_checked(true);
+  health.set_ok(all_ok);
+  health.set_detail(absl::StrJoin(detail, "; "));
+  *health.mutable_checked_at() =
+      google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+  return health;
+}
+
+}  // namespace farm::agent

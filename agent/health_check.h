@@ -1,0 +1,46 @@
+// farm::agent health jobs: what the agent runs before it takes work, as
+// LAVA's health checks do, so that a lab host whose disk, tool or
+// permissions broke is shown as failed in `farmctl agents` and is leased
+// nothing (the claim skips an agent whose health failed,
+// lib/storage/run_eligibility.h AgentHealthy) instead of failing every job.
+//
+// Each real executor that runs on the host's own kernel (fio, iozone with a
+// "host" kernel offer) runs one small job through its own Run(), exactly as
+// a leased job would run: fio 1 s of 4 KiB random reads over a 4 MiB file in
+// the first --allow-dir; an agent without fio runs iozone's instead, a 1 MiB
+// write and read there (iozone's run syncs and takes seconds). A result
+// with no samples fails too. Executors that boot the job's kernel (vm,
+// kexec) are checked when the agent starts (QEMU, the guest initramfs, the
+// kernel store), the emulator is a model: neither has a health job.
+//
+// Thread-safety: RunHealthJobs calls the executors' Run(), which is
+// thread-safe; it holds no state. No ownership of the executors.
+#ifndef AGENT_HEALTH_CHECK_H_
+#define AGENT_HEALTH_CHECK_H_
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "agent/executors/executor.h"
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::agent {
+
+// The health job of an executor on `host`, or nullopt when it has none
+// (above): a job of the host's own kernel in its mode, which only that
+// kernel's offer ("host", proto/kernel_offers.h) runs.
+std::optional<iommufarm::v1::Job> HealthJobFor(const Executor& executor,
+                                               const iommufarm::v1::HostFacts& host);
+
+// Runs every executor's health job, each cancelled after `timeout`.
+// checked is false when none had one; detail names each job's outcome
+// ("fio: ok, 1 samples; iozone: INTERNAL: ...").
+iommufarm::v1::AgentHealth RunHealthJobs(const std::vector<Executor*>& executors,
+                                         const iommufarm::v1::HostFacts& host,
+                                         absl::Duration timeout = absl::Minutes(2));
+
+}  // namespace farm::agent
+
+#endif  // AGENT_HEALTH_CHECK_H_
