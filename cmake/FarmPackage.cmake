@@ -16,6 +16,14 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/dashboards/provisioning/
         DESTINATION ${FARM_SHARE_DIR}/grafana/provisioning COMPONENT farm)
 install(FILES ${CMAKE_SOURCE_DIR}/deploy/systemd/farm.env.example
         DESTINATION ${FARM_SHARE_DIR} COMPONENT farm)
+# What a vm agent (deploy/systemd/farm-agent-vm.service) needs besides the
+# binary: the guest root builder and the guest's init, which the builder finds
+# beside itself (/usr/lib/iommu-farm/guest/init) as it finds
+# agent/kernels/guest/init in the source tree.
+install(PROGRAMS ${CMAKE_SOURCE_DIR}/scripts/build-guest-root
+        DESTINATION lib/iommu-farm COMPONENT farm)
+install(PROGRAMS ${CMAKE_SOURCE_DIR}/agent/kernels/guest/init
+        DESTINATION lib/iommu-farm/guest COMPONENT farm)
 # Debian's systemd looks in /lib/systemd/system for packaged units (bookworm
 # has not merged it into /usr/lib for packages yet).
 file(GLOB FARM_UNITS ${CMAKE_SOURCE_DIR}/deploy/systemd/*.service)
@@ -39,8 +47,14 @@ set(CPACK_STRIP_FILES ON)
 # dpkg-shlibdeps; adduser makes the service user in postinst.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+# A vm agent's tools: QEMU, the guest root's (busybox-static, cpio, fio; the
+# host's packages as dpkg names them for the arm64 root), and the kernel
+# builder's toolchain (lib/kbuild: git, both architectures and the static
+# dma_map_benchmark tool).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
+    "qemu-system-x86, qemu-system-arm, busybox-static, cpio, fio, iozone3, git, gcc, make, bc, flex, bison, libelf-dev, libssl-dev, xz-utils, gcc-aarch64-linux-gnu, libc6-dev-arm64-cross")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS
-    "postgresql-15, prometheus, prometheus-alertmanager, fio, qemu-system-x86")
+    "postgresql-15, prometheus, prometheus-alertmanager, kexec-tools")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${CMAKE_SOURCE_DIR}/deploy/debian/postinst ${CMAKE_SOURCE_DIR}/deploy/debian/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)

@@ -3,7 +3,8 @@
 // apiVersion/kind: types, required fields, enums and formats; its schemas
 // leave additional properties open, so a misspelt optional field is not
 // caught here -- check-units checks the farm's own flags). Also checks what the schemas cannot: each farm
-// container runs the image the Containerfile builds (iommu-farm:VERSION).
+// container runs the image the Containerfile builds (iommu-farm:VERSION), with
+// imagePullPolicy Never (that image is loaded on nodes, in no registry).
 //
 //   node scripts/schemas/check-k8s.mjs --image iommu-farm:0.1.0 FILE.yaml...
 //
@@ -62,6 +63,11 @@ for (const file of files) {
     for (const c of pod?.containers ?? []) {
       if (image && c.image !== image) {
         problem(`${where}: container ${c.name} runs image ${c.image}, not ${image} (deploy/Containerfile)`);
+      }
+      // The image is in no registry: a node has it loaded, never pulls it.
+      if (image && c.imagePullPolicy !== 'Never') {
+        problem(`${where}: container ${c.name} has imagePullPolicy ${c.imagePullPolicy ?? '(unset)'}, ` +
+                `not Never (the image is in no registry; scripts/build-image --save)`);
       }
     }
   }
