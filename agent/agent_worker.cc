@@ -174,6 +174,7 @@ pb::ReportResultRequest Agent::ResultRequestFor(int64_t agent_id, const pb::JobL
     request.mutable_host()->set_hostname(options_.host.hostname());
   }
   request.set_tool_version(result.tool_version);
+  if (result.monitors) *request.mutable_monitors() = *result.monitors;
   *request.mutable_wall_time() =
       google::protobuf::util::TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(wall_time));
   MakeStorable(lease, &request, request.mutable_raw_output());

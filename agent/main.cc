@@ -162,6 +162,10 @@ void AddRunOptions(CLI::App& app, farm::agent::ExecutorConfig* config) {
   app.add_option(
       "--allow-device", config->allow_devices,
       "block device real runs may use: DEV, DEV:ro or DEV:rw (writes only with :rw; repeatable)");
+  app.add_option("--perf", config->perf,
+                 "profile each real run on this host with a system-wide perf record (its top "
+                 "symbols are stored with the result's monitors; false: none)")
+      ->default_val(true);
   app.add_option("--emu-catalog", config->emu_catalog,
                  "commit catalog file for the emulator (default: the shipped "
                  "linux-iommu catalog)");

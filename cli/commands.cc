@@ -838,13 +838,15 @@ int Commands::RunCompare(int64_t matrix_a, int64_t matrix_b, const std::string& 
     }
   }
   const std::vector<CompareRow> rows = CompareSides(side_a, side_b);
+  const std::vector<MonitorRow> monitors = CompareMonitors(side_a, side_b);
   if (!html_path.empty()) {
-    absl::Status written = base::WriteFile(html_path, FormatCompareHtml(rows, label_a, label_b));
+    absl::Status written =
+        base::WriteFile(html_path, FormatCompareHtml(rows, label_a, label_b, monitors));
     if (!written.ok()) return Fail(absl::StrCat("compare --html ", html_path), written);
   }
-  out_ << (format == OutputFormat::kJson  ? FormatCompareJson(rows, label_a, label_b)
-           : format == OutputFormat::kCsv ? FormatCompareCsv(rows)
-                                          : FormatCompareTable(rows, label_a, label_b));
+  out_ << (format == OutputFormat::kJson  ? FormatCompareJson(rows, label_a, label_b, monitors)
+           : format == OutputFormat::kCsv ? FormatCompareCsv(rows, monitors)
+                                          : FormatCompareTable(rows, label_a, label_b, monitors));
   return 0;
 }
 

@@ -142,9 +142,13 @@ std::vector<CompareRow> CompareSides(const std::vector<pb::Result>& a,
 }
 
 std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::string& label_a,
-                               const std::string& label_b) {
+                               const std::string& label_b,
+                               const std::vector<MonitorRow>& monitors) {
+  const std::string monitor_table =
+      monitors.empty() ? std::string() : absl::StrCat("\n", FormatMonitorDiffTable(monitors));
   if (rows.empty()) {
-    return absl::StrCat("no series measured both in ", label_a, " and in ", label_b, "\n");
+    return absl::StrCat("no series measured both in ", label_a, " and in ", label_b, "\n",
+                        monitor_table);
   }
   std::vector<std::vector<std::string>> cells;
   int changed = 0;
@@ -160,10 +164,11 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::s
                                    "mean A", "mean B", "change", "95% interval", "p", "verdict"},
                                   cells),
                       changed, " of ", rows.size(),
-                      " series changed (p < 0.01, interval reaching 3%)\n");
+                      " series changed (p < 0.01, interval reaching 3%)\n", monitor_table);
 }
 
-std::string FormatCompareCsv(const std::vector<CompareRow>& rows) {
+std::string FormatCompareCsv(const std::vector<CompareRow>& rows,
+                             const std::vector<MonitorRow>& monitors) {
   std::string out =
       "platform,workload,params,metric,mode,unit,n_a,n_b,mean_a,mean_b,change,ci_lo,ci_hi,"
       "p_value,changed\n";
@@ -180,6 +185,7 @@ std::string FormatCompareCsv(const std::vector<CompareRow>& rows) {
                         ","),
                     "\n");
   }
+  if (!monitors.empty()) absl::StrAppend(&out, "\n", FormatMonitorDiffCsv(monitors));
   return out;
 }
 
@@ -194,7 +200,7 @@ PlotPoint SidePoint(int32_t index, const std::string& label, int64_t n, double m
 }  // namespace
 
 std::string FormatCompareHtml(const std::vector<CompareRow>& rows, const std::string& label_a,
-                              const std::string& label_b) {
+                              const std::string& label_b, const std::vector<MonitorRow>& monitors) {
   ReportData page;
   page.title = absl::StrCat("compare: ", label_a, " (A) vs ", label_b, " (B)");
   int changed = 0;
@@ -221,11 +227,12 @@ std::string FormatCompareHtml(const std::vector<CompareRow>& rows, const std::st
   page.summary = absl::StrCat("A: ", label_a, "\nB: ", label_b, "\n", changed, " of ", rows.size(),
                               " series changed (p < 0.01, interval reaching 3%)");
   page.tables.push_back(std::move(table));
+  page.tables.push_back(MonitorDiffTable(monitors));
   return RenderReportHtml(page);
 }
 
 std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::string& label_a,
-                              const std::string& label_b) {
+                              const std::string& label_b, const std::vector<MonitorRow>& monitors) {
   nlohmann::json series = nlohmann::json::array();
   // An unbounded interval (fewer than two runs a side) is null, not inf.
   auto finite = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
@@ -246,7 +253,18 @@ std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::st
                       {"p_value", r.p_value},
                       {"changed", r.changed}});
   }
-  return nlohmann::json{{"a", label_a}, {"b", label_b}, {"series", series}}.dump(2) + "\n";
+  nlohmann::json counters = nlohmann::json::array();
+  for (const MonitorRow& r : monitors) {
+    counters.push_back({{"counter", r.counter},
+                        {"runs_a", r.runs_a},
+                        {"runs_b", r.runs_b},
+                        {"mean_a", r.mean_a},
+                        {"mean_b", r.mean_b},
+                        {"change", r.change}});
+  }
+  return nlohmann::json{{"a", label_a}, {"b", label_b}, {"series", series}, {"monitors", counters}}
+             .dump(2) +
+         "\n";
 }
 
 }  // namespace farm::cli

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cli/monitor_diff.h"
 #include "iommufarm/v1/farm.pb.h"
 #include "lib/stats/stats.h"
 
@@ -66,15 +67,23 @@ std::vector<CompareRow> CompareSides(const std::vector<iommufarm::v1::Result>& a
                                      const std::vector<iommufarm::v1::Result>& b);
 
 // `label_a` / `label_b` name the sides ("matrix 12", "v5.11 in matrix 12").
+// `monitors` is the sides' monitor diff (CompareMonitors, monitor_diff.h),
+// shown after the series: its own table; in CSV a second table after a
+// blank line (only when it has rows); in JSON the "monitors" array.
 std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::string& label_a,
-                               const std::string& label_b);
-std::string FormatCompareCsv(const std::vector<CompareRow>& rows);
+                               const std::string& label_b,
+                               const std::vector<MonitorRow>& monitors = {});
+std::string FormatCompareCsv(const std::vector<CompareRow>& rows,
+                             const std::vector<MonitorRow>& monitors = {});
 // One self-contained HTML page (the report's style, cli/report.h): the
-// table, then per series a plot of both sides' means with their 95% bands.
+// table and the monitor diff's table, then per series a plot of both sides'
+// means with their 95% bands.
 std::string FormatCompareHtml(const std::vector<CompareRow>& rows, const std::string& label_a,
-                              const std::string& label_b);
+                              const std::string& label_b,
+                              const std::vector<MonitorRow>& monitors = {});
 std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::string& label_a,
-                              const std::string& label_b);
+                              const std::string& label_b,
+                              const std::vector<MonitorRow>& monitors = {});
 
 }  // namespace farm::cli
 

@@ -111,6 +111,91 @@ TEST(CompareTest, OneRunASideHasNoInterval) {
             "no series measured both in matrix 1 and in matrix 2\n");
 }
 
+// `results` with monitors: `irqs` interrupts of nvme0q1 on CPU1, a vmstat
+// counter, an invalidation latency bucket and a perf share, plus counters
+// that do not move between the sides.
+std::vector<pb::Result> WithMonitors(std::vector<pb::Result> results, int64_t irqs, int64_t iotlb,
+                                     double map_share) {
+  for (pb::Result& r : results) {
+    pb::Monitors& m = *r.mutable_monitors();
+    m.set_where("host");
+    m.add_cpus("CPU0");
+    m.add_cpus("CPU1");
+    pb::InterruptDelta* q = m.add_interrupts();
+    q->set_irq("26");
+    q->set_source("nvme0q1");
+    q->add_per_cpu(0);
+    q->add_per_cpu(irqs);
+    q->set_total(irqs);
+    pb::InterruptDelta* loc = m.add_interrupts();
+    loc->set_irq("LOC");
+    loc->set_source("LOC");
+    loc->add_per_cpu(500);
+    loc->add_per_cpu(500);
+    loc->set_total(1000);
+    (*m.mutable_vmstat())["pgfault"] = 100;
+    (*m.mutable_vmstat())["nr_free_pages"] = -1000;
+    pb::IommuCounter* c = m.add_iommu();
+    c->set_name("dmar_perf_latency/dmar0/inv_iotlb/1us-10us");
+    c->set_delta(static_cast<double>(iotlb));
+    pb::PerfSymbol* p = m.add_perf();
+    p->set_symbol("iommu_dma_map_page");
+    p->set_share(map_share);
+    p->set_kernel(true);
+  }
+  return results;
+}
+
+TEST(CompareMonitorsTest, ShowsOnlyWhatChangedLargestFirst) {
+  const std::vector<pb::Result> a = WithMonitors(Results("v5.10", "1", 4, 1000, 1), 1000, 0, 2.0);
+  std::vector<pb::Result> b = WithMonitors(Results("v5.11", "1", 4, 800, 2), 1500, 300, 2.2);
+  b.push_back(Results("v5.11", "1", 1, 800, 3)[0]);  // an emulator run: not counted
+  const std::vector<MonitorRow> rows = CompareMonitors(a, b);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].counter, "iommu/dmar_perf_latency/dmar0/inv_iotlb/1us-10us");  // from 0
+  EXPECT_EQ(rows[0].runs_b, 4);
+  EXPECT_EQ(rows[0].mean_b, 300);
+  EXPECT_EQ(rows[1].counter, "interrupts/nvme0q1");
+  EXPECT_DOUBLE_EQ(rows[1].change, 0.5);
+  EXPECT_EQ(rows[2].counter, "interrupts-cpu/CPU1");  // 1500 -> 2000: +33%
+  // LOC, CPU0, vmstat and perf (+0.2 points) did not move notably.
+
+  const std::vector<CompareRow> series = CompareSides(a, b);
+  const std::string table = FormatCompareTable(series, "A", "B", rows);
+  EXPECT_NE(table.find("monitors that changed (mean per run):"), std::string::npos) << table;
+  EXPECT_NE(table.find("interrupts/nvme0q1"), std::string::npos) << table;
+  EXPECT_NE(table.find("rose from 0"), std::string::npos) << table;
+  const std::string csv = FormatCompareCsv(series, rows);
+  EXPECT_NE(csv.find("\n\ncounter,runs_a,runs_b,mean_a,mean_b,change\n"), std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(FormatCompareJson(series, "A", "B", rows));
+  ASSERT_EQ(j["monitors"].size(), 3u);
+  EXPECT_EQ(j["monitors"][1]["counter"], "interrupts/nvme0q1");
+  EXPECT_EQ(j["monitors"][1]["mean_a"], 1000);
+  const std::string html = FormatCompareHtml(series, "A", "B", rows);
+  EXPECT_NE(html.find("Monitors that changed"), std::string::npos);
+  EXPECT_NE(html.find("<td>interrupts/nvme0q1</td>"), std::string::npos);
+}
+
+TEST(CompareMonitorsTest, NothingWithoutMonitorsOnBothSides) {
+  EXPECT_TRUE(
+      CompareMonitors(Results("a", "1", 2, 1, 1), WithMonitors(Results("b", "1", 2, 1, 2), 1, 1, 1))
+          .empty());
+  EXPECT_EQ(FormatCompareCsv({}).find("counter,"), std::string::npos);
+}
+
+TEST(MatrixMonitorsTableTest, OneColumnPerModeAndTheLargestOfEachKind) {
+  std::vector<pb::Result> rs = WithMonitors(Results("v5.10", "1", 2, 1000, 1), 1000, 7, 2.0);
+  std::vector<pb::Result> off = WithMonitors(Results("v5.10", "1", 2, 1000, 2), 10, 0, 0);
+  for (pb::Result& r : off) r.mutable_job()->set_mode(pb::IOMMU_MODE_OFF);
+  rs.insert(rs.end(), off.begin(), off.end());
+  ReportTable t = MatrixMonitorsTable(rs, 1);
+  EXPECT_EQ(t.headers, (std::vector<std::string>{"counter", "off (2 runs)", "strict (2 runs)"}));
+  ASSERT_EQ(t.rows.size(), 5u);  // one of each kind
+  EXPECT_EQ(t.rows[0], (std::vector<std::string>{"interrupts/LOC", "1000", "1000"}));
+  EXPECT_EQ(t.rows[2][0], "iommu/dmar_perf_latency/dmar0/inv_iotlb/1us-10us");
+  EXPECT_EQ(t.rows[2][2], "7");
+}
+
 constexpr char kTrySpec[] = R"(name: nfs
 catalog: linux-iommu
 platform: intel-vtd-snb16c

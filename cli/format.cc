@@ -298,6 +298,15 @@ nlohmann::ordered_json ResultJson(const pb::Result& r) {
     samples.push_back(std::move(so));
   }
   o["samples"] = std::move(samples);
+  if (r.has_monitors()) {
+    // The proto's JSON mapping with its field names, as results.monitors holds it.
+    std::string text;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.preserve_proto_field_names = true;
+    if (google::protobuf::util::MessageToJsonString(r.monitors(), &text, opts).ok()) {
+      o["monitors"] = nlohmann::ordered_json::parse(text, nullptr, false);
+    }
+  }
   if (!r.raw_output().empty()) {
     o["raw_format"] = r.raw_format();
     o["raw_output"] = r.raw_output();

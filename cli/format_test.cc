@@ -183,6 +183,23 @@ TEST(FormatResultsJsonTest, ParsesBackWithEverySample) {
   EXPECT_EQ(j[0]["raw_format"], "emu-json");
 }
 
+TEST(FormatResultsJsonTest, CarriesTheMonitorsOfARealRun) {
+  pb::Result r = MakeResult(3, "aaa", 0, pb::IOMMU_MODE_STRICT, 2, 5);
+  auto plain = nlohmann::json::parse(FormatResultsJson({r}));
+  EXPECT_FALSE(plain[0].contains("monitors"));
+  pb::Monitors& m = *r.mutable_monitors();
+  m.set_where("host");
+  pb::InterruptDelta* d = m.add_interrupts();
+  d->set_source("nvme0q1");
+  d->set_total(250);
+  (*m.mutable_vmstat())["pgfault"] = 800;
+  auto j = nlohmann::json::parse(FormatResultsJson({r}));
+  EXPECT_EQ(j[0]["monitors"]["where"], "host");
+  EXPECT_EQ(j[0]["monitors"]["interrupts"][0]["source"], "nvme0q1");
+  EXPECT_EQ(j[0]["monitors"]["interrupts"][0]["total"], "250");  // int64 as the proto's JSON
+  EXPECT_EQ(j[0]["monitors"]["vmstat"]["pgfault"], "800");
+}
+
 TEST(FormatProgressLineTest, CountsRateAndEta) {
   pb::MatrixProgress p;
   p.set_matrix_id(9);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/format.h"
+#include "cli/monitor_diff.h"
 
 namespace farm::cli {
 namespace {
@@ -579,6 +580,10 @@ ReportData BuildReport(const ReportSources& s) {
   }
   out.tables.push_back(ResultsTable(s, focus, commits));
   out.tables.push_back(HostsTable(s.results));
+  if (std::any_of(s.results.begin(), s.results.end(),
+                  [](const pb::Result& r) { return r.has_monitors(); })) {
+    out.tables.push_back(MatrixMonitorsTable(s.results));
+  }
   std::set<std::string> tools;
   for (const auto& r : s.results) tools.insert(absl::StrCat(r.raw_format(), " ", r.tool_version()));
   ReportTable versions;

@@ -189,6 +189,22 @@ class RealRunsPgTest : public ::testing::Test {
     return out;
   }
 
+  // The host's monitors around the tool, stored and returned with the
+  // result: a second of fio moves the timer interrupts and vmstat at least;
+  // debugfs and perf say what they had.
+  void ExpectMonitorsRecorded(const pb::Result& r) {
+    ASSERT_TRUE(r.has_monitors()) << r.ShortDebugString().substr(0, 2000);
+    const pb::Monitors& m = r.monitors();
+    EXPECT_EQ(m.where(), "host");
+    EXPECT_FALSE(m.cpus().empty());
+    EXPECT_FALSE(m.interrupts().empty());
+    EXPECT_FALSE(m.vmstat().empty());
+    EXPECT_FALSE(m.iommu_note().empty());
+    EXPECT_TRUE(!m.perf().empty() || !m.perf_note().empty());
+    for (const pb::InterruptDelta& d : m.interrupts()) EXPECT_NE(d.total(), 0) << d.irq();
+    for (const auto& [name, delta] : m.vmstat()) EXPECT_NE(delta, 0) << name;
+  }
+
   std::string root_, allowed_, canary_, release_, mode_;
   pb::HostFacts host_;
   metrics::MetricsRegistry registry_;
@@ -232,6 +248,7 @@ TEST_F(RealRunsPgTest, FioMatrixRunsOnThisHostAndRecordsIt) {
     auto parsed = runners::ParseFioJson(r.raw_output());
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(parsed->fio_version, r.tool_version());
+    ExpectMonitorsRecorded(r);
   }
 
   pb::GetMatrixRequest get;

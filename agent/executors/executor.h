@@ -73,6 +73,9 @@ struct ExecutionResult {
   // kernel (a VM guest): reported as the result's host facts instead of the
   // agent's own (the agent keeps its hostname).
   std::optional<iommufarm::v1::HostFacts> ran_on;
+  // What the kernel counted around the tool (agent/monitors/): real runs
+  // only, on the host or in the guest whose kernel ran it.
+  std::optional<iommufarm::v1::Monitors> monitors;
   // The host is rebooting into the job's kernel (kexec) with the lease held
   // by the scheduler: nothing is reported; the agent stops leasing and the
   // agent that starts on the job's kernel resumes the job.

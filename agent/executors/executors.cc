@@ -90,6 +90,8 @@ absl::StatusOr<std::unique_ptr<Executor>> HostTool(pb::Executor kind, const std:
   real.allow_dirs = config.allow_dirs;
   real.allow_devices = config.allow_devices;
   real.tool = kind == pb::EXECUTOR_FIO ? config.fio : config.iozone;
+  real.monitors.perf = config.perf;
+  if (!config.allow_dirs.empty()) real.monitors.scratch_dir = config.allow_dirs.front();
   return farm::runners::MakeRealExecutor(cap, real);
 }
 

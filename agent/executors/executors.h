@@ -32,6 +32,7 @@ struct ExecutorConfig {
   std::vector<std::string> allow_dirs;     // --allow-dir (real runs)
   std::vector<std::string> allow_devices;  // --allow-device DEV[:rw]
   std::string fio, iozone;                 // --fio, --iozone ("": found on the default PATH)
+  bool perf = true;                        // --perf: profile host runs with perf record -a
   std::string emu_catalog;                 // --emu-catalog FILE ("" = shipped)
   // --emulator-time-limit: an emulator run still going after this long
   // fails for good (zero: no limit).

@@ -340,6 +340,7 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
   g->set_icount_shift(static_cast<uint32_t>(run->icount_shift));
   g->set_qemu_version(qemu_version_);
   out.ran_on = std::move(facts);
+  out.monitors = std::move(run->monitors);
   return out;
 }
 

@@ -79,7 +79,14 @@ class RealExecutor final : public farm::agent::Executor {
     RunOptions run;
     run.timeout = Tool::Timeout(*spec, opts_);
     run.cancelled = [&cancel] { return cancel.cancelled(); };
-    return ToExecution(runner_.Run(*spec, allowed_, run));
+    if (!opts_.record_monitors) return ToExecution(runner_.Run(*spec, allowed_, run));
+    monitors::HostMonitor monitor(opts_.monitors);
+    monitor.Start();
+    absl::StatusOr<farm::agent::ExecutionResult> out =
+        ToExecution(runner_.Run(*spec, allowed_, run));
+    pb::Monitors recorded = monitor.Finish();
+    if (out.ok()) out->monitors = std::move(recorded);
+    return out;
   }
 
  private:

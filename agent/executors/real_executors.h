@@ -12,6 +12,9 @@
 //   failure in the agent's error contract: retrying cannot help); timeouts
 //   and tool failures keep retryable codes; a fired CancelToken gives
 //   Cancelled and the tool's process group is killed.
+// - Every run records the host's monitors around the tool (interrupts,
+//   vmstat, debugfs IOMMU counters, perf where allowed) into
+//   ExecutionResult::monitors; they never fail a run.
 // - The executor is immutable after construction; Run is safe to call from
 //   several worker threads at once (each run uses its own file names).
 #ifndef AGENT_EXECUTORS_REAL_EXECUTORS_H_
@@ -24,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/executors/executor.h"
+#include "agent/monitors/host_monitor.h"
 #include "agent/runners/runners.h"
 
 namespace farm::runners {
@@ -36,6 +40,10 @@ struct RealExecutorOptions {
   absl::Duration default_timeout = absl::Minutes(30);
   absl::Duration slack = absl::Minutes(5);
   std::string tool;  // executable override (tests); empty: "fio" / "iozone"
+  // Each run records the host's monitors around the tool
+  // (agent/monitors/host_monitor.h); `monitors.perf` false: no profile.
+  bool record_monitors = true;
+  monitors::HostMonitorOptions monitors;
 };
 
 // A tool's samples as the result rows every executor reports, appended to

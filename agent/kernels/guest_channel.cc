@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/monitors/monitors.h"
 
 namespace farm::kernels {
 namespace {
@@ -104,6 +105,25 @@ absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output) {
     }
   }
   return facts;
+}
+
+absl::StatusOr<iommufarm::v1::Monitors> MonitorsFromGuest(const GuestOutput& output) {
+  auto before = output.sections.find("monitor-before");
+  auto after = output.sections.find("monitor-after");
+  if (before == output.sections.end() || after == output.sections.end()) {
+    return absl::NotFoundError("guest channel: no monitor-before / monitor-after sections");
+  }
+  absl::StatusOr<monitors::Snapshot> b = monitors::ParseSnapshot(before->second.body);
+  if (!b.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("monitor-before: ", b.status().message()));
+  }
+  absl::StatusOr<monitors::Snapshot> a = monitors::ParseSnapshot(after->second.body);
+  if (!a.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("monitor-after: ", a.status().message()));
+  }
+  iommufarm::v1::Monitors m = monitors::Diff(*b, *a, "guest");
+  m.set_perf_note("none: the guest root has no perf");
+  return m;
 }
 
 std::string ConsoleTail(absl::string_view console, int max_lines, std::size_t max_bytes) {

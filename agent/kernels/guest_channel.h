@@ -9,7 +9,9 @@
 //   @@farm-done
 // Sections the init writes: facts (key=value: release, machine, cmdline),
 // iommu-groups ("<id> <type> <device>..."), nvme ("<name> <pci> <group|->
-// <namespace>..."), tool (the tool's stdout), tool-stderr.
+// <namespace>..."), tool (the tool's stdout), tool-stderr, monitor-before and
+// monitor-after (agent/monitors/monitors.h's snapshot layout, taken just
+// before and just after the tool).
 //
 // Contract: pure functions of their input (no I/O), thread-safe. Lines
 // outside a frame are ignored; a frame that never ends, a mismatched end, or
@@ -42,6 +44,12 @@ absl::StatusOr<GuestOutput> ParseGuestChannel(absl::string_view text);
 // The facts, iommu-groups and nvme sections as KernelFacts. InvalidArgument
 // when the facts section is missing or a line is malformed.
 absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output);
+
+// The guest's monitors: the delta from its monitor-before to its
+// monitor-after snapshot, parsed by the code that parses the host's
+// (farm::monitors). NotFound when the guest wrote no snapshots (no tool
+// ran); InvalidArgument when one does not parse.
+absl::StatusOr<iommufarm::v1::Monitors> MonitorsFromGuest(const GuestOutput& output);
 
 // The last `max_lines` lines of a console log (at most `max_bytes`), "\r"
 // removed: what a failure reason quotes.

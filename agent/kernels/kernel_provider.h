@@ -28,6 +28,7 @@
 #define AGENT_KERNELS_KERNEL_PROVIDER_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,7 +102,10 @@ struct KernelRun {
   std::string machine_model;  // vm: "q35+intel-iommu"; host: empty
   std::string tool_stdout;    // fio's JSON report when argv asked for it
   std::string tool_stderr;
-  int tool_exit = -1;        // -1: no tool ran
+  int tool_exit = -1;  // -1: no tool ran
+  // vm: the guest's monitors around the tool (guest_channel.h); unset when
+  // no tool ran.
+  std::optional<iommufarm::v1::Monitors> monitors;
   absl::Duration wall_time;  // start of the run (boot) to its result
 };
 

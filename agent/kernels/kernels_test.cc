@@ -23,6 +23,8 @@
 #include "agent/kernels/host_provider.h"
 #include "agent/kernels/kernel_provider.h"
 #include "agent/kernels/vm_provider.h"
+#include "agent/monitors/monitors.h"
+#include "lib/process/process.h"
 
 namespace farm::kernels {
 namespace {
@@ -603,6 +605,87 @@ TEST(InterpretGuestRunTest, StrictRunCarriesFactsAndToolOutput) {
   EXPECT_EQ(run->facts.iommu, "dmar0");
   EXPECT_EQ(run->tool_exit, 0);
   EXPECT_THAT(run->tool_stdout, HasSubstr("fio-3.33"));
+}
+
+// kStrictChannel with the init's monitor sections around the tool: the
+// host reads them with the host monitor's parser.
+std::string ChannelWithMonitors() {
+  std::string c = kStrictChannel;
+  const std::string monitors =
+      "@@farm-begin monitor-before\r\n"
+      "%% interrupts\r\n"
+      "            CPU0       CPU1       \r\n"
+      "  24:          0          0  DMAR-MSI    0-edge      dmar0\r\n"
+      "  26:        100          0  IR-PCI-MSIX-0000:00:01.0    1-edge      nvme0q1\r\n"
+      " LOC:       5000       4000   Local timer interrupts\r\n"
+      "%% vmstat\r\n"
+      "pgfault 1000\r\nnr_dirty 10\r\n"
+      "%% iommu-note none exposed (debugfs has no iommu/: the IOMMU driver exposes none, or it "
+      "is off)\r\n"
+      "@@farm-end monitor-before 0\r\n"
+      "@@farm-begin monitor-after\r\n"
+      "%% interrupts\r\n"
+      "            CPU0       CPU1       \r\n"
+      "  24:          0          0  DMAR-MSI    0-edge      dmar0\r\n"
+      "  26:        400          2  IR-PCI-MSIX-0000:00:01.0    1-edge      nvme0q1\r\n"
+      " LOC:       5100       4000   Local timer interrupts\r\n"
+      "%% vmstat\r\n"
+      "pgfault 1300\r\nnr_dirty 10\r\n"
+      "%% iommu-note none exposed (debugfs has no iommu/: the IOMMU driver exposes none, or it "
+      "is off)\r\n"
+      "@@farm-end monitor-after 0\r\n";
+  c.insert(c.find("@@farm-done"), monitors);
+  return c;
+}
+
+TEST(InterpretGuestRunTest, GuestMonitorSectionsBecomeTheRunsMonitors) {
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), ChannelWithMonitors(), "", CleanExit());
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_TRUE(run->monitors.has_value());
+  const pb::Monitors& m = *run->monitors;
+  EXPECT_EQ(m.where(), "guest");
+  ASSERT_EQ(m.interrupts_size(), 2);
+  EXPECT_EQ(m.interrupts(0).source(), "nvme0q1");
+  EXPECT_EQ(m.interrupts(0).total(), 302);
+  EXPECT_EQ(m.interrupts(1).source(), "LOC");
+  EXPECT_EQ(m.vmstat().size(), 1u);
+  EXPECT_EQ(m.vmstat().at("pgfault"), 300);
+  EXPECT_THAT(m.iommu_note(), HasSubstr("none exposed"));
+  EXPECT_THAT(m.perf_note(), HasSubstr("no perf"));
+}
+
+TEST(InterpretGuestRunTest, AGuestWithoutSnapshotsSaysSo) {
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), kStrictChannel, "", CleanExit());
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_TRUE(run->monitors.has_value());
+  EXPECT_EQ(run->monitors->interrupts_size(), 0);
+  EXPECT_THAT(run->monitors->iommu_note(), HasSubstr("no monitor-before"));
+  std::string broken = ChannelWithMonitors();
+  broken.replace(broken.find("pgfault 1300"), 12, "pgfault lots");
+  absl::StatusOr<GuestOutput> out = ParseGuestChannel(broken);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(MonitorsFromGuest(*out).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The init's own monitor_snapshot, run by the POSIX shell on this machine's
+// /proc, writes what the host's parser reads.
+TEST(GuestInitTest, MonitorSnapshotIsWhatTheParserReads) {
+  runners::ProcessOptions p;
+  p.argv = {"/bin/sh", "-c",
+            "eval \"$(sed -n '/^monitor_snapshot() {/,/^}/p' \"$0\")\" && monitor_snapshot",
+            std::string(FARM_SOURCE_DIR) + "/agent/kernels/guest/init"};
+  p.timeout = absl::Seconds(30);
+  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->ok()) << r->Describe() << r->stderr_data;
+  absl::StatusOr<monitors::Snapshot> s = monitors::ParseSnapshot(r->stdout_data);
+  ASSERT_TRUE(s.ok()) << s.status() << "\n" << r->stdout_data.substr(0, 2000);
+  EXPECT_FALSE(s->interrupts.cpus.empty());
+  EXPECT_FALSE(s->interrupts.lines.empty());
+  EXPECT_GT(s->vmstat.count("pgfault"), 0u);
+  EXPECT_TRUE(!s->iommu_note.empty() || !s->iommu_files.empty());
 }
 
 TEST(InterpretGuestRunTest, LazyUnderCachingModeIsAPermanentMismatch) {

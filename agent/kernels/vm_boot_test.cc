@@ -124,6 +124,27 @@ std::string* VmBootTest::kernels_dir_ = nullptr;
 std::string* VmBootTest::release_ = nullptr;
 std::string* VmBootTest::initramfs_ = nullptr;
 
+// The guest's monitor sections, parsed on the host: the tool's NVMe
+// interrupts moved (its queues are named after the controller), vmstat
+// moved, and debugfs says what it had (SMMUv3 and Debian's VT-d: none).
+void ExpectGuestMonitors(const KernelRun& run) {
+  ASSERT_TRUE(run.monitors.has_value());
+  const pb::Monitors& m = *run.monitors;
+  EXPECT_EQ(m.where(), "guest");
+  EXPECT_FALSE(m.cpus().empty());
+  int64_t nvme = 0;
+  for (const pb::InterruptDelta& d : m.interrupts()) {
+    if (absl::StartsWith(d.source(), "nvme0q")) nvme += d.total();
+  }
+  EXPECT_GT(nvme, 0) << m.ShortDebugString();
+  EXPECT_FALSE(m.vmstat().empty());
+  EXPECT_FALSE(m.iommu_note().empty());
+  EXPECT_THAT(m.perf_note(), HasSubstr("no perf"));
+  std::cout << "guest monitors: " << m.interrupts_size() << " interrupt lines moved (nvme0q* "
+            << nvme << "), " << m.vmstat_size() << " vmstat counters; iommu: " << m.iommu_note()
+            << "\n";
+}
+
 void Report(const std::string& what, const KernelRun& run) {
   std::cout << what << ": boot-to-result " << absl::FormatDuration(run.wall_time) << ", effective "
             << run.effective_detail << ", cmdline '" << run.facts.cmdline << "'\n";
@@ -150,6 +171,7 @@ TEST_F(VmBootTest, StrictRunsFioOnTheNvmeUnderDma) {
   ASSERT_EQ(report->jobs.size(), 1u);
   EXPECT_EQ(report->jobs[0].error, 0);
   EXPECT_GT(report->jobs[0].read.iops, 0);
+  ExpectGuestMonitors(*run);
   std::cout << "strict: fio " << report->fio_version << " randread 4k qd16 read IOPS "
             << report->jobs[0].read.iops << "\n";
 }
@@ -392,6 +414,7 @@ class VmArm64BootTest : public ::testing::Test {
     ASSERT_EQ(report->jobs.size(), 1u);
     EXPECT_EQ(report->jobs[0].error, 0);
     EXPECT_GT(report->jobs[0].read.iops, 0);
+    ExpectGuestMonitors(run);
     std::cout << mode << " (virt+smmuv3): fio " << report->fio_version
               << " randread 4k qd16 read IOPS " << report->jobs[0].read.iops << "\n";
   }

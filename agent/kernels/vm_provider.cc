@@ -539,6 +539,14 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
   if (auto it = out->sections.find("tool-stderr"); it != out->sections.end()) {
     run.tool_stderr = it->second.body;
   }
+  // Monitors never fail a run: one that cannot be read says why.
+  if (absl::StatusOr<pb::Monitors> m = MonitorsFromGuest(*out); m.ok()) {
+    run.monitors = *std::move(m);
+  } else if (run.tool_exit >= 0) {
+    run.monitors.emplace();
+    run.monitors->set_where("guest");
+    run.monitors->set_iommu_note(absl::StrCat("no monitors: ", m.status().message()));
+  }
   return run;
 }
 

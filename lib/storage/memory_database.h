@@ -91,6 +91,7 @@ struct ResultRow {
   pb::HostFacts host;
   int64_t wall_time_ns = 0;
   absl::Time finished_at;
+  pb::Monitors monitors;
 };
 
 // regressions: `regression` holds the columns AnalysisStore reads (its

@@ -287,6 +287,8 @@ absl::StatusOr<ReportOutcome> MemoryJobQueue::ReportResult(const pb::ReportResul
         r.raw_format = req.raw_format();
         JsonToHost(HostToJson(req.host()), &r.host);
         r.tool_version = req.tool_version();
+        // Through the column's codec, as the pg store stores it.
+        JsonToMonitors(MonitorsToJson(req.monitors()), &r.monitors);
         r.wall_time_ns = req.wall_time().seconds() * 1000000000 + req.wall_time().nanos();
         r.finished_at = now;
       }

@@ -183,6 +183,7 @@ absl::StatusOr<std::vector<pb::Result>> MemoryMatrixStore::ListResults(int64_t m
       res.set_raw_format(r.raw_format);
       *res.mutable_host() = r.host;
       res.set_tool_version(r.tool_version);
+      if (r.monitors.ByteSizeLong() > 0) *res.mutable_monitors() = r.monitors;
       res.mutable_wall_time()->set_seconds(r.wall_time_ns / 1000000000);
       res.mutable_wall_time()->set_nanos(static_cast<int32_t>(r.wall_time_ns % 1000000000));
       SetTime(r.finished_at, res.mutable_finished_at());

@@ -457,6 +457,12 @@ const char* const kV15RegressionParams = R"SQL(
 ALTER TABLE regressions ADD COLUMN params jsonb NOT NULL DEFAULT '{}'::jsonb;
 )SQL";
 
+// What the kernel counted around a real run's tool (iommufarm.v1.Monitors
+// in its JSON mapping); '{}' for emulator runs and results stored before.
+const char* const kV16ResultMonitors = R"SQL(
+ALTER TABLE results ADD COLUMN monitors jsonb NOT NULL DEFAULT '{}'::jsonb;
+)SQL";
+
 // Agent labels select the agents of a matrix's real runs (the claim reads
 // matrices.labels, run_eligibility.h); an agent whose health job failed
 // (agents.health) is leased nothing.
@@ -508,6 +514,8 @@ const std::vector<Migration>& AllMigrations() {
        kV14OneLiveBuildPerKey},
       {15, "regressions.params: the workload params of the regression's series",
        kV15RegressionParams},
+      {16, "results.monitors: interrupts, vmstat, IOMMU counters and perf around a real run",
+       kV16ResultMonitors},
       {17, "matrices.labels and agents.health: agents chosen by label, after a health job",
        kV17LabelsAndHealth},
   };

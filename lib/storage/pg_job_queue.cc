@@ -160,9 +160,9 @@ void PrepareQueueStatements(PgPool* pool) {
       "  RETURNING id, attempt, matrix_id, executor, "
       "  coalesce(extract(epoch from (now() - started_at)), 0)::float8 AS dur), "
       "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
-      "  raw_output, raw_format, host, tool_version, wall_time_ns) "
+      "  raw_output, raw_format, host, tool_version, wall_time_ns, monitors) "
       "  SELECT id, attempt, matrix_id, $4, coalesce((SELECT name FROM agents WHERE id = $4), ''), "
-      "  $5::jsonb, $6, $7, $8::jsonb, $9, $10 FROM up "
+      "  $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11::jsonb FROM up "
       "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
       "SELECT executor, dur FROM up");
   // kReportResult over arrays (one element per report): one statement, so
@@ -174,18 +174,20 @@ void PrepareQueueStatements(PgPool* pool) {
   pool->Prepare(
       kReportBatch,
       "WITH i AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[], "
-      "  $5::jsonb[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::bigint[]) "
-      "  AS x(job_id, attempt, token, agent_id, samples, raw, fmt, host, tool, wall)), "
+      "  $5::jsonb[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::bigint[], "
+      "  $11::jsonb[]) AS x(job_id, attempt, token, agent_id, samples, raw, fmt, host, tool, wall, "
+      "  monitors)), "
       "up AS (UPDATE jobs j SET state = 3, finished_at = now(), lease_expires_at = NULL "
       "  FROM i WHERE j.id = i.job_id AND j.attempt = i.attempt AND j.lease_token = i.token "
       "  AND j.state::int = 2 AND j.lease_agent = i.agent_id "
       "  RETURNING j.id, j.attempt, j.matrix_id, j.executor, "
       "  coalesce(extract(epoch from (now() - j.started_at)), 0)::float8 AS dur, "
-      "  i.token, i.agent_id, i.samples, i.raw, i.fmt, i.host, i.tool, i.wall), "
+      "  i.token, i.agent_id, i.samples, i.raw, i.fmt, i.host, i.tool, i.wall, i.monitors), "
       "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
-      "  raw_output, raw_format, host, tool_version, wall_time_ns) "
+      "  raw_output, raw_format, host, tool_version, wall_time_ns, monitors) "
       "  SELECT up.id, up.attempt, up.matrix_id, up.agent_id, coalesce(ag.name, ''), up.samples, "
-      "  up.raw, up.fmt, up.host, up.tool, up.wall FROM up LEFT JOIN agents ag ON ag.id = "
+      "  up.raw, up.fmt, up.host, up.tool, up.wall, up.monitors FROM up LEFT JOIN agents ag ON "
+      "ag.id = "
       "  up.agent_id ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
       "SELECT id, attempt, token, executor, dur FROM up");
   // Why a report was not stored. A successful job keeps its lease token
@@ -426,7 +428,8 @@ absl::StatusOr<ReportOutcome> PgJobQueue::ReportResult(const pb::ReportResultReq
       pqxx::nontransaction n(c);
       up = n.exec_prepared(kReportResult, l.job_id(), l.attempt(), l.lease_token(), req.agent_id(),
                            SamplesToJson(req.samples()), req.raw_output(), req.raw_format(),
-                           HostToJson(req.host()), req.tool_version(), wall_ns);
+                           HostToJson(req.host()), req.tool_version(), wall_ns,
+                           MonitorsToJson(req.monitors()));
     }
     ReportOutcome out;
     if (!up.empty()) {
@@ -466,7 +469,7 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
   if (reqs.empty()) return Out{};
   std::vector<int64_t> ids, agents, walls;
   std::vector<int32_t> attempts;
-  std::vector<std::string> tokens, samples, raws, formats, hosts, tools;
+  std::vector<std::string> tokens, samples, raws, formats, hosts, tools, monitors;
   // Each lease once (the first copy): the statement's join relies on it. A
   // later copy is answered as a duplicate by the single path below.
   std::set<std::string> sent;
@@ -483,6 +486,7 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
     formats.push_back(r.raw_format());
     hosts.push_back(HostToJson(r.host()));
     tools.push_back(r.tool_version());
+    monitors.push_back(MonitorsToJson(r.monitors()));
     walls.push_back(r.wall_time().seconds() * 1000000000 + r.wall_time().nanos());
   }
   // Keyed by the whole lease: a copy with a wrong token is not the report
@@ -490,11 +494,11 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
   std::map<std::string, ReportOutcome> accepted;
   absl::Status st = pool_->Run([&](pqxx::connection& c) -> absl::Status {
     pqxx::nontransaction n(c);
-    pqxx::result up = n.exec_prepared(kReportBatch, ArrayLiteral(ids), ArrayLiteral(attempts),
-                                      QuotedArrayLiteral(tokens), ArrayLiteral(agents),
-                                      QuotedArrayLiteral(samples), QuotedArrayLiteral(raws),
-                                      QuotedArrayLiteral(formats), QuotedArrayLiteral(hosts),
-                                      QuotedArrayLiteral(tools), ArrayLiteral(walls));
+    pqxx::result up = n.exec_prepared(
+        kReportBatch, ArrayLiteral(ids), ArrayLiteral(attempts), QuotedArrayLiteral(tokens),
+        ArrayLiteral(agents), QuotedArrayLiteral(samples), QuotedArrayLiteral(raws),
+        QuotedArrayLiteral(formats), QuotedArrayLiteral(hosts), QuotedArrayLiteral(tools),
+        ArrayLiteral(walls), QuotedArrayLiteral(monitors));
     for (const pqxx::row& r : up) {
       ReportOutcome o;
       o.accepted = true;

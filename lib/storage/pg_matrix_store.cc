@@ -195,7 +195,7 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
                  kJobCols +
                  ", r.attempt, r.agent, r.samples::text, CASE WHEN $4 THEN r.raw_output ELSE '' "
                  "END, r.raw_format, r.host::text, r.tool_version, r.wall_time_ns, "
-                 "(extract(epoch from r.finished_at) * 1000000)::bigint, p.n "
+                 "(extract(epoch from r.finished_at) * 1000000)::bigint, p.n, r.monitors::text "
                  "FROM page p JOIN results r ON r.job_id = p.job_id AND r.attempt = p.attempt "
                  "JOIN jobs j ON j.id = r.job_id "
                  "WHERE p.k = 1 OR NOT $4 OR $5 <= 0 OR p.upto <= $5 "
@@ -217,6 +217,9 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
       res.mutable_wall_time()->set_nanos(static_cast<int32_t>(ns % 1000000000));
       SetMicros(r[b + 8].as<int64_t>(), res.mutable_finished_at());
       res.set_raw_size(r[b + 9].as<int64_t>());
+      pb::Monitors monitors;
+      JsonToMonitors(r[b + 10].as<std::string>(), &monitors);
+      if (monitors.ByteSizeLong() > 0) *res.mutable_monitors() = std::move(monitors);
       out.push_back(std::move(res));
     }
     return out;

@@ -11,6 +11,8 @@
 #include <set>
 #include <thread>
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include "absl/strings/str_cat.h"
 #include "lib/storage/run_eligibility.h"
 #include "lib/storage/test_rows.h"
@@ -1131,6 +1133,61 @@ TEST_P(RepositoryContractTest, NonFiniteSamplesSurviveTheResultRow) {
   EXPECT_EQ(res.attempt(), 1);
   EXPECT_EQ(res.job().attempt(), 1);
   EXPECT_EQ(res.job().lease_owner(), "a1");
+}
+
+// A real run's monitors, reported singly and in a batch, read back whole;
+// a result without them reads back without them.
+TEST_P(RepositoryContractTest, MonitorsSurviveTheResultRow) {
+  const int64_t m = MakeMatrix(3);
+  pb::RegisterResponse a = Register("mon");
+  std::vector<pb::JobLease> ls = Lease(a, 3);
+  ASSERT_EQ(ls.size(), 3u);
+  pb::Monitors mon;
+  mon.set_where("guest");
+  mon.add_cpus("CPU0");
+  mon.add_cpus("CPU1");
+  pb::InterruptDelta* irq = mon.add_interrupts();
+  irq->set_irq("26");
+  irq->set_source("nvme0q1");
+  irq->set_description("IR-PCI-MSIX-0000:00:04.0 1-edge nvme0q1");
+  irq->add_per_cpu(250);
+  irq->add_per_cpu(0);
+  irq->set_total(250);
+  (*mon.mutable_vmstat())["pgfault"] = 800;
+  (*mon.mutable_vmstat())["nr_free_pages"] = -1000;
+  pb::IommuCounter* c = mon.add_iommu();
+  c->set_name("dmar_perf_latency/dmar0/inv_iotlb/1us-10us");
+  c->set_delta(1200);
+  c->set_after(1500);
+  mon.set_iommu_note("debugfs iommu/: intel/dmar_perf_latency");
+  pb::PerfSymbol* p = mon.add_perf();
+  p->set_symbol("iommu_dma_map_page");
+  p->set_share(13.5);
+  p->set_kernel(true);
+  mon.set_perf_note("perf record -a");
+  auto req = [&](const pb::LeaseRef& l) {
+    pb::ReportResultRequest r;
+    r.set_agent_id(a.agent_id());
+    *r.mutable_lease() = l;
+    r.add_samples()->set_value(1);
+    *r.mutable_monitors() = mon;
+    return r;
+  };
+  ASSERT_TRUE(queue().ReportResult(req(ls[0].lease())).ok());
+  auto batch = queue().ReportResults(std::vector<pb::ReportResultRequest>{req(ls[1].lease())});
+  ASSERT_TRUE(batch.ok() && (*batch)[0].ok());
+  ASSERT_TRUE(Report(a, ls[2].lease()).ok());
+  auto results = matrices().ListResults(m, 0, 10, false);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 3u);
+  for (const pb::Result& r : *results) {
+    if (r.job_id() == ls[2].job().id()) {
+      EXPECT_FALSE(r.has_monitors()) << r.monitors().DebugString();
+      continue;
+    }
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(r.monitors(), mon))
+        << r.monitors().DebugString();
+  }
 }
 
 TEST_P(RepositoryContractTest, MatrixStateFollowsItsJobs) {

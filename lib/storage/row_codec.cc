@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
 #include "google/protobuf/util/json_util.h"
@@ -378,6 +379,21 @@ void DeriveMatrixState(bool cancelled, int64_t finished_micros, pb::Matrix* m) {
     m->set_state(pb::MATRIX_STATE_COMPLETED);
   }
   if (terminal && finished_micros != 0) SetMicros(finished_micros, m->mutable_finished_at());
+}
+
+std::string MonitorsToJson(const pb::Monitors& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(m, &out, opts).ok() || out.empty()) return "{}";
+  return out;
+}
+
+void JsonToMonitors(const std::string& text, pb::Monitors* m) {
+  m->Clear();
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(text, m, opts).ok()) m->Clear();
 }
 
 }  // namespace farm::storage

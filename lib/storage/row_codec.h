@@ -57,6 +57,12 @@ void JsonToHost(const std::string& text, pb::HostFacts* h);
 std::string HealthToJson(const pb::AgentHealth& health);
 void JsonToHealth(const std::string& text, pb::AgentHealth* health);
 
+// A result's monitors (results.monitors) in the proto's JSON mapping with
+// its field names; "{}" when there are none. Text that does not parse reads
+// as no monitors.
+std::string MonitorsToJson(const pb::Monitors& m);
+void JsonToMonitors(const std::string& text, pb::Monitors* m);
+
 // Non-finite values are kept as strings (JSON has no NaN/Inf).
 std::string SamplesToJson(const google::protobuf::RepeatedPtrField<pb::Sample>& samples);
 void JsonToSamples(const std::string& text, google::protobuf::RepeatedPtrField<pb::Sample>* out);
