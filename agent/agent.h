@@ -91,6 +91,11 @@ struct AgentOptions {
   // the new outcome). A failed agent stays registered and leases nothing.
   bool health_jobs = true;
   absl::Duration health_retry = absl::Minutes(10);
+  // Reads the host's measurement hygiene when each job on the host's own
+  // kernel ends, so a governor or binding changed under a running agent is
+  // the result's, not the start's (host.hygiene keeps governor_set). Empty:
+  // host.hygiene as given.
+  std::function<iommufarm::v1::Hygiene()> read_hygiene;
 };
 
 // Capability name <-> executor kind ("emulator" <-> EXECUTOR_EMULATOR).

@@ -169,6 +169,11 @@ pb::ReportResultRequest Agent::ResultRequestFor(int64_t agent_id, const pb::JobL
   request.set_raw_output(result.raw_output);
   request.set_raw_format(result.raw_format);
   *request.mutable_host() = options_.host;
+  if (!result.ran_on && options_.read_hygiene) {
+    *request.mutable_host()->mutable_hygiene() = options_.read_hygiene();
+    request.mutable_host()->mutable_hygiene()->set_governor_set(
+        options_.host.hygiene().governor_set());
+  }
   if (result.ran_on) {
     *request.mutable_host() = *result.ran_on;
     request.mutable_host()->set_hostname(options_.host.hostname());

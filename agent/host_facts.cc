@@ -88,6 +88,50 @@ absl::Status SetGovernor(const std::string& governor, const std::string& root) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Writes `value` to `file` and reads `expect` back from `check`.
+absl::Status WriteSysfsFlag(const char* flag, const fs::path& file, const std::string& value,
+                            const fs::path& check, const std::string& expect) {
+  absl::Status s = base::WriteFile(file.string(), value + "\n");
+  const std::string now = ReadTrimmed(check);
+  if (!s.ok() || now != expect) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(flag, ": ", file.string(), " refused ", value,
+                     s.ok() ? absl::StrCat(" (", check.string(), " reads '", now, "')")
+                            : absl::StrCat(" (", s.message(), ")")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SetTurbo(bool on, const std::string& root) {
+  std::error_code ec;
+  const fs::path no_turbo = Under(root, "/sys/devices/system/cpu/intel_pstate/no_turbo");
+  if (fs::exists(no_turbo, ec)) {
+    const std::string v = on ? "0" : "1";
+    return WriteSysfsFlag("--set-turbo", no_turbo, v, no_turbo, v);
+  }
+  const fs::path boost = Under(root, "/sys/devices/system/cpu/cpufreq/boost");
+  if (fs::exists(boost, ec)) {
+    const std::string v = on ? "1" : "0";
+    return WriteSysfsFlag("--set-turbo", boost, v, boost, v);
+  }
+  return absl::NotFoundError(
+      "--set-turbo: this host has neither intel_pstate/no_turbo nor cpufreq/boost");
+}
+
+absl::Status SetSmt(bool on, const std::string& root) {
+  std::error_code ec;
+  const fs::path control = Under(root, "/sys/devices/system/cpu/smt/control");
+  if (!fs::exists(control, ec)) {
+    return absl::NotFoundError("--set-smt: this kernel has no smt/control");
+  }
+  const std::string v = on ? "on" : "off";
+  return WriteSysfsFlag("--set-smt", control, v, control, v);
+}
+
 pb::HostFacts DetectHostFacts(const std::string& root) {
   pb::HostFacts facts;
   std::error_code ec;

@@ -35,6 +35,16 @@ iommufarm::v1::Hygiene DetectHygiene(const std::string& root = "/");
 // NotFound when the host has no cpufreq.
 absl::Status SetGovernor(const std::string& governor, const std::string& root = "/");
 
+// Turns turbo on or off: intel_pstate/no_turbo, else cpufreq/boost (the
+// file DetectHygiene reads). FailedPrecondition when the write is refused
+// or does not stick, NotFound when the host has neither file.
+absl::Status SetTurbo(bool on, const std::string& root = "/");
+
+// Turns SMT on or off through smt/control (kernel/cpu.c: "on", "off").
+// FailedPrecondition when refused (not root, "forceoff", "notsupported"),
+// NotFound when the kernel has no SMT control.
+absl::Status SetSmt(bool on, const std::string& root = "/");
+
 }  // namespace farm::agent
 
 #endif  // AGENT_HOST_FACTS_H_

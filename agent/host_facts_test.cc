@@ -159,6 +159,28 @@ TEST(DetectHygieneTest, SetGovernorWritesEveryCpuOrSaysWhy) {
   EXPECT_EQ(SetGovernor("performance", none.path()).code(), absl::StatusCode::kNotFound);
 }
 
+TEST(DetectHygieneTest, SetTurboAndSmtWriteWhatDetectHygieneReads) {
+  FakeRoot intel;
+  intel.Write("sys/devices/system/cpu/intel_pstate/no_turbo", "0\n");
+  intel.Write("sys/devices/system/cpu/smt/control", "on\n");
+  ASSERT_TRUE(SetTurbo(false, intel.path()).ok());
+  ASSERT_TRUE(SetSmt(false, intel.path()).ok());
+  EXPECT_EQ(DetectHygiene(intel.path()).turbo(), "off");
+  std::ifstream control(intel.path() + "/sys/devices/system/cpu/smt/control");
+  std::string smt;
+  control >> smt;
+  EXPECT_EQ(smt, "off");
+
+  FakeRoot amd;
+  amd.Write("sys/devices/system/cpu/cpufreq/boost", "1\n");
+  ASSERT_TRUE(SetTurbo(false, amd.path()).ok());
+  EXPECT_EQ(DetectHygiene(amd.path()).turbo(), "off");
+  EXPECT_EQ(SetSmt(false, amd.path()).code(), absl::StatusCode::kNotFound);
+
+  FakeRoot none;
+  EXPECT_EQ(SetTurbo(true, none.path()).code(), absl::StatusCode::kNotFound);
+}
+
 TEST(DetectHostFactsTest, RealHostHasKernelAndCpus) {
   pb::HostFacts facts = DetectHostFacts("/");
   EXPECT_FALSE(facts.kernel_release().empty());

@@ -92,6 +92,7 @@ struct Flags {
   farm::agent::ExecutorConfig executor_config;
   std::string kexec_state_dir;
   std::string set_governor;
+  std::string set_turbo, set_smt;  // "", "on", "off"
   std::string kexec_default_release;
   absl::Duration kexec_boot_timeout;
   std::vector<std::string> kbuild_trees;
@@ -199,6 +200,14 @@ void AddKernelStoreOptions(CLI::App& app, farm::agent::ExecutorConfig* config) {
 
 // Booting the kernel store's kernels on this host (kexec_provider.h).
 void AddKexecOptions(CLI::App& app, Flags* f) {
+  app.add_option("--set-turbo", f->set_turbo,
+                 "turn turbo on or off before leasing (intel_pstate/no_turbo or cpufreq/boost; "
+                 "needs root); results record what the host then reads")
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--set-smt", f->set_smt,
+                 "turn SMT on or off before leasing (smt/control; needs root); results record "
+                 "smt/active")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--set-governor", f->set_governor,
                  "set every CPU's cpufreq governor (e.g. performance) before leasing, and record "
                  "it with each result as set by the agent (needs root); without it the governor, "
@@ -279,6 +288,18 @@ void SetUpLogging(const std::string& level) {
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
+// --set-governor, --set-turbo, --set-smt, before the host is described.
+absl::Status SetHygiene(const Flags& f) {
+  if (!f.set_governor.empty()) {
+    if (absl::Status st = farm::agent::SetGovernor(f.set_governor); !st.ok()) return st;
+  }
+  if (!f.set_turbo.empty()) {
+    if (absl::Status st = farm::agent::SetTurbo(f.set_turbo == "on"); !st.ok()) return st;
+  }
+  if (!f.set_smt.empty()) return farm::agent::SetSmt(f.set_smt == "on");
+  return absl::OkStatus();
+}
+
 // The host facts every registration and result carries: what the host runs,
 // its hygiene, its labels (ResolveFlags) and its inventory.
 void DescribeHost(Flags& f) {
@@ -297,6 +318,7 @@ void DescribeHost(Flags& f) {
   }
   *host.mutable_inventory() = farm::agent::DetectInventory(scope, "/");
   f.options.host = std::move(host);
+  f.options.read_hygiene = [] { return farm::agent::DetectHygiene("/"); };
 }
 
 // With --kexec-state-dir: the kexec provider, shared by the agent and its
@@ -413,11 +435,7 @@ int main(int argc, char** argv) {
   if (absl::Status st = ResolveFlags(flags); !st.ok()) return UsageError(st);
   SetUpLogging(flags.log_level);
 
-  if (!flags.set_governor.empty()) {
-    if (absl::Status st = farm::agent::SetGovernor(flags.set_governor); !st.ok()) {
-      return UsageError(st);
-    }
-  }
+  if (absl::Status st = SetHygiene(flags); !st.ok()) return UsageError(st);
   DescribeHost(flags);
   flags.executor_config.host = flags.options.host;
   if (!flags.kexec_state_dir.empty()) {
