@@ -175,8 +175,10 @@ pb::ReportResultRequest Agent::ResultRequestFor(int64_t agent_id, const pb::JobL
         options_.host.hygiene().governor_set());
   }
   if (result.ran_on) {
+    // The guest's kernel facts, on the agent's host: its name and labels.
     *request.mutable_host() = *result.ran_on;
     request.mutable_host()->set_hostname(options_.host.hostname());
+    *request.mutable_host()->mutable_labels() = options_.host.labels();
   }
   request.set_tool_version(result.tool_version);
   if (result.monitors) *request.mutable_monitors() = *result.monitors;

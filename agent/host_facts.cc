@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/sysfs_tree.h"
 #include "lib/base/file.h"
 #include "lib/iommu_mode/iommu_mode.h"
 #include "proto/names.h"
@@ -22,14 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace pb = ::iommufarm::v1;
-
-std::string ReadTrimmed(const fs::path& path) {
-  return std::string(absl::StripAsciiWhitespace(base::ReadFileOrEmpty(path.string())));
-}
-
-fs::path Under(const std::string& root, const char* absolute) {
-  return fs::path(root) / (absolute + 1);  // drop the leading '/'
-}
 
 // "on"/"off" from a sysfs 0/1 flag (`one_is_on`: 1 means on), "" when absent.
 std::string OnOff(const std::string& flag, bool one_is_on) {

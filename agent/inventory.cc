@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/sysfs_tree.h"
 #include "lib/base/file.h"
 
 namespace farm::agent {
@@ -21,15 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace pb = ::iommufarm::v1;
-
-std::string ReadTrimmed(const fs::path& path) {
-  return std::string(absl::StripAsciiWhitespace(base::ReadFileOrEmpty(path.string())));
-}
-
-fs::path Under(const std::string& root, absl::string_view absolute) {
-  absl::ConsumePrefix(&absolute, "/");
-  return fs::path(root) / std::string(absolute);
-}
 
 // The file name a sysfs link points at ("nvme" for .../drivers/nvme), "" when
 // there is no link.

@@ -200,12 +200,16 @@ class KexecPgTest : public ::testing::Test {
     host.set_hostname("lab-host");
     host.set_kernel_release(running.release);
     host.set_architecture("x86_64");
+    // The lab's platform, which the spec names (farm-agent --label).
+    (*host.mutable_labels())["platform"] = "lab";
     host.set_iommu_mode(running.groups[0].type == "DMA" ? pb::IOMMU_MODE_STRICT
                                                         : pb::IOMMU_MODE_LAZY);
     agent::AgentOptions options;
     options.client = client_;
     options.name = "lab-1";
     options.slots = 1;
+    // The tests count the tool's runs; a health job would be one more.
+    options.health_jobs = false;
     options.drain_timeout = absl::Seconds(5);
     options.idle_poll = absl::Milliseconds(50);
     options.host = host;

@@ -465,10 +465,11 @@ ALTER TABLE results ADD COLUMN monitors jsonb NOT NULL DEFAULT '{}'::jsonb;
 
 // Agent labels select the agents of a matrix's real runs (the claim reads
 // matrices.labels, run_eligibility.h); an agent whose health job failed
-// (agents.health) is leased nothing.
+// (agents.health) is leased nothing. IF NOT EXISTS: a test database made at
+// an older version takes these columns early, for today's CreateMatrix.
 const char* const kV17LabelsAndHealth = R"SQL(
-ALTER TABLE matrices ADD COLUMN labels jsonb NOT NULL DEFAULT '{}'::jsonb;
-ALTER TABLE agents ADD COLUMN health jsonb NOT NULL DEFAULT '{}'::jsonb;
+ALTER TABLE matrices ADD COLUMN IF NOT EXISTS labels jsonb NOT NULL DEFAULT '{}'::jsonb;
+ALTER TABLE agents ADD COLUMN IF NOT EXISTS health jsonb NOT NULL DEFAULT '{}'::jsonb;
 )SQL";
 
 const char* const kV14OneLiveBuildPerKey = R"SQL(

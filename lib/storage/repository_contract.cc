@@ -610,16 +610,8 @@ TEST_P(RepositoryContractTest, StoreOffersMatchByCommitOrRelease) {
 TEST_P(RepositoryContractTest, VmPlatformJobsGoOnlyToAVmOfferOfTheirMachineModel) {
   auto register_host = [&](const std::string& name, const std::string& provider,
                            const std::string& machine_model) {
-    pb::RegisterRequest r = testrows::Registration(name, "fio");
-    r.mutable_host()->set_kernel_release("6.1.0-57-cloud-arm64");
-    r.mutable_host()->set_iommu_mode(pb::IOMMU_MODE_STRICT);
-    if (!provider.empty()) {
-      pb::KernelOffer* o = r.mutable_capabilities(0)->add_kernels();
-      o->set_provider(provider);
-      o->set_release("6.1.0-57-cloud-arm64");
-      o->set_machine_model(machine_model);
-      o->add_modes(pb::IOMMU_MODE_STRICT);
-    }
+    pb::RegisterRequest r =
+        testrows::StrictHost(name, "6.1.0-57-cloud-arm64", provider, machine_model);
     auto a = queue().RegisterAgent(r, retry_);
     EXPECT_TRUE(a.ok()) << a.status();
     return std::make_pair(r, a.ok() ? *a : pb::RegisterResponse{});
@@ -656,17 +648,9 @@ TEST_P(RepositoryContractTest, VmPlatformJobsGoOnlyToAVmOfferOfTheirMachineModel
 TEST_P(RepositoryContractTest, LabelsAndHealthChooseTheAgentsOfRealRuns) {
   auto registration = [](const std::string& name, std::map<std::string, std::string> labels,
                          const std::string& provider) {
-    pb::RegisterRequest r = testrows::Registration(name, "fio");
+    pb::RegisterRequest r = testrows::StrictHost(name, "6.1.0-57-amd64", provider);
     r.mutable_host()->clear_labels();
     r.mutable_host()->mutable_labels()->insert(labels.begin(), labels.end());
-    r.mutable_host()->set_kernel_release("6.1.0-57-amd64");
-    r.mutable_host()->set_iommu_mode(pb::IOMMU_MODE_STRICT);
-    if (!provider.empty()) {
-      pb::KernelOffer* o = r.mutable_capabilities(0)->add_kernels();
-      o->set_provider(provider);
-      o->set_release("6.1.0-57-amd64");
-      o->add_modes(pb::IOMMU_MODE_STRICT);
-    }
     return r;
   };
   std::vector<pb::RegisterRequest> regs = {

@@ -51,6 +51,25 @@ inline iommufarm::v1::RegisterRequest Registration(const std::string& name,
   return r;
 }
 
+// A fio agent whose host runs `release` in strict mode, with one offer of
+// it from `provider` ("": none, the host kernel itself) for `machine_model`.
+inline iommufarm::v1::RegisterRequest StrictHost(const std::string& name,
+                                                 const std::string& release,
+                                                 const std::string& provider,
+                                                 const std::string& machine_model = "") {
+  iommufarm::v1::RegisterRequest r = Registration(name, "fio");
+  r.mutable_host()->set_kernel_release(release);
+  r.mutable_host()->set_iommu_mode(iommufarm::v1::IOMMU_MODE_STRICT);
+  if (!provider.empty()) {
+    iommufarm::v1::KernelOffer* o = r.mutable_capabilities(0)->add_kernels();
+    o->set_provider(provider);
+    o->set_release(release);
+    o->set_machine_model(machine_model);
+    o->add_modes(iommufarm::v1::IOMMU_MODE_STRICT);
+  }
+  return r;
+}
+
 }  // namespace farm::storage::testrows
 
 #endif  // LIB_STORAGE_TEST_ROWS_H_
