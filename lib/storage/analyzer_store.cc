@@ -22,18 +22,32 @@ iommufarm::v1::Executor ExecutorFromNumber(int number) {
                                                  : iommufarm::v1::EXECUTOR_UNSPECIFIED;
 }
 
-absl::StatusOr<std::string> MatrixSpecSetJson(const std::string& spec_yaml) {
+absl::StatusOr<std::string> MatrixSpecMapJson(const std::string& spec_yaml, const char* key) {
   try {
     const YAML::Node root = YAML::Load(spec_yaml);
     nlohmann::json out = nlohmann::json::object();
-    if (root.IsMap() && root["set"] && root["set"].IsMap()) {
-      for (const auto& kv : root["set"])
+    if (root.IsMap() && root[key] && root[key].IsMap()) {
+      for (const auto& kv : root[key])
         out[kv.first.as<std::string>()] = kv.second.as<std::string>();
     }
     return out.dump();
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("matrix spec_yaml: ", e.what()));
   }
+}
+
+absl::StatusOr<std::string> MatrixSpecSetJson(const std::string& spec_yaml) {
+  return MatrixSpecMapJson(spec_yaml, "set");
+}
+
+absl::Status FillFromMatrixSpec(const std::string& spec_yaml, SeriesSpec* s) {
+  absl::StatusOr<std::string> set = MatrixSpecSetJson(spec_yaml);
+  if (!set.ok()) return set.status();
+  absl::StatusOr<std::string> labels = MatrixSpecMapJson(spec_yaml, "labels");
+  if (!labels.ok()) return labels.status();
+  s->model_set_json = *std::move(set);
+  s->labels_json = *std::move(labels);
+  return absl::OkStatus();
 }
 
 std::string PerModeJson(const RegressionFinding& finding) {

@@ -74,6 +74,9 @@ struct SeriesSpec {
   std::string workload;
   std::string params_json = "{}";     // jobs.params of the bulk jobs
   std::string model_set_json = "{}";  // the matrix spec's `set:` (MatrixSpecSetJson)
+  // The matrix spec's `labels:`: reruns of a real series go to agents
+  // holding them, as the series' own runs did.
+  std::string labels_json = "{}";
   iommufarm::v1::Executor executor = iommufarm::v1::EXECUTOR_EMULATOR;
   std::string metric;  // Sample.metric
   std::string phase;   // Sample.phase
@@ -314,6 +317,12 @@ iommufarm::v1::Executor ExecutorFromNumber(int number);
 // catalog settings, which must not be carried to other commits.
 // kInvalidArgument when the YAML cannot be read.
 absl::StatusOr<std::string> MatrixSpecSetJson(const std::string& spec_yaml);
+// A map key of a matrix spec ("set", "labels") as a JSON object ("{}" when
+// absent); kInvalidArgument when the YAML cannot be read.
+absl::StatusOr<std::string> MatrixSpecMapJson(const std::string& spec_yaml, const char* key);
+// What a series takes from its matrix's spec: model_set_json (its `set:`)
+// and labels_json (its `labels:`).
+absl::Status FillFromMatrixSpec(const std::string& spec_yaml, SeriesSpec* s);
 // regressions.per_mode of a finding: its plain modes (no overhead ratios) as
 // [{"mode": <IommuMode number>, "before", "after", "relative_change",
 // "p_value"}], numbers to six significant digits.

@@ -325,7 +325,7 @@ TEST_P(AnalyzerStoreContractTest, CommitsOfACatalogRangeAndItsLatest) {
 
 TEST_P(AnalyzerStoreContractTest, CellIsTheFirstJobOfItsCellWithTheSpecsSet) {
   NewMatrix nm = testrows::Matrix(3, 3, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK);
-  nm.matrix.set_spec_yaml("name: m\nset:\n  agent.hold_ms: \"5\"\n");
+  nm.matrix.set_spec_yaml("name: m\nset:\n  agent.hold_ms: \"5\"\nlabels:\n  nic: cx6\n");
   nm.jobs[0].set_platform("q");
   (*nm.jobs[1].mutable_workload()->mutable_params())["tests"] = "read";
   (*nm.jobs[1].mutable_model_set())["commit.key"] = "1";  // the catalog's: not carried
@@ -340,6 +340,7 @@ TEST_P(AnalyzerStoreContractTest, CellIsTheFirstJobOfItsCellWithTheSpecsSet) {
   EXPECT_EQ(cell->executor, pb::EXECUTOR_FIO);
   EXPECT_TRUE(SameJson(cell->params_json, R"({"tests": "read"})")) << cell->params_json;
   EXPECT_TRUE(SameJson(cell->model_set_json, R"({"agent.hold_ms": "5"})")) << cell->model_set_json;
+  EXPECT_TRUE(SameJson(cell->labels_json, R"({"nic": "cx6"})")) << cell->labels_json;
   // The same workload with other params is another cell.
   absl::StatusOr<SeriesSpec> other = analyzer().Cell(m, "p", "dma-map-bench", kParams);
   ASSERT_TRUE(other.ok()) << other.status();

@@ -500,9 +500,7 @@ absl::StatusOr<SeriesSpec> MemoryAnalyzerStore::Cell(int64_t matrix_id, const st
     s.params_json = MapToJson(job->workload().params());
     s.executor = ExecutorFromNumber(static_cast<int>(job->executor()));
     s.catalog = job->catalog();
-    absl::StatusOr<std::string> set = MatrixSpecSetJson(m->second.spec_yaml);
-    if (!set.ok()) return set.status();
-    s.model_set_json = *set;
+    if (absl::Status st = FillFromMatrixSpec(m->second.spec_yaml, &s); !st.ok()) return st;
     return s;
   });
 }

@@ -261,9 +261,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
       s.catalog = r[0][2].as<std::string>();
       // jobs.model_set holds the commit's catalog settings plus the spec's
       // `set:`; only the latter may be carried to other commits.
-      absl::StatusOr<std::string> set = MatrixSpecSetJson(r[0][3].as<std::string>());
-      if (!set.ok()) return set.status();
-      s.model_set_json = *set;
+      if (absl::Status st = FillFromMatrixSpec(r[0][3].as<std::string>(), &s); !st.ok()) return st;
       return s;
     });
   }

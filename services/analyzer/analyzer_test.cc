@@ -89,6 +89,23 @@ TEST(AnalyzerHelpersTest, RerunSpecCarriesCellAndKind) {
   EXPECT_EQ(m.executor(), pb::EXECUTOR_EMULATOR);
 }
 
+// A rerun of a real series goes to agents with the series' labels; one on
+// the emulator takes none (a spec refuses labels there).
+TEST(AnalyzerHelpersTest, RerunSpecOfARealSeriesKeepsItsLabels) {
+  SeriesSpec spec;
+  spec.catalog = "host-kernels";
+  spec.platform = "lab-spr";
+  spec.workload = "fio-randread";
+  spec.labels_json = R"({"nic":"cx6"})";
+  spec.mode = "off";
+  spec.executor = pb::EXECUTOR_FIO;
+  pb::MatrixSpec m = RerunSpec(spec, "analyzer-c1", {"6.1.0-57"}, 5, pb::JOB_KIND_CONFIRM, 1, 0);
+  EXPECT_EQ(Sorted(m.labels()), (std::map<std::string, std::string>{{"nic", "cx6"}}));
+  spec.executor = pb::EXECUTOR_EMULATOR;
+  m = RerunSpec(spec, "analyzer-b1", {"v5.10"}, 1, pb::JOB_KIND_BISECT, 1, 0);
+  EXPECT_TRUE(m.labels().empty());
+}
+
 TEST(AnalyzerHelpersTest, AlertJsonHasLabelsAnnotationsAndEnd) {
   Alert a;
   a.labels = {{"alertname", "IommuPerfRegression"}};

@@ -19,6 +19,7 @@ json SeriesToJson(const SeriesSpec& s) {
           {"workload", s.workload},
           {"params", json::parse(s.params_json, nullptr, false)},
           {"model_set", json::parse(s.model_set_json, nullptr, false)},
+          {"labels", json::parse(s.labels_json, nullptr, false)},
           {"executor", static_cast<int>(s.executor)},
           {"metric", s.metric},
           {"phase", s.phase},
@@ -33,6 +34,8 @@ SeriesSpec SeriesFromJson(const json& j) {
   s.workload = j.at("workload").get<std::string>();
   s.params_json = j.at("params").dump();
   s.model_set_json = j.at("model_set").dump();
+  // States saved before series carried labels have none.
+  s.labels_json = j.value("labels", json::object()).dump();
   s.executor = ExecutorFromNumber(j.at("executor").get<int>());
   s.metric = j.at("metric").get<std::string>();
   s.phase = j.at("phase").get<std::string>();

@@ -163,6 +163,9 @@ pb::MatrixSpec RerunSpec(const SeriesSpec& spec, const std::string& name,
   m.set_priority(priority);
   m.set_seed(seed);
   AddStringMap(spec.model_set_json, m.mutable_set());
+  // Only real runs choose agents; a bisect of a real series on the emulator
+  // runs anywhere.
+  if (proto::IsRealExecutor(m.executor())) AddStringMap(spec.labels_json, m.mutable_labels());
   return m;
 }
 
