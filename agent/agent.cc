@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/health_check.h"
+#include "agent/rpc_deadline.h"
 #include "proto/labels.h"
 #include "proto/names.h"
 
@@ -13,7 +14,6 @@ namespace {
 
 namespace pb = ::iommufarm::v1;
 
-constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
 constexpr int kReleaseAttempts = 4;
 
 }  // namespace

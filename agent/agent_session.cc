@@ -5,13 +5,12 @@
 #include <algorithm>
 
 #include "agent/agent.h"
+#include "agent/rpc_deadline.h"
 
 namespace farm::agent {
 namespace {
 
 namespace pb = ::iommufarm::v1;
-
-constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
+#include "agent/rpc_deadline.h"
 #include "agent/storable_report.h"
 
 namespace farm::agent {
@@ -14,7 +15,6 @@ namespace {
 
 namespace pb = ::iommufarm::v1;
 
-constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
 constexpr char kHoldKey[] = "agent.hold_ms";
 
 // The report as the scheduler can take it (agent/storable_report.h), saying

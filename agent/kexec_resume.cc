@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "agent/rpc_deadline.h"
 #include "lib/base/check.h"
 #include "lib/client/retry.h"
 #include "proto/names.h"
@@ -17,7 +18,6 @@ namespace {
 namespace pb = ::iommufarm::v1;
 using Resumed = kernels::KexecKernelProvider::Resumed;
 
-constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
 constexpr int kHoldRetries = 3;
 
 pb::LeaseRef RefOf(const kernels::LeaseHold& held) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/format.h"
+#include "cli/number_format.h"
 #include "cli/report.h"
 #include "lib/spec/spec_yaml.h"
 #include "proto/names.h"
@@ -51,8 +52,6 @@ std::map<Key, Values> BySeries(const std::vector<pb::Result>& results) {
   }
   return out;
 }
-
-std::string Num(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "-"; }
 
 std::string IntervalText(const stats::Interval& ci) {
   if (!std::isfinite(ci.lo) || !std::isfinite(ci.hi)) return "-";
@@ -155,8 +154,9 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::s
   for (const CompareRow& r : rows) {
     changed += r.changed ? 1 : 0;
     cells.push_back({r.platform, r.params.empty() ? r.workload : r.workload + "{" + r.params + "}",
-                     r.metric, r.mode, r.unit, absl::StrCat(r.n_a, "/", r.n_b), Num(r.mean_a),
-                     Num(r.mean_b), proto::RelativeChangeText(r.change), IntervalText(r.ci),
+                     r.metric, r.mode, r.unit, absl::StrCat(r.n_a, "/", r.n_b),
+                     FormatNumber(r.mean_a), FormatNumber(r.mean_b),
+                     proto::RelativeChangeText(r.change), IntervalText(r.ci),
                      absl::StrFormat("%.2g", r.p_value), r.changed ? "changed" : "-"});
   }
   return absl::StrCat("A: ", label_a, "\nB: ", label_b, "\n",
@@ -173,17 +173,17 @@ std::string FormatCompareCsv(const std::vector<CompareRow>& rows,
       "platform,workload,params,metric,mode,unit,n_a,n_b,mean_a,mean_b,change,ci_lo,ci_hi,"
       "p_value,changed\n";
   for (const CompareRow& r : rows) {
-    absl::StrAppend(&out,
-                    absl::StrJoin(
-                        std::vector<std::string>{
-                            CsvField(r.platform), CsvField(r.workload), CsvField(r.params),
-                            CsvField(r.metric), r.mode, CsvField(r.unit), absl::StrCat(r.n_a),
-                            absl::StrCat(r.n_b), absl::StrFormat("%.17g", r.mean_a),
-                            absl::StrFormat("%.17g", r.mean_b), absl::StrFormat("%.17g", r.change),
-                            absl::StrFormat("%.17g", r.ci.lo), absl::StrFormat("%.17g", r.ci.hi),
-                            absl::StrFormat("%.17g", r.p_value), r.changed ? "true" : "false"},
-                        ","),
-                    "\n");
+    absl::StrAppend(
+        &out,
+        absl::StrJoin(
+            std::vector<std::string>{
+                CsvField(r.platform), CsvField(r.workload), CsvField(r.params), CsvField(r.metric),
+                r.mode, CsvField(r.unit), absl::StrCat(r.n_a), absl::StrCat(r.n_b),
+                FormatExactNumber(r.mean_a), FormatExactNumber(r.mean_b),
+                FormatExactNumber(r.change), FormatExactNumber(r.ci.lo), FormatExactNumber(r.ci.hi),
+                FormatExactNumber(r.p_value), r.changed ? "true" : "false"},
+            ","),
+        "\n");
   }
   if (!monitors.empty()) absl::StrAppend(&out, "\n", FormatMonitorDiffCsv(monitors));
   return out;
@@ -211,10 +211,10 @@ std::string FormatCompareHtml(const std::vector<CompareRow>& rows, const std::st
   for (const CompareRow& r : rows) {
     changed += r.changed ? 1 : 0;
     const std::string workload = r.params.empty() ? r.workload : r.workload + "{" + r.params + "}";
-    table.rows.push_back({r.platform, workload, r.metric, r.mode, r.unit,
-                          absl::StrCat(r.n_a, "/", r.n_b), Num(r.mean_a), Num(r.mean_b),
-                          proto::RelativeChangeText(r.change), IntervalText(r.ci),
-                          absl::StrFormat("%.2g", r.p_value), r.changed ? "changed" : "-"});
+    table.rows.push_back(
+        {r.platform, workload, r.metric, r.mode, r.unit, absl::StrCat(r.n_a, "/", r.n_b),
+         FormatNumber(r.mean_a), FormatNumber(r.mean_b), proto::RelativeChangeText(r.change),
+         IntervalText(r.ci), absl::StrFormat("%.2g", r.p_value), r.changed ? "changed" : "-"});
     Plot plot;
     plot.title = absl::StrCat(workload, " ", r.metric, " (", r.mode, ")");
     plot.y_label = r.unit;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "cli/number_format.h"
 #include "lib/base/check.h"
 #include "nlohmann/json.hpp"
 #include "proto/kernel_offers.h"
@@ -31,14 +32,6 @@ std::string ParamsLabel(const pb::Workload& workload) {
   std::vector<std::string> parts;
   for (const auto& [k, v] : sorted) parts.push_back(absl::StrCat(k, "=", v));
   return absl::StrJoin(parts, ",");
-}
-
-std::string FormatNumber(double v) {
-  if (std::isnan(v)) return "-";
-  double a = std::fabs(v);
-  if (a != 0 && (a >= 1e12 || a < 1e-3)) return absl::StrFormat("%.4g", v);
-  if (a >= 1000) return absl::StrFormat("%.0f", v);
-  return absl::StrFormat("%.4g", v);
 }
 
 std::string FormatTimestamp(const google::protobuf::Timestamp& ts) {
@@ -262,7 +255,7 @@ void AppendResultCsv(const pb::Result& r, std::string& out) {
                     ",");
   for (const auto& s : r.samples()) {
     absl::StrAppend(&out, prefix, ",", CsvField(s.metric()), ",", CsvField(s.phase()), ",",
-                    absl::StrFormat("%.17g", s.value()), ",", CsvField(s.unit()), "\n");
+                    FormatExactNumber(s.value()), ",", CsvField(s.unit()), "\n");
   }
 }
 
@@ -712,17 +705,16 @@ std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs) {
   for (const auto& r : regs) {
     absl::StrAppend(
         &out,
-        absl::StrJoin(
-            {absl::StrCat(r.id()), RegressionStateName(r.state()), CsvField(r.platform()),
-             CsvField(r.workload()), CsvField(r.metric()), CsvField(RankName(r)),
-             CsvField(absl::StrJoin(r.primary_metrics(), ";")),
-             r.overhead_series() ? std::string("overhead") : ModeName(r.mode()),
-             absl::StrFormat("%.17g", r.magnitude()), absl::StrFormat("%.17g", r.p_value()),
-             CsvField(r.last_good()), CsvField(r.first_bad()), CsvField(r.culprit_id()),
-             r.alert_firing() ? std::string("firing") : std::string(), CsvField(r.note()),
-             CsvField(r.confirmed_by()), absl::StrCat(r.confirm_matrix_id()),
-             CsvField(CulpritsCsv(r.culprits())), CsvField(ParamsText(r.params()))},
-            ","),
+        absl::StrJoin({absl::StrCat(r.id()), RegressionStateName(r.state()), CsvField(r.platform()),
+                       CsvField(r.workload()), CsvField(r.metric()), CsvField(RankName(r)),
+                       CsvField(absl::StrJoin(r.primary_metrics(), ";")),
+                       r.overhead_series() ? std::string("overhead") : ModeName(r.mode()),
+                       FormatExactNumber(r.magnitude()), FormatExactNumber(r.p_value()),
+                       CsvField(r.last_good()), CsvField(r.first_bad()), CsvField(r.culprit_id()),
+                       r.alert_firing() ? std::string("firing") : std::string(), CsvField(r.note()),
+                       CsvField(r.confirmed_by()), absl::StrCat(r.confirm_matrix_id()),
+                       CsvField(CulpritsCsv(r.culprits())), CsvField(ParamsText(r.params()))},
+                      ","),
         "\n");
   }
   return out;
@@ -808,10 +800,9 @@ std::string FormatBisectCsv(const pb::Bisect& b) {
                                           ",", CsvField(b.culprit_id()), ",");
   for (const auto& s : b.steps()) {
     absl::StrAppend(&out, prefix, s.step(), ",", CsvField(s.commit_id()), ",", s.commit_index(),
-                    ",", CsvField(s.verdict()), ",", s.repeats(), ",",
-                    absl::StrFormat("%.17g", s.mean()), ",",
-                    absl::StrFormat("%.17g", s.relative_change()), ",",
-                    absl::StrFormat("%.17g", s.p_value()), "\n");
+                    ",", CsvField(s.verdict()), ",", s.repeats(), ",", FormatExactNumber(s.mean()),
+                    ",", FormatExactNumber(s.relative_change()), ",",
+                    FormatExactNumber(s.p_value()), "\n");
   }
   return out;
 }

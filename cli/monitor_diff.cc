@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/format.h"
+#include "cli/number_format.h"
 #include "lib/stats/stats.h"
 #include "proto/names.h"
 
@@ -42,11 +43,9 @@ double RelativeChange(double a, double b) {
   return (b - a) / std::fabs(a);
 }
 
-std::string Num(double v) { return absl::StrFormat("%.6g", v); }
-
 std::vector<std::string> Cells(const MonitorRow& r) {
-  return {r.counter, absl::StrCat(r.runs_a, "/", r.runs_b), Num(r.mean_a), Num(r.mean_b),
-          proto::RelativeChangeText(r.change)};
+  return {r.counter, absl::StrCat(r.runs_a, "/", r.runs_b), FormatNumber(r.mean_a),
+          FormatNumber(r.mean_b), proto::RelativeChangeText(r.change)};
 }
 
 const std::vector<std::string>& Headers() {
@@ -116,8 +115,8 @@ std::string FormatMonitorDiffCsv(const std::vector<MonitorRow>& rows) {
   std::string out = "counter,runs_a,runs_b,mean_a,mean_b,change\n";
   for (const MonitorRow& r : rows) {
     absl::StrAppend(&out, CsvField(r.counter), ",", r.runs_a, ",", r.runs_b, ",",
-                    absl::StrFormat("%.17g", r.mean_a), ",", absl::StrFormat("%.17g", r.mean_b),
-                    ",", absl::StrFormat("%.17g", r.change), "\n");
+                    FormatExactNumber(r.mean_a), ",", FormatExactNumber(r.mean_b), ",",
+                    FormatExactNumber(r.change), "\n");
   }
   return out;
 }
@@ -149,7 +148,7 @@ ReportTable MatrixMonitorsTable(const std::vector<pb::Result>& results, size_t m
       std::vector<std::string> row = {order[i].second};
       for (const MonitorMeans& m : means) {
         auto it = m.mean.find(order[i].second);
-        row.push_back(it == m.mean.end() ? "0" : Num(it->second));
+        row.push_back(it == m.mean.end() ? "0" : FormatNumber(it->second));
       }
       t.rows.push_back(std::move(row));
     }

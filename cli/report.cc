@@ -11,18 +11,10 @@
 #include "absl/strings/str_join.h"
 #include "cli/format.h"
 #include "cli/monitor_diff.h"
+#include "cli/number_format.h"
 
 namespace farm::cli {
 namespace {
-
-std::string Num(double v) {
-  if (std::isnan(v)) return "-";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  const double a = std::fabs(v);
-  if (a != 0 && (a >= 1e9 || a < 1e-3)) return absl::StrFormat("%.4g", v);
-  if (a >= 1000) return absl::StrFormat("%.0f", v);
-  return absl::StrFormat("%.4g", v);
-}
 
 std::string Percent(double fraction) { return proto::RelativeChangeText(fraction); }
 
@@ -293,9 +285,9 @@ ReportTable ResultsTable(const ReportSources& s, const pb::Regression* focus,
     }
     const double hw = row.stats.half_width;
     t.rows.push_back({row.commit, commits.Subject(row.commit), row.mode, row.workload, row.platform,
-                      row.phase, absl::StrCat(row.stats.n), Num(row.stats.mean),
-                      std::isnan(hw) ? "-" : Num(row.stats.mean - hw),
-                      std::isnan(hw) ? "-" : Num(row.stats.mean + hw),
+                      row.phase, absl::StrCat(row.stats.n), FormatNumber(row.stats.mean),
+                      std::isnan(hw) ? "-" : FormatNumber(row.stats.mean - hw),
+                      std::isnan(hw) ? "-" : FormatNumber(row.stats.mean + hw),
                       std::isnan(hw) || row.stats.mean == 0
                           ? "-"
                           : absl::StrFormat("%.2f", 100.0 * hw / std::fabs(row.stats.mean)),
@@ -358,7 +350,7 @@ ReportTable BisectTable(const pb::Bisect& b, const Commits& commits) {
   t.empty_text = "no steps yet";
   for (const auto& s : b.steps()) {
     t.rows.push_back({absl::StrCat(s.step()), s.commit_id(), commits.Subject(s.commit_id()),
-                      s.verdict(), absl::StrCat(s.repeats()), Num(s.mean()),
+                      s.verdict(), absl::StrCat(s.repeats()), FormatNumber(s.mean()),
                       Percent(s.relative_change()), absl::StrFormat("%.3g", s.p_value())});
   }
   return t;
@@ -713,7 +705,8 @@ void AppendPlotAxes(const Plot& plot, const PlotFrame& frame, std::string& svg) 
     const double y = frame.Y(t);
     absl::StrAppend(&svg, "<line class=\"grid\" x1=\"", F(kLeft), "\" x2=\"", F(kLeft + kPlotWidth),
                     "\" y1=\"", F(y), "\" y2=\"", F(y), "\"/><text x=\"", F(kLeft - 6), "\" y=\"",
-                    F(y + 4), "\" text-anchor=\"end\" class=\"tick\">", Num(t), "</text>\n");
+                    F(y + 4), "\" text-anchor=\"end\" class=\"tick\">", FormatNumber(t),
+                    "</text>\n");
   }
   absl::StrAppend(&svg, "<text class=\"axis-label\" transform=\"translate(14,",
                   F(kTop + kPlotHeight / 2), ") rotate(-90)\" text-anchor=\"middle\">",
@@ -777,13 +770,14 @@ void AppendSeries(const PlotSeries& s, const PlotFrame& frame, std::string& svg)
   }
   for (const auto& p : s.points) {
     const double x = frame.X(p.commit_index);
-    absl::StrAppend(&svg, "<line class=\"ci\" x1=\"", F(x), "\" x2=\"", F(x), "\" y1=\"",
-                    F(frame.Y(p.lo)), "\" y2=\"", F(frame.Y(p.hi)), "\" stroke=\"", color,
-                    "\" stroke-width=\"1.5\"/><circle class=\"point\" cx=\"", F(x), "\" cy=\"",
-                    F(frame.Y(p.mean)), "\" r=\"3.5\" fill=\"", color, "\"><title>",
-                    HtmlEscape(absl::StrCat(p.commit, " ", s.mode, ": ", Num(p.mean), " [",
-                                            Num(p.lo), ", ", Num(p.hi), "] n=", p.n)),
-                    "</title></circle>");
+    absl::StrAppend(
+        &svg, "<line class=\"ci\" x1=\"", F(x), "\" x2=\"", F(x), "\" y1=\"", F(frame.Y(p.lo)),
+        "\" y2=\"", F(frame.Y(p.hi)), "\" stroke=\"", color,
+        "\" stroke-width=\"1.5\"/><circle class=\"point\" cx=\"", F(x), "\" cy=\"",
+        F(frame.Y(p.mean)), "\" r=\"3.5\" fill=\"", color, "\"><title>",
+        HtmlEscape(absl::StrCat(p.commit, " ", s.mode, ": ", FormatNumber(p.mean), " [",
+                                FormatNumber(p.lo), ", ", FormatNumber(p.hi), "] n=", p.n)),
+        "</title></circle>");
   }
   absl::StrAppend(&svg, "</g>\n");
 }
@@ -798,8 +792,8 @@ void AppendBisectSteps(const Plot& plot, const PlotFrame& frame, std::string& sv
                     "Z\" fill=\"#fff\" fill-opacity=\"0.6\" stroke=\"", ModeColor(st.mode),
                     "\" stroke-width=\"1.5\"><title>",
                     HtmlEscape(absl::StrCat("bisect step ", st.step, " ", st.commit, " ", st.mode,
-                                            ": ", st.verdict, ", mean ", Num(st.mean), " over ",
-                                            st.repeats, " repeats")),
+                                            ": ", st.verdict, ", mean ", FormatNumber(st.mean),
+                                            " over ", st.repeats, " repeats")),
                     "</title></path>\n");
   }
 }

@@ -22,6 +22,10 @@
 
 namespace farm::testing::internal {
 
+// How often a server is started on a fresh port when the one picked was
+// taken between PickFreePort and the server's bind.
+inline constexpr int kStartAttempts = 3;
+
 struct Credentials {
   uid_t uid = 0;
   gid_t gid = 0;

@@ -17,8 +17,6 @@ namespace farm::testing {
 
 namespace {
 
-constexpr int kStartAttempts = 3;  // new port each time the old one was taken
-
 std::string ServerLog(const std::string& dir) { return dir + "/server.log"; }
 
 // Unix socket paths are limited to 107 bytes (sun_path); beyond that the
@@ -52,7 +50,7 @@ absl::StatusOr<std::unique_ptr<PostgresInstance>> PostgresInstance::Start(
 
   if (absl::Status s = pg->InitDb(); !s.ok()) return s;
   absl::Status started;
-  for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
+  for (int attempt = 0; attempt < internal::kStartAttempts; ++attempt) {
     pg->port_ = PickFreePort();
     if (pg->port_ == 0) return absl::InternalError("no free TCP port on 127.0.0.1");
     started = pg->StartServer();

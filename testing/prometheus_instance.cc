@@ -14,8 +14,6 @@ namespace farm::testing {
 
 namespace {
 
-constexpr int kStartAttempts = 3;  // new port each time the old one was taken
-
 // Prometheus/Alertmanager durations: whole milliseconds are always accepted.
 std::string PromDuration(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d), "ms");
@@ -50,7 +48,7 @@ absl::Status StartHttpServer(const std::string& dir, absl::string_view kind,
                              bool tls = false) {
   const std::string log = dir + "/server.log";
   absl::Status last;
-  for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
+  for (int attempt = 0; attempt < internal::kStartAttempts; ++attempt) {
     *port = fixed_port != 0 ? fixed_port : PickFreePort();
     if (*port == 0) return absl::InternalError("no free TCP port on 127.0.0.1");
     const uint64_t offset = internal::FileSize(log);
