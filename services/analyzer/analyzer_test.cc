@@ -579,6 +579,17 @@ TEST(BisectStateTest, StoredRowsRoundTripKeyForKey) {
   EXPECT_FALSE(BisectStateFromJson("not json").ok());
 }
 
+// A real series' labels are kept with its bisect, so its reruns after a
+// restart still go to agents holding them.
+TEST(BisectStateTest, SeriesLabelsRoundTrip) {
+  absl::StatusOr<BisectState> st = BisectStateFromJson(StateWithRealConfirm());
+  ASSERT_TRUE(st.ok()) << st.status();
+  st->series.labels_json = R"({"nic":"cx6"})";
+  absl::StatusOr<BisectState> back = BisectStateFromJson(BisectStateToJson(*st));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(nlohmann::json::parse(back->series.labels_json), nlohmann::json({{"nic", "cx6"}}));
+}
+
 TEST(RealConfirmTest, OfferedKernelsConfirmAsRealJobsAndTheRegressionRecordsFio) {
   OneBisectStore store(StateWithRealConfirm());
   store.offers = {Offer("c5", "", {iommufarm::v1::IOMMU_MODE_STRICT}),

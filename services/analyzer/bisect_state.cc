@@ -14,17 +14,21 @@ namespace pb = ::iommufarm::v1;
 using json = nlohmann::json;
 
 json SeriesToJson(const SeriesSpec& s) {
-  return {{"catalog", s.catalog},
-          {"platform", s.platform},
-          {"workload", s.workload},
-          {"params", json::parse(s.params_json, nullptr, false)},
-          {"model_set", json::parse(s.model_set_json, nullptr, false)},
-          {"labels", json::parse(s.labels_json, nullptr, false)},
-          {"executor", static_cast<int>(s.executor)},
-          {"metric", s.metric},
-          {"phase", s.phase},
-          {"mode", s.mode},
-          {"overhead", s.overhead}};
+  json j = {{"catalog", s.catalog},
+            {"platform", s.platform},
+            {"workload", s.workload},
+            {"params", json::parse(s.params_json, nullptr, false)},
+            {"model_set", json::parse(s.model_set_json, nullptr, false)},
+            {"executor", static_cast<int>(s.executor)},
+            {"metric", s.metric},
+            {"phase", s.phase},
+            {"mode", s.mode},
+            {"overhead", s.overhead}};
+  // Written only when there are some: a stored state without labels reads
+  // and writes back key for key.
+  json labels = json::parse(s.labels_json, nullptr, false);
+  if (labels.is_object() && !labels.empty()) j["labels"] = std::move(labels);
+  return j;
 }
 
 SeriesSpec SeriesFromJson(const json& j) {
@@ -34,7 +38,7 @@ SeriesSpec SeriesFromJson(const json& j) {
   s.workload = j.at("workload").get<std::string>();
   s.params_json = j.at("params").dump();
   s.model_set_json = j.at("model_set").dump();
-  // States saved before series carried labels have none.
+  // A series without labels is stored without the key.
   s.labels_json = j.value("labels", json::object()).dump();
   s.executor = ExecutorFromNumber(j.at("executor").get<int>());
   s.metric = j.at("metric").get<std::string>();
