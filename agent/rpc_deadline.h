@@ -1,5 +1,5 @@
 // The deadline of every unary call the agent makes to the scheduler
-// (Register, Heartbeat, LeaseJobs, ReportResults, HoldLease, ...), in one
+// (Register, Heartbeat, LeaseJobs, ReportResults, ReleaseLeases, ...), in one
 // place so a session, a worker, the report batcher and the kexec resume
 // path cannot drift apart.
 //
