@@ -5,6 +5,13 @@
 #include <cmath>
 
 #include "absl/strings/str_split.h"
+#include "cli/agents.h"
+#include "cli/bisect.h"
+#include "cli/catalog.h"
+#include "cli/matrix.h"
+#include "cli/regressions.h"
+#include "cli/results.h"
+#include "cli/tokens.h"
 #include "nlohmann/json.hpp"
 
 namespace farm::cli {
