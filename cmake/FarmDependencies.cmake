@@ -47,15 +47,14 @@ endfunction()
 # sources as one translation unit does that once per batch. Off by default:
 # an incremental build then recompiles only the file that changed, and a
 # source that misses an #include fails here instead of borrowing its
-# neighbour's. scripts/demo turns it on for a fresh build directory.
+# neighbour's. scripts/demo turns it on for a fresh build directory, so CI
+# (.ci/run runs the demo) builds every product library this way: two sources
+# of one library that define the same file-local name -- a private copy of
+# something that should live in one shared place -- fail that build.
 option(FARM_UNITY_BUILD "compile each product library's sources as one translation unit" OFF)
 set(FARM_UNITY_BATCH_SIZE 16 CACHE STRING "sources per unity translation unit (FARM_UNITY_BUILD)")
-# Libraries whose sources cannot share one translation unit: every workload in
-# emu/workloads defines its own kParams and Make() in an anonymous namespace,
-# and lib/toolspec's fio and iozone checks each their own Refuse().
-set(FARM_UNITY_EXCLUDED farm_emu_workloads farm_toolspec)
 function(farm_unity target)
-  if(FARM_UNITY_BUILD AND NOT target IN_LIST FARM_UNITY_EXCLUDED)
+  if(FARM_UNITY_BUILD)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON
                                                UNITY_BUILD_BATCH_SIZE ${FARM_UNITY_BATCH_SIZE})
     # A type from a source's anonymous namespace looks, to GCC, as if it came

@@ -1,9 +1,9 @@
 // farm::agent executors: how a leased job is run.
 //
 // The agent hands each job to the Executor registered for its executor kind
-// (EXECUTOR_EMULATOR now; fio and iozone runners in agent/runners/ plug in
-// the same way). An executor runs one job synchronously on the calling worker
-// thread and returns the samples and raw output to report.
+// (executor kinds: emulator, fio, iozone, dma-map-bench, kbuild; executors.h
+// makes them from --capabilities). An executor runs one job synchronously on
+// the calling worker thread and returns the samples and raw output to report.
 //
 // Error contract of Run():
 //   - CANCELLED: the CancelToken fired (lease revoked or shutdown); nothing is

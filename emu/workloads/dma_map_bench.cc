@@ -28,9 +28,9 @@ int64_t IntSqrt64(uint64_t x) {
   return static_cast<int64_t>(r);
 }
 
-const char* kDirections[] = {"BIDIRECTIONAL", "TO_DEVICE", "FROM_DEVICE"};
+const char* kDmaDirections[] = {"BIDIRECTIONAL", "TO_DEVICE", "FROM_DEVICE"};
 
-constexpr WorkloadParam kParams[] = {
+constexpr WorkloadParam kDmaMapBenchParams[] = {
     {.name = "threads",
      .type = ParamType::kInt,
      .default_value = "1",
@@ -164,9 +164,9 @@ class DmaMapBench final : public Workload {
       r.extra["avg_unmap_100ns"] = r.extra["unmap_stddev"] = 0;
     }
     // tools/testing/selftests/dma/dma_map_benchmark.c, verbatim formats.
-    r.tool_output =
-        absl::StrFormat("dma mapping benchmark: threads:%d seconds:%d node:%d dir:%s granule: %d\n",
-                        threads_, static_cast<int>(seconds_), node_, kDirections[dir_], granule_);
+    r.tool_output = absl::StrFormat(
+        "dma mapping benchmark: threads:%d seconds:%d node:%d dir:%s granule: %d\n", threads_,
+        static_cast<int>(seconds_), node_, kDmaDirections[dir_], granule_);
     r.tool_output += absl::StrFormat("average map latency(us):%.1f standard deviation:%.1f\n",
                                      r.extra["avg_map_100ns"] / 10.0, r.extra["map_stddev"] / 10.0);
     r.tool_output +=
@@ -229,15 +229,13 @@ class DmaMapBench final : public Workload {
   std::vector<ThreadState> threads_state_;
 };
 
-std::unique_ptr<Workload> Make() { return std::make_unique<DmaMapBench>(); }
-
 }  // namespace
 
 WorkloadInfo DmaMapBenchWorkload() {
   return {"dma-map-bench",
           "kernel/dma/map_benchmark.c: threads loop dma_map_single / ndelay(dma_trans_ns) / "
           "dma_unmap_single on one device and report map/unmap latency",
-          kParams, ParamStyle::kParameter, Make,
+          kDmaMapBenchParams, ParamStyle::kParameter, MakeWorkload<DmaMapBench>,
           // No published run-to-run spread of dma_map_benchmark was found
           // (its patches quote single runs): 0 until one is measured; a
           // spec sets noise.cv to exercise it (examples/dma-map-bench.yaml).

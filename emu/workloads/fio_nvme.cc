@@ -214,16 +214,16 @@ std::string LimitText(const FioWorld& w, int devices) {
                       " per job over its round trip; busiest ", cpu_text, "; busiest ", dev_text);
 }
 
-constexpr absl::string_view kRw[] = {"randread", "randwrite", "read", "write"};
+constexpr absl::string_view kFioRw[] = {"randread", "randwrite", "read", "write"};
 constexpr absl::string_view kIoEngines[] = {"io_uring", "libaio", "psync"};
 
 constexpr absl::string_view kCpusAllowedPolicies[] = {"shared", "split"};
 
-constexpr WorkloadParam kParams[] = {
+constexpr WorkloadParam kFioNvmeParams[] = {
     {.name = "rw",
      .type = ParamType::kChoice,
      .default_value = "randread",
-     .choices = kRw,
+     .choices = kFioRw,
      .meaning = "randread, randwrite, read, write"},
     {.name = "bs", .type = ParamType::kSize, .default_value = "4k", .meaning = "block size"},
     {.name = "iodepth",
@@ -470,15 +470,13 @@ class FioNvme final : public Workload {
   DmaLatencies lat_;
 };
 
-std::unique_ptr<Workload> Make() { return std::make_unique<FioNvme>(); }
-
 }  // namespace
 
 WorkloadInfo FioNvmeWorkload() {
   return {"fio-nvme",
           "fio against local NVMe: io_uring/libaio/psync submission, per-device latency and IOPS "
           "ceiling, map on the submitting CPU, unmap on the CPU taking the queue's IRQ",
-          kParams, ParamStyle::kDashParam, Make,
+          kFioNvmeParams, ParamStyle::kDashParam, MakeWorkload<FioNvme>,
           // Run-to-run CV of fio's device IOPS: fsperf (fio jobs, 10 runs a
           // side) in Josef Bacik's btrfs commit 5e121ae687b8 ("btrfs: use
           // buffer xarray for extent buffer writeback operations"):

@@ -149,7 +149,7 @@ std::vector<int> PickCpus(const Topology& topo, int n) {
   return out;
 }
 
-constexpr WorkloadParam kParams[] = {
+constexpr WorkloadParam kIozoneNfsRdmaParams[] = {
     {.name = "threads",
      .type = ParamType::kInt,
      .default_value = "12",
@@ -356,8 +356,6 @@ class IozoneNfsRdma final : public Workload {
   std::vector<std::vector<ProcState>> st_;
 };
 
-std::unique_ptr<Workload> Make() { return std::make_unique<IozoneNfsRdma>(); }
-
 }  // namespace
 
 WorkloadInfo IozoneNfsRdmaWorkload() {
@@ -365,7 +363,7 @@ WorkloadInfo IozoneNfsRdmaWorkload() {
           "iozone -t N over an NFSv3/RDMA mount: each RPC registers its data as FRWR memory "
           "regions of up to chunk_pages pages (dma_map_sg), the server moves data with RDMA "
           "Read/Write over the link, the client invalidates and unmaps on the reply",
-          kParams, ParamStyle::kDashParam, Make,
+          kIozoneNfsRdmaParams, ParamStyle::kDashParam, MakeWorkload<IozoneNfsRdma>,
           // Run-to-run CV of iozone -I over NFSv3/RDMA, from seed 000 itself:
           // its "readers" and "re-readers" are the same O_DIRECT read pass
           // run twice, at three commits (5921370.94/5947985.69,

@@ -24,7 +24,7 @@ namespace farm::emu {
 
 namespace {
 
-constexpr WorkloadParam kParams[] = {
+constexpr WorkloadParam kMemcachedParams[] = {
     {.name = "instances",
      .type = ParamType::kInt,
      .default_value = "16",
@@ -256,15 +256,13 @@ class Memcached final : public Workload {
   std::vector<State> state_;
 };
 
-std::unique_ptr<Workload> Make() { return std::make_unique<Memcached>(); }
-
 }  // namespace
 
 WorkloadInfo MemcachedWorkload() {
   return {"memcached",
           "memcached server under memslap: one instance per CPU, each request = NIC RX unmap + "
           "refill map, application work, TX map(s) and TX-completion unmap(s)",
-          kParams, ParamStyle::kParameter, Make,
+          kMemcachedParams, ParamStyle::kParameter, MakeWorkload<Memcached>,
           // No published run-to-run spread of memcached under memslap was
           // found (seed 001 gives medians of 10 runs, not their spread): 0
           // until one is measured; a spec sets noise.cv to exercise it.

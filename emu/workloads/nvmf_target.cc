@@ -124,9 +124,9 @@ Task<void> NvmfQueuePair(NvmfWorld& w, Cpu& cpu, int qp) {
   }
 }
 
-constexpr absl::string_view kRw[] = {"read", "write"};
+constexpr absl::string_view kNvmfRw[] = {"read", "write"};
 
-constexpr WorkloadParam kParams[] = {
+constexpr WorkloadParam kNvmfTargetParams[] = {
     {.name = "ssds",
      .type = ParamType::kInt,
      .default_value = "4",
@@ -143,7 +143,7 @@ constexpr WorkloadParam kParams[] = {
     {.name = "rw",
      .type = ParamType::kChoice,
      .default_value = "read",
-     .choices = kRw,
+     .choices = kNvmfRw,
      .meaning = "read or write (host's view)"},
     {.name = "iodepth",
      .type = ParamType::kInt,
@@ -286,15 +286,13 @@ class NvmfTarget final : public Workload {
   DmaLatencies lat_;
 };
 
-std::unique_ptr<Workload> Make() { return std::make_unique<NvmfTarget>(); }
-
 }  // namespace
 
 WorkloadInfo NvmfTargetWorkload() {
   return {"nvmf-target",
           "NVMe over Fabrics target (nvmet-rdma): per I/O the data buffer is mapped for the RDMA "
           "NIC and for the SSD; SSDs and the link are queues in virtual time",
-          kParams, ParamStyle::kDashParam, Make,
+          kNvmfTargetParams, ParamStyle::kDashParam, MakeWorkload<NvmfTarget>,
           // The host drives the target with fio; no published repeats of
           // an NVMe-oF target were found, so this is fio's device-IOPS CV
           // (fio_nvme.cc: fsperf in btrfs commit 5e121ae687b8, 1.65%).

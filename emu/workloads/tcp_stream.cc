@@ -94,13 +94,13 @@ Task<void> Session(Cpu& cpu, const TcpConfig& c, TcpShared& sh, Time& wire_ns) {
   }
 }
 
-constexpr absl::string_view kDirections[] = {"tx", "rx"};
+constexpr absl::string_view kTcpDirections[] = {"tx", "rx"};
 
-constexpr WorkloadParam kParams[] = {
+constexpr WorkloadParam kTcpStreamParams[] = {
     {.name = "direction",
      .type = ParamType::kChoice,
      .default_value = "tx",
-     .choices = kDirections,
+     .choices = kTcpDirections,
      .meaning = "tx or rx"},
     {.name = "sessions",
      .type = ParamType::kInt,
@@ -207,14 +207,12 @@ class TcpStream final : public Workload {
   std::vector<Time> wire_ns_;
 };
 
-std::unique_ptr<Workload> Make() { return std::make_unique<TcpStream>(); }
-
 }  // namespace
 
 WorkloadInfo TcpStreamWorkload() {
   return {"tcp-stream",
           "iperf-like bulk TCP: per packet CPU work and DMA mapping of its pages, NIC at link rate",
-          kParams, ParamStyle::kDashParam, Make,
+          kTcpStreamParams, ParamStyle::kDashParam, MakeWorkload<TcpStream>,
           // Run-to-run CV of netperf-2.5 TCP_STREAM (FreeBSD, loopback, 30
           // runs a set over 3 reboots; people.freebsd.org/~bz/bench/
           // 20120303-p4-at206131M-test_netperf_tcp.html and

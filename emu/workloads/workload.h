@@ -186,6 +186,12 @@ class Workload {
   Stage stage_ = Stage::kNew;
 };
 
+//! WorkloadInfo::make of a workload class W (default-constructible).
+template <typename W>
+std::unique_ptr<Workload> MakeWorkload() {
+  return std::make_unique<W>();
+}
+
 //! Every workload, in listing order.
 const std::vector<WorkloadInfo>& AllWorkloads();
 //! NotFound lists the valid names.

@@ -15,10 +15,6 @@ namespace {
 
 constexpr std::uint64_t kMaxBytes = 1ull << 40;  // 1 TiB
 
-absl::Status Refuse(absl::string_view key, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("fio param '", key, "' refused: ", why));
-}
-
 // Options a job must never pass through, with the reason the user sees.
 // Keys are compared after lower-casing and '-' -> '_'.
 std::string DangerReason(const std::string& key) {
@@ -87,25 +83,27 @@ absl::StatusOr<FioSpec> FioSpecFromParams(const Params& params) {
   for (const auto& [raw_key, value] : params) {
     const std::string key = absl::StrReplaceAll(absl::AsciiStrToLower(raw_key), {{"-", "_"}});
     if (std::string why = DangerReason(key); !why.empty()) {
-      return Refuse(raw_key, why);
+      return RefuseParam("fio", raw_key, why);
     }
     if (std::find(allowed.begin(), allowed.end(), raw_key) == allowed.end()) {
-      return Refuse(raw_key,
-                    absl::StrCat("unknown option; allowed: ", absl::StrJoin(allowed, ", ")));
+      return RefuseParam("fio", raw_key,
+                         absl::StrCat("unknown option; allowed: ", absl::StrJoin(allowed, ", ")));
     }
   }
   if (params.count("filename") > 0 && params.count("directory") > 0) {
-    return Refuse("filename", "give either filename or directory, not both");
+    return RefuseParam("fio", "filename", "give either filename or directory, not both");
   }
   for (const auto& [key, value] : params) {
     if (key == "rw") {
       const std::string rw = absl::AsciiStrToLower(value);
       if (absl::StrContains(rw, "trim")) {
-        return Refuse(key, absl::StrCat("trim modes (", value, ") discard data on the target"));
+        return RefuseParam("fio", key,
+                           absl::StrCat("trim modes (", value, ") discard data on the target"));
       }
       if (RwModes().count(rw) == 0) {
-        return Refuse(
-            key, absl::StrCat("rw=", value, " is not one of ", absl::StrJoin(RwModes(), ", ")));
+        return RefuseParam(
+            "fio", key,
+            absl::StrCat("rw=", value, " is not one of ", absl::StrJoin(RwModes(), ", ")));
       }
       spec.rw = rw;
     } else if (key == "bs") {
@@ -144,12 +142,14 @@ absl::StatusOr<FioSpec> FioSpecFromParams(const Params& params) {
     } else if (key == "ioengine") {
       const std::string engine = absl::AsciiStrToLower(value);
       if (absl::StartsWith(engine, "external") || engine == "exec") {
-        return Refuse(key, absl::StrCat("ioengine=", value,
+        return RefuseParam("fio", key,
+                           absl::StrCat("ioengine=", value,
                                         " loads or executes arbitrary code "
                                         "on the agent's host"));
       }
       if (Engines().count(engine) == 0) {
-        return Refuse(key, absl::StrCat("ioengine=", value, " is not in the allowlist ",
+        return RefuseParam("fio", key,
+                           absl::StrCat("ioengine=", value, " is not in the allowlist ",
                                         absl::StrJoin(Engines(), ", ")));
       }
       spec.ioengine = engine;

@@ -11,10 +11,6 @@
 namespace farm::toolspec {
 namespace {
 
-absl::Status Refuse(absl::string_view key, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("iozone param '", key, "' refused: ", why));
-}
-
 const std::vector<std::string>& Tests() {
   static const auto* tests =
       new std::vector<std::string>{"write", "rewrite", "read", "reread", "randread", "randwrite"};
@@ -36,11 +32,12 @@ absl::StatusOr<IozoneSpec> IozoneSpecFromParams(const Params& params) {
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       const std::string lower = absl::AsciiStrToLower(key);
       if (lower == "filename" || lower == "files" || lower == "f") {
-        return Refuse(key,
-                      "iozone's files are named by the agent inside "
-                      "'directory' (an allowed directory)");
+        return RefuseParam("iozone", key,
+                           "iozone's files are named by the agent inside "
+                           "'directory' (an allowed directory)");
       }
-      return Refuse(key, absl::StrCat("unknown option; allowed: ", absl::StrJoin(allowed, ", ")));
+      return RefuseParam("iozone", key,
+                         absl::StrCat("unknown option; allowed: ", absl::StrJoin(allowed, ", ")));
     }
   }
   bool have_size = false;
@@ -50,8 +47,9 @@ absl::StatusOr<IozoneSpec> IozoneSpecFromParams(const Params& params) {
       if (!list.ok()) return list.status();
       for (const std::string& t : *list) {
         if (std::find(Tests().begin(), Tests().end(), t) == Tests().end()) {
-          return Refuse(
-              key, absl::StrCat("unknown test '", t, "'; allowed: ", absl::StrJoin(Tests(), ", ")));
+          return RefuseParam(
+              "iozone", key,
+              absl::StrCat("unknown test '", t, "'; allowed: ", absl::StrJoin(Tests(), ", ")));
         }
       }
       spec.tests = *list;

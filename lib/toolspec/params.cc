@@ -142,4 +142,8 @@ absl::Status CheckCpuList(absl::string_view key, absl::string_view value) {
   return absl::OkStatus();
 }
 
+absl::Status RefuseParam(absl::string_view tool, absl::string_view key, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(tool, " param '", key, "' refused: ", why));
+}
+
 }  // namespace farm::toolspec

@@ -16,6 +16,7 @@
 #include <vector>
 #include "absl/strings/string_view.h"
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace farm::toolspec {
@@ -40,6 +41,10 @@ absl::StatusOr<bool> ParseBool(absl::string_view key, absl::string_view value);
 
 // "write,read" or "[write, read]" -> {"write", "read"}; empty items refused.
 absl::StatusOr<std::vector<std::string>> ParseList(absl::string_view key, absl::string_view value);
+
+// InvalidArgument "<tool> param '<key>' refused: <why>": how a tool spec
+// refuses a param it will not pass to the tool.
+absl::Status RefuseParam(absl::string_view tool, absl::string_view key, absl::string_view why);
 
 // "0-3,8,10-11": CPU list for fio's cpus_allowed.
 absl::Status CheckCpuList(absl::string_view key, absl::string_view value);

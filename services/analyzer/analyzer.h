@@ -1,7 +1,11 @@
 // Analyzer: the farm-analyzer engine. One Tick() does a full pass:
 //   1. every bulk matrix whose jobs are all terminal and that was not yet
-//      analysed: build its series, detect change points, classify, record
-//      suspected regressions (and improvements) with a bisect record;
+//      analysed: build its series over every analysed submission that
+//      measured them, detect change points, and where a split is only
+//      suggestive measure its commits again first (the top-up, top_up.h:
+//      bulk matrices of the analyzer's own, whose analysis decides);
+//      classify what is left, record suspected regressions (and
+//      improvements) with a bisect record;
 //   2. every running bisect: confirmation first (last good / first bad
 //      re-run interleaved, one matrix per round; while the result is only
 //      suggestive, another round doubling both commits' repeats; on real
