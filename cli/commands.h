@@ -1,14 +1,18 @@
-// farm::cli::Commands: farmctl's subcommands as plain methods.
+// farm::cli::Commands: farmctl's connection to one farm, shared by every
+// command noun (cli/matrix.h, cli/results.h, cli/catalog.h, ...).
 //
-// Each Run* method performs one subcommand against a farm server, writes its
-// output to `out`, diagnostics and progress to `err`, and returns the process
-// exit status (0 ok, 1 a server or I/O error, which is printed as
-// "farmctl: <what>: <CODE>: <message>"). main.cc only parses flags and calls
-// these. The lower-level calls (SubmitSpec, WaitForMatrix, FetchResults) are
-// public so tests and scripts can drive a farm with farmctl's own client code.
+// It holds the client options (server address, TLS, token), the channel and
+// the service stubs, and the streams a command writes to: its output to
+// `out`, diagnostics and progress to `err`. A noun's Run* functions take it
+// and return the process exit status (0 ok, 1 a server or I/O error, which
+// Fail prints as "farmctl: <what>: <CODE>: <message>"). The calls several
+// nouns make (SubmitSpec, WaitForMatrix, FetchResults, ...) are methods here,
+// public so tests and scripts can drive a farm with farmctl's own client
+// code; so are the commands those tests drive, each the noun's Run* function.
 //
-// Thread-safety: one Commands per thread. Ownership: borrows the streams,
-// which must outlive it.
+// Thread-safety: one Commands per thread, except that the stubs and the
+// calls that use only them (FetchResults, ListAllRegressions, ReportHtml)
+// may be shared. Ownership: borrows the streams, which must outlive it.
 #ifndef CLI_COMMANDS_H_
 #define CLI_COMMANDS_H_
 
@@ -25,11 +29,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cli/format.h"
-#include "cli/report.h"
-#include "cli/report_server.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
-#include "lib/kbuild/kernel_builder.h"
 
 namespace farm::cli {
 
@@ -41,77 +42,31 @@ namespace pb = ::iommufarm::v1;
 // does not trust), else whether a scheduler listens at options.server.
 std::string UnavailableHint(absl::string_view message, const client::ClientOptions& options);
 
+// A file named on the command line, standard input for "-"; the error
+// quotes the name as given.
+absl::StatusOr<std::string> ReadInputFile(const std::string& path);
+
 class Commands {
  public:
   Commands(client::ClientOptions options, std::ostream& out, std::ostream& err);
   Commands(const Commands&) = delete;
   Commands& operator=(const Commands&) = delete;
 
-  int RunSubmit(const std::string& path, bool wait, bool dry_run);
-  int RunStatus(std::optional<int64_t> matrix_id, OutputFormat format);
-  int RunWatch(int64_t matrix_id);
-  int RunCancel(int64_t matrix_id, const std::string& reason);
-  // With raw and kJson, each result's raw output comes through
-  // GetRawOutput, one result at a time.
-  int RunResults(int64_t matrix_id, OutputFormat format, bool raw);
-  // Writes one result's raw output (attempt 0: the job's latest result) to
-  // `out` verbatim, chunk by chunk as it arrives.
-  int RunRawOutput(int64_t job_id, int attempt);
-  int RunAgents(OutputFormat format);
-  int RunCatalogList(OutputFormat format);
-  int RunCatalogShow(const std::string& name, bool resolve, OutputFormat format);
-  int RunCatalogLoad(const std::string& path, bool replace);
-  // A measured catalog (cli/measured_costs.h) from the `mode` runs of a real
-  // dma-map-bench matrix, the deltas over `reference`, loaded as `name`
-  // (replacing one of that name; "" = "<catalog>-measured"), or only printed.
-  int RunCatalogMeasure(int64_t matrix_id, const std::string& reference, const std::string& name,
-                        const std::string& mode, bool print_only);
-  int RunCatalogImportGit(const std::string& repo, const std::string& range,
-                          const std::string& catalog);
-  // Kernel stores (lib/kstore). import and list work on the local store
-  // only; catalog adds the store's commits to a catalog on the server.
-  int RunKernelsImport(const std::string& store, const std::string& deb, const std::string& commit,
-                       bool replace);
-  int RunKernelsList(const std::string& store, OutputFormat format);
-  int RunKernelsCatalog(const std::string& store, const std::string& catalog);
-  // Builds one commit of a kernel tree into the local store (lib/kbuild),
-  // without a farm; the build's whole output goes to `log_file` when given.
-  int RunKernelsBuild(const kbuild::BuildRequest& request, const std::string& log_file);
-  int RunRegressions(bool all, OutputFormat format);
-  int RunRegressionShow(int64_t regression_id, OutputFormat format);
-  // `state` is a triage state (ParseRegressionMark) or kReopen.
-  int RunRegressionMark(int64_t regression_id, const std::string& state, const std::string& note);
-  static constexpr const char* kReopen = "reopen";
-  int RunBisect(int64_t id, bool id_is_bisect, OutputFormat format);
-  // Side A: matrix_a (at commit_a when given); side B: matrix_b, or matrix_a
-  // again when 0 (at commit_b when given). cli/compare.h.
-  // `html_path` not empty: also writes FormatCompareHtml there.
-  int RunCompare(int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
-                 const std::string& commit_b, OutputFormat format,
-                 const std::string& html_path = "");
-  // A try job (cli/compare.h PlanTry): submits, waits, answers with the
-  // comparison of base and patch.
-  int RunTry(const std::string& spec_path, const std::map<std::string, std::string>& set,
-             const std::string& patch_commit, const std::string& patch_path, OutputFormat format);
-  // Writes the HTML report (cli/report.h) of a matrix, or of one regression
-  // when regression_id is set (matrix_id is then ignored), to output_path
-  // ("-": stdout).
-  int RunReport(int64_t matrix_id, std::optional<int64_t> regression_id,
-                const std::string& output_path);
-  // Serves the reports over HTTP(S) (cli/report_server.h) until the process
-  // is stopped (it holds no state: SIGTERM's default action is the stop).
-  int RunReportServe(const std::string& listen, const ReportServer::Tls& tls);
-  // The HTML of that report (BuildReport, RenderReportHtml over
-  // GatherReport). Thread-safe.
-  absl::StatusOr<std::string> ReportHtml(int64_t matrix_id, std::optional<int64_t> regression_id);
-  // What a report shows, fetched through the API. Thread-safe (the stubs
-  // are), so the report server calls it from its workers.
-  absl::StatusOr<ReportSources> GatherReport(int64_t matrix_id,
-                                             std::optional<int64_t> regression_id);
-  // API tokens (admin): create prints the secret, once, alone on stdout.
-  int RunTokenCreate(const std::string& name, const std::string& role);
-  int RunTokenList(OutputFormat format);
-  int RunTokenRevoke(const std::string& name);
+  const client::ClientOptions& options() const { return options_; }
+  std::ostream& out() { return out_; }
+  std::ostream& err() { return err_; }
+  pb::JobService::Stub& jobs() { return *jobs_; }
+  pb::AnalysisService::Stub& analysis() { return *analysis_; }
+  pb::AccessService::Stub& access() { return *access_; }
+  // The context of a unary call: the token, and farmctl's deadline for one.
+  std::unique_ptr<grpc::ClientContext> UnaryContext() const;
+
+  // Prints "farmctl: <what>: <CODE>: <message>" (with UnavailableHint for
+  // UNAVAILABLE) to `err`; returns 1, the exit status.
+  int Fail(const std::string& what, const absl::Status& status);
+  // Prints progress lines to `err`: rewritten in place on a terminal,
+  // otherwise at most one line every few seconds (plus the last).
+  void PrintProgress(const pb::MatrixProgress& progress);
 
   // Submits spec text. Retries transient failures (lib/client/retry.h) a few
   // times with one idempotency key, so a retried submit never creates a
@@ -137,13 +92,23 @@ class Commands {
   absl::StatusOr<std::vector<pb::Regression>> ListAllRegressions(
       pb::ListRegressionsRequest request);
 
- private:
-  int Fail(const std::string& what, const absl::Status& status);
-  // Prints progress lines: rewritten in place on a terminal, otherwise at
-  // most one line every few seconds (plus the last).
-  void PrintProgress(const pb::MatrixProgress& progress);
-  int FollowMatrix(int64_t matrix_id);
+  // The commands tests drive through this object; each is its noun's Run*
+  // function (RunSubmit: cli/matrix.h; RunAgents: cli/agents.h;
+  // RunCatalog*: cli/catalog.h; RunKernelsCatalog: cli/kernels.h; RunTry:
+  // cli/compare.h; ReportHtml: cli/report_command.h). A new command needs
+  // no line here.
+  int RunSubmit(const std::string& path, bool wait, bool dry_run);
+  int RunAgents(OutputFormat format);
+  int RunCatalogMeasure(int64_t matrix_id, const std::string& reference, const std::string& name,
+                        const std::string& mode, bool print_only);
+  int RunCatalogImportGit(const std::string& repo, const std::string& range,
+                          const std::string& catalog);
+  int RunKernelsCatalog(const std::string& store, const std::string& catalog);
+  int RunTry(const std::string& spec_path, const std::map<std::string, std::string>& set,
+             const std::string& patch_commit, const std::string& patch_path, OutputFormat format);
+  absl::StatusOr<std::string> ReportHtml(int64_t matrix_id, std::optional<int64_t> regression_id);
 
+ private:
   client::ClientOptions options_;
   std::ostream& out_;
   std::ostream& err_;

@@ -1,8 +1,10 @@
 #include "cli/compare.h"
 
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include "cli/format.h"
 #include "cli/number_format.h"
 #include "cli/report.h"
+#include "lib/base/file.h"
 #include "lib/spec/spec_yaml.h"
 #include "proto/names.h"
 #include "proto/try_commit.h"
@@ -265,6 +268,176 @@ std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::st
   return nlohmann::json{{"a", label_a}, {"b", label_b}, {"series", series}, {"monitors", counters}}
              .dump(2) +
          "\n";
+}
+
+namespace {
+
+// The results of `commit` ("" = all of them), and the side's label.
+std::vector<pb::Result> AtCommit(const std::vector<pb::Result>& results,
+                                 const std::string& commit) {
+  if (commit.empty()) return results;
+  std::vector<pb::Result> out;
+  for (const pb::Result& r : results) {
+    if (CommitIs(r.job().commit_id(), commit)) out.push_back(r);
+  }
+  return out;
+}
+
+std::string SideLabel(int64_t matrix, const std::string& commit) {
+  return commit.empty() ? absl::StrCat("matrix ", matrix)
+                        : absl::StrCat(commit, " in matrix ", matrix);
+}
+
+void AddCompareCommand(CLI::App& app, Subcommands* out) {
+  struct Args {
+    int64_t a = 0, b = 0;
+    std::vector<std::string> commits;
+    std::string format, html;
+  };
+  auto a = std::make_shared<Args>();
+  auto* compare = app.add_subcommand(
+      "compare",
+      "compare two matrices, or two commits (of one matrix or of two), series by series: per "
+      "platform, workload with its params, metric and mode the means, the change with its 95% "
+      "interval (Welch), p, and 'changed' when p < 0.01 and the interval reaches 3%");
+  compare->add_option("A", a->a, "matrix id of side A")->required();
+  compare->add_option("B", a->b, "matrix id of side B (default: A, with --commits)");
+  compare->add_option("--commits", a->commits, "COMMIT_A COMMIT_B: compare these two commits")
+      ->expected(2);
+  compare->add_option("--html", a->html,
+                      "also write one self-contained HTML page (the table and a plot per "
+                      "series) to FILE");
+  AddOutputOption(compare, &a->format, "table, csv or json");
+  compare->callback([a] {
+    if ((a->b == 0 || a->b == a->a) && a->commits.empty()) {
+      throw CLI::ValidationError("compare", "give matrix B, or --commits COMMIT_A COMMIT_B");
+    }
+  });
+  out->push_back({compare, [a](Commands& c) {
+                    const bool by_commit = a->commits.size() == 2;
+                    return RunCompare(c, a->a, a->b, by_commit ? a->commits[0] : "",
+                                      by_commit ? a->commits[1] : "", ToFormat(a->format), a->html);
+                  }});
+}
+
+void AddTryCommand(CLI::App& app, Subcommands* out) {
+  struct Args {
+    std::string spec;
+    std::vector<std::string> set;
+    std::string patch_commit, patch, format;
+  };
+  auto a = std::make_shared<Args>();
+  auto* try_job = app.add_subcommand(
+      "try",
+      "a try job: base + patch in one command. SPEC names one commit, the base. --set "
+      "KEY=VALUE (emulator model keys) runs a base and a patch matrix together, interleaved "
+      "and with the same seeds; --patch-commit ID (a commit the kernel builder builds) runs "
+      "one matrix of both commits; --patch FILE (a unified diff) runs one matrix of the base "
+      "and the base with the patch applied, built by the farm's kernel builder (real "
+      "executors). Waits, then prints compare's answer for patch vs base");
+  try_job->add_option("SPEC", a->spec, "matrix spec YAML file ('-': standard input)")->required();
+  auto* set = try_job->add_option("--set", a->set, "KEY=VALUE model key of the patch (repeatable)");
+  auto* commit =
+      try_job->add_option("--patch-commit", a->patch_commit, "the patch as a commit of the tree")
+          ->excludes(set);
+  try_job
+      ->add_option("--patch", a->patch,
+                   "the patch as a file (git diff / format-patch; '-': standard input), applied "
+                   "on the base by the farm")
+      ->excludes(set)
+      ->excludes(commit);
+  AddOutputOption(try_job, &a->format, "table, csv or json");
+  out->push_back({try_job, [a](Commands& c) {
+                    std::map<std::string, std::string> set;
+                    for (const std::string& kv : a->set) {
+                      const size_t eq = kv.find('=');
+                      if (eq == std::string::npos || eq == 0) {
+                        std::cerr << "farmctl: try: --set " << kv << ": expected KEY=VALUE\n";
+                        return 2;
+                      }
+                      set[kv.substr(0, eq)] = kv.substr(eq + 1);
+                    }
+                    return RunTry(c, a->spec, set, a->patch_commit, a->patch, ToFormat(a->format));
+                  }});
+}
+
+}  // namespace
+
+void AddCompareCommands(CLI::App& app, Subcommands* out) {
+  AddCompareCommand(app, out);
+  AddTryCommand(app, out);
+}
+
+int RunCompare(Commands& commands, int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
+               const std::string& commit_b, OutputFormat format, const std::string& html_path) {
+  if (matrix_b == 0) matrix_b = matrix_a;
+  absl::StatusOr<std::vector<pb::Result>> a = commands.FetchResults(matrix_a, false);
+  if (!a.ok()) return commands.Fail(absl::StrCat("GetResults ", matrix_a), a.status());
+  absl::StatusOr<std::vector<pb::Result>> b =
+      matrix_b == matrix_a ? a : commands.FetchResults(matrix_b, false);
+  if (!b.ok()) return commands.Fail(absl::StrCat("GetResults ", matrix_b), b.status());
+  const std::vector<pb::Result> side_a = AtCommit(*a, commit_a);
+  const std::vector<pb::Result> side_b = AtCommit(*b, commit_b);
+  const std::string label_a = SideLabel(matrix_a, commit_a);
+  const std::string label_b = SideLabel(matrix_b, commit_b);
+  for (const auto& [side, label] : {std::pair{&side_a, label_a}, {&side_b, label_b}}) {
+    if (side->empty()) {
+      return commands.Fail("compare", absl::NotFoundError(absl::StrCat("no results for ", label)));
+    }
+  }
+  const std::vector<CompareRow> rows = CompareSides(side_a, side_b);
+  const std::vector<MonitorRow> monitors = CompareMonitors(side_a, side_b);
+  if (!html_path.empty()) {
+    absl::Status written =
+        base::WriteFile(html_path, FormatCompareHtml(rows, label_a, label_b, monitors));
+    if (!written.ok()) return commands.Fail(absl::StrCat("compare --html ", html_path), written);
+  }
+  commands.out() << (format == OutputFormat::kJson
+                         ? FormatCompareJson(rows, label_a, label_b, monitors)
+                     : format == OutputFormat::kCsv
+                         ? FormatCompareCsv(rows, monitors)
+                         : FormatCompareTable(rows, label_a, label_b, monitors));
+  return 0;
+}
+
+int RunTry(Commands& commands, const std::string& spec_path,
+           const std::map<std::string, std::string>& set, const std::string& patch_commit,
+           const std::string& patch_path, OutputFormat format) {
+  if (spec_path == "-" && patch_path == "-") {
+    return commands.Fail("try", absl::InvalidArgumentError("SPEC and --patch cannot both be '-'"));
+  }
+  absl::StatusOr<std::string> yaml = ReadInputFile(spec_path);
+  if (!yaml.ok()) return commands.Fail(absl::StrCat("try ", spec_path), yaml.status());
+  std::string patch;
+  if (!patch_path.empty()) {
+    absl::StatusOr<std::string> text = ReadInputFile(patch_path);
+    if (!text.ok()) return commands.Fail(absl::StrCat("try --patch ", patch_path), text.status());
+    if (text->empty()) {
+      return commands.Fail(absl::StrCat("try --patch ", patch_path),
+                           absl::InvalidArgumentError("the patch is empty"));
+    }
+    patch = *std::move(text);
+  }
+  absl::StatusOr<TryPlan> plan = PlanTry(*yaml, set, patch_commit, patch);
+  if (!plan.ok()) return commands.Fail(absl::StrCat("try ", spec_path), plan.status());
+  // Both submitted before either is waited for: their jobs interleave.
+  std::vector<int64_t> ids;
+  for (const std::string& spec : plan->specs_yaml) {
+    absl::StatusOr<pb::SubmitMatrixResponse> submitted =
+        commands.SubmitSpec(spec, /*dry_run=*/false);
+    if (!submitted.ok()) return commands.Fail("try: SubmitMatrix", submitted.status());
+    ids.push_back(submitted->matrix().id());
+    commands.err() << "matrix " << ids.back() << " \"" << submitted->matrix().name()
+                   << "\": " << submitted->jobs_created() << " jobs\n";
+  }
+  for (int64_t id : ids) {
+    absl::StatusOr<pb::MatrixProgress> done = commands.WaitForMatrix(
+        id, [&commands](const pb::MatrixProgress& p) { commands.PrintProgress(p); });
+    if (!done.ok()) return commands.Fail(absl::StrCat("try: WatchMatrix ", id), done.status());
+  }
+  return ids.size() == 1
+             ? RunCompare(commands, ids[0], 0, plan->base_commit, plan->patch_commit, format)
+             : RunCompare(commands, ids[0], ids[1], "", "", format);
 }
 
 }  // namespace farm::cli

@@ -5,7 +5,13 @@
 // the relative change with its 95% interval (Welch), p, and whether it
 // changed by the analyzer's rule (p < 0.01 and an interval reaching 3%).
 //
-// Pure functions over results already fetched; thread-safe.
+// farmctl try: a base and a patch measured together (PlanTry), answered
+// with compare. The flags of both (AddCompareCommands) and what they do
+// against a farm.
+//
+// Thread-safety: RunCompare and RunTry use their Commands
+// (cli/commands.h), one per thread; the other functions are pure functions
+// over results already fetched, thread-safe.
 #ifndef CLI_COMPARE_H_
 #define CLI_COMPARE_H_
 
@@ -16,11 +22,28 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cli/app.h"
+#include "cli/commands.h"
+#include "cli/format.h"
 #include "cli/monitor_diff.h"
 #include "iommufarm/v1/farm.pb.h"
 #include "lib/stats/stats.h"
 
 namespace farm::cli {
+
+// compare, then try.
+void AddCompareCommands(CLI::App& app, Subcommands* out);
+
+// Side A: matrix_a (at commit_a when given); side B: matrix_b, or matrix_a
+// again when 0 (at commit_b when given). `html_path` not empty: also writes
+// FormatCompareHtml there.
+int RunCompare(Commands& commands, int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
+               const std::string& commit_b, OutputFormat format, const std::string& html_path = "");
+// A try job (PlanTry): submits, waits, answers with the comparison of base
+// and patch.
+int RunTry(Commands& commands, const std::string& spec_path,
+           const std::map<std::string, std::string>& set, const std::string& patch_commit,
+           const std::string& patch_path, OutputFormat format);
 
 struct CompareRow {
   std::string platform;

@@ -1,16 +1,18 @@
-// farm::cli formatting: the plain functions behind farmctl's output.
+// farm::cli formatting: the plain functions every farmctl noun's output is
+// built from (each noun's own views are in its file: cli/matrix.h,
+// cli/results.h, cli/agents.h, ...).
 //
 // Everything here is pure (protos in, text out) so it can be unit-tested
-// without a server: tables, CSV, JSON, the live progress line, and the
+// without a server: the --output formats, tables, lists in every format,
+// CSV fields, timestamps and proto JSON, the live progress line, and the
 // statistics of the results table (mean and a Student-t 95% confidence
-// interval over repeats).
+// interval over repeats), which the report and compare share.
 //
 // Thread-safety: all functions are reentrant. No ownership is taken.
 #ifndef CLI_FORMAT_H_
 #define CLI_FORMAT_H_
 
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,9 +51,6 @@ using ::farm::proto::JobStateName;
 using ::farm::proto::MatrixStateName;
 using ::farm::proto::ModeName;
 using ::farm::proto::RegressionStateName;
-// Accepts "fixed", "false-positive", "acknowledged", "ignored" (reopening is
-// UpdateRegressionRequest.reopen, not a state).
-absl::StatusOr<pb::RegressionState> ParseRegressionMark(const std::string& s);
 
 // The metric the results table summarises: "throughput" when any sample has
 // it, else the first metric seen, else "".
@@ -73,31 +72,6 @@ struct SummaryRow {
 std::vector<SummaryRow> Summarize(const std::vector<pb::Result>& results,
                                   const std::string& metric);
 
-// The text table. Platform and phase columns appear only when the results
-// have more than one platform / any phase.
-std::string FormatResultsTable(const std::vector<pb::Result>& results);
-// One row per sample, header first; RFC 4180 quoting.
-std::string FormatResultsCsv(const std::vector<pb::Result>& results);
-// A JSON array, one object per result with its job cell and every sample;
-// raw_output included when the results carry it.
-std::string FormatResultsJson(const std::vector<pb::Result>& results);
-
-// The CSV and JSON forms written one result at a time, so `farmctl
-// results` holds one result, not the matrix's: the output equals
-// FormatResultsCsv / FormatResultsJson of all of them. Not thread-safe;
-// `out` must outlive the writer; Finish() once, after the last Add().
-class ResultsStreamWriter {
- public:
-  ResultsStreamWriter(std::ostream& out, OutputFormat format);  // kCsv or kJson
-  void Add(const pb::Result& result);
-  void Finish();
-
- private:
-  std::ostream& out_;
-  const OutputFormat format_;
-  int64_t count_ = 0;
-};
-
 // "matrix 7 running: 120/400 done, 2 failed, 35.1 jobs/s, ETA 8s".
 std::string FormatProgressLine(const pb::MatrixProgress& progress);
 // Jobs finished per second of wall time; 0 (no rate) until one can be
@@ -106,38 +80,6 @@ std::string FormatProgressLine(const pb::MatrixProgress& progress);
 // matrix done before the first update) measures its own.
 double JobsPerSecond(int64_t jobs_finished, double elapsed_seconds);
 std::string FormatDuration(double seconds);
-
-// The list commands (status, agents, catalog list) share one renderer,
-// RenderList: table and CSV come from the same rows, JSON is the list's
-// response message (as FormatRegressionsJson), so the formats never disagree.
-std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices,
-                             OutputFormat format = OutputFormat::kTable);
-std::string FormatMatrixDetail(const pb::Matrix& matrix);
-std::string FormatAgents(const std::vector<pb::Agent>& agents,
-                         OutputFormat format = OutputFormat::kTable);
-// Counts each catalog's commits, so the catalogs must carry them (GetCatalog;
-// ListCatalogs omits them).
-std::string FormatCatalogList(const std::vector<pb::Catalog>& catalogs,
-                              OutputFormat format = OutputFormat::kTable);
-// The table (a header line, then one row per commit), CSV of the commits, or
-// the catalog message as JSON.
-std::string FormatCatalog(const pb::Catalog& catalog, OutputFormat format = OutputFormat::kTable);
-// API tokens, never their secrets (the server sends none).
-std::string FormatTokens(const std::vector<pb::ApiToken>& tokens,
-                         OutputFormat format = OutputFormat::kTable);
-std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs);
-std::string FormatRegressionsJson(const std::vector<pb::Regression>& regs);
-// One line per regression; primary_metrics joined by ';', the last column
-// `culprits` as id:share joined by ';'. Header line first.
-std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs);
-// The detail view; with several culprits, one row per culprit and its share.
-std::string FormatRegression(const pb::Regression& reg);
-std::string FormatRegressionJson(const pb::Regression& reg);
-std::string FormatBisectTable(const pb::Bisect& bisect);
-std::string FormatBisectJson(const pb::Bisect& bisect);
-// One line per step, each with the bisect's id, regression, state and
-// culprit; header line first.
-std::string FormatBisectCsv(const pb::Bisect& bisect);
 
 // `s` safe to print on a terminal: C0 and C1 control characters (ESC, CSI,
 // newline, ...) and DEL as \xNN / \u00NN; other UTF-8 as it is.
@@ -151,9 +93,15 @@ std::string RenderTable(const std::vector<std::string>& headers,
 std::string CsvField(const std::string& field);
 // Workload params as shown: "threads=16,tests=write" (keys sorted), "" for none.
 std::string ParamsText(const google::protobuf::Map<std::string, std::string>& params);
+// "2024-01-02T03:04:05Z" (whole seconds); "-" for an unset timestamp.
+std::string FormatTimestamp(const google::protobuf::Timestamp& ts);
+// `message` in proto JSON: indented, with the proto field names.
+std::string ProtoToJson(const google::protobuf::Message& message);
 // Rows under headers as a table (`empty_text` when there are no rows), as CSV
 // (header line first, RFC 4180 quoting), or as `message` in proto JSON with
-// the proto field names.
+// the proto field names. The list commands (status, agents, catalog list,
+// token list) render through it: table and CSV come from the same rows, JSON
+// is the list's response message, so the formats never disagree.
 std::string RenderList(const std::vector<std::string>& headers,
                        const std::vector<std::vector<std::string>>& rows,
                        const google::protobuf::Message& message, OutputFormat format,

@@ -1,17 +1,38 @@
-// cli/kernels: farmctl's view of a kernel store (lib/kstore): the catalog
-// commits a store's builds stand for, and the table `farmctl kernels list`
-// prints. Pure functions of their arguments; thread-safe.
+// farmctl's kernel store commands (lib/kstore, docs/kernels.md): kernels
+// import, list, catalog, build. Their flags (AddKernelsCommands), what each
+// does, and farmctl's view of a store: the catalog commits a store's builds
+// stand for, and the table `farmctl kernels list` prints.
+//
+// Thread-safety: the Run* functions use their Commands (cli/commands.h),
+// one per thread; KernelCatalogRequest and FormatKernelBuilds are pure
+// functions of their arguments, thread-safe.
 #ifndef CLI_KERNELS_H_
 #define CLI_KERNELS_H_
 
 #include <string>
 #include <vector>
 
+#include "cli/app.h"
+#include "cli/commands.h"
 #include "cli/format.h"
 #include "iommufarm/v1/farm.pb.h"
+#include "lib/kbuild/kernel_builder.h"
 #include "lib/kstore/kernel_store.h"
 
 namespace farm::cli {
+
+void AddKernelsCommands(CLI::App& app, Subcommands* out);
+
+// import and list work on the local store only; catalog adds the store's
+// commits to a catalog on the server.
+int RunKernelsImport(Commands& commands, const std::string& store, const std::string& deb,
+                     const std::string& commit, bool replace);
+int RunKernelsList(Commands& commands, const std::string& store, OutputFormat format);
+int RunKernelsCatalog(Commands& commands, const std::string& store, const std::string& catalog);
+// Builds one commit of a kernel tree into the local store (lib/kbuild),
+// without a farm; the build's whole output goes to `log_file` when given.
+int RunKernelsBuild(Commands& commands, const kbuild::BuildRequest& request,
+                    const std::string& log_file);
 
 // The request that adds `builds` to `catalog` (ImportGitCatalog, which
 // appends the commits the catalog does not hold yet and records the source

@@ -32,7 +32,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "cli/commands.h"
-#include "cli/format.h"
+#include "cli/regressions.h"
 #include "gtest/gtest.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"

@@ -1,0 +1,36 @@
+// farmctl's matrix commands: submit, status, watch, cancel. Their flags
+// (AddMatrixCommands), what each does against a farm, and the matrix list and
+// detail views.
+//
+// Thread-safety: the Run* functions use their Commands (cli/commands.h),
+// one per thread; the Format* functions are pure and reentrant.
+#ifndef CLI_MATRIX_H_
+#define CLI_MATRIX_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/app.h"
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "iommufarm/v1/farm.pb.h"
+
+namespace farm::cli {
+
+void AddMatrixCommands(CLI::App& app, Subcommands* out);
+
+int RunSubmit(Commands& commands, const std::string& path, bool wait, bool dry_run);
+int RunStatus(Commands& commands, std::optional<int64_t> matrix_id, OutputFormat format);
+int RunWatch(Commands& commands, int64_t matrix_id);
+int RunCancel(Commands& commands, int64_t matrix_id, const std::string& reason);
+
+// The matrix list as RenderList renders it (cli/format.h).
+std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices,
+                             OutputFormat format = OutputFormat::kTable);
+std::string FormatMatrixDetail(const pb::Matrix& matrix);
+
+}  // namespace farm::cli
+
+#endif  // CLI_MATRIX_H_

@@ -1,0 +1,159 @@
+// The results views and the statistics under the results table.
+#include "cli/results.h"
+
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+
+namespace farm::cli {
+namespace {
+
+pb::Result MakeResult(int64_t job_id, const std::string& commit, int index, pb::IommuMode mode,
+                      int repeat, double throughput,
+                      const std::string& platform = "intel-vtd-2s12c") {
+  pb::Result r;
+  r.set_job_id(job_id);
+  r.set_attempt(1);
+  pb::Job* job = r.mutable_job();
+  job->set_id(job_id);
+  job->set_matrix_id(7);
+  job->set_catalog("linux-iommu");
+  job->set_commit_id(commit);
+  job->set_commit_index(index);
+  job->set_platform(platform);
+  job->mutable_workload()->set_name("dma-map-bench");
+  (*job->mutable_workload()->mutable_params())["threads"] = "4";
+  job->set_mode(mode);
+  job->set_repeat(repeat);
+  pb::Sample* s = r.add_samples();
+  s->set_metric("throughput");
+  s->set_value(throughput);
+  s->set_unit("ops/s");
+  pb::Sample* lat = r.add_samples();
+  lat->set_metric("map_latency_mean");
+  lat->set_value(100 + repeat);
+  lat->set_unit("ns");
+  r.set_agent("a1");
+  return r;
+}
+
+TEST(MainMetricTest, PrefersThroughput) {
+  pb::Result r;
+  r.add_samples()->set_metric("map_latency_mean");
+  r.add_samples()->set_metric("throughput");
+  EXPECT_EQ(MainMetric({r}), "throughput");
+  pb::Result only_lat;
+  only_lat.add_samples()->set_metric("iops");
+  EXPECT_EQ(MainMetric({only_lat}), "iops");
+  EXPECT_EQ(MainMetric({}), "");
+}
+
+TEST(SummarizeTest, GroupsRepeatsPerCellInCommitOrder) {
+  std::vector<pb::Result> results = {
+      MakeResult(1, "bbb", 1, pb::IOMMU_MODE_STRICT, 0, 10),
+      MakeResult(2, "bbb", 1, pb::IOMMU_MODE_STRICT, 1, 12),
+      MakeResult(3, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 20),
+      MakeResult(4, "aaa", 0, pb::IOMMU_MODE_OFF, 0, 30),
+      MakeResult(5, "bbb", 1, pb::IOMMU_MODE_STRICT, 2, 14),
+  };
+  std::vector<SummaryRow> rows = Summarize(results, "throughput");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].commit, "aaa");
+  EXPECT_EQ(rows[0].mode, "off");
+  EXPECT_EQ(rows[1].commit, "aaa");
+  EXPECT_EQ(rows[1].mode, "strict");
+  EXPECT_EQ(rows[2].commit, "bbb");
+  EXPECT_EQ(rows[2].stats.n, 3);
+  EXPECT_DOUBLE_EQ(rows[2].stats.mean, 12);
+  EXPECT_EQ(rows[2].unit, "ops/s");
+  EXPECT_EQ(rows[2].workload, "dma-map-bench");
+}
+
+TEST(SummarizeTest, WorkloadLabelledWithParamsOnlyWhenAmbiguous) {
+  pb::Result a = MakeResult(1, "aaa", 0, pb::IOMMU_MODE_OFF, 0, 1);
+  pb::Result b = MakeResult(2, "aaa", 0, pb::IOMMU_MODE_OFF, 0, 2);
+  (*b.mutable_job()->mutable_workload()->mutable_params())["threads"] = "8";
+  std::vector<SummaryRow> rows = Summarize({a, b}, "throughput");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].workload, "dma-map-bench{threads=4}");
+  EXPECT_EQ(rows[1].workload, "dma-map-bench{threads=8}");
+}
+
+TEST(FormatResultsTableTest, ShowsCiAndPlatformOnlyWhenSeveral) {
+  std::vector<pb::Result> results = {
+      MakeResult(1, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 1),
+      MakeResult(2, "aaa", 0, pb::IOMMU_MODE_STRICT, 1, 2),
+      MakeResult(3, "aaa", 0, pb::IOMMU_MODE_STRICT, 2, 3),
+      MakeResult(4, "aaa", 0, pb::IOMMU_MODE_STRICT, 3, 4),
+      MakeResult(5, "aaa", 0, pb::IOMMU_MODE_STRICT, 4, 5),
+  };
+  std::string table = FormatResultsTable(results);
+  EXPECT_NE(table.find("metric: throughput"), std::string::npos) << table;
+  EXPECT_EQ(table.find("platform"), std::string::npos) << table;
+  // 3 -/+ 1.9632 (t with 4 degrees of freedom).
+  EXPECT_NE(table.find("1.037"), std::string::npos) << table;
+  EXPECT_NE(table.find("4.963"), std::string::npos) << table;
+  results.push_back(MakeResult(6, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 9, "arm-mmu500-8c"));
+  table = FormatResultsTable(results);
+  EXPECT_NE(table.find("platform"), std::string::npos) << table;
+  EXPECT_NE(table.find("arm-mmu500-8c"), std::string::npos) << table;
+  EXPECT_EQ(FormatResultsTable({}), "no results\n");
+}
+
+TEST(FormatResultsTableTest, SaysWhenFiguresAreInstructionTimed) {
+  std::vector<pb::Result> results = {MakeResult(1, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 1)};
+  EXPECT_EQ(FormatResultsTable(results).find("instruction-timed"), std::string::npos);
+  results[0].mutable_host()->mutable_guest()->set_accel("tcg-icount");
+  results[0].mutable_host()->mutable_guest()->set_icount_shift(7);
+  const std::string table = FormatResultsTable(results);
+  EXPECT_NE(table.find("instruction-timed: guests under QEMU tcg-icount (shift 7)"),
+            std::string::npos)
+      << table;
+}
+
+TEST(FormatResultsCsvTest, EverySampleAndQuoting) {
+  pb::Result r = MakeResult(1, "aaa", 0, pb::IOMMU_MODE_LAZY, 0, 1.5);
+  (*r.mutable_job()->mutable_workload()->mutable_params())["tests"] = "write,read";
+  std::string csv = FormatResultsCsv({r});
+  // Header + 2 samples.
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+  EXPECT_NE(csv.find("\"tests=write,read,threads=4\""), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",lazy,0,a1,throughput,,1.5,ops/s\n"), std::string::npos) << csv;
+  EXPECT_EQ(CsvField("a\"b"), "\"a\"\"b\"");
+  EXPECT_EQ(CsvField("plain"), "plain");
+}
+
+TEST(FormatResultsJsonTest, ParsesBackWithEverySample) {
+  pb::Result r = MakeResult(3, "aaa", 0, pb::IOMMU_MODE_OFF, 2, 5);
+  r.set_raw_output("{\"x\":1}");
+  r.set_raw_format("emu-json");
+  auto j = nlohmann::json::parse(FormatResultsJson({r}));
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["job_id"], 3);
+  EXPECT_EQ(j[0]["mode"], "off");
+  EXPECT_EQ(j[0]["params"]["threads"], "4");
+  EXPECT_EQ(j[0]["samples"].size(), 2u);
+  EXPECT_EQ(j[0]["samples"][0]["value"], 5.0);
+  EXPECT_EQ(j[0]["raw_format"], "emu-json");
+}
+
+TEST(FormatResultsJsonTest, CarriesTheMonitorsOfARealRun) {
+  pb::Result r = MakeResult(3, "aaa", 0, pb::IOMMU_MODE_STRICT, 2, 5);
+  auto plain = nlohmann::json::parse(FormatResultsJson({r}));
+  EXPECT_FALSE(plain[0].contains("monitors"));
+  pb::Monitors& m = *r.mutable_monitors();
+  m.set_where("host");
+  pb::InterruptDelta* d = m.add_interrupts();
+  d->set_source("nvme0q1");
+  d->set_total(250);
+  (*m.mutable_vmstat())["pgfault"] = 800;
+  auto j = nlohmann::json::parse(FormatResultsJson({r}));
+  EXPECT_EQ(j[0]["monitors"]["where"], "host");
+  EXPECT_EQ(j[0]["monitors"]["interrupts"][0]["source"], "nvme0q1");
+  EXPECT_EQ(j[0]["monitors"]["interrupts"][0]["total"], "250");  // int64 as the proto's JSON
+  EXPECT_EQ(j[0]["monitors"]["vmstat"]["pgfault"], "800");
+}
+
+}  // namespace
+}  // namespace farm::cli
