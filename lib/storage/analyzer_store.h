@@ -24,6 +24,7 @@
 #ifndef LIB_STORAGE_ANALYZER_STORE_H_
 #define LIB_STORAGE_ANALYZER_STORE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -213,11 +214,15 @@ struct FixCheckWork {
   std::string check_state_json;   // analyzer_state 'fixcheck:<id>', "" if none
 };
 
+// How many matrices MatricesToAnalyze returns at most: one analyzer pass
+// stays short, and the next pass takes the rest.
+inline constexpr size_t kAnalyzeBatch = 20;
+
 class AnalyzerStore {
  public:
   virtual ~AnalyzerStore() = default;
   // Bulk matrices whose jobs are all terminal and that were not analysed,
-  // in id order, at most 20 per call.
+  // in id order, at most kAnalyzeBatch per call.
   virtual absl::StatusOr<std::vector<MatrixInfo>> MatricesToAnalyze() = 0;
   // For each (platform, workload) a bulk job measured, the newest analysed
   // bulk matrix that measured it; those matrices in id order, each once:

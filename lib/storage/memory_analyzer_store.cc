@@ -25,9 +25,6 @@ namespace {
 using Tables = MemoryDatabase::Tables;
 using Changes = MemoryDatabase::Changes;
 
-// MatricesToAnalyze's LIMIT.
-constexpr size_t kAnalyzeBatch = 20;
-
 std::string MatrixKey(int64_t id) { return absl::StrCat("matrix:", id); }
 std::string BisectKey(int64_t id) { return absl::StrCat("bisect:", id); }
 std::string FixCheckKey(int64_t id) { return absl::StrCat("fixcheck:", id); }

@@ -20,9 +20,6 @@ namespace {
 
 namespace pb = ::iommufarm::v1;
 
-// MatricesToAnalyze's batch.
-constexpr size_t kAnalyzeBatch = 20;
-
 // Lowest matrix id still to analyse, minus one: matrices at or below it are
 // never looked at again (the cursor). Confirm/bisect matrices carry no bulk
 // jobs and never hold it back.
