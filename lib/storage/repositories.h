@@ -1,9 +1,10 @@
 // Repository interfaces over the farm's durable state, one header each
 // (catalog_store.h, matrix_store.h, job_queue.h, matrix_events.h,
 // analysis_store.h); this header includes them all. Implementations:
-// PostgreSQL (pg_store.h: pg_*_store.h, pg_job_queue.h, pg_listener.h) and
-// in memory for tests (memory_store.h). The contract test suite
-// (repository_contract.h) holds both to the same behaviour.
+// PostgreSQL in pg/ (pg_store.h: pg_*_store.h, pg_job_queue.h,
+// pg_listener.h) and in memory for tests in memory/ (memory_store.h). The
+// contract test suite in contract/ (repository_contract.h) holds both to the
+// same behaviour.
 //
 // The data model is the API's protobuf messages (iommufarm.v1): they are the
 // farm's vocabulary, and using them here avoids a parallel set of structs
