@@ -1,10 +1,22 @@
-// Repository interfaces over the farm's durable state, one header each
-// (catalog_store.h, matrix_store.h, job_queue.h, matrix_events.h,
-// analysis_store.h); this header includes them all. Implementations:
-// PostgreSQL in pg/ (pg_store.h: pg_*_store.h, pg_job_queue.h,
-// pg_listener.h) and in memory for tests in memory/ (memory_store.h). The
-// contract test suite in contract/ (repository_contract.h) holds both to the
-// same behaviour.
+// Repository interfaces over the farm's durable state, one header each:
+//   catalog_store.h   CatalogStore: the commit catalogs
+//   matrix_store.h    MatrixStore: matrices, their jobs and accepted results
+//   job_queue.h       JobQueue: agents and the fenced job queue
+//   matrix_events.h   MatrixEvents: change wake-ups per matrix
+//   analysis_store.h  AnalysisStore: regressions and bisects, read and
+//                     triaged through the scheduler
+//   access_store.h    AccessStore: API tokens, agent-name ownership and
+//                     lease holders, for the scheduler's authorization
+//   analyzer_store.h  AnalyzerStore: what farm-analyzer reads and writes
+// This header includes the first five, the ones the scheduler's services
+// take; the last two are included where they are used (the scheduler's
+// authorization, the analyzer). Implementations: PostgreSQL in pg/
+// (pg_store.h bundles the catalogs, matrices, queue and analysis over one
+// pool; pg_listener.h is the change events; pg_access_store.h,
+// pg_analyzer_store.h) and in memory for tests in memory/ (memory_store.h
+// bundles the same four and the change events; memory_access_store.h,
+// memory_analyzer_store.h). The contract suite in contract/
+// (repository_contract.h) holds both to the same behaviour.
 //
 // The data model is the API's protobuf messages (iommufarm.v1): they are the
 // farm's vocabulary, and using them here avoids a parallel set of structs

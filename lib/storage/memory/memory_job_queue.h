@@ -3,7 +3,9 @@
 // is the job's (attempt, lease_token) while it is leased; stale reports are
 // refused with the same codes and messages, an identical retried report is a
 // duplicate, expired leases spend their attempt (requeued after the backoff,
-// failed at max_attempts), and claims go by priority desc, then id.
+// failed at max_attempts), and claims go by priority desc, then the job's
+// rank within its matrix (fair_rank: matrices of one priority take turns),
+// then id -- the SQL's ORDER BY priority DESC, fair_rank, id.
 //
 // Contract: thread-safe (one database lock per call, like one
 // transaction); does not own the database, which must outlive it. Lease
