@@ -15,7 +15,7 @@
 #include "lib/metrics/metrics.h"
 #include "lib/spec/field_errors.h"
 #include "lib/spec/spec_check.h"
-#include "lib/storage/memory_store.h"
+#include "lib/storage/memory/memory_store.h"
 #include "scheduler/authz.h"
 #include "scheduler/grpc_services.h"
 #include "scheduler/scheduler_service.h"

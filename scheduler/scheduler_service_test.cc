@@ -1,5 +1,5 @@
 // The scheduler's service classes (scheduler_service.h) on the in-memory
-// repositories (lib/storage/memory_store.h): submit, lease, heartbeat,
+// repositories (lib/storage/memory/memory_store.h): submit, lease, heartbeat,
 // report, stale leases, cancellation, results and triage, in milliseconds
 // and without PostgreSQL or gRPC. The database clock is a manual one, so
 // lease expiry and retry backoff are stepped, not slept. The same flows
@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/metrics/metrics.h"
 #include "lib/spec/spec_yaml.h"
-#include "lib/storage/memory_store.h"
+#include "lib/storage/memory/memory_store.h"
 #include "proto/try_commit.h"
 #include "testing/manual_clock.h"
 

@@ -9,7 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "lib/storage/migrations.h"
+#include "lib/storage/pg/migrations.h"
 
 namespace farm::scheduler {
 namespace {

@@ -1,8 +1,9 @@
-// WatchHub over the in-memory repositories (lib/storage/memory_store.h): the
-// streams of one matrix share its reads (counted, not timed), a stream that
-// joins late is handed the newest read at once, change events wake one read
-// for all, the caps refuse the next stream, the last stream to leave stops
-// the reads, a read refused for good is not repeated.
+// WatchHub over the in-memory repositories
+// (lib/storage/memory/memory_store.h): the streams of one matrix share its
+// reads (counted, not timed), a stream that joins late is handed the newest
+// read at once, change events wake one read for all, the caps refuse the next
+// stream, the last stream to leave stops the reads, a read refused for good
+// is not repeated.
 #include "scheduler/watch_hub.h"
 
 #include <atomic>
@@ -17,7 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "lib/metrics/metrics.h"
-#include "lib/storage/memory_store.h"
+#include "lib/storage/memory/memory_store.h"
 #include "scheduler/scheduler_service.h"
 
 namespace farm::scheduler {

@@ -1,8 +1,8 @@
 // farm::testing::MemoryScheduler: the real scheduler gRPC services
 // (AgentService, JobService) in-process on a free loopback port, over the
-// in-memory repositories (lib/storage/memory_store.h), for hermetic tests of
-// farm clients such as the agent: no PostgreSQL, no child process, ready in
-// milliseconds.
+// in-memory repositories (lib/storage/memory/memory_store.h), for hermetic
+// tests of farm clients such as the agent: no PostgreSQL, no child process,
+// ready in milliseconds.
 //
 // Faults a client must survive are one call away: Stop() takes the server
 // away (calls fail UNAVAILABLE) and Restart() serves again on the same port
@@ -33,7 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/metrics/metrics.h"
-#include "lib/storage/memory_store.h"
+#include "lib/storage/memory/memory_store.h"
 #include "scheduler/authz.h"
 #include "scheduler/grpc_services.h"
 #include "scheduler/scheduler_service.h"

@@ -1,14 +1,15 @@
-// AnalyzerStore: what farm-analyzer reads and writes in the farm's
-// database, behind an interface so the engine (services/analyzer/analyzer.h)
-// knows no SQL and links no database driver. Implementations: libpqxx
-// (pg_analyzer_store.h) and in memory (memory_analyzer_store.h); the
-// contract suite (analyzer_store_contract.cc) holds both to the same
+// AnalyzerStore: what farm-analyzer reads and writes in the farm's database,
+// behind an interface so the engine (services/analyzer/analyzer.h) knows no
+// SQL and links no database driver. Implementations: libpqxx
+// (lib/storage/pg/pg_analyzer_store.h) and in memory
+// (lib/storage/memory/memory_analyzer_store.h); the contract suite
+// (lib/storage/contract/analyzer_store_contract.cc) holds both to the same
 // behaviour.
 //
-// The schema is the scheduler's (migrations.cc): the analyzer reads
-// matrices, jobs, results, catalog_commits and agents (their kernel offers),
-// and writes regressions, bisects, bisect_steps, bisect_culprits, alerts and
-// analyzer_state. Enum columns hold iommufarm.v1 enum numbers
+// The schema is the scheduler's (lib/storage/pg/migrations.cc): the analyzer
+// reads matrices, jobs, results, catalog_commits and agents (their kernel
+// offers), and writes regressions, bisects, bisect_steps, bisect_culprits,
+// alerts and analyzer_state. Enum columns hold iommufarm.v1 enum numbers
 // (docs/analyzer.md describes the passes).
 //
 // Contract:

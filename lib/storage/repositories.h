@@ -10,13 +10,13 @@
 //   analyzer_store.h  AnalyzerStore: what farm-analyzer reads and writes
 // This header includes the first five, the ones the scheduler's services
 // take; the last two are included where they are used (the scheduler's
-// authorization, the analyzer). Implementations: PostgreSQL (pg_store.h
-// bundles the catalogs, matrices, queue and analysis over one pool;
-// pg_listener.h is the change events; pg_access_store.h,
-// pg_analyzer_store.h) and in memory for tests (memory_store.h bundles the
-// same four and the change events; memory_access_store.h,
-// memory_analyzer_store.h). The contract suite (repository_contract.h)
-// holds both to the same behaviour.
+// authorization, the analyzer). Implementations: PostgreSQL in pg/
+// (pg_store.h bundles the catalogs, matrices, queue and analysis over one
+// pool; pg_listener.h is the change events; pg_access_store.h,
+// pg_analyzer_store.h) and in memory for tests in memory/ (memory_store.h
+// bundles the same four and the change events; memory_access_store.h,
+// memory_analyzer_store.h). The contract suite in contract/
+// (repository_contract.h) holds both to the same behaviour.
 //
 // The data model is the API's protobuf messages (iommufarm.v1): they are the
 // farm's vocabulary, and using them here avoids a parallel set of structs

@@ -23,9 +23,9 @@
 #include "lib/service/flags.h"
 #include "lib/service/shutdown.h"
 #include "lib/service/tls.h"
-#include "lib/storage/migrations.h"
-#include "lib/storage/pg_analyzer_store.h"
-#include "lib/storage/pg_pool.h"
+#include "lib/storage/pg/migrations.h"
+#include "lib/storage/pg/pg_analyzer_store.h"
+#include "lib/storage/pg/pg_pool.h"
 #include "services/analyzer/analyzer.h"
 #include "services/analyzer/clients.h"
 

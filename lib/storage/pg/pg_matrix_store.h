@@ -1,0 +1,44 @@
+// PgMatrixStore: MatrixStore in PostgreSQL (matrices, jobs by COPY,
+// results read joined with their jobs).
+//
+// Contract: thread-safe (each call checks out its own pooled connection);
+// does not own the pool, which must outlive it. Requires the schema of
+// migrations.h (ApplyMigrations) to be applied.
+#ifndef LIB_STORAGE_PG_PG_MATRIX_STORE_H_
+#define LIB_STORAGE_PG_PG_MATRIX_STORE_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/storage/matrix_store.h"
+#include "lib/storage/pg/pg_pool.h"
+
+namespace farm::storage {
+
+class PgMatrixStore : public MatrixStore {
+ public:
+  explicit PgMatrixStore(PgPool* pool);
+  PgMatrixStore(const PgMatrixStore&) = delete;
+  PgMatrixStore& operator=(const PgMatrixStore&) = delete;
+
+  absl::StatusOr<CreatedMatrix> CreateMatrix(const NewMatrix& m) override;
+  absl::StatusOr<pb::Matrix> GetMatrix(int64_t id) override;
+  absl::StatusOr<std::vector<pb::Matrix>> ListMatrices(int limit, int64_t before_id) override;
+  absl::StatusOr<std::pair<pb::Matrix, int64_t>> CancelMatrix(int64_t id,
+                                                              const std::string& reason) override;
+  absl::StatusOr<std::vector<pb::Result>> ListResults(int64_t matrix_id, int64_t after_job_id,
+                                                      int limit, bool include_raw,
+                                                      int64_t max_raw_bytes) override;
+  absl::StatusOr<RawOutputSlice> ReadRawOutput(int64_t job_id, int attempt, int64_t from_char,
+                                               int64_t max_chars) override;
+  absl::StatusOr<std::vector<pb::Job>> LiveBuildJobs(
+      const std::string& catalog, const std::vector<std::string>& commits) override;
+
+ private:
+  PgPool* const pool_;  // not owned
+};
+
+}  // namespace farm::storage
+
+#endif  // LIB_STORAGE_PG_PG_MATRIX_STORE_H_
