@@ -551,10 +551,10 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
 }
 
 absl::StatusOr<std::string> QemuVersion(const std::string& qemu) {
-  runners::ProcessOptions opts;
+  process::ProcessOptions opts;
   opts.argv = {qemu, "--version"};
   opts.timeout = absl::Seconds(20);
-  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(opts);
+  absl::StatusOr<process::ProcessResult> r = process::RunProcess(opts);
   if (!r.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(qemu, ": ", r.status().message()));
   }
@@ -726,7 +726,7 @@ absl::Status VmKernelProvider::CanRun(const KernelRequest& request) const {
     return absl::FailedPreconditionError(
         absl::StrCat("allow dir '", config_.allow_dir, "' is not a directory"));
   }
-  if (absl::StatusOr<std::string> q = runners::ResolveExecutable(config_.qemu); !q.ok()) {
+  if (absl::StatusOr<std::string> q = process::ResolveExecutable(config_.qemu); !q.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("no QEMU: ", q.status().message()));
   }
   return absl::OkStatus();
@@ -780,7 +780,7 @@ absl::Status WriteGuestFiles(const QemuInvocation& q, std::uint64_t nvme_bytes,
 }
 
 // How the QEMU process ended, from its result and the halt watch.
-QemuExit ExitOf(const runners::ProcessResult& r, bool halted, absl::Duration limit) {
+QemuExit ExitOf(const process::ProcessResult& r, bool halted, absl::Duration limit) {
   QemuExit exit;
   exit.exited_cleanly = r.ok();
   exit.timed_out = r.timed_out;
@@ -850,8 +850,8 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
   absl::StatusOr<std::vector<std::string>> modules = GuestModules(*build, scratch_fs);
   if (!modules.ok()) return modules.status();
 
-  absl::StatusOr<runners::ScopedTempDir> scratch_dir =
-      runners::ScopedTempDir::Create(config_.allow_dir, "farm-vm-");
+  absl::StatusOr<process::ScopedTempDir> scratch_dir =
+      process::ScopedTempDir::Create(config_.allow_dir, "farm-vm-");
   if (!scratch_dir.ok()) return scratch_dir.status();
   absl::StatusOr<QemuInvocation> q = Invocation(request, *build, scratch_dir->path());
   if (!q.ok()) return q.status();
@@ -865,7 +865,7 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
   std::atomic<bool> halted{false};
   std::atomic<bool> cancelled{false};
   absl::Time next_look = absl::InfinitePast();
-  runners::ProcessOptions opts;
+  process::ProcessOptions opts;
   opts.argv = *argv;
   opts.timeout = config_.boot_timeout + request.tool_runtime + config_.margin;
   opts.max_stdout = 1 << 20;
@@ -881,7 +881,7 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
     return halted.load();
   };
   absl::Time start = absl::Now();
-  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(opts);
+  absl::StatusOr<process::ProcessResult> r = process::RunProcess(opts);
   if (!r.ok()) return r.status();
   if (cancelled) return absl::CancelledError("cancelled while the guest ran");
   // A serial file QEMU never created is empty output.

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace farm::runners {
+namespace farm::process {
 namespace {
 
 constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
@@ -295,4 +295,4 @@ absl::StatusOr<ProcessResult> RunProcess(const ProcessOptions& options) {
   return result;
 }
 
-}  // namespace farm::runners
+}  // namespace farm::process
