@@ -35,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "agent/kernels/accel_probe.h"
 #include "agent/kernels/vm_provider.h"
 #include "agent/runners/fio_json.h"
 #include "lib/process/process.h"

@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "agent/kernels/guest_archive.h"
 #include "agent/kernels/vm_provider.h"
 #include "agent/runners/fio_json.h"
 #include "agent/runners/iozone_report.h"
