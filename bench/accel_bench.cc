@@ -93,10 +93,10 @@ int Fail(const std::string& what) {
 }
 
 absl::StatusOr<std::string> GuestRoot(const std::string& arch) {
-  farm::runners::ProcessOptions build;
+  farm::process::ProcessOptions build;
   build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--arch", arch};
   build.timeout = absl::Minutes(10);
-  absl::StatusOr<farm::runners::ProcessResult> r = farm::runners::RunProcess(build);
+  absl::StatusOr<farm::process::ProcessResult> r = farm::process::RunProcess(build);
   if (!r.ok()) return r.status();
   if (!r->ok()) return absl::InternalError(absl::StrCat(r->Describe(), r->stderr_data));
   return std::string(absl::StripAsciiWhitespace(r->stdout_data));
@@ -289,8 +289,8 @@ int main(int argc, char** argv) {
     if (!root.ok()) return Fail(absl::StrCat("build-guest-root: ", root.status().ToString()));
     o.initramfs = *root;
   }
-  absl::StatusOr<farm::runners::ScopedTempDir> scratch =
-      farm::runners::ScopedTempDir::Create(fs::temp_directory_path(), "accel-bench-");
+  absl::StatusOr<farm::process::ScopedTempDir> scratch =
+      farm::process::ScopedTempDir::Create(fs::temp_directory_path(), "accel-bench-");
   if (!scratch.ok()) return Fail(scratch.status().ToString());
   absl::StatusOr<Executors> ex = MakeExecutors(o, scratch->path().string());
   if (!ex.ok()) return Fail(ex.status().ToString());

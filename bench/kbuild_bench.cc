@@ -58,7 +58,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace kbuild = ::farm::kbuild;
-namespace runners = ::farm::runners;
+namespace process = ::farm::process;
 
 constexpr char kMarker[] = ".kbuild_bench";
 
@@ -97,11 +97,11 @@ std::string LoadAverage() {
 // `ccache --print-stats` counters of the builder's ccache, or {} when there
 // is no ccache.
 std::map<std::string, long> CcacheStats(const std::string& ccache_dir, bool zero) {
-  runners::ProcessOptions p;
+  process::ProcessOptions p;
   p.argv = {"ccache", zero ? "--zero-stats" : "--print-stats"};
   p.env = std::vector<std::string>{"PATH=/usr/local/bin:/usr/bin:/bin", "CCACHE_DIR=" + ccache_dir};
   std::map<std::string, long> out;
-  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+  absl::StatusOr<process::ProcessResult> r = process::RunProcess(p);
   if (!r.ok() || !r->ok() || zero) return out;
   for (absl::string_view line : absl::StrSplit(r->stdout_data, '\n', absl::SkipEmpty())) {
     std::vector<std::string> kv = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
   if (parent.empty()) return Fail("the test tree's report names no parent of the planted commit");
   if (arches.empty()) {
     arches.push_back("x86_64");
-    if (runners::ResolveExecutable("aarch64-linux-gnu-gcc").ok()) arches.push_back("aarch64");
+    if (process::ResolveExecutable("aarch64-linux-gnu-gcc").ok()) arches.push_back("aarch64");
   }
   if (absl::Status s = PrepareDir(dir); !s.ok()) return Fail(std::string(s.message()));
 

@@ -35,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "agent/kernels/accel_probe.h"
 #include "agent/kernels/vm_provider.h"
 #include "agent/runners/fio_json.h"
 #include "lib/process/process.h"
@@ -102,10 +103,10 @@ void AddFlags(CLI::App& app, Flags* f) {
 
 // The guest root scripts/build-guest-root builds (or finds) for `arch`.
 absl::StatusOr<std::string> BuildGuestRoot(const std::string& arch) {
-  farm::runners::ProcessOptions build;
+  farm::process::ProcessOptions build;
   build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--arch", arch};
   build.timeout = absl::Minutes(10);
-  absl::StatusOr<farm::runners::ProcessResult> r = farm::runners::RunProcess(build);
+  absl::StatusOr<farm::process::ProcessResult> r = farm::process::RunProcess(build);
   if (!r.ok())
     return absl::InternalError(absl::StrCat("build-guest-root: ", r.status().ToString()));
   if (!r->ok()) {
@@ -247,8 +248,8 @@ int main(int argc, char** argv) {
     if (!built.ok()) return Fail(std::string(built.status().message()));
     flags.initramfs = *std::move(built);
   }
-  absl::StatusOr<farm::runners::ScopedTempDir> scratch =
-      farm::runners::ScopedTempDir::Create(fs::temp_directory_path(), "vm-bench-");
+  absl::StatusOr<farm::process::ScopedTempDir> scratch =
+      farm::process::ScopedTempDir::Create(fs::temp_directory_path(), "vm-bench-");
   if (!scratch.ok()) return Fail(scratch.status().ToString());
   VmConfig config;
   config.arch = flags.arch;

@@ -87,13 +87,13 @@ class ConfirmRealPgTest : public ::testing::Test {
     ASSERT_TRUE(kernels_.count("v6.1.190") && kernels_.count("v6.1.192"))
         << "need the arm64 kernels of v6.1.190 and v6.1.192 under " << kernels_dir_ << ": "
         << kFetchHint;
-    ASSERT_TRUE(runners::ResolveExecutable("qemu-system-aarch64").ok())
+    ASSERT_TRUE(process::ResolveExecutable("qemu-system-aarch64").ok())
         << "no qemu-system-aarch64: " << kFetchHint;
-    runners::ProcessOptions build;
+    process::ProcessOptions build;
     build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--arch", "aarch64",
                   "--out", FARM_GUEST_ROOT_ARM64_DIR};
     build.timeout = absl::Minutes(8);
-    absl::StatusOr<runners::ProcessResult> built = runners::RunProcess(build);
+    absl::StatusOr<process::ProcessResult> built = process::RunProcess(build);
     ASSERT_TRUE(built.ok() && built->ok())
         << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
     const std::string initramfs = std::string(absl::StripAsciiWhitespace(built->stdout_data));

@@ -62,19 +62,19 @@ class DmaMapBenchKbuildTest : public ::testing::Test {
     ASSERT_TRUE(planted != tree_.commits.end() && planted != tree_.commits.begin());
     parent_ = *(planted - 1);
 
-    runners::ProcessOptions root;
+    process::ProcessOptions root;
     root.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--out",
                  FARM_GUEST_ROOT_DIR};
     root.timeout = absl::Minutes(2);
-    absl::StatusOr<runners::ProcessResult> built = runners::RunProcess(root);
+    absl::StatusOr<process::ProcessResult> built = process::RunProcess(root);
     ASSERT_TRUE(built.ok() && built->ok())
         << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
     initramfs_ = std::string(absl::StripAsciiWhitespace(built->stdout_data));
 
-    absl::StatusOr<runners::ScopedTempDir> dir =
-        runners::ScopedTempDir::Create(fs::temp_directory_path(), "dma-map-bench-");
+    absl::StatusOr<process::ScopedTempDir> dir =
+        process::ScopedTempDir::Create(fs::temp_directory_path(), "dma-map-bench-");
     ASSERT_TRUE(dir.ok()) << dir.status();
-    dir_ = std::make_unique<runners::ScopedTempDir>(*std::move(dir));
+    dir_ = std::make_unique<process::ScopedTempDir>(*std::move(dir));
     fs::create_directories(dir_->path() / "store");
     fs::create_directories(dir_->path() / "scratch");
     for (const std::string& commit : {tree_.planted, parent_}) BuildInto(commit);
@@ -161,7 +161,7 @@ class DmaMapBenchKbuildTest : public ::testing::Test {
   kbuild::TestTree tree_;
   std::string parent_;
   std::string initramfs_;
-  std::unique_ptr<runners::ScopedTempDir> dir_;
+  std::unique_ptr<process::ScopedTempDir> dir_;
 };
 
 TEST_F(DmaMapBenchKbuildTest, StrictShowsThePlantedFlushAndPassthroughDoesNot) {

@@ -17,11 +17,11 @@ namespace farm::runners {
 namespace {
 
 std::string RunEmu(std::vector<std::string> args) {
-  ProcessOptions o;
+  process::ProcessOptions o;
   o.argv = {FARM_EMU_BIN};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
   o.timeout = absl::Seconds(60);
-  absl::StatusOr<ProcessResult> r = RunProcess(o);
+  absl::StatusOr<process::ProcessResult> r = process::RunProcess(o);
   EXPECT_TRUE(r.ok()) << r.status();
   if (!r.ok()) return "";
   EXPECT_TRUE(r->ok()) << "farm-emu failed: " << r->stderr_data;

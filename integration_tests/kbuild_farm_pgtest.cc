@@ -48,11 +48,11 @@ class KbuildFarmPgTest : public ::testing::Test {
     ASSERT_TRUE(tree.ok()) << tree.status();
     tree_ = *std::move(tree);
     ASSERT_GE(tree_.commits.size(), 3u);
-    runners::ProcessOptions build;
+    process::ProcessOptions build;
     build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--out",
                   FARM_GUEST_ROOT_DIR};
     build.timeout = absl::Minutes(2);
-    absl::StatusOr<runners::ProcessResult> built = runners::RunProcess(build);
+    absl::StatusOr<process::ProcessResult> built = process::RunProcess(build);
     ASSERT_TRUE(built.ok() && built->ok())
         << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
     const std::string initramfs = std::string(absl::StripAsciiWhitespace(built->stdout_data));
@@ -219,9 +219,9 @@ TEST_F(KbuildFarmPgTest, EveryCommitIsBuiltOnceAndItsJobRunsOnItsOwnKernel) {
 // commit, stored under the try id), runs the fio job on each in its own
 // guest and answers with the comparison.
 TEST_F(KbuildFarmPgTest, ATryPatchIsBuiltOnItsBaseAndComparedWithIt) {
-  runners::ProcessOptions diff;
+  process::ProcessOptions diff;
   diff.argv = {"git", "-C", tree_.dir, "diff", tree_.planted + "^", tree_.planted};
-  absl::StatusOr<runners::ProcessResult> d = runners::RunProcess(diff);
+  absl::StatusOr<process::ProcessResult> d = process::RunProcess(diff);
   ASSERT_TRUE(d.ok() && d->ok()) << (d.ok() ? d->stderr_data : d.status().ToString());
   const std::string patch = d->stdout_data;
   ASSERT_FALSE(patch.empty());

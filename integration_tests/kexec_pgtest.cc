@@ -60,12 +60,12 @@ struct FakeHost {
 class FakeRunner : public kernels::CommandRunner {
  public:
   explicit FakeRunner(FakeHost* host) : host_(host) {}
-  absl::StatusOr<runners::ProcessResult> Run(const std::vector<std::string>& argv,
+  absl::StatusOr<process::ProcessResult> Run(const std::vector<std::string>& argv,
                                              absl::Duration) override {
     if (host_->on_command) host_->on_command(argv);
     absl::MutexLock lock(&host_->mu);
     host_->commands.push_back(argv);
-    runners::ProcessResult r;
+    process::ProcessResult r;
     r.exit_code = 0;
     return r;
   }

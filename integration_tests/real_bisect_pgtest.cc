@@ -66,11 +66,11 @@ class RealBisectPgTest : public ::testing::Test {
     ASSERT_TRUE(tree.ok()) << tree.status();
     tree_ = *std::move(tree);
     ASSERT_GE(tree_.commits.size(), 3u);
-    runners::ProcessOptions root;
+    process::ProcessOptions root;
     root.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--out",
                  FARM_GUEST_ROOT_DIR};
     root.timeout = absl::Minutes(2);
-    absl::StatusOr<runners::ProcessResult> built = runners::RunProcess(root);
+    absl::StatusOr<process::ProcessResult> built = process::RunProcess(root);
     ASSERT_TRUE(built.ok() && built->ok())
         << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
     initramfs_ = std::string(absl::StripAsciiWhitespace(built->stdout_data));

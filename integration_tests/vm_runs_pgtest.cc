@@ -66,13 +66,13 @@ class VmRunsPgTest : public ::testing::Test {
     release_ = NewestAmd64Release(kernels_dir_);
     ASSERT_FALSE(release_.empty())
         << "no *-cloud-amd64 kernel under " << kernels_dir_ << ": " << kFetchHint;
-    ASSERT_TRUE(runners::ResolveExecutable("qemu-system-x86_64").ok())
+    ASSERT_TRUE(process::ResolveExecutable("qemu-system-x86_64").ok())
         << "no qemu-system-x86_64: " << kFetchHint;
-    runners::ProcessOptions build;
+    process::ProcessOptions build;
     build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--out",
                   FARM_GUEST_ROOT_DIR};
     build.timeout = absl::Minutes(2);
-    absl::StatusOr<runners::ProcessResult> built = runners::RunProcess(build);
+    absl::StatusOr<process::ProcessResult> built = process::RunProcess(build);
     ASSERT_TRUE(built.ok() && built->ok())
         << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
     const std::string initramfs = std::string(absl::StripAsciiWhitespace(built->stdout_data));

@@ -60,30 +60,34 @@ absl::Status CheckExposure(const ServerOptions& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
-    const ServerOptions& options, metrics::MetricsRegistry* registry) {
+namespace {
+
+// What can be checked before anything starts: the address, its exposure,
+// the TLS pair (a bad pair would only show as a failed listen; say what is
+// wrong instead) and the database URI.
+absl::Status CheckOptions(const ServerOptions& options) {
   absl::Status st = CheckHostPort(options.listen, "--listen");
   if (!st.ok()) return st;
   st = CheckExposure(options);
   if (!st.ok()) return st;
-  // A bad pair would only show as a failed listen; say what is wrong instead.
   st = service::CheckPair(options.tls);
   if (st.ok()) st = service::CheckValidity(options.tls, absl::Now());
   if (!st.ok()) return st;
   if (options.db_uri.empty()) {
     return absl::InvalidArgumentError("--db: required (a PostgreSQL URI; or set FARM_DB)");
   }
-  std::unique_ptr<SchedulerServer> s(new SchedulerServer());
-  s->pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{
-      options.db_uri, options.db_connections, 3, options.db_statement_timeout_ms});
+  return absl::OkStatus();
+}
 
-  // The database may still be starting (farm-local, systemd): retry.
-  const absl::Time give_up = absl::Now() + options.db_wait;
+// The schema brought up to date. The database may still be starting
+// (farm-local, systemd): retried until `wait` passed.
+absl::Status Migrate(storage::PgPool& pool, absl::Duration wait) {
+  const absl::Time give_up = absl::Now() + wait;
   for (;;) {
-    absl::StatusOr<int> v = storage::ApplyMigrations(*s->pool_);
+    absl::StatusOr<int> v = storage::ApplyMigrations(pool);
     if (v.ok()) {
       spdlog::info("database schema at version {}", *v);
-      break;
+      return absl::OkStatus();
     }
     if (!absl::IsUnavailable(v.status()) || absl::Now() > give_up) {
       return absl::Status(v.status().code(), absl::StrCat("database: ", v.status().message()));
@@ -91,76 +95,104 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     spdlog::warn("database not reachable yet ({}); retrying", std::string(v.status().message()));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
+}
 
-  s->store_ = std::make_unique<storage::PgStore>(s->pool_.get());
-  s->metrics_ = std::make_unique<metrics::SchedulerMetrics>(registry->registry());
-  s->job_service_ = std::make_unique<JobService>(s->store_.get(), s->store_.get(), s->store_.get(),
-                                                 s->metrics_.get(), options.config);
-  // fio/iozone jobs only go to hosts whose kernel and IOMMU mode match:
-  // options.config.claim, applied inside the claim.
-  s->agent_service_ =
-      std::make_unique<AgentService>(s->store_.get(), s->metrics_.get(), options.config);
-  s->analysis_service_ = std::make_unique<AnalysisService>(s->store_.get(), s->store_.get());
-
-  if (!options.catalog_dir.empty()) {
-    absl::StatusOr<std::vector<std::string>> loaded =
-        s->job_service_->LoadCatalogDir(options.catalog_dir, options.catalog_source);
-    if (!loaded.ok()) return loaded.status();
-  }
-
-  if (options.watch_events) {
-    s->listener_ = std::make_unique<storage::PgMatrixListener>(options.db_uri);
-    s->listener_->Start();
-  }
-  s->lease_db_ = std::make_unique<storage::PgPool>(
-      storage::PgPoolOptions{options.db_uri, std::max(1, options.lease_db_connections), 3,
-                             options.db_statement_timeout_ms});
-  s->lease_store_ = std::make_unique<storage::PgStore>(s->lease_db_.get());
-  s->lease_service_ =
-      std::make_unique<AgentService>(s->lease_store_.get(), s->metrics_.get(), options.config);
-  s->workers_ = std::make_unique<WorkerPool>(options.worker_threads);
-  // Expensive calls never hold every database connection: one at least is
-  // left for the cheap ones.
-  const int heavy_threads =
-      std::clamp(options.heavy_threads, 1, std::max(1, options.db_connections - 1));
-  s->heavy_workers_ = std::make_unique<WorkerPool>(
-      heavy_threads, static_cast<size_t>(std::max(1, options.heavy_queue)));
-  s->lease_workers_ = std::make_unique<WorkerPool>(std::max(1, options.lease_threads));
-  s->access_ = std::make_unique<storage::PgAccessStore>(s->pool_.get());
+AuthzOptions AuthzOptionsOf(const ServerOptions& options) {
   AuthzOptions authz;
   authz.admin_token = options.token;
   authz.client_certificates = !options.tls.root_certs.empty();
   authz.agent_liveness = options.config.liveness();
   authz.token_cache_ttl = options.token_cache_ttl;
-  s->authz_ = std::make_unique<Authorizer>(authz, s->access_.get(), s->store_.get());
-  // Heartbeats authenticate through the lease connections too.
-  s->lease_access_ = std::make_unique<storage::PgAccessStore>(s->lease_db_.get());
-  s->authz_->SetLeasePath(s->lease_access_.get(), s->lease_store_.get());
-  s->job_grpc_ =
-      std::make_unique<JobServiceGrpc>(s->job_service_.get(), s->workers_.get(), s->authz_.get(),
-                                       s->listener_.get(), options.watch, s->heavy_workers_.get());
-  s->agent_grpc_ = std::make_unique<AgentServiceGrpc>(s->agent_service_.get(), s->workers_.get(),
-                                                      s->authz_.get(), s->lease_service_.get(),
-                                                      s->lease_workers_.get());
-  s->analysis_grpc_ = std::make_unique<AnalysisServiceGrpc>(s->analysis_service_.get(),
-                                                            s->workers_.get(), s->authz_.get());
-  s->access_grpc_ =
-      std::make_unique<AccessServiceGrpc>(s->access_.get(), s->workers_.get(), s->authz_.get());
+  return authz;
+}
 
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
+    const ServerOptions& options, metrics::MetricsRegistry* registry) {
+  if (absl::Status st = CheckOptions(options); !st.ok()) return st;
+  std::unique_ptr<SchedulerServer> s(new SchedulerServer());
+  s->pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{
+      options.db_uri, options.db_connections, 3, options.db_statement_timeout_ms});
+  if (absl::Status st = Migrate(*s->pool_, options.db_wait); !st.ok()) return st;
+  if (absl::Status st = s->MakeServices(options, registry); !st.ok()) return st;
+  s->MakeAdapters(options);
+  if (absl::Status st = s->Listen(options); !st.ok()) return st;
+  s->StartBackground(options);
+  return s;
+}
+
+absl::Status SchedulerServer::MakeServices(const ServerOptions& options,
+                                           metrics::MetricsRegistry* registry) {
+  store_ = std::make_unique<storage::PgStore>(pool_.get());
+  metrics_ = std::make_unique<metrics::SchedulerMetrics>(registry->registry());
+  job_service_ = std::make_unique<JobService>(store_.get(), store_.get(), store_.get(),
+                                              metrics_.get(), options.config);
+  // fio/iozone jobs only go to hosts whose kernel and IOMMU mode match:
+  // options.config.claim, applied inside the claim.
+  agent_service_ = std::make_unique<AgentService>(store_.get(), metrics_.get(), options.config);
+  analysis_service_ = std::make_unique<AnalysisService>(store_.get(), store_.get());
+
+  if (!options.catalog_dir.empty()) {
+    absl::StatusOr<std::vector<std::string>> loaded =
+        job_service_->LoadCatalogDir(options.catalog_dir, options.catalog_source);
+    if (!loaded.ok()) return loaded.status();
+  }
+
+  if (options.watch_events) {
+    listener_ = std::make_unique<storage::PgMatrixListener>(options.db_uri);
+    listener_->Start();
+  }
+  lease_db_ = std::make_unique<storage::PgPool>(
+      storage::PgPoolOptions{options.db_uri, std::max(1, options.lease_db_connections), 3,
+                             options.db_statement_timeout_ms});
+  lease_store_ = std::make_unique<storage::PgStore>(lease_db_.get());
+  lease_service_ =
+      std::make_unique<AgentService>(lease_store_.get(), metrics_.get(), options.config);
+  return absl::OkStatus();
+}
+
+void SchedulerServer::MakeAdapters(const ServerOptions& options) {
+  workers_ = std::make_unique<WorkerPool>(options.worker_threads);
+  // Expensive calls never hold every database connection: one at least is
+  // left for the cheap ones.
+  const int heavy_threads =
+      std::clamp(options.heavy_threads, 1, std::max(1, options.db_connections - 1));
+  heavy_workers_ = std::make_unique<WorkerPool>(
+      heavy_threads, static_cast<size_t>(std::max(1, options.heavy_queue)));
+  lease_workers_ = std::make_unique<WorkerPool>(std::max(1, options.lease_threads));
+  access_ = std::make_unique<storage::PgAccessStore>(pool_.get());
+  authz_ = std::make_unique<Authorizer>(AuthzOptionsOf(options), access_.get(), store_.get());
+  // Heartbeats authenticate through the lease connections too.
+  lease_access_ = std::make_unique<storage::PgAccessStore>(lease_db_.get());
+  authz_->SetLeasePath(lease_access_.get(), lease_store_.get());
+  job_grpc_ =
+      std::make_unique<JobServiceGrpc>(job_service_.get(), workers_.get(), authz_.get(),
+                                       listener_.get(), options.watch, heavy_workers_.get());
+  agent_grpc_ =
+      std::make_unique<AgentServiceGrpc>(agent_service_.get(), workers_.get(), authz_.get(),
+                                         lease_service_.get(), lease_workers_.get());
+  analysis_grpc_ =
+      std::make_unique<AnalysisServiceGrpc>(analysis_service_.get(), workers_.get(), authz_.get());
+  access_grpc_ = std::make_unique<AccessServiceGrpc>(access_.get(), workers_.get(), authz_.get());
+}
+
+absl::Status SchedulerServer::Listen(const ServerOptions& options) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   // Reflection cannot check a bearer token: it is served only where every
   // caller has a principal from the transport (mTLS) or none is needed.
+  const AuthzOptions authz = AuthzOptionsOf(options);
   builder.SetOption(
       std::make_unique<ReflectionOption>(!authz.authenticated() || authz.client_certificates));
-  builder.AddListeningPort(options.listen, service::MakeServerCredentials(options.tls), &s->port_);
+  builder.AddListeningPort(options.listen, service::MakeServerCredentials(options.tls), &port_);
   // One port, one server: with SO_REUSEPORT a second scheduler would bind the
   // same port and silently take a share of the calls.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.RegisterService(s->job_grpc_.get());
-  builder.RegisterService(s->agent_grpc_.get());
-  builder.RegisterService(s->analysis_grpc_.get());
-  builder.RegisterService(s->access_grpc_.get());
+  builder.RegisterService(job_grpc_.get());
+  builder.RegisterService(agent_grpc_.get());
+  builder.RegisterService(analysis_grpc_.get());
+  builder.RegisterService(access_grpc_.get());
   // A reply may carry a whole catalog (up to kMaxCatalogBytes) or a page of
   // raw outputs; what a caller may send is the smaller, configured bound.
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_message_bytes));
@@ -181,19 +213,23 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       static_cast<int>(absl::ToInt64Milliseconds(options.handshake_timeout)));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(options.connection_idle)));
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr || s->port_ == 0) {
-    s->workers_->Stop();
-    s->heavy_workers_->Stop();
-    s->lease_workers_->Stop();
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    workers_->Stop();
+    heavy_workers_->Stop();
+    lease_workers_->Stop();
     return absl::UnavailableError(
         absl::StrCat("--listen ", options.listen,
                      ": cannot listen (address in use by another process, or invalid)"));
   }
-  s->address_ = absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", s->port_);
-  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
-  storage::PgPool* health_db = s->lease_db_.get();
-  s->health_loop_ = std::make_unique<base::BackgroundLoop>([health, health_db] {
+  address_ = absl::StrCat(options.listen.substr(0, options.listen.rfind(':')), ":", port_);
+  return absl::OkStatus();
+}
+
+void SchedulerServer::StartBackground(const ServerOptions& options) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  storage::PgPool* health_db = lease_db_.get();
+  health_loop_ = std::make_unique<base::BackgroundLoop>([health, health_db] {
     const absl::Status reachable = health_db->Run([](pqxx::connection& c) {
       pqxx::nontransaction n(c);
       n.exec("SELECT 1");
@@ -202,10 +238,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     if (health != nullptr) health->SetServingStatus(reachable.ok());
     return absl::Seconds(1);
   });
-  s->health_loop_->Start();
-  s->reaper_ = std::make_unique<Reaper>(s->store_.get(), s->metrics_.get(), options.config);
-  if (options.run_reaper) s->reaper_->Start();
-  return s;
+  health_loop_->Start();
+  reaper_ = std::make_unique<Reaper>(store_.get(), metrics_.get(), options.config);
+  if (options.run_reaper) reaper_->Start();
 }
 
 void SchedulerServer::Shutdown(absl::Duration deadline) {

@@ -117,6 +117,18 @@ class SchedulerServer final {
  private:
   SchedulerServer() = default;
 
+  // Start's steps, in order, each on the members the ones before made.
+  // The stores, metrics and services (the catalog loaded, the matrix
+  // listener started) over pool_, and the lease path's own pool.
+  absl::Status MakeServices(const ServerOptions& options, metrics::MetricsRegistry* registry);
+  // The worker pools, the authorizer and the gRPC adapters.
+  void MakeAdapters(const ServerOptions& options);
+  // The gRPC server on options.listen: port_ and address_; on failure the
+  // worker pools are stopped.
+  absl::Status Listen(const ServerOptions& options);
+  // The health loop and the reaper (when options.run_reaper).
+  void StartBackground(const ServerOptions& options);
+
   std::unique_ptr<storage::PgPool> pool_;
   std::unique_ptr<storage::PgStore> store_;
   std::unique_ptr<metrics::SchedulerMetrics> metrics_;

@@ -9,6 +9,7 @@
 #include "agent/executors/emulator_executor.h"
 #include "agent/executors/kernel_executor.h"
 #include "agent/executors/real_executors.h"
+#include "agent/kernels/accel_probe.h"
 #include "proto/names.h"
 
 namespace farm::agent {

@@ -17,7 +17,7 @@ namespace pb = ::iommufarm::v1;
 
 std::vector<std::string> BuildableArchs() {
   std::vector<std::string> out{kstore::kArchX86};
-  if (runners::ResolveExecutable("aarch64-linux-gnu-gcc").ok()) out.push_back(kstore::kArchArm64);
+  if (process::ResolveExecutable("aarch64-linux-gnu-gcc").ok()) out.push_back(kstore::kArchArm64);
   return out;
 }
 

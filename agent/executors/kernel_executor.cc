@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/executors/real_executors.h"
+#include "agent/kernels/guest_archive.h"
 #include "agent/runners/fio_json.h"
 #include "agent/runners/fio_spec.h"
 #include "agent/runners/params.h"

@@ -41,11 +41,11 @@ absl::StatusOr<KernelRun> HostKernelProvider::Run(const KernelRequest& request) 
   run.facts.machine = host_.architecture();
   if (request.tool_argv.empty()) return run;
 
-  runners::ProcessOptions opts;
+  process::ProcessOptions opts;
   opts.argv = request.tool_argv;
   opts.timeout = request.tool_runtime + margin_;
   opts.cancelled = request.cancelled;
-  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(opts);
+  absl::StatusOr<process::ProcessResult> r = process::RunProcess(opts);
   if (!r.ok()) return r.status();
   if (r->cancelled) return absl::CancelledError("cancelled while the tool ran");
   if (r->timed_out) {

@@ -19,9 +19,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/kernels/accel_probe.h"
+#include "agent/kernels/guest_archive.h"
 #include "agent/kernels/guest_channel.h"
+#include "agent/kernels/guest_run.h"
 #include "agent/kernels/host_provider.h"
 #include "agent/kernels/kernel_provider.h"
+#include "agent/kernels/module_deps.h"
+#include "agent/kernels/qemu_args.h"
 #include "agent/kernels/vm_provider.h"
 #include "agent/monitors/monitors.h"
 #include "lib/process/process.h"
@@ -672,12 +677,12 @@ TEST(InterpretGuestRunTest, AGuestWithoutSnapshotsSaysSo) {
 // The init's own monitor_snapshot, run by the POSIX shell on this machine's
 // /proc, writes what the host's parser reads.
 TEST(GuestInitTest, MonitorSnapshotIsWhatTheParserReads) {
-  runners::ProcessOptions p;
+  process::ProcessOptions p;
   p.argv = {"/bin/sh", "-c",
             "eval \"$(sed -n '/^monitor_snapshot() {/,/^}/p' \"$0\")\" && monitor_snapshot",
             std::string(FARM_SOURCE_DIR) + "/agent/kernels/guest/init"};
   p.timeout = absl::Seconds(30);
-  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+  absl::StatusOr<process::ProcessResult> r = process::RunProcess(p);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->ok()) << r->Describe() << r->stderr_data;
   absl::StatusOr<monitors::Snapshot> s = monitors::ParseSnapshot(r->stdout_data);

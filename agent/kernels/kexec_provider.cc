@@ -32,16 +32,16 @@ constexpr absl::Duration kCommandTimeout = absl::Minutes(2);
 
 class SystemRunner : public CommandRunner {
  public:
-  absl::StatusOr<runners::ProcessResult> Run(const std::vector<std::string>& argv,
+  absl::StatusOr<process::ProcessResult> Run(const std::vector<std::string>& argv,
                                              absl::Duration timeout) override {
-    runners::ProcessOptions p;
+    process::ProcessOptions p;
     p.argv = argv;
     p.timeout = timeout;
-    return runners::RunProcess(p);
+    return process::RunProcess(p);
   }
 };
 
-absl::Status CommandOk(const absl::StatusOr<runners::ProcessResult>& r,
+absl::Status CommandOk(const absl::StatusOr<process::ProcessResult>& r,
                        const std::vector<std::string>& argv) {
   if (!r.ok())
     return absl::FailedPreconditionError(absl::StrCat(argv[0], ": ", r.status().message()));
@@ -210,7 +210,7 @@ absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(
   if (facts->release == request.kernel_release && run.effective == request.mode && params_on) {
     if (!request.tool_argv.empty()) {
       const absl::Time start = now_();
-      absl::StatusOr<runners::ProcessResult> r =
+      absl::StatusOr<process::ProcessResult> r =
           runner_->Run(request.tool_argv, request.tool_runtime + config_.margin);
       if (!r.ok()) return r.status();
       if (r->timed_out) return absl::AbortedError(absl::StrCat("tool ", r->Describe()));
@@ -363,7 +363,7 @@ std::vector<std::string> Names(const fs::path& dir) {
 
 absl::Status CheckKexecTools(const KexecConfig& config) {
   for (const std::string& tool : {config.kexec, config.systemctl}) {
-    if (absl::StatusOr<std::string> p = runners::ResolveExecutable(tool); !p.ok()) {
+    if (absl::StatusOr<std::string> p = process::ResolveExecutable(tool); !p.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("no ", tool, " on PATH: ", p.status().message()));
     }

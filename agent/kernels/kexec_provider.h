@@ -64,7 +64,7 @@ namespace farm::kernels {
 class CommandRunner {
  public:
   virtual ~CommandRunner() = default;
-  virtual absl::StatusOr<runners::ProcessResult> Run(const std::vector<std::string>& argv,
+  virtual absl::StatusOr<process::ProcessResult> Run(const std::vector<std::string>& argv,
                                                      absl::Duration timeout) = 0;
 };
 std::unique_ptr<CommandRunner> SystemCommandRunner();

@@ -31,10 +31,10 @@ struct FakeHost {
 class FakeRunner : public CommandRunner {
  public:
   explicit FakeRunner(FakeHost* host) : host_(host) {}
-  absl::StatusOr<runners::ProcessResult> Run(const std::vector<std::string>& argv,
+  absl::StatusOr<process::ProcessResult> Run(const std::vector<std::string>& argv,
                                              absl::Duration) override {
     host_->commands.push_back(argv);
-    runners::ProcessResult r;
+    process::ProcessResult r;
     r.exit_code = 0;
     if (argv[0] == "fio") r.stdout_data = host_->tool_stdout;
     return r;

@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "agent/kernels/guest_archive.h"
 #include "agent/kernels/vm_provider.h"
 #include "agent/runners/fio_json.h"
 #include "agent/runners/iozone_report.h"
@@ -63,12 +64,12 @@ class VmBootTest : public ::testing::Test {
     kernels_dir_ = new std::string(env ? env : "/var/cache/iommu-farm/kernels");
     release_ = new std::string(NewestAmd64Release(*kernels_dir_));
     initramfs_ = new std::string();
-    if (release_->empty() || !runners::ResolveExecutable("qemu-system-x86_64").ok()) return;
-    runners::ProcessOptions build;
+    if (release_->empty() || !process::ResolveExecutable("qemu-system-x86_64").ok()) return;
+    process::ProcessOptions build;
     build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--out",
                   FARM_GUEST_ROOT_DIR};
     build.timeout = absl::Minutes(2);
-    absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(build);
+    absl::StatusOr<process::ProcessResult> r = process::RunProcess(build);
     if (r.ok() && r->ok()) {
       *initramfs_ = std::string(absl::StripAsciiWhitespace(r->stdout_data));
       std::cout << "guest root: " << *initramfs_ << " (" << fs::file_size(*initramfs_)
@@ -87,7 +88,7 @@ class VmBootTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_FALSE(release_->empty())
         << "no *-cloud-amd64 kernel under " << *kernels_dir_ << ": " << kFetchHint;
-    ASSERT_TRUE(runners::ResolveExecutable("qemu-system-x86_64").ok())
+    ASSERT_TRUE(process::ResolveExecutable("qemu-system-x86_64").ok())
         << "no qemu-system-x86_64: " << kFetchHint;
     ASSERT_FALSE(initramfs_->empty()) << "scripts/build-guest-root failed (see above)";
     std::string tmpl = (fs::temp_directory_path() / "vm-boot-XXXXXX").string();
@@ -339,12 +340,12 @@ class VmArm64BootTest : public ::testing::Test {
     }
     std::sort(releases.begin(), releases.end());
     if (!releases.empty()) *release_ = releases.back();
-    if (release_->empty() || !runners::ResolveExecutable("qemu-system-aarch64").ok()) return;
-    runners::ProcessOptions build;
+    if (release_->empty() || !process::ResolveExecutable("qemu-system-aarch64").ok()) return;
+    process::ProcessOptions build;
     build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--arch", "aarch64",
                   "--out", FARM_GUEST_ROOT_ARM64_DIR};
     build.timeout = absl::Minutes(2);
-    absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(build);
+    absl::StatusOr<process::ProcessResult> r = process::RunProcess(build);
     if (r.ok() && r->ok()) {
       *initramfs_ = std::string(absl::StripAsciiWhitespace(r->stdout_data));
     } else {
@@ -363,7 +364,7 @@ class VmArm64BootTest : public ::testing::Test {
         << "no *-cloud-arm64 kernel under " << *kernels_dir_
         << ": run scripts/fetch-test-kernels --arch arm64 (scripts/install-deps adds the arm64 "
            "architecture and installs qemu-system-arm)";
-    ASSERT_TRUE(runners::ResolveExecutable("qemu-system-aarch64").ok())
+    ASSERT_TRUE(process::ResolveExecutable("qemu-system-aarch64").ok())
         << "no qemu-system-aarch64: scripts/install-deps installs qemu-system-arm";
     ASSERT_FALSE(initramfs_->empty()) << "scripts/build-guest-root --arch aarch64 failed";
     std::string tmpl = (fs::temp_directory_path() / "vm-arm64-XXXXXX").string();

@@ -104,7 +104,7 @@ std::string CaptureSnapshot(const std::string& root) {
 
 std::string PerfRefusal(const HostMonitorOptions& options) {
   if (!options.perf) return "perf not asked for";
-  absl::StatusOr<std::string> exe = runners::ResolveExecutable(options.perf_tool);
+  absl::StatusOr<std::string> exe = process::ResolveExecutable(options.perf_tool);
   if (!exe.ok()) return absl::StrCat("no perf on this host (", exe.status().message(), ")");
   int level = 0;
   const std::string paranoid = ParanoidLevel(options.root);
@@ -129,14 +129,14 @@ void HostMonitor::Start() {
     perf_data_ = absl::StrCat(options_.scratch_dir, "/farm-perf-", ::getpid(), "-",
                               perf_files.fetch_add(1), ".data");
     perf_ = std::thread([this] {
-      runners::ProcessOptions p;
+      process::ProcessOptions p;
       p.argv = {
           options_.perf_tool, "record", "-a", "-F", absl::StrCat(options_.perf_frequency), "-o",
           perf_data_};
       // SIGTERM ends the recording; perf then writes its file.
       p.cancelled = [this] { return stop_perf_.load(); };
       p.kill_grace = absl::Seconds(30);
-      absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+      absl::StatusOr<process::ProcessResult> r = process::RunProcess(p);
       perf_ok_ = r.ok();
       perf_stderr_ = r.ok() ? r->stderr_data : std::string(r.status().message());
     });
@@ -172,7 +172,7 @@ pb::Monitors HostMonitor::Finish() {
     out.set_perf_note(perf_note_);
     return out;
   }
-  runners::ProcessOptions report;
+  process::ProcessOptions report;
   report.argv = {options_.perf_tool,
                  "report",
                  "-i",
@@ -185,7 +185,7 @@ pb::Monitors HostMonitor::Finish() {
                  "--percent-limit",
                  "0.5"};
   report.timeout = absl::Minutes(2);
-  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(report);
+  absl::StatusOr<process::ProcessResult> r = process::RunProcess(report);
   if (r.ok() && r->ok()) {
     for (pb::PerfSymbol& s : ParsePerfReport(r->stdout_data)) *out.add_perf() = std::move(s);
   }

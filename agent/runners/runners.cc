@@ -24,7 +24,8 @@ std::string Tail(const std::string& s, size_t n = 2000) {
 }
 
 // Maps a finished process to a Status when it did not succeed.
-absl::Status ProcessStatus(const ProcessResult& p, absl::Duration timeout, absl::string_view tool) {
+absl::Status ProcessStatus(const process::ProcessResult& p, absl::Duration timeout,
+                           absl::string_view tool) {
   if (p.timed_out) {
     return absl::DeadlineExceededError(absl::StrCat(tool, " timed out after ",
                                                     absl::FormatDuration(timeout),
@@ -93,11 +94,11 @@ absl::StatusOr<RunResult> FioRunner::Run(const FioSpec& spec, const AllowedTarge
   absl::StatusOr<std::vector<std::string>> argv =
       BuildFioArgv(spec, allowed, fio_.path, UniqueName("fio"));
   if (!argv.ok()) return argv.status();
-  ProcessOptions popts;
+  process::ProcessOptions popts;
   popts.argv = *argv;
   popts.timeout = options.timeout;
   popts.cancelled = options.cancelled;
-  absl::StatusOr<ProcessResult> proc = RunProcess(popts);
+  absl::StatusOr<process::ProcessResult> proc = process::RunProcess(popts);
   if (!proc.ok()) return proc.status();
   if (absl::Status s = ProcessStatus(*proc, options.timeout, "fio"); !s.ok()) {
     return s;
@@ -139,12 +140,12 @@ absl::StatusOr<RunResult> IozoneRunner::Run(const IozoneSpec& spec, const Allowe
   absl::StatusOr<IozoneCommand> cmd =
       BuildIozoneCommand(spec, allowed, iozone_.path, UniqueName("iozone"));
   if (!cmd.ok()) return cmd.status();
-  ProcessOptions popts;
+  process::ProcessOptions popts;
   popts.argv = cmd->argv;
   popts.cwd = cmd->directory;
   popts.timeout = options.timeout;
   popts.cancelled = options.cancelled;
-  absl::StatusOr<ProcessResult> proc = RunProcess(popts);
+  absl::StatusOr<process::ProcessResult> proc = process::RunProcess(popts);
   // iozone leaves its -F files behind; they are ours (names checked above).
   for (const std::string& f : cmd->files) std::remove(f.c_str());
   if (!proc.ok()) return proc.status();

@@ -13,13 +13,13 @@ namespace {
 
 absl::StatusOr<ToolInfo> Detect(const std::string& tool, const char* flag,
                                 absl::StatusOr<std::string> (*parse)(absl::string_view)) {
-  absl::StatusOr<std::string> path = ResolveExecutable(tool);
+  absl::StatusOr<std::string> path = process::ResolveExecutable(tool);
   if (!path.ok()) return path.status();
-  ProcessOptions opts;
+  process::ProcessOptions opts;
   opts.argv = {*path, flag};
   opts.timeout = absl::Seconds(10);
   opts.max_stdout = 64 << 10;
-  absl::StatusOr<ProcessResult> run = RunProcess(opts);
+  absl::StatusOr<process::ProcessResult> run = process::RunProcess(opts);
   if (!run.ok()) return run.status();
   // iozone -v exits 0; be lenient about the exit code and trust the text.
   absl::StatusOr<std::string> version = parse(run->stdout_data + run->stderr_data);

@@ -13,9 +13,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-runners::ScopedTempDir TempDir() {
-  absl::StatusOr<runners::ScopedTempDir> d =
-      runners::ScopedTempDir::Create(fs::temp_directory_path(), "kbuild-cache-");
+process::ScopedTempDir TempDir() {
+  absl::StatusOr<process::ScopedTempDir> d =
+      process::ScopedTempDir::Create(fs::temp_directory_path(), "kbuild-cache-");
   EXPECT_TRUE(d.ok()) << d.status();
   return *std::move(d);
 }
@@ -32,7 +32,7 @@ fs::path MakeBuildDir(const fs::path& root, const std::string& name, size_t byte
 }
 
 TEST(DirLock, OneHolderAtATime) {
-  runners::ScopedTempDir d = TempDir();
+  process::ScopedTempDir d = TempDir();
   const std::string path = (d.path() / "b.lock").string();
   absl::StatusOr<DirLock> first = DirLock::Acquire(path, absl::ZeroDuration());
   ASSERT_TRUE(first.ok()) << first.status();
@@ -44,7 +44,7 @@ TEST(DirLock, OneHolderAtATime) {
 }
 
 TEST(EvictLeastRecentlyUsed, OldestFirstDownToTheBoundNeverLockedOrKept) {
-  runners::ScopedTempDir d = TempDir();
+  process::ScopedTempDir d = TempDir();
   const fs::path oldest = MakeBuildDir(d.path(), "a", 1000, 400);
   const fs::path old_locked = MakeBuildDir(d.path(), "b", 1000, 300);
   const fs::path old = MakeBuildDir(d.path(), "c", 1000, 200);
@@ -67,7 +67,7 @@ TEST(EvictLeastRecentlyUsed, OldestFirstDownToTheBoundNeverLockedOrKept) {
 }
 
 TEST(DirectoryBytes, SumsRegularFiles) {
-  runners::ScopedTempDir d = TempDir();
+  process::ScopedTempDir d = TempDir();
   fs::create_directories(d.path() / "x/y");
   std::ofstream(d.path() / "x/a") << std::string(10, 'a');
   std::ofstream(d.path() / "x/y/b") << std::string(32, 'b');

@@ -88,8 +88,8 @@ TEST(ExplainMismatches, UnknownSymbolsFirstThenDroppedOptions) {
 }
 
 TEST(KconfigSymbols, ReadsEveryKconfigFileButGit) {
-  absl::StatusOr<runners::ScopedTempDir> dir =
-      runners::ScopedTempDir::Create(std::filesystem::temp_directory_path(), "kconfig-");
+  absl::StatusOr<process::ScopedTempDir> dir =
+      process::ScopedTempDir::Create(std::filesystem::temp_directory_path(), "kconfig-");
   ASSERT_TRUE(dir.ok());
   const std::filesystem::path root = dir->path();
   std::filesystem::create_directories(root / "drivers/iommu");

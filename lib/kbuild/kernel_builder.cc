@@ -111,7 +111,7 @@ class Build {
   // Runs argv (argv[0] resolved on PATH) in the build's environment,
   // logging it and (unless !log_output) its output; the build's deadline
   // bounds it.
-  absl::StatusOr<runners::ProcessResult> Exec(std::vector<std::string> argv,
+  absl::StatusOr<process::ProcessResult> Exec(std::vector<std::string> argv,
                                               bool log_output = true);
   // Exec that fails with the command's stderr unless it exits 0.
   absl::StatusOr<std::string> ExecOk(std::vector<std::string> argv);
@@ -142,9 +142,9 @@ class Build {
   std::string final_config_;
 };
 
-absl::StatusOr<runners::ProcessResult> Build::Exec(std::vector<std::string> argv, bool log_output) {
+absl::StatusOr<process::ProcessResult> Build::Exec(std::vector<std::string> argv, bool log_output) {
   Log(absl::StrCat("$ ", absl::StrJoin(argv, " "), "\n"));
-  runners::ProcessOptions p;
+  process::ProcessOptions p;
   p.argv = std::move(argv);
   p.env = std::vector<std::string>{
       "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
@@ -162,7 +162,7 @@ absl::StatusOr<runners::ProcessResult> Build::Exec(std::vector<std::string> argv
                                                     absl::FormatDuration(req_.timeout)));
   }
   p.cancelled = req_.cancelled;
-  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+  absl::StatusOr<process::ProcessResult> r = process::RunProcess(p);
   if (!r.ok()) return r.status();
   if (log_output) Log(r->stdout_data);
   Log(r->stderr_data);
@@ -176,7 +176,7 @@ absl::StatusOr<runners::ProcessResult> Build::Exec(std::vector<std::string> argv
 
 absl::StatusOr<std::string> Build::ExecOk(std::vector<std::string> argv) {
   const std::string command = absl::StrJoin(argv, " ");
-  absl::StatusOr<runners::ProcessResult> r = Exec(std::move(argv));
+  absl::StatusOr<process::ProcessResult> r = Exec(std::move(argv));
   if (!r.ok()) return r.status();
   if (!r->ok()) {
     return absl::InternalError(absl::StrCat(command, ": ", r->Describe(), ": ",
@@ -214,19 +214,19 @@ std::string Build::TreeId() const {
 
 absl::Status Build::ResolveTools() {
   for (const std::string& tool : {req_.make, req_.git}) {
-    if (absl::StatusOr<std::string> p = runners::ResolveExecutable(tool); !p.ok()) {
+    if (absl::StatusOr<std::string> p = process::ResolveExecutable(tool); !p.ok()) {
       return p.status();
     }
   }
   absl::StatusOr<std::string> cc =
-      runners::ResolveExecutable(absl::StrCat(arch_.cross_compile, "gcc"));
+      process::ResolveExecutable(absl::StrCat(arch_.cross_compile, "gcc"));
   if (!cc.ok()) {
     return absl::NotFoundError(absl::StrCat("no compiler for ", req_.arch, ": ",
                                             cc.status().message(),
                                             " (scripts/install-deps installs it)"));
   }
   compiler_ = absl::StrCat(arch_.cross_compile, "gcc");
-  if (req_.use_ccache && runners::ResolveExecutable("ccache").ok()) ccache_ = "ccache";
+  if (req_.use_ccache && process::ResolveExecutable("ccache").ok()) ccache_ = "ccache";
   return absl::OkStatus();
 }
 
@@ -285,7 +285,7 @@ absl::Status Build::SyncMirror() {
   std::error_code ec;
   if (!fs::exists(mirror_ / "HEAD", ec)) {
     fs::remove_all(mirror_, ec);
-    absl::StatusOr<runners::ProcessResult> r =
+    absl::StatusOr<process::ProcessResult> r =
         Exec({req_.git, "clone", "--mirror", "--quiet", req_.tree, mirror_.string()});
     if (!r.ok()) return r.status();
     if (!r->ok()) {
@@ -293,17 +293,17 @@ absl::Status Build::SyncMirror() {
                                                  absl::StripAsciiWhitespace(r->stderr_data)));
     }
   }
-  auto resolve = [&]() -> absl::StatusOr<runners::ProcessResult> {
+  auto resolve = [&]() -> absl::StatusOr<process::ProcessResult> {
     std::vector<std::string> argv = GitIn(mirror_.string());
     argv.insert(argv.end(), {"rev-parse", "--verify", "--quiet", req_.rev + "^{commit}"});
     return Exec(argv);
   };
-  absl::StatusOr<runners::ProcessResult> r = resolve();
+  absl::StatusOr<process::ProcessResult> r = resolve();
   if (!r.ok()) return r.status();
   if (!r->ok() || !IsFullSha(req_.rev)) {
     std::vector<std::string> fetch = GitIn(mirror_.string());
     fetch.insert(fetch.end(), {"fetch", "--quiet", "--prune", "origin"});
-    absl::StatusOr<runners::ProcessResult> f = Exec(fetch);
+    absl::StatusOr<process::ProcessResult> f = Exec(fetch);
     if (!f.ok()) return f.status();
     if (!f->ok()) {
       return absl::UnavailableError(absl::StrCat("cannot fetch ", req_.tree, ": ",
@@ -353,7 +353,7 @@ absl::Status Build::ApplyPatch() {
   if (absl::Status s = base::WriteFile(file.string(), req_.patch); !s.ok()) return s;
   std::vector<std::string> apply = GitIn(src_.string());
   apply.insert(apply.end(), {"apply", "--index", "--whitespace=nowarn", file.string()});
-  absl::StatusOr<runners::ProcessResult> a = Exec(apply);
+  absl::StatusOr<process::ProcessResult> a = Exec(apply);
   if (!a.ok()) return a.status();
   if (!a->ok()) {
     const std::string why(absl::StripAsciiWhitespace(a->stderr_data));
@@ -418,8 +418,8 @@ absl::Status Build::CheckConfig(const std::string& final_config) const {
 
 // The first line `tool --version` prints, "none" for a tool not on PATH.
 absl::StatusOr<std::string> Build::ToolVersion(const std::string& tool) {
-  if (!runners::ResolveExecutable(tool).ok()) return absl::StrCat(tool, ": none");
-  absl::StatusOr<runners::ProcessResult> r = Exec({tool, "--version"});
+  if (!process::ResolveExecutable(tool).ok()) return absl::StrCat(tool, ": none");
+  absl::StatusOr<process::ProcessResult> r = Exec({tool, "--version"});
   if (!r.ok()) return r.status();
   const std::string out = absl::StrCat(r->stdout_data, r->stderr_data);
   return std::string(absl::StripAsciiWhitespace(out.substr(0, out.find('\n'))));
@@ -448,7 +448,7 @@ absl::StatusOr<std::string> Build::ConfigInputs() {
   files.insert(files.end(), {"ls-files", "-s", "--", ":(glob)**/Kconfig*", "scripts",
                              "kernel/configs", arch_dir + "/configs",
                              absl::StrCat(":(glob)", arch_dir, "/Makefile*"), "Makefile"});
-  absl::StatusOr<runners::ProcessResult> r = Exec(files, /*log_output=*/false);
+  absl::StatusOr<process::ProcessResult> r = Exec(files, /*log_output=*/false);
   if (!r.ok()) return r.status();
   if (!r->ok()) {
     return absl::InternalError(absl::StrCat("git ls-files in ", src_.string(), ": ",
@@ -539,7 +539,7 @@ std::string Build::CompileBenchTool() {
     return tool.string();
   }
   fs::remove(cmd_file, ec);
-  absl::StatusOr<runners::ProcessResult> r = Exec(argv);
+  absl::StatusOr<process::ProcessResult> r = Exec(argv);
   if (!r.ok() || !r->ok()) {
     Log(absl::StrCat("dma_map_benchmark did not build (",
                      r.ok() ? FirstErrorLine(r->stderr_data) : r.status().message(),
@@ -577,7 +577,7 @@ bool Build::BenchToolUpToDate(const fs::path& tool, const std::string& cmd) cons
 absl::Status Build::RunMake(const std::vector<std::string>& targets) {
   std::vector<std::string> argv = MakeArgv();
   argv.insert(argv.end(), targets.begin(), targets.end());
-  absl::StatusOr<runners::ProcessResult> r = Exec(argv);
+  absl::StatusOr<process::ProcessResult> r = Exec(argv);
   if (!r.ok()) return r.status();
   if (r->ok()) return absl::OkStatus();
   // make O= names sources relative to obj/ ("../src/drivers/...") or by
@@ -593,8 +593,8 @@ absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& re
   std::error_code ec;
   fs::create_directories(req_.store_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("mkdir ", req_.store_dir, ": ", ec.message()));
-  absl::StatusOr<runners::ScopedTempDir> scratch =
-      runners::ScopedTempDir::Create(req_.store_dir, ".kbuild-");
+  absl::StatusOr<process::ScopedTempDir> scratch =
+      process::ScopedTempDir::Create(req_.store_dir, ".kbuild-");
   if (!scratch.ok()) return scratch.status();
   const fs::path work = scratch->path();
   fs::copy_file(obj_ / arch_.image_path, work / "vmlinuz", ec);

@@ -43,8 +43,8 @@ TEST(RealKernelBuild, BaseThenIncrementallyTheNextCommitThenTheBrokenOne) {
   TestTree tree = MakeTestTree();
   ASSERT_GE(tree.commits.size(), 3u);
   ASSERT_EQ(tree.broken.size(), 40u);
-  absl::StatusOr<runners::ScopedTempDir> store =
-      runners::ScopedTempDir::Create(fs::temp_directory_path(), "kbuild-store-");
+  absl::StatusOr<process::ScopedTempDir> store =
+      process::ScopedTempDir::Create(fs::temp_directory_path(), "kbuild-store-");
   ASSERT_TRUE(store.ok());
   BuildRequest req;
   req.tree = tree.dir;

@@ -67,10 +67,10 @@ esac
 class KernelBuilderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<runners::ScopedTempDir> d =
-        runners::ScopedTempDir::Create(fs::temp_directory_path(), "kbuild-test-");
+    absl::StatusOr<process::ScopedTempDir> d =
+        process::ScopedTempDir::Create(fs::temp_directory_path(), "kbuild-test-");
     ASSERT_TRUE(d.ok()) << d.status();
-    dir_ = std::make_unique<runners::ScopedTempDir>(*std::move(d));
+    dir_ = std::make_unique<process::ScopedTempDir>(*std::move(d));
     tree_ = dir_->path() / "tree";
     fs::create_directories(tree_);
     make_ = dir_->path() / "fake-make";
@@ -94,7 +94,7 @@ class KernelBuilderTest : public ::testing::Test {
   }
 
   void Git(std::vector<std::string> args) {
-    runners::ProcessOptions p;
+    process::ProcessOptions p;
     p.argv = {"git", "-C", tree_.string()};
     if (args[0] == "init") p.argv = {"git"};
     p.argv.insert(p.argv.end(), args.begin(), args.end());
@@ -102,7 +102,7 @@ class KernelBuilderTest : public ::testing::Test {
                                      "GIT_AUTHOR_EMAIL=t@t",     "GIT_COMMITTER_NAME=t",
                                      "GIT_COMMITTER_EMAIL=t@t",  "HOME=" + dir_->path().string(),
                                      "GIT_AUTHOR_DATE=" + date_, "GIT_COMMITTER_DATE=" + date_};
-    absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+    absl::StatusOr<process::ProcessResult> r = process::RunProcess(p);
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_TRUE(r->ok()) << absl::StrJoin(p.argv, " ") << ": " << r->stderr_data;
     last_stdout_ = r->stdout_data;
@@ -132,7 +132,7 @@ class KernelBuilderTest : public ::testing::Test {
     return r;
   }
 
-  std::unique_ptr<runners::ScopedTempDir> dir_;
+  std::unique_ptr<process::ScopedTempDir> dir_;
   fs::path tree_, make_;
   std::string first_, date_, last_stdout_;
 };
@@ -272,9 +272,9 @@ TEST_F(KernelBuilderTest, TheBenchmarkToolIsBuiltAgainOnlyWhenItsSourcesChange) 
   absl::StatusOr<BuildResult> c = BuildKernel(Request(), &log);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_NE(log.find(" -static "), std::string::npos) << log;
-  runners::ProcessOptions run;
+  process::ProcessOptions run;
   run.argv = {c->build.DmaMapBenchmarkPath()};
-  absl::StatusOr<runners::ProcessResult> exit = runners::RunProcess(run);
+  absl::StatusOr<process::ProcessResult> exit = process::RunProcess(run);
   ASSERT_TRUE(exit.ok()) << exit.status();
   EXPECT_FALSE(exit->ok()) << "the tool built from the new header exits 1";
 }

@@ -23,10 +23,10 @@ struct TestTree {
 // Runs `script` (instant once the tree is cached) and reads its report:
 // `tree DIR`, one line per commit, then `planted <sha>` and `broken <sha>`.
 inline absl::StatusOr<TestTree> MakeTestTree(const std::string& script) {
-  runners::ProcessOptions p;
+  process::ProcessOptions p;
   p.argv = {script};
   p.timeout = absl::Minutes(20);
-  absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+  absl::StatusOr<process::ProcessResult> r = process::RunProcess(p);
   if (!r.ok()) return r.status();
   if (!r->ok()) {
     return absl::FailedPreconditionError(

@@ -303,11 +303,11 @@ absl::StatusOr<KernelBuild> ImportDeb(const std::string& store_dir, const DebImp
     return absl::InvalidArgumentError(absl::StrCat("'", request.deb, "' is not a file"));
   }
   auto dpkg = [&](std::vector<std::string> args) -> absl::StatusOr<std::string> {
-    runners::ProcessOptions p;
+    process::ProcessOptions p;
     p.argv = {request.dpkg_deb};
     p.argv.insert(p.argv.end(), args.begin(), args.end());
     p.timeout = absl::Minutes(5);
-    absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+    absl::StatusOr<process::ProcessResult> r = process::RunProcess(p);
     if (!r.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat(request.dpkg_deb, ": ", r.status().message()));
@@ -352,8 +352,8 @@ absl::StatusOr<KernelBuild> ImportDeb(const std::string& store_dir, const DebImp
                                                  ") already has a build in ", existing.string(),
                                                  " (--replace to overwrite)"));
   }
-  absl::StatusOr<runners::ScopedTempDir> scratch =
-      runners::ScopedTempDir::Create(store_dir, ".import-");
+  absl::StatusOr<process::ScopedTempDir> scratch =
+      process::ScopedTempDir::Create(store_dir, ".import-");
   if (!scratch.ok()) return scratch.status();
   const fs::path work = scratch->path();
 

@@ -42,9 +42,9 @@ class DebImportTest : public ::testing::Test {
     fs::create_directories(root / "lib" / "modules" / kRelease / "kernel");
     std::ofstream(root / "lib" / "modules" / kRelease / "kernel" / "nvme.ko") << "module";
     const fs::path deb = dir_ / ("test-" + arch + (with_image ? "" : "-noimage") + ".deb");
-    runners::ProcessOptions p;
+    process::ProcessOptions p;
     p.argv = {"dpkg-deb", "--root-owner-group", "--build", root.string(), deb.string()};
-    absl::StatusOr<runners::ProcessResult> r = runners::RunProcess(p);
+    absl::StatusOr<process::ProcessResult> r = process::RunProcess(p);
     EXPECT_TRUE(r.ok() && r->ok()) << (r.ok() ? r->stderr_data : r.status().ToString());
     return deb;
   }

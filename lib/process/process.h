@@ -34,7 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace farm::runners {
+namespace farm::process {
 
 struct ProcessOptions {
   std::vector<std::string> argv;  // argv[0]: a name on PATH or a path
@@ -74,6 +74,6 @@ absl::StatusOr<std::string> ResolveExecutable(const std::string& name,
 
 absl::StatusOr<ProcessResult> RunProcess(const ProcessOptions& options);
 
-}  // namespace farm::runners
+}  // namespace farm::process
 
 #endif  // LIB_PROCESS_PROCESS_H_

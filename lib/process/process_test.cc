@@ -18,7 +18,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
-namespace farm::runners {
+namespace farm::process {
 namespace {
 
 namespace fs = std::filesystem;
@@ -190,4 +190,4 @@ TEST(RunProcess, ErrorsBeforeTheToolRuns) {
 }
 
 }  // namespace
-}  // namespace farm::runners
+}  // namespace farm::process

@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
-namespace farm::runners {
+namespace farm::process {
 
 class ScopedTempDir {
  public:
@@ -60,6 +60,6 @@ class ScopedTempDir {
   std::filesystem::path path_;
 };
 
-}  // namespace farm::runners
+}  // namespace farm::process
 
 #endif  // LIB_PROCESS_SCOPED_TEMP_DIR_H_
