@@ -206,6 +206,7 @@ std::string FormatMatrixDetail(const pb::Matrix& m) {
           : "",
       "  created:   ", FormatTimestamp(m.created_at()), "\n",
       "  finished:  ", FormatTimestamp(m.finished_at()), "\n",
+      m.analysis().empty() ? "" : absl::StrCat("  analysis:  ", Printable(m.analysis()), "\n"),
       m.submitted_by().empty()
           ? ""
           : absl::StrCat("  submitted by: ", Printable(m.submitted_by()), "\n"));

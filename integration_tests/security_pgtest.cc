@@ -588,7 +588,7 @@ TEST_F(SecurityPgTest, OnlyTheOwnerOrAnAdminTriagesARegression) {
   found.finding.magnitude = -0.2;
   found.series_key = "sec-test/key";
   found.bisect_state_json = "{}";
-  ASSERT_TRUE(store->RecordAnalysis(matrix, "sec-test", {found}).ok());
+  ASSERT_TRUE(store->RecordAnalysis(matrix, "sec-test", {found}, {}).ok());
   const int64_t regression = Sql("SELECT id FROM regressions");
   ASSERT_GT(regression, 0);
 

@@ -30,6 +30,25 @@ double Relative(double a, double b) {
   return (b - a) / std::fabs(a);
 }
 
+// Welch-Satterthwaite's degrees of freedom, kept where Boost accepts them:
+// variances that overflowed (values near the double's range) give NaN or
+// infinity, which Boost's Student's t refuses with an exception; the pooled
+// count stands in then.
+double UsableDf(double se2, double denom, double n_a, double n_b) {
+  const double df = denom > 0 ? se2 * se2 / denom : n_a + n_b - 2;
+  if (!std::isfinite(df)) return std::max(1.0, n_a + n_b - 2);
+  return std::max(df, 1.0);
+}
+
+// The two-sided p of `t` under Student's t with `df`; 1 (no evidence) for a
+// statistic that is not a number (infinite variance over an infinite
+// difference) or degrees of freedom Boost would refuse.
+double TwoSidedP(double t, double df) {
+  if (std::isnan(t) || !std::isfinite(df) || df <= 0) return 1;
+  boost::math::students_t dist(df);
+  return std::min(1.0, 2 * boost::math::cdf(boost::math::complement(dist, std::fabs(t))));
+}
+
 }  // namespace
 
 TwoSampleResult WelchFromSummary(double n_a, double mean_a, double var_a, double n_b, double mean_b,
@@ -46,19 +65,18 @@ TwoSampleResult WelchFromSummary(double n_a, double mean_a, double var_a, double
   // Identical constant samples arise from deterministic emulator runs; the
   // means alone then decide, with a tiny tolerance for float noise.
   const double scale = std::max({std::fabs(mean_a), std::fabs(mean_b), 1e-300});
-  if (se2 <= 1e-24 * scale * scale) {
+  // Compared as standard errors: squaring a scale near the double's range
+  // would overflow and take any variance for none.
+  if (std::sqrt(se2) <= 1e-12 * scale) {
     if (std::fabs(diff) <= 1e-12 * scale) return r;
     r.statistic = diff > 0 ? INFINITY : -INFINITY;
     r.p_value = 0;
     return r;
   }
   const double t = diff / std::sqrt(se2);
-  // Welch-Satterthwaite degrees of freedom.
   const double denom = va * va / (n_a - 1) + vb * vb / (n_b - 1);
-  const double df = denom > 0 ? se2 * se2 / denom : n_a + n_b - 2;
-  boost::math::students_t dist(std::max(df, 1.0));
   r.statistic = t;
-  r.p_value = std::min(1.0, 2 * boost::math::cdf(boost::math::complement(dist, std::fabs(t))));
+  r.p_value = TwoSidedP(t, UsableDf(se2, denom, n_a, n_b));
   return r;
 }
 
@@ -72,16 +90,17 @@ TwoSampleResult ContrastFromSummary(double n_a, double mean_a, double n_b, doubl
   const double se2 = std::max(variance, 0.0) * (1 / n_a + 1 / n_b);
   const double diff = mean_b - mean_a;
   const double scale = std::max({std::fabs(mean_a), std::fabs(mean_b), 1e-300});
-  if (se2 <= 1e-24 * scale * scale) {
+  // Compared as standard errors: squaring a scale near the double's range
+  // would overflow and take any variance for none.
+  if (std::sqrt(se2) <= 1e-12 * scale) {
     if (std::fabs(diff) <= 1e-12 * scale) return r;
     r.statistic = diff > 0 ? INFINITY : -INFINITY;
     r.p_value = 0;
     return r;
   }
   const double t = diff / std::sqrt(se2);
-  boost::math::students_t dist(df);
   r.statistic = t;
-  r.p_value = std::min(1.0, 2 * boost::math::cdf(boost::math::complement(dist, std::fabs(t))));
+  r.p_value = TwoSidedP(t, df);
   return r;
 }
 
@@ -145,8 +164,7 @@ Interval RelativeChangeInterval(double n_a, double mean_a, double var_a, double 
   const double se2 = va + vb;
   if (se2 <= 0) return {rel, rel};
   const double denom = va * va / (n_a - 1) + vb * vb / (n_b - 1);
-  const double df = denom > 0 ? se2 * se2 / denom : n_a + n_b - 2;
-  boost::math::students_t dist(std::max(df, 1.0));
+  boost::math::students_t dist(UsableDf(se2, denom, n_a, n_b));
   const double q = boost::math::quantile(boost::math::complement(dist, (1 - level) / 2));
   const double half = q * std::sqrt(se2) / std::fabs(mean_a);
   return {rel - half, rel + half};
@@ -168,7 +186,12 @@ MagnitudeCall JudgeMagnitude(const Interval& ci, double magnitude) {
 }
 
 double BenjaminiHochbergThreshold(std::span<const double> p, double q) {
-  std::vector<double> sorted(p.begin(), p.end());
+  // A NaN p (a test over values that overflowed) rejects nothing; sorted as
+  // it is it would break the sort's ordering, which may then read past the
+  // array.
+  std::vector<double> sorted;
+  sorted.reserve(p.size());
+  for (double v : p) sorted.push_back(std::isnan(v) ? 1.0 : v);
   std::sort(sorted.begin(), sorted.end());
   const double m = static_cast<double>(sorted.size());
   double threshold = 0;

@@ -1,6 +1,7 @@
 #include "lib/stats/stats.h"
 
 #include <cmath>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -39,6 +40,20 @@ TEST(StatsTest, ConstantSamplesDecideByMeans) {
   const std::vector<double> other{6, 6, 6};
   EXPECT_DOUBLE_EQ(WelchTTest(a, same).p_value, 1);
   EXPECT_DOUBLE_EQ(WelchTTest(a, other).p_value, 0);
+}
+
+// Values near the double's range overflow the variances: the tests answer
+// "no evidence" (or the interval is unbounded) instead of Boost throwing on
+// NaN degrees of freedom.
+TEST(StatsTest, OverflowingVariancesGiveNoEvidenceNotAnException) {
+  const std::vector<double> a{1e200, -1e200, 3e200}, b{2e200, -2e200, 1e200};
+  const TwoSampleResult w = WelchTTest(a, b);
+  EXPECT_GE(w.p_value, 0);
+  EXPECT_LE(w.p_value, 1);
+  const TwoSampleResult c = ContrastFromSummary(3, 1e300, 3, -1e300, INFINITY, 4);
+  EXPECT_EQ(c.p_value, 1);
+  const Interval i = RelativeChangeInterval(a, b, 0.99);
+  EXPECT_FALSE(std::isnan(i.lo) && std::isnan(i.hi));
 }
 
 TEST(StatsTest, TooFewSamplesIsNotSignificant) {

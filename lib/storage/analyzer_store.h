@@ -263,9 +263,16 @@ class AnalyzerStore {
   // same change: same catalog, platform, workload with its params, metric
   // and direction, and an overlapping commit range, whichever mode led it
   // (pooled with more submissions, another mode may show the change most);
-  // or one whose series_key it has. Returns the ids of the bisects created.
+  // or one whose series_key it has. `skipped_series` ("<series>: <reason>")
+  // are the series the analysis left out, kept with the marker for
+  // Matrix.analysis. Returns the ids of the bisects created.
   virtual absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
-      int64_t matrix_id, const std::string& catalog, const std::vector<NewRegression>& found) = 0;
+      int64_t matrix_id, const std::string& catalog, const std::vector<NewRegression>& found,
+      const std::vector<std::string>& skipped_series) = 0;
+  // Marks a matrix whose analysis cannot finish (not for a passing database
+  // error) as analysed with `reason`, so no pass reads it again; kAlreadyExists
+  // when it is marked already.
+  virtual absl::Status RecordAnalysisFailure(int64_t matrix_id, const std::string& reason) = 0;
   // Running bisects with their analyzer state, in bisect id order.
   virtual absl::StatusOr<std::vector<ActiveBisect>> ActiveBisects() = 0;
   // A person's triage (acknowledged, fixed, ...) is never overwritten by

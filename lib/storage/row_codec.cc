@@ -11,6 +11,7 @@
 
 #include "google/protobuf/util/json_util.h"
 
+#include "absl/strings/str_cat.h"
 #include "proto/names.h"
 
 namespace farm::storage {
@@ -379,6 +380,37 @@ void DeriveMatrixState(bool cancelled, int64_t finished_micros, pb::Matrix* m) {
     m->set_state(pb::MATRIX_STATE_COMPLETED);
   }
   if (terminal && finished_micros != 0) SetMicros(finished_micros, m->mutable_finished_at());
+}
+
+std::string AnalysedMarkerJson(size_t findings, const std::vector<std::string>& skipped_series) {
+  nlohmann::json j = {{"findings", findings}};
+  if (!skipped_series.empty()) j["skipped_series"] = skipped_series;
+  // Invalid UTF-8 in a reason (a metric name is the user's) is replaced,
+  // never refused: the marker must be written for the matrix to be done.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string FailedMarkerJson(const std::string& reason) {
+  return nlohmann::json{{"failed", reason}}.dump(-1, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace);
+}
+
+std::string AnalysisSummary(const std::string& marker_json) {
+  const nlohmann::json j = nlohmann::json::parse(marker_json, nullptr, false);
+  if (!j.is_object()) return "";
+  if (auto f = j.find("failed"); f != j.end() && f->is_string())
+    return "failed: " + f->get<std::string>();
+  auto n = j.find("findings");
+  if (n == j.end() || !n->is_number_unsigned()) return "";
+  std::string out =
+      absl::StrCat(n->get<uint64_t>(), n->get<uint64_t>() == 1 ? " finding" : " findings");
+  auto s = j.find("skipped_series");
+  if (s != j.end() && s->is_array() && !s->empty()) {
+    absl::StrAppend(&out, "; ", s->size(), " series skipped");
+    if ((*s)[0].is_string()) absl::StrAppend(&out, ": ", (*s)[0].get<std::string>());
+    if (s->size() > 1) absl::StrAppend(&out, " (and ", s->size() - 1, " more)");
+  }
+  return out;
 }
 
 std::string MonitorsToJson(const pb::Monitors& m) {

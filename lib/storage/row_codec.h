@@ -84,6 +84,14 @@ void JsonToPrimaryMetrics(const std::string& text, pb::Regression* g);
 // cancelled, failed or completed.
 void DeriveMatrixState(bool cancelled, int64_t finished_micros, pb::Matrix* m);
 
+// The analyzer's marker of a matrix (analyzer_state 'matrix:<id>') as JSON:
+// {"findings": N, "skipped_series": ["<series>: <reason>", ...]} after an
+// analysis, {"failed": "<reason>"} after one that could not finish.
+std::string AnalysedMarkerJson(size_t findings, const std::vector<std::string>& skipped_series);
+std::string FailedMarkerJson(const std::string& reason);
+// Matrix.analysis from a marker ("" for none or one that is not JSON).
+std::string AnalysisSummary(const std::string& marker_json);
+
 }  // namespace farm::storage
 
 #endif  // LIB_STORAGE_ROW_CODEC_H_

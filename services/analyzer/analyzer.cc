@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -74,6 +75,33 @@ RegressionFinding StoredFinding(const Finding& f) {
   return r;
 }
 
+// Runs one unit of a pass (a matrix, a bisect) so that an exception from a
+// library it calls (Boost.Math on a domain error, an allocation) becomes
+// that unit's error instead of the service's end.
+absl::Status Guarded(const std::function<absl::Status()>& step) {
+  try {
+    return step();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("exception: ", e.what()));
+  }
+}
+
+// A database or scheduler that is away for a moment: the matrix is tried
+// again next pass. Any other failure is the matrix's own and would recur.
+bool PassingFailure(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kAlreadyExists:  // another analyzer recorded it first
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 std::string RankNote(const Finding& f, const std::set<std::string>& workload_primary,
@@ -109,13 +137,13 @@ absl::Status Analyzer::Tick() {
   absl::StatusOr<std::vector<MatrixInfo>> todo = store_->MatricesToAnalyze();
   note(todo.status(), "listing matrices");
   if (todo.ok()) {
-    for (const MatrixInfo& m : *todo) note(AnalyzeMatrix(m), absl::StrCat("matrix ", m.id));
+    for (const MatrixInfo& m : *todo) note(AnalyzeIsolated(m), absl::StrCat("matrix ", m.id));
   }
   absl::StatusOr<std::vector<ActiveBisect>> active = store_->ActiveBisects();
   note(active.status(), "listing bisects");
   if (active.ok()) {
     for (const ActiveBisect& b : *active)
-      note(bisects_.Advance(b), absl::StrCat("bisect ", b.bisect_id));
+      note(Guarded([&] { return bisects_.Advance(b); }), absl::StrCat("bisect ", b.bisect_id));
   }
   note(SendAlerts(), "alerts");
   note(CheckFixes(), "fix checks");
@@ -128,6 +156,16 @@ absl::Status Analyzer::Tick() {
       open_.secondary->Set(static_cast<double>(open->secondary));
   }
   return first;
+}
+
+absl::Status Analyzer::AnalyzeIsolated(const MatrixInfo& m) {
+  const absl::Status st = Guarded([&] { return AnalyzeMatrix(m); });
+  if (st.ok() || PassingFailure(st)) return st;
+  ++matrices_failed_;
+  Log(absl::StrCat("matrix ", m.id, ": analysis failed, marked and not retried: ", st.ToString()));
+  const absl::Status marked = store_->RecordAnalysisFailure(m.id, st.ToString());
+  if (!marked.ok() && marked.code() != absl::StatusCode::kAlreadyExists) return marked;
+  return st;
 }
 
 absl::Status Analyzer::RestoreResultGauges() {
@@ -193,13 +231,14 @@ pb::MatrixAnalysis AnalysisOf(const MatrixInfo& m) {
 
 absl::StatusOr<std::vector<TopUpRequest>> Analyzer::TopUp(const MatrixInfo& m,
                                                           const std::vector<Series>& series,
-                                                          const OwnCommits& own) {
+                                                          const OwnCommits& own,
+                                                          std::vector<SeriesFailure>* failed) {
   // The primary metrics only: what users bisect on is worth the runs.
   std::vector<Series> primary;
   for (const Series& s : series) {
     if (s.primary) primary.push_back(s);
   }
-  std::vector<TopUpRequest> requests = TopUpRequests(primary, options_.detect);
+  std::vector<TopUpRequest> requests = TopUpRequests(primary, options_.detect, failed);
   requests.erase(std::remove_if(requests.begin(), requests.end(),
                                 [&](const TopUpRequest& r) { return !Involves(r.at, own); }),
                  requests.end());
@@ -235,6 +274,21 @@ absl::StatusOr<std::vector<SampleRow>> Analyzer::HistoryOf(const MatrixInfo& m,
   return store_->HistorySamples(m.catalog, m.executor, cells, m.id, options_.history_matrices);
 }
 
+std::vector<std::string> Analyzer::Skipped(const MatrixInfo& m,
+                                           const std::vector<SeriesFailure>& failed,
+                                           std::vector<Series>& series) {
+  std::set<SeriesKey> keys;
+  std::vector<std::string> out;
+  for (const SeriesFailure& f : failed) {
+    if (!keys.insert(f.key).second) continue;
+    out.push_back(absl::StrCat(f.key.ToString(), ": ", f.status.message()));
+    Log(absl::StrCat("matrix ", m.id, ": series ", f.key.ToString(),
+                     " skipped: ", f.status.ToString()));
+  }
+  std::erase_if(series, [&](const Series& s) { return keys.contains(s.key); });
+  return out;
+}
+
 absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   absl::StatusOr<std::vector<SampleRow>> samples = store_->Samples({m.id});
   if (!samples.ok()) return samples.status();
@@ -254,33 +308,38 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
   DropTryCommits(all);
   const size_t history_rows = all.size();
   all.insert(all.end(), samples->begin(), samples->end());
-  const std::vector<Series> series = BuildSeries(all, false, options_.primary_metrics);
+  std::vector<Series> series = BuildSeries(all, false, options_.primary_metrics);
   const auto own = CommitsByCell(*samples);
-  absl::StatusOr<std::vector<TopUpRequest>> topped = TopUp(m, series, own);
+  std::vector<SeriesFailure> failed;
+  absl::StatusOr<std::vector<TopUpRequest>> topped = TopUp(m, series, own, &failed);
   if (!topped.ok()) return topped.status();
   // Suggestive candidates are recorded as suspected too: their confirmation
   // re-runs both commits with doubled repeats until the evidence decides;
   // those being topped up wait for the top-up's analysis instead.
-  std::vector<ChangePoint> cps = DetectCandidates(series, options_.detect);
+  std::vector<ChangePoint> cps = DetectCandidates(series, options_.detect, &failed);
+  const std::vector<std::string> skipped = Skipped(m, failed, series);
   cps.erase(std::remove_if(cps.begin(), cps.end(),
                            [&](const ChangePoint& cp) {
                              return !Involves(cp, own) || (cp.suggestive && ToppedUp(cp, *topped));
                            }),
             cps.end());
   const std::vector<Finding> findings = Classify(cps, series, options_.detect);
+
   std::vector<NewRegression> found;
   for (const Finding& f : findings) {
     absl::StatusOr<NewRegression> n = NewRegressionFor(m, f, primary);
     if (!n.ok()) return n.status();
     found.push_back(*std::move(n));
   }
-  absl::StatusOr<std::vector<int64_t>> bisects = store_->RecordAnalysis(m.id, m.catalog, found);
+  absl::StatusOr<std::vector<int64_t>> bisects =
+      store_->RecordAnalysis(m.id, m.catalog, found, skipped);
   if (!bisects.ok()) return bisects.status();
   ++matrices_analyzed_;
   Log(absl::StrCat("matrix ", m.id, " analysed: ", samples->size(), " samples (and ", history_rows,
                    " of other submissions), ", series.size(), " series, ", findings.size(),
                    " findings, ", bisects->size(), " new bisects, ", topped->size(),
-                   " splits topped up"));
+                   " splits topped up",
+                   skipped.empty() ? "" : absl::StrCat(", ", skipped.size(), " series skipped")));
   return absl::OkStatus();
 }
 

@@ -36,6 +36,12 @@
 // and a new one continues: submissions carry idempotency keys derived from
 // the bisect id and a persisted sequence number, so nothing is submitted
 // twice and no result is lost.
+// One matrix never stops the analysis of the others: a series the detector
+// cannot judge (a non-finite sample) is skipped with a log line and named in
+// the matrix's record, and a matrix whose analysis fails for a reason of its
+// own (an internal error, an exception from a library) is logged, marked as
+// failed analysis with the reason (shown by `farmctl status MATRIX`) and not
+// read again; a database or scheduler that is away is retried next pass.
 //
 // Thread-compatible: one thread calls Tick(). Store/submitter/sink/gauge are
 // not owned and must outlive the Analyzer.
@@ -129,10 +135,22 @@ class Analyzer final {
 
   // Totals since start, for logs and tests.
   int matrices_analyzed() const { return matrices_analyzed_; }
+  // Matrices marked as failed analysis by this analyzer.
+  int matrices_failed() const { return matrices_failed_; }
   int submissions() const { return submissions_ + bisects_.submissions(); }
 
  private:
+  // AnalyzeMatrix kept from the rest of the pass: a failure that would
+  // recur (not a passing database or scheduler error) marks the matrix as
+  // failed analysis with its reason (Matrix.analysis) so no pass reads it
+  // again, and the pass goes on.
+  absl::Status AnalyzeIsolated(const MatrixInfo& m);
   absl::Status AnalyzeMatrix(const MatrixInfo& m);
+  // The series detection left out, logged once each with the matrix and the
+  // reason and taken out of `series`, so classification never measures
+  // them; as "<series>: <reason>" for the matrix's record.
+  std::vector<std::string> Skipped(const MatrixInfo& m, const std::vector<SeriesFailure>& failed,
+                                   std::vector<Series>& series);
   // Samples of the other analysed submissions that measured `own`'s cells.
   absl::StatusOr<std::vector<SampleRow>> HistoryOf(const MatrixInfo& m,
                                                    const std::vector<SampleRow>& own);
@@ -141,7 +159,8 @@ class Analyzer final {
   // requests they answer. `own`: the commits m measured, per cell.
   absl::StatusOr<std::vector<TopUpRequest>> TopUp(const MatrixInfo& m,
                                                   const std::vector<Series>& series,
-                                                  const OwnCommits& own);
+                                                  const OwnCommits& own,
+                                                  std::vector<SeriesFailure>* failed);
   // The regression row and bisect record of one finding of `m`.
   absl::StatusOr<NewRegression> NewRegressionFor(const MatrixInfo& m, const Finding& f,
                                                  const PrimaryMetricMap& primary);
@@ -158,6 +177,7 @@ class Analyzer final {
   OpenGauges open_;
   const AnalyzerOptions options_;
   int matrices_analyzed_ = 0;
+  int matrices_failed_ = 0;
   bool result_gauges_restored_ = false;
   int submissions_ = 0;  // fix checks'; the bisects' are counted by bisects_
   BisectDriver bisects_;

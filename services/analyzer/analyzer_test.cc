@@ -2,9 +2,11 @@
 // analyzer_pgtest.cc).
 #include "services/analyzer/analyzer.h"
 
+#include <cmath>
 #include <map>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -392,6 +394,12 @@ class OneBisectStore final : public AnalyzerStore {
   }
   absl::StatusOr<std::vector<MatrixInfo>> LatestAnalysedMatrices() override { return latest; }
   absl::StatusOr<std::vector<SampleRow>> Samples(const std::vector<int64_t>& ids) override {
+    for (int64_t id : ids) {
+      if (auto it = samples_error.find(id); it != samples_error.end()) {
+        if (it->second.ok()) throw std::runtime_error("store exploded");
+        return it->second;
+      }
+    }
     std::vector<SampleRow> out;
     for (const SampleRow& r : samples) {
       if (std::find(ids.begin(), ids.end(), r.matrix_id) != ids.end()) out.push_back(r);
@@ -428,9 +436,16 @@ class OneBisectStore final : public AnalyzerStore {
     return SeriesSpec{};
   }
   absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
-      int64_t, const std::string&, const std::vector<NewRegression>& found) override {
+      int64_t matrix, const std::string&, const std::vector<NewRegression>& found,
+      const std::vector<std::string>& skipped_series) override {
     recorded.insert(recorded.end(), found.begin(), found.end());
+    analysed.push_back(matrix);
+    skipped.insert(skipped.end(), skipped_series.begin(), skipped_series.end());
     return std::vector<int64_t>{};
+  }
+  absl::Status RecordAnalysisFailure(int64_t matrix, const std::string& reason) override {
+    failed_analysis[matrix] = reason;
+    return absl::OkStatus();
   }
   absl::StatusOr<std::vector<ActiveBisect>> ActiveBisects() override {
     if (done_) return std::vector<ActiveBisect>{};
@@ -473,6 +488,11 @@ class OneBisectStore final : public AnalyzerStore {
   std::vector<SampleRow> samples;
   std::map<int64_t, std::vector<std::string>> failures;  // matrix -> its failed jobs' reasons
   std::vector<BisectUpdate> updates;
+  std::vector<int64_t> analysed;                   // RecordAnalysis's matrices
+  std::vector<std::string> skipped;                // and the series they skipped
+  std::map<int64_t, std::string> failed_analysis;  // RecordAnalysisFailure
+  // Samples() of the matrix fails with this status (OK: throws).
+  std::map<int64_t, absl::Status> samples_error;
 
  private:
   std::string state_;
@@ -1069,6 +1089,86 @@ TEST(TopUpTest, SuggestiveSplitsAreMeasuredAgainAndOpenTheChange) {
   EXPECT_GE(with, 32);
   std::printf("opened as significant in %d of 40 with top-ups (%d matrices), %d without\n", with,
               top_ups, without);
+}
+
+// The shape that once took the analyzer down on every pass: one run per
+// commit over many commits and every mode. No split has two samples a side
+// at first, so no scan tries one; nothing may be read from the position a
+// scan never set. The matrix is analysed like any other.
+TEST(IsolationTest, OneRunPerCommitIsAnalysedLikeAnyMatrix) {
+  OneBisectStore store("{}");
+  store.matrices.push_back(MatrixInfo{1, "kernels", true, pb::EXECUTOR_EMULATOR, ""});
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> noise(0, 1);
+  for (int c = 0; c < 40; ++c) {
+    for (const char* mode : {"off", "strict", "lazy", "passthrough"}) {
+      SampleRow row = Row(1, "c" + std::to_string(c), mode, 0,
+                          1000 * (c >= 30 ? 0.97 : 1) * (1 + 0.01 * noise(rng)));
+      row.commit_index = c;
+      store.samples.push_back(row);
+    }
+  }
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  (void)analyzer.Tick();  // this store's one bisect has no state to advance
+  EXPECT_EQ(store.analysed, (std::vector<int64_t>{1}));
+  EXPECT_TRUE(store.failed_analysis.empty());
+  EXPECT_TRUE(store.skipped.empty());
+}
+
+// A series with a sample that is not finite is skipped and named; the
+// matrix's other series are judged as if it were not there.
+TEST(IsolationTest, APoisonedSeriesIsSkippedAndTheOthersJudged) {
+  OneBisectStore store("{}");
+  store.matrices.push_back(MatrixInfo{1, "kernels", true, pb::EXECUTOR_EMULATOR, ""});
+  for (int c = 0; c <= 40; c += 8) {
+    for (int r = 0; r < 5; ++r) {
+      for (const char* mode : {"strict", "lazy"}) {
+        double v = (c >= 24 ? 800 : 1000) + r;
+        if (std::string(mode) == "lazy" && c == 16 && r == 2) v = std::nan("");
+        SampleRow row = Row(1, "c" + std::to_string(c), mode, r, v);
+        row.commit_index = c;
+        store.samples.push_back(row);
+      }
+    }
+  }
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  (void)analyzer.Tick();  // this store's one bisect has no state to advance
+  EXPECT_EQ(store.analysed, (std::vector<int64_t>{1}));
+  ASSERT_EQ(store.skipped.size(), 1u);
+  EXPECT_NE(store.skipped[0].find("lazy"), std::string::npos) << store.skipped[0];
+  EXPECT_NE(store.skipped[0].find("not finite"), std::string::npos) << store.skipped[0];
+  ASSERT_EQ(store.recorded.size(), 1u);
+  EXPECT_EQ(store.recorded[0].finding.first_bad, "c24");
+  for (const auto& e : store.recorded[0].finding.per_mode) EXPECT_NE(e.mode, "lazy");
+}
+
+// A matrix whose analysis fails for a reason of its own (here an exception
+// from the store) is marked with it and the pass goes on to the next; one
+// whose database is away is left for the next pass, unmarked.
+TEST(IsolationTest, AFailingMatrixIsMarkedAndThePassGoesOn) {
+  OneBisectStore store("{}");
+  store.matrices = {MatrixInfo{1, "kernels", true, pb::EXECUTOR_EMULATOR, ""},
+                    MatrixInfo{2, "kernels", true, pb::EXECUTOR_EMULATOR, ""},
+                    MatrixInfo{3, "kernels", true, pb::EXECUTOR_EMULATOR, ""}};
+  store.samples_error[1] = absl::OkStatus();  // throws
+  store.samples_error[2] = absl::UnavailableError("connection refused");
+  for (int c = 0; c <= 16; c += 8) {
+    SampleRow row = Row(3, "c" + std::to_string(c), "strict", 0, 1000);
+    row.commit_index = c;
+    store.samples.push_back(row);
+  }
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  const absl::Status pass = analyzer.Tick();
+  EXPECT_EQ(pass.code(), absl::StatusCode::kInternal) << pass;
+  ASSERT_EQ(store.failed_analysis.size(), 1u);
+  EXPECT_NE(store.failed_analysis[1].find("store exploded"), std::string::npos)
+      << store.failed_analysis[1];
+  EXPECT_EQ(store.analysed, (std::vector<int64_t>{3}));
+  EXPECT_EQ(analyzer.matrices_failed(), 1);
+  EXPECT_EQ(analyzer.matrices_analyzed(), 1);
 }
 
 // A restarted analyzer's result gauges come back from the latest analysed

@@ -9,6 +9,8 @@
 
 #include <boost/math/distributions/chi_squared.hpp>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "proto/names.h"
 #include "services/analyzer/stats.h"
 
@@ -116,11 +118,15 @@ struct Found {
   bool suggestive = false;
 };
 
+// A scan that tried no split (too few samples on every side) found
+// nothing: its p stays above 1, and k, i and j mean nothing then.
 struct ScanResult {
   double single_p = 2;  // best single split, Bonferroni over the splits tried
   size_t k = 0;
   double middle_p = 2;  // best middle run, Bonferroni over the runs tried
   size_t i = 0, j = 0;
+  bool single_found() const { return single_p <= 1; }
+  bool middle_found() const { return middle_p <= 1; }
 };
 
 ScanResult SingleScan(const PrefixStats& ps, size_t lo, size_t hi, const DetectOptions& opt) {
@@ -188,7 +194,10 @@ void Split(const PrefixStats& ps, size_t lo, size_t hi, int depth, const DetectO
     Split(ps, s.j, hi, depth + 1, opt, alpha, loose, found);
     return;
   }
-  if (s.single_p < loose / 2 && !found->contains(s.k)) (*found)[s.k] = Found{s.single_p, true};
+  // Only a split the scan tried: with one sample per commit there is none,
+  // and a loose threshold above 2 would otherwise take the unset position.
+  if (s.single_found() && s.single_p < loose / 2 && !found->contains(s.k))
+    (*found)[s.k] = Found{s.single_p, true};
 }
 
 ModeEffect MeasureAt(const Series& s, int seg_begin, int last_good, int first_bad, int seg_end) {
@@ -242,8 +251,22 @@ std::pair<size_t, size_t> LocationSet(const PrefixStats& ps, size_t lo, size_t k
   return {first, last};
 }
 
-std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& options, double alpha,
-                                double loose, bool include_suggestive) {
+// The split at k of segment [lo, hi) and its location set [first, last]
+// name points first - 1 and last: checked in every build, because a
+// position outside the segment reads before the series or past its end.
+absl::Status CheckSplit(const Series& series, size_t lo, size_t k, size_t hi, size_t first,
+                        size_t last) {
+  if (lo < k && k < hi && lo < first && first <= k && k <= last && last < hi &&
+      hi <= series.points.size())
+    return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("detector split at ", k, " (location ", first, "..", last,
+                                          ") outside its segment [", lo, ", ", hi, ") of ",
+                                          series.points.size(), " commits"));
+}
+
+absl::StatusOr<std::vector<ChangePoint>> Detect(const Series& series, const DetectOptions& options,
+                                                double alpha, double loose,
+                                                bool include_suggestive) {
   std::vector<ChangePoint> out;
   if (series.points.size() < 2) return out;
   const PrefixStats ps(series);
@@ -261,6 +284,7 @@ std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& optio
     const auto at = std::lower_bound(bounds.begin(), bounds.end(), k);
     const size_t lo = at == bounds.begin() ? 0 : *std::prev(at);
     const size_t hi = after == bounds.end() ? series.points.size() : *after;
+    if (absl::Status st = CheckSplit(series, lo, k, hi, k, k); !st.ok()) return st;
     // Magnitude between the neighbouring change points, not over the whole
     // series, so a second shift does not dilute the first; judged on the
     // interval, so a true change at the threshold is not lost half the time.
@@ -271,13 +295,14 @@ std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& optio
     if (JudgeMagnitude(ci, options.magnitude) == MagnitudeCall::kBelow) continue;
     // Under the threshold by its point estimate but reaching it within the
     // interval: suggestive, for the confirmation's extra repeats to decide.
-    const bool suggestive = found[k].suggestive || std::fabs(r.relative_change) < options.magnitude;
+    const bool suggestive = f.suggestive || std::fabs(r.relative_change) < options.magnitude;
     if (suggestive && !include_suggestive) continue;
+    const auto [first, last] = LocationSet(ps, lo, k, hi, options);
+    if (absl::Status st = CheckSplit(series, lo, k, hi, first, last); !st.ok()) return st;
     ChangePoint cp;
     cp.key = series.key;
     cp.polarity = series.polarity;
     cp.primary = series.primary;
-    const auto [first, last] = LocationSet(ps, lo, k, hi, options);
     cp.last_good_index = series.points[first - 1].commit_index;
     cp.last_good = series.points[first - 1].commit_id;
     cp.first_bad_index = series.points[last].commit_index;
@@ -287,7 +312,7 @@ std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& optio
     cp.before = r.mean_a;
     cp.after = r.mean_b;
     cp.relative_change = r.relative_change;
-    cp.p_value = found[k].p;
+    cp.p_value = f.p;
     cp.regression = IsRegression(series.polarity, r.relative_change);
     cp.interval = ci;
     cp.suggestive = suggestive;
@@ -296,10 +321,80 @@ std::vector<ChangePoint> Detect(const Series& series, const DetectOptions& optio
   return out;
 }
 
+// Why a series cannot be judged, found before any statistic: a sample that
+// is not finite poisons every mean and p-value (and the Benjamini-Hochberg
+// sort across series); points out of commit order or repeated would make
+// the splits name the wrong commits.
+absl::Status CheckSeries(const Series& s) {
+  for (size_t i = 0; i < s.points.size(); ++i) {
+    const SeriesPoint& p = s.points[i];
+    if (i > 0 && p.commit_index <= s.points[i - 1].commit_index)
+      return absl::InvalidArgumentError(absl::StrCat("commit ", p.commit_id, " (index ",
+                                                     p.commit_index, ") out of order after index ",
+                                                     s.points[i - 1].commit_index));
+    for (double v : p.values) {
+      if (!std::isfinite(v))
+        return absl::InvalidArgumentError(
+            absl::StrCat("sample ", v, " at commit ", p.commit_id, " is not finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Fail(const Series& s, const absl::Status& why, std::vector<SeriesFailure>* failed) {
+  if (failed != nullptr) failed->push_back({s.key, why});
+}
+
+// The series CheckSeries accepts; the others go to `failed`.
+std::vector<const Series*> Judgeable(const std::vector<Series>& series,
+                                     std::vector<SeriesFailure>* failed) {
+  std::vector<const Series*> out;
+  out.reserve(series.size());
+  for (const Series& s : series) {
+    if (absl::Status st = CheckSeries(s); !st.ok()) {
+      Fail(s, st, failed);
+      continue;
+    }
+    out.push_back(&s);
+  }
+  return out;
+}
+
+double AlphaOf(const std::vector<const Series*>& series, const DetectOptions& options) {
+  if (series.size() <= 1) return options.alpha;
+  std::vector<double> p;
+  p.reserve(series.size());
+  for (const Series* s : series) p.push_back(SeriesScanP(*s, options));
+  const double t = BenjaminiHochbergThreshold(p, options.alpha);
+  return t > 0 ? t : options.alpha / static_cast<double>(series.size());
+}
+
+// Detect over every judgeable series at their common alpha, a failing
+// series left out (into `failed`) and the others kept.
+std::vector<ChangePoint> DetectEach(const std::vector<Series>& series, const DetectOptions& options,
+                                    double loose_factor, bool include_suggestive,
+                                    std::vector<SeriesFailure>* failed) {
+  std::vector<ChangePoint> out;
+  const std::vector<const Series*> judged = Judgeable(series, failed);
+  const double alpha = AlphaOf(judged, options);
+  for (const Series* s : judged) {
+    absl::StatusOr<std::vector<ChangePoint>> cps =
+        Detect(*s, options, alpha, alpha * loose_factor, include_suggestive);
+    if (!cps.ok()) {
+      Fail(*s, cps.status(), failed);
+      continue;
+    }
+    out.insert(out.end(), cps->begin(), cps->end());
+  }
+  return out;
+}
+
 }  // namespace
 
-std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOptions& options,
-                                            double alpha_corrected) {
+absl::StatusOr<std::vector<ChangePoint>> DetectChangePoints(const Series& series,
+                                                            const DetectOptions& options,
+                                                            double alpha_corrected) {
+  if (absl::Status st = CheckSeries(series); !st.ok()) return st;
   return Detect(series, options, alpha_corrected, 0, false);
 }
 
@@ -311,72 +406,53 @@ double SeriesScanP(const Series& series, const DetectOptions& options) {
   return std::min(1.0, 2 * std::min(s.single_p, s.middle_p));
 }
 
-double SeriesAlpha(const std::vector<Series>& series, const DetectOptions& options) {
-  if (series.empty()) return options.alpha;
-  if (series.size() == 1) return options.alpha;
-  std::vector<double> p;
-  p.reserve(series.size());
-  for (const Series& s : series) p.push_back(SeriesScanP(s, options));
-  const double t = BenjaminiHochbergThreshold(p, options.alpha);
-  return t > 0 ? t : options.alpha / static_cast<double>(series.size());
+double SeriesAlpha(const std::vector<Series>& series, const DetectOptions& options,
+                   std::vector<SeriesFailure>* failed) {
+  return AlphaOf(Judgeable(series, failed), options);
 }
 
 std::vector<ChangePoint> DetectCandidates(const std::vector<Series>& series,
-                                          const DetectOptions& options) {
-  std::vector<ChangePoint> out;
-  if (series.empty()) return out;
-  const double alpha = SeriesAlpha(series, options);
-  for (const Series& s : series) {
-    std::vector<ChangePoint> cps =
-        Detect(s, options, alpha, alpha * options.suggestive_factor, true);
-    out.insert(out.end(), cps.begin(), cps.end());
-  }
-  return out;
+                                          const DetectOptions& options,
+                                          std::vector<SeriesFailure>* failed) {
+  return DetectEach(series, options, options.suggestive_factor, true, failed);
 }
 
 std::vector<TopUpRequest> TopUpRequests(const std::vector<Series>& series,
-                                        const DetectOptions& options) {
+                                        const DetectOptions& options,
+                                        std::vector<SeriesFailure>* failed) {
   std::vector<TopUpRequest> out;
-  if (series.empty() || options.max_top_up_factor <= 1) return out;
-  const double alpha = SeriesAlpha(series, options);
-  for (const Series& s : series) {
-    if (s.points.empty()) continue;
+  if (options.max_top_up_factor <= 1) return out;
+  std::map<SeriesKey, const Series*> by_key;
+  for (const Series& s : series) by_key.emplace(s.key, &s);
+  for (ChangePoint& cp : DetectEach(series, options, options.top_up_factor, true, failed)) {
+    if (!cp.suggestive) continue;
+    const Series& s = *by_key.at(cp.key);
     // The bulk's repeats: the fewest a commit holds (the top-ups only add).
     size_t fewest = s.points.front().values.size();
     for (const SeriesPoint& p : s.points) fewest = std::min(fewest, p.values.size());
     const size_t cap = static_cast<size_t>(options.max_top_up_factor) * fewest;
-    for (ChangePoint& cp : Detect(s, options, alpha, alpha * options.top_up_factor, true)) {
-      if (!cp.suggestive) continue;
-      TopUpRequest r;
-      size_t least = cap, most = 0;
-      for (const SeriesPoint& p : s.points) {
-        if (p.commit_index < cp.last_good_index || p.commit_index > cp.first_bad_index) continue;
-        if (p.values.size() >= cap) continue;
-        r.commit_indices.push_back(p.commit_index);
-        r.commit_ids.push_back(p.commit_id);
-        least = std::min(least, p.values.size());
-        most = std::max(most, p.values.size());
-      }
-      if (r.commit_indices.empty()) continue;
-      // Doubling the least measured of them, none beyond the cap.
-      r.repeats = static_cast<int>(std::min(least, cap - most));
-      r.at = std::move(cp);
-      out.push_back(std::move(r));
+    TopUpRequest r;
+    size_t least = cap, most = 0;
+    for (const SeriesPoint& p : s.points) {
+      if (p.commit_index < cp.last_good_index || p.commit_index > cp.first_bad_index) continue;
+      if (p.values.size() >= cap) continue;
+      r.commit_indices.push_back(p.commit_index);
+      r.commit_ids.push_back(p.commit_id);
+      least = std::min(least, p.values.size());
+      most = std::max(most, p.values.size());
     }
+    if (r.commit_indices.empty()) continue;
+    // Doubling the least measured of them, none beyond the cap.
+    r.repeats = static_cast<int>(std::min(least, cap - most));
+    r.at = std::move(cp);
+    out.push_back(std::move(r));
   }
   return out;
 }
 
-std::vector<ChangePoint> DetectAll(const std::vector<Series>& series,
-                                   const DetectOptions& options) {
-  std::vector<ChangePoint> out;
-  if (series.empty()) return out;
-  const double alpha = SeriesAlpha(series, options);
-  for (const Series& s : series) {
-    std::vector<ChangePoint> cps = DetectChangePoints(s, options, alpha);
-    out.insert(out.end(), cps.begin(), cps.end());
-  }
-  return out;
+std::vector<ChangePoint> DetectAll(const std::vector<Series>& series, const DetectOptions& options,
+                                   std::vector<SeriesFailure>* failed) {
+  return DetectEach(series, options, 0, false, failed);
 }
 
 const char* ChangeClassName(ChangeClass c) {

@@ -31,6 +31,11 @@
 // repeats and decides on the interval (bisect.h EvaluateConfirmation).
 // Improvements are reported as well as regressions.
 //
+// A series that cannot be judged (a non-finite sample, points out of order)
+// is left out with its reason (SeriesFailure) and the others are judged: one
+// bad series never stops the analysis of the rest. Every index the detector
+// derives from a split is checked in every build, not only in test builds.
+//
 // Pure functions; thread-safe.
 #ifndef SERVICES_ANALYZER_DETECT_H_
 #define SERVICES_ANALYZER_DETECT_H_
@@ -38,6 +43,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "services/analyzer/series.h"
 #include "services/analyzer/stats.h"
 
@@ -86,10 +93,21 @@ struct ChangePoint {
   bool suggestive = false;
 };
 
+// A series the detector left out, and why: a sample that is not finite,
+// points out of commit order, or a split outside its segment (an internal
+// error, checked in every build). The other series of the call are judged
+// without it, at the alpha of those judged.
+struct SeriesFailure {
+  SeriesKey key;
+  absl::Status status;
+};
+
 // Change points of one series; alpha_corrected is the per-series threshold.
-// Only significant change points (none suggestive).
-std::vector<ChangePoint> DetectChangePoints(const Series& series, const DetectOptions& options,
-                                            double alpha_corrected);
+// Only significant change points (none suggestive). An error when the
+// series cannot be judged (SeriesFailure's reasons).
+absl::StatusOr<std::vector<ChangePoint>> DetectChangePoints(const Series& series,
+                                                            const DetectOptions& options,
+                                                            double alpha_corrected);
 
 // The whole-scan p-value of a series: the best single split or middle run of
 // the whole series, Bonferroni-corrected over the splits tried and the two
@@ -98,13 +116,18 @@ double SeriesScanP(const Series& series, const DetectOptions& options);
 
 // The per-series alpha for these series: the Benjamini-Hochberg threshold at
 // false discovery rate options.alpha over their SeriesScanP, or alpha / m
-// when BH rejects none.
-double SeriesAlpha(const std::vector<Series>& series, const DetectOptions& options);
+// when BH rejects none; over the series that can be judged (the others, with
+// their reasons, are appended to `failed` when it is given).
+double SeriesAlpha(const std::vector<Series>& series, const DetectOptions& options,
+                   std::vector<SeriesFailure>* failed = nullptr);
 
 // All series at once with the per-series alpha of SeriesAlpha: significant
-// change points and suggestive candidates (ChangePoint.suggestive).
+// change points and suggestive candidates (ChangePoint.suggestive). A series
+// that cannot be judged is left out and appended to `failed` when given; this
+// and the functions below never stop at one.
 std::vector<ChangePoint> DetectCandidates(const std::vector<Series>& series,
-                                          const DetectOptions& options);
+                                          const DetectOptions& options,
+                                          std::vector<SeriesFailure>* failed = nullptr);
 
 // Where the bulk scan is suggestive at top_up_factor but nothing is
 // significant there: each such split with the measured commits of its range
@@ -123,10 +146,12 @@ struct TopUpRequest {
   int repeats = 0;
 };
 std::vector<TopUpRequest> TopUpRequests(const std::vector<Series>& series,
-                                        const DetectOptions& options);
+                                        const DetectOptions& options,
+                                        std::vector<SeriesFailure>* failed = nullptr);
 
 // DetectCandidates without the suggestive ones.
-std::vector<ChangePoint> DetectAll(const std::vector<Series>& series, const DetectOptions& options);
+std::vector<ChangePoint> DetectAll(const std::vector<Series>& series, const DetectOptions& options,
+                                   std::vector<SeriesFailure>* failed = nullptr);
 
 enum class ChangeClass { kUnspecified, kIommu, kNotIommu };
 const char* ChangeClassName(ChangeClass c);  // "unspecified", "iommu", "not_iommu"

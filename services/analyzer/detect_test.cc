@@ -132,6 +132,28 @@ TEST(DetectTest, SparseSeriesWithRepeats) {
   EXPECT_EQ(cps[0].first_bad_index, 3);
 }
 
+// One run per commit: no split has min_samples_per_side on both sides of
+// the whole series' first scan, so no scan tries one. The top-up's loose
+// threshold (alpha x top_up_factor, far above 1) must not take the scan's
+// unset position as a split at the series' first commit.
+TEST(DetectTest, ASeriesOfOneRunPerCommitHasNoSplitAtItsStart) {
+  std::vector<SeriesFailure> failed;
+  for (int commits : {2, 3}) {
+    const std::vector<Series> one = {MakeSeries(3, commits, 1, 0.01, {{1, -0.2}})};
+    EXPECT_TRUE(TopUpRequests(one, DetectOptions{}, &failed).empty()) << commits;
+    EXPECT_TRUE(DetectCandidates(one, DetectOptions{}, &failed).empty()) << commits;
+  }
+  EXPECT_TRUE(failed.empty());
+  std::vector<Series> series;
+  // Longer, with a step: whatever is found lies within the commits.
+  series = {MakeSeries(4, 60, 1, 0.01, {{40, -0.05}})};
+  for (const TopUpRequest& r : TopUpRequests(series, DetectOptions{}, &failed)) {
+    EXPECT_LT(r.at.last_good_index, r.at.first_bad_index);
+    EXPECT_GE(r.at.last_good_index, 0);
+  }
+  EXPECT_TRUE(failed.empty());
+}
+
 TEST(DetectTest, SeriesAlphaIsBenjaminiHochbergOverScanP) {
   // 20 series, 4% shifts under 3% noise in half of them: several are
   // borderline, where BH keeps what Bonferroni over 20 series loses.

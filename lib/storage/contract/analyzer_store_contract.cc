@@ -119,7 +119,7 @@ int64_t AnalyzerStoreContractTest::AnalysedMatrix(const std::vector<NewRegressio
   const int64_t m = MakeMatrix(2);
   const pb::RegisterResponse a = Register("analysed");
   for (const pb::JobLease& l : Lease(a, 10)) EXPECT_TRUE(Report(a, l.lease()).ok());
-  absl::StatusOr<std::vector<int64_t>> b = analyzer().RecordAnalysis(m, "c", found);
+  absl::StatusOr<std::vector<int64_t>> b = analyzer().RecordAnalysis(m, "c", found, {});
   EXPECT_TRUE(b.ok()) << b.status();
   if (b.ok()) *bisects = *b;
   return m;
@@ -384,11 +384,11 @@ TEST_P(AnalyzerStoreContractTest, TerminalBulkMatricesAreAnalysedOnce) {
   EXPECT_EQ(info.executor, pb::EXECUTOR_EMULATOR);
   EXPECT_EQ(info.spec_yaml, "name: m\nanalysis:\n  bisect: true\n");
 
-  absl::StatusOr<std::vector<int64_t>> none = analyzer().RecordAnalysis(m1, "c", {});
+  absl::StatusOr<std::vector<int64_t>> none = analyzer().RecordAnalysis(m1, "c", {}, {});
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->empty());
   EXPECT_TRUE(analyzer().MatricesToAnalyze()->empty());
-  EXPECT_EQ(analyzer().RecordAnalysis(m1, "c", {}).status().code(),
+  EXPECT_EQ(analyzer().RecordAnalysis(m1, "c", {}, {}).status().code(),
             absl::StatusCode::kAlreadyExists);
 
   ASSERT_TRUE(Report(a, of_m2).ok());
@@ -398,6 +398,42 @@ TEST_P(AnalyzerStoreContractTest, TerminalBulkMatricesAreAnalysedOnce) {
   EXPECT_EQ(todo->front().id, m2);
   EXPECT_FALSE(todo->front().analysis_bisect);
   (void)m3;
+}
+
+// A matrix whose analysis cannot finish is marked with its reason, read no
+// more, and shown in Matrix.analysis; so are the series an analysis skipped.
+TEST_P(AnalyzerStoreContractTest, AnalysisOutcomeIsRecordedOnceAndShown) {
+  PutCatalog(catalogs(), 10);
+  const int64_t poisoned = MakeMatrix(1);
+  const int64_t partial = MakeMatrix(1);
+  const pb::RegisterResponse a = Register("a1");
+  for (const pb::JobLease& l : Lease(a, 10)) ASSERT_TRUE(Report(a, l.lease()).ok());
+  EXPECT_EQ(matrices().GetMatrix(poisoned)->analysis(), "");
+  ASSERT_EQ(analyzer().MatricesToAnalyze()->size(), 2u);
+
+  ASSERT_TRUE(analyzer().RecordAnalysisFailure(poisoned, "detector: split outside").ok());
+  EXPECT_EQ(analyzer().RecordAnalysisFailure(poisoned, "again").code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(analyzer().RecordAnalysis(poisoned, "c", {}, {}).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  absl::StatusOr<std::vector<MatrixInfo>> todo = analyzer().MatricesToAnalyze();
+  ASSERT_TRUE(todo.ok()) << todo.status();
+  ASSERT_EQ(todo->size(), 1u);
+  EXPECT_EQ(todo->front().id, partial);
+  EXPECT_EQ(matrices().GetMatrix(poisoned)->analysis(), "failed: detector: split outside");
+
+  ASSERT_TRUE(analyzer()
+                  .RecordAnalysis(partial, "c", {Found("k1", 2, 5)},
+                                  {"p fio iops strict: sample nan is not finite", "p fio x: y"})
+                  .ok());
+  EXPECT_TRUE(analyzer().MatricesToAnalyze()->empty());
+  EXPECT_EQ(matrices().GetMatrix(partial)->analysis(),
+            "1 finding; 2 series skipped: p fio iops strict: sample nan is not finite "
+            "(and 1 more)");
+  absl::StatusOr<std::vector<pb::Matrix>> listed = matrices().ListMatrices(10, 0);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ(listed->back().analysis(), "failed: detector: split outside");
 }
 
 // What a restarted analyzer replays into its result gauges: per (platform,
@@ -419,7 +455,7 @@ TEST_P(AnalyzerStoreContractTest, LatestAnalysedMatricesAreTheNewestPerCell) {
   const pb::RegisterResponse a = Register("a1");
   for (const pb::JobLease& l : Lease(a, 10)) ASSERT_TRUE(Report(a, l.lease()).ok());
   for (int64_t m : {p_old, q, p_new}) {
-    ASSERT_TRUE(analyzer().RecordAnalysis(m, "c", {}).ok());
+    ASSERT_TRUE(analyzer().RecordAnalysis(m, "c", {}, {}).ok());
   }
   absl::StatusOr<std::vector<MatrixInfo>> latest = analyzer().LatestAnalysedMatrices();
   ASSERT_TRUE(latest.ok()) << latest.status();
@@ -466,7 +502,7 @@ TEST_P(AnalyzerStoreContractTest, HistoryIsTheSameCellInOtherAnalysedBulkMatrice
     ASSERT_TRUE(Report(a, l.lease(), static_cast<double>(l.job().matrix_id())).ok());
   }
   for (int64_t m : {old, newer, other_params, other_platform, confirm, now, with_set}) {
-    ASSERT_TRUE(analyzer().RecordAnalysis(m, "c", {}).ok());
+    ASSERT_TRUE(analyzer().RecordAnalysis(m, "c", {}, {}).ok());
   }
   const std::vector<HistoryCell> cells = {{"p", "dma-map-bench", kParams}};
   absl::StatusOr<std::vector<SampleRow>> h =
@@ -549,7 +585,7 @@ TEST_P(AnalyzerStoreContractTest, OpenAndIgnoredChangesAreNotRecordedAgain) {
   ASSERT_EQ(first.size(), 1u);
   const int64_t m2 = MakeMatrix(1), m3 = MakeMatrix(1), m4 = MakeMatrix(1);
   // Open under the same key.
-  EXPECT_TRUE(analyzer().RecordAnalysis(m2, "c", {Found("k1", 2, 5)})->empty());
+  EXPECT_TRUE(analyzer().RecordAnalysis(m2, "c", {Found("k1", 2, 5)}, {})->empty());
 
   ASSERT_TRUE(analysis()
                   .UpdateRegression(RegressionOf(analysis(), first[0]),
@@ -558,7 +594,7 @@ TEST_P(AnalyzerStoreContractTest, OpenAndIgnoredChangesAreNotRecordedAgain) {
   // Overlapping the ignored (c2, c5]: skipped; adjacent to it, or the other
   // direction: recorded.
   absl::StatusOr<std::vector<int64_t>> later = analyzer().RecordAnalysis(
-      m3, "c", {Found("k1b", 3, 6), Found("k2", 5, 8), Found("k3", 3, 4, false)});
+      m3, "c", {Found("k1b", 3, 6), Found("k2", 5, 8), Found("k3", 3, 4, false)}, {});
   ASSERT_TRUE(later.ok()) << later.status();
   ASSERT_EQ(later->size(), 2u);
   EXPECT_EQ(analysis().GetBisect((*later)[0], 0)->first_bad(), "c8");
@@ -569,7 +605,7 @@ TEST_P(AnalyzerStoreContractTest, OpenAndIgnoredChangesAreNotRecordedAgain) {
   NewRegression lazy = Found("k4", 6, 7);
   lazy.finding.mode = "lazy";
   absl::StatusOr<std::vector<int64_t>> again =
-      analyzer().RecordAnalysis(m4, "c", {Found("k1", 8, 9), Found("k1", 8, 9), lazy});
+      analyzer().RecordAnalysis(m4, "c", {Found("k1", 8, 9), Found("k1", 8, 9), lazy}, {});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->size(), 1u);
 }

@@ -504,7 +504,8 @@ absl::StatusOr<SeriesSpec> MemoryAnalyzerStore::Cell(int64_t matrix_id, const st
 }
 
 absl::StatusOr<std::vector<int64_t>> MemoryAnalyzerStore::RecordAnalysis(
-    int64_t matrix_id, const std::string& catalog, const std::vector<NewRegression>& found) {
+    int64_t matrix_id, const std::string& catalog, const std::vector<NewRegression>& found,
+    const std::vector<std::string>& skipped_series) {
   using Out = std::vector<int64_t>;
   return db_->Write([&](Tables& t, Changes&) -> absl::StatusOr<Out> {
     const std::string marker = MatrixKey(matrix_id);
@@ -537,9 +538,23 @@ absl::StatusOr<std::vector<int64_t>> MemoryAnalyzerStore::RecordAnalysis(
       }
       bisects.push_back(InsertRegression(t, n, matrix_id, catalog, now));
     }
-    t.analyzer_state[marker] = absl::StrCat("{\"findings\": ", found.size(), "}");
+    t.analyzer_state[marker] = AnalysedMarkerJson(found.size(), skipped_series);
     AdvanceFloor(t);
     return bisects;
+  });
+}
+
+absl::Status MemoryAnalyzerStore::RecordAnalysisFailure(int64_t matrix_id,
+                                                        const std::string& reason) {
+  return db_->Write([&](Tables& t, Changes&) -> absl::Status {
+    const std::string marker = MatrixKey(matrix_id);
+    if (t.analyzer_state.count(marker) != 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("duplicate key value violates unique constraint: ", marker));
+    }
+    t.analyzer_state[marker] = FailedMarkerJson(reason);
+    AdvanceFloor(t);
+    return absl::OkStatus();
   });
 }
 

@@ -45,8 +45,9 @@ class MemoryAnalyzerStore final : public AnalyzerStore {
   absl::StatusOr<SeriesSpec> Cell(int64_t matrix_id, const std::string& platform,
                                   const std::string& workload, const std::string& params) override;
   absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
-      int64_t matrix_id, const std::string& catalog,
-      const std::vector<NewRegression>& found) override;
+      int64_t matrix_id, const std::string& catalog, const std::vector<NewRegression>& found,
+      const std::vector<std::string>& skipped_series) override;
+  absl::Status RecordAnalysisFailure(int64_t matrix_id, const std::string& reason) override;
   absl::StatusOr<std::vector<ActiveBisect>> ActiveBisects() override;
   absl::Status SaveBisect(const BisectUpdate& update) override;
   absl::StatusOr<std::vector<AlertWork>> AlertCandidates(absl::Duration resolved_window) override;

@@ -90,6 +90,8 @@ absl::StatusOr<pb::Matrix> MatrixFromTables(const MemoryDatabase::Tables& t, int
       finished = std::max(finished, absl::ToUnixMicros(*j.finished_at));
   }
   DeriveMatrixState(row.cancelled, finished, &m);
+  if (auto a = t.analyzer_state.find(absl::StrCat("matrix:", id)); a != t.analyzer_state.end())
+    m.set_analysis(AnalysisSummary(a->second));
   return m;
 }
 

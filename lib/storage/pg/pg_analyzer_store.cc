@@ -264,15 +264,15 @@ class PgAnalyzerStore final : public AnalyzerStore {
   }
 
   absl::StatusOr<std::vector<int64_t>> RecordAnalysis(
-      int64_t matrix_id, const std::string& catalog,
-      const std::vector<NewRegression>& found) override {
+      int64_t matrix_id, const std::string& catalog, const std::vector<NewRegression>& found,
+      const std::vector<std::string>& skipped_series) override {
     using Out = std::vector<int64_t>;
     return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
       pqxx::work w(c);
       Out bisects;
       // Marker first: a concurrent second analyzer conflicts here and rolls back.
       w.exec_params("INSERT INTO analyzer_state (key, value) VALUES ('matrix:' || $1, $2::jsonb)",
-                    matrix_id, absl::StrCat("{\"findings\": ", found.size(), "}"));
+                    matrix_id, AnalysedMarkerJson(found.size(), skipped_series));
       for (const NewRegression& n : found) {
         const RegressionFinding& f = n.finding;
         if (!w.exec_params("SELECT 1 FROM regressions WHERE series_key = $1 "
@@ -319,6 +319,17 @@ class PgAnalyzerStore final : public AnalyzerStore {
       w.exec_params(kAdvanceFloor, Floor(w));
       w.commit();
       return bisects;
+    });
+  }
+
+  absl::Status RecordAnalysisFailure(int64_t matrix_id, const std::string& reason) override {
+    return pool_->Run([&](pqxx::connection& c) -> absl::Status {
+      pqxx::work w(c);
+      w.exec_params("INSERT INTO analyzer_state (key, value) VALUES ('matrix:' || $1, $2::jsonb)",
+                    matrix_id, FailedMarkerJson(reason));
+      w.exec_params(kAdvanceFloor, Floor(w));
+      w.commit();
+      return absl::OkStatus();
     });
   }
 

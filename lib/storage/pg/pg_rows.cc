@@ -95,7 +95,8 @@ const char* const kMatrixSelect =
     "count(j.id) FILTER (WHERE j.state = 5), "
     "coalesce((extract(epoch from max(j.finished_at)) * 1000000)::bigint, 0), "
     "count(j.id) FILTER (WHERE j.state = 1 AND j.waits_for <> 0 AND NOT EXISTS "
-    "  (SELECT 1 FROM jobs b WHERE b.id = j.waits_for AND b.state = 3)) "
+    "  (SELECT 1 FROM jobs b WHERE b.id = j.waits_for AND b.state = 3)), "
+    "coalesce((SELECT s.value::text FROM analyzer_state s WHERE s.key = 'matrix:' || m.id), '') "
     "FROM matrices m LEFT JOIN jobs j ON j.matrix_id = m.id ";
 
 pb::Matrix RowToMatrix(const pqxx::row& r) {
@@ -117,6 +118,7 @@ pb::Matrix RowToMatrix(const pqxx::row& r) {
   c->set_failed(r[13].as<int64_t>());
   c->set_cancelled(r[14].as<int64_t>());
   c->set_waiting_for_build(r[16].as<int64_t>());
+  m.set_analysis(AnalysisSummary(r[17].as<std::string>()));
   DeriveMatrixState(cancelled, r[15].as<int64_t>(), &m);
   return m;
 }
