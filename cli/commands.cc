@@ -15,6 +15,7 @@
 #include "cli/agents.h"
 #include "cli/catalog.h"
 #include "cli/compare.h"
+#include "cli/format.h"
 #include "cli/kernels.h"
 #include "cli/matrix.h"
 #include "cli/report_command.h"
@@ -148,8 +149,8 @@ Commands::Commands(client::ClientOptions options, std::ostream& out, std::ostrea
 }
 
 int Commands::Fail(const std::string& what, const absl::Status& status) {
-  err_ << "farmctl: " << what << ": " << absl::StatusCodeToString(status.code()) << ": "
-       << status.message();
+  err_ << "farmctl: " << Printable(what) << ": " << absl::StatusCodeToString(status.code()) << ": "
+       << PrintableLines(std::string(status.message()));
   if (status.code() == absl::StatusCode::kUnavailable) {
     err_ << " (" << UnavailableHint(status.message(), options_) << ")";
   }

@@ -17,6 +17,7 @@
 #include "cli/number_format.h"
 #include "cli/report.h"
 #include "lib/base/file.h"
+#include "lib/base/utf8.h"
 #include "lib/spec/spec_yaml.h"
 #include "proto/names.h"
 #include "proto/try_commit.h"
@@ -400,6 +401,18 @@ int RunCompare(Commands& commands, int64_t matrix_a, int64_t matrix_b, const std
   return 0;
 }
 
+absl::Status CheckPatchText(std::string_view patch) {
+  if (const size_t nul = patch.find('\0'); nul != std::string_view::npos)
+    return absl::InvalidArgumentError(
+        absl::StrCat("a NUL byte at offset ", nul,
+                     ": a binary patch cannot be applied by the farm (text diffs only: "
+                     "git diff without --binary)"));
+  if (!base::IsValidUtf8(patch))
+    return absl::InvalidArgumentError(
+        "the patch is not UTF-8 text (a binary diff, or text in another encoding)");
+  return absl::OkStatus();
+}
+
 int RunTry(Commands& commands, const std::string& spec_path,
            const std::map<std::string, std::string>& set, const std::string& patch_commit,
            const std::string& patch_path, OutputFormat format) {
@@ -416,6 +429,10 @@ int RunTry(Commands& commands, const std::string& spec_path,
       return commands.Fail(absl::StrCat("try --patch ", patch_path),
                            absl::InvalidArgumentError("the patch is empty"));
     }
+    // The patch travels inside the spec's YAML: a NUL would cut it there
+    // and other bytes that are not text break the YAML around it.
+    if (absl::Status binary = CheckPatchText(*text); !binary.ok())
+      return commands.Fail(absl::StrCat("try --patch ", patch_path), binary);
     patch = *std::move(text);
   }
   absl::StatusOr<TryPlan> plan = PlanTry(*yaml, set, patch_commit, patch);

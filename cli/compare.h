@@ -39,6 +39,9 @@ void AddCompareCommands(CLI::App& app, Subcommands* out);
 // FormatCompareHtml there.
 int RunCompare(Commands& commands, int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
                const std::string& commit_b, OutputFormat format, const std::string& html_path = "");
+// A --patch file the farm can carry in a spec: text, UTF-8, no NUL byte;
+// InvalidArgument saying why not otherwise.
+absl::Status CheckPatchText(std::string_view patch);
 // A try job (PlanTry): submits, waits, answers with the comparison of base
 // and patch.
 int RunTry(Commands& commands, const std::string& spec_path,

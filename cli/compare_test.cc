@@ -100,6 +100,17 @@ TEST(CompareTest, TheHtmlPageHasTheTableAndAPlotPerSeries) {
 }
 
 // One run a side: no interval to give (null in JSON, "-" in the table).
+// The patch rides inside the spec's YAML: a binary one is refused by name,
+// never cut at its first NUL.
+TEST(TryPatchTest, BinaryAndNonUtf8PatchesAreRefused) {
+  EXPECT_TRUE(CheckPatchText("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n").ok());
+  EXPECT_EQ(CheckPatchText(std::string("--- a/x\n+\0\n", 11)).message(),
+            "a NUL byte at offset 9: a binary patch cannot be applied by the farm (text diffs "
+            "only: git diff without --binary)");
+  EXPECT_EQ(CheckPatchText("+caf\xe9\n").message(),
+            "the patch is not UTF-8 text (a binary diff, or text in another encoding)");
+}
+
 TEST(CompareTest, OneRunASideHasNoInterval) {
   const std::vector<CompareRow> rows =
       CompareSides(Results("a", "1", 1, 1000, 1), Results("b", "1", 1, 900, 2));

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "lib/base/check.h"
 #include "proto/progress_rate.h"
 
@@ -215,6 +216,13 @@ std::string Printable(std::string_view s) {
     }
   }
   return out;
+}
+
+std::string PrintableLines(std::string_view s) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(absl::string_view(s.data(), s.size()), '\n'))
+    lines.push_back(Printable(std::string_view(line.data(), line.size())));
+  return absl::StrJoin(lines, "\n");
 }
 
 std::string RenderTable(const std::vector<std::string>& headers,

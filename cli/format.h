@@ -84,6 +84,10 @@ std::string FormatDuration(double seconds);
 // `s` safe to print on a terminal: C0 and C1 control characters (ESC, CSI,
 // newline, ...) and DEL as \xNN / \u00NN; other UTF-8 as it is.
 std::string Printable(std::string_view s);
+// Printable line by line, the newlines kept: a message of several lines
+// (every problem of a spec) stays readable, and a server's message that
+// quotes a user's name cannot move the cursor or clear the screen.
+std::string PrintableLines(std::string_view s);
 
 // Renders rows under headers with columns padded to the widest cell, every
 // cell Printable.

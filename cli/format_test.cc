@@ -150,6 +150,17 @@ TEST(PrintableTest, ControlCharactersOfServerTextAreEscaped) {
   pb::Matrix m;
   m.set_name("m\nfake line");
   EXPECT_EQ(FormatMatrixDetail(m).rfind("matrix 0 m\\x0afake line\n", 0), 0u);
+  m.set_analysis("failed: \x1b[31mred");
+  EXPECT_NE(FormatMatrixDetail(m).find("  analysis:  failed: \\x1b[31mred\n"), std::string::npos);
+}
+
+// farmctl's one-line (or several-line) errors: a server message quoting a
+// name keeps its lines but loses its escape sequences.
+TEST(PrintableTest, ErrorMessagesKeepTheirLinesAndLoseTheirEscapes) {
+  EXPECT_EQ(PrintableLines("spec:\n  name: \x1b[2Jx\n  modes: bad"),
+            "spec:\n  name: \\x1b[2Jx\n  modes: bad");
+  EXPECT_EQ(PrintableLines(""), "");
+  EXPECT_EQ(PrintableLines("a\n"), "a\n");
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "emu/model/catalog.h"
+#include "lib/spec/spec_check.h"
+#include "lib/spec/yaml_document.h"
 #include "lib/spec/yaml_limits.h"
 #include "scheduler/storable_text.h"
 
@@ -26,6 +28,8 @@ absl::StatusOr<pb::Catalog> ParseCatalogYaml(std::string_view yaml,
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": ", absl::StripPrefix(st.message(), "spec: ")));
   }
+  if (absl::Status st = spec::CheckYamlDocument(yaml); !st.ok())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", st.message()));
   absl::StatusOr<emu::Catalog> loaded =
       emu::Catalog::LoadString(absl::string_view(yaml.data(), yaml.size()), where);
   if (!loaded.ok()) {
@@ -55,6 +59,9 @@ absl::StatusOr<pb::Catalog> ParseCatalogYaml(std::string_view yaml,
   if (absl::Status text = CheckStorableText(cat); !text.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", text.message()));
   }
+  if (spec::HasControlCharacter(cat.name()))
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": catalog: contains a control character (a name is printed on terminals)"));
   return cat;
 }
 

@@ -97,4 +97,24 @@ TEST(CatalogYamlTest, EscapedNulAndInvalidBytesAreRefusedByField) {
   EXPECT_EQ(bad.status().message(), "f.yaml: commits[0].subject: not valid UTF-8");
 }
 
+// A catalog is read like a spec: a key twice in one map, or a second
+// document, is refused rather than half read.
+TEST(CatalogYamlTest, DuplicateKeysAndSecondDocumentsAreRefused) {
+  auto twice = ParseCatalogYaml(
+      "catalog: x\ncommits:\n  - {id: a, subject: s, set: {fq.kind: percpu}, set: {}}\n", "f.yaml");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(),
+            "f.yaml: YAML key \"set\" appears twice in one map (lines 3 and 3); say it once");
+  auto two = ParseCatalogYaml("catalog: x\ncommits: []\n---\ncatalog: y\n", "f.yaml");
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(
+      two.status().message(),
+      "f.yaml: a second YAML document (after `---`) would not be read; one document per file");
+  auto escape =
+      ParseCatalogYaml("catalog: \"x\\e[2J\"\ncommits: [{id: a, subject: s}]\n", "f.yaml");
+  ASSERT_FALSE(escape.ok());
+  EXPECT_EQ(escape.status().message(),
+            "f.yaml: catalog: contains a control character (a name is printed on terminals)");
+}
+
 }  // namespace farm::scheduler

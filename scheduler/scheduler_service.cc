@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -37,6 +38,33 @@ absl::Status CheckLease(const pb::LeaseRef& l) {
   if (l.job_id() <= 0) return absl::InvalidArgumentError("lease.job_id: required");
   if (l.attempt() <= 0) return absl::InvalidArgumentError("lease.attempt: required (>= 1)");
   if (l.lease_token().empty()) return absl::InvalidArgumentError("lease.lease_token: required");
+  return absl::OkStatus();
+}
+
+// The longest wall time a result may carry: past any job's runtime cap,
+// far below what a nanosecond count in int64 holds (292 years).
+constexpr int64_t kMaxWallTimeSeconds = 30 * 24 * 3600;
+
+// Figures the farm's statistics can use: one NaN blanks a cell's mean and an
+// infinity every test over it; a negative or absurd wall time is no
+// duration at all (and past int64 nanoseconds would be stored wrapped).
+absl::Status CheckReportFigures(const pb::ReportResultRequest& r) {
+  for (int i = 0; i < r.samples_size(); ++i) {
+    const double v = r.samples(i).value();
+    if (!std::isfinite(v))
+      return absl::InvalidArgumentError(
+          absl::StrCat("samples[", i, "].value: ", v, " is not a finite number (metric \"",
+                       absl::CHexEscape(r.samples(i).metric().substr(0, 100)), "\")"));
+  }
+  const google::protobuf::Duration& w = r.wall_time();
+  if (w.seconds() < 0 || w.nanos() < 0 || w.nanos() >= 1000000000)
+    return absl::InvalidArgumentError(absl::StrCat("wall_time: ", w.seconds(), " s ", w.nanos(),
+                                                   " ns is not a duration (negative or nanos "
+                                                   "out of 0..999999999)"));
+  if (w.seconds() > kMaxWallTimeSeconds)
+    return absl::InvalidArgumentError(absl::StrCat("wall_time: ", w.seconds(),
+                                                   " s is longer than any job (at most ",
+                                                   kMaxWallTimeSeconds, " s)"));
   return absl::OkStatus();
 }
 
@@ -478,6 +506,7 @@ absl::StatusOr<pb::ReportResultResponse> AgentService::ReportResult(
   absl::Status st = CheckLease(req.lease());
   if (!st.ok()) return st;
   if (absl::Status text = CheckStorableText(req); !text.ok()) return text;
+  if (absl::Status figures = CheckReportFigures(req); !figures.ok()) return figures;
   absl::StatusOr<storage::ReportOutcome> out = queue_->ReportResult(req);
   if (absl::IsFailedPrecondition(out.status())) {
     metrics_->stale_results_rejected.Increment();
@@ -508,6 +537,7 @@ absl::StatusOr<pb::ReportResultsResponse> AgentService::ReportResults(
     absl::Status st = CheckLease(req.results(i).lease());
     // Refused alone, like a single ReportResult: the rest of the batch is stored.
     if (st.ok()) st = CheckStorableText(req.results(i));
+    if (st.ok()) st = CheckReportFigures(req.results(i));
     if (!st.ok()) {
       item->set_error_code(static_cast<int>(st.code()));
       item->set_error_message(absl::StrCat("results[", i, "].", st.message()));

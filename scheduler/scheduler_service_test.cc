@@ -6,6 +6,7 @@
 // through gRPC and PostgreSQL are scheduler_pgtest's.
 #include "scheduler/scheduler_service.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -324,6 +325,14 @@ TEST_F(SchedulerServiceTest, TypedSpecSubmitsLikeItsYaml) {
   refused = jobs_.SubmitMatrix(req, "tester");
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(refused.status().message(), "spec, spec_yaml: set one of them, not both");
+  // spec_yaml is bytes on the wire: text that is not UTF-8 reaches the check
+  // and is refused by name, never stored.
+  pb::SubmitMatrixRequest utf16;
+  utf16.set_spec_yaml(std::string("\xff\xfen\0a\0", 6));
+  refused = jobs_.SubmitMatrix(utf16, "tester");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "spec: the text is UTF-16 (it starts with a UTF-16 byte order mark); save it as UTF-8");
 }
 
 TEST_F(SchedulerServiceTest, ListAgentsPagesByName) {
@@ -668,6 +677,46 @@ TEST_F(SchedulerServiceTest, ReportResultsRefusesTextPostgresCannotStoreInItsIte
       << resp->results(0).error_message();
   EXPECT_TRUE(resp->results(1).accepted()) << resp->results(1).error_message();
   EXPECT_EQ(resp->results(1).error_code(), 0);
+}
+
+// A result's figures must be usable: a NaN or infinite sample, a negative
+// wall time or one past any job's length is refused in its own item; the
+// job stays leased for a report that is.
+TEST_F(SchedulerServiceTest, NonFiniteSamplesAndImpossibleWallTimesAreRefused) {
+  LoadCatalog();
+  Submit(kSpec);
+  pb::RegisterResponse a = Register("a", 8);
+  pb::LeaseJobsResponse l = Lease(a, 6);
+  ASSERT_EQ(l.leases_size(), 6);
+  pb::ReportResultsRequest req;
+  for (int i = 0; i < 6; ++i) *req.add_results() = ResultFor(a, l.leases(i));
+  req.mutable_results(0)->mutable_samples(0)->set_value(std::nan(""));
+  req.mutable_results(1)->mutable_samples(0)->set_value(-INFINITY);
+  req.mutable_results(2)->mutable_wall_time()->set_seconds(-5);
+  req.mutable_results(3)->mutable_wall_time()->set_seconds(1000000000000);
+  req.mutable_results(4)->mutable_wall_time()->set_nanos(-1);
+  req.mutable_results(5)->mutable_wall_time()->set_seconds(3600);
+  auto resp = agents_.ReportResults(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const char* want[] = {"results[0].samples[0].value: nan is not a finite number",
+                        "results[1].samples[0].value: -inf is not a finite number",
+                        "results[2].wall_time: -5 s 0 ns is not a duration",
+                        "results[3].wall_time: 1000000000000 s is longer than any job",
+                        "results[4].wall_time: 0 s -1 ns is not a duration"};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(resp->results(i).error_code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+    EXPECT_EQ(resp->results(i).error_message().rfind(want[i], 0), 0u)
+        << resp->results(i).error_message();
+    EXPECT_FALSE(resp->results(i).accepted());
+  }
+  EXPECT_TRUE(resp->results(5).accepted()) << resp->results(5).error_message();
+  // The single-result call refuses the same, and a good report still lands.
+  pb::ReportResultRequest nan = ResultFor(a, l.leases(0));
+  nan.mutable_samples(0)->set_value(std::nan(""));
+  EXPECT_EQ(agents_.ReportResult(nan).status().code(), absl::StatusCode::kInvalidArgument);
+  auto fine = agents_.ReportResult(ResultFor(a, l.leases(0)));
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_TRUE(fine->accepted());
 }
 
 TEST_F(SchedulerServiceTest, LeaseBatchIsClampedAndTheHostPredicateApplies) {

@@ -1,9 +1,11 @@
 #include "lib/spec/spec_check.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "lib/base/utf8.h"
 #include "lib/iommu_mode/iommu_mode.h"
 #include "lib/spec/field_errors.h"
 #include "lib/spec/spec_yaml.h"
@@ -14,6 +16,13 @@
 #include "proto/names.h"
 
 namespace farm::spec {
+bool HasControlCharacter(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  });
+}
+
 namespace {
 
 // A list of names: non-empty entries, no duplicates.
@@ -56,6 +65,8 @@ void CheckIdentity(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
     e.AddIfNew("name", "required");
   } else if (in.name().size() > 200) {
     e.AddIfNew("name", "longer than 200 characters");
+  } else if (HasControlCharacter(in.name())) {
+    e.AddIfNew("name", "contains a control character (a name is printed on terminals)");
   }
   spec->name = in.name();
   if (in.catalog().empty()) e.AddIfNew("catalog", "required");
@@ -326,7 +337,13 @@ absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimi
   FieldErrors e;
   pb::MatrixSpec typed;
   if (absl::Status st = MapSpecYaml(yaml, limits, e, &typed); !st.ok()) return st;
-  return FinishSpec(typed, e);
+  absl::StatusOr<MatrixSpec> spec = FinishSpec(typed, e);
+  // The values were checked field by field; the text is stored whole.
+  if (spec.ok() && !base::IsValidUtf8(yaml))
+    return absl::InvalidArgumentError(
+        "spec: bytes that are not UTF-8 outside every value (in a comment or a key?); save the "
+        "spec as UTF-8");
+  return spec;
 }
 
 }  // namespace farm::spec

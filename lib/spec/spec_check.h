@@ -25,6 +25,10 @@
 
 namespace farm::spec {
 
+// A C0 control character (newline, ESC, ...) or DEL: what a terminal acts
+// on. Names a person reads (a spec's, a catalog's) must not hold one.
+bool HasControlCharacter(std::string_view s);
+
 // The YAML spec mapped onto pb::MatrixSpec (MatrixSpecFromYaml) and checked
 // as CheckMatrixSpec checks a typed one, every problem of both in one error.
 absl::StatusOr<MatrixSpec> ParseMatrixSpec(std::string_view yaml, const SpecLimits& limits);

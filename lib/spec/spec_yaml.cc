@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/iommu_mode/iommu_mode.h"
 #include "lib/spec/table_checks.h"
+#include "lib/spec/yaml_document.h"
 #include "lib/spec/yaml_limits.h"
 #include "lib/spec/yaml_reader.h"
 #include "proto/names.h"
@@ -24,7 +25,11 @@ absl::StatusOr<YAML::Node> LoadSpecYaml(std::string_view yaml, const SpecLimits&
         absl::StrCat("spec: ", yaml.size(), " bytes is more than the limit of ",
                      limits.max_spec_bytes, " bytes (--max-spec-bytes)"));
   }
+  if (absl::Status st = CheckYamlText(yaml); !st.ok())
+    return absl::InvalidArgumentError(absl::StrCat("spec: ", st.message()));
   if (absl::Status st = CheckYamlExpansion(yaml, YamlExpansionLimits{}); !st.ok()) return st;
+  if (absl::Status st = CheckYamlDocument(yaml); !st.ok())
+    return absl::InvalidArgumentError(absl::StrCat("spec: ", st.message()));
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/spec/spec_check.h"
 #include "lib/spec/spec_testing.h"
+#include "lib/spec/yaml_document.h"
 #include "lib/spec/yaml_limits.h"
 
 namespace farm::spec {
@@ -126,6 +127,51 @@ TEST(SpecTest, AliasBombIsRefusedWithoutGrowing) {
             "spec: YAML document is more than 4194304 bytes of scalars with its aliases expanded");
   ASSERT_GT(before, 0);
   EXPECT_LT(after - before, 50 * 1024) << "RSS grew by " << (after - before) << " KiB";
+}
+
+// yaml-cpp keeps the first of two equal keys and drops the second: a
+// second `modes:` must be refused, not run as the first. So must a second
+// document, and text that is not UTF-8.
+TEST(YamlDocument, DuplicateKeysSecondDocumentsAndOtherEncodingsAreRefused) {
+  const std::string spec =
+      "name: twice\ncatalog: linux-iommu\nplatform: intel-vtd-2s12c\ncommits: v5.10..v5.12\n"
+      "modes: [strict]\nworkloads: [{name: dma-map-bench}]\n";
+  ASSERT_TRUE(ParseMatrixSpec(spec, {}).ok());
+  auto twice = ParseMatrixSpec(spec + "modes: [off]\n", {});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(),
+            "spec: YAML key \"modes\" appears twice in one map (lines 5 and 7); say it once");
+  // Nested maps too; equal keys in different maps are fine.
+  EXPECT_EQ(CheckYamlDocument("a: {x: 1, y: 2, x: 3}\n").message(),
+            "YAML key \"x\" appears twice in one map (lines 1 and 1); say it once");
+  EXPECT_TRUE(CheckYamlDocument("a: {x: 1}\nb: {x: 1}\nc: [{x: 1}, {x: 2}]\n").ok());
+  // A key equal to a value is no duplicate.
+  EXPECT_TRUE(CheckYamlDocument("a: b\nb: a\n").ok());
+  auto two_docs = ParseMatrixSpec(spec + "---\nname: other\n", {});
+  ASSERT_FALSE(two_docs.ok());
+  EXPECT_EQ(two_docs.status().message(),
+            "spec: a second YAML document (after `---`) would not be read; one document per file");
+  EXPECT_TRUE(CheckYamlDocument("---\na: 1\n...\n").ok());
+  std::string utf16 = "\xff\xfe";
+  for (char c : spec) utf16 += std::string{c, '\0'};
+  EXPECT_EQ(ParseMatrixSpec(utf16, {}).status().message(),
+            "spec: the text is UTF-16 (it starts with a UTF-16 byte order mark); save it as UTF-8");
+  EXPECT_EQ(ParseMatrixSpec(std::string("name: a\0b\n", 10), {}).status().message(),
+            "spec: a NUL byte at offset 7 (UTF-16 text, or a binary file?); save it as UTF-8 text");
+  EXPECT_EQ(ParseMatrixSpec(spec + "# caf\xe9\n", {}).status().message(),
+            "spec: bytes that are not UTF-8 outside every value (in a comment or a key?); save "
+            "the spec as UTF-8");
+  // A name is printed on terminals: no control characters in it.
+  auto escape = ParseMatrixSpec(
+      "name: \"ok\\e[2J\"\ncatalog: linux-iommu\nplatform: intel-vtd-2s12c\n"
+      "commits: v5.10..v5.12\nmodes: [strict]\nworkloads: [{name: dma-map-bench}]\n",
+      {});
+  ASSERT_FALSE(escape.ok());
+  EXPECT_NE(escape.status().message().find("name: contains a control character"), std::string::npos)
+      << escape.status();
+  EXPECT_FALSE(HasControlCharacter("caf\xc3\xa9 v1.2_x-y"));
+  EXPECT_TRUE(HasControlCharacter("a\tb"));
+  EXPECT_TRUE(HasControlCharacter("a\x7f"));
 }
 
 TEST(YamlLimits, CountsAliasesAndExpandedNodes) {
