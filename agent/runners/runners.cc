@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/runners/free_space.h"
 #include "lib/process/process.h"
 
 namespace farm::runners {
@@ -49,6 +52,36 @@ void AddDirection(const FioDirection& d, const char* phase, std::vector<Sample>*
   out->push_back({"clat_p50_ns", d.clat.p50_ns, "ns", phase});
   out->push_back({"clat_p99_ns", d.clat.p99_ns, "ns", phase});
   out->push_back({"clat_p999_ns", d.clat.p999_ns, "ns", phase});
+}
+
+// Whether fio's files fit on the target's file system; a file that is
+// already there counts as laid out.
+absl::Status CheckFioSpace(const FioSpec& spec, const AllowedTargets& allowed) {
+  std::string directory;
+  std::uint64_t needed = spec.FilesystemFootprint();
+  switch (spec.target_kind) {
+    case FioTargetKind::kDevice:
+      return absl::OkStatus();
+    case FioTargetKind::kDefaultDirectory:
+    case FioTargetKind::kDirectory: {
+      absl::StatusOr<std::string> dir = spec.target_kind == FioTargetKind::kDirectory
+                                            ? allowed.ResolveDirectory(spec.target)
+                                            : allowed.DefaultDirectory();
+      if (!dir.ok()) return dir.status();
+      directory = *dir;
+      break;
+    }
+    case FioTargetKind::kFile: {
+      absl::StatusOr<std::string> file = allowed.ResolveFile(spec.target);
+      if (!file.ok()) return file.status();
+      std::error_code ec;
+      const std::uint64_t have = std::filesystem::file_size(*file, ec);
+      needed -= ec ? 0 : std::min(have, needed);
+      directory = std::filesystem::path(*file).parent_path().string();
+      break;
+    }
+  }
+  return CheckFreeSpace(directory, needed);
 }
 
 }  // namespace
@@ -94,6 +127,7 @@ absl::StatusOr<RunResult> FioRunner::Run(const FioSpec& spec, const AllowedTarge
   absl::StatusOr<std::vector<std::string>> argv =
       BuildFioArgv(spec, allowed, fio_.path, UniqueName("fio"));
   if (!argv.ok()) return argv.status();
+  if (absl::Status space = CheckFioSpace(spec, allowed); !space.ok()) return space;
   process::ProcessOptions popts;
   popts.argv = *argv;
   popts.timeout = options.timeout;
@@ -140,6 +174,8 @@ absl::StatusOr<RunResult> IozoneRunner::Run(const IozoneSpec& spec, const Allowe
   absl::StatusOr<IozoneCommand> cmd =
       BuildIozoneCommand(spec, allowed, iozone_.path, UniqueName("iozone"));
   if (!cmd.ok()) return cmd.status();
+  if (absl::Status space = CheckFreeSpace(cmd->directory, spec.FilesystemFootprint()); !space.ok())
+    return space;
   process::ProcessOptions popts;
   popts.argv = cmd->argv;
   popts.cwd = cmd->directory;

@@ -3,6 +3,7 @@
 #include "agent/runners/runners.h"
 
 #include <stdlib.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -86,6 +87,28 @@ TEST_F(RealRunTest, FioRandrwOnASmallFile) {
   EXPECT_EQ(again->jobs.size(), 1u);  // group_reporting over numjobs=2
   EXPECT_DOUBLE_EQ(again->jobs[0].read.iops, Value(*r, "iops", "read"));
   EXPECT_TRUE(fs::exists(dir_ + "/data.bin"));
+}
+
+// A job whose files would not fit is refused before the tool starts, with
+// the numbers; nothing is written.
+TEST_F(RealRunTest, AJobLargerThanTheFreeSpaceIsRefusedBeforeItRuns) {
+  auto fio = DetectFio();
+  ASSERT_TRUE(fio.ok()) << fio.status();
+  auto iozone = DetectIozone();
+  ASSERT_TRUE(iozone.ok()) << iozone.status();
+  // Under the submit cap of 1 TiB, over what this test's file system holds
+  // free (checked: otherwise the test cannot tell).
+  struct statvfs st {};
+  ASSERT_EQ(statvfs(dir_.c_str(), &st), 0);
+  ASSERT_LT(static_cast<double>(st.f_bavail) * st.f_frsize, 900.0 * (1ull << 30))
+      << "the test directory has more than 900 GiB free";
+  auto big = FioRunner(*fio).RunParams({{"rw", "write"}, {"size", "900g"}}, targets_, RunOptions{});
+  ASSERT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted) << big.status();
+  EXPECT_NE(big.status().message().find("bytes are free there"), std::string::npos) << big.status();
+  auto many = IozoneRunner(*iozone).RunParams(
+      {{"tests", "write"}, {"size", "15g"}, {"threads", "60"}}, targets_, RunOptions{});
+  EXPECT_EQ(many.status().code(), absl::StatusCode::kResourceExhausted) << many.status();
+  EXPECT_EQ(Entries(), 0);
 }
 
 TEST_F(RealRunTest, FioInTheDefaultDirectoryCleansUp) {

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/runners/fio_spec.h"
+#include "agent/runners/free_space.h"
 #include "agent/runners/iozone_spec.h"
 #include "agent/runners/runners.h"
 #include "agent/runners/targets.h"
@@ -420,6 +421,33 @@ TEST(FioGuestArgv, RunsOnTheGuestDeviceOnly) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(refused.status().message(),
             "a guest run's only target is its NVMe /dev/nvme0n1; the spec names '/dev/sda'");
+}
+
+// What one job may lay out is capped at submit: fio's size x numjobs in a
+// directory (one file a job), size alone for one shared file; iozone's
+// size x threads.
+TEST(JobFootprintTest, SizeTimesJobsIsCappedAtOneTebibyte) {
+  auto fio = FioSpecFromParams({{"size", "1t"}, {"numjobs", "64"}, {"runtime", "86400"}});
+  ASSERT_EQ(fio.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fio.status().message(),
+            "fio: size x numjobs = 70368744177664 bytes is more than a job may lay out on its "
+            "target (1099511627776 bytes, 1 TiB)");
+  EXPECT_TRUE(FioSpecFromParams({{"size", "1t"}}).ok());
+  EXPECT_TRUE(FioSpecFromParams({{"size", "1t"}, {"numjobs", "64"}, {"filename", "f"}}).ok());
+  EXPECT_TRUE(FioSpecFromParams({{"numjobs", "64"}, {"filename", "/dev/nvme0n1"}}).ok());
+  auto iozone = IozoneSpecFromParams({{"size", "1t"}, {"threads", "256"}});
+  ASSERT_EQ(iozone.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(iozone.status().message().find("iozone: size x threads = "), std::string::npos);
+  EXPECT_TRUE(IozoneSpecFromParams({{"size", "4g"}, {"threads", "256"}}).ok());
+}
+
+TEST(FreeSpaceTest, TheReserveIsFivePercentAtMostFourGibibytes) {
+  EXPECT_EQ(FreeSpaceReserve(20ull << 30), 1ull << 30);
+  EXPECT_EQ(FreeSpaceReserve(1ull << 40), 4ull << 30);
+  EXPECT_TRUE(CheckFreeSpace("/tmp", 0).ok());
+  EXPECT_TRUE(CheckFreeSpace("/tmp", 4096).ok());
+  EXPECT_EQ(CheckFreeSpace("/tmp", 1ull << 62).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(CheckFreeSpace("/nonexistent-farm-dir", 4096).code(), absl::StatusCode::kInternal);
 }
 
 }  // namespace

@@ -65,6 +65,19 @@ const std::set<std::string>& Engines() {
 
 }  // namespace
 
+std::uint64_t FioSpec::FilesystemFootprint() const {
+  switch (target_kind) {
+    case FioTargetKind::kDevice:
+      return 0;
+    case FioTargetKind::kFile:
+      return size_bytes;
+    case FioTargetKind::kDirectory:
+    case FioTargetKind::kDefaultDirectory:
+      break;
+  }
+  return size_bytes * static_cast<std::uint64_t>(numjobs);
+}
+
 bool FioSpec::writes() const { return rw != "read" && rw != "randread"; }
 
 const std::vector<std::string>& FioAllowedParams() {
@@ -177,6 +190,11 @@ absl::StatusOr<FioSpec> FioSpecFromParams(const Params& params) {
   if (have_size && spec.size_bytes < spec.bs_bytes) {
     return absl::InvalidArgumentError("fio param 'size' must be at least bs");
   }
+  if (absl::Status st = CheckJobFootprint(
+          "fio", spec.target_kind == FioTargetKind::kFile ? "size" : "size x numjobs",
+          spec.FilesystemFootprint());
+      !st.ok())
+    return st;
   if (spec.direct && spec.bs_bytes % 512 != 0) {
     return absl::InvalidArgumentError("fio param 'bs' must be a multiple of 512 with direct=1");
   }

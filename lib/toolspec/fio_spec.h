@@ -49,6 +49,9 @@ struct FioSpec {
   std::string target;  // as requested; resolved by BuildFioArgv
 
   bool writes() const;  // rw mode writes to the target
+  // Bytes fio lays out on a file system: size for one file (every job shares
+  // it), size x numjobs in a directory (a file per job), 0 on a device.
+  std::uint64_t FilesystemFootprint() const;
 };
 
 // The param keys FioSpecFromParams accepts, for --help and error messages.

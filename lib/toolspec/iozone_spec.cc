@@ -88,6 +88,9 @@ absl::StatusOr<IozoneSpec> IozoneSpecFromParams(const Params& params) {
   if (spec.record_bytes > spec.size_bytes) {
     return absl::InvalidArgumentError("iozone param 'record' must not exceed 'size'");
   }
+  if (absl::Status st = CheckJobFootprint("iozone", "size x threads", spec.FilesystemFootprint());
+      !st.ok())
+    return st;
   return spec;
 }
 

@@ -30,6 +30,10 @@ struct IozoneSpec {
   bool direct = false;                    // -I
   bool machine_info = false;              // -M
   std::string directory;                  // empty: the first allowed directory
+  // Bytes iozone lays out: a file of size per process.
+  std::uint64_t FilesystemFootprint() const {
+    return size_bytes * static_cast<std::uint64_t>(threads);
+  }
 };
 
 const std::vector<std::string>& IozoneAllowedParams();

@@ -146,4 +146,12 @@ absl::Status RefuseParam(absl::string_view tool, absl::string_view key, absl::st
   return absl::InvalidArgumentError(absl::StrCat(tool, " param '", key, "' refused: ", why));
 }
 
+absl::Status CheckJobFootprint(absl::string_view tool, absl::string_view what,
+                               std::uint64_t footprint) {
+  if (footprint <= kMaxJobFootprintBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      tool, ": ", what, " = ", footprint, " bytes is more than a job may lay out on its target (",
+      kMaxJobFootprintBytes, " bytes, 1 TiB)"));
+}
+
 }  // namespace farm::toolspec

@@ -23,6 +23,17 @@ namespace farm::toolspec {
 
 using Params = std::map<std::string, std::string>;
 
+// The most a job may lay out on its target file system (fio's size x
+// numjobs, iozone's size x threads): a submitter must not be able to fill a
+// lab host's disk with one job. The agent also checks the target's free
+// space before it runs one (agent/runners/free_space.h).
+inline constexpr std::uint64_t kMaxJobFootprintBytes = 1ull << 40;  // 1 TiB
+
+// InvalidArgument "<tool>: <what> = N bytes ..." when `footprint` is over
+// kMaxJobFootprintBytes; OK otherwise.
+absl::Status CheckJobFootprint(absl::string_view tool, absl::string_view what,
+                               std::uint64_t footprint);
+
 // "4096", "4k", "4K", "4KiB", "1m", "2g", "1t" -> bytes (binary multiples).
 // Result must lie in [min, max].
 absl::StatusOr<std::uint64_t> ParseBytes(absl::string_view key, absl::string_view value,
