@@ -51,6 +51,7 @@ struct Flags {
   std::string admin_token_file;
   farm::service::TlsFlags tls_flags;
   absl::Duration listener_probe_interval = absl::Seconds(10);
+  int max_connections_per_peer = 128;
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
@@ -123,6 +124,17 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "beyond, RESOURCE_EXHAUSTED (0: no cap)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
+  app.add_option("--max-connections-per-peer", f->max_connections_per_peer,
+                 "open connections one peer address may hold; its next is closed at accept, so "
+                 "one host (even with a certificate of the farm) cannot take every slot; each "
+                 "agent and farmctl needs one (0: no cap)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  farm::service::AddDurationOption(
+      app, "--connection-idle", &f->opts.connection_idle, "2m",
+      "a connection with no call for this long is closed (clients reconnect on their next call; "
+      "streams count as calls), so a peer that holds connections without calling gives them "
+      "back");
   farm::service::AddDurationOption(
       app, "--listener-probe-interval", &f->listener_probe_interval, "10s",
       "how often the scheduler probes its own gRPC port as a client would (HTTP/2 preface or "
@@ -202,12 +214,15 @@ int64_t RaiseOpenFileLimit() {
 
 // Keeps incoming connections below the open-file limit, so that gRPC's
 // listener never meets EMFILE (lib/service/accept_limit.h).
-void LimitAcceptedConnections(int64_t open_file_limit) {
+void LimitAcceptedConnections(int64_t open_file_limit, int per_peer) {
+  farm::service::SetAcceptPeerLimit(per_peer);
   if (open_file_limit <= 0) return;
   const int limit = farm::service::AcceptFdLimitFor(open_file_limit);
   farm::service::SetAcceptFdLimit(limit);
-  spdlog::info("connections: accepted only below descriptor {}; the rest of the {} are kept", limit,
-               open_file_limit);
+  spdlog::info(
+      "connections: accepted only below descriptor {} (the rest of the {} are kept) and at most "
+      "{} per peer address",
+      limit, open_file_limit, per_peer);
 }
 
 // A listener that stops accepting leaves a process that is up and serves no
@@ -221,6 +236,7 @@ std::unique_ptr<farm::service::ListenerWatchdog> WatchListener(
   o.port = port;
   o.tls = opts.tls.enabled();
   o.interval = interval;
+  o.refusals = [] { return farm::service::AcceptRefusals(); };
   auto dog = std::make_unique<farm::service::ListenerWatchdog>(o, [o](const absl::Status& st) {
     spdlog::critical(
         "listener probe: no answer {} times in a row ({}); exiting with status 70 "
@@ -293,7 +309,7 @@ int main(int argc, char** argv) {
     std::cerr << opts.status().message() << "\n";
     return 2;
   }
-  LimitAcceptedConnections(RaiseOpenFileLimit());
+  LimitAcceptedConnections(RaiseOpenFileLimit(), flags.max_connections_per_peer);
   // Before any thread starts, so that no gRPC or pool thread takes a signal.
   farm::service::ShutdownSignals signals;
   return Serve(*opts, flags, signals);

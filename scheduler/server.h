@@ -78,7 +78,7 @@ struct ServerOptions {
   // call for connection_idle is closed with a GOAWAY, so neither a peer
   // that never starts TLS nor an idle client holds a descriptor for long.
   absl::Duration handshake_timeout = absl::Seconds(10);
-  absl::Duration connection_idle = absl::Minutes(10);
+  absl::Duration connection_idle = absl::Minutes(2);
   // How long Start() keeps retrying when the database is not up yet.
   absl::Duration db_wait = absl::Seconds(30);
   bool run_reaper = true;

@@ -15,12 +15,16 @@
 //  - reports EMFILE/ENFILE as EAGAIN, which gRPC answers by waiting for the
 //    next connection instead of giving the listener up.
 // Descriptors below the limit stay for PostgreSQL, files and outgoing
-// calls. With no limit set (the default) accept4 behaves as glibc's.
+// calls. A second, per-peer limit keeps one address (one host, or one
+// attacker with a certificate of the farm) from taking every slot: a
+// connection from an address that already holds `per peer` open accepted
+// connections is closed at accept the same way. With no limits set (the
+// default) accept4 behaves as glibc's.
 //
 // Only a binary that calls SetAcceptFdLimit() links this in.
 //
-// Thread-safety: thread-safe (atomics); call SetAcceptFdLimit before the
-// server listens.
+// Thread-safety: thread-safe (atomics; the per-peer table under a mutex);
+// call the setters before the server listens.
 #ifndef LIB_SERVICE_ACCEPT_LIMIT_H_
 #define LIB_SERVICE_ACCEPT_LIMIT_H_
 
@@ -31,7 +35,11 @@ namespace farm::service {
 // Accepted descriptors numbered >= `limit` are closed at once; 0: no limit.
 void SetAcceptFdLimit(int limit);
 int AcceptFdLimit();
-// Connections closed by the limit since the process started.
+// At most `limit` open accepted connections per peer address (IPv4, IPv6;
+// an IPv4-mapped IPv6 address counts as its IPv4 one); 0: no limit.
+void SetAcceptPeerLimit(int limit);
+int AcceptPeerLimit();
+// Connections closed by either limit since the process started.
 int64_t AcceptRefusals();
 
 // The limit for a process whose soft RLIMIT_NOFILE is `open_file_limit`:

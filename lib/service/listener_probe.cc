@@ -163,9 +163,23 @@ ListenerWatchdog::ListenerWatchdog(ListenerWatchdogOptions options,
       loop_([this] { return Pass(); }) {}
 
 absl::Duration ListenerWatchdog::Pass() {
+  const int64_t refused_before = options_.refusals ? options_.refusals() : 0;
   const absl::Status st = options_.probe ? options_.probe()
                                          : ProbeGrpcListener(options_.host, options_.port,
                                                              options_.tls, options_.timeout);
+  const int64_t refused_after = options_.refusals ? options_.refusals() : 0;
+  if (!st.ok() && refused_after > refused_before) {
+    // The listener accepts: the probe was one of the connections a cap
+    // closed. A server held at its caps by a flood is not a wedged one, and
+    // restarting it would only hand the flood a fresh table.
+    spdlog::warn(
+        "listener probe refused at the connection caps ({} connections refused since "
+        "the last probe): the listener is accepting; not counted",
+        refused_after - refusals_seen_);
+    refusals_seen_ = refused_after;
+    return options_.interval;
+  }
+  refusals_seen_ = refused_after;
   if (st.ok()) {
     if (failed_in_a_row_ > 0) spdlog::info("listener probe: answered again");
     failed_in_a_row_ = 0;

@@ -43,6 +43,11 @@ struct ListenerWatchdogOptions {
   int failures = 3;  // in a row
   // Overrides ProbeGrpcListener (tests).
   std::function<absl::Status()> probe;
+  // Connections refused at the server's caps so far (AcceptRefusals of
+  // lib/service/accept_limit.h). A failed probe while this grew was refused
+  // by a cap of a listener that is accepting: logged, not counted toward
+  // `failures`. Unset: every failed probe counts.
+  std::function<int64_t()> refusals;
 };
 
 class ListenerWatchdog {
@@ -61,7 +66,8 @@ class ListenerWatchdog {
 
   const ListenerWatchdogOptions options_;
   const std::function<void(const absl::Status&)> on_wedged_;
-  int failed_in_a_row_ = 0;  // the loop thread's own
+  int failed_in_a_row_ = 0;    // the loop thread's own
+  int64_t refusals_seen_ = 0;  // the loop thread's own
   base::BackgroundLoop loop_;
 };
 

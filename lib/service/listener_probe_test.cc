@@ -124,5 +124,33 @@ TEST(ListenerProbeTest, TheWatchdogActsOnFailuresInARowOnly) {
   EXPECT_EQ(wedged.load(), 1);
 }
 
+// A probe closed by a connection cap while the listener is accepting (the
+// refusal count grew during it) is a server at its caps, not a wedged one.
+TEST(ListenerProbeTest, AProbeRefusedAtTheCapsIsNotAWedgedListener) {
+  std::atomic<int> probes{0};
+  std::atomic<int64_t> refused{0};
+  std::atomic<int> wedged{0};
+  ListenerWatchdogOptions o;
+  o.interval = absl::Milliseconds(1);
+  o.failures = 2;
+  // Probes 0..9 fail while refusals grow (a flood at the caps); 10.. fail
+  // with no refusal (wedged).
+  std::atomic<int> wedged_during_flood{-1};
+  o.probe = [&]() -> absl::Status {
+    const int n = probes.fetch_add(1);
+    // The passes of probes 0..9 have all ended when probe 10 starts.
+    if (n == 10) wedged_during_flood = wedged.load();
+    if (n < 10) refused.fetch_add(5);
+    return absl::DeadlineExceededError("closed");
+  };
+  o.refusals = [&] { return refused.load(); };
+  ListenerWatchdog dog(o, [&](const absl::Status&) { wedged.fetch_add(1); });
+  dog.Start();
+  while (probes.load() < 14) absl::SleepFor(absl::Milliseconds(1));
+  dog.Stop();
+  EXPECT_EQ(wedged_during_flood.load(), 0) << "a listener at its caps was taken for wedged";
+  EXPECT_GE(wedged.load(), 1);
+}
+
 }  // namespace
 }  // namespace farm::service
