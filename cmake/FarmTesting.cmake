@@ -10,12 +10,16 @@
 #   e2e    several farm binaries talking to each other
 #   slow   hermetic but long (model sweeps)
 #   kbuild builds a real kernel (the test tree of scripts/make-test-kernel-tree)
+#   long   (extra label only) a real-kernel end to end of ten minutes or
+#          more on a 2-core machine; CI runs one of them per run, in
+#          rotation (scripts/test FARM_LONG_TESTS=rotate), so every run stays
+#          bounded and each of them still runs every few runs
 # A test that needs a prepared resource (a package scripts/install-deps
 # installs, kernels of scripts/fetch-test-kernels, a guest root of
 # scripts/build-guest-root) says so in one "Needs: ..." line of its
 # registration, naming the script; scripts/test prepares every one of them
 # before CTest, and a test whose resource is missing fails naming the script.
-set(FARM_TEST_LABELS unit pg tools vm e2e slow kbuild)
+set(FARM_TEST_LABELS unit pg tools vm e2e slow kbuild long)
 # `unit` tests are the fast loop: each case gets this long at most.
 set(FARM_UNIT_TEST_TIMEOUT 60)
 
