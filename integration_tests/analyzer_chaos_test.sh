@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The analyzer stays up whatever valid matrix users submit: a farm of
 # scripts/farm-local (scheduler, two emulator agents, farm-analyzer) takes
-# the matrix that once stopped the analyzer on every pass (one run per
-# commit, every mode, v4.6..v6.6) and N random valid specs over the shipped
+# a matrix of one run per commit in every mode over v4.6..v6.6 (no split
+# has two samples a side: the detector's hardest start) and N random valid specs over the shipped
 # catalog (random platforms, commit ranges and lists, mode subsets,
 # workloads with short params, 1..3 repeats). Every matrix must end with its
 # analysis recorded (`farmctl status ID`: "analysis: ..."), and farm-analyzer

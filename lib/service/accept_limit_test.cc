@@ -29,8 +29,14 @@ int Listen(int* port) {
   return fd;
 }
 
-int Connect(int port) {
+// A client of `port` whose source address is `from` (any 127/8 address is
+// this host's loopback).
+int ConnectFrom(int port, const char* from) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  inet_pton(AF_INET, from, &src.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -38,6 +44,8 @@ int Connect(int port) {
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
   return fd;
 }
+
+int Connect(int port) { return ConnectFrom(port, "127.0.0.1"); }
 
 // The lowest free descriptor number.
 int LowestFreeFd() {
@@ -105,22 +113,6 @@ TEST(AcceptLimitTest, WithoutALimitAcceptIsGlibcs) {
   close(c);
   close(client);
   close(listener);
-}
-
-// A client of `port` whose source address is `from` (any 127/8 address is
-// this host's loopback).
-int ConnectFrom(int port, const char* from) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in src{};
-  src.sin_family = AF_INET;
-  inet_pton(AF_INET, from, &src.sin_addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
-  return fd;
 }
 
 // Everything the listener has queued, accepted through the interposer.

@@ -1091,10 +1091,18 @@ TEST(TopUpTest, SuggestiveSplitsAreMeasuredAgainAndOpenTheChange) {
               top_ups, without);
 }
 
-// The shape that once took the analyzer down on every pass: one run per
-// commit over many commits and every mode. No split has two samples a side
-// at first, so no scan tries one; nothing may be read from the position a
-// scan never set. The matrix is analysed like any other.
+// One pass of a fresh analyzer over `store`; its pass status is not the
+// point (this store's one bisect has no state to advance).
+void AnalyseOnce(OneBisectStore& store) {
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  (void)analyzer.Tick();
+}
+
+// One run per commit over many commits and every mode: no split has two
+// samples a side at first, so no scan tries one, and nothing may be read
+// from the position a scan never set. The matrix is analysed like any
+// other.
 TEST(IsolationTest, OneRunPerCommitIsAnalysedLikeAnyMatrix) {
   OneBisectStore store("{}");
   store.matrices.push_back(MatrixInfo{1, "kernels", true, pb::EXECUTOR_EMULATOR, ""});
@@ -1108,9 +1116,7 @@ TEST(IsolationTest, OneRunPerCommitIsAnalysedLikeAnyMatrix) {
       store.samples.push_back(row);
     }
   }
-  RecordingSubmitter submitter;
-  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
-  (void)analyzer.Tick();  // this store's one bisect has no state to advance
+  AnalyseOnce(store);
   EXPECT_EQ(store.analysed, (std::vector<int64_t>{1}));
   EXPECT_TRUE(store.failed_analysis.empty());
   EXPECT_TRUE(store.skipped.empty());
@@ -1132,9 +1138,7 @@ TEST(IsolationTest, APoisonedSeriesIsSkippedAndTheOthersJudged) {
       }
     }
   }
-  RecordingSubmitter submitter;
-  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
-  (void)analyzer.Tick();  // this store's one bisect has no state to advance
+  AnalyseOnce(store);
   EXPECT_EQ(store.analysed, (std::vector<int64_t>{1}));
   ASSERT_EQ(store.skipped.size(), 1u);
   EXPECT_NE(store.skipped[0].find("lazy"), std::string::npos) << store.skipped[0];
