@@ -17,6 +17,14 @@ constexpr absl::string_view kBegin = "@@farm-begin ";
 constexpr absl::string_view kEnd = "@@farm-end ";
 constexpr absl::string_view kDone = "@@farm-done";
 
+// A guest's line as an error quotes it: cut, so a garbled console line of
+// any length makes a short failure reason.
+std::string Quote(absl::string_view line) {
+  constexpr size_t kMaxQuoted = 200;
+  if (line.size() <= kMaxQuoted) return absl::StrCat("'", line, "'");
+  return absl::StrCat("'", line.substr(0, kMaxQuoted), "' (", line.size(), " bytes)");
+}
+
 std::vector<std::string> Fields(absl::string_view line) {
   return absl::StrSplit(line, ' ', absl::SkipWhitespace());
 }
@@ -33,12 +41,13 @@ absl::StatusOr<GuestOutput> ParseGuestChannel(absl::string_view text) {
       if (absl::ConsumePrefix(&line, kEnd)) {
         std::vector<std::string> f = Fields(line);
         if (f.size() != 2 || f[0] != *open || !absl::SimpleAtoi(f[1], &current.exit)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("guest channel: section '", *open, "' ends with '", kEnd, line, "'"));
+          return absl::InvalidArgumentError(absl::StrCat("guest channel: section ", Quote(*open),
+                                                         " ends with ",
+                                                         Quote(absl::StrCat(kEnd, line))));
         }
         if (!out.sections.emplace(*open, std::move(current)).second) {
           return absl::InvalidArgumentError(
-              absl::StrCat("guest channel: section '", *open, "' given twice"));
+              absl::StrCat("guest channel: section ", Quote(*open), " given twice"));
         }
         current = GuestSection{};
         open.reset();
@@ -51,7 +60,7 @@ absl::StatusOr<GuestOutput> ParseGuestChannel(absl::string_view text) {
       std::vector<std::string> f = Fields(line);
       if (f.size() != 1) {
         return absl::InvalidArgumentError(
-            absl::StrCat("guest channel: bad section start '", kBegin, line, "'"));
+            absl::StrCat("guest channel: bad section start ", Quote(absl::StrCat(kBegin, line))));
       }
       open = f[0];
     } else if (line == kDone) {
@@ -60,7 +69,7 @@ absl::StatusOr<GuestOutput> ParseGuestChannel(absl::string_view text) {
   }
   if (open) {
     return absl::InvalidArgumentError(
-        absl::StrCat("guest channel: section '", *open, "' never ends"));
+        absl::StrCat("guest channel: section ", Quote(*open), " never ends"));
   }
   return out;
 }
@@ -87,7 +96,7 @@ absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output) {
       std::vector<std::string> f = Fields(line);
       if (f.size() < 2) {
         return absl::InvalidArgumentError(
-            absl::StrCat("guest channel: bad iommu-groups line '", line, "'"));
+            absl::StrCat("guest channel: bad iommu-groups line ", Quote(line)));
       }
       facts.groups.push_back(
           IommuGroup{f[0], f[1], std::vector<std::string>(f.begin() + 2, f.end())});
@@ -98,7 +107,7 @@ absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output) {
       std::vector<std::string> f = Fields(line);
       if (f.size() < 3) {
         return absl::InvalidArgumentError(
-            absl::StrCat("guest channel: bad nvme line '", line, "'"));
+            absl::StrCat("guest channel: bad nvme line ", Quote(line)));
       }
       facts.nvme.push_back(NvmeController{f[0], f[1], f[2] == "-" ? "" : f[2],
                                           std::vector<std::string>(f.begin() + 3, f.end())});
