@@ -140,6 +140,16 @@ TEST(GuestChannelFuzzTest, MutatedChannelsGetAnAnswer) {
       config, [&] { return m.Next(); }, ChannelProperties);
 }
 
+// A line the tty ended with "\r\r\n" (a written "\r\n" through ONLCR) reads
+// as one written with "\n".
+TEST(GuestChannelFuzzTest, DoubledCarriageReturnsAreLineEnds) {
+  absl::StatusOr<GuestOutput> out =
+      ParseGuestChannel("@@farm-begin facts\r\r\nrelease=6.1\r\r\n@@farm-end facts 0\r\r\n");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->sections.at("facts").body, "release=6.1\n");
+  ChannelProperties("@@farm-begin facts\ncmdline=x\r\r\n@@farm-end facts 0\n");
+}
+
 // Every way the run can end, over mutated channels and consoles.
 TEST(GuestChannelFuzzTest, MutatedRunsAreInterpreted) {
   const auto config = FuzzConfigFromEnv(10000);
