@@ -6,8 +6,8 @@
 // runs a property over a fixed number of them, so a run is repeatable.
 //
 // FARM_FUZZ_CASES and FARM_FUZZ_SEED override every test's case count and
-// seed, so a longer run of one test is one command (docs/architecture.md,
-// "Testing"). A failing case is reported with its index, the seed and the
+// seed, so a longer run of one test is one command (testing/README.md,
+// "Fuzz tests of the parsers"). A failing case is reported with its index, the seed and the
 // input, C-escaped.
 //
 // Test-only; header-only. Thread-safety: a Mutator is one thread's.
