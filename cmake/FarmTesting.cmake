@@ -34,6 +34,7 @@ set(FARM_UNIT_TEST_TIMEOUT 60)
 set(FARM_TEST_ENV_INPUTS
     FARM_TEST_TMPDIR        # testing/service_harness.h: where test servers live
     FARM_KERNEL_CACHE       # the vm tests' kernel store (scripts/fetch-test-kernels)
+    FARM_FUZZ_CASES FARM_FUZZ_SEED  # testing/fuzz.h: a longer or another fuzz run
     FARM_DEBIAN_MIRROR FARM_DEBOOTSTRAP_CACHE FARM_PACKAGE_ROOT)  # scripts/check-package
 function(_farm_test_env_unset out)
   file(GLOB top_lists LIST_DIRECTORIES false "${CMAKE_SOURCE_DIR}/*/CMakeLists.txt")

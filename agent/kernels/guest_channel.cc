@@ -17,6 +17,21 @@ constexpr absl::string_view kBegin = "@@farm-begin ";
 constexpr absl::string_view kEnd = "@@farm-end ";
 constexpr absl::string_view kDone = "@@farm-done";
 
+// A guest's line as an error quotes it: cut, so a garbled console line of
+// any length makes a short failure reason.
+std::string QuoteGuestLine(absl::string_view line) {
+  constexpr size_t kMaxQuoted = 200;
+  if (line.size() <= kMaxQuoted) return absl::StrCat("'", line, "'");
+  return absl::StrCat("'", line.substr(0, kMaxQuoted), "' (", line.size(), " bytes)");
+}
+
+// The snapshot parser's message quotes the guest's line whole.
+std::string CutSnapshotError(absl::string_view message) {
+  constexpr size_t kMaxQuoted = 512;
+  if (message.size() <= kMaxQuoted) return std::string(message);
+  return absl::StrCat(message.substr(0, kMaxQuoted), "... (", message.size(), " bytes)");
+}
+
 std::vector<std::string> Fields(absl::string_view line) {
   return absl::StrSplit(line, ' ', absl::SkipWhitespace());
 }
@@ -28,17 +43,20 @@ absl::StatusOr<GuestOutput> ParseGuestChannel(absl::string_view text) {
   std::optional<std::string> open;  // the section being read
   GuestSection current;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    absl::ConsumeSuffix(&line, "\r");
+    // A tty that maps "\n" to "\r\n" turns a written "\r\n" into "\r\r\n".
+    while (absl::ConsumeSuffix(&line, "\r")) {
+    }
     if (open) {
       if (absl::ConsumePrefix(&line, kEnd)) {
         std::vector<std::string> f = Fields(line);
         if (f.size() != 2 || f[0] != *open || !absl::SimpleAtoi(f[1], &current.exit)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("guest channel: section '", *open, "' ends with '", kEnd, line, "'"));
+          return absl::InvalidArgumentError(absl::StrCat("guest channel: section ",
+                                                         QuoteGuestLine(*open), " ends with ",
+                                                         QuoteGuestLine(absl::StrCat(kEnd, line))));
         }
         if (!out.sections.emplace(*open, std::move(current)).second) {
           return absl::InvalidArgumentError(
-              absl::StrCat("guest channel: section '", *open, "' given twice"));
+              absl::StrCat("guest channel: section ", QuoteGuestLine(*open), " given twice"));
         }
         current = GuestSection{};
         open.reset();
@@ -50,8 +68,8 @@ absl::StatusOr<GuestOutput> ParseGuestChannel(absl::string_view text) {
     if (absl::ConsumePrefix(&line, kBegin)) {
       std::vector<std::string> f = Fields(line);
       if (f.size() != 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("guest channel: bad section start '", kBegin, line, "'"));
+        return absl::InvalidArgumentError(absl::StrCat("guest channel: bad section start ",
+                                                       QuoteGuestLine(absl::StrCat(kBegin, line))));
       }
       open = f[0];
     } else if (line == kDone) {
@@ -60,7 +78,7 @@ absl::StatusOr<GuestOutput> ParseGuestChannel(absl::string_view text) {
   }
   if (open) {
     return absl::InvalidArgumentError(
-        absl::StrCat("guest channel: section '", *open, "' never ends"));
+        absl::StrCat("guest channel: section ", QuoteGuestLine(*open), " never ends"));
   }
   return out;
 }
@@ -87,7 +105,7 @@ absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output) {
       std::vector<std::string> f = Fields(line);
       if (f.size() < 2) {
         return absl::InvalidArgumentError(
-            absl::StrCat("guest channel: bad iommu-groups line '", line, "'"));
+            absl::StrCat("guest channel: bad iommu-groups line ", QuoteGuestLine(line)));
       }
       facts.groups.push_back(
           IommuGroup{f[0], f[1], std::vector<std::string>(f.begin() + 2, f.end())});
@@ -98,7 +116,7 @@ absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output) {
       std::vector<std::string> f = Fields(line);
       if (f.size() < 3) {
         return absl::InvalidArgumentError(
-            absl::StrCat("guest channel: bad nvme line '", line, "'"));
+            absl::StrCat("guest channel: bad nvme line ", QuoteGuestLine(line)));
       }
       facts.nvme.push_back(NvmeController{f[0], f[1], f[2] == "-" ? "" : f[2],
                                           std::vector<std::string>(f.begin() + 3, f.end())});
@@ -115,11 +133,13 @@ absl::StatusOr<iommufarm::v1::Monitors> MonitorsFromGuest(const GuestOutput& out
   }
   absl::StatusOr<monitors::Snapshot> b = monitors::ParseSnapshot(before->second.body);
   if (!b.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("monitor-before: ", b.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("monitor-before: ", CutSnapshotError(b.status().message())));
   }
   absl::StatusOr<monitors::Snapshot> a = monitors::ParseSnapshot(after->second.body);
   if (!a.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("monitor-after: ", a.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("monitor-after: ", CutSnapshotError(a.status().message())));
   }
   iommufarm::v1::Monitors m = monitors::Diff(*b, *a, "guest");
   m.set_perf_note("none: the guest root has no perf");

@@ -1,7 +1,8 @@
 // guest_channel: the framed output the guest's init (agent/kernels/guest/init)
 // writes to the VM's farm serial port, and what it says.
 //
-// Frame grammar (one item a line; a serial tty may end lines with "\r\n"):
+// Frame grammar (one item a line; a serial tty may end lines with "\r\n" or
+// "\r\r\n"):
 //   @@farm-begin <section>
 //   <body lines>
 //   @@farm-end <section> <exit status>
@@ -30,7 +31,7 @@
 namespace farm::kernels {
 
 struct GuestSection {
-  std::string body;  // its lines, each ending in "\n", without "\r"
+  std::string body;  // its lines, each ending in "\n", without their final "\r"s
   int exit = 0;
 };
 

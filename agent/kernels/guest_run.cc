@@ -36,6 +36,14 @@ void TakeToolOutput(const GuestOutput& out, KernelRun* run) {
   }
 }
 
+// What the guest says (its release, its command line) as a failure reason
+// quotes it: cut, so a garbled channel makes a short reason.
+std::string CutGuestText(absl::string_view s) {
+  constexpr size_t kMaxQuoted = 512;
+  if (s.size() <= kMaxQuoted) return std::string(s);
+  return absl::StrCat(s.substr(0, kMaxQuoted), "... (", s.size(), " bytes)");
+}
+
 }  // namespace
 
 absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::string_view channel,
@@ -78,17 +86,18 @@ absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::
   run.facts = *std::move(facts);
   if (run.facts.release != request.kernel_release) {
     return absl::FailedPreconditionError(absl::StrCat("requested kernel ", request.kernel_release,
-                                                      " but the guest booted ", run.facts.release));
+                                                      " but the guest booted ",
+                                                      CutGuestText(run.facts.release)));
   }
   absl::StatusOr<pb::IommuMode> effective = EffectiveMode(run.facts, &run.effective_detail);
-  if (!effective.ok()) return aborted(effective.status().message());
+  if (!effective.ok()) return aborted(CutGuestText(effective.status().message()));
   run.effective = *effective;
   run.domain_type = NvmeDomainType(run.facts);
   if (run.effective != request.mode) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("requested IOMMU mode ", proto::ModeName(request.mode),
-                     " but the guest kernel ran ", proto::ModeName(run.effective), " (",
-                     run.effective_detail, "; cmdline: ", run.facts.cmdline, ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "requested IOMMU mode ", proto::ModeName(request.mode), " but the guest kernel ran ",
+        proto::ModeName(run.effective), " (", CutGuestText(run.effective_detail),
+        "; cmdline: ", CutGuestText(run.facts.cmdline), ")"));
   }
   if (auto it = out->sections.find("scratch-fs");
       it != out->sections.end() && it->second.exit != 0) {

@@ -1,5 +1,6 @@
 #include "agent/runners/fio_json.h"
 
+#include <limits>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -10,6 +11,12 @@ namespace farm::runners {
 namespace {
 
 using nlohmann::json;
+
+// Lines starting with '{' tried as the report: fio prints a few warnings
+// before it, not this many.
+constexpr int kMaxObjectTries = 64;
+// The most of the parser's message an error quotes.
+constexpr size_t kMaxQuoted = 300;
 
 // Returns the length of the balanced JSON object starting at text[0] == '{',
 // or nullopt when it never closes. String-aware, so braces inside job names
@@ -47,9 +54,20 @@ double Number(const json& obj, const char* key) {
   return it->get<double>();
 }
 
+// A JSON number as a count: negatives are 0 and what is past the type's
+// range is its end (the cast alone would be undefined).
 std::uint64_t Unsigned(const json& obj, const char* key) {
   const double v = Number(obj, key);
-  return v > 0 ? static_cast<std::uint64_t>(v) : 0;
+  if (!(v > 0)) return 0;
+  if (v >= 0x1p64) return std::numeric_limits<std::uint64_t>::max();
+  return static_cast<std::uint64_t>(v);
+}
+
+int Int(const json& obj, const char* key) {
+  const double v = Number(obj, key);
+  if (v >= std::numeric_limits<int>::max()) return std::numeric_limits<int>::max();
+  if (v <= std::numeric_limits<int>::min()) return std::numeric_limits<int>::min();
+  return static_cast<int>(v);
 }
 
 // fio prints percentile keys as "%f" ("99.900000"); match numerically so a
@@ -123,7 +141,7 @@ absl::StatusOr<FioReport> FromJson(const json& root) {
     FioJob job;
     auto name = j.find("jobname");
     if (name != j.end() && name->is_string()) job.name = name->get<std::string>();
-    job.error = static_cast<int>(Number(j, "error"));
+    job.error = Int(j, "error");
     job.job_runtime_ms = Unsigned(j, "job_runtime");
     job.read = ParseDirection(j, "read");
     job.write = ParseDirection(j, "write");
@@ -139,8 +157,12 @@ absl::StatusOr<FioReport> ParseFioJson(absl::string_view text) {
   absl::Status last_error = absl::InvalidArgumentError("fio json: no JSON object found in output");
   // Try each '{' that opens a line: warnings come before the report, and a
   // warning could itself contain braces mid-line.
-  for (size_t pos = 0; pos < text.size(); ++pos) {
+  // Each try scans to the object's end, at worst the text's: a bounded
+  // number of them keeps a text of many unclosed '{' lines linear.
+  int tries = 0;
+  for (size_t pos = 0; pos < text.size() && tries < kMaxObjectTries; ++pos) {
     if (text[pos] != '{' || (pos > 0 && text[pos - 1] != '\n')) continue;
+    ++tries;
     std::optional<size_t> len = ObjectExtent(text.substr(pos));
     if (!len) {
       last_error =
@@ -151,7 +173,9 @@ absl::StatusOr<FioReport> ParseFioJson(absl::string_view text) {
     try {
       root = json::parse(text.substr(pos, *len));
     } catch (const json::exception& e) {
-      last_error = absl::InvalidArgumentError(absl::StrCat("fio json: ", e.what()));
+      // nlohmann quotes the last token read, which may be long.
+      last_error = absl::InvalidArgumentError(
+          absl::StrCat("fio json: ", absl::string_view(e.what()).substr(0, kMaxQuoted)));
       continue;
     }
     return FromJson(root);

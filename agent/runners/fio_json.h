@@ -4,10 +4,12 @@
 // Contract: ParseFioJson is a pure function of its input (no I/O, no global
 // state) and is safe to call from any thread. Text printed before the JSON
 // object (fio warnings such as "fio: file hash not empty on exit") and after
-// it is tolerated; the first '{' that starts a line begins the report.
+// it is tolerated; the first '{' that starts a line and opens a valid JSON
+// object (of the first 64 such lines) begins the report.
 // Errors: InvalidArgument when no JSON object is found, when it is not valid
 // JSON, or when required fields ("fio version", "jobs") are missing or of the
-// wrong type. Missing optional fields (percentiles, trim) are left at zero.
+// wrong type. Missing optional fields (percentiles, trim) are left at zero;
+// numbers past a field's type are its range's end.
 #ifndef AGENT_RUNNERS_FIO_JSON_H_
 #define AGENT_RUNNERS_FIO_JSON_H_
 

@@ -40,6 +40,13 @@ constexpr Label kLabels[] = {
     {"record rewriters", "recrewrite"},
 };
 
+// A line as an error quotes it: cut, so a huge line makes a short message.
+std::string QuoteLine(absl::string_view line) {
+  constexpr size_t kMaxQuoted = 200;
+  if (line.size() <= kMaxQuoted) return absl::StrCat("\"", line, "\"");
+  return absl::StrCat("\"", line.substr(0, kMaxQuoted), "\" (", line.size(), " bytes)");
+}
+
 // "= 4732581.09 kB/sec" -> value and unit.
 absl::Status ParseValue(absl::string_view rhs, absl::string_view line, double* value,
                         std::string* unit) {
@@ -48,7 +55,7 @@ absl::Status ParseValue(absl::string_view rhs, absl::string_view line, double* v
       absl::StrSplit(rhs, absl::ByAnyChar(" \t"), absl::SkipEmpty());
   if (parts.empty() || !absl::SimpleAtod(parts[0], value)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("iozone report: no number in line \"", line, "\""));
+        absl::StrCat("iozone report: no number in line ", QuoteLine(line)));
   }
   if (unit != nullptr) {
     *unit = parts.size() > 1 ? std::string(parts[1]) : std::string();
@@ -70,7 +77,8 @@ absl::Status ParseHeadline(absl::string_view rest, absl::string_view line, Iozon
                            double* value) {
   const size_t eq = rest.find('=');
   if (eq == absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("iozone report: no '=' in line \"", line, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("iozone report: no '=' in line ", QuoteLine(line)));
   }
   absl::string_view lhs = absl::StripAsciiWhitespace(rest.substr(0, eq));
   std::vector<absl::string_view> words =
@@ -78,7 +86,7 @@ absl::Status ParseHeadline(absl::string_view rest, absl::string_view line, Iozon
   int n = 0;
   if (words.size() < 2 || !absl::SimpleAtoi(words[0], &n)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("iozone report: no process count and test in line \"", line, "\""));
+        absl::StrCat("iozone report: no process count and test in line ", QuoteLine(line)));
   }
   words.erase(words.begin());
   test->processes = n;
@@ -171,7 +179,7 @@ absl::StatusOr<std::vector<IozoneReport>> ParseIozoneReports(absl::string_view t
     const size_t eq = rest.find('=');
     if (eq == absl::string_view::npos) {
       return absl::InvalidArgumentError(
-          absl::StrCat("iozone report: no '=' in line \"", line, "\""));
+          absl::StrCat("iozone report: no '=' in line ", QuoteLine(line)));
     }
     if (absl::Status s = ParseValue(rest.substr(eq + 1), line, field, nullptr); !s.ok()) {
       return s;

@@ -13,7 +13,8 @@
 // with any amount of whitespace or tabs, and ignores every other line
 // (banner, "CPU utilization", mail quoting prefixes such as "> ").
 // Errors: InvalidArgument when no "Children see throughput" line is found or
-// a recognised line has no parsable number.
+// a recognised line has no parsable number (the message quotes the line's
+// first 200 bytes).
 #ifndef AGENT_RUNNERS_IOZONE_REPORT_H_
 #define AGENT_RUNNERS_IOZONE_REPORT_H_
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "lib/base/file.h"
+#include "lib/base/utf8.h"
 #include "lib/process/process.h"
 #include "lib/process/scoped_temp_dir.h"
 
@@ -96,6 +97,10 @@ absl::StatusOr<KernelBuild> ParseManifest(absl::string_view text, absl::string_v
   auto fail = [&](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", what));
   };
+  // YAML is UTF-8; other bytes would be replaced when the manifest is
+  // written again, and its values go into protobuf strings.
+  if (!base::IsValidUtf8(std::string_view(text.data(), text.size())))
+    return fail("not YAML: not UTF-8 text");
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));

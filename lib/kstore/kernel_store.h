@@ -84,9 +84,9 @@ struct KernelBuild {
 };
 
 // Parses a manifest. `origin` names it in errors ("DIR/kernel.yaml: ...").
-// InvalidArgument for YAML that does not parse, a missing or empty required
-// key, an unknown key, a non-scalar value, a commit id or release that is
-// not a plain name ([A-Za-z0-9._+-], not starting with '.' or '-'), an
+// InvalidArgument for text that is not UTF-8 or YAML that does not parse, a
+// missing or empty required key, an unknown key, a non-scalar value, a
+// commit id or release that is not a plain name ([A-Za-z0-9._+-], not starting with '.' or '-'), an
 // unknown arch, or a path that is absolute or climbs out with "..".
 absl::StatusOr<KernelBuild> ParseManifest(absl::string_view text, absl::string_view origin);
 

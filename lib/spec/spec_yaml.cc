@@ -291,6 +291,20 @@ void MapRoot(const YAML::Node& root, FieldErrors& e, pb::MatrixSpec* out) {
 
 // ------------------------------------------------------------ to YAML
 
+// A literal block (`|`) reads back with exactly one final newline and
+// cannot start with a space or a blank line, nor hold control characters;
+// text it would change goes double quoted, so a patch keeps every byte (its
+// try commit id is a hash of them).
+bool LiteralBlockKeeps(const std::string& s) {
+  if (s.empty() || s.back() != '\n' || s.ends_with("\n\n") || s[0] == ' ' || s[0] == '\n') {
+    return false;
+  }
+  for (char c : s) {
+    if (absl::ascii_iscntrl(static_cast<unsigned char>(c)) && c != '\n') return false;
+  }
+  return true;
+}
+
 void EmitSortedMap(const google::protobuf::Map<std::string, std::string>& m, YAML::Emitter& out) {
   out << YAML::BeginMap;
   for (const auto& [k, v] : std::map<std::string, std::string>(m.begin(), m.end())) {
@@ -408,7 +422,8 @@ std::string MatrixSpecToYaml(const pb::MatrixSpec& spec) {
   if (spec.priority() != 0) out << YAML::Key << "priority" << YAML::Value << spec.priority();
   if (spec.seed() != 0) out << YAML::Key << "seed" << YAML::Value << spec.seed();
   if (!spec.patch().empty()) {
-    out << YAML::Key << "patch" << YAML::Value << YAML::Literal << spec.patch();
+    out << YAML::Key << "patch" << YAML::Value
+        << (LiteralBlockKeeps(spec.patch()) ? YAML::Literal : YAML::DoubleQuoted) << spec.patch();
   }
   if (!spec.set().empty()) {
     out << YAML::Key << "set" << YAML::Value;
