@@ -15,7 +15,7 @@
 #include "lib/service/reconnect.h"
 #include "testing/binaries.h"
 #include "testing/child_process.h"
-#include "testing/mtls_farm.h"
+#include "testing/farm_fixture.h"
 
 namespace farm {
 namespace {
