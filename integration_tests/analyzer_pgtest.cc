@@ -42,6 +42,7 @@
 #include "services/analyzer/analyzer.h"
 #include "services/analyzer/clients.h"
 #include "testing/binaries.h"
+#include "testing/farm_fixture.h"
 #include "testing/service_harness.h"
 
 namespace farm::analyzer {
@@ -194,35 +195,16 @@ class SimAgent {
   std::thread thread_;
 };
 
-testing::PostgresInstance* g_pg = nullptr;
-
-class AnalyzerPgTest : public ::testing::Test {
+class AnalyzerPgTest : public testing::FarmTest {
  protected:
-  static void SetUpTestSuite() {
-    auto pg = testing::PostgresInstance::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    g_pg = pg->release();
-  }
-  static void TearDownTestSuite() {
-    delete g_pg;
-    g_pg = nullptr;
-  }
-
-  // Fresh database, scheduler, Alertmanager and a catalog of `n` commits
-  // t00..; `sets` maps a commit index to its settings.
+  // Scheduler, Alertmanager and a catalog of `n` commits t00.. on this
+  // test's database; `sets` maps a commit index to its settings.
   void StartFarm(int n, const std::map<int, std::map<std::string, std::string>>& sets) {
-    static int counter = 0;
-    auto uri = g_pg->CreateDatabase(absl::StrCat("analyzer_", ::getpid(), "_", ++counter));
-    ASSERT_TRUE(uri.ok()) << uri.status();
-    db_uri_ = *uri;
-    scheduler::ServerOptions so;
-    so.listen = "127.0.0.1:0";
-    so.db_uri = db_uri_;
-    so.db_connections = 4;
-    so.worker_threads = 4;
-    auto server = scheduler::SchedulerServer::Start(so, &registry_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
+    StartScheduler(testing::FarmMode::kPlaintext, [](scheduler::ServerOptions& so) {
+      so.db_connections = 4;
+      so.worker_threads = 4;
+    });
+    ASSERT_TRUE(server_ != nullptr);
     auto am = testing::AlertmanagerInstance::Start(am_options_);
     ASSERT_TRUE(am.ok()) << am.status();
     am_ = std::move(*am);
@@ -277,7 +259,7 @@ class AnalyzerPgTest : public ::testing::Test {
 
   void TearDown() override {
     agent_.reset();
-    if (server_) server_->Shutdown(absl::Seconds(2));
+    FarmTest::TearDown();
   }
 
   static std::string Id(int i) { return absl::StrFormat("t%02d", i); }
@@ -397,9 +379,6 @@ class AnalyzerPgTest : public ::testing::Test {
 
   testing::AlertmanagerOptions am_options_;
   std::set<std::string> unbuildable_;  // commits whose bisect jobs fail to build (SimAgent)
-  metrics::MetricsRegistry registry_;
-  std::string db_uri_;
-  std::unique_ptr<scheduler::SchedulerServer> server_;
   std::unique_ptr<testing::AlertmanagerInstance> am_;
   std::unique_ptr<pb::JobService::Stub> jobs_;
   std::unique_ptr<pb::AnalysisService::Stub> analysis_;

@@ -36,7 +36,6 @@
 #include "gtest/gtest.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
-#include "lib/metrics/metrics.h"
 #include "lib/process/process.h"
 #include "lib/storage/pg/pg_analyzer_store.h"
 #include "lib/storage/pg/pg_pool.h"
@@ -45,7 +44,7 @@
 #include "services/analyzer/analyzer.h"
 #include "services/analyzer/clients.h"
 #include "testing/child_process.h"
-#include "testing/service_harness.h"
+#include "testing/farm_fixture.h"
 
 namespace farm {
 namespace {
@@ -78,9 +77,11 @@ std::map<std::string, std::string> Arm64Kernels(const std::string& cache) {
   return out;
 }
 
-class ConfirmRealPgTest : public ::testing::Test {
+class ConfirmRealPgTest : public testing::FarmTest {
  protected:
   void SetUp() override {
+    FarmTest::SetUp();
+    if (HasFatalFailure()) return;
     const char* env = std::getenv("FARM_KERNEL_CACHE");
     kernels_dir_ = env ? env : "/var/cache/iommu-farm/kernels";
     kernels_ = Arm64Kernels(kernels_dir_);
@@ -89,32 +90,19 @@ class ConfirmRealPgTest : public ::testing::Test {
         << kFetchHint;
     ASSERT_TRUE(process::ResolveExecutable("qemu-system-aarch64").ok())
         << "no qemu-system-aarch64: " << kFetchHint;
-    process::ProcessOptions build;
-    build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--arch", "aarch64",
-                  "--out", FARM_GUEST_ROOT_ARM64_DIR};
-    build.timeout = absl::Minutes(8);
-    absl::StatusOr<process::ProcessResult> built = process::RunProcess(build);
-    ASSERT_TRUE(built.ok() && built->ok())
-        << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
-    const std::string initramfs = std::string(absl::StripAsciiWhitespace(built->stdout_data));
+    absl::StatusOr<std::string> initramfs =
+        BuildGuestRoot(FARM_GUEST_ROOT_ARM64_DIR, "aarch64", absl::Minutes(8));
+    ASSERT_TRUE(initramfs.ok()) << initramfs.status();
 
-    std::string tmpl = testing::HarnessTempBase() + "/farm-confirmreal-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
+    root_ = TestDir();
     allowed_ = root_ + "/allowed";
     fs::create_directories(allowed_);
 
-    auto pg = testing::PostgresInstance::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    scheduler::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_uri = pg_->Uri();
-    options.config.lease_ttl = absl::Seconds(60);
-    auto server = scheduler::SchedulerServer::Start(options, &registry_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    client_.server = server_->address();
+    StartScheduler(testing::FarmMode::kPlaintext, [](scheduler::ServerOptions& options) {
+      options.config.lease_ttl = absl::Seconds(60);
+    });
+    ASSERT_TRUE(server_ != nullptr);
+    client_ = Client();
 
     // Four emulated releases around the two real ones; at v6.1.192 the
     // SMMUv3 command queue goes back to the spinlock, which costs strict
@@ -138,23 +126,20 @@ class ConfirmRealPgTest : public ::testing::Test {
     grpc::Status st = stub->LoadCatalog(ctx.get(), load, &loaded);
     ASSERT_TRUE(st.ok()) << st.error_message();
 
-    emu_agent_ = std::make_unique<testing::ChildProcess>(
-        std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", server_->address(), "--name",
-                                 "emu-agent", "--slots", "2", "--capabilities", "emulator",
-                                 "--drain-timeout", "10s"},
-        root_ + "/emu-agent.log");
-    absl::Status up = emu_agent_->WaitFor("registered as emu-agent", false, absl::Seconds(60));
+    absl::Status up;
+    emu_agent_ =
+        StartAgent({.name = "emu-agent", .slots = 2, .drain_timeout = absl::Seconds(10)}, &up);
     ASSERT_TRUE(up.ok()) << up << "\n" << emu_agent_->Out();
-    vm_agent_ = std::make_unique<testing::ChildProcess>(
-        std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", server_->address(), "--name",
-                                 "vm-agent", "--slots", "2", "--capabilities", "fio", "--allow-dir",
-                                 allowed_, "--vm-kernels", kernels_dir_, "--vm-arch", "aarch64",
-                                 "--vm-initramfs", initramfs, "--drain-timeout", "10s"},
-        root_ + "/vm-agent.log");
-    up = vm_agent_->WaitFor("registered as vm-agent", false, absl::Seconds(60));
+    vm_agent_ = StartAgent({.name = "vm-agent",
+                            .slots = 2,
+                            .capabilities = "fio",
+                            .drain_timeout = absl::Seconds(10),
+                            .flags = {"--allow-dir", allowed_, "--vm-kernels", kernels_dir_,
+                                      "--vm-arch", "aarch64", "--vm-initramfs", *initramfs}},
+                           &up);
     ASSERT_TRUE(up.ok()) << up << "\n" << vm_agent_->Out();
 
-    pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{pg_->Uri(), 2, 5});
+    pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{DbUri(), 2, 5});
     store_ = storage::NewPgAnalyzerStore(pool_.get());
     submitter_ = analyzer::NewGrpcJobSubmitter(server_->address(), "");
   }
@@ -169,17 +154,11 @@ class ConfirmRealPgTest : public ::testing::Test {
     store_.reset();
     submitter_.reset();
     pool_.reset();
-    if (server_) server_->Shutdown();
-    server_.reset();
-    pg_.reset();
-    if (!root_.empty()) fs::remove_all(root_);
+    FarmTest::TearDown();
   }
 
   std::string kernels_dir_, root_, allowed_;
   std::map<std::string, std::string> kernels_;
-  metrics::MetricsRegistry registry_;
-  std::unique_ptr<testing::PostgresInstance> pg_;
-  std::unique_ptr<scheduler::SchedulerServer> server_;
   client::ClientOptions client_;
   std::unique_ptr<testing::ChildProcess> emu_agent_, vm_agent_;
   std::unique_ptr<storage::PgPool> pool_;
@@ -253,7 +232,7 @@ TEST_F(ConfirmRealPgTest, EmulatorFindingIsConfirmedByFioOnTheCommitsKernels) {
 
   // The confirmation's jobs: fio in guests booted from the two commits'
   // kernels, strict on SMMUv3 (group type DMA), two per commit.
-  pqxx::connection c(pg_->Uri());
+  pqxx::connection c(DbUri());
   pqxx::work w(c);
   pqxx::result rows = w.exec_params(
       "SELECT j.commit_id, j.executor, r.host->>'kernel_release', "

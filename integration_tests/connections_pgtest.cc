@@ -19,7 +19,7 @@
 #include "lib/client/client.h"
 #include "testing/binaries.h"
 #include "testing/child_process.h"
-#include "testing/mtls_farm.h"
+#include "testing/farm_fixture.h"
 
 namespace farm {
 namespace {

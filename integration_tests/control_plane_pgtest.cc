@@ -18,7 +18,6 @@
 // Waits are bounded polls (PollUntil); the only time bound asserted is the
 // 30 s the watch property names.
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -38,6 +37,7 @@
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "testing/binaries.h"
 #include "testing/child_process.h"
+#include "testing/farm_fixture.h"
 #include "testing/service_harness.h"
 
 namespace {
@@ -45,7 +45,6 @@ namespace {
 namespace pb = ::iommufarm::v1;
 using ::farm::testing::BinaryPath;
 using ::farm::testing::PollUntil;
-using ::farm::testing::PostgresInstance;
 using ::farm::testing::SpawnLogged;
 using Proc = ::farm::testing::ChildProcess;
 
@@ -62,54 +61,24 @@ std::chrono::system_clock::time_point In(absl::Duration d) {
   return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d);
 }
 
-class ControlPlanePgTest : public ::testing::Test {
+class ControlPlanePgTest : public farm::testing::FarmTest {
  protected:
-  void SetUp() override {
-    auto pg = PostgresInstance::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    db_uri_ = pg_->Uri("farm");
-    port_ = farm::testing::PickFreePort();
-    ASSERT_GT(port_, 0);
-    logs_ = pg_->dir() + "/logs";
-    mkdir(logs_.c_str(), 0755);
-  }
-
-  std::string Address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::string Address() const { return SchedulerAddress(); }
 
   void StartScheduler(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv{BinaryPath("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN),
-                                  "--listen",
-                                  Address(),
-                                  "--db",
-                                  db_uri_,
-                                  "--metrics",
-                                  "127.0.0.1:0",
-                                  "--lease-ttl",
-                                  "2s",
-                                  "--retry-backoff",
-                                  "200ms",
-                                  "--catalog-dir",
-                                  FARM_SOURCE_DIR "/emu/model/catalogs"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    scheduler_ = SpawnLogged(argv, absl::StrCat(logs_, "/scheduler"));
-    absl::Status st = scheduler_->WaitFor("listening on", false, absl::Seconds(60));
-    ASSERT_TRUE(st.ok()) << st << "\n" << scheduler_->Err();
+    std::vector<std::string> flags{
+        "--metrics",       "127.0.0.1:0", "--lease-ttl",   "2s",
+        "--retry-backoff", "200ms",       "--catalog-dir", FARM_SOURCE_DIR "/emu/model/catalogs"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    scheduler_ = &StartSchedulerProcess(farm::testing::FarmMode::kPlaintext, flags);
     channel_ = grpc::CreateChannel(Address(), grpc::InsecureChannelCredentials());
     jobs_ = pb::JobService::NewStub(channel_);
     agents_ = pb::AgentService::NewStub(channel_);
   }
 
   std::unique_ptr<Proc> StartAgent(const std::string& name, int slots = 1) {
-    auto a =
-        SpawnLogged(std::vector<std::string>{BinaryPath("FARM_AGENT_BIN", FARM_AGENT_BIN),
-                                             "--scheduler", Address(), "--name", name, "--slots",
-                                             std::to_string(slots), "--capabilities", "emulator",
-                                             "--metrics", "127.0.0.1:0", "--drain-timeout", "1s"},
-                    absl::StrCat(logs_, "/", name));
-    absl::Status st = a->WaitFor("registered as " + name, true, absl::Seconds(60));
-    EXPECT_TRUE(st.ok()) << st << "\n" << a->Err();
-    return a;
+    return FarmTest::StartAgent(
+        {.name = name, .slots = slots, .metrics = true, .drain_timeout = absl::Seconds(1)});
   }
 
   int64_t Submit(const std::string& extra_yaml) {
@@ -158,22 +127,7 @@ class ControlPlanePgTest : public ::testing::Test {
     ASSERT_TRUE(st.ok()) << st;
   }
 
-  int64_t Sql(const std::string& q) {
-    pqxx::connection c(db_uri_);
-    pqxx::work w(c);
-    return w.exec1(q)[0].as<int64_t>();
-  }
-  std::string SqlText(const std::string& q) {
-    pqxx::connection c(db_uri_);
-    pqxx::work w(c);
-    return w.exec1(q)[0].as<std::string>();
-  }
-
-  std::unique_ptr<PostgresInstance> pg_;
-  std::string db_uri_;
-  std::string logs_;
-  int port_ = 0;
-  std::unique_ptr<Proc> scheduler_;
+  Proc* scheduler_ = nullptr;  // the fixture's child scheduler
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::JobService::Stub> jobs_;
   std::unique_ptr<pb::AgentService::Stub> agents_;
@@ -329,7 +283,7 @@ repeats: 1
   ASSERT_GT(mid, 0);
   auto watch = SpawnLogged(
       {BinaryPath("FARMCTL_BIN", FARMCTL_BIN), "--server", Address(), "watch", std::to_string(mid)},
-      logs_ + "/watch");
+      TestDir() + "/watch");
   // No agent: the matrix stays running and the stream open.
   absl::Status st = PollUntil([&]() -> absl::StatusOr<bool> { return !watch->Out().empty(); },
                               absl::Seconds(30), "first progress line", absl::Milliseconds(100));
@@ -515,10 +469,10 @@ TEST_F(ControlPlanePgTest, HealthIsNotServingWhilePostgresIsDown) {
         absl::Seconds(60), what, absl::Milliseconds(200));
   };
   ASSERT_TRUE(wait_for(true, "SERVING").ok());
-  ASSERT_TRUE(pg_->Stop().ok());
+  ASSERT_TRUE(Postgres().Stop().ok());
   absl::Status st = wait_for(false, "NOT_SERVING with PostgreSQL down");
   EXPECT_TRUE(st.ok()) << st;
-  ASSERT_TRUE(pg_->Restart().ok());
+  ASSERT_TRUE(Postgres().Restart().ok());
   st = wait_for(true, "SERVING again");
   EXPECT_TRUE(st.ok()) << st;
 }

@@ -10,11 +10,6 @@
 //    error;
 //  - every SQL panel / variable query of the dashboards plans (EXPLAIN)
 //    against the migrated farm schema.
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <iostream>
@@ -33,6 +28,8 @@
 #include "absl/strings/str_replace.h"
 #include "dashboards/dashboard_checks.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "testing/child_process.h"
+#include "testing/farm_fixture.h"
 #include "testing/service_harness.h"
 
 namespace farm::dashboards {
@@ -43,75 +40,27 @@ using json = nlohmann::json;
 
 const std::string kDir = std::string(FARM_SOURCE_DIR) + "/dashboards";
 
-// A farm binary run as a child: own process group, killed with the test
-// process (PDEATHSIG), stdout and stderr appended to `log`.
-class Child {
- public:
-  Child(std::vector<std::string> argv, std::string log) : log_(std::move(log)) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      std::vector<char*> args;
-      for (std::string& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() {
-    Stop();
-    // Kept when the test failed, for the failure message's context.
-    if (!::testing::Test::HasFailure()) ::unlink(log_.c_str());
-  }
-  void Stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 100; ++i) {
-      int st;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      ::usleep(50 * 1000);
-    }
-    ::kill(-pid_, SIGKILL);
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  std::string Log() const {
-    std::ifstream in(log_);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
-  // The HOST:PORT printed after `prefix` (e.g. "metrics on "), waiting for it.
-  std::string WaitAddress(const std::string& prefix) const {
-    std::string found;
-    const absl::Status s = testing::PollUntil(
-        [&]() -> absl::StatusOr<bool> {
-          std::smatch m;
-          const std::string log = Log();
-          const std::regex re(prefix + "([0-9.]+:[0-9]+)");
-          if (std::regex_search(log, m, re)) found = m[1];
-          return !found.empty();
-        },
-        absl::Seconds(60), prefix);
-    EXPECT_TRUE(s.ok()) << s << "\n" << Log();
-    return found;
-  }
-  pid_t pid() const { return pid_; }
+// Everything a farm child process logged, for failure messages.
+std::string Log(const testing::ChildProcess& p) {
+  const std::string out = p.Out(), err = p.Err();
+  return out == err ? out : out + err;
+}
 
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-};
+// The HOST:PORT `p` printed after `prefix` (e.g. "metrics on "), waiting for it.
+std::string WaitAddress(const testing::ChildProcess& p, const std::string& prefix) {
+  std::string found;
+  const absl::Status s = testing::PollUntil(
+      [&]() -> absl::StatusOr<bool> {
+        std::smatch m;
+        const std::string log = Log(p);
+        const std::regex re(prefix + "([0-9.]+:[0-9]+)");
+        if (std::regex_search(log, m, re)) found = m[1];
+        return !found.empty();
+      },
+      absl::Seconds(60), prefix);
+  EXPECT_TRUE(s.ok()) << s << "\n" << Log(p);
+  return found;
+}
 
 std::string Scrape(const std::string& address) {
   auto r = testing::HttpGet("http://" + address + "/metrics");
@@ -149,32 +98,26 @@ std::string Substitute(std::string q) {
                                  {"$kind", "1"}});
 }
 
-TEST(DashboardsFarmPgTest, EveryReferencedMetricIsExportedAndEveryQueryRuns) {
-  auto pg = testing::PostgresInstance::Start();
-  ASSERT_TRUE(pg.ok()) << pg.status();
-  const std::string db = (*pg)->Uri();
-  const std::string tmp = ::testing::TempDir() + "/dashboards-" + std::to_string(::getpid());
-  auto scheduler = std::make_unique<Child>(
-      std::vector<std::string>{FARM_SCHEDULER_BIN, "--listen", "127.0.0.1:0", "--metrics",
-                               "127.0.0.1:0", "--db", db},
-      tmp + "-scheduler.log");
-  const std::string sched_addr = scheduler->WaitAddress("listening on ");
-  const std::string sched_metrics = scheduler->WaitAddress("metrics on ");
+class DashboardsFarmPgTest : public testing::FarmTest {};
+
+TEST_F(DashboardsFarmPgTest, EveryReferencedMetricIsExportedAndEveryQueryRuns) {
+  const std::string db = DbUri();
+  testing::ChildProcess* scheduler =
+      &StartSchedulerProcess(testing::FarmMode::kPlaintext, {"--metrics", "127.0.0.1:0"});
+  const std::string sched_addr = SchedulerAddress();
+  const std::string sched_metrics = WaitAddress(*scheduler, "metrics on ");
   ASSERT_FALSE(sched_addr.empty());
   ASSERT_FALSE(sched_metrics.empty());
-  auto agent = std::make_unique<Child>(
-      std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", sched_addr, "--name", "dash-agent",
-                               "--slots", "1", "--capabilities", "emulator", "--metrics",
-                               "127.0.0.1:0", "--drain-timeout", "2s"},
-      tmp + "-agent.log");
-  auto analyzer = std::make_unique<Child>(
+  auto agent = StartAgent(
+      {.name = "dash-agent", .slots = 1, .metrics = true, .drain_timeout = absl::Seconds(2)});
+  auto analyzer = std::make_unique<testing::ChildProcess>(
       std::vector<std::string>{FARM_ANALYZER_BIN, "--db", db, "--scheduler", sched_addr,
                                "--metrics", "127.0.0.1:0", "--poll-interval", "200ms"},
-      tmp + "-analyzer.log");
+      TestDir() + "/analyzer.log");
   const std::map<std::string, std::string> metrics{
       {"farm-scheduler", sched_metrics},
-      {"farm-agent", agent->WaitAddress("metrics on ")},
-      {"farm-analyzer", analyzer->WaitAddress("metrics on ")}};
+      {"farm-agent", WaitAddress(*agent, "metrics on ")},
+      {"farm-analyzer", WaitAddress(*analyzer, "metrics on ")}};
   for (const auto& [who, addr] : metrics) ASSERT_FALSE(addr.empty()) << who;
 
   // One small job, so job/result series carry samples as in a working farm.
@@ -189,14 +132,14 @@ TEST(DashboardsFarmPgTest, EveryReferencedMetricIsExportedAndEveryQueryRuns) {
   {
     grpc::ClientContext ctx;
     const grpc::Status s = jobs->SubmitMatrix(&ctx, req, &resp);
-    ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << scheduler->Log();
+    ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << Log(*scheduler);
   }
   const absl::Status ran = testing::PollUntil(
       [&]() -> absl::StatusOr<bool> {
         return SampleSum(Scrape(metrics.at("farm-scheduler")), "farm_results_ingested_total") >= 1;
       },
       absl::Seconds(60), "the job's result ingested");
-  EXPECT_TRUE(ran.ok()) << ran << "\n" << agent->Log();
+  EXPECT_TRUE(ran.ok()) << ran << "\n" << Log(*agent);
   // The analyzer's latest-result gauges exist once it has analysed the
   // matrix (off and strict: the overhead ratio too).
   const absl::Status analysed = testing::PollUntil(
@@ -204,7 +147,7 @@ TEST(DashboardsFarmPgTest, EveryReferencedMetricIsExportedAndEveryQueryRuns) {
         return SampleSum(Scrape(metrics.at("farm-analyzer")), "farm_result_overhead_ratio") > 0;
       },
       absl::Seconds(60), "the analyzer's latest-result gauges");
-  EXPECT_TRUE(analysed.ok()) << analysed << "\n" << analyzer->Log();
+  EXPECT_TRUE(analysed.ok()) << analysed << "\n" << Log(*analyzer);
 
   std::map<std::string, Exposition> exported;
   for (const auto& [who, addr] : metrics) exported[who] = ParseExposition(Scrape(addr));

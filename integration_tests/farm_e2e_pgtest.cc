@@ -5,7 +5,6 @@
 // result each, and that SIGTERM makes the agents exit 0.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -23,23 +22,12 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/server.h"
 #include "testing/child_process.h"
-#include "testing/service_harness.h"
+#include "testing/farm_fixture.h"
 
 namespace farm {
 namespace {
 
 namespace pb = ::iommufarm::v1;
-
-// A farm-agent child process with stdout+stderr in one log file.
-std::unique_ptr<testing::ChildProcess> StartAgent(const std::string& scheduler,
-                                                  const std::string& name,
-                                                  const std::string& log_path) {
-  return std::make_unique<testing::ChildProcess>(
-      std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", scheduler, "--name", name, "--slots",
-                               "2", "--capabilities", "emulator", "--metrics", "127.0.0.1:0",
-                               "--drain-timeout", "10s"},
-      log_path);
-}
 
 constexpr char kSpec[] = R"(name: e2e-smoke
 catalog: linux-iommu
@@ -53,28 +41,26 @@ repeats: 3
 executor: emulator
 )";
 
-TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
-  auto pg = testing::PostgresInstance::Start();
-  ASSERT_TRUE(pg.ok()) << pg.status();
-  metrics::MetricsRegistry registry;
-  scheduler::ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.db_uri = (*pg)->Uri();
-  options.catalog_dir = std::string(FARM_SOURCE_DIR) + "/emu/model/catalogs";
-  options.config.lease_ttl = absl::Seconds(6);
-  auto server = scheduler::SchedulerServer::Start(options, &registry);
-  ASSERT_TRUE(server.ok()) << server.status();
-  const std::string address = (*server)->address();
+class FarmEndToEndPgTest : public testing::FarmTest {};
 
-  const std::string base = testing::HarnessTempBase() + "/farm-e2e-" + std::to_string(getpid());
+TEST_F(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
+  StartScheduler(testing::FarmMode::kPlaintext, [](scheduler::ServerOptions& options) {
+    options.catalog_dir = std::string(FARM_SOURCE_DIR) + "/emu/model/catalogs";
+    options.config.lease_ttl = absl::Seconds(6);
+  });
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string address = SchedulerAddress();
+
+  const std::string base = TestDir() + "/farm-e2e";
   std::vector<std::unique_ptr<testing::ChildProcess>> agents;
   for (int i = 1; i <= 2; ++i) {
-    agents.push_back(StartAgent(address, absl::StrCat("e2e-agent-", i),
-                                absl::StrCat(base, "-agent-", i, ".log")));
-  }
-  for (auto& agent : agents) {
-    absl::Status up = agent->WaitFor("registered as e2e-agent-", false, absl::Seconds(30));
-    ASSERT_TRUE(up.ok()) << up << "\n" << agent->Out();
+    absl::Status up;
+    agents.push_back(StartAgent({.name = absl::StrCat("e2e-agent-", i),
+                                 .slots = 2,
+                                 .metrics = true,
+                                 .drain_timeout = absl::Seconds(10)},
+                                &up));
+    ASSERT_TRUE(up.ok()) << up << "\n" << agents.back()->Out();
   }
 
   client::ClientOptions client_options;
@@ -250,7 +236,7 @@ TEST(FarmEndToEndPgTest, MatrixRunsEveryJobExactlyOnce) {
   for (auto& agent : agents) {
     EXPECT_EQ(agent->Terminate(), 0) << agent->Out();
   }
-  (*server)->Shutdown();
+  server_->Shutdown();
 }
 
 }  // namespace

@@ -22,33 +22,25 @@
 // the caller's FARM_* variables.
 // Waits are bounded polls (PollUntil), never timing assertions.
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <random>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
-#include "lib/base/file.h"
 #include "lib/client/client.h"
-#include "testing/binaries.h"
 #include "testing/child_process.h"
-#include "testing/farm_certs.h"
+#include "testing/farm_fixture.h"
 #include "testing/service_harness.h"
 
 namespace {
 
 namespace pb = ::iommufarm::v1;
-using ::farm::testing::BinaryPath;
 using ::farm::testing::PollUntil;
-using ::farm::testing::PostgresInstance;
-using ::farm::testing::SpawnLogged;
 
 using Proc = ::farm::testing::ChildProcess;
 
@@ -72,74 +64,22 @@ void PrintTo(Transport t, std::ostream* os) {
   *os << (t == Transport::kMtls ? "mtls" : "plaintext");
 }
 
-std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
-
-// 32 random bytes, hex: the bootstrap admin token, as docs/security.md makes
-// one with `openssl rand -hex 32`.
-std::string RandomToken() {
-  std::random_device rd;
-  std::string hex;
-  for (int i = 0; i < 32; ++i) absl::StrAppend(&hex, absl::Hex(rd() & 0xff, absl::kZeroPad2));
-  return hex;
-}
-
-class FarmFaultPgTest : public ::testing::TestWithParam<Transport> {
+class FarmFaultPgTest : public farm::testing::FarmTestWithParam<Transport> {
  protected:
   bool Mtls() const { return GetParam() == Transport::kMtls; }
 
   void SetUp() override {
-    auto pg = PostgresInstance::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    db_uri_ = pg_->Uri("farm");
-    port_ = farm::testing::PickFreePort();
-    ASSERT_GT(port_, 0);
-    logs_ = pg_->dir() + "/logs";
-    mkdir(logs_.c_str(), 0755);
-    if (Mtls()) MakeCredentials();
+    FarmTest::SetUp();
+    if (HasFatalFailure()) return;
     StartScheduler();
-    client_.server = Loopback(port_);
+    client_ = RoleClient("submitter");
     if (Mtls()) {
-      client_.tls = farm::testing::FarmClientPem(certs_, "fault-user");
-      client_.token = CreateSubmitterToken();
+      // A submitter API token made by the admin (certificate + bootstrap
+      // token), as `farmctl token create --role submitter` does.
+      client_.token = CreateToken("fault-ci", "submitter");
       ASSERT_FALSE(client_.token.empty());
     }
     UseClient();
-  }
-
-  // The farm CA and server pair, an admin and a submitter certificate, and
-  // the bootstrap admin token in a file only its owner reads.
-  void MakeCredentials() {
-    certs_ = pg_->dir() + "/certs";
-    absl::Status st = farm::testing::MakeFarmCa(certs_);
-    ASSERT_TRUE(st.ok()) << st;
-    for (const auto& [name, role] :
-         {std::pair{"fault-admin", "admin"}, std::pair{"fault-user", "submitter"}}) {
-      st = farm::testing::MakeFarmClientCertificate(certs_, name, role);
-      ASSERT_TRUE(st.ok()) << st;
-    }
-    admin_token_ = RandomToken();
-    admin_token_file_ = pg_->dir() + "/admin.token";
-    st = farm::base::WriteFileAtomically(admin_token_file_, admin_token_ + "\n", 0600);
-    ASSERT_TRUE(st.ok()) << st;
-  }
-
-  // A submitter API token made by the admin (certificate + bootstrap token),
-  // as `farmctl token create --role submitter` does; empty on failure.
-  std::string CreateSubmitterToken() {
-    farm::client::ClientOptions admin;
-    admin.server = Loopback(port_);
-    admin.tls = farm::testing::FarmClientPem(certs_, "fault-admin");
-    admin.token = admin_token_;
-    auto access = pb::AccessService::NewStub(farm::client::MakeChannel(admin));
-    pb::CreateTokenRequest req;
-    req.set_name("fault-ci");
-    req.set_role("submitter");
-    pb::CreateTokenResponse resp;
-    auto ctx = farm::client::NewContext(admin, absl::Seconds(60));
-    grpc::Status st = access->CreateToken(ctx.get(), req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return resp.token();
   }
 
   // The test's own calls go to client_.server, with its TLS and token.
@@ -148,48 +88,23 @@ class FarmFaultPgTest : public ::testing::TestWithParam<Transport> {
     jobs_ = pb::JobService::NewStub(channel_);
   }
 
-  void StartScheduler() { scheduler_ = SpawnScheduler(port_); }
-
-  std::unique_ptr<Proc> SpawnScheduler(int port) {
-    std::vector<std::string> argv = {BinaryPath("FARM_SCHEDULER_BIN", FARM_SCHEDULER_BIN)};
-    argv.insert(argv.end(), {"--listen", Loopback(port), "--db", db_uri_, "--metrics",
-                             "127.0.0.1:0", "--lease-ttl", "2s", "--retry-backoff", "200ms",
-                             "--catalog-dir", FARM_SOURCE_DIR "/emu/model/catalogs"});
-    if (Mtls()) {
-      argv.insert(argv.end(),
-                  {"--tls-cert", farm::testing::FarmServerCertPath(certs_), "--tls-key",
-                   farm::testing::FarmServerKeyPath(certs_), "--tls-ca",
-                   farm::testing::FarmCaPath(certs_), "--admin-token-file", admin_token_file_});
-    }
-    auto scheduler = SpawnLogged(argv, absl::StrCat(logs_, "/scheduler", ++scheduler_starts_));
-    absl::Status st = scheduler->WaitFor("listening on", false, absl::Seconds(60));
-    EXPECT_TRUE(st.ok()) << st << "\n" << scheduler->Err();
-    return scheduler;
+  void StartScheduler() {
+    scheduler_ = &StartSchedulerProcess(
+        Mtls() ? farm::testing::FarmMode::kDeployed : farm::testing::FarmMode::kPlaintext,
+        {"--metrics", "127.0.0.1:0", "--lease-ttl", "2s", "--retry-backoff", "200ms",
+         "--catalog-dir", FARM_SOURCE_DIR "/emu/model/catalogs"});
   }
 
   // `scheduler` defaults to this fixture's one scheduler. Under mTLS the
-  // agent presents its own certificate (CN = name, O=agent), made on first
-  // use: the scheduler binds an agent principal to its name.
+  // agent presents its own certificate (CN = name, O=agent): the scheduler
+  // binds an agent principal to its name.
   std::unique_ptr<Proc> StartAgent(const std::string& name, int slots = 4,
                                    std::string scheduler = "") {
-    if (scheduler.empty()) scheduler = Loopback(port_);
-    std::vector<std::string> argv = {BinaryPath("FARM_AGENT_BIN", FARM_AGENT_BIN)};
-    argv.insert(argv.end(), {"--scheduler", scheduler, "--name", name, "--slots",
-                             std::to_string(slots), "--capabilities", "emulator", "--metrics",
-                             "127.0.0.1:0", "--drain-timeout", "1s"});
-    if (Mtls()) {
-      const std::string pair = certs_ + "/" + name;
-      if (!std::filesystem::exists(pair + ".pem")) {
-        absl::Status st = farm::testing::MakeFarmClientCertificate(certs_, name, "agent");
-        EXPECT_TRUE(st.ok()) << st;
-      }
-      argv.insert(argv.end(), {"--tls-cert", pair + ".pem", "--tls-key", pair + ".key", "--tls-ca",
-                               farm::testing::FarmCaPath(certs_)});
-    }
-    auto a = SpawnLogged(argv, absl::StrCat(logs_, "/", name, "-", ++agent_starts_));
-    absl::Status st = a->WaitFor("registered as " + name, true, absl::Seconds(60));
-    EXPECT_TRUE(st.ok()) << st << "\n" << a->Err();
-    return a;
+    return FarmTest::StartAgent({.name = name,
+                                 .slots = slots,
+                                 .metrics = true,
+                                 .drain_timeout = absl::Seconds(1),
+                                 .scheduler = scheduler});
   }
 
   int64_t Submit(const std::string& extra_yaml) {
@@ -248,12 +163,6 @@ class FarmFaultPgTest : public ::testing::TestWithParam<Transport> {
     ASSERT_TRUE(st.ok()) << st;
   }
 
-  int64_t Sql(const std::string& q) {
-    pqxx::connection c(db_uri_);
-    pqxx::work w(c);
-    return w.exec1(q)[0].as<int64_t>();
-  }
-
   // The exactly-once invariant, checked in the database itself.
   void ExpectExactlyOnce(int64_t mid, int64_t total) {
     const std::string m = std::to_string(mid);
@@ -272,15 +181,8 @@ class FarmFaultPgTest : public ::testing::TestWithParam<Transport> {
               0);
   }
 
-  std::unique_ptr<PostgresInstance> pg_;
-  std::string db_uri_;
-  std::string certs_;  // mTLS: the farm's certificates (scripts/farm-certs)
-  std::string admin_token_, admin_token_file_;
   farm::client::ClientOptions client_;
-  std::string logs_;
-  int port_ = 0;
-  int scheduler_starts_ = 0, agent_starts_ = 0;
-  std::unique_ptr<Proc> scheduler_;
+  Proc* scheduler_ = nullptr;  // the fixture's child scheduler
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::JobService::Stub> jobs_;
 };
@@ -412,8 +314,8 @@ TEST_P(FarmFaultPgTest, SchedulerKilledAtFiveSeededRandomInstants) {
 TEST_P(FarmFaultPgTest, TwoSchedulersOneDatabaseSurviveLosingOne) {
   const int port2 = farm::testing::PickFreePort();
   ASSERT_GT(port2, 0);
-  std::unique_ptr<Proc> second = SpawnScheduler(port2);
-  const std::string both = absl::StrCat("127.0.0.1:", port_, ",127.0.0.1:", port2);
+  std::unique_ptr<Proc> second = SpawnSchedulerProcess(port2);
+  const std::string both = absl::StrCat(SchedulerAddress(), ",127.0.0.1:", port2);
   std::vector<std::unique_ptr<Proc>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent("t" + std::to_string(i), 4, both));
   // The test's own client fails over too, as farmctl does with --server A,B.
@@ -457,7 +359,7 @@ TEST_P(FarmFaultPgTest, PostgresRestartedMidMatrix) {
   const int64_t mid = SubmitThreeHundred("pg-restart", 20);
   WaitCount(
       mid, [](const pb::MatrixCounts& c) { return c.succeeded() >= 40; }, "40 done");
-  ASSERT_TRUE(pg_->Restart().ok());
+  ASSERT_TRUE(Postgres().Restart().ok());
   pb::Matrix m = WaitDone(mid, absl::Seconds(180));
   EXPECT_EQ(m.state(), pb::MATRIX_STATE_COMPLETED);
   ExpectExactlyOnce(mid, 300);

@@ -20,19 +20,17 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "cli/commands.h"
 #include "gtest/gtest.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/base/file.h"
 #include "lib/client/client.h"
 #include "lib/kbuild/test_tree.h"
-#include "lib/metrics/metrics.h"
 #include "lib/process/process.h"
 #include "proto/try_commit.h"
 #include "scheduler/server.h"
 #include "testing/child_process.h"
-#include "testing/service_harness.h"
+#include "testing/farm_fixture.h"
 
 namespace farm {
 namespace {
@@ -40,66 +38,39 @@ namespace {
 namespace fs = std::filesystem;
 namespace pb = ::iommufarm::v1;
 
-class KbuildFarmPgTest : public ::testing::Test {
+class KbuildFarmPgTest : public testing::FarmTest {
  protected:
   void SetUp() override {
+    FarmTest::SetUp();
+    if (HasFatalFailure()) return;
     absl::StatusOr<kbuild::TestTree> tree =
         kbuild::MakeTestTree(std::string(FARM_SOURCE_DIR) + "/scripts/make-test-kernel-tree");
     ASSERT_TRUE(tree.ok()) << tree.status();
     tree_ = *std::move(tree);
     ASSERT_GE(tree_.commits.size(), 3u);
-    process::ProcessOptions build;
-    build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--out",
-                  FARM_GUEST_ROOT_DIR};
-    build.timeout = absl::Minutes(2);
-    absl::StatusOr<process::ProcessResult> built = process::RunProcess(build);
-    ASSERT_TRUE(built.ok() && built->ok())
-        << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
-    const std::string initramfs = std::string(absl::StripAsciiWhitespace(built->stdout_data));
+    absl::StatusOr<std::string> initramfs = BuildGuestRoot(FARM_GUEST_ROOT_DIR);
+    ASSERT_TRUE(initramfs.ok()) << initramfs.status();
 
-    std::string tmpl = testing::HarnessTempBase() + "/farm-kbuild-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
+    root_ = TestDir();
     fs::create_directories(root_ + "/allowed");
     fs::create_directories(root_ + "/store");
 
-    auto pg = testing::PostgresInstance::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    scheduler::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_uri = pg_->Uri();
-    options.config.lease_ttl = absl::Seconds(60);
-    auto server = scheduler::SchedulerServer::Start(options, &registry_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    client_.server = server_->address();
+    StartScheduler(testing::FarmMode::kPlaintext, [](scheduler::ServerOptions& options) {
+      options.config.lease_ttl = absl::Seconds(60);
+    });
+    ASSERT_TRUE(server_ != nullptr);
+    client_ = Client();
     LoadCatalog();
 
-    agent_ =
-        std::make_unique<testing::ChildProcess>(std::vector<std::string>{FARM_AGENT_BIN,
-                                                                         "--scheduler",
-                                                                         server_->address(),
-                                                                         "--name",
-                                                                         "builder",
-                                                                         "--slots",
-                                                                         "2",
-                                                                         "--capabilities",
-                                                                         "kbuild,fio",
-                                                                         "--kbuild-tree",
-                                                                         "test-tree=" + tree_.dir,
-                                                                         "--kernel-store",
-                                                                         root_ + "/store",
-                                                                         "--vm-initramfs",
-                                                                         initramfs,
-                                                                         "--vm-accel",
-                                                                         "tcg",
-                                                                         "--allow-dir",
-                                                                         root_ + "/allowed",
-                                                                         "--drain-timeout",
-                                                                         "10s"},
-                                                root_ + "/agent.log");
-    absl::Status up = agent_->WaitFor("registered as builder", false, absl::Seconds(60));
+    absl::Status up;
+    agent_ = StartAgent({.name = "builder",
+                         .slots = 2,
+                         .capabilities = "kbuild,fio",
+                         .drain_timeout = absl::Seconds(10),
+                         .flags = {"--kbuild-tree", "test-tree=" + tree_.dir, "--kernel-store",
+                                   root_ + "/store", "--vm-initramfs", *initramfs, "--vm-accel",
+                                   "tcg", "--allow-dir", root_ + "/allowed"}},
+                        &up);
     ASSERT_TRUE(up.ok()) << up << "\n" << agent_->Out();
   }
 
@@ -108,10 +79,7 @@ class KbuildFarmPgTest : public ::testing::Test {
       EXPECT_EQ(agent_->Terminate(), 0) << agent_->Out();
     }
     agent_.reset();
-    if (server_) server_->Shutdown();
-    server_.reset();
-    pg_.reset();
-    if (!root_.empty()) fs::remove_all(root_);
+    FarmTest::TearDown();
   }
 
   // The base commit, the next one and the broken one.
@@ -147,9 +115,6 @@ class KbuildFarmPgTest : public ::testing::Test {
 
   kbuild::TestTree tree_;
   std::string root_;
-  metrics::MetricsRegistry registry_;
-  std::unique_ptr<testing::PostgresInstance> pg_;
-  std::unique_ptr<scheduler::SchedulerServer> server_;
   client::ClientOptions client_;
   std::unique_ptr<testing::ChildProcess> agent_;
 };
@@ -195,7 +160,7 @@ TEST_F(KbuildFarmPgTest, EveryCommitIsBuiltOnceAndItsJobRunsOnItsOwnKernel) {
   ASSERT_TRUE(builds.ok()) << builds.status();
   EXPECT_EQ(builds->counts().succeeded(), 2);
   EXPECT_EQ(builds->counts().failed(), 1);
-  pqxx::connection c(pg_->Uri());
+  pqxx::connection c(DbUri());
   pqxx::work w(c);
   pqxx::result failed =
       w.exec_params("SELECT failure_reason FROM jobs WHERE matrix_id = $1 AND state = 4",
@@ -241,7 +206,7 @@ TEST_F(KbuildFarmPgTest, ATryPatchIsBuiltOnItsBaseAndComparedWithIt) {
   EXPECT_TRUE(absl::StrContains(out.str(), try_id.substr(tree_.commits[0].size()))) << out.str();
   EXPECT_TRUE(absl::StrContains(out.str(), "iops")) << out.str();
 
-  pqxx::connection c(pg_->Uri());
+  pqxx::connection c(DbUri());
   pqxx::work w(c);
   pqxx::result built = w.exec_params(
       "SELECT count(*) FROM jobs WHERE commit_id = $1 AND executor = $2 AND state = 3", try_id,

@@ -3,7 +3,6 @@
 // kernel releases in the subject, in version order, and a second run adds
 // nothing. Also `farmctl kernels list` through the binary.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,9 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "cli/git_import.h"
-#include "lib/metrics/metrics.h"
 #include "scheduler/server.h"
-#include "testing/service_harness.h"
+#include "testing/farm_fixture.h"
 
 namespace farm {
 namespace {
@@ -29,19 +27,14 @@ void WriteBuild(const fs::path& dir, const std::string& manifest) {
   std::ofstream(dir / "vmlinuz") << "image";
 }
 
-TEST(KernelStorePgTest, CatalogFromAStore) {
-  auto pg = testing::PostgresInstance::Start();
-  ASSERT_TRUE(pg.ok()) << pg.status();
-  metrics::MetricsRegistry registry;
-  scheduler::ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.db_uri = (*pg)->Uri();
-  auto server = scheduler::SchedulerServer::Start(options, &registry);
-  ASSERT_TRUE(server.ok()) << server.status();
-  const std::string address = (*server)->address();
+class KernelStorePgTest : public testing::FarmTest {};
 
-  const fs::path store = fs::path(testing::HarnessTempBase()) / absl::StrCat("kstore-", getpid());
-  fs::remove_all(store);
+TEST_F(KernelStorePgTest, CatalogFromAStore) {
+  StartScheduler(testing::FarmMode::kPlaintext);
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string address = SchedulerAddress();
+
+  const fs::path store = fs::path(TestDir()) / "kstore";
   WriteBuild(store / "v6.1.192-aarch64",
              "commit: v6.1.192\nrelease: 6.1.0-57-cloud-arm64\narch: aarch64\nimage: vmlinuz\n"
              "version: 6.1.192-3\n");

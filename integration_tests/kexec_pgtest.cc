@@ -32,9 +32,8 @@
 #include "gtest/gtest.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
-#include "lib/metrics/metrics.h"
 #include "scheduler/server.h"
-#include "testing/service_harness.h"
+#include "testing/farm_fixture.h"
 
 namespace farm {
 namespace {
@@ -122,12 +121,12 @@ struct JobRow {
   std::string reason;
 };
 
-class KexecPgTest : public ::testing::Test {
+class KexecPgTest : public testing::FarmTest {
  protected:
   void SetUp() override {
-    std::string tmpl = testing::HarnessTempBase() + "/farm-kexec-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
+    FarmTest::SetUp();
+    if (HasFatalFailure()) return;
+    root_ = TestDir();
     fs::create_directories(root_ / "state");
     const fs::path build = root_ / "store" / "kernel-a1";
     fs::create_directories(build);
@@ -135,29 +134,16 @@ class KexecPgTest : public ::testing::Test {
                                          << "\narch: x86_64\nimage: vmlinuz\ninitrd: initrd.img\n";
     std::ofstream(build / "vmlinuz") << "image";
     std::ofstream(build / "initrd.img") << "initrd";
-    auto pg = testing::PostgresInstance::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-  }
-
-  void TearDown() override {
-    if (server_) server_->Shutdown();
-    server_.reset();
-    pg_.reset();
-    if (!root_.empty()) fs::remove_all(root_);
   }
 
   // The scheduler, a catalog with the store's commit and one fio job for it
   // in strict mode.
   void StartFarm(absl::Duration max_boot_timeout) {
-    scheduler::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_uri = pg_->Uri();
-    options.config.lease_ttl = absl::Seconds(1);
-    options.config.max_boot_timeout = max_boot_timeout;
-    auto server = scheduler::SchedulerServer::Start(options, &registry_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
+    StartScheduler(testing::FarmMode::kPlaintext, [&](scheduler::ServerOptions& options) {
+      options.config.lease_ttl = absl::Seconds(1);
+      options.config.max_boot_timeout = max_boot_timeout;
+    });
+    ASSERT_TRUE(server_ != nullptr);
     client_.server = server_->address();
     auto stub = pb::JobService::NewStub(client::MakeChannel(client_));
     pb::LoadCatalogRequest load;
@@ -230,13 +216,13 @@ class KexecPgTest : public ::testing::Test {
   }
 
   JobRow Job() {
-    pqxx::connection c(pg_->Uri());
+    pqxx::connection c(DbUri());
     pqxx::work w(c);
     pqxx::row r = w.exec1("SELECT state, attempt, coalesce(failure_reason, '') FROM jobs");
     return {r[0].as<int>(), r[1].as<int>(), r[2].as<std::string>()};
   }
   int64_t ResultRows() {
-    pqxx::connection c(pg_->Uri());
+    pqxx::connection c(DbUri());
     pqxx::work w(c);
     return w.exec1("SELECT count(*) FROM results")[0].as<int64_t>();
   }
@@ -279,9 +265,6 @@ class KexecPgTest : public ::testing::Test {
   fs::path root_;
   FakeHost host_;
   std::atomic<int> tool_runs_{0};
-  metrics::MetricsRegistry registry_;
-  std::unique_ptr<testing::PostgresInstance> pg_;
-  std::unique_ptr<scheduler::SchedulerServer> server_;
   client::ClientOptions client_;
   int64_t matrix_id_ = 0;
 };

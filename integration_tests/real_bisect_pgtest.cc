@@ -30,7 +30,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "cli/commands.h"
 #include "cli/regressions.h"
@@ -38,8 +37,6 @@
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 #include "lib/kbuild/test_tree.h"
-#include "lib/metrics/metrics.h"
-#include "lib/process/process.h"
 #include "lib/storage/pg/pg_analyzer_store.h"
 #include "lib/storage/pg/pg_pool.h"
 #include "proto/names.h"
@@ -47,6 +44,7 @@
 #include "services/analyzer/analyzer.h"
 #include "services/analyzer/clients.h"
 #include "testing/child_process.h"
+#include "testing/farm_fixture.h"
 #include "testing/service_harness.h"
 
 namespace farm {
@@ -58,46 +56,35 @@ using json = nlohmann::json;
 
 constexpr char kCatalog[] = "test-tree";
 
-class RealBisectPgTest : public ::testing::Test {
+class RealBisectPgTest : public testing::FarmTest {
  protected:
   void SetUp() override {
+    FarmTest::SetUp();
+    if (HasFatalFailure()) return;
     absl::StatusOr<kbuild::TestTree> tree =
         kbuild::MakeTestTree(std::string(FARM_SOURCE_DIR) + "/scripts/make-test-kernel-tree");
     ASSERT_TRUE(tree.ok()) << tree.status();
     tree_ = *std::move(tree);
     ASSERT_GE(tree_.commits.size(), 3u);
-    process::ProcessOptions root;
-    root.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--out",
-                 FARM_GUEST_ROOT_DIR};
-    root.timeout = absl::Minutes(2);
-    absl::StatusOr<process::ProcessResult> built = process::RunProcess(root);
-    ASSERT_TRUE(built.ok() && built->ok())
-        << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
-    initramfs_ = std::string(absl::StripAsciiWhitespace(built->stdout_data));
+    absl::StatusOr<std::string> initramfs = BuildGuestRoot(FARM_GUEST_ROOT_DIR);
+    ASSERT_TRUE(initramfs.ok()) << initramfs.status();
+    initramfs_ = *initramfs;
 
-    std::string tmpl = testing::HarnessTempBase() + "/farm-realbisect-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
+    root_ = TestDir();
     fs::create_directories(root_ + "/allowed");
     fs::create_directories(root_ + "/store");
 
-    auto pg = testing::PostgresInstance::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    scheduler::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_uri = pg_->Uri();
-    options.config.lease_ttl = absl::Seconds(60);
-    auto server = scheduler::SchedulerServer::Start(options, &registry_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    client_.server = server_->address();
+    StartScheduler(testing::FarmMode::kPlaintext, [](scheduler::ServerOptions& options) {
+      options.config.lease_ttl = absl::Seconds(60);
+    });
+    ASSERT_TRUE(server_ != nullptr);
+    client_ = Client();
     auto am = testing::AlertmanagerInstance::Start();
     ASSERT_TRUE(am.ok()) << am.status();
     am_ = *std::move(am);
     StartAgent();
 
-    pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{pg_->Uri(), 2, 5});
+    pool_ = std::make_unique<storage::PgPool>(storage::PgPoolOptions{DbUri(), 2, 5});
     store_ = storage::NewPgAnalyzerStore(pool_.get());
     submitter_ = analyzer::NewGrpcJobSubmitter(server_->address(), "");
     auto sink = analyzer::NewAlertmanagerSink(am_->BaseUrl());
@@ -109,30 +96,16 @@ class RealBisectPgTest : public ::testing::Test {
   // tcg-icount a guest's figures follow its instructions, not the host's
   // load, so neither perturbs the other's numbers.
   void StartAgent() {
-    agent_ = std::make_unique<testing::ChildProcess>(
-        std::vector<std::string>{FARM_AGENT_BIN,
-                                 "--scheduler",
-                                 server_->address(),
-                                 "--name",
-                                 "builder",
-                                 "--slots",
-                                 "2",
-                                 "--capabilities",
-                                 "kbuild,dma-map-bench",
-                                 "--kbuild-tree",
-                                 absl::StrCat(kCatalog, "=", tree_.dir),
-                                 "--kernel-store",
-                                 root_ + "/store",
-                                 "--vm-initramfs",
-                                 initramfs_,
-                                 "--vm-accel",
-                                 "tcg-icount",
-                                 "--allow-dir",
-                                 root_ + "/allowed",
-                                 "--drain-timeout",
-                                 "10s"},
-        root_ + "/agent.log");
-    absl::Status up = agent_->WaitFor("registered as builder", false, absl::Seconds(60));
+    absl::Status up;
+    agent_ = FarmTest::StartAgent(
+        {.name = "builder",
+         .slots = 2,
+         .capabilities = "kbuild,dma-map-bench",
+         .drain_timeout = absl::Seconds(10),
+         .flags = {"--kbuild-tree", absl::StrCat(kCatalog, "=", tree_.dir), "--kernel-store",
+                   root_ + "/store", "--vm-initramfs", initramfs_, "--vm-accel", "tcg-icount",
+                   "--allow-dir", root_ + "/allowed"}},
+        &up);
     ASSERT_TRUE(up.ok()) << up << "\n" << agent_->Out();
   }
 
@@ -145,11 +118,8 @@ class RealBisectPgTest : public ::testing::Test {
     store_.reset();
     submitter_.reset();
     pool_.reset();
-    if (server_) server_->Shutdown();
-    server_.reset();
+    FarmTest::TearDown();
     am_.reset();
-    pg_.reset();
-    if (!root_.empty()) fs::remove_all(root_);
   }
 
   std::string Spec(const std::string& mode) const {
@@ -201,9 +171,6 @@ class RealBisectPgTest : public ::testing::Test {
 
   kbuild::TestTree tree_;
   std::string root_, initramfs_;
-  metrics::MetricsRegistry registry_;
-  std::unique_ptr<testing::PostgresInstance> pg_;
-  std::unique_ptr<scheduler::SchedulerServer> server_;
   std::unique_ptr<testing::AlertmanagerInstance> am_;
   client::ClientOptions client_;
   std::unique_ptr<testing::ChildProcess> agent_;
@@ -322,12 +289,9 @@ TEST_F(RealBisectPgTest, MeasuredCostsFindThePlantedCommitOnALargePlatform) {
   std::cout << out.str();
   EXPECT_TRUE(absl::StrContains(out.str(), "loaded catalog test-tree-measured")) << out.str();
 
-  testing::ChildProcess emu(
-      std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", server_->address(), "--name", "emu",
-                               "--slots", "1", "--capabilities", "emulator", "--drain-timeout",
-                               "10s"},
-      root_ + "/emu-agent.log");
-  ASSERT_TRUE(emu.WaitFor("registered as emu", false, absl::Seconds(60)).ok()) << emu.Out();
+  absl::Status up;
+  auto emu = FarmTest::StartAgent({.name = "emu", .drain_timeout = absl::Seconds(10)}, &up);
+  ASSERT_TRUE(up.ok()) << emu->Out();
   auto bulk = commands.SubmitSpec(
       absl::StrCat("name: measured-on-spr\ncatalog: test-tree-measured\nplatform: "
                    "intel-spr-2s56c\ncommits: [",
@@ -347,10 +311,10 @@ TEST_F(RealBisectPgTest, MeasuredCostsFindThePlantedCommitOnALargePlatform) {
     }
     absl::SleepFor(absl::Milliseconds(500));
   }
-  ASSERT_NE(reg.id(), 0) << "no regression on intel-spr-2s56c\n" << emu.Out();
+  ASSERT_NE(reg.id(), 0) << "no regression on intel-spr-2s56c\n" << emu->Out();
   std::cout << cli::FormatRegression(reg) << "\n";
   EXPECT_EQ(reg.state(), pb::REGRESSION_STATE_CONFIRMED) << reg.confirm_note();
-  EXPECT_EQ(reg.culprit_id(), tree_.planted) << emu.Out();
+  EXPECT_EQ(reg.culprit_id(), tree_.planted) << emu->Out();
 }
 
 }  // namespace

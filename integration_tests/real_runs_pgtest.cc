@@ -26,11 +26,10 @@
 #include "gtest/gtest.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
-#include "lib/metrics/metrics.h"
 #include "proto/names.h"
 #include "scheduler/server.h"
 #include "testing/child_process.h"
-#include "testing/service_harness.h"
+#include "testing/farm_fixture.h"
 
 namespace farm {
 namespace {
@@ -38,31 +37,26 @@ namespace {
 namespace fs = std::filesystem;
 namespace pb = ::iommufarm::v1;
 
+using testing::AgentSpec;
 using testing::ReadFileOrEmpty;
 
-class RealRunsPgTest : public ::testing::Test {
+class RealRunsPgTest : public testing::FarmTest {
  protected:
   void SetUp() override {
-    std::string tmpl = testing::HarnessTempBase() + "/farm-realruns-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
+    FarmTest::SetUp();
+    if (HasFatalFailure()) return;
+    root_ = TestDir();
     allowed_ = root_ + "/allowed";
     fs::create_directories(allowed_);
     fs::create_directories(root_ + "/outside");
     canary_ = root_ + "/outside/canary";
     std::ofstream(canary_) << "canary\n";
 
-    auto pg = testing::PostgresInstance::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    scheduler::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_uri = pg_->Uri();
-    options.config.lease_ttl = absl::Seconds(30);
-    auto server = scheduler::SchedulerServer::Start(options, &registry_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    client_.server = server_->address();
+    StartScheduler(testing::FarmMode::kPlaintext, [](scheduler::ServerOptions& options) {
+      options.config.lease_ttl = absl::Seconds(30);
+    });
+    ASSERT_TRUE(server_ != nullptr);
+    client_ = Client();
 
     // A catalog naming this host's kernel, so real cells match it.
     struct utsname uts {};
@@ -78,13 +72,14 @@ class RealRunsPgTest : public ::testing::Test {
     grpc::Status st = stub->LoadCatalog(ctx.get(), load, &loaded);
     ASSERT_TRUE(st.ok()) << st.error_message();
 
-    agent_ = std::make_unique<testing::ChildProcess>(
-        std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", server_->address(), "--name",
-                                 "real-agent", "--slots", "2", "--capabilities", "fio,iozone",
-                                 "--allow-dir", allowed_, "--drain-timeout", "10s", "--label",
-                                 "platform=this-host"},
-        root_ + "/agent.log");
-    absl::Status up = agent_->WaitFor("registered as real-agent", false, absl::Seconds(60));
+    absl::Status up;
+    agent_ = StartAgent({.name = "real-agent",
+                         .slots = 2,
+                         .capabilities = "fio,iozone",
+                         .drain_timeout = absl::Seconds(10),
+                         .labels = {"platform=this-host"},
+                         .flags = {"--allow-dir", allowed_}},
+                        &up);
     ASSERT_TRUE(up.ok()) << up << "\n" << agent_->Out();
 
     // What the agent says this host is: the cells must ask for that.
@@ -110,10 +105,7 @@ class RealRunsPgTest : public ::testing::Test {
       EXPECT_EQ(agent_->Terminate(), 0) << agent_->Out();
     }
     agent_.reset();
-    if (server_) server_->Shutdown();
-    server_.reset();
-    pg_.reset();
-    if (!root_.empty()) fs::remove_all(root_);
+    FarmTest::TearDown();
   }
 
   std::string Spec(const std::string& name, const std::string& executor, const std::string& mode,
@@ -160,20 +152,19 @@ class RealRunsPgTest : public ::testing::Test {
                                                             const std::string& fio = "") {
     const std::string dir = root_ + "/" + name;
     fs::create_directories(dir + "/bin");
-    std::vector<std::string> argv = {
-        FARM_AGENT_BIN, "--scheduler", server_->address(), "--name", name, "--capabilities", "fio",
-        "--allow-dir",  dir,           "--drain-timeout",  "10s"};
+    AgentSpec spec{.name = name,
+                   .slots = 0,
+                   .capabilities = "fio",
+                   .drain_timeout = absl::Seconds(10),
+                   .labels = labels,
+                   .flags = {"--allow-dir", dir}};
     if (!fio.empty()) {
       std::ofstream(dir + "/bin/fio") << fio;
       fs::permissions(dir + "/bin/fio", fs::perms::owner_all);
-      argv.insert(argv.end(), {"--fio", dir + "/bin/fio"});
+      spec.flags.insert(spec.flags.end(), {"--fio", dir + "/bin/fio"});
     }
-    for (const std::string& l : labels) {
-      argv.push_back("--label");
-      argv.push_back(l);
-    }
-    auto agent = std::make_unique<testing::ChildProcess>(argv, dir + ".log");
-    absl::Status up = agent->WaitFor("registered as " + name, false, absl::Seconds(60));
+    absl::Status up;
+    auto agent = StartAgent(spec, &up);
     EXPECT_TRUE(up.ok()) << up << "\n" << agent->Out();
     return agent;
   }
@@ -207,9 +198,6 @@ class RealRunsPgTest : public ::testing::Test {
 
   std::string root_, allowed_, canary_, release_, mode_;
   pb::HostFacts host_;
-  metrics::MetricsRegistry registry_;
-  std::unique_ptr<testing::PostgresInstance> pg_;
-  std::unique_ptr<scheduler::SchedulerServer> server_;
   client::ClientOptions client_;
   std::unique_ptr<testing::ChildProcess> agent_;
 };

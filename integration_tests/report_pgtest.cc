@@ -24,10 +24,9 @@
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "cli/git_import.h"
-#include "lib/metrics/metrics.h"
 #include "scheduler/server.h"
 #include "testing/child_process.h"
-#include "testing/service_harness.h"
+#include "testing/farm_fixture.h"
 
 namespace farm {
 namespace {
@@ -115,38 +114,29 @@ int PixelsNear(const Image& img, uint32_t rgb, int tolerance) {
   return n;
 }
 
-class ReportPgTest : public ::testing::Test {
+class ReportPgTest : public testing::FarmTest {
  protected:
   void SetUp() override {
-    dir_ = testing::HarnessTempBase() + "/farm-report-" + std::to_string(getpid());
-    ASSERT_EQ(system(("rm -rf '" + dir_ + "' && mkdir -p '" + dir_ + "'").c_str()), 0);
+    FarmTest::SetUp();
+    dir_ = TestDir();
   }
-  void TearDown() override { (void)system(("rm -rf '" + dir_ + "'").c_str()); }
   std::string dir_;
 };
 
 TEST_F(ReportPgTest, Seed000ReportRendersInChromiumWithSeriesAndCulprits) {
   ASSERT_EQ(access(kChromium, X_OK), 0) << "chromium is missing: run scripts/install-deps";
-  auto pg = testing::PostgresInstance::Start();
-  ASSERT_TRUE(pg.ok()) << pg.status();
-  metrics::MetricsRegistry registry;
-  scheduler::ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.db_uri = (*pg)->Uri();
-  options.catalog_dir = std::string(FARM_SOURCE_DIR) + "/emu/model/catalogs";
-  auto server = scheduler::SchedulerServer::Start(options, &registry);
-  ASSERT_TRUE(server.ok()) << server.status();
-  const std::string address = (*server)->address();
+  StartScheduler(testing::FarmMode::kPlaintext, [](scheduler::ServerOptions& options) {
+    options.catalog_dir = std::string(FARM_SOURCE_DIR) + "/emu/model/catalogs";
+  });
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string address = SchedulerAddress();
 
   std::vector<std::unique_ptr<testing::ChildProcess>> agents;
   for (int i = 1; i <= 2; ++i) {
-    agents.push_back(std::make_unique<testing::ChildProcess>(
-        std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", address, "--name",
-                                 absl::StrCat("report-agent-", i), "--slots", "2", "--capabilities",
-                                 "emulator", "--metrics", "127.0.0.1:0"},
-        absl::StrCat(dir_, "/agent-", i, ".log")));
+    agents.push_back(
+        StartAgent({.name = absl::StrCat("report-agent-", i), .slots = 2, .metrics = true}));
   }
-  testing::ChildProcess analyzer({FARM_ANALYZER_BIN, "--db", (*pg)->Uri(), "--scheduler", address,
+  testing::ChildProcess analyzer({FARM_ANALYZER_BIN, "--db", DbUri(), "--scheduler", address,
                                   "--metrics", "127.0.0.1:0", "--poll-interval", "200ms"},
                                  dir_ + "/analyzer.log");
 
@@ -206,7 +196,7 @@ TEST_F(ReportPgTest, Seed000ReportRendersInChromiumWithSeriesAndCulprits) {
   ASSERT_TRUE(wrote_reg.ok()) << wrote_reg.status();
   for (auto& agent : agents) EXPECT_EQ(agent->Terminate(), 0) << agent->Out();
   analyzer.Terminate();
-  (*server)->Shutdown();
+  server_->Shutdown();
 
   // The HTML: series per mode, ratio series per translated mode, markers.
   const std::string html = ReadAll(html_path);

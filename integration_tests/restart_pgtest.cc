@@ -13,9 +13,7 @@
 #include "lib/client/client.h"
 #include "lib/client/retry.h"
 #include "lib/service/reconnect.h"
-#include "testing/binaries.h"
-#include "testing/child_process.h"
-#include "testing/mtls_farm.h"
+#include "testing/farm_fixture.h"
 
 namespace farm {
 namespace {
@@ -166,15 +164,9 @@ TEST_F(RestartPgTest, AFarmAgentProcessKeepsItsLeaseAcrossARestart) {
   LoadCatalog(kCatalog);
   ASSERT_NE(Submit(std::string(kSpec) + "set: {agent.hold_ms: 60000}\n", Client("submitter1")), 0);
   const int port = server_->port();
-  const std::string pair = CertDir() + "/ca/agent-a";
-  auto agent = testing::SpawnLogged(
-      {testing::BinaryPath("FARM_AGENT_BIN", FARM_AGENT_BIN), "--scheduler",
-       "127.0.0.1:" + std::to_string(port), "--name", "agent-a", "--slots", "1", "--capabilities",
-       "emulator", "--drain-timeout", "1s", "--tls-cert", pair + ".pem", "--tls-key", pair + ".key",
-       "--tls-ca", CertDir() + "/ca/ca.pem"},
-      CertDir() + "/agent-process");
-  ASSERT_TRUE(agent->WaitFor("registered as agent-a", true, absl::Seconds(60)).ok())
-      << agent->Err();
+  absl::Status registered;
+  auto agent = StartAgent({.name = "agent-a", .drain_timeout = absl::Seconds(1)}, &registered);
+  ASSERT_TRUE(registered.ok()) << agent->Err();
   const std::string expiry =
       "SELECT coalesce(max((extract(epoch from lease_expires_at) * 1000)::bigint), 0) FROM jobs "
       "WHERE state = 2 AND attempt = 1";

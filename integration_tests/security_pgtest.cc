@@ -34,7 +34,7 @@
 #include "scheduler/authz.h"
 #include "scheduler/server.h"
 #include "testing/child_process.h"
-#include "testing/mtls_farm.h"
+#include "testing/farm_fixture.h"
 #include "testing/service_harness.h"
 
 namespace farm {
@@ -678,7 +678,7 @@ TEST_F(SecurityPgTest, FarmctlNamesAFailedTlsHandshake) {
     std::vector<std::string> argv = {FARMCTL_BIN, "--server", addr};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back("status");
-    const std::string out = *dir_ + "/farmctl-" + name + ".out";
+    const std::string out = CertDir() + "/farmctl-" + name + ".out";
     testing::ChildProcess p(argv, out);
     const int st = p.Wait();
     return std::pair{WIFEXITED(st) ? WEXITSTATUS(st) : -1, Slurp(out)};
@@ -727,7 +727,7 @@ TEST_F(SecurityPgTest, InsecureNonLoopbackStartRefused) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   // The binary: exit status 2 and a message saying how to fix it.
-  const std::string out = *dir_ + "/insecure.out";
+  const std::string out = CertDir() + "/insecure.out";
   testing::ChildProcess p(
       {FARM_SCHEDULER_BIN, "--listen", "0.0.0.0:0", "--db", db_uri_, "--metrics", "127.0.0.1:0"},
       out);
@@ -738,8 +738,8 @@ TEST_F(SecurityPgTest, InsecureNonLoopbackStartRefused) {
   EXPECT_NE(err.find("--tls-cert"), std::string::npos) << err;
   EXPECT_NE(err.find("--insecure"), std::string::npos) << err;
   // TLS without any authentication is refused off loopback too.
-  o.tls.cert_chain = Slurp(*dir_ + "/ca/server.pem");
-  o.tls.private_key = Slurp(*dir_ + "/ca/server.key");
+  o.tls.cert_chain = Slurp(CertDir() + "/ca/server.pem");
+  o.tls.private_key = Slurp(CertDir() + "/ca/server.key");
   auto t = scheduler::SchedulerServer::Start(o, &registry_);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("--tls-ca"), std::string::npos) << t.status();

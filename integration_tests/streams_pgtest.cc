@@ -1,6 +1,6 @@
 // Server streams (WatchMatrix, GetResults, GetRawOutput) in the deployed
 // configuration: farm-scheduler in-process behind mTLS with role tokens over
-// a real PostgreSQL (testing/mtls_farm.h). Streams whose token lookup hangs
+// a real PostgreSQL (testing/farm_fixture.h). Streams whose token lookup hangs
 // (the tokens table locked) hold up no other call, an agent's heartbeat
 // included; the watch streams of one matrix share its reads; the stream caps
 // refuse the next stream with RESOURCE_EXHAUSTED; a revoked token's watch
@@ -22,7 +22,7 @@
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 #include "scheduler/server.h"
-#include "testing/mtls_farm.h"
+#include "testing/farm_fixture.h"
 #include "testing/service_harness.h"
 
 namespace farm {

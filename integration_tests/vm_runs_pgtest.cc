@@ -21,18 +21,16 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "agent/runners/fio_json.h"
 #include "cli/commands.h"
 #include "gtest/gtest.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
-#include "lib/metrics/metrics.h"
 #include "lib/process/process.h"
 #include "proto/names.h"
 #include "scheduler/server.h"
 #include "testing/child_process.h"
-#include "testing/service_harness.h"
+#include "testing/farm_fixture.h"
 
 namespace farm {
 namespace {
@@ -58,9 +56,11 @@ std::string NewestAmd64Release(const std::string& cache) {
   return releases.empty() ? "" : releases.back();
 }
 
-class VmRunsPgTest : public ::testing::Test {
+class VmRunsPgTest : public testing::FarmTest {
  protected:
   void SetUp() override {
+    FarmTest::SetUp();
+    if (HasFatalFailure()) return;
     const char* env = std::getenv("FARM_KERNEL_CACHE");
     kernels_dir_ = env ? env : "/var/cache/iommu-farm/kernels";
     release_ = NewestAmd64Release(kernels_dir_);
@@ -68,32 +68,18 @@ class VmRunsPgTest : public ::testing::Test {
         << "no *-cloud-amd64 kernel under " << kernels_dir_ << ": " << kFetchHint;
     ASSERT_TRUE(process::ResolveExecutable("qemu-system-x86_64").ok())
         << "no qemu-system-x86_64: " << kFetchHint;
-    process::ProcessOptions build;
-    build.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--out",
-                  FARM_GUEST_ROOT_DIR};
-    build.timeout = absl::Minutes(2);
-    absl::StatusOr<process::ProcessResult> built = process::RunProcess(build);
-    ASSERT_TRUE(built.ok() && built->ok())
-        << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
-    const std::string initramfs = std::string(absl::StripAsciiWhitespace(built->stdout_data));
+    absl::StatusOr<std::string> initramfs = BuildGuestRoot(FARM_GUEST_ROOT_DIR);
+    ASSERT_TRUE(initramfs.ok()) << initramfs.status();
 
-    std::string tmpl = testing::HarnessTempBase() + "/farm-vmruns-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
+    root_ = TestDir();
     allowed_ = root_ + "/allowed";
     fs::create_directories(allowed_);
 
-    auto pg = testing::PostgresInstance::Start();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    pg_ = *std::move(pg);
-    scheduler::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_uri = pg_->Uri();
-    options.config.lease_ttl = absl::Seconds(60);
-    auto server = scheduler::SchedulerServer::Start(options, &registry_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    client_.server = server_->address();
+    StartScheduler(testing::FarmMode::kPlaintext, [](scheduler::ServerOptions& options) {
+      options.config.lease_ttl = absl::Seconds(60);
+    });
+    ASSERT_TRUE(server_ != nullptr);
+    client_ = Client();
 
     auto stub = pb::JobService::NewStub(client::MakeChannel(client_));
     pb::LoadCatalogRequest load;
@@ -105,13 +91,14 @@ class VmRunsPgTest : public ::testing::Test {
     grpc::Status st = stub->LoadCatalog(ctx.get(), load, &loaded);
     ASSERT_TRUE(st.ok()) << st.error_message();
 
-    agent_ = std::make_unique<testing::ChildProcess>(
-        std::vector<std::string>{FARM_AGENT_BIN, "--scheduler", server_->address(), "--name",
-                                 "vm-agent", "--slots", "2", "--capabilities", "fio", "--allow-dir",
-                                 allowed_, "--vm-kernels", kernels_dir_, "--vm-initramfs",
-                                 initramfs, "--drain-timeout", "10s"},
-        root_ + "/agent.log");
-    absl::Status up = agent_->WaitFor("registered as vm-agent", false, absl::Seconds(60));
+    absl::Status up;
+    agent_ = StartAgent({.name = "vm-agent",
+                         .slots = 2,
+                         .capabilities = "fio",
+                         .drain_timeout = absl::Seconds(10),
+                         .flags = {"--allow-dir", allowed_, "--vm-kernels", kernels_dir_,
+                                   "--vm-initramfs", *initramfs}},
+                        &up);
     ASSERT_TRUE(up.ok()) << up << "\n" << agent_->Out();
   }
 
@@ -120,10 +107,7 @@ class VmRunsPgTest : public ::testing::Test {
       EXPECT_EQ(agent_->Terminate(), 0) << agent_->Out();
     }
     agent_.reset();
-    if (server_) server_->Shutdown();
-    server_.reset();
-    pg_.reset();
-    if (!root_.empty()) fs::remove_all(root_);
+    FarmTest::TearDown();
   }
 
   std::string Spec(const std::string& name, const std::string& modes) const {
@@ -136,9 +120,6 @@ class VmRunsPgTest : public ::testing::Test {
   }
 
   std::string kernels_dir_, release_, root_, allowed_;
-  metrics::MetricsRegistry registry_;
-  std::unique_ptr<testing::PostgresInstance> pg_;
-  std::unique_ptr<scheduler::SchedulerServer> server_;
   client::ClientOptions client_;
   std::unique_ptr<testing::ChildProcess> agent_;
 };
@@ -221,7 +202,7 @@ TEST_F(VmRunsPgTest, StrictAndPassthroughRunInTheGuestAndLandWithTheirEffectiveM
 
   // The rows themselves: the effective mode and the guest's facts are in
   // results.host.
-  pqxx::connection c(pg_->Uri());
+  pqxx::connection c(DbUri());
   pqxx::work w(c);
   pqxx::result rows = w.exec_params(
       "SELECT j.mode, (r.host->>'iommu_mode')::int, r.host->'guest'->>'domain_type', "

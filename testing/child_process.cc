@@ -53,6 +53,20 @@ int ChildProcess::Wait() {
   return status;
 }
 
+absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
+  int status = 0;
+  absl::Status st = PollUntil(
+      [&]() -> absl::StatusOr<bool> {
+        if (pid_ <= 0) return true;
+        if (waitpid(pid_, &status, WNOHANG) == 0) return false;
+        pid_ = -1;
+        return true;
+      },
+      timeout, "the process to exit", absl::Milliseconds(50));
+  if (!st.ok()) return st;
+  return status;
+}
+
 int ChildProcess::Terminate() {
   Signal(SIGTERM);
   const int status = Wait();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "lib/base/file.h"
 
@@ -48,6 +49,9 @@ class ChildProcess final {
   void Signal(int sig);
   // Waits for exit and reaps; returns the raw wait status (0 if already reaped).
   int Wait();
+  // Wait() bounded by `timeout`: kDeadlineExceeded leaves the child running
+  // (the destructor kills it).
+  absl::StatusOr<int> Wait(absl::Duration timeout);
   // SIGTERM + Wait; the exit code, or -1 if a signal ended the child.
   int Terminate();
   // Running and not yet reaped (reaps it if it has exited).
