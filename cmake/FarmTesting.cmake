@@ -11,7 +11,8 @@
 #   slow   hermetic but long (model sweeps)
 #   kbuild builds a real kernel (the test tree of scripts/make-test-kernel-tree)
 #   long   (extra label only) a real-kernel end to end of ten minutes or
-#          more on a 2-core machine; CI runs one of them per run, in
+#          more on a 2-core machine with no kernel build cached; CI runs
+#          one of them per run, in
 #          rotation (scripts/test FARM_LONG_TESTS=rotate), so every run stays
 #          bounded and each of them still runs every few runs
 # A test that needs a prepared resource (a package scripts/install-deps
