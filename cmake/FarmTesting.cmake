@@ -12,9 +12,9 @@
 #   kbuild builds a real kernel (the test tree of scripts/make-test-kernel-tree)
 #   long   (extra label only) a real-kernel end to end of ten minutes or
 #          more on a 2-core machine with no kernel build cached; CI runs
-#          one of them per run, in
-#          rotation (scripts/test FARM_LONG_TESTS=rotate), so every run stays
-#          bounded and each of them still runs every few runs
+#          one of them per run, in rotation (scripts/test
+#          FARM_LONG_TESTS=rotate), so every run stays bounded and each of
+#          them still runs every few runs
 # A test that needs a prepared resource (a package scripts/install-deps
 # installs, kernels of scripts/fetch-test-kernels, a guest root of
 # scripts/build-guest-root) says so in one "Needs: ..." line of its
