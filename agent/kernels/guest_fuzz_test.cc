@@ -11,12 +11,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/kernels/guest_channel.h"
+#include "agent/kernels/guest_channel_testdata.h"
 #include "agent/kernels/guest_run.h"
 #include "gtest/gtest.h"
 #include "testing/fuzz.h"
 
 namespace farm::kernels {
 namespace {
+
+using ::farm::kernels::testdata::kStrictChannel;
 
 namespace pb = ::iommufarm::v1;
 using ::farm::testing::FuzzConfigFromEnv;
@@ -25,29 +28,6 @@ using ::farm::testing::RunFuzz;
 
 // A failure reason: a sentence, the console's tail (4 KiB) and a cut line.
 constexpr size_t kMaxErrorBytes = 8 << 10;
-
-constexpr char kStrictChannel[] =
-    "@@farm-begin facts\r\n"
-    "release=6.1.0-57-cloud-amd64\r\n"
-    "machine=x86_64\r\n"
-    "cmdline=console=ttyS0 panic=-1 iommu.strict=1\r\n"
-    "iommu=dmar0 \r\n"
-    "@@farm-end facts 0\r\n"
-    "[    3.1] random: crng init done\r\n"
-    "@@farm-begin iommu-groups\r\n"
-    "0 DMA 0000:00:00.0 \r\n"
-    "1 DMA 0000:00:01.0 \r\n"
-    "2 DMA 0000:00:1f.0 0000:00:1f.2 0000:00:1f.3 \r\n"
-    "@@farm-end iommu-groups 0\r\n"
-    "@@farm-begin nvme\r\n"
-    "nvme0 0000:00:01.0 1 nvme0n1 \r\n"
-    "@@farm-end nvme 0\r\n"
-    "@@farm-begin tool\r\n"
-    "{\r\n  \"fio version\" : \"fio-3.33\"\r\n}\r\n"
-    "@@farm-end tool 0\r\n"
-    "@@farm-begin tool-stderr\r\n"
-    "@@farm-end tool-stderr 0\r\n"
-    "@@farm-done\r\n";
 
 constexpr char kMonitors[] =
     "@@farm-begin monitor-before\n"

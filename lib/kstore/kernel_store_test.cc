@@ -1,4 +1,5 @@
 #include "lib/kstore/kernel_store.h"
+#include "lib/kstore/manifest_testdata.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -9,15 +10,9 @@
 namespace farm::kstore {
 namespace {
 
-namespace fs = std::filesystem;
+using ::farm::kstore::testdata::kGood;
 
-constexpr char kGood[] =
-    "commit: v6.1.192\n"
-    "release: 6.1.0-57-cloud-arm64\n"
-    "arch: aarch64\n"
-    "image: vmlinuz\n"
-    "config: config\n"
-    "version: 6.1.192-3\n";
+namespace fs = std::filesystem;
 
 std::string ParseError(const std::string& text) {
   absl::StatusOr<KernelBuild> b = ParseManifest(text, "store/x/kernel.yaml");

@@ -9,22 +9,17 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "lib/kstore/kernel_store.h"
+#include "lib/kstore/manifest_testdata.h"
 #include "testing/fuzz.h"
 
 namespace farm::kstore {
 namespace {
 
+using ::farm::kstore::testdata::kGood;
+
 using ::farm::testing::FuzzConfigFromEnv;
 using ::farm::testing::Mutator;
 using ::farm::testing::RunFuzz;
-
-constexpr char kGood[] =
-    "commit: v6.1.192\n"
-    "release: 6.1.0-57-cloud-arm64\n"
-    "arch: aarch64\n"
-    "image: vmlinuz\n"
-    "config: config\n"
-    "version: 6.1.192-3\n";
 
 constexpr char kBuilt[] =
     "commit: 9257b4a206fc\n"
