@@ -214,10 +214,14 @@ absl::StatusOr<pb::MatrixProgress> Commands::WaitForMatrix(
     }
     watchdog.Stop();
     grpc::Status status = reader->Finish();
+    // A stream cap's refusal is an answer: the server is alive and said why,
+    // so it neither counts as silence nor hides behind "frozen".
+    const bool refused = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    if (refused) last_heard = absl::Now();
     // Silent across streams too: against a frozen server each new stream
     // may fail at once (its connection broken by keepalive), before any
     // watchdog's deadline.
-    if (watchdog.silent() || absl::Now() - last_heard >= kWatchSilence) {
+    if (!refused && (watchdog.silent() || absl::Now() - last_heard >= kWatchSilence)) {
       return absl::DeadlineExceededError(absl::StrCat("no progress from the server for ",
                                                       absl::FormatDuration(kWatchSilence),
                                                       " (server frozen or unreachable)"));
@@ -231,6 +235,12 @@ absl::StatusOr<pb::MatrixProgress> Commands::WaitForMatrix(
     const absl::Time now = absl::Now();
     if (unavailable_since == absl::InfiniteFuture()) unavailable_since = now;
     if (now - unavailable_since > unavailable_limit) {
+      if (refused) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("the server refused to watch matrix ", matrix_id, " for ",
+                         absl::FormatDuration(unavailable_limit), ": ", status.error_message(),
+                         "; the matrix goes on (farmctl status ", matrix_id, ")"));
+      }
       return absl::UnavailableError(
           absl::StrCat("lost the server for more than ", absl::FormatDuration(unavailable_limit),
                        status.ok() ? "" : absl::StrCat(": ", status.error_message())));

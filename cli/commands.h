@@ -73,8 +73,9 @@ class Commands {
   // second matrix.
   absl::StatusOr<pb::SubmitMatrixResponse> SubmitSpec(const std::string& yaml, bool dry_run);
   // Follows WatchMatrix until the matrix is done, calling on_progress for each
-  // update; reconnects while the server is away for up to `unavailable_limit`
-  // in a row. Returns the final progress.
+  // update; reconnects while the server is away, or refuses the stream at a
+  // cap (RESOURCE_EXHAUSTED, returned with the server's reason), for up to
+  // `unavailable_limit` in a row. Returns the final progress.
   absl::StatusOr<pb::MatrixProgress> WaitForMatrix(
       int64_t matrix_id, const std::function<void(const pb::MatrixProgress&)>& on_progress,
       absl::Duration unavailable_limit = absl::Minutes(2));

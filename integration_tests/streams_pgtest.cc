@@ -3,22 +3,25 @@
 // a real PostgreSQL (testing/farm_fixture.h). Streams whose token lookup hangs
 // (the tokens table locked) hold up no other call, an agent's heartbeat
 // included; the watch streams of one matrix share its reads; the stream caps
-// refuse the next stream with RESOURCE_EXHAUSTED; a revoked token's watch
-// stream ends with UNAUTHENTICATED. Bounds are generous deadlines and
-// counts, never timings.
+// refuse the next stream with RESOURCE_EXHAUSTED, and farmctl shows the
+// refusal; a revoked token's watch stream ends with UNAUTHENTICATED. Bounds
+// are generous deadlines and counts, never timings.
 #include <algorithm>
 #include <atomic>
 #include <future>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <pqxx/pqxx>
 
 #include "absl/synchronization/mutex.h"
+#include "cli/commands.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 #include "scheduler/server.h"
@@ -277,6 +280,25 @@ TEST_F(StreamsPgTest, WatchStreamCapsRefuseTheNextStream) {
           .ok());
   Watch a4(Client("viewer1", token), matrix);
   EXPECT_TRUE(a4.WaitForMessages(1)) << a4.Ended().error_message();
+}
+
+// farmctl's watch (submit --wait, watch) shows a cap's refusal with the
+// server's reason once its retries are spent, never "server frozen".
+TEST_F(StreamsPgTest, FarmctlWatchReportsTheCapsRefusal) {
+  StartServer(kBootstrapToken, [](scheduler::ServerOptions& o) { o.watch.max_streams = 1; });
+  const int64_t matrix = SubmitMatrix();
+  ASSERT_GT(matrix, 0);
+  Watch holder(Client("viewer1"), matrix);
+  ASSERT_TRUE(holder.WaitForMessages(1));
+  std::ostringstream out, err;
+  cli::Commands commands(Client("viewer1"), out, err);
+  absl::StatusOr<pb::MatrixProgress> waited =
+      commands.WaitForMatrix(matrix, {}, /*unavailable_limit=*/absl::Seconds(2));
+  ASSERT_FALSE(waited.ok());
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kResourceExhausted) << waited.status();
+  EXPECT_THAT(waited.status().message(), ::testing::HasSubstr("limit of 1"));
+  EXPECT_THAT(waited.status().message(), ::testing::Not(::testing::HasSubstr("frozen")));
+  EXPECT_GE(Stats().refused.load(), 2) << "refusals are retried before giving up";
 }
 
 TEST_F(StreamsPgTest, ARevokedTokensWatchStreamEnds) {
