@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/str_cat.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 #include "lib/client/retry.h"
@@ -157,7 +158,13 @@ TEST_F(RestartPgTest, HealthyLeaseOutlivesARestartLongerThanItsTtl) {
 // agent process has only its own calls to drive its new TLS handshake: a
 // heartbeat that failed fast left it to gRPC's 5 s backup poller, and the
 // lease was reaped before the agent got back.
-TEST_F(RestartPgTest, AFarmAgentProcessKeepsItsLeaseAcrossARestart) {
+// A farm-agent process across a scheduler outage of GetParam() seconds: a
+// short one (reconnects land within the outage's backoff steps) and one
+// several TTLs long.
+class AgentProcessRestartPgTest : public testing::MtlsFarmTest,
+                                  public ::testing::WithParamInterface<int> {};
+
+TEST_P(AgentProcessRestartPgTest, KeepsItsLeaseAcrossARestart) {
   const absl::Duration ttl = absl::Seconds(2);
   auto short_ttl = [&](scheduler::ServerOptions& o) { o.config.lease_ttl = ttl; };
   StartServer(kBootstrapToken, short_ttl);
@@ -177,7 +184,7 @@ TEST_F(RestartPgTest, AFarmAgentProcessKeepsItsLeaseAcrossARestart) {
 
   server_->Shutdown(absl::Seconds(1));
   server_.reset();
-  absl::SleepFor(absl::Seconds(10));
+  absl::SleepFor(absl::Seconds(GetParam()));
   const int64_t before = Sql(expiry);
   StartServer(kBootstrapToken, [&](scheduler::ServerOptions& o) {
     short_ttl(o);
@@ -189,15 +196,20 @@ TEST_F(RestartPgTest, AFarmAgentProcessKeepsItsLeaseAcrossARestart) {
   }
   const absl::Duration reconnect = absl::Now() - up;
   const absl::Duration grace = scheduler::SchedulerConfig{.lease_ttl = ttl}.reaper_grace();
-  std::cout << "agent process: first heartbeat " << absl::FormatDuration(reconnect)
-            << " after the restarted scheduler listened (grace " << absl::FormatDuration(grace)
-            << ")\n";
+  std::cout << "agent process, scheduler down " << GetParam() << "s: first heartbeat "
+            << absl::FormatDuration(reconnect) << " after the restarted scheduler listened (grace "
+            << absl::FormatDuration(grace) << ")\n";
   absl::SleepFor(grace + 2 * ttl);
   EXPECT_EQ(Sql("SELECT count(*) FROM jobs WHERE state = 2 AND attempt = 1"), 1)
       << "the lease was reaped\n"
       << agent->Err();
   EXPECT_EQ(agent->Err().find("lease revoked"), std::string::npos) << agent->Err();
 }
+
+INSTANTIATE_TEST_SUITE_P(Outages, AgentProcessRestartPgTest, ::testing::Values(4, 10),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return absl::StrCat("down", p.param, "s");
+                         });
 
 }  // namespace
 }  // namespace farm

@@ -6,6 +6,7 @@
 #include "absl/strings/strip.h"
 #include "emu/model/catalog.h"
 #include "lib/spec/spec_check.h"
+#include "lib/spec/table_checks.h"
 #include "lib/spec/yaml_document.h"
 #include "lib/spec/yaml_limits.h"
 #include "scheduler/storable_text.h"
@@ -30,8 +31,8 @@ absl::StatusOr<pb::Catalog> ParseCatalogYaml(std::string_view yaml,
   }
   if (absl::Status st = spec::CheckYamlDocument(yaml); !st.ok())
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", st.message()));
-  absl::StatusOr<emu::Catalog> loaded =
-      emu::Catalog::LoadString(absl::string_view(yaml.data(), yaml.size()), where);
+  absl::StatusOr<emu::Catalog> loaded = emu::Catalog::LoadString(
+      absl::string_view(yaml.data(), yaml.size()), where, spec::CheckSetKey);
   if (!loaded.ok()) {
     // The loader says kAlreadyExists for a duplicate commit id; to a caller
     // of LoadCatalog that is bad input, not "the catalog already exists".

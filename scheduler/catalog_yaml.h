@@ -5,8 +5,9 @@
 //
 // Contract: pure functions, thread-safe. Errors are kInvalidArgument whose
 // message starts with "<source_name>:<line>: " (from the loader), e.g.
-// `mine.yaml:4: duplicate commit id 'a' (first at mine.yaml:3)`. Model-key
-// names are not checked here (any scalar value is accepted). Aliases may
+// `mine.yaml:4: duplicate commit id 'a' (first at mine.yaml:3)`. Each `set:`
+// key is held to what a spec's is (lib/spec/table_checks.h CheckSetKey), so
+// a catalog cannot queue jobs every agent would refuse. Aliases may
 // expand the text at most about four times (lib/spec/yaml_limits.h), the
 // parsed catalog is at most kMaxCatalogBytes, and every string of it is
 // NUL-free UTF-8 (scheduler/storable_text.h, naming the field).

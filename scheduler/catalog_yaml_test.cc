@@ -65,6 +65,28 @@ TEST(CatalogYamlTest, ErrorsNameFileAndLine) {
 }
 
 }  // namespace
+// A commit's `set:` is held to what a spec's is: a key the model lacks, a
+// value out of its range or an unknown agent directive would queue jobs
+// every agent refuses.
+TEST(CatalogYamlTest, SetKeysAreCheckedLikeASpecs) {
+  const std::string head = "catalog: x\ncommits:\n  - id: a\n    subject: s\n    set: {";
+  auto unknown = ParseCatalogYaml(head + "iova.alocator: rcache}\n", "f.yaml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("f.yaml:5"), std::string::npos) << unknown.status();
+  EXPECT_NE(unknown.status().message().find("iova.allocator"), std::string::npos)
+      << "suggests the key: " << unknown.status();
+  auto bad_choice = ParseCatalogYaml(head + "iova.allocator: magic}\n", "f.yaml");
+  ASSERT_FALSE(bad_choice.ok());
+  EXPECT_NE(bad_choice.status().message().find("magic"), std::string::npos) << bad_choice.status();
+  auto directive = ParseCatalogYaml(head + "agent.sleep: 1}\n", "f.yaml");
+  ASSERT_FALSE(directive.ok());
+  EXPECT_NE(directive.status().message().find("unknown agent directive"), std::string::npos)
+      << directive.status();
+  EXPECT_TRUE(
+      ParseCatalogYaml(head + "iova.allocator: rcache, agent.hold_ms: 5}\n", "f.yaml").ok());
+}
+
 TEST(CatalogYamlTest, AliasesCannotMultiplyTheText) {
   // Each level doubles: 2^20 copies of one set from a few hundred bytes.
   std::string y = "a0: &a0 {k: vvvvvvvvvvvvvvvv}\n";

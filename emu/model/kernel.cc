@@ -25,16 +25,13 @@ absl::StatusOr<std::map<std::string, std::string>> ResolveKernel(const std::stri
     // Commit ids and tags resolve through the commit catalog (emu/model/catalog.h):
     // --catalog FILE, else $FARM_EMU_CATALOG, else the shipped linux-iommu.yaml.
     // Its keys are checked against the model-key registry.
-    farm::emu::KeyValidator validator = [](absl::string_view k, absl::string_view v) {
-      return ModelConfig().Apply({{std::string(k), std::string(v)}}).status();
-    };
     std::string path = catalog_path;
     if (path.empty()) {
       absl::StatusOr<std::string> def = farm::emu::DefaultCatalogPath();
       if (!def.ok()) return def.status();
       path = *def;
     }
-    absl::StatusOr<farm::emu::Catalog> catalog = farm::emu::Catalog::LoadFile(path, validator);
+    absl::StatusOr<farm::emu::Catalog> catalog = farm::emu::Catalog::LoadFile(path, CheckModelKey);
     if (!catalog.ok()) return catalog.status();
     if (base == "latest" || base == "default") base = catalog->commits().back().id;
     absl::StatusOr<farm::emu::ResolvedCommit> r = catalog->Resolve(base);

@@ -552,6 +552,10 @@ std::string Suggest(const std::string& key) {
 
 }  // namespace
 
+absl::Status CheckModelKey(absl::string_view key, absl::string_view value) {
+  return ModelConfig().Apply({{std::string(key), std::string(value)}}).status();
+}
+
 absl::StatusOr<ModelConfig> ModelConfig::Apply(
     const std::map<std::string, std::string>& overrides) const {
   ModelConfig out = *this;

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "emu/engine/engine.h"
 #include "emu/model/platform.h"
 
@@ -63,6 +64,11 @@ class ModelConfig {
  private:
   std::map<std::string, std::string> values_;
 };
+
+//! One `key: value` against the registry: what `farm-emu --set`, a spec's
+//! `set:` and a catalog's `set:` are held to (its signature is a catalog's
+//! KeyValidator). Errors as Apply's.
+absl::Status CheckModelKey(absl::string_view key, absl::string_view value);
 
 //! Parses "k=v,k2=v2" (also accepts ';' or whitespace separators).
 absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::string& text);

@@ -90,10 +90,8 @@ int ListCommits(const std::string& catalog_path) {
     if (!def.ok()) return ExitFor(def.status());
     path = *def;
   }
-  farm::emu::KeyValidator validator = [](absl::string_view k, absl::string_view v) {
-    return farm::emu::ModelConfig().Apply({{std::string(k), std::string(v)}}).status();
-  };
-  absl::StatusOr<farm::emu::Catalog> catalog = farm::emu::Catalog::LoadFile(path, validator);
+  absl::StatusOr<farm::emu::Catalog> catalog =
+      farm::emu::Catalog::LoadFile(path, farm::emu::CheckModelKey);
   if (!catalog.ok()) return ExitFor(catalog.status());
   std::cout << "catalog " << catalog->name() << " (" << path
             << "), oldest first; settings accumulate (aliases: stock-2016 = v4.6, "

@@ -62,10 +62,7 @@ Iozone RunSeed000(const std::string& commit, const std::string& mode) {
 TEST(ShippedCatalogTest, KeysAreRegistryKeys) {
   absl::StatusOr<std::string> path = DefaultCatalogPath();
   ASSERT_TRUE(path.ok()) << path.status();
-  KeyValidator validator = [](absl::string_view k, absl::string_view v) {
-    return ModelConfig().Apply({{std::string(k), std::string(v)}}).status();
-  };
-  absl::StatusOr<Catalog> c = Catalog::LoadFile(*path, validator);
+  absl::StatusOr<Catalog> c = Catalog::LoadFile(*path, CheckModelKey);
   ASSERT_TRUE(c.ok()) << c.status();
   // ... and every commit's accumulated state resolves to a model.
   for (const CatalogCommit& commit : c->commits()) {

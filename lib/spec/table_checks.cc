@@ -89,35 +89,33 @@ void CheckEmulatorWorkload(const WorkloadSpec& w, const std::string& path, Field
   }
 }
 
-// "agent." keys are directives the agent takes out before any executor
-// sees the set (agent/agent.h): only the ones it knows, in range, so a job
-// cannot park an agent's slot for good; every other key is a model key.
-void CheckAgentKey(const std::string& key, const std::string& value, FieldErrors& e) {
-  if (key != kAgentHoldMsKey) {
-    e.AddIfNew("set." + key,
-               absl::StrCat("unknown agent directive (known: ", kAgentHoldMsKey, ")"));
-    return;
-  }
-  int64_t ms = 0;
-  if (!absl::SimpleAtoi(value, &ms) || ms < 0 || ms > kMaxAgentHoldMs) {
-    e.AddIfNew("set." + key, absl::StrCat("must be an integer between 0 and ", kMaxAgentHoldMs,
-                                          " (milliseconds), got ", Quoted(value)));
-  }
-}
-
 void CheckModelSet(const MatrixSpec& spec, FieldErrors& e) {
-  const emu::ModelConfig defaults;
   for (const auto& [key, value] : spec.model_set) {
-    if (absl::StartsWith(key, "agent.")) {
-      CheckAgentKey(key, value, e);
-      continue;
+    if (absl::Status st = CheckSetKey(key, value); !st.ok()) {
+      e.AddIfNew("set." + key, std::string(st.message()));
     }
-    absl::StatusOr<emu::ModelConfig> applied = defaults.Apply({{key, value}});
-    if (!applied.ok()) e.AddIfNew("set." + key, std::string(applied.status().message()));
   }
 }
 
 }  // namespace
+
+// "agent." keys are directives the agent takes out before any executor
+// sees the set (agent/agent.h): only the ones it knows, in range, so a job
+// cannot park an agent's slot for good; every other key is a model key.
+absl::Status CheckSetKey(absl::string_view key, absl::string_view value) {
+  if (!absl::StartsWith(key, "agent.")) return emu::CheckModelKey(key, value);
+  if (key != kAgentHoldMsKey) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown agent directive (known: ", kAgentHoldMsKey, ")"));
+  }
+  int64_t ms = 0;
+  if (!absl::SimpleAtoi(value, &ms) || ms < 0 || ms > kMaxAgentHoldMs) {
+    return absl::InvalidArgumentError(absl::StrCat("must be an integer between 0 and ",
+                                                   kMaxAgentHoldMs, " (milliseconds), got ",
+                                                   Quoted(std::string(value))));
+  }
+  return absl::OkStatus();
+}
 
 bool ParamTakesAList(pb::Executor executor, const std::string& workload, const std::string& key) {
   if (IsReal(executor)) return key == "tests";

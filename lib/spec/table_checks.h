@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "lib/spec/field_errors.h"
 #include "lib/spec/matrix_spec.h"
 
@@ -29,6 +31,11 @@ inline constexpr char kAgentHoldMsKey[] = "agent.hold_ms";
 inline constexpr int64_t kMaxAgentHoldMs = 3600 * 1000;
 
 void CheckAgainstTables(const MatrixSpec& spec, FieldErrors& e);
+
+// One `key: value` of a `set:`, a spec's or a catalog's commit's: an agent
+// directive in range, or a model key the registry takes
+// (emu::CheckModelKey). The message names neither the field nor a place.
+absl::Status CheckSetKey(absl::string_view key, absl::string_view value);
 
 // True when a YAML list given for `key` of `workload` is the param's value
 // (comma-joined), false when it is a sweep of values: the emulator's
