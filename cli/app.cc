@@ -28,6 +28,15 @@ int RunChosen(const Subcommands& subcommands, Commands& commands, const CLI::App
   return 2;
 }
 
+// The usage-error status of the subcommand the command line reached (CLI11
+// counts a subcommand as parsed once its name was read), else 2.
+int UsageErrorExit(const Subcommands& subcommands) {
+  for (const Subcommand& s : subcommands) {
+    if (s.app->parsed() > 0) return s.usage_error_exit;
+  }
+  return 2;
+}
+
 }  // namespace
 
 CLI::Option* AddOutputOption(CLI::App* command, std::string* format,
@@ -53,11 +62,13 @@ void AddGlobalOptions(CLI::App& app, GlobalFlags* flags) {
 
 int RunCommandLine(CLI::App& app, const GlobalFlags& flags, const Subcommands& subcommands,
                    int argc, char** argv) {
-  if (std::optional<int> exit = service::ParseCommandLine(app, argc, argv)) return *exit;
+  if (std::optional<int> exit = service::ParseCommandLine(app, argc, argv)) {
+    return *exit == 2 ? UsageErrorExit(subcommands) : *exit;
+  }
   absl::StatusOr<client::ClientOptions> options = ResolveClientOptions(flags);
   if (!options.ok()) {
     std::cerr << "farmctl: " << options.status().message() << "\n";
-    return 2;
+    return UsageErrorExit(subcommands);
   }
   Commands commands(*options, std::cout, std::cerr);
   return RunChosen(subcommands, commands, app);

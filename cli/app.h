@@ -30,6 +30,9 @@ namespace farm::cli {
 struct Subcommand {
   CLI::App* app;
   std::function<int(Commands&)> run;
+  // The exit status of a usage error of this subcommand: 2, except where 2
+  // has a meaning of its own (farmctl gate: inconclusive).
+  int usage_error_exit = 2;
 };
 using Subcommands = std::vector<Subcommand>;
 

@@ -271,9 +271,6 @@ std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::st
          "\n";
 }
 
-namespace {
-
-// The results of `commit` ("" = all of them), and the side's label.
 std::vector<pb::Result> AtCommit(const std::vector<pb::Result>& results,
                                  const std::string& commit) {
   if (commit.empty()) return results;
@@ -283,6 +280,8 @@ std::vector<pb::Result> AtCommit(const std::vector<pb::Result>& results,
   }
   return out;
 }
+
+namespace {
 
 std::string SideLabel(int64_t matrix, const std::string& commit) {
   return commit.empty() ? absl::StrCat("matrix ", matrix)

@@ -87,6 +87,10 @@ absl::StatusOr<TryPlan> PlanTry(const std::string& spec_yaml,
 // commit of such an abbreviation with the same patch.
 bool CommitIs(std::string_view id, std::string_view wanted);
 
+// The results of `commit` ("" = all of them), matched by CommitIs.
+std::vector<iommufarm::v1::Result> AtCommit(const std::vector<iommufarm::v1::Result>& results,
+                                            const std::string& commit);
+
 // Every series with samples on both sides, sorted by platform, workload,
 // params, metric, mode.
 std::vector<CompareRow> CompareSides(const std::vector<iommufarm::v1::Result>& a,

@@ -7,6 +7,7 @@
 #include "cli/bisect.h"
 #include "cli/catalog.h"
 #include "cli/compare.h"
+#include "cli/gate.h"
 #include "cli/kernels.h"
 #include "cli/matrix.h"
 #include "cli/regressions.h"
@@ -20,7 +21,8 @@ int main(int argc, char** argv) {
       "farmctl: submit and follow iommu-farm matrices, read results, agents, "
       "catalogs, kernel stores and regressions, write HTML reports.\nExit status: 0 ok, 1 server "
       "or I/O error "
-      "(or a --wait matrix with failed jobs), 2 usage error."};
+      "(or a --wait matrix with failed jobs), 2 usage error; farmctl gate has its own (farmctl "
+      "gate --help)."};
   app.require_subcommand(1);
   cli::GlobalFlags flags;
   cli::AddGlobalOptions(app, &flags);
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
   cli::AddRegressionCommands(app, &subcommands);
   cli::AddBisectCommand(app, &subcommands);
   cli::AddCompareCommands(app, &subcommands);
+  cli::AddGateCommand(app, &subcommands);
   cli::AddReportCommand(app, &subcommands);
   return cli::RunCommandLine(app, flags, subcommands, argc, argv);
 }

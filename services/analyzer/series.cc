@@ -12,53 +12,6 @@
 
 namespace farm::analyzer {
 
-Polarity MetricPolarity(const std::string& metric) {
-  std::string m = metric;
-  std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return std::tolower(c); });
-  auto has = [&](const char* s) { return m.find(s) != std::string::npos; };
-  // Maxima are single extreme events: too unstable to judge a commit by.
-  if (has("_max")) return Polarity::kUnknown;
-  if (has("latency") || has("lat_") || has("_ns") || has("_us") || has("duration") ||
-      has("miss_rate") || has("cpu_busy"))
-    return Polarity::kLowerIsBetter;
-  if (has("throughput") || has("iops") || has("bandwidth") || has("bw") || has("ops_per") ||
-      has("tps") || has("hit_rate") || has("gbps") || has("mbps") || has("per_sec") ||
-      has("kb_s") || has("mb_s") || has("gb_s"))
-    return Polarity::kHigherIsBetter;
-  return Polarity::kUnknown;
-}
-
-namespace {
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
-// `throughput` or `throughput_<unit>`, not a per-CPU normalisation.
-bool IsHeadlineThroughput(const std::string& metric) {
-  const std::string m = Lower(metric);
-  if (m == "throughput") return true;
-  return m.rfind("throughput_", 0) == 0 && m.find("per_cpu") == std::string::npos &&
-         m.find("/cpu") == std::string::npos;
-}
-
-bool IsWorkRate(const std::string& metric, const std::string& unit) {
-  const std::string m = Lower(metric), u = Lower(unit);
-  if (m.find("per_cpu") != std::string::npos || u.find("/cpu") != std::string::npos) return false;
-  if (m.find("rate") != std::string::npos) return false;  // hit/miss rates are ratios
-  if (u.size() > 2 && u.compare(u.size() - 2, 2, "/s") == 0) return true;
-  if (u == "iops" || u == "tps") return true;
-  if (MetricPolarity(metric) != Polarity::kHigherIsBetter) return false;
-  for (const char* k : {"throughput", "iops", "bw", "bandwidth", "ops_per", "tps", "per_sec",
-                        "_kb_s", "_mb_s", "_gb_s", "gbps", "mbps", "_ops_s"}) {
-    if (m.find(k) != std::string::npos) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 PrimaryMetricMap PrimaryMetrics(const std::vector<SampleRow>& samples,
                                 const PrimaryOverrides& overrides) {
   // (platform, workload) -> metric -> a unit seen
@@ -74,18 +27,7 @@ PrimaryMetricMap PrimaryMetrics(const std::vector<SampleRow>& samples,
       primary = o->second;
       continue;
     }
-    for (const auto& [metric, unit] : metrics)
-      if (IsHeadlineThroughput(metric)) primary.insert(metric);
-    if (!primary.empty()) continue;
-    for (const auto& [metric, unit] : metrics)
-      if (IsWorkRate(metric, unit)) primary.insert(metric);
-    if (!primary.empty()) continue;
-    // No rate (the kernel's dma_map_benchmark reports none): the mean
-    // latencies, not their spreads.
-    for (const auto& [metric, unit] : metrics)
-      if (absl::EndsWith(Lower(metric), "latency_mean")) primary.insert(metric);
-    if (!primary.empty()) continue;
-    for (const auto& [metric, unit] : metrics) primary.insert(metric);
+    primary = stats::SelectPrimaryMetrics(metrics);
   }
   return out;
 }

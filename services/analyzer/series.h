@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "lib/stats/metric_roles.h"
 #include "lib/storage/analyzer_rows.h"
 
 namespace farm::analyzer {
@@ -20,11 +21,10 @@ namespace farm::analyzer {
 // One stored sample as the analyzer reads it (the store's row).
 using storage::SampleRow;
 
-// Whether a larger value is better for a metric, judged from its name.
-// Unknown metrics (counters such as invalidations) are not analysed:
-// their direction has no performance meaning on its own.
-enum class Polarity { kHigherIsBetter, kLowerIsBetter, kUnknown };
-Polarity MetricPolarity(const std::string& metric);
+// Polarity and the primary-metric rule are lib/stats/metric_roles.h's,
+// shared with farmctl gate.
+using stats::MetricPolarity;
+using stats::Polarity;
 
 // "metric" or "metric/phase".
 // SeriesKey.params as a label and in text: "threads=16,tests=write,read"
@@ -71,17 +71,7 @@ struct Series {
 // rates and the like explain a throughput change, or are diagnostics on their
 // own, so the analyzer ranks their findings below (secondary metrics).
 // Derived from the samples of one (platform, workload), by metric name
-// without phase:
-//   1. metrics named `throughput` or `throughput_<unit>` (`throughput_kb_s`,
-//      `throughput_ops_s`): the workload's own headline figure (every
-//      emulator workload reports `throughput`; real iozone
-//      `throughput_kb_s` per test). Normalised or partial variants
-//      (`throughput_per_cpu`, iozone's min_/max_/avg_/parent_ throughput)
-//      are not primary;
-//   2. else every work-rate metric, judged by its unit (".../s", "iops",
-//      "tps") or name (iops, bw, bandwidth, ops_per, tps, per_sec, _kb_s ...),
-//      e.g. real fio's `iops` and `bw_kib_s`;
-//   3. else every metric (nothing to rank against).
+// without phase, with stats::SelectPrimaryMetrics.
 // `overrides` (workload -> metric names) replaces the derivation for the
 // workloads it names.
 using PrimaryOverrides = std::map<std::string, std::set<std::string>>;
