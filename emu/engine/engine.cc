@@ -385,6 +385,18 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
   FARM_DCHECK(cpu.synced(), "atomic RMW without `co_await cpu.Sync()` immediately before");
   Time t = cpu.now();
   if (Time far = engine_->line_costs().atomic_far; far > 0) {
+    if (unique_ == cpu.index()) {
+      // The only copy is in this CPU's L1: a near atomic, nothing at the home,
+      // which knows this CPU's node as the one holder.
+      sharers_ = NodeBit(cpu.node());
+      ++rmws_;
+      last_index_ = cpu.index();
+      last_node_ = cpu.node();
+      cpu.Charge(sym, engine_->line_costs().local);
+      return;
+    }
+    // The home invalidates every cached copy before it executes the RMW.
+    unique_ = kAtHome;
     // The request travels to the home node, waits for the ops ahead of it,
     // executes there and the result travels back.
     Time rtt = HomeRoundTrip(cpu.node());
@@ -432,10 +444,18 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
 
 void AtomicLine::Load(Cpu& cpu, Sym sym) {
   FARM_DCHECK(cpu.synced(), "atomic load without `co_await cpu.Sync()` immediately before");
-  if (engine_->line_costs().atomic_far > 0 && last_index_ >= 0) {
-    // Far atomics leave the line at the home node: a load fetches a copy.
+  if (engine_->line_costs().atomic_far > 0) {
+    if (unique_ == cpu.index()) {
+      cpu.Charge(sym, 1);
+      return;
+    }
+    // Far atomics leave the line at the home node: a load fetches a copy,
+    // unique when nobody else caches one and no RMW is queued at the home
+    // when the request arrives (a contended line is handed out shared).
+    const bool idle = cpu.now() + HomeRoundTrip(cpu.node()) / 2 >= free_at_;
+    unique_ = unique_ == kAtHome && idle ? cpu.index() : kShared;
     sharers_ |= NodeBit(cpu.node());
-    cpu.Charge(sym, HomeRoundTrip(cpu.node()));
+    cpu.Charge(sym, last_index_ >= 0 ? HomeRoundTrip(cpu.node()) : 1);
     return;
   }
   if (last_index_ < 0 || last_index_ == cpu.index()) {

@@ -396,6 +396,16 @@ class SpinLock {
 //! number of distinct remote nodes contending, and each RMW costs more the
 //! farther the other holders are. No cost key of its own: atomic_far and the
 //! platform's node distances (cost.line_*_ns).
+//! A far RMW leaves the line at the home node; a load brings a copy into the
+//! loading CPU's cache, unique when no other CPU holds one and no RMW is
+//! queued at the home as the request arrives. While a CPU holds the only
+//! copy, its RMWs (cost.line_local_ns) and loads (1 ns) hit its own L1 and
+//! execute near: the rule of the Arm Cortex-A76 TRM (developer.arm.com/docs/
+//! 100798, "Atomic instructions": near when the atomic hits the L1 in a
+//! unique state, far when it misses or the line is shared); HiSilicon's
+//! TaiShan v110 core does not publish its policy. Any other CPU's access ends
+//! that: a load makes the line shared, a far RMW invalidates the copies
+//! first. So one CPU alone on a line pays no home-node round trips.
 //! REQUIRES: the caller executed `co_await cpu.Sync()` immediately before
 //! (nothing charged in between: FARM_DCHECK(cpu.synced())).
 class AtomicLine {
@@ -420,6 +430,11 @@ class AtomicLine {
   //! Far atomics: nodes holding a copy since the line was last idle (bit per
   //! node; nodes >= 63 share the last bit).
   uint64_t sharers_ = 0;
+  //! Far atomics: the CPU whose cache holds the only copy (an index), or
+  //! kAtHome (no cached copy) or kShared (copies in several CPUs' caches).
+  static constexpr int kAtHome = -1;
+  static constexpr int kShared = -2;
+  int unique_ = kAtHome;
   uint64_t rmws_ = 0;
   Time wait_ns_ = 0;
 };
