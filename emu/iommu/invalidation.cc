@@ -374,7 +374,13 @@ class SmmuV3Cmdq final : public ArmInvalidator {
         b->owner_waiting = true;
         co_await cpu.Block(Sym::kCmdqPollValid);
       } else {
-        cpu.SpinUntil(b->valid_max + m.poll, Sym::kCmdqPollValid);
+        // Every slot is already valid: atomic_long_cond_read_relaxed() is
+        // one read of the bitmap word, no spin. It costs what the line's
+        // state dictates: a fetch from the home node after other CPUs' far
+        // xors, an L1 hit when this CPU alone set the bits.
+        cpu.SpinUntil(b->valid_max, Sym::kCmdqPollValid);
+        co_await cpu.Sync();
+        valid_map_.Load(cpu, Sym::kCmdqPollValid);
       }
       // 5d. writel_relaxed(prod, cmdq->q.prod_reg); owner_prod = prod.
       cpu.Charge(Sym::kCmdqIssue, m.mmio_write);
