@@ -310,7 +310,7 @@ void SpinLock::Take(Cpu& cpu, Sym data_sym) {
   Time start = std::max(t, free_at_);
   Time handoff = lc.lock;
   if (last_index_ >= 0 && last_index_ != cpu.index()) {
-    handoff += engine_->Transfer(last_node_, cpu.node());
+    handoff += LineMove(last_node_, cpu.node());
   }
   ++stats_.acquisitions;
   if (start > t) {
@@ -319,9 +319,16 @@ void SpinLock::Take(Cpu& cpu, Sym data_sym) {
   }
   cpu.Charge(Sym::kSpinLockIrqsave, start - t + handoff);
   if (last_index_ >= 0 && last_index_ != cpu.index() && dirty_lines_ > 0) {
-    cpu.Charge(data_sym, dirty_lines_ * engine_->Transfer(last_node_, cpu.node()));
+    cpu.Charge(data_sym, dirty_lines_ * LineMove(last_node_, cpu.node()));
   }
   holder_ = &cpu;
+}
+
+Time SpinLock::LineMove(int from, int to) const {
+  if (home_node_ >= 0 && engine_->line_costs().atomic_far > 0) {
+    return engine_->Transfer(to, home_node_);
+  }
+  return engine_->Transfer(from, to);
 }
 
 bool SpinLock::TryAcquireNow(Cpu& cpu, Sym data_sym) {
@@ -351,7 +358,7 @@ Task<void> SpinLock::AcquireSlow(Cpu& cpu, Sym data_sym) {
   // Unlock() made us the holder and woke us after the hand-off.
   stats_.wait_ns += cpu.now() - arrived;
   if (last_index_ != cpu.index() && dirty_lines_ > 0) {
-    cpu.Charge(data_sym, dirty_lines_ * engine_->Transfer(last_node_, cpu.node()));
+    cpu.Charge(data_sym, dirty_lines_ * LineMove(last_node_, cpu.node()));
   }
 }
 
@@ -366,7 +373,7 @@ void SpinLock::Unlock(Cpu& cpu, int dirty_lines) {
     w->next_waiter = nullptr;
     holder_ = w;
     // MCS hand-off: the releaser writes the next waiter's node.
-    Time grant = std::max(w->now(), cpu.now()) + engine_->Transfer(cpu.node(), w->node()) +
+    Time grant = std::max(w->now(), cpu.now()) + LineMove(cpu.node(), w->node()) +
                  engine_->line_costs().lock;
     engine_->Wake(*w, grant);
     return;

@@ -332,7 +332,14 @@ struct ContentionStats {
 //! A queued spinlock (spin_lock_irqsave on a qspinlock) in virtual time.
 class SpinLock {
  public:
-  SpinLock(Engine* e, std::string name) : engine_(e), name_(std::move(name)) {}
+  //! `home_node` >= 0: the node the lock (and the data it protects) was
+  //! allocated on. With far atomics (LineCosts::atomic_far > 0) a line that
+  //! changes CPU then travels through its home node, as AtomicLine's do:
+  //! the acquirer's cmpxchg misses its L1 and goes to the home, which
+  //! fetches the line from the previous holder. < 0: the home is not
+  //! modelled and a hand-off costs the distance between the two CPUs.
+  SpinLock(Engine* e, std::string name, int home_node = -1)
+      : engine_(e), name_(std::move(name)), home_node_(home_node) {}
   SpinLock(const SpinLock&) = delete;
   SpinLock& operator=(const SpinLock&) = delete;
 
@@ -368,9 +375,12 @@ class SpinLock {
   bool TryAcquireNow(Cpu& cpu, Sym data_sym);
   Task<void> AcquireSlow(Cpu& cpu, Sym data_sym);
   void Take(Cpu& cpu, Sym data_sym);
+  //! Price of moving one of the lock's lines from a CPU on `from` to one on `to`.
+  Time LineMove(int from, int to) const;
 
   Engine* engine_;
   std::string name_;
+  int home_node_;
   Cpu* holder_ = nullptr;
   Time free_at_ = 0;
   int last_index_ = -1;

@@ -233,6 +233,39 @@ TEST(AtomicLine, FarAtomicsRunNearOnTheOnlyCopy) {
   EXPECT_EQ(after_other, lc.remote + lc.atomic_far);
 }
 
+// A lock homed on node 1, taken in turn by two CPUs of node 0: with far
+// atomics each hand-off goes through the home (a cross-socket round trip),
+// without it the line moves between the two CPUs (a node-local transfer).
+Time HomedLockHandoff(Time atomic_far) {
+  LineCosts lc = Costs();
+  lc.atomic_far = atomic_far;
+  Engine e(TwoNodes(2), lc, 1);
+  SpinLock lock(&e, "homed", /*home_node=*/1);
+  Time second_take = 0;
+  auto first = [&](Cpu& cpu) -> Task<void> {
+    co_await lock.Lock(cpu, Sym::kOther);
+    lock.Unlock(cpu, 0);
+  };
+  auto second = [&](Cpu& cpu) -> Task<void> {
+    cpu.Idle(1000);
+    Time t0 = cpu.now();
+    co_await lock.Lock(cpu, Sym::kOther);
+    second_take = cpu.now() - t0;
+    lock.Unlock(cpu, 0);
+  };
+  Cpu& a = e.AddCpu(0);
+  Cpu& b = e.AddCpu(1);
+  e.Start(a, first(a));
+  e.Start(b, second(b));
+  EXPECT_TRUE(e.Run().ok());
+  return second_take;
+}
+
+TEST(SpinLock, HandOffGoesThroughTheHomeWithFarAtomics) {
+  EXPECT_EQ(HomedLockHandoff(0), Costs().lock + Costs().node);
+  EXPECT_EQ(HomedLockHandoff(10), Costs().lock + Costs().remote);
+}
+
 TEST(Engine, BlockAndWake) {
   Engine e(TwoNodes(1), Costs(), 1);
   Cpu* waiter = nullptr;
