@@ -310,7 +310,7 @@ void SpinLock::Take(Cpu& cpu, Sym data_sym) {
   Time start = std::max(t, free_at_);
   Time handoff = lc.lock;
   if (last_index_ >= 0 && last_index_ != cpu.index()) {
-    handoff += engine_->Transfer(last_node_, cpu.node());
+    handoff += LineMove(last_node_, cpu.node());
   }
   ++stats_.acquisitions;
   if (start > t) {
@@ -319,9 +319,16 @@ void SpinLock::Take(Cpu& cpu, Sym data_sym) {
   }
   cpu.Charge(Sym::kSpinLockIrqsave, start - t + handoff);
   if (last_index_ >= 0 && last_index_ != cpu.index() && dirty_lines_ > 0) {
-    cpu.Charge(data_sym, dirty_lines_ * engine_->Transfer(last_node_, cpu.node()));
+    cpu.Charge(data_sym, dirty_lines_ * LineMove(last_node_, cpu.node()));
   }
   holder_ = &cpu;
+}
+
+Time SpinLock::LineMove(int from, int to) const {
+  if (home_node_ >= 0 && engine_->line_costs().atomic_far > 0) {
+    return engine_->Transfer(to, home_node_);
+  }
+  return engine_->Transfer(from, to);
 }
 
 bool SpinLock::TryAcquireNow(Cpu& cpu, Sym data_sym) {
@@ -351,7 +358,7 @@ Task<void> SpinLock::AcquireSlow(Cpu& cpu, Sym data_sym) {
   // Unlock() made us the holder and woke us after the hand-off.
   stats_.wait_ns += cpu.now() - arrived;
   if (last_index_ != cpu.index() && dirty_lines_ > 0) {
-    cpu.Charge(data_sym, dirty_lines_ * engine_->Transfer(last_node_, cpu.node()));
+    cpu.Charge(data_sym, dirty_lines_ * LineMove(last_node_, cpu.node()));
   }
 }
 
@@ -366,7 +373,7 @@ void SpinLock::Unlock(Cpu& cpu, int dirty_lines) {
     w->next_waiter = nullptr;
     holder_ = w;
     // MCS hand-off: the releaser writes the next waiter's node.
-    Time grant = std::max(w->now(), cpu.now()) + engine_->Transfer(cpu.node(), w->node()) +
+    Time grant = std::max(w->now(), cpu.now()) + LineMove(cpu.node(), w->node()) +
                  engine_->line_costs().lock;
     engine_->Wake(*w, grant);
     return;
@@ -385,6 +392,18 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
   FARM_DCHECK(cpu.synced(), "atomic RMW without `co_await cpu.Sync()` immediately before");
   Time t = cpu.now();
   if (Time far = engine_->line_costs().atomic_far; far > 0) {
+    if (unique_ == cpu.index()) {
+      // The only copy is in this CPU's L1: a near atomic, nothing at the home,
+      // which knows this CPU's node as the one holder.
+      sharers_ = NodeBit(cpu.node());
+      ++rmws_;
+      last_index_ = cpu.index();
+      last_node_ = cpu.node();
+      cpu.Charge(sym, engine_->line_costs().local);
+      return;
+    }
+    // The home invalidates every cached copy before it executes the RMW.
+    unique_ = kAtHome;
     // The request travels to the home node, waits for the ops ahead of it,
     // executes there and the result travels back.
     Time rtt = HomeRoundTrip(cpu.node());
@@ -432,10 +451,18 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
 
 void AtomicLine::Load(Cpu& cpu, Sym sym) {
   FARM_DCHECK(cpu.synced(), "atomic load without `co_await cpu.Sync()` immediately before");
-  if (engine_->line_costs().atomic_far > 0 && last_index_ >= 0) {
-    // Far atomics leave the line at the home node: a load fetches a copy.
+  if (engine_->line_costs().atomic_far > 0) {
+    if (unique_ == cpu.index()) {
+      cpu.Charge(sym, 1);
+      return;
+    }
+    // Far atomics leave the line at the home node: a load fetches a copy,
+    // unique when nobody else caches one and no RMW is queued at the home
+    // when the request arrives (a contended line is handed out shared).
+    const bool idle = cpu.now() + HomeRoundTrip(cpu.node()) / 2 >= free_at_;
+    unique_ = unique_ == kAtHome && idle ? cpu.index() : kShared;
     sharers_ |= NodeBit(cpu.node());
-    cpu.Charge(sym, HomeRoundTrip(cpu.node()));
+    cpu.Charge(sym, last_index_ >= 0 ? HomeRoundTrip(cpu.node()) : 1);
     return;
   }
   if (last_index_ < 0 || last_index_ == cpu.index()) {

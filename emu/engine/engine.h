@@ -332,7 +332,14 @@ struct ContentionStats {
 //! A queued spinlock (spin_lock_irqsave on a qspinlock) in virtual time.
 class SpinLock {
  public:
-  SpinLock(Engine* e, std::string name) : engine_(e), name_(std::move(name)) {}
+  //! `home_node` >= 0: the node the lock (and the data it protects) was
+  //! allocated on. With far atomics (LineCosts::atomic_far > 0) a line that
+  //! changes CPU then travels through its home node, as AtomicLine's do:
+  //! the acquirer's cmpxchg misses its L1 and goes to the home, which
+  //! fetches the line from the previous holder. < 0: the home is not
+  //! modelled and a hand-off costs the distance between the two CPUs.
+  SpinLock(Engine* e, std::string name, int home_node = -1)
+      : engine_(e), name_(std::move(name)), home_node_(home_node) {}
   SpinLock(const SpinLock&) = delete;
   SpinLock& operator=(const SpinLock&) = delete;
 
@@ -368,9 +375,12 @@ class SpinLock {
   bool TryAcquireNow(Cpu& cpu, Sym data_sym);
   Task<void> AcquireSlow(Cpu& cpu, Sym data_sym);
   void Take(Cpu& cpu, Sym data_sym);
+  //! Price of moving one of the lock's lines from a CPU on `from` to one on `to`.
+  Time LineMove(int from, int to) const;
 
   Engine* engine_;
   std::string name_;
+  int home_node_;
   Cpu* holder_ = nullptr;
   Time free_at_ = 0;
   int last_index_ = -1;
@@ -396,6 +406,16 @@ class SpinLock {
 //! number of distinct remote nodes contending, and each RMW costs more the
 //! farther the other holders are. No cost key of its own: atomic_far and the
 //! platform's node distances (cost.line_*_ns).
+//! A far RMW leaves the line at the home node; a load brings a copy into the
+//! loading CPU's cache, unique when no other CPU holds one and no RMW is
+//! queued at the home as the request arrives. While a CPU holds the only
+//! copy, its RMWs (cost.line_local_ns) and loads (1 ns) hit its own L1 and
+//! execute near: the rule of the Arm Cortex-A76 TRM (developer.arm.com/docs/
+//! 100798, "Atomic instructions": near when the atomic hits the L1 in a
+//! unique state, far when it misses or the line is shared); HiSilicon's
+//! TaiShan v110 core does not publish its policy. Any other CPU's access ends
+//! that: a load makes the line shared, a far RMW invalidates the copies
+//! first. So one CPU alone on a line pays no home-node round trips.
 //! REQUIRES: the caller executed `co_await cpu.Sync()` immediately before
 //! (nothing charged in between: FARM_DCHECK(cpu.synced())).
 class AtomicLine {
@@ -420,6 +440,11 @@ class AtomicLine {
   //! Far atomics: nodes holding a copy since the line was last idle (bit per
   //! node; nodes >= 63 share the last bit).
   uint64_t sharers_ = 0;
+  //! Far atomics: the CPU whose cache holds the only copy (an index), or
+  //! kAtHome (no cached copy) or kShared (copies in several CPUs' caches).
+  static constexpr int kAtHome = -1;
+  static constexpr int kShared = -2;
+  int unique_ = kAtHome;
   uint64_t rmws_ = 0;
   Time wait_ns_ = 0;
 };

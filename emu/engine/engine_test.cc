@@ -188,6 +188,84 @@ TEST(CmpxchgWord, FarAtomicsServeRetriesAtTheHomeNode) {
   EXPECT_LT(far_run.elapsed * 2, near_run.elapsed);
 }
 
+// Far atomics, one CPU alone on a line homed on the other node: the first
+// load fetches the only copy, after which its RMWs and loads hit its own L1
+// (near), until a second CPU touches the line and the RMWs go far again.
+TEST(AtomicLine, FarAtomicsRunNearOnTheOnlyCopy) {
+  LineCosts lc = Costs();
+  lc.atomic_far = 10;
+  Engine e(TwoNodes(1), lc, 1);
+  AtomicLine line(&e, /*home_node=*/1);
+  Time first_rmw = 0, alone = 0, after_other = 0;
+  auto solo = [&](Cpu& cpu) -> Task<void> {
+    co_await cpu.Sync();
+    Time t0 = cpu.now();
+    line.Rmw(cpu, Sym::kOther);  // at the home: a round trip
+    first_rmw = cpu.now() - t0;
+    co_await cpu.Sync();
+    line.Load(cpu, Sym::kOther);  // fetches the only copy
+    t0 = cpu.now();
+    for (int i = 0; i < 4; ++i) {
+      co_await cpu.Sync();
+      line.Rmw(cpu, Sym::kOther);
+      co_await cpu.Sync();
+      line.Load(cpu, Sym::kOther);
+    }
+    alone = cpu.now() - t0;
+    cpu.Idle(10000);  // the other CPU's RMW lands meanwhile
+    co_await cpu.Sync();
+    t0 = cpu.now();
+    line.Rmw(cpu, Sym::kOther);
+    after_other = cpu.now() - t0;
+  };
+  auto other = [&](Cpu& cpu) -> Task<void> {
+    cpu.Idle(5000);
+    co_await cpu.Sync();
+    line.Rmw(cpu, Sym::kOther);
+  };
+  Cpu& a = e.AddCpu(0);
+  Cpu& b = e.AddCpu(1);
+  e.Start(a, solo(a));
+  e.Start(b, other(b));
+  ASSERT_TRUE(e.Run().ok());
+  EXPECT_EQ(first_rmw, lc.remote + lc.atomic_far);
+  EXPECT_EQ(alone, 4 * (lc.local + 1));
+  EXPECT_EQ(after_other, lc.remote + lc.atomic_far);
+}
+
+// A lock homed on node 1, taken in turn by two CPUs of node 0: with far
+// atomics each hand-off goes through the home (a cross-socket round trip),
+// without it the line moves between the two CPUs (a node-local transfer).
+Time HomedLockHandoff(Time atomic_far) {
+  LineCosts lc = Costs();
+  lc.atomic_far = atomic_far;
+  Engine e(TwoNodes(2), lc, 1);
+  SpinLock lock(&e, "homed", /*home_node=*/1);
+  Time second_take = 0;
+  auto first = [&](Cpu& cpu) -> Task<void> {
+    co_await lock.Lock(cpu, Sym::kOther);
+    lock.Unlock(cpu, 0);
+  };
+  auto second = [&](Cpu& cpu) -> Task<void> {
+    cpu.Idle(1000);
+    Time t0 = cpu.now();
+    co_await lock.Lock(cpu, Sym::kOther);
+    second_take = cpu.now() - t0;
+    lock.Unlock(cpu, 0);
+  };
+  Cpu& a = e.AddCpu(0);
+  Cpu& b = e.AddCpu(1);
+  e.Start(a, first(a));
+  e.Start(b, second(b));
+  EXPECT_TRUE(e.Run().ok());
+  return second_take;
+}
+
+TEST(SpinLock, HandOffGoesThroughTheHomeWithFarAtomics) {
+  EXPECT_EQ(HomedLockHandoff(0), Costs().lock + Costs().node);
+  EXPECT_EQ(HomedLockHandoff(10), Costs().lock + Costs().remote);
+}
+
 TEST(Engine, BlockAndWake) {
   Engine e(TwoNodes(1), Costs(), 1);
   Cpu* waiter = nullptr;

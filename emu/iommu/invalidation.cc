@@ -206,7 +206,7 @@ class SmmuV3Cmdq final : public ArmInvalidator {
  public:
   explicit SmmuV3Cmdq(Sim* sim, std::string lock_name = "smmu->cmdq.lock")
       : sim_(sim),
-        cmdq_lock_(sim->engine, std::move(lock_name)),
+        cmdq_lock_(sim->engine, std::move(lock_name), HomeNode(sim)),
         llq_(sim->engine, HomeNode(sim)),
         shared_lock_(sim->engine, HomeNode(sim)),
         valid_map_(sim->engine, HomeNode(sim)) {
@@ -293,17 +293,33 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     }
   }
 
-  // Before 587e6c10a7ce: arm_smmu_cmdq_issue_cmd() per command and
-  // arm_smmu_cmdq_issue_sync(), all under smmu->cmdq.lock, waiting for the
-  // CMD_SYNC to be consumed with the lock held.
+  // Before 587e6c10a7ce: arm_smmu_cmdq_issue_cmd() per command, then
+  // arm_smmu_cmdq_issue_sync(). Each takes smmu->cmdq.lock on its own, so
+  // other CPUs' commands can slip in between.
   Task<void> IssueLocked(Cpu& cpu, int n, bool sync, Time hw_work) {
     const Model& m = sim_->m();
-    int slots = n + (sync ? 1 : 0);
+    for (int i = 0; i < n; ++i) co_await IssueCmd(cpu, m.smmu_cmd + hw_work / n);
+    if (sync) co_await IssueSync(cpu);
+  }
+
+  // arm_smmu_cmdq_issue_cmd(): arm_smmu_cmdq_insert_cmd() under the lock,
+  // queue_insert_raw() and a PROD register write.
+  Task<void> IssueCmd(Cpu& cpu, Time hw_ns) {
+    const Model& m = sim_->m();
     co_await cmdq_lock_.Lock(cpu, Sym::kCmdqIssue);
-    // queue_insert_raw() + a PROD register write per command.
-    cpu.Charge(Sym::kCmdqIssue, slots * (m.cmd_write + m.mmio_write));
-    Time done = hw_.Submit(cpu.now(), slots * m.smmu_cmd + hw_work + (sync ? m.smmu_sync : 0));
-    if (sync) cpu.SpinUntil(done + m.poll, Sym::kCmdqIssue);  // poll CONS
+    cpu.Charge(Sym::kCmdqIssue, m.cmd_write + m.mmio_write);
+    hw_.Submit(cpu.now(), hw_ns);
+    cmdq_lock_.Unlock(cpu, 1);
+  }
+
+  // __arm_smmu_cmdq_issue_sync(): the CMD_SYNC inserted and CONS polled
+  // (queue_poll_cons) with the lock held.
+  Task<void> IssueSync(Cpu& cpu) {
+    const Model& m = sim_->m();
+    co_await cmdq_lock_.Lock(cpu, Sym::kCmdqIssue);
+    cpu.Charge(Sym::kCmdqIssue, m.cmd_write + m.mmio_write);
+    Time done = hw_.Submit(cpu.now(), m.smmu_cmd + m.smmu_sync);
+    cpu.SpinUntil(done + m.poll, Sym::kCmdqIssue);
     cmdq_lock_.Unlock(cpu, 1);
   }
 
@@ -374,7 +390,13 @@ class SmmuV3Cmdq final : public ArmInvalidator {
         b->owner_waiting = true;
         co_await cpu.Block(Sym::kCmdqPollValid);
       } else {
-        cpu.SpinUntil(b->valid_max + m.poll, Sym::kCmdqPollValid);
+        // Every slot is already valid: atomic_long_cond_read_relaxed() is
+        // one read of the bitmap word, no spin. It costs what the line's
+        // state dictates: a fetch from the home node after other CPUs' far
+        // xors, an L1 hit when this CPU alone set the bits.
+        cpu.SpinUntil(b->valid_max, Sym::kCmdqPollValid);
+        co_await cpu.Sync();
+        valid_map_.Load(cpu, Sym::kCmdqPollValid);
       }
       // 5d. writel_relaxed(prod, cmdq->q.prod_reg); owner_prod = prod.
       cpu.Charge(Sym::kCmdqIssue, m.mmio_write);

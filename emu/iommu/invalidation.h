@@ -7,9 +7,10 @@
 //    dmar.c): descriptors plus a wait descriptor written under qi->q_lock, the
 //    tail register written, then a spin on the wait descriptor's status; the
 //    hardware consumes descriptors in order. Also iommu_flush_write_buffer().
-//  - SmmuV3Cmdq: arm_smmu_cmdq_issue_cmdlist() (arm-smmu-v3.c) in both forms:
-//    one cmdq spinlock held for insertion and the CMD_SYNC wait (before
-//    587e6c10a7ce), or the lock-free form: a cmpxchg loop on the shared
+//  - SmmuV3Cmdq: the cmdq (arm-smmu-v3.c) in both forms: before 587e6c10a7ce
+//    arm_smmu_cmdq_issue_cmd() takes the cmdq spinlock per command and
+//    arm_smmu_cmdq_issue_sync() holds it over the CMD_SYNC wait; from it on
+//    arm_smmu_cmdq_issue_cmdlist(), lock-free: a cmpxchg loop on the shared
 //    prod/cons word reserves slots, the first CPU to find OWNED clear becomes
 //    owner, waits for the previous owner, clears OWNED with fetch_andnot
 //    (gathering every slot reserved so far), waits for the valid bitmap and
