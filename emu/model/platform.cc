@@ -1,5 +1,6 @@
 #include "emu/model/platform.h"
 
+#include <algorithm>
 #include <array>
 
 #include "absl/strings/str_cat.h"
@@ -93,11 +94,67 @@ const SettingRow kSettings[] = {
 };
 // clang-format on
 
+// Each platform's PCIe facts: its root complexes' lanes (all sockets) and, per
+// device, the link it trained at and its own data rate. A link's rate is
+// PcieLinkBytesPerSec (the PCIe base specifications' 8/16/32 GT/s per lane,
+// 128b/130b). Drive rates are datasheet classes: the seeds name no drive model
+// except seed 002's vendor (lspci: "Huawei Technologies Co., Ltd. Device 0123").
+struct DeviceRateRow {
+  const char* platform;
+  const char* device;  // nullptr: the platform row (lanes only)
+  int gen, lanes;
+  double read_gb_s, write_gb_s;  // GB/s (1e9 bytes); 0 = none stated
+};
+// clang-format off
+const DeviceRateRow kDeviceRates[] = {
+    // Xeon E5-2600 v3/v4 and v1 (Haswell/Broadwell-EP, Sandy Bridge-EP): 40
+    // PCIe 3.0 lanes per socket (ark.intel.com).
+    {"intel-vtd-2s12c",    nullptr, 0, 80, 0, 0},
+    // ConnectX-3 Pro: PCIe 3.0 x8 (Mellanox product brief); 7.88 GB/s > 56 Gb/s.
+    {"intel-vtd-2s12c",    "nic0",  3, 8,  0, 0},
+    // A PCIe 3.0 x4 drive of the seed's era (assumption: the seed names none):
+    // Samsung 970 PRO datasheet class, 3,500 MB/s read, 2,300 MB/s write.
+    {"intel-vtd-2s12c",    "nvme0", 3, 4,  3.5, 2.3},
+    {"intel-vtd-snb16c",   nullptr, 0, 80, 0, 0},
+    // ConnectX-3 40 GbE: PCIe 3.0 x8 (Mellanox product brief).
+    {"intel-vtd-snb16c",   "nic0",  3, 8,  0, 0},
+    // Kunpeng 920: PCIe 4.0 and CCIX, 640 Gb/s in all per chip (Huawei's
+    // launch, January 2019) = 40 lanes of 16 GT/s; two chips.
+    {"kunpeng920-smmuv3",  nullptr, 0, 80, 0, 0},
+    // Seed 002's Huawei NVMe: model not named; taken as a PCIe 3.0 x4 drive
+    // (assumption), the class above.
+    {"kunpeng920-smmuv3",  "nvme0", 3, 4,  3.5, 2.3},
+    // hns3 and the ZIP engine are on-chip (the I/O die), not behind a PCIe
+    // link of their own: the hns3's limit is its line rate; the ZIP's none.
+    // Seed 004's SoC: lanes not published. Its 50 GbE NIC's link is not
+    // named (left unlimited: the line rate binds); NVMe as above (assumption).
+    {"arm-mmu500-8c",      "nvme0", 3, 4,  3.5, 2.3},
+    // Xeon Platinum 8480+: 80 PCIe 5.0 lanes per socket (ark.intel.com 231746).
+    {"intel-spr-2s56c",    nullptr, 0, 160, 0, 0},
+    // EPYC 9654: 128 PCIe 5.0 lanes per socket, 128 in a 2-socket system
+    // with four xGMI links (amd.com EPYC 9004 product page).
+    {"amd-genoa-2s96c",    nullptr, 0, 128, 0, 0},
+    // Grace CPU Superchip: 8 x PCIe Gen5 x16 (NVIDIA, "NVIDIA Grace CPU
+    // Superchip Architecture In Depth", developer blog, 2022).
+    {"nvidia-grace-2s72c", nullptr, 0, 128, 0, 0},
+};
+// clang-format on
+
 // The current platforms' devices: a PCIe Gen5 NVMe and a 100 GbE NIC on
-// node 0 (docs/emulator.md "Current platforms": why 100 GbE).
+// node 0 (docs/emulator.md "Current platforms": why 100 GbE). The NVMe: a
+// PCIe 5.0 x4 drive of the Samsung PM1743 class (Samsung's announcement,
+// December 2021: 13 GB/s sequential read, 6.6 GB/s write); the NIC: PCIe 4.0
+// x16 (ConnectX-6 Dx datasheet), 31.5 GB/s, above its 100 Gb/s line rate.
 std::vector<DeviceSpec> CurrentServerDevices() {
-  return {{"nvme0", "PCIe Gen5 NVMe SSD", 0, true, 64, ""},
-          {"nic0", "NVIDIA ConnectX-6 Dx 100 GbE NIC", 0, true, 64, "", 100}};
+  DeviceSpec nvme{"nvme0", "PCIe Gen5 NVMe SSD", 0, true, 64, ""};
+  nvme.pcie_gen = 5;
+  nvme.pcie_lanes = 4;
+  nvme.media_read_bytes_per_s = 13e9;
+  nvme.media_write_bytes_per_s = 6.6e9;
+  DeviceSpec nic{"nic0", "NVIDIA ConnectX-6 Dx 100 GbE NIC", 0, true, 64, "", 100};
+  nic.pcie_gen = 4;
+  nic.pcie_lanes = 16;
+  return {nvme, nic};
 }
 
 // Seed 002: John Garry's Kunpeng 920 NVMe queue affinities (23 I/O queues;
@@ -106,6 +163,23 @@ constexpr char kKunpeng920NvmeIrqs[] =
     "32-38@35;39-45@39;46-51@46;52-57@52;58-63@60;64-69@68;70-75@70;76-80@76;81-85@84;"
     "86-90@86;91-95@92;96-101@100;102-107@102;108-112@108;113-117@116;118-122@118;"
     "123-127@124;0-5@4;6-11@6;12-16@12;17-21@20;22-26@22;27-31@28";
+
+void ApplyDeviceRate(const DeviceRateRow& row, std::vector<Platform>& platforms) {
+  for (Platform& p : platforms) {
+    if (p.name != row.platform) continue;
+    if (row.device == nullptr) {
+      p.pcie_lanes = row.lanes;
+      return;
+    }
+    for (DeviceSpec& d : p.devices) {
+      if (d.name != row.device) continue;
+      d.pcie_gen = row.gen;
+      d.pcie_lanes = row.lanes;
+      d.media_read_bytes_per_s = row.read_gb_s * 1e9;
+      d.media_write_bytes_per_s = row.write_gb_s * 1e9;
+    }
+  }
+}
 
 std::vector<Platform> Build() {
   // In kSettings column order; each settings map ({}) is filled from it below.
@@ -200,10 +274,25 @@ std::vector<Platform> Build() {
       if (row.value[i] != nullptr) v[i].settings[row.key] = row.value[i];
     }
   }
+  for (const DeviceRateRow& row : kDeviceRates) ApplyDeviceRate(row, v);
   return v;
 }
 
 }  // namespace
+
+double PcieLinkBytesPerSec(int gen, int lanes) {
+  double gt_per_s = gen == 3 ? 8e9 : gen == 4 ? 16e9 : gen == 5 ? 32e9 : 0;
+  return gt_per_s * lanes * 128.0 / 130.0 / 8.0;
+}
+
+double DeviceDmaBytesPerSec(const DeviceSpec& d, bool to_device) {
+  double own = d.link_gbps > 0 ? d.link_gbps * 1e9 / 8.0
+                               : (to_device ? d.media_write_bytes_per_s : d.media_read_bytes_per_s);
+  double link = PcieLinkBytesPerSec(d.pcie_gen, d.pcie_lanes);
+  if (own <= 0) return link;
+  if (link <= 0) return own;
+  return std::min(own, link);
+}
 
 const std::vector<Platform>& AllPlatforms() {
   static const std::vector<Platform>* p = new std::vector<Platform>(Build());

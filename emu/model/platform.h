@@ -44,7 +44,28 @@ struct DeviceSpec {
   double link_gbps = 0;
   //! The platform's fact; never kAuto.
   DeviceAttach attach = DeviceAttach::kTranslated;
+  //! The PCIe link the device trained at: generation (3, 4, 5) and lanes;
+  //! 0 = not behind a PCIe link of its own (an on-chip device) or no figure.
+  int pcie_gen = 0;
+  int pcie_lanes = 0;
+  //! The device's own data rate, bytes/s, per direction as its datasheet
+  //! states it: a storage device's sequential read (device to memory) and
+  //! write (memory to device); 0 = none stated. A NIC's is its line rate.
+  double media_read_bytes_per_s = 0;
+  double media_write_bytes_per_s = 0;
 };
+
+//! Bytes/s one direction of a PCIe link carries: `gen`'s transfer rate per
+//! lane (PCIe 3.0 8 GT/s, 4.0 16 GT/s, 5.0 32 GT/s) x `lanes` x the 128b/130b
+//! encoding's 128/130, over 8 bits; TLP headers are not deducted. 0 for an
+//! unknown generation or no lanes.
+double PcieLinkBytesPerSec(int gen, int lanes);
+
+//! The most device `d` moves in one direction, bytes/s: the smaller of its
+//! PCIe link and its own rate for that direction (`to_device`: memory to
+//! device, i.e. a storage write or a NIC transmit). A NIC's own rate is its
+//! line rate (link_gbps). 0 = no figure on either side: unlimited.
+double DeviceDmaBytesPerSec(const DeviceSpec& d, bool to_device);
 
 struct Platform {
   std::string name;
@@ -56,6 +77,9 @@ struct Platform {
   IrqChip irq_chip = IrqChip::kX86Vector;
   //! Model keys this platform sets: iommu.type, coherency, and every cost.
   std::map<std::string, std::string> settings;
+  //! PCIe lanes of the root complexes, all sockets (0: not published): how
+  //! many x4 NVMe drives the machine can attach without a switch.
+  int pcie_lanes = 0;
 };
 
 const std::vector<Platform>& AllPlatforms();

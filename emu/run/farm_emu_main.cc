@@ -12,6 +12,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "emu/model/catalog.h"
 #include "emu/model/kernel.h"
@@ -58,10 +59,23 @@ void ListPlatforms() {
                              farm::iommu_mode::DomainType(farm::iommu_mode::Mode::kPassthrough))
               : "";
       std::string link = d.link_gbps > 0 ? absl::StrCat(", ", d.link_gbps, " Gb/s") : "";
+      if (d.pcie_lanes > 0) {
+        absl::StrAppend(
+            &link, ", PCIe ", d.pcie_gen, ".0 x", d.pcie_lanes, " ",
+            absl::StrFormat("%.2f", farm::emu::PcieLinkBytesPerSec(d.pcie_gen, d.pcie_lanes) / 1e9),
+            " GB/s");
+      }
+      if (d.media_read_bytes_per_s > 0) {
+        absl::StrAppend(&link, absl::StrFormat(", media %.1f GB/s read %.1f GB/s write",
+                                               d.media_read_bytes_per_s / 1e9,
+                                               d.media_write_bytes_per_s / 1e9));
+      }
       absl::StrAppend(&devs, devs.empty() ? "" : ", ", d.name, " (node ", d.node, link, attach,
                       ")");
     }
     std::cout << p.name << "\n  " << p.description << "\n  cpus " << p.topology.num_cpus
+              << ", PCIe lanes "
+              << (p.pcie_lanes > 0 ? absl::StrCat(p.pcie_lanes) : std::string("not published"))
               << ", nodes " << p.topology.num_nodes() << ", iommu " << p.settings.at("iommu.type")
               << ", irq chip " << farm::emu::IrqChipName(p.irq_chip) << ", devices: " << devs
               << "\n";

@@ -149,6 +149,10 @@ std::map<std::string, std::string> ShortParams(const WorkloadInfo& w) {
     if (s.name == "seconds") p["seconds"] = w.name == "memcached" ? "0.005" : "0.001";
     if (s.name == "warmup") p["warmup"] = "0.005";
     if (s.name == "runtime_ms") p["runtime_ms"] = "5";
+    // Lazy's IOVA caches fill over its first flush-queue cycles (one depot
+    // miss per full flush for ~40 ms on kunpeng920-smmuv3 at one job); the
+    // ordering is a steady-state claim, so fio measures after them.
+    if (s.name == "ramp_ms" && w.name == "fio-nvme") p["ramp_ms"] = "40";
     if (s.name == "threads") p["threads"] = "4";
     if (s.name == "instances") p["instances"] = "8";
     if (s.name == "size") p["size"] = "4m";

@@ -16,12 +16,17 @@
 // the CQE read from the CQ (the driver allocates both on the device's node)
 // and the completion MSI's trip to the IRQ CPU. Throughput is the NVMe's
 // service time inside the measured window (after ramp_ms), see Window in
-// io_common.h.
+// io_common.h. The NVMe serves one I/O per IOPS-ceiling slot or per bs over
+// its bandwidth (the smaller of its PCIe link and its datasheet rate for the
+// direction), whichever is longer. Jobs the scheduler placed (policy shared)
+// move off a CPU whose interrupts take its capacity (BalanceTick).
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <queue>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "emu/model/irq_affinity.h"
@@ -34,6 +39,14 @@ namespace {
 // Longest a CPU with nothing to do sleeps before looking again; bounds how
 // late an interrupt posted to an idle CPU is noticed.
 constexpr Time kIdleQuantum = 500;
+
+// The scheduler tick (CONFIG_HZ=250, kernel/Kconfig.hz's default), at which a
+// busy CPU may kick the idle load balancer (nohz_balancer_kick).
+constexpr Time kTick = 4 * kNsPerMs;
+// sd_init()'s imbalance_pct of the cluster/LLC domains: check_cpu_capacity()
+// calls a CPU's capacity reduced when capacity * 117 < original * 100, i.e.
+// when IRQs (or other classes) take more than 14.5% of it.
+constexpr Time kImbalancePct = 117;
 
 struct Event {
   Time t;
@@ -51,8 +64,11 @@ struct FioConfig {
   bool write;
   Window win;  // ramp_ms, then runtime_ms measured
   Time dev_latency, dev_per_io, submit_ns, reap_ns, irq_ns;
-  int dev;       // the NVMe: platform device index
-  int dev_node;  // its NUMA node: its SQ/CQ memory and MSI source
+  double dev_bytes_per_s;    // 0: unlimited
+  bool dev_bandwidth_bound;  // bs / bandwidth, not the IOPS ceiling, sets dev_per_io
+  Time dev_bytes_ns;         // bs / bandwidth, rounded up (0: unlimited)
+  int dev;                   // the NVMe: platform device index
+  int dev_node;              // its NUMA node: its SQ/CQ memory and MSI source
 };
 
 struct Job {
@@ -60,6 +76,8 @@ struct Job {
   int dev = 0;
   int irq_slot = 0;
   int cpu = 0;
+  // Where the idle balancer would pull the job (PlanMigrations), -1: nowhere.
+  int dest_slot = -1, dest_irq_slot = -1;
   int inflight = 0;
   uint64_t ios = 0;  // reaped inside the window
   Time work_ns = 0;  // device service inside the window (dev_per_io per I/O)
@@ -70,10 +88,13 @@ struct Job {
 
 struct Slot {
   Cpu* cpu = nullptr;
-  std::vector<int> jobs;  // jobs pinned to this CPU
+  bool job_slot = false;  // may run jobs (ends with the window); else IRQs only
+  std::vector<int> jobs;  // jobs running on this CPU
   EventHeap irq;          // device completions this CPU services (hardirq)
   EventHeap cqe;          // completions posted to this CPU's jobs
   size_t rr = 0;
+  // Hard-irq time, and its value and the clock at the last tick.
+  Time irq_busy = 0, irq_at_tick = 0, tick_start = 0, next_tick = kTick;
 };
 
 struct FioWorld {
@@ -85,18 +106,50 @@ struct FioWorld {
   DmaLatencies* lat = nullptr;
 };
 
+// The tick of slot `si`'s CPU: nohz_balancer_kick() kicks the idle load
+// balancer when the CPU runs a CFS task and check_cpu_capacity() finds its
+// capacity reduced, and need_active_balance() then has an idle CPU pull a
+// lone task to itself ("sched: Move CFS tasks to CPUs with higher capacity",
+// 1aaf90a4b88a). The IRQ share is the last tick's, not PELT's 32 ms average:
+// the move comes at the first tick instead of some 16 ms later, both inside
+// a real fio run's ramp. Completions already posted follow the task (they sit
+// in its io_uring CQ); those still in flight complete on the old IRQ CPU.
+void BalanceTick(FioWorld& w, int si) {
+  Slot& s = w.slots[si];
+  const Time now = s.cpu->now();
+  const Time span = now - s.tick_start, irq = s.irq_busy - s.irq_at_tick;
+  s.tick_start = now;
+  s.irq_at_tick = s.irq_busy;
+  while (s.next_tick <= now) s.next_tick += kTick;
+  if (s.jobs.size() != 1 || span <= 0) return;
+  const int ji = s.jobs[0];
+  Job& j = w.jobs[ji];
+  if (j.dest_slot < 0 || (span - irq) * kImbalancePct >= span * 100) return;
+  Slot& d = w.slots[j.dest_slot];
+  s.jobs.clear();
+  d.jobs.push_back(ji);
+  j.slot = j.dest_slot;
+  j.cpu = d.cpu->cpu();
+  j.irq_slot = j.dest_irq_slot;
+  j.dest_slot = -1;
+  EventHeap keep;
+  for (; !s.cqe.empty(); s.cqe.pop()) (s.cqe.top().job == ji ? d.cqe : keep).push(s.cqe.top());
+  s.cqe.swap(keep);
+}
+
 Task<void> FioSlot(FioWorld& w, int si) {
   Slot& s = w.slots[si];
   Cpu& cpu = *s.cpu;
   const FioConfig& c = w.c;
-  const bool has_jobs = !s.jobs.empty();
   bool measuring = false;
   for (;;) {
     co_await cpu.Sync();
     EnterWindow(c.win, cpu, w.dma->dma(), measuring);
-    if (has_jobs && cpu.now() >= c.win.end) co_return;
+    if (s.job_slot && cpu.now() >= c.win.end) co_return;
+    if (s.job_slot && cpu.now() >= s.next_tick) BalanceTick(w, si);
     // Hard interrupt work first: nvme_irq -> unmap -> complete.
     if (!s.irq.empty() && s.irq.top().t <= cpu.now()) {
+      const Time irq_t0 = cpu.now();
       Event e = s.irq.top();
       s.irq.pop();
       // nvme_process_cq() reads the CQE the device wrote into CQ memory on
@@ -109,6 +162,7 @@ Task<void> FioSlot(FioWorld& w, int si) {
       Event done = e;
       done.t = cpu.now();
       w.slots[w.jobs[e.job].slot].cqe.push(done);
+      s.irq_busy += cpu.now() - irq_t0;
       continue;
     }
     // Reap completions (io_uring CQEs / io_getevents).
@@ -158,7 +212,7 @@ Task<void> FioSlot(FioWorld& w, int si) {
     Time next = cpu.now() + kIdleQuantum;
     if (!s.irq.empty()) next = std::min(next, s.irq.top().t);
     if (!s.cqe.empty()) next = std::min(next, s.cqe.top().t);
-    if (has_jobs) next = std::min(next, std::max(cpu.now() + 1, c.win.end));
+    if (s.job_slot) next = std::min(next, std::max(cpu.now() + 1, c.win.end));
     cpu.Idle(std::max<Time>(1, next - cpu.now()));
   }
 }
@@ -205,13 +259,34 @@ std::string LimitText(const FioWorld& w, int devices) {
   const int dev =
       static_cast<int>(std::max_element(dev_work.begin(), dev_work.end()) - dev_work.begin());
   const double dev_pct = 100.0 * static_cast<double>(dev_work[dev]) / window;
-  std::string dev_text = absl::StrFormat("nvme%d %.1f%% busy (of dev_iops)", dev, dev_pct);
+  const char* ceiling = w.c.dev_bandwidth_bound ? "its bandwidth" : "dev_iops";
+  std::string dev_text = absl::StrFormat("nvme%d %.1f%% busy (of %s)", dev, dev_pct, ceiling);
   if (dev_pct >= kSaturated) {
-    return absl::StrCat("the NVMe's IOPS ceiling: ", dev_text, "; busiest ", cpu_text);
+    return absl::StrCat(w.c.dev_bandwidth_bound
+                            ? absl::StrFormat("the NVMe's bandwidth (%.2f GB/s, the smaller of "
+                                              "its PCIe link and its media): ",
+                                              w.c.dev_bytes_per_s / 1e9)
+                            : std::string("the NVMe's IOPS ceiling: "),
+                        dev_text, "; busiest ", cpu_text);
   }
   if (cpu_pct >= kSaturated) return absl::StrCat("CPU: ", cpu_text, "; busiest ", dev_text);
   return absl::StrCat("no CPU or NVMe saturated: iodepth ", w.c.iodepth,
                       " per job over its round trip; busiest ", cpu_text, "; busiest ", dev_text);
+}
+
+// The dev_mb_per_s parameter as bytes/s (0: unlimited).
+absl::StatusOr<double> DeviceBandwidth(const WorkloadParams& p, const Platform& platform, int nvme,
+                                       bool write) {
+  const std::string& text = p.Str("dev_mb_per_s");
+  if (text.empty()) {
+    return platform.devices.empty() ? 0.0 : DeviceDmaBytesPerSec(platform.devices[nvme], write);
+  }
+  double mb = 0;
+  if (!absl::SimpleAtod(text, &mb) || !(mb >= 0 && mb <= 1e9)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fio-nvme: --param dev_mb_per_s=", text, ": not a number in [0, 1e9]"));
+  }
+  return mb * 1e6;
 }
 
 constexpr absl::string_view kFioRw[] = {"randread", "randwrite", "read", "write"};
@@ -250,8 +325,9 @@ constexpr WorkloadParam kFioNvmeParams[] = {
      .default_value = "shared",
      .choices = kCpusAllowedPolicies,
      .meaning = "fio's: shared = every job may use the whole list (the scheduler spreads them, "
-                "as above); split = job i gets CPU i of the list (mod its length). Without "
-                "migration in the model both give the same placement"},
+                "as above, and at a tick moves a lone job off a CPU whose interrupts take over "
+                "14.5% of it to an idle CPU of the list); split = job i is pinned to CPU i of "
+                "the list (mod its length)"},
     {.name = "devices",
      .type = ParamType::kInt,
      .default_value = "1",
@@ -287,6 +363,12 @@ constexpr WorkloadParam kFioNvmeParams[] = {
      .min = 1,
      .max = 1e9,
      .meaning = "device IOPS ceiling"},
+    {.name = "dev_mb_per_s",
+     .type = ParamType::kString,
+     .default_value = "",
+     .meaning = "device bandwidth, MB/s (1e6 bytes), each I/O's bytes occupying the NVMe for "
+                "bs / bandwidth; empty = the platform NVMe's: the smaller of its PCIe link and its "
+                "datasheet read or write rate (farm-emu list platforms); 0 = unlimited"},
     {.name = "irq_affinity",
      .type = ParamType::kString,
      .default_value = "",
@@ -317,6 +399,7 @@ class FioNvme final : public Workload {
     platform_ = &platform;
     rw_ = p.Str("rw");
     engine_name_ = p.Str("ioengine");
+    policy_ = p.Str("cpus_allowed_policy");
     numjobs_ = static_cast<int>(p.Int("numjobs"));
     devices_ = static_cast<int>(p.Int("devices"));
     const std::string& cpus_text = p.Str("cpus_allowed");
@@ -364,7 +447,17 @@ class FioNvme final : public Workload {
     c.iodepth = engine_name_ == "psync" ? 1 : static_cast<int>(p.Int("iodepth"));
     c.win = ReadWindow(p);
     c.dev_latency = static_cast<Time>(p.Double("dev_latency_us") * 1000);
-    c.dev_per_io = std::max<Time>(1, static_cast<Time>(1e9 / p.Double("dev_iops")));
+    absl::StatusOr<double> bw = DeviceBandwidth(p, platform, nvme, c.write);
+    if (!bw.ok()) return bw.status();
+    c.dev_bytes_per_s = *bw;
+    // The NVMe and its link serve one I/O at a time for whichever is longer:
+    // the IOPS ceiling's slot or the bytes at the narrower of the two rates.
+    const double iops_ns = 1e9 / p.Double("dev_iops");
+    // Rounded up: a whole-ns service time never moves more than the rate.
+    const double bytes_ns = *bw > 0 ? std::ceil(static_cast<double>(c.bs) * 1e9 / *bw) : 0;
+    c.dev_bandwidth_bound = bytes_ns > iops_ns;
+    c.dev_bytes_ns = static_cast<Time>(bytes_ns);
+    c.dev_per_io = std::max<Time>(1, static_cast<Time>(std::max(iops_ns, bytes_ns)));
     c.submit_ns = p.Int("submit_ns");
     c.reap_ns = p.Int("reap_ns");
     c.irq_ns = p.Int("irq_ns");
@@ -381,7 +474,8 @@ class FioNvme final : public Workload {
     c.submit_ns = RunNoise::Scale(c.submit_ns, ctx.noise.cpu);
     c.reap_ns = RunNoise::Scale(c.reap_ns, ctx.noise.cpu);
     c.irq_ns = RunNoise::Scale(c.irq_ns, ctx.noise.cpu);
-    c.dev_per_io = RunNoise::Scale(c.dev_per_io, ctx.noise.device);
+    // Noise slows or speeds the device, never past its rated bandwidth.
+    c.dev_per_io = std::max(RunNoise::Scale(c.dev_per_io, ctx.noise.device), c.dev_bytes_ns);
     c.dev_latency = RunNoise::Scale(c.dev_latency, ctx.noise.turnaround);
     std::vector<int> slot_of_cpu(platform_->topology.num_cpus, -1);
     auto slot_for = [&](int cpu, bool daemon) {
@@ -389,6 +483,7 @@ class FioNvme final : public Workload {
         slot_of_cpu[cpu] = static_cast<int>(w.slots.size());
         Slot s;
         s.cpu = &engine.AddCpu(cpu, daemon);
+        s.job_slot = !daemon;
         w.slots.push_back(std::move(s));
       }
       return slot_of_cpu[cpu];
@@ -415,6 +510,7 @@ class FioNvme final : public Workload {
       }
       job.irq_slot = slot_for(irq_cpu, true);
     }
+    if (policy_ == "shared") PlanMigrations(slot_for);
     w.devs.resize(devices_);
     dma_ = std::make_unique<DmaMappings>(ctx.dma);
     w.dma = dma_.get();
@@ -453,6 +549,15 @@ class FioNvme final : public Workload {
       report.extra[absl::StrCat("iops_cpu", job.cpu)] = iops;
     }
     report.throughput = static_cast<double>(work_ns) / static_cast<double>(w.c.dev_per_io) / secs;
+    // What each NVMe and its link moved, against what they can move.
+    std::vector<Time> dev_work(devices_, 0);
+    for (const Job& job : w.jobs) dev_work[job.dev] += job.work_ns;
+    for (int d = 0; d < devices_; ++d) {
+      report.extra[absl::StrCat("nvme", d, "_bytes_per_s")] = static_cast<double>(dev_work[d]) /
+                                                              static_cast<double>(w.c.dev_per_io) *
+                                                              static_cast<double>(w.c.bs) / secs;
+    }
+    report.extra["dev_bytes_per_s_limit"] = w.c.dev_bytes_per_s;
     report.throughput_unit = "IOPS";
     report.extra["ios_reaped_in_window"] = static_cast<double>(total);
     report.tool_output = FormatFioJson(out);
@@ -460,12 +565,49 @@ class FioNvme final : public Workload {
     return report;
   }
 
+  // Where the idle balancer would pull each job whose CPU takes interrupts
+  // (BalanceTick decides at run time whether they take enough): the first CPU
+  // of the allowed list, the job's node first, that runs no job, takes no
+  // job's interrupts, and would not send the job's own interrupts to itself
+  // or to a CPU running a job (the kernel's pick among idle CPUs is whichever
+  // balances first; this is the placement further balancing settles on).
+  template <typename SlotFor>
+  void PlanMigrations(SlotFor& slot_for) {
+    const Topology& topo = platform_->topology;
+    std::vector<char> runs_job(topo.num_cpus, 0), takes_irq(topo.num_cpus, 0);
+    for (const Job& j : w.jobs) {
+      runs_job[j.cpu] = 1;
+      takes_irq[irq_[j.dev].IrqCpuFor(j.cpu)] = 1;
+    }
+    for (Job& j : w.jobs) {
+      if (!takes_irq[j.cpu]) continue;
+      std::vector<int> order;
+      for (int pass = 0; pass < 2; ++pass) {
+        for (int cpu : cpus_) {
+          if ((topo.cpu_node[cpu] == topo.cpu_node[j.cpu]) == (pass == 0)) order.push_back(cpu);
+        }
+      }
+      for (int cpu : order) {
+        const int irq_cpu = irq_[j.dev].IrqCpuFor(cpu);
+        if (runs_job[cpu] || takes_irq[cpu] || irq_cpu == cpu || irq_cpu >= topo.num_cpus ||
+            runs_job[irq_cpu]) {
+          continue;
+        }
+        runs_job[cpu] = 1;
+        takes_irq[irq_cpu] = 1;
+        j.dest_slot = slot_for(cpu, false);
+        j.dest_irq_slot = slot_for(irq_cpu, true);
+        break;
+      }
+    }
+  }
+
   FioWorld w;
   const Platform* platform_ = nullptr;
   std::vector<int> cpus_;
   std::vector<IrqAffinity> irq_;  // per device
   int numjobs_ = 1, devices_ = 1;
-  std::string rw_, engine_name_;
+  std::string rw_, engine_name_, policy_;
   std::unique_ptr<DmaMappings> dma_;
   DmaLatencies lat_;
 };

@@ -26,6 +26,9 @@ absl::StatusOr<double> LinkGbps(absl::string_view workload, const WorkloadParams
   const std::string& text = p.Str("link_gbps");
   if (text.empty()) {
     double rate = platform.devices.empty() ? 0 : platform.devices[dev].link_gbps;
+    // The NIC's PCIe link caps it too (DeviceDmaBytesPerSec; on every
+    // platform the link is the wider of the two).
+    if (rate > 0) rate = DeviceDmaBytesPerSec(platform.devices[dev], true) * 8.0 / 1e9;
     if (rate <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(workload, ": platform ", platform.name,
                                                      " has no NIC link rate; set --param "

@@ -41,7 +41,8 @@ absl::Status CheckCpuCount(absl::string_view workload, absl::string_view param, 
                            const Platform& platform);
 
 //! The link_gbps parameter of a network workload: its value, or, when empty,
-//! the line rate of platform device `dev` (DeviceSpec::link_gbps).
+//! the line rate of platform device `dev` (DeviceSpec::link_gbps), or its
+//! PCIe link's rate if that is lower (DeviceDmaBytesPerSec).
 //! InvalidArgument for a value that is not a number in [0.1, 10000], or when
 //! empty and the device has no link rate.
 absl::StatusOr<double> LinkGbps(absl::string_view workload, const WorkloadParams& p,

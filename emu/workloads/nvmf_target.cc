@@ -11,6 +11,8 @@
 #include <queue>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "emu/workloads/io_common.h"
 #include "emu/workloads/tool_formats.h"
@@ -124,6 +126,25 @@ Task<void> NvmfQueuePair(NvmfWorld& w, Cpu& cpu, int qp) {
   }
 }
 
+// The dev_gbps parameter: given, or the platform NVMe's rate for the
+// direction (host reads are the SSD's reads), or a PCIe 3.0 x4 drive's.
+absl::StatusOr<double> SsdGbps(const WorkloadParams& p, const Platform& platform, bool read) {
+  const std::string& text = p.Str("dev_gbps");
+  if (text.empty()) {
+    for (const DeviceSpec& d : platform.devices) {
+      double rate = absl::StartsWith(d.name, "nvme") ? DeviceDmaBytesPerSec(d, !read) : 0;
+      if (rate > 0) return rate * 8.0 / 1e9;
+    }
+    return 28.0;
+  }
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v) || !(v >= 0.01 && v <= 10000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nvmf-target: --param dev_gbps=", text, ": not a number in [0.01, 10000]"));
+  }
+  return v;
+}
+
 constexpr absl::string_view kNvmfRw[] = {"read", "write"};
 
 constexpr WorkloadParam kNvmfTargetParams[] = {
@@ -168,11 +189,11 @@ constexpr WorkloadParam kNvmfTargetParams[] = {
      .max = 1e9,
      .meaning = "SSD IOPS ceiling"},
     {.name = "dev_gbps",
-     .type = ParamType::kDouble,
-     .default_value = "28",
-     .min = 0.01,
-     .max = 10000,
-     .meaning = "SSD media bandwidth (Gb/s; 3.5 GB/s, a PCIe 3.0 x4 drive's sequential rate)"},
+     .type = ParamType::kString,
+     .default_value = "",
+     .meaning = "SSD bandwidth, Gb/s; empty = the platform NVMe's for the direction (the smaller "
+                "of its PCIe link and its datasheet rate, farm-emu list platforms), or 28 (3.5 "
+                "GB/s, a PCIe 3.0 x4 drive's sequential read) on a platform without one"},
     {.name = "cpu_per_io_ns",
      .type = ParamType::kInt,
      .default_value = "3000",
@@ -210,7 +231,9 @@ class NvmfTarget final : public Workload {
     c.iodepth = static_cast<int>(p.Int("iodepth"));
     c.win = ReadWindow(p);
     c.ssd_latency = static_cast<Time>(p.Double("dev_latency_us") * 1000);
-    double media_ns = static_cast<double>(bs) * 8.0 / p.Double("dev_gbps");
+    absl::StatusOr<double> dev_gbps = SsdGbps(p, platform, c.read);
+    if (!dev_gbps.ok()) return dev_gbps.status();
+    double media_ns = static_cast<double>(bs) * 8.0 / *dev_gbps;
     c.ssd_per_io = std::max<Time>(1, static_cast<Time>(std::max(1e9 / dev_iops, media_ns)));
     c.nic = DeviceIndex(platform, "nic");
     absl::StatusOr<double> gbps = LinkGbps("nvmf-target", p, platform, c.nic);
