@@ -6,7 +6,10 @@
 // Contract: pure functions, thread-safe. Errors are kInvalidArgument whose
 // message starts with "<source_name>:<line>: " (from the loader), e.g.
 // `mine.yaml:4: duplicate commit id 'a' (first at mine.yaml:3)`. Model-key
-// names are not checked here (any scalar value is accepted). Aliases may
+// names are not checked here (any scalar value is accepted); a commit's
+// `expect:` entries are checked as farm-emu checks them (fields, platforms,
+// modes, bands, and the workload's params against the emulator's tables).
+// The expectations are not stored: the scheduler never runs them. Aliases may
 // expand the text at most about four times (lib/spec/yaml_limits.h), the
 // parsed catalog is at most kMaxCatalogBytes, and every string of it is
 // NUL-free UTF-8 (scheduler/storable_text.h, naming the field).

@@ -89,6 +89,15 @@ void CheckEmulatorWorkload(const WorkloadSpec& w, const std::string& path, Field
   }
 }
 
+}  // namespace
+
+absl::Status CheckEmulatorWorkloadParams(const std::string& workload,
+                                         const std::map<std::string, std::string>& params) {
+  return emu::ValidateWorkloadParams(workload, params);
+}
+
+namespace {
+
 // "agent." keys are directives the agent takes out before any executor
 // sees the set (agent/agent.h): only the ones it knows, in range, so a job
 // cannot park an agent's slot for good; every other key is a model key.
