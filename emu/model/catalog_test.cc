@@ -441,5 +441,15 @@ TEST(CatalogExpectTest, TheValidatorChecksWorkloadAndParams) {
               HasSubstr("e.yaml:9: commit 'v2': expect: dma-map-bench: threads refused"));
 }
 
+TEST(CatalogExpectTest, TheShippedCatalogsExpectationsLoad) {
+  auto path = DefaultCatalogPath();
+  ASSERT_TRUE(path.ok()) << path.status();
+  auto c = Catalog::LoadFile(*path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  size_t with = 0;
+  for (const CatalogCommit& commit : c->commits()) with += commit.expect.empty() ? 0 : 1;
+  EXPECT_GT(with, 0u);
+}
+
 }  // namespace
 }  // namespace farm::emu
