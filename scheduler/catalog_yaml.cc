@@ -31,8 +31,14 @@ absl::StatusOr<pb::Catalog> ParseCatalogYaml(std::string_view yaml,
   }
   if (absl::Status st = spec::CheckYamlDocument(yaml); !st.ok())
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", st.message()));
+  // Expectations (`expect:`) are checked as farm-emu checks them: their
+  // workload and params against the emulator's tables.
+  emu::ExpectValidator expect_validator = [](absl::string_view workload,
+                                             const std::map<std::string, std::string>& params) {
+    return spec::CheckEmulatorWorkloadParams(std::string(workload), params);
+  };
   absl::StatusOr<emu::Catalog> loaded = emu::Catalog::LoadString(
-      absl::string_view(yaml.data(), yaml.size()), where, spec::CheckSetKey);
+      absl::string_view(yaml.data(), yaml.size()), where, spec::CheckSetKey, expect_validator);
   if (!loaded.ok()) {
     // The loader says kAlreadyExists for a duplicate commit id; to a caller
     // of LoadCatalog that is bad input, not "the catalog already exists".

@@ -7,7 +7,10 @@
 // message starts with "<source_name>:<line>: " (from the loader), e.g.
 // `mine.yaml:4: duplicate commit id 'a' (first at mine.yaml:3)`. Each `set:`
 // key is held to what a spec's is (lib/spec/table_checks.h CheckSetKey), so
-// a catalog cannot queue jobs every agent would refuse. Aliases may
+// a catalog cannot queue jobs every agent would refuse; a commit's `expect:`
+// entries are checked as farm-emu checks them (fields, platforms, modes,
+// bands, and the workload's params against the emulator's tables). The
+// expectations are not stored: the scheduler never runs them. Aliases may
 // expand the text at most about four times (lib/spec/yaml_limits.h), the
 // parsed catalog is at most kMaxCatalogBytes, and every string of it is
 // NUL-free UTF-8 (scheduler/storable_text.h, naming the field).

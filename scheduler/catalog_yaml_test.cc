@@ -64,6 +64,39 @@ TEST(CatalogYamlTest, ErrorsNameFileAndLine) {
   EXPECT_NE(syntax.status().message().find("f.yaml:"), std::string::npos) << syntax.status();
 }
 
+// The scheduler loads catalogs with `expect:` (the shipped one has them) and
+// checks them as farm-emu does, the workload's params included.
+TEST(CatalogYamlTest, ExpectationsAreAcceptedAndChecked) {
+  const std::string head = R"(catalog: x
+commits:
+  - {id: v1, subject: base}
+  - id: v2
+    subject: next
+    expect:
+      - platforms: [kunpeng920-smmuv3]
+        modes: [strict]
+        workload: dma-map-bench
+)";
+  const std::string tail = R"(        metric: throughput
+        direction: faster
+        claim: "faster"
+        source: "none found"
+)";
+  auto good = ParseCatalogYaml(head + "        params: {threads: 2}\n" + tail, "e.yaml");
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->commits_size(), 2);
+
+  auto bad_param = ParseCatalogYaml(head + "        params: {threads: many}\n" + tail, "e.yaml");
+  ASSERT_FALSE(bad_param.ok());
+  EXPECT_NE(bad_param.status().message().find("e.yaml:9: commit 'v2': expect: "), std::string::npos)
+      << bad_param.status();
+
+  auto unknown = ParseCatalogYaml(head + "        colour: red\n" + tail, "e.yaml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown field 'colour'"), std::string::npos)
+      << unknown.status();
+}
+
 }  // namespace
 // A commit's `set:` is held to what a spec's is: a key the model lacks, a
 // value out of its range or an unknown agent directive would queue jobs

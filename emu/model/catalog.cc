@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <utility>
 #include <vector>
@@ -19,8 +21,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "emu/model/platform.h"
 #include "lib/base/check.h"
 #include "lib/base/file.h"
+#include "lib/iommu_mode/iommu_mode.h"
 
 #ifndef FARM_EMU_SOURCE_CATALOG_DIR
 #define FARM_EMU_SOURCE_CATALOG_DIR ""
@@ -80,10 +84,243 @@ absl::Status JoinErrors(const std::vector<absl::Status>& errors) {
   return absl::Status(errors.front().code(), absl::StrJoin(lines, "\n"));
 }
 
+// A list of names (`platforms`, `modes`): a non-empty YAML list of scalars.
+absl::StatusOr<std::vector<std::string>> ParseNameList(const YAML::Node& entry, const char* field,
+                                                       absl::string_view source_name,
+                                                       absl::string_view what) {
+  const YAML::Node node = entry[field];
+  if (!node || !node.IsSequence() || node.size() == 0) {
+    return ErrorAt(source_name, node ? node : entry,
+                   absl::StrCat(what, ": '", field, "' must be a non-empty list"));
+  }
+  std::vector<std::string> out;
+  for (const YAML::Node& n : node) {
+    if (!n.IsScalar() || n.Scalar().empty()) {
+      return ErrorAt(source_name, n, absl::StrCat(what, ": '", field, "' lists names"));
+    }
+    out.push_back(n.Scalar());
+  }
+  return out;
+}
+
+absl::Status CheckPlatformsAndModes(const CatalogExpectation& e, const YAML::Node& entry,
+                                    absl::string_view source_name, absl::string_view what) {
+  for (const std::string& p : e.platforms) {
+    if (absl::StatusOr<const Platform*> found = FindPlatform(p); !found.ok()) {
+      return ErrorAt(source_name, entry["platforms"],
+                     absl::StrCat(what, ": ", found.status().message()));
+    }
+  }
+  for (const std::string& m : e.modes) {
+    if (!iommu_mode::FromWord(m)) {
+      return ErrorAt(
+          source_name, entry["modes"],
+          absl::StrCat(what, ": unknown mode '", m, "' (expected: ", iommu_mode::WordList(), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RequiredText(const YAML::Node& entry, const char* field,
+                                         absl::string_view source_name, absl::string_view what) {
+  const YAML::Node n = entry[field];
+  if (!n || !n.IsScalar() || n.Scalar().empty()) {
+    return ErrorAt(source_name, n ? n : entry,
+                   absl::StrCat(what, ": '", field, "' is required (text)"));
+  }
+  return n.Scalar();
+}
+
+absl::Status ParseMetricAndDirection(const YAML::Node& entry, absl::string_view source_name,
+                                     absl::string_view what, CatalogExpectation& e) {
+  absl::StatusOr<std::string> metric = RequiredText(entry, "metric", source_name, what);
+  if (!metric.ok()) return metric.status();
+  if (*metric == "throughput") {
+    e.metric = ExpectMetric::kThroughput;
+  } else if (*metric == "map_ns") {
+    e.metric = ExpectMetric::kMapNs;
+  } else if (*metric == "unmap_ns") {
+    e.metric = ExpectMetric::kUnmapNs;
+  } else {
+    return ErrorAt(source_name, entry["metric"],
+                   absl::StrCat(what, ": unknown metric '", *metric,
+                                "' (expected throughput, map_ns, unmap_ns)"));
+  }
+  absl::StatusOr<std::string> dir = RequiredText(entry, "direction", source_name, what);
+  if (!dir.ok()) return dir.status();
+  if (*dir == "faster") {
+    e.direction = ExpectDirection::kFaster;
+  } else if (*dir == "slower") {
+    e.direction = ExpectDirection::kSlower;
+  } else if (*dir == "neutral") {
+    e.direction = ExpectDirection::kNeutral;
+  } else {
+    return ErrorAt(
+        source_name, entry["direction"],
+        absl::StrCat(what, ": unknown direction '", *dir, "' (expected faster, slower, neutral)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> ParseBound(const YAML::Node& n, absl::string_view source_name,
+                                  absl::string_view what) {
+  double v = 0;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || std::isnan(v) || v < 0) {
+    return ErrorAt(source_name, n,
+                   absl::StrCat(what, ": a speedup bound is a number >= 0 (or .inf)"));
+  }
+  return v;
+}
+
+// `speedup: {min: A, max: B}`, each optional, defaulted by direction; a band
+// that cannot hold the direction (faster with min <= 1, ...) is refused.
+absl::Status ParseBand(const YAML::Node& entry, absl::string_view source_name,
+                       absl::string_view what, CatalogExpectation& e) {
+  const double inf = std::numeric_limits<double>::infinity();
+  switch (e.direction) {
+    case ExpectDirection::kFaster:
+      e.min_speedup = kDefaultFasterMin, e.max_speedup = inf;
+      break;
+    case ExpectDirection::kSlower:
+      e.min_speedup = 0, e.max_speedup = kDefaultSlowerMax;
+      break;
+    case ExpectDirection::kNeutral:
+      e.min_speedup = kDefaultNeutralMin, e.max_speedup = kDefaultNeutralMax;
+      break;
+  }
+  const YAML::Node band = entry["speedup"];
+  if (band) {
+    if (!band.IsMap()) {
+      return ErrorAt(source_name, band, absl::StrCat(what, ": 'speedup' is a map {min, max}"));
+    }
+    for (const auto& kv : band) {
+      const std::string k = kv.first.as<std::string>();
+      if (k != "min" && k != "max") {
+        return ErrorAt(source_name, kv.first,
+                       absl::StrCat(what, ": unknown speedup field '", k, "' (expected min, max)"));
+      }
+      absl::StatusOr<double> v = ParseBound(kv.second, source_name, what);
+      if (!v.ok()) return v.status();
+      (k == "min" ? e.min_speedup : e.max_speedup) = *v;
+    }
+  }
+  const YAML::Node at = band ? band : entry;
+  if (e.min_speedup > e.max_speedup) {
+    return ErrorAt(source_name, at, absl::StrCat(what, ": speedup min is above max"));
+  }
+  const bool holds = e.direction == ExpectDirection::kFaster ? e.min_speedup > 1
+                     : e.direction == ExpectDirection::kSlower
+                         ? e.max_speedup < 1
+                         : e.min_speedup <= 1 && 1 <= e.max_speedup;
+  if (!holds) {
+    return ErrorAt(
+        source_name, at,
+        absl::StrCat(what, ": speedup band [", e.min_speedup, ", ", e.max_speedup,
+                     "] contradicts direction '", ExpectDirectionName(e.direction),
+                     "' (faster needs min > 1, slower max < 1, neutral min <= 1 <= max)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseWorkload(const YAML::Node& entry, absl::string_view source_name,
+                           absl::string_view what, const ExpectValidator& validator,
+                           CatalogExpectation& e) {
+  absl::StatusOr<std::string> workload = RequiredText(entry, "workload", source_name, what);
+  if (!workload.ok()) return workload.status();
+  e.workload = *workload;
+  if (const YAML::Node params = entry["params"]; params) {
+    if (!params.IsMap()) {
+      return ErrorAt(source_name, params,
+                     absl::StrCat(what, ": 'params' is a map of workload parameters"));
+    }
+    for (const auto& kv : params) {
+      if (!kv.second.IsScalar()) {
+        return ErrorAt(source_name, kv.second,
+                       absl::StrCat(what, ": params: expected a scalar value"));
+      }
+      e.params[kv.first.as<std::string>()] = kv.second.Scalar();
+    }
+  }
+  if (validator) {
+    if (absl::Status s = validator(e.workload, e.params); !s.ok()) {
+      return ErrorAt(source_name, entry["workload"], absl::StrCat(what, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+constexpr const char* kExpectFields[] = {"platforms", "modes",     "workload",  "params",
+                                         "metric",    "direction", "speedup",   "against",
+                                         "claim",     "source",    "model_todo"};
+
+absl::StatusOr<CatalogExpectation> ParseExpectation(const YAML::Node& entry,
+                                                    absl::string_view source_name,
+                                                    absl::string_view commit_id,
+                                                    const ExpectValidator& validator) {
+  const std::string what = absl::StrCat("commit '", commit_id, "': expect");
+  if (!entry.IsMap())
+    return ErrorAt(source_name, entry, absl::StrCat(what, ": each entry is a map"));
+  for (const auto& kv : entry) {
+    const std::string f = kv.first.as<std::string>();
+    if (std::find(std::begin(kExpectFields), std::end(kExpectFields), f) ==
+        std::end(kExpectFields)) {
+      return ErrorAt(source_name, kv.first,
+                     absl::StrCat(what, ": unknown field '", f, "' (expected ",
+                                  absl::StrJoin(kExpectFields, ", "), ")"));
+    }
+  }
+  CatalogExpectation e;
+  e.line = entry.Mark().line + 1;
+  absl::StatusOr<std::vector<std::string>> platforms =
+      ParseNameList(entry, "platforms", source_name, what);
+  if (!platforms.ok()) return platforms.status();
+  e.platforms = *std::move(platforms);
+  absl::StatusOr<std::vector<std::string>> modes = ParseNameList(entry, "modes", source_name, what);
+  if (!modes.ok()) return modes.status();
+  e.modes = *std::move(modes);
+  if (absl::Status s = CheckPlatformsAndModes(e, entry, source_name, what); !s.ok()) return s;
+  if (absl::Status s = ParseWorkload(entry, source_name, what, validator, e); !s.ok()) return s;
+  if (absl::Status s = ParseMetricAndDirection(entry, source_name, what, e); !s.ok()) return s;
+  if (absl::Status s = ParseBand(entry, source_name, what, e); !s.ok()) return s;
+  for (auto [field, out] : {std::pair{"claim", &e.claim}, std::pair{"source", &e.source}}) {
+    absl::StatusOr<std::string> text = RequiredText(entry, field, source_name, what);
+    if (!text.ok()) return text.status();
+    *out = *std::move(text);
+  }
+  for (auto [field, out] :
+       {std::pair{"against", &e.against}, std::pair{"model_todo", &e.model_todo}}) {
+    if (const YAML::Node n = entry[field]; n) {
+      absl::StatusOr<std::string> text = RequiredText(entry, field, source_name, what);
+      if (!text.ok()) return text.status();
+      *out = *std::move(text);
+    }
+  }
+  return e;
+}
+
+absl::StatusOr<std::vector<CatalogExpectation>> ParseExpectations(
+    const YAML::Node& node, absl::string_view source_name, absl::string_view commit_id,
+    const ExpectValidator& validator) {
+  if (!node.IsSequence() || node.size() == 0) {
+    return ErrorAt(source_name, node,
+                   absl::StrCat("commit '", commit_id,
+                                "': 'expect' must be a non-empty list of expectations"));
+  }
+  std::vector<CatalogExpectation> out;
+  for (const YAML::Node& entry : node) {
+    absl::StatusOr<CatalogExpectation> e =
+        ParseExpectation(entry, source_name, commit_id, validator);
+    if (!e.ok()) return e.status();
+    out.push_back(*std::move(e));
+  }
+  return out;
+}
+
 // One entry of `commits`, checked field by field. yaml-cpp may throw; the
 // caller turns that into a located error.
 absl::StatusOr<CatalogCommit> ParseCommit(const YAML::Node& entry, absl::string_view source_name,
-                                          const KeyValidator& validator) {
+                                          const KeyValidator& validator,
+                                          const ExpectValidator& expect_validator) {
   if (!entry.IsMap()) {
     return ErrorAt(source_name, entry, "each commit is a map with id, subject and set");
   }
@@ -92,9 +329,10 @@ absl::StatusOr<CatalogCommit> ParseCommit(const YAML::Node& entry, absl::string_
   commit.line = entry.Mark().line + 1;
   for (const auto& kv : entry) {
     std::string field = kv.first.as<std::string>();
-    if (field != "id" && field != "subject" && field != "set") {
-      return ErrorAt(source_name, kv.first,
-                     absl::StrCat("unknown field '", field, "' (expected id, subject, set)"));
+    if (field != "id" && field != "subject" && field != "set" && field != "expect") {
+      return ErrorAt(
+          source_name, kv.first,
+          absl::StrCat("unknown field '", field, "' (expected id, subject, set, expect)"));
     }
   }
   const YAML::Node id = entry["id"];
@@ -110,6 +348,12 @@ absl::StatusOr<CatalogCommit> ParseCommit(const YAML::Node& entry, absl::string_
     return ErrorAt(source_name, entry, absl::StrCat("commit '", commit.id, "' without 'subject'"));
   }
   commit.subject = subject.Scalar();
+  if (const YAML::Node expect = entry["expect"]; expect) {
+    absl::StatusOr<std::vector<CatalogExpectation>> e =
+        ParseExpectations(expect, source_name, commit.id, expect_validator);
+    if (!e.ok()) return e.status();
+    commit.expect = *std::move(e);
+  }
   if (const YAML::Node set = entry["set"]; set) {
     if (!set.IsMap()) {
       return ErrorAt(source_name, set,
@@ -139,6 +383,30 @@ absl::StatusOr<CatalogCommit> ParseCommit(const YAML::Node& entry, absl::string_
 }
 
 }  // namespace
+
+const char* ExpectMetricName(ExpectMetric m) {
+  switch (m) {
+    case ExpectMetric::kThroughput:
+      return "throughput";
+    case ExpectMetric::kMapNs:
+      return "map_ns";
+    case ExpectMetric::kUnmapNs:
+      return "unmap_ns";
+  }
+  return "?";
+}
+
+const char* ExpectDirectionName(ExpectDirection d) {
+  switch (d) {
+    case ExpectDirection::kFaster:
+      return "faster";
+    case ExpectDirection::kSlower:
+      return "slower";
+    case ExpectDirection::kNeutral:
+      return "neutral";
+  }
+  return "?";
+}
 
 const CatalogCommit* Catalog::FindSame(const std::string& id) const {
   if (auto it = by_id_.find(id); it != by_id_.end()) return &commits_[it->second];
@@ -172,16 +440,18 @@ absl::Status Catalog::Append(CatalogCommit commit) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Catalog> Catalog::LoadFile(const std::string& path, const KeyValidator& validator) {
+absl::StatusOr<Catalog> Catalog::LoadFile(const std::string& path, const KeyValidator& validator,
+                                          const ExpectValidator& expect_validator) {
   absl::StatusOr<std::string> text = base::ReadFile(path);
   if (!text.ok()) {
     return absl::NotFoundError(absl::StrCat("cannot open catalog file '", path, "'"));
   }
-  return LoadString(*text, path, validator);
+  return LoadString(*text, path, validator, expect_validator);
 }
 
 absl::StatusOr<Catalog> Catalog::LoadString(absl::string_view yaml, absl::string_view source_name,
-                                            const KeyValidator& validator) {
+                                            const KeyValidator& validator,
+                                            const ExpectValidator& expect_validator) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));
@@ -221,7 +491,7 @@ absl::StatusOr<Catalog> Catalog::LoadString(absl::string_view yaml, absl::string
     for (const YAML::Node& entry : commits) {
       absl::StatusOr<CatalogCommit> commit;
       try {
-        commit = ParseCommit(entry, source_name, validator);
+        commit = ParseCommit(entry, source_name, validator, expect_validator);
       } catch (const YAML::Exception& e) {
         commit = absl::InvalidArgumentError(
             absl::StrCat(Where(source_name, e.mark.line + 1), ": ", e.msg));
@@ -238,7 +508,34 @@ absl::StatusOr<Catalog> Catalog::LoadString(absl::string_view yaml, absl::string
   if (catalog.commits_.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(source_name, ": catalog has no commits"));
   }
+  if (absl::Status s = catalog.CheckBaselines(); !s.ok()) return s;
   return catalog;
+}
+
+absl::Status Catalog::CheckBaselines() const {
+  std::vector<absl::Status> errors;
+  for (size_t i = 0; i < commits_.size() && errors.size() < kMaxErrors; ++i) {
+    const CatalogCommit& c = commits_[i];
+    for (const CatalogExpectation& e : c.expect) {
+      absl::Status bad;
+      if (e.against.empty() && i == 0) {
+        bad = absl::InvalidArgumentError("the first commit has no previous entry: give 'against'");
+      } else if (!e.against.empty()) {
+        absl::StatusOr<size_t> base = Find(e.against);
+        if (!base.ok()) {
+          bad = base.status();
+        } else if (*base >= i) {
+          bad = absl::InvalidArgumentError(
+              absl::StrCat("'against: ", e.against, "' does not come before the commit"));
+        }
+      }
+      if (!bad.ok()) {
+        errors.push_back(absl::InvalidArgumentError(absl::StrCat(
+            Where(c.source, e.line), ": commit '", c.id, "': expect: ", bad.message())));
+      }
+    }
+  }
+  return errors.empty() ? absl::OkStatus() : JoinErrors(errors);
 }
 
 absl::StatusOr<size_t> Catalog::Find(absl::string_view id) const {

@@ -11,6 +11,11 @@
 //       subject: "iommu/iova: introduce per-cpu caching to iova allocation"
 //       set: {iova.allocator: rcache}
 //
+// A commit may also carry `expect:`, what its own message, cover letter or
+// testers reported about its performance (or, labelled, what the catalog
+// comment predicts where nothing was published): CatalogExpectation below,
+// checked against the model by emu/run/catalog_check.h and docs/catalog.md.
+//
 // Settings accumulate down the list: the model state of commit i is every `set`
 // of commits 0..i applied in order, so a commit without `set` runs exactly like
 // the one before it. That is also how a plain commit list imported from a kernel
@@ -45,11 +50,61 @@ namespace farm::emu {
 // prefixes file and line).
 using KeyValidator = std::function<absl::Status(absl::string_view key, absl::string_view value)>;
 
+// Checks an expectation's workload and its params (the workload registry
+// lives above emu/model). OK, or InvalidArgument / NotFound without a location.
+using ExpectValidator = std::function<absl::Status(
+    absl::string_view workload, const std::map<std::string, std::string>& params)>;
+
+// What an expectation compares: the workload's headline throughput, or the
+// mean map / unmap latency (dma-map-bench and every DmaPath workload).
+enum class ExpectMetric { kThroughput, kMapNs, kUnmapNs };
+// Which way the commit moves performance against its baseline.
+enum class ExpectDirection { kFaster, kSlower, kNeutral };
+
+const char* ExpectMetricName(ExpectMetric m);        // "throughput", "map_ns", "unmap_ns"
+const char* ExpectDirectionName(ExpectDirection d);  // "faster", "slower", "neutral"
+
+// `source:` of an expectation with no published figure or statement: the
+// expectation is then the catalog comment's own, and reports say so.
+inline constexpr char kNoSourceFound[] = "none found";
+
+// One `expect:` entry of a commit: the commit against its baseline (the
+// previous catalog entry, or `against`) on every platform x mode named,
+// running `workload` with `params`. speedup = how many times faster the
+// commit is (throughput ratio commit/baseline; latency ratio
+// baseline/commit) and must lie in [min_speedup, max_speedup]; the loader
+// fills the direction's default band where none is given and refuses a band
+// that contradicts the direction.
+struct CatalogExpectation {
+  std::vector<std::string> platforms;
+  std::vector<std::string> modes;
+  std::string workload;
+  std::map<std::string, std::string> params;
+  ExpectMetric metric = ExpectMetric::kThroughput;
+  ExpectDirection direction = ExpectDirection::kNeutral;
+  double min_speedup = 0;
+  double max_speedup = 0;
+  std::string against;     // baseline commit; "" = the previous entry
+  std::string claim;       // what was reported (or what the catalog comment predicts)
+  std::string source;      // lore message ids, commit ids, URLs; or kNoSourceFound
+  std::string model_todo;  // the model is known to disagree: what it gets wrong
+  int line = 0;            // 1-based line of the entry
+  bool from_catalog_comment() const { return source == kNoSourceFound; }
+};
+
+// The default bands: a move of at least 1% counts as faster or slower; a
+// neutral commit stays within 1%.
+inline constexpr double kDefaultFasterMin = 1.01;
+inline constexpr double kDefaultSlowerMax = 0.99;
+inline constexpr double kDefaultNeutralMin = 0.99;
+inline constexpr double kDefaultNeutralMax = 1.01;
+
 // One entry of the list, as written.
 struct CatalogCommit {
   std::string id;                          // tag ("v5.11") or abbreviated/full commit id
   std::string subject;                     // the commit's subject line or "Linux 5.11"
   std::map<std::string, std::string> set;  // keys this commit changes
+  std::vector<CatalogExpectation> expect;  // what was reported about its performance
   std::string source;                      // file the entry came from
   int line = 0;                            // 1-based line of the entry in `source`
 };
@@ -71,11 +126,15 @@ enum class CommitListOrder {
 class Catalog {
  public:
   // Reads and validates a catalog file. Errors name `path` and the line.
+  // Without an ExpectValidator an expectation's workload and params are
+  // only checked for shape (a name, scalar values).
   static absl::StatusOr<Catalog> LoadFile(const std::string& path,
-                                          const KeyValidator& validator = {});
+                                          const KeyValidator& validator = {},
+                                          const ExpectValidator& expect_validator = {});
   // Same for text already in memory; `source_name` stands in for the file name.
   static absl::StatusOr<Catalog> LoadString(absl::string_view yaml, absl::string_view source_name,
-                                            const KeyValidator& validator = {});
+                                            const KeyValidator& validator = {},
+                                            const ExpectValidator& expect_validator = {});
 
   const std::string& name() const { return name_; }
   const std::vector<CatalogCommit>& commits() const { return commits_; }
@@ -108,6 +167,8 @@ class Catalog {
 
  private:
   absl::Status Append(CatalogCommit commit);
+  // Every `against` names a commit before its own; errors located.
+  absl::Status CheckBaselines() const;
   // The commit SameCommit() with `id`, if any, by the index below: a scan of
   // every commit per append made loading n commits quadratic.
   const CatalogCommit* FindSame(const std::string& id) const;

@@ -1,14 +1,19 @@
 #include "emu/model/catalog.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "emu/model/model_config.h"
 
@@ -330,6 +335,120 @@ TEST(CatalogDeathTest, SettingsAtPastTheEndAborts) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->SettingsAt(c->size() - 1).at("b"), "2");
   EXPECT_DEATH(c->SettingsAt(c->size()), "index < commits_.size\\(\\): SettingsAt\\(\\) past");
+}
+
+// `expect:` entries: what a commit's messages reported about its performance.
+std::string WithExpect(const std::string& entry) {
+  return "catalog: e\ncommits:\n  - {id: v1, subject: base}\n  - id: v2\n    subject: next\n"
+         "    expect:\n" +
+         entry;
+}
+
+constexpr char kGoodExpect[] = R"(      - platforms: [kunpeng920-smmuv3, arm-mmu500-8c]
+        modes: [strict, lazy]
+        workload: dma-map-bench
+        params: {threads: 4, seconds: 0.001}
+        metric: unmap_ns
+        direction: faster
+        speedup: {min: 1.5, max: 3}
+        claim: "unmap 2x faster"
+        source: "<msgid@example.org>"
+        model_todo: "the model shows no change"
+)";
+
+TEST(CatalogExpectTest, ParsesEveryField) {
+  auto c = Catalog::LoadString(WithExpect(kGoodExpect), "e.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->commits()[1].expect.size(), 1u);
+  const CatalogExpectation& e = c->commits()[1].expect[0];
+  EXPECT_EQ(e.platforms, (std::vector<std::string>{"kunpeng920-smmuv3", "arm-mmu500-8c"}));
+  EXPECT_EQ(e.modes, (std::vector<std::string>{"strict", "lazy"}));
+  EXPECT_EQ(e.workload, "dma-map-bench");
+  EXPECT_EQ(e.params.at("threads"), "4");
+  EXPECT_EQ(e.metric, ExpectMetric::kUnmapNs);
+  EXPECT_EQ(e.direction, ExpectDirection::kFaster);
+  EXPECT_EQ(e.min_speedup, 1.5);
+  EXPECT_EQ(e.max_speedup, 3);
+  EXPECT_EQ(e.source, "<msgid@example.org>");
+  EXPECT_FALSE(e.from_catalog_comment());
+  EXPECT_EQ(e.model_todo, "the model shows no change");
+  EXPECT_EQ(e.line, 7);
+}
+
+TEST(CatalogExpectTest, DirectionsHaveDefaultBands) {
+  const std::string common =
+      "        workload: dma-map-bench\n        metric: throughput\n        claim: c\n"
+      "        source: \"none found\"\n";
+  for (auto [dir, lo, hi] : {std::tuple{"faster", kDefaultFasterMin, HUGE_VAL},
+                             std::tuple{"slower", 0.0, kDefaultSlowerMax},
+                             std::tuple{"neutral", kDefaultNeutralMin, kDefaultNeutralMax}}) {
+    auto c = Catalog::LoadString(
+        WithExpect(absl::StrCat("      - platforms: [intel-vtd-2s12c]\n        modes: [off]\n",
+                                "        direction: ", dir, "\n", common)),
+        "e.yaml");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const CatalogExpectation& e = c->commits()[1].expect[0];
+    EXPECT_EQ(e.min_speedup, lo) << dir;
+    EXPECT_EQ(e.max_speedup, hi) << dir;
+    EXPECT_TRUE(e.from_catalog_comment());
+  }
+}
+
+TEST(CatalogExpectTest, BadEntriesAreRefusedWithTheirLine) {
+  auto expect_error = [](const std::string& from, const std::string& to, const std::string& what) {
+    std::string text = WithExpect(kGoodExpect);
+    size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    auto c = Catalog::LoadString(text, "e.yaml");
+    ASSERT_FALSE(c.ok()) << "accepted: " << to;
+    EXPECT_THAT(c.status().message(), HasSubstr(what)) << to;
+    EXPECT_THAT(c.status().message(), HasSubstr("e.yaml:")) << to;
+  };
+  expect_error("model_todo:", "modle_todo:", "unknown field 'modle_todo'");
+  expect_error("arm-mmu500-8c", "no-such-box", "no-such-box");
+  expect_error("[strict, lazy]", "[strict, fast]", "unknown mode 'fast'");
+  expect_error("[strict, lazy]", "[]", "'modes' must be a non-empty list");
+  expect_error("metric: unmap_ns", "metric: iops", "unknown metric 'iops'");
+  expect_error("direction: faster", "direction: up", "unknown direction 'up'");
+  expect_error("{min: 1.5, max: 3}", "{min: 0.9}", "contradicts direction 'faster'");
+  expect_error("{min: 1.5, max: 3}", "{min: 2, max: 1.5}", "min is above max");
+  expect_error("{min: 1.5, max: 3}", "{min: fast}", "a speedup bound is a number");
+  expect_error("{min: 1.5, max: 3}", "{mid: 2}", "unknown speedup field 'mid'");
+  expect_error("        source: \"<msgid@example.org>\"\n", "", "'source' is required");
+  expect_error("        claim: \"unmap 2x faster\"\n", "", "'claim' is required");
+
+  auto empty = Catalog::LoadString(
+      "catalog: e\ncommits:\n  - {id: v1, subject: b}\n  - {id: v2, subject: n, expect: []}\n",
+      "e.yaml");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(empty.status().message(),
+              HasSubstr("e.yaml:4: commit 'v2': 'expect' must be a non-empty list"));
+  expect_error("model_todo: \"the model shows no change\"", "against: v9", "unknown commit 'v9'");
+  expect_error("model_todo: \"the model shows no change\"", "against: v2",
+               "does not come before the commit");
+}
+
+TEST(CatalogExpectTest, TheValidatorChecksWorkloadAndParams) {
+  ExpectValidator refuse_threads = [](absl::string_view w,
+                                      const std::map<std::string, std::string>& p) {
+    return p.count("threads") ? absl::InvalidArgumentError(absl::StrCat(w, ": threads refused"))
+                              : absl::OkStatus();
+  };
+  auto c = Catalog::LoadString(WithExpect(kGoodExpect), "e.yaml", {}, refuse_threads);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("e.yaml:9: commit 'v2': expect: dma-map-bench: threads refused"));
+}
+
+TEST(CatalogExpectTest, TheShippedCatalogsExpectationsLoad) {
+  auto path = DefaultCatalogPath();
+  ASSERT_TRUE(path.ok()) << path.status();
+  auto c = Catalog::LoadFile(*path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  size_t with = 0;
+  for (const CatalogCommit& commit : c->commits()) with += commit.expect.empty() ? 0 : 1;
+  EXPECT_GT(with, 0u);
 }
 
 }  // namespace

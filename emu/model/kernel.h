@@ -14,7 +14,9 @@
 // checked against the model-key registry. Errors: NotFound for an unknown
 // commit or when no catalog is found; the loader's "<file>:<line>: " errors
 // for a bad catalog; InvalidArgument for malformed raw keys.
-// Thread-safety: reentrant (the catalog is loaded per call).
+// Thread-safety: reentrant. A loaded catalog is kept per path (process-wide,
+// under a mutex) and reused while the file holds the same text; an edited
+// file is parsed again.
 #ifndef EMU_MODEL_KERNEL_H_
 #define EMU_MODEL_KERNEL_H_
 

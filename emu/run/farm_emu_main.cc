@@ -3,7 +3,9 @@
 //                [--set key=value]... [--catalog FILE] [--seed N]
 //                [--format json|text|kernel|fio-json|iozone]
 //   farm-emu list platforms|workloads|commits|params [--platform P] [--kernel ID]
-// Exit codes: 0 success, 1 emulation failure, 2 usage error.
+//   farm-emu check-catalog [--catalog FILE] [--commit ID] [--jobs N]
+// Exit codes: 0 success, 1 emulation failure (check-catalog: a finding the
+// catalog does not mark as known), 2 usage error.
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -18,6 +20,7 @@
 #include "emu/model/kernel.h"
 #include "emu/model/model_config.h"
 #include "emu/model/platform.h"
+#include "emu/run/catalog_check.h"
 #include "emu/run/run.h"
 #include "emu/workloads/workload.h"
 #include "lib/iommu_mode/iommu_mode.h"
@@ -201,6 +204,29 @@ int List(const ListFlags& f) {
   return 0;
 }
 
+// `farm-emu check-catalog`: every `expect:` of the catalog against the model
+// (emu/run/catalog_check.h), one table.
+CLI::App* AddCheckCatalogCommand(CLI::App& app, farm::emu::CatalogCheckOptions* o) {
+  CLI::App* check = app.add_subcommand(
+      "check-catalog",
+      "run every commit of the catalog that records what was reported about its performance "
+      "(expect:) against its baseline and print model vs report; exits 1 on a disagreement "
+      "the catalog does not mark model_todo, or on a model_todo the model now meets");
+  check->add_option("--catalog", o->catalog,
+                    "commit catalog YAML (default: $FARM_EMU_CATALOG, else the shipped one)");
+  check->add_option("--commit", o->commit, "check only this commit's expectations");
+  check->add_option("--jobs", o->jobs, "emulations at once (default: the host's CPUs)")
+      ->check(CLI::Range(1, 256));
+  return check;
+}
+
+int CheckCatalogCommand(const farm::emu::CatalogCheckOptions& o) {
+  absl::StatusOr<std::vector<farm::emu::CatalogCheckRow>> rows = farm::emu::CheckCatalog(o);
+  if (!rows.ok()) return ExitFor(rows.status());
+  std::cout << farm::emu::FormatCatalogCheck(*rows);
+  return farm::emu::CatalogCheckFailed(*rows) ? 1 : 0;
+}
+
 int Run(RunFlags& f) {  // fills f.spec from --param / --set
   for (const std::string& p : f.params) {
     if (!SplitKv(p, f.spec.params, "--param")) return kUsageError;
@@ -247,6 +273,8 @@ int main(int argc, char** argv) {
   AddRunCommand(app, &run_flags);
   ListFlags list_flags;
   CLI::App* list = AddListCommand(app, &list_flags);
+  farm::emu::CatalogCheckOptions check_options;
+  CLI::App* check = AddCheckCatalogCommand(app, &check_options);
 
   try {
     app.parse(argc, argv);
@@ -254,5 +282,6 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : kUsageError;
   }
+  if (check->parsed()) return CheckCatalogCommand(check_options);
   return list->parsed() ? List(list_flags) : Run(run_flags);
 }

@@ -89,6 +89,15 @@ void CheckEmulatorWorkload(const WorkloadSpec& w, const std::string& path, Field
   }
 }
 
+}  // namespace
+
+absl::Status CheckEmulatorWorkloadParams(const std::string& workload,
+                                         const std::map<std::string, std::string>& params) {
+  return emu::ValidateWorkloadParams(workload, params);
+}
+
+namespace {
+
 void CheckModelSet(const MatrixSpec& spec, FieldErrors& e) {
   for (const auto& [key, value] : spec.model_set) {
     if (absl::Status st = CheckSetKey(key, value); !st.ok()) {

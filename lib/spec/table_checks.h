@@ -15,6 +15,7 @@
 #define LIB_SPEC_TABLE_CHECKS_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ absl::Status CheckSetKey(absl::string_view key, absl::string_view value);
 // does a real iozone run's `tests` (one run's set of tests); every other
 // param sweeps. Unknown workloads and params take lists (refused later).
 bool ParamTakesAList(pb::Executor executor, const std::string& workload, const std::string& key);
+
+// An emulator workload and its params as a whole (emu::ValidateWorkloadParams):
+// what a commit catalog's `expect:` entries run (emu/model/catalog.h), for
+// loaders that cannot reach the workload registry themselves.
+absl::Status CheckEmulatorWorkloadParams(const std::string& workload,
+                                         const std::map<std::string, std::string>& params);
 
 // Emulator platforms this build does not know: warnings, not errors, since
 // the agents' emulator may know more.
