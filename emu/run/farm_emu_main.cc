@@ -3,6 +3,8 @@
 //                [--set key=value]... [--catalog FILE] [--seed N]
 //                [--format json|text|kernel|fio-json|iozone]
 //   farm-emu list platforms|workloads|commits|params [--platform P] [--kernel ID]
+//   farm-emu fidelity   (the current platforms against published figures: the
+//                        table docs/fidelity.md carries)
 // Exit codes: 0 success, 1 emulation failure, 2 usage error.
 #include <cstdio>
 #include <iostream>
@@ -17,6 +19,7 @@
 #include "emu/model/kernel.h"
 #include "emu/model/model_config.h"
 #include "emu/model/platform.h"
+#include "emu/run/platform_fidelity.h"
 #include "emu/run/run.h"
 #include "emu/workloads/workload.h"
 #include "lib/iommu_mode/iommu_mode.h"
@@ -222,6 +225,16 @@ int Run(RunFlags& f) {  // fills f.spec from --param / --set
   return 0;
 }
 
+// `farm-emu fidelity`: runs every published row of the current platforms and
+// prints the table docs/fidelity.md carries verbatim.
+int Fidelity() {
+  absl::StatusOr<std::vector<farm::emu::PlatformFidelityRow>> rows =
+      farm::emu::PlatformsTodayFidelity();
+  if (!rows.ok()) return ExitFor(rows.status());
+  std::cout << farm::emu::FormatPlatformFidelity(*rows);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -235,6 +248,10 @@ int main(int argc, char** argv) {
   AddRunCommand(app, &run_flags);
   ListFlags list_flags;
   CLI::App* list = AddListCommand(app, &list_flags);
+  CLI::App* fidelity = app.add_subcommand(
+      "fidelity",
+      "run the current platforms' rows against their published figures and print the table "
+      "docs/fidelity.md carries");
 
   try {
     app.parse(argc, argv);
@@ -242,5 +259,6 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : kUsageError;
   }
+  if (fidelity->parsed()) return Fidelity();
   return list->parsed() ? List(list_flags) : Run(run_flags);
 }
