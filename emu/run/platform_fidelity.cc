@@ -69,9 +69,6 @@ std::vector<RowDef> Rows() {
     r.published_value = 2.8 / 16.5;
     r.band_lo = r.published_value * 0.8;
     r.band_hi = r.published_value * 1.2;
-    r.known_gap =
-        "Grace's SMMU command costs (hw.smmu_*) are kunpeng920-smmuv3's, fitted to John "
-        "Garry's rates on that part, not set from this figure";
     r.runs = {GraceFio("strict"), GraceFio("passthrough")};
     rows.push_back({std::move(r), Combine::kRatio});
   }
