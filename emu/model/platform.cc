@@ -35,6 +35,12 @@ Topology MakeTopology(int sockets, int nodes_per_socket, int cpus_per_node) {
 //   assume: an assumption, its reason in docs/emulator.md;
 //   fitNV:  fitted to NVIDIA's Grace fio figures (NV-Kernels pull request
 //           182; docs/fidelity.md, "Current platforms", row 1).
+// Cost keys this table leaves out keep their registry default on every
+// platform, these three included, none with a published figure for them:
+// cost.rb_dirty_lines (fit001) and cost.cache_maint_line_ns (never charged:
+// every device is coherent). A nullptr in a current platform's column is a
+// key its IOMMU model does not read, or 0 where the mechanism is absent
+// (near atomics on x86, no per-call clflush with a coherent VT-d walk).
 constexpr int kNumPlatforms = 7;
 struct SettingRow {
   const char* key;
@@ -68,7 +74,8 @@ const SettingRow kSettings[] = {
     // spr, genoa, grace: assume (UPI, xGMI, NVLink-C2C transfers: none published here).
     {"cost.line_remote_ns",     {"130",    "160",    "200",    "70",     "150",    "200",    "180"}},
     // LSE atomics at the home node (kunpeng: cmdq llq, valid_map). grace: reuse (Neoverse V2
-    // issues LSE atomics; the fabric's far-atomic occupancy is not published).
+    // issues LSE atomics; the fabric's far-atomic occupancy is not published). spr, genoa:
+    // near atomics (x86 lock ops).
     {"cost.atomic_far_ns",      {nullptr,  nullptr,  "20",     nullptr,  nullptr,  nullptr,  "20"}},
     // spr, genoa, grace: clock.
     {"cost.lock_ns",            {"15",     "12",     "18",     "20",     "10",     "9",      "14"}},
