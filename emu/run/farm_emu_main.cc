@@ -4,6 +4,8 @@
 //                [--format json|text|kernel|fio-json|iozone]
 //   farm-emu list platforms|workloads|commits|params [--platform P] [--kernel ID]
 //   farm-emu check-catalog [--catalog FILE] [--commit ID] [--jobs N]
+//   farm-emu fidelity   (the current platforms against published figures: the
+//                        table docs/fidelity.md carries)
 // Exit codes: 0 success, 1 emulation failure (check-catalog: a finding the
 // catalog does not mark as known), 2 usage error.
 #include <cstdio>
@@ -21,6 +23,7 @@
 #include "emu/model/model_config.h"
 #include "emu/model/platform.h"
 #include "emu/run/catalog_check.h"
+#include "emu/run/platform_fidelity.h"
 #include "emu/run/run.h"
 #include "emu/workloads/workload.h"
 #include "lib/iommu_mode/iommu_mode.h"
@@ -260,6 +263,16 @@ int Run(RunFlags& f) {  // fills f.spec from --param / --set
   return 0;
 }
 
+// `farm-emu fidelity`: runs every published row of the current platforms and
+// prints the table docs/fidelity.md carries verbatim.
+int Fidelity() {
+  absl::StatusOr<std::vector<farm::emu::PlatformFidelityRow>> rows =
+      farm::emu::PlatformsTodayFidelity();
+  if (!rows.ok()) return ExitFor(rows.status());
+  std::cout << farm::emu::FormatPlatformFidelity(*rows);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -275,6 +288,10 @@ int main(int argc, char** argv) {
   CLI::App* list = AddListCommand(app, &list_flags);
   farm::emu::CatalogCheckOptions check_options;
   CLI::App* check = AddCheckCatalogCommand(app, &check_options);
+  CLI::App* fidelity = app.add_subcommand(
+      "fidelity",
+      "run the current platforms' rows against their published figures and print the table "
+      "docs/fidelity.md carries");
 
   try {
     app.parse(argc, argv);
@@ -283,5 +300,6 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kUsageError;
   }
   if (check->parsed()) return CheckCatalogCommand(check_options);
+  if (fidelity->parsed()) return Fidelity();
   return list->parsed() ? List(list_flags) : Run(run_flags);
 }

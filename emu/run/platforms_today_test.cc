@@ -2,11 +2,16 @@
 // are listed and run the shipped workloads, the newest kernel costs
 // differently from v5.11 on them, and a commit that changes one IOMMU
 // driver changes only platforms with that IOMMU. Runs without run-to-run
-// noise (noise.cv=0), so "identical" means bit for bit.
+// noise (noise.cv=0), so "identical" means bit for bit. The published rows
+// of docs/fidelity.md "Current platforms" are checked against their bands and
+// against the document.
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "emu/model/platform.h"
+#include "emu/run/platform_fidelity.h"
 #include "emu/run/run.h"
 #include "gtest/gtest.h"
 
@@ -151,6 +156,57 @@ TEST(PlatformsToday, DirectCallsChangeOnlyPlatformsThatPriceTheIndirectCall) {
   for (const char* p : {"kunpeng920-smmuv3", "intel-vtd-2s12c", "intel-vtd-snb16c"}) {
     EXPECT_EQ(PairNs(Bench(p, "v6.11")), PairNs(Bench(p, "b5c58b2fdc42"))) << p;
   }
+}
+
+// Every row of `farm-emu fidelity`, run once for the tests below.
+const std::vector<PlatformFidelityRow>& FidelityRows() {
+  static const std::vector<PlatformFidelityRow>* rows = [] {
+    absl::StatusOr<std::vector<PlatformFidelityRow>> r = PlatformsTodayFidelity();
+    EXPECT_TRUE(r.ok()) << r.status();
+    return new std::vector<PlatformFidelityRow>(r.ok() ? *r : std::vector<PlatformFidelityRow>{});
+  }();
+  return *rows;
+}
+
+// A row is inside its band unless it names its known gap; a gap row must stay
+// outside, so a model change that closes it (or breaks a passing row) fails
+// here and the document is regenerated.
+TEST(PlatformsTodayFidelity, EveryPublishedRowIsInsideItsBandOrAKnownGap) {
+  const std::vector<PlatformFidelityRow>& rows = FidelityRows();
+  ASSERT_FALSE(rows.empty());
+  for (const PlatformFidelityRow& r : rows) {
+    EXPECT_LT(r.band_lo, r.published_value) << r.what;
+    EXPECT_GT(r.band_hi, r.published_value) << r.what;
+    if (r.known_gap.empty()) {
+      EXPECT_GE(r.model_value, r.band_lo)
+          << r.platform << ": " << r.what << " (" << r.model_detail << ")";
+      EXPECT_LE(r.model_value, r.band_hi)
+          << r.platform << ": " << r.what << " (" << r.model_detail << ")";
+    } else {
+      EXPECT_FALSE(r.pass) << r.platform << ": " << r.what
+                           << " now passes: drop its known gap and regenerate the table";
+    }
+  }
+}
+
+// docs/fidelity.md carries the table `farm-emu fidelity` prints, between its
+// two markers, so the document's model figures are the model's.
+TEST(PlatformsTodayFidelity, DocumentCarriesThePrintedTable) {
+  std::ifstream in(FARM_FIDELITY_DOC);
+  ASSERT_TRUE(in) << FARM_FIDELITY_DOC;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const std::string begin = "<!-- farm-emu fidelity: begin -->\n";
+  const std::string end = "<!-- farm-emu fidelity: end -->";
+  const size_t b = doc.find(begin);
+  const size_t e = doc.find(end);
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  ASSERT_LT(b, e);
+  EXPECT_EQ(doc.substr(b + begin.size(), e - b - begin.size()),
+            FormatPlatformFidelity(FidelityRows()))
+      << "regenerate it: scripts/emu-fidelity-doc";
 }
 
 }  // namespace
