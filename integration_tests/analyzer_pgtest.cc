@@ -7,14 +7,16 @@
 // AgentService (Register / LeaseJobs / ReportResult) and answers each job
 // from a planted model over the catalog's resolved settings
 // (sim.iommu_cost divides throughput in translated modes, sim.cpu_cost in
-// every mode) with 1% seeded noise. The end-to-end variant with real
-// farm-agents and the emulator is the demo (scripts/demo).
+// every mode) with 1% seeded noise. A catalog holds only model keys, so each
+// planted factor travels as a registry key in ten-thousandths (kPlanted). The end-to-end variant
+// with real farm-agents and the emulator is the demo (scripts/demo).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -49,6 +51,17 @@ namespace farm::analyzer {
 namespace {
 
 namespace pb = ::iommufarm::v1;
+
+// The SimAgent's planted factors and the model keys that carry them (any
+// integer key of the registry would do; these read as what they stand for),
+// each factor times kPlantedScale.
+constexpr double kPlantedScale = 10000;
+std::string PlantedKey(const std::string& sim_key) {
+  if (sim_key == "sim.iommu_cost") return "hw.qi_iotlb_psi_ns";
+  if (sim_key == "sim.cpu_cost") return "cost.dma_call_ns";
+  if (sim_key == "sim.hit_rate") return "cost.rcache_op_ns";
+  return sim_key;
+}
 using json = nlohmann::json;
 
 // Answers jobs from the planted model through the real AgentService. The
@@ -129,13 +142,14 @@ class SimAgent {
   // The job's model_set (catalog settings at its commit plus the spec's
   // `set:`, as the scheduler hands them to real agents) decides; the
   // resolved catalog is the fallback for schedulers that do not fill it.
-  double Cost(const pb::Job& j, const char* key, double fallback = 1) const {
+  double Cost(const pb::Job& j, const char* sim_key, double fallback = 1) const {
+    const std::string key = PlantedKey(sim_key);
     auto m = j.model_set().find(key);
-    if (m != j.model_set().end()) return std::stod(m->second);
+    if (m != j.model_set().end()) return std::stod(m->second) / kPlantedScale;
     auto c = resolved_.find(j.commit_id());
     if (c == resolved_.end()) return fallback;
     auto v = c->second.find(key);
-    return v == c->second.end() ? fallback : std::stod(v->second);
+    return v == c->second.end() ? fallback : std::stod(v->second) / kPlantedScale;
   }
 
   void Report(int64_t agent_id, const pb::JobLease& l) {
@@ -217,7 +231,8 @@ class AnalyzerPgTest : public testing::FarmTest {
         absl::StrAppend(&yaml, "    set: {");
         bool first = true;
         for (const auto& [k, v] : it->second) {
-          absl::StrAppend(&yaml, first ? "" : ", ", k, ": \"", v, "\"");
+          absl::StrAppend(&yaml, first ? "" : ", ", PlantedKey(k), ": \"",
+                          std::llround(std::stod(v) * kPlantedScale), "\"");
           first = false;
         }
         absl::StrAppend(&yaml, "}\n");
