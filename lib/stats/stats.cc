@@ -7,6 +7,7 @@
 #include <boost/math/distributions/complement.hpp>
 #include <boost/math/distributions/normal.hpp>
 #include <boost/math/distributions/students_t.hpp>
+#include <boost/math/special_functions/binomial.hpp>
 
 namespace farm::stats {
 
@@ -152,6 +153,99 @@ TwoSampleResult MannWhitneyTest(std::span<const double> a, std::span<const doubl
   return r;
 }
 
+double Median(std::span<const double> x) {
+  if (x.empty()) return 0;
+  std::vector<double> v(x.begin(), x.end());
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double upper = v[mid];
+  if (v.size() % 2 == 1) return upper;
+  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
+}
+
+namespace {
+
+std::vector<double> Sorted(std::span<const double> x) {
+  std::vector<double> v(x.begin(), x.end());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// floor(trim n), never past the middle.
+size_t TrimCount(size_t n, double trim) {
+  const size_t g =
+      static_cast<size_t>(std::floor(std::clamp(trim, 0.0, 0.5) * static_cast<double>(n)));
+  return n == 0 ? 0 : std::min(g, (n - 1) / 2);
+}
+
+// Yuen's squared standard error of a trimmed mean, (n - 1) s_w^2 / (h (h - 1)),
+// and the trimmed count h; h < 2 gives no error estimate (d < 0).
+struct TrimmedSummary {
+  double mean = 0;
+  double d = -1;
+  double h = 0;
+};
+TrimmedSummary Trimmed(std::span<const double> x, double trim) {
+  TrimmedSummary t;
+  t.mean = TrimmedMean(x, trim);
+  const double n = static_cast<double>(x.size());
+  t.h = n - 2 * static_cast<double>(TrimCount(x.size(), trim));
+  if (t.h >= 2) t.d = (n - 1) * WinsorizedVariance(x, trim) / (t.h * (t.h - 1));
+  return t;
+}
+
+}  // namespace
+
+double TrimmedMean(std::span<const double> x, double trim) {
+  if (x.empty()) return 0;
+  const std::vector<double> v = Sorted(x);
+  const size_t g = TrimCount(v.size(), trim);
+  return Mean(std::span<const double>(v).subspan(g, v.size() - 2 * g));
+}
+
+double WinsorizedVariance(std::span<const double> x, double trim) {
+  std::vector<double> v = Sorted(x);
+  const size_t g = TrimCount(v.size(), trim);
+  if (g > 0) {
+    std::fill(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(g), v[g]);
+    std::fill(v.end() - static_cast<std::ptrdiff_t>(g), v.end(), v[v.size() - g - 1]);
+  }
+  return Variance(v);
+}
+
+TwoSampleResult YuenTest(std::span<const double> a, std::span<const double> b, double trim) {
+  const TrimmedSummary ta = Trimmed(a, trim), tb = Trimmed(b, trim);
+  TwoSampleResult r;
+  r.mean_a = ta.mean;
+  r.mean_b = tb.mean;
+  r.relative_change = Relative(ta.mean, tb.mean);
+  if (ta.d < 0 || tb.d < 0) return r;
+  // Welch's test on the trimmed summaries: the same degenerate cases (no
+  // spread) and the same overflow guards.
+  const TwoSampleResult w =
+      WelchFromSummary(ta.h, ta.mean, ta.d * ta.h, tb.h, tb.mean, tb.d * tb.h);
+  r.statistic = w.statistic;
+  r.p_value = w.p_value;
+  return r;
+}
+
+double HodgesLehmannShift(std::span<const double> a, std::span<const double> b) {
+  if (a.empty() || b.empty()) return 0;
+  std::vector<double> d;
+  d.reserve(a.size() * b.size());
+  for (double y : b)
+    for (double x : a) d.push_back(y - x);
+  return Median(d);
+}
+
+TwoSampleResult RankShiftTest(std::span<const double> a, std::span<const double> b) {
+  TwoSampleResult r = MannWhitneyTest(a, b);
+  r.mean_a = Median(a);
+  r.mean_b = r.mean_a + HodgesLehmannShift(a, b);
+  r.relative_change = Relative(r.mean_a, r.mean_b);
+  return r;
+}
+
 Interval RelativeChangeInterval(double n_a, double mean_a, double var_a, double n_b, double mean_b,
                                 double var_b, double level) {
   const double rel = Relative(mean_a, mean_b);
@@ -174,6 +268,189 @@ Interval RelativeChangeInterval(std::span<const double> a, std::span<const doubl
                                 double level) {
   return RelativeChangeInterval(static_cast<double>(a.size()), Mean(a), Variance(a),
                                 static_cast<double>(b.size()), Mean(b), Variance(b), level);
+}
+
+Interval YuenRelativeChangeInterval(std::span<const double> a, std::span<const double> b,
+                                    double level, double trim) {
+  const TrimmedSummary ta = Trimmed(a, trim), tb = Trimmed(b, trim);
+  if (ta.d < 0 || tb.d < 0) {
+    if (ta.mean == 0) return {Relative(ta.mean, tb.mean), Relative(ta.mean, tb.mean)};
+    return {-INFINITY, INFINITY};
+  }
+  // Welch's interval over the trimmed summaries: d h plays the variance.
+  return RelativeChangeInterval(ta.h, ta.mean, ta.d * ta.h, tb.h, tb.mean, tb.d * tb.h, level);
+}
+
+namespace {
+
+// P(U <= u) for every u of the Mann-Whitney U of samples of m and n values
+// without ties: the coefficients of the Gaussian binomial [m + n choose m]
+// in q, built as prod_{i=1..m} (1 - q^(n+i)) / (1 - q^i), over C(m + n, m).
+std::vector<double> MannWhitneyCdf(int m, int n) {
+  const int top = m * n;
+  std::vector<long double> c(static_cast<size_t>(top) + 1, 0);
+  c[0] = 1;
+  int degree = 0;
+  for (int i = 1; i <= m; ++i) {
+    // Times (1 - q^(n+i)).
+    const int shift = n + i;
+    degree += n;  // the product so far is [n+i choose i], of degree i n
+    for (int k = degree; k >= shift; --k)
+      c[static_cast<size_t>(k)] -= c[static_cast<size_t>(k - shift)];
+    // Over (1 - q^i): a running sum with stride i.
+    for (int k = i; k <= degree; ++k) c[static_cast<size_t>(k)] += c[static_cast<size_t>(k - i)];
+  }
+  const long double total = boost::math::binomial_coefficient<long double>(
+      static_cast<unsigned>(m + n), static_cast<unsigned>(m));
+  std::vector<double> cdf(c.size());
+  long double run = 0;
+  for (size_t u = 0; u < c.size(); ++u) {
+    run += c[u];
+    cdf[u] = static_cast<double>(run / total);
+  }
+  return cdf;
+}
+
+bool HasTies(std::span<const double> a, std::span<const double> b) {
+  std::vector<double> all(a.begin(), a.end());
+  all.insert(all.end(), b.begin(), b.end());
+  std::sort(all.begin(), all.end());
+  return std::adjacent_find(all.begin(), all.end()) != all.end();
+}
+
+}  // namespace
+
+int HodgesLehmannRank(int n_a, int n_b, double level, bool exact) {
+  const double tail = (1 - level) / 2;
+  const int mn = n_a * n_b;
+  int c = 0;
+  if (exact) {
+    // R's qwilcox(tail, n_a, n_b): the smallest u with P(U <= u) >= tail.
+    const std::vector<double> cdf = MannWhitneyCdf(n_a, n_b);
+    while (c < mn && cdf[static_cast<size_t>(c)] < tail) ++c;
+  } else {
+    // The same quantile from the normal approximation with continuity
+    // correction (Hollander & Wolfe's large-sample C).
+    const double sd = std::sqrt(static_cast<double>(mn) * (n_a + n_b + 1) / 12);
+    const double z = boost::math::quantile(boost::math::complement(boost::math::normal(), tail));
+    c = static_cast<int>(std::floor(mn / 2.0 - z * sd + 0.5));
+  }
+  return std::clamp(c, 1, std::max(1, (mn + 1) / 2));
+}
+
+Interval HodgesLehmannRelativeInterval(std::span<const double> a, std::span<const double> b,
+                                       double level) {
+  if (a.empty() || b.empty()) return {-INFINITY, INFINITY};
+  const double base = Median(a);
+  std::vector<double> d;
+  d.reserve(a.size() * b.size());
+  for (double y : b)
+    for (double x : a) d.push_back(y - x);
+  std::sort(d.begin(), d.end());
+  const int n_a = static_cast<int>(a.size()), n_b = static_cast<int>(b.size());
+  const bool exact = n_a < 50 && n_b < 50 && !HasTies(a, b);
+  const int c = HodgesLehmannRank(n_a, n_b, level, exact);
+  const double lo = d[static_cast<size_t>(c - 1)];
+  const double hi = d[d.size() - static_cast<size_t>(c)];
+  if (base == 0) return {Relative(0, lo), Relative(0, hi)};
+  return {lo / std::fabs(base), hi / std::fabs(base)};
+}
+
+const char* NoiseShapeName(NoiseShape s) {
+  switch (s) {
+    case NoiseShape::kOutliers:
+      return "outliers";
+    case NoiseShape::kBimodal:
+      return "bimodal";
+    case NoiseShape::kGaussian:
+      break;
+  }
+  return "gaussian";
+}
+
+NoiseDiagnosis DiagnoseNoise(std::span<const std::span<const double>> groups) {
+  NoiseDiagnosis d;
+  std::vector<double> from_median;
+  double m2 = 0, m4 = 0, n = 0;
+  for (std::span<const double> g : groups) {
+    // Two values sit symmetrically about their median and mean: no shape.
+    if (g.size() < 3) continue;
+    const double med = Median(g), mean = Mean(g);
+    bool skipped_median = false;
+    for (double v : g) {
+      // The median of an odd group is its own residual of 0: left out, it
+      // would shrink the scale by a group's share.
+      if (v == med && g.size() % 2 == 1 && !skipped_median) {
+        skipped_median = true;
+      } else {
+        from_median.push_back(std::fabs(v - med));
+      }
+      const double e2 = (v - mean) * (v - mean);
+      n += 1;
+      m2 += e2;
+      m4 += e2 * e2;
+    }
+  }
+  d.residuals = static_cast<int>(from_median.size());
+  if (d.residuals < kMinDiagnosed || m2 <= 0) return d;
+  d.robust_sd = 1.4826 * Median(from_median);
+  d.kurtosis = n * m4 / (m2 * m2);
+  for (double r : from_median) d.outliers += d.robust_sd > 0 && r > kOutlierSds * d.robust_sd;
+  if (d.outliers > 0) {
+    d.shape = NoiseShape::kOutliers;
+  } else if (n >= kMinBimodal && d.kurtosis < kBimodalKurtosis) {
+    d.shape = NoiseShape::kBimodal;
+  }
+  return d;
+}
+
+const char* TwoSampleMethodName(TwoSampleMethod m) {
+  switch (m) {
+    case TwoSampleMethod::kYuen:
+      return "yuen";
+    case TwoSampleMethod::kRank:
+      return "rank";
+    case TwoSampleMethod::kWelch:
+      break;
+  }
+  return "welch";
+}
+
+TwoSampleMethod MethodFor(NoiseShape shape) {
+  switch (shape) {
+    case NoiseShape::kOutliers:
+      return TwoSampleMethod::kYuen;
+    case NoiseShape::kBimodal:
+    case NoiseShape::kGaussian:
+      break;
+  }
+  return TwoSampleMethod::kWelch;
+}
+
+Comparison Compare(std::span<const double> a, std::span<const double> b, double level,
+                   TwoSampleMethod method) {
+  Comparison c;
+  c.method = method;
+  switch (method) {
+    case TwoSampleMethod::kYuen:
+      c.test = YuenTest(a, b);
+      c.interval = YuenRelativeChangeInterval(a, b, level);
+      break;
+    case TwoSampleMethod::kRank:
+      c.test = RankShiftTest(a, b);
+      c.interval = HodgesLehmannRelativeInterval(a, b, level);
+      break;
+    case TwoSampleMethod::kWelch:
+      c.test = WelchTTest(a, b);
+      c.interval = RelativeChangeInterval(a, b, level);
+      break;
+  }
+  return c;
+}
+
+Comparison CompareByNoise(std::span<const double> a, std::span<const double> b, double level) {
+  const std::span<const double> groups[] = {a, b};
+  return Compare(a, b, level, MethodFor(DiagnoseNoise(groups).shape));
 }
 
 MagnitudeCall JudgeMagnitude(const Interval& ci, double magnitude) {

@@ -1,7 +1,9 @@
 // lib/stats: the two-sample statistics the analyzer detects, confirms and
 // bisects with, and farmctl compare reports: Welch's and Student's t,
-// Mann-Whitney, the interval of a relative change and the magnitude rule on
-// it, Benjamini-Hochberg, the adaptive-repeat decision.
+// Mann-Whitney with the Hodges-Lehmann shift and its interval, Yuen's
+// trimmed t, the noise diagnosis that picks among them, the interval of a
+// relative change and the magnitude rule on it, Benjamini-Hochberg, the
+// adaptive-repeat decision.
 //
 // Pure functions over value vectors; no state, thread-safe. Distributions
 // (Student's t, normal) come from Boost.Math so that tail probabilities are
@@ -61,6 +63,34 @@ TwoSampleResult ContrastFromSummary(double n_a, double mean_a, double n_b, doubl
 // two-sided. Robust to outliers; used as a second opinion.
 TwoSampleResult MannWhitneyTest(std::span<const double> a, std::span<const double> b);
 
+double Median(std::span<const double> x);  // 0 for no values
+
+// Yuen's test of trimmed means (Yuen 1974; as R WRS's yuen(), Wilcox,
+// "Introduction to Robust Estimation and Hypothesis Testing", ch. 5):
+// floor(trim n) values cut from each end of each sample, the difference of
+// the trimmed means over the winsorized variances' standard error, Student's
+// t at Welch-Satterthwaite degrees of freedom over the trimmed counts.
+// mean_a / mean_b are the trimmed means, relative_change their relative
+// difference. Fewer than two values left after trimming on a side: p = 1.
+// trim 0 is Welch's test.
+inline constexpr double kYuenTrim = 0.2;
+double TrimmedMean(std::span<const double> x, double trim);
+// Sample variance of x with its floor(trim n) lowest values raised to the
+// next and its highest lowered likewise.
+double WinsorizedVariance(std::span<const double> x, double trim);
+TwoSampleResult YuenTest(std::span<const double> a, std::span<const double> b,
+                         double trim = kYuenTrim);
+
+// The Hodges-Lehmann estimate of the shift of b against a: the median of
+// the n_a n_b differences b_j - a_i.
+double HodgesLehmannShift(std::span<const double> a, std::span<const double> b);
+
+// The Mann-Whitney test read as a shift: statistic and p of
+// MannWhitneyTest, mean_a the median of a, mean_b mean_a plus the
+// Hodges-Lehmann shift, relative_change that shift over |median of a|
+// (+-kFromZero from a median of 0).
+TwoSampleResult RankShiftTest(std::span<const double> a, std::span<const double> b);
+
 // Two-sided confidence interval, at `level`, of the relative change
 // (mean_b - mean_a) / |mean_a| from summary statistics: Welch's interval of
 // the difference (Student's t quantile at the Welch-Satterthwaite degrees of
@@ -75,6 +105,73 @@ struct Interval {
 Interval RelativeChangeInterval(double n_a, double mean_a, double var_a, double n_b, double mean_b,
                                 double var_b, double level);
 Interval RelativeChangeInterval(std::span<const double> a, std::span<const double> b, double level);
+
+// Yuen's interval of the trimmed-mean difference over |trimmed mean of a|.
+Interval YuenRelativeChangeInterval(std::span<const double> a, std::span<const double> b,
+                                    double level, double trim = kYuenTrim);
+
+// The distribution-free interval of the Hodges-Lehmann shift (Moses;
+// Hollander & Wolfe, "Nonparametric Statistical Methods", 3.3; what R's
+// wilcox.test(conf.int = TRUE) gives): order statistics C and n_a n_b + 1 - C
+// of the differences b_j - a_i, C from the exact Mann-Whitney null
+// distribution when both samples hold under 50 values and there are no ties
+// (as R), else from its normal approximation; over |median of a|. Covers at
+// least `level` (exact) or about it (normal). Empty sample: (-inf, +inf).
+Interval HodgesLehmannRelativeInterval(std::span<const double> a, std::span<const double> b,
+                                       double level);
+// The order statistic C above (1-based), for the tests.
+int HodgesLehmannRank(int n_a, int n_b, double level, bool exact);
+
+// What a comparison's noise looks like, measured on groups of repeats of
+// one configuration each (a commit's runs): residuals from each group's
+// median, scaled by their median absolute deviation (x 1.4826, a normal's
+// standard deviation).
+//   kOutliers: some residual lies beyond kOutlierSds of those robust
+//     standard deviations: a disturbed run, which Gaussian noise at the
+//     farm's sample sizes (hundreds of runs) essentially never gives;
+//   kBimodal: no such residual, and the residuals' kurtosis (from the group
+//     means) is under kBimodalKurtosis over at least kMinBimodal of them:
+//     runs falling into two levels (two cache or NUMA placements) rather
+//     than around one (a kurtosis over fewer values is too noisy to tell,
+//     and a rank test over a handful of runs has little power);
+//   kGaussian: neither, or too few residuals to tell (under kMinDiagnosed).
+enum class NoiseShape { kGaussian, kOutliers, kBimodal };
+const char* NoiseShapeName(NoiseShape s);  // "gaussian", "outliers", "bimodal"
+inline constexpr double kOutlierSds = 5;
+inline constexpr double kBimodalKurtosis = 2.2;
+inline constexpr int kMinDiagnosed = 16;
+inline constexpr int kMinBimodal = 48;
+struct NoiseDiagnosis {
+  NoiseShape shape = NoiseShape::kGaussian;
+  int residuals = 0;
+  int outliers = 0;      // residuals beyond kOutlierSds robust sds
+  double robust_sd = 0;  // 1.4826 x median |residual from the group median|
+  double kurtosis = 3;   // of the residuals from the group means
+};
+NoiseDiagnosis DiagnoseNoise(std::span<const std::span<const double>> groups);
+
+// The comparison a noise shape calls for: Welch on means for Gaussian
+// noise (the most efficient there) and for bimodal runs (two levels of a
+// bounded spread: on the quality bench's bimodal series a rank test lost 1
+// to 2 points of recall against means, docs/analyzer.md); Yuen's trimmed
+// means under outliers (a run eight sds off moves a mean and inflates a
+// variance, not a 20% trimmed mean). kRank (Mann-Whitney with the
+// Hodges-Lehmann shift) is there for a caller that asks for it.
+enum class TwoSampleMethod { kWelch, kYuen, kRank };
+const char* TwoSampleMethodName(TwoSampleMethod m);  // "welch", "yuen", "rank"
+TwoSampleMethod MethodFor(NoiseShape shape);
+
+// One comparison of a against b by `method`: the test and the interval (at
+// `level`) of the relative change the method estimates.
+struct Comparison {
+  TwoSampleMethod method = TwoSampleMethod::kWelch;
+  TwoSampleResult test;
+  Interval interval;
+};
+Comparison Compare(std::span<const double> a, std::span<const double> b, double level,
+                   TwoSampleMethod method);
+// Compare with the method the noise of a and b (two groups) calls for.
+Comparison CompareByNoise(std::span<const double> a, std::span<const double> b, double level);
 
 // The magnitude rule on the interval, not on the point estimate: a true
 // change of exactly the threshold measures below it half the time, so the

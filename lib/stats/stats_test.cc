@@ -1,6 +1,8 @@
 #include "lib/stats/stats.h"
 
 #include <cmath>
+#include <random>
+#include <span>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -161,6 +163,132 @@ TEST(StatsTest, AdaptiveRepeatDecision) {
   EXPECT_EQ(DecideWithRepeats(1e-9, MagnitudeCall::kBelow, alpha, 8, 128), SampleDecision::kReject);
   EXPECT_EQ(DecideWithRepeats(0.5, MagnitudeCall::kBelow, alpha, 8, 128), SampleDecision::kReject);
   EXPECT_STREQ(SampleDecisionName(SampleDecision::kMoreRepeats), "more-repeats");
+}
+
+// Hand-computed after Yuen's test as Wilcox's yuen() (WRS) computes it, at
+// 20% trimming: a = 1..9, 100 and b = 11..20 (n 10, g 2, h 6). Trimmed means
+// 5.5 and 15.5; winsorized a = 3 3 3 4 5 6 7 8 8 8 and b alike, sum of
+// squares 42.5, variance 4.7222; d = 9 x 4.7222 / (6 x 5) = 1.41667 a side;
+// t = 10 / sqrt(2.8333) = 5.9409 on df (2.8333)^2 / (2 x 1.41667^2 / 5) = 10.
+// Student's t tables at df 10: two-sided 0.001 at 4.587, 0.0001 at 6.211, so
+// 1e-4 < p < 1e-3; the 95% interval is 10 +- 2.228 x 1.68325 = 10 +- 3.7503,
+// over |5.5|: 1.81818 +- 0.68187. Welch's t on the same values sees the 100:
+// mean 14.5 against 15.5, p far above 0.05.
+TEST(StatsTest, YuenMatchesHandComputation) {
+  const std::vector<double> a{1, 2, 3, 4, 5, 6, 7, 8, 9, 100};
+  const std::vector<double> b{11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+  EXPECT_DOUBLE_EQ(TrimmedMean(a, 0.2), 5.5);
+  EXPECT_NEAR(WinsorizedVariance(a, 0.2), 42.5 / 9, 1e-12);
+  const TwoSampleResult y = YuenTest(a, b);
+  EXPECT_DOUBLE_EQ(y.mean_a, 5.5);
+  EXPECT_DOUBLE_EQ(y.mean_b, 15.5);
+  EXPECT_NEAR(y.statistic, 5.9409, 1e-4);
+  EXPECT_GT(y.p_value, 1e-4);
+  EXPECT_LT(y.p_value, 1e-3);
+  EXPECT_NEAR(y.relative_change, 10 / 5.5, 1e-12);
+  const Interval ci = YuenRelativeChangeInterval(a, b, 0.95);
+  EXPECT_NEAR(ci.lo, 1.81818 - 0.68187, 1e-3);
+  EXPECT_NEAR(ci.hi, 1.81818 + 0.68187, 1e-3);
+  EXPECT_GT(WelchTTest(a, b).p_value, 0.05);
+  // No trimming is Welch's test.
+  EXPECT_NEAR(YuenTest(a, b, 0).p_value, WelchTTest(a, b).p_value, 1e-12);
+  // Too few values left after trimming: no evidence.
+  EXPECT_EQ(YuenTest(std::vector<double>{1}, b).p_value, 1);
+}
+
+// The order statistic of the Hodges-Lehmann interval is one more than the
+// Mann-Whitney critical value (the largest u with P(U <= u) <= alpha / 2).
+// At 0.05 two-sided, n1 = n2 = 5..10, the published tables give 2 5 8 13 17
+// 23; at 0.01, counting the null distribution exactly in integers with Mann
+// and Whitney's recursion f(m, n, u) = f(m - 1, n, u - n) + f(m, n - 1, u)
+// gives 0 2 4 7 11 16. The normal approximation lands within one of them.
+TEST(StatsTest, HodgesLehmannRankMatchesTables) {
+  const int at05[] = {2, 5, 8, 13, 17, 23};
+  const int at01[] = {0, 2, 4, 7, 11, 16};
+  for (int n = 5; n <= 10; ++n) {
+    EXPECT_EQ(HodgesLehmannRank(n, n, 0.95, true), at05[n - 5] + 1) << n;
+    EXPECT_EQ(HodgesLehmannRank(n, n, 0.99, true), at01[n - 5] + 1) << n;
+    EXPECT_NEAR(HodgesLehmannRank(n, n, 0.95, false), at05[n - 5] + 1, 1) << n;
+  }
+}
+
+// Hand-computed: a = 1..5, b = 6..10. The 25 differences b - a are 1..9 with
+// counts 1 2 3 4 5 4 3 2 1: median 5 (the Hodges-Lehmann shift); the 95%
+// interval takes the 3rd and 23rd (C = 3 above): 2 and 8; over the median
+// of a, 3: 2/3 .. 8/3, the shift 5/3.
+TEST(StatsTest, HodgesLehmannMatchesHandComputation) {
+  const std::vector<double> a{1, 2, 3, 4, 5};
+  const std::vector<double> b{6, 7, 8, 9, 10};
+  EXPECT_DOUBLE_EQ(HodgesLehmannShift(a, b), 5);
+  const Interval ci = HodgesLehmannRelativeInterval(a, b, 0.95);
+  EXPECT_NEAR(ci.lo, 2.0 / 3, 1e-12);
+  EXPECT_NEAR(ci.hi, 8.0 / 3, 1e-12);
+  const TwoSampleResult r = RankShiftTest(a, b);
+  EXPECT_DOUBLE_EQ(r.mean_a, 3);
+  EXPECT_DOUBLE_EQ(r.mean_b, 8);
+  EXPECT_NEAR(r.relative_change, 5.0 / 3, 1e-12);
+  EXPECT_NEAR(r.p_value, 0.01219, 2e-4);  // MannWhitneyMatchesReference
+  EXPECT_DOUBLE_EQ(Median(std::vector<double>{4, 1, 3, 2}), 2.5);
+}
+
+// Groups of repeats like the farm's (13 commits x 10 runs, seeded): Gaussian
+// noise is told Gaussian, one run 8 sds off is an outlier, runs at two
+// levels are bimodal; in most seeds, since the diagnosis is a test too (an
+// outlier drawn 8 sds off may land closer).
+TEST(StatsTest, DiagnoseNoiseTellsTheShapes) {
+  int right[3] = {0, 0, 0};
+  constexpr int kSeeds = 50;
+  for (int seed = 0; seed < kSeeds; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> z(0, 1);
+    std::bernoulli_distribution coin(0.5);
+    std::vector<std::vector<double>> gaussian(13), outlier(13), bimodal(13);
+    for (int g = 0; g < 13; ++g) {
+      for (int i = 0; i < 10; ++i) {
+        gaussian[g].push_back(100 + z(rng));
+        outlier[g].push_back(100 + z(rng) - (g == 6 && i == 3 ? 8 : 0));
+        bimodal[g].push_back(100 + (coin(rng) ? 0.9 : -0.9) + 0.436 * z(rng));
+      }
+    }
+    auto shape = [](const std::vector<std::vector<double>>& groups) {
+      std::vector<std::span<const double>> s(groups.begin(), groups.end());
+      return DiagnoseNoise(s).shape;
+    };
+    right[0] += shape(gaussian) == NoiseShape::kGaussian;
+    right[1] += shape(outlier) == NoiseShape::kOutliers;
+    right[2] += shape(bimodal) == NoiseShape::kBimodal;
+  }
+  EXPECT_GE(right[0], kSeeds * 9 / 10);
+  EXPECT_GE(right[1], kSeeds - 2);
+  EXPECT_GE(right[2], kSeeds * 9 / 10);
+  // Too few residuals to tell: Gaussian, the means' test.
+  const std::vector<double> few{1, 2, 50};
+  const std::span<const double> one[] = {few};
+  EXPECT_EQ(DiagnoseNoise(one).shape, NoiseShape::kGaussian);
+  EXPECT_EQ(MethodFor(NoiseShape::kOutliers), TwoSampleMethod::kYuen);
+  EXPECT_EQ(MethodFor(NoiseShape::kBimodal), TwoSampleMethod::kWelch);
+  EXPECT_EQ(MethodFor(NoiseShape::kGaussian), TwoSampleMethod::kWelch);
+  EXPECT_STREQ(NoiseShapeName(NoiseShape::kBimodal), "bimodal");
+  EXPECT_STREQ(TwoSampleMethodName(TwoSampleMethod::kYuen), "yuen");
+}
+
+// A 3% drop over 16 runs a side with one run 40% slow on the good side:
+// Welch on means misses it (the outlier drags the good mean down and its
+// variance up), the comparison the noise calls for (Yuen) finds it.
+TEST(StatsTest, CompareByNoiseSeesThroughAnOutlier) {
+  std::vector<double> good, bad;
+  for (int i = 0; i < 16; ++i) {
+    const double wobble = (i % 4 - 1.5) * 4;  // +-6, sd about 4.6 (0.5%)
+    good.push_back(1000 + wobble);
+    bad.push_back(970 + wobble);
+  }
+  good[5] = 600;
+  const Comparison c = CompareByNoise(good, bad, 0.99);
+  EXPECT_EQ(c.method, TwoSampleMethod::kYuen);
+  EXPECT_LT(c.test.p_value, 1e-6);
+  EXPECT_NEAR(c.test.relative_change, -0.03, 1e-3);
+  EXPECT_EQ(JudgeMagnitude(c.interval, 0.03), MagnitudeCall::kReaches);
+  EXPECT_GT(WelchTTest(good, bad).p_value, 0.01);
 }
 
 }  // namespace

@@ -13,11 +13,17 @@ namespace farm::analyzer {
 Judgement JudgeCommit(std::span<const double> good, std::span<const double> bad,
                       std::span<const double> x, double alpha) {
   Judgement j;
-  j.vs_good = WelchTTest(good, x);
-  j.vs_bad = WelchTTest(bad, x);
-  const double g = Mean(good);
-  const double d = Mean(bad) - g;
-  j.position = d == 0 ? 0.5 : (Mean(x) - g) / d;
+  // One method for the three comparisons, from the noise of all three
+  // samples (the references hold the most runs).
+  const std::span<const double> groups[] = {good, bad, x};
+  const stats::TwoSampleMethod method = stats::MethodFor(stats::DiagnoseNoise(groups).shape);
+  j.vs_good = stats::Compare(good, x, 0.99, method).test;
+  j.vs_bad = stats::Compare(bad, x, 0.99, method).test;
+  // The position in the method's location estimates (trimmed means, or
+  // Hodges-Lehmann shifts from the good reference).
+  const TwoSampleResult refs = stats::Compare(good, bad, 0.99, method).test;
+  const double d = refs.mean_b - refs.mean_a;
+  j.position = d == 0 ? 0.5 : (j.vs_good.mean_b - j.vs_good.mean_a) / d;
   const bool differs_from_good = j.vs_good.p_value < alpha;
   const bool differs_from_bad = j.vs_bad.p_value < alpha;
   // A deterministic model (no run-to-run variance anywhere) leaves nothing
@@ -66,8 +72,10 @@ int ConfirmationLooks(const BisectOptions& options) {
 Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const double> bad,
                                   double expected_relative_change, const BisectOptions& options) {
   Confirmation c;
-  c.test = WelchTTest(good, bad);
-  c.interval = RelativeChangeInterval(good, bad, options.interval_level);
+  const stats::Comparison cmp = stats::CompareByNoise(good, bad, options.interval_level);
+  c.method = cmp.method;
+  c.test = cmp.test;
+  c.interval = cmp.interval;
   const bool same_direction = (c.test.relative_change < 0) == (expected_relative_change < 0);
   const int repeats = static_cast<int>(std::min(good.size(), bad.size()));
   c.decision = same_direction ? DecideWithRepeats(c.test.p_value,
@@ -82,8 +90,9 @@ Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const 
 FixCheck JudgeFixCheck(std::span<const double> good, std::span<const double> later,
                        double regression_change, const BisectOptions& options) {
   FixCheck f;
-  f.test = WelchTTest(good, later);
-  f.interval = RelativeChangeInterval(good, later, options.interval_level);
+  const stats::Comparison cmp = stats::CompareByNoise(good, later, options.interval_level);
+  f.test = cmp.test;
+  f.interval = cmp.interval;
   const bool worse =
       (f.test.relative_change < 0) == (regression_change < 0) && f.test.relative_change != 0;
   const bool still_bad = worse && f.test.p_value < options.alpha &&

@@ -5,8 +5,9 @@
 // measured inside the range. It asks for runs (Next()), is fed their values
 // (AddSamples()), and records each judgement as a step with its evidence.
 //   * the midpoint of the current range is measured with few repeats first;
-//   * it is judged against both references (Welch t-tests and its position
-//     between the two reference means): "good"/"bad" when clear, otherwise a
+//   * it is judged against both references (two-sample tests, Welch's t on
+//     Gaussian noise, and its position between the two references' location
+//     estimates; JudgeCommit): "good"/"bad" when clear, otherwise a
 //     weak verdict that triggers more repeats of the same commit (doubling up
 //     to max_repeats); only at max_repeats is a weak verdict acted on, and it
 //     stays marked "weak-*" in the record;
@@ -183,8 +184,13 @@ Judgement JudgeCommit(std::span<const double> good, std::span<const double> bad,
 // false-confirmation rate of one candidate under alpha.
 int ConfirmationLooks(const BisectOptions& options);
 
+// The comparison is the one the two samples' noise calls for (stats.h
+// CompareByNoise: Welch on means, Yuen's trimmed means under outliers); so
+// is a bisect step's (JudgeCommit, from the noise of the references and the
+// commit together) and a fix check's.
 struct Confirmation {
   bool confirmed = false;
+  stats::TwoSampleMethod method = stats::TwoSampleMethod::kWelch;
   SampleDecision decision = SampleDecision::kReject;
   TwoSampleResult test;
   Interval interval;

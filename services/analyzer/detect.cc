@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <span>
 #include <tuple>
 #include <utility>
 
@@ -111,6 +112,45 @@ bool IsRegression(Polarity p, double relative_change) {
   return p == Polarity::kLowerIsBetter ? relative_change > 0 : relative_change < 0;
 }
 
+// The series with every value replaced by its mid-rank among all the
+// series' values: what the scan tests when the noise is not Gaussian. The
+// same contrasts over ranks are a rank test (the rank transform of Conover
+// and Iman): a run eight standard deviations off is one rank away from its
+// neighbours, and two levels of runs cost ranks nothing.
+Series RankTransform(const Series& s) {
+  std::vector<std::pair<double, std::pair<size_t, size_t>>> all;
+  for (size_t i = 0; i < s.points.size(); ++i)
+    for (size_t j = 0; j < s.points[i].values.size(); ++j)
+      all.push_back({s.points[i].values[j], {i, j}});
+  std::sort(all.begin(), all.end());
+  Series r = s;
+  for (size_t i = 0; i < all.size();) {
+    size_t j = i;
+    while (j < all.size() && all[j].first == all[i].first) ++j;
+    const double mid_rank = (static_cast<double>(i + j) + 1) / 2;
+    for (size_t k = i; k < j; ++k)
+      r.points[all[k].second.first].values[all[k].second.second] = mid_rank;
+    i = j;
+  }
+  return r;
+}
+
+// The series' values as the scan tests them: themselves under Gaussian
+// noise, their ranks otherwise (SeriesNoise).
+Series ScanSeries(const Series& s) {
+  return stats::MethodFor(SeriesNoise(s).shape) == stats::TwoSampleMethod::kWelch
+             ? s
+             : RankTransform(s);
+}
+
+// The values of points [lo, hi).
+std::vector<double> Pooled(const Series& s, size_t lo, size_t hi) {
+  std::vector<double> v;
+  for (size_t i = lo; i < hi; ++i)
+    v.insert(v.end(), s.points[i].values.begin(), s.points[i].values.end());
+  return v;
+}
+
 // A split found by the scan: its corrected p, and whether it is only
 // suggestive.
 struct Found {
@@ -215,7 +255,8 @@ ModeEffect MeasureAt(const Series& s, int seg_begin, int last_good, int first_ba
     e.p_value = 2;  // marks "not measured" for the caller
     return e;
   }
-  const TwoSampleResult r = WelchTTest(before, after);
+  const TwoSampleResult r =
+      stats::Compare(before, after, 0.99, stats::MethodFor(SeriesNoise(s).shape)).test;
   e.before = r.mean_a;
   e.after = r.mean_b;
   e.relative_change = r.relative_change;
@@ -269,9 +310,13 @@ absl::StatusOr<std::vector<ChangePoint>> Detect(const Series& series, const Dete
                                                 bool include_suggestive) {
   std::vector<ChangePoint> out;
   if (series.points.size() < 2) return out;
+  const stats::TwoSampleMethod method = stats::MethodFor(SeriesNoise(series).shape);
+  // Means for the change's size (Gaussian noise), the scan's statistic
+  // (ranks under other noise) for its significance and location.
   const PrefixStats ps(series);
+  const PrefixStats scan(ScanSeries(series));
   std::map<size_t, Found> found;  // split position -> scan p
-  Split(ps, 0, series.points.size(), 0, options, alpha, loose, &found);
+  Split(scan, 0, series.points.size(), 0, options, alpha, loose, &found);
   // Segments are bounded by the significant splits only: a suggestive split
   // is a guess to be re-measured, and cutting a significant change's segment
   // at it would judge that change on fewer points.
@@ -288,16 +333,25 @@ absl::StatusOr<std::vector<ChangePoint>> Detect(const Series& series, const Dete
     // Magnitude between the neighbouring change points, not over the whole
     // series, so a second shift does not dilute the first; judged on the
     // interval, so a true change at the threshold is not lost half the time.
-    const TwoSampleResult r = ps.Test(lo, k, hi);
-    const Interval ci =
+    TwoSampleResult r = ps.Test(lo, k, hi);
+    Interval ci =
         RelativeChangeInterval(ps.N(lo, k), ps.MeanOf(lo, k), ps.VarOf(lo, k), ps.N(k, hi),
                                ps.MeanOf(k, hi), ps.VarOf(k, hi), options.interval_level);
+    if (method != stats::TwoSampleMethod::kWelch) {
+      // The size the robust comparison estimates: an outlier moves a mean
+      // by a fifth of its distance at five runs, not a trimmed mean or a
+      // Hodges-Lehmann shift.
+      const stats::Comparison c = stats::Compare(Pooled(series, lo, k), Pooled(series, k, hi),
+                                                 options.interval_level, method);
+      r = c.test;
+      ci = c.interval;
+    }
     if (JudgeMagnitude(ci, options.magnitude) == MagnitudeCall::kBelow) continue;
     // Under the threshold by its point estimate but reaching it within the
     // interval: suggestive, for the confirmation's extra repeats to decide.
     const bool suggestive = f.suggestive || std::fabs(r.relative_change) < options.magnitude;
     if (suggestive && !include_suggestive) continue;
-    const auto [first, last] = LocationSet(ps, lo, k, hi, options);
+    const auto [first, last] = LocationSet(scan, lo, k, hi, options);
     if (absl::Status st = CheckSplit(series, lo, k, hi, first, last); !st.ok()) return st;
     ChangePoint cp;
     cp.key = series.key;
@@ -398,9 +452,16 @@ absl::StatusOr<std::vector<ChangePoint>> DetectChangePoints(const Series& series
   return Detect(series, options, alpha_corrected, 0, false);
 }
 
+stats::NoiseDiagnosis SeriesNoise(const Series& series) {
+  std::vector<std::span<const double>> groups;
+  groups.reserve(series.points.size());
+  for (const SeriesPoint& p : series.points) groups.emplace_back(p.values);
+  return stats::DiagnoseNoise(groups);
+}
+
 double SeriesScanP(const Series& series, const DetectOptions& options) {
   if (series.points.size() < 2) return 1;
-  const PrefixStats ps(series);
+  const PrefixStats ps(ScanSeries(series));
   ScanResult s = SingleScan(ps, 0, series.points.size(), options);
   MiddleScan(ps, 0, series.points.size(), options, &s);
   return std::min(1.0, 2 * std::min(s.single_p, s.middle_p));

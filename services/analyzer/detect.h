@@ -2,7 +2,8 @@
 //
 // Method: binary segmentation. In a segment of a series, every split between
 // two adjacent measured commits is tested with Welch's t-test (all repeats
-// left vs right, Boost.Math Student's t); the split with the smallest p is
+// left vs right, Boost.Math Student's t; on the series' ranks when its noise
+// has outliers, SeriesNoise); the split with the smallest p is
 // kept when its p, multiplied by the number of splits tried (Bonferroni over
 // the scan), is below the series' alpha. When no single split qualifies,
 // every middle run of commits is tested against the rest of the segment (a
@@ -108,6 +109,14 @@ struct SeriesFailure {
 absl::StatusOr<std::vector<ChangePoint>> DetectChangePoints(const Series& series,
                                                             const DetectOptions& options,
                                                             double alpha_corrected);
+
+// The shape of a series' run-to-run noise, over its commits' repeats
+// (stats.h DiagnoseNoise). Where it calls for means (stats.h MethodFor:
+// Gaussian and bimodal noise) the scan tests means (Welch, or the pooled
+// within-commit contrast); under outliers it tests the series' ranks with
+// the same contrasts (a rank test), and a change's size and interval come
+// from Yuen's trimmed means of the two segments.
+stats::NoiseDiagnosis SeriesNoise(const Series& series);
 
 // The whole-scan p-value of a series: the best single split or middle run of
 // the whole series, Bonferroni-corrected over the splits tried and the two
