@@ -24,32 +24,20 @@ struct RowDef {
   Combine combine;
 };
 
-RunSpec Spec(const std::string& platform, const std::string& kernel, const std::string& mode,
-             const std::string& workload, std::map<std::string, std::string> params) {
-  RunSpec s;
-  s.platform = platform;
-  s.kernel = kernel;
-  s.mode = mode;
-  s.workload = workload;
-  s.params = std::move(params);
-  s.sets = {{"noise.cv", "0"}};
-  return s;
-}
-
 // NVIDIA's measurement: 2 Grace CPUs, 4 SSDs on each, 4 KiB random reads, each
 // SSD good for ~2 M IOPS. The job count was not published; 64 (8 per SSD) is
 // enough for passthrough to reach the SSDs' ceiling, as it did there (16.5 M).
 // The 20 ms warm-up fills the IOVA caches of 64 CPUs (lazy mode holds 256
 // IOVAs per CPU in its flush queue) before the window.
 RunSpec GraceFio(const std::string& mode) {
-  return Spec(kGrace, "v6.14", mode, "fio-nvme",
-              {{"rw", "randread"},
-               {"bs", "4k"},
-               {"devices", "8"},
-               {"numjobs", "64"},
-               {"dev_iops", "2000000"},
-               {"ramp_ms", "20"},
-               {"runtime_ms", "5"}});
+  return NoiseFreeSpec(kGrace, "v6.14", mode, "fio-nvme",
+                       {{"rw", "randread"},
+                        {"bs", "4k"},
+                        {"devices", "8"},
+                        {"numjobs", "64"},
+                        {"dev_iops", "2000000"},
+                        {"ramp_ms", "20"},
+                        {"runtime_ms", "5"}});
 }
 
 constexpr char kNvKernelsPr[] =
@@ -107,8 +95,8 @@ std::vector<RowDef> Rows() {
         "mechanism has to change";
     for (const char* threads : {"8", "32", "72", "144"}) {
       for (const char* kernel : {"b5c58b2fdc42", "918eb5c856f6"}) {
-        r.runs.push_back(Spec(kGrace, kernel, "strict", "dma-map-bench",
-                              {{"threads", threads}, {"seconds", "0.002"}}));
+        r.runs.push_back(NoiseFreeSpec(kGrace, kernel, "strict", "dma-map-bench",
+                                       {{"threads", threads}, {"seconds", "0.002"}}));
       }
     }
     rows.push_back({std::move(r), Combine::kMaxUnmapReduction});

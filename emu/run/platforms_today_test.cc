@@ -25,14 +25,8 @@ constexpr const char* kGrace = "nvidia-grace-2s72c";
 RunResult MustRun(const std::string& platform, const std::string& kernel,
                   const std::string& workload, std::map<std::string, std::string> params,
                   const std::string& mode = "strict") {
-  RunSpec s;
-  s.platform = platform;
-  s.kernel = kernel;
-  s.mode = mode;
-  s.workload = workload;
-  s.params = std::move(params);
-  s.sets = {{"noise.cv", "0"}};
-  absl::StatusOr<RunResult> r = RunEmulation(s);
+  absl::StatusOr<RunResult> r =
+      RunEmulation(NoiseFreeSpec(platform, kernel, mode, workload, std::move(params)));
   EXPECT_TRUE(r.ok()) << platform << " " << kernel << " " << workload << ": " << r.status();
   return r.ok() ? *r : RunResult{};
 }

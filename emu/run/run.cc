@@ -17,6 +17,19 @@
 
 namespace farm::emu {
 
+RunSpec NoiseFreeSpec(const std::string& platform, const std::string& kernel,
+                      const std::string& mode, const std::string& workload,
+                      std::map<std::string, std::string> params) {
+  RunSpec s;
+  s.platform = platform;
+  s.kernel = kernel;
+  s.mode = mode;
+  s.workload = workload;
+  s.params = std::move(params);
+  s.sets = {{"noise.cv", "0"}};
+  return s;
+}
+
 absl::StatusOr<ModelConfig> ResolveModel(const RunSpec& spec) {
   auto platform = FindPlatform(spec.platform);
   if (!platform.ok()) return platform.status();

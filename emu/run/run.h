@@ -41,6 +41,12 @@ struct RunSpec {
   std::function<bool()> stop;
 };
 
+//! One run's spec without run-to-run noise (noise.cv=0): the model's mean
+//! behaviour, bit for bit the same on every run, as fidelity rows compare.
+RunSpec NoiseFreeSpec(const std::string& platform, const std::string& kernel,
+                      const std::string& mode, const std::string& workload,
+                      std::map<std::string, std::string> params);
+
 //! Resolves the model keys for a spec (defaults -> platform -> kernel -> sets).
 absl::StatusOr<ModelConfig> ResolveModel(const RunSpec& spec);
 
