@@ -1,10 +1,14 @@
 #include "agent/executors/emulator_executor.h"
 
+#include <string>
+#include <vector>
+
 #include "proto/names.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/executors/emu_samples.h"
+#include "emu/model/catalog.h"
 #include "emu/model/kernel.h"
 
 namespace farm::agent {
@@ -20,10 +24,27 @@ absl::StatusOr<std::string> ModeArg(pb::IommuMode mode) {
   return ::farm::proto::ModeName(mode);
 }
 
+// The name of the catalog at `path` (the default one when empty); "" when
+// none can be read, so every job's commit then runs its model_set.
+std::string CatalogName(const std::string& path) {
+  absl::StatusOr<std::string> file = path.empty() ? farm::emu::DefaultCatalogPath() : path;
+  if (!file.ok()) return "";
+  absl::StatusOr<farm::emu::Catalog> catalog = farm::emu::Catalog::LoadFile(*file);
+  return catalog.ok() ? catalog->name() : "";
+}
+
+// The scheduler's resolved keys as the kernel, over the registry defaults.
+void KernelFromModelSet(farm::emu::RunSpec& spec) {
+  std::vector<std::string> kv;
+  for (const auto& [k, v] : spec.sets) kv.push_back(absl::StrCat(k, "=", v));
+  spec.kernel = absl::StrJoin(kv, ",");
+  spec.sets.clear();
+}
+
 }  // namespace
 
 EmulatorExecutor::EmulatorExecutor(std::string catalog, absl::Duration time_limit)
-    : catalog_(std::move(catalog)), time_limit_(time_limit) {}
+    : catalog_(std::move(catalog)), catalog_name_(CatalogName(catalog_)), time_limit_(time_limit) {}
 
 std::string EmulatorExecutor::capability() const {
   return proto::ExecutorName(pb::EXECUTOR_EMULATOR);
@@ -46,14 +67,18 @@ absl::StatusOr<farm::emu::RunSpec> EmulatorExecutor::SpecForJob(const pb::Job& j
     return absl::InvalidArgumentError("job has no commit_id");
   }
   spec.kernel = job.commit_id();
+  // Another catalog's commit runs exactly what the scheduler resolved for it
+  // (model_set carries its whole accumulated state): resolving its id in our
+  // catalog would run our state under every key it leaves alone, wherever
+  // the two catalogs share an id (a tag such as v5.11).
+  if (!job.catalog().empty() && job.catalog() != catalog_name_) {
+    KernelFromModelSet(spec);
+    return spec;
+  }
   auto known = farm::emu::ResolveKernel(job.commit_id(), catalog_);
   if (!known.ok() && known.status().code() == absl::StatusCode::kNotFound && !spec.sets.empty()) {
-    // Not in our catalog: the scheduler resolved the commit into model_set,
-    // so run those keys over the registry defaults.
-    std::vector<std::string> kv;
-    for (const auto& [k, v] : spec.sets) kv.push_back(absl::StrCat(k, "=", v));
-    spec.kernel = absl::StrJoin(kv, ",");
-    spec.sets.clear();
+    // Not in our catalog: the scheduler resolved the commit into model_set.
+    KernelFromModelSet(spec);
   }
   return spec;
 }

@@ -3,8 +3,9 @@
 //
 // A job maps to one emulator run: platform, kernel = job.commit_id, mode,
 // workload name + params, seed, and job.model_set as --set keys on top. When
-// the commit is not in the agent's catalog (a user catalog the scheduler
-// resolved), the kernel is the model_set alone over the registry defaults.
+// the job comes from another catalog than the agent's (by name), or its
+// commit is not in the agent's catalog, the kernel is the model_set alone
+// (the scheduler's resolved state) over the registry defaults.
 // The result is reported as samples (agent/executors/emu_samples.h) plus the full
 // emulator JSON as raw output ("emu-json").
 //
@@ -41,6 +42,7 @@ class EmulatorExecutor final : public Executor {
 
  private:
   const std::string catalog_;
+  const std::string catalog_name_;  // "" when no catalog could be read
   const absl::Duration time_limit_;
 };
 

@@ -138,6 +138,31 @@ TEST(EmulatorExecutorTest, UnknownCommitRunsTheSchedulersResolvedKeys) {
   EXPECT_FALSE(executor.Run(job, cancel).ok());
 }
 
+// A user catalog may share ids with the shipped one (release tags): its
+// commit runs the scheduler's resolved keys alone, never the shipped state.
+TEST(EmulatorExecutorTest, AnotherCatalogsCommitRunsOnlyItsResolvedKeys) {
+  EmulatorExecutor executor;
+  pb::Job job = TinyJob();
+  job.set_catalog("my-tree");
+  job.set_commit_id("v5.11");  // also a linux-iommu tag
+  auto spec = executor.SpecForJob(job);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->kernel, "") << "nothing set: the registry defaults";
+  CancelToken cancel;
+  EXPECT_TRUE(executor.Run(job, cancel).ok());
+  (*job.mutable_model_set())["iova.allocator"] = "rbtree";
+  spec = executor.SpecForJob(job);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->kernel, "iova.allocator=rbtree");
+  EXPECT_TRUE(spec->sets.empty());
+
+  job.set_catalog("linux-iommu");  // the agent's own: resolved in it
+  spec = executor.SpecForJob(job);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->kernel, "v5.11");
+  EXPECT_EQ(spec->sets.at("iova.allocator"), "rbtree");
+}
+
 TEST(EmulatorExecutorTest, CancelledBeforeRunIsCancelled) {
   EmulatorExecutor executor;
   CancelToken cancel;
