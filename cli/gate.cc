@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 
+#include <boost/math/distributions/students_t.hpp>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -40,13 +41,31 @@ std::map<std::pair<std::string, std::string>, std::set<std::string>> PrimaryByCe
   return out;
 }
 
-// Runs per commit after which the interval's half width, shrinking as
-// 1/sqrt(n), would be `needed`: the measured spread, assumed to hold.
+double T95(double df) {
+  return boost::math::quantile(boost::math::complement(boost::math::students_t(df), 0.025));
+}
+
+// Runs per commit after which the 95% interval's half width would be
+// `needed`, if the measured spread holds: the half width is t(df) * s *
+// sqrt(2 / n) for n runs a side (df about 2n - 2), so both the 1/sqrt(n)
+// and the shrinking t quantile count.
 int64_t FurtherRuns(int64_t n, double half, double needed) {
   if (n < kMinRuns || !std::isfinite(half)) return kMinRuns - std::min(n, kMinRuns) + 1;
   if (needed <= 0) return std::numeric_limits<int32_t>::max();
-  const double runs = std::ceil(static_cast<double>(n) * (half / needed) * (half / needed));
-  return std::max<int64_t>(1, static_cast<int64_t>(std::min(runs, 1e9)) - n);
+  auto half_at = [&](double m) {
+    return half * (T95(2 * m - 2) / T95(2.0 * n - 2)) * std::sqrt(static_cast<double>(n) / m);
+  };
+  int64_t lo = n, hi = n + 1;  // half_at(lo) > needed >= half_at(hi), once hi is found
+  while (half_at(static_cast<double>(hi)) > needed) {
+    if (hi >= std::numeric_limits<int32_t>::max() / 2) return std::numeric_limits<int32_t>::max();
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (half_at(static_cast<double>(mid)) > needed ? lo : hi) = mid;
+  }
+  return hi - n;
 }
 
 GateRow Judge(const CompareRow& r, bool higher_is_better, double threshold) {

@@ -8,6 +8,7 @@
 // error (the farmctl binary).
 #include <sys/wait.h>
 
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -90,6 +91,9 @@ class GatePgTest : public testing::FarmTestWithParam<testing::FarmMode> {
     args.format = format;
     const int exit = cli::RunGate(commands, args);
     *out = o.str() + e.str();
+    // The answers are the figures a reader of the test log checks.
+    std::cout << "gate " << args.base << " -> " << candidate << ": exit " << exit << "\n"
+              << *out << "\n";
     return exit;
   }
 
