@@ -57,6 +57,17 @@ std::map<Key, Values> BySeries(const std::vector<pb::Result>& results) {
   return out;
 }
 
+// Which series were not compared on means, when any: their means and p
+// are then Yuen's (20% trimmed).
+std::string RobustNote(const std::vector<CompareRow>& rows) {
+  int robust = 0;
+  for (const CompareRow& r : rows) robust += r.method != "welch" ? 1 : 0;
+  if (robust == 0) return "";
+  return absl::StrCat(robust, " of ", rows.size(),
+                      " series had outlying runs: compared by Yuen's 20% trimmed means (their "
+                      "means and p are the trimmed ones)\n");
+}
+
 std::string IntervalText(const stats::Interval& ci) {
   if (!std::isfinite(ci.lo) || !std::isfinite(ci.hi)) return "-";
   return absl::StrCat(proto::RelativeChangeText(ci.lo), " .. ", proto::RelativeChangeText(ci.hi));
@@ -129,12 +140,16 @@ std::vector<CompareRow> CompareSides(const std::vector<pb::Result>& a,
     row.unit = va.unit;
     row.n_a = static_cast<int64_t>(va.v.size());
     row.n_b = static_cast<int64_t>(vb.v.size());
-    const stats::TwoSampleResult t = stats::WelchTTest(va.v, vb.v);
+    // The analyzer's choice of test by the runs' noise: Welch on means, or
+    // Yuen's trimmed means where some run lies far outside the others.
+    const stats::Comparison c = stats::CompareByNoise(va.v, vb.v, kLevel);
+    const stats::TwoSampleResult& t = c.test;
+    row.method = stats::TwoSampleMethodName(c.method);
     row.mean_a = t.mean_a;
     row.mean_b = t.mean_b;
     row.change = t.relative_change;
     row.p_value = t.p_value;
-    row.ci = stats::RelativeChangeInterval(va.v, vb.v, kLevel);
+    row.ci = c.interval;
     row.changed = row.p_value < kAlpha &&
                   stats::JudgeMagnitude(row.ci, kMagnitude) != stats::MagnitudeCall::kBelow;
     row.half_a = ComputeMeanCi(va.v, kLevel).half_width;
@@ -168,7 +183,8 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::s
                                    "mean A", "mean B", "change", "95% interval", "p", "verdict"},
                                   cells),
                       changed, " of ", rows.size(),
-                      " series changed (p < 0.01, interval reaching 3%)\n", monitor_table);
+                      " series changed (p < 0.01, interval reaching 3%)\n", RobustNote(rows),
+                      monitor_table);
 }
 
 std::string FormatCompareCsv(const std::vector<CompareRow>& rows,
@@ -255,6 +271,7 @@ std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::st
                       {"ci_lo", finite(r.ci.lo)},
                       {"ci_hi", finite(r.ci.hi)},
                       {"p_value", r.p_value},
+                      {"test", r.method},
                       {"changed", r.changed}});
   }
   nlohmann::json counters = nlohmann::json::array();
@@ -299,7 +316,8 @@ void AddCompareCommand(CLI::App& app, Subcommands* out) {
       "compare",
       "compare two matrices, or two commits (of one matrix or of two), series by series: per "
       "platform, workload with its params, metric and mode the means, the change with its 95% "
-      "interval (Welch), p, and 'changed' when p < 0.01 and the interval reaches 3%");
+      "interval (Welch on means; Yuen's trimmed means where runs lie far out, as the analyzer), "
+      "p, and 'changed' when p < 0.01 and the interval reaches 3%");
   compare->add_option("A", a->a, "matrix id of side A")->required();
   compare->add_option("B", a->b, "matrix id of side B (default: A, with --commits)");
   compare->add_option("--commits", a->commits, "COMMIT_A COMMIT_B: compare these two commits")

@@ -2,7 +2,9 @@
 // one matrix (or of two) -- compared series by series, as MMTests'
 // compare-kernels and Perfherder's compare view do: per (platform, workload
 // with its params, mode, metric[/phase]) measured on both sides, the means,
-// the relative change with its 95% interval (Welch), p, and whether it
+// the relative change with its 95% interval and p (Welch on means, or
+// Yuen's trimmed means where some runs lie far out, as the analyzer
+// chooses: lib/stats/stats.h CompareByNoise), and whether it
 // changed by the analyzer's rule (p < 0.01 and an interval reaching 3%).
 //
 // farmctl try: a base and a patch measured together (PlanTry), answered
@@ -59,9 +61,12 @@ struct CompareRow {
   double mean_a = 0, mean_b = 0;
   double change = 0;              // (mean_b - mean_a) / |mean_a| (stats::kFromZero from 0)
   stats::Interval ci;             // 95% interval of `change`
-  double p_value = 1;             // Welch, two-sided
+  double p_value = 1;             // two-sided, by `method`
   bool changed = false;           // p < 0.01 and the interval reaches 3%
   double half_a = 0, half_b = 0;  // 95% half-widths of each side's mean (NaN: one run)
+  // The test the runs' noise called for (stats::CompareByNoise): "welch" on
+  // means, or "yuen" on 20% trimmed means where some run lies far out.
+  std::string method = "welch";
 };
 
 // A try job: "base + patch" as the matrices that measure it. The spec names

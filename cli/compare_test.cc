@@ -83,6 +83,26 @@ TEST(CompareTest, EachSeriesOnBothSidesWithItsChangeIntervalAndP) {
   EXPECT_EQ(j["b"], "b");
 }
 
+// Runs far out of the rest (a disturbed run) hide a real 5% drop from a
+// comparison of means; compare then uses Yuen's trimmed means, as the
+// analyzer does, and says so.
+TEST(CompareTest, OutlyingRunsAreComparedOnTrimmedMeans) {
+  std::vector<pb::Result> a = Results("v5.10", "1", 20, 1000, 11);
+  std::vector<pb::Result> b = Results("v5.11", "1", 20, 950, 12);
+  for (int i : {0, 7}) b[i].mutable_samples(0)->set_value(3000);  // two runs 3x off
+  const std::vector<CompareRow> rows = CompareSides(a, b);
+  ASSERT_EQ(rows.size(), 2u);
+  const CompareRow& tput = rows[1];
+  EXPECT_EQ(tput.metric, "throughput/write");
+  EXPECT_EQ(tput.method, "yuen");
+  EXPECT_TRUE(tput.changed) << tput.change << " p " << tput.p_value;
+  EXPECT_NEAR(tput.change, -0.05, 0.01);
+  EXPECT_EQ(rows[0].method, "welch") << "the constant latency has no outliers";
+  const std::string table = FormatCompareTable(rows, "A", "B");
+  EXPECT_NE(table.find("1 of 2 series had outlying runs"), std::string::npos) << table;
+  EXPECT_NE(FormatCompareJson(rows, "A", "B").find("\"test\": \"yuen\""), std::string::npos);
+}
+
 TEST(CompareTest, TheHtmlPageHasTheTableAndAPlotPerSeries) {
   const std::vector<CompareRow> rows =
       CompareSides(Results("v5.10", "1", 4, 1000, 1), Results("v5.11", "1", 4, 800, 2));

@@ -186,19 +186,13 @@ std::string FormatGateJson(const GateAnswer& answer, const std::string& base,
   j["series"] = nlohmann::json::array();
   for (const GateRow& g : answer.rows) {
     const CompareRow& r = g.compared;
-    nlohmann::json row = {{"platform", r.platform},
-                          {"workload", r.workload},
-                          {"params", r.params},
-                          {"metric", r.metric},
-                          {"mode", r.mode},
-                          {"unit", r.unit},
-                          {"runs_base", r.n_a},
-                          {"runs_candidate", r.n_b},
-                          {"mean_base", r.mean_a},
-                          {"mean_candidate", r.mean_b},
-                          {"change", r.change},
-                          {"higher_is_better", g.higher_is_better},
-                          {"verdict", CallName(g.call)}};
+    nlohmann::json row = {{"platform", r.platform}, {"workload", r.workload},
+                          {"params", r.params},     {"metric", r.metric},
+                          {"mode", r.mode},         {"unit", r.unit},
+                          {"runs_base", r.n_a},     {"runs_candidate", r.n_b},
+                          {"mean_base", r.mean_a},  {"mean_candidate", r.mean_b},
+                          {"change", r.change},     {"higher_is_better", g.higher_is_better},
+                          {"test", r.method},       {"verdict", CallName(g.call)}};
     if (std::isfinite(r.ci.lo) && std::isfinite(r.ci.hi)) {
       row["change_interval"] = {r.ci.lo, r.ci.hi};
     }
