@@ -68,11 +68,6 @@ std::string RobustNote(const std::vector<CompareRow>& rows) {
                       "means and p are the trimmed ones)\n");
 }
 
-std::string IntervalText(const stats::Interval& ci) {
-  if (!std::isfinite(ci.lo) || !std::isfinite(ci.hi)) return "-";
-  return absl::StrCat(proto::RelativeChangeText(ci.lo), " .. ", proto::RelativeChangeText(ci.hi));
-}
-
 }  // namespace
 
 absl::StatusOr<TryPlan> PlanTry(const std::string& spec_yaml,
@@ -127,6 +122,15 @@ bool CommitIs(std::string_view id, std::string_view wanted) {
   return abbreviation.size() >= 7 && base.starts_with(abbreviation);
 }
 
+std::string ChangeIntervalText(const stats::Interval& ci) {
+  if (!std::isfinite(ci.lo) || !std::isfinite(ci.hi)) return "-";
+  return absl::StrCat(proto::RelativeChangeText(ci.lo), " .. ", proto::RelativeChangeText(ci.hi));
+}
+
+std::string WorkloadLabel(const CompareRow& r) {
+  return r.params.empty() ? r.workload : absl::StrCat(r.workload, "{", r.params, "}");
+}
+
 std::vector<CompareRow> CompareSides(const std::vector<pb::Result>& a,
                                      const std::vector<pb::Result>& b) {
   const std::map<Key, Values> left = BySeries(a), right = BySeries(b);
@@ -172,11 +176,11 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::s
   int changed = 0;
   for (const CompareRow& r : rows) {
     changed += r.changed ? 1 : 0;
-    cells.push_back({r.platform, r.params.empty() ? r.workload : r.workload + "{" + r.params + "}",
-                     r.metric, r.mode, r.unit, absl::StrCat(r.n_a, "/", r.n_b),
-                     FormatNumber(r.mean_a), FormatNumber(r.mean_b),
-                     proto::RelativeChangeText(r.change), IntervalText(r.ci),
-                     absl::StrFormat("%.2g", r.p_value), r.changed ? "changed" : "-"});
+    cells.push_back({r.platform, WorkloadLabel(r), r.metric, r.mode, r.unit,
+                     absl::StrCat(r.n_a, "/", r.n_b), FormatNumber(r.mean_a),
+                     FormatNumber(r.mean_b), proto::RelativeChangeText(r.change),
+                     ChangeIntervalText(r.ci), absl::StrFormat("%.2g", r.p_value),
+                     r.changed ? "changed" : "-"});
   }
   return absl::StrCat("A: ", label_a, "\nB: ", label_b, "\n",
                       RenderTable({"platform", "workload", "metric", "mode", "unit", "runs A/B",
@@ -230,11 +234,12 @@ std::string FormatCompareHtml(const std::vector<CompareRow>& rows, const std::st
                    "mean A",   "mean B",   "change", "95% interval", "p",    "verdict"};
   for (const CompareRow& r : rows) {
     changed += r.changed ? 1 : 0;
-    const std::string workload = r.params.empty() ? r.workload : r.workload + "{" + r.params + "}";
-    table.rows.push_back(
-        {r.platform, workload, r.metric, r.mode, r.unit, absl::StrCat(r.n_a, "/", r.n_b),
-         FormatNumber(r.mean_a), FormatNumber(r.mean_b), proto::RelativeChangeText(r.change),
-         IntervalText(r.ci), absl::StrFormat("%.2g", r.p_value), r.changed ? "changed" : "-"});
+    const std::string workload = WorkloadLabel(r);
+    table.rows.push_back({r.platform, workload, r.metric, r.mode, r.unit,
+                          absl::StrCat(r.n_a, "/", r.n_b), FormatNumber(r.mean_a),
+                          FormatNumber(r.mean_b), proto::RelativeChangeText(r.change),
+                          ChangeIntervalText(r.ci), absl::StrFormat("%.2g", r.p_value),
+                          r.changed ? "changed" : "-"});
     Plot plot;
     plot.title = absl::StrCat(workload, " ", r.metric, " (", r.mode, ")");
     plot.y_label = r.unit;

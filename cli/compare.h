@@ -96,6 +96,11 @@ bool CommitIs(std::string_view id, std::string_view wanted);
 std::vector<iommufarm::v1::Result> AtCommit(const std::vector<iommufarm::v1::Result>& results,
                                             const std::string& commit);
 
+// "-3.1% .. -0.4%", or "-" for an interval that is not finite (one run).
+std::string ChangeIntervalText(const stats::Interval& ci);
+// "dma-map-bench{threads=16}", or the workload alone without params.
+std::string WorkloadLabel(const CompareRow& r);
+
 // Every series with samples on both sides, sorted by platform, workload,
 // params, metric, mode.
 std::vector<CompareRow> CompareSides(const std::vector<iommufarm::v1::Result>& a,

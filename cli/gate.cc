@@ -105,14 +105,7 @@ const char* CallName(GateCall c) {
 }
 
 std::string SeriesName(const CompareRow& r) {
-  return absl::StrCat(r.platform, " ",
-                      r.params.empty() ? r.workload : r.workload + "{" + r.params + "}", " ",
-                      r.metric, " ", r.mode);
-}
-
-std::string IntervalText(const stats::Interval& ci) {
-  if (!std::isfinite(ci.lo) || !std::isfinite(ci.hi)) return "-";
-  return absl::StrCat(proto::RelativeChangeText(ci.lo), " .. ", proto::RelativeChangeText(ci.hi));
+  return absl::StrCat(r.platform, " ", WorkloadLabel(r), " ", r.metric, " ", r.mode);
 }
 
 std::string Summary(const GateAnswer& a, double threshold) {
@@ -160,10 +153,10 @@ std::string FormatGateTable(const GateAnswer& answer, const std::string& base,
   std::vector<std::vector<std::string>> cells;
   for (const GateRow& g : answer.rows) {
     const CompareRow& r = g.compared;
-    cells.push_back({r.platform, r.params.empty() ? r.workload : r.workload + "{" + r.params + "}",
-                     r.metric, r.mode, absl::StrCat(r.n_a, "/", r.n_b), FormatNumber(r.mean_a),
+    cells.push_back({r.platform, WorkloadLabel(r), r.metric, r.mode,
+                     absl::StrCat(r.n_a, "/", r.n_b), FormatNumber(r.mean_a),
                      FormatNumber(r.mean_b), proto::RelativeChangeText(r.change),
-                     IntervalText(r.ci), CallName(g.call)});
+                     ChangeIntervalText(r.ci), CallName(g.call)});
   }
   return absl::StrCat("base: ", base, "\ncandidate: ", candidate, "\n",
                       RenderTable({"platform", "workload", "metric", "mode", "runs", "base",
@@ -209,7 +202,7 @@ std::string FormatGateJunit(const GateAnswer& answer, double threshold,
   for (const GateRow& g : answer.rows) {
     const CompareRow& r = g.compared;
     const std::string what =
-        absl::StrCat(proto::RelativeChangeText(r.change), " (95%: ", IntervalText(r.ci), ")");
+        absl::StrCat(proto::RelativeChangeText(r.change), " (95%: ", ChangeIntervalText(r.ci), ")");
     absl::StrAppend(&cases, "    <testcase classname=\"", HtmlEscape(r.platform), "\" name=\"",
                     HtmlEscape(SeriesName(r)), "\">");
     if (g.call == GateCall::kRegression) {

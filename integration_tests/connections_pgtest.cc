@@ -36,20 +36,6 @@ namespace pb = ::iommufarm::v1;
 
 class ConnectionsPgTest : public testing::MtlsFarmTest {};
 
-// A TCP connection to 127.0.0.1:port that sends nothing; -1 on failure.
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    if (fd >= 0) close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // True once the server has closed `fd` (EOF or reset), waiting up to `wait`.
 bool ClosedByServer(int fd, absl::Duration wait) {
   pollfd p{fd, POLLIN, 0};
@@ -81,6 +67,9 @@ int ConnectFrom(const char* source, int port) {
   }
   return fd;
 }
+
+// A TCP connection to 127.0.0.1:port that sends nothing; -1 on failure.
+int Connect(int port) { return ConnectFrom("127.0.0.1", port); }
 
 // A connection that finishes mTLS (ALPN h2) and sends HTTP/2's client
 // preface and an empty SETTINGS frame, then never calls: what an attacker
