@@ -1,10 +1,12 @@
 #include "cli/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +21,7 @@
 #include "lib/base/file.h"
 #include "lib/base/utf8.h"
 #include "lib/spec/spec_yaml.h"
+#include "lib/stats/metric_roles.h"
 #include "proto/names.h"
 #include "proto/try_commit.h"
 
@@ -66,6 +69,41 @@ std::string RobustNote(const std::vector<CompareRow>& rows) {
   return absl::StrCat(robust, " of ", rows.size(),
                       " series had outlying runs: compared by Yuen's 20% trimmed means (their "
                       "means and p are the trimmed ones)\n");
+}
+
+// The series' metric without its phase: what metric_roles judges.
+std::string MetricName(const std::string& series_metric) {
+  return series_metric.substr(0, series_metric.find('/'));
+}
+
+// Marks each row primary or not: per (platform, workload, params), the
+// primary metrics among that cell's metrics.
+void MarkPrimary(std::vector<CompareRow>& rows) {
+  using Cell = std::tuple<std::string, std::string, std::string>;
+  std::map<Cell, std::map<std::string, std::string>> seen;
+  for (const CompareRow& r : rows)
+    seen[{r.platform, r.workload, r.params}][MetricName(r.metric)] = r.unit;
+  std::map<Cell, std::set<std::string>> primary;
+  for (const auto& [cell, metrics] : seen) primary[cell] = stats::SelectPrimaryMetrics(metrics);
+  for (CompareRow& r : rows)
+    r.primary = primary[{r.platform, r.workload, r.params}].count(MetricName(r.metric)) > 0;
+}
+
+// Each row's mean over its series' `off` mean on the same side.
+void MarkShareOfOff(std::vector<CompareRow>& rows) {
+  using Series = std::tuple<std::string, std::string, std::string, std::string>;
+  std::map<Series, const CompareRow*> off;
+  for (const CompareRow& r : rows)
+    if (r.mode == "off") off[{r.platform, r.workload, r.params, r.metric}] = &r;
+  auto share = [](double v, double base) {
+    return base != 0 && std::isfinite(base) ? v / base : std::numeric_limits<double>::quiet_NaN();
+  };
+  for (CompareRow& r : rows) {
+    auto it = off.find({r.platform, r.workload, r.params, r.metric});
+    if (r.mode == "off" || it == off.end()) continue;
+    r.of_off_a = share(r.mean_a, it->second->mean_a);
+    r.of_off_b = share(r.mean_b, it->second->mean_b);
+  }
 }
 
 }  // namespace
@@ -127,6 +165,10 @@ std::string ChangeIntervalText(const stats::Interval& ci) {
   return absl::StrCat(proto::RelativeChangeText(ci.lo), " .. ", proto::RelativeChangeText(ci.hi));
 }
 
+std::string ShareOfOffText(double share) {
+  return std::isfinite(share) ? absl::StrFormat("%.1f%%", share * 100) : "-";
+}
+
 std::string WorkloadLabel(const CompareRow& r) {
   return r.params.empty() ? r.workload : absl::StrCat(r.workload, "{", r.params, "}");
 }
@@ -160,12 +202,36 @@ std::vector<CompareRow> CompareSides(const std::vector<pb::Result>& a,
     row.half_b = ComputeMeanCi(vb.v, kLevel).half_width;
     out.push_back(std::move(row));
   }
+  // Modes in the kernel's order of cost (off, passthrough, strict, lazy),
+  // not the alphabet's.
+  auto order = [](const CompareRow& r) {
+    return std::tie(r.platform, r.workload, r.params, r.metric);
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const CompareRow& x, const CompareRow& y) {
+    if (order(x) != order(y)) return order(x) < order(y);
+    return proto::ModeFromName(x.mode) < proto::ModeFromName(y.mode);
+  });
+  MarkPrimary(out);
+  MarkShareOfOff(out);
   return out;
 }
 
+std::string VerdictText(const CompareRow& r) {
+  if (!r.changed) return "-";
+  switch (stats::MetricPolarity(r.metric)) {
+    case stats::Polarity::kHigherIsBetter:
+      return r.change < 0 ? "worse" : "better";
+    case stats::Polarity::kLowerIsBetter:
+      return r.change > 0 ? "worse" : "better";
+    case stats::Polarity::kUnknown:
+      break;
+  }
+  return "changed";
+}
+
 std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::string& label_a,
-                               const std::string& label_b,
-                               const std::vector<MonitorRow>& monitors) {
+                               const std::string& label_b, const std::vector<MonitorRow>& monitors,
+                               bool all) {
   const std::string monitor_table =
       monitors.empty() ? std::string() : absl::StrCat("\n", FormatMonitorDiffTable(monitors));
   if (rows.empty()) {
@@ -173,39 +239,53 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::s
                         monitor_table);
   }
   std::vector<std::vector<std::string>> cells;
-  int changed = 0;
-  for (const CompareRow& r : rows) {
-    changed += r.changed ? 1 : 0;
-    cells.push_back({r.platform, WorkloadLabel(r), r.metric, r.mode, r.unit,
-                     absl::StrCat(r.n_a, "/", r.n_b), FormatNumber(r.mean_a),
-                     FormatNumber(r.mean_b), proto::RelativeChangeText(r.change),
-                     ChangeIntervalText(r.ci), absl::StrFormat("%.2g", r.p_value),
-                     r.changed ? "changed" : "-"});
+  int headline = 0, headline_changed = 0, other_changed = 0;
+  // The headline first, then (with `all`) the other series.
+  for (bool primary : {true, false}) {
+    for (const CompareRow& r : rows) {
+      if (r.primary != primary) continue;
+      (primary ? headline_changed : other_changed) += r.changed ? 1 : 0;
+      headline += primary ? 1 : 0;
+      if (!primary && !all) continue;
+      cells.push_back({r.platform, WorkloadLabel(r), r.mode, r.metric, r.unit,
+                       absl::StrCat(r.n_a, "/", r.n_b), FormatNumber(r.mean_a),
+                       FormatNumber(r.mean_b), proto::RelativeChangeText(r.change),
+                       ChangeIntervalText(r.ci), ShareOfOffText(r.of_off_a),
+                       ShareOfOffText(r.of_off_b), VerdictText(r)});
+    }
   }
-  return absl::StrCat("A: ", label_a, "\nB: ", label_b, "\n",
-                      RenderTable({"platform", "workload", "metric", "mode", "unit", "runs A/B",
-                                   "mean A", "mean B", "change", "95% interval", "p", "verdict"},
-                                  cells),
-                      changed, " of ", rows.size(),
-                      " series changed (p < 0.01, interval reaching 3%)\n", RobustNote(rows),
-                      monitor_table);
+  const int others = static_cast<int>(rows.size()) - headline;
+  std::string counts = absl::StrCat(headline_changed, " of ", headline,
+                                    " primary series changed (p < 0.01, interval reaching 3%)");
+  if (others > 0) {
+    absl::StrAppend(&counts, "; ", other_changed, " of ", others, " other series changed",
+                    all ? "" : " (--all shows them)");
+  }
+  return absl::StrCat(
+      "A: ", label_a, "\nB: ", label_b, "\n",
+      RenderTable({"platform", "workload", "mode", "metric", "unit", "runs A/B", "mean A", "mean B",
+                   "change", "95% interval", "A of off", "B of off", "verdict"},
+                  cells),
+      counts, "\n", RobustNote(rows), monitor_table);
 }
 
 std::string FormatCompareCsv(const std::vector<CompareRow>& rows,
                              const std::vector<MonitorRow>& monitors) {
   std::string out =
       "platform,workload,params,metric,mode,unit,n_a,n_b,mean_a,mean_b,change,ci_lo,ci_hi,"
-      "p_value,changed\n";
+      "p_value,changed,primary,of_off_a,of_off_b\n";
   for (const CompareRow& r : rows) {
     absl::StrAppend(
         &out,
         absl::StrJoin(
-            std::vector<std::string>{
-                CsvField(r.platform), CsvField(r.workload), CsvField(r.params), CsvField(r.metric),
-                r.mode, CsvField(r.unit), absl::StrCat(r.n_a), absl::StrCat(r.n_b),
-                FormatExactNumber(r.mean_a), FormatExactNumber(r.mean_b),
-                FormatExactNumber(r.change), FormatExactNumber(r.ci.lo), FormatExactNumber(r.ci.hi),
-                FormatExactNumber(r.p_value), r.changed ? "true" : "false"},
+            std::vector<std::string>{CsvField(r.platform), CsvField(r.workload), CsvField(r.params),
+                                     CsvField(r.metric), r.mode, CsvField(r.unit),
+                                     absl::StrCat(r.n_a), absl::StrCat(r.n_b),
+                                     FormatExactNumber(r.mean_a), FormatExactNumber(r.mean_b),
+                                     FormatExactNumber(r.change), FormatExactNumber(r.ci.lo),
+                                     FormatExactNumber(r.ci.hi), FormatExactNumber(r.p_value),
+                                     r.changed ? "true" : "false", r.primary ? "true" : "false",
+                                     FormatExactNumber(r.of_off_a), FormatExactNumber(r.of_off_b)},
             ","),
         "\n");
   }
@@ -277,7 +357,11 @@ std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::st
                       {"ci_hi", finite(r.ci.hi)},
                       {"p_value", r.p_value},
                       {"test", r.method},
-                      {"changed", r.changed}});
+                      {"changed", r.changed},
+                      {"verdict", VerdictText(r)},
+                      {"primary", r.primary},
+                      {"of_off_a", finite(r.of_off_a)},
+                      {"of_off_b", finite(r.of_off_b)}});
   }
   nlohmann::json counters = nlohmann::json::array();
   for (const MonitorRow& r : monitors) {
@@ -315,14 +399,17 @@ void AddCompareCommand(CLI::App& app, Subcommands* out) {
     int64_t a = 0, b = 0;
     std::vector<std::string> commits;
     std::string format, html;
+    bool all = false;
   };
   auto a = std::make_shared<Args>();
   auto* compare = app.add_subcommand(
       "compare",
       "compare two matrices, or two commits (of one matrix or of two), series by series: per "
-      "platform, workload with its params, metric and mode the means, the change with its 95% "
+      "platform, workload with its params, mode and metric the means, the change with its 95% "
       "interval (Welch on means; Yuen's trimmed means where runs lie far out, as the analyzer), "
-      "p, and 'changed' when p < 0.01 and the interval reaches 3%");
+      "each side's share of mode off, and the verdict (worse/better when p < 0.01 and the "
+      "interval reaches 3%). The table shows each workload's primary metrics; --all every "
+      "series (CSV and JSON always hold every series)");
   compare->add_option("A", a->a, "matrix id of side A")->required();
   compare->add_option("B", a->b, "matrix id of side B (default: A, with --commits)");
   compare->add_option("--commits", a->commits, "COMMIT_A COMMIT_B: compare these two commits")
@@ -331,6 +418,7 @@ void AddCompareCommand(CLI::App& app, Subcommands* out) {
                       "also write one self-contained HTML page (the table and a plot per "
                       "series) to FILE");
   AddOutputOption(compare, &a->format, "table, csv or json");
+  compare->add_flag("--all", a->all, "table: every series, not only the primary metrics");
   compare->callback([a] {
     if ((a->b == 0 || a->b == a->a) && a->commits.empty()) {
       throw CLI::ValidationError("compare", "give matrix B, or --commits COMMIT_A COMMIT_B");
@@ -339,7 +427,8 @@ void AddCompareCommand(CLI::App& app, Subcommands* out) {
   out->push_back({compare, [a](Commands& c) {
                     const bool by_commit = a->commits.size() == 2;
                     return RunCompare(c, a->a, a->b, by_commit ? a->commits[0] : "",
-                                      by_commit ? a->commits[1] : "", ToFormat(a->format), a->html);
+                                      by_commit ? a->commits[1] : "", ToFormat(a->format), a->html,
+                                      a->all);
                   }});
 }
 
@@ -348,6 +437,7 @@ void AddTryCommand(CLI::App& app, Subcommands* out) {
     std::string spec;
     std::vector<std::string> set;
     std::string patch_commit, patch, format;
+    bool all = false;
   };
   auto a = std::make_shared<Args>();
   auto* try_job = app.add_subcommand(
@@ -359,17 +449,19 @@ void AddTryCommand(CLI::App& app, Subcommands* out) {
       "and the base with the patch applied, built by the farm's kernel builder (real "
       "executors). Waits, then prints compare's answer for patch vs base");
   try_job->add_option("SPEC", a->spec, "matrix spec YAML file ('-': standard input)")->required();
-  auto* set = try_job->add_option("--set", a->set, "KEY=VALUE model key of the patch (repeatable)");
+  auto* set_option =
+      try_job->add_option("--set", a->set, "KEY=VALUE model key of the patch (repeatable)");
   auto* commit =
       try_job->add_option("--patch-commit", a->patch_commit, "the patch as a commit of the tree")
-          ->excludes(set);
+          ->excludes(set_option);
   try_job
       ->add_option("--patch", a->patch,
                    "the patch as a file (git diff / format-patch; '-': standard input), applied "
                    "on the base by the farm")
-      ->excludes(set)
+      ->excludes(set_option)
       ->excludes(commit);
   AddOutputOption(try_job, &a->format, "table, csv or json");
+  try_job->add_flag("--all", a->all, "table: every series, not only the primary metrics");
   out->push_back({try_job, [a](Commands& c) {
                     std::map<std::string, std::string> set;
                     for (const std::string& kv : a->set) {
@@ -380,7 +472,8 @@ void AddTryCommand(CLI::App& app, Subcommands* out) {
                       }
                       set[kv.substr(0, eq)] = kv.substr(eq + 1);
                     }
-                    return RunTry(c, a->spec, set, a->patch_commit, a->patch, ToFormat(a->format));
+                    return RunTry(c, a->spec, set, a->patch_commit, a->patch, ToFormat(a->format),
+                                  a->all);
                   }});
 }
 
@@ -392,7 +485,8 @@ void AddCompareCommands(CLI::App& app, Subcommands* out) {
 }
 
 int RunCompare(Commands& commands, int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
-               const std::string& commit_b, OutputFormat format, const std::string& html_path) {
+               const std::string& commit_b, OutputFormat format, const std::string& html_path,
+               bool all) {
   if (matrix_b == 0) matrix_b = matrix_a;
   absl::StatusOr<std::vector<pb::Result>> a = commands.FetchResults(matrix_a, false);
   if (!a.ok()) return commands.Fail(absl::StrCat("GetResults ", matrix_a), a.status());
@@ -419,7 +513,7 @@ int RunCompare(Commands& commands, int64_t matrix_a, int64_t matrix_b, const std
                          ? FormatCompareJson(rows, label_a, label_b, monitors)
                      : format == OutputFormat::kCsv
                          ? FormatCompareCsv(rows, monitors)
-                         : FormatCompareTable(rows, label_a, label_b, monitors));
+                         : FormatCompareTable(rows, label_a, label_b, monitors, all));
   return 0;
 }
 
@@ -437,7 +531,7 @@ absl::Status CheckPatchText(std::string_view patch) {
 
 int RunTry(Commands& commands, const std::string& spec_path,
            const std::map<std::string, std::string>& set, const std::string& patch_commit,
-           const std::string& patch_path, OutputFormat format) {
+           const std::string& patch_path, OutputFormat format, bool all) {
   if (spec_path == "-" && patch_path == "-") {
     return commands.Fail("try", absl::InvalidArgumentError("SPEC and --patch cannot both be '-'"));
   }
@@ -474,9 +568,9 @@ int RunTry(Commands& commands, const std::string& spec_path,
         id, [&commands](const pb::MatrixProgress& p) { commands.PrintProgress(p); });
     if (!done.ok()) return commands.Fail(absl::StrCat("try: WatchMatrix ", id), done.status());
   }
-  return ids.size() == 1
-             ? RunCompare(commands, ids[0], 0, plan->base_commit, plan->patch_commit, format)
-             : RunCompare(commands, ids[0], ids[1], "", "", format);
+  return ids.size() == 1 ? RunCompare(commands, ids[0], 0, plan->base_commit, plan->patch_commit,
+                                      format, "", all)
+                         : RunCompare(commands, ids[0], ids[1], "", "", format, "", all);
 }
 
 }  // namespace farm::cli

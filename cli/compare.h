@@ -18,6 +18,7 @@
 #define CLI_COMPARE_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
@@ -39,8 +40,10 @@ void AddCompareCommands(CLI::App& app, Subcommands* out);
 // Side A: matrix_a (at commit_a when given); side B: matrix_b, or matrix_a
 // again when 0 (at commit_b when given). `html_path` not empty: also writes
 // FormatCompareHtml there.
+// `all`: the table shows every series, not only the headline.
 int RunCompare(Commands& commands, int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
-               const std::string& commit_b, OutputFormat format, const std::string& html_path = "");
+               const std::string& commit_b, OutputFormat format, const std::string& html_path = "",
+               bool all = false);
 // A --patch file the farm can carry in a spec: text, UTF-8, no NUL byte;
 // InvalidArgument saying why not otherwise.
 absl::Status CheckPatchText(std::string_view patch);
@@ -48,7 +51,7 @@ absl::Status CheckPatchText(std::string_view patch);
 // and patch.
 int RunTry(Commands& commands, const std::string& spec_path,
            const std::map<std::string, std::string>& set, const std::string& patch_commit,
-           const std::string& patch_path, OutputFormat format);
+           const std::string& patch_path, OutputFormat format, bool all = false);
 
 struct CompareRow {
   std::string platform;
@@ -67,6 +70,14 @@ struct CompareRow {
   // The test the runs' noise called for (stats::CompareByNoise): "welch" on
   // means, or "yuen" on 20% trimmed means where some run lies far out.
   std::string method = "welch";
+  // One of its workload's primary metrics (lib/stats/metric_roles.h): the
+  // headline a person reads first; the rest are shown with --all.
+  bool primary = true;
+  // The IOMMU's cost at a glance: each side's mean over the same series in
+  // mode `off` on that side (1.0 = no overhead; NaN where the side has no
+  // `off` run of the series, and for `off` itself).
+  double of_off_a = std::numeric_limits<double>::quiet_NaN();
+  double of_off_b = std::numeric_limits<double>::quiet_NaN();
 };
 
 // A try job: "base + patch" as the matrices that measure it. The spec names
@@ -98,21 +109,31 @@ std::vector<iommufarm::v1::Result> AtCommit(const std::vector<iommufarm::v1::Res
 
 // "-3.1% .. -0.4%", or "-" for an interval that is not finite (one run).
 std::string ChangeIntervalText(const stats::Interval& ci);
+// A share of `off` (CompareRow::of_off_*) as "61.3%", or "-".
+std::string ShareOfOffText(double share);
 // "dma-map-bench{threads=16}", or the workload alone without params.
 std::string WorkloadLabel(const CompareRow& r);
 
 // Every series with samples on both sides, sorted by platform, workload,
-// params, metric, mode.
+// params, metric, then mode in the enum's order (off, passthrough, strict,
+// lazy); `primary` and `of_off_*` filled in.
 std::vector<CompareRow> CompareSides(const std::vector<iommufarm::v1::Result>& a,
                                      const std::vector<iommufarm::v1::Result>& b);
 
+// "worse" / "better" for a changed series whose metric has a polarity
+// (lib/stats/metric_roles.h), "changed" for one without, "-" otherwise.
+std::string VerdictText(const CompareRow& r);
+
 // `label_a` / `label_b` name the sides ("matrix 12", "v5.11 in matrix 12").
+// The table leads with the headline: per cell and mode its primary metrics
+// with each side's share of `off`; `all` adds every other series. Its last
+// lines count what changed among both, so nothing hidden goes unmentioned.
 // `monitors` is the sides' monitor diff (CompareMonitors, monitor_diff.h),
 // shown after the series: its own table; in CSV a second table after a
 // blank line (only when it has rows); in JSON the "monitors" array.
 std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::string& label_a,
                                const std::string& label_b,
-                               const std::vector<MonitorRow>& monitors = {});
+                               const std::vector<MonitorRow>& monitors = {}, bool all = false);
 std::string FormatCompareCsv(const std::vector<CompareRow>& rows,
                              const std::vector<MonitorRow>& monitors = {});
 // One self-contained HTML page (the report's style, cli/report.h): the

@@ -71,16 +71,65 @@ TEST(CompareTest, EachSeriesOnBothSidesWithItsChangeIntervalAndP) {
   const std::string table = FormatCompareTable(rows, "v5.10 in matrix 3", "v5.11 in matrix 3");
   EXPECT_NE(table.find("A: v5.10 in matrix 3\nB: v5.11 in matrix 3\n"), std::string::npos);
   EXPECT_NE(table.find("dma-map-bench{threads=1}"), std::string::npos) << table;
-  EXPECT_NE(table.find("changed"), std::string::npos) << table;
-  EXPECT_NE(table.find("1 of 2 series changed"), std::string::npos) << table;
+  EXPECT_NE(table.find("worse"), std::string::npos) << table;
+  EXPECT_NE(table.find("1 of 1 primary series changed (p < 0.01, interval reaching 3%); 0 of 1 "
+                       "other series changed (--all shows them)"),
+            std::string::npos)
+      << table;
   const std::string csv = FormatCompareCsv(rows);
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "platform,workload,params,metric,mode,unit,n_a,n_b,mean_a,mean_b,change,ci_lo,ci_hi,"
-            "p_value,changed");
+            "p_value,changed,primary,of_off_a,of_off_b");
   const nlohmann::json j = nlohmann::json::parse(FormatCompareJson(rows, "a", "b"));
   ASSERT_EQ(j["series"].size(), 2u);
   EXPECT_EQ(j["series"][1]["changed"], true);
+  EXPECT_EQ(j["series"][1]["verdict"], "worse");
+  EXPECT_EQ(j["series"][1]["primary"], true);
+  EXPECT_EQ(j["series"][0]["primary"], false);
   EXPECT_EQ(j["b"], "b");
+}
+
+// `results` with every run's mode set to `mode` and its values scaled.
+std::vector<pb::Result> InMode(std::vector<pb::Result> results, pb::IommuMode mode, double scale) {
+  for (pb::Result& r : results) {
+    r.mutable_job()->set_mode(mode);
+    for (pb::Sample& s : *r.mutable_samples()) s.set_value(s.value() * scale);
+  }
+  return results;
+}
+
+std::vector<pb::Result> Join(std::vector<pb::Result> a, const std::vector<pb::Result>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A person reads the headline: the primary metric per cell and mode with
+// each side's share of `off`; the latency rows wait behind --all, and the
+// count still says whether any of them changed.
+TEST(CompareTest, TheTableLeadsWithPrimaryMetricsAndTheShareOfOff) {
+  const std::vector<pb::Result> a =
+      Join(InMode(Results("v5.10", "1", 6, 1000, 1), pb::IOMMU_MODE_OFF, 1),
+           Results("v5.10", "1", 6, 500, 2));  // strict at half of off
+  const std::vector<pb::Result> b =
+      Join(InMode(Results("v5.11", "1", 6, 1000, 3), pb::IOMMU_MODE_OFF, 1),
+           InMode(Results("v5.11", "1", 6, 400, 4), pb::IOMMU_MODE_STRICT, 1));
+  const std::vector<CompareRow> rows = CompareSides(a, b);
+  ASSERT_EQ(rows.size(), 4u);
+  for (const CompareRow& r : rows) {
+    if (r.metric != "throughput/write" || r.mode != "strict") continue;
+    EXPECT_NEAR(r.of_off_a, 0.5, 0.02);
+    EXPECT_NEAR(r.of_off_b, 0.4, 0.02);
+    EXPECT_EQ(VerdictText(r), "worse");
+  }
+  const std::string table = FormatCompareTable(rows, "A", "B");
+  EXPECT_EQ(table.find("latency"), std::string::npos) << table;
+  EXPECT_NE(table.find("50.0%"), std::string::npos) << table;
+  EXPECT_NE(table.find("1 of 2 primary series changed"), std::string::npos) << table;
+  EXPECT_NE(table.find("0 of 2 other series changed (--all shows them)"), std::string::npos);
+  const std::string all = FormatCompareTable(rows, "A", "B", {}, /*all=*/true);
+  EXPECT_NE(all.find("latency"), std::string::npos) << all;
+  EXPECT_LT(all.find("throughput/write"), all.find("latency")) << "the headline comes first";
+  EXPECT_EQ(all.find("--all shows them"), std::string::npos) << all;
 }
 
 // Runs far out of the rest (a disturbed run) hide a real 5% drop from a

@@ -7,6 +7,7 @@
 
 #include "cli/agents.h"
 #include "cli/matrix.h"
+#include "cli/number_format.h"
 
 namespace farm::cli {
 namespace {
@@ -161,6 +162,24 @@ TEST(PrintableTest, ErrorMessagesKeepTheirLinesAndLoseTheirEscapes) {
             "spec:\n  name: \\x1b[2Jx\n  modes: bad");
   EXPECT_EQ(PrintableLines(""), "");
   EXPECT_EQ(PrintableLines("a\n"), "a\n");
+}
+
+// One human form at every size: four significant digits, an SI prefix
+// from 10,000 up, rounding carried into the next prefix.
+TEST(FormatNumberTest, FourDigitsAndAnSiPrefixFromTenThousand) {
+  EXPECT_EQ(FormatNumber(29.666), "29.67");
+  EXPECT_EQ(FormatNumber(0.99531), "0.9953");
+  EXPECT_EQ(FormatNumber(2112), "2112");
+  EXPECT_EQ(FormatNumber(9999.4), "9999");
+  EXPECT_EQ(FormatNumber(20006), "20.01k");
+  EXPECT_EQ(FormatNumber(793660), "793.7k");
+  EXPECT_EQ(FormatNumber(999950), "1.000M");
+  EXPECT_EQ(FormatNumber(1745410), "1.745M");
+  EXPECT_EQ(FormatNumber(-4097005145), "-4.097G");
+  EXPECT_EQ(FormatNumber(2.5e13), "25.00T");
+  EXPECT_EQ(FormatNumber(0), "0");
+  EXPECT_EQ(FormatNumber(std::nan("")), "-");
+  EXPECT_EQ(FormatNumber(1e-5), "1e-05");
 }
 
 }  // namespace

@@ -27,20 +27,6 @@ namespace pb = ::iommufarm::v1;
 // Fewer runs per commit than this give no interval worth judging.
 constexpr int64_t kMinRuns = 3;
 
-std::string MetricName(const std::string& series_metric) {
-  return series_metric.substr(0, series_metric.find('/'));
-}
-
-// (platform, workload) -> its primary metrics among the rows' metrics.
-std::map<std::pair<std::string, std::string>, std::set<std::string>> PrimaryByCell(
-    const std::vector<CompareRow>& rows) {
-  std::map<std::pair<std::string, std::string>, std::map<std::string, std::string>> seen;
-  for (const CompareRow& r : rows) seen[{r.platform, r.workload}][MetricName(r.metric)] = r.unit;
-  std::map<std::pair<std::string, std::string>, std::set<std::string>> out;
-  for (const auto& [cell, metrics] : seen) out[cell] = stats::SelectPrimaryMetrics(metrics);
-  return out;
-}
-
 double T95(double df) {
   return boost::math::quantile(boost::math::complement(boost::math::students_t(df), 0.025));
 }
@@ -126,9 +112,9 @@ std::string Summary(const GateAnswer& a, double threshold) {
 
 GateAnswer JudgeGate(const std::vector<CompareRow>& rows, double threshold) {
   GateAnswer answer;
-  const auto primary = PrimaryByCell(rows);
+  answer.compared = rows;
   for (const CompareRow& r : rows) {
-    if (primary.at({r.platform, r.workload}).count(MetricName(r.metric)) == 0) continue;
+    if (!r.primary) continue;
     const stats::Polarity p = stats::MetricPolarity(r.metric);
     if (p == stats::Polarity::kUnknown) continue;
     answer.rows.push_back(Judge(r, p == stats::Polarity::kHigherIsBetter, threshold));
@@ -149,20 +135,27 @@ GateAnswer JudgeGate(const std::vector<CompareRow>& rows, double threshold) {
 }
 
 std::string FormatGateTable(const GateAnswer& answer, const std::string& base,
-                            const std::string& candidate, double threshold) {
+                            const std::string& candidate, double threshold, bool all) {
   std::vector<std::vector<std::string>> cells;
   for (const GateRow& g : answer.rows) {
     const CompareRow& r = g.compared;
-    cells.push_back({r.platform, WorkloadLabel(r), r.metric, r.mode,
+    cells.push_back({r.platform, WorkloadLabel(r), r.mode, r.metric,
                      absl::StrCat(r.n_a, "/", r.n_b), FormatNumber(r.mean_a),
                      FormatNumber(r.mean_b), proto::RelativeChangeText(r.change),
-                     ChangeIntervalText(r.ci), CallName(g.call)});
+                     ChangeIntervalText(r.ci), ShareOfOffText(r.of_off_a),
+                     ShareOfOffText(r.of_off_b), CallName(g.call)});
   }
-  return absl::StrCat("base: ", base, "\ncandidate: ", candidate, "\n",
-                      RenderTable({"platform", "workload", "metric", "mode", "runs", "base",
-                                   "candidate", "change", "95% interval", "verdict"},
-                                  cells),
-                      Summary(answer, threshold), "\n");
+  std::string out = absl::StrCat(
+      "base: ", base, "\ncandidate: ", candidate, "\n",
+      RenderTable({"platform", "workload", "mode", "metric", "runs", "base", "candidate", "change",
+                   "95% interval", "base of off", "candidate of off", "verdict"},
+                  cells),
+      Summary(answer, threshold), "\n");
+  if (all) {
+    absl::StrAppend(&out, "\nevery series (not judged unless above):\n",
+                    FormatCompareTable(answer.compared, base, candidate, {}, /*all=*/true));
+  }
+  return out;
 }
 
 std::string FormatGateJson(const GateAnswer& answer, const std::string& base,
@@ -339,7 +332,7 @@ int RunGate(Commands& c, const GateArgs& a) {
   if (a.format == OutputFormat::kJson) {
     c.out() << FormatGateJson(shown, a.base, a.candidate, threshold, error);
   } else if (answer.ok()) {
-    c.out() << FormatGateTable(shown, a.base, a.candidate, threshold);
+    c.out() << FormatGateTable(shown, a.base, a.candidate, threshold, a.all);
   }
   if (!a.junit_path.empty()) {
     if (absl::Status st = base::WriteFile(a.junit_path, FormatGateJunit(shown, threshold, error));
@@ -386,6 +379,8 @@ void AddGateCommand(CLI::App& app, Subcommands* out) {
   gate->add_option("--junit", a->gate.junit_path,
                    "also write JUnit XML to FILE: a test case per judged series");
   AddOutputOption(gate, &a->format, "table or json");
+  gate->add_flag("--all", a->gate.all,
+                 "table: also every series of the comparison, not only the judged ones");
   gate->callback([a] {
     if (ToFormat(a->format) == OutputFormat::kCsv) {
       throw CLI::ValidationError("--output", "gate writes table or json");

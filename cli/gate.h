@@ -59,15 +59,17 @@ struct GateRow {
 struct GateAnswer {
   std::vector<GateRow> rows;  // judged series: primary metrics of known polarity
   int exit_code = kGateInconclusive;
-  int64_t further_runs = 0;  // the most any inconclusive row needs
+  int64_t further_runs = 0;          // the most any inconclusive row needs
+  std::vector<CompareRow> compared;  // every series compared, judged or not
 };
 
 // Judges each primary metric row of `rows` against `threshold` (a fraction,
 // 0.03 for 3%). No judged row is an infrastructure answer (exit 3).
 GateAnswer JudgeGate(const std::vector<CompareRow>& rows, double threshold);
 
+// `all`: also every compared series (FormatCompareTable with all).
 std::string FormatGateTable(const GateAnswer& answer, const std::string& base,
-                            const std::string& candidate, double threshold);
+                            const std::string& candidate, double threshold, bool all = false);
 std::string FormatGateJson(const GateAnswer& answer, const std::string& base,
                            const std::string& candidate, double threshold,
                            const std::string& infrastructure_error = "");
@@ -90,6 +92,7 @@ struct GateArgs {
   int budget = 20;  // further runs per commit that --until-decided may spend
   std::string junit_path;
   OutputFormat format = OutputFormat::kTable;
+  bool all = false;  // table: also every compared series
 };
 int RunGate(Commands& commands, const GateArgs& args);
 

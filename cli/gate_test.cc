@@ -57,6 +57,18 @@ TEST(GateTest, AnUnchangedPrimaryMetricPasses) {
   EXPECT_EQ(a.exit_code, kGatePass);
 }
 
+// The table shows the judged series; --all adds the counter it never
+// judges, so a reader can still see it.
+TEST(GateTest, TheTableShowsEverySeriesOnlyWithAll) {
+  const GateAnswer a = Gate(1000, 1000, 0.002, 8);
+  const std::string judged = FormatGateTable(a, "a", "b", 0.03);
+  EXPECT_NE(judged.find("throughput"), std::string::npos) << judged;
+  EXPECT_EQ(judged.find("invalidations"), std::string::npos) << judged;
+  const std::string all = FormatGateTable(a, "a", "b", 0.03, /*all=*/true);
+  EXPECT_NE(all.find("invalidations"), std::string::npos) << all;
+  EXPECT_NE(all.find("pass: no primary metric regressed"), std::string::npos) << all;
+}
+
 TEST(GateTest, ASignificantDropPastTheThresholdIsARegression) {
   const GateAnswer a = Gate(1000, 900, 0.002, 8);
   EXPECT_EQ(a.exit_code, kGateRegression);

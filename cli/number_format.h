@@ -3,10 +3,12 @@
 // figure.
 //
 // Two forms, for two readers:
-//   FormatNumber       a person's: four significant digits, whole numbers
-//                      from 1,000 up (no exponent for counts and IOPS), an
-//                      exponent only for the very large or very small; "-"
-//                      for NaN (no value), "inf"/"-inf" for infinities.
+//   FormatNumber       a person's: four significant digits in every size,
+//                      "29.67", "2112", then with an SI prefix from 10,000
+//                      up ("20.01k", "793.7k", "1.745M", "4.097G", "1.2T"),
+//                      as fio prints its rates; no exponent short of 1e15
+//                      and 1e-3; "-" for NaN (no value), "inf"/"-inf" for
+//                      infinities.
 //   FormatExactNumber  a program's (CSV, machine columns): shortest text
 //                      that reads back as the same double ("%.17g").
 //
