@@ -515,6 +515,16 @@ std::string HtmlEscape(const std::string& text) {
   return out;
 }
 
+ReportTable BisectStepsTable(const ReportSources& sources, const pb::Bisect& b) {
+  return BisectTable(b, Commits(sources));
+}
+
+std::string RenderTableText(const ReportTable& table) {
+  return absl::StrCat(table.title, ":\n",
+                      table.rows.empty() ? absl::StrCat(table.empty_text, "\n")
+                                         : RenderTable(table.headers, table.rows));
+}
+
 ReportData BuildReport(const ReportSources& s) {
   const Commits commits(s);
   const pb::Regression* focus = nullptr;

@@ -112,6 +112,12 @@ struct ReportData {
 };
 
 ReportData BuildReport(const ReportSources& sources);
+// The steps of bisect `b` as BuildReport shows them (subjects from
+// sources.commits): the bisect log of a mail.
+ReportTable BisectStepsTable(const ReportSources& sources, const pb::Bisect& b);
+// A table as plain text: its title, then the aligned columns (or its
+// empty_text).
+std::string RenderTableText(const ReportTable& table);
 std::string RenderReportHtml(const ReportData& report);
 // One SVG element (no XML prolog): RenderReportHtml's drawing of a plot.
 std::string RenderPlotSvg(const Plot& plot);

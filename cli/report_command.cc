@@ -20,9 +20,10 @@ absl::Status Context(const std::string& what, const absl::Status& status) {
 
 void AddReportCommand(CLI::App& app, Subcommands* out) {
   struct Args {
-    std::optional<int64_t> matrix, regression;
+    std::optional<int64_t> matrix, regression, mail;
     std::string file, serve;
     ReportServer::Tls tls;
+    MailOptions mail_options;
   };
   auto a = std::make_shared<Args>();
   auto* report = app.add_subcommand(
@@ -37,7 +38,26 @@ void AddReportCommand(CLI::App& app, Subcommands* out) {
                    "regression id: report that regression (its matrix's series of its workload "
                    "and metric, its bisect) instead of a matrix")
       ->excludes(matrix_opt);
-  auto* output = report->add_option("--output,-o", a->file, "HTML file to write ('-': stdout)");
+  auto* mail =
+      report
+          ->add_option("--mail", a->mail,
+                       "regression id: write that regression as a plain-text mail instead, in "
+                       "the 0-day bot's form (culprit and change in the subject, before/after "
+                       "per mode with 95% intervals, bisect log, reproduce command, "
+                       "Reported-by and Link trailers), ready for git send-email")
+          ->excludes(matrix_opt);
+  report->add_option("--to", a->mail_options.to, "--mail: a To address (repeatable)")->needs(mail);
+  report->add_option("--cc", a->mail_options.cc, "--mail: a Cc address (repeatable)")->needs(mail);
+  report->add_option("--from", a->mail_options.from, "--mail: the From and Reported-by address")
+      ->capture_default_str()
+      ->needs(mail);
+  report
+      ->add_option("--report-url", a->mail_options.report_url,
+                   "--mail: the report server's base URL (farm-analyzer --report-url), for "
+                   "the Link trailer")
+      ->needs(mail);
+  auto* output = report->add_option(
+      "--output,-o", a->file, "file to write: HTML, or with --mail the message ('-': stdout)");
   auto* serve = report
                     ->add_option("--serve", a->serve,
                                  "HOST:PORT: serve every report over HTTP instead, rendered per "
@@ -55,13 +75,20 @@ void AddReportCommand(CLI::App& app, Subcommands* out) {
       if (a->regression) throw CLI::ValidationError("report", "--serve serves every regression");
       return;
     }
+    if (a->mail) {
+      if (a->regression) throw CLI::ValidationError("report", "--mail names the regression");
+      if (a->file.empty()) a->file = "-";
+      return;
+    }
     if (!a->matrix && !a->regression) {
-      throw CLI::ValidationError("report", "give MATRIX or --regression ID (or --serve)");
+      throw CLI::ValidationError("report",
+                                 "give MATRIX, --regression ID or --mail ID (or --serve)");
     }
     if (a->file.empty()) throw CLI::ValidationError("report", "--output is required");
   });
   out->push_back({report, [a](Commands& c) {
                     if (!a->serve.empty()) return RunReportServe(c, a->serve, a->tls);
+                    if (a->mail) return RunReportMail(c, *a->mail, a->mail_options, a->file);
                     return RunReport(c, a->matrix.value_or(0), a->regression, a->file);
                   }});
 }
@@ -153,6 +180,24 @@ int RunReport(Commands& commands, int64_t matrix_id, std::optional<int64_t> regr
   commands.out() << "wrote " << output_path << ": " << report.plots.size() << " plots, "
                  << sources->regressions.size() << " regressions, " << sources->bisects.size()
                  << " bisects, " << sources->results.size() << " results\n";
+  return 0;
+}
+
+int RunReportMail(Commands& commands, int64_t regression_id, MailOptions options,
+                  const std::string& output_path) {
+  absl::StatusOr<ReportSources> sources = GatherReport(commands, 0, regression_id);
+  if (!sources.ok()) return commands.Fail("report --mail", sources.status());
+  options.date = absl::FormatTime("%a, %d %b %Y %H:%M:%S +0000", absl::Now(), absl::UTCTimeZone());
+  absl::StatusOr<std::string> mail = FormatRegressionMail(*sources, options);
+  if (!mail.ok()) return commands.Fail("report --mail", mail.status());
+  if (output_path == "-") {
+    commands.out() << *mail;
+    return 0;
+  }
+  if (absl::Status written = base::WriteFile(output_path, *mail); !written.ok()) {
+    return commands.Fail(absl::StrCat("report --mail: ", output_path), written);
+  }
+  commands.out() << "wrote " << output_path << " (git send-email " << output_path << ")\n";
   return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "cli/app.h"
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "cli/report_mail.h"
 #include "cli/report_server.h"
 
 namespace farm::cli {
@@ -29,6 +30,10 @@ void AddReportCommand(CLI::App& app, Subcommands* out);
 // stdout).
 int RunReport(Commands& commands, int64_t matrix_id, std::optional<int64_t> regression_id,
               const std::string& output_path);
+// Writes regression `regression_id` as a mail (cli/report_mail.h) to
+// output_path ("-": stdout), dated now.
+int RunReportMail(Commands& commands, int64_t regression_id, MailOptions options,
+                  const std::string& output_path);
 // Serves the reports over HTTP(S) until the process is stopped (it holds no
 // state: SIGTERM's default action is the stop).
 int RunReportServe(Commands& commands, const std::string& listen, const ReportServer::Tls& tls);
