@@ -215,6 +215,13 @@ struct AlertmanagerOptions {
   // Empty: every alert goes to a receiver named "null" that notifies nobody.
   // Set: the single receiver posts to this webhook URL instead.
   std::string webhook_url;
+  // Set: the single receiver mails instead, through this SMTP server
+  // ("127.0.0.1:PORT", no TLS, no auth) from email_from to email_to, with
+  // the Subject header and text body email_subject / email_text (template
+  // text, e.g. '{{ template "iommu_farm.mail.subject" . }}') from the
+  // template files (copied beside the configuration); no HTML part.
+  std::string email_smarthost, email_from, email_to, email_subject, email_text;
+  std::vector<std::string> template_files;
   // Route timers, short so tests see notifications quickly.
   absl::Duration group_wait = absl::Seconds(1);
   absl::Duration group_interval = absl::Seconds(1);

@@ -1,0 +1,163 @@
+// The regression mail end to end: the analyzer's alert of a bisected
+// regression posted to a real Alertmanager whose email receiver uses the
+// shipped template (dashboards/alert-mail.tmpl), delivered over SMTP to a
+// real local server (Debian's python3-aiosmtpd, writing a Maildir), and the
+// message read back: the subject names the culprit and the change, the body
+// carries the series, the reproduce command and the trailers.
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "lib/base/file.h"
+#include "services/analyzer/alerts.h"
+#include "services/analyzer/bisect_state.h"
+#include "services/analyzer/clients.h"
+#include "testing/child_process.h"
+#include "testing/service_harness.h"
+
+namespace farm::analyzer {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+
+AlertWork BisectedRegression() {
+  AlertWork w;
+  w.regression_id = 12;
+  w.state = pb::REGRESSION_STATE_CONFIRMED;
+  w.primary_metric = true;
+  w.platform = "intel-vtd-snb16c";
+  w.catalog = "linux-iommu";
+  w.workload = "fio-nvme";
+  w.params = R"({"numjobs":"4"})";
+  w.metric = "throughput";
+  w.mode_name = "strict";
+  w.magnitude = -0.25;
+  w.last_good = "v5.10";
+  w.first_bad = "v5.11";
+  w.culprit_id = "c588072bba6b";
+  w.culprit_subject = "iommu/vt-d: Convert intel iommu driver to the iommu ops";
+  w.bisect_steps = 5;
+  BisectState st;
+  st.series.catalog = w.catalog;
+  st.series.platform = w.platform;
+  st.series.workload = w.workload;
+  st.series.params_json = w.params;
+  st.series.metric = w.metric;
+  st.series.mode = w.mode_name;
+  w.bisect_state_json = BisectStateToJson(st);
+  return w;
+}
+
+// The path of the one message in Maildir `dir`'s new/, or "" while there
+// is none.
+std::string OnlyMessage(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/new", ec)) {
+    return e.path().string();
+  }
+  return "";
+}
+
+// The message read back by Python's email package (MIME, quoted-printable,
+// RFC 2047 headers): "To", "Subject" and the text/plain body, one per line
+// up to the body.
+struct ReadBack {
+  std::string to, subject, body;
+};
+ReadBack Parse(const std::string& python, const std::string& path, const std::string& dir) {
+  testing::ChildProcess p({python, "-c",
+                           "import email, email.policy, sys\n"
+                           "m = email.message_from_binary_file(open(sys.argv[1], 'rb'),"
+                           " policy=email.policy.default)\n"
+                           "print(m['To']); print(m['Subject'])\n"
+                           "print(m.get_body(('plain',)).get_content(), end='')\n",
+                           path},
+                          dir + "/parsed.txt", dir + "/parse.err");
+  EXPECT_EQ(p.Wait(), 0) << base::ReadFileOrEmpty(dir + "/parse.err");
+  const std::string out = p.Out();
+  ReadBack r;
+  const size_t first = out.find('\n'), second = out.find('\n', first + 1);
+  if (second == std::string::npos) return r;
+  r.to = out.substr(0, first);
+  r.subject = out.substr(first + 1, second - first - 1);
+  r.body = out.substr(second + 1);
+  return r;
+}
+
+TEST(AlertMailTest, TheShippedTemplateMailsABisectedRegression) {
+  const std::string python = "/usr/bin/python3";
+  ASSERT_TRUE(std::filesystem::exists(python)) << "python3 (scripts/install-deps)";
+  std::string tmpl = testing::HarnessTempBase() + "/farm-mail-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const std::string dir = tmpl;
+  const int smtp_port = testing::PickFreePort();
+  testing::ChildProcess smtp(
+      {python, "-m", "aiosmtpd", "-n", "-l", absl::StrCat("127.0.0.1:", smtp_port), "-c",
+       "aiosmtpd.handlers.Mailbox", dir + "/maildir"},
+      dir + "/smtp.log");
+  ASSERT_TRUE(testing::PollUntil(
+                  [&]() -> absl::StatusOr<bool> {
+                    if (!smtp.Alive()) return absl::FailedPreconditionError(smtp.Out());
+                    return std::filesystem::exists(dir + "/maildir/new");
+                  },
+                  absl::Seconds(30), "aiosmtpd's Maildir")
+                  .ok())
+      << "aiosmtpd (python3-aiosmtpd, scripts/install-deps): " << smtp.Out();
+
+  testing::AlertmanagerOptions o;
+  o.email_smarthost = absl::StrCat("127.0.0.1:", smtp_port);
+  o.email_from = "iommu-farm@localhost";
+  o.email_to = "iommu-regressions@example.org";
+  o.email_subject = R"({{ template "iommu_farm.mail.subject" . }})";
+  o.email_text = R"({{ template "iommu_farm.mail.text" . }})";
+  o.template_files = {std::string(FARM_SOURCE_DIR) + "/dashboards/alert-mail.tmpl"};
+  auto am = testing::AlertmanagerInstance::Start(o);
+  ASSERT_TRUE(am.ok()) << am.status();
+
+  AlertOptions options;
+  options.report_url = "https://reports.lab:8088";
+  std::optional<Alert> alert =
+      BuildAlert(BisectedRegression(), options, "2026-12-05T18:00:00Z", {12});
+  ASSERT_TRUE(alert.has_value());
+  auto sink = NewAlertmanagerSink((*am)->BaseUrl());
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->Post({*alert}).ok()) << (*am)->LogTail();
+
+  std::string path;
+  absl::Status got = testing::PollUntil(
+      [&]() -> absl::StatusOr<bool> {
+        path = OnlyMessage(dir + "/maildir");
+        return !path.empty();
+      },
+      absl::Seconds(60), "the mail in the Maildir");
+  ASSERT_TRUE(got.ok()) << got << "\nalertmanager: " << (*am)->LogTail()
+                        << "\nsmtp: " << smtp.Out();
+  const ReadBack mail = Parse(python, path, dir);
+  const std::string& body = mail.body;
+  EXPECT_EQ(mail.to, "iommu-regressions@example.org");
+  EXPECT_EQ(mail.subject,
+            "[iommu-farm] [linux-iommu] c588072bba6b (\"iommu/vt-d: Convert intel iommu driver "
+            "to the iommu ops\"): fio-nvme.throughput -25.0% regression (strict, "
+            "intel-vtd-snb16c)")
+      << base::ReadFileOrEmpty(path);
+  EXPECT_NE(body.find("commit: c588072bba6b (\"iommu/vt-d: Convert intel iommu driver to the "
+                      "iommu ops\")"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("range:    v5.10..v5.11 (last good..first bad), 5 bisect steps"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("farmctl try --patch-commit v5.11 - <<'EOF'"), std::string::npos) << body;
+  EXPECT_NE(body.find("farmctl report --mail 12"), std::string::npos) << body;
+  EXPECT_NE(body.find("| Reported-by: iommu-farm <iommu-farm@localhost>"), std::string::npos)
+      << body;
+  EXPECT_NE(body.find("| Link: https://reports.lab:8088/regressions/12"), std::string::npos)
+      << body;
+  smtp.Terminate();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace farm::analyzer
