@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/commands.h"
 #include "cli/git_import.h"
@@ -574,6 +575,32 @@ TEST_F(AnalyzerPgTest, AlertsOfOneCulpritAreOneGroupWithReportAndReproduceComman
   ASSERT_TRUE(tried.ok()) << tried.status();
   EXPECT_NE(tried->find("changed"), std::string::npos) << *tried;
   EXPECT_NE(tried->find("t21"), std::string::npos) << *tried;
+
+  // The regression as a mail: its subject names the culprit, and the gate
+  // command it carries, run as pasted, says regression (exit 1).
+  const std::string farmctl = absl::StrCat(testing::BinaryPath("FARMCTL_BIN", FARMCTL_BIN),
+                                           " --server ", server_->address());
+  const std::string id = alert["labels"]["regression_id"];
+  absl::StatusOr<std::string> mail =
+      farm::cli::RunProgram({"/bin/sh", "-c", absl::StrCat(farmctl, " report --mail ", id)});
+  ASSERT_TRUE(mail.ok()) << mail.status();
+  EXPECT_NE(mail->find("Subject: [iommu-farm] ["), std::string::npos) << *mail;
+  EXPECT_NE(mail->find("] t21 (\"test commit 21\"): "), std::string::npos) << *mail;
+  EXPECT_NE(mail->find("bisected in "), std::string::npos) << *mail;
+  const size_t gate = mail->find("  farmctl gate - --base ");
+  ASSERT_NE(gate, std::string::npos) << *mail;
+  const size_t end = mail->find("\n  EOF\n", gate);
+  ASSERT_NE(end, std::string::npos) << *mail;
+  std::string pasted;
+  for (absl::string_view line : absl::StrSplit(mail->substr(gate, end + 6 - gate), '\n')) {
+    absl::StrAppend(&pasted, line.substr(std::min<size_t>(2, line.size())), "\n");
+  }
+  pasted.replace(0, 7, farmctl);
+  absl::StatusOr<std::string> gated =
+      farm::cli::RunProgram({"/bin/sh", "-c", absl::StrCat(pasted, "echo \"exit $?\"")});
+  ASSERT_TRUE(gated.ok()) << gated.status();
+  EXPECT_NE(gated->find("REGRESSION"), std::string::npos) << pasted << *gated;
+  EXPECT_NE(gated->find("exit 1"), std::string::npos) << pasted << *gated;
 }
 
 // The kernel of t20 does not build. The midpoint t20 of t16..t24 is skipped
