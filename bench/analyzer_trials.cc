@@ -199,6 +199,14 @@ std::optional<Noise> ParseNoise(std::string_view name) {
   return std::nullopt;
 }
 
+analyzer::Series BulkSeries(std::mt19937_64& rng, int culprit, double shift, double cv,
+                            Noise kind) {
+  Farm farm{std::mt19937_64(rng()), culprit, shift, cv, kind};
+  return Measure(farm);
+}
+
+int RandomCulprit(std::mt19937_64& rng) { return 1 + static_cast<int>(rng() % (kCatalog - 1)); }
+
 NoiseCell MeasureNoise(std::mt19937_64& master, int trials, double cv, Noise kind,
                        const DetectOptions& dopt, const BisectOptions& bopt) {
   int fa = 0, fa_base = 0;
@@ -227,8 +235,7 @@ ShiftCell MeasureShift(std::mt19937_64& master, int trials, double shift, double
   long runs = 0;
   for (int t = 0; t < trials; ++t) {
     std::mt19937_64 rng(master());
-    // Any commit after the first; the first measured commit is the baseline.
-    const int culprit = 1 + static_cast<int>(rng() % (kCatalog - 1));
+    const int culprit = RandomCulprit(rng);
     Farm farm{std::move(rng), culprit, shift, cv, kind};
     const Series s = Measure(farm);
     const Outcome o = RunAnalyzer(farm, s, dopt, bopt);

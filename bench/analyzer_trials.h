@@ -41,6 +41,14 @@ inline constexpr Noise kNoises[] = {Noise::kGaussian, Noise::kOutliers, Noise::k
 const char* NoiseName(Noise n);
 std::optional<Noise> ParseNoise(std::string_view name);  // NoiseName's inverse
 
+// One trial's bulk series: every kStride-th commit, kRepeats runs each,
+// a shift of `shift` from commit `culprit` on (-1: none) under `kind` noise,
+// drawn from a stream seeded by `rng`.
+analyzer::Series BulkSeries(std::mt19937_64& rng, int culprit, double shift, double cv, Noise kind);
+// A culprit as the trials plant it: any commit after the first (the first
+// measured commit is the baseline).
+int RandomCulprit(std::mt19937_64& rng);
+
 // False alerts over noise-only series with one CV and noise shape: per 100
 // measured commits for the analyzer and the baseline, the analyzer's extra
 // runs and its candidates (before confirmation) per trial.
