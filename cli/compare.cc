@@ -20,6 +20,7 @@
 #include "cli/report.h"
 #include "lib/base/file.h"
 #include "lib/base/utf8.h"
+#include "lib/kbuild/patch_series.h"
 #include "lib/spec/spec_yaml.h"
 #include "lib/stats/metric_roles.h"
 #include "proto/names.h"
@@ -549,6 +550,13 @@ int RunTry(Commands& commands, const std::string& spec_path,
     // and other bytes that are not text break the YAML around it.
     if (absl::Status binary = CheckPatchText(*text); !binary.ok())
       return commands.Fail(absl::StrCat("try --patch ", patch_path), binary);
+    absl::StatusOr<std::vector<kbuild::SeriesPatch>> series = kbuild::SplitPatchSeries(*text);
+    if (!series.ok())
+      return commands.Fail(absl::StrCat("try --patch ", patch_path), series.status());
+    if (series->size() > 1) {
+      commands.err() << "try --patch " << patch_path << ": a series of " << series->size()
+                     << " patches, applied in order\n";
+    }
     patch = *std::move(text);
   }
   absl::StatusOr<TryPlan> plan = PlanTry(*yaml, set, patch_commit, patch);

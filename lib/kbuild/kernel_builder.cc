@@ -28,6 +28,7 @@
 #include "lib/kbuild/build_cache.h"
 #include "lib/kbuild/fragments.h"
 #include "lib/kbuild/kconfig.h"
+#include "lib/kbuild/patch_series.h"
 #include "lib/process/process.h"
 #include "lib/process/scoped_temp_dir.h"
 
@@ -349,16 +350,28 @@ absl::Status Build::CheckOut() {
 // with a fixed identity and the revision's date, so one base and patch give
 // one commit id and one `make kernelrelease` wherever they are built.
 absl::Status Build::ApplyPatch() {
-  const fs::path file = build_dir_ / "try.patch";
-  if (absl::Status s = base::WriteFile(file.string(), req_.patch); !s.ok()) return s;
-  std::vector<std::string> apply = GitIn(src_.string());
-  apply.insert(apply.end(), {"apply", "--index", "--whitespace=nowarn", file.string()});
-  absl::StatusOr<process::ProcessResult> a = Exec(apply);
-  if (!a.ok()) return a.status();
-  if (!a->ok()) {
+  absl::StatusOr<std::vector<SeriesPatch>> series = SplitPatchSeries(req_.patch);
+  if (!series.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the patch: ", series.status().message()));
+  }
+  // A series applies in order, each patch over the ones before it.
+  for (size_t i = 0; i < series->size(); ++i) {
+    const SeriesPatch& p = (*series)[i];
+    const fs::path file = build_dir_ / absl::StrCat("try-", i + 1, ".patch");
+    if (absl::Status s = base::WriteFile(file.string(), p.text); !s.ok()) return s;
+    std::vector<std::string> apply = GitIn(src_.string());
+    apply.insert(apply.end(), {"apply", "--index", "--whitespace=nowarn", file.string()});
+    absl::StatusOr<process::ProcessResult> a = Exec(apply);
+    if (!a.ok()) return a.status();
+    if (a->ok()) continue;
     const std::string why(absl::StripAsciiWhitespace(a->stderr_data));
+    const std::string which =
+        series->size() == 1
+            ? "the patch"
+            : absl::StrCat("patch ", i + 1, "/", series->size(),
+                           p.subject.empty() ? "" : absl::StrCat(" (", p.subject, ")"));
     return absl::FailedPreconditionError(
-        absl::StrCat("the patch does not apply to ", commit_, ": ", why.substr(0, why.find('\n'))));
+        absl::StrCat(which, " does not apply to ", commit_, ": ", why.substr(0, why.find('\n'))));
   }
   std::vector<std::string> commit = {"env", "GIT_AUTHOR_DATE=" + timestamp_,
                                      "GIT_COMMITTER_DATE=" + timestamp_};

@@ -380,6 +380,42 @@ TEST_F(KernelBuilderTest, ATryBuildIsItsBaseWithThePatchStoredUnderItsTryId) {
   EXPECT_EQ(BuildKernel(req, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A try build of a mail series (git format-patch's mbox): the patches
+// apply in order, the second over the first; a series whose second patch
+// does not apply names it.
+TEST_F(KernelBuilderTest, ATrySeriesAppliesInOrderAndNamesThePatchThatDoesNot) {
+  auto mail = [](const std::string& hash, const std::string& subject, const std::string& diff) {
+    return "From " + hash + " Mon Sep 17 00:00:00 2001\nSubject: " + subject + "\n\nWhy.\n---\n" +
+           diff + "-- \n2.39.5\n\n";
+  };
+  Write("VERSION", "6.1.1");
+  Git({"diff"});
+  const std::string first = last_stdout_;
+  Git({"add", "-A"});
+  Write("VERSION", "6.1.2");
+  Git({"diff"});
+  const std::string second = last_stdout_;  // needs the first applied
+  Git({"reset", "-q", "--hard"});
+  BuildRequest req = Request();
+  req.rev = first_;
+  req.patch = mail(std::string(40, 'a'), "[PATCH 1/2] one", first) +
+              mail(std::string(40, 'b'), "[PATCH 2/2] two", second);
+  req.store_commit = first_ + "+aaaaaaaaaaaa";
+  std::string log;
+  absl::StatusOr<BuildResult> r = BuildKernel(req, &log);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << log;
+  EXPECT_EQ(r->release, "6.1.2-g" + r->commit.substr(0, 12)) << "both patches built";
+
+  req.patch = mail(std::string(40, 'a'), "[PATCH 1/2] one", first) +
+              mail(std::string(40, 'b'), "[PATCH 2/2] two", first);  // the first again
+  req.store_commit = first_ + "+bbbbbbbbbbbb";
+  absl::StatusOr<BuildResult> bad = BuildKernel(req, nullptr);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition) << bad.status();
+  EXPECT_NE(bad.status().message().find("patch 2/2 ([PATCH 2/2] two) does not apply to "),
+            std::string::npos)
+      << bad.status();
+}
+
 TEST_F(KernelBuilderTest, WaitsForTheBuildDirectoryLock) {
   absl::StatusOr<BuildResult> a = BuildKernel(Request(), nullptr);
   ASSERT_TRUE(a.ok()) << a.status();

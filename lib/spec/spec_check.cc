@@ -265,11 +265,10 @@ void CheckRun(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
 void CheckPatch(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   if (in.patch().empty()) return;
   spec->patch = in.patch();
-  const pb::Executor x = in.executor();
-  if (x != pb::EXECUTOR_FIO && x != pb::EXECUTOR_IOZONE) {
+  if (!::farm::proto::IsRealExecutor(in.executor())) {
     e.AddIfNew("patch",
-               "a patch is built into a kernel: executor fio or iozone (an emulator try job "
-               "takes model keys instead: farmctl try --set KEY=VALUE)");
+               "a patch is built into a kernel: executor fio, iozone or dma-map-bench (an "
+               "emulator try job takes model keys instead: farmctl try --set KEY=VALUE)");
   }
   if (in.has_commit_range() || in.commit_list().ids_size() != 1) {
     e.AddIfNew("patch", "applies to one commit, the base: commits: [ID]");

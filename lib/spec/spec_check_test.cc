@@ -267,6 +267,16 @@ TEST(SpecCheckTest, APatchIsADiffOnOneCommitOfARealMatrix) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->patch(), kPatch);
 
+  // The kernel's own benchmark sees a DMA-path patch best: a patch on it too.
+  std::string bench = WithWorkload("  - name: dma-map-bench\n    params: {threads: 1}\n",
+                                   "dma-map-bench");
+  bench.replace(bench.find("commits: v5.10..v5.12"), 21, "commits: [v5.11]");
+  bench.replace(bench.find("platform: intel-vtd-2s12c"), 25, "platform: q35-intel-iommu");
+  absl::StatusOr<MatrixSpec> on_bench =
+      ParseMatrixSpec(bench + with_patch.substr(real.size()), {});
+  ASSERT_TRUE(on_bench.ok()) << on_bench.status();
+  EXPECT_EQ(on_bench->patch, kPatch);
+
   std::string emulator = kGoodSpec;
   emulator.replace(emulator.find("commits: v5.10..v5.12"), 21, "commits: [v5.11]");
   EXPECT_NE(ErrorOf(emulator + "patch: \"--- a/x\\n+++ b/x\\n\"\n").find("patch: a patch is built"),
