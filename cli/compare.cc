@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/format.h"
+#include "cli/matrix.h"
 #include "cli/number_format.h"
 #include "cli/report.h"
 #include "lib/base/file.h"
@@ -575,6 +576,13 @@ int RunTry(Commands& commands, const std::string& spec_path,
     absl::StatusOr<pb::MatrixProgress> done = commands.WaitForMatrix(
         id, [&commands](const pb::MatrixProgress& p) { commands.PrintProgress(p); });
     if (!done.ok()) return commands.Fail(absl::StrCat("try: WatchMatrix ", id), done.status());
+    // A build that failed (a patch that does not apply or does not build)
+    // leaves its jobs without results: say why before comparing.
+    if (const pb::MatrixCounts& n = done->counts(); n.failed() + n.cancelled() > 0) {
+      commands.err() << "try: matrix " << id << ": " << n.failed() << " of " << n.total()
+                     << " jobs failed and " << n.cancelled() << " were cancelled:\n"
+                     << FetchFailures(commands, id, "  ");
+    }
   }
   return ids.size() == 1 ? RunCompare(commands, ids[0], 0, plan->base_commit, plan->patch_commit,
                                       format, "", all)

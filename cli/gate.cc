@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cli/matrix.h"
 #include "cli/number_format.h"
 #include "cli/report.h"
 #include "lib/base/file.h"
@@ -271,9 +272,9 @@ absl::StatusOr<std::vector<pb::Result>> MeasureRound(Commands& c, const GateArgs
   }
   const pb::MatrixCounts& n = done->counts();
   if (n.failed() > 0 || n.cancelled() > 0) {
-    return absl::AbortedError(absl::StrCat("matrix ", id, ": ", n.failed(), " of ", n.total(),
-                                           " jobs failed and ", n.cancelled(),
-                                           " were cancelled (farmctl status ", id, ")"));
+    return absl::AbortedError(absl::StrCat(
+        "matrix ", id, ": ", n.failed(), " of ", n.total(), " jobs failed and ", n.cancelled(),
+        " were cancelled (farmctl status ", id, "):\n", FetchFailures(c, id, "  ")));
   }
   return c.FetchResults(id, /*include_raw=*/false);
 }

@@ -44,7 +44,8 @@ int FollowMatrix(Commands& commands, int64_t matrix_id) {
   }
   commands.err() << "farmctl: matrix " << matrix_id << " ended "
                  << MatrixStateName(final_progress->state()) << ": " << counts.failed()
-                 << " failed, " << counts.cancelled() << " cancelled of " << counts.total() << "\n";
+                 << " failed, " << counts.cancelled() << " cancelled of " << counts.total() << "\n"
+                 << FetchFailures(commands, matrix_id, "  ");
   return 1;
 }
 
@@ -209,7 +210,27 @@ std::string FormatMatrixDetail(const pb::Matrix& m) {
       m.analysis().empty() ? "" : absl::StrCat("  analysis:  ", Printable(m.analysis()), "\n"),
       m.submitted_by().empty()
           ? ""
-          : absl::StrCat("  submitted by: ", Printable(m.submitted_by()), "\n"));
+          : absl::StrCat("  submitted by: ", Printable(m.submitted_by()), "\n"),
+      m.failures().empty() ? "" : absl::StrCat("  why:\n", FormatFailures(m, "    ")));
+}
+
+std::string FormatFailures(const pb::Matrix& m, const std::string& indent) {
+  std::string out;
+  for (const pb::JobFailure& f : m.failures()) {
+    absl::StrAppend(&out, indent, f.jobs(),
+                    f.state() == pb::JOB_STATE_CANCELLED ? " cancelled" : " failed", " (first job ",
+                    f.first_job_id(), "): ", Printable(f.reason()), "\n");
+  }
+  return out;
+}
+
+std::string FetchFailures(Commands& commands, int64_t matrix_id, const std::string& indent) {
+  pb::GetMatrixRequest request;
+  request.set_matrix_id(matrix_id);
+  pb::Matrix matrix;
+  auto ctx = commands.UnaryContext();
+  if (!commands.jobs().GetMatrix(ctx.get(), request, &matrix).ok()) return "";
+  return FormatFailures(matrix, indent);
 }
 
 }  // namespace farm::cli

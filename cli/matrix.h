@@ -30,6 +30,12 @@ int RunCancel(Commands& commands, int64_t matrix_id, const std::string& reason);
 std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices,
                              OutputFormat format = OutputFormat::kTable);
 std::string FormatMatrixDetail(const pb::Matrix& matrix);
+// Matrix.failures, one line per group, each line opened by `indent`:
+// "3 failed (first job 12): kernel build 7 failed: ...". "" without any.
+std::string FormatFailures(const pb::Matrix& matrix, const std::string& indent);
+// FormatFailures of the matrix as GetMatrix returns it now; "" when it has
+// none or cannot be read (the caller is already reporting a failure).
+std::string FetchFailures(Commands& commands, int64_t matrix_id, const std::string& indent);
 
 }  // namespace farm::cli
 

@@ -41,6 +41,9 @@ absl::Status CheckLease(const pb::LeaseRef& l) {
   return absl::OkStatus();
 }
 
+// The groups of failed and cancelled jobs GetMatrix carries (Matrix.failures).
+constexpr int kMatrixFailureGroups = 10;
+
 // The longest wall time a result may carry: past any job's runtime cap,
 // far below what a nanosecond count in int64 holds (292 years).
 constexpr int64_t kMaxWallTimeSeconds = 30 * 24 * 3600;
@@ -273,7 +276,15 @@ absl::StatusOr<pb::Matrix> JobService::CreateBuildMatrix(const pb::SubmitMatrixR
 
 absl::StatusOr<pb::Matrix> JobService::GetMatrix(const pb::GetMatrixRequest& req) {
   if (req.matrix_id() <= 0) return absl::InvalidArgumentError("matrix_id: required");
-  return matrices_->GetMatrix(req.matrix_id());
+  absl::StatusOr<pb::Matrix> m = matrices_->GetMatrix(req.matrix_id());
+  if (!m.ok() || m->counts().failed() + m->counts().cancelled() == 0) return m;
+  // Why jobs ended without a result, so `farmctl status` and the commands
+  // that wait (try, gate, submit --wait) can say it.
+  absl::StatusOr<std::vector<pb::JobFailure>> failures =
+      matrices_->ListFailures(req.matrix_id(), kMatrixFailureGroups);
+  if (!failures.ok()) return failures.status();
+  for (pb::JobFailure& f : *failures) *m->add_failures() = std::move(f);
+  return m;
 }
 
 absl::StatusOr<pb::ListMatricesResponse> JobService::ListMatrices(

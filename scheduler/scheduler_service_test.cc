@@ -550,6 +550,14 @@ TEST_F(SchedulerServiceTest, FailuresRetryThenFailAndReleaseGivesTheJobBack) {
   ASSERT_TRUE(fr.ok());
   EXPECT_EQ(fr->job_state(), pb::JOB_STATE_FAILED);
   EXPECT_TRUE(MetricsHave("farm_jobs_failed_total 1")) << registry_.Serialize();
+  // The matrix says why its job failed.
+  pb::GetMatrixRequest failed_matrix;
+  failed_matrix.set_matrix_id(l.leases(1).job().matrix_id());
+  auto with_failures = jobs_.GetMatrix(failed_matrix);
+  ASSERT_TRUE(with_failures.ok()) << with_failures.status();
+  ASSERT_EQ(with_failures->failures_size(), 1);
+  EXPECT_EQ(with_failures->failures(0).reason(), "attempt 1 of 3: emulator crashed");
+  EXPECT_EQ(with_failures->failures(0).first_job_id(), l.leases(1).job().id());
   EXPECT_EQ(agents_.ReportFailure(f).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(MetricsHave("farm_stale_results_rejected_total 1")) << registry_.Serialize();
 
@@ -1100,6 +1108,9 @@ class RacingMatrixStore final : public storage::MatrixStore {
     return real_->CreateMatrix(m);
   }
   absl::StatusOr<pb::Matrix> GetMatrix(int64_t id) override { return real_->GetMatrix(id); }
+  absl::StatusOr<std::vector<pb::JobFailure>> ListFailures(int64_t id, int limit) override {
+    return real_->ListFailures(id, limit);
+  }
   absl::StatusOr<std::vector<pb::Matrix>> ListMatrices(int limit, int64_t before_id) override {
     return real_->ListMatrices(limit, before_id);
   }

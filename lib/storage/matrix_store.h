@@ -60,6 +60,10 @@ class MatrixStore {
   // With counts and the state derived from them.
   virtual absl::StatusOr<pb::Matrix> GetMatrix(int64_t id) = 0;
   virtual absl::StatusOr<std::vector<pb::Matrix>> ListMatrices(int limit, int64_t before_id) = 0;
+  // The matrix's failed and cancelled jobs grouped by (state, reason), most
+  // jobs first (ties: the group's first job id), at most `limit` groups.
+  virtual absl::StatusOr<std::vector<pb::JobFailure>> ListFailures(int64_t matrix_id,
+                                                                   int limit) = 0;
   // Cancels every non-terminal job (revoking leases). Returns the matrix
   // afterwards and the number of jobs cancelled.
   virtual absl::StatusOr<std::pair<pb::Matrix, int64_t>> CancelMatrix(

@@ -1213,6 +1213,42 @@ TEST_P(RepositoryContractTest, MatrixStateFollowsItsJobs) {
   EXPECT_EQ(page->counts().cancelled(), 1);
 }
 
+// Why jobs ended without a result, grouped: most jobs first, each group
+// with its first job; cancelled jobs apart from failed ones.
+TEST_P(RepositoryContractTest, FailuresAreGroupedByStateAndReason) {
+  const int64_t m = MakeMatrix(5, /*max_attempts=*/1);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 4);
+  ASSERT_EQ(ls.size(), 4u);
+  ASSERT_TRUE(Fail(a, ls[2].lease(), "no such device", false).ok());
+  ASSERT_TRUE(Fail(a, ls[0].lease(), "the kernel did not boot", false).ok());
+  ASSERT_TRUE(Fail(a, ls[1].lease(), "the kernel did not boot", false).ok());
+  ASSERT_TRUE(Report(a, ls[3].lease()).ok());
+  ASSERT_TRUE(matrices().CancelMatrix(m, "enough").ok());  // the fifth, queued
+  absl::StatusOr<std::vector<pb::JobFailure>> f = matrices().ListFailures(m, 10);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(f->size(), 3u);
+  EXPECT_EQ((*f)[0].state(), pb::JOB_STATE_FAILED);
+  EXPECT_EQ((*f)[0].jobs(), 2);
+  EXPECT_EQ((*f)[0].reason(), backend().FailureReason(ls[0].job().id()));
+  EXPECT_NE((*f)[0].reason().find("the kernel did not boot"), std::string::npos);
+  EXPECT_EQ((*f)[0].first_job_id(), std::min(ls[0].job().id(), ls[1].job().id()));
+  // One job each: the earlier first job first.
+  EXPECT_EQ((*f)[1].jobs(), 1);
+  EXPECT_LT((*f)[1].first_job_id(), (*f)[2].first_job_id());
+  for (const pb::JobFailure& g : {(*f)[1], (*f)[2]}) {
+    if (g.state() == pb::JOB_STATE_CANCELLED) {
+      EXPECT_EQ(g.reason(), "cancelled: enough");
+    } else {
+      EXPECT_NE(g.reason().find("no such device"), std::string::npos) << g.reason();
+    }
+  }
+  f = matrices().ListFailures(m, 1);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->size(), 1u);
+  EXPECT_TRUE(matrices().ListFailures(MakeMatrix(1), 10)->empty());
+}
+
 TEST_P(RepositoryContractTest, QueueCountsFollowEveryTransition) {
   const int64_t m1 = MakeMatrix(12, /*max_attempts=*/1);
   // Below m1's priority, so the ten leases below all come from m1.

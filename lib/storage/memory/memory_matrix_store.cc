@@ -1,7 +1,9 @@
 #include "lib/storage/memory/memory_matrix_store.h"
 
+#include <algorithm>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -109,6 +111,34 @@ absl::StatusOr<CreatedMatrix> MemoryMatrixStore::CreateMatrix(const NewMatrix& m
 
 absl::StatusOr<pb::Matrix> MemoryMatrixStore::GetMatrix(int64_t id) {
   return db_->Read([&](const Tables& t) { return MatrixFromTables(t, id); });
+}
+
+absl::StatusOr<std::vector<pb::JobFailure>> MemoryMatrixStore::ListFailures(int64_t matrix_id,
+                                                                            int limit) {
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<pb::JobFailure>> {
+    std::map<std::pair<int, std::string>, pb::JobFailure> groups;
+    for (const auto& [id, row] : t.jobs) {  // id order: the first job of a group comes first
+      const pb::Job& j = row.job;
+      if (j.matrix_id() != matrix_id ||
+          (j.state() != pb::JOB_STATE_FAILED && j.state() != pb::JOB_STATE_CANCELLED)) {
+        continue;
+      }
+      pb::JobFailure& f = groups[{j.state(), j.failure_reason()}];
+      if (f.jobs() == 0) {
+        f.set_state(j.state());
+        f.set_reason(j.failure_reason());
+        f.set_first_job_id(id);
+      }
+      f.set_jobs(f.jobs() + 1);
+    }
+    std::vector<pb::JobFailure> out;
+    for (auto& [key, f] : groups) out.push_back(std::move(f));
+    std::sort(out.begin(), out.end(), [](const pb::JobFailure& a, const pb::JobFailure& b) {
+      return a.jobs() != b.jobs() ? a.jobs() > b.jobs() : a.first_job_id() < b.first_job_id();
+    });
+    if (static_cast<int>(out.size()) > limit) out.resize(limit);
+    return out;
+  });
 }
 
 absl::StatusOr<std::vector<pb::Matrix>> MemoryMatrixStore::ListMatrices(int limit,

@@ -131,6 +131,27 @@ absl::StatusOr<pb::Matrix> PgMatrixStore::GetMatrix(int64_t id) {
   });
 }
 
+absl::StatusOr<std::vector<pb::JobFailure>> PgMatrixStore::ListFailures(int64_t matrix_id,
+                                                                        int limit) {
+  using Out = std::vector<pb::JobFailure>;
+  return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+    pqxx::read_transaction t(c);
+    Out out;
+    for (const pqxx::row& r :
+         t.exec_params("SELECT state, failure_reason, count(*), min(id) FROM jobs "
+                       "WHERE matrix_id = $1 AND state IN (4, 5) GROUP BY state, failure_reason "
+                       "ORDER BY count(*) DESC, min(id) LIMIT $2",
+                       matrix_id, limit)) {
+      pb::JobFailure& f = out.emplace_back();
+      f.set_state(static_cast<pb::JobState>(r[0].as<int>()));
+      f.set_reason(r[1].as<std::string>());
+      f.set_jobs(r[2].as<int64_t>());
+      f.set_first_job_id(r[3].as<int64_t>());
+    }
+    return out;
+  });
+}
+
 absl::StatusOr<std::vector<pb::Matrix>> PgMatrixStore::ListMatrices(int limit, int64_t before_id) {
   using Out = std::vector<pb::Matrix>;
   return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {

@@ -24,6 +24,7 @@ class PgMatrixStore : public MatrixStore {
 
   absl::StatusOr<CreatedMatrix> CreateMatrix(const NewMatrix& m) override;
   absl::StatusOr<pb::Matrix> GetMatrix(int64_t id) override;
+  absl::StatusOr<std::vector<pb::JobFailure>> ListFailures(int64_t matrix_id, int limit) override;
   absl::StatusOr<std::vector<pb::Matrix>> ListMatrices(int limit, int64_t before_id) override;
   absl::StatusOr<std::pair<pb::Matrix, int64_t>> CancelMatrix(int64_t id,
                                                               const std::string& reason) override;
