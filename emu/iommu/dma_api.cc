@@ -34,7 +34,11 @@ DmaApi::DmaApi(Sim* sim, Mode mode, std::vector<DeviceSpec> devices, int num_cpu
   }
   inv_ = MakeInvalidator(sim_, num_cpus_);
   for (size_t i = 0; i < devices_.size(); ++i) {
-    auto d = std::make_unique<DmaDomain>(sim_, static_cast<int>(i), num_cpus_);
+    auto d = std::make_unique<DmaDomain>(sim_, static_cast<int>(i), num_cpus_,
+                                         DmaIommuAllocIova() ? DmaDomain::Free::kFindAndFreeIova
+                                         : sim_->m().allocator == IovaAllocator::kRbtree
+                                             ? DmaDomain::Free::kFreeIova
+                                             : DmaDomain::Free::kFreeIovaFast);
     d->dma_bits = devices_[i].dma_bits;
     domains_.push_back(std::move(d));
   }
@@ -46,6 +50,11 @@ DmaApi::~DmaApi() = default;
 void DmaApi::SetDmaBits(int dev, int bits) {
   devices_[dev].dma_bits = bits;
   if (static_cast<size_t>(dev) < domains_.size()) domains_[dev]->dma_bits = bits;
+}
+
+uint64_t DmaApi::OptMappingSize(int dev) const {
+  if (direct_[dev] || IntelPrivate()) return 0;
+  return uint64_t{1} << (kIovaShift + sim_->m().rcache_max_order - 1);
 }
 
 void DmaApi::StartMeasurement(Cpu& cpu) {
@@ -66,6 +75,14 @@ int DmaApi::FindDevice(const std::string& name) const {
 
 bool DmaApi::IntelPrivate() const {
   return sim_->m().iommu_type == IommuType::kVtd && sim_->m().map_sg == MapSgKind::kIntelPrivate;
+}
+
+bool DmaApi::DmaIommuAllocIova() const {
+  // AMD's own dma_ops allocated through alloc_iova_fast from v4.8 until its
+  // dma-iommu conversion, which came after bb65a64c7285.
+  const Model& m = sim_->m();
+  return !IntelPrivate() && m.iommu_type != IommuType::kAmd &&
+         m.dma_iommu_alloc == DmaIommuAlloc::kAllocIova;
 }
 
 uint64_t DmaApi::LimitPfn(const DmaDomain& d) const {
@@ -107,6 +124,12 @@ Task<uint64_t> DmaApi::AllocIova(Cpu& cpu, DmaDomain& d, uint64_t npages) {
   uint64_t limit = LimitPfn(d);
   bool try32 = m.dma32_first && devices_[d.id].pci && limit > kDma32LimitPfn;
   uint64_t pfn = 0;
+  if (DmaIommuAllocIova()) {
+    // __alloc_iova(): one size-aligned alloc_iova() under the device's
+    // mask, its length the mapping's pages (no rounding, no 32-bit first).
+    pfn = co_await d.iovad.AllocIova(cpu, npages, limit, true);
+    co_return pfn;
+  }
   if (m.allocator == IovaAllocator::kRbtree) {
     // v4.6 intel_alloc_iova(): alloc_iova() on every map, size rounded up to
     // a power of two, below 4 GiB first.

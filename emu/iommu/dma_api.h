@@ -57,6 +57,9 @@ class DmaApi final : public DmaPath {
 
   // DmaPath (the kernel functions each models are named in dma_path.h).
   void SetDmaBits(int dev, int bits) override;
+  //! iommu_dma_opt_mapping_size(): iova_rcache_range(), the largest size the
+  //! rcache keeps; 0 for a device on dma-direct or VT-d's private dma_ops.
+  uint64_t OptMappingSize(int dev) const override;
   Task<uint64_t> MapPage(Cpu& cpu, int dev, uint64_t phys, uint64_t size, DmaDir dir) override;
   Task<void> UnmapPage(Cpu& cpu, int dev, uint64_t dma, uint64_t size, DmaDir dir) override;
   Task<uint64_t> MapSg(Cpu& cpu, int dev, const SgSegment* segs, int nsegs, DmaDir dir) override;
@@ -78,6 +81,9 @@ class DmaApi final : public DmaPath {
 
  private:
   bool IntelPrivate() const;
+  //! dma-iommu's __alloc_iova() of before bb65a64c7285: alloc_iova() and
+  //! __free_iova() on every map and unmap (iova.dma_iommu_alloc).
+  bool DmaIommuAllocIova() const;
   uint64_t LimitPfn(const DmaDomain& d) const;
   Task<uint64_t> AllocIova(Cpu& cpu, DmaDomain& d, uint64_t npages);
   //! `flush` = false leaves the VT-d clflush to the caller (one iotlb_sync_map

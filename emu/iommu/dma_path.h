@@ -46,6 +46,9 @@ class DmaPath {
   //! The device reads/writes [dma, dma+len). Returns the device-side
   //! translation time (IOTLB lookups and page walks; 0 without an IOMMU).
   virtual Time DeviceAccess(int /*dev*/, uint64_t /*dma*/, uint64_t /*len*/) { return 0; }
+  //! dma_opt_mapping_size(): the largest mapping that stays on the fast
+  //! path, in bytes; 0 = no limit (SIZE_MAX).
+  virtual uint64_t OptMappingSize(int /*dev*/) const { return 0; }
   //! dma_set_mask(): the device's DMA mask, before any mapping.
   virtual void SetDmaBits(int /*dev*/, int /*bits*/) {}
   //! The measured window starts (a workload CPU crossed the end of its

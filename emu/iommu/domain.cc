@@ -2,20 +2,28 @@
 
 namespace farm::emu {
 
-DmaDomain::DmaDomain(Sim* sim, int id_, int num_cpus)
+DmaDomain::DmaDomain(Sim* sim, int id_, int num_cpus, Free free)
     : id(id_),
       iovad(sim, "iovad", 1, num_cpus),
       tlb(sim->m().iotlb_entries, sim->m().iotlb_ways),
       pgtbl_lock(sim->engine, "pgtbl_lock"),
-      rbtree_only_(sim->m().allocator == IovaAllocator::kRbtree) {
+      free_(free) {
   sim->Register(&pgtbl_lock);
 }
 
 Task<void> DmaDomain::FreeIova(Cpu& cpu, uint64_t pfn, uint64_t npages) {
-  if (rbtree_only_) {
-    co_await iovad.FreeIova(cpu, pfn);  // __free_iova()
-  } else {
-    co_await iovad.FreeIovaFast(cpu, pfn, npages);
+  switch (free_) {
+    case Free::kFreeIovaFast:
+      co_await iovad.FreeIovaFast(cpu, pfn, npages);
+      break;
+    case Free::kFreeIova:
+      co_await iovad.FreeIova(cpu, pfn);
+      break;
+    case Free::kFindAndFreeIova:
+      // __iommu_dma_unmap(): find_iova() for the size, then __free_iova().
+      co_await iovad.FindIova(cpu, pfn);
+      co_await iovad.FreeFoundIova(cpu, pfn);
+      break;
   }
 }
 

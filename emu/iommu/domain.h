@@ -5,7 +5,7 @@
 // table and the lock io-pgtable callers took before 2c3d273eabe8, the
 // device-side IOTLB, and the iommu_dma_cookie's iova_domain with the DMA
 // mask that bounds it. FreeIova() returns a range to whichever allocator the
-// model selects (iova.allocator).
+// model selects (iova.allocator, iova.dma_iommu_alloc).
 //
 // Thread-safety: engine thread only. Ownership: DmaApi owns its domains;
 // a domain borrows Sim and owns its tree, table, IOTLB and lock.
@@ -23,13 +23,18 @@
 namespace farm::emu {
 
 struct DmaDomain {
-  //! Domain of device `id`; IOTLB geometry and allocator from the model.
-  DmaDomain(Sim* sim, int id, int num_cpus);
+  //! How an unmapped range goes back to the allocator.
+  enum class Free {
+    kFreeIovaFast,     // free_iova_fast(): into the rcache
+    kFreeIova,         // free_iova(): lookup and erase under iova_rbtree_lock
+    kFindAndFreeIova,  // find_iova() then __free_iova(): the lock taken twice
+  };
+  //! Domain of device `id`; IOTLB geometry from the model.
+  DmaDomain(Sim* sim, int id, int num_cpus, Free free);
   DmaDomain(const DmaDomain&) = delete;
   DmaDomain& operator=(const DmaDomain&) = delete;
 
-  //! iommu_dma_free_iova(): free_iova_fast() into the rcache, or
-  //! __free_iova() into the rbtree where the rbtree is the only allocator.
+  //! iommu_dma_free_iova() / intel_unmap()'s free, as `free` says.
   Task<void> FreeIova(Cpu& cpu, uint64_t pfn, uint64_t npages);
 
   const int id;
@@ -40,7 +45,7 @@ struct DmaDomain {
   int dma_bits = 64;
 
  private:
-  const bool rbtree_only_;
+  const Free free_;
 };
 
 }  // namespace farm::emu

@@ -199,6 +199,18 @@ Task<void> IovaDomain::FreeIova(Cpu& cpu, uint64_t pfn) {
   cpu.Charge(Sym::kKmemCache, m.kmem_cache);  // free_iova_mem()
 }
 
+Task<void> IovaDomain::FreeFoundIova(Cpu& cpu, uint64_t pfn) {
+  const Model& m = sim_->m();
+  Counters& k = sim_->counters;
+  co_await rbtree_lock_.Lock(cpu, Sym::kFreeIova);
+  int unused = 0;  // the node is in hand: no walk to charge
+  bool found = RemoveLocked(pfn, &unused);
+  if (found) ++k.rbtree_frees;
+  cpu.Charge(Sym::kFreeIova, found ? m.rb_erase : 0);
+  rbtree_lock_.Unlock(cpu, found ? m.rb_dirty_lines : 0);
+  cpu.Charge(Sym::kKmemCache, m.kmem_cache);  // free_iova_mem()
+}
+
 Task<void> IovaDomain::FindIova(Cpu& cpu, uint64_t pfn) {
   const Model& m = sim_->m();
   co_await rbtree_lock_.Lock(cpu, Sym::kFindIova);

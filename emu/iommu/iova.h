@@ -60,6 +60,9 @@ class IovaDomain {
   Task<uint64_t> AllocIova(Cpu& cpu, uint64_t size, uint64_t limit_pfn, bool size_aligned);
   //! free_iova(): private_find_iova + remove_iova under iova_rbtree_lock.
   Task<void> FreeIova(Cpu& cpu, uint64_t pfn);
+  //! __free_iova(): remove_iova() of the node find_iova() returned, under
+  //! iova_rbtree_lock; the lookup was paid by FindIova().
+  Task<void> FreeFoundIova(Cpu& cpu, uint64_t pfn);
   //! find_iova(): lookup under iova_rbtree_lock (2016 intel_unmap).
   Task<void> FindIova(Cpu& cpu, uint64_t pfn);
   //! free_cpu_cached_iovas() for every CPU + free_global_cached_iovas().

@@ -2,7 +2,11 @@
 #include "emu/iommu/iova.h"
 
 #include <set>
+#include <vector>
 
+#include "emu/engine/engine.h"
+#include "emu/model/model_config.h"
+#include "emu/model/platform.h"
 #include "gtest/gtest.h"
 
 namespace farm::emu {
@@ -83,6 +87,88 @@ TEST(IovaRbtree, FragmentationMakesTheWalkLong) {
   int v1 = 0;
   d.AllocAndInsertRangeLocked(2, limit, true, &v1);
   EXPECT_GT(v1, 10);
+}
+
+// The rcache's depot when one CPU frees what another allocated (a queue's
+// IRQ CPU unmapping what the submitting CPU mapped, with nothing reallocated
+// on the freeing CPU): 37 magazines' worth of single pages freed on CPU 0.
+struct DepotRun {
+  uint64_t stores = 0, full_frees = 0, trims = 0;
+  size_t tree_after_frees = 0, tree_after_trims = 0;
+  uint64_t cached_after_frees = 0, cached_after_trims = 0;
+};
+
+DepotRun FreeOnAnotherCpu(const char* depot) {
+  const Platform* p = *FindPlatform("kunpeng920-smmuv3");
+  ModelConfig cfg = *ModelConfig().Apply(p->settings);
+  cfg = *cfg.Apply({{"iova.rcache.depot", depot},
+                    {"iova.rcache.mag_size", "128"},
+                    {"iova.rcache.max_global_mags", "32"}});
+  Model m = *Model::From(cfg);
+  Engine e(p->topology, m.line, 1);
+  Sim sim;
+  sim.engine = &e;
+  sim.model = &m;
+  constexpr int kCpus = 2;
+  constexpr int kPfns = 37 * 128;
+  IovaDomain d(&sim, "t", 1, kCpus);
+  std::vector<uint64_t> pfns;
+  DepotRun r;
+  Cpu& alloc_cpu = e.AddCpu(1);
+  Cpu& free_cpu = e.AddCpu(0);
+  auto alloc = [&](Cpu& c) -> Task<void> {
+    for (int i = 0; i < kPfns; ++i)
+      pfns.push_back(co_await d.AllocIovaFast(c, 1, ~0ULL >> 16, true));
+  };
+  auto free_then_trim = [&](Cpu& c) -> Task<void> {
+    c.Idle(kNsPerSec);  // after every allocation
+    co_await c.Sync();
+    for (uint64_t pfn : pfns) co_await d.FreeIovaFast(c, pfn, 1);
+    r.tree_after_frees = d.tree_size();
+    r.cached_after_frees = d.CachedPfns();
+    // iova_depot_work_func() (the list depot only) runs, rescheduling
+    // itself, until the depot is down to num_online_cpus magazines.
+    if (m.depot == DepotKind::kList) {
+      for (int i = 0; i < 40; ++i) co_await d.DepotWork(c);
+    }
+    r.tree_after_trims = d.tree_size();
+    r.cached_after_trims = d.CachedPfns();
+  };
+  e.Start(alloc_cpu, alloc(alloc_cpu));
+  e.Start(free_cpu, free_then_trim(free_cpu));
+  EXPECT_TRUE(e.Run().ok());
+  EXPECT_EQ(pfns.size(), static_cast<size_t>(kPfns));
+  r.stores = sim.counters.depot_stores;
+  r.full_frees = sim.counters.depot_full_frees;
+  r.trims = sim.counters.depot_trims;
+  return r;
+}
+
+// Before v6.7 the depot holds MAX_GLOBAL_MAGS magazines; past that a CPU with
+// both magazines full frees its loaded one into the rbtree (128 erases under
+// iova_rbtree_lock), and nothing trims what the depot keeps.
+TEST(IovaRcache, BoundedDepotFreesWholeMagazinesWhenFull) {
+  DepotRun r = FreeOnAnotherCpu("bounded");
+  EXPECT_EQ(r.stores, 32u);
+  EXPECT_EQ(r.full_frees, 3u);
+  EXPECT_EQ(r.trims, 0u);
+  // Loaded + previous + 32 depot magazines stay cached, in the tree.
+  EXPECT_EQ(r.cached_after_frees, (2 + 32) * 128u);
+  EXPECT_EQ(r.tree_after_frees, r.cached_after_frees);
+  EXPECT_EQ(r.tree_after_trims, r.tree_after_frees);
+  EXPECT_EQ(r.cached_after_trims, r.cached_after_frees);
+}
+
+// From v6.7 the depot is a list that takes every full magazine and the
+// delayed work trims it, one magazine a run, to num_online_cpus magazines.
+TEST(IovaRcache, ListDepotGrowsThenTrimsToTheOnlineCpus) {
+  DepotRun r = FreeOnAnotherCpu("list");
+  EXPECT_EQ(r.stores, 35u);
+  EXPECT_EQ(r.full_frees, 0u);
+  EXPECT_EQ(r.cached_after_frees, 37 * 128u);
+  EXPECT_EQ(r.trims, 35u - 2u);
+  EXPECT_EQ(r.cached_after_trims, (2 + 2) * 128u);
+  EXPECT_EQ(r.tree_after_trims, r.cached_after_trims);
 }
 
 }  // namespace

@@ -310,6 +310,13 @@ std::vector<ParamSpec> BuildParams() {
                    "IOVA allocation: rbtree = alloc_iova/__free_iova under iova_rbtree_lock on "
                    "every map/unmap (before 9257b4a206fc, v4.7); rcache = alloc_iova_fast/"
                    "free_iova_fast with per-CPU magazines in front of the rbtree."));
+  p.push_back(Enum("iova.dma_iommu_alloc", "alloc_iova_fast", {"alloc_iova", "alloc_iova_fast"},
+                   "How dma-iommu (the path of every IOMMU but VT-d's private dma_ops and AMD's "
+                   "own) allocates: alloc_iova = __alloc_iova(): alloc_iova() under "
+                   "iova_rbtree_lock on every map, size-aligned but not rounded up, and "
+                   "find_iova() + __free_iova() on unmap (before bb65a64c7285); alloc_iova_fast "
+                   "= the per-CPU rcache, sizes below the cache limit rounded up to a power of "
+                   "two."));
   p.push_back(Bool("iova.dma32_first", true,
                    "PCI devices first try an IOVA below 4 GiB, then the full mask "
                    "(iommu_dma_alloc_iova / intel_alloc_iova)."));
@@ -353,6 +360,11 @@ std::vector<ParamSpec> BuildParams() {
                    "= __iommu_map per segment with its own sync (v5.11); batched = one "
                    "iotlb_sync_map for the list (d8c1df02ac7f, v5.12+). intel-private also "
                    "selects the VT-d private map_page/unmap path."));
+  p.push_back(Bool("nvme.clamp_dma_opt", true,
+                   "nvme_pci_alloc_dev() caps max_hw_sectors at dma_opt_mapping_size(), the "
+                   "IOVA rcache's largest size behind an IOMMU, so large I/Os are split into "
+                   "commands whose IOVAs stay cacheable (3710e2b056cb, v6.4); before, only the "
+                   "MDTS and NVME_MAX_KB_SZ cap a command (fio-nvme)."));
   p.push_back(Bool("vtd.unmap_find_iova", false,
                    "intel_unmap looks the IOVA up with find_iova under iova_rbtree_lock (before "
                    "the v4.7 series switched to pfns)."));
@@ -607,6 +619,8 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.addr_bits = static_cast<int>(i("iommu.addr_bits"));
   m.iommu_node = static_cast<int>(i("iommu.node"));
   m.allocator = s("iova.allocator") == "rbtree" ? IovaAllocator::kRbtree : IovaAllocator::kRcache;
+  m.dma_iommu_alloc =
+      s("iova.dma_iommu_alloc") == "alloc_iova" ? DmaIommuAlloc::kAllocIova : DmaIommuAlloc::kFast;
   m.dma32_first = b("iova.dma32_first");
   m.rcache_max_order = static_cast<int>(i("iova.rcache.max_order"));
   m.mag_size = static_cast<int>(i("iova.rcache.mag_size"));
@@ -629,6 +643,7 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
              : sg == "per-segment" ? MapSgKind::kPerSegment
                                    : MapSgKind::kBatched;
   m.vtd_unmap_find_iova = b("vtd.unmap_find_iova");
+  m.nvme_clamp_dma_opt = b("nvme.clamp_dma_opt");
   m.vtd_coherent = b("vtd.coherent");
   m.vtd_rwbf = b("vtd.rwbf");
   m.vtd_cache_lock = b("vtd.cache_lock");

@@ -75,6 +75,8 @@ absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::str
 
 enum class IommuType { kVtd, kSmmuV3, kMmu500, kAmd };
 enum class IovaAllocator { kRbtree, kRcache };
+// alloc_iova() on every map, or alloc_iova_fast().
+enum class DmaIommuAlloc { kAllocIova, kFast };
 enum class DepotKind { kBounded, kList };
 enum class FqKind { kIntelGlobal, kIntelPercpu, kPercpu, kSingle };
 enum class MapSgKind { kIntelPrivate, kPerSegment, kBatched };
@@ -90,6 +92,7 @@ struct Model {
   int addr_bits = 48;                                       // iommu.addr_bits
   int iommu_node = 0;                                       // iommu.node
   IovaAllocator allocator = IovaAllocator::kRcache;         // iova.allocator
+  DmaIommuAlloc dma_iommu_alloc = DmaIommuAlloc::kFast;     // iova.dma_iommu_alloc
   bool dma32_first = true;                                  // iova.dma32_first
   int rcache_max_order = 6;                                 // iova.rcache.max_order
   int mag_size = 128;                                       // iova.rcache.mag_size
@@ -109,6 +112,7 @@ struct Model {
   bool vtd_rwbf = false;                                    // vtd.rwbf
   bool vtd_cache_lock = true;                               // vtd.cache_lock
   bool dma_ops_indirect = false;                            // dma.ops_indirect
+  bool nvme_clamp_dma_opt = true;                           // nvme.clamp_dma_opt
   bool amd_selective_flush = true;                          // amd.selective_flush
   bool amd_wait_unlocked = true;                            // amd.wait_unlocked
   bool tegra241_cmdqv = true;                               // smmu.tegra241_cmdqv

@@ -16,9 +16,15 @@
 // the CQE read from the CQ (the driver allocates both on the device's node)
 // and the completion MSI's trip to the IRQ CPU. Throughput is the NVMe's
 // service time inside the measured window (after ramp_ms), see Window in
-// io_common.h. The NVMe serves one I/O per IOPS-ceiling slot or per bs over
-// its bandwidth (the smaller of its PCIe link and its datasheet rate for the
-// direction), whichever is longer. Jobs the scheduler placed (policy shared)
+// io_common.h. The block layer splits an I/O larger than the queue's
+// max_hw_sectors into that many NVMe commands, each nvme_map_data()'d (one
+// IOVA of its length) and unmapped on its own completion: max_hw_sectors is
+// the device's MDTS capped by NVME_MAX_KB_SZ and, from 3710e2b056cb
+// (nvme.clamp_dma_opt), by dma_opt_mapping_size(), which is the IOVA rcache's
+// largest size behind an IOMMU, so from then on no command's IOVA bypasses the
+// rcache. The NVMe serves one command per IOPS-ceiling slot or one I/O's bs
+// over its bandwidth (the smaller of its PCIe link and its datasheet rate for
+// the direction), whichever is longer. Jobs the scheduler placed (policy shared)
 // move off a CPU whose interrupts take its capacity (BalanceTick).
 #include <algorithm>
 #include <cmath>
@@ -65,6 +71,10 @@ struct FioConfig {
   Window win;  // ramp_ms, then runtime_ms measured
   Time dev_latency, dev_per_io, submit_ns, reap_ns, irq_ns;
   double dev_bytes_per_s;    // 0: unlimited
+  double dev_iops_ns;        // one command's slot at the IOPS ceiling
+  uint64_t mdts_bytes;       // the NVMe's MDTS, capped by NVME_MAX_KB_SZ
+  uint64_t cmd_bytes;        // max_hw_sectors in bytes: what one command moves
+  int cmds;                  // NVMe commands per I/O: bs / cmd_bytes, rounded up
   bool dev_bandwidth_bound;  // bs / bandwidth, not the IOPS ceiling, sets dev_per_io
   Time dev_bytes_ns;         // bs / bandwidth, rounded up (0: unlimited)
   int dev;                   // the NVMe: platform device index
@@ -97,8 +107,25 @@ struct Slot {
   Time irq_busy = 0, irq_at_tick = 0, tick_start = 0, next_tick = kTick;
 };
 
+// The DmaMappings handles of one I/O's commands, by the I/O's handle.
+struct IoMaps {
+  std::vector<std::vector<uint64_t>> handles;
+  std::vector<uint64_t> free;
+  uint64_t New() {
+    if (free.empty()) {
+      handles.emplace_back();
+      return handles.size() - 1;
+    }
+    uint64_t h = free.back();
+    free.pop_back();
+    handles[h].clear();
+    return h;
+  }
+};
+
 struct FioWorld {
   FioConfig c;
+  IoMaps io_maps;
   std::vector<Slot> slots;
   std::vector<Job> jobs;
   std::vector<DeviceQueue> devs;
@@ -137,6 +164,33 @@ void BalanceTick(FioWorld& w, int si) {
   s.cqe.swap(keep);
 }
 
+// nvme_map_data() of each command an I/O was split into; returns the I/O's
+// handle in w.io_maps.
+Task<uint64_t> MapCommands(FioWorld& w, Cpu& cpu) {
+  const FioConfig& c = w.c;
+  const uint64_t h = w.io_maps.New();
+  for (uint64_t done = 0; done < c.bs; done += c.cmd_bytes) {
+    Time t0 = cpu.now();
+    uint64_t m = co_await w.dma->MapPage(cpu, c.dev, std::min(c.cmd_bytes, c.bs - done), c.dir);
+    w.io_maps.handles[h].push_back(m);  // handles may have grown meanwhile
+    if (c.win.Contains(t0)) w.lat->RecordMap(cpu.now() - t0);
+  }
+  co_return h;
+}
+
+// nvme_irq() for each command of I/O `h` after the first (whose nvme_irq
+// the caller charged), and nvme_unmap_data() of every command.
+Task<void> UnmapCommands(FioWorld& w, Cpu& cpu, uint64_t h) {
+  const FioConfig& c = w.c;
+  for (size_t i = 0; i < w.io_maps.handles[h].size(); ++i) {
+    if (i > 0) cpu.Charge(Sym::kApp, c.irq_ns);
+    Time t0 = cpu.now();
+    co_await w.dma->UnmapPage(cpu, w.io_maps.handles[h][i]);
+    if (c.win.Contains(t0)) w.lat->RecordUnmap(cpu.now() - t0);
+  }
+  w.io_maps.free.push_back(h);
+}
+
 Task<void> FioSlot(FioWorld& w, int si) {
   Slot& s = w.slots[si];
   Cpu& cpu = *s.cpu;
@@ -155,9 +209,7 @@ Task<void> FioSlot(FioWorld& w, int si) {
       // nvme_process_cq() reads the CQE the device wrote into CQ memory on
       // its own node: one line pulled across the node distance.
       cpu.Charge(Sym::kApp, c.irq_ns + cpu.engine().Transfer(cpu.node(), c.dev_node));
-      Time t0 = cpu.now();
-      co_await w.dma->UnmapPage(cpu, e.handle);
-      if (c.win.Contains(t0)) w.lat->RecordUnmap(cpu.now() - t0);
+      co_await UnmapCommands(w, cpu, e.handle);
       co_await cpu.Sync();
       Event done = e;
       done.t = cpu.now();
@@ -197,9 +249,7 @@ Task<void> FioSlot(FioWorld& w, int si) {
       // allocated on the device's node (a line owned by the device's reads):
       // the store misses across the node distance before the doorbell.
       cpu.Charge(Sym::kApp, c.submit_ns + cpu.engine().Transfer(cpu.node(), c.dev_node));
-      Time t0 = cpu.now();
-      uint64_t h = co_await w.dma->MapPage(cpu, c.dev, c.bs, c.dir);  // nvme_map_data
-      if (c.win.Contains(t0)) w.lat->RecordMap(cpu.now() - t0);
+      const uint64_t h = co_await MapCommands(w, cpu);
       co_await cpu.Sync();
       Time start = w.devs[j.dev].Start(cpu.now(), c.dev_per_io);
       j.work_ns += c.win.Overlap(start, start + c.dev_per_io);
@@ -369,6 +419,15 @@ constexpr WorkloadParam kFioNvmeParams[] = {
      .meaning = "device bandwidth, MB/s (1e6 bytes), each I/O's bytes occupying the NVMe for "
                 "bs / bandwidth; empty = the platform NVMe's: the smaller of its PCIe link and its "
                 "datasheet read or write rate (farm-emu list platforms); 0 = unlimited"},
+    {.name = "mdts_kb",
+     .type = ParamType::kInt,
+     .default_value = "4096",
+     .min = 4,
+     .max = 1 << 20,
+     .meaning = "the NVMe's MDTS in KiB (2^MDTS x 4 KiB: 5 = 128, 10 = 4096); the driver caps it "
+                "at NVME_MAX_KB_SZ (4096), and behind an IOMMU from 3710e2b056cb at "
+                "dma_opt_mapping_size() (128 KiB); a larger I/O is split into commands of that "
+                "size, each its own IOVA"},
     {.name = "irq_affinity",
      .type = ParamType::kString,
      .default_value = "",
@@ -453,6 +512,9 @@ class FioNvme final : public Workload {
     // The NVMe and its link serve one I/O at a time for whichever is longer:
     // the IOPS ceiling's slot or the bytes at the narrower of the two rates.
     const double iops_ns = 1e9 / p.Double("dev_iops");
+    c.dev_iops_ns = iops_ns;
+    // NVME_MAX_KB_SZ (4 MiB) caps the MDTS in nvme_pci_alloc_dev().
+    c.mdts_bytes = std::min<uint64_t>(static_cast<uint64_t>(p.Int("mdts_kb")), 4096) << 10;
     // Rounded up: a whole-ns service time never moves more than the rate.
     const double bytes_ns = *bw > 0 ? std::ceil(static_cast<double>(c.bs) * 1e9 / *bw) : 0;
     c.dev_bandwidth_bound = bytes_ns > iops_ns;
@@ -468,9 +530,19 @@ class FioNvme final : public Workload {
 
   absl::Status DoSetup(WorkloadContext& ctx) override {
     Engine& engine = *ctx.engine;
+    FioConfig& c = w.c;
+    // max_hw_sectors, and so the commands an I/O is split into.
+    c.cmd_bytes = c.mdts_bytes;
+    const uint64_t opt = ctx.dma->OptMappingSize(c.dev);
+    if (ctx.model->nvme_clamp_dma_opt && opt > 0) c.cmd_bytes = std::min(c.cmd_bytes, opt);
+    c.cmds = static_cast<int>((c.bs + c.cmd_bytes - 1) / c.cmd_bytes);
+    if (c.cmds > 1) {
+      const Time slots = static_cast<Time>(std::ceil(c.dev_iops_ns * c.cmds));
+      c.dev_per_io = std::max(c.dev_per_io, slots);
+      c.dev_bandwidth_bound = c.dev_bytes_ns > slots;
+    }
     // This repeat's noise: the CPU paths, the NVMe's service time per I/O
     // (its IOPS ceiling) and its latency.
-    FioConfig& c = w.c;
     c.submit_ns = RunNoise::Scale(c.submit_ns, ctx.noise.cpu);
     c.reap_ns = RunNoise::Scale(c.reap_ns, ctx.noise.cpu);
     c.irq_ns = RunNoise::Scale(c.irq_ns, ctx.noise.cpu);
