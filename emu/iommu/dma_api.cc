@@ -144,7 +144,7 @@ Task<void> DmaApi::InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t ph
   k.ptes_written += w.ptes + w.blocks;
   // arm_lpae_init_pte(): a 2 MiB block replacing an emptied leaf table
   // unmaps and frees that table first, with its walk flush.
-  co_await FreeTables(cpu, d, w);
+  if (w.tables_freed > 0) co_await FreeTables(cpu, d, w);
   if (flush && m.iommu_type == IommuType::kVtd && !m.vtd_coherent) {
     // domain_flush_cache() -> clflush_cache_range() of the written PTEs.
     cpu.Charge(Sym::kClflush, w.lines * m.clflush_line + (w.lines > 0 ? m.clflush_call : 0));
@@ -250,7 +250,7 @@ Task<void> DmaApi::UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npa
   if (locked) co_await d.pgtbl_lock.Lock(cpu, inv_->unmap_sym());
   const PtWork w = ClearPtes(cpu, d, pfn, npages);
   const int lines = w.lines;
-  co_await FreeTables(cpu, d, w);
+  if (w.tables_freed > 0) co_await FreeTables(cpu, d, w);
   if (mode_ == Mode::kStrict) {
     // iommu_iotlb_sync() then free: the IOVA is reusable only once the
     // IOTLB can no longer hold it. Under the driver's pgtbl_lock this is

@@ -219,16 +219,33 @@ class SmmuV3Cmdq final : public ArmInvalidator {
   // arm_smmu_iotlb_sync() -> arm_smmu_tlb_inv_range_domain() over the gather
   // (nothing for an empty one): __arm_smmu_tlb_inv_range() batches its TLBI
   // commands CMDQ_BATCH_ENTRIES at a time, the last batch with CMD_SYNC.
+  // CMDQ_MAX_TLBI_OPS: past it an SMMU without range invalidation gets one
+  // ASID-wide TLBI rather than a soft lockup's worth of commands.
   Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
                              uint64_t granule) override {
     if (npages == 0) co_return;
-    co_await TlbInvRange(cpu, tlb, pfn, npages, granule);
+    const Model& m = sim_->m();
+    const uint64_t commands = TlbiCommands(m, npages, granule);
+    if (m.smmu_max_tlbi_ops > 0 && !(m.smmu_range_inv && m.smmu_ril) &&
+        commands >= static_cast<uint64_t>(m.smmu_max_tlbi_ops)) {
+      co_await InvalidateDomain(cpu, tlb);
+      co_return;
+    }
+    ++sim_->counters.inv_range;
+    sim_->counters.tlbi_va += commands;
+    uint64_t left = commands;
+    while (left > 0) {
+      int n = static_cast<int>(std::min<uint64_t>(left, static_cast<uint64_t>(m.cmdq_batch)));
+      left -= n;
+      co_await IssueCmdlist(cpu, n, left == 0, n * m.smmu_tlbi);
+    }
+    tlb.InvalidateRange(pfn, npages);
   }
 
   // arm_smmu_tlb_inv_walk(): the same, leaf=false, at the 4 KiB granule.
   Task<void> FlushWalk(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
     ++sim_->counters.tlb_flush_walks;
-    co_await TlbInvRange(cpu, tlb, pfn, npages, 1);
+    co_await InvalidateRange(cpu, tlb, pfn, npages, 1);
   }
 
   // arm_smmu_tlb_inv_context(): TLBI_NH_ASID + CMD_SYNC.
@@ -255,27 +272,6 @@ class SmmuV3Cmdq final : public ArmInvalidator {
   }
 
  private:
-  Task<void> TlbInvRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages, uint64_t granule) {
-    const Model& m = sim_->m();
-    const uint64_t commands = TlbiCommands(m, npages, granule);
-    // CMDQ_MAX_TLBI_OPS: past it an SMMU without range invalidation gets
-    // one ASID-wide TLBI rather than a soft lockup's worth of commands.
-    if (m.smmu_max_tlbi_ops > 0 && !(m.smmu_range_inv && m.smmu_ril) &&
-        commands >= static_cast<uint64_t>(m.smmu_max_tlbi_ops)) {
-      co_await InvalidateDomain(cpu, tlb);
-      co_return;
-    }
-    ++sim_->counters.inv_range;
-    sim_->counters.tlbi_va += commands;
-    uint64_t left = commands;
-    while (left > 0) {
-      int n = static_cast<int>(std::min<uint64_t>(left, static_cast<uint64_t>(m.cmdq_batch)));
-      left -= n;
-      co_await IssueCmdlist(cpu, n, left == 0, n * m.smmu_tlbi);
-    }
-    tlb.InvalidateRange(pfn, npages);
-  }
-
   struct Batch;
   struct Member {
     Batch* batch = nullptr;
