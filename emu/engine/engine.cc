@@ -97,6 +97,8 @@ std::string_view SymName(Sym s) {
       return "iommu_queue_command_sync";
     case Sym::kAmdCompletionWait:
       return "iommu_completion_wait";
+    case Sym::kArmLpaeFreePgtable:
+      return "__arm_lpae_free_pgtable";
     case Sym::kOther:
       return "[other]";
     case Sym::kCount:

@@ -95,6 +95,7 @@ enum class Sym : uint8_t {
   kAmdQueueCommand,       // iommu_queue_command_sync (AMD command buffer)
   kAmdCompletionWait,     // iommu_completion_wait / wait_on_sem
   kCacheTagFlush,         // cache_tag_flush_range / cache_tag_flush_all (VT-d, v6.10+)
+  kArmLpaeFreePgtable,    // __arm_lpae_free_pgtable (a leaf table freed by an unmap)
   kOther,
   kCount
 };

@@ -164,7 +164,10 @@ Task<void> DmaApi::InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t ph
     cpu.Charge(Sym::kPgtableAlloc, w.tables_allocated * (m.pt_alloc + m.line.local));
     k.pgtables_allocated += w.tables_allocated;
   }
-  k.ptes_written += w.ptes;
+  k.ptes_written += w.ptes + w.blocks;
+  // arm_lpae_init_pte(): a 2 MiB block replacing an emptied leaf table
+  // unmaps and frees that table first, with its walk flush.
+  if (w.tables_freed > 0) co_await FreeTables(cpu, d, w);
   if (flush && m.iommu_type == IommuType::kVtd && !m.vtd_coherent) {
     // domain_flush_cache() -> clflush_cache_range() of the written PTEs.
     cpu.Charge(Sym::kClflush, w.lines * m.clflush_line + (w.lines > 0 ? m.clflush_call : 0));
@@ -173,19 +176,31 @@ Task<void> DmaApi::InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t ph
   if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);
 }
 
-int DmaApi::ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {
+PtWork DmaApi::ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {
   const Model& m = sim_->m();
   Counters& k = sim_->counters;
   Sym sym = inv_->unmap_sym();
   uint64_t unmapped = 0;
   PtWork w = d.pt.Unmap(pfn, npages, &unmapped);
-  cpu.Charge(sym, w.levels_walked * m.pt_level + w.ptes * m.pte_write);
+  cpu.Charge(sym, w.levels_walked * m.pt_level + (w.ptes + w.blocks) * m.pte_write);
   k.ptes_cleared += unmapped;
   if (m.iommu_type == IommuType::kVtd && !m.vtd_coherent) {
     cpu.Charge(Sym::kClflush, w.lines * m.clflush_line + (w.lines > 0 ? m.clflush_call : 0));
     k.clflush_lines += w.lines;
   }
-  return w.lines;
+  return w;
+}
+
+// __arm_lpae_unmap()'s non-leaf branch, per table the page table let go:
+// io_pgtable_tlb_flush_walk() over its 2 MiB, then __arm_lpae_free_pgtable()
+// (the page freed costs what allocating one does: cost.pt_alloc_ns).
+Task<void> DmaApi::FreeTables(Cpu& cpu, DmaDomain& d, const PtWork& w) {
+  for (int i = 0; i < w.tables_freed; ++i) {
+    const uint64_t pfn = w.first_walk_pfn + static_cast<uint64_t>(i) * IoPageTable::kBlockPages;
+    co_await inv_->FlushWalk(cpu, d.tlb, pfn, IoPageTable::kBlockPages);
+    cpu.Charge(Sym::kArmLpaeFreePgtable, sim_->m().pt_alloc);
+    ++sim_->counters.pgtables_freed;
+  }
 }
 
 bool DmaApi::PgtblLocked() const {
@@ -256,12 +271,23 @@ Task<void> DmaApi::UnmapPage(Cpu& cpu, int dev, uint64_t dma, uint64_t size, Dma
 Task<void> DmaApi::UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {
   const bool locked = PgtblLocked();  // arm_smmu_unmap()
   if (locked) co_await d.pgtbl_lock.Lock(cpu, inv_->unmap_sym());
-  int lines = ClearPtes(cpu, d, pfn, npages);
+  const PtWork w = ClearPtes(cpu, d, pfn, npages);
+  const int lines = w.lines;
+  if (w.tables_freed > 0) co_await FreeTables(cpu, d, w);
   if (mode_ == Mode::kStrict) {
     // iommu_iotlb_sync() then free: the IOVA is reusable only once the
     // IOTLB can no longer hold it. Under the driver's pgtbl_lock this is
-    // arm_lpae_unmap()'s io_pgtable_tlb_sync(), inside the lock.
-    co_await inv_->InvalidateRange(cpu, d.tlb, pfn, npages);
+    // arm_lpae_unmap()'s io_pgtable_tlb_sync(), inside the lock. The gather
+    // holds one page size: iommu_iotlb_gather_add_page() syncs what it has
+    // before a leaf of another size joins, so blocks and 4 KiB leaves of one
+    // unmap are two syncs.
+    if (w.blocks > 0) {
+      co_await inv_->InvalidateRange(cpu, d.tlb, pfn, w.blocks * IoPageTable::kBlockPages,
+                                     IoPageTable::kBlockPages);
+    }
+    if (w.ptes > 0 || w.blocks == 0) {
+      co_await inv_->InvalidateRange(cpu, d.tlb, pfn, static_cast<uint64_t>(w.ptes), 1);
+    }
     if (locked) d.pgtbl_lock.Unlock(cpu, lines);
     co_await d.FreeIova(cpu, pfn, npages);
     co_return;

@@ -90,8 +90,11 @@ class DmaApi final : public DmaPath {
   //! over a whole scatterlist, 933fcd01e97e).
   Task<void> InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn, uint64_t npages,
                          bool flush = true);
-  //! Returns the PTE lines written (they follow a held pgtbl_lock).
-  int ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);
+  //! What the unmap touched: its PTE lines follow a held pgtbl_lock, its
+  //! freed leaf tables go to FreeTables, its leaves to the iotlb gather.
+  PtWork ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);
+  //! The walk flush and free of each leaf table `w` let go.
+  Task<void> FreeTables(Cpu& cpu, DmaDomain& d, const PtWork& w);
   //! Whether the driver serialises map/unmap on the domain's pgtbl_lock.
   bool PgtblLocked() const;
   Task<void> UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);

@@ -5,6 +5,9 @@ namespace farm::emu {
 DmaDomain::DmaDomain(Sim* sim, int id_, int num_cpus, Free free)
     : id(id_),
       iovad(sim, "iovad", 1, num_cpus),
+      pt(sim->m().iommu_type == IommuType::kSmmuV3 || sim->m().iommu_type == IommuType::kMmu500
+             ? IoPageTable::Format::kArmLpae
+             : IoPageTable::Format::kPagesOnly),
       tlb(sim->m().iotlb_entries, sim->m().iotlb_ways),
       pgtbl_lock(sim->engine, "pgtbl_lock"),
       free_(free) {

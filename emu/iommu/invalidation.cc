@@ -1,6 +1,7 @@
 #include "emu/iommu/invalidation.h"
 
 #include <algorithm>
+#include <bit>
 #include <deque>
 #include <map>
 #include <string>
@@ -35,7 +36,8 @@ class VtdQi final : public Invalidator {
   // Since v6.10 through cache_tag_flush_range(), which walks the domain's
   // cache tags under domain->cache_lock and keeps it until qi_submit_sync()
   // returns, so strict unmaps of one domain no longer overlap their waits.
-  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                             uint64_t /*granule*/) override {
     const Model& m = sim_->m();
     ++sim_->counters.inv_range;
     bool psi = npages <= 512;  // cap_max_amask_val on typical parts: 2 MiB
@@ -132,7 +134,8 @@ class AmdIommu final : public Invalidator {
 
   // amd_iommu_iotlb_sync(): amd_iommu_domain_flush_pages() over the gathered
   // range since fc65d0acaf23; before it, amd_iommu_flush_iotlb_all().
-  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                             uint64_t /*granule*/) override {
     const Model& m = sim_->m();
     if (!m.amd_selective_flush) {
       co_await InvalidateDomain(cpu, tlb);
@@ -213,13 +216,24 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     sim->Register(&cmdq_lock_);
   }
 
-  // arm_smmu_tlb_inv_range_domain(): one TLBI_NH_VA per granule (no range
-  // invalidation on this generation), batched CMDQ_BATCH_ENTRIES at a time,
-  // the last batch with CMD_SYNC.
-  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+  // arm_smmu_iotlb_sync() -> arm_smmu_tlb_inv_range_domain() over the gather
+  // (nothing for an empty one): __arm_smmu_tlb_inv_range() batches its TLBI
+  // commands CMDQ_BATCH_ENTRIES at a time, the last batch with CMD_SYNC.
+  // CMDQ_MAX_TLBI_OPS: past it an SMMU without range invalidation gets one
+  // ASID-wide TLBI rather than a soft lockup's worth of commands.
+  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                             uint64_t granule) override {
+    if (npages == 0) co_return;
     const Model& m = sim_->m();
+    const uint64_t commands = TlbiCommands(m, npages, granule);
+    if (m.smmu_max_tlbi_ops > 0 && !(m.smmu_range_inv && m.smmu_ril) &&
+        commands >= static_cast<uint64_t>(m.smmu_max_tlbi_ops)) {
+      co_await InvalidateDomain(cpu, tlb);
+      co_return;
+    }
     ++sim_->counters.inv_range;
-    uint64_t left = npages;
+    sim_->counters.tlbi_va += commands;
+    uint64_t left = commands;
     while (left > 0) {
       int n = static_cast<int>(std::min<uint64_t>(left, static_cast<uint64_t>(m.cmdq_batch)));
       left -= n;
@@ -228,11 +242,33 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     tlb.InvalidateRange(pfn, npages);
   }
 
+  // arm_smmu_tlb_inv_walk(): the same, leaf=false, at the 4 KiB granule.
+  Task<void> FlushWalk(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+    ++sim_->counters.tlb_flush_walks;
+    co_await InvalidateRange(cpu, tlb, pfn, npages, 1);
+  }
+
   // arm_smmu_tlb_inv_context(): TLBI_NH_ASID + CMD_SYNC.
   Task<void> InvalidateDomain(Cpu& cpu, Iotlb& tlb) override {
     ++sim_->counters.inv_domain;
     co_await IssueCmdlist(cpu, 1, true, sim_->m().smmu_tlbi);
     tlb.InvalidateAll();
+  }
+
+  //! How many TLBI_NH_VA commands __arm_smmu_tlb_inv_range() builds for
+  //! npages 4 KiB pages gathered at `granule` pages each. With range
+  //! invalidation each command covers num * 2^scale pages, num 1..31 taken
+  //! from the lowest set bits of the remaining count ("on each iteration we
+  //! move up in size by at least 5 bits"); without, one command per granule.
+  static uint64_t TlbiCommands(const Model& m, uint64_t npages, uint64_t granule) {
+    if (!(m.smmu_range_inv && m.smmu_ril)) return (npages + granule - 1) / granule;
+    constexpr uint64_t kRangeNumMax = 31;  // CMDQ_TLBI_RANGE_NUM_MAX
+    uint64_t commands = 0;
+    for (uint64_t left = npages; left != 0; ++commands) {
+      const int scale = std::countr_zero(left);
+      left -= ((left >> scale) & kRangeNumMax) << scale;
+    }
+    return commands;
   }
 
  private:
@@ -487,8 +523,12 @@ class Tegra241Cmdqv final : public ArmInvalidator {
     }
   }
 
-  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
-    co_await GetCmdq(cpu).InvalidateRange(cpu, tlb, pfn, npages);
+  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                             uint64_t granule) override {
+    co_await GetCmdq(cpu).InvalidateRange(cpu, tlb, pfn, npages, granule);
+  }
+  Task<void> FlushWalk(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+    co_await GetCmdq(cpu).FlushWalk(cpu, tlb, pfn, npages);
   }
   Task<void> InvalidateDomain(Cpu& cpu, Iotlb& tlb) override {
     co_await GetCmdq(cpu).InvalidateDomain(cpu, tlb);
@@ -511,16 +551,26 @@ class Mmu500Tlb final : public ArmInvalidator {
     sim->Register(&cb_lock_);
   }
 
-  // arm_smmu_tlb_inv_range_s1(): one TLBIVA register write per granule,
-  // then arm_smmu_tlb_sync_context().
-  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
-    const Model& m = sim_->m();
+  // arm_smmu_iotlb_sync() after __arm_lpae_unmap() called
+  // arm_smmu_tlb_add_page_s1() per leaf entry: one TLBIVAL register write per
+  // granule (a 2 MiB block is one write), then arm_smmu_tlb_sync_context().
+  // The sync runs even for an empty gather.
+  Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                             uint64_t granule) override {
     ++sim_->counters.inv_range;
     co_await cpu.Sync();
-    for (uint64_t i = 0; i < npages; ++i) {
-      cpu.Charge(Sym::kArmSmmuTlbInv, m.mmio_write);
-      hw_.Submit(cpu.now(), m.mmu500_tlbi);
-    }
+    TlbInvRangeS1(cpu, (npages + granule - 1) / granule);
+    co_await TlbSync(cpu);
+    tlb.InvalidateRange(pfn, npages);
+  }
+
+  // arm_smmu_tlb_inv_walk_s1(): a TLBIVA write for every 4 KiB of the freed
+  // table's range, then the context sync, before the table is freed. (v4.x
+  // did the same through tlb_add_flush(leaf=false) and tlb_sync.)
+  Task<void> FlushWalk(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
+    ++sim_->counters.tlb_flush_walks;
+    co_await cpu.Sync();
+    TlbInvRangeS1(cpu, npages);
     co_await TlbSync(cpu);
     tlb.InvalidateRange(pfn, npages);
   }
@@ -537,6 +587,17 @@ class Mmu500Tlb final : public ArmInvalidator {
   }
 
  private:
+  // arm_smmu_tlb_inv_range_s1(): `writes` posted register writes to the
+  // context bank, each one TLB invalidation for the SMMU to perform.
+  void TlbInvRangeS1(Cpu& cpu, uint64_t writes) {
+    const Model& m = sim_->m();
+    for (uint64_t i = 0; i < writes; ++i) {
+      cpu.Charge(Sym::kArmSmmuTlbInv, m.mmio_write);
+      hw_.Submit(cpu.now(), m.mmu500_tlbi);
+    }
+    sim_->counters.tlbi_va += writes;
+  }
+
   // __arm_smmu_tlb_sync(): write TLBSYNC, then poll TLBSTATUS TLB_SPIN_COUNT
   // times per round with udelay(delay), delay doubling, up to
   // TLB_LOOP_TIMEOUT (1 s) before "TLB sync timed out". v4.14's

@@ -14,10 +14,16 @@
 //    prod/cons word reserves slots, the first CPU to find OWNED clear becomes
 //    owner, waits for the previous owner, clears OWNED with fetch_andnot
 //    (gathering every slot reserved so far), waits for the valid bitmap and
-//    writes PROD once; CMD_SYNC issuers poll for their sync.
-//  - Mmu500Tlb: arm-smmu.c TLBIVA register writes and the TLBSYNC/TLBSTATUS
-//    poll with exponential backoff (__arm_smmu_tlb_sync), under cb_lock for
-//    the per-context sync of v4.14 (mmu500.tlb_sync), unlocked before.
+//    writes PROD once; CMD_SYNC issuers poll for their sync. A range is one
+//    TLBI_NH_VA per granule, or range commands (NUM/SCALE) where driver and
+//    SMMU have range invalidation, or one TLBI_NH_ASID past
+//    smmu.max_tlbi_ops (__arm_smmu_tlb_inv_range).
+//  - Mmu500Tlb: arm-smmu.c TLBIVA/TLBIVAL register writes, one per granule
+//    (arm_smmu_tlb_inv_range_s1: tlb_add_page per leaf, tlb_flush_walk over a
+//    freed table's 2 MiB), TLBIASID for the whole context, and the
+//    TLBSYNC/TLBSTATUS poll with exponential backoff (__arm_smmu_tlb_sync),
+//    under cb_lock for the per-context sync of v4.14 (mmu500.tlb_sync),
+//    unlocked before.
 //  - Tegra241Cmdqv: NVIDIA's command-queue virtualisation in front of SMMUv3:
 //    several SmmuV3Cmdq queues, one chosen per CPU (tegra241_cmdqv_get_cmdq).
 //  - AmdIommu: the AMD-Vi command buffer, iommu_queue_command_sync() and
@@ -49,7 +55,17 @@ class Invalidator {
   //! iotlb_sync_map / __mapping_notify_one after installing PTEs.
   virtual Task<void> SyncMap(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) = 0;
   //! iommu_iotlb_sync for a range (strict unmap): invalidate and wait.
-  virtual Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) = 0;
+  //! `granule` is the gather's page size in 4 KiB pages: 1, or
+  //! IoPageTable::kBlockPages for 2 MiB blocks (io-pgtable-arm only). npages 0
+  //! is an empty gather.
+  virtual Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                                     uint64_t granule) = 0;
+  //! io_pgtable_tlb_flush_walk(): before __arm_lpae_unmap frees a leaf table,
+  //! every 4 KiB of the table's range is invalidated and waited for, in
+  //! strict and lazy mode alike (the table page is freed at once).
+  virtual Task<void> FlushWalk(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) {
+    return InvalidateRange(cpu, tlb, pfn, npages, 1);
+  }
   //! flush_iotlb_all for a domain: invalidate and wait.
   virtual Task<void> InvalidateDomain(Cpu& cpu, Iotlb& tlb) = 0;
   //! A global flush (VT-d DMA_TLB_GLOBAL_FLUSH); defaults to a domain flush.

@@ -5,6 +5,9 @@
 namespace farm::emu {
 namespace {
 constexpr uint64_t kPresent = 1;
+// A level-2 entry that maps 2 MiB itself (io-pgtable-arm block descriptor).
+constexpr uint64_t kBlock = 1ULL << 63;
+constexpr int kBlockLevel = IoPageTable::kLevels - 2;
 inline int Index(uint64_t pfn, int level) {
   // level 0 = root (bits 39..47 of the address, i.e. pfn bits 27..35).
   return static_cast<int>((pfn >> ((IoPageTable::kLevels - 1 - level) * IoPageTable::kBits)) &
@@ -12,19 +15,33 @@ inline int Index(uint64_t pfn, int level) {
 }
 }  // namespace
 
-IoPageTable::IoPageTable() { tables_.emplace_back().fill(0); }
+IoPageTable::IoPageTable(Format format) : format_(format) { tables_.emplace_back().fill(0); }
+
+int64_t IoPageTable::NewTable() {
+  if (!free_tables_.empty()) {
+    int64_t n = free_tables_.back();
+    free_tables_.pop_back();
+    tables_[n].fill(0);
+    return n;
+  }
+  tables_.emplace_back().fill(0);
+  return static_cast<int64_t>(tables_.size()) - 1;
+}
 
 int64_t IoPageTable::Leaf(uint64_t iova_pfn, bool alloc, PtWork* w) {
   int64_t t = 0;
   for (int level = 0; level < kLevels - 1; ++level) {
     ++w->levels_walked;
     uint64_t& e = tables_[t][Index(iova_pfn, level)];
-    if (!(e & kPresent)) {
+    // A block is no table to descend into. The DMA API never maps pages into
+    // a live block or unmaps part of one (arm_lpae_split_blk_unmap), so a
+    // block found here is treated as absent.
+    if (!(e & kPresent) || (e & kBlock)) {
       if (!alloc) return -1;
+      if (e & kBlock) mapped_ -= kBlockPages;
       // pfn_to_dma_pte / __arm_lpae_map: allocate the next-level table and
       // install it with cmpxchg (lockless) or under the domain lock.
-      int64_t n = static_cast<int64_t>(tables_.size());
-      tables_.emplace_back().fill(0);
+      int64_t n = NewTable();
       ++w->tables_allocated;
       ++w->lines;
       // `e` may dangle after emplace_back; index again.
@@ -38,11 +55,84 @@ int64_t IoPageTable::Leaf(uint64_t iova_pfn, bool alloc, PtWork* w) {
   return t;
 }
 
+uint64_t* IoPageTable::Level2Entry(uint64_t iova_pfn, bool alloc, PtWork* w) {
+  int64_t t = 0;
+  for (int level = 0; level < kBlockLevel; ++level) {
+    ++w->levels_walked;
+    uint64_t e = tables_[t][Index(iova_pfn, level)];
+    if (!(e & kPresent)) {
+      if (!alloc) return nullptr;
+      int64_t n = NewTable();
+      ++w->tables_allocated;
+      ++w->lines;
+      tables_[t][Index(iova_pfn, level)] = (static_cast<uint64_t>(n) << 1) | kPresent;
+      t = n;
+    } else {
+      t = static_cast<int64_t>(e >> 1);
+    }
+  }
+  ++w->levels_walked;
+  return &tables_[t][Index(iova_pfn, kBlockLevel)];
+}
+
+void IoPageTable::FreeLeafTable(uint64_t* entry, uint64_t iova_pfn, PtWork* w) {
+  const int64_t leaf = static_cast<int64_t>(*entry >> 1);
+  for (uint64_t e : tables_[leaf]) {
+    if (e & kPresent) --mapped_;
+  }
+  *entry = 0;
+  free_tables_.push_back(leaf);
+  if (w->tables_freed++ == 0) w->first_walk_pfn = iova_pfn;
+  ++w->lines;
+}
+
+// __arm_lpae_map() at the 2 MiB level: iommu_pgsize() picked the block size
+// because iova, phys and the remaining length all allow it.
+bool IoPageTable::MapBlock(uint64_t pfn, uint64_t phys_pfn, uint64_t left, PtWork* w) {
+  if (format_ != Format::kArmLpae || left < kBlockPages || pfn % kBlockPages != 0 ||
+      phys_pfn % kBlockPages != 0) {
+    return false;
+  }
+  uint64_t* e = Level2Entry(pfn, true, w);
+  // arm_lpae_init_pte(): a table where the block goes is unmapped (a walk
+  // flush) and freed before the block is written.
+  if ((*e & kPresent) && !(*e & kBlock)) FreeLeafTable(e, pfn, w);
+  if (!(*e & kPresent)) mapped_ += kBlockPages;
+  *e = (phys_pfn << 1) | kPresent | kBlock;
+  ++w->blocks;
+  ++w->lines;
+  return true;
+}
+
+// __iommu_unmap() of an aligned 2 MiB chunk is issued at the 2 MiB page size:
+// __arm_lpae_unmap() clears the level-2 entry, whatever it is.
+bool IoPageTable::UnmapBlock(uint64_t pfn, uint64_t left, uint64_t* unmapped, PtWork* w) {
+  if (format_ != Format::kArmLpae || left < kBlockPages || pfn % kBlockPages != 0) return false;
+  uint64_t* e = Level2Entry(pfn, false, w);
+  if (e == nullptr || !(*e & kPresent)) return false;
+  if (*e & kBlock) {
+    *e = 0;
+    mapped_ -= kBlockPages;
+    *unmapped += kBlockPages;
+    ++w->blocks;
+    ++w->lines;
+    return true;
+  }
+  const uint64_t before = mapped_;
+  FreeLeafTable(e, pfn, w);
+  *unmapped += before - mapped_;
+  return true;
+}
+
 PtWork IoPageTable::Map(uint64_t iova_pfn, uint64_t phys_pfn, uint64_t npages) {
   PtWork w;
   uint64_t i = 0;
   while (i < npages) {
     uint64_t pfn = iova_pfn + i;
+    if (MapBlock(pfn, phys_pfn + i, npages - i, &w)) {
+      i += kBlockPages;
+      continue;
+    }
     int64_t leaf = Leaf(pfn, true, &w);
     int idx = Index(pfn, kLevels - 1);
     uint64_t run = std::min<uint64_t>(npages - i, static_cast<uint64_t>(kEntries - idx));
@@ -66,6 +156,10 @@ PtWork IoPageTable::Unmap(uint64_t iova_pfn, uint64_t npages, uint64_t* unmapped
   *unmapped = 0;
   while (i < npages) {
     uint64_t pfn = iova_pfn + i;
+    if (UnmapBlock(pfn, npages - i, unmapped, &w)) {
+      i += kBlockPages;
+      continue;
+    }
     int idx = Index(pfn, kLevels - 1);
     uint64_t run = std::min<uint64_t>(npages - i, static_cast<uint64_t>(kEntries - idx));
     int64_t leaf = Leaf(pfn, false, &w);
@@ -92,6 +186,7 @@ uint64_t IoPageTable::Translate(uint64_t iova_pfn) const {
   for (int level = 0; level < kLevels - 1; ++level) {
     uint64_t e = tables_[t][Index(iova_pfn, level)];
     if (!(e & kPresent)) return kNone;
+    if (e & kBlock) return ((e & ~kBlock) >> 1) + iova_pfn % kBlockPages;
     t = static_cast<int64_t>(e >> 1);
   }
   uint64_t e = tables_[t][Index(iova_pfn, kLevels - 1)];

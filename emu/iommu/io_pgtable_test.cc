@@ -31,6 +31,75 @@ TEST(IoPageTable, CrossingALeafTableRewalksAndCountsLines) {
   EXPECT_EQ(w.ptes, 4);
 }
 
+TEST(IoPageTable, PagesOnlyFormatNeverUsesBlocks) {
+  IoPageTable pt;
+  PtWork w = pt.Map(512, 1024, 512);  // aligned iova, phys and length
+  EXPECT_EQ(w.blocks, 0);
+  EXPECT_EQ(w.ptes, 512);
+  uint64_t n = 0;
+  w = pt.Unmap(512, 512, &n);
+  EXPECT_EQ(w.tables_freed, 0);
+  EXPECT_EQ(w.ptes, 512);
+  EXPECT_EQ(n, 512u);
+}
+
+TEST(IoPageTable, ArmLpaeMapsAnAlignedTwoMegabyteRunAsOneBlock) {
+  IoPageTable pt(IoPageTable::Format::kArmLpae);
+  PtWork w = pt.Map(1024, 4096, 512 + 3);  // one block, then three pages
+  EXPECT_EQ(w.blocks, 1);
+  EXPECT_EQ(w.ptes, 3);
+  EXPECT_EQ(pt.mapped_pages(), 515u);
+  EXPECT_EQ(pt.Translate(1024), 4096u);
+  EXPECT_EQ(pt.Translate(1024 + 511), 4096u + 511);
+  EXPECT_EQ(pt.Translate(1024 + 512), 4096u + 512);
+  uint64_t n = 0;
+  w = pt.Unmap(1024, 515, &n);
+  EXPECT_EQ(w.blocks, 1);
+  EXPECT_EQ(w.ptes, 3);
+  EXPECT_EQ(w.tables_freed, 0);
+  EXPECT_EQ(n, 515u);
+  EXPECT_EQ(pt.Translate(1024), IoPageTable::kNone);
+  EXPECT_EQ(pt.mapped_pages(), 0u);
+}
+
+TEST(IoPageTable, ArmLpaeUnalignedPhysUsesPagesAndAWholeChunkUnmapFreesTheTable) {
+  IoPageTable pt(IoPageTable::Format::kArmLpae);
+  PtWork w = pt.Map(1024, 4097, 1024);  // phys off the 2 MiB boundary
+  EXPECT_EQ(w.blocks, 0);
+  EXPECT_EQ(w.ptes, 1024);
+  const size_t tables = pt.tables();
+  uint64_t n = 0;
+  w = pt.Unmap(1024, 1024, &n);
+  EXPECT_EQ(w.tables_freed, 2);  // one flush_walk + free per 2 MiB chunk
+  EXPECT_EQ(w.first_walk_pfn, 1024u);
+  EXPECT_EQ(w.ptes, 0);
+  EXPECT_EQ(n, 1024u);
+  EXPECT_EQ(pt.tables(), tables - 2);
+  EXPECT_EQ(pt.Translate(1024 + 7), IoPageTable::kNone);
+  // The next map needs its leaf table again.
+  EXPECT_EQ(pt.Map(1024, 4097, 1).tables_allocated, 1);
+}
+
+TEST(IoPageTable, ArmLpaePartialChunkUnmapKeepsTheTable) {
+  IoPageTable pt(IoPageTable::Format::kArmLpae);
+  pt.Map(1024, 4097, 256);
+  uint64_t n = 0;
+  PtWork w = pt.Unmap(1024, 256, &n);
+  EXPECT_EQ(w.tables_freed, 0);
+  EXPECT_EQ(w.ptes, 256);
+  EXPECT_EQ(pt.Map(1024, 4097, 1).tables_allocated, 0);
+}
+
+TEST(IoPageTable, ArmLpaeBlockOverAnEmptiedTableFreesTheTable) {
+  IoPageTable pt(IoPageTable::Format::kArmLpae);
+  pt.Map(1024, 4097, 4);
+  uint64_t n = 0;
+  pt.Unmap(1024, 4, &n);
+  PtWork w = pt.Map(1024, 4096, 512);  // arm_lpae_init_pte() over the table
+  EXPECT_EQ(w.blocks, 1);
+  EXPECT_EQ(w.tables_freed, 1);
+}
+
 TEST(Iotlb, HitsMissesAndInvalidation) {
   Iotlb tlb(8, 2);
   EXPECT_FALSE(tlb.Lookup(5));

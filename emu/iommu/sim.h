@@ -34,6 +34,10 @@ struct Counters {
   uint64_t qi_descriptors = 0, cmdq_commands = 0, cmdq_batches = 0;
   uint64_t cmdq_cmpxchg_attempts = 0, cmdq_cmpxchg_failures = 0;
   uint64_t tlb_sync_polls = 0, tlb_sync_timeouts = 0;
+  // Address-based TLB invalidations (an MMU-500 TLBIVA/TLBIVAL write, an SMMUv3
+  // TLBI_NH_VA command, a range one included), and io_pgtable_tlb_flush_walk()
+  // calls with the leaf tables they free.
+  uint64_t tlbi_va = 0, tlb_flush_walks = 0, pgtables_freed = 0;
   // Deferred flushing.
   uint64_t fq_queued = 0, fq_flushes = 0, fq_full_flushes = 0, fq_timer_flushes = 0;
   // Device side.

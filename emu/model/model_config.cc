@@ -415,6 +415,20 @@ std::vector<ParamSpec> BuildParams() {
   p.push_back(Int("smmu.cmdq_batch", 64, "commands",
                   "CMDQ_BATCH_ENTRIES: commands per cmdlist before an intermediate submit.", 1,
                   4096));
+  p.push_back(Bool("smmu.range_inv", true,
+                   "The SMMUv3 driver builds range TLBI_NH_VA commands (NUM, SCALE, TG, TTL) "
+                   "when the SMMU reports IDR3.RIL (6a481a95d4c1, v5.7): one command per "
+                   "5-bit chunk of the page count; false = one command per granule."));
+  p.push_back(Bool("smmu.ril", false,
+                   "The SMMU implements range invalidation (SMMUv3.2 IDR3.RIL). A platform "
+                   "fact; without it smmu.range_inv changes nothing."));
+  p.push_back(Int("smmu.max_tlbi_ops", 0, "commands",
+                  "CMDQ_MAX_TLBI_OPS on the DMA unmap path: an SMMU without range "
+                  "invalidation that would need this many per-granule TLBIs or more gets one "
+                  "TLBI_NH_ASID instead (512 with 4 KiB pages, d5afb4b47e13 for SVA only; the "
+                  "DMA path in Nicolin Chen's arm_smmu_invs series, merge not confirmed). "
+                  "0 = per-granule commands whatever the size.",
+                  0, 1 << 20));
   p.push_back(Bool("iopgtable.lockless", true,
                    "io-pgtable-arm installs intermediate tables with cmpxchg, so it needs no "
                    "caller lock (2c3d273eabe8, v4.13). false: the caller must serialise, and the "
@@ -656,6 +670,9 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.unmap_delta_insns = i("sw.unmap_delta_insns");
   m.cmdq = s("smmu.cmdq") == "spinlock" ? CmdqKind::kSpinlock : CmdqKind::kLockfree;
   m.cmdq_batch = static_cast<int>(i("smmu.cmdq_batch"));
+  m.smmu_range_inv = b("smmu.range_inv");
+  m.smmu_ril = b("smmu.ril");
+  m.smmu_max_tlbi_ops = static_cast<int>(i("smmu.max_tlbi_ops"));
   m.pgtable_lockless = b("iopgtable.lockless");
   m.mmu500_pgtbl_lock = b("mmu500.pgtbl_lock");
   m.smmu_pgtbl_lock = b("smmu.pgtbl_lock");

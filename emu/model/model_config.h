@@ -119,6 +119,9 @@ struct Model {
   int smmu_vcmdqs = 0;                                      // smmu.vcmdqs
   CmdqKind cmdq = CmdqKind::kLockfree;                      // smmu.cmdq
   int cmdq_batch = 64;                                      // smmu.cmdq_batch
+  bool smmu_range_inv = true;                               // smmu.range_inv
+  bool smmu_ril = false;                                    // smmu.ril
+  int smmu_max_tlbi_ops = 0;                                // smmu.max_tlbi_ops
   bool pgtable_lockless = true;                             // iopgtable.lockless
   bool mmu500_pgtbl_lock = false;                           // mmu500.pgtbl_lock
   bool smmu_pgtbl_lock = false;                             // smmu.pgtbl_lock

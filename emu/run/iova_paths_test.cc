@@ -44,11 +44,13 @@ const char* const kPlatforms[] = {"kunpeng920-smmuv3", "arm-mmu500-8c", "intel-v
 
 // dma_map_benchmark -g N maps N pages with one dma_map_single(): every page
 // is a PTE written and, in strict mode, invalidated, so the cost of a map
-// and of an unmap never falls as the granule grows.
+// and of an unmap never falls as the granule grows -- short of 2 MiB, which
+// the Arm io-pgtable maps as one block where the run is aligned
+// (large_unmap_test.cc), so the sweep stops below it.
 TEST(IovaPaths, GranuleSweepCostGrowsWithTheGranule) {
   for (const char* p : kPlatforms) {
     double prev_map = 0, prev_unmap = 0, prev_tput = 1e300;
-    for (int g = 1; g <= 1024; g *= 2) {
+    for (int g = 1; g <= 256; g *= 2) {
       RunResult r = MapBench(p, "latest", g);
       ASSERT_GT(r.operations, 0u) << p << " g=" << g;
       EXPECT_GE(r.map_latency.mean, prev_map) << p << " g=" << g;
