@@ -28,6 +28,18 @@ int64_t IoPageTable::NewTable() {
   return static_cast<int64_t>(tables_.size()) - 1;
 }
 
+// pfn_to_dma_pte / __arm_lpae_map: allocate the next-level table and install
+// it in table `t` at `level` (with cmpxchg when lockless, else under the
+// domain lock). Indexes tables_ again: a reference into it may dangle after
+// NewTable's emplace_back.
+int64_t IoPageTable::InstallTable(int64_t t, uint64_t iova_pfn, int level, PtWork* w) {
+  const int64_t n = NewTable();
+  ++w->tables_allocated;
+  ++w->lines;
+  tables_[t][Index(iova_pfn, level)] = (static_cast<uint64_t>(n) << 1) | kPresent;
+  return n;
+}
+
 int64_t IoPageTable::Leaf(uint64_t iova_pfn, bool alloc, PtWork* w) {
   int64_t t = 0;
   for (int level = 0; level < kLevels - 1; ++level) {
@@ -39,14 +51,7 @@ int64_t IoPageTable::Leaf(uint64_t iova_pfn, bool alloc, PtWork* w) {
     if (!(e & kPresent) || (e & kBlock)) {
       if (!alloc) return -1;
       if (e & kBlock) mapped_ -= kBlockPages;
-      // pfn_to_dma_pte / __arm_lpae_map: allocate the next-level table and
-      // install it with cmpxchg (lockless) or under the domain lock.
-      int64_t n = NewTable();
-      ++w->tables_allocated;
-      ++w->lines;
-      // `e` may dangle after emplace_back; index again.
-      tables_[t][Index(iova_pfn, level)] = (static_cast<uint64_t>(n) << 1) | kPresent;
-      t = n;
+      t = InstallTable(t, iova_pfn, level, w);
     } else {
       t = static_cast<int64_t>(e >> 1);
     }
@@ -62,11 +67,7 @@ uint64_t* IoPageTable::Level2Entry(uint64_t iova_pfn, bool alloc, PtWork* w) {
     uint64_t e = tables_[t][Index(iova_pfn, level)];
     if (!(e & kPresent)) {
       if (!alloc) return nullptr;
-      int64_t n = NewTable();
-      ++w->tables_allocated;
-      ++w->lines;
-      tables_[t][Index(iova_pfn, level)] = (static_cast<uint64_t>(n) << 1) | kPresent;
-      t = n;
+      t = InstallTable(t, iova_pfn, level, w);
     } else {
       t = static_cast<int64_t>(e >> 1);
     }

@@ -80,6 +80,7 @@ class IoPageTable {
   // __arm_lpae_free_pgtable() of the leaf table a level-2 entry points to.
   void FreeLeafTable(uint64_t* entry, uint64_t iova_pfn, PtWork* w);
   int64_t NewTable();
+  int64_t InstallTable(int64_t t, uint64_t iova_pfn, int level, PtWork* w);
   bool MapBlock(uint64_t pfn, uint64_t phys_pfn, uint64_t left, PtWork* w);
   bool UnmapBlock(uint64_t pfn, uint64_t left, uint64_t* unmapped, PtWork* w);
   Format format_;

@@ -268,12 +268,11 @@ TEST(SpecCheckTest, APatchIsADiffOnOneCommitOfARealMatrix) {
   EXPECT_EQ(back->patch(), kPatch);
 
   // The kernel's own benchmark sees a DMA-path patch best: a patch on it too.
-  std::string bench = WithWorkload("  - name: dma-map-bench\n    params: {threads: 1}\n",
-                                   "dma-map-bench");
+  std::string bench =
+      WithWorkload("  - name: dma-map-bench\n    params: {threads: 1}\n", "dma-map-bench");
   bench.replace(bench.find("commits: v5.10..v5.12"), 21, "commits: [v5.11]");
   bench.replace(bench.find("platform: intel-vtd-2s12c"), 25, "platform: q35-intel-iommu");
-  absl::StatusOr<MatrixSpec> on_bench =
-      ParseMatrixSpec(bench + with_patch.substr(real.size()), {});
+  absl::StatusOr<MatrixSpec> on_bench = ParseMatrixSpec(bench + with_patch.substr(real.size()), {});
   ASSERT_TRUE(on_bench.ok()) << on_bench.status();
   EXPECT_EQ(on_bench->patch, kPatch);
 
