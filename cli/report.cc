@@ -525,13 +525,16 @@ std::string RenderTableText(const ReportTable& table) {
                                          : RenderTable(table.headers, table.rows));
 }
 
+const pb::Regression* FocusRegression(const ReportSources& s) {
+  if (!s.focus_regression) return nullptr;
+  for (const auto& r : s.regressions)
+    if (r.id() == *s.focus_regression) return &r;
+  return nullptr;
+}
+
 ReportData BuildReport(const ReportSources& s) {
   const Commits commits(s);
-  const pb::Regression* focus = nullptr;
-  if (s.focus_regression) {
-    for (const auto& r : s.regressions)
-      if (r.id() == *s.focus_regression) focus = &r;
-  }
+  const pb::Regression* focus = FocusRegression(s);
   std::vector<pb::Regression> regs;
   for (const auto& r : s.regressions)
     if (focus == nullptr || r.id() == focus->id()) regs.push_back(r);

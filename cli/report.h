@@ -112,6 +112,9 @@ struct ReportData {
 };
 
 ReportData BuildReport(const ReportSources& sources);
+// The regression sources.focus_regression names among sources.regressions;
+// nullptr without one.
+const pb::Regression* FocusRegression(const ReportSources& sources);
 // The steps of bisect `b` as BuildReport shows them (subjects from
 // sources.commits): the bisect log of a mail.
 ReportTable BisectStepsTable(const ReportSources& sources, const pb::Bisect& b);

@@ -19,21 +19,18 @@ namespace {
 
 namespace pb = ::iommufarm::v1;
 
-const pb::Regression* Focus(const ReportSources& s) {
-  if (!s.focus_regression) return nullptr;
-  for (const pb::Regression& r : s.regressions)
-    if (r.id() == *s.focus_regression) return &r;
-  return nullptr;
-}
-
 // The culprit a mail names: the bisect's, or the range's first bad commit.
 std::string Culprit(const pb::Regression& r) {
   return r.culprit_id().empty() ? r.first_bad() : r.culprit_id();
 }
 
-std::string SubjectOf(const ReportSources& s, const std::string& commit) {
+// The culprit's subject as the analyzer recorded it with the bisect, else
+// its catalog entry's.
+std::string CulpritSubject(const ReportSources& s, const pb::Regression& r) {
+  if (!r.culprit_id().empty() && !r.culprit_subject().empty()) return r.culprit_subject();
+  const std::string culprit = Culprit(r);
   for (const pb::CatalogCommit& c : s.commits)
-    if (c.id() == commit) return c.subject();
+    if (c.id() == culprit) return c.subject();
   return "";
 }
 
@@ -51,7 +48,7 @@ std::string HeaderText(const std::string& text) {
 }
 
 std::string Headers(const ReportSources& s, const pb::Regression& r, const MailOptions& o) {
-  const std::string subject = SubjectOf(s, Culprit(r));
+  const std::string subject = CulpritSubject(s, r);
   std::string out = absl::StrCat("From: ", o.from, "\n");
   if (!o.to.empty()) absl::StrAppend(&out, "To: ", absl::StrJoin(o.to, ", "), "\n");
   if (!o.cc.empty()) absl::StrAppend(&out, "Cc: ", absl::StrJoin(o.cc, ", "), "\n");
@@ -74,7 +71,7 @@ std::string Headers(const ReportSources& s, const pb::Regression& r, const MailO
 
 std::string Introduction(const ReportSources& s, const pb::Regression& r) {
   const std::string culprit = Culprit(r);
-  const std::string subject = SubjectOf(s, culprit);
+  const std::string subject = CulpritSubject(s, r);
   int steps = 0;
   for (const pb::Bisect& b : s.bisects)
     if (b.regression_id() == r.id()) steps = b.steps_size();
@@ -170,7 +167,7 @@ absl::StatusOr<std::string> ReproduceSpecYaml(const ReportSources& s, const pb::
 }
 
 absl::StatusOr<std::string> FormatRegressionMail(const ReportSources& s, const MailOptions& o) {
-  const pb::Regression* r = Focus(s);
+  const pb::Regression* r = FocusRegression(s);
   if (r == nullptr) return absl::InvalidArgumentError("a mail reports one regression");
   std::string out =
       absl::StrCat(Headers(s, *r, o), Introduction(s, *r), "\n", MeasurementTable(s, *r), "\n");
