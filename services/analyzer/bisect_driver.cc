@@ -322,7 +322,7 @@ absl::StatusOr<BisectRange> ReadBisectRange(AnalyzerStore* store, const std::str
     const bool in_chain = i > lg.index && i <= fb.index;
     if (suspect != in_chain || (in_chain && parents[i] != std::vector<int>{i - 1})) chain = false;
   }
-  for (int i = 0; i <= fb.index; ++i) {
+  for (int i = 0; i <= std::max(lg.index, fb.index); ++i) {
     const bool suspect = bad[i] && !good[i];
     if (!suspect && i != lg.index) continue;
     r.subjects[ids[i]] = (*rows)[i].subject;
