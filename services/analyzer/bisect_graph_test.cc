@@ -147,6 +147,23 @@ TEST(BisectGraphTest, AGoodEndOnTheSideBranch) {
   for (int t : r.tested) EXPECT_TRUE(t == 1 || t == 2 || t == 5) << t;
 }
 
+// scripts/make-test-kernel-tree's history as import-git lists it: main's
+// nine commits (0..8), the topic branch forked from 7 (9, 10, 11) and the
+// merge (12) of 11 into 8. From the fork to the merge with the regression at
+// 10: 10 first (bad), then 9 (good).
+TEST(BisectGraphTest, TheTestTreesMergedBranch) {
+  Graph tree = {{}};
+  for (int i = 1; i <= 8; ++i) tree.push_back({i - 1});
+  tree.push_back({7});
+  tree.push_back({9});
+  tree.push_back({10});
+  tree.push_back({8, 11});
+  const GraphRun r = Bisect(tree, 7, 12, 10);
+  EXPECT_EQ(r.tested, (std::vector<int>{10, 9}));
+  EXPECT_EQ(r.planner.FirstBadIndex(), 10);
+  EXPECT_EQ(r.planner.LastGoodIndex(), 9);
+}
+
 // Criss-cross: 3 and 4 each merge 1 and 2, the other way round; 5 merges
 // both.
 //   0 - 1 - 3 - 5
