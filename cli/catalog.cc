@@ -66,8 +66,8 @@ void AddCatalogCommands(CLI::App& app, Subcommands* out) {
 
   auto* git = catalog->add_subcommand(
       "import-git",
-      "add commit A and the first-parent commits of A..B (oldest first) to a catalog; "
-      "commits without settings inherit the state of the one before");
+      "add commit A and every commit of A..B, merged branches included (parents first, each "
+      "with its parents), to a catalog; commits without settings inherit their history's state");
   git->add_option("--repo", a->git_repo, "path of the git work tree")->required();
   git->add_option("--range", a->git_range, "commit range A..B")->required();
   git->add_option("--catalog", a->git_catalog, "catalog to extend or create (default linux-iommu)");
@@ -175,7 +175,7 @@ int RunCatalogMeasure(Commands& commands, int64_t matrix_id, const std::string& 
 
 int RunCatalogImportGit(Commands& commands, const std::string& repo, const std::string& range,
                         const std::string& catalog) {
-  auto commits = GitFirstParentLog(repo, range);
+  auto commits = GitRangeLog(repo, range);
   if (!commits.ok()) return commands.Fail(absl::StrCat("git log ", range), commits.status());
   pb::ImportGitCatalogRequest request;
   request.set_catalog(catalog);

@@ -90,46 +90,51 @@ absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitLog(const std:
   return commits;
 }
 
-namespace {
-
-// `git -C repo log -1 --format=<format> rev --`: one commit's line.
-absl::StatusOr<std::string> GitShowOne(const std::string& repo, const std::string& format,
-                                       const std::string& rev) {
-  absl::StatusOr<std::string> out =
-      RunProgram({"git", "-C", repo, "log", "-1", "--format=" + format, rev, "--"});
-  if (!out.ok()) return out.status();
-  return std::string(absl::StripTrailingAsciiWhitespace(*out));
+absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitGraphLog(
+    const std::string& output) {
+  std::vector<iommufarm::v1::CatalogCommit> commits;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    const std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits('\t', 2));
+    if (f.size() < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("git log line ", line_no, ": expected '<sha><TAB><parents><TAB><subject>'"));
+    }
+    absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> one =
+        ParseGitLog(absl::StrCat(f[0], f.size() > 2 ? absl::StrCat("\t", f[2]) : ""));
+    if (!one.ok() || one->size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("git log line ", line_no, ": '", f[0], "' is not a commit hash"));
+    }
+    iommufarm::v1::CatalogCommit commit = std::move(one->front());
+    for (absl::string_view p : absl::StrSplit(f[1], ' ', absl::SkipEmpty()))
+      commit.add_parents(std::string(p));
+    commit.set_index(static_cast<int32_t>(commits.size()));
+    commits.push_back(std::move(commit));
+  }
+  return commits;
 }
 
-// The good end A of A..B as a catalog commit, checked to lie on B's
-// first-parent line: `after` is the first-parent log of A..B, whose oldest
-// commit's first parent is A exactly when it does (an empty log: A is B).
-absl::StatusOr<iommufarm::v1::CatalogCommit> RangeStart(
-    const std::string& repo, const std::string& a, const std::string& b,
-    const std::vector<iommufarm::v1::CatalogCommit>& after) {
-  absl::StatusOr<std::string> line = GitShowOne(repo, "%H%x09%s", a);
-  if (!line.ok()) return line.status();
-  absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> start = ParseGitLog(*line);
-  if (!start.ok()) return start.status();
-  if (start->size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--range: ", a, " is not a commit"));
+namespace {
+
+// `rev` as a full commit id of `repo`; kInvalidArgument naming both when
+// `repo` has no such commit.
+absl::StatusOr<std::string> ResolveCommit(const std::string& repo, const std::string& rev) {
+  absl::StatusOr<std::string> out = RunProgram({"git", "-C", repo, "rev-parse", "--verify",
+                                                "--quiet", "--end-of-options", rev + "^{commit}"});
+  if (!out.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--range: unknown commit ", rev, " in ", repo));
   }
-  absl::StatusOr<std::string> next_parents =
-      after.empty() ? GitShowOne(repo, "%H", b) : GitShowOne(repo, "%P", after.front().id());
-  if (!next_parents.ok()) return next_parents.status();
-  const std::vector<absl::string_view> parents =
-      absl::StrSplit(*next_parents, ' ', absl::SkipEmpty());
-  if (parents.empty() || parents.front() != start->front().id()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--range ", a, "..", b, ": ", a, " is not on the first-parent line of ", b));
-  }
-  return start->front();
+  return std::string(absl::StripTrailingAsciiWhitespace(*out));
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitFirstParentLog(
-    const std::string& repo, const std::string& range) {
+absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitRangeLog(const std::string& repo,
+                                                                      const std::string& range) {
   size_t dots = range.find("..");
   if (dots == std::string::npos || dots == 0 || dots + 2 >= range.size() ||
       range.find("...") != std::string::npos) {
@@ -140,15 +145,41 @@ absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitFirstParentLog(
     return absl::InvalidArgumentError(
         absl::StrCat("--range '", range, "' must not start with '-'"));
   }
-  absl::StatusOr<std::string> out = RunProgram(
-      {"git", "-C", repo, "log", "--first-parent", "--reverse", "--format=%H%x09%s", range, "--"});
+  absl::StatusOr<std::string> git_dir = RunProgram({"git", "-C", repo, "rev-parse", "--git-dir"});
+  if (!git_dir.ok()) {
+    if (absl::IsNotFound(git_dir.status())) return git_dir.status();
+    return absl::InvalidArgumentError(absl::StrCat("--repo ", repo, " is not a git repository"));
+  }
+  const std::string a = range.substr(0, dots), b = range.substr(dots + 2);
+  absl::StatusOr<std::string> good = ResolveCommit(repo, a);
+  if (!good.ok()) return good.status();
+  absl::StatusOr<std::string> bad = ResolveCommit(repo, b);
+  if (!bad.ok()) return bad.status();
+  // Exit 1: not an ancestor. A bisect needs its good end in the bad end's
+  // history; git's A..B would silently hold commits that are not after A.
+  if (!RunProgram({"git", "-C", repo, "merge-base", "--is-ancestor", *good, *bad}).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--range ", range, ": ", a,
+                                                   " is not an ancestor of ", b,
+                                                   " (the good end must be in the bad end's "
+                                                   "history)"));
+  }
+  // Topological, oldest first: every commit after its parents, each side
+  // branch's commits together.
+  absl::StatusOr<std::string> out =
+      RunProgram({"git", "-C", repo, "log", "--topo-order", "--reverse", "--format=%H%x09%P%x09%s",
+                  *good + ".." + *bad, "--"});
   if (!out.ok()) return out.status();
-  absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> after = ParseGitLog(*out);
+  absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> after = ParseGitGraphLog(*out);
   if (!after.ok()) return after.status();
-  absl::StatusOr<iommufarm::v1::CatalogCommit> start =
-      RangeStart(repo, range.substr(0, dots), range.substr(dots + 2), *after);
+  absl::StatusOr<std::string> start_line =
+      RunProgram({"git", "-C", repo, "log", "-1", "--format=%H%x09%P%x09%s", *good, "--"});
+  if (!start_line.ok()) return start_line.status();
+  absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> start = ParseGitGraphLog(*start_line);
   if (!start.ok()) return start.status();
-  std::vector<iommufarm::v1::CatalogCommit> commits = {*std::move(start)};
+  if (start->size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--range: ", a, " is not a commit"));
+  }
+  std::vector<iommufarm::v1::CatalogCommit> commits = {std::move(start->front())};
   for (iommufarm::v1::CatalogCommit& c : *after) {
     c.set_index(static_cast<int32_t>(commits.size()));
     commits.push_back(std::move(c));

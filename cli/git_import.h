@@ -1,5 +1,6 @@
-// farm::cli git import: turns a kernel git tree's first-parent history into
-// catalog commits for ImportGitCatalog.
+// farm::cli git import: turns a range of a kernel git tree's history, merges
+// and the branches they merged included, into catalog commits (with their
+// parents) for ImportGitCatalog.
 //
 // git is run with fork/execvp and an argument vector (never a shell), so a
 // repository path or range can hold any character without being interpreted.
@@ -27,16 +28,25 @@ absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv);
 // into commits with index = line number, oldest first as given.
 absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitLog(const std::string& output);
 
-// The commits of `range` A..B for a catalog, oldest first: A itself (the good
-// end, which git's A..B leaves out), then
-// `git -C repo log --first-parent --reverse --format=%H%x09%s A..B`, parsed
-// and indexed from 0; never empty on success.
+// Parses `git log --format=%H%x09%P%x09%s` output (one
+// "sha<TAB>parents<TAB>subject" per line, parents blank-separated) into
+// commits with their parents, index = line number, in the order given.
+absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitGraphLog(
+    const std::string& output);
+
+// The commits of `range` A..B for a catalog, oldest first in topological
+// order (parents before children), each with its parents: A itself (the good
+// end, which git's A..B leaves out), then every commit of git's A..B, merged
+// branches included (`git log --topo-order --reverse`); never empty on
+// success. A's parents, and those of a merged branch's first commit, lie
+// outside the range: they are kept as given.
 // `range` is user input (farmctl catalog import-git --range): anything but the
-// form A..B (or a leading '-', which git would read as an option), and an A
-// that is not on B's first-parent line, are kInvalidArgument, not a
-// precondition.
-absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitFirstParentLog(
-    const std::string& repo, const std::string& range);
+// form A..B (or a leading '-', which git would read as an option), a `repo`
+// that is not a git repository, an A or B that is not a commit of it, and an
+// A that is not an ancestor of B are kInvalidArgument naming them; git not
+// installed is kNotFound.
+absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitRangeLog(const std::string& repo,
+                                                                      const std::string& range);
 
 }  // namespace farm::cli
 

@@ -5,6 +5,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
 
 namespace farm::cli {
 namespace {
@@ -27,10 +30,10 @@ TEST(ParseGitLogTest, RejectsNonHashNamingTheLine) {
   EXPECT_NE(commits.status().message().find("line 2"), std::string::npos) << commits.status();
 }
 
-TEST(GitFirstParentLogTest, RejectsBadRange) {
-  EXPECT_FALSE(GitFirstParentLog("/tmp", "abc").ok());
-  EXPECT_FALSE(GitFirstParentLog("/tmp", "a...b").ok());
-  EXPECT_FALSE(GitFirstParentLog("/tmp", "--output=x..b").ok());
+TEST(GitRangeLogTest, RejectsBadRange) {
+  EXPECT_FALSE(GitRangeLog("/tmp", "abc").ok());
+  EXPECT_FALSE(GitRangeLog("/tmp", "a...b").ok());
+  EXPECT_FALSE(GitRangeLog("/tmp", "--output=x..b").ok());
 }
 
 TEST(RunProgramTest, CapturesOutputAndExitStatus) {
@@ -78,7 +81,7 @@ std::vector<std::string> Subjects(const std::vector<iommufarm::v1::CatalogCommit
   return out;
 }
 
-TEST(GitFirstParentLogTest, ARealRangeStartsWithItsGoodEnd) {
+TEST(GitRangeLogTest, ARealRangeStartsWithItsGoodEnd) {
   if (!HaveGit()) GTEST_SKIP() << "git not installed";
   TinyRepo repo;
   ASSERT_TRUE(repo.Git({"init", "-q"}).ok());
@@ -86,21 +89,55 @@ TEST(GitFirstParentLogTest, ARealRangeStartsWithItsGoodEnd) {
     ASSERT_TRUE(repo.Commit(msg));
   }
   ASSERT_TRUE(repo.Git({"tag", "base", "HEAD~2"}).ok());
-  auto commits = GitFirstParentLog(repo.path(), "base..HEAD");
+  auto commits = GitRangeLog(repo.path(), "base..HEAD");
   ASSERT_TRUE(commits.ok()) << commits.status();
   EXPECT_EQ(Subjects(*commits), (std::vector<std::string>{"base", "second; $(rm -rf /)", "third"}));
   for (int i = 0; i < static_cast<int>(commits->size()); ++i) {
     EXPECT_EQ((*commits)[i].index(), i);
     EXPECT_EQ((*commits)[i].id().size(), 40u);
   }
-  auto same = GitFirstParentLog(repo.path(), "HEAD..HEAD");
+  auto same = GitRangeLog(repo.path(), "HEAD..HEAD");
   ASSERT_TRUE(same.ok()) << same.status();
   EXPECT_EQ(Subjects(*same), std::vector<std::string>{"third"});
 }
 
-// A merged side branch is an ancestor of B but not on its first-parent
-// line: there is no good end to start the catalog from.
-TEST(GitFirstParentLogTest, AGoodEndOffTheFirstParentLineIsInvalid) {
+// A merged side branch is imported whole: its commits after the good end,
+// in topological order, each naming its parents.
+TEST(GitRangeLogTest, AMergedSideBranchComesWithItsParents) {
+  if (!HaveGit()) GTEST_SKIP() << "git not installed";
+  TinyRepo repo;
+  ASSERT_TRUE(repo.Git({"init", "-q"}).ok());
+  ASSERT_TRUE(repo.Commit("base"));
+  ASSERT_TRUE(repo.Git({"checkout", "-q", "-b", "side"}).ok());
+  ASSERT_TRUE(repo.Commit("on side"));
+  ASSERT_TRUE(repo.Commit("on side 2"));
+  ASSERT_TRUE(repo.Git({"checkout", "-q", "-"}).ok());
+  ASSERT_TRUE(repo.Commit("trunk"));
+  ASSERT_TRUE(repo.Git({"merge", "-q", "--no-ff", "-m", "merge side", "side"}).ok());
+  auto commits = GitRangeLog(repo.path(), "HEAD~1~1..HEAD");
+  ASSERT_TRUE(commits.ok()) << commits.status();
+  ASSERT_EQ(commits->size(), 5u) << ::testing::PrintToString(Subjects(*commits));
+  EXPECT_EQ(commits->front().subject(), "base");
+  EXPECT_EQ(commits->back().subject(), "merge side");
+  // Parents come first; the merge names trunk then the side branch's tip.
+  std::map<std::string, int> at;
+  for (const auto& c : *commits) at[c.id()] = c.index();
+  for (const auto& c : *commits) {
+    for (const std::string& p : c.parents()) {
+      if (at.contains(p)) EXPECT_LT(at[p], c.index()) << c.subject();
+    }
+  }
+  const auto& merge = commits->back();
+  ASSERT_EQ(merge.parents_size(), 2);
+  EXPECT_EQ((*commits)[at[merge.parents(0)]].subject(), "trunk");
+  EXPECT_EQ((*commits)[at[merge.parents(1)]].subject(), "on side 2");
+  // The side branch's good end may be the range's too: it is in HEAD's history.
+  auto from_side = GitRangeLog(repo.path(), "side..HEAD");
+  ASSERT_TRUE(from_side.ok()) << from_side.status();
+  EXPECT_EQ(Subjects(*from_side), (std::vector<std::string>{"on side 2", "trunk", "merge side"}));
+}
+
+TEST(GitRangeLogTest, BadInputIsNamed) {
   if (!HaveGit()) GTEST_SKIP() << "git not installed";
   TinyRepo repo;
   ASSERT_TRUE(repo.Git({"init", "-q"}).ok());
@@ -109,16 +146,22 @@ TEST(GitFirstParentLogTest, AGoodEndOffTheFirstParentLineIsInvalid) {
   ASSERT_TRUE(repo.Commit("on side"));
   ASSERT_TRUE(repo.Git({"checkout", "-q", "-"}).ok());
   ASSERT_TRUE(repo.Commit("trunk"));
-  ASSERT_TRUE(repo.Git({"merge", "-q", "--no-ff", "-m", "merge side", "side"}).ok());
-  auto commits = GitFirstParentLog(repo.path(), "side..HEAD");
-  ASSERT_FALSE(commits.ok());
-  EXPECT_EQ(commits.status().code(), absl::StatusCode::kInvalidArgument) << commits.status();
-  EXPECT_EQ(commits.status().message(),
-            "--range side..HEAD: side is not on the first-parent line of HEAD");
-  // The other way round git's range is empty and A is not B.
-  auto reversed = GitFirstParentLog(repo.path(), "HEAD..side");
-  ASSERT_FALSE(reversed.ok());
-  EXPECT_EQ(reversed.status().code(), absl::StatusCode::kInvalidArgument) << reversed.status();
+  // Neither end is in the other's history.
+  auto apart = GitRangeLog(repo.path(), "side..HEAD");
+  ASSERT_FALSE(apart.ok());
+  EXPECT_EQ(apart.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(apart.status().message(),
+            "--range side..HEAD: side is not an ancestor of HEAD (the good end must be in the "
+            "bad end's history)");
+  auto unknown = GitRangeLog(repo.path(), "HEAD..no-such-branch");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.status().message(),
+            absl::StrCat("--range: unknown commit no-such-branch in ", repo.path()));
+  auto outside = GitRangeLog("/proc/self", "a..b");
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(outside.status().message(), "--repo /proc/self is not a git repository");
 }
 
 }  // namespace

@@ -213,8 +213,10 @@ class SimAgent {
 class AnalyzerPgTest : public testing::FarmTest {
  protected:
   // Scheduler, Alertmanager and a catalog of `n` commits t00.. on this
-  // test's database; `sets` maps a commit index to its settings.
-  void StartFarm(int n, const std::map<int, std::map<std::string, std::string>>& sets) {
+  // test's database; `sets` maps a commit index to its settings, `parents`
+  // a commit index to its parents' (default: the previous commit).
+  void StartFarm(int n, const std::map<int, std::map<std::string, std::string>>& sets,
+                 const std::map<int, std::vector<int>>& parents = {}) {
     StartScheduler(testing::FarmMode::kPlaintext, [](scheduler::ServerOptions& so) {
       so.db_connections = 4;
       so.worker_threads = 4;
@@ -227,6 +229,11 @@ class AnalyzerPgTest : public testing::FarmTest {
     std::string yaml = "catalog: analyzer-test\ncommits:\n";
     for (int i = 0; i < n; ++i) {
       absl::StrAppend(&yaml, "  - id: ", Id(i), "\n    subject: \"test commit ", i, "\"\n");
+      if (auto p = parents.find(i); p != parents.end()) {
+        std::vector<std::string> ids;
+        for (int q : p->second) ids.push_back(Id(q));
+        absl::StrAppend(&yaml, "    parents: [", absl::StrJoin(ids, ", "), "]\n");
+      }
       auto it = sets.find(i);
       if (it != sets.end()) {
         absl::StrAppend(&yaml, "    set: {");
@@ -495,6 +502,59 @@ TEST_F(AnalyzerPgTest, PlantedCostIsFoundBisectedAlertedAndResolved) {
       "alert resolved in Alertmanager");
   EXPECT_EQ(open.Value(), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM regressions WHERE alert_firing"), 0);
+}
+
+// A merge-based history whose merged branch comes first in the catalog:
+//   t00 - t03 - t04 - t05 - t06 - t07     main line (t07 merges the branch)
+//     \- t01 - t02 -----------------/     branch; t01 costs the IOMMU path 25%
+// Each commit runs with its own history's settings (t03..t06 are fast
+// though they come after t01 in the list); the bisect takes git bisect's
+// steps over the graph (first t05, whose history holds 3 of the 7 suspects,
+// where the midpoint of the list would be t03) and names t01, inside the
+// merged branch, where the first-parent line alone could only name the
+// merge t07.
+TEST_F(AnalyzerPgTest, AMergedBranchIsBisectedToTheCommitInsideIt) {
+  StartFarm(8, {{1, {{"sim.iommu_cost", "1.25"}}}}, {{3, {0}}, {7, {6, 2}}});
+  SubmitCommits({0, 7}, 4);
+  Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
+  TickUntil(
+      a,
+      [&] {
+        return Count("SELECT count(*) FROM bisects") >= 1 &&
+               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
+      },
+      "bisects finished");
+  const pqxx::result g = Query(
+      "SELECT id, state, culprit_id, last_good, first_bad FROM regressions "
+      "WHERE direction = 1 ORDER BY id");
+  ASSERT_GE(g.size(), 1u);
+  for (const pqxx::row& r : g) {
+    EXPECT_EQ(r[1].as<int>(), pb::REGRESSION_STATE_CONFIRMED) << r[0].as<int64_t>();
+    EXPECT_EQ(r[2].as<std::string>(), "t01");
+    EXPECT_EQ(r[3].as<std::string>(), "t00");
+    EXPECT_EQ(r[4].as<std::string>(), "t01");
+  }
+  pb::GetBisectRequest br;
+  br.set_regression_id(g[0][0].as<int64_t>());
+  pb::Bisect bisect;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(analysis_->GetBisect(&ctx, br, &bisect).ok());
+  EXPECT_EQ(bisect.state(), "done");
+  // The steps' verdicts follow each commit's history: bad exactly when t01
+  // is in it.
+  const std::set<std::string> slow = {"t01", "t02", "t07"};
+  std::vector<std::string> path;
+  for (int i = 1; i < bisect.steps_size(); ++i) {
+    const pb::BisectStep& s = bisect.steps(i);
+    const bool bad = s.verdict() == "bad" || s.verdict() == "weak-bad";
+    EXPECT_EQ(bad, slow.contains(s.commit_id())) << s.commit_id() << " " << s.verdict();
+    path.push_back(absl::StrCat(s.commit_id(), " ", s.verdict()));
+  }
+  // Suspects t01..t07; t05 has 3 of 7 in its history, the best half (t06,
+  // with 4, ties and comes later).
+  ASSERT_GE(bisect.steps_size(), 2);
+  EXPECT_EQ(bisect.steps(1).commit_id(), "t05") << absl::StrJoin(path, ", ");
+  EXPECT_LE(bisect.steps_size(), 4) << absl::StrJoin(path, ", ");
 }
 
 // What a person acts on: t21 slows the IOMMU path on two platforms, two

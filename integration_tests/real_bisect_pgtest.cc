@@ -12,7 +12,10 @@
 // regression, confirmed by dma-map-bench on those kernels, every step's
 // kernel built on demand, and an alert in Alertmanager naming the culprit.
 // The same matrix in passthrough, where no IOTLB is flushed, finds no
-// primary regression.
+// primary regression. On branch `merged` (a topic branch merged into main,
+// with a second planted commit inside it) the whole history graph is
+// imported and the regression between the fork and the merge is bisected,
+// as git bisect would, to the commit inside the merged branch.
 // Needs: scripts/make-test-kernel-tree and scripts/build-guest-root (scripts/test runs both as
 // root).
 #include <stdlib.h>
@@ -27,11 +30,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "cli/commands.h"
+#include "cli/git_import.h"
 #include "cli/regressions.h"
 #include "gtest/gtest.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
@@ -123,9 +128,12 @@ class RealBisectPgTest : public testing::FarmTest {
   }
 
   std::string Spec(const std::string& mode) const {
+    return Spec(mode, tree_.commits.front(), tree_.commits.back());
+  }
+  std::string Spec(const std::string& mode, const std::string& good, const std::string& bad) const {
     return absl::StrCat("name: real-bisect-", mode, "\ncatalog: ", kCatalog,
-                        "\nplatform: q35-intel-iommu\ncommits: [", tree_.commits.front(), ", ",
-                        tree_.commits.back(), "]\nmodes: [", mode,
+                        "\nplatform: q35-intel-iommu\ncommits: [", good, ", ", bad, "]\nmodes: [",
+                        mode,
                         "]\nworkloads:\n  - name: dma-map-bench\n    params: {seconds: 1}\n"
                         "repeats: 5\nexecutor: dma-map-bench\nanalysis: {bisect: true}\n");
   }
@@ -256,6 +264,79 @@ TEST_F(RealBisectPgTest, StrictFindsConfirmsAndBisectsThePlantedCommitPassthroug
     EXPECT_FALSE(IsPrimaryRegression(r, pb::IOMMU_MODE_PASSTHROUGH))
         << "passthrough: " << cli::FormatRegression(r);
   }
+}
+
+// A merge-based history: main's commits, the topic branch forked from
+// main's last but one commit (a comment, the planted extra IOTLB flush after
+// each strict map, a documentation change) and the merge of that branch
+// into main's last commit, imported as one graph. A matrix of the fork and
+// the merge in strict finds the map-latency regression; the bisect's
+// suspects are main's last commit, the three branch commits and the merge,
+// and it ends at the commit inside the branch, every step's kernel built on
+// demand (the first-parent line alone could only have named the merge).
+TEST_F(RealBisectPgTest, AMergedBranchIsBisectedToTheCommitInsideIt) {
+  ASSERT_FALSE(tree_.merge.empty()) << "the test tree has no merged branch";
+  const absl::Time start = absl::Now();
+  std::ostringstream out, err;
+  cli::Commands commands(client_, out, err);
+  const std::string range = absl::StrCat(tree_.commits.front(), "..", tree_.merge);
+  ASSERT_EQ(commands.RunCatalogImportGit(tree_.dir, range, kCatalog), 0) << err.str();
+  // The base, then every commit of git's range: main's up to the merge's
+  // first parent, the three branch commits and the merge.
+  absl::StatusOr<std::string> count =
+      cli::RunProgram({"git", "-C", tree_.dir, "rev-list", "--count", range});
+  ASSERT_TRUE(count.ok()) << count.status();
+  const int commits = std::stoi(*count) + 1;
+  EXPECT_GE(commits, 6);
+  EXPECT_TRUE(absl::StrContains(out.str(), absl::StrCat("added ", commits, " of ", commits)))
+      << out.str();
+  absl::StatusOr<std::string> fork = cli::RunProgram(
+      {"git", "-C", tree_.dir, "merge-base", tree_.merge + "^1", tree_.merge + "^2"});
+  ASSERT_TRUE(fork.ok()) << fork.status();
+  const std::string good(absl::StripAsciiWhitespace(*fork));
+
+  auto submitted = commands.SubmitSpec(Spec("strict", good, tree_.merge), false);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  auto progress =
+      commands.WaitForMatrix(submitted->matrix().id(), [](const pb::MatrixProgress&) {});
+  ASSERT_TRUE(progress.ok()) << progress.status() << "\n" << agent_->Out();
+  ASSERT_EQ(progress->counts().succeeded(), 10) << agent_->Out();
+  std::cout << "matrix ran in "
+            << absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Seconds(1))) << "\n";
+
+  analyzer::Analyzer a(store_.get(), submitter_.get(), nullptr, {}, analyzer::AnalyzerOptions{});
+  pb::Regression reg;
+  for (int pass = 0; pass < 3000; ++pass) {
+    (void)a.Tick();
+    for (const pb::Regression& r : Regressions())
+      if (IsPrimaryRegression(r, pb::IOMMU_MODE_STRICT) &&
+          absl::StartsWith(r.metric(), "map_latency_mean"))
+        reg = r;
+    if (reg.id() != 0 &&
+        (reg.state() == pb::REGRESSION_STATE_REJECTED || !reg.culprit_id().empty()))
+      break;
+    absl::SleepFor(absl::Seconds(1));
+  }
+  const absl::Duration took = absl::Now() - start;
+  for (const pb::Regression& r : Regressions()) std::cout << cli::FormatRegression(r) << "\n";
+  ASSERT_NE(reg.id(), 0) << "no strict map-latency regression in matrix "
+                         << submitted->matrix().id();
+  EXPECT_EQ(reg.state(), pb::REGRESSION_STATE_CONFIRMED) << reg.confirm_note();
+  EXPECT_EQ(reg.culprit_id(), tree_.merged_planted) << agent_->Out();
+  EXPECT_EQ(reg.first_bad(), tree_.merged_planted);
+  absl::StatusOr<std::string> parent =
+      cli::RunProgram({"git", "-C", tree_.dir, "rev-parse", tree_.merged_planted + "^"});
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  EXPECT_EQ(reg.last_good(), absl::StripAsciiWhitespace(*parent));
+  const pb::Bisect b = BisectOf(reg.bisect_id());
+  EXPECT_EQ(b.state(), "done");
+  for (const pb::BisectStep& s : b.steps()) {
+    std::cout << absl::StrFormat("step %d: %s %s x%d mean %.0f\n", s.step(),
+                                 s.commit_id().substr(0, 12), s.verdict(), s.repeats(), s.mean());
+    EXPECT_NE(s.verdict(), "pending") << s.commit_id();
+  }
+  std::cout << "submit to culprit: " << absl::FormatDuration(absl::Trunc(took, absl::Seconds(1)))
+            << "\n";
 }
 
 // Each commit's software cost from its own kernel: dma-map-bench on every

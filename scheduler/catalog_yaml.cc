@@ -9,6 +9,7 @@
 #include "lib/spec/table_checks.h"
 #include "lib/spec/yaml_document.h"
 #include "lib/spec/yaml_limits.h"
+#include "proto/catalog_dag.h"
 #include "scheduler/storable_text.h"
 
 namespace farm::scheduler {
@@ -56,6 +57,7 @@ absl::StatusOr<pb::Catalog> ParseCatalogYaml(std::string_view yaml,
     cc->set_id(c.id);
     cc->set_subject(c.subject);
     for (const auto& [k, v] : c.set) (*cc->mutable_set())[k] = v;
+    for (const std::string& p : c.parents) cc->add_parents(p);
   }
   if (cat.ByteSizeLong() > kMaxCatalogBytes) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", cat.ByteSizeLong(),
@@ -73,6 +75,18 @@ absl::StatusOr<pb::Catalog> ParseCatalogYaml(std::string_view yaml,
 }
 
 void ResolveCatalog(pb::Catalog* catalog) {
+  const std::vector<std::vector<int>> parents = proto::ParentPositions(*catalog);
+  if (!proto::IsLinear(parents)) {
+    std::vector<std::map<std::string, std::string>> states;
+    for (int i = 0; i < catalog->commits_size(); ++i)
+      states.push_back(proto::SettingsAt(*catalog, parents, i));
+    for (int i = 0; i < catalog->commits_size(); ++i) {
+      pb::CatalogCommit* c = catalog->mutable_commits(i);
+      c->mutable_resolved()->clear();
+      for (const auto& [k, v] : states[i]) (*c->mutable_resolved())[k] = v;
+    }
+    return;
+  }
   std::map<std::string, std::string> state;
   for (pb::CatalogCommit& c : *catalog->mutable_commits()) {
     for (const auto& [k, v] : c.set()) state[k] = v;

@@ -32,6 +32,56 @@ commits:
   EXPECT_EQ(c->commits(0).resolved().at("iova.allocator"), "rbtree");
 }
 
+// A merge-based history: parents by any id form that resolves (stored as
+// the entry's id) or a commit outside the catalog; each commit runs with its
+// own history's settings.
+TEST(CatalogYamlTest, ParentsMakeAGraphAndSettingsFollowIt) {
+  auto c = ParseCatalogYaml(R"(
+catalog: merged
+commits:
+  - {id: 1111111aaaa, subject: base, parents: [0000000ffff], set: {fq.kind: intel-global}}
+  - {id: 2222222bbbb, subject: main, set: {iova.allocator: rcache}}
+  - {id: 3333333cccc, subject: side, parents: [1111111], set: {fq.kind: percpu}}
+  - {id: 4444444dddd, subject: merge, parents: [2222222bbbb, 3333333]}
+)",
+                            "m.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->commits(1).parents_size(), 0);  // the previous entry
+  ASSERT_EQ(c->commits(2).parents_size(), 1);
+  EXPECT_EQ(c->commits(2).parents(0), "1111111aaaa");
+  ASSERT_EQ(c->commits(3).parents_size(), 2);
+  EXPECT_EQ(c->commits(3).parents(1), "3333333cccc");
+  EXPECT_EQ(c->commits(0).parents(0), "0000000ffff");  // before the catalog
+  ResolveCatalog(&*c);
+  // The side branch forked before `main` set the allocator.
+  EXPECT_FALSE(c->commits(2).resolved().contains("iova.allocator"));
+  EXPECT_EQ(c->commits(2).resolved().at("fq.kind"), "percpu");
+  EXPECT_EQ(c->commits(3).resolved().at("iova.allocator"), "rcache");
+  EXPECT_EQ(c->commits(3).resolved().at("fq.kind"), "percpu");
+
+  auto later = ParseCatalogYaml(
+      "catalog: x\ncommits:\n  - {id: a, subject: s, parents: [b]}\n  - {id: b, subject: t}\n",
+      "p.yaml");
+  ASSERT_FALSE(later.ok());
+  EXPECT_NE(later.status().message().find(
+                "p.yaml:3: commit 'a': parent 'b' does not come before the commit"),
+            std::string::npos)
+      << later.status();
+  auto unknown = ParseCatalogYaml(
+      "catalog: x\ncommits:\n  - {id: a, subject: s}\n  - {id: b, subject: t, parents: [v9]}\n",
+      "p.yaml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("p.yaml:4: commit 'b': parent 'v9' is neither"),
+            std::string::npos)
+      << unknown.status();
+  auto empty = ParseCatalogYaml(
+      "catalog: x\ncommits:\n  - {id: a, subject: s}\n  - {id: b, subject: t, parents: []}\n",
+      "p.yaml");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("'parents' must be a non-empty list"), std::string::npos)
+      << empty.status();
+}
+
 // One parser (emu's loader): errors name the file and the line.
 TEST(CatalogYamlTest, ErrorsNameFileAndLine) {
   auto dup = ParseCatalogYaml(

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/spec/field_errors.h"
+#include "proto/catalog_dag.h"
 #include "proto/names.h"
 #include "proto/try_commit.h"
 
@@ -110,8 +111,14 @@ absl::StatusOr<std::vector<ResolvedCommit>> ResolveCommits(const MatrixSpec& spe
   // The accumulated settings of the picked commits only, in one pass over
   // the catalog: a copy per catalog commit would be quadratic in a catalog
   // whose commits each set a key of their own.
+  const std::vector<std::vector<int>> parents = proto::ParentPositions(catalog);
   const auto with_settings =
       [&](std::vector<ResolvedCommit> picked) -> std::vector<ResolvedCommit> {
+    if (!proto::IsLinear(parents)) {
+      // A history graph: each picked commit from its own ancestors.
+      for (ResolvedCommit& p : picked) p.settings = proto::SettingsAt(catalog, parents, p.index);
+      return picked;
+    }
     std::map<int, std::vector<size_t>> at;
     for (size_t i = 0; i < picked.size(); ++i) at[picked[i].index].push_back(i);
     std::map<std::string, std::string> state;

@@ -33,8 +33,8 @@ struct ResolvedCommit {
   std::string id;
   int index = 0;
   // The catalog's accumulated settings at this commit (every `set:` from the
-  // first commit up to this one). Jobs carry them in model_set so an agent
-  // can run commits of catalogs it has no file for.
+  // first commit up to this one; in a catalog with parents, of its ancestors). Jobs carry them in
+  // model_set so an agent can run commits of catalogs it has no file for.
   std::map<std::string, std::string> settings;
 };
 

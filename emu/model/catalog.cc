@@ -329,10 +329,11 @@ absl::StatusOr<CatalogCommit> ParseCommit(const YAML::Node& entry, absl::string_
   commit.line = entry.Mark().line + 1;
   for (const auto& kv : entry) {
     std::string field = kv.first.as<std::string>();
-    if (field != "id" && field != "subject" && field != "set" && field != "expect") {
+    if (field != "id" && field != "subject" && field != "set" && field != "expect" &&
+        field != "parents") {
       return ErrorAt(
           source_name, kv.first,
-          absl::StrCat("unknown field '", field, "' (expected id, subject, set, expect)"));
+          absl::StrCat("unknown field '", field, "' (expected id, subject, parents, set, expect)"));
     }
   }
   const YAML::Node id = entry["id"];
@@ -348,6 +349,21 @@ absl::StatusOr<CatalogCommit> ParseCommit(const YAML::Node& entry, absl::string_
     return ErrorAt(source_name, entry, absl::StrCat("commit '", commit.id, "' without 'subject'"));
   }
   commit.subject = subject.Scalar();
+  if (const YAML::Node parents = entry["parents"]; parents) {
+    if (!parents.IsSequence() || parents.size() == 0) {
+      return ErrorAt(source_name, parents,
+                     absl::StrCat("commit '", commit.id,
+                                  "': 'parents' must be a non-empty list of commit ids (leave it "
+                                  "out for the previous entry)"));
+    }
+    for (const YAML::Node& p : parents) {
+      if (!p.IsScalar() || p.Scalar().empty()) {
+        return ErrorAt(source_name, p,
+                       absl::StrCat("commit '", commit.id, "': a parent must be a commit id"));
+      }
+      commit.parents.push_back(p.Scalar());
+    }
+  }
   if (const YAML::Node expect = entry["expect"]; expect) {
     absl::StatusOr<std::vector<CatalogExpectation>> e =
         ParseExpectations(expect, source_name, commit.id, expect_validator);
@@ -509,7 +525,44 @@ absl::StatusOr<Catalog> Catalog::LoadString(absl::string_view yaml, absl::string
     return absl::InvalidArgumentError(absl::StrCat(source_name, ": catalog has no commits"));
   }
   if (absl::Status s = catalog.CheckBaselines(); !s.ok()) return s;
+  if (absl::Status s = catalog.CheckParents(); !s.ok()) return s;
   return catalog;
+}
+
+absl::Status Catalog::CheckParents() {
+  std::vector<absl::Status> errors;
+  bool any = false;
+  std::vector<std::vector<size_t>> pos(commits_.size());
+  for (size_t i = 0; i < commits_.size() && errors.size() < kMaxErrors; ++i) {
+    CatalogCommit& c = commits_[i];
+    if (c.parents.empty()) {
+      if (i > 0) pos[i].push_back(i - 1);
+      continue;
+    }
+    any = true;
+    for (std::string& p : c.parents) {
+      absl::StatusOr<size_t> at = Find(p);
+      absl::Status bad;
+      if (at.ok() && *at >= i) {
+        bad = absl::InvalidArgumentError(
+            absl::StrCat("parent '", p, "' does not come before the commit (parents first)"));
+      } else if (at.ok()) {
+        p = commits_[*at].id;
+        pos[i].push_back(*at);
+      } else if (!absl::IsNotFound(at.status()) || !IsHex(p) || p.size() < kMinPrefix) {
+        bad = absl::InvalidArgumentError(absl::StrCat(
+            "parent '", p, "' is neither an earlier entry nor a commit id outside the catalog (",
+            kMinPrefix, "+ hex digits)"));
+      }
+      if (!bad.ok()) {
+        errors.push_back(absl::InvalidArgumentError(
+            absl::StrCat(Where(c.source, c.line), ": commit '", c.id, "': ", bad.message())));
+      }
+    }
+  }
+  if (!errors.empty()) return JoinErrors(errors);
+  if (any) parent_pos_ = std::move(pos);
+  return absl::OkStatus();
 }
 
 absl::Status Catalog::CheckBaselines() const {
@@ -568,7 +621,26 @@ absl::StatusOr<size_t> Catalog::Find(absl::string_view id) const {
 std::map<std::string, std::string> Catalog::SettingsAt(size_t index) const {
   FARM_DCHECK(index < commits_.size(), "SettingsAt() past the last commit");
   std::map<std::string, std::string> out;
+  std::vector<bool> mine(index + 1, parent_pos_.empty());
+  if (!parent_pos_.empty()) {
+    // Ancestors by their parents; a commit past parent_pos_ (imported
+    // later) has the previous entry as its parent.
+    std::vector<size_t> todo = {index};
+    mine[index] = true;
+    while (!todo.empty()) {
+      const size_t c = todo.back();
+      todo.pop_back();
+      const std::vector<size_t> prev = c > 0 ? std::vector<size_t>{c - 1} : std::vector<size_t>{};
+      for (size_t p : c < parent_pos_.size() ? parent_pos_[c] : prev) {
+        if (!mine[p]) {
+          mine[p] = true;
+          todo.push_back(p);
+        }
+      }
+    }
+  }
   for (size_t i = 0; i <= index && i < commits_.size(); ++i) {
+    if (!mine[i]) continue;
     for (const auto& [k, v] : commits_[i].set) out[k] = v;
   }
   return out;

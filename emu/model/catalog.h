@@ -1,6 +1,6 @@
 // Commit catalogs: the kernel's history as a list of model-key settings.
 //
-// A catalog is a YAML file, oldest commit first (first-parent order):
+// A catalog is a YAML file, oldest commit first (parents before children):
 //
 //   catalog: linux-iommu
 //   commits:
@@ -18,8 +18,12 @@
 //
 // Settings accumulate down the list: the model state of commit i is every `set`
 // of commits 0..i applied in order, so a commit without `set` runs exactly like
-// the one before it. That is also how a plain commit list imported from a kernel
-// tree (ImportCommitList) gets its state: it inherits from the catalog's end.
+// the one before it. A catalog of a merge-based history names each commit's
+// `parents` (ids; default: the previous entry); its state is then every `set`
+// of its ancestors (itself included) applied in list order, so a commit on a
+// side branch does not inherit what the main line set after the fork. That is also how a plain
+// commit list imported from a kernel tree (ImportCommitList) gets its state: it inherits from the
+// catalog's end.
 //
 // Errors are absl::Status values whose message starts with "<file>:<line>: "
 // so a user can fix their own catalog; a load checks every commit entry and
@@ -105,8 +109,12 @@ struct CatalogCommit {
   std::string subject;                     // the commit's subject line or "Linux 5.11"
   std::map<std::string, std::string> set;  // keys this commit changes
   std::vector<CatalogExpectation> expect;  // what was reported about its performance
-  std::string source;                      // file the entry came from
-  int line = 0;                            // 1-based line of the entry in `source`
+  // `parents:` as the catalog's own ids (an earlier entry's id) or, for a
+  // parent outside the catalog, as written (7+ hex digits); empty: the
+  // previous entry.
+  std::vector<std::string> parents;
+  std::string source;  // file the entry came from
+  int line = 0;        // 1-based line of the entry in `source`
 };
 
 // A commit resolved to its place and its accumulated model state.
@@ -114,7 +122,7 @@ struct ResolvedCommit {
   size_t index = 0;
   std::string id;
   std::string subject;
-  std::map<std::string, std::string> settings;  // accumulated over 0..index
+  std::map<std::string, std::string> settings;  // accumulated over its ancestors
 };
 
 // Order of lines in an imported commit list.
@@ -145,8 +153,8 @@ class Catalog {
   // at least 7 hex digits are given; an ambiguous prefix is an error.
   absl::StatusOr<size_t> Find(absl::string_view id) const;
 
-  // Accumulated settings of commits 0..index. REQUIRES: index < size()
-  // (FARM_DCHECK).
+  // Accumulated settings of the commit's ancestors (commits 0..index when no
+  // entry names parents). REQUIRES: index < size() (FARM_DCHECK).
   std::map<std::string, std::string> SettingsAt(size_t index) const;
 
   // Find + SettingsAt.
@@ -169,6 +177,9 @@ class Catalog {
   absl::Status Append(CatalogCommit commit);
   // Every `against` names a commit before its own; errors located.
   absl::Status CheckBaselines() const;
+  // Every `parents` entry names an earlier commit (rewritten to its id) or
+  // looks like a commit outside the catalog; fills parent_pos_.
+  absl::Status CheckParents();
   // The commit SameCommit() with `id`, if any, by the index below: a scan of
   // every commit per append made loading n commits quadratic.
   const CatalogCommit* FindSame(const std::string& id) const;
@@ -179,6 +190,10 @@ class Catalog {
   // kMinPrefix+ digits (which also match by prefix).
   std::map<std::string, size_t> by_id_;
   std::map<std::string, size_t> by_hex_;
+  // Positions of each commit's parents inside the catalog; empty when no
+  // entry names parents (a linear list). Entries past its end (imported
+  // later) have the previous entry as their parent.
+  std::vector<std::vector<size_t>> parent_pos_;
 };
 
 // The catalog `farm-emu run --kernel` uses when no --catalog is given:

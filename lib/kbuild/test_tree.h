@@ -16,12 +16,17 @@ namespace farm::kbuild {
 
 struct TestTree {
   std::string dir;
-  std::vector<std::string> commits;  // oldest first
+  std::vector<std::string> commits;  // main's, oldest first
   std::string planted, broken;
+  // The regression inside the merged topic branch, and branch merged's tip
+  // (the merge of that branch into main's last commit).
+  std::string merged_planted, merge;
 };
 
 // Runs `script` (instant once the tree is cached) and reads its report:
-// `tree DIR`, one line per commit, then `planted <sha>` and `broken <sha>`.
+// `tree DIR`, one line per commit of main, then the marked commits
+// (`planted <sha>`, `broken <sha>`, `merged-planted <sha>`, `merge <sha>`);
+// a marker it does not know is skipped.
 inline absl::StatusOr<TestTree> MakeTestTree(const std::string& script) {
   process::ProcessOptions p;
   p.argv = {script};
@@ -41,7 +46,12 @@ inline absl::StatusOr<TestTree> MakeTestTree(const std::string& script) {
       t.planted = w[1];
     } else if (w[0] == "broken") {
       t.broken = w[1];
-    } else {
+    } else if (w[0] == "merged-planted") {
+      t.merged_planted = w[1];
+    } else if (w[0] == "merge") {
+      t.merge = w[1];
+    } else if (w[0].size() == 40 &&
+               w[0].find_first_not_of("0123456789abcdef") == std::string::npos) {
       t.commits.push_back(w[0]);
     }
   }

@@ -51,6 +51,7 @@ struct CommitRow {
   int index = 0;
   std::string id;
   std::string subject;
+  std::vector<std::string> parents;  // CatalogCommit.parents: empty = the previous commit
 };
 
 // What a series measured, apart from its metric and mode: the cells whose

@@ -116,8 +116,38 @@ BisectPlanner::BisectPlanner(std::vector<std::string> commit_ids, int last_good_
   Advance();
 }
 
+BisectPlanner::BisectPlanner(std::vector<BisectCommit> commits, int good_index, int bad_index,
+                             BisectOptions options)
+    : options_(options),
+      base_(good_index),
+      good_ref_(good_index),
+      bad_ref_(bad_index),
+      lo_(good_index),
+      hi_(bad_index),
+      graph_(true),
+      graph_good_(good_index),
+      graph_bad_(bad_index),
+      goods_({good_index}),
+      part_goods_({good_index}) {
+  for (BisectCommit& c : commits) graph_commits_[c.index] = std::move(c);
+  // Parents outside the bisect's commits are before its range.
+  for (auto& [index, c] : graph_commits_) {
+    std::erase_if(c.parents, [&](int p) { return !graph_commits_.contains(p) || p == index; });
+  }
+  FARM_DCHECK(graph_commits_.contains(good_index) && graph_commits_.contains(bad_index) &&
+                  good_index != bad_index,
+              "graph bisect needs both ends among its commits");
+  options_.initial_repeats = std::max(2, options_.initial_repeats);
+  options_.max_repeats = std::max(options_.initial_repeats, options_.max_repeats);
+  Advance();
+}
+
 const std::string& BisectPlanner::CommitId(int index) const {
   static const std::string kEmpty;
+  if (graph_) {
+    auto it = graph_commits_.find(index);
+    return it == graph_commits_.end() ? kEmpty : it->second.id;
+  }
   const int i = index - base_;
   if (i < 0 || i >= static_cast<int>(commit_ids_.size())) return kEmpty;
   return commit_ids_[i];
@@ -130,14 +160,21 @@ const std::vector<double>& BisectPlanner::SamplesOf(int index) const {
 }
 
 void BisectPlanner::AddSamples(int commit_index, std::span<const double> values) {
-  if (commit_index < good_ref_ || commit_index > bad_ref_) return;
+  if (graph_ ? !graph_commits_.contains(commit_index)
+             : (commit_index < good_ref_ || commit_index > bad_ref_)) {
+    return;
+  }
   auto& v = samples_[commit_index];
   v.insert(v.end(), values.begin(), values.end());
   Advance();
 }
 
 bool BisectPlanner::Skip(int commit_index) {
-  if (done_ || commit_index <= lo_ || commit_index >= hi_) return false;
+  if (done_) return false;
+  if (graph_ ? (commit_index == hi_ || !Suspects().contains(commit_index))
+             : (commit_index <= lo_ || commit_index >= hi_)) {
+    return false;
+  }
   skipped_.insert(commit_index);
   BisectStepRecord& s = OpenStepAt(commit_index);
   s.verdict = "skip";
@@ -178,7 +215,57 @@ bool BisectPlanner::RequestReferences() {
   return false;
 }
 
+std::set<int> BisectPlanner::AncestorsOf(int of) const {
+  std::set<int> seen = {of};
+  std::vector<int> todo = {of};
+  while (!todo.empty()) {
+    auto it = graph_commits_.find(todo.back());
+    todo.pop_back();
+    if (it == graph_commits_.end()) continue;
+    for (int p : it->second.parents)
+      if (seen.insert(p).second) todo.push_back(p);
+  }
+  return seen;
+}
+
+std::set<int> BisectPlanner::Suspects() const {
+  std::set<int> good;
+  for (int g : goods_) good.merge(AncestorsOf(g));
+  std::set<int> out;
+  for (int c : AncestorsOf(hi_))
+    if (!good.contains(c)) out.insert(c);
+  return out;
+}
+
+int BisectPlanner::GraphCandidate() const {
+  // git bisect's choice: the suspect whose own ancestors among the suspects
+  // (itself included) come nearest half of them, so either verdict leaves at
+  // most about half. A skipped commit still counts in the halves.
+  const std::set<int> suspects = Suspects();
+  const int n = static_cast<int>(suspects.size());
+  int best = -1, best_score = -1;
+  for (int c : suspects) {  // ascending: the earlier wins a tie
+    if (c == hi_ || skipped_.contains(c)) continue;
+    int w = 0;
+    for (int a : AncestorsOf(c)) w += suspects.contains(a) ? 1 : 0;
+    const int score = std::min(w, n - w);
+    if (score > best_score) {
+      best = c;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+int BisectPlanner::GraphLastGood() const {
+  auto it = graph_commits_.find(hi_);
+  if (it == graph_commits_.end() || it->second.parents.empty()) return good_ref_;
+  const int first = it->second.parents.front();
+  return Suspects().contains(first) ? lo_ : first;
+}
+
 int BisectPlanner::Candidate() const {
+  if (graph_) return GraphCandidate();
   const int mid = lo_ + (hi_ - lo_) / 2;
   for (int d = 0; d < hi_ - lo_; ++d) {
     for (int c : {mid - d, mid + d}) {
@@ -250,7 +337,14 @@ bool BisectPlanner::JudgeAndMove(int mid) {
     // "good" next to the whole change). Samples already taken are reused.
     s.verdict = "split";
     s.p_value = std::max(j.vs_good.p_value, j.vs_bad.p_value);
-    parts_.insert(parts_.begin(), Part{mid, bad_ref_, mid, bad_ref_});
+    std::vector<int> second_goods;
+    if (graph_) {
+      // The second part's suspects are after mid and after the part's goods.
+      second_goods.assign(part_goods_.begin(), part_goods_.end());
+      second_goods.push_back(mid);
+      goods_ = part_goods_;
+    }
+    parts_.insert(parts_.begin(), Part{mid, bad_ref_, mid, bad_ref_, std::move(second_goods)});
     hi_ = mid;
     lo_ = good_ref_;
     bad_ref_ = mid;
@@ -265,6 +359,7 @@ bool BisectPlanner::JudgeAndMove(int mid) {
   used_weak_ |= weak;
   if (j.verdict == "good" || j.verdict == "weak-good") {
     lo_ = mid;
+    if (graph_) goods_.insert(mid);
   } else {
     hi_ = mid;
   }
@@ -272,13 +367,21 @@ bool BisectPlanner::JudgeAndMove(int mid) {
 }
 
 bool BisectPlanner::FinishRange() {
-  const int range_good = base_;
-  const int range_bad = base_ + static_cast<int>(commit_ids_.size()) - 1;
+  const int range_good = graph_ ? graph_good_ : base_;
+  const int range_bad = graph_ ? graph_bad_ : base_ + static_cast<int>(commit_ids_.size()) - 1;
   const double g0 = Mean(SamplesOf(range_good));
   const double total = Mean(SamplesOf(range_bad)) - g0;
   const double part = Mean(SamplesOf(bad_ref_)) - Mean(SamplesOf(good_ref_));
-  std::vector<int> skipped(skipped_.upper_bound(lo_), skipped_.lower_bound(hi_));
-  culprits_.push_back(Culprit{lo_, hi_, CommitId(hi_), g0 == 0 ? 0 : part / std::fabs(g0),
+  std::vector<int> skipped;
+  int last_good = lo_;
+  if (graph_) {
+    for (int c : Suspects())
+      if (c != hi_ && skipped_.contains(c)) skipped.push_back(c);
+    last_good = GraphLastGood();
+  } else {
+    skipped.assign(skipped_.upper_bound(lo_), skipped_.lower_bound(hi_));
+  }
+  culprits_.push_back(Culprit{last_good, hi_, CommitId(hi_), g0 == 0 ? 0 : part / std::fabs(g0),
                               total == 0 ? 1 : part / total, std::move(skipped)});
   if (parts_.empty()) {
     // Named by the culprit with the largest share.
@@ -291,6 +394,10 @@ bool BisectPlanner::FinishRange() {
   }
   const Part next = parts_.front();
   parts_.erase(parts_.begin());
+  if (graph_) {
+    goods_ = std::set<int>(next.goods.begin(), next.goods.end());
+    part_goods_ = goods_;
+  }
   good_ref_ = next.good_ref;
   bad_ref_ = next.bad_ref;
   lo_ = next.lo;
@@ -343,8 +450,22 @@ std::string BisectPlanner::ToJson() const {
   j["runs_requested"] = runs_requested_;
   nlohmann::json parts = nlohmann::json::array();
   for (const Part& p : parts_)
-    parts.push_back({{"good_ref", p.good_ref}, {"bad_ref", p.bad_ref}, {"lo", p.lo}, {"hi", p.hi}});
+    parts.push_back({{"good_ref", p.good_ref},
+                     {"bad_ref", p.bad_ref},
+                     {"lo", p.lo},
+                     {"hi", p.hi},
+                     {"goods", p.goods}});
   j["parts"] = parts;
+  if (graph_) {
+    nlohmann::json commits = nlohmann::json::array();
+    for (const auto& [index, c] : graph_commits_)
+      commits.push_back({{"index", index}, {"id", c.id}, {"parents", c.parents}});
+    j["graph"] = {{"commits", commits},
+                  {"good", graph_good_},
+                  {"bad", graph_bad_},
+                  {"goods", goods_},
+                  {"part_goods", part_goods_}};
+  }
   nlohmann::json culprits = nlohmann::json::array();
   for (const Culprit& c : culprits_)
     culprits.push_back({{"last_good_index", c.last_good_index},
@@ -392,13 +513,27 @@ absl::StatusOr<BisectPlanner> BisectPlanner::FromJson(const std::string& json) {
     // States saved before several culprits were tracked have neither key.
     for (const auto& q : j.value("parts", nlohmann::json::array()))
       p.parts_.push_back(Part{q.at("good_ref").get<int>(), q.at("bad_ref").get<int>(),
-                              q.at("lo").get<int>(), q.at("hi").get<int>()});
+                              q.at("lo").get<int>(), q.at("hi").get<int>(),
+                              q.value("goods", std::vector<int>{})});
+    if (j.contains("graph")) {
+      const auto& g = j.at("graph");
+      p.graph_ = true;
+      for (const auto& c : g.at("commits")) {
+        BisectCommit bc{c.at("index").get<int>(), c.at("id").get<std::string>(),
+                        c.at("parents").get<std::vector<int>>()};
+        p.graph_commits_[bc.index] = std::move(bc);
+      }
+      p.graph_good_ = g.at("good").get<int>();
+      p.graph_bad_ = g.at("bad").get<int>();
+      p.goods_ = g.at("goods").get<std::set<int>>();
+      p.part_goods_ = g.at("part_goods").get<std::set<int>>();
+    }
     for (const auto& c : j.value("culprits", nlohmann::json::array()))
       p.culprits_.push_back(
           Culprit{c.at("last_good_index").get<int>(), c.at("index").get<int>(),
                   c.at("commit_id").get<std::string>(), c.at("relative_change").get<double>(),
                   c.at("share").get<double>(), c.value("skipped", std::vector<int>{})});
-    if (p.hi_ <= p.lo_ || p.lo_ < p.base_) {
+    if (p.graph_ ? !p.graph_commits_.contains(p.hi_) : (p.hi_ <= p.lo_ || p.lo_ < p.base_)) {
       return absl::InvalidArgumentError("bisect planner state: bad range");
     }
     p.Advance();

@@ -27,6 +27,14 @@
 //     commits, or when only skipped commits lie between them (the first bad
 //     is then one of those or the range's first bad); the bisect is done when
 //     every range has stopped.
+// Over a history graph (a catalog with merges: the second constructor) the
+// steps are chosen as `git bisect` chooses them: the suspects are the
+// ancestors of the current first bad that are not ancestors of a commit
+// judged good, and the commit measured next is the suspect whose ancestors
+// among the suspects best halve them (the earlier in catalog order on a tie).
+// A culprit can then be a commit inside a merged branch, or the merge itself
+// when both of its parents are good. Where the range is a plain chain the
+// first constructor's midpoint rule applies, which picks the same commits.
 // The whole state round-trips through JSON so a restarted analyzer resumes
 // exactly where it stopped.
 //
@@ -66,6 +74,14 @@ struct BisectOptions {
 using storage::BisectStepRecord;
 using storage::Culprit;
 
+// A commit of a bisect over a history graph: catalog index, id, and the
+// catalog indices of its parents among the bisect's commits.
+struct BisectCommit {
+  int index = 0;
+  std::string id;
+  std::vector<int> parents;
+};
+
 struct BisectRequest {
   int commit_index = 0;
   std::string commit_id;
@@ -78,6 +94,12 @@ class BisectPlanner {
   // (commit_ids.front() is last_good). REQUIRES: first_bad > last_good
   // (FARM_DCHECK).
   BisectPlanner(std::vector<std::string> commit_ids, int last_good_index, int first_bad_index,
+                BisectOptions options);
+  // Over a history graph: `commits` are the good end and every ancestor of
+  // the bad end that is not one of the good end (the bad end included),
+  // each with its parents among them. REQUIRES: both ends among `commits`
+  // and good_index != bad_index (FARM_DCHECK).
+  BisectPlanner(std::vector<BisectCommit> commits, int good_index, int bad_index,
                 BisectOptions options);
 
   // Adds measured values of a commit in the range (references included) and
@@ -118,8 +140,18 @@ class BisectPlanner {
   // Asks for the runs a reference still lacks; false when both have enough.
   bool RequestReferences();
   // The commit of the current range to measure next: the one nearest its
-  // midpoint that is not skipped; -1 when none is left.
+  // midpoint that is not skipped (over a graph: the best halving suspect);
+  // -1 when none is left.
   int Candidate() const;
+  int GraphCandidate() const;
+  // Over a graph: the ancestors of `of` among the bisect's commits (itself
+  // included), and the suspects, ancestors of hi_ but of no known good.
+  std::set<int> AncestorsOf(int of) const;
+  std::set<int> Suspects() const;
+  // Over a graph: the last good of a culprit at hi_ (its first parent when
+  // that is known good, the good reference when its parents are before the
+  // range, else the last commit judged good).
+  int GraphLastGood() const;
   // Judges `index` from its samples and moves the range's bounds; false
   // when it asked for runs instead (pending_ set).
   bool JudgeAndMove(int index);
@@ -140,6 +172,7 @@ class BisectPlanner {
     int bad_ref = 0;
     int lo = 0;
     int hi = 0;
+    std::vector<int> goods;  // over a graph: the commits known good at its start
   };
 
   BisectOptions options_;
@@ -159,6 +192,15 @@ class BisectPlanner {
   int runs_requested_ = 0;
   std::vector<Part> parts_;  // parts waiting, bisected after the current one
   std::vector<Culprit> culprits_;
+  // Over a history graph (graph_ true): its commits by catalog index, the
+  // whole bisect's ends, the commits known good in the current part and
+  // those it started with.
+  bool graph_ = false;
+  std::map<int, BisectCommit> graph_commits_;
+  int graph_good_ = 0;
+  int graph_bad_ = 0;
+  std::set<int> goods_;
+  std::set<int> part_goods_;
 };
 
 // Judges one commit's samples against the good and bad references.

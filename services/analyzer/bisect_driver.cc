@@ -1,6 +1,7 @@
 #include "services/analyzer/bisect_driver.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "lib/base/check.h"
+#include "proto/catalog_dag.h"
 #include "proto/names.h"
 #include "services/analyzer/log.h"
 #include "services/analyzer/rerun.h"
@@ -272,22 +274,89 @@ absl::Status BisectDriver::JudgeConfirmation(Move& m, const ConfirmPlan& plan) {
   return StartBisection(m, c, plan.own_series, good, bad);
 }
 
+namespace {
+
+// The commits a bisect of last_good..first_bad runs over, read from the
+// catalog with their parents. A plain chain (every commit's parent the one
+// before it, as in a catalog without parents) is bisected by midpoints over
+// the ids; otherwise over the graph of the good end and the suspects: every
+// ancestor of the first bad that is not an ancestor of the last good, as
+// git bisect takes them.
+struct BisectRange {
+  bool graph = false;
+  std::vector<std::string> chain_ids;  // last_good..first_bad, when not a graph
+  std::vector<BisectCommit> commits;   // the good end and the suspects, for a graph
+  int suspects = 0;                    // commits that can be the first bad
+  std::map<std::string, std::string> subjects;
+};
+
+absl::StatusOr<BisectRange> ReadBisectRange(AnalyzerStore* store, const std::string& catalog,
+                                            const CommitRef& lg, const CommitRef& fb,
+                                            int64_t bisect_id) {
+  absl::StatusOr<std::vector<CommitRow>> rows =
+      store->Commits(catalog, 0, std::max(lg.index, fb.index));
+  if (!rows.ok()) return rows.status();
+  std::vector<std::string> ids;
+  std::vector<std::vector<std::string>> parent_ids;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    if ((*rows)[i].index != static_cast<int>(i)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("catalog ", catalog, " changed under bisect ", bisect_id));
+    }
+    ids.push_back((*rows)[i].id);
+    parent_ids.push_back((*rows)[i].parents);
+  }
+  if (fb.index >= static_cast<int>(ids.size()) || lg.index >= static_cast<int>(ids.size()) ||
+      fb.index < 0 || lg.index < 0 || ids[fb.index] != fb.id || ids[lg.index] != lg.id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("catalog ", catalog, " changed under bisect ", bisect_id));
+  }
+  const std::vector<std::vector<int>> parents = proto::ParentPositions(ids, parent_ids);
+  const std::vector<bool> good = proto::Ancestors(parents, lg.index);
+  const std::vector<bool> bad = proto::Ancestors(parents, fb.index);
+  BisectRange r;
+  bool chain = lg.index < fb.index;
+  for (int i = 0; i <= fb.index; ++i) {
+    const bool suspect = bad[i] && !good[i];
+    r.suspects += suspect ? 1 : 0;
+    const bool in_chain = i > lg.index && i <= fb.index;
+    if (suspect != in_chain || (in_chain && parents[i] != std::vector<int>{i - 1})) chain = false;
+  }
+  for (int i = 0; i <= std::max(lg.index, fb.index); ++i) {
+    const bool suspect = bad[i] && !good[i];
+    if (!suspect && i != lg.index) continue;
+    r.subjects[ids[i]] = (*rows)[i].subject;
+    BisectCommit c{i, ids[i], {}};
+    for (int p : parents[i])
+      if ((bad[p] && !good[p]) || p == lg.index) c.parents.push_back(p);
+    r.commits.push_back(std::move(c));
+  }
+  r.graph = !chain;
+  if (chain) {
+    for (int i = lg.index; i <= fb.index; ++i) r.chain_ids.push_back(ids[i]);
+  }
+  return r;
+}
+
+}  // namespace
+
 absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool own_series,
                                           std::span<const double> good,
                                           std::span<const double> bad) {
   BisectState& st = m.st;
   const CommitRef& lg = st.last_good;
   const CommitRef& fb = st.first_bad;
-  absl::StatusOr<std::vector<CommitRow>> commits =
-      store_->Commits(st.series.catalog, lg.index, fb.index);
-  if (!commits.ok()) return commits.status();
-  const bool adjacent = fb.index - lg.index == 1;
+  absl::StatusOr<BisectRange> range =
+      ReadBisectRange(store_, st.series.catalog, lg, fb, m.bisect_id);
+  if (!range.ok()) return range.status();
+  // The first bad is the only suspect: it is the culprit.
+  const bool adjacent = range->suspects == 1;
   if (adjacent || !st.do_bisect) {
     st.phase = BisectPhase::kDone;
     m.u.bisect_state = "done";
     if (adjacent) {
       m.u.culprit_id = fb.id;
-      m.u.culprit_subject = commits->back().subject;
+      m.u.culprit_subject = range->subjects[fb.id];
       m.u.culprits.push_back(
           BisectUpdate::CulpritRow{Culprit{lg.index,
                                            fb.index,
@@ -299,25 +368,24 @@ absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool o
     }
     return Save(store_, st, m.u);
   }
-  std::vector<std::string> ids_in_range;
-  for (const CommitRow& r : *commits) ids_in_range.push_back(r.id);
-  if (static_cast<int>(ids_in_range.size()) != fb.index - lg.index + 1) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("catalog ", st.series.catalog, " changed under bisect ", m.bisect_id));
+  if (range->graph) {
+    Log(absl::StrCat("bisect ", m.bisect_id, ": ", range->suspects, " suspects in the history of ",
+                     fb.id, " after ", lg.id, " (merges: bisected as git bisect does)"));
   }
   // The bisect runs on the series' own executor. The confirmation's runs
   // are its references when they measured that series; after a real
   // confirmation of an emulator finding they are another metric, so the
   // planner measures its own.
-  BisectPlanner planner(ids_in_range, lg.index, fb.index, options_);
+  BisectPlanner planner =
+      range->graph ? BisectPlanner(std::move(range->commits), lg.index, fb.index, options_)
+                   : BisectPlanner(std::move(range->chain_ids), lg.index, fb.index, options_);
   if (own_series) {
     planner.AddSamples(lg.index, good);
     planner.AddSamples(fb.index, bad);
   }
   st.phase = BisectPhase::kBisect;
   st.planner_json = planner.ToJson();
-  st.culprit_subjects.clear();
-  for (const CommitRow& r : *commits) st.culprit_subjects[r.id] = r.subject;
+  st.culprit_subjects = std::move(range->subjects);
   return absl::OkStatus();
 }
 

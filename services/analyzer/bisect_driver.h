@@ -6,7 +6,10 @@
 //             terminal: suggestive -> next round (doubled repeats); not
 //             reproduced -> done (REJECTED); confirmed -> CONFIRMED, and
 //             done when the range is one commit or no bisect is wanted, else
-//   bisect:   read the pending step's values -> ask the planner for the next
+//   bisect:   (over the catalog's history graph when the range holds merges:
+//             the suspects are the first bad's ancestors that are not the last
+//             good's, BisectPlanner's second constructor)
+//             read the pending step's values -> ask the planner for the next
 //             commit and submit its step matrix -> finish (culprits) when the
 //             planner is done or three steps in a row gave no value. A step
 //             whose jobs all failed with "build failed at " in their reason

@@ -462,7 +462,10 @@ absl::StatusOr<std::vector<CommitRow>> MemoryAnalyzerStore::Commits(const std::s
     if (c != t.catalogs.end()) {
       for (const pb::CatalogCommit& commit : c->second.commits) {  // by index
         if (commit.index() >= lo && commit.index() <= hi) {
-          out.push_back(CommitRow{commit.index(), commit.id(), commit.subject()});
+          out.push_back(CommitRow{commit.index(),
+                                  commit.id(),
+                                  commit.subject(),
+                                  {commit.parents().begin(), commit.parents().end()}});
         }
       }
     }

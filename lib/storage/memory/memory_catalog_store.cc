@@ -8,13 +8,15 @@
 namespace farm::storage {
 namespace {
 
-// A commit as catalog_commits holds it: (idx, id, subject, set as jsonb).
+// A commit as catalog_commits holds it: (idx, id, subject, set as jsonb,
+// parents).
 pb::CatalogCommit StoredCommit(const pb::CatalogCommit& cc, int idx) {
   pb::CatalogCommit out;
   out.set_index(idx);
   out.set_id(cc.id());
   out.set_subject(cc.subject());
   JsonToMap(MapToJson(cc.set()), out.mutable_set());
+  *out.mutable_parents() = cc.parents();
   return out;
 }
 

@@ -473,6 +473,13 @@ ALTER TABLE matrices ADD COLUMN IF NOT EXISTS labels jsonb NOT NULL DEFAULT '{}'
 ALTER TABLE agents ADD COLUMN IF NOT EXISTS health jsonb NOT NULL DEFAULT '{}'::jsonb;
 )SQL";
 
+// A catalog commit's parents (CatalogCommit.parents, blank-separated ids):
+// a catalog imported from a merge-based history is a graph. '' is the
+// previous entry, so every catalog stored before is the linear list it was.
+const char* const kV18CatalogParents = R"SQL(
+ALTER TABLE catalog_commits ADD COLUMN IF NOT EXISTS parents text NOT NULL DEFAULT '';
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -520,6 +527,7 @@ const std::vector<Migration>& AllMigrations() {
        kV16ResultMonitors},
       {17, "matrices.labels and agents.health: agents chosen by label, after a health job",
        kV17LabelsAndHealth},
+      {18, "catalog_commits.parents: a catalog's commits as a history graph", kV18CatalogParents},
   };
   return *kAll;
 }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "lib/storage/pg/pg_pool.h"
 #include "lib/storage/pg/pg_rows.h"
 #include "lib/storage/row_codec.h"
@@ -221,10 +222,11 @@ class PgAnalyzerStore final : public AnalyzerStore {
       pqxx::read_transaction t(c);
       Out out;
       for (const pqxx::row& r :
-           t.exec_params("SELECT idx, id, subject FROM catalog_commits "
+           t.exec_params("SELECT idx, id, subject, parents FROM catalog_commits "
                          "WHERE catalog = $1 AND idx BETWEEN $2 AND $3 ORDER BY idx",
                          catalog, lo, hi)) {
-        out.push_back(CommitRow{r[0].as<int>(), r[1].as<std::string>(), r[2].as<std::string>()});
+        out.push_back(CommitRow{r[0].as<int>(), r[1].as<std::string>(), r[2].as<std::string>(),
+                                absl::StrSplit(r[3].as<std::string>(), ' ', absl::SkipEmpty())});
       }
       if (out.empty()) {
         return absl::NotFoundError(

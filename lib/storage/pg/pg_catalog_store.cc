@@ -5,6 +5,8 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "lib/storage/pg/pg_rows.h"
 #include "lib/storage/row_codec.h"
 
@@ -40,11 +42,13 @@ absl::StatusOr<pb::Catalog> PgCatalogStore::PutCatalog(const pb::Catalog& catalo
       w.exec_params("DELETE FROM catalog_commits WHERE catalog = $1", catalog.name());
     }
     {
-      pqxx::stream_to s(w, "catalog_commits",
-                        std::vector<std::string>{"catalog", "idx", "id", "subject", "set"});
+      pqxx::stream_to s(
+          w, "catalog_commits",
+          std::vector<std::string>{"catalog", "idx", "id", "subject", "set", "parents"});
       int idx = 0;
       for (const pb::CatalogCommit& cc : catalog.commits()) {
-        s << std::make_tuple(catalog.name(), idx++, cc.id(), cc.subject(), MapToJson(cc.set()));
+        s << std::make_tuple(catalog.name(), idx++, cc.id(), cc.subject(), MapToJson(cc.set()),
+                             absl::StrJoin(cc.parents(), " "));
       }
       s.complete();
     }
@@ -77,11 +81,13 @@ absl::StatusOr<std::pair<pb::Catalog, int>> PgCatalogStore::AppendCommits(
     }
     int added = 0;
     {
-      pqxx::stream_to s(w, "catalog_commits",
-                        std::vector<std::string>{"catalog", "idx", "id", "subject", "set"});
+      pqxx::stream_to s(
+          w, "catalog_commits",
+          std::vector<std::string>{"catalog", "idx", "id", "subject", "set", "parents"});
       for (const pb::CatalogCommit& cc : commits) {
         if (!have.insert(cc.id()).second) continue;
-        s << std::make_tuple(catalog, next++, cc.id(), cc.subject(), MapToJson(cc.set()));
+        s << std::make_tuple(catalog, next++, cc.id(), cc.subject(), MapToJson(cc.set()),
+                             absl::StrJoin(cc.parents(), " "));
         ++added;
       }
       s.complete();
@@ -126,7 +132,8 @@ absl::StatusOr<pb::Catalog> PgCatalogStore::GetCatalog(const std::string& name) 
     cat.set_source(head[0][0].as<std::string>());
     SetMicros(head[0][1].as<int64_t>(), cat.mutable_loaded_at());
     for (const pqxx::row& r :
-         t.exec_params("SELECT idx, id, subject, set::text FROM catalog_commits WHERE catalog = $1 "
+         t.exec_params("SELECT idx, id, subject, set::text, parents FROM catalog_commits "
+                       "WHERE catalog = $1 "
                        "ORDER BY idx",
                        name)) {
       pb::CatalogCommit* cc = cat.add_commits();
@@ -134,6 +141,8 @@ absl::StatusOr<pb::Catalog> PgCatalogStore::GetCatalog(const std::string& name) 
       cc->set_id(r[1].as<std::string>());
       cc->set_subject(r[2].as<std::string>());
       JsonToMap(r[3].as<std::string>(), cc->mutable_set());
+      for (absl::string_view p : absl::StrSplit(r[4].as<std::string>(), ' ', absl::SkipEmpty()))
+        cc->add_parents(std::string(p));
     }
     return cat;
   });
