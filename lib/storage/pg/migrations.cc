@@ -473,6 +473,12 @@ ALTER TABLE matrices ADD COLUMN IF NOT EXISTS labels jsonb NOT NULL DEFAULT '{}'
 ALTER TABLE agents ADD COLUMN IF NOT EXISTS health jsonb NOT NULL DEFAULT '{}'::jsonb;
 )SQL";
 
+// What a regressions row found: 'change' (between two commits, confirmed and
+// bisected) or 'decay' (the metric fell within the runs of one commit).
+const char* const kV18RegressionKind = R"SQL(
+ALTER TABLE regressions ADD COLUMN kind text NOT NULL DEFAULT 'change';
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -520,6 +526,7 @@ const std::vector<Migration>& AllMigrations() {
        kV16ResultMonitors},
       {17, "matrices.labels and agents.health: agents chosen by label, after a health job",
        kV17LabelsAndHealth},
+      {18, "regressions.kind: a change between commits or a decay within runs", kV18RegressionKind},
   };
   return *kAll;
 }
