@@ -9,8 +9,8 @@ namespace farm::analyzer {
 namespace {
 
 // A run's throughput sample at commit c1 with `intervals`.
-SampleRow Run(const std::string& params, int repeat, std::vector<double> intervals,
-              const std::string& metric = "throughput") {
+SampleRow RunRow(const std::string& params, int repeat, std::vector<double> intervals,
+                 const std::string& metric = "throughput") {
   SampleRow s;
   s.sample_id = repeat + 1;
   s.matrix_id = 1;
@@ -38,10 +38,10 @@ std::vector<double> Line(double start, double end, int n = 20) {
 
 TEST(DecayTest, TheAgingCellDecaysAndTheSteadyOneDoesNot) {
   std::vector<SampleRow> samples = {
-      Run(R"({"aging":"30000"})", 0, Line(31000, 22000)),
-      Run(R"({"aging":"30000"})", 1, Line(31100, 21900)),
-      Run("{}", 0, std::vector<double>(20, 41600)),
-      Run("{}", 1, Line(41580, 41620)),
+      RunRow(R"({"aging":"30000"})", 0, Line(31000, 22000)),
+      RunRow(R"({"aging":"30000"})", 1, Line(31100, 21900)),
+      RunRow("{}", 0, std::vector<double>(20, 41600)),
+      RunRow("{}", 1, Line(41580, 41620)),
   };
   const std::vector<DecayFinding> found = FindDecays(samples, {}, DecayOptions{});
   ASSERT_EQ(found.size(), 1u);
@@ -57,17 +57,17 @@ TEST(DecayTest, TheAgingCellDecaysAndTheSteadyOneDoesNot) {
 TEST(DecayTest, OneOddRunDoesNotMakeADecay) {
   // Two steady runs and one that fell: the median series is steady.
   std::vector<SampleRow> samples = {
-      Run("{}", 0, std::vector<double>(20, 41600)),
-      Run("{}", 1, std::vector<double>(20, 41650)),
-      Run("{}", 2, Line(41600, 20000)),
+      RunRow("{}", 0, std::vector<double>(20, 41600)),
+      RunRow("{}", 1, std::vector<double>(20, 41650)),
+      RunRow("{}", 2, Line(41600, 20000)),
   };
   EXPECT_TRUE(FindDecays(samples, {}, DecayOptions{}).empty());
 }
 
 TEST(DecayTest, ALatencyDecaysByRisingAndUnknownMetricsAreNotJudged) {
   std::vector<SampleRow> samples = {
-      Run("{}", 0, Line(1000, 1400), "map_latency_mean"),
-      Run("{}", 0, Line(1000, 10), "throughput"),  // falls a lot, but see below
+      RunRow("{}", 0, Line(1000, 1400), "map_latency_mean"),
+      RunRow("{}", 0, Line(1000, 10), "throughput"),  // falls a lot, but see below
   };
   samples[1].intervals.resize(3);  // too few intervals to judge
   const std::vector<DecayFinding> found = FindDecays(samples, {}, DecayOptions{});
@@ -76,11 +76,11 @@ TEST(DecayTest, ALatencyDecaysByRisingAndUnknownMetricsAreNotJudged) {
   EXPECT_NE(DecayNote(found[0]).find("rose 40.0%"), std::string::npos) << DecayNote(found[0]);
   // invalidations has no polarity: a falling count is no decay.
   EXPECT_TRUE(
-      FindDecays({Run("{}", 0, Line(1000, 10), "invalidations")}, {}, DecayOptions{}).empty());
+      FindDecays({RunRow("{}", 0, Line(1000, 10), "invalidations")}, {}, DecayOptions{}).empty());
 }
 
 TEST(DecayTest, TheMagnitudeIsTheThreshold) {
-  const std::vector<SampleRow> samples = {Run("{}", 0, Line(1000, 960))};  // -4%
+  const std::vector<SampleRow> samples = {RunRow("{}", 0, Line(1000, 960))};  // -4%
   EXPECT_TRUE(FindDecays(samples, {}, DecayOptions{}).empty());
   DecayOptions loose;
   loose.magnitude = 0.03;
