@@ -156,10 +156,14 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
   ASSERT_EQ(jobs.size(), 3u);
   auto job = jobs.begin();
   const pb::JobLease j0 = (job++)->second, j1 = (job++)->second, j2 = job->second;
-  ASSERT_TRUE(ReportSamples(a, j0.lease(),
-                            {Sample("throughput", "write", 100), Sample("latency", "", 5.5),
-                             Sample("broken", "", std::nan(""))})
-                  .ok());
+  // The throughput sample carries its run's series (Sample.intervals).
+  pb::Sample series = Sample("throughput", "write", 100);
+  for (double v : {104.0, 100.5, 95.5}) series.add_intervals(v);
+  series.set_interval_seconds(0.05);
+  ASSERT_TRUE(
+      ReportSamples(a, j0.lease(),
+                    {series, Sample("latency", "", 5.5), Sample("broken", "", std::nan(""))})
+          .ok());
   // j1 ran in an instruction-timed guest: its rows carry that timing.
   pb::ReportResultRequest guest;
   guest.set_agent_id(a.agent_id());
@@ -197,6 +201,8 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
   EXPECT_EQ((*rows)[1].metric, "throughput");
   EXPECT_EQ((*rows)[1].phase, "write");
   EXPECT_EQ((*rows)[1].value, 100);
+  EXPECT_EQ((*rows)[1].intervals, (std::vector<double>{104.0, 100.5, 95.5}));
+  EXPECT_TRUE(lat.intervals.empty());
   const SampleRow& off = (*rows)[2];
   EXPECT_EQ(off.sample_id, j1.job().id());
   EXPECT_EQ(off.commit_id, "c1");
