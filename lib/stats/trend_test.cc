@@ -116,6 +116,14 @@ TEST(TrendTest, OneOutlierNeitherMakesNorHidesADecay) {
   EXPECT_EQ(DecaysOf(0.20, 0.01, 200, /*outlier_at=*/9, /*outlier=*/1.25), 200);
 }
 
+// The trend test decides where the line alone would not: four strictly
+// falling intervals are one ordering of 24 (p = 0.042), too likely by chance
+// at alpha 0.01, however far they fall; five are one of 120 (p = 0.0083).
+TEST(TrendTest, ATrendNeedsEnoughIntervalsToBeSignificant) {
+  EXPECT_FALSE(JudgeDecay(std::vector<double>{100, 90, 80, 70}, kMagnitude, kAlpha).decays);
+  EXPECT_TRUE(JudgeDecay(std::vector<double>{100, 90, 80, 70, 60}, kMagnitude, kAlpha).decays);
+}
+
 TEST(TrendTest, MedianSeriesIgnoresOneOddRun) {
   const std::vector<std::vector<double>> runs = {{10, 9, 8}, {11, 9, 7, 100}, {0, 0, 0}};
   EXPECT_EQ(MedianSeries(runs), (std::vector<double>{10, 9, 7}));
