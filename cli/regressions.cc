@@ -51,6 +51,12 @@ std::string CulpritsCsv(const google::protobuf::RepeatedPtrField<pb::Culprit>& c
   return absl::StrJoin(out, ";");
 }
 
+// A change's commit range; a decay is the runs of one commit.
+std::string RangeCell(const pb::Regression& r) {
+  if (r.kind() == "decay") return absl::StrCat("decay in runs of ", r.first_bad());
+  return absl::StrCat(r.last_good(), "..", r.first_bad());
+}
+
 }  // namespace
 
 void AddRegressionCommands(CLI::App& app, Subcommands* out) {
@@ -180,11 +186,11 @@ std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs) {
   if (regs.empty()) return "no regressions\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : regs) {
-    rows.push_back(
-        {absl::StrCat(r.id()), RegressionStateName(r.state()), r.platform(), WorkloadCell(r),
-         r.metric(), RankName(r), r.overhead_series() ? "overhead" : ModeName(r.mode()),
-         proto::RelativeChangeText(r.magnitude()), absl::StrCat(r.last_good(), "..", r.first_bad()),
-         CulpritsCell(r), r.alert_firing() ? "firing" : "-", ConfirmedByCell(r)});
+    rows.push_back({absl::StrCat(r.id()), RegressionStateName(r.state()), r.platform(),
+                    WorkloadCell(r), r.metric(), RankName(r),
+                    r.overhead_series() ? "overhead" : ModeName(r.mode()),
+                    proto::RelativeChangeText(r.magnitude()), RangeCell(r), CulpritsCell(r),
+                    r.alert_firing() ? "firing" : "-", ConfirmedByCell(r)});
   }
   return RenderTable({"id", "state", "platform", "workload", "metric", "rank", "series", "change",
                       "range", "culprit", "alert", "confirmed by"},
@@ -228,8 +234,11 @@ std::string FormatRegression(const pb::Regression& r) {
           ? absl::StrCat(" (primary metrics: ", absl::StrJoin(r.primary_metrics(), ", "), ")")
           : std::string(),
       "\n", "  series:    ", r.overhead_series() ? "overhead ratio (mode/off)" : ModeName(r.mode()),
-      "\n", "  catalog:   ", r.catalog(), "\n", "  range:     ", r.last_good(), " (last good) .. ",
-      r.first_bad(), " (first bad)\n",
+      "\n", "  catalog:   ", r.catalog(), "\n",
+      r.kind() == "decay"
+          ? absl::StrCat("  decay:     within the runs of ", r.first_bad(), " (", r.note(), ")\n")
+          : absl::StrCat("  range:     ", r.last_good(), " (last good) .. ", r.first_bad(),
+                         " (first bad)\n"),
       absl::StrFormat("  change:    %+.2f%% (p = %.3g)\n", 100.0 * r.magnitude(), r.p_value()),
       "  culprit:   ",
       r.culprit_id().empty() ? "-" : absl::StrCat(r.culprit_id(), " \"", r.culprit_subject(), "\""),

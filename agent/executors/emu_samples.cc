@@ -51,6 +51,11 @@ std::string UnitOfExtra(absl::string_view name) {
 std::vector<pb::Sample> SamplesFromEmuResult(const farm::emu::RunResult& r) {
   std::vector<pb::Sample> out;
   Add(out, "throughput", r.throughput, r.throughput_unit);
+  if (!r.interval_throughput.empty()) {
+    pb::Sample& t = out.back();
+    for (double v : r.interval_throughput) t.add_intervals(v);
+    t.set_interval_seconds(static_cast<double>(r.interval_ns) / 1e9);
+  }
   Add(out, "throughput_per_cpu", r.throughput_per_cpu, absl::StrCat(r.throughput_unit, "/cpu"));
   Add(out, "operations", static_cast<double>(r.operations), "");
   Add(out, "errors", static_cast<double>(r.errors), "");

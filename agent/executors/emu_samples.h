@@ -8,6 +8,8 @@
 //   iotlb_miss_rate [ratio], virtual_time [ns], events, and every workload
 //   extra under its own name. An extra named "<metric>.<phase>" (e.g.
 //   "throughput.write" from iozone) becomes metric <metric> with that phase.
+// The throughput sample carries the run's throughput per interval of virtual
+// time (Sample.intervals, interval_seconds) when the workload keeps one.
 // The analyzer reads "throughput" as the main metric.
 //
 // Thread-safety: pure function.

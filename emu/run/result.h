@@ -40,6 +40,11 @@ struct RunResult {
   uint64_t operations = 0;        // map+unmap pairs, requests, ...
   uint64_t errors = 0;            // failed mappings
   LatencySummary map_latency, unmap_latency;
+  // The throughput over the run, per interval of virtual time (a fixed
+  // number of equal intervals), in throughput_unit; empty when the workload
+  // keeps none (WorkloadReport::interval_throughput).
+  std::vector<double> interval_throughput;
+  int64_t interval_ns = 0;
   // Where CPU time went.
   std::vector<ProfileEntry> profile;  // descending
   double cpu_busy_percent = 0;        // busy / (busy + idle), workload CPUs

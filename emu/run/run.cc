@@ -126,6 +126,8 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec, const DmaPathFactory
   r.errors = report.errors;
   r.map_latency = report.map_latency;
   r.unmap_latency = report.unmap_latency;
+  r.interval_throughput = std::move(report.interval_throughput);
+  r.interval_ns = report.interval_ns;
   r.extra = std::move(report.extra);
   r.kernel_output = std::move(report.tool_output);
   r.limit = std::move(report.limit);
@@ -217,6 +219,9 @@ std::string FormatJson(const RunResult& r) {
   j["operations"] = r.operations;
   j["errors"] = r.errors;
   j["latency_ns"] = {{"map", Lat(r.map_latency)}, {"unmap", Lat(r.unmap_latency)}};
+  if (!r.interval_throughput.empty()) {
+    j["throughput_intervals"] = {{"interval_ns", r.interval_ns}, {"values", r.interval_throughput}};
+  }
   nlohmann::json prof = nlohmann::json::array();
   for (const ProfileEntry& e : r.profile) {
     prof.push_back({{"symbol", e.symbol}, {"percent", Round(e.percent, 3)}});
@@ -300,6 +305,11 @@ std::string FormatText(const RunResult& r) {
                         r.throughput, r.throughput_unit, r.throughput_per_cpu, r.operations,
                         r.errors);
   if (!r.limit.empty()) absl::StrAppend(&out, "limit: ", r.limit, "\n");
+  if (!r.interval_throughput.empty()) {
+    absl::StrAppendFormat(&out, "throughput per %.3g s:", static_cast<double>(r.interval_ns) / 1e9);
+    for (double v : r.interval_throughput) absl::StrAppendFormat(&out, " %.0f", v);
+    absl::StrAppend(&out, "\n");
+  }
   auto lat = [&](const char* name, const LatencySummary& s) {
     absl::StrAppendFormat(&out,
                           "%-6s latency ns: mean %.0f stddev %.0f p50 %.0f p99 %.0f max %.0f\n",

@@ -6,6 +6,7 @@
 //   shared sums (map_benchmark_data, one cache line all threads update).
 // The report reproduces the kernel's integer arithmetic (div64_u64 of 100 ns
 // sums, int_sqrt64 of the variance) and the user tool's three output lines.
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -78,6 +79,15 @@ constexpr WorkloadParam kDmaMapBenchParams[] = {
      .type = ParamType::kString,
      .default_value = "",
      .meaning = "platform device to map for (default: the platform's first device)"},
+    {.name = "aging",
+     .type = ParamType::kInt,
+     .default_value = "0",
+     .min = 0,
+     .max = 1000000,
+     .meaning = "long-lived mappings each thread adds over the run, evenly in virtual time, "
+                "freeing a random one of its own at every second addition (granule/2 pages "
+                "each): IOVAs held beside the loop, as the rcache depot holds them in a long "
+                "run, which the allocator walks past and fragments (0 = a steady run)"},
 };
 
 class DmaMapBench final : public Workload {
@@ -90,6 +100,7 @@ class DmaMapBench final : public Workload {
     granule_ = static_cast<int>(p.Int("granule"));
     trans_ns_ = p.Int("dma_trans_ns");
     bits_ = static_cast<int>(p.Int("bits"));
+    aging_ = p.Int("aging");
     if (node_ >= platform.topology.num_nodes()) {
       return absl::InvalidArgumentError(absl::StrCat("parameter node: ", node_, " but ",
                                                      platform.name, " has ",
@@ -123,6 +134,7 @@ class DmaMapBench final : public Workload {
     ctx.dma->SetDmaBits(device_, bits_);
     stats_line_ = std::make_unique<AtomicLine>(ctx.engine);
     end_ = static_cast<Time>(std::llround(seconds_ * kNsPerSec));
+    intervals_.Reset(end_);
     threads_state_.resize(static_cast<size_t>(threads_));
     for (int i = 0; i < threads_; ++i) {
       Cpu& cpu = ctx.engine->AddCpu(cpus_[i]);
@@ -149,6 +161,8 @@ class DmaMapBench final : public Workload {
     r.throughput_per_cpu = r.throughput / threads_;
     r.map_latency = map.Summary();
     r.unmap_latency = unmap.Summary();
+    r.interval_throughput = intervals_.PerSecond();
+    r.interval_ns = intervals_.interval_ns();
     // kernel/dma/map_benchmark.c arithmetic, in 100 ns units.
     if (loops > 0) {
       uint64_t avg_map = map.sum_100ns() / loops;
@@ -180,7 +194,34 @@ class DmaMapBench final : public Workload {
     LatencyRecorder map, unmap;
     uint64_t loops = 0;
     uint64_t errors = 0;
+    std::vector<uint64_t> held;  // long-lived mappings (aging), in order of mapping
+    uint64_t added = 0;
   };
+
+  // The aging of a long run: at its share of the run's virtual time the
+  // thread maps one more long-lived buffer, and at every second addition
+  // unmaps a random one of those it holds, so the population grows through
+  // the run and its frees leave holes among the survivors.
+  Task<bool> Age(Cpu& cpu, ThreadState& st, int index) {
+    const Time next =
+        static_cast<Time>(static_cast<double>(end_) * static_cast<double>(st.added + 1) /
+                          static_cast<double>(aging_));
+    if (cpu.now() < next) co_return true;
+    DmaPath& dma = *ctx_.dma;
+    const uint64_t size = std::max<uint64_t>(1, static_cast<uint64_t>(granule_) / 2) << 12;
+    const uint64_t phys = (1ULL << 40) + (static_cast<uint64_t>(index) << 30) + (st.added << 22);
+    ++st.added;
+    if (st.added % 2 == 0 && !st.held.empty()) {
+      const size_t victim = static_cast<size_t>(cpu.rng().Next() % st.held.size());
+      co_await dma.UnmapPage(cpu, device_, st.held[victim], size, DmaDir::kBidirectional);
+      st.held[victim] = st.held.back();
+      st.held.pop_back();
+    }
+    const uint64_t addr = co_await dma.MapPage(cpu, device_, phys, size, DmaDir::kBidirectional);
+    if (addr == kDmaMappingError) co_return false;
+    st.held.push_back(addr);
+    co_return true;
+  }
 
   // map_benchmark_thread()
   Task<void> Thread(Cpu& cpu, ThreadState& st, int index) {
@@ -211,6 +252,11 @@ class DmaMapBench final : public Workload {
       stats_line_->Rmw(cpu, Sym::kBenchStats);
       cpu.Charge(Sym::kBenchStats, 4 * m.line.local);
       ++st.loops;
+      intervals_.Add(cpu.now());
+      if (aging_ > 0 && !co_await Age(cpu, st, index)) {
+        ++st.errors;
+        co_return;
+      }
     }
   }
 
@@ -222,6 +268,8 @@ class DmaMapBench final : public Workload {
   Time trans_ns_ = 0;
   int bits_ = 32;
   int device_ = 0;
+  int64_t aging_ = 0;
+  IntervalCounter intervals_;
   std::vector<int> cpus_;
   Time end_ = 0;
   WorkloadContext ctx_;

@@ -23,6 +23,26 @@ RunNoise RunNoise::Draw(uint64_t seed, double cv) {
   return n;
 }
 
+void IntervalCounter::Reset(Time end) {
+  interval_ = std::max<Time>(1, end / kReportIntervals);
+  counts_.assign(kReportIntervals, 0);
+}
+
+void IntervalCounter::Add(Time t, uint64_t n) {
+  if (counts_.empty()) return;
+  const Time i = std::clamp<Time>(t / interval_, 0, kReportIntervals - 1);
+  counts_[static_cast<size_t>(i)] += n;
+}
+
+std::vector<double> IntervalCounter::PerSecond() const {
+  std::vector<double> out;
+  out.reserve(counts_.size());
+  for (uint64_t c : counts_) {
+    out.push_back(static_cast<double>(c) * kNsPerSec / static_cast<double>(interval_));
+  }
+  return out;
+}
+
 Time RunNoise::Scale(Time t, double k) {
   if (k == 1.0 || t == 0) return t;
   return std::max<Time>(1, static_cast<Time>(std::llround(static_cast<double>(t) * k)));

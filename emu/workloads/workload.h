@@ -139,6 +139,32 @@ struct WorkloadReport {
   std::string tool_output;
   //! What bounds the throughput, in words (--format text), or "".
   std::string limit;
+  //! The throughput over the run: one figure per interval of virtual time
+  //! (IntervalCounter), in throughput_unit; empty when the workload keeps
+  //! none. A steady run's figures scatter around `throughput`; a run whose
+  //! allocator ages falls from the first to the last.
+  std::vector<double> interval_throughput;
+  Time interval_ns = 0;  //!< length of each interval
+};
+
+//! Completions per interval of virtual time over [0, end): a run's
+//! throughput over time, in kReportIntervals equal intervals (a fixed, small
+//! number, so a run of any length reports the same shape). Single-threaded
+//! (the engine thread); plain value.
+class IntervalCounter {
+ public:
+  static constexpr int kReportIntervals = 20;
+  //! Starts counting over [0, end); end > 0.
+  void Reset(Time end);
+  //! `n` completions at virtual time `t` (clamped into the last interval).
+  void Add(Time t, uint64_t n = 1);
+  //! Completions per second of each interval.
+  std::vector<double> PerSecond() const;
+  Time interval_ns() const { return interval_; }
+
+ private:
+  Time interval_ = 0;
+  std::vector<uint64_t> counts_;
 };
 
 //! One repeat's run-to-run noise where it arises outside the IOMMU costs:

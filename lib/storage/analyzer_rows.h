@@ -40,6 +40,10 @@ struct SampleRow {
   std::string timing;
   int repeat = 0;
   double value = 0;
+  // Sample.intervals: the metric over the run, one value per equal interval
+  // (the emulator's throughput per interval of virtual time); empty when
+  // the tool reports none.
+  std::vector<double> intervals;
 };
 
 // A guest result's timing from its guest facts (accel, icount shift): the

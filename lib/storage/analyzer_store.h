@@ -128,6 +128,11 @@ struct NewRegression {
   std::vector<std::string> primary_metrics;  // regressions.primary_metrics (the workload's)
   std::string note;                          // regressions.note: a human sentence on the rank
   std::string bisect_state_json;             // analyzer_state 'bisect:<id>' (planner etc.)
+  // regressions.kind: "change" (its bisect record runs: confirmation, then
+  // bisection) or "decay" (the metric fell within the runs of one commit,
+  // last_good == first_bad; decided by those runs, so its bisect record is
+  // written done and nothing is re-run).
+  std::string kind = "change";
 };
 
 // A bisect the analyzer is still driving.
@@ -175,7 +180,8 @@ struct BisectUpdate {
 // What an alert is built from.
 struct AlertWork {
   int64_t regression_id = 0;
-  int state = 0;  // iommufarm.v1.RegressionState
+  int state = 0;                // iommufarm.v1.RegressionState
+  std::string kind = "change";  // regressions.kind
   bool bisect_done = false;
   std::string platform, workload, metric, mode_name, catalog;
   std::string params = "{}";  // regressions.params, canonical JSON

@@ -81,6 +81,16 @@ std::string CanonicalJsonObject(const std::string& text) {
   return MapToJson(m);
 }
 
+std::vector<double> JsonNumbers(const std::string& text) {
+  std::vector<double> out;
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) return out;
+  for (const json& e : j) {
+    if (e.is_number()) out.push_back(e.get<double>());
+  }
+  return out;
+}
+
 void JsonToMap(const std::string& text, google::protobuf::Map<std::string, std::string>* out) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return;
@@ -220,6 +230,15 @@ std::string SamplesToJson(const google::protobuf::RepeatedPtrField<pb::Sample>& 
     } else {
       AppendMember(&out, "value", std::to_string(s.value()));
     }
+    if (s.intervals_size() > 0) {
+      // The run's figure per interval; a non-finite one (no JSON number) as null.
+      json intervals = json::array();
+      for (double v : s.intervals()) intervals.push_back(std::isfinite(v) ? json(v) : json());
+      AppendJsonKey(&out, "intervals");
+      out.append(intervals.dump());
+      AppendJsonKey(&out, "interval_seconds");
+      out.append(json(s.interval_seconds()).dump());
+    }
     out.push_back('}');
   }
   out.push_back(']');
@@ -234,6 +253,12 @@ void JsonToSamples(const std::string& text, google::protobuf::RepeatedPtrField<p
     s->set_metric(e.value("metric", ""));
     s->set_unit(e.value("unit", ""));
     s->set_phase(e.value("phase", ""));
+    if (auto iv = e.find("intervals"); iv != e.end() && iv->is_array()) {
+      for (const json& x : *iv) {
+        s->add_intervals(x.is_number() ? x.get<double>() : std::nan(""));
+      }
+      s->set_interval_seconds(e.value("interval_seconds", 0.0));
+    }
     auto v = e.find("value");
     if (v != e.end()) {
       if (v->is_number()) {

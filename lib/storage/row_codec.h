@@ -50,6 +50,9 @@ void JsonToMap(const std::string& text, google::protobuf::Map<std::string, std::
 // that PostgreSQL's jsonb text and a message's map compare equal; "{}" for
 // text that is not an object.
 std::string CanonicalJsonObject(const std::string& text);
+// The numbers of a JSON array ("[1, 2.5]"); anything else, and elements
+// that are not numbers, are left out.
+std::vector<double> JsonNumbers(const std::string& text);
 
 std::string HostToJson(const pb::HostFacts& h);
 void JsonToHost(const std::string& text, pb::HostFacts* h);

@@ -33,6 +33,9 @@ std::map<std::string, std::string> Labels(const AlertWork& a, const std::string&
       {"alert_group", AlertGroup(a)},
       {"regression_id", std::to_string(a.regression_id)}};
   if (const std::string p = ParamsLabel(a.params); !p.empty()) labels["params"] = p;
+  // Only a decay carries the label: the labels of a change's alert (its
+  // identity in Alertmanager) stay as they were.
+  if (a.kind == "decay") labels["kind"] = "decay";
   return labels;
 }
 
@@ -50,11 +53,14 @@ bool AlertFires(int state) {
 }
 
 std::string AlertGroup(const AlertWork& a) {
+  if (a.kind == "decay") return "decay:" + a.first_bad;
   return a.culprit_id.empty() ? absl::StrCat(a.last_good, "..", a.first_bad) : a.culprit_id;
 }
 
 std::string ReproduceCommand(const AlertWork& a, int repeats) {
-  if (a.bisect_state_json.empty()) return "";
+  // A decay is one commit's runs; comparing the commit with itself says
+  // nothing (its note holds the series).
+  if (a.bisect_state_json.empty() || a.kind == "decay") return "";
   absl::StatusOr<BisectState> st = BisectStateFromJson(a.bisect_state_json);
   if (!st.ok()) return "";
   const pb::MatrixSpec spec =
@@ -74,14 +80,19 @@ std::optional<Alert> BuildAlert(const AlertWork& a, const AlertOptions& options,
                                                                 : "warning";
   Alert alert;
   alert.labels = Labels(a, severity);
+  const bool decay = a.kind == "decay";
   const std::string culprit =
-      a.culprit_id.empty() ? (a.bisect_done ? "unknown" : "bisecting") : a.culprit_id;
+      decay                  ? "none: a decay within the runs of " + a.first_bad + ", not bisected"
+      : a.culprit_id.empty() ? (a.bisect_done ? "unknown" : "bisecting")
+                             : a.culprit_id;
   const std::string params = ParamsLabel(a.params);
   alert.annotations = {
-      {"summary", absl::StrCat(a.primary_metric ? "" : "secondary metric: ", a.workload,
-                               params.empty() ? "" : "{" + params + "}", " ", a.metric, " ",
-                               Percent(a.magnitude), " on ", a.platform, " (", ModeLabel(a), ")",
-                               a.culprit_id.empty() ? "" : ", culprit " + a.culprit_id)},
+      {"summary",
+       absl::StrCat(a.primary_metric ? "" : "secondary metric: ", a.workload,
+                    params.empty() ? "" : "{" + params + "}", " ", a.metric, " ",
+                    Percent(a.magnitude), decay ? " within each run at " + a.first_bad : "", " on ",
+                    a.platform, " (", ModeLabel(a), ")",
+                    a.culprit_id.empty() ? "" : ", culprit " + a.culprit_id)},
       {"culprit", culprit},
       {"culprit_subject", a.culprit_subject},
       {"magnitude", Percent(a.magnitude)},

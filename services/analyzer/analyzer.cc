@@ -331,14 +331,22 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
     if (!n.ok()) return n.status();
     found.push_back(*std::move(n));
   }
+  // A run's own series is judged on the matrix's own samples only: a decay
+  // belongs to the runs that showed it.
+  const std::vector<DecayFinding> decays = FindDecays(*samples, primary, options_.decay);
+  for (const DecayFinding& d : decays) {
+    absl::StatusOr<NewRegression> n = NewDecayFor(m, d, primary);
+    if (!n.ok()) return n.status();
+    found.push_back(*std::move(n));
+  }
   absl::StatusOr<std::vector<int64_t>> bisects =
       store_->RecordAnalysis(m.id, m.catalog, found, skipped);
   if (!bisects.ok()) return bisects.status();
   ++matrices_analyzed_;
   Log(absl::StrCat("matrix ", m.id, " analysed: ", samples->size(), " samples (and ", history_rows,
                    " of other submissions), ", series.size(), " series, ", findings.size(),
-                   " findings, ", bisects->size(), " new bisects, ", topped->size(),
-                   " splits topped up",
+                   " findings, ", decays.size(), " decays, ", bisects->size(), " new bisects, ",
+                   topped->size(), " splits topped up",
                    skipped.empty() ? "" : absl::StrCat(", ", skipped.size(), " series skipped")));
   return absl::OkStatus();
 }
@@ -390,6 +398,62 @@ absl::StatusOr<NewRegression> Analyzer::NewRegressionFor(const MatrixInfo& m, co
                    Percent(f.magnitude), " between ", f.last_good, " and ", f.first_bad, " (",
                    ChangeClassName(f.change_class), ", p=", absl::StrFormat("%.2g", f.p_value),
                    suggestive ? ", suggestive" : "", ")"));
+  return n;
+}
+
+absl::StatusOr<NewRegression> Analyzer::NewDecayFor(const MatrixInfo& m, const DecayFinding& d,
+                                                    const PrimaryMetricMap& primary) {
+  const SeriesKey& k = d.key;
+  absl::StatusOr<SeriesSpec> cell = store_->Cell(m.id, k.platform, k.workload, k.params);
+  if (!cell.ok()) return cell.status();
+  auto pm = primary.find({k.platform, k.workload});
+  NewRegression n;
+  n.kind = "decay";
+  RegressionFinding& f = n.finding;
+  f.platform = k.platform;
+  f.workload = k.workload;
+  f.params = k.params;
+  f.metric = k.metric;
+  f.mode = k.mode;
+  f.regression = true;
+  f.last_good_index = f.first_bad_index = d.commit_index;
+  f.last_good = f.first_bad = d.commit_id;
+  // The metric's own change over the run: a throughput's fall is negative,
+  // a latency's rise positive, as a change finding's magnitude is.
+  const double sign =
+      MetricPolarity(k.metric.substr(0, k.metric.find('/'))) == Polarity::kLowerIsBetter ? -1 : 1;
+  f.magnitude = sign * d.verdict.line.relative_change;
+  f.p_value = d.verdict.trend.p_falling;
+  // The series' first and last interval as the line gives them.
+  const double start = d.verdict.line.intercept;
+  const double end = start + d.verdict.line.slope * static_cast<double>(d.series.size() - 1);
+  f.per_mode.push_back({k.mode, false, sign * start, sign * end, f.magnitude, f.p_value});
+  n.series_key =
+      absl::StrCat("decay|", k.platform, "|", k.workload, k.params == "{}" ? "" : k.params, "|",
+                   k.metric, "|", k.mode, "|", d.commit_id);
+  // The runs are the evidence: every repeat of the commit went into the
+  // median series, so there is nothing to re-run before telling anyone.
+  n.state = pb::REGRESSION_STATE_CONFIRMED;
+  n.metric_rank = d.primary ? "primary" : "secondary";
+  if (pm != primary.end()) n.primary_metrics.assign(pm->second.begin(), pm->second.end());
+  n.note = DecayNote(d);
+  BisectState st;
+  st.series = *cell;
+  if (st.series.catalog.empty()) st.series.catalog = m.catalog;
+  const size_t slash = k.metric.find('/');
+  st.series.metric = k.metric.substr(0, slash);
+  st.series.phase = slash == std::string::npos ? "" : k.metric.substr(slash + 1);
+  st.series.mode = k.mode;
+  st.regression = true;
+  st.expected_change = f.magnitude;
+  st.last_good = st.first_bad = CommitRef{d.commit_index, d.commit_id};
+  st.do_bisect = false;
+  st.metric_rank = n.metric_rank;
+  st.primary_metrics = n.primary_metrics;
+  n.bisect_state_json = BisectStateToJson(st);
+  Log(absl::StrCat("matrix ", m.id, ": decay ", k.platform, " ", k.workload,
+                   k.params == "{}" ? "" : absl::StrCat("{", ParamsLabel(k.params), "}"), " ",
+                   k.mode, " at ", d.commit_id, ": ", n.note));
   return n;
 }
 

@@ -25,6 +25,10 @@
 //   4. fix checks: a regression marked fixed has its last good commit and the
 //      catalog's latest commit re-run together, and whether the latest is
 //      back to the old level is recorded (regressions.fix_check);
+//   Each analysed matrix's runs that carry their own series (the emulator's
+//   throughput per interval) are also judged one commit at a time for a
+//   fall within the run (decay.h): a `decay` finding, recorded confirmed
+//   and alerted like a regression, never re-run or bisected;
 //   5. the farm_regressions_open gauges (by metric rank); every analysed
 //      matrix also updates the latest-result gauges (result_gauges.h).
 // Findings are ranked (detect.h, series.h PrimaryMetrics): a regression of a
@@ -66,6 +70,7 @@
 #include "services/analyzer/bisect_driver.h"
 #include "services/analyzer/bisect_state.h"
 #include "services/analyzer/clients.h"
+#include "services/analyzer/decay.h"
 #include "services/analyzer/detect.h"
 #include "services/analyzer/rerun.h"
 #include "services/analyzer/result_gauges.h"
@@ -81,6 +86,8 @@ using OwnCommits =
 
 struct AnalyzerOptions {
   DetectOptions detect;
+  // The `decay` finding: a run's own series falling within it (decay.h).
+  DecayOptions decay;
   BisectOptions bisect;
   // A matrix's series are extended with the newest this many other analysed
   // matrices that measured its cells (AnalyzerStore::HistorySamples).
@@ -164,6 +171,10 @@ class Analyzer final {
   // The regression row and bisect record of one finding of `m`.
   absl::StatusOr<NewRegression> NewRegressionFor(const MatrixInfo& m, const Finding& f,
                                                  const PrimaryMetricMap& primary);
+  // The regression row of a decay within the runs of one commit of `m`:
+  // confirmed by those runs, not re-run and not bisected.
+  absl::StatusOr<NewRegression> NewDecayFor(const MatrixInfo& m, const DecayFinding& d,
+                                            const PrimaryMetricMap& primary);
   absl::Status SendAlerts();
   absl::Status CheckFixes();
   absl::Status CheckFix(const FixCheckWork& w);

@@ -103,6 +103,11 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "family-wise significance; divided by the number of series tested")
       ->capture_default_str()
       ->check(CLI::Range(1e-12, 0.5));
+  app.add_option("--decay-magnitude", f->options.decay.magnitude,
+                 "a run's own series (throughput per interval) falling by this much of its "
+                 "start, beyond its noise, is a decay finding (0.05 = 5%)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--confirm-repeats", f->confirm_repeats,
                  "interleaved re-runs of last good and first bad before a regression counts")
       ->capture_default_str()

@@ -156,10 +156,14 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
   ASSERT_EQ(jobs.size(), 3u);
   auto job = jobs.begin();
   const pb::JobLease j0 = (job++)->second, j1 = (job++)->second, j2 = job->second;
-  ASSERT_TRUE(ReportSamples(a, j0.lease(),
-                            {Sample("throughput", "write", 100), Sample("latency", "", 5.5),
-                             Sample("broken", "", std::nan(""))})
-                  .ok());
+  // The throughput sample carries its run's series (Sample.intervals).
+  pb::Sample series = Sample("throughput", "write", 100);
+  for (double v : {104.0, 100.5, 95.5}) series.add_intervals(v);
+  series.set_interval_seconds(0.05);
+  ASSERT_TRUE(
+      ReportSamples(a, j0.lease(),
+                    {series, Sample("latency", "", 5.5), Sample("broken", "", std::nan(""))})
+          .ok());
   // j1 ran in an instruction-timed guest: its rows carry that timing.
   pb::ReportResultRequest guest;
   guest.set_agent_id(a.agent_id());
@@ -197,6 +201,8 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
   EXPECT_EQ((*rows)[1].metric, "throughput");
   EXPECT_EQ((*rows)[1].phase, "write");
   EXPECT_EQ((*rows)[1].value, 100);
+  EXPECT_EQ((*rows)[1].intervals, (std::vector<double>{104.0, 100.5, 95.5}));
+  EXPECT_TRUE(lat.intervals.empty());
   const SampleRow& off = (*rows)[2];
   EXPECT_EQ(off.sample_id, j1.job().id());
   EXPECT_EQ(off.commit_id, "c1");
@@ -608,6 +614,49 @@ TEST_P(AnalyzerStoreContractTest, OpenAndIgnoredChangesAreNotRecordedAgain) {
       analyzer().RecordAnalysis(m4, "c", {Found("k1", 8, 9), Found("k1", 8, 9), lazy}, {});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->size(), 1u);
+}
+
+// A decay is one commit's runs: recorded confirmed with a bisect that is
+// done from the start (nothing drives it), deduplicated by its own key
+// only, and neither merged into an overlapping change nor keeping one out.
+TEST_P(AnalyzerStoreContractTest, DecaysAreConfirmedWithADoneBisectAndStandApart) {
+  std::vector<int64_t> first;
+  AnalysedMatrix({Found("change", 2, 5)}, &first);
+  ASSERT_EQ(first.size(), 1u);
+  NewRegression decay = Found("decay|c4", 4, 4);
+  decay.kind = "decay";
+  decay.state = pb::REGRESSION_STATE_CONFIRMED;
+  const int64_t m2 = MakeMatrix(1), m3 = MakeMatrix(1);
+  absl::StatusOr<std::vector<int64_t>> recorded =
+      analyzer().RecordAnalysis(m2, "c", {decay, decay}, {});
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  ASSERT_EQ(recorded->size(), 1u);  // inside the open (c2, c5], and once per key
+  absl::StatusOr<pb::Bisect> b = analysis().GetBisect((*recorded)[0], 0);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->state(), "done");
+  absl::StatusOr<pb::Regression> g = analysis().GetRegression(b->regression_id());
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->kind(), "decay");
+  EXPECT_EQ(g->state(), pb::REGRESSION_STATE_CONFIRMED);
+  EXPECT_EQ(g->last_good(), "c4");
+  EXPECT_EQ(g->first_bad(), "c4");
+  absl::StatusOr<pb::Regression> change =
+      analysis().GetRegression(RegressionOf(analysis(), first[0]));
+  ASSERT_TRUE(change.ok()) << change.status();
+  EXPECT_EQ(change->kind(), "change");
+  absl::StatusOr<std::vector<ActiveBisect>> active = analyzer().ActiveBisects();
+  ASSERT_TRUE(active.ok()) << active.status();
+  ASSERT_EQ(active->size(), 1u);
+  EXPECT_EQ((*active)[0].bisect_id, first[0]);
+  // A change over the decay's commit is not kept out by it.
+  absl::StatusOr<std::vector<int64_t>> later =
+      analyzer().RecordAnalysis(m3, "c", {Found("change-b", 3, 6, false)}, {});
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(later->size(), 1u);
+  absl::StatusOr<std::vector<AlertWork>> alerts = analyzer().AlertCandidates(absl::Minutes(15));
+  ASSERT_TRUE(alerts.ok()) << alerts.status();
+  ASSERT_EQ(alerts->size(), 1u);  // the confirmed decay; the suspected change is not alerted
+  EXPECT_EQ((*alerts)[0].kind, "decay");
 }
 
 TEST_P(AnalyzerStoreContractTest, SaveBisectRoundTripsStepsCulpritsAndTheRegression) {

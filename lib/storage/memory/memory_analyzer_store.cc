@@ -92,6 +92,7 @@ std::vector<SampleRow> SamplesOf(const Tables& t, const Picked& picked) {
       row.metric = s.metric();
       row.phase = s.phase();
       row.value = s.value();
+      row.intervals.assign(s.intervals().begin(), s.intervals().end());
       row.unit = s.unit();
       const pb::Hygiene& h = result.host.hygiene();
       row.timing =
@@ -166,6 +167,7 @@ bool SameChangeKnown(const Tables& t, const std::string& catalog, const Regressi
       f.regression ? pb::CHANGE_DIRECTION_REGRESSION : pb::CHANGE_DIRECTION_IMPROVEMENT;
   for (const auto& [id, row] : t.regressions) {
     const pb::Regression& g = row.regression;
+    if (g.kind() == "decay") continue;  // a fall within runs, not a change between commits
     if ((!Open(g.state()) && g.state() != pb::REGRESSION_STATE_IGNORED) || g.catalog() != catalog ||
         g.platform() != f.platform || g.workload() != f.workload ||
         MapToJson(g.params()) != f.params || g.metric() != f.metric || g.direction() != direction) {
@@ -205,6 +207,7 @@ int64_t InsertRegression(Tables& t, const NewRegression& n, int64_t matrix_id,
   g.set_matrix_id(matrix_id);
   g.set_note(n.note);
   g.set_metric_rank(n.metric_rank);
+  g.set_kind(n.kind);
   for (const std::string& m : n.primary_metrics) g.add_primary_metrics(m);
   SetTime(now, g.mutable_detected_at());
   row.updated_at = now;
@@ -213,7 +216,7 @@ int64_t InsertRegression(Tables& t, const NewRegression& n, int64_t matrix_id,
   pb::Bisect b;
   b.set_id(++t.last_bisect_id);
   b.set_regression_id(g.id());
-  b.set_state("running");
+  b.set_state(n.kind == "decay" ? "done" : "running");
   b.set_last_good(f.last_good);
   b.set_first_bad(f.first_bad);
   g.set_bisect_id(b.id());
@@ -298,6 +301,7 @@ AlertWork AlertWorkOf(const Tables& t, const RegressionRow& row, const AlertRow*
   AlertWork w;
   w.regression_id = g.id();
   w.state = static_cast<int>(g.state());
+  w.kind = g.kind().empty() ? "change" : g.kind();
   w.platform = g.platform();
   w.workload = g.workload();
   w.metric = g.metric();
@@ -534,7 +538,10 @@ absl::StatusOr<std::vector<int64_t>> MemoryAnalyzerStore::RecordAnalysis(
     const absl::Time now = db_->Now();
     Out bisects;
     for (const NewRegression& n : found) {
-      if (OpenWithKey(t, n.series_key) || SameChangeKnown(t, catalog, n.finding)) continue;
+      // A decay is one commit's: only its own key (cell and commit) repeats it.
+      if (OpenWithKey(t, n.series_key) ||
+          (n.kind != "decay" && SameChangeKnown(t, catalog, n.finding)))
+        continue;
       if (absl::Status st = CheckJson("analyzer_state", n.bisect_state_json); !st.ok()) {
         undo();
         return st;

@@ -480,6 +480,12 @@ const char* const kV18CatalogParents = R"SQL(
 ALTER TABLE catalog_commits ADD COLUMN IF NOT EXISTS parents text NOT NULL DEFAULT '';
 )SQL";
 
+// What a regressions row found: 'change' (between two commits, confirmed and
+// bisected) or 'decay' (the metric fell within the runs of one commit).
+const char* const kV19RegressionKind = R"SQL(
+ALTER TABLE regressions ADD COLUMN kind text NOT NULL DEFAULT 'change';
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -528,6 +534,7 @@ const std::vector<Migration>& AllMigrations() {
       {17, "matrices.labels and agents.health: agents chosen by label, after a health job",
        kV17LabelsAndHealth},
       {18, "catalog_commits.parents: a catalog's commits as a history graph", kV18CatalogParents},
+      {19, "regressions.kind: a change between commits or a decay within runs", kV19RegressionKind},
   };
   return *kAll;
 }

@@ -90,7 +90,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
            "  coalesce(r.host->'hygiene'->>'turbo', ''), "
            "  coalesce(r.host->'hygiene'->>'smt', ''), "
            "  coalesce(r.host->'hygiene'->>'cpus_allowed', ''), "
-           "  coalesce(r.host->'hygiene'->>'mems_allowed', '') "
+           "  coalesce(r.host->'hygiene'->>'mems_allowed', ''), "
+           "  coalesce(s->'intervals', '[]'::jsonb)::text "
            "FROM results r JOIN jobs j ON j.id = r.job_id "
            "CROSS JOIN LATERAL jsonb_array_elements(r.samples) s "
            "WHERE " +
@@ -123,6 +124,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
     s.timing = ResultTiming(proto::IsRealExecutor(static_cast<pb::Executor>(r[16].as<int>())),
                             r[13].as<std::string>(), r[14].as<std::string>(), hygiene);
     s.params = CanonicalJsonObject(r[15].as<std::string>());
+    s.intervals = JsonNumbers(r[22].as<std::string>());
     return s;
   }
 
@@ -284,11 +286,14 @@ class PgAnalyzerStore final : public AnalyzerStore {
           continue;
         // The same change open or ignored: catalog, cell, metric and
         // direction, commit ranges overlapping ((lg, fb] intervals), any mode.
-        if (!w.exec_params(
+        // A decay is one commit's: only its own key (cell and commit) repeats it.
+        if (n.kind != "decay" &&
+            !w.exec_params(
                   "SELECT 1 FROM regressions g "
                   "JOIN catalog_commits lg ON lg.catalog = g.catalog AND lg.id = g.last_good "
                   "JOIN catalog_commits fb ON fb.catalog = g.catalog AND fb.id = g.first_bad "
-                  "WHERE g.state IN (1, 2, 3, 7) AND g.catalog = $1 AND g.platform = $2 "
+                  "WHERE g.state IN (1, 2, 3, 7) AND g.kind <> 'decay' "
+                  "  AND g.catalog = $1 AND g.platform = $2 "
                   "  AND g.workload = $3 AND g.params = $4::jsonb AND g.metric = $5 "
                   "  AND g.direction = $6 AND lg.idx < $8 AND $7 < fb.idx",
                   catalog, f.platform, f.workload, f.params, f.metric, f.regression ? 1 : 2,
@@ -299,19 +304,19 @@ class PgAnalyzerStore final : public AnalyzerStore {
         const pqxx::row reg = w.exec_params1(
             "INSERT INTO regressions (state, change_class, direction, platform, workload, "
             "  metric, mode, overhead_series, catalog, last_good, first_bad, magnitude, p_value, "
-            "  per_mode, matrix_id, series_key, note, metric_rank, primary_metrics, params) "
+            "  per_mode, matrix_id, series_key, note, metric_rank, primary_metrics, params, kind) "
             "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16, "
-            "  $17, $18, ARRAY(SELECT jsonb_array_elements_text($19::jsonb)), $20::jsonb) "
+            "  $17, $18, ARRAY(SELECT jsonb_array_elements_text($19::jsonb)), $20::jsonb, $21) "
             "RETURNING id",
             static_cast<int>(n.state), static_cast<int>(f.change_class), f.regression ? 1 : 2,
             f.platform, f.workload, f.metric, ModeNumber(f.mode), f.overhead_series, catalog,
             f.last_good, f.first_bad, f.magnitude, f.p_value, per_mode, matrix_id, n.series_key,
-            n.note, n.metric_rank, nlohmann::json(n.primary_metrics).dump(), f.params);
+            n.note, n.metric_rank, nlohmann::json(n.primary_metrics).dump(), f.params, n.kind);
         const int64_t reg_id = reg[0].as<int64_t>();
         const pqxx::row b = w.exec_params1(
             "INSERT INTO bisects (regression_id, state, last_good, first_bad) "
-            "VALUES ($1, 'running', $2, $3) RETURNING id",
-            reg_id, f.last_good, f.first_bad);
+            "VALUES ($1, $4, $2, $3) RETURNING id",
+            reg_id, f.last_good, f.first_bad, n.kind == "decay" ? "done" : "running");
         const int64_t bisect_id = b[0].as<int64_t>();
         w.exec_params("UPDATE regressions SET bisect_id = $2 WHERE id = $1", reg_id, bisect_id);
         w.exec_params("INSERT INTO analyzer_state (key, value) VALUES ('bisect:' || $1, $2::jsonb)",
@@ -437,7 +442,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
                "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
                "  g.silence_id, g.params::text, coalesce(a.labels::text, '{}'), "
                "  coalesce((SELECT s.value::text FROM analyzer_state s "
-               "     WHERE s.key = 'bisect:' || g.bisect_id), '') "
+               "     WHERE s.key = 'bisect:' || g.bisect_id), ''), g.kind "
                "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
                "LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.regression_id = g.id "
                "   ORDER BY x.id DESC LIMIT 1) a ON true "
@@ -479,6 +484,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
         a.params = r[26].as<std::string>();
         a.labels_json = r[27].as<std::string>();
         a.bisect_state_json = r[28].as<std::string>();
+        a.kind = r[29].as<std::string>();
         out.push_back(std::move(a));
       }
       return out;
