@@ -36,6 +36,7 @@ DmaApi::DmaApi(Sim* sim, Mode mode, std::vector<DeviceSpec> devices, int num_cpu
   for (size_t i = 0; i < devices_.size(); ++i) {
     auto d = std::make_unique<DmaDomain>(sim_, static_cast<int>(i), num_cpus_);
     d->dma_bits = devices_[i].dma_bits;
+    d->flush_queue = mode_ == Mode::kLazy;
     domains_.push_back(std::move(d));
   }
   if (mode_ == Mode::kLazy) flush_ = MakeDeferredFlush(sim_, inv_.get(), domains_, num_cpus_);
@@ -234,7 +235,7 @@ Task<void> DmaApi::UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npa
   const bool locked = PgtblLocked();  // arm_smmu_unmap()
   if (locked) co_await d.pgtbl_lock.Lock(cpu, inv_->unmap_sym());
   int lines = ClearPtes(cpu, d, pfn, npages);
-  if (mode_ == Mode::kStrict) {
+  if (!d.flush_queue) {
     // iommu_iotlb_sync() then free: the IOVA is reusable only once the
     // IOTLB can no longer hold it. Under the driver's pgtbl_lock this is
     // arm_lpae_unmap()'s io_pgtable_tlb_sync(), inside the lock.
