@@ -180,6 +180,15 @@ pb::ReportResultRequest Agent::ResultRequestFor(int64_t agent_id, const pb::JobL
     request.mutable_host()->set_hostname(options_.host.hostname());
     *request.mutable_host()->mutable_labels() = options_.host.labels();
   }
+  if (result.emulated) {
+    pb::HostFacts* host = request.mutable_host();
+    host->set_iommu_mode(result.emulated->effective);
+    host->set_iommu_detail(result.emulated->detail);
+    pb::GuestFacts* g = host->mutable_guest();
+    g->set_provider("emulator");
+    g->set_requested_mode(result.emulated->requested);
+    g->set_domain_type(result.emulated->domain_type);
+  }
   request.set_tool_version(result.tool_version);
   if (result.monitors) *request.mutable_monitors() = *result.monitors;
   *request.mutable_wall_time() =

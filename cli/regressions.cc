@@ -16,6 +16,21 @@ std::string RankName(const pb::Regression& r) {
   return r.metric_rank().empty() ? "-" : r.metric_rank();
 }
 
+// A mode change's effective modes, "lazy -> strict"; "" for a performance
+// finding.
+std::string ModeChangeText(const pb::Regression& r) {
+  if (r.change_class() != pb::CHANGE_CLASS_MODE_CHANGED || r.per_mode_size() == 0) return "";
+  const pb::ModeEffect& e = r.per_mode(0);
+  return absl::StrCat(ModeName(static_cast<int>(e.before())), " -> ",
+                      ModeName(static_cast<int>(e.after())));
+}
+
+// The change: the modes of a mode change, else the relative change.
+std::string ChangeCell(const pb::Regression& r) {
+  const std::string modes = ModeChangeText(r);
+  return modes.empty() ? proto::RelativeChangeText(r.magnitude()) : modes;
+}
+
 // A regression's culprits, largest share or not, in commit order:
 // "c062db039f40 (43%), c588072bba6b (57%)"; the single culprit_id when the
 // server sends no list (one culprit, or a server older than the list).
@@ -188,9 +203,9 @@ std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs) {
   for (const auto& r : regs) {
     rows.push_back({absl::StrCat(r.id()), RegressionStateName(r.state()), r.platform(),
                     WorkloadCell(r), r.metric(), RankName(r),
-                    r.overhead_series() ? "overhead" : ModeName(r.mode()),
-                    proto::RelativeChangeText(r.magnitude()), RangeCell(r), CulpritsCell(r),
-                    r.alert_firing() ? "firing" : "-", ConfirmedByCell(r)});
+                    r.overhead_series() ? "overhead" : ModeName(r.mode()), ChangeCell(r),
+                    RangeCell(r), CulpritsCell(r), r.alert_firing() ? "firing" : "-",
+                    ConfirmedByCell(r)});
   }
   return RenderTable({"id", "state", "platform", "workload", "metric", "rank", "series", "change",
                       "range", "culprit", "alert", "confirmed by"},
@@ -239,7 +254,9 @@ std::string FormatRegression(const pb::Regression& r) {
           ? absl::StrCat("  decay:     within the runs of ", r.first_bad(), " (", r.note(), ")\n")
           : absl::StrCat("  range:     ", r.last_good(), " (last good) .. ", r.first_bad(),
                          " (first bad)\n"),
-      absl::StrFormat("  change:    %+.2f%% (p = %.3g)\n", 100.0 * r.magnitude(), r.p_value()),
+      ModeChangeText(r).empty()
+          ? absl::StrFormat("  change:    %+.2f%% (p = %.3g)\n", 100.0 * r.magnitude(), r.p_value())
+          : absl::StrCat("  change:    effective mode ", ModeChangeText(r), " (mode_changed)\n"),
       "  culprit:   ",
       r.culprit_id().empty() ? "-" : absl::StrCat(r.culprit_id(), " \"", r.culprit_subject(), "\""),
       "\n", "  alert:     ", r.alert_firing() ? "firing" : "not firing", "\n",
@@ -259,7 +276,7 @@ std::string FormatRegression(const pb::Regression& r) {
                     "\n");
   }
   if (!r.note().empty()) absl::StrAppend(&out, "  note:      ", r.note(), "\n");
-  if (r.per_mode_size() > 0) {
+  if (r.per_mode_size() > 0 && ModeChangeText(r).empty()) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& e : r.per_mode()) {
       rows.push_back({ModeName(e.mode()), FormatNumber(e.before()), FormatNumber(e.after()),

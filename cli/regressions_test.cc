@@ -32,6 +32,28 @@ TEST(FormatRegressionTest, ShowsTheFixCheck) {
       << FormatRegression(r);
 }
 
+TEST(FormatRegressionTest, AModeChangeShowsItsModes) {
+  pb::Regression r;
+  r.set_id(7);
+  r.set_state(pb::REGRESSION_STATE_CONFIRMED);
+  r.set_change_class(pb::CHANGE_CLASS_MODE_CHANGED);
+  r.set_metric("effective_mode");
+  r.set_mode(pb::IOMMU_MODE_LAZY);
+  r.set_last_good("v5.12");
+  r.set_first_bad("v5.13");
+  r.set_culprit_id("a250c23f15c2");
+  pb::ModeEffect* e = r.add_per_mode();
+  e->set_mode(pb::IOMMU_MODE_LAZY);
+  e->set_before(pb::IOMMU_MODE_LAZY);
+  e->set_after(pb::IOMMU_MODE_STRICT);
+  EXPECT_NE(FormatRegressionsTable({r}).find("lazy -> strict"), std::string::npos)
+      << FormatRegressionsTable({r});
+  EXPECT_NE(FormatRegression(r).find("  change:    effective mode lazy -> strict (mode_changed)\n"),
+            std::string::npos)
+      << FormatRegression(r);
+  EXPECT_EQ(FormatRegression(r).find("before"), std::string::npos) << FormatRegression(r);
+}
+
 TEST(FormatRegressionTest, ShowsTheConfirmingExecutor) {
   pb::Regression r;
   r.set_id(5);

@@ -107,6 +107,14 @@ absl::StatusOr<ExecutionResult> EmulatorExecutor::Run(const pb::Job& job, Cancel
   out.raw_output = farm::emu::FormatJson(*result);
   out.raw_format = "emu-json";
   out.tool_version = version();
+  ExecutionResult::EmulatedKernel kernel;
+  kernel.requested = job.mode();
+  kernel.effective = ::farm::proto::ModeFromName(result->effective_mode);
+  kernel.detail = result->effective_detail;
+  if (const std::optional<iommu_mode::Mode> m = ::farm::proto::ModeOf(kernel.effective)) {
+    kernel.domain_type = iommu_mode::DomainType(*m);
+  }
+  out.emulated = std::move(kernel);
   out.events = static_cast<double>(result->events);
   if (result->wall_seconds > 0) {
     out.events_per_second = static_cast<double>(result->events) / result->wall_seconds;

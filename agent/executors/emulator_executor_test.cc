@@ -94,6 +94,31 @@ TEST(EmulatorExecutorTest, RunsARealEmulatorJob) {
   EXPECT_GT(result->events_per_second, 0);
 }
 
+TEST(EmulatorExecutorTest, ReportsTheModeItsKernelReallyRan) {
+  EmulatorExecutor executor;
+  CancelToken cancel;
+  pb::Job job = TinyJob();
+  job.set_mode(pb::IOMMU_MODE_LAZY);
+  auto lazy = executor.Run(job, cancel);
+  ASSERT_TRUE(lazy.ok()) << lazy.status();
+  ASSERT_TRUE(lazy->emulated.has_value());
+  EXPECT_EQ(lazy->emulated->requested, pb::IOMMU_MODE_LAZY);
+  EXPECT_EQ(lazy->emulated->effective, pb::IOMMU_MODE_LAZY);
+  EXPECT_EQ(lazy->emulated->domain_type, "DMA-FQ");
+  // A commit whose flush queue cannot be set up runs strict under a lazy
+  // request, and says why.
+  job.set_commit_id("0123456789ab");
+  (*job.mutable_model_set())["fq.init_fails"] = "true";
+  auto fell_back = executor.Run(job, cancel);
+  ASSERT_TRUE(fell_back.ok()) << fell_back.status();
+  ASSERT_TRUE(fell_back->emulated.has_value());
+  EXPECT_EQ(fell_back->emulated->requested, pb::IOMMU_MODE_LAZY);
+  EXPECT_EQ(fell_back->emulated->effective, pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(fell_back->emulated->domain_type, "DMA");
+  EXPECT_NE(fell_back->emulated->detail.find("iommu_dma_init_fq"), std::string::npos)
+      << fell_back->emulated->detail;
+}
+
 TEST(EmulatorExecutorTest, SameSeedSameNumbers) {
   EmulatorExecutor executor;
   CancelToken cancel;

@@ -73,6 +73,18 @@ struct ExecutionResult {
   // kernel (a VM guest): reported as the result's host facts instead of the
   // agent's own (the agent keeps its hostname).
   std::optional<iommufarm::v1::HostFacts> ran_on;
+  // The job's kernel was modelled (the emulator): the IOMMU mode that kernel
+  // really ran for the job's and what decided it. Reported in the result's
+  // host facts over the agent's own (whose kernel did not run the job):
+  // iommu_mode = effective, iommu_detail = detail, and guest facts with
+  // provider "emulator", requested_mode and domain_type, as a guest run's.
+  struct EmulatedKernel {
+    iommufarm::v1::IommuMode requested = iommufarm::v1::IOMMU_MODE_UNSPECIFIED;
+    iommufarm::v1::IommuMode effective = iommufarm::v1::IOMMU_MODE_UNSPECIFIED;
+    std::string detail;
+    std::string domain_type;  // "DMA", "DMA-FQ", "identity", "" (off)
+  };
+  std::optional<EmulatedKernel> emulated;
   // What the kernel counted around the tool (agent/monitors/): real runs
   // only, on the host or in the guest whose kernel ran it.
   std::optional<iommufarm::v1::Monitors> monitors;

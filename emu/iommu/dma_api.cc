@@ -40,6 +40,7 @@ DmaApi::DmaApi(Sim* sim, Mode mode, std::vector<DeviceSpec> devices, int num_cpu
                                              ? DmaDomain::Free::kFreeIova
                                              : DmaDomain::Free::kFreeIovaFast);
     d->dma_bits = devices_[i].dma_bits;
+    d->flush_queue = mode_ == Mode::kLazy;
     domains_.push_back(std::move(d));
   }
   if (mode_ == Mode::kLazy) flush_ = MakeDeferredFlush(sim_, inv_.get(), domains_, num_cpus_);
@@ -274,7 +275,7 @@ Task<void> DmaApi::UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npa
   const PtWork w = ClearPtes(cpu, d, pfn, npages);
   const int lines = w.lines;
   if (w.tables_freed > 0) co_await FreeTables(cpu, d, w);
-  if (mode_ == Mode::kStrict) {
+  if (!d.flush_queue) {
     // iommu_iotlb_sync() then free: the IOVA is reusable only once the
     // IOTLB can no longer hold it. Under the driver's pgtbl_lock this is
     // arm_lpae_unmap()'s io_pgtable_tlb_sync(), inside the lock. The gather

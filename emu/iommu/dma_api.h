@@ -7,6 +7,9 @@
 //  - strict: unmap clears PTEs, invalidates and waits, then frees the IOVA;
 //  - lazy: unmap clears PTEs and hands invalidation + IOVA free to the
 //    DeferredFlush policy fq.kind selects (flush_queue.h).
+// The mode given is the one the kernel really runs, not the one asked for
+// (emu/model/effective_mode.h); each DMA domain records whether it has a
+// flush queue (DmaDomain::flush_queue).
 // Per device there is one DMA domain (default domain, domain.h), used when
 // the device is translated (Model::AttachOf); the others take dma-direct. One
 // Invalidator (invalidation.h) serves the IOMMU unit.

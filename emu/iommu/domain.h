@@ -43,6 +43,9 @@ struct DmaDomain {
   Iotlb tlb;
   SpinLock pgtbl_lock;
   int dma_bits = 64;
+  //! The domain has a flush queue (lazy, IOMMU_DOMAIN_DMA_FQ): unmap defers
+  //! invalidation and IOVA free to it; false = strict (IOMMU_DOMAIN_DMA).
+  bool flush_queue = false;
 
  private:
   const Free free_;

@@ -390,6 +390,32 @@ std::vector<ParamSpec> BuildParams() {
                    "AMD-Vi iommu_completion_wait polls its semaphore after dropping iommu->lock "
                    "(d2a0cac10597); false = the wait_on_sem spin holds the lock (before), so "
                    "every CPU's commands queue behind the waiter."));
+  p.push_back(
+      Enum("amd.strict_policy", "domain-type", {"driver", "late-set", "early-set", "domain-type"},
+           "Who decides whether an AMD-Vi DMA domain gets a flush queue (lazy) or not (strict): "
+           "driver = the driver's own policy, strict only with amd_iommu=fullflush, iommu.strict "
+           "not read on x86 (before a250c23f15c2); late-set = the core's iommu_dma_strict, which "
+           "starts strict and which the driver sets from amd_iommu_unmap_flush only after "
+           "bus_set_iommu() has allocated the boot-time default domains, so a lazy request left to "
+           "the kernel's default gets strict (a250c23f15c2, v5.13); early-set = the same, set "
+           "before bus_set_iommu() (be227f8e99a6, v5.14); domain-type = the default domain type "
+           "DMA or DMA-FQ from iommu.strict, else iommu.default_dma (c208916fe6c7, v5.15)."));
+  p.push_back(Enum("iommu.default_dma", "lazy", {"lazy", "strict"},
+                   "The kernel's built-in DMA domain strictness, CONFIG_IOMMU_DEFAULT_DMA_LAZY / "
+                   "_STRICT (e96763ec42ce: LAZY by default where AMD_IOMMU or INTEL_IOMMU is "
+                   "built); read where amd.strict_policy=domain-type and the command line "
+                   "leaves strictness to the kernel (boot.lazy_request=default)."));
+  p.push_back(Enum("boot.lazy_request", "param", {"param", "default"},
+                   "How a run asks for lazy mode: param = iommu.strict=0 on the command line, "
+                   "as the farm's real runs do (lib/iommu_mode KernelParams); default = "
+                   "nothing, the kernel's own default decides, as a user's boot does. Strict "
+                   "is always asked for with the switch the kernel reads on its driver "
+                   "(amd_iommu=fullflush before a250c23f15c2, iommu.strict=1 since)."));
+  p.push_back(Bool("fq.init_fails", false,
+                   "The flush queue of a lazy DMA domain cannot be set up "
+                   "(iommu_dma_init_fq(), init_iova_flush_queue() before v5.15): the domain "
+                   "falls back to strict, as the kernel does. A test tree's lever; no "
+                   "released kernel sets it."));
   p.push_back(Bool("smmu.tegra241_cmdqv", true,
                    "The SMMUv3 driver uses NVIDIA Tegra241 CMDQV virtual command queues when "
                    "the platform has them (918eb5c856f6, v6.12): tegra241_cmdqv_get_cmdq picks "
@@ -664,6 +690,14 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.dma_ops_indirect = b("dma.ops_indirect");
   m.amd_selective_flush = b("amd.selective_flush");
   m.amd_wait_unlocked = b("amd.wait_unlocked");
+  const std::string& sp = s("amd.strict_policy");
+  m.amd_strict_policy = sp == "driver"      ? AmdStrictPolicy::kDriver
+                        : sp == "late-set"  ? AmdStrictPolicy::kLateSet
+                        : sp == "early-set" ? AmdStrictPolicy::kEarlySet
+                                            : AmdStrictPolicy::kDomainType;
+  m.default_dma_lazy = s("iommu.default_dma") == "lazy";
+  m.lazy_by_default = s("boot.lazy_request") == "default";
+  m.fq_init_fails = b("fq.init_fails");
   m.tegra241_cmdqv = b("smmu.tegra241_cmdqv");
   m.smmu_vcmdqs = static_cast<int>(i("smmu.vcmdqs"));
   m.map_delta_insns = i("sw.map_delta_insns");

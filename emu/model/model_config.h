@@ -82,56 +82,61 @@ enum class FqKind { kIntelGlobal, kIntelPercpu, kPercpu, kSingle };
 enum class MapSgKind { kIntelPrivate, kPerSegment, kBatched };
 enum class CmdqKind { kSpinlock, kLockfree };
 enum class Mmu500TlbSync { kGlobal, kContext };
+enum class AmdStrictPolicy { kDriver, kLateSet, kEarlySet, kDomainType };
 
 //! Typed view of a ModelConfig; field comments name the key.
 struct Model {
   static absl::StatusOr<Model> From(const ModelConfig& cfg);
 
   // Code paths.
-  IommuType iommu_type = IommuType::kVtd;                   // iommu.type
-  int addr_bits = 48;                                       // iommu.addr_bits
-  int iommu_node = 0;                                       // iommu.node
-  IovaAllocator allocator = IovaAllocator::kRcache;         // iova.allocator
-  DmaIommuAlloc dma_iommu_alloc = DmaIommuAlloc::kFast;     // iova.dma_iommu_alloc
-  bool dma32_first = true;                                  // iova.dma32_first
-  int rcache_max_order = 6;                                 // iova.rcache.max_order
-  int mag_size = 128;                                       // iova.rcache.mag_size
-  DepotKind depot = DepotKind::kBounded;                    // iova.rcache.depot
-  int max_global_mags = 32;                                 // iova.rcache.max_global_mags
-  int depot_trim_ms = 100;                                  // iova.rcache.trim_ms
-  bool mag_limit_scan = true;                               // iova.rcache.limit_scan
-  FqKind fq_kind = FqKind::kPercpu;                         // fq.kind
-  int fq_size = 256;                                        // fq.size
-  int fq_timeout_ms = 10;                                   // fq.timeout_ms
-  int fq_single_size = 32768;                               // fq.single_size
-  int fq_single_timeout_ms = 1000;                          // fq.single_timeout_ms
-  int intel_high_water = 250;                               // fq.intel_high_water
-  MapSgKind map_sg = MapSgKind::kBatched;                   // map_sg
-  bool vtd_unmap_find_iova = false;                         // vtd.unmap_find_iova
-  bool vtd_coherent = false;                                // vtd.coherent
-  bool vtd_rwbf = false;                                    // vtd.rwbf
-  bool vtd_cache_lock = true;                               // vtd.cache_lock
-  bool dma_ops_indirect = false;                            // dma.ops_indirect
-  bool nvme_clamp_dma_opt = true;                           // nvme.clamp_dma_opt
-  bool amd_selective_flush = true;                          // amd.selective_flush
-  bool amd_wait_unlocked = true;                            // amd.wait_unlocked
-  bool tegra241_cmdqv = true;                               // smmu.tegra241_cmdqv
-  int smmu_vcmdqs = 0;                                      // smmu.vcmdqs
-  CmdqKind cmdq = CmdqKind::kLockfree;                      // smmu.cmdq
-  int cmdq_batch = 64;                                      // smmu.cmdq_batch
-  bool smmu_range_inv = true;                               // smmu.range_inv
-  bool smmu_ril = false;                                    // smmu.ril
-  int smmu_max_tlbi_ops = 0;                                // smmu.max_tlbi_ops
-  bool pgtable_lockless = true;                             // iopgtable.lockless
-  bool mmu500_pgtbl_lock = false;                           // mmu500.pgtbl_lock
-  bool smmu_pgtbl_lock = false;                             // smmu.pgtbl_lock
-  Mmu500TlbSync mmu500_tlb_sync = Mmu500TlbSync::kContext;  // mmu500.tlb_sync
-  int iotlb_entries = 64;                                   // iotlb.entries
-  int iotlb_ways = 4;                                       // iotlb.ways
-  bool dev_coherent = true;                                 // dev.coherent
-  DeviceAttach group_nic = DeviceAttach::kAuto;             // group.nic.type
-  DeviceAttach group_nvme = DeviceAttach::kAuto;            // group.nvme.type
-  DeviceAttach group_zip = DeviceAttach::kAuto;             // group.zip.type
+  IommuType iommu_type = IommuType::kVtd;                            // iommu.type
+  int addr_bits = 48;                                                // iommu.addr_bits
+  int iommu_node = 0;                                                // iommu.node
+  IovaAllocator allocator = IovaAllocator::kRcache;                  // iova.allocator
+  DmaIommuAlloc dma_iommu_alloc = DmaIommuAlloc::kFast;              // iova.dma_iommu_alloc
+  bool dma32_first = true;                                           // iova.dma32_first
+  int rcache_max_order = 6;                                          // iova.rcache.max_order
+  int mag_size = 128;                                                // iova.rcache.mag_size
+  DepotKind depot = DepotKind::kBounded;                             // iova.rcache.depot
+  int max_global_mags = 32;                                          // iova.rcache.max_global_mags
+  int depot_trim_ms = 100;                                           // iova.rcache.trim_ms
+  bool mag_limit_scan = true;                                        // iova.rcache.limit_scan
+  FqKind fq_kind = FqKind::kPercpu;                                  // fq.kind
+  int fq_size = 256;                                                 // fq.size
+  int fq_timeout_ms = 10;                                            // fq.timeout_ms
+  int fq_single_size = 32768;                                        // fq.single_size
+  int fq_single_timeout_ms = 1000;                                   // fq.single_timeout_ms
+  int intel_high_water = 250;                                        // fq.intel_high_water
+  MapSgKind map_sg = MapSgKind::kBatched;                            // map_sg
+  bool vtd_unmap_find_iova = false;                                  // vtd.unmap_find_iova
+  bool vtd_coherent = false;                                         // vtd.coherent
+  bool vtd_rwbf = false;                                             // vtd.rwbf
+  bool vtd_cache_lock = true;                                        // vtd.cache_lock
+  bool dma_ops_indirect = false;                                     // dma.ops_indirect
+  bool nvme_clamp_dma_opt = true;                                    // nvme.clamp_dma_opt
+  bool amd_selective_flush = true;                                   // amd.selective_flush
+  bool amd_wait_unlocked = true;                                     // amd.wait_unlocked
+  AmdStrictPolicy amd_strict_policy = AmdStrictPolicy::kDomainType;  // amd.strict_policy
+  bool default_dma_lazy = true;                                      // iommu.default_dma
+  bool lazy_by_default = false;                                      // boot.lazy_request
+  bool fq_init_fails = false;                                        // fq.init_fails
+  bool tegra241_cmdqv = true;                                        // smmu.tegra241_cmdqv
+  int smmu_vcmdqs = 0;                                               // smmu.vcmdqs
+  CmdqKind cmdq = CmdqKind::kLockfree;                               // smmu.cmdq
+  int cmdq_batch = 64;                                               // smmu.cmdq_batch
+  bool smmu_range_inv = true;                                        // smmu.range_inv
+  bool smmu_ril = false;                                             // smmu.ril
+  int smmu_max_tlbi_ops = 0;                                         // smmu.max_tlbi_ops
+  bool pgtable_lockless = true;                                      // iopgtable.lockless
+  bool mmu500_pgtbl_lock = false;                                    // mmu500.pgtbl_lock
+  bool smmu_pgtbl_lock = false;                                      // smmu.pgtbl_lock
+  Mmu500TlbSync mmu500_tlb_sync = Mmu500TlbSync::kContext;           // mmu500.tlb_sync
+  int iotlb_entries = 64;                                            // iotlb.entries
+  int iotlb_ways = 4;                                                // iotlb.ways
+  bool dev_coherent = true;                                          // dev.coherent
+  DeviceAttach group_nic = DeviceAttach::kAuto;                      // group.nic.type
+  DeviceAttach group_nvme = DeviceAttach::kAuto;                     // group.nvme.type
+  DeviceAttach group_zip = DeviceAttach::kAuto;                      // group.zip.type
   //! The attachment of platform device `d`: its group.<kind>.type key (kind =
   //! the name's prefix: nic, nvme, zip), else the platform's fact.
   DeviceAttach AttachOf(const DeviceSpec& d) const;

@@ -31,6 +31,9 @@ struct LockReport {
 struct RunResult {
   // Identity.
   std::string platform, kernel, mode, workload;
+  // The mode the kernel really ran for `mode` (emu/model/effective_mode.h)
+  // and what decided it, as a real run's HostFacts.iommu_mode/iommu_detail.
+  std::string effective_mode, effective_detail;
   uint64_t seed = 0;
   std::map<std::string, std::string> params;  // resolved workload parameters
   // Headline.

@@ -10,6 +10,7 @@
 #include "emu/engine/engine.h"
 #include "emu/iommu/dma_api.h"
 #include "emu/iommu/sim.h"
+#include "emu/model/effective_mode.h"
 #include "emu/model/kernel.h"
 #include "emu/model/platform.h"
 #include "emu/workloads/workload.h"
@@ -93,7 +94,9 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec, const DmaPathFactory
   Sim sim;
   sim.engine = &engine;
   sim.model = &model;
-  DmaApi dma(&sim, *mode, platform.devices, platform.topology.num_cpus);
+  // The kernel's own rules decide what the requested mode becomes.
+  const EffectiveMode effective = ResolveEffectiveMode(model, *mode);
+  DmaApi dma(&sim, effective.mode, platform.devices, platform.topology.num_cpus);
   std::unique_ptr<DmaPath> fake = dma_path ? dma_path() : nullptr;
   WorkloadContext ctx;
   ctx.engine = &engine;
@@ -114,6 +117,8 @@ absl::StatusOr<RunResult> RunEmulation(const RunSpec& spec, const DmaPathFactory
   r.platform = spec.platform;
   r.kernel = spec.kernel;
   r.mode = spec.mode;
+  r.effective_mode = iommu_mode::Word(effective.mode);
+  r.effective_detail = effective.decided_by;
   r.workload = spec.workload;
   r.seed = spec.seed;
   r.params = params->values();
@@ -211,6 +216,7 @@ std::string FormatJson(const RunResult& r) {
   j["platform"] = r.platform;
   j["kernel"] = r.kernel;
   j["mode"] = r.mode;
+  j["effective_mode"] = {{"mode", r.effective_mode}, {"decided_by", r.effective_detail}};
   j["workload"] = r.workload;
   j["seed"] = r.seed;
   j["params"] = r.params;
@@ -301,6 +307,10 @@ std::string FormatText(const RunResult& r) {
   std::string out;
   absl::StrAppendFormat(&out, "%s | kernel %s | mode %s | %s | seed %d\n", r.platform, r.kernel,
                         r.mode, r.workload, r.seed);
+  if (r.effective_mode != r.mode) {
+    absl::StrAppendFormat(&out, "effective mode: %s, not %s (%s)\n", r.effective_mode, r.mode,
+                          r.effective_detail);
+  }
   absl::StrAppendFormat(&out, "throughput: %.0f %s (%.0f per CPU), %d operations, %d errors\n",
                         r.throughput, r.throughput_unit, r.throughput_per_cpu, r.operations,
                         r.errors);

@@ -58,7 +58,7 @@ TEST(Run, JsonHasTheContractFields) {
   auto j = nlohmann::json::parse(FormatJson(*r));
   for (const char* k :
        {"platform", "kernel", "mode", "workload", "seed", "throughput", "latency_ns", "profile",
-        "counters", "virtual_duration_ns", "events", "model", "wall"}) {
+        "counters", "virtual_duration_ns", "events", "model", "wall", "effective_mode"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["throughput"]["unit"], "map+unmap/s");
@@ -72,6 +72,36 @@ TEST(Run, JsonHasTheContractFields) {
   }
   EXPECT_EQ(j["model"]["smmu.cmdq"], "lockfree");
   EXPECT_EQ(j["profile"][0]["symbol"], "arm_smmu_cmdq_issue_cmdlist");
+}
+
+TEST(Run, ADomainWhoseFlushQueueFailsRunsStrictAndSaysSo) {
+  // Asked for lazy on a kernel whose flush queue cannot be set up: the run
+  // is the strict run, figure for figure, and reports strict with why.
+  RunSpec lazy = NoiseFreeSpec("amd-genoa-2s96c", "latest", "lazy", "dma-map-bench",
+                               {{"seconds", "0.0005"}, {"threads", "4"}});
+  lazy.sets["fq.init_fails"] = "true";
+  RunSpec strict = lazy;
+  strict.mode = "strict";
+  auto a = RunEmulation(lazy);
+  auto b = RunEmulation(strict);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->mode, "lazy");
+  EXPECT_EQ(a->effective_mode, "strict");
+  EXPECT_NE(a->effective_detail.find("iommu_dma_init_fq"), std::string::npos);
+  EXPECT_EQ(a->throughput, b->throughput);
+  EXPECT_EQ(a->counters.fq_queued, 0u);
+  EXPECT_EQ(a->counters.syncs, b->counters.syncs);
+  const auto j = nlohmann::json::parse(FormatJson(*a));
+  EXPECT_EQ(j["mode"], "lazy");
+  EXPECT_EQ(j["effective_mode"]["mode"], "strict");
+  EXPECT_NE(FormatText(*a).find("effective mode: strict, not lazy"), std::string::npos);
+  // Without the failure the same request runs lazy.
+  lazy.sets.erase("fq.init_fails");
+  auto c = RunEmulation(lazy);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->effective_mode, "lazy");
+  EXPECT_GT(c->counters.fq_queued, 0u);
+  EXPECT_GT(c->throughput, b->throughput);
 }
 
 TEST(Run, DeterministicForASeedAndNoiseIsSeeded) {

@@ -16,6 +16,14 @@
 
 namespace farm::storage {
 
+// The sample every result that states the IOMMU mode its kernel really ran
+// for the job's mode (HostFacts.iommu_mode with guest.requested_mode set: a
+// guest's or the emulator's kernel) carries besides its own: that mode's
+// iommufarm.v1.IommuMode number. A categorical metric (no direction): the
+// analyzer's mode-change findings read it, its performance detection does
+// not.
+inline constexpr char kEffectiveModeMetric[] = "effective_mode";
+
 // One stored sample as the analyzer reads it: a value of an accepted result
 // with its job's cell.
 struct SampleRow {

@@ -1,6 +1,7 @@
 #include "services/analyzer/alerts.h"
 
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -71,11 +72,37 @@ std::string ReproduceCommand(const AlertWork& a, int repeats) {
                       spec::MatrixSpecToYaml(spec), "\nEOF");
 }
 
+namespace {
+
+// A mode-change finding's modes (BisectState), or nullopt for a
+// performance finding.
+std::optional<std::pair<std::string, std::string>> ChangedModes(const AlertWork& a) {
+  if (a.change_class != pb::CHANGE_CLASS_MODE_CHANGED || a.bisect_state_json.empty())
+    return std::nullopt;
+  absl::StatusOr<BisectState> st = BisectStateFromJson(a.bisect_state_json);
+  if (!st.ok() || !st->categorical()) return std::nullopt;
+  return std::make_pair(st->mode_before, st->mode_after);
+}
+
+// "effective IOMMU mode lazy -> strict (requested lazy): fio-nvme on P, culprit C".
+std::string ModeChangeSummary(const AlertWork& a, const std::pair<std::string, std::string>& m) {
+  const std::string params = ParamsLabel(a.params);
+  return absl::StrCat("effective IOMMU mode ", m.first, " -> ", m.second, " (requested ",
+                      a.mode_name, "): ", a.workload, params.empty() ? "" : "{" + params + "}",
+                      " on ", a.platform, a.culprit_id.empty() ? "" : ", culprit " + a.culprit_id);
+}
+
+}  // namespace
+
 std::optional<Alert> BuildAlert(const AlertWork& a, const AlertOptions& options,
                                 const std::string& now, const std::vector<int64_t>& group) {
+  const std::optional<std::pair<std::string, std::string>> modes = ChangedModes(a);
   if (!a.primary_metric && options.secondary_severity == "none") return std::nullopt;
   const bool open = AlertFires(a.state);
-  const std::string severity = !a.primary_metric                ? options.secondary_severity
+  // A kernel that silently runs another mode is as serious as the largest
+  // performance loss: it changes what every figure of the cell means.
+  const std::string severity = modes.has_value()                ? "critical"
+                               : !a.primary_metric              ? options.secondary_severity
                                : std::fabs(a.magnitude) >= 0.10 ? "critical"
                                                                 : "warning";
   Alert alert;
@@ -99,10 +126,18 @@ std::optional<Alert> BuildAlert(const AlertWork& a, const AlertOptions& options,
       {"last_good", a.last_good},
       {"first_bad", a.first_bad},
       {"bisect_steps", std::to_string(a.bisect_steps)},
-      {"change_class", a.change_class == pb::CHANGE_CLASS_IOMMU       ? "iommu"
-                       : a.change_class == pb::CHANGE_CLASS_NOT_IOMMU ? "not_iommu"
-                                                                      : ""},
+      {"change_class", a.change_class == pb::CHANGE_CLASS_IOMMU          ? "iommu"
+                       : a.change_class == pb::CHANGE_CLASS_NOT_IOMMU    ? "not_iommu"
+                       : a.change_class == pb::CHANGE_CLASS_MODE_CHANGED ? "mode_changed"
+                                                                         : ""},
       {"catalog", a.catalog}};
+  if (modes.has_value()) {
+    alert.annotations["summary"] = ModeChangeSummary(a, *modes);
+    alert.annotations["magnitude"] = absl::StrCat(modes->first, " -> ", modes->second);
+    alert.annotations["mode_before"] = modes->first;
+    alert.annotations["mode_after"] = modes->second;
+    alert.annotations["requested_mode"] = a.mode_name;
+  }
   if (!a.primary_metrics.empty()) alert.annotations["primary_metrics"] = a.primary_metrics;
   // Every culprit of a range that held several changes; the culprit
   // annotation above stays the largest share so that rules and dashboards

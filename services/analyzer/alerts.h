@@ -4,7 +4,8 @@
 // Labels identify the series (platform, catalog, workload and its params,
 // mode, metric) and the regression, plus
 //   severity     critical / warning by size for a primary metric,
-//                AlertOptions::secondary_severity for a secondary one;
+//                AlertOptions::secondary_severity for a secondary one,
+//                critical for a mode change;
 //   alert_group  the culprit commit once the bisect named one, else the
 //                range LAST_GOOD..FIRST_BAD: Alertmanager, routed with
 //                group_by [alertname, catalog, alert_group], sends one
@@ -16,7 +17,9 @@
 // both commits interleaved and prints the change with its interval, p and a
 // verdict) and, with AlertOptions::report_url, a link to the regression's
 // HTML report (`report`, also the alert's generatorURL) as
-// `farmctl report --serve` serves it.
+// `farmctl report --serve` serves it. A mode change (CHANGE_CLASS_MODE_CHANGED)
+// says the modes instead of a size: summary "effective IOMMU mode lazy ->
+// strict (requested lazy): ...", mode_before, mode_after, requested_mode.
 //
 // Pure functions; thread-safe.
 #ifndef SERVICES_ANALYZER_ALERTS_H_

@@ -100,6 +100,36 @@ TEST(BuildAlertTest, CarriesItsGroupReproduceCommandAndReportLink) {
 }
 
 // A silence outlives the bisect moving the alert to its culprit's group.
+TEST(BuildAlertTest, AModeChangeSaysBothModes) {
+  AlertWork w = Bisected(9, "a250c23f15c2");
+  w.change_class = pb::CHANGE_CLASS_MODE_CHANGED;
+  w.metric = "effective_mode";
+  w.mode_name = "lazy";
+  w.magnitude = 0;
+  BisectState st = *BisectStateFromJson(w.bisect_state_json);
+  st.series.metric = "effective_mode";
+  st.mode_before = "lazy";
+  st.mode_after = "strict";
+  w.bisect_state_json = BisectStateToJson(st);
+  const std::optional<Alert> a = BuildAlert(w, AlertOptions{}, "2026-12-05T17:00:00Z", {9});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->labels.at("severity"), "critical");
+  EXPECT_EQ(a->annotations.at("change_class"), "mode_changed");
+  EXPECT_EQ(a->annotations.at("mode_before"), "lazy");
+  EXPECT_EQ(a->annotations.at("mode_after"), "strict");
+  EXPECT_EQ(a->annotations.at("requested_mode"), "lazy");
+  EXPECT_EQ(a->annotations.at("magnitude"), "lazy -> strict");
+  EXPECT_EQ(a->annotations.at("summary"),
+            "effective IOMMU mode lazy -> strict (requested lazy): dma-map-bench{threads=16} on "
+            "kunpeng920-smmuv3, culprit a250c23f15c2");
+  // A performance finding of the same cell keeps its size.
+  const std::optional<Alert> perf =
+      BuildAlert(Bisected(10, ""), AlertOptions{}, "2026-12-05T17:00:00Z", {10});
+  ASSERT_TRUE(perf.has_value());
+  EXPECT_EQ(perf->annotations.count("mode_before"), 0u);
+  EXPECT_EQ(perf->annotations.at("magnitude"), "-20.0%");
+}
+
 TEST(BuildSilenceTest, MatchesAcrossGroupAndSeverityChanges) {
   std::optional<Alert> a = BuildAlert(Bisected(12, ""), AlertOptions{}, "now");
   ASSERT_TRUE(a.has_value());

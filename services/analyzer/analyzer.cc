@@ -19,6 +19,7 @@
 #include "services/analyzer/alerts.h"
 #include "services/analyzer/bisect_state.h"
 #include "services/analyzer/log.h"
+#include "services/analyzer/mode_change.h"
 
 namespace farm::analyzer {
 namespace {
@@ -49,7 +50,8 @@ std::optional<Alert> Relabelled(const AlertWork& a, const Alert& alert, const st
 
 static_assert(static_cast<int>(ChangeClass::kUnspecified) == pb::CHANGE_CLASS_UNSPECIFIED &&
               static_cast<int>(ChangeClass::kIommu) == pb::CHANGE_CLASS_IOMMU &&
-              static_cast<int>(ChangeClass::kNotIommu) == pb::CHANGE_CLASS_NOT_IOMMU);
+              static_cast<int>(ChangeClass::kNotIommu) == pb::CHANGE_CLASS_NOT_IOMMU &&
+              static_cast<int>(ChangeClass::kModeChanged) == pb::CHANGE_CLASS_MODE_CHANGED);
 
 // What the store records of a finding: its regressions row, without the
 // change points it was merged from.
@@ -103,6 +105,14 @@ bool PassingFailure(const absl::Status& s) {
 }
 
 }  // namespace
+
+std::string ModeChangeNote(const Finding& f) {
+  const ModeEffect& e = f.per_mode.front();
+  return absl::StrCat("mode_changed: the runs of ", f.first_bad, " report effective mode ",
+                      EffectiveModeName(e.after), " where those of ", f.last_good, " report ",
+                      EffectiveModeName(e.before), ", for requested ", f.mode,
+                      "; bisected on the effective mode");
+}
 
 std::string RankNote(const Finding& f, const std::set<std::string>& workload_primary,
                      const AnalyzerOptions& options) {
@@ -204,6 +214,20 @@ void DropTryCommits(std::vector<SampleRow>& rows) {
   rows.erase(std::remove_if(rows.begin(), rows.end(),
                             [](const SampleRow& r) { return proto::IsTryCommit(r.commit_id); }),
              rows.end());
+}
+
+// The changes of effective mode in `all` next to a commit `own` measured: a
+// commit that changed the mode its kernel runs is a finding of its own,
+// whatever the figures did.
+std::vector<Finding> OwnModeChanges(const std::vector<SampleRow>& all, const OwnCommits& own) {
+  std::vector<Finding> out;
+  for (Finding& f : DetectModeChanges(all)) {
+    auto it = own.find({f.platform, f.workload, f.params});
+    if (it == own.end() || (!it->second.contains(f.last_good) && !it->second.contains(f.first_bad)))
+      continue;
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 // A suggestive change point a top-up re-measures: a request of its series
@@ -323,7 +347,8 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
                              return !Involves(cp, own) || (cp.suggestive && ToppedUp(cp, *topped));
                            }),
             cps.end());
-  const std::vector<Finding> findings = Classify(cps, series, options_.detect);
+  std::vector<Finding> findings = OwnModeChanges(all, own);
+  for (Finding& f : Classify(cps, series, options_.detect)) findings.push_back(std::move(f));
 
   std::vector<NewRegression> found;
   for (const Finding& f : findings) {
@@ -366,9 +391,11 @@ absl::StatusOr<NewRegression> Analyzer::NewRegressionFor(const MatrixInfo& m, co
   n.state = pb::REGRESSION_STATE_SUSPECTED;  // until confirmed
   n.metric_rank = f.primary_metric ? "primary" : "secondary";
   n.primary_metrics.assign(workload_primary.begin(), workload_primary.end());
-  n.note = RankNote(f, workload_primary, options_);
-  const bool suggestive = std::all_of(f.change_points.begin(), f.change_points.end(),
-                                      [](const ChangePoint& cp) { return cp.suggestive; });
+  const bool mode_change = f.change_class == ChangeClass::kModeChanged;
+  n.note = mode_change ? ModeChangeNote(f) : RankNote(f, workload_primary, options_);
+  const bool suggestive =
+      !mode_change && std::all_of(f.change_points.begin(), f.change_points.end(),
+                                  [](const ChangePoint& cp) { return cp.suggestive; });
   if (suggestive) n.note += "; suggestive (confirmed with more repeats before it counts)";
 
   BisectState st;
@@ -387,9 +414,14 @@ absl::StatusOr<NewRegression> Analyzer::NewRegressionFor(const MatrixInfo& m, co
                  (f.primary_metric || options_.bisect_secondary);
   st.metric_rank = n.metric_rank;
   st.primary_metrics = n.primary_metrics;
-  // A real tool measures the workload's throughput, which stands for a
-  // primary metric only: secondary findings are confirmed on the emulator.
-  if (f.primary_metric) st.real_confirm = RealConfirmFromSpecYaml(m.spec_yaml);
+  if (mode_change) {
+    st.mode_before = EffectiveModeName(f.per_mode.front().before);
+    st.mode_after = EffectiveModeName(f.per_mode.front().after);
+  } else if (f.primary_metric) {
+    // A real tool measures the workload's throughput, which stands for a
+    // primary metric only: secondary findings are confirmed on the emulator.
+    st.real_confirm = RealConfirmFromSpecYaml(m.spec_yaml);
+  }
   n.bisect_state_json = BisectStateToJson(st);
   Log(absl::StrCat("matrix ", m.id, ": ", f.primary_metric ? "" : "secondary-metric ",
                    f.regression ? "regression" : "improvement", " ", f.platform, " ", f.workload,
@@ -607,7 +639,8 @@ absl::Status Analyzer::JudgeFix(const FixCheckWork& w, const BisectState& bisect
                                                       " + ", after.size(), " values for ", lg,
                                                       " and ", later));
   }
-  const FixCheck f = JudgeFixCheck(good, after, bisect.expected_change, options_.bisect);
+  FixCheck f = JudgeFixCheck(good, after, bisect.expected_change, options_.bisect);
+  if (bisect.categorical()) f.back = ModalValue(after) == ModalValue(good);
   const std::string verdict = f.back ? "back" : "not-back";
   Log(absl::StrCat("fix check of regression ", w.regression_id, ": ", later, " is ", verdict, " (",
                    Percent(f.test.relative_change), " vs ", lg,

@@ -5,7 +5,10 @@
 //      suggestive measure its commits again first (the top-up, top_up.h:
 //      bulk matrices of the analyzer's own, whose analysis decides);
 //      classify what is left, record suspected regressions (and
-//      improvements) with a bisect record;
+//      improvements) with a bisect record; a commit whose runs report
+//      another effective IOMMU mode than the commit before it is a
+//      mode_changed finding (mode_change.h), confirmed by what the runs
+//      stated and bisected on the mode;
 //   2. every running bisect: confirmation first (last good / first bad
 //      re-run interleaved, one matrix per round; while the result is only
 //      suggestive, another round doubling both commits' repeats; on real
@@ -125,6 +128,10 @@ struct OpenGauges {
 // not bisected".
 std::string RankNote(const Finding& f, const std::set<std::string>& workload_primary,
                      const AnalyzerOptions& options);
+// The note of a mode-change finding (mode_change.h): "mode_changed: the runs
+// of B report effective mode strict where those of A report lazy, for
+// requested lazy; bisected on the effective mode".
+std::string ModeChangeNote(const Finding& f);
 
 class Analyzer final {
  public:

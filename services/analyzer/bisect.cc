@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "lib/base/check.h"
+#include "services/analyzer/mode_change.h"
 
 namespace farm::analyzer {
 
@@ -101,9 +102,21 @@ FixCheck JudgeFixCheck(std::span<const double> good, std::span<const double> lat
   return f;
 }
 
+namespace {
+
+// A run states a categorical value exactly: one run judges a commit. A
+// measured one needs two to have a variance.
+BisectOptions WithRepeatBounds(BisectOptions o) {
+  o.initial_repeats = o.categorical ? 1 : std::max(2, o.initial_repeats);
+  o.max_repeats = std::max(o.initial_repeats, o.max_repeats);
+  return o;
+}
+
+}  // namespace
+
 BisectPlanner::BisectPlanner(std::vector<std::string> commit_ids, int last_good_index,
                              int first_bad_index, BisectOptions options)
-    : options_(options),
+    : options_(WithRepeatBounds(options)),
       base_(last_good_index),
       commit_ids_(std::move(commit_ids)),
       good_ref_(last_good_index),
@@ -111,14 +124,12 @@ BisectPlanner::BisectPlanner(std::vector<std::string> commit_ids, int last_good_
       lo_(last_good_index),
       hi_(first_bad_index) {
   FARM_DCHECK(first_bad_index > last_good_index, "bisect range must have first_bad > last_good");
-  options_.initial_repeats = std::max(2, options_.initial_repeats);
-  options_.max_repeats = std::max(options_.initial_repeats, options_.max_repeats);
   Advance();
 }
 
 BisectPlanner::BisectPlanner(std::vector<BisectCommit> commits, int good_index, int bad_index,
                              BisectOptions options)
-    : options_(options),
+    : options_(WithRepeatBounds(options)),
       base_(good_index),
       good_ref_(good_index),
       bad_ref_(bad_index),
@@ -137,8 +148,6 @@ BisectPlanner::BisectPlanner(std::vector<BisectCommit> commits, int good_index, 
   FARM_DCHECK(graph_commits_.contains(good_index) && graph_commits_.contains(bad_index) &&
                   good_index != bad_index,
               "graph bisect needs both ends among its commits");
-  options_.initial_repeats = std::max(2, options_.initial_repeats);
-  options_.max_repeats = std::max(options_.initial_repeats, options_.max_repeats);
   Advance();
 }
 
@@ -207,7 +216,7 @@ void BisectPlanner::RequestRuns(int index, int have, int more) {
 bool BisectPlanner::RequestReferences() {
   for (int ref : {good_ref_, bad_ref_}) {
     const int n = static_cast<int>(SamplesOf(ref).size());
-    if (n < 2) {
+    if (n < (options_.categorical ? 1 : 2)) {
       pending_ = BisectRequest{ref, CommitId(ref), options_.initial_repeats - n};
       return true;
     }
@@ -308,6 +317,10 @@ bool BisectPlanner::JudgeAndMove(int mid) {
     pending_ = BisectRequest{mid, CommitId(mid), open->repeats - n};
     return false;
   }
+  if (options_.categorical) {
+    JudgeByValue(mid);
+    return true;
+  }
   const std::vector<double>& good = SamplesOf(good_ref_);
   const std::vector<double>& bad = SamplesOf(bad_ref_);
   const Judgement j = JudgeCommit(good, bad, x, options_.alpha);
@@ -366,6 +379,24 @@ bool BisectPlanner::JudgeAndMove(int mid) {
   return true;
 }
 
+void BisectPlanner::JudgeByValue(int mid) {
+  const std::vector<double>& x = SamplesOf(mid);
+  const double value = ModalValue(x);
+  const bool good = value == ModalValue(SamplesOf(good_ref_));
+  BisectStepRecord& s = OpenStepAt(mid);
+  s.verdict = good ? "good" : "bad";
+  s.repeats = static_cast<int>(x.size());
+  s.mean = value;
+  s.p_value = 0;  // stated by the runs, not estimated
+  s.relative_change = 0;
+  if (good) {
+    lo_ = mid;
+    if (graph_) goods_.insert(mid);
+  } else {
+    hi_ = mid;
+  }
+}
+
 bool BisectPlanner::FinishRange() {
   const int range_good = graph_ ? graph_good_ : base_;
   const int range_bad = graph_ ? graph_bad_ : base_ + static_cast<int>(commit_ids_.size()) - 1;
@@ -381,8 +412,10 @@ bool BisectPlanner::FinishRange() {
   } else {
     skipped.assign(skipped_.upper_bound(lo_), skipped_.lower_bound(hi_));
   }
-  culprits_.push_back(Culprit{last_good, hi_, CommitId(hi_), g0 == 0 ? 0 : part / std::fabs(g0),
-                              total == 0 ? 1 : part / total, std::move(skipped)});
+  // A categorical value has no relative size: the one culprit is the change.
+  const double change = options_.categorical || g0 == 0 ? 0 : part / std::fabs(g0);
+  const double share = options_.categorical || total == 0 ? 1 : part / total;
+  culprits_.push_back(Culprit{last_good, hi_, CommitId(hi_), change, share, std::move(skipped)});
   if (parts_.empty()) {
     // Named by the culprit with the largest share.
     const Culprit* main = &culprits_.front();
@@ -421,7 +454,8 @@ std::string BisectPlanner::ToJson() const {
                   {"confirm_repeats", options_.confirm_repeats},
                   {"alpha", options_.alpha},
                   {"magnitude", options_.magnitude},
-                  {"max_steps", options_.max_steps}};
+                  {"max_steps", options_.max_steps},
+                  {"categorical", options_.categorical}};
   j["base"] = base_;
   j["commit_ids"] = commit_ids_;
   j["good_ref"] = good_ref_;
@@ -489,6 +523,7 @@ absl::StatusOr<BisectPlanner> BisectPlanner::FromJson(const std::string& json) {
     p.options_.alpha = o.at("alpha").get<double>();
     p.options_.magnitude = o.at("magnitude").get<double>();
     p.options_.max_steps = o.at("max_steps").get<int>();
+    p.options_.categorical = o.value("categorical", false);
     p.base_ = j.at("base").get<int>();
     p.commit_ids_ = j.at("commit_ids").get<std::vector<std::string>>();
     p.good_ref_ = j.at("good_ref").get<int>();

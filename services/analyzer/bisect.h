@@ -23,6 +23,9 @@
 //     skipped, as `git bisect skip` does (verdict "skip"): it is never a
 //     candidate again, and the untested commit nearest the midpoint is
 //     measured instead (the earlier one on a tie);
+//   * a categorical series (BisectOptions::categorical: the effective
+//     IOMMU mode) is judged by equality with the good reference, one run
+//     per commit;
 //   * a range stops when its last good and first bad are adjacent catalog
 //     commits, or when only skipped commits lie between them (the first bad
 //     is then one of those or the range's first bad); the bisect is done when
@@ -67,6 +70,11 @@ struct BisectOptions {
   // magnitude is judged on the interval at interval_level.
   int max_confirm_repeats = 128;
   double interval_level = 0.99;
+  // The series is categorical (the effective IOMMU mode, mode_change.h):
+  // every run states its value exactly, so one run judges a commit, which
+  // is good when its most common value is the good reference's and bad
+  // otherwise; no test, no weak verdicts, no split.
+  bool categorical = false;
 };
 
 // A step's judgement and a culprit are the rows the store writes
@@ -155,6 +163,8 @@ class BisectPlanner {
   // Judges `index` from its samples and moves the range's bounds; false
   // when it asked for runs instead (pending_ set).
   bool JudgeAndMove(int index);
+  // JudgeAndMove's rule for a categorical series, once `index` has its runs.
+  void JudgeByValue(int index);
   // The last step when it is still "pending".
   const BisectStepRecord* OpenStep() const;
   // The pending step at `index`, added when the open one is not at it.

@@ -98,6 +98,7 @@ absl::Status BisectDriver::Advance(const ActiveBisect& b) {
 
 absl::Status BisectDriver::AdvanceConfirmation(Move& m) {
   BisectState& st = m.st;
+  if (st.categorical()) return ConfirmModeChange(m);
   if (st.confirm_by == pb::EXECUTOR_UNSPECIFIED) {
     if (absl::Status s = ChooseConfirmExecutor(m); !s.ok()) return s;
   }
@@ -113,6 +114,23 @@ absl::Status BisectDriver::AdvanceConfirmation(Move& m) {
     return SubmitConfirmRounds(m, *plan);
   }
   return JudgeConfirmation(m, *plan);
+}
+
+absl::Status BisectDriver::ConfirmModeChange(Move& m) {
+  BisectState& st = m.st;
+  st.confirm_by = st.series.executor;
+  st.confirm_note =
+      absl::StrCat("effective mode ", st.mode_before, " -> ", st.mode_after, " under requested ",
+                   st.series.mode, ", as the runs stated it (a mode is not estimated)");
+  m.u.confirmed_by = ExecutorName(st.confirm_by);
+  m.u.confirm_note = st.confirm_note;
+  BisectUpdate::Step step;
+  step.record = BisectStepRecord{0, st.first_bad.index, st.first_bad.id, "confirmed", 0, 0, 0, 0};
+  m.u.steps.push_back(step);
+  m.u.regression_state = pb::REGRESSION_STATE_CONFIRMED;
+  Log(absl::StrCat("bisect ", m.bisect_id, ": ", st.confirm_note, " between ", st.last_good.id,
+                   " and ", st.first_bad.id));
+  return StartBisection(m, Confirmation{}, /*own_series=*/false, {}, {});
 }
 
 // The executor of the confirmation, chosen once before its first matrix. A
@@ -376,9 +394,11 @@ absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool o
   // are its references when they measured that series; after a real
   // confirmation of an emulator finding they are another metric, so the
   // planner measures its own.
+  BisectOptions options = options_;
+  options.categorical = st.categorical();
   BisectPlanner planner =
-      range->graph ? BisectPlanner(std::move(range->commits), lg.index, fb.index, options_)
-                   : BisectPlanner(std::move(range->chain_ids), lg.index, fb.index, options_);
+      range->graph ? BisectPlanner(std::move(range->commits), lg.index, fb.index, options)
+                   : BisectPlanner(std::move(range->chain_ids), lg.index, fb.index, options);
   if (own_series) {
     planner.AddSamples(lg.index, good);
     planner.AddSamples(fb.index, bad);

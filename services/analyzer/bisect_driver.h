@@ -6,6 +6,9 @@
 //             terminal: suggestive -> next round (doubled repeats); not
 //             reproduced -> done (REJECTED); confirmed -> CONFIRMED, and
 //             done when the range is one commit or no bisect is wanted, else
+//   (a mode change, BisectState::categorical: confirmed at once by the
+//   effective modes its runs stated, then bisected on that mode, one run
+//   per commit)
 //   bisect:   (over the catalog's history graph when the range holds merges:
 //             the suspects are the first bad's ancestors that are not the last
 //             good's, BisectPlanner's second constructor)
@@ -74,6 +77,9 @@ class BisectDriver final {
   };
 
   absl::Status AdvanceConfirmation(Move& m);
+  // A mode change is confirmed by what its runs stated: CONFIRMED at once,
+  // and the bisect measures both ends again as its references.
+  absl::Status ConfirmModeChange(Move& m);
   absl::Status ChooseConfirmExecutor(Move& m);
   absl::StatusOr<ConfirmPlan> PlanConfirmation(const BisectState& st) const;
   absl::Status SubmitConfirmRounds(Move& m, const ConfirmPlan& plan);

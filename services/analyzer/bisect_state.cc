@@ -122,6 +122,10 @@ void OptionalKeysToJson(const BisectState& s, json& j) {
   if (s.confirm_round != 0) j["confirm_round"] = s.confirm_round;
   if (!s.planner_json.empty()) j["planner"] = json::parse(s.planner_json);
   if (!s.culprit_subjects.empty()) j["culprit_subjects"] = s.culprit_subjects;
+  if (s.categorical()) {
+    j["mode_before"] = s.mode_before;
+    j["mode_after"] = s.mode_after;
+  }
 }
 
 void OptionalKeysFromJson(const json& j, BisectState& s) {
@@ -136,6 +140,8 @@ void OptionalKeysFromJson(const json& j, BisectState& s) {
   if (j.contains("culprit_subjects")) {
     s.culprit_subjects = j.at("culprit_subjects").get<std::map<std::string, std::string>>();
   }
+  s.mode_before = j.value("mode_before", "");
+  s.mode_after = j.value("mode_after", "");
 }
 
 }  // namespace

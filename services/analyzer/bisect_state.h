@@ -5,7 +5,8 @@
 //
 // The JSON keys are the field names below; rows written by any earlier
 // analyzer read back (keys added later have defaults: confirm_round 0,
-// confirm_note "", no confirm_by = executor not chosen yet).
+// confirm_note "", no confirm_by = executor not chosen yet, no mode_before /
+// mode_after = a performance finding).
 //
 // Thread-compatible value type.
 #ifndef SERVICES_ANALYZER_BISECT_STATE_H_
@@ -67,6 +68,14 @@ struct BisectState {
   int empty_rounds = 0;
   std::map<int, int64_t> step_matrix;
   std::map<std::string, std::string> culprit_subjects;  // commit id -> subject, in the range
+
+  // A mode-change finding (mode_change.h): the effective modes before and
+  // after ("lazy", "strict"). Its confirmation and bisect judge the effective
+  // mode the runs state, not a performance threshold. Empty for a
+  // performance finding.
+  std::string mode_before;
+  std::string mode_after;
+  bool categorical() const { return !mode_after.empty(); }
 
   bool real() const {
     return confirm_by != iommufarm::v1::EXECUTOR_UNSPECIFIED &&

@@ -522,6 +522,8 @@ const char* ChangeClassName(ChangeClass c) {
       return "iommu";
     case ChangeClass::kNotIommu:
       return "not_iommu";
+    case ChangeClass::kModeChanged:
+      return "mode_changed";
     case ChangeClass::kUnspecified:
       break;
   }

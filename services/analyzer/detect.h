@@ -162,8 +162,10 @@ std::vector<TopUpRequest> TopUpRequests(const std::vector<Series>& series,
 std::vector<ChangePoint> DetectAll(const std::vector<Series>& series, const DetectOptions& options,
                                    std::vector<SeriesFailure>* failed = nullptr);
 
-enum class ChangeClass { kUnspecified, kIommu, kNotIommu };
-const char* ChangeClassName(ChangeClass c);  // "unspecified", "iommu", "not_iommu"
+// kModeChanged: the effective IOMMU mode changed (mode_change.h).
+enum class ChangeClass { kUnspecified, kIommu, kNotIommu, kModeChanged };
+// "unspecified", "iommu", "not_iommu", "mode_changed"
+const char* ChangeClassName(ChangeClass c);
 
 struct ModeEffect {
   std::string mode;

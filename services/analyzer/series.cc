@@ -17,6 +17,8 @@ PrimaryMetricMap PrimaryMetrics(const std::vector<SampleRow>& samples,
   // (platform, workload) -> metric -> a unit seen
   std::map<std::pair<std::string, std::string>, std::map<std::string, std::string>> seen;
   for (const SampleRow& s : samples) {
+    // The effective mode is what a run was, not what it measured.
+    if (s.metric == storage::kEffectiveModeMetric) continue;
     std::string& unit = seen[{s.platform, s.workload}][s.metric];
     if (unit.empty()) unit = s.unit;
   }

@@ -260,6 +260,40 @@ TEST_P(AnalyzerStoreContractTest, RealRunsCarryTheirHostsHygieneAsTiming) {
   for (const SampleRow& r : *emu_rows) EXPECT_EQ(r.timing, "");
 }
 
+// A result that states the mode its kernel really ran for the job's (the
+// emulator's modelled kernel, a guest) carries it as one more sample; one
+// that does not (the host's own facts only) carries none.
+TEST_P(AnalyzerStoreContractTest, AStatedEffectiveModeIsASampleOfItsResult) {
+  const int64_t m = MakeMatrix(2);
+  const pb::RegisterResponse a = Register("emu-host");
+  const std::vector<pb::JobLease> leased = Lease(a, 10);
+  ASSERT_EQ(leased.size(), 2u);
+  for (size_t i = 0; i < leased.size(); ++i) {
+    pb::ReportResultRequest r;
+    r.set_agent_id(a.agent_id());
+    *r.mutable_lease() = leased[i].lease();
+    *r.add_samples() = Sample("throughput", "", 100);
+    r.mutable_host()->set_iommu_mode(pb::IOMMU_MODE_STRICT);
+    if (i == 0) {
+      r.mutable_host()->mutable_guest()->set_provider("emulator");
+      r.mutable_host()->mutable_guest()->set_requested_mode(pb::IOMMU_MODE_LAZY);
+    }
+    ASSERT_TRUE(queue().ReportResult(r).ok());
+  }
+  absl::StatusOr<std::vector<SampleRow>> rows = analyzer().Samples({m});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 3u);
+  int modes = 0;
+  for (const SampleRow& r : *rows) {
+    if (r.metric != kEffectiveModeMetric) continue;
+    ++modes;
+    EXPECT_EQ(r.sample_id, leased[0].job().id());
+    EXPECT_EQ(r.value, pb::IOMMU_MODE_STRICT);
+    EXPECT_EQ(r.phase, "");
+  }
+  EXPECT_EQ(modes, 1);
+}
+
 TEST_P(AnalyzerStoreContractTest, MatricesAreTerminalWhenEveryJobIs) {
   const int64_t m = MakeMatrix(2, 1);
   const int64_t n = MakeMatrix(1);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -61,6 +62,18 @@ int64_t Floor(const Tables& t) {
   return floor;
 }
 
+// The result's stated effective mode as a sample (analyzer_rows.h
+// kEffectiveModeMetric), as the PostgreSQL store's EffectiveModeSql.
+std::optional<pb::Sample> EffectiveModeSample(const pb::HostFacts& host) {
+  if (host.guest().requested_mode() == pb::IOMMU_MODE_UNSPECIFIED ||
+      host.iommu_mode() == pb::IOMMU_MODE_UNSPECIFIED)
+    return std::nullopt;
+  pb::Sample s;
+  s.set_metric(kEffectiveModeMetric);
+  s.set_value(static_cast<double>(host.iommu_mode()));
+  return s;
+}
+
 // Every numeric sample of the accepted results (the latest attempt of each
 // succeeded job) of the jobs `picked` says yes to, in job order.
 template <typename Picked>
@@ -75,7 +88,9 @@ std::vector<SampleRow> SamplesOf(const Tables& t, const Picked& picked) {
     if (job == t.jobs.end() || job->second.job.state() != pb::JOB_STATE_SUCCEEDED) continue;
     const pb::Job& j = job->second.job;
     if (!picked(j)) continue;
-    for (const pb::Sample& s : result.samples) {
+    std::vector<pb::Sample> samples(result.samples.begin(), result.samples.end());
+    if (std::optional<pb::Sample> m = EffectiveModeSample(result.host)) samples.push_back(*m);
+    for (const pb::Sample& s : samples) {
       // Non-finite values are stored as strings, not JSON numbers.
       if (!std::isfinite(s.value())) continue;
       SampleRow row;

@@ -76,6 +76,16 @@ class PgAnalyzerStore final : public AnalyzerStore {
         "  ORDER BY j.platform, j.workload, j.matrix_id DESC)");
   }
 
+  // The result's stated effective mode as a one-sample array
+  // (analyzer_rows.h kEffectiveModeMetric), empty when it states none.
+  static std::string EffectiveModeSql() {
+    return absl::StrCat(
+        "CASE WHEN coalesce((r.host->'guest'->>'requested_mode')::int, 0) <> 0 "
+        "AND coalesce((r.host->>'iommu_mode')::int, 0) <> 0 "
+        "THEN jsonb_build_array(jsonb_build_object('metric', '",
+        kEffectiveModeMetric, "', 'value', (r.host->>'iommu_mode')::int)) ELSE '[]'::jsonb END");
+  }
+
   // Every numeric sample of the accepted results of the jobs `where` picks
   // (a condition on results r and jobs j), in job order.
   static std::string SamplesSql(const std::string& where) {
@@ -93,7 +103,9 @@ class PgAnalyzerStore final : public AnalyzerStore {
            "  coalesce(r.host->'hygiene'->>'mems_allowed', ''), "
            "  coalesce(s->'intervals', '[]'::jsonb)::text "
            "FROM results r JOIN jobs j ON j.id = r.job_id "
-           "CROSS JOIN LATERAL jsonb_array_elements(r.samples) s "
+           "CROSS JOIN LATERAL jsonb_array_elements(r.samples || " +
+           EffectiveModeSql() +
+           ") s "
            "WHERE " +
            where +
            " AND j.state = 3 "
