@@ -79,11 +79,21 @@ Confirmation EvaluateConfirmation(std::span<const double> good, std::span<const 
   c.interval = cmp.interval;
   const bool same_direction = (c.test.relative_change < 0) == (expected_relative_change < 0);
   const int repeats = static_cast<int>(std::min(good.size(), bad.size()));
-  c.decision = same_direction ? DecideWithRepeats(c.test.p_value,
-                                                  JudgeMagnitude(c.interval, options.magnitude),
-                                                  options.alpha / ConfirmationLooks(options),
-                                                  repeats, options.max_confirm_repeats)
-                              : SampleDecision::kReject;
+  const int looks = ConfirmationLooks(options);
+  const double alpha = options.alpha / looks;
+  const Interval judged =
+      looks == 1
+          ? c.interval
+          : stats::Compare(good, bad, 1 - (1 - options.interval_level) / looks, c.method).interval;
+  const MagnitudeCall magnitude = JudgeMagnitude(judged, options.magnitude);
+  if (same_direction) {
+    c.decision =
+        DecideWithRepeats(c.test.p_value, magnitude, alpha, repeats, options.max_confirm_repeats);
+  } else {
+    const bool decided = magnitude == MagnitudeCall::kBelow || c.test.p_value < alpha ||
+                         repeats >= options.max_confirm_repeats;
+    c.decision = decided ? SampleDecision::kReject : SampleDecision::kMoreRepeats;
+  }
   c.confirmed = c.decision == SampleDecision::kAccept;
   return c;
 }

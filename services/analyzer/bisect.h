@@ -59,8 +59,8 @@
 namespace farm::analyzer {
 
 struct BisectOptions {
-  int initial_repeats = 3;
-  int max_repeats = 12;
+  int initial_repeats = 6;
+  int max_repeats = 48;
   int confirm_repeats = 8;
   double alpha = 0.01;
   double magnitude = 0.03;
@@ -224,16 +224,22 @@ Judgement JudgeCommit(std::span<const double> good, std::span<const double> bad,
                       std::span<const double> x, double alpha);
 
 // The confirmation step: last good and first bad re-run interleaved with
-// more repeats. Confirmed when the difference is significant at alpha, its
-// interval (interval_level) reaches the magnitude threshold, and it is in the
-// expected direction (sign of expected_relative_change). An undecided result
-// (p at or over alpha, same direction, interval reaching the magnitude) with
-// fewer than max_confirm_repeats per commit asks for more repeats (decision
-// kMoreRepeats: double them); see DecideWithRepeats.
+// more repeats. Confirmed when the difference is significant and in the
+// expected direction (sign of expected_relative_change) and its interval
+// reaches the magnitude threshold. Rejected when the interval lies under the
+// magnitude, when the difference is significant the other way, or when
+// max_confirm_repeats per commit leave it undecided; otherwise (the other
+// direction without significance included: a run far off in a few repeats
+// flips a small sample's sign) it asks for more repeats (kMoreRepeats:
+// double them); see DecideWithRepeats.
 // How many times a confirmation may judge its data: at confirm_repeats and at
-// each doubling up to max_confirm_repeats. Each look tests at alpha / looks
-// (Bonferroni over the looks), so that sampling until decided keeps the
-// false-confirmation rate of one candidate under alpha.
+// each doubling up to max_confirm_repeats. Each look decides at alpha / looks
+// (Bonferroni over the looks), both ways: the test at alpha / looks, so that
+// sampling until decided keeps the false-confirmation rate of one candidate
+// under alpha, and the magnitude on the interval at 1 - (1 - interval_level)
+// / looks, so that a change of just the magnitude is not rejected as smaller
+// more often for having been looked at several times. The Confirmation's
+// interval is the one at interval_level.
 int ConfirmationLooks(const BisectOptions& options);
 
 // The comparison is the one the two samples' noise calls for (stats.h

@@ -1,6 +1,7 @@
 #include "services/analyzer/bisect.h"
 
 #include <cmath>
+#include <numeric>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -9,6 +10,15 @@
 
 namespace farm::analyzer {
 namespace {
+
+// The planner's mechanics at three first repeats doubled up to twelve (the
+// steps below count runs; the deployed defaults are larger).
+BisectOptions ThreeRepeats() {
+  BisectOptions o;
+  o.initial_repeats = 3;
+  o.max_repeats = 12;
+  return o;
+}
 
 TEST(ConfirmationTest, EachLookTestsAtAlphaOverTheLooks) {
   BisectOptions o;  // 8 repeats doubled up to 128: looks at 8, 16, 32, 64, 128
@@ -134,7 +144,7 @@ TEST(BisectTest, AdjacentRangeIsDoneImmediately) {
 }
 
 TEST(BisectTest, PendingStepAndRequestAreRecorded) {
-  BisectPlanner p(Ids(0, 8), 0, 8, BisectOptions{});
+  BisectPlanner p(Ids(0, 8), 0, 8, ThreeRepeats());
   p.AddSamples(0, std::vector<double>{100, 101, 99});
   p.AddSamples(8, std::vector<double>{80, 81, 79});
   ASSERT_TRUE(p.Next().has_value());
@@ -174,7 +184,7 @@ TEST(BisectTest, JsonRoundTripResumesSameBisect) {
 TEST(BisectTest, RestoreWhileRetestPendingKeepsSteps) {
   // A weak verdict asked for more repeats; the state is saved and restored
   // before they arrive: the restored planner waits, it does not judge again.
-  BisectOptions opt;
+  BisectOptions opt = ThreeRepeats();
   BisectPlanner p(Ids(0, 4), 0, 4, opt);
   p.AddSamples(0, std::vector<double>{100, 102, 98, 101, 99, 100, 101, 99});
   p.AddSamples(4, std::vector<double>{90, 92, 88, 91, 89, 90, 91, 89});
@@ -200,7 +210,7 @@ TEST(BisectTest, RestoreWhileRetestPendingKeepsSteps) {
 TEST(BisectTest, DeterministicModelNeedsNoRetest) {
   // Zero variance everywhere (emulator with identical repeats): the
   // position between the references decides at once.
-  BisectPlanner p(Ids(0, 4), 0, 4, BisectOptions{});
+  BisectPlanner p(Ids(0, 4), 0, 4, ThreeRepeats());
   p.AddSamples(0, std::vector<double>{100, 100, 100});
   p.AddSamples(4, std::vector<double>{10, 10, 10});
   p.AddSamples(2, std::vector<double>{40, 40, 40});  // 2/3 of the change: bad
@@ -219,7 +229,7 @@ std::vector<double> Level(int c, int culprit) {
 }
 
 TEST(BisectSkipTest, ASkippedMiddleCommitMakesItTestANeighbour) {
-  BisectPlanner p(Ids(0, 8), 0, 8, BisectOptions{});
+  BisectPlanner p(Ids(0, 8), 0, 8, ThreeRepeats());
   p.AddSamples(0, Level(0, 6));
   p.AddSamples(8, Level(8, 6));
   ASSERT_EQ(p.Next()->commit_index, 4);
@@ -247,7 +257,7 @@ TEST(BisectSkipTest, ASkippedMiddleCommitMakesItTestANeighbour) {
 }
 
 TEST(BisectSkipTest, OnlySkippedCommitsLeftEndsWithEveryCandidate) {
-  BisectPlanner p(Ids(0, 8), 0, 8, BisectOptions{});
+  BisectPlanner p(Ids(0, 8), 0, 8, ThreeRepeats());
   p.AddSamples(0, Level(0, 6));
   p.AddSamples(8, Level(8, 6));
   ASSERT_TRUE(p.Skip(4));
@@ -301,6 +311,45 @@ TEST(ConfirmationTest, RealShiftConfirmedNoiseRejected) {
   EXPECT_TRUE(EvaluateConfirmation(good, bad, -0.2, opt).confirmed);
   EXPECT_FALSE(EvaluateConfirmation(good, bad, +0.2, opt).confirmed);  // wrong direction
   EXPECT_FALSE(EvaluateConfirmation(good, same, -0.2, opt).confirmed);
+}
+
+// Two slow runs among the good reference's eight flip the sign of a small
+// sample without making it significant: that asks for more repeats, where a
+// difference significant the other way is rejected at once.
+TEST(ConfirmationTest, TheOtherDirectionRejectsOnlyWhenSignificant) {
+  const std::vector<double> good = {973, 983, 834, 1029, 990, 978, 857, 996};
+  const std::vector<double> bad = {976, 986, 971, 987, 952, 951, 991, 958};
+  const Confirmation flipped = EvaluateConfirmation(good, bad, -0.03, BisectOptions{});
+  ASSERT_GT(flipped.test.relative_change, 0);
+  EXPECT_EQ(flipped.decision, SampleDecision::kMoreRepeats);
+  const std::vector<double> up = {1100, 1102, 1098, 1101, 1099, 1100, 1101, 1099};
+  EXPECT_EQ(EvaluateConfirmation(bad, up, -0.03, BisectOptions{}).decision,
+            SampleDecision::kReject);
+}
+
+// A change of just the magnitude whose interval at interval_level already
+// lies under it is not rejected while a later look may still confirm it:
+// the magnitude is judged at the looks' corrected level.
+TEST(ConfirmationTest, TheMagnitudeIsJudgedAtTheLooksCorrectedLevel) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> noise(0, 1);
+  BisectOptions opt;
+  std::vector<double> good, bad;
+  for (int i = 0; i < 32; ++i) {
+    good.push_back(1000 * (1 + 0.02 * noise(rng)));
+    bad.push_back(1000 * (1 - 0.03) * (1 + 0.02 * noise(rng)));
+  }
+  // Move the bad side so that the reported (99%) interval ends just under
+  // the magnitude: its half width does not move with the shift.
+  const Confirmation first = EvaluateConfirmation(good, bad, -0.03, opt);
+  const double half = (first.interval.hi - first.interval.lo) / 2;
+  const double mg = std::accumulate(good.begin(), good.end(), 0.0) / 32;
+  const double mb = std::accumulate(bad.begin(), bad.end(), 0.0) / 32;
+  for (double& v : bad) v += mg * (1 - (0.0295 - half)) - mb;
+  const Confirmation c = EvaluateConfirmation(good, bad, -0.03, opt);
+  ASSERT_LT(std::max(std::fabs(c.interval.lo), std::fabs(c.interval.hi)), opt.magnitude)
+      << "the reported interval lies under the magnitude";
+  EXPECT_NE(c.decision, SampleDecision::kReject);
 }
 
 TEST(BisectPlannerDeathTest, EmptyRangeAborts) {

@@ -54,8 +54,8 @@ struct Flags {
   double magnitude = 0.03;
   double alpha = 0.01;
   int confirm_repeats = 8;
-  int initial_repeats = 3;
-  int max_repeats = 12;
+  int initial_repeats = 6;
+  int max_repeats = 48;
   int top_up_max = 4;
   bool bisect_improvements = false;
   std::vector<std::string> primary_metric_flags;
