@@ -122,30 +122,35 @@ void DmaApi::StartDaemons(Engine& engine) {
 
 Task<uint64_t> DmaApi::AllocIova(Cpu& cpu, DmaDomain& d, uint64_t npages) {
   const Model& m = sim_->m();
-  uint64_t limit = LimitPfn(d);
-  bool try32 = m.dma32_first && devices_[d.id].pci && limit > kDma32LimitPfn;
-  uint64_t pfn = 0;
+  const uint64_t limit = LimitPfn(d);
   if (DmaIommuAllocIova()) {
     // __alloc_iova(): one size-aligned alloc_iova() under the device's
     // mask, its length the mapping's pages (no rounding, no 32-bit first).
-    pfn = co_await d.iovad.AllocIova(cpu, npages, limit, true);
-    co_return pfn;
+    return d.iovad.AllocIova(cpu, npages, limit, true);
+  }
+  if (m.dma32_first && devices_[d.id].pci && limit > kDma32LimitPfn) {
+    return AllocIova32First(cpu, d, npages, limit);
   }
   if (m.allocator == IovaAllocator::kRbtree) {
+    return d.iovad.AllocIova(cpu, std::bit_ceil(npages), limit, true);
+  }
+  return d.iovad.AllocIovaFast(cpu, npages, limit, true);
+}
+
+// A PCI device with a mask above 32 bits tries below 4 GiB first (dma32_first).
+Task<uint64_t> DmaApi::AllocIova32First(Cpu& cpu, DmaDomain& d, uint64_t npages, uint64_t limit) {
+  uint64_t pfn = 0;
+  if (sim_->m().allocator == IovaAllocator::kRbtree) {
     // v4.6 intel_alloc_iova(): alloc_iova() on every map, size rounded up to
     // a power of two, below 4 GiB first.
-    uint64_t size = std::bit_ceil(npages);
-    if (try32) {
-      pfn = co_await d.iovad.AllocIova(cpu, size, kDma32LimitPfn, true);
-      if (pfn) co_return pfn;
-    }
+    const uint64_t size = std::bit_ceil(npages);
+    pfn = co_await d.iovad.AllocIova(cpu, size, kDma32LimitPfn, true);
+    if (pfn) co_return pfn;
     pfn = co_await d.iovad.AllocIova(cpu, size, limit, true);
     co_return pfn;
   }
-  if (try32) {
-    pfn = co_await d.iovad.AllocIovaFast(cpu, npages, kDma32LimitPfn, false);
-    if (pfn) co_return pfn;
-  }
+  pfn = co_await d.iovad.AllocIovaFast(cpu, npages, kDma32LimitPfn, false);
+  if (pfn) co_return pfn;
   pfn = co_await d.iovad.AllocIovaFast(cpu, npages, limit, true);
   co_return pfn;
 }

@@ -89,6 +89,7 @@ class DmaApi final : public DmaPath {
   bool DmaIommuAllocIova() const;
   uint64_t LimitPfn(const DmaDomain& d) const;
   Task<uint64_t> AllocIova(Cpu& cpu, DmaDomain& d, uint64_t npages);
+  Task<uint64_t> AllocIova32First(Cpu& cpu, DmaDomain& d, uint64_t npages, uint64_t limit);
   //! `flush` = false leaves the VT-d clflush to the caller (one iotlb_sync_map
   //! over a whole scatterlist, 933fcd01e97e).
   Task<void> InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn, uint64_t npages,
