@@ -235,13 +235,17 @@ absl::Status Engine::Run() {
   return absl::OkStatus();
 }
 
+// A lambda, not the function itself, so the std heap code inlines the
+// comparison instead of calling through a pointer.
 void Engine::Push(Cpu* c) {
   heap_.push_back(RunKey{c->now_, c->index_, c});
-  std::push_heap(heap_.begin(), heap_.end(), RunsLater);
+  std::push_heap(heap_.begin(), heap_.end(),
+                 [](const RunKey& a, const RunKey& b) { return RunsLater(a, b); });
 }
 
 Cpu* Engine::Pop() {
-  std::pop_heap(heap_.begin(), heap_.end(), RunsLater);
+  std::pop_heap(heap_.begin(), heap_.end(),
+                [](const RunKey& a, const RunKey& b) { return RunsLater(a, b); });
   Cpu* c = heap_.back().cpu;
   heap_.pop_back();
   return c;
