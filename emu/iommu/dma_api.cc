@@ -157,29 +157,52 @@ Task<uint64_t> DmaApi::AllocIova32First(Cpu& cpu, DmaDomain& d, uint64_t npages,
 
 // ---- Page tables: __domain_mapping / __arm_lpae_map and their unmaps.
 
+// Only a held pgtbl_lock or a leaf table to free can wait; without either
+// the PTEs are written here and no coroutine is started.
 Task<void> DmaApi::InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn,
                                uint64_t npages, bool flush) {
+  if (PgtblLocked()) return InstallPtesLocked(cpu, d, pfn, phys_pfn, npages, flush);
+  const PtWork w = WritePtes(cpu, d, pfn, phys_pfn, npages);
+  if (w.tables_freed > 0) return FreeTablesThenFlush(cpu, d, w, flush);
+  FlushPtes(cpu, w, flush);
+  return {};
+}
+
+// arm_smmu_map(): the driver's pgtbl_lock around ops->map.
+Task<void> DmaApi::InstallPtesLocked(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn,
+                                     uint64_t npages, bool flush) {
+  co_await d.pgtbl_lock.Lock(cpu, inv_->map_sym());
+  const PtWork w = WritePtes(cpu, d, pfn, phys_pfn, npages);
+  if (w.tables_freed > 0) co_await FreeTables(cpu, d, w);
+  FlushPtes(cpu, w, flush);
+  d.pgtbl_lock.Unlock(cpu, w.lines);
+}
+
+Task<void> DmaApi::FreeTablesThenFlush(Cpu& cpu, DmaDomain& d, PtWork w, bool flush) {
+  co_await FreeTables(cpu, d, w);
+  FlushPtes(cpu, w, flush);
+}
+
+PtWork DmaApi::WritePtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn, uint64_t npages) {
   const Model& m = sim_->m();
   Counters& k = sim_->counters;
-  Sym sym = inv_->map_sym();
-  const bool locked = PgtblLocked();  // arm_smmu_map()
-  if (locked) co_await d.pgtbl_lock.Lock(cpu, sym);
-  PtWork w = d.pt.Map(pfn, phys_pfn, npages);
-  cpu.Charge(sym, w.levels_walked * m.pt_level + w.ptes * m.pte_write);
+  const PtWork w = d.pt.Map(pfn, phys_pfn, npages);
+  cpu.Charge(inv_->map_sym(), w.levels_walked * m.pt_level + w.ptes * m.pte_write);
   if (w.tables_allocated) {
     cpu.Charge(Sym::kPgtableAlloc, w.tables_allocated * (m.pt_alloc + m.line.local));
     k.pgtables_allocated += w.tables_allocated;
   }
   k.ptes_written += w.ptes + w.blocks;
-  // arm_lpae_init_pte(): a 2 MiB block replacing an emptied leaf table
-  // unmaps and frees that table first, with its walk flush.
-  if (w.tables_freed > 0) co_await FreeTables(cpu, d, w);
+  return w;
+}
+
+void DmaApi::FlushPtes(Cpu& cpu, const PtWork& w, bool flush) {
+  const Model& m = sim_->m();
   if (flush && m.iommu_type == IommuType::kVtd && !m.vtd_coherent) {
     // domain_flush_cache() -> clflush_cache_range() of the written PTEs.
     cpu.Charge(Sym::kClflush, w.lines * m.clflush_line + (w.lines > 0 ? m.clflush_call : 0));
-    k.clflush_lines += w.lines;
+    sim_->counters.clflush_lines += w.lines;
   }
-  if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);
 }
 
 PtWork DmaApi::ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {
