@@ -235,35 +235,69 @@ absl::Status Engine::Run() {
   return absl::OkStatus();
 }
 
+// A lambda, not the function itself, so the std heap code inlines the
+// comparison instead of calling through a pointer.
 void Engine::Push(Cpu* c) {
-  heap_.push_back(c);
-  std::push_heap(heap_.begin(), heap_.end(), [](Cpu* a, Cpu* b) { return Before(b, a); });
+  heap_.push_back(RunKey{c->now_, c->index_, c});
+  std::push_heap(heap_.begin(), heap_.end(),
+                 [](const RunKey& a, const RunKey& b) { return RunsLater(a, b); });
 }
 
 Cpu* Engine::Pop() {
-  std::pop_heap(heap_.begin(), heap_.end(), [](Cpu* a, Cpu* b) { return Before(b, a); });
-  Cpu* c = heap_.back();
+  std::pop_heap(heap_.begin(), heap_.end(),
+                [](const RunKey& a, const RunKey& b) { return RunsLater(a, b); });
+  Cpu* c = heap_.back().cpu;
   heap_.pop_back();
   return c;
 }
 
-std::coroutine_handle<> Engine::Yield(Cpu& cpu, std::coroutine_handle<> h) {
-  cpu.resume_ = h;
-  Push(&cpu);
-  return SwitchToEarliest();
+Cpu* Engine::ReplaceFront(Cpu* c) {
+  Cpu* front = heap_.front().cpu;
+  const RunKey key{c->now_, c->index_, c};
+  const size_t n = heap_.size();
+  size_t hole = 0;
+  for (;;) {
+    size_t child = 2 * hole + 1;
+    if (child >= n) break;
+    if (child + 1 < n && Before(heap_[child + 1], heap_[child])) ++child;
+    if (!Before(heap_[child], key)) break;
+    heap_[hole] = heap_[child];
+    hole = child;
+  }
+  heap_[hole] = key;
+  return front;
 }
 
-std::coroutine_handle<> Engine::SwitchToEarliest() {
+std::coroutine_handle<> Engine::Yield(Cpu& cpu, std::coroutine_handle<> h) {
+  cpu.resume_ = h;
+  if (StopRequested()) {
+    Push(&cpu);
+    return std::noop_coroutine();
+  }
+  // The front is earlier than `cpu` (IsEarliest said so): it leaves the
+  // heap as `cpu` enters it.
+  return SwitchTo(ReplaceFront(&cpu));
+}
+
+bool Engine::StopRequested() {
   // Programs hand control to each other directly (symmetric transfer), so
   // Run's loop may not see a switch for the whole run: the check is here.
   if ((switches_ % kStopCheckSwitches) == 0 && stop_check_ && switches_ > 0 && stop_check_()) {
     stopped_ = true;
-    return std::noop_coroutine();
+    return true;
   }
-  Cpu* n = Pop();
+  return false;
+}
+
+std::coroutine_handle<> Engine::SwitchTo(Cpu* n) {
   current_ = std::max(current_, n->now_);
   ++switches_;
   return n->resume_;
+}
+
+std::coroutine_handle<> Engine::SwitchToEarliest() {
+  if (StopRequested()) return std::noop_coroutine();
+  return SwitchTo(Pop());
 }
 
 std::coroutine_handle<> Engine::BlockCurrent(Cpu& cpu, std::coroutine_handle<> h) {
@@ -420,13 +454,11 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
     sharers_ |= NodeBit(cpu.node());
     const uint64_t remote = sharers_ & ~NodeBit(home_node_);
     Time snoops = 0, ack = 0;
-    if (std::popcount(remote) >= 2) {
+    if ((remote & (remote - 1)) != 0) {  // two or more remote nodes
       uint64_t others = remote & ~NodeBit(cpu.node());
-      for (int n = 0; others != 0; ++n, others >>= 1) {
-        if (others & 1) {
-          snoops += far;
-          ack = std::max(ack, engine_->Transfer(home_node_, n));
-        }
+      for (; others != 0; others &= others - 1) {
+        snoops += far;
+        ack = std::max(ack, engine_->Transfer(home_node_, std::countr_zero(others)));
       }
     }
     // Snoops out one by one, the farthest acknowledgement back, then the

@@ -283,23 +283,40 @@ class Engine {
   // Used by the awaiters.
   bool IsEarliest(Cpu& cpu) {
     ++events_;
-    if (heap_.empty() || Before(&cpu, heap_.front())) {
+    if (heap_.empty() || Before(RunKey{cpu.now_, cpu.index_, &cpu}, heap_.front())) {
       current_ = cpu.now_;
       return true;
     }
     return false;
   }
+  //! REQUIRES: IsEarliest(cpu) just returned false (the heap's front runs first).
   std::coroutine_handle<> Yield(Cpu& cpu, std::coroutine_handle<> h);
   std::coroutine_handle<> BlockCurrent(Cpu& cpu, std::coroutine_handle<> h);
   std::coroutine_handle<> Next();
   void Finished(Cpu& cpu);
 
  private:
-  static bool Before(const Cpu* a, const Cpu* b) {
-    return a->now_ < b->now_ || (a->now_ == b->now_ && a->index_ < b->index_);
+  // A runnable CPU in the heap with its ordering key copied beside it, so
+  // the sifts compare without touching the Cpu objects. A parked CPU's clock
+  // does not change until it is popped, so the copy stays exact.
+  struct RunKey {
+    Time now;
+    int index;
+    Cpu* cpu;
+  };
+  static bool Before(const RunKey& a, const RunKey& b) {
+    return a.now < b.now || (a.now == b.now && a.index < b.index);
   }
+  // The std heap functions keep a max-heap: their "less" is "runs later".
+  static bool RunsLater(const RunKey& a, const RunKey& b) { return Before(b, a); }
   void Push(Cpu* c);
   Cpu* Pop();
+  // Pops the front and pushes `c` in one sift (c runs after the front).
+  Cpu* ReplaceFront(Cpu* c);
+  // Advances the switch count and the ordered time to `n`'s clock.
+  std::coroutine_handle<> SwitchTo(Cpu* n);
+  // True when the stop check says to end the run now.
+  bool StopRequested();
   // The earliest runnable CPU's coroutine, or noop (back to Run) when the
   // stop check fired.
   std::coroutine_handle<> SwitchToEarliest();
@@ -308,7 +325,10 @@ class Engine {
   LineCosts costs_;
   uint64_t seed_;
   std::vector<std::unique_ptr<Cpu>> cpus_;
-  std::vector<Cpu*> heap_;
+  // Min-heap of runnable CPUs by (clock, index): a binary heap in the
+  // std::push_heap layout. Keys are unique, so the order CPUs leave it in
+  // does not depend on how it was built.
+  std::vector<RunKey> heap_;
   bool ran_ = false;  // Run() was called: Start() is too late
   int live_ = 0;
   Time current_ = 0;

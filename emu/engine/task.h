@@ -7,6 +7,11 @@
 // queue) is a Task; code that only charges private CPU time is a plain
 // function.
 //
+// An empty Task<void> (default-constructed, no frame) is already complete:
+// awaiting it does nothing. A function with nothing to wait for returns one
+// (`return {};`), and a function whose only work is to await another Task
+// returns that Task, so neither starts a coroutine of its own.
+//
 // Frames are recycled through FramePool, a per-thread size-class free list, so
 // a simulated map/unmap pair performs no heap allocation once warm.
 //
@@ -141,7 +146,10 @@ class [[nodiscard]] Task {
     if (h_) h_.destroy();
   }
 
-  bool await_ready() const noexcept { return false; }
+  bool await_ready() const noexcept {
+    if constexpr (std::is_void_v<T>) return !h_;
+    return false;
+  }
   std::coroutine_handle<> await_suspend(std::coroutine_handle<> cont) noexcept {
     h_.promise().continuation = cont;
     return h_;

@@ -122,59 +122,87 @@ void DmaApi::StartDaemons(Engine& engine) {
 
 Task<uint64_t> DmaApi::AllocIova(Cpu& cpu, DmaDomain& d, uint64_t npages) {
   const Model& m = sim_->m();
-  uint64_t limit = LimitPfn(d);
-  bool try32 = m.dma32_first && devices_[d.id].pci && limit > kDma32LimitPfn;
-  uint64_t pfn = 0;
+  const uint64_t limit = LimitPfn(d);
   if (DmaIommuAllocIova()) {
     // __alloc_iova(): one size-aligned alloc_iova() under the device's
     // mask, its length the mapping's pages (no rounding, no 32-bit first).
-    pfn = co_await d.iovad.AllocIova(cpu, npages, limit, true);
-    co_return pfn;
+    return d.iovad.AllocIova(cpu, npages, limit, true);
+  }
+  if (m.dma32_first && devices_[d.id].pci && limit > kDma32LimitPfn) {
+    return AllocIova32First(cpu, d, npages, limit);
   }
   if (m.allocator == IovaAllocator::kRbtree) {
+    return d.iovad.AllocIova(cpu, std::bit_ceil(npages), limit, true);
+  }
+  return d.iovad.AllocIovaFast(cpu, npages, limit, true);
+}
+
+// A PCI device with a mask above 32 bits tries below 4 GiB first (dma32_first).
+Task<uint64_t> DmaApi::AllocIova32First(Cpu& cpu, DmaDomain& d, uint64_t npages, uint64_t limit) {
+  uint64_t pfn = 0;
+  if (sim_->m().allocator == IovaAllocator::kRbtree) {
     // v4.6 intel_alloc_iova(): alloc_iova() on every map, size rounded up to
     // a power of two, below 4 GiB first.
-    uint64_t size = std::bit_ceil(npages);
-    if (try32) {
-      pfn = co_await d.iovad.AllocIova(cpu, size, kDma32LimitPfn, true);
-      if (pfn) co_return pfn;
-    }
+    const uint64_t size = std::bit_ceil(npages);
+    pfn = co_await d.iovad.AllocIova(cpu, size, kDma32LimitPfn, true);
+    if (pfn) co_return pfn;
     pfn = co_await d.iovad.AllocIova(cpu, size, limit, true);
     co_return pfn;
   }
-  if (try32) {
-    pfn = co_await d.iovad.AllocIovaFast(cpu, npages, kDma32LimitPfn, false);
-    if (pfn) co_return pfn;
-  }
+  pfn = co_await d.iovad.AllocIovaFast(cpu, npages, kDma32LimitPfn, false);
+  if (pfn) co_return pfn;
   pfn = co_await d.iovad.AllocIovaFast(cpu, npages, limit, true);
   co_return pfn;
 }
 
 // ---- Page tables: __domain_mapping / __arm_lpae_map and their unmaps.
 
+// Only a held pgtbl_lock or a leaf table to free can wait; without either
+// the PTEs are written here and no coroutine is started.
 Task<void> DmaApi::InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn,
                                uint64_t npages, bool flush) {
+  if (PgtblLocked()) return InstallPtesLocked(cpu, d, pfn, phys_pfn, npages, flush);
+  const PtWork w = WritePtes(cpu, d, pfn, phys_pfn, npages);
+  if (w.tables_freed > 0) return FreeTablesThenFlush(cpu, d, w, flush);
+  FlushPtes(cpu, w, flush);
+  return {};
+}
+
+// arm_smmu_map(): the driver's pgtbl_lock around ops->map.
+Task<void> DmaApi::InstallPtesLocked(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn,
+                                     uint64_t npages, bool flush) {
+  co_await d.pgtbl_lock.Lock(cpu, inv_->map_sym());
+  const PtWork w = WritePtes(cpu, d, pfn, phys_pfn, npages);
+  if (w.tables_freed > 0) co_await FreeTables(cpu, d, w);
+  FlushPtes(cpu, w, flush);
+  d.pgtbl_lock.Unlock(cpu, w.lines);
+}
+
+Task<void> DmaApi::FreeTablesThenFlush(Cpu& cpu, DmaDomain& d, PtWork w, bool flush) {
+  co_await FreeTables(cpu, d, w);
+  FlushPtes(cpu, w, flush);
+}
+
+PtWork DmaApi::WritePtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn, uint64_t npages) {
   const Model& m = sim_->m();
   Counters& k = sim_->counters;
-  Sym sym = inv_->map_sym();
-  const bool locked = PgtblLocked();  // arm_smmu_map()
-  if (locked) co_await d.pgtbl_lock.Lock(cpu, sym);
-  PtWork w = d.pt.Map(pfn, phys_pfn, npages);
-  cpu.Charge(sym, w.levels_walked * m.pt_level + w.ptes * m.pte_write);
+  const PtWork w = d.pt.Map(pfn, phys_pfn, npages);
+  cpu.Charge(inv_->map_sym(), w.levels_walked * m.pt_level + w.ptes * m.pte_write);
   if (w.tables_allocated) {
     cpu.Charge(Sym::kPgtableAlloc, w.tables_allocated * (m.pt_alloc + m.line.local));
     k.pgtables_allocated += w.tables_allocated;
   }
   k.ptes_written += w.ptes + w.blocks;
-  // arm_lpae_init_pte(): a 2 MiB block replacing an emptied leaf table
-  // unmaps and frees that table first, with its walk flush.
-  if (w.tables_freed > 0) co_await FreeTables(cpu, d, w);
+  return w;
+}
+
+void DmaApi::FlushPtes(Cpu& cpu, const PtWork& w, bool flush) {
+  const Model& m = sim_->m();
   if (flush && m.iommu_type == IommuType::kVtd && !m.vtd_coherent) {
     // domain_flush_cache() -> clflush_cache_range() of the written PTEs.
     cpu.Charge(Sym::kClflush, w.lines * m.clflush_line + (w.lines > 0 ? m.clflush_call : 0));
-    k.clflush_lines += w.lines;
+    sim_->counters.clflush_lines += w.lines;
   }
-  if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);
 }
 
 PtWork DmaApi::ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {

@@ -89,10 +89,21 @@ class DmaApi final : public DmaPath {
   bool DmaIommuAllocIova() const;
   uint64_t LimitPfn(const DmaDomain& d) const;
   Task<uint64_t> AllocIova(Cpu& cpu, DmaDomain& d, uint64_t npages);
+  Task<uint64_t> AllocIova32First(Cpu& cpu, DmaDomain& d, uint64_t npages, uint64_t limit);
   //! `flush` = false leaves the VT-d clflush to the caller (one iotlb_sync_map
   //! over a whole scatterlist, 933fcd01e97e).
   Task<void> InstallPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn, uint64_t npages,
                          bool flush = true);
+  Task<void> InstallPtesLocked(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn,
+                               uint64_t npages, bool flush);
+  //! arm_lpae_init_pte(): a 2 MiB block replacing an emptied leaf table
+  //! unmaps and frees that table first, with its walk flush.
+  Task<void> FreeTablesThenFlush(Cpu& cpu, DmaDomain& d, PtWork w, bool flush);
+  //! __domain_mapping / __arm_lpae_map: the PTEs, their walk and any new tables.
+  PtWork WritePtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys_pfn, uint64_t npages);
+  //! domain_flush_cache(): the VT-d clflush of the written PTE lines, when
+  //! `flush` and the IOMMU is not coherent.
+  void FlushPtes(Cpu& cpu, const PtWork& w, bool flush);
   //! What the unmap touched: its PTE lines follow a held pgtbl_lock, its
   //! freed leaf tables go to FreeTables, its leaves to the iotlb gather.
   PtWork ClearPtes(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);

@@ -17,17 +17,19 @@ DmaDomain::DmaDomain(Sim* sim, int id_, int num_cpus, Free free)
 Task<void> DmaDomain::FreeIova(Cpu& cpu, uint64_t pfn, uint64_t npages) {
   switch (free_) {
     case Free::kFreeIovaFast:
-      co_await iovad.FreeIovaFast(cpu, pfn, npages);
-      break;
+      return iovad.FreeIovaFast(cpu, pfn, npages);
     case Free::kFreeIova:
-      co_await iovad.FreeIova(cpu, pfn);
-      break;
+      return iovad.FreeIova(cpu, pfn);
     case Free::kFindAndFreeIova:
-      // __iommu_dma_unmap(): find_iova() for the size, then __free_iova().
-      co_await iovad.FindIova(cpu, pfn);
-      co_await iovad.FreeFoundIova(cpu, pfn);
-      break;
+      return FindAndFreeIova(cpu, pfn);
   }
+  return {};
+}
+
+// __iommu_dma_unmap(): find_iova() for the size, then __free_iova().
+Task<void> DmaDomain::FindAndFreeIova(Cpu& cpu, uint64_t pfn) {
+  co_await iovad.FindIova(cpu, pfn);
+  co_await iovad.FreeFoundIova(cpu, pfn);
 }
 
 }  // namespace farm::emu

@@ -48,6 +48,7 @@ struct DmaDomain {
   bool flush_queue = false;
 
  private:
+  Task<void> FindAndFreeIova(Cpu& cpu, uint64_t pfn);
   const Free free_;
 };
 

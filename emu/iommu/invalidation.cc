@@ -27,8 +27,8 @@ class VtdQi final : public Invalidator {
   // __mapping_notify_one(): without caching mode only the write buffer may
   // need flushing, and only on hardware that reports RWBF.
   Task<void> SyncMap(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
-    if (!sim_->m().vtd_rwbf) co_return;
-    co_await FlushWriteBuffer(cpu);
+    if (!sim_->m().vtd_rwbf) return {};
+    return FlushWriteBuffer(cpu);
   }
 
   // iommu_flush_iotlb_psi() -> qi_flush_iotlb(): one page-selective (or, when
@@ -130,7 +130,7 @@ class AmdIommu final : public Invalidator {
 
   Sym map_sym() const override { return Sym::kAmdV1Map; }
   Sym unmap_sym() const override { return Sym::kAmdV1Unmap; }
-  Task<void> SyncMap(Cpu&, Iotlb&, uint64_t, uint64_t) override { co_return; }
+  Task<void> SyncMap(Cpu&, Iotlb&, uint64_t, uint64_t) override { return {}; }
 
   // amd_iommu_iotlb_sync(): amd_iommu_domain_flush_pages() over the gathered
   // range since fc65d0acaf23; before it, amd_iommu_flush_iotlb_all().
@@ -200,7 +200,7 @@ class ArmInvalidator : public Invalidator {
  public:
   Sym map_sym() const final { return Sym::kArmLpaeMap; }
   Sym unmap_sym() const final { return Sym::kArmLpaeUnmap; }
-  Task<void> SyncMap(Cpu&, Iotlb&, uint64_t, uint64_t) final { co_return; }
+  Task<void> SyncMap(Cpu&, Iotlb&, uint64_t, uint64_t) final { return {}; }
 };
 
 // ---------------------------------------------------------------------------
@@ -322,11 +322,8 @@ class SmmuV3Cmdq final : public ArmInvalidator {
   Task<void> IssueCmdlist(Cpu& cpu, int n, bool sync, Time hw_work) {
     sim_->counters.cmdq_commands += n + (sync ? 1 : 0);
     if (sync) ++sim_->counters.syncs;
-    if (sim_->m().cmdq == CmdqKind::kSpinlock) {
-      co_await IssueLocked(cpu, n, sync, hw_work);
-    } else {
-      co_await IssueLockfree(cpu, n, sync, hw_work);
-    }
+    if (sim_->m().cmdq == CmdqKind::kSpinlock) return IssueLocked(cpu, n, sync, hw_work);
+    return IssueLockfree(cpu, n, sync, hw_work);
   }
 
   // Before 587e6c10a7ce: arm_smmu_cmdq_issue_cmd() per command, then
@@ -525,13 +522,13 @@ class Tegra241Cmdqv final : public ArmInvalidator {
 
   Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
                              uint64_t granule) override {
-    co_await GetCmdq(cpu).InvalidateRange(cpu, tlb, pfn, npages, granule);
+    return GetCmdq(cpu).InvalidateRange(cpu, tlb, pfn, npages, granule);
   }
   Task<void> FlushWalk(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
-    co_await GetCmdq(cpu).FlushWalk(cpu, tlb, pfn, npages);
+    return GetCmdq(cpu).FlushWalk(cpu, tlb, pfn, npages);
   }
   Task<void> InvalidateDomain(Cpu& cpu, Iotlb& tlb) override {
-    co_await GetCmdq(cpu).InvalidateDomain(cpu, tlb);
+    return GetCmdq(cpu).InvalidateDomain(cpu, tlb);
   }
 
  private:
