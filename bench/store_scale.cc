@@ -19,7 +19,7 @@
 //   - bytes per sample and per raw output (pg_total_relation_size).
 //
 //   build-rel/bin/store_scale [--samples N] [--small N] [--wide-commits C]
-//       [--ingest-jobs J] [--workers K] [--runs R]
+//       [--ingest-jobs J] [--workers K] [--runs R] [--hold SECONDS]
 //
 // A nightly matrix is one catalog commit x 3 platforms x 5 workloads (two
 // dma-map-bench thread counts, a network-like emulator workload, fio
@@ -77,6 +77,7 @@ struct Options {
   int ingest_jobs = 4000;
   int workers = 4;
   int runs = 2;
+  int hold = 0;  // seconds to keep the databases up after the report
 };
 
 constexpr int kPlatforms = 3;
@@ -1037,6 +1038,9 @@ int main(int argc, char** argv) {
   app.add_option("--ingest-jobs", o.ingest_jobs, "jobs of the ingest matrix");
   app.add_option("--workers", o.workers, "agents reporting concurrently");
   app.add_option("--runs", o.runs, "runs of each timed read (the fastest is reported)");
+  app.add_option("--hold", o.hold,
+                 "seconds to keep PostgreSQL up after the report (its URIs are printed), to "
+                 "look at plans");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
   farm::testing::PostgresOptions pg_options;
@@ -1062,5 +1066,10 @@ int main(int argc, char** argv) {
     MeasureDatabase(dbs[i].first, dbs[i].second, o, i == 1, &report);
   }
   report.Print();
+  if (o.hold > 0) {
+    for (const auto& db : dbs) std::printf("holding %s\n", db.first.c_str());
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(o.hold));
+  }
   return 0;
 }
