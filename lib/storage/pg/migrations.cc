@@ -486,6 +486,16 @@ const char* const kV19RegressionKind = R"SQL(
 ALTER TABLE regressions ADD COLUMN kind text NOT NULL DEFAULT 'change';
 )SQL";
 
+// The jobs of a series' cells: the dashboard's series panels and
+// variables, and the analyzer's history (HistorySamples), select jobs by
+// platform, workload and catalog; indexed, so that none of those reads
+// scans every job of the farm's history (bench/store_scale: a year of 10M
+// samples is 1.76M jobs). matrix_id last, so the history's newest
+// matrices of a cell come from the index.
+const char* const kV20JobCellIndex = R"SQL(
+CREATE INDEX jobs_cell_idx ON jobs (platform, workload, catalog, matrix_id);
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -535,6 +545,7 @@ const std::vector<Migration>& AllMigrations() {
        kV17LabelsAndHealth},
       {18, "catalog_commits.parents: a catalog's commits as a history graph", kV18CatalogParents},
       {19, "regressions.kind: a change between commits or a decay within runs", kV19RegressionKind},
+      {20, "jobs_cell_idx: a series' jobs by platform, workload and catalog", kV20JobCellIndex},
   };
   return *kAll;
 }

@@ -190,9 +190,13 @@ class PgAnalyzerStore final : public AnalyzerStore {
       }
       Out out;
       if (ids.empty()) return out;
+      // The matrices on jobs as well as results: the planner then reads
+      // the cells' jobs of those matrices (two index scans) instead of
+      // every job of the cells.
       for (const pqxx::row& r :
            t.exec_params(SamplesSql(absl::StrCat(of_cells,
-                                                 " AND j.kind = 1 AND r.matrix_id = "
+                                                 " AND j.kind = 1 AND j.matrix_id = "
+                                                 "ANY($4::bigint[]) AND r.matrix_id = "
                                                  "ANY($4::bigint[])")),
                          QuotedArrayLiteral(platforms), QuotedArrayLiteral(workloads),
                          QuotedArrayLiteral(params), ArrayLiteral(ids))) {
