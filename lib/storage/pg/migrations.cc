@@ -486,6 +486,12 @@ const char* const kV19RegressionKind = R"SQL(
 ALTER TABLE regressions ADD COLUMN kind text NOT NULL DEFAULT 'change';
 )SQL";
 
+// A catalog commit's author (CatalogCommit.author), as git records it; ''
+// where the catalog does not say.
+const char* const kV20CatalogAuthor = R"SQL(
+ALTER TABLE catalog_commits ADD COLUMN IF NOT EXISTS author text NOT NULL DEFAULT '';
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -535,6 +541,7 @@ const std::vector<Migration>& AllMigrations() {
        kV17LabelsAndHealth},
       {18, "catalog_commits.parents: a catalog's commits as a history graph", kV18CatalogParents},
       {19, "regressions.kind: a change between commits or a decay within runs", kV19RegressionKind},
+      {20, "catalog_commits.author: who wrote each commit, for the report mail", kV20CatalogAuthor},
   };
   return *kAll;
 }
