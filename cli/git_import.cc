@@ -98,13 +98,13 @@ absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitGraphLog(
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) continue;
-    const std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits('\t', 2));
-    if (f.size() < 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("git log line ", line_no, ": expected '<sha><TAB><parents><TAB><subject>'"));
+    const std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits('\t', 3));
+    if (f.size() < 4) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "git log line ", line_no, ": expected '<sha><TAB><parents><TAB><author><TAB><subject>'"));
     }
     absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> one =
-        ParseGitLog(absl::StrCat(f[0], f.size() > 2 ? absl::StrCat("\t", f[2]) : ""));
+        ParseGitLog(absl::StrCat(f[0], "\t", f[3]));
     if (!one.ok() || one->size() != 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("git log line ", line_no, ": '", f[0], "' is not a commit hash"));
@@ -112,6 +112,7 @@ absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitGraphLog(
     iommufarm::v1::CatalogCommit commit = std::move(one->front());
     for (absl::string_view p : absl::StrSplit(f[1], ' ', absl::SkipEmpty()))
       commit.add_parents(std::string(p));
+    commit.set_author(std::string(f[2]));
     commit.set_index(static_cast<int32_t>(commits.size()));
     commits.push_back(std::move(commit));
   }
@@ -166,13 +167,13 @@ absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> GitRangeLog(const std:
   // Topological, oldest first: every commit after its parents, each side
   // branch's commits together.
   absl::StatusOr<std::string> out =
-      RunProgram({"git", "-C", repo, "log", "--topo-order", "--reverse", "--format=%H%x09%P%x09%s",
+      RunProgram({"git", "-C", repo, "log", "--topo-order", "--reverse", kGitGraphLogFormat,
                   *good + ".." + *bad, "--"});
   if (!out.ok()) return out.status();
   absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> after = ParseGitGraphLog(*out);
   if (!after.ok()) return after.status();
   absl::StatusOr<std::string> start_line =
-      RunProgram({"git", "-C", repo, "log", "-1", "--format=%H%x09%P%x09%s", *good, "--"});
+      RunProgram({"git", "-C", repo, "log", "-1", kGitGraphLogFormat, *good, "--"});
   if (!start_line.ok()) return start_line.status();
   absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> start = ParseGitGraphLog(*start_line);
   if (!start.ok()) return start.status();

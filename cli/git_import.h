@@ -28,9 +28,12 @@ absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv);
 // into commits with index = line number, oldest first as given.
 absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitLog(const std::string& output);
 
-// Parses `git log --format=%H%x09%P%x09%s` output (one
-// "sha<TAB>parents<TAB>subject" per line, parents blank-separated) into
-// commits with their parents, index = line number, in the order given.
+// The format ParseGitGraphLog reads: one "sha<TAB>parents<TAB>author<TAB>
+// subject" line per commit, parents blank-separated, author "Name <email>".
+inline constexpr char kGitGraphLogFormat[] = "--format=%H%x09%P%x09%an <%ae>%x09%s";
+
+// Parses `git log` output in kGitGraphLogFormat into commits with their
+// parents and authors, index = line number, in the order given.
 absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitGraphLog(
     const std::string& output);
 

@@ -81,6 +81,22 @@ std::vector<std::string> Subjects(const std::vector<iommufarm::v1::CatalogCommit
   return out;
 }
 
+TEST(ParseGitGraphLogTest, FieldsAreSplitAtTheFirstThreeTabs) {
+  auto commits = ParseGitGraphLog(
+      "abcdef0\t\tA U Thor <a@example.org>\tfirst\n"
+      "1234567\tabcdef0 89abcde\tB Tab <b@example.org>\tsubject\twith a tab\n");
+  ASSERT_TRUE(commits.ok()) << commits.status();
+  ASSERT_EQ(commits->size(), 2u);
+  EXPECT_EQ((*commits)[0].parents_size(), 0);
+  EXPECT_EQ((*commits)[0].author(), "A U Thor <a@example.org>");
+  EXPECT_EQ((*commits)[1].parents_size(), 2);
+  EXPECT_EQ((*commits)[1].author(), "B Tab <b@example.org>");
+  EXPECT_EQ((*commits)[1].subject(), "subject\twith a tab");
+  auto short_line = ParseGitGraphLog("abcdef0\t\tfirst\n");
+  ASSERT_FALSE(short_line.ok());
+  EXPECT_NE(short_line.status().message().find("line 1"), std::string::npos);
+}
+
 TEST(GitRangeLogTest, ARealRangeStartsWithItsGoodEnd) {
   if (!HaveGit()) GTEST_SKIP() << "git not installed";
   TinyRepo repo;
@@ -95,6 +111,7 @@ TEST(GitRangeLogTest, ARealRangeStartsWithItsGoodEnd) {
   for (int i = 0; i < static_cast<int>(commits->size()); ++i) {
     EXPECT_EQ((*commits)[i].index(), i);
     EXPECT_EQ((*commits)[i].id().size(), 40u);
+    EXPECT_EQ((*commits)[i].author(), "t <t@t>");
   }
   auto same = GitRangeLog(repo.path(), "HEAD..HEAD");
   ASSERT_TRUE(same.ok()) << same.status();

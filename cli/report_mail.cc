@@ -24,14 +24,29 @@ std::string Culprit(const pb::Regression& r) {
   return r.culprit_id().empty() ? r.first_bad() : r.culprit_id();
 }
 
+// The culprit's catalog entry; nullptr when the catalog lacks it.
+const pb::CatalogCommit* CulpritEntry(const ReportSources& s, const pb::Regression& r) {
+  const std::string culprit = Culprit(r);
+  for (const pb::CatalogCommit& c : s.commits)
+    if (c.id() == culprit) return &c;
+  return nullptr;
+}
+
 // The culprit's subject as the analyzer recorded it with the bisect, else
 // its catalog entry's.
 std::string CulpritSubject(const ReportSources& s, const pb::Regression& r) {
   if (!r.culprit_id().empty() && !r.culprit_subject().empty()) return r.culprit_subject();
-  const std::string culprit = Culprit(r);
-  for (const pb::CatalogCommit& c : s.commits)
-    if (c.id() == culprit) return c.subject();
-  return "";
+  const pb::CatalogCommit* c = CulpritEntry(s, r);
+  return c == nullptr ? "" : c->subject();
+}
+
+// "author:" as git recorded it (catalogs imported from git); a hand-written
+// catalog entry names none, and the mail says so rather than leave it out.
+std::string AuthorLine(const ReportSources& s, const pb::Regression& r) {
+  const pb::CatalogCommit* c = CulpritEntry(s, r);
+  return absl::StrCat(
+      "author:     ",
+      c == nullptr || c->author().empty() ? "not recorded in the catalog" : c->author(), "\n");
 }
 
 std::string ModeText(const pb::Regression& r) {
@@ -83,8 +98,9 @@ std::string Introduction(const ReportSources& s, const pb::Regression& r) {
       r.direction() == pb::CHANGE_DIRECTION_IMPROVEMENT ? "improvement" : "regression", " of ",
       r.workload(), ".", r.metric(), " (", ModeText(r), ") on ", r.platform(), " at:\n\n",
       "commit:     ", culprit, subject.empty() ? "" : absl::StrCat(" (\"", subject, "\")"), "\n",
-      "range:      ", r.last_good(), "..", r.first_bad(), " (last good..first bad), ", found, "\n",
-      "catalog:    ", r.catalog(), "\n", "testcase:   ", r.workload(), "\n");
+      AuthorLine(s, r), "range:      ", r.last_good(), "..", r.first_bad(),
+      " (last good..first bad), ", found, "\n", "catalog:    ", r.catalog(), "\n",
+      "testcase:   ", r.workload(), "\n");
   if (!r.params().empty()) absl::StrAppend(&out, "parameters: ", ParamsText(r.params()), "\n");
   absl::StrAppend(&out, "platform:   ", r.platform(), " (executor ",
                   proto::ExecutorName(s.matrix.executor()), ")\n", "matrix:     ", s.matrix.id(),

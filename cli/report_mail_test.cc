@@ -53,6 +53,7 @@ ReportSources Sources() {
   pb::CatalogCommit c;
   c.set_id("c588072bba6b");
   c.set_subject("iommu/vt-d: Convert intel iommu driver to the iommu ops \xe2\x80\x94 dma-iommu");
+  c.set_author("A U Thor <author@example.org>");
   s.commits.push_back(c);
   for (const char* commit : {"v5.10", "v5.11"}) {
     AddRuns(s, commit, pb::IOMMU_MODE_OFF, {1000, 1010, 990, 1000});
@@ -136,6 +137,7 @@ TEST(ReportMailTest, AZeroDayStyleMailOfABisectedRegression) {
             std::string::npos)
       << body;
   EXPECT_NE(body.find("parameters: numjobs=4"), std::string::npos) << body;
+  EXPECT_NE(body.find("author:     A U Thor <author@example.org>\n"), std::string::npos) << body;
   // The before/after table: the primary metric per mode, not the latency.
   EXPECT_NE(body.find("strict  throughput  IOPS  4/4   800    600    -25.0%"), std::string::npos)
       << body;
@@ -184,6 +186,7 @@ TEST(ReportMailTest, AnUnbisectedRegressionNamesItsFirstBadCommitAndSaysSo) {
             std::string::npos);
   EXPECT_NE(m.body.find("not bisected: the first bad commit of the range is named"),
             std::string::npos);
+  EXPECT_NE(m.body.find("author:     not recorded in the catalog\n"), std::string::npos) << m.body;
   EXPECT_EQ(m.body.find("| Link:"), std::string::npos) << "no report URL, no Link";
 }
 

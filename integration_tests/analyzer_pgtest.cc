@@ -333,6 +333,17 @@ class AnalyzerPgTest : public testing::FarmTest {
     ASSERT_TRUE(s.ok()) << s;
   }
 
+  // Until a bisect exists and none is running.
+  void TickUntilBisectsFinished(Analyzer& a) {
+    TickUntil(
+        a,
+        [&] {
+          return Count("SELECT count(*) FROM bisects") >= 1 &&
+                 Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
+        },
+        "bisects finished");
+  }
+
   json AlertmanagerAlerts() {
     auto r = testing::HttpGet(am_->BaseUrl() + "/api/v2/alerts?filter=" +
                               testing::UrlEncode("alertname=\"IommuPerfRegression\""));
@@ -517,13 +528,7 @@ TEST_F(AnalyzerPgTest, AMergedBranchIsBisectedToTheCommitInsideIt) {
   StartFarm(8, {{1, {{"sim.iommu_cost", "1.25"}}}}, {{3, {0}}, {7, {6, 2}}});
   SubmitCommits({0, 7}, 4);
   Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
-  TickUntil(
-      a,
-      [&] {
-        return Count("SELECT count(*) FROM bisects") >= 1 &&
-               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
-      },
-      "bisects finished");
+  TickUntilBisectsFinished(a);
   const pqxx::result g = Query(
       "SELECT id, state, culprit_id, last_good, first_bad FROM regressions "
       "WHERE direction = 1 ORDER BY id");
@@ -1163,13 +1168,7 @@ TEST_F(AnalyzerPgTest, TwoStepRangeShowsEveryCulpritThroughTheApi) {
   StartFarm(33, {{18, {{"sim.iommu_cost", "1.12"}}}, {21, {{"sim.iommu_cost", "1.3"}}}});
   SubmitBulk(32, 8, 4);
   Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
-  TickUntil(
-      a,
-      [&] {
-        return Count("SELECT count(*) FROM bisects") >= 1 &&
-               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
-      },
-      "bisects finished");
+  TickUntilBisectsFinished(a);
   const pqxx::result g = Query(
       "SELECT id FROM regressions WHERE direction = 1 AND culprit_id <> '' "
       "AND metric_rank = 'primary' AND NOT overhead_series ORDER BY id LIMIT 1");
@@ -1252,13 +1251,7 @@ TEST_F(AnalyzerPgTest, OnlyTheOverheadRatioMovedIsConfirmedAndBisectedOnTheRatio
   StartFarm(33, {{21, {{"sim.cpu_cost", "0.98"}, {"sim.iommu_cost", "1.0412"}}}});
   SubmitBulk(32, 8, 4);
   Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
-  TickUntil(
-      a,
-      [&] {
-        return Count("SELECT count(*) FROM bisects") >= 1 &&
-               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
-      },
-      "bisects finished");
+  TickUntilBisectsFinished(a);
   const pqxx::result g = Query(
       "SELECT id, state, change_class, overhead_series, culprit_id, magnitude, bisect_id "
       "FROM regressions WHERE direction = 1 AND culprit_id <> '' ORDER BY id");

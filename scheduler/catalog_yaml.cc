@@ -56,6 +56,7 @@ absl::StatusOr<pb::Catalog> ParseCatalogYaml(std::string_view yaml,
     cc->set_index(cat.commits_size() - 1);
     cc->set_id(c.id);
     cc->set_subject(c.subject);
+    cc->set_author(c.author);
     for (const auto& [k, v] : c.set) (*cc->mutable_set())[k] = v;
     for (const std::string& p : c.parents) cc->add_parents(p);
   }

@@ -42,10 +42,13 @@ commits:
   - {id: 1111111aaaa, subject: base, parents: [0000000ffff], set: {fq.kind: intel-global}}
   - {id: 2222222bbbb, subject: main, set: {iova.allocator: rcache}}
   - {id: 3333333cccc, subject: side, parents: [1111111], set: {fq.kind: percpu}}
-  - {id: 4444444dddd, subject: merge, parents: [2222222bbbb, 3333333]}
+  - {id: 4444444dddd, subject: merge, author: "A U Thor <author@example.org>",
+     parents: [2222222bbbb, 3333333]}
 )",
                             "m.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->commits(3).author(), "A U Thor <author@example.org>");
+  EXPECT_EQ(c->commits(2).author(), "");
   EXPECT_EQ(c->commits(1).parents_size(), 0);  // the previous entry
   ASSERT_EQ(c->commits(2).parents_size(), 1);
   EXPECT_EQ(c->commits(2).parents(0), "1111111aaaa");

@@ -329,11 +329,11 @@ absl::StatusOr<CatalogCommit> ParseCommit(const YAML::Node& entry, absl::string_
   commit.line = entry.Mark().line + 1;
   for (const auto& kv : entry) {
     std::string field = kv.first.as<std::string>();
-    if (field != "id" && field != "subject" && field != "set" && field != "expect" &&
-        field != "parents") {
-      return ErrorAt(
-          source_name, kv.first,
-          absl::StrCat("unknown field '", field, "' (expected id, subject, parents, set, expect)"));
+    if (field != "id" && field != "subject" && field != "author" && field != "set" &&
+        field != "expect" && field != "parents") {
+      return ErrorAt(source_name, kv.first,
+                     absl::StrCat("unknown field '", field,
+                                  "' (expected id, subject, author, parents, set, expect)"));
     }
   }
   const YAML::Node id = entry["id"];
@@ -349,6 +349,13 @@ absl::StatusOr<CatalogCommit> ParseCommit(const YAML::Node& entry, absl::string_
     return ErrorAt(source_name, entry, absl::StrCat("commit '", commit.id, "' without 'subject'"));
   }
   commit.subject = subject.Scalar();
+  if (const YAML::Node author = entry["author"]; author) {
+    if (!author.IsScalar() || author.Scalar().empty()) {
+      return ErrorAt(source_name, author,
+                     absl::StrCat("commit '", commit.id, "': 'author' must be \"Name <email>\""));
+    }
+    commit.author = author.Scalar();
+  }
   if (const YAML::Node parents = entry["parents"]; parents) {
     if (!parents.IsSequence() || parents.size() == 0) {
       return ErrorAt(source_name, parents,

@@ -107,6 +107,7 @@ inline constexpr double kDefaultNeutralMax = 1.01;
 struct CatalogCommit {
   std::string id;                          // tag ("v5.11") or abbreviated/full commit id
   std::string subject;                     // the commit's subject line or "Linux 5.11"
+  std::string author;                      // "Name <email>", optional
   std::map<std::string, std::string> set;  // keys this commit changes
   std::vector<CatalogExpectation> expect;  // what was reported about its performance
   // `parents:` as the catalog's own ids (an earlier entry's id) or, for a

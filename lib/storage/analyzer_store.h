@@ -189,6 +189,7 @@ struct AlertWork {
   int change_class = 0;
   double magnitude = 0;
   std::string last_good, first_bad, culprit_id, culprit_subject;
+  std::string culprit_author;  // the culprit's catalog entry's author ('' unknown)
   // Every culprit of the bisect (bisect_culprits) with its share, in commit
   // order; culprit_id is the one with the largest share.
   struct NamedCulprit {

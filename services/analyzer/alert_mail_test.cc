@@ -38,6 +38,7 @@ AlertWork BisectedRegression() {
   w.first_bad = "v5.11";
   w.culprit_id = "c588072bba6b";
   w.culprit_subject = "iommu/vt-d: Convert intel iommu driver to the iommu ops";
+  w.culprit_author = "A U Thor <author@example.org>";
   w.bisect_steps = 5;
   BisectState st;
   st.series.catalog = w.catalog;
@@ -143,7 +144,7 @@ TEST(AlertMailTest, TheShippedTemplateMailsABisectedRegression) {
             "intel-vtd-snb16c)")
       << base::ReadFileOrEmpty(path);
   EXPECT_NE(body.find("commit: c588072bba6b (\"iommu/vt-d: Convert intel iommu driver to the "
-                      "iommu ops\")"),
+                      "iommu ops\")\nauthor: A U Thor <author@example.org>\n"),
             std::string::npos)
       << body;
   EXPECT_NE(body.find("range:    v5.10..v5.11 (last good..first bad), 5 bisect steps"),

@@ -193,6 +193,20 @@ absl::Status Analyzer::RestoreResultGauges() {
 
 namespace {
 
+// The series a bisect re-measures: the cell's, with the matrix's catalog
+// where the cell names none, and `metric` ("metric" or "metric/phase") in
+// `mode`.
+SeriesSpec BisectSeries(const SeriesSpec& cell, const std::string& catalog,
+                        const std::string& metric, const std::string& mode) {
+  SeriesSpec s = cell;
+  if (s.catalog.empty()) s.catalog = catalog;
+  const size_t slash = metric.find('/');
+  s.metric = metric.substr(0, slash);
+  s.phase = slash == std::string::npos ? "" : metric.substr(slash + 1);
+  s.mode = mode;
+  return s;
+}
+
 // The cells `samples` measured, each with the commits it measured there.
 OwnCommits CommitsByCell(const std::vector<SampleRow>& samples) {
   OwnCommits out;
@@ -399,12 +413,7 @@ absl::StatusOr<NewRegression> Analyzer::NewRegressionFor(const MatrixInfo& m, co
   if (suggestive) n.note += "; suggestive (confirmed with more repeats before it counts)";
 
   BisectState st;
-  st.series = *cell;
-  if (st.series.catalog.empty()) st.series.catalog = m.catalog;
-  const size_t slash = f.metric.find('/');
-  st.series.metric = f.metric.substr(0, slash);
-  st.series.phase = slash == std::string::npos ? "" : f.metric.substr(slash + 1);
-  st.series.mode = f.mode;
+  st.series = BisectSeries(*cell, m.catalog, f.metric, f.mode);
   st.series.overhead = f.overhead_series;
   st.regression = f.regression;
   st.expected_change = f.magnitude;
@@ -470,12 +479,7 @@ absl::StatusOr<NewRegression> Analyzer::NewDecayFor(const MatrixInfo& m, const D
   if (pm != primary.end()) n.primary_metrics.assign(pm->second.begin(), pm->second.end());
   n.note = DecayNote(d);
   BisectState st;
-  st.series = *cell;
-  if (st.series.catalog.empty()) st.series.catalog = m.catalog;
-  const size_t slash = k.metric.find('/');
-  st.series.metric = k.metric.substr(0, slash);
-  st.series.phase = slash == std::string::npos ? "" : k.metric.substr(slash + 1);
-  st.series.mode = k.mode;
+  st.series = BisectSeries(*cell, m.catalog, k.metric, k.mode);
   st.regression = true;
   st.expected_change = f.magnitude;
   st.last_good = st.first_bad = CommitRef{d.commit_index, d.commit_id};

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "lib/storage/contract/repository_contract.h"
 #include "lib/storage/contract/test_rows.h"
@@ -37,7 +38,8 @@ using json = nlohmann::json;
 // testrows::Matrix's workload params, as SampleRow.params spells them.
 constexpr char kParams[] = R"({"tests":"write,read"})";
 
-// Catalog "c" of testrows::Matrix: commits c0..c{n-1}, "subject <i>".
+// Catalog "c" of testrows::Matrix: commits c0..c{n-1}, "subject <i>",
+// "Author <i> <a<i>@example.org>".
 void PutCatalog(CatalogStore& catalogs, int n) {
   pb::Catalog c;
   c.set_name("c");
@@ -46,6 +48,7 @@ void PutCatalog(CatalogStore& catalogs, int n) {
     pb::CatalogCommit* commit = c.add_commits();
     commit->set_id("c" + std::to_string(i));
     commit->set_subject("subject " + std::to_string(i));
+    commit->set_author(absl::StrCat("Author ", i, " <a", i, "@example.org>"));
   }
   auto put = catalogs.PutCatalog(c, false);
   EXPECT_TRUE(put.ok()) << put.status();
@@ -763,6 +766,11 @@ TEST_P(AnalyzerStoreContractTest, SaveBisectRoundTripsStepsCulpritsAndTheRegress
   EXPECT_EQ(g->culprit_subject(), "subject 4");
   EXPECT_EQ(g->magnitude(), -0.25);  // not re-measured: kept
   ASSERT_EQ(g->culprits_size(), 1);
+  // The alert names the culprit's author from the catalog.
+  absl::StatusOr<std::vector<AlertWork>> alerts = analyzer().AlertCandidates(absl::Minutes(15));
+  ASSERT_TRUE(alerts.ok()) << alerts.status();
+  ASSERT_EQ(alerts->size(), 1u);
+  EXPECT_EQ((*alerts)[0].culprit_author, "Author 4 <a4@example.org>");
 
   // A person's triage is never overwritten.
   ASSERT_TRUE(analysis().UpdateRegression(reg, pb::REGRESSION_STATE_ACKNOWLEDGED, "").ok());

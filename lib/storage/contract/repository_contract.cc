@@ -1360,12 +1360,14 @@ TEST_P(RepositoryContractTest, CatalogsPutAppendGet) {
     cc->set_subject(std::string("subject ") + id);
     (*cc->mutable_set())["k"] = id;
   }
+  c.mutable_commits(1)->set_author("A U Thor <author@example.org>");
   ASSERT_TRUE(catalogs().PutCatalog(c, false).ok());
   EXPECT_EQ(catalogs().PutCatalog(c, false).status().code(), absl::StatusCode::kAlreadyExists);
   ASSERT_TRUE(catalogs().PutCatalog(c, true).ok());
   std::vector<pb::CatalogCommit> more(2);
   more[0].set_id("v3");
   more[1].set_id("v4");
+  more[1].set_author("B Author <b@example.org>");
   auto ap = catalogs().AppendCommits("linux-iommu", "git:v3..v4", more);
   ASSERT_TRUE(ap.ok()) << ap.status();
   EXPECT_EQ(ap->second, 1);
@@ -1377,6 +1379,9 @@ TEST_P(RepositoryContractTest, CatalogsPutAppendGet) {
   EXPECT_EQ(got->commits(3).index(), 3);
   EXPECT_EQ(got->commits(1).set().at("k"), "v2");
   EXPECT_EQ(got->commits(1).subject(), "subject v2");
+  EXPECT_EQ(got->commits(1).author(), "A U Thor <author@example.org>");
+  EXPECT_EQ(got->commits(0).author(), "");
+  EXPECT_EQ(got->commits(3).author(), "B Author <b@example.org>");
   EXPECT_EQ(catalogs().GetCatalog("nope").status().code(), absl::StatusCode::kNotFound);
   auto list = catalogs().ListCatalogs();
   ASSERT_TRUE(list.ok());

@@ -330,6 +330,10 @@ AlertWork AlertWorkOf(const Tables& t, const RegressionRow& row, const AlertRow*
   w.first_bad = g.first_bad();
   w.culprit_id = g.culprit_id();
   w.culprit_subject = g.culprit_subject();
+  if (auto cat = t.catalogs.find(g.catalog()); cat != t.catalogs.end()) {
+    for (const pb::CatalogCommit& c : cat->second.commits)
+      if (!g.culprit_id().empty() && c.id() == g.culprit_id()) w.culprit_author = c.author();
+  }
   auto b = g.bisect_id() == 0 ? t.bisects.end() : t.bisects.find(g.bisect_id());
   if (b != t.bisects.end()) {
     w.bisect_done = b->second.state() == "done";

@@ -9,7 +9,7 @@ namespace farm::storage {
 namespace {
 
 // A commit as catalog_commits holds it: (idx, id, subject, set as jsonb,
-// parents).
+// parents, author).
 pb::CatalogCommit StoredCommit(const pb::CatalogCommit& cc, int idx) {
   pb::CatalogCommit out;
   out.set_index(idx);
@@ -17,6 +17,7 @@ pb::CatalogCommit StoredCommit(const pb::CatalogCommit& cc, int idx) {
   out.set_subject(cc.subject());
   JsonToMap(MapToJson(cc.set()), out.mutable_set());
   *out.mutable_parents() = cc.parents();
+  out.set_author(cc.author());
   return out;
 }
 

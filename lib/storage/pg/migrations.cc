@@ -496,6 +496,12 @@ const char* const kV20JobCellIndex = R"SQL(
 CREATE INDEX jobs_cell_idx ON jobs (platform, workload, catalog, matrix_id);
 )SQL";
 
+// A catalog commit's author (CatalogCommit.author), as git records it; ''
+// where the catalog does not say.
+const char* const kV21CatalogAuthor = R"SQL(
+ALTER TABLE catalog_commits ADD COLUMN IF NOT EXISTS author text NOT NULL DEFAULT '';
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -546,6 +552,7 @@ const std::vector<Migration>& AllMigrations() {
       {18, "catalog_commits.parents: a catalog's commits as a history graph", kV18CatalogParents},
       {19, "regressions.kind: a change between commits or a decay within runs", kV19RegressionKind},
       {20, "jobs_cell_idx: a series' jobs by platform, workload and catalog", kV20JobCellIndex},
+      {21, "catalog_commits.author: who wrote each commit, for the report mail", kV21CatalogAuthor},
   };
   return *kAll;
 }

@@ -458,7 +458,9 @@ class PgAnalyzerStore final : public AnalyzerStore {
                "     'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
                "  g.silence_id, g.params::text, coalesce(a.labels::text, '{}'), "
                "  coalesce((SELECT s.value::text FROM analyzer_state s "
-               "     WHERE s.key = 'bisect:' || g.bisect_id), ''), g.kind "
+               "     WHERE s.key = 'bisect:' || g.bisect_id), ''), g.kind, "
+               "  coalesce((SELECT cc.author FROM catalog_commits cc "
+               "     WHERE cc.catalog = g.catalog AND cc.id = g.culprit_id), '') "
                "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
                "LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.regression_id = g.id "
                "   ORDER BY x.id DESC LIMIT 1) a ON true "
@@ -501,6 +503,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
         a.labels_json = r[27].as<std::string>();
         a.bisect_state_json = r[28].as<std::string>();
         a.kind = r[29].as<std::string>();
+        a.culprit_author = r[30].as<std::string>();
         out.push_back(std::move(a));
       }
       return out;

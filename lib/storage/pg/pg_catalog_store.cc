@@ -44,11 +44,11 @@ absl::StatusOr<pb::Catalog> PgCatalogStore::PutCatalog(const pb::Catalog& catalo
     {
       pqxx::stream_to s(
           w, "catalog_commits",
-          std::vector<std::string>{"catalog", "idx", "id", "subject", "set", "parents"});
+          std::vector<std::string>{"catalog", "idx", "id", "subject", "set", "parents", "author"});
       int idx = 0;
       for (const pb::CatalogCommit& cc : catalog.commits()) {
         s << std::make_tuple(catalog.name(), idx++, cc.id(), cc.subject(), MapToJson(cc.set()),
-                             absl::StrJoin(cc.parents(), " "));
+                             absl::StrJoin(cc.parents(), " "), cc.author());
       }
       s.complete();
     }
@@ -83,11 +83,11 @@ absl::StatusOr<std::pair<pb::Catalog, int>> PgCatalogStore::AppendCommits(
     {
       pqxx::stream_to s(
           w, "catalog_commits",
-          std::vector<std::string>{"catalog", "idx", "id", "subject", "set", "parents"});
+          std::vector<std::string>{"catalog", "idx", "id", "subject", "set", "parents", "author"});
       for (const pb::CatalogCommit& cc : commits) {
         if (!have.insert(cc.id()).second) continue;
         s << std::make_tuple(catalog, next++, cc.id(), cc.subject(), MapToJson(cc.set()),
-                             absl::StrJoin(cc.parents(), " "));
+                             absl::StrJoin(cc.parents(), " "), cc.author());
         ++added;
       }
       s.complete();
@@ -132,7 +132,7 @@ absl::StatusOr<pb::Catalog> PgCatalogStore::GetCatalog(const std::string& name) 
     cat.set_source(head[0][0].as<std::string>());
     SetMicros(head[0][1].as<int64_t>(), cat.mutable_loaded_at());
     for (const pqxx::row& r :
-         t.exec_params("SELECT idx, id, subject, set::text, parents FROM catalog_commits "
+         t.exec_params("SELECT idx, id, subject, set::text, parents, author FROM catalog_commits "
                        "WHERE catalog = $1 "
                        "ORDER BY idx",
                        name)) {
@@ -143,6 +143,7 @@ absl::StatusOr<pb::Catalog> PgCatalogStore::GetCatalog(const std::string& name) 
       JsonToMap(r[3].as<std::string>(), cc->mutable_set());
       for (absl::string_view p : absl::StrSplit(r[4].as<std::string>(), ' ', absl::SkipEmpty()))
         cc->add_parents(std::string(p));
+      cc->set_author(r[5].as<std::string>());
     }
     return cat;
   });
