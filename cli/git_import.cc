@@ -65,58 +65,72 @@ absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv) {
                                          ")"));
 }
 
-absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitLog(const std::string& output) {
-  std::vector<iommufarm::v1::CatalogCommit> commits;
+namespace {
+
+using iommufarm::v1::CatalogCommit;
+
+// The commit each non-empty line of git's output stands for (`parse` of the
+// line, a trailing CR removed, and its 1-based number), index = its
+// position; the first line that does not parse is the error.
+template <typename ParseLine>
+absl::StatusOr<std::vector<CatalogCommit>> ParseLines(const std::string& output, ParseLine parse) {
+  std::vector<CatalogCommit> commits;
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(output, '\n')) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) continue;
-    size_t tab = line.find('\t');
-    absl::string_view sha = line.substr(0, tab);
-    if (sha.size() < 7 || sha.size() > 64 ||
-        sha.find_first_not_of("0123456789abcdef") != absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("git log line ", line_no, ": '", sha, "' is not a commit hash"));
-    }
-    iommufarm::v1::CatalogCommit commit;
-    commit.set_id(std::string(sha));
-    if (tab != absl::string_view::npos) {
-      commit.set_subject(std::string(line.substr(tab + 1)));
-    }
-    commit.set_index(static_cast<int32_t>(commits.size()));
-    commits.push_back(std::move(commit));
+    absl::StatusOr<CatalogCommit> commit = parse(line, line_no);
+    if (!commit.ok()) return commit.status();
+    commit->set_index(static_cast<int32_t>(commits.size()));
+    commits.push_back(*std::move(commit));
   }
   return commits;
 }
 
-absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> ParseGitGraphLog(
-    const std::string& output) {
-  std::vector<iommufarm::v1::CatalogCommit> commits;
-  int line_no = 0;
-  for (absl::string_view line : absl::StrSplit(output, '\n')) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
-    const std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits('\t', 3));
-    if (f.size() < 4) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "git log line ", line_no, ": expected '<sha><TAB><parents><TAB><author><TAB><subject>'"));
-    }
-    absl::StatusOr<std::vector<iommufarm::v1::CatalogCommit>> one =
-        ParseGitLog(absl::StrCat(f[0], "\t", f[3]));
-    if (!one.ok() || one->size() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("git log line ", line_no, ": '", f[0], "' is not a commit hash"));
-    }
-    iommufarm::v1::CatalogCommit commit = std::move(one->front());
-    for (absl::string_view p : absl::StrSplit(f[1], ' ', absl::SkipEmpty()))
-      commit.add_parents(std::string(p));
-    commit.set_author(std::string(f[2]));
-    commit.set_index(static_cast<int32_t>(commits.size()));
-    commits.push_back(std::move(commit));
+// A commit named by `sha`, which must be 7-64 lowercase hex digits.
+absl::StatusOr<CatalogCommit> CommitOf(absl::string_view sha, int line_no) {
+  if (sha.size() < 7 || sha.size() > 64 ||
+      sha.find_first_not_of("0123456789abcdef") != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("git log line ", line_no, ": '", sha, "' is not a commit hash"));
   }
-  return commits;
+  CatalogCommit commit;
+  commit.set_id(std::string(sha));
+  return commit;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<CatalogCommit>> ParseGitLog(const std::string& output) {
+  return ParseLines(output,
+                    [](absl::string_view line, int line_no) -> absl::StatusOr<CatalogCommit> {
+                      const size_t tab = line.find('\t');
+                      absl::StatusOr<CatalogCommit> commit = CommitOf(line.substr(0, tab), line_no);
+                      if (commit.ok() && tab != absl::string_view::npos) {
+                        commit->set_subject(std::string(line.substr(tab + 1)));
+                      }
+                      return commit;
+                    });
+}
+
+absl::StatusOr<std::vector<CatalogCommit>> ParseGitGraphLog(const std::string& output) {
+  return ParseLines(
+      output, [](absl::string_view line, int line_no) -> absl::StatusOr<CatalogCommit> {
+        const std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits('\t', 3));
+        if (f.size() < 4) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("git log line ", line_no,
+                           ": expected '<sha><TAB><parents><TAB><author><TAB><subject>'"));
+        }
+        absl::StatusOr<CatalogCommit> commit = CommitOf(f[0], line_no);
+        if (!commit.ok()) return commit;
+        for (absl::string_view p : absl::StrSplit(f[1], ' ', absl::SkipEmpty()))
+          commit->add_parents(std::string(p));
+        commit->set_author(std::string(f[2]));
+        commit->set_subject(std::string(f[3]));
+        return commit;
+      });
 }
 
 namespace {
