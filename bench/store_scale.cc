@@ -978,7 +978,10 @@ std::vector<std::pair<std::string, std::string>> DashboardQueries(const Year& y)
 
 void MeasureDashboards(const Context& ctx, bool big, Report* report) {
   pqxx::connection c(ctx.uri);
-  for (const auto& [title, sql] : DashboardQueries(ctx.year)) {
+  for (const auto& query : DashboardQueries(ctx.year)) {
+    // Clang before 16 cannot capture a structured binding in a lambda.
+    const std::string& title = query.first;
+    const std::string& sql = query.second;
     size_t rows = 0;
     const double s = Fastest(ctx.options->runs, [&] {
       pqxx::nontransaction n(c);
