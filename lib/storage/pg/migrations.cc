@@ -473,6 +473,18 @@ ALTER TABLE matrices ADD COLUMN IF NOT EXISTS labels jsonb NOT NULL DEFAULT '{}'
 ALTER TABLE agents ADD COLUMN IF NOT EXISTS health jsonb NOT NULL DEFAULT '{}'::jsonb;
 )SQL";
 
+// A build job's kernel config (its param kernel_config, proto/kernel_config.h;
+// absent for the default) is part of its key: one live build per (catalog,
+// commit, arch, config). Build jobs keep their params in the row
+// (PgMatrixStore::CreateMatrix), so the index can read them; the rows before
+// have none, so their keys are as they were.
+const char* const kV18BuildKeyConfig = R"SQL(
+DROP INDEX jobs_live_build_key_idx;
+CREATE UNIQUE INDEX jobs_live_build_key_idx
+  ON jobs (catalog, commit_id, platform, (coalesce(params->>'kernel_config', '')))
+  WHERE executor = 4 AND state IN (1, 2, 3);
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -520,6 +532,8 @@ const std::vector<Migration>& AllMigrations() {
        kV16ResultMonitors},
       {17, "matrices.labels and agents.health: agents chosen by label, after a health job",
        kV17LabelsAndHealth},
+      {18, "jobs_live_build_key_idx: the build's kernel config is part of its key",
+       kV18BuildKeyConfig},
   };
   return *kAll;
 }
