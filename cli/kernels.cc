@@ -1,9 +1,11 @@
 #include "cli/kernels.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -11,6 +13,7 @@
 #include "lib/base/file.h"
 #include "lib/kbuild/fragments.h"
 #include "nlohmann/json.hpp"
+#include "proto/kernel_config.h"
 
 namespace farm::cli {
 
@@ -48,6 +51,9 @@ void AddKernelsBuildOptions(CLI::App* build, kbuild::BuildRequest* request, std:
   build->add_option("--fragment", request->fragments,
                     "a config fragment merged after the machine model's (repeatable; a later "
                     "one wins)");
+  build->add_flag("--dma-map-bench", request->dma_map_bench,
+                  "also merge the shipped dma-map-bench fragment (CONFIG_DMA_MAP_BENCHMARK, "
+                  "v5.11+), which a kernel that runs dma-map-bench jobs needs");
   build
       ->add_option("--store", request->store_dir,
                    "kernel store the build is written to, as <commit>-<arch>")
@@ -182,8 +188,39 @@ int RunKernelsCatalog(Commands& commands, const std::string& store, const std::s
   return 0;
 }
 
-int RunKernelsBuild(Commands& commands, const kbuild::BuildRequest& request,
+namespace {
+
+// The id the farm's build jobs give a kernel of this base and these
+// fragments (proto/kernel_config.h), so that a spec's `kernel_config`
+// naming them runs on it: "" for tinyconfig alone (the agents' default).
+absl::StatusOr<std::string> ConfigIdOf(const kbuild::BuildRequest& request) {
+  pb::KernelConfig config;
+  if (request.base != "tinyconfig" || !request.fragments.empty()) {
+    config.set_base(std::filesystem::path(request.base).filename().string());
+    if (request.base.find('/') != std::string::npos || absl::EndsWith(request.base, ".config")) {
+      absl::StatusOr<std::string> text = base::ReadFile(request.base);
+      if (!text.ok()) return text.status();
+      config.set_base_text(*text);
+    }
+    for (const std::string& path : request.fragments) {
+      absl::StatusOr<std::string> text = base::ReadFile(path);
+      if (!text.ok()) return text.status();
+      pb::ConfigFragment* f = config.add_fragments();
+      f->set_name(std::filesystem::path(path).filename().string());
+      f->set_text(*text);
+    }
+  }
+  return proto::BuildConfigId(proto::KernelConfigId(config), request.dma_map_bench);
+}
+
+}  // namespace
+
+int RunKernelsBuild(Commands& commands, const kbuild::BuildRequest& given,
                     const std::string& log_file) {
+  kbuild::BuildRequest request = given;
+  absl::StatusOr<std::string> config_id = ConfigIdOf(request);
+  if (!config_id.ok()) return commands.Fail("kernels build", config_id.status());
+  request.config_id = *config_id;
   std::string log;
   absl::StatusOr<kbuild::BuildResult> r = kbuild::BuildKernel(request, &log);
   if (!log_file.empty()) {

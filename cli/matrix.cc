@@ -1,10 +1,14 @@
 #include "cli/matrix.h"
 
+#include <filesystem>
 #include <limits>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lib/base/file.h"
 #include "lib/spec/spec_check.h"
+#include "lib/spec/spec_yaml.h"
 
 namespace farm::cli {
 namespace {
@@ -92,9 +96,66 @@ void AddMatrixCommands(CLI::App& app, Subcommands* out) {
       {cancel, [a](Commands& c) { return RunCancel(c, a->cancel_matrix, a->cancel_reason); }});
 }
 
+namespace {
+
+bool NamesAFile(const std::string& base) {
+  return base.find('/') != std::string::npos || absl::EndsWith(base, ".config");
+}
+
+absl::Status ReadConfigFile(const std::filesystem::path& dir, const std::string& field,
+                            const std::string& name, std::string* text) {
+  const std::filesystem::path p =
+      std::filesystem::path(name).is_absolute() ? std::filesystem::path(name) : dir / name;
+  absl::StatusOr<std::string> read = base::ReadFile(p.string());
+  if (!read.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", read.status().message()));
+  }
+  if (read->empty())
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", p.string(), " is empty"));
+  *text = *std::move(read);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadKernelConfigFiles(const std::string& yaml,
+                                                  const std::string& spec_path) {
+  spec::SpecLimits limits;
+  limits.max_spec_bytes = std::numeric_limits<size_t>::max();
+  absl::StatusOr<pb::MatrixSpec> spec = spec::MatrixSpecFromYaml(yaml, limits);
+  // A spec that does not map is left to the checks that say why.
+  if (!spec.ok() || !spec->has_kernel_config()) return yaml;
+  pb::KernelConfig* k = spec->mutable_kernel_config();
+  const std::filesystem::path dir = spec_path == "-"
+                                        ? std::filesystem::path(".")
+                                        : std::filesystem::path(spec_path).parent_path();
+  bool read = false;
+  if (k->base_text().empty() && NamesAFile(k->base())) {
+    if (absl::Status s =
+            ReadConfigFile(dir, "kernel_config.base", k->base(), k->mutable_base_text());
+        !s.ok()) {
+      return s;
+    }
+    read = true;
+  }
+  for (int i = 0; i < k->fragments_size(); ++i) {
+    pb::ConfigFragment* f = k->mutable_fragments(i);
+    if (!f->text().empty()) continue;
+    if (absl::Status s = ReadConfigFile(dir, absl::StrCat("kernel_config.fragments[", i, "]"),
+                                        f->name(), f->mutable_text());
+        !s.ok()) {
+      return s;
+    }
+    read = true;
+  }
+  return read ? spec::MatrixSpecToYaml(*spec) : yaml;
+}
+
 int RunSubmit(Commands& commands, const std::string& path, bool wait, bool dry_run) {
   absl::StatusOr<std::string> yaml = ReadInputFile(path);
   if (!yaml.ok()) return commands.Fail("submit", yaml.status());
+  yaml = ReadKernelConfigFiles(*yaml, path);
+  if (!yaml.ok()) return commands.Fail(absl::StrCat("submit ", path), yaml.status());
   if (absl::Status local = CheckSpecLocally(*yaml); !local.ok()) {
     return commands.Fail(absl::StrCat("submit ", path), local);
   }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "cli/app.h"
 #include "cli/commands.h"
 #include "cli/format.h"
@@ -20,6 +21,16 @@
 namespace farm::cli {
 
 void AddMatrixCommands(CLI::App& app, Subcommands* out);
+
+// `yaml` (the spec file `spec_path`'s text; "-" for standard input) with
+// the kernel config files it names read in: a `kernel_config` base that is a
+// path (has a '/' or ends in .config) and each fragment given as a path,
+// relative to the spec's directory (the working directory for "-"). The
+// scheduler cannot read the submitter's files. InvalidArgument naming the
+// field for a file that does not read or is empty; `yaml` itself when it
+// names none (or does not map: the checks that follow say why).
+absl::StatusOr<std::string> ReadKernelConfigFiles(const std::string& yaml,
+                                                  const std::string& spec_path);
 
 int RunSubmit(Commands& commands, const std::string& path, bool wait, bool dry_run);
 int RunStatus(Commands& commands, std::optional<int64_t> matrix_id, OutputFormat format);

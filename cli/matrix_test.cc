@@ -1,6 +1,11 @@
 // The matrix list in every --output format.
 #include "cli/matrix.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "nlohmann/json.hpp"
@@ -30,6 +35,60 @@ TEST(FormatMatrixListTest, TableCsvAndJson) {
   auto j = nlohmann::json::parse(FormatMatrixList({m}, OutputFormat::kJson));
   ASSERT_EQ(j["matrices"].size(), 1u);
   EXPECT_EQ(j["matrices"][0]["name"], "smoke");
+}
+
+}  // namespace
+}  // namespace farm::cli
+
+namespace farm::cli {
+namespace {
+
+class ReadKernelConfigFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        std::filesystem::temp_directory_path() / ("farmctl-kconfig-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_ / "cfg");
+    std::ofstream(dir_ / "cfg" / "lazy.config") << "CONFIG_IOMMU_DEFAULT_DMA_LAZY=y\n";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string SpecPath() const { return (dir_ / "spec.yaml").string(); }
+  std::filesystem::path dir_;
+};
+
+constexpr char kSpecHead[] =
+    "name: k\ncatalog: c\nplatform: q35-intel-iommu\ncommits: [v6.1]\nmodes: [strict]\n"
+    "workloads: [{name: fio-nvme}]\nexecutor: fio\n";
+
+TEST_F(ReadKernelConfigFilesTest, FragmentsAreReadRelativeToTheSpec) {
+  const std::string yaml =
+      std::string(kSpecHead) + "kernel_config: {base: tinyconfig, fragments: [cfg/lazy.config]}\n";
+  absl::StatusOr<std::string> out = ReadKernelConfigFiles(yaml, SpecPath());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(out->find("name: cfg/lazy.config"), std::string::npos) << *out;
+  EXPECT_NE(out->find("CONFIG_IOMMU_DEFAULT_DMA_LAZY=y"), std::string::npos) << *out;
+  // What it wrote reads back as is: nothing left to read.
+  absl::StatusOr<std::string> again = ReadKernelConfigFiles(*out, SpecPath());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *out);
+}
+
+TEST_F(ReadKernelConfigFilesTest, AMissingFileIsNamedByItsField) {
+  const std::string yaml = std::string(kSpecHead) +
+                           "kernel_config: {base: tinyconfig, fragments: [cfg/lazy.config, " +
+                           "cfg/none.config]}\n";
+  absl::StatusOr<std::string> out = ReadKernelConfigFiles(yaml, SpecPath());
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("kernel_config.fragments[1]: "), std::string::npos)
+      << out.status();
+  EXPECT_NE(out.status().message().find("none.config"), std::string::npos) << out.status();
+}
+
+TEST_F(ReadKernelConfigFilesTest, ASpecWithoutFilesIsLeftAsItIs) {
+  const std::string yaml = std::string(kSpecHead) + "kernel_config: {base: defconfig}\n";
+  absl::StatusOr<std::string> out = ReadKernelConfigFiles(yaml, SpecPath());
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(*out, yaml);
 }
 
 }  // namespace

@@ -86,6 +86,8 @@ class DmaMapBenchKbuildTest : public ::testing::Test {
     req.rev = commit;
     req.machine = kbuild::kAllMachines;  // the farm's build jobs' config: one build directory
     req.base = "tinyconfig";
+    req.dma_map_bench = true;  // as the farm builds a dma-map-bench job's kernel
+    req.config_id = "dma-map-bench";
     req.store_dir = (dir_->path() / "store").string();
     req.timeout = absl::Minutes(40);
     std::string log;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <string>
 
+#include "proto/kernel_config.h"
 #include "proto/kernel_params.h"
 #include "proto/names.h"
 
@@ -80,6 +81,12 @@ bool OfferRuns(const pb::KernelOffer& offer, const pb::Job& job) {
   if (offer.provider() == "host" && job.workload().params().count(kKernelParamsKey) > 0) {
     return false;
   }
+  // A host runs its own kernel, whatever config a job asks for; a built one
+  // is the job's only when built with its config.
+  if (offer.provider() == "host" ? !JobConfigId(job).empty()
+                                 : offer.kernel_config() != JobBuildConfigId(job)) {
+    return false;
+  }
   if (const VmPlatform* p = FindVmPlatform(job.platform());
       p != nullptr && (offer.provider() != "vm" || offer.machine_model() != p->machine_model)) {
     return false;
@@ -114,7 +121,7 @@ const pb::KernelOffer* FindOffer(const std::vector<pb::KernelOffer>& offers, con
 }
 
 BuildKey BuildKeyOf(const pb::Job& build_job) {
-  return {build_job.catalog(), build_job.commit_id(), build_job.platform()};
+  return {build_job.catalog(), build_job.commit_id(), build_job.platform(), JobConfigId(build_job)};
 }
 
 bool BuildOfferRuns(const std::vector<pb::Capability>& capabilities, const pb::Job& job) {

@@ -63,7 +63,9 @@ const VmPlatform* FindVmPlatform(std::string_view platform);
 bool LooksLikeVmPlatform(std::string_view platform);
 
 // offer.commit() is non-empty and equals job.commit_id(), or
-// KernelMatches(job.commit_id(), offer.release()); job.mode() is one of
+// KernelMatches(job.commit_id(), offer.release()); a host offer only for a
+// job of the default kernel config, any other only when its kernel_config
+// is JobBuildConfigId(job) (proto/kernel_config.h); job.mode() is one of
 // offer.modes(), the offer is not `host` when the job has kernel_params, and
 // for a vm platform the offer is `vm` with the platform's machine model.
 bool OfferRuns(const iommufarm::v1::KernelOffer& offer, const iommufarm::v1::Job& job);
@@ -77,15 +79,19 @@ std::vector<iommufarm::v1::KernelOffer> OffersFor(
 
 // A kernel build job (EXECUTOR_KBUILD, made by the scheduler for real jobs
 // whose kernel no agent offers): which commit of which catalog, for which
-// architecture. Its platform is the architecture and its workload is named
-// kKbuildWorkload.
+// architecture, with which kernel config (the build's config id,
+// proto/kernel_config.h: "" for the default). Its platform is the
+// architecture, its workload is named kKbuildWorkload and carries the
+// config id in its param kernel_config.
 inline constexpr std::string_view kKbuildWorkload = "kbuild";
 struct BuildKey {
   std::string catalog;
   std::string commit;
-  std::string arch;  // "x86_64", "aarch64"
+  std::string arch;    // "x86_64", "aarch64"
+  std::string config;  // BuildConfigId: "" for the default config
   bool operator<(const BuildKey& o) const {
-    return std::tie(catalog, commit, arch) < std::tie(o.catalog, o.commit, o.arch);
+    return std::tie(catalog, commit, arch, config) <
+           std::tie(o.catalog, o.commit, o.arch, o.config);
   }
   bool operator==(const BuildKey& o) const = default;
 };

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "proto/kernel_config.h"
 #include "proto/kernel_params.h"
 #include "proto/names.h"
 #include "proto/try_commit.h"
@@ -59,7 +60,8 @@ Need Decide(const pb::Job& job, const std::vector<pb::Agent>& agents) {
                                    "platform is the host's own and is not built)");
     return need;
   }
-  proto::BuildKey key{job.catalog(), job.commit_id(), std::string(vm->architecture)};
+  proto::BuildKey key{job.catalog(), job.commit_id(), std::string(vm->architecture),
+                      proto::JobBuildConfigId(job)};
   if (AnyAgentBuilds(MakeBuildJob(key, job.commit_index(), 1), agents)) {
     need.build = std::move(key);
     return need;
@@ -104,10 +106,13 @@ KernelPlan PlanKernels(const std::vector<pb::Job>& jobs, const std::vector<pb::A
 }
 
 pb::Job MakeBuildJob(const proto::BuildKey& key, int commit_index, int max_attempts,
-                     const std::string& patch) {
+                     const std::string& patch, const pb::KernelConfig& config) {
   pb::Job j;
-  if (proto::IsTryCommit(key.commit) && !patch.empty()) {
-    (*j.mutable_workload()->mutable_params())[proto::kPatchParam] = patch;
+  auto& params = *j.mutable_workload()->mutable_params();
+  if (proto::IsTryCommit(key.commit) && !patch.empty()) params[proto::kPatchParam] = patch;
+  if (!key.config.empty()) params[proto::kKernelConfigParam] = key.config;
+  if (!proto::IsDefaultKernelConfig(config)) {
+    params[proto::kKernelConfigTextParam] = proto::EncodeKernelConfig(config);
   }
   j.set_catalog(key.catalog);
   j.set_commit_id(key.commit);

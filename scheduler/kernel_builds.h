@@ -6,11 +6,13 @@
 // offers it, the job's kernel is built: for a vm platform, by an agent whose
 // `kbuild` capability builds the job's catalog for the platform's
 // architecture, into a kernel store the vm agents read; one build job per
-// (catalog, commit, architecture), shared by every job and matrix that needs
-// it, so each commit is built once. A job whose kernel nobody offers and
-// nobody can build (a host platform's kernel is never built) is named in a
-// submit warning; the reaper fails it after SchedulerConfig::unrunnable_wait
-// unless an agent that can run it registers.
+// (catalog, commit, architecture, build config), shared by every job and
+// matrix that needs it, so each commit is built once per config. The build
+// config (proto/kernel_config.h) is the matrix's `kernel_config`, with the
+// dma-map-bench fragment when a dma-map-bench job boots the kernel. A job whose kernel nobody
+// offers and nobody can build (a host platform's kernel is never built) is named in a submit
+// warning; the reaper fails it after SchedulerConfig::unrunnable_wait unless an agent that can run
+// it registers.
 //
 // Pure functions of their arguments; thread-safe.
 #ifndef SCHEDULER_KERNEL_BUILDS_H_
@@ -40,9 +42,11 @@ KernelPlan PlanKernels(const std::vector<iommufarm::v1::Job>& jobs,
 // The build job of `key`: platform = architecture, workload "kbuild", kind
 // BUILD at the build band's priority, `commit_index` its catalog position;
 // a try commit's job (proto/try_commit.h) carries `patch` in its workload
-// param `patch`.
+// param `patch`; the key's config id goes in param kernel_config and a
+// `config` other than the default in kernel_config_text.
 iommufarm::v1::Job MakeBuildJob(const proto::BuildKey& key, int commit_index, int max_attempts,
-                                const std::string& patch = "");
+                                const std::string& patch = "",
+                                const iommufarm::v1::KernelConfig& config = {});
 
 // The submit warnings of `plan.unrunnable`: at most `max_lines` of them,
 // then how many more, each saying when such jobs fail.

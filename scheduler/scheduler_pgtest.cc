@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/auth/auth.h"
 #include "lib/metrics/metrics.h"
@@ -353,6 +354,78 @@ TEST_F(SchedulerGrpcPgTest, StaleResultRejectedAfterLeaseExpiresAndIsRegranted) 
   // Unknown session: NOT_FOUND (the agent re-registers).
   hb.set_session("bogus");
   EXPECT_EQ(agents_->Heartbeat(Ctx().get(), hb, &hbr).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// A matrix's kernel config is part of its kernels' build key: two matrices
+// of one commit with other configs get two build jobs (the unique index
+// jobs_live_build_key_idx takes the config), the same config shares one, and
+// the build job carries the config to the builder.
+TEST_F(SchedulerGrpcPgTest, MatricesOfOtherKernelConfigsGetOtherBuildJobs) {
+  LoadCatalog();
+  pb::RegisterRequest reg;
+  reg.set_name("builder");
+  pb::Capability* kbuild = reg.add_capabilities();
+  kbuild->set_name("kbuild");
+  pb::BuildOffer* offer = kbuild->add_builds();
+  offer->set_catalog("test-iommu");
+  offer->set_tree("/src/linux");
+  offer->add_architectures("x86_64");
+  reg.set_slots(4);
+  pb::RegisterResponse builder;
+  ASSERT_TRUE(agents_->Register(Ctx().get(), reg, &builder).ok());
+
+  auto submit = [&](const std::string& name, const std::string& kernel_config) {
+    pb::SubmitMatrixRequest req;
+    req.set_spec_yaml(absl::StrCat(
+        "name: ", name, "\ncatalog: test-iommu\nplatform: q35-intel-iommu\ncommits: [v5.11]\n",
+        "modes: [strict]\nworkloads:\n  - name: fio-nvme\n    params: {rw: randread}\n",
+        "executor: fio\n", kernel_config));
+    pb::SubmitMatrixResponse sub;
+    grpc::Status st = jobs_->SubmitMatrix(Ctx().get(), req, &sub);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return sub;
+  };
+  const pb::SubmitMatrixResponse plain = submit("plain", "");
+  const pb::SubmitMatrixResponse lazy =
+      submit("lazy",
+             "kernel_config:\n  base: tinyconfig\n  fragments:\n    - name: lazy.config\n"
+             "      text: \"CONFIG_IOMMU_DEFAULT_DMA_LAZY=y\\n\"\n");
+  const pb::SubmitMatrixResponse lazy_again =
+      submit("lazy-again",
+             "kernel_config:\n  base: tinyconfig\n  fragments:\n    - name: renamed.config\n"
+             "      text: \"# the same option\\nCONFIG_IOMMU_DEFAULT_DMA_LAZY=y\\n\"\n");
+  ASSERT_EQ(plain.build_job_ids_size(), 1);
+  ASSERT_EQ(lazy.build_job_ids_size(), 1);
+  ASSERT_EQ(lazy_again.build_job_ids_size(), 1);
+  EXPECT_NE(plain.build_job_ids(0), lazy.build_job_ids(0)) << "another config, another build";
+  EXPECT_EQ(lazy_again.build_job_ids(0), lazy.build_job_ids(0)) << "the same options: one build";
+
+  pb::LeaseJobsResponse builds = LeaseVia(builder, 10);
+  ASSERT_EQ(builds.leases_size(), 2);
+  std::map<std::string, pb::Job> by_config;
+  for (const pb::JobLease& l : builds.leases()) {
+    const auto& params = l.job().workload().params();
+    auto id = params.find("kernel_config");
+    by_config[id == params.end() ? "" : id->second] = l.job();
+  }
+  ASSERT_EQ(by_config.size(), 2u) << "two keys";
+  ASSERT_EQ(by_config.count(""), 1u) << "the default keeps its key";
+  EXPECT_EQ(by_config[""].workload().params().count("kernel_config_text"), 0u);
+  for (const auto& [config, job] : by_config) {
+    EXPECT_EQ(job.commit_id(), "v5.11");
+    EXPECT_EQ(job.platform(), "x86_64");
+    if (config.empty()) continue;
+    EXPECT_EQ(config.size(), 16u) << config;
+    EXPECT_NE(job.workload().params().at("kernel_config_text").find("DMA_LAZY=y"),
+              std::string::npos);
+  }
+  // The measured jobs of a config name it, so their series are the config's.
+  pb::GetMatrixRequest gm;
+  gm.set_matrix_id(lazy.matrix().id());
+  pb::Matrix m;
+  ASSERT_TRUE(jobs_->GetMatrix(Ctx().get(), gm, &m).ok());
+  EXPECT_NE(m.spec_yaml().find("CONFIG_IOMMU_DEFAULT_DMA_LAZY=y"), std::string::npos)
+      << m.spec_yaml();
 }
 
 TEST_F(SchedulerGrpcPgTest, CancelRevokesLeases) {

@@ -153,7 +153,7 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
     nm.jobs = ExpandMatrix(*spec, *commits, config_.max_attempts, SpecSet::kLeftOut);
   }
   if (real) {
-    absl::Status builds = AttachKernelBuilds(req, spec->patch, &nm, &resp);
+    absl::Status builds = AttachKernelBuilds(req, *spec, &nm, &resp);
     if (!builds.ok()) return builds;
   }
   if (req.dry_run()) {
@@ -195,7 +195,7 @@ absl::StatusOr<std::vector<pb::Agent>> JobService::AllAgents() {
 }
 
 absl::Status JobService::AttachKernelBuilds(const pb::SubmitMatrixRequest& req,
-                                            const std::string& patch, storage::NewMatrix* nm,
+                                            const spec::MatrixSpec& spec, storage::NewMatrix* nm,
                                             pb::SubmitMatrixResponse* resp) {
   absl::StatusOr<std::vector<pb::Agent>> agents = AllAgents();
   if (!agents.ok()) return agents.status();
@@ -228,7 +228,7 @@ absl::Status JobService::AttachKernelBuilds(const pb::SubmitMatrixRequest& req,
       return absl::OkStatus();
     }
     if (missing.empty()) break;
-    absl::StatusOr<pb::Matrix> builds = CreateBuildMatrix(req, *nm, missing, patch);
+    absl::StatusOr<pb::Matrix> builds = CreateBuildMatrix(req, *nm, missing, spec);
     if (builds.ok()) {
       resp->set_build_matrix_id(builds->id());
       absl::StatusOr<std::vector<pb::Job>> made =
@@ -251,7 +251,7 @@ absl::Status JobService::AttachKernelBuilds(const pb::SubmitMatrixRequest& req,
 absl::StatusOr<pb::Matrix> JobService::CreateBuildMatrix(const pb::SubmitMatrixRequest& req,
                                                          const storage::NewMatrix& nm,
                                                          const std::vector<proto::BuildKey>& keys,
-                                                         const std::string& patch) {
+                                                         const spec::MatrixSpec& spec) {
   std::map<std::string, int> commit_index;
   for (const pb::Job& j : nm.jobs) commit_index[j.commit_id()] = j.commit_index();
   storage::NewMatrix builds;
@@ -265,7 +265,8 @@ absl::StatusOr<pb::Matrix> JobService::CreateBuildMatrix(const pb::SubmitMatrixR
   // A retried submit finds the builds its first try made.
   if (!req.idempotency_key().empty()) builds.idempotency_key = "kbuild/" + req.idempotency_key();
   for (const proto::BuildKey& k : keys) {
-    builds.jobs.push_back(MakeBuildJob(k, commit_index[k.commit], config_.max_attempts, patch));
+    builds.jobs.push_back(MakeBuildJob(k, commit_index[k.commit], config_.max_attempts, spec.patch,
+                                       spec.kernel_config));
   }
   absl::StatusOr<storage::CreatedMatrix> created = matrices_->CreateMatrix(builds);
   if (!created.ok()) return created.status();

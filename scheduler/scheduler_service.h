@@ -120,13 +120,14 @@ class JobService final {
   // jobs of another matrix are shared, missing ones become a build matrix;
   // sets the jobs' waits_for_job and the response's build fields and
   // warnings. A dry run only says what would be built.
-  // `patch`: the spec's; the build job of its try commit carries it.
-  absl::Status AttachKernelBuilds(const pb::SubmitMatrixRequest& req, const std::string& patch,
+  // `spec`'s patch goes with the build job of its try commit, its kernel
+  // config with every build job.
+  absl::Status AttachKernelBuilds(const pb::SubmitMatrixRequest& req, const spec::MatrixSpec& spec,
                                   storage::NewMatrix* nm, pb::SubmitMatrixResponse* resp);
   absl::StatusOr<pb::Matrix> CreateBuildMatrix(const pb::SubmitMatrixRequest& req,
                                                const storage::NewMatrix& nm,
                                                const std::vector<proto::BuildKey>& keys,
-                                               const std::string& patch);
+                                               const spec::MatrixSpec& spec);
 
   storage::CatalogStore* const catalogs_;
   storage::MatrixStore* const matrices_;

@@ -21,6 +21,7 @@
 #include "lib/metrics/metrics.h"
 #include "lib/spec/spec_yaml.h"
 #include "lib/storage/memory/memory_store.h"
+#include "proto/kernel_config.h"
 #include "proto/try_commit.h"
 #include "testing/manual_clock.h"
 
@@ -1139,6 +1140,72 @@ class RacingMatrixStore final : public storage::MatrixStore {
   storage::MatrixStore* real_;
   std::function<void()> race_;
 };
+
+// A kernel config names its builds and its jobs' kernels: a job runs only
+// on an offer of its config; a dma-map-bench job's kernel is another build
+// (the dma-map-bench fragment), fio's default build keeps its key.
+TEST_F(KernelBuildsTest, KernelConfigsAndDmaMapBenchGetTheirOwnBuilds) {
+  LoadCatalog();
+  pb::RegisterResponse vm = RegisterWith("vm", VmFio({"v5.10"}));
+  pb::RegisterResponse builder = RegisterBuilder();
+  std::string lazy_spec = FioSpec("lazy", "q35-intel-iommu");
+  lazy_spec.replace(lazy_spec.find("[v5.10, v5.11]"), 14, "[v5.10]");
+  lazy_spec +=
+      "kernel_config: {base: defconfig, fragments: [{name: l.config, text: "
+      "\"CONFIG_IOMMU_DEFAULT_DMA_LAZY=y\\n\"}]}\n";
+  std::string dma_spec = FioSpec("dma", "q35-intel-iommu");
+  dma_spec.replace(dma_spec.find("[v5.10, v5.11]"), 14, "[v5.10]");
+  dma_spec.replace(dma_spec.find("executor: fio"), 13, "executor: dma-map-bench");
+  dma_spec.replace(dma_spec.find("fio-nvme\n    params: {rw: randread, bs: 4k}"), 41,
+                   "dma-map-bench");
+  const pb::SubmitMatrixResponse lazy = Submit(lazy_spec);
+  const pb::SubmitMatrixResponse dma = Submit(dma_spec);
+  // v5.10's default fio kernel is offered; the others are built.
+  ASSERT_EQ(lazy.build_job_ids_size(), 1);
+  ASSERT_EQ(dma.build_job_ids_size(), 1);
+  EXPECT_NE(lazy.build_job_ids(0), dma.build_job_ids(0));
+  pb::LeaseJobsResponse builds = Lease(builder, 10);
+  ASSERT_EQ(builds.leases_size(), 2);
+  std::set<std::string> configs;
+  for (const pb::JobLease& l : builds.leases()) {
+    configs.insert(l.job().workload().params().at(proto::kKernelConfigParam));
+    ASSERT_TRUE(agents_.ReportResult(ResultFor(builder, l)).ok());
+  }
+  const std::string lazy_id = configs.begin()->size() == 16 ? *configs.begin() : *configs.rbegin();
+  EXPECT_EQ(configs, (std::set<std::string>{lazy_id, "dma-map-bench"}));
+  // The default v5.10 offer runs neither matrix's jobs.
+  EXPECT_EQ(Lease(vm, 10).leases_size(), 0);
+  // An offer of v5.10 built with the lazy config runs the lazy job.
+  pb::LeaseJobsRequest lr;
+  lr.set_agent_id(vm.agent_id());
+  lr.set_session(vm.session());
+  lr.set_max_jobs(10);
+  pb::Capability cap = VmFio({"v5.10"});
+  cap.mutable_kernels(0)->set_kernel_config(lazy_id);
+  *lr.add_capabilities() = cap;
+  auto leased = agents_.LeaseJobs(lr);
+  ASSERT_TRUE(leased.ok()) << leased.status();
+  ASSERT_EQ(leased->leases_size(), 1);
+  EXPECT_EQ(leased->leases(0).job().matrix_id(), lazy.matrix().id());
+  EXPECT_EQ(leased->leases(0).job().workload().params().at(proto::kKernelConfigParam), lazy_id);
+}
+
+TEST_F(KernelBuildsTest, ABadKernelConfigIsRefusedAtSubmitNamingTheField) {
+  LoadCatalog();
+  pb::SubmitMatrixRequest req;
+  req.set_spec_yaml(FioSpec("bad", "q35-intel-iommu") +
+                    "kernel_config: {base: bigconfig, fragments: [{name: f.config, text: "
+                    "\"CONFIG_A=y\\nnot a line\\n\"}, missing.config]}\n");
+  auto resp = jobs_.SubmitMatrix(req, "tester");
+  ASSERT_EQ(resp.status().code(), absl::StatusCode::kInvalidArgument) << resp.status();
+  const std::string why(resp.status().message());
+  EXPECT_NE(why.find("kernel_config.base: unknown base \"bigconfig\""), std::string::npos) << why;
+  EXPECT_NE(why.find("kernel_config.fragments[0]: line 2 is not CONFIG_X=value"), std::string::npos)
+      << why;
+  EXPECT_NE(why.find("kernel_config.fragments[1]: \"missing.config\" was not read"),
+            std::string::npos)
+      << why;
+}
 
 TEST_F(KernelBuildsTest, ConcurrentSubmitsShareOneBuild) {
   LoadCatalog();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/spec/field_errors.h"
 #include "proto/catalog_dag.h"
+#include "proto/kernel_config.h"
 #include "proto/names.h"
 #include "proto/try_commit.h"
 
@@ -255,6 +256,10 @@ std::vector<pb::Job> ExpandMatrix(const MatrixSpec& spec,
     j.set_platform(platform);
     j.mutable_workload()->set_name(w.name);
     for (const auto& [k, v] : w.params) (*j.mutable_workload()->mutable_params())[k] = v;
+    // The config is the kernel's, but its results are another series.
+    if (!spec.kernel_config_id.empty()) {
+      (*j.mutable_workload()->mutable_params())[proto::kKernelConfigParam] = spec.kernel_config_id;
+    }
     j.set_mode(mode);
     j.set_repeat(r);
     j.set_executor(spec.executor);

@@ -8,6 +8,7 @@
 #include "lib/kbuild/kernel_builder.h"
 #include "lib/kstore/kernel_store.h"
 #include "lib/process/process.h"
+#include "proto/kernel_config.h"
 #include "proto/names.h"
 #include "proto/try_commit.h"
 
@@ -38,6 +39,36 @@ std::vector<pb::BuildOffer> KbuildExecutor::builds() const {
   return out;
 }
 
+namespace {
+
+// The job's kernel config (proto/kernel_config.h) onto `req`: its id names
+// the store entry; its base replaces the agent's; its fragments go after the
+// shipped ones; a dma-map-bench build adds the dma-map-bench fragment.
+absl::Status ApplyKernelConfig(const pb::Job& job, kbuild::BuildRequest* req) {
+  const auto& params = job.workload().params();
+  req->config_id = proto::JobConfigId(job);
+  req->dma_map_bench = proto::IsDmaMapBenchBuild(req->config_id);
+  auto text = params.find(proto::kKernelConfigTextParam);
+  if (text == params.end()) return absl::OkStatus();
+  absl::StatusOr<pb::KernelConfig> config = proto::DecodeKernelConfig(text->second);
+  if (!config.ok()) return config.status();
+  // The id is of the config it carries, so the store entry is its kernel.
+  if (const std::string id =
+          proto::BuildConfigId(proto::KernelConfigId(*config), req->dma_map_bench);
+      id != req->config_id) {
+    return absl::InvalidArgumentError(absl::StrCat("the build job's kernel config is ", id,
+                                                   ", its kernel_config param ", req->config_id));
+  }
+  if (!config->base().empty()) req->base = config->base();
+  req->base_text = config->base_text();
+  for (const pb::ConfigFragment& f : config->fragments()) {
+    req->inline_fragments.push_back({f.name(), f.text()});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ExecutionResult> KbuildExecutor::Run(const pb::Job& job, CancelToken& cancel) {
   auto tree = config_.trees.find(job.catalog());
   if (tree == config_.trees.end()) {
@@ -65,6 +96,7 @@ absl::StatusOr<ExecutionResult> KbuildExecutor::Run(const pb::Job& job, CancelTo
   req.arch = job.platform();
   req.machine = kbuild::kAllMachines;
   req.base = config_.base;
+  if (absl::Status s = ApplyKernelConfig(job, &req); !s.ok()) return s;
   req.store_dir = config_.store_dir;
   req.cache_root = config_.cache_root;
   req.cache_max_bytes = config_.cache_max_bytes;

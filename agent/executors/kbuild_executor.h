@@ -4,7 +4,10 @@
 // architecture, built by lib/kbuild into the kernel store the vm provider of
 // this or another agent reads, with every shipped fragment of that
 // architecture (kbuild::kAllMachines), so one build serves each machine
-// model of it. The build log is the job's raw output; a commit that does not
+// model of it. A job with a kernel config (proto/kernel_config.h) is built
+// with its base instead of the agent's and its fragments after the shipped
+// ones, into the store entry its config id names; a dma-map-bench build
+// adds the dma-map-bench fragment. The build log is the job's raw output; a commit that does not
 // build fails the job permanently with "build failed at <sha>: <line>".
 //
 // It offers (builds()) the catalogs it has a tree for, each for the

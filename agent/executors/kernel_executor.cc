@@ -210,6 +210,7 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunKexec(const pb::Job& job,
   kernels::KernelRequest request;
   request.kernel_release = offer.release();
   request.commit = offer.commit();
+  request.kernel_config = offer.kernel_config();
   request.mode = job.mode();
   auto params = job.workload().params();
   if (auto it = params.find(proto::kKernelParamsKey); it != params.end()) {
@@ -284,6 +285,7 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
   kernels::KernelRequest request;
   request.kernel_release = offer.release();
   request.commit = offer.commit();
+  request.kernel_config = offer.kernel_config();
   request.machine_model = offer.machine_model();
   request.mode = job.mode();
   request.kernel_params = kernel_params;

@@ -1,6 +1,7 @@
 #include "agent/kernels/kernel_provider.h"
 
 #include "absl/strings/str_cat.h"
+#include "proto/kernel_config.h"
 #include "proto/names.h"
 
 namespace farm::kernels {
@@ -50,6 +51,22 @@ std::string NvmeDomainType(const KernelFacts& facts) {
     if (g.id == facts.nvme.front().group) return g.type;
   }
   return "";
+}
+
+std::vector<std::string> OfferedConfigs(const kstore::KernelBuild& build) {
+  std::vector<std::string> out{build.kernel_config};
+  if (!proto::IsDmaMapBenchBuild(build.kernel_config) &&
+      kstore::BuildConfigEnabled(build, "CONFIG_DMA_MAP_BENCHMARK")) {
+    out.push_back(proto::BuildConfigId(build.kernel_config, true));
+  }
+  return out;
+}
+
+bool OffersConfig(const kstore::KernelBuild& build, const std::string& kernel_config) {
+  for (const std::string& c : OfferedConfigs(build)) {
+    if (c == kernel_config) return true;
+  }
+  return false;
 }
 
 }  // namespace farm::kernels

@@ -38,6 +38,7 @@
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
 #include "lib/iommu_mode/iommu_mode.h"
+#include "lib/kstore/kernel_store.h"
 
 namespace farm::kernels {
 
@@ -47,6 +48,9 @@ struct KernelRequest {
   // The commit id of a kernel store's build (lib/kstore); "" when the release
   // alone names the kernel.
   std::string commit;
+  // The build config id of the store's build (KernelOffer.kernel_config,
+  // proto/kernel_config.h); "" for the default.
+  std::string kernel_config;
   // The IOMMU model to boot under (KernelOffer.machine_model); "" for the
   // provider's default.
   std::string machine_model;
@@ -136,6 +140,16 @@ absl::StatusOr<iommufarm::v1::IommuMode> EffectiveMode(const KernelFacts& facts,
 // The default domain type of the group of `facts`' first NVMe controller;
 // "" when it has no group (or there is no controller).
 std::string NvmeDomainType(const KernelFacts& facts);
+
+// The config ids a kernel store's build is offered under: its own
+// (kernel_config, "" for the default), and, for a build not made for
+// dma-map-bench whose config sets CONFIG_DMA_MAP_BENCHMARK (one built before
+// the option was asked only for dma-map-bench, an imported one), the id a
+// dma-map-bench job of that config asks for (proto::BuildConfigId).
+std::vector<std::string> OfferedConfigs(const kstore::KernelBuild& build);
+
+// True when `build` is offered under `kernel_config` (OfferedConfigs).
+bool OffersConfig(const kstore::KernelBuild& build, const std::string& kernel_config);
 
 }  // namespace farm::kernels
 

@@ -876,6 +876,55 @@ TEST(VmKernelProviderTest, AmdIommuOnlyForKernelsWithTheDriver) {
   fs::remove_all(dir);
 }
 
+// Each build is offered under its kernel config; one with
+// CONFIG_DMA_MAP_BENCHMARK made for fio (or imported) also under its
+// dma-map-bench build config. A request finds the build of its config.
+TEST(VmKernelProviderTest, OffersEachBuildUnderItsKernelConfig) {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "vm-config-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const fs::path dir = tmpl;
+  auto write_build = [&](const std::string& name, const std::string& commit,
+                         const std::string& kernel_config, const std::string& config) {
+    fs::create_directories(dir / name);
+    std::ofstream(dir / name / "kernel.yaml")
+        << "commit: " << commit << "\nrelease: 6.1.0-" << name
+        << "\narch: x86_64\nimage: vmlinuz\nconfig: config\n"
+        << (kernel_config.empty() ? "" : "kernel_config: " + kernel_config + "\n");
+    std::ofstream(dir / name / "vmlinuz") << "image";
+    std::ofstream(dir / name / "config") << config;
+  };
+  write_build("old", "c1", "", "CONFIG_INTEL_IOMMU=y\nCONFIG_DMA_MAP_BENCHMARK=y\n");
+  write_build("fio", "c2", "", "CONFIG_INTEL_IOMMU=y\n");
+  write_build("bench", "c2", "dma-map-bench", "CONFIG_DMA_MAP_BENCHMARK=y\n");
+  write_build("lazy", "c2", "a8ea6ec7fc4d4bdb", "CONFIG_INTEL_IOMMU=y\n");
+  VmConfig c;
+  c.kernels_dir = dir.string();
+  VmKernelProvider vm(c);
+  std::vector<std::string> offered;
+  for (const pb::KernelOffer& o : vm.Offers()) {
+    offered.push_back(o.commit() + " " + o.release() + " [" + o.kernel_config() + "]");
+  }
+  EXPECT_EQ(offered, (std::vector<std::string>{
+                         "c1 6.1.0-old []", "c1 6.1.0-old [dma-map-bench]", "c2 6.1.0-fio []",
+                         "c2 6.1.0-lazy [a8ea6ec7fc4d4bdb]", "c2 6.1.0-bench [dma-map-bench]"}));
+  KernelRequest r = Request(pb::IOMMU_MODE_STRICT);
+  r.commit = "c2";
+  r.kernel_release.clear();
+  for (const auto& [config, release] :
+       std::vector<std::pair<std::string, std::string>>{{"", "6.1.0-fio"},
+                                                        {"dma-map-bench", "6.1.0-bench"},
+                                                        {"a8ea6ec7fc4d4bdb", "6.1.0-lazy"}}) {
+    r.kernel_config = config;
+    absl::StatusOr<kstore::KernelBuild> b = vm.FindKernel(r);
+    ASSERT_TRUE(b.ok()) << config << ": " << b.status();
+    EXPECT_EQ(b->release, release) << config;
+  }
+  r.kernel_config = "0000000000000000";
+  EXPECT_FALSE(vm.FindKernel(r).ok());
+  fs::remove_all(dir);
+}
+
 TEST(BuildQemuArgvTest, AmdIommuDeviceAndNoneForOff) {
   QemuInvocation q;
   q.qemu = "qemu-system-x86_64";

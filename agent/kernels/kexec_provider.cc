@@ -61,7 +61,8 @@ absl::StatusOr<kstore::KernelBuild> StoreBuild(const std::string& kernels_dir,
   if (!store.ok()) return absl::FailedPreconditionError(store.status().message());
   for (const kstore::KernelBuild& b : store->builds) {
     if (b.arch == arch && b.release == request.kernel_release &&
-        (request.commit.empty() || b.commit == request.commit)) {
+        (request.commit.empty() ||
+         (b.commit == request.commit && OffersConfig(b, request.kernel_config)))) {
       return b;
     }
   }
@@ -159,7 +160,8 @@ absl::Status KexecKernelProvider::CanRun(const KernelRequest& request) const {
     if (b.arch != config_.arch) continue;
     if (request.commit.empty()
             ? b.release == request.kernel_release
-            : b.commit == request.commit && b.release == request.kernel_release) {
+            : b.commit == request.commit && b.release == request.kernel_release &&
+                  OffersConfig(b, request.kernel_config)) {
       return absl::OkStatus();
     }
   }
@@ -175,14 +177,17 @@ std::vector<pb::KernelOffer> KexecKernelProvider::Offers() const {
   if (!store.ok()) return out;
   for (const kstore::KernelBuild& b : store->builds) {
     if (b.arch != config_.arch) continue;
-    pb::KernelOffer& o = out.emplace_back();
-    o.set_provider("kexec");
-    o.set_release(b.release);
-    o.set_commit(b.commit);
-    for (const iommu_mode::ModeSpelling& m : iommu_mode::kModes) {
-      o.add_modes(proto::ProtoMode(m.mode));
+    for (const std::string& kernel_config : OfferedConfigs(b)) {
+      pb::KernelOffer& o = out.emplace_back();
+      o.set_provider("kexec");
+      o.set_release(b.release);
+      o.set_commit(b.commit);
+      for (const iommu_mode::ModeSpelling& m : iommu_mode::kModes) {
+        o.add_modes(proto::ProtoMode(m.mode));
+      }
+      o.set_architecture(config_.arch);
+      o.set_kernel_config(kernel_config);
     }
-    o.set_architecture(config_.arch);
   }
   return out;
 }

@@ -116,15 +116,18 @@ std::vector<pb::KernelOffer> VmKernelProvider::Offers() const {
   if (!store.ok()) return offers_;
   for (const kstore::KernelBuild& b : store->builds) {
     if (b.arch != config_.arch) continue;
-    for (const std::string& model : IommuModelsFor(b, config_.arch)) {
-      pb::KernelOffer& o = out.emplace_back();
-      o.set_provider("vm");
-      o.set_release(b.release);
-      o.set_commit(b.commit);
-      for (pb::IommuMode m : Modes()) o.add_modes(m);
-      o.set_architecture(config_.arch);
-      o.set_machine_model(model);
-      o.set_accel(config_.accel);
+    for (const std::string& kernel_config : OfferedConfigs(b)) {
+      for (const std::string& model : IommuModelsFor(b, config_.arch)) {
+        pb::KernelOffer& o = out.emplace_back();
+        o.set_provider("vm");
+        o.set_release(b.release);
+        o.set_commit(b.commit);
+        for (pb::IommuMode m : Modes()) o.add_modes(m);
+        o.set_architecture(config_.arch);
+        o.set_machine_model(model);
+        o.set_accel(config_.accel);
+        o.set_kernel_config(kernel_config);
+      }
     }
   }
   offers_ = std::move(out);
@@ -151,7 +154,9 @@ absl::StatusOr<kstore::KernelBuild> VmKernelProvider::FindKernel(
   }
   for (const kstore::KernelBuild& b : store->builds) {
     if (b.arch != config_.arch) continue;
-    if (request.commit.empty() ? b.release == request.kernel_release : b.commit == request.commit) {
+    if (request.commit.empty()
+            ? b.release == request.kernel_release
+            : b.commit == request.commit && OffersConfig(b, request.kernel_config)) {
       if (!request.kernel_release.empty() && b.release != request.kernel_release) {
         return absl::FailedPreconditionError(absl::StrCat("the store's build of ", wanted, " is ",
                                                           b.release, ", the job wants ",

@@ -63,4 +63,6 @@ absl::StatusOr<std::vector<Fragment>> MachineFragments(absl::string_view machine
                                                  "' (", absl::StrJoin(names, ", "), ")"));
 }
 
+Fragment DmaMapBenchFragment() { return {"dma-map-bench.config", kDmaMapBenchConfig}; }
+
 }  // namespace farm::kbuild

@@ -2,7 +2,8 @@
 // model (lib/kbuild/fragments/*.config, compiled into the library so that a
 // build never depends on where the sources are): `guest.config`, what every
 // guest of the vm provider needs, then the model's own (serial console,
-// IOMMU driver). Thread-safe: constant data.
+// IOMMU driver); `dma-map-bench.config` (CONFIG_DMA_MAP_BENCHMARK) only for
+// a kernel a dma-map-bench job boots. Thread-safe: constant data.
 #ifndef LIB_KBUILD_FRAGMENTS_H_
 #define LIB_KBUILD_FRAGMENTS_H_
 
@@ -37,6 +38,10 @@ inline constexpr char kAllMachines[] = "all";
 // a machine without a fragment or one of another architecture.
 absl::StatusOr<std::vector<Fragment>> MachineFragments(absl::string_view machine,
                                                        absl::string_view arch);
+
+// dma-map-bench.config: what a kernel a dma-map-bench job boots needs beyond
+// guest.config (CONFIG_DMA_MAP_BENCHMARK, which trees before v5.11 lack).
+Fragment DmaMapBenchFragment();
 
 }  // namespace farm::kbuild
 

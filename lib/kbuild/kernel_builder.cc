@@ -193,6 +193,7 @@ absl::StatusOr<std::vector<Fragment>> Build::ReadFragments() const {
     if (!shipped.ok()) return shipped.status();
     out = *std::move(shipped);
   }
+  if (req_.dma_map_bench) out.push_back(DmaMapBenchFragment());
   for (const std::string& path : req_.fragments) {
     absl::StatusOr<std::string> text = base::ReadFile(path);
     if (!text.ok()) {
@@ -200,6 +201,7 @@ absl::StatusOr<std::vector<Fragment>> Build::ReadFragments() const {
     }
     out.push_back({path, *std::move(text)});
   }
+  out.insert(out.end(), req_.inline_fragments.begin(), req_.inline_fragments.end());
   return out;
 }
 
@@ -255,8 +257,14 @@ absl::Status Build::Prepare() {
                     {"CONFIG_LOCALVERSION_AUTO", "n", kIdentityOrigin}});
   requested_ = RequestedOptions(parsed);
 
+  if (!req_.config_id.empty() && !kstore::IsPlainName(req_.config_id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel config id '", req_.config_id, "' is not a plain name"));
+  }
   std::string config_key = absl::StrCat(req_.arch, "\n", req_.base, "\n");
-  if (BaseIsFile(req_.base)) {
+  if (!req_.base_text.empty()) {
+    absl::StrAppend(&config_key, req_.base_text);
+  } else if (BaseIsFile(req_.base)) {
     absl::StatusOr<std::string> base = base::ReadFile(req_.base);
     if (!base.ok())
       return absl::InvalidArgumentError(absl::StrCat("base config: ", base.status().message()));
@@ -406,7 +414,9 @@ absl::StatusOr<std::string> Build::MergedConfig() {
   std::error_code ec;
   fs::create_directories(obj_, ec);
   const std::string dot_config = (obj_ / ".config").string();
-  if (BaseIsFile(req_.base)) {
+  if (!req_.base_text.empty()) {
+    if (absl::Status s = base::WriteFile(dot_config, req_.base_text); !s.ok()) return s;
+  } else if (BaseIsFile(req_.base)) {
     absl::StatusOr<std::string> base = base::ReadFile(req_.base);
     if (!base.ok()) return absl::InvalidArgumentError(base.status().message());
     if (absl::Status s = base::WriteFile(dot_config, *base); !s.ok()) return s;
@@ -425,8 +435,10 @@ absl::Status Build::CheckConfig(const std::string& final_config) const {
   if (!known.ok()) return known.status();
   absl::Status s = ExplainMismatches(mismatches, *known);
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat("config of ", commit_.substr(0, 12), " for ",
-                                             req_.arch, ": ", s.message()));
+  // The commit cannot be built with this config, as for a compile error:
+  // permanent, and a bisect skips the commit.
+  return absl::FailedPreconditionError(
+      absl::StrCat("build failed at ", commit_, ": config for ", req_.arch, ": ", s.message()));
 }
 
 // The first line `tool --version` prints, "none" for a tool not on PATH.
@@ -629,6 +641,7 @@ absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& re
   b.config_hash = base::Sha256Hex(final_config_);
   for (const Fragment& f : fragments_) b.fragments.push_back(fs::path(f.name).filename().string());
   b.compiler = compiler_version_;
+  b.kernel_config = req_.config_id;
   b.build_seconds = absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - start_));
   if (absl::Status s =
           base::WriteFile((work / kstore::kManifestName).string(), kstore::FormatManifest(b));
@@ -639,7 +652,9 @@ absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& re
                   fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                       fs::perms::others_read | fs::perms::others_exec,
                   ec);
-  const fs::path target = fs::path(req_.store_dir) / absl::StrCat(b.commit, "-", req_.arch);
+  const fs::path target =
+      fs::path(req_.store_dir) /
+      absl::StrCat(b.commit, "-", req_.arch, req_.config_id.empty() ? "" : "-", req_.config_id);
   // An earlier build of the commit is swapped out in one step; the scratch
   // directory then holds it and goes with it.
   const bool replace = fs::exists(target, ec);

@@ -31,7 +31,8 @@
 // same compiler and stored beside the image when the tree has it (again only
 // when a file it includes changed, as make decides).
 //
-// The result is written to <store>/<commit>-<arch> under a temporary name
+// The result is written to <store>/<commit>-<arch> (-<config id> for a
+// config other than the default) under a temporary name
 // and swapped into place (renameat2 RENAME_EXCHANGE), so a reader sees the
 // old build or the new one, never half of one.
 //
@@ -49,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "lib/kbuild/fragments.h"
 #include "lib/kstore/kernel_store.h"
 
 namespace farm::kbuild {
@@ -61,9 +63,20 @@ struct BuildRequest {
   // A make target (tinyconfig, defconfig, ...) or, when it names an existing
   // file or holds a '/', a config file.
   std::string base = "tinyconfig";
-  std::vector<std::string> fragments;  // fragment files, merged after the machine's
-  std::string store_dir;               // the kernel store the build goes to
-  std::string cache_root;              // "" for DefaultCacheRoot()
+  // The base config's text when it is given rather than read (a build job's
+  // kernel_config); `base` then only names it.
+  std::string base_text;
+  // Merge the shipped dma-map-bench fragment (CONFIG_DMA_MAP_BENCHMARK)
+  // after the machine's: a dma-map-bench job boots the kernel.
+  bool dma_map_bench = false;
+  std::vector<std::string> fragments;      // fragment files, merged after the machine's
+  std::vector<Fragment> inline_fragments;  // given as text, merged after `fragments`
+  // The build config id (proto/kernel_config.h): the store entry is then
+  // <commit>-<arch>-<config_id> and its manifest's kernel_config says it;
+  // "" for the default config (<commit>-<arch>).
+  std::string config_id;
+  std::string store_dir;   // the kernel store the build goes to
+  std::string cache_root;  // "" for DefaultCacheRoot()
   std::uint64_t cache_max_bytes = std::uint64_t{20} << 30;
   int jobs = 0;               // make -j; 0 for the number of CPUs
   std::string make = "make";  // a name on PATH or a path (tests give a fake)
@@ -95,11 +108,12 @@ struct BuildResult {
 // build job's raw output), whether the build succeeds or not; `log` may be
 // null. Errors:
 // - InvalidArgument: an unknown arch or machine, a base or fragment file
-//   that does not read, a revision the tree does not have, a fragment option
-//   the tree's Kconfig does not define (named);
-// - FailedPrecondition (permanent for this commit and config): olddefconfig
-//   dropped fragment options (listed), or the commit does not build:
-//   "build failed at <sha>: <the first compiler or kconfig error line>";
+//   that does not read, a revision the tree does not have;
+// - FailedPrecondition (permanent for this commit and config), every one
+//   "build failed at <sha>: <why>" so that a bisect skips the commit: a
+//   fragment option the tree's Kconfig does not define (named), options
+//   olddefconfig dropped (listed), or the commit does not build (the first
+//   compiler or kconfig error line);
 // - Unavailable: the tree cannot be fetched, or the build directory's lock
 //   is held past the timeout; DeadlineExceeded / Cancelled for a build
 //   stopped by `timeout` / `cancelled`;

@@ -50,6 +50,8 @@ TEST(RealKernelBuild, BaseThenIncrementallyTheNextCommitThenTheBrokenOne) {
   req.tree = tree.dir;
   req.machine = kAllMachines;  // as the farm's build jobs build, so they share the build directory
   req.base = "tinyconfig";
+  req.dma_map_bench = true;  // a dma-map-bench job's kernel: the benchmark and its tool
+  req.config_id = "dma-map-bench";
   req.store_dir = store->path().string();
   req.timeout = absl::Minutes(40);
 
@@ -63,9 +65,9 @@ TEST(RealKernelBuild, BaseThenIncrementallyTheNextCommitThenTheBrokenOne) {
   EXPECT_TRUE(absl::EndsWith(base->release, "-g" + tree.commits[0].substr(0, 12))) << base->release;
   EXPECT_TRUE(fs::exists(fs::path(base->build_dir) / "obj/vmlinux"));
   EXPECT_GT(fs::file_size(base->build.ImagePath()), 500'000u);
-  EXPECT_EQ(
-      base->build.fragments,
-      (std::vector<std::string>{"guest.config", "q35-intel-iommu.config", "q35-amd-iommu.config"}));
+  EXPECT_EQ(base->build.fragments,
+            (std::vector<std::string>{"guest.config", "q35-intel-iommu.config",
+                                      "q35-amd-iommu.config", "dma-map-bench.config"}));
   std::ifstream config(base->build.ConfigPath());
   std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
   for (const char* want : {"CONFIG_INTEL_IOMMU=y", "CONFIG_DMA_MAP_BENCHMARK=y",

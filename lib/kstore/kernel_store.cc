@@ -27,9 +27,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kKeys[] = {
-    "commit",      "release",   "arch",     "image",         "initrd",
-    "config",      "modules",   "version",  "source",        "tree",
-    "config_hash", "fragments", "compiler", "build_seconds", "dma_map_benchmark"};
+    "commit",       "release",   "arch",     "image",         "initrd",
+    "config",       "modules",   "version",  "source",        "tree",
+    "config_hash",  "fragments", "compiler", "build_seconds", "dma_map_benchmark",
+    "kernel_config"};
 
 std::string Join(const std::string& dir, const std::string& rel) {
   return rel.empty() ? "" : (fs::path(dir) / rel).string();
@@ -145,6 +146,10 @@ absl::StatusOr<KernelBuild> ParseManifest(absl::string_view text, absl::string_v
   b.compiler = values["compiler"];
   b.build_seconds = values["build_seconds"];
   b.dma_map_benchmark = values["dma_map_benchmark"];
+  b.kernel_config = values["kernel_config"];
+  if (!b.kernel_config.empty() && !IsPlainName(b.kernel_config)) {
+    return fail(absl::StrCat("kernel_config '", b.kernel_config, "' is not a plain id"));
+  }
   if (!IsPlainName(b.commit)) {
     return fail(absl::StrCat("commit '", b.commit,
                              "' is not a plain id ([A-Za-z0-9._+-], not starting with . or -)"));
@@ -191,6 +196,7 @@ std::string FormatManifest(const KernelBuild& b) {
   put("compiler", b.compiler);
   put("build_seconds", b.build_seconds);
   put("dma_map_benchmark", b.dma_map_benchmark);
+  put("kernel_config", b.kernel_config);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
@@ -224,23 +230,27 @@ absl::StatusOr<StoreListing> ReadStore(const std::string& dir) {
   }
   std::sort(dirs.begin(), dirs.end());
   StoreListing out;
-  std::map<std::pair<std::string, std::string>, std::string> seen;  // (commit, arch) -> dir
+  // (commit, arch, kernel_config) -> dir
+  std::map<std::tuple<std::string, std::string, std::string>, std::string> seen;
   for (const fs::path& d : dirs) {
     absl::StatusOr<KernelBuild> b = ReadBuild(d.string());
     if (!b.ok()) {
       out.problems.push_back(std::string(b.status().message()));
       continue;
     }
-    auto [it, fresh] = seen.emplace(std::make_pair(b->commit, b->arch), b->dir);
+    auto [it, fresh] = seen.emplace(std::make_tuple(b->commit, b->arch, b->kernel_config), b->dir);
     if (!fresh) {
-      out.problems.push_back(absl::StrCat(d.string(), ": commit ", b->commit, " (", b->arch,
-                                          ") already has the build in ", it->second));
+      out.problems.push_back(
+          absl::StrCat(d.string(), ": commit ", b->commit, " (", b->arch,
+                       b->kernel_config.empty() ? "" : ", kernel config " + b->kernel_config,
+                       ") already has the build in ", it->second));
       continue;
     }
     out.builds.push_back(*std::move(b));
   }
   std::sort(out.builds.begin(), out.builds.end(), [](const KernelBuild& a, const KernelBuild& b) {
-    return std::tie(a.commit, a.arch) < std::tie(b.commit, b.arch);
+    return std::tie(a.commit, a.arch, a.kernel_config) <
+           std::tie(b.commit, b.arch, b.kernel_config);
   });
   return out;
 }
@@ -349,7 +359,9 @@ absl::StatusOr<KernelBuild> ImportDeb(const std::string& store_dir, const DebImp
   fs::path existing;
   if (absl::StatusOr<StoreListing> listing = ReadStore(store_dir); listing.ok()) {
     for (const KernelBuild& b : listing->builds) {
-      if (b.commit == request.commit && b.arch == arch) existing = b.dir;
+      if (b.commit == request.commit && b.arch == arch && b.kernel_config.empty()) {
+        existing = b.dir;
+      }
     }
   }
   if (!existing.empty() && !request.replace) {

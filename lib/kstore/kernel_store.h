@@ -22,6 +22,8 @@
 //   build_seconds: 43.2                         # the build's wall time
 //   dma_map_benchmark: dma_map_benchmark        # optional: the tree's
 //       tools/testing/selftests/dma tool, built static for the guest
+//   kernel_config: 3f0c1d2e4a5b6c7d             # optional: the build config
+//       id (proto/kernel_config.h); absent for the default config
 //
 // Paths are relative to the build directory and stay inside it. A build
 // directory without a manifest but with a `vmlinuz` (the layout
@@ -30,8 +32,8 @@
 // whose commit and release are the directory's name. Directories starting
 // with '.' are work in progress and skipped.
 //
-// A build is keyed by (commit, arch): one commit may have a build per guest
-// architecture.
+// A build is keyed by (commit, arch, kernel_config): one commit may have a
+// build per guest architecture and kernel config.
 //
 // ImportDeb turns a Debian linux-image package into a build (dpkg-deb -x;
 // the image from boot/vmlinuz-<release>, boot/config-<release>, the modules
@@ -74,6 +76,7 @@ struct KernelBuild {
   std::string compiler;                // "" when unknown
   std::string build_seconds;           // "" when unknown
   std::string dma_map_benchmark;       // relative to dir; "" when the build has none
+  std::string kernel_config;           // the build config id; "" for the default
   std::string dir;                     // the build directory (filled by ReadBuild / ReadStore)
 
   std::string ImagePath() const;
@@ -103,12 +106,12 @@ bool IsPlainName(absl::string_view name);
 absl::StatusOr<KernelBuild> ReadBuild(const std::string& build_dir);
 
 struct StoreListing {
-  std::vector<KernelBuild> builds;    // sorted by (commit, arch), one per key
+  std::vector<KernelBuild> builds;    // sorted by (commit, arch, kernel_config), one per key
   std::vector<std::string> problems;  // builds skipped, each with its reason
 };
 
 // Every build of the store at `dir`. NotFound when `dir` is not a directory.
-// A build that does not read, or that repeats a (commit, arch) already
+// A build that does not read, or that repeats a (commit, arch, kernel_config) already
 // listed (in directory-name order), is skipped and named in `problems`.
 absl::StatusOr<StoreListing> ReadStore(const std::string& dir);
 

@@ -44,7 +44,7 @@ TEST(ParseManifest, ErrorsNameTheFileAndTheKey) {
   EXPECT_EQ(ParseError(std::string(kGood) + "imgae: vmlinuz\n"),
             "store/x/kernel.yaml: unknown key 'imgae' (known: commit, release, arch, image, "
             "initrd, config, modules, version, source, tree, config_hash, fragments, compiler, "
-            "build_seconds, dma_map_benchmark)");
+            "build_seconds, dma_map_benchmark, kernel_config)");
   EXPECT_EQ(ParseError("commit: a\nrelease: r\narch: riscv64\nimage: vmlinuz\n"),
             "store/x/kernel.yaml: arch 'riscv64' unknown (x86_64, aarch64)");
   EXPECT_EQ(ParseError("commit: a/b\nrelease: r\narch: x86_64\nimage: vmlinuz\n"),
@@ -79,6 +79,7 @@ TEST(FormatManifest, RoundTrips) {
   b->compiler = "gcc (Debian 12.2.0-14) 12.2.0";
   b->build_seconds = "43.2";
   b->dma_map_benchmark = "dma_map_benchmark";
+  b->kernel_config = "a8ea6ec7fc4d4bdb+dma-map-bench";
   absl::StatusOr<KernelBuild> again = ParseManifest(FormatManifest(*b), "m");
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << FormatManifest(*b);
   EXPECT_EQ(again->commit, b->commit);
@@ -92,6 +93,7 @@ TEST(FormatManifest, RoundTrips) {
   EXPECT_EQ(again->compiler, b->compiler);
   EXPECT_EQ(again->build_seconds, b->build_seconds);
   EXPECT_EQ(again->dma_map_benchmark, "dma_map_benchmark");
+  EXPECT_EQ(again->kernel_config, b->kernel_config);
 }
 
 TEST(CompareVersions, NaturalOrder) {
@@ -164,6 +166,30 @@ TEST_F(StoreTest, ReadsManifestsAndTheBareLayout) {
   EXPECT_EQ(s->problems[1], (dir_ / "zz-again").string() +
                                 ": commit v6.1.192 (aarch64) already has the build in " +
                                 (dir_ / "v6.1.192").string());
+}
+
+// A commit may have a build per kernel config: the key is (commit, arch,
+// kernel_config).
+TEST_F(StoreTest, OtherKernelConfigsOfACommitAreOtherBuilds) {
+  const std::string x86 = "commit: v6.1\nrelease: 6.1.0-g1\narch: x86_64\nimage: vmlinuz\n";
+  Write("v6.1-x86_64/kernel.yaml", x86);
+  Write("v6.1-x86_64/vmlinuz", "image");
+  Write("v6.1-x86_64-dma-map-bench/kernel.yaml", x86 + "kernel_config: dma-map-bench\n");
+  Write("v6.1-x86_64-dma-map-bench/vmlinuz", "image");
+  Write("v6.1-x86_64-zz/kernel.yaml", x86 + "kernel_config: dma-map-bench\n");
+  Write("v6.1-x86_64-zz/vmlinuz", "image");
+  absl::StatusOr<StoreListing> s = ReadStore(dir_.string());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->builds.size(), 2u);
+  EXPECT_EQ(s->builds[0].kernel_config, "");
+  EXPECT_EQ(s->builds[1].kernel_config, "dma-map-bench");
+  ASSERT_EQ(s->problems.size(), 1u);
+  EXPECT_EQ(s->problems[0], (dir_ / "v6.1-x86_64-zz").string() +
+                                ": commit v6.1 (x86_64, kernel config dma-map-bench) already has "
+                                "the build in " +
+                                (dir_ / "v6.1-x86_64-dma-map-bench").string());
+  EXPECT_EQ(ParseManifest(x86 + "kernel_config: ../x\n", "m").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(StoreTest, MissingStoreIsNotFound) {

@@ -75,6 +75,10 @@ struct MatrixSpec {
   // commit; the matrix measures that commit and its try commit
   // (proto/try_commit.h).
   std::string patch;
+  // The kernel config (`kernel_config:`, proto/kernel_config.h) and its id;
+  // both empty for the default.
+  pb::KernelConfig kernel_config;
+  std::string kernel_config_id;
   std::vector<std::string> warnings;
 };
 

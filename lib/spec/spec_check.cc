@@ -10,6 +10,7 @@
 #include "lib/spec/field_errors.h"
 #include "lib/spec/spec_yaml.h"
 #include "lib/spec/table_checks.h"
+#include "proto/kernel_config.h"
 #include "proto/kernel_offers.h"
 #include "proto/kernel_params.h"
 #include "proto/labels.h"
@@ -281,6 +282,27 @@ void CheckPatch(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   }
 }
 
+// `kernel_config`: the config a real matrix's kernels are built with.
+void CheckKernelConfig(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
+  // The jobs' param kernel_config is the config's id, never a workload's.
+  for (int i = 0; i < in.workloads_size(); ++i) {
+    if (in.workloads(i).params().count(::farm::proto::kKernelConfigParam) > 0) {
+      e.AddIfNew(absl::StrCat("workloads[", i, "].params.", ::farm::proto::kKernelConfigParam),
+                 "set by the spec's kernel_config, not by a param");
+    }
+  }
+  if (!in.has_kernel_config() || ::farm::proto::IsDefaultKernelConfig(in.kernel_config())) return;
+  if (!::farm::proto::IsRealExecutor(in.executor())) {
+    e.AddIfNew("kernel_config",
+               "a kernel config is built into a kernel: executor fio, iozone or dma-map-bench");
+  }
+  for (const auto& [field, message] : ::farm::proto::CheckKernelConfig(in.kernel_config())) {
+    e.Add(field, message);
+  }
+  spec->kernel_config = in.kernel_config();
+  spec->kernel_config_id = ::farm::proto::KernelConfigId(in.kernel_config());
+}
+
 // `labels`: agent labels a real matrix's jobs need.
 void CheckLabels(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   if (in.labels().empty()) return;
@@ -311,6 +333,7 @@ absl::StatusOr<MatrixSpec> FinishSpec(const pb::MatrixSpec& in, FieldErrors& e) 
   CheckWorkloads(in, e, &spec);
   CheckRun(in, e, &spec);
   CheckPatch(in, e, &spec);
+  CheckKernelConfig(in, e, &spec);
   CheckLabels(in, e, &spec);
   CheckAgainstTables(spec, e);
   if (!e.empty()) return e.ToStatus();

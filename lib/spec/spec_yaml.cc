@@ -251,11 +251,49 @@ void MapScalars(const YAML::Node& s, const std::string& field, const char* what,
   }
 }
 
+// `kernel_config: {base, base_text, fragments}`. A fragment is a file's path
+// (farmctl reads it before submitting) or {name, text}, the form a stored
+// spec keeps.
+void MapKernelConfig(const YAML::Node& k, FieldErrors& e, pb::KernelConfig* out) {
+  if (!k.IsMap()) {
+    e.Add("kernel_config",
+          absl::StrCat("expected a map like {base: tinyconfig, fragments: [f.config]}, got ",
+                       KindOf(k)));
+    return;
+  }
+  CheckKeys(k, "kernel_config", {"base", "base_text", "fragments"}, e);
+  if (k["base"]) GetString(k["base"], "kernel_config.base", e, out->mutable_base());
+  if (k["base_text"]) {
+    GetString(k["base_text"], "kernel_config.base_text", e, out->mutable_base_text());
+  }
+  if (!k["fragments"]) return;
+  const YAML::Node& fs = k["fragments"];
+  if (!fs.IsSequence()) {
+    e.Add("kernel_config.fragments", absl::StrCat("expected a list, got ", KindOf(fs)));
+    return;
+  }
+  for (size_t i = 0; i < fs.size(); ++i) {
+    const std::string path = absl::StrCat("kernel_config.fragments[", i, "]");
+    pb::ConfigFragment* f = out->add_fragments();
+    if (fs[i].IsScalar()) {
+      f->set_name(fs[i].Scalar());
+      continue;
+    }
+    if (!fs[i].IsMap()) {
+      e.Add(path, absl::StrCat("expected a file name or {name, text}, got ", KindOf(fs[i])));
+      continue;
+    }
+    CheckKeys(fs[i], path, {"name", "text"}, e);
+    if (fs[i]["name"]) GetString(fs[i]["name"], path + ".name", e, f->mutable_name());
+    if (fs[i]["text"]) GetString(fs[i]["text"], path + ".text", e, f->mutable_text());
+  }
+}
+
 // The spec's top-level map onto the message, key by key.
 void MapRoot(const YAML::Node& root, FieldErrors& e, pb::MatrixSpec* out) {
   CheckKeys(root, "",
             {"name", "catalog", "platform", "commits", "modes", "workloads", "repeats", "executor",
-             "analysis", "priority", "seed", "set", "kind", "patch", "labels"},
+             "analysis", "priority", "seed", "set", "kind", "patch", "labels", "kernel_config"},
             e);
   if (root["name"]) GetString(root["name"], "name", e, out->mutable_name());
   if (root["catalog"]) GetString(root["catalog"], "catalog", e, out->mutable_catalog());
@@ -287,6 +325,8 @@ void MapRoot(const YAML::Node& root, FieldErrors& e, pb::MatrixSpec* out) {
     MapScalars(root["labels"], "labels", "agent labels", e, out->mutable_labels());
   }
   if (root["patch"]) GetString(root["patch"], "patch", e, out->mutable_patch());
+  if (root["kernel_config"])
+    MapKernelConfig(root["kernel_config"], e, out->mutable_kernel_config());
 }
 
 // ------------------------------------------------------------ to YAML
@@ -389,6 +429,31 @@ void EmitMatrix(const pb::MatrixSpec& spec, YAML::Emitter& out) {
   out << YAML::EndSeq;
 }
 
+void EmitText(const std::string& text, YAML::Emitter& out) {
+  out << (LiteralBlockKeeps(text) ? YAML::Literal : YAML::DoubleQuoted) << text;
+}
+
+// Fragments go as {name, text}: a stored spec carries what was built.
+void EmitKernelConfig(const pb::KernelConfig& k, YAML::Emitter& out) {
+  out << YAML::Key << "kernel_config" << YAML::Value << YAML::BeginMap;
+  if (!k.base().empty()) out << YAML::Key << "base" << YAML::Value << k.base();
+  if (!k.base_text().empty()) {
+    out << YAML::Key << "base_text" << YAML::Value;
+    EmitText(k.base_text(), out);
+  }
+  if (k.fragments_size() > 0) {
+    out << YAML::Key << "fragments" << YAML::Value << YAML::BeginSeq;
+    for (const pb::ConfigFragment& f : k.fragments()) {
+      out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << f.name();
+      out << YAML::Key << "text" << YAML::Value;
+      EmitText(f.text(), out);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
+}
+
 }  // namespace
 
 absl::Status MapSpecYaml(std::string_view yaml, const SpecLimits& limits, FieldErrors& e,
@@ -425,6 +490,7 @@ std::string MatrixSpecToYaml(const pb::MatrixSpec& spec) {
     out << YAML::Key << "patch" << YAML::Value
         << (LiteralBlockKeeps(spec.patch()) ? YAML::Literal : YAML::DoubleQuoted) << spec.patch();
   }
+  if (spec.has_kernel_config()) EmitKernelConfig(spec.kernel_config(), out);
   if (!spec.set().empty()) {
     out << YAML::Key << "set" << YAML::Value;
     EmitSortedMap(spec.set(), out);

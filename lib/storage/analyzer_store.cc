@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "proto/kernel_config.h"
 #include "proto/names.h"
 
 namespace farm::storage {
@@ -40,13 +41,47 @@ absl::StatusOr<std::string> MatrixSpecSetJson(const std::string& spec_yaml) {
   return MatrixSpecMapJson(spec_yaml, "set");
 }
 
+namespace {
+
+// The spec's `kernel_config:` as proto::EncodeKernelConfig; "" when absent.
+// A stored spec holds every file's text (`farmctl submit` read them).
+absl::StatusOr<std::string> MatrixSpecKernelConfig(const std::string& spec_yaml) {
+  try {
+    const YAML::Node root = YAML::Load(spec_yaml);
+    if (!root.IsMap() || !root["kernel_config"] || !root["kernel_config"].IsMap()) return "";
+    const YAML::Node k = root["kernel_config"];
+    iommufarm::v1::KernelConfig c;
+    if (k["base"]) c.set_base(k["base"].as<std::string>());
+    if (k["base_text"]) c.set_base_text(k["base_text"].as<std::string>());
+    if (k["fragments"] && k["fragments"].IsSequence()) {
+      for (const YAML::Node& f : k["fragments"]) {
+        iommufarm::v1::ConfigFragment* out = c.add_fragments();
+        if (f.IsScalar()) {
+          out->set_name(f.as<std::string>());
+        } else if (f.IsMap()) {
+          if (f["name"]) out->set_name(f["name"].as<std::string>());
+          if (f["text"]) out->set_text(f["text"].as<std::string>());
+        }
+      }
+    }
+    return proto::IsDefaultKernelConfig(c) ? "" : proto::EncodeKernelConfig(c);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("matrix spec_yaml: ", e.what()));
+  }
+}
+
+}  // namespace
+
 absl::Status FillFromMatrixSpec(const std::string& spec_yaml, SeriesSpec* s) {
   absl::StatusOr<std::string> set = MatrixSpecSetJson(spec_yaml);
   if (!set.ok()) return set.status();
   absl::StatusOr<std::string> labels = MatrixSpecMapJson(spec_yaml, "labels");
   if (!labels.ok()) return labels.status();
+  absl::StatusOr<std::string> kernel_config = MatrixSpecKernelConfig(spec_yaml);
+  if (!kernel_config.ok()) return kernel_config.status();
   s->model_set_json = *std::move(set);
   s->labels_json = *std::move(labels);
+  s->kernel_config = *std::move(kernel_config);
   return absl::OkStatus();
 }
 

@@ -80,6 +80,9 @@ struct SeriesSpec {
   // The matrix spec's `labels:`: reruns of a real series go to agents
   // holding them, as the series' own runs did.
   std::string labels_json = "{}";
+  // The matrix spec's `kernel_config:` (proto::EncodeKernelConfig); "" for
+  // the default. A rerun builds its kernels with it again.
+  std::string kernel_config;
   iommufarm::v1::Executor executor = iommufarm::v1::EXECUTOR_EMULATOR;
   std::string metric;  // Sample.metric
   std::string phase;   // Sample.phase
@@ -341,8 +344,8 @@ absl::StatusOr<std::string> MatrixSpecSetJson(const std::string& spec_yaml);
 // A map key of a matrix spec ("set", "labels") as a JSON object ("{}" when
 // absent); kInvalidArgument when the YAML cannot be read.
 absl::StatusOr<std::string> MatrixSpecMapJson(const std::string& spec_yaml, const char* key);
-// What a series takes from its matrix's spec: model_set_json (its `set:`)
-// and labels_json (its `labels:`).
+// What a series takes from its matrix's spec: model_set_json (its `set:`),
+// labels_json (its `labels:`) and kernel_config (its `kernel_config:`).
 absl::Status FillFromMatrixSpec(const std::string& spec_yaml, SeriesSpec* s);
 // regressions.per_mode of a finding: its plain modes (no overhead ratios) as
 // [{"mode": <IommuMode number>, "before", "after", "relative_change",

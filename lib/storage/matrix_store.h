@@ -55,7 +55,8 @@ class MatrixStore {
   // Creates the matrix and all its jobs in one transaction (jobs by COPY).
   // Jobs of one commit that share a model_set store it once per matrix.
   // AlreadyExists, creating nothing, when a kernel build job of `m` would be
-  // a second live one (LiveBuildJobs) of its (catalog, commit, platform).
+  // a second live one (LiveBuildJobs) of its (catalog, commit, platform,
+  // kernel config: proto::BuildKeyOf).
   virtual absl::StatusOr<CreatedMatrix> CreateMatrix(const NewMatrix& m) = 0;
   // With counts and the state derived from them.
   virtual absl::StatusOr<pb::Matrix> GetMatrix(int64_t id) = 0;

@@ -287,7 +287,8 @@ std::string CapsToJson(const google::protobuf::RepeatedPtrField<pb::Capability>&
                            {"architecture", k.architecture()},
                            {"machine_model", k.machine_model()},
                            {"accel", k.accel()},
-                           {"commit", k.commit()}});
+                           {"commit", k.commit()},
+                           {"kernel_config", k.kernel_config()}});
       }
       e["kernels"] = std::move(kernels);
     }
@@ -346,6 +347,7 @@ void JsonToCaps(const std::string& text, google::protobuf::RepeatedPtrField<pb::
       o->set_machine_model(k.value("machine_model", ""));
       o->set_accel(k.value("accel", ""));
       o->set_commit(k.value("commit", ""));
+      o->set_kernel_config(k.value("kernel_config", ""));
     }
   }
 }

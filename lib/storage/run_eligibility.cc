@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/kernel_config.h"
 #include "proto/kernel_offers.h"
 #include "proto/labels.h"
 #include "proto/names.h"
@@ -34,6 +35,19 @@ std::string VmPlatformOfferSql() {
                     "coalesce(k->>'machine_model', '') = '", std::string(p.machine_model), "'");
   }
   return sql + " ELSE true END)";
+}
+
+// OfferRuns's config clause over an offer `k` (proto/kernel_config.h): a
+// host offer only for a job of the default config; any other only when its
+// kernel_config is JobBuildConfigId (the job's param kernel_config, with
+// "+dma-map-bench" for a dma-map-bench job, or "dma-map-bench" alone).
+std::string KernelConfigOfferSql() {
+  const std::string id =
+      absl::StrCat("coalesce(", kJobParamsSql, "->>'", ::farm::proto::kKernelConfigParam, "', '')");
+  return absl::StrCat("(CASE WHEN k->>'provider' = 'host' THEN ", id,
+                      " = '' ELSE coalesce(k->>'kernel_config', '') = ", id,
+                      " || (CASE WHEN j.executor <> 5 THEN '' WHEN ", id,
+                      " = '' THEN 'dma-map-bench' ELSE '+dma-map-bench' END) END)");
 }
 
 // The agent half of the rule (AgentLabelsHold): the job's labels (its
@@ -85,6 +99,7 @@ const std::string kRunnableSql = std::string(
     "   ELSE 'dma-map-bench' END) "
     "  AND jsonb_typeof(k->'modes') = 'array' AND k->'modes' @> to_jsonb(j.mode::int) "
     "  AND NOT (k->>'provider' = 'host' AND ") + kJobParamsSql + std::string(" ? 'kernel_params') "
+    "  AND ") + KernelConfigOfferSql() + std::string(" "
     "  AND ") + VmPlatformOfferSql() + std::string(" "
     "  AND j.commit_id <> '' "
     "  AND (coalesce(k->>'commit', '') = j.commit_id OR coalesce(k->>'release', '') <> '' "

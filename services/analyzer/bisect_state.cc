@@ -28,6 +28,7 @@ json SeriesToJson(const SeriesSpec& s) {
   // and writes back key for key.
   json labels = json::parse(s.labels_json, nullptr, false);
   if (labels.is_object() && !labels.empty()) j["labels"] = std::move(labels);
+  if (!s.kernel_config.empty()) j["kernel_config"] = s.kernel_config;
   return j;
 }
 
@@ -40,6 +41,7 @@ SeriesSpec SeriesFromJson(const json& j) {
   s.model_set_json = j.at("model_set").dump();
   // A series without labels is stored without the key.
   s.labels_json = j.value("labels", json::object()).dump();
+  s.kernel_config = j.value("kernel_config", "");
   s.executor = ExecutorFromNumber(j.at("executor").get<int>());
   s.metric = j.at("metric").get<std::string>();
   s.phase = j.at("phase").get<std::string>();

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/kernel_config.h"
 #include "proto/kernel_offers.h"
 #include "proto/names.h"
 #include "services/analyzer/stats.h"
@@ -157,6 +158,16 @@ pb::MatrixSpec RerunSpec(const SeriesSpec& spec, const std::string& name,
   pb::Workload* w = m.add_workloads();
   w->set_name(spec.workload);
   AddStringMap(spec.params_json, w->mutable_params());
+  // The config's id is a param of the series' jobs, which the spec's
+  // kernel_config puts there again (a config that does not decode keeps
+  // the param, which the scheduler then refuses).
+  absl::StatusOr<pb::KernelConfig> config = spec.kernel_config.empty()
+                                                ? pb::KernelConfig()
+                                                : proto::DecodeKernelConfig(spec.kernel_config);
+  if (config.ok()) {
+    w->mutable_params()->erase(proto::kKernelConfigParam);
+    *m.mutable_kernel_config() = *std::move(config);
+  }
   m.set_repeats(repeats);
   m.set_executor(spec.executor == pb::EXECUTOR_UNSPECIFIED ? pb::EXECUTOR_EMULATOR : spec.executor);
   m.set_kind(kind);

@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "lib/storage/row_codec.h"
 #include "lib/storage/run_eligibility.h"
+#include "proto/kernel_config.h"
+#include "proto/kernel_offers.h"
 
 namespace farm::storage {
 
@@ -20,22 +22,23 @@ using Changes = MemoryDatabase::Changes;
 namespace {
 
 // What the database's unique index jobs_live_build_key_idx refuses: a second
-// live kernel build job of one (catalog, commit, platform).
+// live kernel build job of one (catalog, commit, platform, kernel config).
 absl::Status CheckOneLiveBuildPerKey(const Tables& t, const NewMatrix& m) {
-  using Key = std::tuple<std::string, std::string, std::string>;
-  std::set<Key> live;
+  std::set<::farm::proto::BuildKey> live;
   for (const auto& [id, j] : t.jobs) {
     const pb::Job& job = j.job;
     if (job.executor() == pb::EXECUTOR_KBUILD && IsLiveBuildState(job.state())) {
-      live.emplace(job.catalog(), job.commit_id(), job.platform());
+      live.insert(::farm::proto::BuildKeyOf(job));
     }
   }
   for (const pb::Job& j : m.jobs) {
     if (j.executor() != pb::EXECUTOR_KBUILD) continue;
-    if (!live.emplace(j.catalog(), j.commit_id(), j.platform()).second) {
-      return absl::AlreadyExistsError(absl::StrCat("a live kernel build job of ", j.catalog(), " ",
-                                                   j.commit_id(), " for ", j.platform(),
-                                                   " exists (jobs_live_build_key_idx)"));
+    if (!live.insert(::farm::proto::BuildKeyOf(j)).second) {
+      const std::string config = ::farm::proto::JobConfigId(j);
+      return absl::AlreadyExistsError(absl::StrCat(
+          "a live kernel build job of ", j.catalog(), " ", j.commit_id(), " for ", j.platform(),
+          config.empty() ? "" : absl::StrCat(" with kernel config ", config),
+          " exists (jobs_live_build_key_idx)"));
     }
   }
   return absl::OkStatus();

@@ -502,6 +502,18 @@ const char* const kV21CatalogAuthor = R"SQL(
 ALTER TABLE catalog_commits ADD COLUMN IF NOT EXISTS author text NOT NULL DEFAULT '';
 )SQL";
 
+// A build job's kernel config (its param kernel_config, proto/kernel_config.h;
+// absent for the default) is part of its key: one live build per (catalog,
+// commit, arch, config). Build jobs keep their params in the row
+// (PgMatrixStore::CreateMatrix), so the index can read them; the rows before
+// have none, so their keys are as they were.
+const char* const kV22BuildKeyConfig = R"SQL(
+DROP INDEX jobs_live_build_key_idx;
+CREATE UNIQUE INDEX jobs_live_build_key_idx
+  ON jobs (catalog, commit_id, platform, (coalesce(params->>'kernel_config', '')))
+  WHERE executor = 4 AND state IN (1, 2, 3);
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -553,6 +565,8 @@ const std::vector<Migration>& AllMigrations() {
       {19, "regressions.kind: a change between commits or a decay within runs", kV19RegressionKind},
       {20, "jobs_cell_idx: a series' jobs by platform, workload and catalog", kV20JobCellIndex},
       {21, "catalog_commits.author: who wrote each commit, for the report mail", kV21CatalogAuthor},
+      {22, "jobs_live_build_key_idx: the build's kernel config is part of its key",
+       kV22BuildKeyConfig},
   };
   return *kAll;
 }

@@ -85,7 +85,9 @@ absl::StatusOr<CreatedMatrix> PgMatrixStore::CreateMatrix(const NewMatrix& m) {
       for (const pb::Job& j : m.jobs) {
         std::string params = MapToJson(j.workload().params());
         int32_t workload_index = -1;
-        if (params.size() >= kShareParamsBytes) {
+        // A build job's params stay in its row: the unique index
+        // jobs_live_build_key_idx reads its kernel config there.
+        if (params.size() >= kShareParamsBytes && j.executor() != pb::EXECUTOR_KBUILD) {
           workload_index =
               shared_params.emplace(std::move(params), static_cast<int32_t>(shared_params.size()))
                   .first->second;
