@@ -86,6 +86,8 @@ const char* PhaseName(BisectPhase p) {
       return "confirm";
     case BisectPhase::kBisect:
       return "bisect";
+    case BisectPhase::kWait:
+      return "wait";
     case BisectPhase::kDone:
       return "done";
   }
@@ -96,6 +98,7 @@ const char* PhaseName(BisectPhase p) {
 BisectPhase PhaseFromName(const std::string& name) {
   if (name == "confirm") return BisectPhase::kConfirm;
   if (name == "bisect") return BisectPhase::kBisect;
+  if (name == "wait") return BisectPhase::kWait;
   return BisectPhase::kDone;
 }
 
