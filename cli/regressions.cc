@@ -72,11 +72,17 @@ std::string RangeCell(const pb::Regression& r) {
   return absl::StrCat(r.last_good(), "..", r.first_bad());
 }
 
+// The regression group, "-" when it is in none.
+std::string GroupCell(const pb::Regression& r) {
+  return r.group_id() == 0 ? "-" : absl::StrCat(r.group_id());
+}
+
 }  // namespace
 
 void AddRegressionCommands(CLI::App& app, Subcommands* out) {
   struct Args {
     bool all = false;
+    int64_t group = 0;
     std::string list_format;
     int64_t show_id = 0;
     std::string show_format;
@@ -88,12 +94,15 @@ void AddRegressionCommands(CLI::App& app, Subcommands* out) {
   regressions->add_flag("--all", a->all,
                         "include closed ones (fixed, false-positive, rejected, ignored) "
                         "and improvements");
+  regressions->add_option("--group", a->group,
+                          "only the members of this regression group (its bisect and alert "
+                          "stand for all of them)");
   AddOutputOption(regressions, &a->list_format,
                   "table, csv or json; every format carries the metric rank (primary: "
                   "the workload's throughput metric; secondary: latency, hit rate, CPU "
                   "time)");
   out->push_back({regressions, [a](Commands& c) {
-                    return RunRegressions(c, a->all, ToFormat(a->list_format));
+                    return RunRegressions(c, a->all, ToFormat(a->list_format), a->group);
                   }});
 
   auto* regression = app.add_subcommand("regression", "one regression");
@@ -130,10 +139,11 @@ void AddRegressionCommands(CLI::App& app, Subcommands* out) {
                   }});
 }
 
-int RunRegressions(Commands& commands, bool all, OutputFormat format) {
+int RunRegressions(Commands& commands, bool all, OutputFormat format, int64_t group) {
   pb::ListRegressionsRequest request;
   request.set_include_closed(all);
   request.set_include_improvements(all);
+  request.set_group_id(group);
   absl::StatusOr<std::vector<pb::Regression>> listed = commands.ListAllRegressions(request);
   if (!listed.ok()) return commands.Fail("ListRegressions", listed.status());
   const std::vector<pb::Regression>& regs = *listed;
@@ -205,29 +215,41 @@ std::string FormatRegressionsTable(const std::vector<pb::Regression>& regs) {
                     WorkloadCell(r), r.metric(), RankName(r),
                     r.overhead_series() ? "overhead" : ModeName(r.mode()), ChangeCell(r),
                     RangeCell(r), CulpritsCell(r), r.alert_firing() ? "firing" : "-",
-                    ConfirmedByCell(r)});
+                    ConfirmedByCell(r), GroupCell(r)});
   }
   return RenderTable({"id", "state", "platform", "workload", "metric", "rank", "series", "change",
-                      "range", "culprit", "alert", "confirmed by"},
+                      "range", "culprit", "alert", "confirmed by", "group"},
                      rows);
 }
 
 std::string FormatRegressionsCsv(const std::vector<pb::Regression>& regs) {
   std::string out =
       "id,state,platform,workload,metric,rank,primary_metrics,series,change,p_value,last_good,"
-      "first_bad,culprit,alert,note,confirmed_by,confirm_matrix_id,culprits,params\n";
+      "first_bad,culprit,alert,note,confirmed_by,confirm_matrix_id,culprits,params,"
+      "group_id\n";
   for (const auto& r : regs) {
     absl::StrAppend(
         &out,
-        absl::StrJoin({absl::StrCat(r.id()), RegressionStateName(r.state()), CsvField(r.platform()),
-                       CsvField(r.workload()), CsvField(r.metric()), CsvField(RankName(r)),
+        absl::StrJoin({absl::StrCat(r.id()),
+                       RegressionStateName(r.state()),
+                       CsvField(r.platform()),
+                       CsvField(r.workload()),
+                       CsvField(r.metric()),
+                       CsvField(RankName(r)),
                        CsvField(absl::StrJoin(r.primary_metrics(), ";")),
                        r.overhead_series() ? std::string("overhead") : ModeName(r.mode()),
-                       FormatExactNumber(r.magnitude()), FormatExactNumber(r.p_value()),
-                       CsvField(r.last_good()), CsvField(r.first_bad()), CsvField(r.culprit_id()),
-                       r.alert_firing() ? std::string("firing") : std::string(), CsvField(r.note()),
-                       CsvField(r.confirmed_by()), absl::StrCat(r.confirm_matrix_id()),
-                       CsvField(CulpritsCsv(r.culprits())), CsvField(ParamsText(r.params()))},
+                       FormatExactNumber(r.magnitude()),
+                       FormatExactNumber(r.p_value()),
+                       CsvField(r.last_good()),
+                       CsvField(r.first_bad()),
+                       CsvField(r.culprit_id()),
+                       r.alert_firing() ? std::string("firing") : std::string(),
+                       CsvField(r.note()),
+                       CsvField(r.confirmed_by()),
+                       absl::StrCat(r.confirm_matrix_id()),
+                       CsvField(CulpritsCsv(r.culprits())),
+                       CsvField(ParamsText(r.params())),
+                       absl::StrCat(r.group_id())},
                       ","),
         "\n");
   }
@@ -263,6 +285,10 @@ std::string FormatRegression(const pb::Regression& r) {
       "  detected:  ", FormatTimestamp(r.detected_at()), "\n");
   if (r.culprits_size() > 1) absl::StrAppend(&out, CulpritsTable(r.culprits()));
   if (r.bisect_id() != 0) absl::StrAppend(&out, "  bisect:    ", r.bisect_id(), "\n");
+  if (r.group_id() != 0) {
+    absl::StrAppend(&out, "  group:     ", r.group_id(), " (farmctl regressions --group ",
+                    r.group_id(), ")\n");
+  }
   if (!r.confirmed_by().empty()) {
     absl::StrAppend(&out, "  confirmed: by ", ConfirmedByCell(r),
                     r.confirm_note().empty() ? "" : ": " + r.confirm_note(), "\n");

@@ -21,7 +21,8 @@ namespace farm::cli {
 
 void AddRegressionCommands(CLI::App& app, Subcommands* out);
 
-int RunRegressions(Commands& commands, bool all, OutputFormat format);
+// `group` != 0: only that regression group's members.
+int RunRegressions(Commands& commands, bool all, OutputFormat format, int64_t group = 0);
 int RunRegressionShow(Commands& commands, int64_t regression_id, OutputFormat format);
 // `state` is a triage state (ParseRegressionMark) or kReopen.
 int RunRegressionMark(Commands& commands, int64_t regression_id, const std::string& state,

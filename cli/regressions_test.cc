@@ -70,12 +70,28 @@ TEST(FormatRegressionTest, ShowsTheConfirmingExecutor) {
   EXPECT_NE(FormatRegressionsTable({r}).find("fio (matrix 12)"), std::string::npos)
       << FormatRegressionsTable({r});
   const std::string csv = FormatRegressionsCsv({r});
-  EXPECT_NE(csv.find(",confirmed_by,confirm_matrix_id,culprits,params\n"), std::string::npos)
+  EXPECT_NE(csv.find(",confirmed_by,confirm_matrix_id,culprits,params,group_id\n"),
+            std::string::npos)
       << csv;
-  EXPECT_NE(csv.find(",fio,12,,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",fio,12,,,0\n"), std::string::npos) << csv;
   r.set_confirmed_by("emulator");
   r.set_confirm_matrix_id(0);
   EXPECT_NE(FormatRegressionsTable({r}).find("emulator"), std::string::npos);
+}
+
+TEST(FormatRegressionTest, ShowsItsRegressionGroup) {
+  pb::Regression r;
+  r.set_id(5);
+  EXPECT_EQ(FormatRegression(r).find("group:"), std::string::npos);
+  const std::string none = FormatRegressionsTable({r});
+  EXPECT_NE(none.find("group"), std::string::npos) << none;
+  r.set_group_id(12);
+  EXPECT_NE(FormatRegression(r).find("  group:     12 (farmctl regressions --group 12)\n"),
+            std::string::npos)
+      << FormatRegression(r);
+  const std::string table = FormatRegressionsTable({r});
+  EXPECT_NE(table.find(" 12"), std::string::npos) << table;
+  EXPECT_NE(FormatRegressionsCsv({r}).find(",12\n"), std::string::npos);
 }
 
 // A series is a workload with its params: they are shown with it, sorted,

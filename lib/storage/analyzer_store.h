@@ -136,6 +136,44 @@ struct NewRegression {
   // last_good == first_bad; decided by those runs, so its bisect record is
   // written done and nothing is re-run).
   std::string kind = "change";
+  // Its regression group: > 0 an open group it joins (whose range is
+  // narrowed to the overlap), < 0 a group this RecordAnalysis opens (the
+  // findings with one negative number share it), 0 none. A finding skipped
+  // as known opens or joins nothing.
+  int64_t group_id = 0;
+  double strength = 0;  // regressions.strength: its change over its noise
+};
+
+// A regression group (regression_groups): regressions found within the
+// analyzer's group window whose commit ranges overlap. One bisect, of the
+// leader, names the culprit of all; one alert stands for all.
+struct RegressionGroup {
+  int64_t id = 0;
+  std::string catalog;
+  absl::Time opened_at;  // the window starts here
+  // The overlap of the members' (last good, first bad] ranges.
+  int last_good_index = 0;
+  std::string last_good;
+  int first_bad_index = 0;
+  std::string first_bad;
+  int64_t leader_id = 0;  // the member bisected; 0 while none is
+  // "open" (no member bisecting yet), "bisecting", "culprit" (the leader's
+  // bisect named culprit_id), "failed" (it named none).
+  std::string state = "open";
+  std::string culprit_id;
+  struct Member {
+    int64_t regression_id = 0;
+    int state = 0;  // iommufarm.v1.RegressionState
+    double strength = 0;
+    std::string last_good;
+    int last_good_index = 0;
+    std::string first_bad;
+    int first_bad_index = 0;
+    std::string bisect_state;  // bisects.state: "running", "done", "failed"
+    std::string culprit_id;
+    std::string culprit_subject;
+  };
+  std::vector<Member> members;  // in regression id order
 };
 
 // A bisect the analyzer is still driving.
@@ -216,6 +254,8 @@ struct AlertWork {
   // analyzer_state 'bisect:<bisect id>' (the cell the finding is in, for
   // the alert's reproduce command); "" when the regression has no bisect.
   std::string bisect_state_json;
+  int64_t group_id = 0;  // regressions.group_id, 0: none
+  double strength = 0;   // regressions.strength
 };
 
 // A regression marked fixed whose re-measurement is pending or running.
@@ -328,6 +368,22 @@ class AnalyzerStore {
                                     const std::string& commit, double change,
                                     const std::string& state_json,
                                     const std::string& reopen_note) = 0;
+
+  // The groups of `catalog` opened no longer than `window` ago (by the
+  // store's clock), with their members, in id order: those a new finding
+  // may join.
+  virtual absl::StatusOr<std::vector<RegressionGroup>> OpenGroups(const std::string& catalog,
+                                                                  absl::Duration window) = 0;
+  // The group of a regression, with its members; kNotFound when it is in
+  // none.
+  virtual absl::StatusOr<RegressionGroup> GroupOf(int64_t regression_id) = 0;
+  // Records a group's leader (0: none), state and culprit.
+  virtual absl::Status SaveGroup(int64_t group_id, int64_t leader_id, const std::string& state,
+                                 const std::string& culprit_id) = 0;
+  // Moves a regression out of its group into a new group of its own (its
+  // range, opened now, itself the leader, state "bisecting"); returns the new
+  // group's id. kNotFound for an unknown regression.
+  virtual absl::StatusOr<int64_t> SplitFromGroup(int64_t regression_id) = 0;
 };
 
 // "off" <-> 1 ... (iommufarm.v1.IommuMode numbers); unknown -> 0 / "".

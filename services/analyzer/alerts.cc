@@ -173,6 +173,7 @@ Silence BuildSilence(const Alert& alert, int64_t regression_id, const std::strin
   s.matchers = alert.labels;
   s.matchers.erase("severity");
   s.matchers.erase("alert_group");
+  s.matchers.erase("members");  // a group alert's count moves as members join
   s.starts_at = now;
   s.ends_at = ends;
   s.created_by = "farm-analyzer";

@@ -132,7 +132,9 @@ Analyzer::Analyzer(AnalyzerStore* store, JobSubmitter* submitter, AlertSink* sin
       sink_(sink),
       open_(open),
       options_(std::move(options)),
-      bisects_(store, submitter, options_.bisect, options_.priority) {}
+      group_gate_(store),
+      bisects_(store, submitter, options_.bisect, options_.priority,
+               options_.groups.window > absl::ZeroDuration() ? &group_gate_ : nullptr) {}
 
 absl::Status Analyzer::Tick() {
   absl::Status first = absl::OkStatus();
@@ -370,6 +372,12 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
     if (!n.ok()) return n.status();
     found.push_back(*std::move(n));
   }
+  // Groups gather findings between commits; a decay is a finding of one
+  // commit's runs and stays on its own.
+  if (absl::Status s =
+          GroupFindings(*store_, m, findings, options_.bisect_secondary, options_.groups, found);
+      !s.ok())
+    return s;
   // A run's own series is judged on the matrix's own samples only: a decay
   // belongs to the runs that showed it.
   const std::vector<DecayFinding> decays = FindDecays(*samples, primary, options_.decay);
@@ -511,16 +519,23 @@ absl::Status Analyzer::SendAlerts() {
     if (first.ok()) first = s;
     return false;
   };
-  // The open regressions of each alert group (one catalog's culprit or range).
+  // The open regressions of each alert group (one catalog's culprit or
+  // range) of the regressions in no regression group; those in one have
+  // their group's alert (groups.h).
   std::map<std::pair<std::string, std::string>, std::vector<int64_t>> groups;
   for (const AlertWork& a : *work) {
-    if (AlertFires(a.state)) groups[{a.catalog, AlertGroup(a)}].push_back(a.regression_id);
+    if (AlertFires(a.state) && a.group_id == 0)
+      groups[{a.catalog, AlertGroup(a)}].push_back(a.regression_id);
   }
+  const GroupAlertPlan grouped = PlanGroupAlerts(*work, options_.alert, now);
   for (const AlertWork& a : *work) {
     const bool open = AlertFires(a.state);
     const bool acknowledged = a.state == pb::REGRESSION_STATE_ACKNOWLEDGED;
     std::optional<Alert> built =
-        BuildAlert(a, options_.alert, now, groups[{a.catalog, AlertGroup(a)}]);
+        a.group_id != 0 ? grouped.alerts.contains(a.regression_id)
+                              ? grouped.alerts.at(a.regression_id)
+                              : std::nullopt
+                        : BuildAlert(a, options_.alert, now, groups[{a.catalog, AlertGroup(a)}]);
     if (!a.silence_id.empty() && (!acknowledged || !built.has_value())) {
       // Re-opened or closed: the silence goes, so the alert (or its
       // resolution) is seen again.
@@ -529,7 +544,21 @@ absl::Status Analyzer::SendAlerts() {
       if (!keep(store_->SetSilence(a.regression_id, ""), a.regression_id, "recording")) continue;
       Log(absl::StrCat("silence ", a.silence_id, " of regression ", a.regression_id, " expired"));
     }
-    if (!built.has_value()) continue;
+    if (!built.has_value()) {
+      // A member its group's alert stands for: an alert it fired as the
+      // group's representative before is now the new representative's (and
+      // resolved when the group's labels moved meanwhile).
+      if (grouped.quiet.contains(a.regression_id) && a.alert_firing) {
+        const std::optional<Alert>& current =
+            grouped.alerts.at(grouped.representative.at(a.group_id));
+        const std::optional<Alert> old =
+            current.has_value() ? Relabelled(a, *current, now) : std::nullopt;
+        if (old.has_value() && !keep(sink_->Post({*old}), a.regression_id, "resolving")) continue;
+        keep(store_->MarkAlertSent(a.regression_id, false, a.labels_json, a.annotations_json),
+             a.regression_id, "recording");
+      }
+      continue;
+    }
     Alert& alert = *built;
     if (acknowledged && a.silence_id.empty()) {
       absl::StatusOr<std::string> id = sink_->CreateSilence(

@@ -18,6 +18,8 @@
 //      scheduler, down to every culprit of the range; every step, the
 //      culprits and the planner state are written to PostgreSQL after each
 //      move;
+//   (regressions found together over overlapping ranges are one group, one
+//   bisect of its strongest member and one alert: groups.h);
 //   3. alerts: confirmed regressions are posted to Alertmanager and re-sent
 //      every alert_resend while open; fixed / false-positive / ignored ones
 //      resolved, and the resolution re-sent every alert_resend for
@@ -75,6 +77,7 @@
 #include "services/analyzer/clients.h"
 #include "services/analyzer/decay.h"
 #include "services/analyzer/detect.h"
+#include "services/analyzer/groups.h"
 #include "services/analyzer/rerun.h"
 #include "services/analyzer/result_gauges.h"
 #include "services/analyzer/series.h"
@@ -112,6 +115,9 @@ struct AnalyzerOptions {
   AlertOptions alert;
   // Bisect confirmed secondary-metric regressions too (costs runs).
   bool bisect_secondary = false;
+  // Regression groups (groups.h): one bisect and one alert for the
+  // regressions found together over overlapping ranges.
+  GroupOptions groups;
 };
 
 // The open-regression gauges, one per metric rank, and the latest-result
@@ -198,6 +204,7 @@ class Analyzer final {
   int matrices_failed_ = 0;
   bool result_gauges_restored_ = false;
   int submissions_ = 0;  // fix checks'; the bisects' are counted by bisects_
+  GroupGate group_gate_;
   BisectDriver bisects_;
 };
 

@@ -465,6 +465,19 @@ class OneBisectStore final : public AnalyzerStore {
     return absl::OkStatus();
   }
   absl::StatusOr<OpenCounts> CountOpenRegressions() override { return OpenCounts{}; }
+  absl::StatusOr<std::vector<storage::RegressionGroup>> OpenGroups(const std::string&,
+                                                                   absl::Duration) override {
+    return std::vector<storage::RegressionGroup>{};
+  }
+  absl::StatusOr<storage::RegressionGroup> GroupOf(int64_t) override {
+    return absl::NotFoundError("no groups");
+  }
+  absl::Status SaveGroup(int64_t, int64_t, const std::string&, const std::string&) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int64_t> SplitFromGroup(int64_t) override {
+    return absl::NotFoundError("no groups");
+  }
   absl::StatusOr<std::vector<FixCheckWork>> FixChecks() override {
     return std::vector<FixCheckWork>{};
   }

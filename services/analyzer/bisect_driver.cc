@@ -67,8 +67,12 @@ absl::Status Save(AnalyzerStore* store, BisectState& st, BisectUpdate& u) {
 }  // namespace
 
 BisectDriver::BisectDriver(AnalyzerStore* store, JobSubmitter* submitter, BisectOptions options,
-                           int priority)
-    : store_(store), submitter_(submitter), options_(std::move(options)), priority_(priority) {}
+                           int priority, GroupGate* groups)
+    : store_(store),
+      submitter_(submitter),
+      options_(std::move(options)),
+      priority_(priority),
+      groups_(groups) {}
 
 absl::Status BisectDriver::Advance(const ActiveBisect& b) {
   absl::StatusOr<BisectState> st = BisectStateFromJson(b.state_json);
@@ -88,6 +92,10 @@ absl::Status BisectDriver::Advance(const ActiveBisect& b) {
     // A confirmation that started the bisect goes on to its first step in
     // the same move.
     const absl::Status s = AdvanceConfirmation(m);
+    if (!s.ok() || m.st.phase != BisectPhase::kBisect) return s;
+  }
+  if (m.st.phase == BisectPhase::kWait) {
+    const absl::Status s = AdvanceWaiting(m);
     if (!s.ok() || m.st.phase != BisectPhase::kBisect) return s;
   }
   if (m.st.phase != BisectPhase::kBisect) return absl::OkStatus();
@@ -386,6 +394,11 @@ absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool o
     }
     return Save(store_, st, m.u);
   }
+  if (groups_ != nullptr && st.phase == BisectPhase::kConfirm) {
+    absl::StatusOr<GroupTurn> turn = groups_->Turn(m.u.regression_id, lg, fb);
+    if (!turn.ok()) return turn.status();
+    if (turn->kind != GroupTurn::Kind::kBisect) return FollowGroup(m, *turn);
+  }
   if (range->graph) {
     Log(absl::StrCat("bisect ", m.bisect_id, ": ", range->suspects, " suspects in the history of ",
                      fb.id, " after ", lg.id, " (merges: bisected as git bisect does)"));
@@ -407,6 +420,36 @@ absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool o
   st.planner_json = planner.ToJson();
   st.culprit_subjects = std::move(range->subjects);
   return absl::OkStatus();
+}
+
+// ------------------------------------------------------------ group turn
+
+absl::Status BisectDriver::AdvanceWaiting(Move& m) {
+  if (groups_ == nullptr) return StartBisection(m, Confirmation{}, false, {}, {});
+  absl::StatusOr<GroupTurn> turn = groups_->Turn(m.u.regression_id, m.st.last_good, m.st.first_bad);
+  if (!turn.ok()) return turn.status();
+  return FollowGroup(m, *turn);
+}
+
+// Leaving the wait for its own bisect, the member measures its references
+// again: its confirmation's runs were judged a while ago.
+absl::Status BisectDriver::FollowGroup(Move& m, const GroupTurn& turn) {
+  switch (turn.kind) {
+    case GroupTurn::Kind::kWait:
+      if (m.st.phase == BisectPhase::kWait) return absl::OkStatus();
+      m.st.phase = BisectPhase::kWait;
+      Log(absl::StrCat("bisect ", m.bisect_id, ": waiting for regression ", turn.leader_id,
+                       ", which bisects group ", turn.group_id));
+      return Save(store_, m.st, m.u);
+    case GroupTurn::Kind::kInherit:
+      InheritCulprit(turn, m.st, m.u);
+      Log(absl::StrCat("bisect ", m.bisect_id, ": culprit ", turn.culprit_id,
+                       " inherited from regression ", turn.leader_id, " of group ", turn.group_id));
+      return Save(store_, m.st, m.u);
+    case GroupTurn::Kind::kBisect:
+      break;
+  }
+  return StartBisection(m, Confirmation{}, false, {}, {});
 }
 
 // --------------------------------------------------------------- bisection

@@ -42,6 +42,7 @@
 #include "services/analyzer/bisect.h"
 #include "services/analyzer/bisect_state.h"
 #include "services/analyzer/clients.h"
+#include "services/analyzer/groups.h"
 #include "services/analyzer/store.h"
 
 namespace farm::analyzer {
@@ -49,7 +50,11 @@ namespace farm::analyzer {
 class BisectDriver final {
  public:
   // `priority`: extra priority of every submitted matrix within its band.
-  BisectDriver(AnalyzerStore* store, JobSubmitter* submitter, BisectOptions options, int priority);
+  // `groups` (not owned, may be null): a confirmed member of a regression
+  // group bisects only when it leads it (groups.h); else it waits
+  // (BisectPhase::kWait) and takes the leader's culprit.
+  BisectDriver(AnalyzerStore* store, JobSubmitter* submitter, BisectOptions options, int priority,
+               GroupGate* groups = nullptr);
   BisectDriver(const BisectDriver&) = delete;
   BisectDriver& operator=(const BisectDriver&) = delete;
 
@@ -89,6 +94,10 @@ class BisectDriver final {
   absl::Status StartBisection(Move& m, const Confirmation& c, bool own_series,
                               std::span<const double> good, std::span<const double> bad);
 
+  // A waiting member: its group's turn, asked again.
+  absl::Status AdvanceWaiting(Move& m);
+  absl::Status FollowGroup(Move& m, const GroupTurn& turn);
+
   absl::Status AdvanceBisection(Move& m);
   // The commits of a step's matrix: the step's, and for a real series its
   // references around it.
@@ -112,6 +121,7 @@ class BisectDriver final {
   JobSubmitter* submitter_;
   const BisectOptions options_;
   const int priority_;
+  GroupGate* const groups_;
   int submissions_ = 0;
 };
 

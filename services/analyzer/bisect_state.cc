@@ -88,6 +88,8 @@ const char* PhaseName(BisectPhase p) {
       return "confirm";
     case BisectPhase::kBisect:
       return "bisect";
+    case BisectPhase::kWait:
+      return "wait";
     case BisectPhase::kDone:
       return "done";
   }
@@ -98,6 +100,7 @@ const char* PhaseName(BisectPhase p) {
 BisectPhase PhaseFromName(const std::string& name) {
   if (name == "confirm") return BisectPhase::kConfirm;
   if (name == "bisect") return BisectPhase::kBisect;
+  if (name == "wait") return BisectPhase::kWait;
   return BisectPhase::kDone;
 }
 

@@ -26,8 +26,9 @@
 
 namespace farm::analyzer {
 
-// Stored as "confirm", "bisect", "done".
-enum class BisectPhase { kConfirm, kBisect, kDone };
+// Stored as "confirm", "bisect", "wait", "done". kWait: confirmed, its
+// bisect wanted, waiting for its regression group's leader (groups.h).
+enum class BisectPhase { kConfirm, kBisect, kWait, kDone };
 
 struct CommitRef {
   int index = 0;  // catalog index

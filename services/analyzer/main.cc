@@ -96,6 +96,10 @@ void AddFlags(CLI::App& app, Flags* f) {
   farm::service::AddDurationOption(app, "--resolved-resend", &f->options.resolved_resend, "15m",
                                    "keep re-sending a resolved alert for this long, so that an "
                                    "Alertmanager restart does not lose the resolution");
+  farm::service::AddDurationOption(
+      app, "--group-window", &f->options.groups.window, "30m",
+      "regressions found within this long of their group's first whose commit ranges overlap "
+      "are one group: one bisect (of the strongest) and one alert; 0 turns groups off");
   app.add_option("--magnitude", f->magnitude, "minimal relative change reported (0.03 = 3%)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));

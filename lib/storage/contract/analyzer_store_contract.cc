@@ -696,6 +696,98 @@ TEST_P(AnalyzerStoreContractTest, DecaysAreConfirmedWithADoneBisectAndStandApart
   EXPECT_EQ((*alerts)[0].kind, "decay");
 }
 
+TEST_P(AnalyzerStoreContractTest, RegressionGroupsGatherOverlappingFindingsAndSplit) {
+  // Two findings of one new group over (c2, c6] and (c3, c8]: the group
+  // holds the overlap (c3, c6]; another new group; an improvement in none.
+  NewRegression a = Found("k1", 2, 6), b = Found("k2", 3, 8), c = Found("k3", 7, 9);
+  b.finding.platform = "q";
+  c.finding.platform = "r";
+  a.group_id = b.group_id = -1;
+  c.group_id = -2;
+  a.strength = 5;
+  b.strength = 9;
+  std::vector<int64_t> bisects;
+  AnalysedMatrix({a, b, c, Found("k4", 1, 2, false)}, &bisects);
+  ASSERT_EQ(bisects.size(), 4u);
+  const int64_t ra = RegressionOf(analysis(), bisects[0]);
+  const int64_t rb = RegressionOf(analysis(), bisects[1]);
+  absl::StatusOr<std::vector<RegressionGroup>> open = analyzer().OpenGroups("c", absl::Hours(1));
+  ASSERT_TRUE(open.ok()) << open.status();
+  ASSERT_EQ(open->size(), 2u);
+  const RegressionGroup g = (*open)[0];
+  EXPECT_EQ(g.catalog, "c");
+  EXPECT_EQ(g.last_good, "c3");
+  EXPECT_EQ(g.last_good_index, 3);
+  EXPECT_EQ(g.first_bad, "c6");
+  EXPECT_EQ(g.first_bad_index, 6);
+  EXPECT_EQ(g.state, "open");
+  EXPECT_EQ(g.leader_id, 0);
+  EXPECT_LT(absl::AbsDuration(absl::Now() - g.opened_at), absl::Minutes(5));
+  ASSERT_EQ(g.members.size(), 2u);
+  EXPECT_EQ(g.members[0].regression_id, ra);
+  EXPECT_EQ(g.members[0].strength, 5);
+  EXPECT_EQ(g.members[1].regression_id, rb);
+  EXPECT_EQ(g.members[1].last_good_index, 3);
+  EXPECT_EQ(g.members[1].first_bad, "c8");
+  EXPECT_EQ(g.members[1].first_bad_index, 8);
+  EXPECT_EQ(g.members[1].bisect_state, "running");
+  EXPECT_EQ(g.members[1].state, pb::REGRESSION_STATE_SUSPECTED);
+  EXPECT_EQ((*open)[1].members.size(), 1u);
+  EXPECT_EQ(analysis().GetRegression(ra)->group_id(), g.id);
+  EXPECT_TRUE(absl::IsNotFound(analyzer().GroupOf(RegressionOf(analysis(), bisects[3])).status()));
+
+  // A later finding joins it by id and narrows it to (c4, c6].
+  NewRegression e = Found("k5", 4, 9);
+  e.finding.platform = "s";
+  e.group_id = g.id;
+  absl::StatusOr<std::vector<int64_t>> joined =
+      analyzer().RecordAnalysis(MakeMatrix(1), "c", {e}, {});
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  ASSERT_EQ(joined->size(), 1u);
+  const int64_t re = RegressionOf(analysis(), (*joined)[0]);
+  absl::StatusOr<RegressionGroup> of = analyzer().GroupOf(re);
+  ASSERT_TRUE(of.ok()) << of.status();
+  EXPECT_EQ(of->id, g.id);
+  EXPECT_EQ(of->last_good, "c4");
+  EXPECT_EQ(of->first_bad, "c6");
+  EXPECT_EQ(of->members.size(), 3u);
+  pb::ListRegressionsRequest lr;
+  lr.set_group_id(g.id);
+  absl::StatusOr<std::vector<pb::Regression>> listed = analysis().ListRegressions(lr);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 3u);
+  for (const pb::Regression& r : *listed) EXPECT_EQ(r.group_id(), g.id);
+
+  // The alert work carries the group; the group's leader and state read back.
+  ASSERT_TRUE(analyzer().SaveBisect(Confirm(bisects[1], rb, pb::REGRESSION_STATE_CONFIRMED)).ok());
+  absl::StatusOr<std::vector<AlertWork>> work = analyzer().AlertCandidates(absl::Minutes(1));
+  ASSERT_TRUE(work.ok()) << work.status();
+  ASSERT_EQ(work->size(), 1u);
+  EXPECT_EQ(work->front().group_id, g.id);
+  EXPECT_EQ(work->front().strength, 9);
+  ASSERT_TRUE(analyzer().SaveGroup(g.id, rb, "culprit", "c5").ok());
+  of = analyzer().GroupOf(ra);
+  ASSERT_TRUE(of.ok()) << of.status();
+  EXPECT_EQ(of->leader_id, rb);
+  EXPECT_EQ(of->state, "culprit");
+  EXPECT_EQ(of->culprit_id, "c5");
+
+  // Split out: a group of its own, over its own range, itself bisecting.
+  absl::StatusOr<int64_t> own = analyzer().SplitFromGroup(re);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_NE(*own, g.id);
+  of = analyzer().GroupOf(re);
+  ASSERT_TRUE(of.ok()) << of.status();
+  EXPECT_EQ(of->id, *own);
+  EXPECT_EQ(of->leader_id, re);
+  EXPECT_EQ(of->state, "bisecting");
+  EXPECT_EQ(of->last_good, "c4");
+  EXPECT_EQ(of->first_bad_index, 9);
+  ASSERT_EQ(of->members.size(), 1u);
+  EXPECT_EQ(analyzer().GroupOf(ra)->members.size(), 2u);
+  EXPECT_TRUE(absl::IsNotFound(analyzer().SplitFromGroup(999999).status()));
+}
+
 TEST_P(AnalyzerStoreContractTest, SaveBisectRoundTripsStepsCulpritsAndTheRegression) {
   std::vector<int64_t> bisects;
   const int64_t m = AnalysedMatrix({Found("k1", 2, 5)}, &bisects);

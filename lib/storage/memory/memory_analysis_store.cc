@@ -42,6 +42,7 @@ absl::StatusOr<std::vector<pb::Regression>> MemoryAnalysisStore::ListRegressions
         continue;
       }
       if (req.matrix_id() != 0 && g.matrix_id() != req.matrix_id()) continue;
+      if (req.group_id() != 0 && g.group_id() != req.group_id()) continue;
       out.push_back(WithCulprits(t, g));
     }
     return out;

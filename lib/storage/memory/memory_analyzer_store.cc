@@ -242,6 +242,69 @@ int64_t InsertRegression(Tables& t, const NewRegression& n, int64_t matrix_id,
   return bisect_id;
 }
 
+// JoinGroup of the SQL: the new regression `g` into n.group_id's group,
+// whose range narrows to the overlap; a negative number opens one on the
+// first finding that carries it (`opened`: number -> id).
+void JoinGroup(Tables& t, const NewRegression& n, pb::Regression& g,
+               std::map<int64_t, int64_t>& opened, absl::Time now) {
+  if (n.group_id == 0) return;
+  const RegressionFinding& f = n.finding;
+  int64_t id = n.group_id;
+  if (id < 0) {
+    auto it = opened.find(id);
+    if (it == opened.end()) {
+      RegressionGroup group;
+      group.id = ++t.last_group_id;
+      group.catalog = g.catalog();
+      group.opened_at = now;
+      group.last_good = f.last_good;
+      group.last_good_index = f.last_good_index;
+      group.first_bad = f.first_bad;
+      group.first_bad_index = f.first_bad_index;
+      t.regression_groups.emplace(group.id, group);
+      it = opened.emplace(id, group.id).first;
+    }
+    id = it->second;
+  }
+  auto group = t.regression_groups.find(id);
+  if (group == t.regression_groups.end()) return;  // the SQL's UPDATE of no row
+  RegressionGroup& r = group->second;
+  if (f.last_good_index > r.last_good_index) {
+    r.last_good_index = f.last_good_index;
+    r.last_good = f.last_good;
+  }
+  if (f.first_bad_index < r.first_bad_index) {
+    r.first_bad_index = f.first_bad_index;
+    r.first_bad = f.first_bad;
+  }
+  g.set_group_id(id);
+}
+
+// A stored group with its members, as GroupFromRow of the SQL reads it.
+RegressionGroup WithMembers(const Tables& t, const RegressionGroup& stored) {
+  RegressionGroup out = stored;
+  out.members.clear();
+  for (const auto& [id, row] : t.regressions) {
+    const pb::Regression& g = row.regression;
+    if (g.group_id() != stored.id) continue;
+    RegressionGroup::Member m;
+    m.regression_id = id;
+    m.state = static_cast<int>(g.state());
+    m.strength = row.strength;
+    m.last_good = g.last_good();
+    m.last_good_index = CommitIndex(t, g.catalog(), g.last_good()).value_or(0);
+    m.first_bad = g.first_bad();
+    m.first_bad_index = CommitIndex(t, g.catalog(), g.first_bad()).value_or(0);
+    if (auto b = t.bisects.find(g.bisect_id()); b != t.bisects.end()) {
+      m.bisect_state = b->second.state();
+    }
+    m.culprit_id = g.culprit_id();
+    m.culprit_subject = g.culprit_subject();
+    out.members.push_back(std::move(m));
+  }
+  return out;
+}
+
 // The UPDATE of regressions in SaveBisect.
 void UpdateRegressionFromBisect(RegressionRow& row, const BisectUpdate& u, absl::Time now) {
   pb::Regression& g = row.regression;
@@ -361,6 +424,8 @@ AlertWork AlertWorkOf(const Tables& t, const RegressionRow& row, const AlertRow*
   if (auto st = t.analyzer_state.find(BisectKey(g.bisect_id())); st != t.analyzer_state.end()) {
     w.bisect_state_json = st->second;
   }
+  w.group_id = g.group_id();
+  w.strength = row.strength;
   return w;
 }
 
@@ -543,7 +608,11 @@ absl::StatusOr<std::vector<int64_t>> MemoryAnalyzerStore::RecordAnalysis(
     // earlier ones (as the SQL does in its transaction); a value that is not
     // JSON undoes them all.
     const int64_t last_regression = t.last_regression_id, last_bisect = t.last_bisect_id;
+    const int64_t last_group = t.last_group_id;
+    const std::map<int64_t, RegressionGroup> groups_before = t.regression_groups;
     auto undo = [&] {
+      t.regression_groups = groups_before;
+      t.last_group_id = last_group;
       for (int64_t id = last_bisect + 1; id <= t.last_bisect_id; ++id) {
         t.bisects.erase(id);
         t.analyzer_state.erase(BisectKey(id));
@@ -556,6 +625,7 @@ absl::StatusOr<std::vector<int64_t>> MemoryAnalyzerStore::RecordAnalysis(
     };
     const absl::Time now = db_->Now();
     Out bisects;
+    std::map<int64_t, int64_t> opened_groups;
     for (const NewRegression& n : found) {
       // A decay is one commit's: only its own key (cell and commit) repeats it.
       if (OpenWithKey(t, n.series_key) ||
@@ -566,6 +636,9 @@ absl::StatusOr<std::vector<int64_t>> MemoryAnalyzerStore::RecordAnalysis(
         return st;
       }
       bisects.push_back(InsertRegression(t, n, matrix_id, catalog, now));
+      RegressionRow& row = t.regressions.at(t.last_regression_id);
+      row.strength = n.strength;
+      JoinGroup(t, n, row.regression, opened_groups, now);
     }
     t.analyzer_state[marker] = AnalysedMarkerJson(found.size(), skipped_series);
     AdvanceFloor(t);
@@ -787,6 +860,66 @@ absl::Status MemoryAnalyzerStore::SaveFixCheck(int64_t regression_id, const std:
     }
     g->second.updated_at = db_->Now();
     return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<RegressionGroup>> MemoryAnalyzerStore::OpenGroups(
+    const std::string& catalog, absl::Duration window) {
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<RegressionGroup>> {
+    const absl::Time since = db_->Now() - window;
+    std::vector<RegressionGroup> out;
+    for (const auto& [id, g] : t.regression_groups) {
+      if (g.catalog == catalog && g.opened_at >= since) out.push_back(WithMembers(t, g));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<RegressionGroup> MemoryAnalyzerStore::GroupOf(int64_t regression_id) {
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<RegressionGroup> {
+    auto r = t.regressions.find(regression_id);
+    auto g = r == t.regressions.end() ? t.regression_groups.end()
+                                      : t.regression_groups.find(r->second.regression.group_id());
+    if (g == t.regression_groups.end()) {
+      return absl::NotFoundError(absl::StrCat("regression ", regression_id, " is in no group"));
+    }
+    return WithMembers(t, g->second);
+  });
+}
+
+absl::Status MemoryAnalyzerStore::SaveGroup(int64_t group_id, int64_t leader_id,
+                                            const std::string& state,
+                                            const std::string& culprit_id) {
+  return db_->Write([&](Tables& t, Changes&) -> absl::Status {
+    auto g = t.regression_groups.find(group_id);
+    if (g == t.regression_groups.end()) return absl::OkStatus();  // the UPDATE of no row
+    g->second.leader_id = leader_id;
+    g->second.state = state;
+    g->second.culprit_id = culprit_id;
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<int64_t> MemoryAnalyzerStore::SplitFromGroup(int64_t regression_id) {
+  return db_->Write([&](Tables& t, Changes&) -> absl::StatusOr<int64_t> {
+    auto r = t.regressions.find(regression_id);
+    if (r == t.regressions.end()) {
+      return absl::NotFoundError(absl::StrCat("regression ", regression_id));
+    }
+    pb::Regression& g = r->second.regression;
+    RegressionGroup group;
+    group.id = ++t.last_group_id;
+    group.catalog = g.catalog();
+    group.opened_at = db_->Now();
+    group.last_good = g.last_good();
+    group.last_good_index = CommitIndex(t, g.catalog(), g.last_good()).value_or(0);
+    group.first_bad = g.first_bad();
+    group.first_bad_index = CommitIndex(t, g.catalog(), g.first_bad()).value_or(0);
+    group.leader_id = regression_id;
+    group.state = "bisecting";
+    t.regression_groups.emplace(group.id, group);
+    g.set_group_id(group.id);
+    return group.id;
   });
 }
 

@@ -62,6 +62,12 @@ class MemoryAnalyzerStore final : public AnalyzerStore {
   absl::Status SaveFixCheck(int64_t regression_id, const std::string& fix_check,
                             const std::string& commit, double change, const std::string& state_json,
                             const std::string& reopen_note) override;
+  absl::StatusOr<std::vector<RegressionGroup>> OpenGroups(const std::string& catalog,
+                                                          absl::Duration window) override;
+  absl::StatusOr<RegressionGroup> GroupOf(int64_t regression_id) override;
+  absl::Status SaveGroup(int64_t group_id, int64_t leader_id, const std::string& state,
+                         const std::string& culprit_id) override;
+  absl::StatusOr<int64_t> SplitFromGroup(int64_t regression_id) override;
 
  private:
   MemoryDatabase* const db_;  // not owned

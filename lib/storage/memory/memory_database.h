@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
+#include "lib/storage/analyzer_store.h"
 
 namespace farm::storage {
 
@@ -101,6 +102,7 @@ struct RegressionRow {
   absl::Time updated_at;
   std::string series_key;  // the analyzer's dedup key of an open regression
   std::string silence_id;  // the Alertmanager silence of an acknowledged one, or ""
+  double strength = 0;     // regressions.strength
 };
 
 struct AlertRow {
@@ -124,10 +126,14 @@ class MemoryDatabase {
     std::map<int64_t, RegressionRow> regressions;          // by id
     std::map<int64_t, pb::Bisect> bisects;                 // by id, steps by step
     std::map<int64_t, AlertRow> alerts;                    // by id
-    std::map<std::string, std::string> analyzer_state;     // by key: the value as JSON text
+    // regression_groups by id (RegressionGroup.members left empty: the
+    // members are the regressions of that group_id).
+    std::map<int64_t, RegressionGroup> regression_groups;
+    std::map<std::string, std::string> analyzer_state;  // by key: the value as JSON text
     // bigserial sequences: the last id handed out.
     int64_t last_matrix_id = 0, last_agent_id = 0, last_job_id = 0;
     int64_t last_regression_id = 0, last_bisect_id = 0, last_alert_id = 0;
+    int64_t last_group_id = 0;
   };
   // Matrices whose jobs changed state in one Write().
   using Changes = std::set<int64_t>;

@@ -514,6 +514,32 @@ CREATE UNIQUE INDEX jobs_live_build_key_idx
   WHERE executor = 4 AND state IN (1, 2, 3);
 )SQL";
 
+// Regressions found within the analyzer's group window whose commit ranges
+// overlap are one group: one bisect (of leader_id, the strongest member),
+// one alert. The range is the intersection of the members' ranges, where a
+// shared culprit must lie. state: open (no member bisecting yet),
+// bisecting, culprit (members inherit culprit_id), failed (the leader's
+// bisect named none: each member bisects on its own).
+const char* const kV23RegressionGroups = R"SQL(
+CREATE TABLE regression_groups (
+  id               bigserial PRIMARY KEY,
+  catalog          text NOT NULL,
+  opened_at        timestamptz NOT NULL DEFAULT now(),
+  last_good        text NOT NULL DEFAULT '',
+  last_good_index  integer NOT NULL DEFAULT 0,
+  first_bad        text NOT NULL DEFAULT '',
+  first_bad_index  integer NOT NULL DEFAULT 0,
+  leader_id        bigint,
+  state            text NOT NULL DEFAULT 'open',
+  culprit_id       text NOT NULL DEFAULT '',
+  updated_at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX regression_groups_catalog_idx ON regression_groups (catalog, opened_at);
+ALTER TABLE regressions ADD COLUMN group_id bigint REFERENCES regression_groups(id);
+ALTER TABLE regressions ADD COLUMN strength double precision NOT NULL DEFAULT 0;
+CREATE INDEX regressions_group_idx ON regressions (group_id) WHERE group_id IS NOT NULL;
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -567,6 +593,8 @@ const std::vector<Migration>& AllMigrations() {
       {21, "catalog_commits.author: who wrote each commit, for the report mail", kV21CatalogAuthor},
       {22, "jobs_live_build_key_idx: the build's kernel config is part of its key",
        kV22BuildKeyConfig},
+      {23, "regression_groups and regressions.group_id, strength: one bisect and alert a group",
+       kV23RegressionGroups},
   };
   return *kAll;
 }

@@ -61,9 +61,10 @@ absl::StatusOr<std::vector<pb::Regression>> PgAnalysisStore::ListRegressions(
          t.exec_params(std::string("SELECT ") + kRegressionCols +
                            " FROM regressions WHERE ($1 OR state NOT IN (4, 5, 6, 7)) "
                            "AND ($2 OR direction <> 2) AND ($3 = 0 OR matrix_id = $3) "
+                           "AND ($6 = 0 OR group_id = $6) "
                            "AND id > $4 ORDER BY id LIMIT CASE WHEN $5 > 0 THEN $5 END",
                        req.include_closed(), req.include_improvements(), req.matrix_id(),
-                       RegressionPageAfter(req), req.page_size())) {
+                       RegressionPageAfter(req), req.page_size(), req.group_id())) {
       out.push_back(RowToRegression(r));
     }
     FillCulprits(t, out);

@@ -1,6 +1,8 @@
 // libpqxx implementation of AnalyzerStore over the scheduler's schema.
 #include "lib/storage/pg/pg_analyzer_store.h"
 
+#include <map>
+
 #include <pqxx/pqxx>
 
 #include <nlohmann/json.hpp>
@@ -32,6 +34,70 @@ constexpr const char* kAdvanceFloor =
     "     AND EXISTS (SELECT 1 FROM jobs j WHERE j.matrix_id = m.id AND j.kind = 1)),"
     "  (SELECT max(id) FROM matrices), 0)), now() "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = now()";
+
+// Puts the new regression `reg_id` into its group (NewRegression.group_id):
+// an existing one's range narrows to the overlap; a negative number opens a
+// group on the first finding that carries it (`opened`: number -> id).
+void JoinGroup(pqxx::work& w, const std::string& catalog, const NewRegression& n, int64_t reg_id,
+               std::map<int64_t, int64_t>& opened) {
+  if (n.group_id == 0) return;
+  const RegressionFinding& f = n.finding;
+  int64_t id = n.group_id;
+  if (id < 0) {
+    auto it = opened.find(id);
+    if (it == opened.end()) {
+      const pqxx::row g = w.exec_params1(
+          "INSERT INTO regression_groups (catalog, last_good, last_good_index, first_bad, "
+          "  first_bad_index) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+          catalog, f.last_good, f.last_good_index, f.first_bad, f.first_bad_index);
+      it = opened.emplace(id, g[0].as<int64_t>()).first;
+    }
+    id = it->second;
+  }
+  w.exec_params(
+      "UPDATE regression_groups SET "
+      "  last_good = CASE WHEN $2 > last_good_index THEN $3 ELSE last_good END, "
+      "  last_good_index = greatest(last_good_index, $2), "
+      "  first_bad = CASE WHEN $4 < first_bad_index THEN $5 ELSE first_bad END, "
+      "  first_bad_index = least(first_bad_index, $4), updated_at = now() WHERE id = $1",
+      id, f.last_good_index, f.last_good, f.first_bad_index, f.first_bad);
+  w.exec_params("UPDATE regressions SET group_id = $2 WHERE id = $1", reg_id, id);
+}
+
+// A regression_groups row (id, catalog, opened_at as epoch microseconds,
+// last_good, last_good_index, first_bad, first_bad_index, leader_id, state,
+// culprit_id) with its members.
+constexpr const char* kGroupCols =
+    "id, catalog, (extract(epoch from opened_at) * 1000000)::bigint, last_good, "
+    "last_good_index, first_bad, first_bad_index, coalesce(leader_id, 0), state, culprit_id";
+
+RegressionGroup GroupFromRow(pqxx::transaction_base& t, const pqxx::row& r) {
+  RegressionGroup g;
+  g.id = r[0].as<int64_t>();
+  g.catalog = r[1].as<std::string>();
+  g.opened_at = absl::FromUnixMicros(r[2].as<int64_t>());
+  g.last_good = r[3].as<std::string>();
+  g.last_good_index = r[4].as<int>();
+  g.first_bad = r[5].as<std::string>();
+  g.first_bad_index = r[6].as<int>();
+  g.leader_id = r[7].as<int64_t>();
+  g.state = r[8].as<std::string>();
+  g.culprit_id = r[9].as<std::string>();
+  for (const pqxx::row& m : t.exec_params(
+           "SELECT g.id, g.state, g.strength, g.last_good, coalesce(lg.idx, 0), g.first_bad, "
+           "  coalesce(fb.idx, 0), coalesce(b.state, ''), g.culprit_id, g.culprit_subject "
+           "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
+           "LEFT JOIN catalog_commits lg ON lg.catalog = g.catalog AND lg.id = g.last_good "
+           "LEFT JOIN catalog_commits fb ON fb.catalog = g.catalog AND fb.id = g.first_bad "
+           "WHERE g.group_id = $1 ORDER BY g.id",
+           g.id)) {
+    g.members.push_back({m[0].as<int64_t>(), m[1].as<int>(), m[2].as<double>(),
+                         m[3].as<std::string>(), m[4].as<int>(), m[5].as<std::string>(),
+                         m[6].as<int>(), m[7].as<std::string>(), m[8].as<std::string>(),
+                         m[9].as<std::string>()});
+  }
+  return g;
+}
 
 class PgAnalyzerStore final : public AnalyzerStore {
  public:
@@ -290,6 +356,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
     return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
       pqxx::work w(c);
       Out bisects;
+      std::map<int64_t, int64_t> opened_groups;
       // Marker first: a concurrent second analyzer conflicts here and rolls back.
       w.exec_params("INSERT INTO analyzer_state (key, value) VALUES ('matrix:' || $1, $2::jsonb)",
                     matrix_id, AnalysedMarkerJson(found.size(), skipped_series));
@@ -334,7 +401,9 @@ class PgAnalyzerStore final : public AnalyzerStore {
             "VALUES ($1, $4, $2, $3) RETURNING id",
             reg_id, f.last_good, f.first_bad, n.kind == "decay" ? "done" : "running");
         const int64_t bisect_id = b[0].as<int64_t>();
-        w.exec_params("UPDATE regressions SET bisect_id = $2 WHERE id = $1", reg_id, bisect_id);
+        w.exec_params("UPDATE regressions SET bisect_id = $2, strength = $3 WHERE id = $1", reg_id,
+                      bisect_id, n.strength);
+        JoinGroup(w, catalog, n, reg_id, opened_groups);
         w.exec_params("INSERT INTO analyzer_state (key, value) VALUES ('bisect:' || $1, $2::jsonb)",
                       bisect_id, n.bisect_state_json);
         bisects.push_back(bisect_id);
@@ -460,7 +529,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
                "  coalesce((SELECT s.value::text FROM analyzer_state s "
                "     WHERE s.key = 'bisect:' || g.bisect_id), ''), g.kind, "
                "  coalesce((SELECT cc.author FROM catalog_commits cc "
-               "     WHERE cc.catalog = g.catalog AND cc.id = g.culprit_id), '') "
+               "     WHERE cc.catalog = g.catalog AND cc.id = g.culprit_id), ''), "
+               "  coalesce(g.group_id, 0), g.strength "
                "FROM regressions g LEFT JOIN bisects b ON b.id = g.bisect_id "
                "LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.regression_id = g.id "
                "   ORDER BY x.id DESC LIMIT 1) a ON true "
@@ -504,6 +574,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
         a.bisect_state_json = r[28].as<std::string>();
         a.kind = r[29].as<std::string>();
         a.culprit_author = r[30].as<std::string>();
+        a.group_id = r[31].as<int64_t>();
+        a.strength = r[32].as<double>();
         out.push_back(std::move(a));
       }
       return out;
@@ -628,6 +700,73 @@ class PgAnalyzerStore final : public AnalyzerStore {
           regression_id, fix_check, commit, change, reopen_note);
       w.commit();
       return absl::OkStatus();
+    });
+  }
+
+  absl::StatusOr<std::vector<RegressionGroup>> OpenGroups(const std::string& catalog,
+                                                          absl::Duration window) override {
+    using Out = std::vector<RegressionGroup>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      Out out;
+      for (const pqxx::row& r : t.exec_params(
+               absl::StrCat("SELECT ", kGroupCols,
+                            " FROM regression_groups WHERE catalog = $1 "
+                            "AND opened_at >= now() - make_interval(secs => $2) ORDER BY id"),
+               catalog, absl::ToDoubleSeconds(window))) {
+        out.push_back(GroupFromRow(t, r));
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<RegressionGroup> GroupOf(int64_t regression_id) override {
+    return pool_->Call<RegressionGroup>(
+        [&](pqxx::connection& c) -> absl::StatusOr<RegressionGroup> {
+          pqxx::read_transaction t(c);
+          const pqxx::result r =
+              t.exec_params(absl::StrCat("SELECT ", kGroupCols,
+                                         " FROM regression_groups WHERE id = "
+                                         "(SELECT group_id FROM regressions WHERE id = $1)"),
+                            regression_id);
+          if (r.empty()) {
+            return absl::NotFoundError(
+                absl::StrCat("regression ", regression_id, " is in no group"));
+          }
+          return GroupFromRow(t, r[0]);
+        });
+  }
+
+  absl::Status SaveGroup(int64_t group_id, int64_t leader_id, const std::string& state,
+                         const std::string& culprit_id) override {
+    return pool_->Run([&](pqxx::connection& c) -> absl::Status {
+      pqxx::work w(c);
+      w.exec_params(
+          "UPDATE regression_groups SET leader_id = nullif($2, 0::bigint), state = $3, "
+          "  culprit_id = $4, updated_at = now() WHERE id = $1",
+          group_id, leader_id, state, culprit_id);
+      w.commit();
+      return absl::OkStatus();
+    });
+  }
+
+  absl::StatusOr<int64_t> SplitFromGroup(int64_t regression_id) override {
+    return pool_->Call<int64_t>([&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
+      pqxx::work w(c);
+      const pqxx::result r = w.exec_params(
+          "INSERT INTO regression_groups (catalog, last_good, last_good_index, first_bad, "
+          "  first_bad_index, leader_id, state) "
+          "SELECT g.catalog, g.last_good, coalesce(lg.idx, 0), g.first_bad, coalesce(fb.idx, 0), "
+          "  g.id, 'bisecting' FROM regressions g "
+          "LEFT JOIN catalog_commits lg ON lg.catalog = g.catalog AND lg.id = g.last_good "
+          "LEFT JOIN catalog_commits fb ON fb.catalog = g.catalog AND fb.id = g.first_bad "
+          "WHERE g.id = $1 RETURNING id",
+          regression_id);
+      if (r.empty()) return absl::NotFoundError(absl::StrCat("regression ", regression_id));
+      const int64_t id = r[0][0].as<int64_t>();
+      w.exec_params("UPDATE regressions SET group_id = $2 WHERE id = $1", regression_id, id);
+      w.commit();
+      return id;
     });
   }
 

@@ -136,7 +136,8 @@ const char* const kRegressionCols =
     "coalesce(bisect_id, 0), culprit_id, culprit_subject, alert_firing, "
     "(extract(epoch from detected_at) * 1000000)::bigint, note, coalesce(matrix_id, 0), "
     "metric_rank, array_to_json(primary_metrics)::text, fix_check, fix_check_commit, "
-    "fix_check_change, confirmed_by, confirm_matrix_id, confirm_note, params::text, kind";
+    "fix_check_change, confirmed_by, confirm_matrix_id, confirm_note, params::text, kind, "
+    "coalesce(group_id, 0)";
 
 pb::Regression RowToRegression(const pqxx::row& r) {
   pb::Regression g;
@@ -173,6 +174,7 @@ pb::Regression RowToRegression(const pqxx::row& r) {
   g.set_confirm_note(r[29].as<std::string>());
   JsonToMap(r[30].as<std::string>(), g.mutable_params());
   g.set_kind(r[31].as<std::string>());
+  g.set_group_id(r[32].as<int64_t>());
   return g;
 }
 
