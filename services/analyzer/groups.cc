@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/catalog_dag.h"
 #include "services/analyzer/log.h"
 #include "services/analyzer/series.h"
 
@@ -93,6 +94,30 @@ Alert GroupAlert(int64_t group_id, const std::vector<const AlertWork*>& members,
                    "(of the strongest) names the culprit of all: ",
                    absl::StrJoin(open, ", "));
   return alert;
+}
+
+// Whether the commit at `index` is a suspect of (last_good, first_bad]:
+// in a history graph an ancestor of first_bad that last_good lacks, as git
+// bisect's suspects (a commit listed between the two may lie on a branch
+// first_bad never merged); in a linear catalog, any commit between them.
+absl::StatusOr<bool> Suspect(AnalyzerStore& store, const std::string& catalog,
+                             const CommitRef& last_good, const CommitRef& first_bad, int index) {
+  if (index <= last_good.index || index > first_bad.index) return false;
+  absl::StatusOr<std::vector<CommitRow>> rows = store.Commits(catalog, 0, first_bad.index);
+  if (!rows.ok()) return rows.status();
+  std::vector<std::string> ids;
+  std::vector<std::vector<std::string>> parent_ids;
+  for (const CommitRow& r : *rows) {
+    ids.push_back(r.id);
+    parent_ids.push_back(r.parents);
+  }
+  if (static_cast<int>(ids.size()) != first_bad.index + 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("catalog ", catalog, " changed under group of ", first_bad.id));
+  }
+  const std::vector<std::vector<int>> parents = proto::ParentPositions(ids, parent_ids);
+  return proto::Ancestors(parents, first_bad.index)[index] &&
+         !proto::Ancestors(parents, last_good.index)[index];
 }
 
 }  // namespace
@@ -238,8 +263,13 @@ absl::StatusOr<GroupTurn> GroupGate::Culprit(const RegressionGroup& g, int64_t r
   turn.leader_id = g.leader_id;
   const RegressionGroup::Member* l = MemberOf(g, g.leader_id);
   // The leader's range ends at its culprit once its bisect is done.
-  const bool inside = l != nullptr && l->culprit_id == g.culprit_id &&
-                      last_good.index < l->first_bad_index && l->first_bad_index <= first_bad.index;
+  bool inside = l != nullptr && l->culprit_id == g.culprit_id;
+  if (inside) {
+    absl::StatusOr<bool> suspect =
+        Suspect(*store_, g.catalog, last_good, first_bad, l->first_bad_index);
+    if (!suspect.ok()) return suspect.status();
+    inside = *suspect;
+  }
   if (inside) {
     turn.kind = GroupTurn::Kind::kInherit;
     turn.culprit_id = g.culprit_id;

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
 namespace farm::analyzer {
 namespace {
 
@@ -82,7 +87,12 @@ TEST(Groups, TheLeaderIsTheStrongestStandingMember) {
 // Groups held in the test: what GroupGate reads and writes of a store.
 class GroupsStore final : public AnalyzerStore {
  public:
+  GroupsStore() {
+    for (int i = 0; i < 40; ++i) commits.push_back({i, "c" + std::to_string(i), "", {}});
+  }
+
   std::map<int64_t, RegressionGroup> groups;
+  std::vector<CommitRow> commits;  // the catalog: c0..c39, a line unless a test says
 
   RegressionGroup::Member* Find(int64_t regression) {
     for (auto& [id, g] : groups) {
@@ -142,8 +152,12 @@ class GroupsStore final : public AnalyzerStore {
   absl::StatusOr<std::vector<std::string>> FailureReasons(const std::vector<int64_t>&) override {
     return No();
   }
-  absl::StatusOr<std::vector<CommitRow>> Commits(const std::string&, int, int) override {
-    return No();
+  absl::StatusOr<std::vector<CommitRow>> Commits(const std::string&, int lo, int hi) override {
+    std::vector<CommitRow> out;
+    for (int i = std::max(lo, 0); i <= hi && i < static_cast<int>(commits.size()); ++i) {
+      out.push_back(commits[i]);
+    }
+    return out;
   }
   absl::StatusOr<SeriesSpec> Cell(int64_t, const std::string&, const std::string&,
                                   const std::string&) override {
@@ -264,6 +278,27 @@ TEST_F(GroupGateTest, OneBisectNamesTheCulpritOfItsGroup) {
   ASSERT_EQ(u.culprits.size(), 1u);
   EXPECT_EQ(u.culprits[0].culprit.index, 16);
   EXPECT_EQ(u.culprits[0].culprit.relative_change, -0.2);
+}
+
+// In a history graph a commit listed between a member's ends may lie on a
+// branch its first bad never merged: such a culprit is not the member's.
+TEST_F(GroupGateTest, ACulpritOnABranchTheMemberNeverMergedIsNotInherited) {
+  store_.commits[16].parents = {"c14"};  // c16 on a branch off c14, never merged
+  store_.commits[17].parents = {"c15"};  // the line goes on from c15
+  RegressionGroup& g = store_.groups[1];
+  g.id = 1;
+  g.members = {Ranged(1, pb::REGRESSION_STATE_CONFIRMED, 9, 14, 16),
+               Ranged(2, pb::REGRESSION_STATE_CONFIRMED, 4, 10, 20),
+               Ranged(3, pb::REGRESSION_STATE_CONFIRMED, 2, 12, 16)};
+  EXPECT_EQ(TurnOf(1, 14, 16), GroupTurn::Kind::kBisect);
+  RegressionGroup::Member* leader = store_.Find(1);
+  leader->bisect_state = "done";
+  leader->culprit_id = "c16";
+  // (c12, c16] holds c16 (its first bad); (c10, c20] does not: c20's
+  // history is c0..c15, c17..c20.
+  EXPECT_EQ(TurnOf(3, 12, 16), GroupTurn::Kind::kInherit);
+  EXPECT_EQ(TurnOf(2, 10, 20), GroupTurn::Kind::kBisect);
+  EXPECT_NE(store_.GroupOf(2)->id, 1);
 }
 
 TEST_F(GroupGateTest, ARejectedLeaderHandsTheBisectOnAndAFailedOneToEveryMember) {
