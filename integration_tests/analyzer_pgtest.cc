@@ -38,6 +38,7 @@
 #include "cli/commands.h"
 #include "cli/git_import.h"
 #include "cli/report_server.h"
+#include "integration_tests/analyzer_ticks.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/storage/pg/pg_analyzer_store.h"
 #include "lib/storage/pg/pg_pool.h"
@@ -314,32 +315,13 @@ class AnalyzerPgTest : public testing::FarmTest {
     return resp.matrix().id();
   }
 
-  pqxx::result Query(const std::string& sql) {
-    pqxx::connection c(db_uri_);
-    pqxx::nontransaction t(c);
-    return t.exec(sql);
-  }
-
-  int64_t Count(const std::string& sql) { return Query(sql)[0][0].as<int64_t>(); }
-
-  // Ticks the in-process analyzer until `done` holds (bounded wait).
-  void TickUntil(Analyzer& a, const std::function<bool()>& done, const std::string& what) {
-    const absl::Status s = testing::PollUntil(
-        [&]() -> absl::StatusOr<bool> {
-          (void)a.Tick();
-          return done();
-        },
-        absl::Seconds(120), what, absl::Milliseconds(50));
-    ASSERT_TRUE(s.ok()) << s;
-  }
-
   // Until a bisect exists and none is running.
   void TickUntilBisectsFinished(Analyzer& a) {
     TickUntil(
         a,
         [&] {
-          return Count("SELECT count(*) FROM bisects") >= 1 &&
-                 Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
+          return Sql("SELECT count(*) FROM bisects") >= 1 &&
+                 Sql("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
         },
         "bisects finished");
   }
@@ -378,7 +360,7 @@ class AnalyzerPgTest : public testing::FarmTest {
     TickUntil(
         a,
         [&] {
-          const pqxx::result r = Query(
+          const pqxx::result r = SqlRows(
               "SELECT id FROM regressions WHERE direction = 1 AND culprit_id = 't21' "
               "AND alert_firing");
           if (r.empty()) return false;
@@ -431,10 +413,10 @@ TEST_F(AnalyzerPgTest, PlantedCostIsFoundBisectedAlertedAndResolved) {
   prometheus::Gauge& open = prometheus::BuildGauge().Name("g").Register(reg).Add({});
   Analyzer a(store_.get(), submitter_.get(), sink_.get(), {&open, nullptr}, Options());
   TickUntil(
-      a, [&] { return Count("SELECT count(*) FROM bisects WHERE state <> 'running'") == 1; },
+      a, [&] { return Sql("SELECT count(*) FROM bisects WHERE state <> 'running'") == 1; },
       "bisect finished");
 
-  const pqxx::result g = Query(
+  const pqxx::result g = SqlRows(
       "SELECT id, state, change_class, direction, culprit_id, culprit_subject, last_good, "
       "first_bad, magnitude, mode FROM regressions");
   ASSERT_EQ(g.size(), 1u);
@@ -512,7 +494,7 @@ TEST_F(AnalyzerPgTest, PlantedCostIsFoundBisectedAlertedAndResolved) {
       },
       "alert resolved in Alertmanager");
   EXPECT_EQ(open.Value(), 0);
-  EXPECT_EQ(Count("SELECT count(*) FROM regressions WHERE alert_firing"), 0);
+  EXPECT_EQ(Sql("SELECT count(*) FROM regressions WHERE alert_firing"), 0);
 }
 
 // A merge-based history whose merged branch comes first in the catalog:
@@ -529,7 +511,7 @@ TEST_F(AnalyzerPgTest, AMergedBranchIsBisectedToTheCommitInsideIt) {
   SubmitCommits({0, 7}, 4);
   Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
   TickUntilBisectsFinished(a);
-  const pqxx::result g = Query(
+  const pqxx::result g = SqlRows(
       "SELECT id, state, culprit_id, last_good, first_bad FROM regressions "
       "WHERE direction = 1 ORDER BY id");
   ASSERT_GE(g.size(), 1u);
@@ -600,7 +582,7 @@ TEST_F(AnalyzerPgTest, AlertsOfOneCulpritAreOneGroupWithReportAndReproduceComman
       a,
       [&] {
         const std::vector<json> alerts = primary_alerts();
-        if (Count("SELECT count(*) FROM bisects WHERE state = 'running'") != 0) return false;
+        if (Sql("SELECT count(*) FROM bisects WHERE state = 'running'") != 0) return false;
         int named = 0;
         for (const json& al : alerts) named += al["annotations"].contains("group") ? 1 : 0;
         return named >= 2 && named == static_cast<int>(alerts.size());
@@ -691,15 +673,14 @@ TEST_F(AnalyzerPgTest, RegressionsOfOneCulpritAreOneGroupWithOneBisectAndOneAler
   TickUntil(
       a,
       [&] {
-        return Count(
-                   "SELECT count(*) FROM regressions WHERE direction = 1 AND metric_rank = "
+        return Sql("SELECT count(*) FROM regressions WHERE direction = 1 AND metric_rank = "
                    "'primary' AND culprit_id = 't21'") == 2 &&
-               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0 &&
+               Sql("SELECT count(*) FROM bisects WHERE state = 'running'") == 0 &&
                active_alerts().size() == 1 &&
                active_alerts()[0]["annotations"].value("culprit", "") == "t21";
       },
       "both regressions bisected to t21, one alert");
-  const pqxx::result g = Query(
+  const pqxx::result g = SqlRows(
       "SELECT g.id, g.group_id, g.platform, g.mode, g.strength, "
       "  (SELECT count(*) FROM bisect_steps st WHERE st.bisect_id = g.bisect_id AND st.step > 0) "
       "FROM regressions g WHERE g.direction = 1 AND g.metric_rank = 'primary' ORDER BY g.id");
@@ -714,9 +695,9 @@ TEST_F(AnalyzerPgTest, RegressionsOfOneCulpritAreOneGroupWithOneBisectAndOneAler
   const int stepped = (g[0][5].as<int>() > 0 ? 1 : 0) + (g[1][5].as<int>() > 0 ? 1 : 0);
   EXPECT_EQ(stepped, 1);
   const pqxx::result grp =
-      Query(absl::StrCat("SELECT leader_id, state, culprit_id, last_good, first_bad "
-                         "FROM regression_groups WHERE id = ",
-                         group));
+      SqlRows(absl::StrCat("SELECT leader_id, state, culprit_id, last_good, first_bad "
+                           "FROM regression_groups WHERE id = ",
+                           group));
   ASSERT_EQ(grp.size(), 1u);
   const int64_t leader = grp[0][0].as<int64_t>();
   const int leader_row = g[0][0].as<int64_t>() == leader ? 0 : 1;
@@ -727,9 +708,9 @@ TEST_F(AnalyzerPgTest, RegressionsOfOneCulpritAreOneGroupWithOneBisectAndOneAler
   EXPECT_EQ(grp[0][2].as<std::string>(), "t21");
   EXPECT_EQ(grp[0][3].as<std::string>(), "t16");
   EXPECT_EQ(grp[0][4].as<std::string>(), "t24");
-  EXPECT_EQ(Count("SELECT count(*) FROM bisect_steps WHERE step > 0 AND bisect_id IN "
-                  "(SELECT bisect_id FROM regressions WHERE id <> " +
-                  std::to_string(leader) + ")"),
+  EXPECT_EQ(Sql("SELECT count(*) FROM bisect_steps WHERE step > 0 AND bisect_id IN "
+                "(SELECT bisect_id FROM regressions WHERE id <> " +
+                std::to_string(leader) + ")"),
             0);
 
   const std::vector<json> alerts = active_alerts();
@@ -776,16 +757,16 @@ TEST_F(AnalyzerPgTest, ANightlyMatrixOfOneNewCommitIsFoundAndBisectedAgainstHist
   TickUntil(
       a,
       [&] {
-        return Count(absl::StrCat(
-                   "SELECT count(*) FROM analyzer_state WHERE key = 'matrix:", history, "'")) == 1;
+        return Sql(absl::StrCat("SELECT count(*) FROM analyzer_state WHERE key = 'matrix:", history,
+                                "'")) == 1;
       },
       "the history matrix analysed");
-  EXPECT_EQ(Count("SELECT count(*) FROM regressions"), 0);
+  EXPECT_EQ(Sql("SELECT count(*) FROM regressions"), 0);
   const int64_t nightly = SubmitCommits({32}, 4);
   TickUntil(
-      a, [&] { return Count("SELECT count(*) FROM bisects WHERE state <> 'running'") == 1; },
+      a, [&] { return Sql("SELECT count(*) FROM bisects WHERE state <> 'running'") == 1; },
       "bisect finished");
-  const pqxx::result g = Query(
+  const pqxx::result g = SqlRows(
       "SELECT matrix_id, state, direction, culprit_id, last_good, first_bad FROM regressions");
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0][0].as<int64_t>(), nightly);
@@ -802,12 +783,12 @@ TEST_F(AnalyzerPgTest, AnUnbuildableCommitIsSkippedAndNamedAmongTheCandidates) {
   SubmitBulk(32, 8, 4);
   Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
   TickUntil(
-      a, [&] { return Count("SELECT count(*) FROM bisects WHERE state <> 'running'") == 1; },
+      a, [&] { return Sql("SELECT count(*) FROM bisects WHERE state <> 'running'") == 1; },
       "bisect finished");
 
   // What the driver read: every failed job of t20's step matrix, with its reason.
   const pqxx::result failed =
-      Query("SELECT DISTINCT matrix_id FROM jobs WHERE state = 4 AND commit_id = 't20'");
+      SqlRows("SELECT DISTINCT matrix_id FROM jobs WHERE state = 4 AND commit_id = 't20'");
   ASSERT_EQ(failed.size(), 1u);
   absl::StatusOr<std::vector<std::string>> reasons =
       store_->FailureReasons({failed[0][0].as<int64_t>()});
@@ -817,7 +798,7 @@ TEST_F(AnalyzerPgTest, AnUnbuildableCommitIsSkippedAndNamedAmongTheCandidates) {
     EXPECT_NE(r.find("build failed at t20: drivers/iommu/iova.c:12"), std::string::npos) << r;
   }
 
-  const int64_t id = Query("SELECT id FROM regressions")[0][0].as<int64_t>();
+  const int64_t id = SqlRows("SELECT id FROM regressions")[0][0].as<int64_t>();
   pb::GetBisectRequest br;
   br.set_regression_id(id);
   pb::Bisect bisect;
@@ -861,8 +842,8 @@ TEST_F(AnalyzerPgTest, PrimaryMetricRegressionRanksAboveSecondary) {
   TickUntil(
       a,
       [&] {
-        return Count("SELECT count(*) FROM bisects") == 2 &&
-               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
+        return Sql("SELECT count(*) FROM bisects") == 2 &&
+               Sql("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
       },
       "both findings confirmed and the primary one bisected");
 
@@ -888,11 +869,11 @@ TEST_F(AnalyzerPgTest, PrimaryMetricRegressionRanksAboveSecondary) {
   EXPECT_EQ(second.first_bad(), "t16");  // measured range, not narrowed by a bisect
   EXPECT_EQ(second.culprit_id(), "");
   EXPECT_LT(second.magnitude(), first.magnitude());  // the larger change, ranked second
-  EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM bisect_steps WHERE bisect_id = ",
-                               second.bisect_id(), " AND step > 0")),
+  EXPECT_EQ(Sql(absl::StrCat("SELECT count(*) FROM bisect_steps WHERE bisect_id = ",
+                             second.bisect_id(), " AND step > 0")),
             0);
-  EXPECT_GE(Count(absl::StrCat("SELECT count(*) FROM bisect_steps WHERE bisect_id = ",
-                               first.bisect_id(), " AND step > 0")),
+  EXPECT_GE(Sql(absl::StrCat("SELECT count(*) FROM bisect_steps WHERE bisect_id = ",
+                             first.bisect_id(), " AND step > 0")),
             3);
 
   // Alertmanager holds both, with the severities that route them.
@@ -968,13 +949,13 @@ TEST_F(AnalyzerPgTest, SecondaryMetricBisectedButNotAlertedOnRequest) {
   TickUntil(
       a,
       [&] {
-        return Count("SELECT count(*) FROM bisects") == 2 &&
-               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0 &&
-               Count("SELECT count(*) FROM regressions WHERE alert_firing") == 1;
+        return Sql("SELECT count(*) FROM bisects") == 2 &&
+               Sql("SELECT count(*) FROM bisects WHERE state = 'running'") == 0 &&
+               Sql("SELECT count(*) FROM regressions WHERE alert_firing") == 1;
       },
       "both bisects finished, the primary one alerted");
   const pqxx::result g =
-      Query("SELECT metric, culprit_id, note, alert_firing FROM regressions ORDER BY id");
+      SqlRows("SELECT metric, culprit_id, note, alert_firing FROM regressions ORDER BY id");
   ASSERT_EQ(g.size(), 2u);
   EXPECT_EQ(g[0][0].as<std::string>(), "throughput/write");
   EXPECT_EQ(g[0][1].as<std::string>(), "t21");
@@ -1007,7 +988,7 @@ TEST_F(AnalyzerPgTest, AcknowledgedIsSilencedReopenedIsNotAndAFixIsChecked) {
   TickUntil(
       a,
       [&] {
-        silence = Query(absl::StrCat("SELECT silence_id FROM regressions WHERE id = ", id))[0][0]
+        silence = SqlRows(absl::StrCat("SELECT silence_id FROM regressions WHERE id = ", id))[0][0]
                       .as<std::string>();
         return !silence.empty() && AlertOf(id)["status"]["state"] == "suppressed";
       },
@@ -1030,7 +1011,7 @@ TEST_F(AnalyzerPgTest, AcknowledgedIsSilencedReopenedIsNotAndAFixIsChecked) {
   EXPECT_EQ(by[0], silence);
   // Passes while acknowledged create no second silence.
   for (int i = 0; i < 3; ++i) (void)a.Tick();
-  EXPECT_EQ(Query(absl::StrCat("SELECT silence_id FROM regressions WHERE id = ", id))[0][0]
+  EXPECT_EQ(SqlRows(absl::StrCat("SELECT silence_id FROM regressions WHERE id = ", id))[0][0]
                 .as<std::string>(),
             silence);
 
@@ -1044,9 +1025,9 @@ TEST_F(AnalyzerPgTest, AcknowledgedIsSilencedReopenedIsNotAndAFixIsChecked) {
                AlertOf(id)["status"]["state"] == "active";
       },
       "the re-opened regression's silence expired and its alert active");
-  EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM regressions WHERE id = ", id,
-                               " AND silence_id = ''")),
-            1);
+  EXPECT_EQ(
+      Sql(absl::StrCat("SELECT count(*) FROM regressions WHERE id = ", id, " AND silence_id = ''")),
+      1);
 
   // Fixed, but the latest commit t32 still carries the cost.
   EXPECT_EQ(Mark(id, pb::REGRESSION_STATE_FIXED).state(), pb::REGRESSION_STATE_FIXED);
@@ -1086,9 +1067,9 @@ TEST_F(AnalyzerPgTest, FixedIsBackAtTheLatestCommit) {
   EXPECT_LT(std::fabs(r.fix_check_change()), 0.03);
   EXPECT_TRUE(AlertOf(id).is_null());
   // One check per fix: more passes submit nothing.
-  const int64_t matrices = Count("SELECT count(*) FROM matrices");
+  const int64_t matrices = Sql("SELECT count(*) FROM matrices");
   for (int i = 0; i < 3; ++i) (void)a.Tick();
-  EXPECT_EQ(Count("SELECT count(*) FROM matrices"), matrices);
+  EXPECT_EQ(Sql("SELECT count(*) FROM matrices"), matrices);
 }
 
 // Ignored: the alert is resolved, and the same change measured again by a
@@ -1105,13 +1086,13 @@ TEST_F(AnalyzerPgTest, IgnoredIsResolvedAndNotReportedAgain) {
   TickUntil(
       a,
       [&] {
-        return Count(absl::StrCat("SELECT count(*) FROM analyzer_state WHERE key = 'matrix:", again,
-                                  "'")) == 1;
+        return Sql(absl::StrCat("SELECT count(*) FROM analyzer_state WHERE key = 'matrix:", again,
+                                "'")) == 1;
       },
       "the second matrix analysed");
   for (int i = 0; i < 3; ++i) (void)a.Tick();
-  EXPECT_EQ(Count("SELECT count(*) FROM regressions WHERE direction = 1"), 1);
-  EXPECT_EQ(Count("SELECT count(*) FROM regressions WHERE state = 7"), 1);
+  EXPECT_EQ(Sql("SELECT count(*) FROM regressions WHERE direction = 1"), 1);
+  EXPECT_EQ(Sql("SELECT count(*) FROM regressions WHERE state = 7"), 1);
   EXPECT_EQ(AlertmanagerAlerts().size(), 0u);
 }
 
@@ -1155,8 +1136,8 @@ TEST_F(AnalyzerPgTest, ResolutionSurvivesAnAlertmanagerRestart) {
   TickUntil(
       a,
       [&] {
-        return Count(absl::StrCat("SELECT count(*) FROM alerts WHERE regression_id = ", id,
-                                  " AND NOT firing AND ends_at IS NOT NULL")) == 1;
+        return Sql(absl::StrCat("SELECT count(*) FROM alerts WHERE regression_id = ", id,
+                                " AND NOT firing AND ends_at IS NOT NULL")) == 1;
       },
       "the resolution posted");
   ASSERT_FALSE(notified("resolved"));  // group_interval holds it back
@@ -1186,17 +1167,16 @@ TEST_F(AnalyzerPgTest, AlertPassGoesOnAfterAFailedPost) {
   TickUntil(
       a,
       [&] {
-        return Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0 &&
-               Count("SELECT count(*) FROM regressions WHERE direction = 1 AND alert_firing") ==
-                   2 &&
+        return Sql("SELECT count(*) FROM bisects WHERE state = 'running'") == 0 &&
+               Sql("SELECT count(*) FROM regressions WHERE direction = 1 AND alert_firing") == 2 &&
                AlertmanagerAlerts().size() == 2;
       },
       "two regressions alerted");
   const pqxx::result ids =
-      Query("SELECT id FROM regressions WHERE direction = 1 AND alert_firing ORDER BY id");
+      SqlRows("SELECT id FROM regressions WHERE direction = 1 AND alert_firing ORDER BY id");
   ASSERT_EQ(ids.size(), 2u);
   const int64_t refused = ids[0][0].as<int64_t>(), resolved = ids[1][0].as<int64_t>();
-  Query(absl::StrCat(
+  SqlRows(absl::StrCat(
       "UPDATE alerts SET starts_at = now() + interval '1 day' WHERE regression_id = ", refused));
   Mark(refused, pb::REGRESSION_STATE_FIXED);
   Mark(resolved, pb::REGRESSION_STATE_FIXED);
@@ -1207,7 +1187,7 @@ TEST_F(AnalyzerPgTest, AlertPassGoesOnAfterAFailedPost) {
       a, [&] { return AlertOf(resolved).is_null(); }, "the second alert resolved");
   EXPECT_TRUE(AlertOf(refused).is_object());
   EXPECT_EQ(
-      Count(absl::StrCat("SELECT count(*) FROM alerts WHERE firing AND regression_id = ", refused)),
+      Sql(absl::StrCat("SELECT count(*) FROM alerts WHERE firing AND regression_id = ", refused)),
       1);
 }
 
@@ -1218,13 +1198,13 @@ TEST_F(AnalyzerPgTest, PureNoiseRaisesNothing) {
   TickUntil(
       a,
       [&] {
-        return Count(absl::StrCat("SELECT count(*) FROM analyzer_state WHERE key = 'matrix:", m,
-                                  "'")) == 1;
+        return Sql(absl::StrCat("SELECT count(*) FROM analyzer_state WHERE key = 'matrix:", m,
+                                "'")) == 1;
       },
       "matrix analysed");
   (void)a.Tick();
-  EXPECT_EQ(Count("SELECT count(*) FROM regressions"), 0);
-  EXPECT_EQ(Count("SELECT count(*) FROM matrices"), 1);  // nothing submitted
+  EXPECT_EQ(Sql("SELECT count(*) FROM regressions"), 0);
+  EXPECT_EQ(Sql("SELECT count(*) FROM matrices"), 1);  // nothing submitted
   EXPECT_EQ(AlertmanagerAlerts().size(), 0u);
   // Restart-safe cursor: a new analyzer does not analyse it again.
   Analyzer again(store_.get(), submitter_.get(), sink_.get(), {}, Options());
@@ -1240,12 +1220,12 @@ TEST_F(AnalyzerPgTest, TwoRegressionsInOneRangeBothBisected) {
   TickUntil(
       a,
       [&] {
-        return Count("SELECT count(*) FROM bisects") >= 2 &&
-               Count("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
+        return Sql("SELECT count(*) FROM bisects") >= 2 &&
+               Sql("SELECT count(*) FROM bisects WHERE state = 'running'") == 0;
       },
       "both bisects finished");
   const pqxx::result g =
-      Query("SELECT culprit_id, change_class, mode FROM regressions ORDER BY first_bad");
+      SqlRows("SELECT culprit_id, change_class, mode FROM regressions ORDER BY first_bad");
   ASSERT_EQ(g.size(), 2u);
   EXPECT_EQ(g[0][0].as<std::string>(), "t09");
   EXPECT_EQ(g[0][1].as<int>(), pb::CHANGE_CLASS_IOMMU);
@@ -1262,7 +1242,7 @@ TEST_F(AnalyzerPgTest, TwoStepRangeShowsEveryCulpritThroughTheApi) {
   SubmitBulk(32, 8, 4);
   Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
   TickUntilBisectsFinished(a);
-  const pqxx::result g = Query(
+  const pqxx::result g = SqlRows(
       "SELECT id FROM regressions WHERE direction = 1 AND culprit_id <> '' "
       "AND metric_rank = 'primary' AND NOT overhead_series ORDER BY id LIMIT 1");
   ASSERT_EQ(g.size(), 1u);
@@ -1345,7 +1325,7 @@ TEST_F(AnalyzerPgTest, OnlyTheOverheadRatioMovedIsConfirmedAndBisectedOnTheRatio
   SubmitBulk(32, 8, 4);
   Analyzer a(store_.get(), submitter_.get(), sink_.get(), {}, Options());
   TickUntilBisectsFinished(a);
-  const pqxx::result g = Query(
+  const pqxx::result g = SqlRows(
       "SELECT id, state, change_class, overhead_series, culprit_id, magnitude, bisect_id "
       "FROM regressions WHERE direction = 1 AND culprit_id <> '' ORDER BY id");
   ASSERT_EQ(g.size(), 1u);
@@ -1355,7 +1335,7 @@ TEST_F(AnalyzerPgTest, OnlyTheOverheadRatioMovedIsConfirmedAndBisectedOnTheRatio
   EXPECT_EQ(g[0][4].as<std::string>(), "t21");
   EXPECT_NEAR(g[0][5].as<double>(), 0.98 / 1.0412 / 0.98 - 1, 0.015);
   // Its one culprit, with the whole change, in bisect_culprits.
-  const pqxx::result c = Query(
+  const pqxx::result c = SqlRows(
       absl::StrCat("SELECT commit_id, last_good, share FROM bisect_culprits WHERE bisect_id = ",
                    g[0][6].as<int64_t>(), " ORDER BY ordinal"));
   ASSERT_EQ(c.size(), 1u);
@@ -1392,8 +1372,7 @@ TEST_F(AnalyzerPgTest, KilledMidBisectRestartFinishesSameBisect) {
   ASSERT_GT(pid, 0);
   const absl::Status mid = testing::PollUntil(
       [&]() -> absl::StatusOr<bool> {
-        return Count(
-                   "SELECT count(*) FROM bisect_steps WHERE step >= 1 AND verdict = 'pending' "
+        return Sql("SELECT count(*) FROM bisect_steps WHERE step >= 1 AND verdict = 'pending' "
                    "AND matrix_id IS NOT NULL") >= 1;
       },
       absl::Seconds(120), "a bisect step pending");
@@ -1402,15 +1381,15 @@ TEST_F(AnalyzerPgTest, KilledMidBisectRestartFinishesSameBisect) {
   int wstatus = 0;
   waitpid(pid, &wstatus, 0);
   EXPECT_TRUE(WIFSIGNALED(wstatus));
-  const int64_t bisect_id = Query("SELECT id FROM bisects")[0][0].as<int64_t>();
+  const int64_t bisect_id = SqlRows("SELECT id FROM bisects")[0][0].as<int64_t>();
   agent_->HoldBisect(false);  // the pending step's runs complete while no analyzer runs
 
   pid = spawn();
   ASSERT_GT(pid, 0);
   const absl::Status fin = testing::PollUntil(
       [&]() -> absl::StatusOr<bool> {
-        return Count("SELECT count(*) FROM bisects WHERE state = 'done'") == 1 &&
-               Count("SELECT count(*) FROM regressions WHERE alert_firing") == 1;
+        return Sql("SELECT count(*) FROM bisects WHERE state = 'done'") == 1 &&
+               Sql("SELECT count(*) FROM regressions WHERE alert_firing") == 1;
       },
       absl::Seconds(120), "bisect done after restart");
   kill(pid, SIGTERM);
@@ -1420,22 +1399,22 @@ TEST_F(AnalyzerPgTest, KilledMidBisectRestartFinishesSameBisect) {
   ASSERT_TRUE(fin.ok()) << fin << "\n" << out;
   EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << out;
 
-  EXPECT_EQ(Count("SELECT count(*) FROM bisects"), 1);
-  EXPECT_EQ(Query("SELECT id FROM bisects")[0][0].as<int64_t>(), bisect_id);
-  EXPECT_EQ(Query("SELECT culprit_id FROM bisects")[0][0].as<std::string>(), "t13");
+  EXPECT_EQ(Sql("SELECT count(*) FROM bisects"), 1);
+  EXPECT_EQ(SqlRows("SELECT id FROM bisects")[0][0].as<int64_t>(), bisect_id);
+  EXPECT_EQ(SqlRows("SELECT culprit_id FROM bisects")[0][0].as<std::string>(), "t13");
   // Every submission is recorded exactly once: the bisect's matrices == its
   // persisted sequence number (the bulk's top-ups have keys of their own);
   // steps are contiguous.
   const int64_t seq =
-      Query(absl::StrCat("SELECT (value->>'seq')::bigint FROM analyzer_state "
-                         "WHERE key = 'bisect:",
-                         bisect_id, "'"))[0][0]
+      SqlRows(absl::StrCat("SELECT (value->>'seq')::bigint FROM analyzer_state "
+                           "WHERE key = 'bisect:",
+                           bisect_id, "'"))[0][0]
           .as<int64_t>();
-  EXPECT_EQ(Count("SELECT count(*) FROM matrices WHERE idempotency_key LIKE 'analyzer/b%'"), seq);
-  const int64_t steps = Count("SELECT count(*) FROM bisect_steps WHERE step >= 1");
-  EXPECT_EQ(Count("SELECT max(step) FROM bisect_steps"), steps);
+  EXPECT_EQ(Sql("SELECT count(*) FROM matrices WHERE idempotency_key LIKE 'analyzer/b%'"), seq);
+  const int64_t steps = Sql("SELECT count(*) FROM bisect_steps WHERE step >= 1");
+  EXPECT_EQ(Sql("SELECT max(step) FROM bisect_steps"), steps);
   EXPECT_GE(steps, 4);
-  EXPECT_EQ(Count("SELECT count(*) FROM bisect_steps WHERE verdict = 'pending'"), 0);
+  EXPECT_EQ(Sql("SELECT count(*) FROM bisect_steps WHERE verdict = 'pending'"), 0);
 }
 #endif
 

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/git_import.h"
+#include "integration_tests/analyzer_ticks.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/storage/pg/pg_analyzer_store.h"
 #include "lib/storage/pg/pg_pool.h"
@@ -103,23 +104,6 @@ class ModeChangePgTest : public testing::FarmTest {
     return resp.matrix().id();
   }
 
-  pqxx::result Query(const std::string& sql) {
-    pqxx::connection c(DbUri());
-    pqxx::nontransaction t(c);
-    return t.exec(sql);
-  }
-  int64_t Count(const std::string& sql) { return Query(sql)[0][0].as<int64_t>(); }
-
-  void TickUntil(Analyzer& a, const std::function<bool()>& done, const std::string& what) {
-    const absl::Status s = testing::PollUntil(
-        [&]() -> absl::StatusOr<bool> {
-          (void)a.Tick();
-          return done();
-        },
-        absl::Seconds(240), what, absl::Milliseconds(100));
-    ASSERT_TRUE(s.ok()) << s << "\n" << agent_->Out();
-  }
-
   // Alertmanager's alert of regression `id` (null if none).
   json AlertOf(int64_t id) {
     auto r = testing::HttpGet(am_->BaseUrl() + "/api/v2/alerts");
@@ -154,18 +138,18 @@ TEST_F(ModeChangePgTest, ACommitThatFlipsLazyToStrictIsFoundAndBisectedToIt) {
   TickUntil(
       a,
       [&] {
-        const pqxx::result r = Query(absl::StrCat(
+        const pqxx::result r = SqlRows(absl::StrCat(
             "SELECT id FROM regressions WHERE change_class = ", pb::CHANGE_CLASS_MODE_CHANGED,
             " AND culprit_id <> '' AND alert_firing"));
         if (r.empty()) return false;
         id = r[0][0].as<int64_t>();
         return AlertOf(id).is_object();
       },
-      "mode change bisected and alerted");
+      "mode change bisected and alerted", absl::Seconds(240), [&] { return agent_->Out(); });
 
   // The stored facts: m08's run asked for lazy and ran strict, as the
   // emulated kernel said; m04's ran lazy.
-  const pqxx::result facts = Query(absl::StrCat(
+  const pqxx::result facts = SqlRows(absl::StrCat(
       "SELECT j.commit_id, (r.host->>'iommu_mode')::int, (r.host->'guest'->>'requested_mode')::int,"
       " r.host->>'iommu_detail', r.host->'guest'->>'provider' FROM results r JOIN jobs j ON "
       "j.id = r.job_id WHERE j.matrix_id = ",
@@ -183,10 +167,10 @@ TEST_F(ModeChangePgTest, ACommitThatFlipsLazyToStrictIsFoundAndBisectedToIt) {
   }
 
   // One mode_changed regression, m04..m08, bisected to m05 on the mode.
-  EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM regressions WHERE change_class = ",
-                               pb::CHANGE_CLASS_MODE_CHANGED)),
+  EXPECT_EQ(Sql(absl::StrCat("SELECT count(*) FROM regressions WHERE change_class = ",
+                             pb::CHANGE_CLASS_MODE_CHANGED)),
             1);
-  const pqxx::result reg = Query(absl::StrCat(
+  const pqxx::result reg = SqlRows(absl::StrCat(
       "SELECT state, metric, mode, last_good, first_bad, culprit_id, bisect_id, per_mode, note "
       "FROM regressions WHERE id = ",
       id));
@@ -199,12 +183,12 @@ TEST_F(ModeChangePgTest, ACommitThatFlipsLazyToStrictIsFoundAndBisectedToIt) {
   EXPECT_EQ(per_mode[0]["before"].get<double>(), pb::IOMMU_MODE_LAZY) << per_mode;
   EXPECT_EQ(per_mode[0]["after"].get<double>(), pb::IOMMU_MODE_STRICT) << per_mode;
   const int64_t bisect = reg[0][6].as<int64_t>();
-  EXPECT_EQ(Query(absl::StrCat("SELECT culprit_id FROM bisects WHERE id = ", bisect))[0][0]
+  EXPECT_EQ(SqlRows(absl::StrCat("SELECT culprit_id FROM bisects WHERE id = ", bisect))[0][0]
                 .as<std::string>(),
             "m05");
   // Every step was judged on the mode its run stated: the bad ones say
   // strict, the good ones lazy, each from one run.
-  const pqxx::result steps = Query(absl::StrCat(
+  const pqxx::result steps = SqlRows(absl::StrCat(
       "SELECT commit_id, verdict, repeats, mean FROM bisect_steps WHERE bisect_id = ", bisect,
       " AND step > 0 ORDER BY step"));
   ASSERT_FALSE(steps.empty());
@@ -239,16 +223,16 @@ TEST_F(ModeChangePgTest, ACommitThatKeepsTheModeRaisesNoModeChange) {
   TickUntil(
       a,
       [&] {
-        return Count(absl::StrCat(
-                   "SELECT count(*) FROM analyzer_state WHERE key = 'matrix:", matrix, "'")) == 1;
+        return Sql(absl::StrCat("SELECT count(*) FROM analyzer_state WHERE key = 'matrix:", matrix,
+                                "'")) == 1;
       },
-      "bulk matrix analysed");
+      "bulk matrix analysed", absl::Seconds(240), [&] { return agent_->Out(); });
   // The runs stated their modes (all lazy), and none changed.
-  EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM results WHERE matrix_id = ", matrix,
-                               " AND (host->>'iommu_mode')::int = ", pb::IOMMU_MODE_LAZY)),
+  EXPECT_EQ(Sql(absl::StrCat("SELECT count(*) FROM results WHERE matrix_id = ", matrix,
+                             " AND (host->>'iommu_mode')::int = ", pb::IOMMU_MODE_LAZY)),
             3);
-  EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM regressions WHERE change_class = ",
-                               pb::CHANGE_CLASS_MODE_CHANGED)),
+  EXPECT_EQ(Sql(absl::StrCat("SELECT count(*) FROM regressions WHERE change_class = ",
+                             pb::CHANGE_CLASS_MODE_CHANGED)),
             0);
 }
 

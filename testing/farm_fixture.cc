@@ -106,6 +106,12 @@ std::string FarmTest::SqlText(const std::string& query) const {
   return w.exec1(query)[0].as<std::string>();
 }
 
+pqxx::result FarmTest::SqlRows(const std::string& query) const {
+  pqxx::connection c(db_uri_);
+  pqxx::nontransaction n(c);
+  return n.exec(query);
+}
+
 // ------------------------------------------------------------- scheduler
 
 void FarmTest::StartScheduler(FarmMode mode,

@@ -39,6 +39,7 @@
 #include <google/protobuf/message.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <pqxx/pqxx>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -93,6 +94,8 @@ class FarmTest : public ::testing::Test {
   // The first column of the first row of `query`, on this test's database.
   int64_t Sql(const std::string& query) const;
   std::string SqlText(const std::string& query) const;
+  // Every row of `query`, on this test's database.
+  pqxx::result SqlRows(const std::string& query) const;
   // A directory of this test's own (logs, stores, allowed dirs), removed
   // after the test when it passed, else with the suite.
   const std::string& TestDir() const { return test_dir_; }
