@@ -520,22 +520,22 @@ absl::Status Analyzer::SendAlerts() {
     return false;
   };
   // The open regressions of each alert group (one catalog's culprit or
-  // range) of the regressions in no regression group; those in one have
-  // their group's alert (groups.h).
+  // range) of the regressions alerted on their own; those in a regression
+  // group of two or more have their group's alert (groups.h).
+  const GroupAlertPlan grouped = PlanGroupAlerts(*work, options_.alert, now);
   std::map<std::pair<std::string, std::string>, std::vector<int64_t>> groups;
   for (const AlertWork& a : *work) {
-    if (AlertFires(a.state) && a.group_id == 0)
+    if (AlertFires(a.state) && !grouped.Covers(a.regression_id))
       groups[{a.catalog, AlertGroup(a)}].push_back(a.regression_id);
   }
-  const GroupAlertPlan grouped = PlanGroupAlerts(*work, options_.alert, now);
   for (const AlertWork& a : *work) {
     const bool open = AlertFires(a.state);
     const bool acknowledged = a.state == pb::REGRESSION_STATE_ACKNOWLEDGED;
     std::optional<Alert> built =
-        a.group_id != 0 ? grouped.alerts.contains(a.regression_id)
-                              ? grouped.alerts.at(a.regression_id)
-                              : std::nullopt
-                        : BuildAlert(a, options_.alert, now, groups[{a.catalog, AlertGroup(a)}]);
+        !grouped.Covers(a.regression_id)
+            ? BuildAlert(a, options_.alert, now, groups[{a.catalog, AlertGroup(a)}])
+        : grouped.alerts.contains(a.regression_id) ? grouped.alerts.at(a.regression_id)
+                                                   : std::nullopt;
     if (!a.silence_id.empty() && (!acknowledged || !built.has_value())) {
       // Re-opened or closed: the silence goes, so the alert (or its
       // resolution) is seen again.

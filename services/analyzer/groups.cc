@@ -312,6 +312,7 @@ GroupAlertPlan PlanGroupAlerts(const std::vector<AlertWork>& work, const AlertOp
   }
   GroupAlertPlan plan;
   for (const auto& [id, members] : groups) {
+    if (members.size() < 2) continue;
     const AlertWork* rep = members.front();
     for (const AlertWork* m : members) {
       const int a = RepresentativeRank(*m), b = RepresentativeRank(*rep);

@@ -127,9 +127,16 @@ struct GroupAlertPlan {
   std::set<int64_t> quiet;
   // Group id -> its representative's regression id.
   std::map<int64_t, int64_t> representative;
+
+  // Whether regression `id`'s alert is its group's (a member of a group of
+  // two or more); otherwise it is alerted on its own.
+  bool Covers(int64_t id) const { return alerts.contains(id) || quiet.contains(id); }
 };
 
-// The representative of a group is its strongest open member (confirmed
+// A group of one is no group to Alertmanager: its member's own alert
+// (BuildAlert) stands, so a regression found alone keeps its alert's
+// labels, and they move (the old set resolved) only when a second member
+// joins. The representative of a group is its strongest open member (confirmed
 // before acknowledged), else the member whose alert last fired, else the
 // one last alerted (its resolution is re-sent). The alert is the
 // representative's (BuildAlert) with the group's labels (alert_group

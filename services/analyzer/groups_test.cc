@@ -380,6 +380,14 @@ TEST(Groups, OneAlertPerGroupForItsStrongestOpenMember) {
   const GroupAlertPlan resolved = PlanGroupAlerts(closed, AlertOptions{}, "2026-01-01T00:00:00Z");
   ASSERT_TRUE(resolved.alerts.contains(1));
   EXPECT_EQ(resolved.alerts.at(1)->ends_at, "2026-01-01T00:00:00Z");
+
+  // Groups of one (5 and 6 here) keep their members' own alerts.
+  const GroupAlertPlan alone =
+      PlanGroupAlerts({work[0], Work(9, 6, pb::REGRESSION_STATE_CONFIRMED, 1, "strict")},
+                      AlertOptions{}, "2026-01-01T00:00:00Z");
+  EXPECT_FALSE(alone.Covers(9));
+  EXPECT_TRUE(alone.alerts.empty());
+  EXPECT_FALSE(alone.Covers(1));
 }
 
 }  // namespace
