@@ -510,7 +510,8 @@ void FillJobsAndResults(pqxx::work& w, int64_t from, int64_t to) {
 
 // Every tenth nightly matrix a regression with a done bisect of 8 steps
 // and its culprit, states spread over the triage states (fixed ones
-// checked); the wide matrix three. Every matrix analysed.
+// checked); the wide matrix three, in one regression group. Every matrix
+// analysed.
 void FillAnalysis(pqxx::work& w) {
   w.exec(
       "CREATE TEMP TABLE rg AS SELECT mk.id AS matrix_id, mk.catalog, mk.platforms[1] AS platform, "
@@ -537,6 +538,17 @@ void FillAnalysis(pqxx::work& w) {
       "  culprit_subject) "
       "SELECT id, 'done', last_good, first_bad, culprit_id, culprit_subject FROM regressions");
   w.exec("UPDATE regressions g SET bisect_id = b.id FROM bisects b WHERE b.regression_id = g.id");
+  // The wide matrices' regressions share a range: one group each, bisected
+  // by its first member, whose culprit the others took.
+  w.exec(
+      "INSERT INTO regression_groups (catalog, last_good, first_bad, leader_id, state, "
+      "  culprit_id) "
+      "SELECT catalog, min(last_good), min(first_bad), min(id), 'culprit', min(culprit_id) "
+      "FROM regressions g WHERE EXISTS (SELECT 1 FROM matrices x WHERE x.id = g.matrix_id "
+      "  AND x.name LIKE 'wide/%') GROUP BY catalog, matrix_id");
+  w.exec(
+      "UPDATE regressions g SET group_id = gr.id FROM regression_groups gr "
+      "WHERE gr.leader_id IN (SELECT min(id) FROM regressions r WHERE r.matrix_id = g.matrix_id)");
   w.exec(
       "INSERT INTO bisect_steps (bisect_id, step, commit_id, commit_index, verdict, repeats, "
       "  mean, p_value, relative_change) "
