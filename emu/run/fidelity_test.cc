@@ -171,6 +171,19 @@ std::map<std::string, std::string> ShortParams(const WorkloadInfo& w) {
   return p;
 }
 
+// arm_smmu_cmdq_issue_cmdlist() retries a failed cmpxchg with the word it
+// returned (llq.val = old), so a retrier on a busy home node is no staler
+// than a newcomer and nobody waits on the reservation for long. 32 fio jobs
+// on 8 NVMe queues: when the model let a retrier keep the word of its
+// attempt's issue, one unmap waited 11.6 ms and the run gave 168,982 IOPS.
+TEST(Fidelity, SmmuV3CmdqRetrierIsNotStarved) {
+  RunResult r = MustRun(KunpengStrict("latest", "fio-nvme", {{"numjobs", "32"}, {"devices", "8"}}));
+  std::printf("cmdq fio-nvme numjobs=32 devices=8: %.0f IOPS, unmap max %.0f ns\n", r.throughput,
+              r.unmap_latency.max);
+  EXPECT_GT(r.throughput, 1e6);
+  EXPECT_LT(r.unmap_latency.max, 100e3);
+}
+
 // Strict is never faster than lazy, lazy never faster than off, for every
 // platform x kernel x workload the tree has (combinations a platform cannot
 // run, e.g. an NVMe workload without an NVMe device, are skipped).
