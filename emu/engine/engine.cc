@@ -361,7 +361,10 @@ void SpinLock::Take(Cpu& cpu, Sym data_sym) {
 }
 
 Time SpinLock::LineMove(int from, int to) const {
-  if (home_node_ >= 0 && engine_->line_costs().atomic_far > 0) {
+  // Far atomics route a hand-off through the home node, unless holder and
+  // taker share a node: the home sees that node as the one holder and the
+  // line moves through the node's shared cache.
+  if (home_node_ >= 0 && engine_->line_costs().atomic_far > 0 && from != to) {
     return engine_->Transfer(to, home_node_);
   }
   return engine_->Transfer(from, to);
@@ -438,6 +441,13 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
       cpu.Charge(sym, engine_->line_costs().local);
       return;
     }
+    if (unique_ >= 0 && unique_node_ == cpu.node()) {
+      // The only copies are on this CPU's node: the home still sees the node
+      // as the one holder, so the line moves between the node's cores
+      // through its shared cache (a same-node transfer), one owner at a time.
+      RmwWithinNode(cpu, sym);
+      return;
+    }
     // The home invalidates every cached copy before it executes the RMW.
     unique_ = kAtHome;
     // The request travels to the home node, waits for the ops ahead of it,
@@ -483,6 +493,17 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
   cpu.SpinUntil(free_at_, sym);
 }
 
+void AtomicLine::RmwWithinNode(Cpu& cpu, Sym sym) {
+  const Time start = std::max(cpu.now(), free_at_);
+  free_at_ = start + engine_->Transfer(unique_node_, cpu.node());
+  wait_ns_ += start - cpu.now();
+  ++rmws_;
+  unique_ = cpu.index();
+  last_index_ = cpu.index();
+  last_node_ = cpu.node();
+  cpu.SpinUntil(free_at_, sym);
+}
+
 void AtomicLine::Load(Cpu& cpu, Sym sym) {
   FARM_DCHECK(cpu.synced(), "atomic load without `co_await cpu.Sync()` immediately before");
   if (engine_->line_costs().atomic_far > 0) {
@@ -490,11 +511,20 @@ void AtomicLine::Load(Cpu& cpu, Sym sym) {
       cpu.Charge(sym, 1);
       return;
     }
+    if (unique_ >= 0 && unique_node_ == cpu.node()) {
+      // A sibling core on this node holds the line: its copy comes through
+      // the node's shared cache, and the node keeps the only copies.
+      const Time start = std::max(cpu.now(), free_at_);
+      unique_ = cpu.index();
+      cpu.SpinUntil(start + engine_->Transfer(unique_node_, cpu.node()), sym);
+      return;
+    }
     // Far atomics leave the line at the home node: a load fetches a copy,
     // unique when nobody else caches one and no RMW is queued at the home
     // when the request arrives (a contended line is handed out shared).
     const bool idle = cpu.now() + HomeRoundTrip(cpu.node()) / 2 >= free_at_;
     unique_ = unique_ == kAtHome && idle ? cpu.index() : kShared;
+    unique_node_ = cpu.node();
     sharers_ |= NodeBit(cpu.node());
     cpu.Charge(sym, last_index_ >= 0 ? HomeRoundTrip(cpu.node()) : 1);
     return;

@@ -434,9 +434,15 @@ class SpinLock {
 //! execute near: the rule of the Arm Cortex-A76 TRM (developer.arm.com/docs/
 //! 100798, "Atomic instructions": near when the atomic hits the L1 in a
 //! unique state, far when it misses or the line is shared); HiSilicon's
-//! TaiShan v110 core does not publish its policy. Any other CPU's access ends
+//! TaiShan v110 core does not publish its policy. While the only copies are
+//! on one node, the home sees that node as the one holder, and the node's
+//! other CPUs get the line through the node's shared cache: a same-node
+//! transfer (cost.line_*_ns for the distance 0), one RMW at a time, and the
+//! line stays the node's (an assumption of the same kind: the node's L3
+//! serving a line the home has granted to it). A CPU of another node ends
 //! that: a load makes the line shared, a far RMW invalidates the copies
-//! first. So one CPU alone on a line pays no home-node round trips.
+//! first. So the CPUs of one node alone on a line pay no home-node round
+//! trips, one CPU alone not even a transfer.
 //! REQUIRES: the caller executed `co_await cpu.Sync()` immediately before
 //! (nothing charged in between: FARM_DCHECK(cpu.synced())).
 class AtomicLine {
@@ -466,6 +472,11 @@ class AtomicLine {
   static constexpr int kAtHome = -1;
   static constexpr int kShared = -2;
   int unique_ = kAtHome;
+  int unique_node_ = 0;  // the node of `unique_` (a CPU index)
+
+ private:
+  //! Far atomics: the RMW of a CPU whose node holds the only copies.
+  void RmwWithinNode(Cpu& cpu, Sym sym);
   uint64_t rmws_ = 0;
   Time wait_ns_ = 0;
 };
@@ -500,6 +511,9 @@ class CmpxchgWord : public AtomicLine {
     Rmw(cpu, sym);
     ++version_;
   }
+  //! The word now: what a failed cmpxchg hands back, read once the attempt's
+  //! round trip is charged and the caller has synced again.
+  uint64_t Current() const { return version_; }
   uint64_t attempts() const { return attempts_; }
   uint64_t failures() const { return failures_; }
 

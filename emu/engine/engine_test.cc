@@ -233,10 +233,9 @@ TEST(AtomicLine, FarAtomicsRunNearOnTheOnlyCopy) {
   EXPECT_EQ(after_other, lc.remote + lc.atomic_far);
 }
 
-// A lock homed on node 1, taken in turn by two CPUs of node 0: with far
-// atomics each hand-off goes through the home (a cross-socket round trip),
-// without it the line moves between the two CPUs (a node-local transfer).
-Time HomedLockHandoff(Time atomic_far) {
+// A lock homed on node 1, taken by CPU 0 (node 0), then by `taker_cpu`: the
+// second take's hand-off cost.
+Time HomedLockHandoff(Time atomic_far, int taker_cpu) {
   LineCosts lc = Costs();
   lc.atomic_far = atomic_far;
   Engine e(TwoNodes(2), lc, 1);
@@ -254,16 +253,22 @@ Time HomedLockHandoff(Time atomic_far) {
     lock.Unlock(cpu, 0);
   };
   Cpu& a = e.AddCpu(0);
-  Cpu& b = e.AddCpu(1);
+  Cpu& b = e.AddCpu(taker_cpu);
   e.Start(a, first(a));
   e.Start(b, second(b));
   EXPECT_TRUE(e.Run().ok());
   return second_take;
 }
 
-TEST(SpinLock, HandOffGoesThroughTheHomeWithFarAtomics) {
-  EXPECT_EQ(HomedLockHandoff(0), Costs().lock + Costs().node);
-  EXPECT_EQ(HomedLockHandoff(10), Costs().lock + Costs().remote);
+TEST(SpinLock, HandOffGoesThroughTheHomeWithFarAtomicsUnlessBothCpusShareANode) {
+  // CPUs 0 and 1 on node 0, the lock homed on node 1: the line moves within
+  // node 0 either way (with far atomics the home sees node 0 as its holder).
+  EXPECT_EQ(HomedLockHandoff(0, 1), Costs().lock + Costs().node);
+  EXPECT_EQ(HomedLockHandoff(10, 1), Costs().lock + Costs().node);
+  // CPU 2 on node 1, the home: near atomics pull the line across from node
+  // 0; far ones take it at the home, the taker's own node.
+  EXPECT_EQ(HomedLockHandoff(0, 2), Costs().lock + Costs().remote);
+  EXPECT_EQ(HomedLockHandoff(10, 2), Costs().lock + Costs().node);
 }
 
 TEST(Engine, BlockAndWake) {

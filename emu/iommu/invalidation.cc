@@ -372,6 +372,15 @@ class SmmuV3Cmdq final : public ArmInvalidator {
       ++sim_->counters.cmdq_cmpxchg_attempts;
       if (llq_.TryCmpxchg(cpu, observed, Sym::kCmdqIssue)) break;
       ++sim_->counters.cmdq_cmpxchg_failures;
+      // cmpxchg_relaxed() returns the word as the home held it when the
+      // attempt executed, after the wait behind the RMWs queued there, and
+      // the loop retries with it (llq.val = old). The engine decides the
+      // compare at issue; taking the value at issue would leave a retrier's
+      // view older by its whole queue wait than a newcomer's fresh load, so
+      // a retrier on a busy home would lose to every newcomer for as long as
+      // newcomers keep coming.
+      co_await cpu.Sync();
+      observed = llq_.Current();
     }
     // owner = !(llq.prod & CMDQ_PROD_OWNED_FLAG)
     bool owner = open_ == nullptr;

@@ -119,18 +119,29 @@ RunSpec KunpengStrict(const std::string& kernel, const std::string& workload,
 // v5.3 writes PROD after the TLBI, so the SMMU runs it while the CPU queues
 // the CMD_SYNC, where the lock-free path publishes both with one PROD write
 // (+3.5% at 1 thread; the far-atomic round trips this guards against were
-// +187%). 2 threads are not asserted: docs/fidelity.md, "The lock-free cmdq
-// at low thread counts", gives the figure and why.
+// +187%). From 2 threads on, CPUs of one node share the cmdq lines through
+// the node's shared cache, and the lock-free path must be faster
+// (docs/fidelity.md, "The lock-free cmdq at low thread counts").
 TEST(Fidelity, SmmuV3LockfreeCmdqNoSlowerThanSpinlockAtFewThreads) {
-  for (int threads : {1, 4, 8}) {
+  for (int threads : {1, 2, 3, 4, 8}) {
     std::map<std::string, std::string> p = {{"threads", std::to_string(threads)},
                                             {"seconds", "0.005"}};
     RunResult locked = MustRun(KunpengStrict("v5.3", "dma-map-bench", p));
     RunResult lockfree = MustRun(KunpengStrict("587e6c10a7ce", "dma-map-bench", p));
-    std::printf("cmdq %d thread(s): unmap v5.3 %.0f ns, 587e6c10a7ce %.0f ns\n", threads,
-                locked.unmap_latency.mean, lockfree.unmap_latency.mean);
+    std::printf(
+        "cmdq %d thread(s): v5.3 %.0f pairs/s unmap %.0f ns, 587e6c10a7ce %.0f pairs/s "
+        "unmap %.0f ns\n",
+        threads, locked.throughput, locked.unmap_latency.mean, lockfree.throughput,
+        lockfree.unmap_latency.mean);
     ASSERT_GT(locked.unmap_latency.mean, 0);
-    EXPECT_LE(lockfree.unmap_latency.mean, locked.unmap_latency.mean * 1.05) << threads;
+    if (threads == 1) {
+      // "lock-free on the fast-path": one CPU takes no contended lock either way.
+      EXPECT_LE(lockfree.unmap_latency.mean, locked.unmap_latency.mean * 1.05);
+    } else {
+      // A few CPUs already overlap their insertion with each other's CMD_SYNC
+      // wait, which v5.3 made them do one at a time under cmdq.lock.
+      EXPECT_GT(lockfree.throughput, locked.throughput * 1.01) << threads;
+    }
   }
   // fio 4k randread, one job: the IRQ CPU's strict unmaps are what bound it.
   std::map<std::string, std::string> fio = {{"numjobs", "1"}};
@@ -158,6 +169,19 @@ std::map<std::string, std::string> ShortParams(const WorkloadInfo& w) {
     if (s.name == "size") p["size"] = "4m";
   }
   return p;
+}
+
+// arm_smmu_cmdq_issue_cmdlist() retries a failed cmpxchg with the word it
+// returned (llq.val = old), so a retrier on a busy home node is no staler
+// than a newcomer and nobody waits on the reservation for long. 32 fio jobs
+// on 8 NVMe queues: when the model let a retrier keep the word of its
+// attempt's issue, one unmap waited 11.6 ms and the run gave 168,982 IOPS.
+TEST(Fidelity, SmmuV3CmdqRetrierIsNotStarved) {
+  RunResult r = MustRun(KunpengStrict("latest", "fio-nvme", {{"numjobs", "32"}, {"devices", "8"}}));
+  std::printf("cmdq fio-nvme numjobs=32 devices=8: %.0f IOPS, unmap max %.0f ns\n", r.throughput,
+              r.unmap_latency.max);
+  EXPECT_GT(r.throughput, 1e6);
+  EXPECT_LT(r.unmap_latency.max, 100e3);
 }
 
 // Strict is never faster than lazy, lazy never faster than off, for every
