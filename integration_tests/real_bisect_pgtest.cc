@@ -15,7 +15,9 @@
 // primary regression. On branch `merged` (a topic branch merged into main,
 // with a second planted commit inside it) the whole history graph is
 // imported and the regression between the fork and the merge is bisected,
-// as git bisect would, to the commit inside the merged branch.
+// as git bisect would, to the commit inside the merged branch. On branch
+// `strict-forced` a commit that makes every default domain strict is found
+// as a mode_changed finding of a passthrough matrix and bisected to.
 // Needs: scripts/make-test-kernel-tree and scripts/build-guest-root (scripts/test runs both as
 // root).
 #include <stdlib.h>
@@ -130,12 +132,14 @@ class RealBisectPgTest : public testing::FarmTest {
   std::string Spec(const std::string& mode) const {
     return Spec(mode, tree_.commits.front(), tree_.commits.back());
   }
-  std::string Spec(const std::string& mode, const std::string& good, const std::string& bad) const {
+  std::string Spec(const std::string& mode, const std::string& good, const std::string& bad,
+                   int repeats = 5) const {
     return absl::StrCat("name: real-bisect-", mode, "\ncatalog: ", kCatalog,
                         "\nplatform: q35-intel-iommu\ncommits: [", good, ", ", bad, "]\nmodes: [",
                         mode,
                         "]\nworkloads:\n  - name: dma-map-bench\n    params: {seconds: 1}\n"
-                        "repeats: 5\nexecutor: dma-map-bench\nanalysis: {bisect: true}\n");
+                        "repeats: ",
+                        repeats, "\nexecutor: dma-map-bench\nanalysis: {bisect: true}\n");
   }
 
   std::vector<pb::Regression> Regressions() {
@@ -333,6 +337,73 @@ TEST_F(RealBisectPgTest, AMergedBranchIsBisectedToTheCommitInsideIt) {
   for (const pb::BisectStep& s : b.steps()) {
     std::cout << absl::StrFormat("step %d: %s %s x%d mean %.0f\n", s.step(),
                                  s.commit_id().substr(0, 12), s.verdict(), s.repeats(), s.mean());
+    EXPECT_NE(s.verdict(), "pending") << s.commit_id();
+  }
+  std::cout << "submit to culprit: " << absl::FormatDuration(absl::Trunc(took, absl::Seconds(1)))
+            << "\n";
+}
+
+// A commit that changes the mode a real kernel runs: branch strict-forced
+// (a comment, the commit that makes every default domain translated and
+// strict whatever the command line asks, a documentation change) imported
+// on top of main. A passthrough matrix of main's tip and the branch's tip
+// reports effective passthrough, then strict (the forcing kernel's runs are
+// results, not failures), raises mode_changed and bisects it on the
+// effective mode to the forcing commit. Passthrough, not lazy: under QEMU's
+// VT-d caching mode a lazy request runs strict on every commit
+// (docs/kernels.md), so lazy cannot change here.
+TEST_F(RealBisectPgTest, AForcedModeIsFoundAndBisectedToTheForcingCommit) {
+  ASSERT_FALSE(tree_.mode_forced.empty()) << "the test tree has no strict-forced branch";
+  const absl::Time start = absl::Now();
+  std::ostringstream out, err;
+  cli::Commands commands(client_, out, err);
+  absl::StatusOr<std::string> tip =
+      cli::RunProgram({"git", "-C", tree_.dir, "rev-parse", "strict-forced"});
+  ASSERT_TRUE(tip.ok()) << tip.status();
+  const std::string bad(absl::StripAsciiWhitespace(*tip));
+  const std::string range = absl::StrCat(tree_.commits.front(), "..", bad);
+  ASSERT_EQ(commands.RunCatalogImportGit(tree_.dir, range, kCatalog), 0) << err.str();
+
+  auto submitted =
+      commands.SubmitSpec(Spec("passthrough", tree_.commits.back(), bad, /*repeats=*/2), false);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  auto progress =
+      commands.WaitForMatrix(submitted->matrix().id(), [](const pb::MatrixProgress&) {});
+  ASSERT_TRUE(progress.ok()) << progress.status() << "\n" << agent_->Out();
+  ASSERT_EQ(progress->counts().succeeded(), 4) << agent_->Out();
+  std::cout << "matrix ran in "
+            << absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Seconds(1))) << "\n";
+
+  analyzer::Analyzer a(store_.get(), submitter_.get(), nullptr, {}, analyzer::AnalyzerOptions{});
+  pb::Regression reg;
+  for (int pass = 0; pass < 3000; ++pass) {
+    (void)a.Tick();
+    for (const pb::Regression& r : Regressions())
+      if (r.change_class() == pb::CHANGE_CLASS_MODE_CHANGED &&
+          r.mode() == pb::IOMMU_MODE_PASSTHROUGH)
+        reg = r;
+    if (reg.id() != 0 &&
+        (reg.state() == pb::REGRESSION_STATE_REJECTED || !reg.culprit_id().empty()))
+      break;
+    absl::SleepFor(absl::Seconds(1));
+  }
+  const absl::Duration took = absl::Now() - start;
+  for (const pb::Regression& r : Regressions()) std::cout << cli::FormatRegression(r) << "\n";
+  ASSERT_NE(reg.id(), 0) << "no mode_changed finding in matrix " << submitted->matrix().id();
+  EXPECT_EQ(reg.workload(), "dma-map-bench");
+  EXPECT_EQ(reg.culprit_id(), tree_.mode_forced) << agent_->Out();
+  EXPECT_EQ(reg.first_bad(), tree_.mode_forced);
+  absl::StatusOr<std::string> parent =
+      cli::RunProgram({"git", "-C", tree_.dir, "rev-parse", tree_.mode_forced + "^"});
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  EXPECT_EQ(reg.last_good(), absl::StripAsciiWhitespace(*parent));
+  const pb::Bisect b = BisectOf(reg.bisect_id());
+  EXPECT_EQ(b.state(), "done");
+  for (const pb::BisectStep& s : b.steps()) {
+    // A step's mean is the mode's number; step 0 (the confirmation) ran nothing.
+    std::cout << absl::StrFormat(
+        "step %d: %s %s x%d%s\n", s.step(), s.commit_id().substr(0, 12), s.verdict(), s.repeats(),
+        s.repeats() == 0 ? "" : " mode " + proto::ModeName(static_cast<pb::IommuMode>(s.mean())));
     EXPECT_NE(s.verdict(), "pending") << s.commit_id();
   }
   std::cout << "submit to culprit: " << absl::FormatDuration(absl::Trunc(took, absl::Seconds(1)))

@@ -33,8 +33,10 @@ struct QemuExit {
 // it), ABORTED with the console tail when the guest did not get to
 // `@@farm-done` otherwise (panic, hang, QEMU failure) or when the guest
 // could not make iozone's scratch file system; FAILED_PRECONDITION
-// when it booted another release or ran another mode than requested (the
-// message names both). Pure.
+// when it booted another release, or ran another mode than requested under
+// a command line that did not ask for it (CheckRanMode; the message names
+// both). A kernel that chose another mode under a command line that asked
+// for the requested one is a run whose `effective` says what it ran. Pure.
 absl::StatusOr<KernelRun> InterpretGuestRun(const KernelRequest& request, absl::string_view channel,
                                             absl::string_view console, const QemuExit& exit);
 

@@ -1,6 +1,7 @@
 #include "agent/kernels/kernel_provider.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "proto/kernel_config.h"
 #include "proto/names.h"
 
@@ -43,6 +44,44 @@ absl::StatusOr<pb::IommuMode> EffectiveMode(const KernelFacts& facts, std::strin
   }
   return absl::InternalError(
       absl::StrCat(who, " names IOMMU group ", nvme.group, ", which the kernel did not list"));
+}
+
+absl::Status CheckRanMode(const KernelFacts& facts, pb::IommuMode requested,
+                          pb::IommuMode effective, std::string* detail) {
+  if (effective == requested) return absl::OkStatus();
+  const iommu_mode::CmdlineMode asked = iommu_mode::ModeFromCmdline(facts.cmdline);
+  const std::optional<iommu_mode::Mode> want = proto::ModeOf(requested);
+  const std::optional<iommu_mode::Mode> ran = proto::ModeOf(effective);
+  const std::string was = detail ? *detail : std::string();
+  auto fail = [&](absl::string_view why) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "requested IOMMU mode ", proto::ModeName(requested), " but the kernel ran ",
+        proto::ModeName(effective), " (", was, "; cmdline: ", facts.cmdline, ")", why));
+  };
+  if (!want || !ran || asked.mode != want) {
+    return fail(": its command line did not ask for the requested mode");
+  }
+  // The same type read with the command line and release as hints: where a
+  // hint wins (a pre-v5.15 "DMA", which lazy shares) the type proves nothing.
+  const std::string type = NvmeDomainType(facts);
+  if (!type.empty()) {
+    iommu_mode::RunningKernel k;
+    k.behind_iommu = true;
+    k.group_types = {type};
+    k.cmdline = facts.cmdline;
+    k.release = facts.release;
+    k.arch = facts.machine;
+    if (iommu_mode::ReadRunningMode(k).mode != ran) {
+      return fail(absl::StrCat(": its group type '", type, "' cannot tell the two on kernel ",
+                               facts.release));
+    }
+  }
+  if (detail) {
+    *detail = absl::StrCat("the kernel ran ", proto::ModeName(effective),
+                           " although its command line asked for ", proto::ModeName(requested),
+                           " (", asked.detail, "): ", was);
+  }
+  return absl::OkStatus();
 }
 
 std::string NvmeDomainType(const KernelFacts& facts) {

@@ -1,7 +1,8 @@
 // kernel_provider: where a real job's kernel comes from. A KernelProvider
 // runs a job's tool (fio) under the kernel release and IOMMU mode the job
 // names and reports the mode that kernel really ran, so that nothing is ever
-// recorded under a mode the kernel did not run.
+// recorded under a mode the kernel did not run: a kernel asked for one mode
+// that chose another reports the one it ran (CheckRanMode).
 //
 // Kinds: `host` (this machine's booted kernel, host_provider.h) and `vm` (the
 // release booted under QEMU with an emulated IOMMU, vm_provider.h).
@@ -13,7 +14,8 @@
 //   no qemu). Callers use it to decide what to lease, never to fail a job.
 // - Run: INVALID_ARGUMENT for a request that can never run (unspecified mode,
 //   bad argv); FAILED_PRECONDITION when the kernel ran another mode than the
-//   one requested (permanent: the message names both), when the image
+//   one requested and the farm is at fault (its command line did not ask
+//   for the mode: CheckRanMode; permanent, the message names both), when the image
 //   cannot boot (corrupt: its boot stub halts or QEMU refuses it; the message
 //   carries the console tail) or when CanRun refuses; ABORTED when the
 //   kernel did not get to the result otherwise (panic, hang, QEMU failure;
@@ -136,6 +138,22 @@ absl::StatusOr<std::vector<std::string>> ModeKernelParams(
 // or the group's type has no mode.
 absl::StatusOr<iommufarm::v1::IommuMode> EffectiveMode(const KernelFacts& facts,
                                                        std::string* detail);
+
+// Whether a run of a kernel that reported `facts` and, by EffectiveMode,
+// `*effective` (what decided it in `*detail`) for a request of `requested`
+// is a result. OK when the kernel ran the requested mode, and OK too when
+// the kernel chose another one itself: its command line asked for
+// `requested` (iommu_mode::ModeFromCmdline) and its device's group type
+// proves the other mode; then `*detail` is rewritten to say both, as
+// "the kernel ran strict although its command line asked for lazy
+// (iommu.strict=0): nvme0 0000:00:02.0 group 1: DMA", and the result is
+// recorded under the effective mode like an emulator's whose kernel chose
+// (HostFacts.iommu_mode beside GuestFacts.requested_mode). Otherwise
+// FAILED_PRECONDITION naming both modes and the command line: the farm did
+// not ask for the mode (its parameters are missing or overridden), or the
+// type cannot tell (a pre-v5.15 "DMA" group, strict and lazy alike).
+absl::Status CheckRanMode(const KernelFacts& facts, iommufarm::v1::IommuMode requested,
+                          iommufarm::v1::IommuMode effective, std::string* detail);
 
 // The default domain type of the group of `facts`' first NVMe controller;
 // "" when it has no group (or there is no controller).

@@ -35,6 +35,7 @@
 namespace farm::kernels {
 namespace {
 
+using ::farm::kernels::testdata::kLazyAskedStrictRanChannel;
 using ::farm::kernels::testdata::kStrictChannel;
 
 namespace pb = ::iommufarm::v1;
@@ -671,12 +672,73 @@ TEST(GuestInitTest, MonitorSnapshotIsWhatTheParserReads) {
   EXPECT_TRUE(!s->iommu_note.empty() || !s->iommu_files.empty());
 }
 
-TEST(InterpretGuestRunTest, LazyUnderCachingModeIsAPermanentMismatch) {
+// The guest's command line says strict (iommu.strict=1): the farm did not
+// ask for lazy, so the run fails rather than report the kernel's choice.
+TEST(InterpretGuestRunTest, AModeTheCmdlineDidNotAskForIsAPermanentMismatch) {
   absl::StatusOr<KernelRun> run =
       InterpretGuestRun(Request(pb::IOMMU_MODE_LAZY), kStrictChannel, "", CleanExit());
   ASSERT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
   EXPECT_THAT(run.status().message(), HasSubstr("requested IOMMU mode lazy"));
   EXPECT_THAT(run.status().message(), HasSubstr("ran strict"));
+  EXPECT_THAT(run.status().message(), HasSubstr("did not ask for the requested mode"));
+}
+
+// The farm asked for lazy and the kernel chose strict: a result under the
+// mode it ran, as an emulator's whose kernel chose.
+TEST(InterpretGuestRunTest, AKernelThatChoseAnotherModeReportsIt) {
+  absl::StatusOr<KernelRun> run =
+      InterpretGuestRun(Request(pb::IOMMU_MODE_LAZY), kLazyAskedStrictRanChannel, "", CleanExit());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->requested, pb::IOMMU_MODE_LAZY);
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(run->domain_type, "DMA");
+  EXPECT_EQ(run->effective_detail,
+            "the kernel ran strict although its command line asked for lazy "
+            "(iommu.strict=0): nvme0 0000:00:02.0 group 1: DMA");
+  EXPECT_EQ(run->tool_exit, 0);
+  // Strict asked and run: the detail is the group's alone.
+  run = InterpretGuestRun(Request(pb::IOMMU_MODE_STRICT), kStrictChannel, "", CleanExit());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->effective_detail, "nvme0 0000:00:01.0 group 1: DMA");
+}
+
+// Before v5.15 a lazy domain's type was "DMA" too: the type cannot prove
+// the kernel ran strict, so the run fails as before.
+TEST(InterpretGuestRunTest, APreDmaFqDmaGroupCannotProveAnotherMode) {
+  std::string channel = kLazyAskedStrictRanChannel;
+  for (size_t at; (at = channel.find("6.1.0-57")) != std::string::npos;) {
+    channel.replace(at, 8, "5.10.0-28");
+  }
+  KernelRequest r = Request(pb::IOMMU_MODE_LAZY);
+  r.kernel_release = "5.10.0-28-cloud-amd64";
+  absl::StatusOr<KernelRun> run = InterpretGuestRun(r, channel, "", CleanExit());
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
+  EXPECT_THAT(run.status().message(), HasSubstr("cannot tell the two"));
+}
+
+// The rule itself: off on a machine whose IOMMU has no off switch
+// (SMMUv3) puts no word on the command line, so a translated result is the
+// farm's machine, never the kernel's choice.
+TEST(CheckRanModeTest, OnlyACmdlineThatAskedMakesAResult) {
+  KernelFacts f;
+  f.release = "6.1.0-57-arm64";
+  f.machine = "aarch64";
+  f.cmdline = "console=ttyAMA0 panic=-1";
+  f.nvme.push_back({"nvme0", "0000:00:01.0", "3", {"nvme0n1"}});
+  f.groups.push_back({"3", "DMA", {"0000:00:01.0"}});
+  std::string detail = "nvme0 0000:00:01.0 group 3: DMA";
+  EXPECT_EQ(CheckRanMode(f, pb::IOMMU_MODE_OFF, pb::IOMMU_MODE_STRICT, &detail).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(detail, "nvme0 0000:00:01.0 group 3: DMA");
+  // Passthrough asked (iommu.passthrough=1) and a DMA domain made: reported.
+  f.cmdline = "console=ttyAMA0 panic=-1 iommu.passthrough=1";
+  EXPECT_TRUE(CheckRanMode(f, pb::IOMMU_MODE_PASSTHROUGH, pb::IOMMU_MODE_STRICT, &detail).ok());
+  EXPECT_EQ(detail,
+            "the kernel ran strict although its command line asked for passthrough "
+            "(iommu.passthrough=1): nvme0 0000:00:01.0 group 3: DMA");
+  // An extra word after the mode's that overrides it is the farm's too.
+  f.cmdline = "console=ttyAMA0 iommu.passthrough=1 iommu.passthrough=0";
+  EXPECT_FALSE(CheckRanMode(f, pb::IOMMU_MODE_PASSTHROUGH, pb::IOMMU_MODE_STRICT, nullptr).ok());
 }
 
 TEST(InterpretGuestRunTest, AnotherReleaseIsAMismatch) {

@@ -212,7 +212,12 @@ absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(
   for (const std::string& p : request.kernel_params) {
     params_on = params_on && absl::c_linear_search(words, p);
   }
-  if (facts->release == request.kernel_release && run.effective == request.mode && params_on) {
+  // A kernel asked for the job's mode that chose another runs the job and
+  // reports the mode it ran.
+  const bool mode_ok =
+      effective.ok() &&
+      CheckRanMode(*facts, request.mode, run.effective, &run.effective_detail).ok();
+  if (facts->release == request.kernel_release && mode_ok && params_on) {
     if (!request.tool_argv.empty()) {
       const absl::Time start = now_();
       absl::StatusOr<process::ProcessResult> r =
@@ -318,10 +323,8 @@ absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Check() {
     absl::StatusOr<pb::IommuMode> effective = EffectiveMode(*facts, &detail);
     if (!effective.ok()) {
       reason = absl::StrCat("kernel ", wanted, ": ", effective.status().message());
-    } else if (*effective != boot->mode) {
-      reason =
-          absl::StrCat("requested IOMMU mode ", proto::ModeName(boot->mode), " but kernel ",
-                       facts->release, " runs ", proto::ModeName(*effective), " (", detail, ")");
+    } else if (absl::Status s = CheckRanMode(*facts, boot->mode, *effective, &detail); !s.ok()) {
+      reason = absl::StrCat("kernel ", wanted, ": ", s.message());
     }
   }
   if (reason.empty()) {

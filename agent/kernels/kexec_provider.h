@@ -11,11 +11,14 @@
 //   2. Resume (at agent start, before it registers): the state file, the
 //      running kernel's facts and the clock decide. No file: nothing
 //      pending. The job's kernel is running within the deadline and its
-//      effective mode is the job's: kRun, the lease is kept and the job
-//      runs (RunLeased on the right kernel). Otherwise kFailed with a reason
+//      effective mode is the job's, or one the kernel chose itself under a
+//      command line that asked for the job's (CheckRanMode; the result
+//      reports the mode it ran): kRun, the lease is kept and the job runs
+//      (RunLeased on the right kernel). Otherwise kFailed with a reason
 //      naming what was wanted and what runs: the kernel did not come back
 //      (the host runs its default kernel, or another one), it came back
-//      after the boot timeout, or it runs another mode than the job's; a
+//      after the boot timeout, or it runs another mode than the job's under
+//      a command line that did not ask for it; a
 //      host that is not on its default kernel then reboots into it
 //      (`systemctl reboot`: kexec does not survive a reboot, the boot loader
 //      picks the default). The state file is removed on kFailed.

@@ -230,17 +230,50 @@ TEST_F(KexecTest, CheckDecidesAndAbandonReboots) {
   EXPECT_FALSE(fs::exists(p->StatePath()));
 }
 
-TEST_F(KexecTest, WrongModeAfterBootFailsTheJob) {
+TEST_F(KexecTest, WrongModeUnderACmdlineThatDidNotAskFailsTheJob) {
   BootIntoTheJobsKernel(pb::IOMMU_MODE_LAZY);
-  host_.facts = Facts(kJobKernel, "DMA");  // lazy asked, strict runs
+  // Lazy asked, strict runs, and the command line the kernel came back with
+  // has lost the job's iommu.strict=0: the farm's boot, not the kernel.
+  host_.facts = Facts(kJobKernel, "DMA");
+  host_.facts.cmdline = "BOOT_IMAGE=/vmlinuz root=UUID=1234 ro quiet";
   host_.now += absl::Minutes(2);
   host_.commands.clear();
   absl::StatusOr<KexecKernelProvider::Resumed> resumed = Provider()->Resume();
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   ASSERT_EQ(resumed->kind, KexecKernelProvider::Resumed::kFailed);
-  EXPECT_THAT(resumed->reason, HasSubstr("requested IOMMU mode lazy but kernel "
-                                         "6.1.0-57-cloud-amd64 runs strict"));
+  EXPECT_THAT(resumed->reason, HasSubstr("kernel 6.1.0-57-cloud-amd64 (commit kernel-a1): "
+                                         "requested IOMMU mode lazy but the kernel ran strict"));
+  EXPECT_THAT(resumed->reason, HasSubstr("did not ask for the requested mode"));
   EXPECT_THAT(host_.commands, ElementsAre(ElementsAre("systemctl", "reboot")));
+}
+
+TEST_F(KexecTest, AKernelThatChoseStrictUnderALazyCmdlineReportsStrict) {
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_LAZY);
+  const std::string append = host_.commands[0].back();
+  ASSERT_THAT(append, HasSubstr("iommu.strict=0"));
+  // The job's kernel came back with the command line it was given and
+  // forced its DMA domains strict.
+  host_.facts = Facts(kJobKernel, "DMA");
+  host_.facts.cmdline = append.substr(append.find('=') + 1);
+  host_.now += absl::Minutes(2);
+  host_.commands.clear();
+  auto p = Provider();
+  absl::StatusOr<KexecKernelProvider::Resumed> resumed = p->Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_EQ(resumed->kind, KexecKernelProvider::Resumed::kRun) << resumed->reason;
+
+  absl::StatusOr<KernelRun> run = p->RunLeased(Request(pb::IOMMU_MODE_LAZY), resumed->boot.lease);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->requested, pb::IOMMU_MODE_LAZY);
+  EXPECT_EQ(run->effective, pb::IOMMU_MODE_STRICT);
+  EXPECT_EQ(run->domain_type, "DMA");
+  EXPECT_EQ(run->effective_detail,
+            "the kernel ran strict although its command line asked for lazy "
+            "(iommu.strict=0): nvme0 0000:01:00.0 group 7: DMA");
+  EXPECT_EQ(run->tool_exit, 0);
+  // The tool ran on the kernel as it is: no second kexec.
+  ASSERT_EQ(host_.commands.size(), 1u);
+  EXPECT_EQ(host_.commands[0][0], "fio");
 }
 
 TEST_F(KexecTest, UnknownCommitIsRefusedBeforeAnyCommand) {

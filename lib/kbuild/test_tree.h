@@ -21,11 +21,16 @@ struct TestTree {
   // The regression inside the merged topic branch, and branch merged's tip
   // (the merge of that branch into main's last commit).
   std::string merged_planted, merge;
+  // The commit of branch strict-forced that makes every default DMA domain
+  // translated and strict whatever the command line asks; its parent is
+  // the branch's first commit, its fork main's tip.
+  std::string mode_forced;
 };
 
 // Runs `script` (instant once the tree is cached) and reads its report:
 // `tree DIR`, one line per commit of main, then the marked commits
-// (`planted <sha>`, `broken <sha>`, `merged-planted <sha>`, `merge <sha>`);
+// (`planted <sha>`, `broken <sha>`, `merged-planted <sha>`, `merge <sha>`,
+// `mode-forced <sha>`);
 // a marker it does not know is skipped.
 inline absl::StatusOr<TestTree> MakeTestTree(const std::string& script) {
   process::ProcessOptions p;
@@ -50,6 +55,8 @@ inline absl::StatusOr<TestTree> MakeTestTree(const std::string& script) {
       t.merged_planted = w[1];
     } else if (w[0] == "merge") {
       t.merge = w[1];
+    } else if (w[0] == "mode-forced") {
+      t.mode_forced = w[1];
     } else if (w[0].size() == 40 &&
                w[0].find_first_not_of("0123456789abcdef") == std::string::npos) {
       t.commits.push_back(w[0]);
