@@ -105,6 +105,25 @@ TwoSampleResult ContrastFromSummary(double n_a, double mean_a, double n_b, doubl
   return r;
 }
 
+PooledVariance PoolWithinVariance(std::span<const std::span<const double>> groups) {
+  PooledVariance p;
+  double ss = 0;
+  for (std::span<const double> g : groups) {
+    if (g.size() < 2) continue;
+    const double df = static_cast<double>(g.size() - 1);
+    ss += Variance(g) * df;
+    p.df += df;
+  }
+  p.variance = p.df > 0 ? ss / p.df : 0;
+  return p;
+}
+
+TwoSampleResult PooledContrast(std::span<const double> a, std::span<const double> b,
+                               const PooledVariance& pooled) {
+  return ContrastFromSummary(static_cast<double>(a.size()), Mean(a), static_cast<double>(b.size()),
+                             Mean(b), pooled.variance, pooled.df);
+}
+
 TwoSampleResult WelchTTest(std::span<const double> a, std::span<const double> b) {
   return WelchFromSummary(static_cast<double>(a.size()), Mean(a), Variance(a),
                           static_cast<double>(b.size()), Mean(b), Variance(b));

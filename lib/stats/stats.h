@@ -59,6 +59,27 @@ TwoSampleResult WelchFromSummary(double n_a, double mean_a, double var_a, double
 TwoSampleResult ContrastFromSummary(double n_a, double mean_a, double n_b, double mean_b,
                                     double variance, double df);
 
+// The run-to-run variance pooled over groups of repeats of one
+// configuration each (one-way ANOVA's within-group mean square: the sum of
+// (n_i - 1) s_i^2 over the sum of (n_i - 1)) and those degrees of freedom.
+// A group of fewer than two values adds nothing. Shifts between the groups
+// do not enter it.
+struct PooledVariance {
+  double variance = 0;
+  double df = 0;
+};
+PooledVariance PoolWithinVariance(std::span<const std::span<const double>> groups);
+
+// The means of a and b compared with a variance pooled over them and maybe
+// other groups of the same noise (ContrastFromSummary at its df). Where one
+// side holds a few runs and the other many, Welch's test takes its standard
+// error and degrees of freedom mostly from the few: runs that fall in two
+// levels (bimodal noise) put 6 runs mostly in one level often enough that
+// Welch's 6 against 32 rejects at 1% about 3% of the time; the pooled
+// contrast keeps its level (docs/analyzer.md, "Bisect steps").
+TwoSampleResult PooledContrast(std::span<const double> a, std::span<const double> b,
+                               const PooledVariance& pooled);
+
 // Mann-Whitney U test with normal approximation and tie correction,
 // two-sided. Robust to outliers; used as a second opinion.
 TwoSampleResult MannWhitneyTest(std::span<const double> a, std::span<const double> b);

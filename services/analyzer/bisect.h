@@ -5,9 +5,11 @@
 // measured inside the range. It asks for runs (Next()), is fed their values
 // (AddSamples()), and records each judgement as a step with its evidence.
 //   * the midpoint of the current range is measured with few repeats first;
-//   * it is judged against both references (two-sample tests, Welch's t on
-//     Gaussian noise, and its position between the two references' location
-//     estimates; JudgeCommit): "good"/"bad" when clear, otherwise a
+//   * it is judged against both references (two-sample tests: on Gaussian
+//     or bimodal noise its mean against each reference's, with the run-to-run
+//     variance pooled over the three samples; and its position between the
+//     two references' location estimates; JudgeCommit): "good"/"bad" when
+//     clear, otherwise a
 //     weak verdict that triggers more repeats of the same commit (doubling up
 //     to max_repeats); only at max_repeats is a weak verdict acted on, and it
 //     stays marked "weak-*" in the record;
@@ -244,8 +246,9 @@ int ConfirmationLooks(const BisectOptions& options);
 
 // The comparison is the one the two samples' noise calls for (stats.h
 // CompareByNoise: Welch on means, Yuen's trimmed means under outliers); so
-// is a bisect step's (JudgeCommit, from the noise of the references and the
-// commit together) and a fix check's.
+// is a fix check's, and a bisect step's (JudgeCommit, from the noise of the
+// references and the commit together), whose means are compared against the
+// variance pooled over the three (stats.h PooledContrast).
 struct Confirmation {
   bool confirmed = false;
   stats::TwoSampleMethod method = stats::TwoSampleMethod::kWelch;

@@ -41,25 +41,32 @@ TEST(ConfirmationTest, EachLookTestsAtAlphaOverTheLooks) {
 }
 
 // Simulated farm: commit c measures level * (1 + shift if c >= culprit) with
-// relative Gaussian noise cv.
+// relative noise of standard deviation cv: Gaussian, or bimodal (one of two
+// modes at -/+0.9 cv, each with sd 0.436 cv, as bench/analyzer_trials.h).
 class Oracle {
  public:
-  Oracle(uint64_t seed, int culprit, double shift, double cv)
-      : rng_(seed), culprit_(culprit), shift_(shift), cv_(cv) {}
+  Oracle(uint64_t seed, int culprit, double shift, double cv, bool bimodal = false)
+      : rng_(seed), culprit_(culprit), shift_(shift), cv_(cv), bimodal_(bimodal) {}
   std::vector<double> Run(int commit, int repeats) {
     std::vector<double> v;
     for (int i = 0; i < repeats; ++i)
-      v.push_back(1000 * (commit >= culprit_ ? 1 + shift_ : 1) * (1 + cv_ * noise_(rng_)));
+      v.push_back(1000 * (commit >= culprit_ ? 1 + shift_ : 1) * (1 + cv_ * Deviation()));
     runs_ += repeats;
     return v;
   }
   int runs() const { return runs_; }
 
  private:
+  double Deviation() {
+    if (!bimodal_) return noise_(rng_);
+    return (mode_(rng_) ? -0.9 : 0.9) + 0.436 * noise_(rng_);
+  }
   std::mt19937_64 rng_;
   std::normal_distribution<double> noise_{0, 1};
+  std::bernoulli_distribution mode_{0.5};
   int culprit_;
   double shift_, cv_;
+  bool bimodal_;
   int runs_ = 0;
 };
 
@@ -106,6 +113,51 @@ TEST(BisectTest, ConvergesToPlantedCommit) {
   }
   // A 15% shift under 2% noise is mostly clear at the first 3 repeats.
   EXPECT_LT(weak * 5, steps);
+}
+
+// A step's first 6 runs of a commit against references of 32 runs each, 3%
+// apart at CV 2%, under bimodal noise: 6 runs that fall mostly in one mode
+// understate their variance, and Welch's test of them against 32 runs (its
+// standard error and degrees of freedom mostly theirs) rejected at 1% about
+// 3% of the time, and a bad commit was called clearly "good" (or a good one
+// "bad") in 0.5% of these steps. Against the variance of all three samples
+// the test keeps its level and the wrong clear verdicts about halve.
+TEST(BisectTest, BimodalRunsRarelyMisleadAStep) {
+  int wrong = 0;
+  const int kSteps = 4000;
+  for (uint64_t seed = 0; seed < kSteps; ++seed) {
+    // A commit after the culprit (index 2), or before it.
+    const bool is_bad = seed % 2 == 0;
+    Oracle o(seed, 2, -0.03, 0.02, /*bimodal=*/true);
+    const std::vector<double> good = o.Run(0, 32), bad = o.Run(4, 32);
+    const Judgement j = JudgeCommit(good, bad, o.Run(is_bad ? 3 : 1, 6), 0.01);
+    wrong += j.verdict == (is_bad ? "good" : "bad");
+  }
+  // 20 of these 4,000 with Welch's test, 11 against the pooled variance.
+  EXPECT_LT(wrong, 15);
+}
+
+// Whole bisects of a 16-commit range (the quality bench's range of one
+// measured commit either side) under bimodal noise, references of 32 runs
+// (a confirmation that doubled twice): fewer wrong clear verdicts name the
+// culprit more often, and fewer weak ones cost fewer runs.
+TEST(BisectTest, NamesTheCulpritUnderBimodalNoise) {
+  BisectOptions opt;
+  opt.confirm_repeats = 32;  // the references' runs
+  int exact = 0, runs = 0;
+  const int kBisects = 600;
+  for (uint64_t seed = 0; seed < kBisects; ++seed) {
+    const int culprit = 1 + static_cast<int>(seed % 16);
+    Oracle o(seed, culprit, -0.03, 0.02, /*bimodal=*/true);
+    const BisectPlanner p = RunBisect(o, 0, 16, opt);
+    ASSERT_TRUE(p.Done());
+    exact += p.FirstBadIndex() == culprit;
+    runs += p.RunsRequested();
+  }
+  // With Welch's test 570 of these 600 (95.0%) for 24,102 runs; against
+  // the pooled variance 584 (97.3%) for 18,636.
+  EXPECT_GE(exact, 580);
+  EXPECT_LT(runs, 21000);
 }
 
 TEST(BisectTest, NoisyBisectRetestsWeakVerdicts) {
