@@ -89,6 +89,8 @@ class ModeForcedKbuildTest : public ::testing::Test {
     req.arch = kArch;
     req.machine = kbuild::kAllMachines;  // the farm's build jobs' config: one build directory
     req.base = "tinyconfig";
+    req.dma_map_bench = true;  // as the farm builds a dma-map-bench job's kernel
+    req.config_id = "dma-map-bench";
     req.store_dir = (dir_->path() / "store").string();
     req.timeout = absl::Minutes(40);
     std::string log;
@@ -131,6 +133,7 @@ class ModeForcedKbuildTest : public ::testing::Test {
     kernels::KernelRequest r;
     r.kernel_release = release_[commit];
     r.commit = commit;
+    r.kernel_config = "dma-map-bench";  // the config both commits were built with
     r.mode = mode;
     absl::StatusOr<kernels::KernelRun> run = vm.Run(r);
     EXPECT_TRUE(run.ok()) << commit << " " << proto::ModeName(mode) << ": " << run.status();
