@@ -123,6 +123,9 @@ absl::StatusOr<bool> Suspect(AnalyzerStore& store, const std::string& catalog,
 }  // namespace
 
 double Strength(const Finding& f) {
+  // Every run states its mode exactly: a mode change leads any group it is
+  // in, its bisect (one run a step, no test) the cheapest and surest.
+  if (f.change_class == ChangeClass::kModeChanged) return kModeChangeStrength;
   double best = 0;
   for (const ChangePoint& cp : f.change_points) {
     const double half = (cp.interval.hi - cp.interval.lo) / 2;

@@ -59,7 +59,10 @@ struct GroupOptions {
 };
 
 // A finding's change over its noise: |relative change| over the half width
-// of its interval, of its strongest change point (0 without one).
+// of its interval, of its strongest change point (0 without one); a mode
+// change, which its runs state exactly, kModeChangeStrength, above any
+// measured change.
+inline constexpr double kModeChangeStrength = 1e9;
 double Strength(const Finding& f);
 
 // Sets NewRegression::group_id of each `found[i]` with `groupable[i]`: the

@@ -42,6 +42,9 @@ TEST(Groups, StrengthIsTheChangeOverItsIntervalsHalfWidth) {
   EXPECT_DOUBLE_EQ(Strength(f), 5);
   f.change_points = {};
   EXPECT_DOUBLE_EQ(Strength(f), 0.2);  // no interval: its size alone
+  f.change_points = {narrow};
+  f.change_class = ChangeClass::kModeChanged;  // stated by every run: it leads
+  EXPECT_DOUBLE_EQ(Strength(f), kModeChangeStrength);
 }
 
 TEST(Groups, FindingsJoinAnOverlappingGroupElseOpenOne) {
