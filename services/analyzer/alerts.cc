@@ -17,17 +17,13 @@ namespace {
 
 namespace pb = ::iommufarm::v1;
 
-std::string ModeLabel(const AlertWork& a) {
-  return a.overhead ? a.mode_name + "/off" : a.mode_name;
-}
-
 std::map<std::string, std::string> Labels(const AlertWork& a, const std::string& severity) {
   std::map<std::string, std::string> labels = {
       {"alertname", "IommuPerfRegression"},
       {"platform", a.platform},
       {"catalog", a.catalog},
       {"workload", a.workload},
-      {"mode", ModeLabel(a)},
+      {"mode", AlertModeLabel(a)},
       {"metric", a.metric},
       {"metric_rank", a.primary_metric ? "primary" : "secondary"},
       {"severity", severity},
@@ -51,6 +47,10 @@ std::string GroupText(const AlertWork& a, const std::vector<int64_t>& group) {
 
 bool AlertFires(int state) {
   return state == pb::REGRESSION_STATE_CONFIRMED || state == pb::REGRESSION_STATE_ACKNOWLEDGED;
+}
+
+std::string AlertModeLabel(const AlertWork& a) {
+  return a.overhead ? a.mode_name + "/off" : a.mode_name;
 }
 
 std::string AlertGroup(const AlertWork& a) {
@@ -118,7 +118,7 @@ std::optional<Alert> BuildAlert(const AlertWork& a, const AlertOptions& options,
        absl::StrCat(a.primary_metric ? "" : "secondary metric: ", a.workload,
                     params.empty() ? "" : "{" + params + "}", " ", a.metric, " ",
                     Percent(a.magnitude), decay ? " within each run at " + a.first_bad : "", " on ",
-                    a.platform, " (", ModeLabel(a), ")",
+                    a.platform, " (", AlertModeLabel(a), ")",
                     a.culprit_id.empty() ? "" : ", culprit " + a.culprit_id)},
       {"culprit", culprit},
       {"culprit_subject", a.culprit_subject},

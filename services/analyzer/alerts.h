@@ -52,6 +52,10 @@ bool AlertFires(int state);
 // The alert_group label of a regression's alert (see above).
 std::string AlertGroup(const AlertWork& work);
 
+// The mode label of a regression's alert: "strict", or "strict/off" for an
+// overhead regression (the mode measured against IOMMU off).
+std::string AlertModeLabel(const AlertWork& work);
+
 // The `farmctl try` command re-measuring the regression's cell at its last
 // good (the base) and first bad commit (the patch), the spec inline as a
 // shell here-document; "" when the regression has no bisect state to take

@@ -31,10 +31,6 @@ const RegressionGroup::Member* MemberOf(const RegressionGroup& g, int64_t id) {
   return nullptr;
 }
 
-std::string ModeLabel(const AlertWork& a) {
-  return a.overhead ? a.mode_name + "/off" : a.mode_name;
-}
-
 int SeverityRank(const std::string& s) {
   return s == "critical" ? 3 : s == "warning" ? 2 : s == "info" ? 1 : 0;
 }
@@ -51,8 +47,9 @@ int RepresentativeRank(const AlertWork& a) {
 std::string MemberLine(const AlertWork& a) {
   const std::string params = ParamsLabel(a.params);
   return absl::StrCat("regression ", a.regression_id, ": ", a.platform, " ", a.workload,
-                      params.empty() ? "" : "{" + params + "}", " ", a.metric, " ", ModeLabel(a),
-                      " ", Percent(a.magnitude), AlertFires(a.state) ? "" : " (closed)");
+                      params.empty() ? "" : "{" + params + "}", " ", a.metric, " ",
+                      AlertModeLabel(a), " ", Percent(a.magnitude),
+                      AlertFires(a.state) ? "" : " (closed)");
 }
 
 Alert GroupAlert(int64_t group_id, const std::vector<const AlertWork*>& members, Alert alert,
@@ -63,7 +60,7 @@ Alert GroupAlert(int64_t group_id, const std::vector<const AlertWork*>& members,
   std::string severity = alert.labels["severity"];
   for (const AlertWork* m : members) {
     cells.insert(absl::StrCat(m->platform, "/", m->workload));
-    modes.insert(ModeLabel(*m));
+    modes.insert(AlertModeLabel(*m));
     lines.push_back(MemberLine(*m));
     if (!AlertFires(m->state)) continue;
     open.push_back(m->regression_id);
