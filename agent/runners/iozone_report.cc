@@ -42,9 +42,9 @@ constexpr Label kLabels[] = {
 
 // A line as an error quotes it: cut, so a huge line makes a short message.
 std::string QuoteLine(absl::string_view line) {
-  constexpr size_t kMaxQuoted = 200;
-  if (line.size() <= kMaxQuoted) return absl::StrCat("\"", line, "\"");
-  return absl::StrCat("\"", line.substr(0, kMaxQuoted), "\" (", line.size(), " bytes)");
+  constexpr size_t kMaxLine = 200;
+  if (line.size() <= kMaxLine) return absl::StrCat("\"", line, "\"");
+  return absl::StrCat("\"", line.substr(0, kMaxLine), "\" (", line.size(), " bytes)");
 }
 
 // "= 4732581.09 kB/sec" -> value and unit.

@@ -34,13 +34,13 @@ class KeyChecker final : public YAML::EventHandler {
   void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
                        YAML::EmitterStyle::value) override {
     Node(m, nullptr);
-    open_.push_back(Frame{false});
+    open_.push_back(Frame{false, true, {}});
   }
   void OnSequenceEnd() override { open_.pop_back(); }
   void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
                   YAML::EmitterStyle::value) override {
     Node(m, nullptr);
-    open_.push_back(Frame{true});
+    open_.push_back(Frame{true, true, {}});
   }
   void OnMapEnd() override { open_.pop_back(); }
 

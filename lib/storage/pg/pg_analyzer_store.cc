@@ -654,7 +654,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
           "ORDER BY idx DESC LIMIT 1",
           catalog);
       if (r.empty()) return absl::NotFoundError(absl::StrCat("catalog ", catalog, " is empty"));
-      return CommitRow{r[0][0].as<int>(), r[0][1].as<std::string>(), r[0][2].as<std::string>()};
+      return CommitRow{r[0][0].as<int>(), r[0][1].as<std::string>(), r[0][2].as<std::string>(), {}};
     });
   }
 
