@@ -22,18 +22,12 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "agent/executors/kernel_executor.h"
-#include "lib/kbuild/fragments.h"
-#include "lib/kbuild/kernel_builder.h"
-#include "lib/kbuild/test_tree.h"
-#include "lib/process/process.h"
-#include "lib/process/scoped_temp_dir.h"
+#include "integration_tests/guest_kbuild_fixture.h"
 #include "proto/names.h"
 
 namespace farm {
 namespace {
 
-namespace fs = std::filesystem;
 namespace pb = ::iommufarm::v1;
 
 constexpr int kRounds = 5;
@@ -51,69 +45,16 @@ Spread SpreadOf(const std::vector<double>& v) {
   return s;
 }
 
-class DmaMapBenchKbuildTest : public ::testing::Test {
+class DmaMapBenchKbuildTest : public GuestKbuildTest {
  protected:
+  DmaMapBenchKbuildTest() : GuestKbuildTest("x86_64") {}
+
   void SetUp() override {
-    absl::StatusOr<kbuild::TestTree> tree =
-        kbuild::MakeTestTree(std::string(FARM_SOURCE_DIR) + "/scripts/make-test-kernel-tree");
-    ASSERT_TRUE(tree.ok()) << tree.status();
-    tree_ = *std::move(tree);
-    auto planted = std::find(tree_.commits.begin(), tree_.commits.end(), tree_.planted);
-    ASSERT_TRUE(planted != tree_.commits.end() && planted != tree_.commits.begin());
-    parent_ = *(planted - 1);
-
-    process::ProcessOptions root;
-    root.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--out",
-                 FARM_GUEST_ROOT_DIR};
-    root.timeout = absl::Minutes(2);
-    absl::StatusOr<process::ProcessResult> built = process::RunProcess(root);
-    ASSERT_TRUE(built.ok() && built->ok())
-        << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
-    initramfs_ = std::string(absl::StripAsciiWhitespace(built->stdout_data));
-
-    absl::StatusOr<process::ScopedTempDir> dir =
-        process::ScopedTempDir::Create(fs::temp_directory_path(), "dma-map-bench-");
-    ASSERT_TRUE(dir.ok()) << dir.status();
-    dir_ = std::make_unique<process::ScopedTempDir>(*std::move(dir));
-    fs::create_directories(dir_->path() / "store");
-    fs::create_directories(dir_->path() / "scratch");
-    for (const std::string& commit : {tree_.planted, parent_}) BuildInto(commit);
-  }
-
-  void BuildInto(const std::string& commit) {
-    kbuild::BuildRequest req;
-    req.tree = tree_.dir;
-    req.rev = commit;
-    req.machine = kbuild::kAllMachines;  // the farm's build jobs' config: one build directory
-    req.base = "tinyconfig";
-    req.dma_map_bench = true;  // as the farm builds a dma-map-bench job's kernel
-    req.config_id = "dma-map-bench";
-    req.store_dir = (dir_->path() / "store").string();
-    req.timeout = absl::Minutes(40);
-    std::string log;
-    absl::StatusOr<kbuild::BuildResult> b = kbuild::BuildKernel(req, &log);
-    ASSERT_TRUE(b.ok()) << b.status() << "\n"
-                        << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
-    ASSERT_FALSE(b->build.dma_map_benchmark.empty())
-        << "the build has no dma_map_benchmark tool; its log:\n"
-        << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
-    std::cout << "built " << commit.substr(0, 12) << " (" << b->release << ") in "
-              << absl::FormatDuration(absl::Trunc(b->wall_time, absl::Seconds(1))) << "\n";
-  }
-
-  std::unique_ptr<agent::KernelExecutor> Executor() const {
-    kernels::VmConfig c;
-    c.kernels_dir = (dir_->path() / "store").string();
-    c.initramfs = initramfs_;
-    c.allow_dir = (dir_->path() / "scratch").string();
-    c.accel = "tcg-icount";
-    c.boot_timeout = absl::Seconds(90);
-    pb::HostFacts host;
-    host.set_kernel_release("host");
-    host.set_architecture("x86_64");
-    return std::make_unique<agent::KernelExecutor>(
-        std::make_unique<agent::GuestOnlyTool>("dma-map-bench"), host,
-        std::make_unique<kernels::VmKernelProvider>(c), "qemu under test");
+    ASSERT_NO_FATAL_FAILURE(PrepareTreeRootAndStore("dma-map-bench-"));
+    ASSERT_NO_FATAL_FAILURE(ParentOf(tree_.planted, &parent_));
+    for (const std::string& commit : {tree_.planted, parent_}) {
+      ASSERT_NO_FATAL_FAILURE(BuildInto(commit));
+    }
   }
 
   // unmap_latency_mean (ns) of each round, per commit, the commits'
@@ -125,16 +66,9 @@ class DmaMapBenchKbuildTest : public ::testing::Test {
       std::vector<std::string> order = {parent_, tree_.planted};
       if (round % 2 == 1) std::swap(order[0], order[1]);
       for (const std::string& commit : order) {
-        pb::Job job;
-        job.set_id(round);
-        job.set_executor(pb::EXECUTOR_DMA_MAP_BENCH);
-        job.set_commit_id(commit);
-        job.set_platform("q35-intel-iommu");
-        job.set_mode(mode);
-        job.mutable_workload()->set_name("dma-map-bench");
-        (*job.mutable_workload()->mutable_params())["seconds"] = "1";
         agent::CancelToken cancel;
-        absl::StatusOr<agent::ExecutionResult> r = ex->Run(job, cancel);
+        absl::StatusOr<agent::ExecutionResult> r =
+            ex->Run(DmaMapBenchJob(round, commit, mode), cancel);
         EXPECT_TRUE(r.ok()) << commit << " " << proto::ModeName(mode) << ": " << r.status();
         if (!r.ok()) continue;
         EXPECT_TRUE(r->ran_on.has_value());
@@ -160,10 +94,7 @@ class DmaMapBenchKbuildTest : public ::testing::Test {
         100 * (planted.mean / parent.mean - 1));
   }
 
-  kbuild::TestTree tree_;
   std::string parent_;
-  std::string initramfs_;
-  std::unique_ptr<process::ScopedTempDir> dir_;
 };
 
 TEST_F(DmaMapBenchKbuildTest, StrictShowsThePlantedFlushAndPassthroughDoesNot) {

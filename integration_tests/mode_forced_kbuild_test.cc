@@ -26,19 +26,12 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
-#include "agent/executors/kernel_executor.h"
-#include "lib/kbuild/fragments.h"
-#include "lib/kbuild/kernel_builder.h"
-#include "lib/kbuild/test_tree.h"
-#include "lib/process/process.h"
-#include "lib/process/scoped_temp_dir.h"
+#include "integration_tests/guest_kbuild_fixture.h"
 #include "proto/names.h"
 
 namespace farm {
 namespace {
 
-namespace fs = std::filesystem;
 namespace pb = ::iommufarm::v1;
 
 #ifdef FARM_MODE_FORCED_ARM64
@@ -47,83 +40,18 @@ constexpr char kArch[] = "aarch64";
 constexpr char kArch[] = "x86_64";
 #endif
 
-class ModeForcedKbuildTest : public ::testing::Test {
+class ModeForcedKbuildTest : public GuestKbuildTest {
  protected:
+  ModeForcedKbuildTest() : GuestKbuildTest(kArch) {}
+
   void SetUp() override {
-    absl::StatusOr<kbuild::TestTree> tree =
-        kbuild::MakeTestTree(std::string(FARM_SOURCE_DIR) + "/scripts/make-test-kernel-tree");
-    ASSERT_TRUE(tree.ok()) << tree.status();
-    tree_ = *std::move(tree);
+    ASSERT_NO_FATAL_FAILURE(PrepareTreeRootAndStore("mode-forced-"));
     ASSERT_EQ(tree_.mode_forced.size(), 40u) << "the tree's report has no mode-forced line";
-
-    process::ProcessOptions rev;
-    rev.argv = {"git", "-C", tree_.dir, "rev-parse", tree_.mode_forced + "~1"};
-    rev.timeout = absl::Seconds(30);
-    absl::StatusOr<process::ProcessResult> parent = process::RunProcess(rev);
-    ASSERT_TRUE(parent.ok() && parent->ok()) << "git rev-parse of the forcing commit's parent";
-    parent_ = std::string(absl::StripAsciiWhitespace(parent->stdout_data));
-
-    process::ProcessOptions root;
-    root.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--arch", kArch,
-                 "--out", FARM_GUEST_ROOT_DIR};
-    root.timeout = absl::Minutes(10);  // a first aarch64 root downloads its packages
-    absl::StatusOr<process::ProcessResult> built = process::RunProcess(root);
-    ASSERT_TRUE(built.ok() && built->ok())
-        << "build-guest-root: " << (built.ok() ? built->stderr_data : built.status().ToString());
-    initramfs_ = std::string(absl::StripAsciiWhitespace(built->stdout_data));
-
-    absl::StatusOr<process::ScopedTempDir> dir =
-        process::ScopedTempDir::Create(fs::temp_directory_path(), "mode-forced-");
-    ASSERT_TRUE(dir.ok()) << dir.status();
-    dir_ = std::make_unique<process::ScopedTempDir>(*std::move(dir));
-    fs::create_directories(dir_->path() / "store");
-    fs::create_directories(dir_->path() / "scratch");
+    ASSERT_NO_FATAL_FAILURE(ParentOf(tree_.mode_forced, &parent_));
     // The forcing commit first: the parent then differs from it by one file.
-    for (const std::string& commit : {tree_.mode_forced, parent_}) BuildInto(commit);
-  }
-
-  void BuildInto(const std::string& commit) {
-    kbuild::BuildRequest req;
-    req.tree = tree_.dir;
-    req.rev = commit;
-    req.arch = kArch;
-    req.machine = kbuild::kAllMachines;  // the farm's build jobs' config: one build directory
-    req.base = "tinyconfig";
-    req.dma_map_bench = true;  // as the farm builds a dma-map-bench job's kernel
-    req.config_id = "dma-map-bench";
-    req.store_dir = (dir_->path() / "store").string();
-    req.timeout = absl::Minutes(40);
-    std::string log;
-    absl::StatusOr<kbuild::BuildResult> b = kbuild::BuildKernel(req, &log);
-    ASSERT_TRUE(b.ok()) << b.status() << "\n"
-                        << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
-    std::cout << "built " << commit.substr(0, 12) << " (" << b->release << ") in "
-              << absl::FormatDuration(absl::Trunc(b->wall_time, absl::Seconds(1)))
-              << (b->reused_build_dir ? ", incremental" : ", from scratch") << "\n";
-    release_[commit] = b->release;
-  }
-
-  kernels::VmConfig Vm() const {
-    kernels::VmConfig c;
-    c.kernels_dir = (dir_->path() / "store").string();
-    c.initramfs = initramfs_;
-    c.allow_dir = (dir_->path() / "scratch").string();
-    c.arch = kArch;
-    c.qemu = std::string("qemu-system-") + kArch;
-    // tcg-icount on x86_64, as the other q35 kbuild tests; plain tcg on
-    // aarch64, as vm_bench boots virt + SMMUv3.
-    c.accel = std::string(kArch) == "x86_64" ? "tcg-icount" : "tcg";
-    c.boot_timeout = absl::Seconds(90);
-    return c;
-  }
-
-  std::unique_ptr<agent::KernelExecutor> Executor() const {
-    pb::HostFacts host;
-    host.set_kernel_release("host");
-    host.set_architecture("x86_64");
-    return std::make_unique<agent::KernelExecutor>(
-        std::make_unique<agent::GuestOnlyTool>("dma-map-bench"), host,
-        std::make_unique<kernels::VmKernelProvider>(Vm()), "qemu under test");
+    for (const std::string& commit : {tree_.mode_forced, parent_}) {
+      ASSERT_NO_FATAL_FAILURE(BuildInto(commit));
+    }
   }
 
   // `commit` booted under `mode` for its facts alone, through the vm
@@ -133,7 +61,7 @@ class ModeForcedKbuildTest : public ::testing::Test {
     kernels::KernelRequest r;
     r.kernel_release = release_[commit];
     r.commit = commit;
-    r.kernel_config = "dma-map-bench";  // the config both commits were built with
+    r.kernel_config = kConfigId;  // the config both commits were built with
     r.mode = mode;
     absl::StatusOr<kernels::KernelRun> run = vm.Run(r);
     EXPECT_TRUE(run.ok()) << commit << " " << proto::ModeName(mode) << ": " << run.status();
@@ -147,17 +75,10 @@ class ModeForcedKbuildTest : public ::testing::Test {
   // The facts of `commit`'s result under `mode`: a one-second
   // dma_map_benchmark run, as a farm job.
   pb::HostFacts RanOn(const std::string& commit, pb::IommuMode mode) {
-    pb::Job job;
-    job.set_id(1);
-    job.set_executor(pb::EXECUTOR_DMA_MAP_BENCH);
-    job.set_commit_id(commit);
-    job.set_platform("q35-intel-iommu");
-    job.set_mode(mode);
-    job.mutable_workload()->set_name("dma-map-bench");
-    (*job.mutable_workload()->mutable_params())["seconds"] = "1";
     agent::CancelToken cancel;
     const absl::Time start = absl::Now();
-    absl::StatusOr<agent::ExecutionResult> r = Executor()->Run(job, cancel);
+    absl::StatusOr<agent::ExecutionResult> r =
+        Executor()->Run(DmaMapBenchJob(1, commit, mode), cancel);
     EXPECT_TRUE(r.ok()) << commit << " " << proto::ModeName(mode) << ": " << r.status();
     if (!r.ok()) return {};
     EXPECT_TRUE(r->ran_on.has_value());
@@ -171,11 +92,7 @@ class ModeForcedKbuildTest : public ::testing::Test {
     return *r->ran_on;
   }
 
-  kbuild::TestTree tree_;
   std::string parent_;
-  std::map<std::string, std::string> release_;  // commit -> its build's release
-  std::string initramfs_;
-  std::unique_ptr<process::ScopedTempDir> dir_;
 };
 
 #ifdef FARM_MODE_FORCED_ARM64
