@@ -16,17 +16,19 @@
 
 namespace farm::analyzer {
 
-// Runs passes of `a` until `done` holds or `timeout` passes (a test
-// failure naming `what`, with `context`, e.g. an agent's log).
+// Runs passes of `a`, `interval` apart, until `done` holds or `timeout`
+// passes (a test failure naming `what`, with `context`, e.g. an agent's
+// log).
 inline void TickUntil(Analyzer& a, const std::function<bool()>& done, const std::string& what,
                       absl::Duration timeout = absl::Seconds(120),
-                      const std::function<std::string()>& context = {}) {
+                      const std::function<std::string()>& context = {},
+                      absl::Duration interval = absl::Milliseconds(50)) {
   const absl::Status s = testing::PollUntil(
       [&]() -> absl::StatusOr<bool> {
         (void)a.Tick();
         return done();
       },
-      timeout, what, absl::Milliseconds(50));
+      timeout, what, interval);
   ASSERT_TRUE(s.ok()) << s << "\n" << (context ? context() : std::string());
 }
 
