@@ -767,6 +767,13 @@ void Reaper::RefreshGauges() {
   if (counts.ok()) {
     for (int s = 1; s < 6; ++s) metrics_->queue_jobs(s).Set(static_cast<double>((*counts)[s]));
   }
+  absl::StatusOr<std::map<int, int64_t>> queued = queue_->QueuedByExecutor();
+  if (queued.ok()) {
+    for (int e = 1; e < metrics::SchedulerMetrics::kExecutors; ++e) {
+      const auto it = queued->find(e);
+      metrics_->queued_jobs(e).Set(it == queued->end() ? 0.0 : static_cast<double>(it->second));
+    }
+  }
   absl::StatusOr<int64_t> connected = queue_->CountConnectedAgents(config_.liveness());
   if (connected.ok()) metrics_->agents_connected.Set(static_cast<double>(*connected));
 }

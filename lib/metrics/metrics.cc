@@ -78,11 +78,18 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& r)
                 .Name("farm_job_duration_seconds")
                 .Help("Lease grant to accepted result, by executor")
                 .Register(r);
-  for (int e = 1; e < 4; ++e) {
-    duration_[e] = &d.Add({{"executor", proto::ExecutorName(static_cast<pb::Executor>(e))}},
-                          DurationBuckets());
+  auto& queued = prometheus::BuildGauge()
+                     .Name("farm_queue_queued_jobs")
+                     .Help("Queued jobs by executor (all matrices)")
+                     .Register(r);
+  for (int e = 1; e < kExecutors; ++e) {
+    const prometheus::Labels executor = {
+        {"executor", proto::ExecutorName(static_cast<pb::Executor>(e))}};
+    duration_[e] = &d.Add(executor, DurationBuckets());
+    queued_[e] = &queued.Add(executor);
   }
   duration_[0] = duration_[1];
+  queued_[0] = queued_[1];
 }
 
 prometheus::Gauge& SchedulerMetrics::queue_jobs(int job_state) {
@@ -90,7 +97,11 @@ prometheus::Gauge& SchedulerMetrics::queue_jobs(int job_state) {
 }
 
 prometheus::Histogram& SchedulerMetrics::job_duration(int executor) {
-  return *duration_[(executor >= 0 && executor < 4) ? executor : 0];
+  return *duration_[(executor >= 0 && executor < kExecutors) ? executor : 0];
+}
+
+prometheus::Gauge& SchedulerMetrics::queued_jobs(int executor) {
+  return *queued_[(executor >= 0 && executor < kExecutors) ? executor : 0];
 }
 
 namespace {

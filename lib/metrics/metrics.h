@@ -56,6 +56,9 @@ class SchedulerMetrics final {
 
   // farm_queue_jobs{state}: indexed by iommufarm.v1.JobState number (1..5).
   prometheus::Gauge& queue_jobs(int job_state);
+  // farm_queue_queued_jobs{executor}: queued jobs of one executor
+  // (iommufarm.v1.Executor number, 1..5), what scales that executor's agents.
+  prometheus::Gauge& queued_jobs(int executor);
   prometheus::Counter& leases_granted;          // farm_leases_granted_total
   prometheus::Counter& leases_expired;          // farm_leases_expired_total
   prometheus::Counter& stale_results_rejected;  // farm_stale_results_rejected_total
@@ -67,9 +70,13 @@ class SchedulerMetrics final {
   // `executor` is the iommufarm.v1.Executor number.
   prometheus::Histogram& job_duration(int executor);
 
+  // Executor numbers the per-executor families have a series for (1..5).
+  static constexpr int kExecutors = 6;
+
  private:
   std::array<prometheus::Gauge*, 6> queue_{};
-  std::array<prometheus::Histogram*, 4> duration_{};
+  std::array<prometheus::Gauge*, kExecutors> queued_{};
+  std::array<prometheus::Histogram*, kExecutors> duration_{};
 };
 
 // Agent-side families (farm-agent).

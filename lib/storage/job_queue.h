@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,9 @@ class JobQueue {
   virtual absl::StatusOr<ReapOutcome> ReapExpired(const RetryPolicy& retry, int limit) = 0;
   // Job counts over all matrices, indexed by pb::JobState number.
   virtual absl::StatusOr<std::array<int64_t, 6>> QueueCounts() = 0;
+  // Queued jobs by executor (pb::Executor number; executors with none are
+  // absent): what an autoscaler of one kind of agent reads.
+  virtual absl::StatusOr<std::map<int, int64_t>> QueuedByExecutor() = 0;
   // Agents with a heartbeat within `liveness` (pb::Agent.connected), counted
   // without reading the agents (the reaper's gauge, every pass).
   virtual absl::StatusOr<int64_t> CountConnectedAgents(absl::Duration liveness) = 0;

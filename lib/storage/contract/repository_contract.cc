@@ -709,7 +709,9 @@ TEST_P(RepositoryContractTest, LabelsAndHealthChooseTheAgentsOfRealRuns) {
     if (a.name() == "lab-d") {
       EXPECT_TRUE(a.health().checked() && a.health().ok()) << a.health().ShortDebugString();
     }
-    if (a.name() == "lab-a") EXPECT_EQ(a.host().labels().at("nic"), "cx6");
+    if (a.name() == "lab-a") {
+      EXPECT_EQ(a.host().labels().at("nic"), "cx6");
+    }
   }
 }
 
@@ -1251,11 +1253,14 @@ TEST_P(RepositoryContractTest, FailuresAreGroupedByStateAndReason) {
 
 TEST_P(RepositoryContractTest, QueueCountsFollowEveryTransition) {
   const int64_t m1 = MakeMatrix(12, /*max_attempts=*/1);
-  // Below m1's priority, so the ten leases below all come from m1.
-  const int64_t m2 = MakeMatrix(5, 3, /*prio=*/-1);
+  // fio jobs, which the emulator agent below does not lease.
+  const int64_t m2 = MakeMatrix(5, 3, /*prio=*/-1, pb::EXECUTOR_FIO);
   auto counts = queue().QueueCounts();
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(*counts, (std::array<int64_t, 6>{0, 17, 0, 0, 0, 0}));
+  auto queued = queue().QueuedByExecutor();
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  EXPECT_EQ(*queued, (std::map<int, int64_t>{{pb::EXECUTOR_EMULATOR, 12}, {pb::EXECUTOR_FIO, 5}}));
   pb::RegisterResponse a = Register("counts-agent");
   std::vector<pb::JobLease> ls = Lease(a, 10);
   ASSERT_EQ(ls.size(), 10u);
@@ -1265,6 +1270,8 @@ TEST_P(RepositoryContractTest, QueueCountsFollowEveryTransition) {
   counts = queue().QueueCounts();
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ(*counts, (std::array<int64_t, 6>{0, 7, 5, 4, 1, 0}));
+  EXPECT_EQ(*queue().QueuedByExecutor(),
+            (std::map<int, int64_t>{{pb::EXECUTOR_EMULATOR, 2}, {pb::EXECUTOR_FIO, 5}}));
   backend().ExpireAllLeases();
   auto reaped = queue().ReapExpired(retry_, 100);
   ASSERT_TRUE(reaped.ok()) << reaped.status();
@@ -1274,6 +1281,7 @@ TEST_P(RepositoryContractTest, QueueCountsFollowEveryTransition) {
   counts = queue().QueueCounts();
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ(*counts, (std::array<int64_t, 6>{0, 0, 0, 4, 6, 7}));
+  EXPECT_TRUE(queue().QueuedByExecutor()->empty());
 }
 
 TEST_P(RepositoryContractTest, ListAgentsShowsRunningJobsAndLiveness) {

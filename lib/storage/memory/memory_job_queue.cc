@@ -417,6 +417,16 @@ absl::StatusOr<std::array<int64_t, 6>> MemoryJobQueue::QueueCounts() {
   });
 }
 
+absl::StatusOr<std::map<int, int64_t>> MemoryJobQueue::QueuedByExecutor() {
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<std::map<int, int64_t>> {
+    std::map<int, int64_t> out;
+    for (const auto& [id, j] : t.jobs) {
+      if (j.job.state() == pb::JOB_STATE_QUEUED) ++out[j.job.executor()];
+    }
+    return out;
+  });
+}
+
 absl::StatusOr<int64_t> MemoryJobQueue::CountConnectedAgents(absl::Duration liveness) {
   return db_->Read([&](const Tables& t) -> absl::StatusOr<int64_t> {
     const absl::Time now = db_->Now();

@@ -608,6 +608,20 @@ absl::StatusOr<std::array<int64_t, 6>> PgJobQueue::QueueCounts() {
   });
 }
 
+absl::StatusOr<std::map<int, int64_t>> PgJobQueue::QueuedByExecutor() {
+  using Out = std::map<int, int64_t>;
+  return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+    pqxx::read_transaction t(c);
+    Out out;
+    // Through the queued jobs' partial index: bounded by the live queue.
+    for (const pqxx::row& r :
+         t.exec("SELECT executor, count(*) FROM jobs WHERE state = 1 GROUP BY executor")) {
+      out[r[0].as<int>()] = r[1].as<int64_t>();
+    }
+    return out;
+  });
+}
+
 absl::StatusOr<int64_t> PgJobQueue::CountConnectedAgents(absl::Duration liveness) {
   return pool_->Call<int64_t>([&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
     pqxx::read_transaction t(c);

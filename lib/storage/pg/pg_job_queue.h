@@ -45,6 +45,7 @@ class PgJobQueue : public JobQueue {
   absl::StatusOr<int> ReleaseLeases(const pb::ReleaseLeasesRequest& req) override;
   absl::StatusOr<ReapOutcome> ReapExpired(const RetryPolicy& retry, int limit) override;
   absl::StatusOr<std::array<int64_t, 6>> QueueCounts() override;
+  absl::StatusOr<std::map<int, int64_t>> QueuedByExecutor() override;
   absl::StatusOr<int64_t> CountConnectedAgents(absl::Duration liveness) override;
   absl::StatusOr<std::vector<pb::Agent>> ListAgentsPage(absl::Duration liveness,
                                                         const std::string& after_name,
