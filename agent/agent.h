@@ -1,7 +1,8 @@
 // farm::agent::Agent: the host agent's session and lease loop.
 //
 // Registers with the scheduler (AgentService), heartbeats every lease it
-// holds, leases up to its free slots of jobs whose executor it has, runs them
+// holds (with the latest progress a running job reported through
+// LeaseContext.progress), leases up to its free slots of jobs whose executor it has, runs them
 // on `slots` worker threads through the Executor interface and reports each
 // result (or failure) fenced by its lease. Results go out through a
 // ReportBatcher (agent/report_batcher.h: results that finish close together
@@ -132,6 +133,8 @@ class Agent {
     bool running = false;
     bool resumed = false;  // resumed after the reboot into its kernel
     std::shared_ptr<CancelToken> cancel = std::make_shared<CancelToken>();
+    // The running job's latest progress, sent with each heartbeat.
+    std::optional<iommufarm::v1::JobProgress> progress;
   };
   // What the lease loop does after one LeaseJobs call.
   enum class Next { kLease, kStop, kRegister };

@@ -133,7 +133,10 @@ Agent::HeartbeatTurn Agent::NextHeartbeat(absl::Duration wait) {
   if (turn.stop || !turn.registered) return turn;
   turn.request.set_agent_id(agent_id_);
   turn.request.set_session(session_);
-  for (const auto& [id, entry] : leases_) *turn.request.add_leases() = entry.lease.lease();
+  for (const auto& [id, entry] : leases_) {
+    *turn.request.add_leases() = entry.lease.lease();
+    if (entry.progress.has_value()) *turn.request.add_progress() = *entry.progress;
+  }
   return turn;
 }
 

@@ -2,9 +2,9 @@
 // in-process (testing/memory_scheduler.h, in-memory repositories): jobs
 // leased and reported, results that finish together sharing ReportResults
 // calls, reports retried across a transient UNAVAILABLE and a scheduler
-// restart, a stale report dropped, and revoked or reaped leases dropped
-// unreported. The store's clock is a manual one, so no lease expires unless
-// a test steps it; each test takes milliseconds to a second.
+// restart, a stale report dropped, revoked or reaped leases dropped
+// unreported, and a running job's progress sent with the heartbeats. The store's clock is a manual
+// one, so no lease expires unless a test steps it; each test takes milliseconds to a second.
 #include "agent/agent.h"
 
 #include <gtest/gtest.h>
@@ -62,6 +62,8 @@ class TestExecutor final : public Executor {
     int block_attempts ABSL_GUARDED_BY(mu) = 0;
     // Appended to each raw output (bytes a tool might print).
     std::string raw_suffix ABSL_GUARDED_BY(mu);
+    // Non-empty: each job reports this phase as its progress when it starts.
+    std::string progress_phase ABSL_GUARDED_BY(mu);
   };
   explicit TestExecutor(Control* control) : control_(control) {}
 
@@ -84,6 +86,12 @@ class TestExecutor final : public Executor {
       // Bounded: a lost job must not hang the test.
       control_->mu.AwaitWithTimeout(absl::Condition(&all), absl::Seconds(10));
       block = lease.lease.attempt() <= control_->block_attempts;
+      if (!control_->progress_phase.empty() && lease.progress) {
+        pb::JobProgress p;
+        p.set_phase(control_->progress_phase);
+        p.set_objects(job.id());
+        lease.progress(p);
+      }
     }
     if (block && cancel.SleepFor(absl::Seconds(10))) return absl::CancelledError("revoked");
     absl::MutexLock lock(&control_->mu);
@@ -327,6 +335,29 @@ TEST_F(AgentTest, RevokedLeaseIsDroppedNotReported) {
   EXPECT_EQ(agent_->stats().failed, 0);
   EXPECT_TRUE(scheduler_->report_batches().empty());
   EXPECT_EQ(agent_->stats().report_calls, 0);
+}
+
+// What a running job reports through LeaseContext.progress reaches the
+// scheduler with the next heartbeat and is kept on the job, for its attempt.
+TEST_F(AgentTest, ARunningJobsProgressGoesOutWithTheHeartbeat) {
+  {
+    absl::MutexLock lock(&control_.mu);
+    control_.block_attempts = 1;
+    control_.progress_phase = "compile";
+  }
+  const int64_t mid = Submit(1);
+  StartAgent(1);
+  std::vector<pb::JobProgress> building;
+  ASSERT_TRUE(Eventually([&] {
+    auto got = scheduler_->store().ListBuilding(mid);
+    if (got.ok()) building = *got;
+    return got.ok() && !building.empty();
+  }));
+  ASSERT_EQ(building.size(), 1u);
+  EXPECT_EQ(building[0].phase(), "compile");
+  EXPECT_EQ(building[0].attempt(), 1);
+  EXPECT_EQ(building[0].objects(), building[0].job_id());
+  EXPECT_EQ(building[0].commit_id(), "v5.11");
 }
 
 TEST_F(AgentTest, ReapedLeaseIsDroppedAndTheNextAttemptReported) {

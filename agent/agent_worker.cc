@@ -139,6 +139,14 @@ absl::StatusOr<ExecutionResult> Agent::Execute(const pb::JobLease& lease, Cancel
   LeaseContext context;
   context.lease = lease.lease();
   context.resumed = resumed;
+  context.progress = [this, ref = lease.lease()](const pb::JobProgress& p) {
+    absl::MutexLock lock(&mu_);
+    auto it = leases_.find(ref.job_id());
+    if (it == leases_.end() || it->second.lease.lease().attempt() != ref.attempt()) return;
+    pb::JobProgress& kept = it->second.progress.emplace(p);
+    kept.set_job_id(ref.job_id());
+    kept.set_attempt(ref.attempt());
+  };
   if (kexec_) {
     context.hold = [this, &lease](absl::Duration d) {
       return HoldLeaseThroughReboot(*stub_, options_.client, SessionHeartbeat(), lease.lease(), d,

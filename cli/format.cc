@@ -162,7 +162,34 @@ std::string FormatDuration(double seconds) {
   return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
 }
 
-std::string FormatProgressLine(const pb::MatrixProgress& progress) {
+std::string GroupThousands(int64_t n) {
+  std::string digits = absl::StrCat(n < 0 ? -n : n);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
+  return n < 0 ? "-" + digits : digits;
+}
+
+std::string FormatBuildProgress(const pb::JobProgress& p) {
+  std::string line = absl::StrCat("building ", Printable(p.commit_id().substr(0, 12)), " ",
+                                  Printable(p.platform()), ": ", Printable(p.phase()));
+  if (p.objects() > 0 || p.expected_objects() > 0) {
+    absl::StrAppend(&line, " ", GroupThousands(p.objects()),
+                    p.expected_objects() > 0 ? "/~" + GroupThousands(p.expected_objects()) : "",
+                    " objects");
+  }
+  absl::StrAppend(&line, ", ",
+                  FormatDuration(static_cast<double>(TimeUtil::DurationToSeconds(p.elapsed()))));
+  if (p.has_remaining()) {
+    absl::StrAppend(&line, ", ~",
+                    FormatDuration(static_cast<double>(TimeUtil::DurationToSeconds(p.remaining()))),
+                    " left");
+  }
+  return line;
+}
+
+namespace {
+
+// The counts, rate and ETA of FormatProgressLine.
+std::string FormatCountsLine(const pb::MatrixProgress& progress) {
   const pb::MatrixCounts& c = progress.counts();
   const int64_t done = c.succeeded() + c.failed() + c.cancelled();
   std::string line =
@@ -189,6 +216,19 @@ std::string FormatProgressLine(const pb::MatrixProgress& progress) {
     absl::StrAppend(&line, ", ETA ", FormatDuration(static_cast<double>(c.total() - done) / rate));
   } else {
     absl::StrAppend(&line, done == 0 ? ", no job finished yet" : ", rate not measured yet");
+  }
+  return line;
+}
+
+}  // namespace
+
+std::string FormatProgressLine(const pb::MatrixProgress& progress) {
+  std::string line = FormatCountsLine(progress);
+  if (progress.building_size() > 0) {
+    absl::StrAppend(&line, "; ", FormatBuildProgress(progress.building(0)));
+    if (progress.building_size() > 1) {
+      absl::StrAppend(&line, "; and ", progress.building_size() - 1, " more builds");
+    }
   }
   return line;
 }

@@ -72,8 +72,16 @@ struct SummaryRow {
 std::vector<SummaryRow> Summarize(const std::vector<pb::Result>& results,
                                   const std::string& metric);
 
-// "matrix 7 running: 120/400 done, 2 failed, 35.1 jobs/s, ETA 8s".
+// "matrix 7 running: 120/400 done, 2 failed, 35.1 jobs/s, ETA 8s"; with
+// kernel builds running for it, the first one's progress after "; "
+// (FormatBuildProgress) and how many more.
 std::string FormatProgressLine(const pb::MatrixProgress& progress);
+// A running kernel build: "building 3e9b66c84c73 x86_64: compile 1,234/~2,100
+// objects, 6m12s, ~4m left" (no "/~N" without an estimate, no "left"
+// outside compile).
+std::string FormatBuildProgress(const pb::JobProgress& progress);
+// 1234567 -> "1,234,567".
+std::string GroupThousands(int64_t n);
 // Jobs finished per second of wall time; 0 (no rate) until one can be
 // measured (proto/progress_rate.h: 2 jobs, 1 s). The server's rate covers
 // only its own watch stream, so a client that waited longer (reconnects, a

@@ -72,6 +72,47 @@ TEST(FormatProgressLineTest, CountsRateAndEta) {
   EXPECT_EQ(FormatProgressLine(p), "matrix 9 failed: 42/100 done, 2 failed, 4.2 jobs/s");
 }
 
+// A matrix waiting for its kernel: the running build's phase, objects of
+// the last cold build's, elapsed and time left, after the counts.
+TEST(FormatProgressLineTest, ARunningBuildFollowsTheCounts) {
+  pb::MatrixProgress p;
+  p.set_matrix_id(12);
+  p.set_state(pb::MATRIX_STATE_RUNNING);
+  p.mutable_counts()->set_total(40);
+  p.mutable_counts()->set_queued(40);
+  p.mutable_counts()->set_waiting_for_build(40);
+  pb::JobProgress* b = p.add_building();
+  b->set_commit_id("3e9b66c84c73d9fa21e2ed8a1e06a7c1a0f3e0b2");
+  b->set_platform("x86_64");
+  b->set_phase("compile");
+  b->set_objects(1234);
+  b->set_expected_objects(2100);
+  b->mutable_elapsed()->set_seconds(372);
+  b->mutable_remaining()->set_seconds(240);
+  EXPECT_EQ(FormatProgressLine(p),
+            "matrix 12 running: 0/40 done, 0 failed, 40 waiting for kernel build, no job finished "
+            "yet; building 3e9b66c84c73 x86_64: compile 1,234/~2,100 objects, 6m12s, ~4m00s left");
+  // An incremental build has no estimate; after compile, no time left.
+  b->set_expected_objects(0);
+  b->clear_remaining();
+  b->set_phase("link");
+  b->set_objects(3);
+  *p.add_building() = *b;
+  EXPECT_EQ(FormatBuildProgress(*b), "building 3e9b66c84c73 x86_64: link 3 objects, 6m12s");
+  EXPECT_NE(FormatProgressLine(p).find("6m12s; and 1 more builds"), std::string::npos);
+  b->set_phase("config");
+  b->set_objects(0);
+  EXPECT_EQ(FormatBuildProgress(*b), "building 3e9b66c84c73 x86_64: config, 6m12s");
+}
+
+TEST(GroupThousandsTest, CommasEveryThreeDigits) {
+  EXPECT_EQ(GroupThousands(0), "0");
+  EXPECT_EQ(GroupThousands(999), "999");
+  EXPECT_EQ(GroupThousands(1000), "1,000");
+  EXPECT_EQ(GroupThousands(1234567), "1,234,567");
+  EXPECT_EQ(GroupThousands(-12345), "-12,345");
+}
+
 TEST(RenderTableTest, PadsColumns) {
   EXPECT_EQ(RenderTable({"a", "bb"}, {{"xxx", "y"}}), "a    bb\nxxx  y\n");
 }

@@ -76,7 +76,10 @@ void AddMatrixCommands(CLI::App& app, Subcommands* out) {
                     return RunSubmit(c, a->submit_file, a->submit_wait, a->submit_dry);
                   }});
 
-  auto* status = app.add_subcommand("status", "show one matrix, or list recent matrices");
+  auto* status = app.add_subcommand(
+      "status",
+      "show one matrix (with the progress of the kernel builds running for it), or list "
+      "recent matrices");
   status->add_option("MATRIX", a->status_matrix, "matrix id");
   AddOutputOption(status, &a->status_format,
                   "table, csv or json (with MATRIX: csv and json give it as a one-row list)");
@@ -84,8 +87,11 @@ void AddMatrixCommands(CLI::App& app, Subcommands* out) {
                     return RunStatus(c, a->status_matrix, ToFormat(a->status_format));
                   }});
 
-  auto* watch =
-      app.add_subcommand("watch", "print a progress line per update until the matrix ends");
+  auto* watch = app.add_subcommand(
+      "watch",
+      "print a progress line per update until the matrix ends; while a kernel build runs for "
+      "it, the line ends with the build's phase, objects compiled (of ~the last cold build's), "
+      "elapsed and time left");
   watch->add_option("MATRIX", a->watch_matrix, "matrix id")->required();
   out->push_back({watch, [a](Commands& c) { return RunWatch(c, a->watch_matrix); }});
 
@@ -272,7 +278,16 @@ std::string FormatMatrixDetail(const pb::Matrix& m) {
       m.submitted_by().empty()
           ? ""
           : absl::StrCat("  submitted by: ", Printable(m.submitted_by()), "\n"),
-      m.failures().empty() ? "" : absl::StrCat("  why:\n", FormatFailures(m, "    ")));
+      m.failures().empty() ? "" : absl::StrCat("  why:\n", FormatFailures(m, "    ")),
+      FormatBuilding(m, "  "));
+}
+
+std::string FormatBuilding(const pb::Matrix& m, const std::string& indent) {
+  std::string out;
+  for (const pb::JobProgress& p : m.building()) {
+    absl::StrAppend(&out, indent, FormatBuildProgress(p), " (job ", p.job_id(), ")\n");
+  }
+  return out;
 }
 
 std::string FormatFailures(const pb::Matrix& m, const std::string& indent) {

@@ -44,6 +44,9 @@ std::string FormatMatrixDetail(const pb::Matrix& matrix);
 // Matrix.failures, one line per group, each line opened by `indent`:
 // "3 failed (first job 12): kernel build 7 failed: ...". "" without any.
 std::string FormatFailures(const pb::Matrix& matrix, const std::string& indent);
+// The kernel builds running for the matrix (Matrix.building), a line each
+// (FormatBuildProgress) after `indent`; "" when none.
+std::string FormatBuilding(const pb::Matrix& matrix, const std::string& indent);
 // FormatFailures of the matrix as GetMatrix returns it now; "" when it has
 // none or cannot be read (the caller is already reporting a failure).
 std::string FetchFailures(Commands& commands, int64_t matrix_id, const std::string& indent);

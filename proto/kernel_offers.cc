@@ -74,6 +74,11 @@ bool LooksLikeVmPlatform(std::string_view platform) {
   return platform.substr(0, 4) == "q35-" || platform.substr(0, 5) == "virt-";
 }
 
+const std::vector<std::string>& KnownAccels() {
+  static const auto* accels = new std::vector<std::string>{"tcg", "tcg-icount", "kvm"};
+  return *accels;
+}
+
 bool OfferRuns(const pb::KernelOffer& offer, const pb::Job& job) {
   const bool by_commit = !offer.commit().empty() && offer.commit() == job.commit_id();
   if (!by_commit && !KernelMatches(job.commit_id(), offer.release())) return false;
@@ -89,6 +94,12 @@ bool OfferRuns(const pb::KernelOffer& offer, const pb::Job& job) {
   }
   if (const VmPlatform* p = FindVmPlatform(job.platform());
       p != nullptr && (offer.provider() != "vm" || offer.machine_model() != p->machine_model)) {
+    return false;
+  }
+  // tcg-icount figures are instruction-timed, kvm's are host times: a job
+  // that asked for one accelerator has no use for another's.
+  if (auto accel = job.workload().params().find(kAccelParam);
+      accel != job.workload().params().end() && accel->second != offer.accel()) {
     return false;
   }
   for (int m : offer.modes()) {

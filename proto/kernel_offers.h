@@ -18,6 +18,11 @@
 // own) leaves the model to the offer, and the agent to its "platform" label
 // (proto/labels.h, lib/storage/run_eligibility.h).
 //
+// A job whose workload param `accel` (kAccelParam, from the spec's
+// `accel:`) names a QEMU accelerator runs only on an offer under that
+// accelerator (KernelOffer.accel); host and kexec offers have none, so such
+// a job runs only in a vm.
+//
 // A kernel build job runs on an agent whose `kbuild` capability offers a
 // build of the job's catalog for the job's architecture (BuildOfferRuns).
 //
@@ -44,6 +49,15 @@ namespace farm::proto {
 //     "c588072bba6b"), case-insensitively, not followed by another hex digit.
 bool KernelMatches(std::string_view commit_id, std::string_view kernel_release);
 
+// The workload param naming the accelerator a job's guest runs under: set
+// from the spec's `accel:` on every real job (its results are then another
+// series), taken out before the tool sees the params.
+inline constexpr char kAccelParam[] = "accel";
+
+// The accelerators a spec may ask for (KernelOffer.accel), in the order
+// messages list them: "tcg", "tcg-icount", "kvm".
+const std::vector<std::string>& KnownAccels();
+
 // A job platform that picks the emulated machine a vm offer boots.
 struct VmPlatform {
   std::string_view name;           // the job's platform: "q35-amd-iommu"
@@ -67,7 +81,8 @@ bool LooksLikeVmPlatform(std::string_view platform);
 // job of the default kernel config, any other only when its kernel_config
 // is JobBuildConfigId(job) (proto/kernel_config.h); job.mode() is one of
 // offer.modes(), the offer is not `host` when the job has kernel_params, and
-// for a vm platform the offer is `vm` with the platform's machine model.
+// for a vm platform the offer is `vm` with the platform's machine model,
+// and with a param `accel` the offer's accel is that one.
 bool OfferRuns(const iommufarm::v1::KernelOffer& offer, const iommufarm::v1::Job& job);
 
 // The offers of the capability named like `executor` (proto::ExecutorName),

@@ -278,7 +278,17 @@ absl::StatusOr<pb::Matrix> JobService::CreateBuildMatrix(const pb::SubmitMatrixR
 absl::StatusOr<pb::Matrix> JobService::GetMatrix(const pb::GetMatrixRequest& req) {
   if (req.matrix_id() <= 0) return absl::InvalidArgumentError("matrix_id: required");
   absl::StatusOr<pb::Matrix> m = matrices_->GetMatrix(req.matrix_id());
-  if (!m.ok() || m->counts().failed() + m->counts().cancelled() == 0) return m;
+  if (!m.ok()) return m;
+  // The builds it waits for, or a build matrix's own, with their progress:
+  // read only when there can be some, as the watch reads a matrix often.
+  const pb::MatrixCounts& c = m->counts();
+  if (c.waiting_for_build() > 0 || (m->executor() == pb::EXECUTOR_KBUILD && c.leased() > 0)) {
+    absl::StatusOr<std::vector<pb::JobProgress>> building =
+        matrices_->ListBuilding(req.matrix_id());
+    if (!building.ok()) return building.status();
+    for (pb::JobProgress& p : *building) *m->add_building() = std::move(p);
+  }
+  if (c.failed() + c.cancelled() == 0) return m;
   // Why jobs ended without a result, so `farmctl status` and the commands
   // that wait (try, gate, submit --wait) can say it.
   absl::StatusOr<std::vector<pb::JobFailure>> failures =

@@ -1135,6 +1135,9 @@ class RacingMatrixStore final : public storage::MatrixStore {
     if (race_) std::exchange(race_, nullptr)();
     return live;
   }
+  absl::StatusOr<std::vector<pb::JobProgress>> ListBuilding(int64_t matrix_id) override {
+    return real_->ListBuilding(matrix_id);
+  }
 
  private:
   storage::MatrixStore* real_;

@@ -12,6 +12,7 @@
 #include "lib/spec/field_errors.h"
 #include "proto/catalog_dag.h"
 #include "proto/kernel_config.h"
+#include "proto/kernel_offers.h"
 #include "proto/names.h"
 #include "proto/try_commit.h"
 
@@ -260,6 +261,9 @@ std::vector<pb::Job> ExpandMatrix(const MatrixSpec& spec,
     if (!spec.kernel_config_id.empty()) {
       (*j.mutable_workload()->mutable_params())[proto::kKernelConfigParam] = spec.kernel_config_id;
     }
+    // So is the accelerator: an instruction-timed run is not a timed one.
+    if (!spec.accel.empty())
+      (*j.mutable_workload()->mutable_params())[proto::kAccelParam] = spec.accel;
     j.set_mode(mode);
     j.set_repeat(r);
     j.set_executor(spec.executor);

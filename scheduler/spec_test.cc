@@ -115,6 +115,23 @@ TEST(ExpandTest, RealRepeatsRunRoundByRoundInAShuffledOrder) {
   }
 }
 
+// The spec's accel goes into every job's params (another series, and what
+// the claim matches the offers' accel against); none, no param.
+TEST(ExpandTest, TheSpecsAccelIsAParamOfEveryJob) {
+  auto s = ParseMatrixSpec(kGoodSpec, {});
+  ASSERT_TRUE(s.ok());
+  auto c = ResolveCommits(*s, TestCatalog());
+  ASSERT_TRUE(c.ok());
+  s->executor = pb::EXECUTOR_FIO;
+  for (const pb::Job& j : ExpandMatrix(*s, *c, 3)) {
+    EXPECT_EQ(j.workload().params().count("accel"), 0u);
+  }
+  s->accel = "tcg-icount";
+  const std::vector<pb::Job> jobs = ExpandMatrix(*s, *c, 3);
+  ASSERT_FALSE(jobs.empty());
+  for (const pb::Job& j : jobs) EXPECT_EQ(j.workload().params().at("accel"), "tcg-icount");
+}
+
 TEST(ExpandTest, CountsSeedsAndCap) {
   auto s = ParseMatrixSpec(kGoodSpec, {});
   ASSERT_TRUE(s.ok());

@@ -208,6 +208,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<pb::MatrixProgress> {
       const double eta = static_cast<double>(c.total() - finished) / rate;
       msg_.mutable_eta()->set_seconds(static_cast<int64_t>(eta));
     }
+    *msg_.mutable_building() = m.building();
     msg_.set_done(done);
     sent_any_ = true;
     last_finished_ = finished;

@@ -104,6 +104,9 @@ struct LeaseContext {
   // The job resumes after its reboot: its kernel runs (the agent checked it
   // at start), so it must run here and never boot again.
   bool resumed = false;
+  // Reports the running job's progress (a kernel build's); the agent sends
+  // the latest with its next heartbeat. Empty: nobody follows it.
+  std::function<void(const iommufarm::v1::JobProgress&)> progress;
 };
 
 class Executor {

@@ -69,7 +69,24 @@ absl::Status ApplyKernelConfig(const pb::Job& job, kbuild::BuildRequest* req) {
 
 }  // namespace
 
+pb::JobProgress JobProgressOf(const kbuild::BuildProgress& progress) {
+  pb::JobProgress out;
+  out.set_phase(kbuild::BuildPhaseName(progress.phase));
+  out.set_objects(progress.objects);
+  out.set_expected_objects(progress.expected_objects);
+  out.mutable_elapsed()->set_seconds(absl::ToInt64Seconds(progress.elapsed));
+  if (progress.remaining >= absl::ZeroDuration()) {
+    out.mutable_remaining()->set_seconds(absl::ToInt64Seconds(progress.remaining));
+  }
+  return out;
+}
+
 absl::StatusOr<ExecutionResult> KbuildExecutor::Run(const pb::Job& job, CancelToken& cancel) {
+  return RunLeased(job, cancel, LeaseContext{});
+}
+
+absl::StatusOr<ExecutionResult> KbuildExecutor::RunLeased(const pb::Job& job, CancelToken& cancel,
+                                                          const LeaseContext& lease) {
   auto tree = config_.trees.find(job.catalog());
   if (tree == config_.trees.end()) {
     return absl::FailedPreconditionError(
@@ -104,6 +121,9 @@ absl::StatusOr<ExecutionResult> KbuildExecutor::Run(const pb::Job& job, CancelTo
   req.make = config_.make;
   req.git = config_.git;
   req.cancelled = [&cancel] { return cancel.cancelled(); };
+  if (lease.progress) {
+    req.progress = [&lease](const kbuild::BuildProgress& p) { lease.progress(JobProgressOf(p)); };
+  }
   std::string log;
   absl::StatusOr<kbuild::BuildResult> built = kbuild::BuildKernel(req, &log);
   if (!built.ok()) {

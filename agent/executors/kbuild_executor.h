@@ -14,6 +14,10 @@
 // architectures it can build: x86_64, and aarch64 where
 // aarch64-linux-gnu-gcc is on PATH.
 //
+// While it builds, RunLeased reports the build's progress
+// (lib/kbuild/build_progress.h: phase, objects compiled of the last cold
+// build's, elapsed, time left) through LeaseContext.progress.
+//
 // Thread-safety: Run() may be called from several worker threads; builds of
 // one build directory wait for its lock (lib/kbuild/build_cache.h).
 #ifndef AGENT_EXECUTORS_KBUILD_EXECUTOR_H_
@@ -26,6 +30,7 @@
 
 #include "agent/executors/executor.h"
 #include "iommufarm/v1/farm.pb.h"
+#include "lib/kbuild/build_progress.h"
 
 namespace farm::agent {
 
@@ -49,6 +54,8 @@ class KbuildExecutor final : public Executor {
   std::string capability() const override;
   std::string version() const override { return "1"; }
   absl::StatusOr<ExecutionResult> Run(const iommufarm::v1::Job& job, CancelToken& cancel) override;
+  absl::StatusOr<ExecutionResult> RunLeased(const iommufarm::v1::Job& job, CancelToken& cancel,
+                                            const LeaseContext& lease) override;
   std::vector<iommufarm::v1::BuildOffer> builds() const override;
 
  private:
@@ -59,6 +66,9 @@ class KbuildExecutor final : public Executor {
 // The architectures this host can build kernels for: x86_64, and aarch64
 // when aarch64-linux-gnu-gcc is on PATH.
 std::vector<std::string> BuildableArchs();
+
+// A build's progress as the job's (job id and attempt left to the caller).
+iommufarm::v1::JobProgress JobProgressOf(const kbuild::BuildProgress& progress);
 
 }  // namespace farm::agent
 

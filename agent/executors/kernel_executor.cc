@@ -282,6 +282,7 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
     if (!error.empty()) return absl::InvalidArgumentError(error);
     params.erase(it);  // the guest's command line, not the tool's
   }
+  params.erase(proto::kAccelParam);  // the offer's, chosen at lease
   kernels::KernelRequest request;
   request.kernel_release = offer.release();
   request.commit = offer.commit();

@@ -11,12 +11,14 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +28,7 @@
 #include "lib/base/file.h"
 #include "lib/base/sha256.h"
 #include "lib/kbuild/build_cache.h"
+#include "lib/kbuild/build_progress.h"
 #include "lib/kbuild/fragments.h"
 #include "lib/kbuild/kconfig.h"
 #include "lib/kbuild/patch_series.h"
@@ -84,7 +87,11 @@ absl::StatusOr<ArchInfo> ArchFor(const std::string& arch) {
 class Build {
  public:
   Build(const BuildRequest& request, std::string* log)
-      : req_(request), log_(log), start_(absl::Now()), deadline_(start_ + request.timeout) {}
+      : req_(request),
+        log_(log),
+        start_(absl::Now()),
+        deadline_(start_ + request.timeout),
+        progress_(request.progress, start_, 0) {}
 
   absl::StatusOr<BuildResult> Run();
 
@@ -105,15 +112,19 @@ class Build {
   absl::Status Compile();
   std::string CompileBenchTool();
   bool BenchToolUpToDate(const fs::path& tool, const std::string& cmd) const;
-  absl::Status RunMake(const std::vector<std::string>& targets);
+  absl::Status RunMake(const std::vector<std::string>& targets,
+                       std::function<void(std::string_view)> on_stdout = {});
+  fs::path ObjectCountFile() const;
+  int64_t ExpectedObjects(bool cold) const;
+  void RecordObjects(bool cold);
   absl::StatusOr<kstore::KernelBuild> WriteStoreEntry(const std::string& release,
                                                       const std::string& bench_tool);
 
   // Runs argv (argv[0] resolved on PATH) in the build's environment,
   // logging it and (unless !log_output) its output; the build's deadline
   // bounds it.
-  absl::StatusOr<process::ProcessResult> Exec(std::vector<std::string> argv,
-                                              bool log_output = true);
+  absl::StatusOr<process::ProcessResult> Exec(std::vector<std::string> argv, bool log_output = true,
+                                              std::function<void(std::string_view)> on_stdout = {});
   // Exec that fails with the command's stderr unless it exits 0.
   absl::StatusOr<std::string> ExecOk(std::vector<std::string> argv);
   std::vector<std::string> GitIn(const std::string& dir) const { return {req_.git, "-C", dir}; }
@@ -141,9 +152,12 @@ class Build {
   std::string commit_;
   std::string timestamp_;
   std::string final_config_;
+  ProgressReporter progress_;
 };
 
-absl::StatusOr<process::ProcessResult> Build::Exec(std::vector<std::string> argv, bool log_output) {
+absl::StatusOr<process::ProcessResult> Build::Exec(
+    std::vector<std::string> argv, bool log_output,
+    std::function<void(std::string_view)> on_stdout) {
   Log(absl::StrCat("$ ", absl::StrJoin(argv, " "), "\n"));
   process::ProcessOptions p;
   p.argv = std::move(argv);
@@ -163,6 +177,7 @@ absl::StatusOr<process::ProcessResult> Build::Exec(std::vector<std::string> argv
                                                     absl::FormatDuration(req_.timeout)));
   }
   p.cancelled = req_.cancelled;
+  p.on_stdout = std::move(on_stdout);
   absl::StatusOr<process::ProcessResult> r = process::RunProcess(p);
   if (!r.ok()) return r.status();
   if (log_output) Log(r->stdout_data);
@@ -525,7 +540,32 @@ absl::Status Build::Configure() {
 
 absl::Status Build::Compile() {
   const int jobs = req_.jobs > 0 ? req_.jobs : std::max(1u, std::thread::hardware_concurrency());
-  return RunMake({absl::StrCat("-j", jobs), arch_.image_target});
+  progress_.Phase(BuildPhase::kCompile, absl::Now());
+  return RunMake({absl::StrCat("-j", jobs), arch_.image_target}, [this](std::string_view piece) {
+    progress_.MakeOutput(absl::string_view(piece.data(), piece.size()), absl::Now());
+  });
+}
+
+// The object count of the build directory's last cold build, beside the
+// builds (an eviction of the directory leaves it).
+fs::path Build::ObjectCountFile() const {
+  return root_ / "stats" / absl::StrCat(build_dir_.filename().string(), ".objects");
+}
+
+// A cold build compiles every object: as many as the last cold one did.
+int64_t Build::ExpectedObjects(bool cold) const {
+  if (!cold) return 0;
+  absl::StatusOr<std::string> text = base::ReadFile(ObjectCountFile().string());
+  int64_t n = 0;
+  if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &n)) return 0;
+  return n;
+}
+
+void Build::RecordObjects(bool cold) {
+  if (!cold || progress_.objects() == 0) return;
+  std::error_code ec;
+  fs::create_directories(ObjectCountFile().parent_path(), ec);
+  (void)base::WriteFile(ObjectCountFile().string(), absl::StrCat(progress_.objects(), "\n"));
 }
 
 // The tree's DMA-API benchmark tool (tools/testing/selftests/dma), static
@@ -599,10 +639,11 @@ bool Build::BenchToolUpToDate(const fs::path& tool, const std::string& cmd) cons
 }
 
 // A make run that fails is the commit's: it does not build with this config.
-absl::Status Build::RunMake(const std::vector<std::string>& targets) {
+absl::Status Build::RunMake(const std::vector<std::string>& targets,
+                            std::function<void(std::string_view)> on_stdout) {
   std::vector<std::string> argv = MakeArgv();
   argv.insert(argv.end(), targets.begin(), targets.end());
-  absl::StatusOr<process::ProcessResult> r = Exec(argv);
+  absl::StatusOr<process::ProcessResult> r = Exec(argv, true, std::move(on_stdout));
   if (!r.ok()) return r.status();
   if (r->ok()) return absl::OkStatus();
   // make O= names sources relative to obj/ ("../src/drivers/...") or by
@@ -690,14 +731,21 @@ absl::StatusOr<BuildResult> Build::Run() {
     if (absl::Status s = CheckOut(); !s.ok()) return s;
   }
   TouchLastUse(build_dir_.string());
+  const bool cold = !result.reused_build_dir;
+  progress_ = ProgressReporter(req_.progress, start_, ExpectedObjects(cold));
+  progress_.Begin(absl::Now());
   if (absl::Status s = Configure(); !s.ok()) return s;
   if (absl::Status s = Compile(); !s.ok()) return s;
+  RecordObjects(cold);
   std::vector<std::string> release_argv = MakeArgv();
   release_argv.insert(release_argv.end(), {"-s", "kernelrelease"});
   absl::StatusOr<std::string> release = ExecOk(release_argv);
   if (!release.ok()) return release.status();
   result.release = std::string(absl::StripAsciiWhitespace(*release));
-  absl::StatusOr<kstore::KernelBuild> entry = WriteStoreEntry(result.release, CompileBenchTool());
+  progress_.Phase(BuildPhase::kTool, absl::Now());
+  const std::string tool = CompileBenchTool();
+  progress_.Phase(BuildPhase::kStore, absl::Now());
+  absl::StatusOr<kstore::KernelBuild> entry = WriteStoreEntry(result.release, tool);
   if (!entry.ok()) return entry.status();
   result.build = *std::move(entry);
   result.commit = commit_;

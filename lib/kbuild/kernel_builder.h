@@ -39,6 +39,13 @@
 // Thread-safety: BuildKernel is reentrant; concurrent builds of one build
 // directory wait for its lock, of one tree serialize on the mirror's lock
 // for fetch and worktree changes only. Blocking: it runs make to the end.
+//
+// Progress: while make compiles, its output is read as it comes
+// (build_progress.h) and reported through BuildRequest.progress with the
+// objects compiled and, for a build that starts with an empty build
+// directory, the object count of the last such build of that directory
+// (kept in <cache>/stats/<build directory name>.objects), so the report
+// reads "n of ~N objects".
 #ifndef LIB_KBUILD_KERNEL_BUILDER_H_
 #define LIB_KBUILD_KERNEL_BUILDER_H_
 
@@ -50,6 +57,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "lib/kbuild/build_progress.h"
 #include "lib/kbuild/fragments.h"
 #include "lib/kstore/kernel_store.h"
 
@@ -92,6 +100,9 @@ struct BuildRequest {
   // for the commit built. A try build is stored under its try id
   // (proto/try_commit.h), which the jobs waiting for it carry.
   std::string store_commit;
+  // May be empty: the build's progress (build_progress.h), on the calling
+  // thread, on each phase change and at most every 15 s while make compiles.
+  std::function<void(const BuildProgress&)> progress;
 };
 
 struct BuildResult {

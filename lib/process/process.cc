@@ -45,13 +45,15 @@ class Fd {
 };
 
 // Appends what one read() returns to `out` up to `cap`; false at EOF/error.
-bool ReadChunk(int fd, std::string* out, std::size_t cap, bool* truncated) {
+bool ReadChunk(int fd, std::string* out, std::size_t cap, bool* truncated,
+               const std::function<void(std::string_view)>* on_read = nullptr) {
   char buf[65536];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return true;
     if (n <= 0) return false;
+    if (on_read != nullptr && *on_read) (*on_read)(std::string_view(buf, static_cast<size_t>(n)));
     const std::size_t room = out->size() < cap ? cap - out->size() : 0;
     const std::size_t take =
         static_cast<std::size_t>(n) < room ? static_cast<std::size_t>(n) : room;
@@ -257,7 +259,7 @@ class ChildWatch {
       }
       if (out_open) {
         out_open = ReadChunk(out_r.get(), &result->stdout_data, options_.max_stdout,
-                             &result->stdout_truncated);
+                             &result->stdout_truncated, &options_.on_stdout);
       }
       if (err_open) {
         err_open = ReadChunk(err_r.get(), &result->stderr_data, options_.max_stderr,

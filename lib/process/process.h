@@ -29,6 +29,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -46,6 +47,10 @@ struct ProcessOptions {
   std::size_t max_stdout = 16 << 20;
   std::size_t max_stderr = 1 << 20;
   std::function<bool()> cancelled;  // may be empty; must be cheap
+  // May be empty: called on the calling thread with each piece of stdout as
+  // it is read (before the max_stdout cut), for a caller that follows a
+  // long run's output; must be cheap.
+  std::function<void(std::string_view)> on_stdout;
 };
 
 struct ProcessResult {

@@ -67,6 +67,27 @@ TEST(RunProcess, CapturesOutputsAndExitCode) {
   EXPECT_EQ(r->Describe(), "exit 3");
 }
 
+// on_stdout sees the output while the child runs, all of it, even past
+// the capture's cap.
+TEST(RunProcess, OnStdoutFollowsTheOutputAsItComes) {
+  ProcessOptions o;
+  o.argv = {"sh", "-c", "echo first; sleep 0.5; echo second; echo err >&2"};
+  o.max_stdout = 4;
+  std::string seen;
+  absl::Time first_seen = absl::InfiniteFuture();
+  o.on_stdout = [&](std::string_view piece) {
+    seen.append(piece);
+    if (first_seen == absl::InfiniteFuture()) first_seen = absl::Now();
+  };
+  const absl::Time start = absl::Now();
+  auto r = RunProcess(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(seen, "first\nsecond\n");
+  EXPECT_EQ(r->stdout_data, "firs");
+  EXPECT_TRUE(r->stdout_truncated);
+  EXPECT_LT(first_seen - start, absl::Milliseconds(400));  // before the sleep ended
+}
+
 TEST(RunProcess, ArgumentsAreNeverInterpretedByAShell) {
   const std::string marker = (fs::temp_directory_path() / "runners-no-shell-marker").string();
   fs::remove(marker);

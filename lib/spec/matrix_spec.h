@@ -79,6 +79,8 @@ struct MatrixSpec {
   // both empty for the default.
   pb::KernelConfig kernel_config;
   std::string kernel_config_id;
+  // The QEMU accelerator (`accel:`, proto/kernel_offers.h); "" for any.
+  std::string accel;
   std::vector<std::string> warnings;
 };
 

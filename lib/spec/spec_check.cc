@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/base/utf8.h"
 #include "lib/iommu_mode/iommu_mode.h"
 #include "lib/spec/field_errors.h"
@@ -323,6 +324,29 @@ void CheckLabels(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   }
 }
 
+// `accel`: the QEMU accelerator a real matrix's guests run under.
+void CheckAccel(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
+  for (int i = 0; i < in.workloads_size(); ++i) {
+    if (in.workloads(i).params().count(::farm::proto::kAccelParam) > 0) {
+      e.AddIfNew(absl::StrCat("workloads[", i, "].params.", ::farm::proto::kAccelParam),
+                 "set by the spec's accel, not by a param");
+    }
+  }
+  if (in.accel().empty()) return;
+  if (!::farm::proto::IsRealExecutor(in.executor())) {
+    e.AddIfNew("accel",
+               "an accelerator runs a guest: executor fio, iozone or dma-map-bench (the "
+               "emulator models its platform)");
+  }
+  const std::vector<std::string>& known = ::farm::proto::KnownAccels();
+  if (std::find(known.begin(), known.end(), in.accel()) == known.end()) {
+    e.AddIfNew("accel", absl::StrCat("unknown accelerator ", Quoted(in.accel()), " (expected ",
+                                     absl::StrJoin(known, ", "), ")"));
+    return;
+  }
+  spec->accel = in.accel();
+}
+
 // The field checks, then the tables, into the expansion's form; `e` may
 // already hold what the YAML mapping could not map.
 absl::StatusOr<MatrixSpec> FinishSpec(const pb::MatrixSpec& in, FieldErrors& e) {
@@ -335,6 +359,7 @@ absl::StatusOr<MatrixSpec> FinishSpec(const pb::MatrixSpec& in, FieldErrors& e) 
   CheckPatch(in, e, &spec);
   CheckKernelConfig(in, e, &spec);
   CheckLabels(in, e, &spec);
+  CheckAccel(in, e, &spec);
   CheckAgainstTables(spec, e);
   if (!e.empty()) return e.ToStatus();
   spec.warnings = PlatformWarnings(spec);

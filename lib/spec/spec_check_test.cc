@@ -247,6 +247,38 @@ TEST(SpecCheckTest, LabelsPickTheHostsOfARealMatrix) {
             std::string::npos);
 }
 
+// `accel:` asks for the QEMU accelerator a real matrix's guests run under;
+// it reads back from the stored YAML, and an unknown one names the choices.
+TEST(SpecCheckTest, AccelAsksForTheGuestsAcceleratorOfARealMatrix) {
+  std::string real =
+      WithWorkload("  - name: fio-nvme\n    params: {rw: randread, size: 1m}\n", "fio");
+  real.replace(real.find("platform: intel-vtd-2s12c"), 25, "platform: q35-intel-iommu");
+  absl::StatusOr<MatrixSpec> s = ParseMatrixSpec(real + "accel: tcg-icount\n", {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->accel, "tcg-icount");
+  absl::StatusOr<MatrixSpec> none = ParseMatrixSpec(real, {});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->accel, "");
+  absl::StatusOr<pb::MatrixSpec> typed = MatrixSpecFromYaml(real + "accel: kvm\n", {});
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  absl::StatusOr<pb::MatrixSpec> back = MatrixSpecFromYaml(MatrixSpecToYaml(*typed), {});
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->accel(), "kvm");
+
+  EXPECT_EQ(ErrorOf(real + "accel: hvf\n"),
+            "accel: unknown accelerator \"hvf\" (expected tcg, tcg-icount, kvm)");
+  EXPECT_EQ(ErrorOf(real + "accel: TCG\n"),
+            "accel: unknown accelerator \"TCG\" (expected tcg, tcg-icount, kvm)");
+  EXPECT_NE(ErrorOf(real + "accel: [tcg]\n").find("accel: "), std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kGoodSpec) + "accel: tcg\n")
+                .find("accel: an accelerator runs a guest: executor fio, iozone or dma-map-bench"),
+            std::string::npos);
+  std::string as_param = real;
+  as_param.replace(as_param.find("size: 1m}"), 9, "size: 1m, accel: tcg}");
+  EXPECT_NE(ErrorOf(as_param).find("workloads[0].params.accel: set by the spec's accel"),
+            std::string::npos);
+}
+
 TEST(SpecCheckTest, APatchIsADiffOnOneCommitOfARealMatrix) {
   constexpr char kPatch[] =
       "--- a/drivers/iommu/dma-iommu.c\n+++ b/drivers/iommu/dma-iommu.c\n@@ -1 +1 @@\n-a\n+b\n";

@@ -291,10 +291,11 @@ void MapKernelConfig(const YAML::Node& k, FieldErrors& e, pb::KernelConfig* out)
 
 // The spec's top-level map onto the message, key by key.
 void MapRoot(const YAML::Node& root, FieldErrors& e, pb::MatrixSpec* out) {
-  CheckKeys(root, "",
-            {"name", "catalog", "platform", "commits", "modes", "workloads", "repeats", "executor",
-             "analysis", "priority", "seed", "set", "kind", "patch", "labels", "kernel_config"},
-            e);
+  CheckKeys(
+      root, "",
+      {"name", "catalog", "platform", "commits", "modes", "workloads", "repeats", "executor",
+       "analysis", "priority", "seed", "set", "kind", "patch", "labels", "kernel_config", "accel"},
+      e);
   if (root["name"]) GetString(root["name"], "name", e, out->mutable_name());
   if (root["catalog"]) GetString(root["catalog"], "catalog", e, out->mutable_catalog());
   if (root["platform"]) GetStringList(root["platform"], "platform", e, out->mutable_platform());
@@ -327,6 +328,7 @@ void MapRoot(const YAML::Node& root, FieldErrors& e, pb::MatrixSpec* out) {
   if (root["patch"]) GetString(root["patch"], "patch", e, out->mutable_patch());
   if (root["kernel_config"])
     MapKernelConfig(root["kernel_config"], e, out->mutable_kernel_config());
+  if (root["accel"]) GetString(root["accel"], "accel", e, out->mutable_accel());
 }
 
 // ------------------------------------------------------------ to YAML
@@ -491,6 +493,7 @@ std::string MatrixSpecToYaml(const pb::MatrixSpec& spec) {
         << (LiteralBlockKeeps(spec.patch()) ? YAML::Literal : YAML::DoubleQuoted) << spec.patch();
   }
   if (spec.has_kernel_config()) EmitKernelConfig(spec.kernel_config(), out);
+  if (!spec.accel().empty()) out << YAML::Key << "accel" << YAML::Value << spec.accel();
   if (!spec.set().empty()) {
     out << YAML::Key << "set" << YAML::Value;
     EmitSortedMap(spec.set(), out);

@@ -97,7 +97,8 @@ class JobQueue {
   // req.hold_for > 0 and max_hold > 0: the current leases of req are held
   // until now + min(hold_for, max_hold) (held_until is set); the reaper
   // expires a held lease whose hold passed with a reason naming the boot
-  // timeout. A plain heartbeat never shortens a hold.
+  // timeout. A plain heartbeat never shortens a hold. req.progress of a
+  // lease extended is kept on its job (MatrixStore::ListBuilding).
   virtual absl::StatusOr<pb::HeartbeatResponse> Heartbeat(
       const pb::HeartbeatRequest& req, absl::Duration ttl,
       absl::Duration max_hold = absl::ZeroDuration()) = 0;

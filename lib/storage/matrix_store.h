@@ -90,6 +90,12 @@ class MatrixStore {
   // share them (Job.waits_for_job).
   virtual absl::StatusOr<std::vector<pb::Job>> LiveBuildJobs(
       const std::string& catalog, const std::vector<std::string>& commits) = 0;
+  // The leased jobs running for the matrix that reported progress for
+  // their current attempt (JobQueue::Heartbeat): its own (a build matrix's
+  // builds) and those its queued jobs wait for (Job.waits_for_job), in job
+  // id order, at most kMaxBuilding; commit_id and platform are the job's.
+  static constexpr int kMaxBuilding = 20;
+  virtual absl::StatusOr<std::vector<pb::JobProgress>> ListBuilding(int64_t matrix_id) = 0;
 };
 
 }  // namespace farm::storage

@@ -201,6 +201,22 @@ void JsonToHost(const std::string& text, pb::HostFacts* h) {
   }
 }
 
+std::string ProgressToJson(const pb::JobProgress& progress) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(progress, &out, options).ok()) return "{}";
+  return out;
+}
+
+bool JsonToProgress(const std::string& text, pb::JobProgress* progress) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (google::protobuf::util::JsonStringToMessage(text, progress, options).ok()) return true;
+  progress->Clear();
+  return false;
+}
+
 std::string HealthToJson(const pb::AgentHealth& health) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;

@@ -56,6 +56,10 @@ std::vector<double> JsonNumbers(const std::string& text);
 
 std::string HostToJson(const pb::HostFacts& h);
 void JsonToHost(const std::string& text, pb::HostFacts* h);
+// jobs.progress: a running job's JobProgress as its JSON form; a text that
+// does not parse reads as no progress (false).
+std::string ProgressToJson(const pb::JobProgress& progress);
+bool JsonToProgress(const std::string& text, pb::JobProgress* progress);
 // agents.health: protobuf's JSON mapping of AgentHealth ("{}" for none).
 std::string HealthToJson(const pb::AgentHealth& health);
 void JsonToHealth(const std::string& text, pb::AgentHealth* health);

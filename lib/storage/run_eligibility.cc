@@ -65,6 +65,13 @@ std::string AgentLabelsSql() {
       "', '') = j.platform))");
 }
 
+// OfferRuns's accelerator clause over an offer `k`: a job whose params name
+// one (the spec's accel) runs only on an offer under it.
+std::string AccelOfferSql() {
+  const std::string param = absl::StrCat(kJobParamsSql, "->>'", ::farm::proto::kAccelParam, "'");
+  return absl::StrCat("(", param, " IS NULL OR coalesce(k->>'accel', '') = ", param, ")");
+}
+
 }  // namespace
 
 // CheckRealRun in SQL over a jobs row `j`, the agent's host facts `ah` and
@@ -73,7 +80,8 @@ std::string AgentLabelsSql() {
 // capability named like the executor, or the implicit host offer (host
 // release, detected mode) when it lists none; an offer holding the job's
 // mode; no host offer for a job with kernel_params; on a VM platform, a vm
-// offer of its machine model (VmPlatformOfferSql); and the offer's commit
+// offer of its machine model (VmPlatformOfferSql); with an accel param, an
+// offer under that accelerator (AccelOfferSql); and the offer's commit
 // equal to the job's (a kernel store's build) or KernelMatches: the
 // id with a leading "v<digit>" dropped equals the release or prefixes it
 // before '.', '-' or '+', or a 7+ digit hex id appears as "g<first 12
@@ -100,6 +108,7 @@ const std::string kRunnableSql = std::string(
     "  AND jsonb_typeof(k->'modes') = 'array' AND k->'modes' @> to_jsonb(j.mode::int) "
     "  AND NOT (k->>'provider' = 'host' AND ") + kJobParamsSql + std::string(" ? 'kernel_params') "
     "  AND ") + KernelConfigOfferSql() + std::string(" "
+    "  AND ") + AccelOfferSql() + std::string(" "
     "  AND ") + VmPlatformOfferSql() + std::string(" "
     "  AND j.commit_id <> '' "
     "  AND (coalesce(k->>'commit', '') = j.commit_id OR coalesce(k->>'release', '') <> '' "
@@ -166,8 +175,9 @@ absl::Status CheckRealRun(const pb::Job& job, const std::vector<pb::Capability>&
   for (const pb::KernelOffer& o : offers) {
     std::vector<std::string> modes;
     for (int m : o.modes()) modes.push_back(::farm::proto::ModeName(m));
-    offered.push_back(
-        absl::StrCat(o.provider(), " ", o.release(), " [", absl::StrJoin(modes, ","), "]"));
+    offered.push_back(absl::StrCat(o.provider(), " ", o.release(),
+                                   o.accel().empty() ? "" : absl::StrCat(" ", o.accel()), " [",
+                                   absl::StrJoin(modes, ","), "]"));
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "no kernel offer runs ", job.commit_id(), " in mode ", ::farm::proto::ModeName(job.mode()),
@@ -184,10 +194,15 @@ std::string UnrunnableReason(const pb::Job& job, absl::Duration waited) {
   if (job.labels_size() > 0) {
     labels = absl::StrCat(" with labels ", ::farm::proto::LabelsText(job.labels()));
   }
+  std::string accel;
+  if (auto a = job.workload().params().find(::farm::proto::kAccelParam);
+      a != job.workload().params().end()) {
+    accel = absl::StrCat(" (accel ", a->second, ")");
+  }
   return absl::StrCat("no agent", labels, " offers kernel ", job.commit_id(), " for ",
-                      job.platform(), " in mode ", ::farm::proto::ModeName(job.mode()), " under ",
-                      ::farm::proto::ExecutorName(job.executor()), ", and none builds it; waited ",
-                      wait);
+                      job.platform(), accel, " in mode ", ::farm::proto::ModeName(job.mode()),
+                      " under ", ::farm::proto::ExecutorName(job.executor()),
+                      ", and none builds it; waited ", wait);
 }
 
 }  // namespace farm::storage

@@ -15,7 +15,8 @@
 // offer.modes. A capability without offers stands for its host kernel:
 // release = host.kernel_release, modes = [host.iommu_mode] unless that is
 // unspecified. A job whose workload params hold "kernel_params" never
-// matches an offer with provider "host". Emulator jobs always match: they
+// matches an offer with provider "host"; one whose params hold "accel"
+// (the spec's `accel:`) only an offer with that accel. Emulator jobs always match: they
 // run the emulated kernel and mode. A kernel build job (kbuild) matches a
 // kbuild capability whose build offers name its catalog and architecture
 // (BuildOfferRuns). A job no agent offers stays queued.

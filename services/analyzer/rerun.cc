@@ -168,6 +168,11 @@ pb::MatrixSpec RerunSpec(const SeriesSpec& spec, const std::string& name,
     w->mutable_params()->erase(proto::kKernelConfigParam);
     *m.mutable_kernel_config() = *std::move(config);
   }
+  // So is the accelerator, through the spec's accel.
+  if (auto accel = w->params().find(proto::kAccelParam); accel != w->params().end()) {
+    m.set_accel(accel->second);
+    w->mutable_params()->erase(accel);
+  }
   m.set_repeats(repeats);
   m.set_executor(spec.executor == pb::EXECUTOR_UNSPECIFIED ? pb::EXECUTOR_EMULATOR : spec.executor);
   m.set_kind(kind);

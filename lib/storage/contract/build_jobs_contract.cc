@@ -87,6 +87,62 @@ TEST_P(RepositoryContractTest, WaitingJobsAreClaimedOnlyAfterTheirBuildSucceeded
   EXPECT_EQ(m2->counts().waiting_for_build(), 0);
 }
 
+// A running build's progress, sent with its agent's heartbeat, is kept on
+// the build job while its lease holds and read back for the matrix that
+// waits for it and for the build matrix itself; a report for another
+// attempt, or of an agent that does not hold the lease, is not kept.
+TEST_P(RepositoryContractTest, ARunningBuildsProgressIsReadForTheMatricesItServes) {
+  std::vector<int64_t> waiters;
+  int64_t waiting = 0;
+  const int64_t build = BuildWithWaiters(matrices(), 2, &waiters, &waiting);
+  ASSERT_NE(build, 0);
+  auto b = queue().RegisterAgent(Builder("builder", "c"), retry_);
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto got = queue().LeaseJobs(b->agent_id(), b->session(), 1, absl::Seconds(30), {});
+  ASSERT_TRUE(got.ok() && got->size() == 1u);
+  const pb::LeaseRef lease = (*got)[0].lease();
+  EXPECT_TRUE(matrices().ListBuilding(waiting)->empty());  // nothing reported yet
+
+  pb::HeartbeatRequest hb;
+  hb.set_agent_id(b->agent_id());
+  hb.set_session(b->session());
+  *hb.add_leases() = lease;
+  pb::JobProgress* p = hb.add_progress();
+  p->set_job_id(build);
+  p->set_attempt(lease.attempt() + 1);  // not the attempt it holds
+  p->set_phase("compile");
+  ASSERT_TRUE(queue().Heartbeat(hb, absl::Seconds(30)).ok());
+  EXPECT_TRUE(matrices().ListBuilding(waiting)->empty());
+  p->set_attempt(lease.attempt());
+  p->set_objects(1234);
+  p->set_expected_objects(2100);
+  p->mutable_elapsed()->set_seconds(372);
+  p->mutable_remaining()->set_seconds(240);
+  ASSERT_TRUE(queue().Heartbeat(hb, absl::Seconds(30)).ok());
+
+  auto live = matrices().LiveBuildJobs("c", {"c0"});
+  ASSERT_TRUE(live.ok() && live->size() == 1u);
+  const int64_t build_matrix = (*live)[0].matrix_id();
+  for (int64_t matrix : {waiting, build_matrix}) {
+    auto building = matrices().ListBuilding(matrix);
+    ASSERT_TRUE(building.ok()) << building.status();
+    ASSERT_EQ(building->size(), 1u) << matrix;
+    const pb::JobProgress& r = (*building)[0];
+    EXPECT_EQ(r.job_id(), build);
+    EXPECT_EQ(r.phase(), "compile");
+    EXPECT_EQ(r.objects(), 1234);
+    EXPECT_EQ(r.expected_objects(), 2100);
+    EXPECT_EQ(r.elapsed().seconds(), 372);
+    EXPECT_EQ(r.remaining().seconds(), 240);
+    EXPECT_EQ(r.commit_id(), "c0");
+    EXPECT_EQ(r.platform(), "x86_64");
+  }
+  // Once the build is done, nothing runs for either.
+  ASSERT_TRUE(Report(*b, lease).ok());
+  EXPECT_TRUE(matrices().ListBuilding(waiting)->empty());
+  EXPECT_TRUE(matrices().ListBuilding(build_matrix)->empty());
+}
+
 TEST_P(RepositoryContractTest, AFailedBuildFailsItsWaitersWithItsReason) {
   std::vector<int64_t> waiters;
   int64_t waiting = 0;

@@ -640,6 +640,53 @@ TEST_P(RepositoryContractTest, VmPlatformJobsGoOnlyToAVmOfferOfTheirMachineModel
   }
 }
 
+// A job whose spec asked for an accelerator (param accel, OfferRuns) goes
+// only to an agent offering a kernel under it: an agent whose guests run
+// under plain tcg takes none of a tcg-icount matrix, and still takes a
+// matrix that names no accelerator.
+TEST_P(RepositoryContractTest, AJobThatAsksForAnAccelGoesOnlyToAnOfferUnderIt) {
+  auto register_vm = [&](const std::string& name, const std::string& accel) {
+    pb::RegisterRequest r =
+        testrows::StrictHost(name, "6.1.0-57-cloud-amd64", "vm", "q35+intel-iommu");
+    r.mutable_capabilities(0)->mutable_kernels(0)->set_accel(accel);
+    auto a = queue().RegisterAgent(r, retry_);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return std::make_pair(r, a.ok() ? *a : pb::RegisterResponse{});
+  };
+  const auto tcg = register_vm("tcg-guests", "tcg");
+  const auto icount = register_vm("icount-guests", "tcg-icount");
+  auto fio_matrix = [](const std::string& accel) {
+    NewMatrix m = testrows::Matrix(1, 2, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK);
+    for (pb::Job& j : m.jobs) {
+      j.set_commit_id("v6.1");
+      j.set_mode(pb::IOMMU_MODE_STRICT);
+      j.set_platform("q35-intel-iommu");
+      if (!accel.empty()) (*j.mutable_workload()->mutable_params())["accel"] = accel;
+    }
+    return m;
+  };
+  const NewMatrix timed = fio_matrix("tcg-icount");
+  ASSERT_TRUE(matrices().CreateMatrix(timed).ok());
+  ClaimRules rules;
+  rules.match_real_run_hosts = true;
+  auto lease = [&](const std::pair<pb::RegisterRequest, pb::RegisterResponse>& agent) {
+    auto got = queue().LeaseJobs(agent.second.agent_id(), agent.second.session(), 100,
+                                 absl::Seconds(30), {}, rules);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? *got : std::vector<pb::JobLease>{};
+  };
+  const std::vector<pb::Capability> tcg_caps(tcg.first.capabilities().begin(),
+                                             tcg.first.capabilities().end());
+  EXPECT_FALSE(RealRunEligible(timed.jobs[0], tcg_caps, tcg.first.host()));
+  EXPECT_TRUE(lease(tcg).empty());
+  const std::vector<pb::JobLease> timed_leases = lease(icount);
+  ASSERT_EQ(timed_leases.size(), timed.jobs.size());
+  EXPECT_EQ(timed_leases[0].job().workload().params().at("accel"), "tcg-icount");
+  // A matrix that names no accelerator runs under whichever is offered.
+  ASSERT_TRUE(matrices().CreateMatrix(fio_matrix("")).ok());
+  EXPECT_EQ(lease(tcg).size(), timed.jobs.size());
+}
+
 // Agent labels choose the hosts of real runs (lib/storage/run_eligibility.h):
 // a host platform's jobs go to agents of that "platform" label holding the
 // matrix's labels, whatever their offers; an agent whose health job failed

@@ -81,6 +81,8 @@ struct JobRow {
   // The matrix's shared keys (NewMatrix::model_set), one copy for all its
   // jobs, applied over job.model_set when the job is read (JobFromRow).
   std::shared_ptr<const std::map<std::string, std::string>> shared_model_set;
+  // jobs.progress: the agent's last report of the running attempt.
+  std::optional<pb::JobProgress> progress;
 };
 
 struct ResultRow {

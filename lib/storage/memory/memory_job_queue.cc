@@ -184,6 +184,9 @@ absl::StatusOr<pb::HeartbeatResponse> MemoryJobQueue::Heartbeat(const pb::Heartb
           j->lease_expires_at = now + ttl;
         }
         *out.add_extended() = l;
+        for (const pb::JobProgress& p : req.progress()) {
+          if (p.job_id() == l.job_id() && p.attempt() == l.attempt()) j->progress = p;
+        }
       } else {
         *out.add_revoked() = l;
       }

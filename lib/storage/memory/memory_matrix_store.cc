@@ -144,6 +144,32 @@ absl::StatusOr<std::vector<pb::JobFailure>> MemoryMatrixStore::ListFailures(int6
   });
 }
 
+absl::StatusOr<std::vector<pb::JobProgress>> MemoryMatrixStore::ListBuilding(int64_t matrix_id) {
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<pb::JobProgress>> {
+    std::set<int64_t> ids;
+    for (const auto& [id, row] : t.jobs) {
+      if (row.job.matrix_id() != matrix_id) continue;
+      ids.insert(id);
+      if (row.job.state() == pb::JOB_STATE_QUEUED && row.job.waits_for_job() != 0) {
+        ids.insert(row.job.waits_for_job());
+      }
+    }
+    std::vector<pb::JobProgress> out;
+    for (int64_t id : ids) {
+      auto it = t.jobs.find(id);
+      if (it == t.jobs.end() || it->second.job.state() != pb::JOB_STATE_LEASED) continue;
+      const JobRow& row = it->second;
+      if (!row.progress.has_value() || row.progress->attempt() != row.job.attempt()) continue;
+      pb::JobProgress& p = out.emplace_back(*row.progress);
+      p.set_job_id(id);
+      p.set_commit_id(row.job.commit_id());
+      p.set_platform(row.job.platform());
+      if (static_cast<int>(out.size()) == kMaxBuilding) break;
+    }
+    return out;
+  });
+}
+
 absl::StatusOr<std::vector<pb::Matrix>> MemoryMatrixStore::ListMatrices(int limit,
                                                                         int64_t before_id) {
   return db_->Read([&](const Tables& t) -> absl::StatusOr<std::vector<pb::Matrix>> {

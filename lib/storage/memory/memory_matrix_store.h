@@ -33,6 +33,7 @@ class MemoryMatrixStore : public MatrixStore {
                                                int64_t max_chars) override;
   absl::StatusOr<std::vector<pb::Job>> LiveBuildJobs(
       const std::string& catalog, const std::vector<std::string>& commits) override;
+  absl::StatusOr<std::vector<pb::JobProgress>> ListBuilding(int64_t matrix_id) override;
 
  private:
   MemoryDatabase* const db_;  // not owned

@@ -540,6 +540,13 @@ ALTER TABLE regressions ADD COLUMN strength double precision NOT NULL DEFAULT 0;
 CREATE INDEX regressions_group_idx ON regressions (group_id) WHERE group_id IS NOT NULL;
 )SQL";
 
+// A running job's progress as its agent last reported it (an
+// iommufarm.v1.JobProgress in its JSON form; the heartbeat writes it while
+// the lease holds).
+const char* const kV24JobProgress = R"SQL(
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS progress jsonb;
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -595,6 +602,7 @@ const std::vector<Migration>& AllMigrations() {
        kV22BuildKeyConfig},
       {23, "regression_groups and regressions.group_id, strength: one bisect and alert a group",
        kV23RegressionGroups},
+      {24, "jobs.progress: a running kernel build's phase and objects", kV24JobProgress},
   };
   return *kAll;
 }

@@ -263,6 +263,21 @@ absl::StatusOr<pb::RegisterResponse> PgJobQueue::RegisterAgent(const pb::Registe
       });
 }
 
+namespace {
+
+// The heartbeat's progress reports onto their jobs, for the attempt the
+// agent still holds (a few a heartbeat: running kernel builds).
+void KeepProgress(pqxx::work& w, const pb::HeartbeatRequest& req) {
+  for (const pb::JobProgress& p : req.progress()) {
+    w.exec_params(
+        "UPDATE jobs SET progress = $4::jsonb WHERE id = $2 AND attempt = $3 "
+        "AND state::int = 2 AND lease_agent = $1",
+        req.agent_id(), p.job_id(), p.attempt(), ProgressToJson(p));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<pb::HeartbeatResponse> PgJobQueue::Heartbeat(const pb::HeartbeatRequest& req,
                                                             absl::Duration ttl,
                                                             absl::Duration max_hold) {
@@ -303,6 +318,7 @@ absl::StatusOr<pb::HeartbeatResponse> PgJobQueue::Heartbeat(const pb::HeartbeatR
             ok.insert(Key(r[0].as<int64_t>(), r[1].as<int>(), r[2].as<std::string>()));
           }
         }
+        KeepProgress(w, req);
         w.commit();
         for (const pb::LeaseRef& l : req.leases()) {
           if (ok.count(Key(l.job_id(), l.attempt(), l.lease_token())) != 0) {

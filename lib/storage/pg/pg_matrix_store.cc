@@ -154,6 +154,28 @@ absl::StatusOr<std::vector<pb::JobFailure>> PgMatrixStore::ListFailures(int64_t 
   });
 }
 
+absl::StatusOr<std::vector<pb::JobProgress>> PgMatrixStore::ListBuilding(int64_t matrix_id) {
+  using Out = std::vector<pb::JobProgress>;
+  return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+    pqxx::read_transaction t(c);
+    Out out;
+    for (const pqxx::row& r : t.exec_params(
+             "SELECT j.id, j.attempt, j.progress::text, j.commit_id, j.platform FROM jobs j "
+             "WHERE j.state = 2 AND j.progress IS NOT NULL AND (j.matrix_id = $1 OR j.id IN "
+             "(SELECT DISTINCT w.waits_for FROM jobs w WHERE w.matrix_id = $1 AND w.state = 1 "
+             "AND w.waits_for <> 0)) ORDER BY j.id LIMIT $2",
+             matrix_id, kMaxBuilding)) {
+      pb::JobProgress p;
+      if (!JsonToProgress(r[2].as<std::string>(), &p) || p.attempt() != r[1].as<int>()) continue;
+      p.set_job_id(r[0].as<int64_t>());
+      p.set_commit_id(r[3].as<std::string>());
+      p.set_platform(r[4].as<std::string>());
+      out.push_back(std::move(p));
+    }
+    return out;
+  });
+}
+
 absl::StatusOr<std::vector<pb::Matrix>> PgMatrixStore::ListMatrices(int limit, int64_t before_id) {
   using Out = std::vector<pb::Matrix>;
   return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
