@@ -280,6 +280,9 @@ void CheckPatch(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   if (!old_file || !new_file) {
     e.AddIfNew("patch", "not a unified diff (no '--- ' and '+++ ' file lines)");
   }
+  if (std::string problem = ::farm::proto::PatchTextProblem(in.patch()); !problem.empty()) {
+    e.AddIfNew("patch", problem);
+  }
 }
 
 // `kernel_config`: the config a real matrix's kernels are built with.
