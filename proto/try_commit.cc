@@ -1,10 +1,9 @@
 #include "proto/try_commit.h"
 
+#include <algorithm>
 #include <string>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "lib/base/sha256.h"
 
 namespace farm::proto {
@@ -15,7 +14,7 @@ constexpr size_t kPatchIdDigits = 12;
 // "X" of a "diff --git a/X b/X" line; the line itself when it is not one.
 std::string_view DiffFile(std::string_view diff_line) {
   const size_t b = diff_line.rfind(" b/");
-  return absl::StartsWith(diff_line, "diff --git a/") && b != std::string_view::npos
+  return diff_line.starts_with("diff --git a/") && b != std::string_view::npos
              ? diff_line.substr(b + 3)
              : diff_line;
 }
@@ -28,13 +27,15 @@ std::string PatchTextProblem(std::string_view patch) {
                         kMaxPatchBytes, " bytes");
   }
   std::string_view file = "a file";
-  for (std::string_view line : absl::StrSplit(patch, '\n')) {
-    if (absl::StartsWith(line, "diff --git ")) file = DiffFile(line);
-    const bool binary =
-        absl::StartsWith(line, "GIT binary patch") ||
-        (absl::StartsWith(line, "Binary files ") && absl::EndsWith(line, " differ"));
+  for (size_t at = 0; at < patch.size();) {
+    const size_t eol = std::min(patch.find('\n', at), patch.size());
+    const std::string_view line = patch.substr(at, eol - at);
+    at = eol + 1;
+    if (line.starts_with("diff --git ")) file = DiffFile(line);
+    const bool binary = line.starts_with("GIT binary patch") ||
+                        (line.starts_with("Binary files ") && line.ends_with(" differ"));
     if (binary) {
-      return absl::StrCat("a binary diff of ", file,
+      return absl::StrCat("a binary diff of ", std::string(file),
                           ": the farm applies text diffs only (a kernel patch for review "
                           "changes source files)");
     }

@@ -15,6 +15,7 @@
 #include "proto/kernel_params.h"
 #include "proto/labels.h"
 #include "proto/names.h"
+#include "proto/try_commit.h"
 
 namespace farm::spec {
 bool HasControlCharacter(std::string_view s) {
