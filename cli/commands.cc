@@ -367,8 +367,8 @@ int Commands::RunKernelsCatalog(const std::string& store, const std::string& cat
 
 int Commands::RunTry(const std::string& spec_path, const std::map<std::string, std::string>& set,
                      const std::string& patch_commit, const std::string& patch_path,
-                     OutputFormat format) {
-  return cli::RunTry(*this, spec_path, set, patch_commit, patch_path, format);
+                     OutputFormat format, const std::string& html_path) {
+  return cli::RunTry(*this, spec_path, set, patch_commit, patch_path, format, html_path);
 }
 
 absl::StatusOr<std::string> Commands::ReportHtml(int64_t matrix_id,

@@ -106,7 +106,8 @@ class Commands {
                           const std::string& catalog);
   int RunKernelsCatalog(const std::string& store, const std::string& catalog);
   int RunTry(const std::string& spec_path, const std::map<std::string, std::string>& set,
-             const std::string& patch_commit, const std::string& patch_path, OutputFormat format);
+             const std::string& patch_commit, const std::string& patch_path, OutputFormat format,
+             const std::string& html_path = "");
   absl::StatusOr<std::string> ReportHtml(int64_t matrix_id, std::optional<int64_t> regression_id);
 
  private:

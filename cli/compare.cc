@@ -317,11 +317,10 @@ std::string FormatCompareHtml(const std::vector<CompareRow>& rows, const std::st
   for (const CompareRow& r : rows) {
     changed += r.changed ? 1 : 0;
     const std::string workload = WorkloadLabel(r);
-    table.rows.push_back({r.platform, workload, r.metric, r.mode, r.unit,
-                          absl::StrCat(r.n_a, "/", r.n_b), FormatNumber(r.mean_a),
-                          FormatNumber(r.mean_b), proto::RelativeChangeText(r.change),
-                          ChangeIntervalText(r.ci), absl::StrFormat("%.2g", r.p_value),
-                          r.changed ? "changed" : "-"});
+    table.rows.push_back(
+        {r.platform, workload, r.metric, r.mode, r.unit, absl::StrCat(r.n_a, "/", r.n_b),
+         FormatNumber(r.mean_a), FormatNumber(r.mean_b), proto::RelativeChangeText(r.change),
+         ChangeIntervalText(r.ci), absl::StrFormat("%.2g", r.p_value), VerdictText(r)});
     Plot plot;
     plot.title = absl::StrCat(workload, " ", r.metric, " (", r.mode, ")");
     plot.y_label = r.unit;
@@ -438,7 +437,7 @@ void AddTryCommand(CLI::App& app, Subcommands* out) {
   struct Args {
     std::string spec;
     std::vector<std::string> set;
-    std::string patch_commit, patch, format;
+    std::string patch_commit, patch, format, html;
     bool all = false;
   };
   auto a = std::make_shared<Args>();
@@ -463,6 +462,8 @@ void AddTryCommand(CLI::App& app, Subcommands* out) {
       ->excludes(set_option)
       ->excludes(commit);
   AddOutputOption(try_job, &a->format, "table, csv or json");
+  try_job->add_option("--html", a->html,
+                      "also write the answer as one self-contained HTML page (compare's) to FILE");
   try_job->add_flag("--all", a->all, "table: every series, not only the primary metrics");
   out->push_back({try_job, [a](Commands& c) {
                     std::map<std::string, std::string> set;
@@ -475,7 +476,7 @@ void AddTryCommand(CLI::App& app, Subcommands* out) {
                       set[kv.substr(0, eq)] = kv.substr(eq + 1);
                     }
                     return RunTry(c, a->spec, set, a->patch_commit, a->patch, ToFormat(a->format),
-                                  a->all);
+                                  a->html, a->all);
                   }});
 }
 
@@ -528,12 +529,15 @@ absl::Status CheckPatchText(std::string_view patch) {
   if (!base::IsValidUtf8(patch))
     return absl::InvalidArgumentError(
         "the patch is not UTF-8 text (a binary diff, or text in another encoding)");
+  if (std::string problem = proto::PatchTextProblem(patch); !problem.empty())
+    return absl::InvalidArgumentError(problem);
   return absl::OkStatus();
 }
 
 int RunTry(Commands& commands, const std::string& spec_path,
            const std::map<std::string, std::string>& set, const std::string& patch_commit,
-           const std::string& patch_path, OutputFormat format, bool all) {
+           const std::string& patch_path, OutputFormat format, const std::string& html_path,
+           bool all) {
   if (spec_path == "-" && patch_path == "-") {
     return commands.Fail("try", absl::InvalidArgumentError("SPEC and --patch cannot both be '-'"));
   }
@@ -572,6 +576,7 @@ int RunTry(Commands& commands, const std::string& spec_path,
     commands.err() << "matrix " << ids.back() << " \"" << submitted->matrix().name()
                    << "\": " << submitted->jobs_created() << " jobs\n";
   }
+  std::string failures;
   for (int64_t id : ids) {
     absl::StatusOr<pb::MatrixProgress> done = commands.WaitForMatrix(
         id, [&commands](const pb::MatrixProgress& p) { commands.PrintProgress(p); });
@@ -579,14 +584,25 @@ int RunTry(Commands& commands, const std::string& spec_path,
     // A build that failed (a patch that does not apply or does not build)
     // leaves its jobs without results: say why before comparing.
     if (const pb::MatrixCounts& n = done->counts(); n.failed() + n.cancelled() > 0) {
+      const std::string why = FetchFailures(commands, id, "  ");
       commands.err() << "try: matrix " << id << ": " << n.failed() << " of " << n.total()
                      << " jobs failed and " << n.cancelled() << " were cancelled:\n"
-                     << FetchFailures(commands, id, "  ");
+                     << why;
+      absl::StrAppend(&failures, why);
     }
   }
-  return ids.size() == 1 ? RunCompare(commands, ids[0], 0, plan->base_commit, plan->patch_commit,
-                                      format, "", all)
-                         : RunCompare(commands, ids[0], ids[1], "", "", format, "", all);
+  if (ids.size() == 2) return RunCompare(commands, ids[0], ids[1], "", "", format, html_path, all);
+  if (!failures.empty()) {
+    // No patch side at all: the answer is why, not compare's "no results".
+    absl::StatusOr<std::vector<pb::Result>> results = commands.FetchResults(ids[0], false);
+    if (results.ok() && AtCommit(*results, plan->patch_commit).empty()) {
+      return commands.Fail(
+          "try", absl::FailedPreconditionError(absl::StrCat("base + patch (", plan->patch_commit,
+                                                            ") was not measured:\n", failures)));
+    }
+  }
+  return RunCompare(commands, ids[0], 0, plan->base_commit, plan->patch_commit, format, html_path,
+                    all);
 }
 
 }  // namespace farm::cli

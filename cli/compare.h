@@ -44,14 +44,18 @@ void AddCompareCommands(CLI::App& app, Subcommands* out);
 int RunCompare(Commands& commands, int64_t matrix_a, int64_t matrix_b, const std::string& commit_a,
                const std::string& commit_b, OutputFormat format, const std::string& html_path = "",
                bool all = false);
-// A --patch file the farm can carry in a spec: text, UTF-8, no NUL byte;
-// InvalidArgument saying why not otherwise.
+// A --patch file the farm can carry in a spec: text, UTF-8, no NUL byte,
+// no binary diff, within proto::kMaxPatchBytes; InvalidArgument saying why
+// not otherwise.
 absl::Status CheckPatchText(std::string_view patch);
 // A try job (PlanTry): submits, waits, answers with the comparison of base
-// and patch.
+// and patch (`html_path` not empty: also compare's HTML page there). A
+// patch side without results (its build failed: the patch does not apply
+// or does not build) answers with the jobs' failure reasons instead.
 int RunTry(Commands& commands, const std::string& spec_path,
            const std::map<std::string, std::string>& set, const std::string& patch_commit,
-           const std::string& patch_path, OutputFormat format, bool all = false);
+           const std::string& patch_path, OutputFormat format, const std::string& html_path = "",
+           bool all = false);
 
 struct CompareRow {
   std::string platform;

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "lib/spec/spec_yaml.h"
 #include "proto/try_commit.h"
 
@@ -165,7 +167,8 @@ TEST(CompareTest, TheHtmlPageHasTheTableAndAPlotPerSeries) {
   }
   EXPECT_EQ(plots, rows.size());
   EXPECT_NE(html.find("1 of 2 series changed"), std::string::npos);
-  EXPECT_NE(html.find("<td>changed</td>"), std::string::npos) << html.substr(0, 2000);
+  // The verdict as the table gives it: throughput fell by 20%.
+  EXPECT_NE(html.find("<td>worse</td>"), std::string::npos) << html.substr(0, 2000);
 }
 
 // One run a side: no interval to give (null in JSON, "-" in the table).
@@ -178,6 +181,15 @@ TEST(TryPatchTest, BinaryAndNonUtf8PatchesAreRefused) {
             "only: git diff without --binary)");
   EXPECT_EQ(CheckPatchText("+caf\xe9\n").message(),
             "the patch is not UTF-8 text (a binary diff, or text in another encoding)");
+  // git diff --binary's form is ASCII text, and still not a patch git
+  // applies to a source tree as text; neither is one past the bound.
+  EXPECT_EQ(CheckPatchText("diff --git a/fw.bin b/fw.bin\nGIT binary patch\nliteral 0\n").message(),
+            "a binary diff of fw.bin: the farm applies text diffs only (a kernel patch for "
+            "review changes source files)");
+  const std::string big(proto::kMaxPatchBytes + 1, '+');
+  EXPECT_TRUE(absl::StartsWith(CheckPatchText(big).message(),
+                               absl::StrCat("the patch is ", big.size(), " bytes, over")))
+      << CheckPatchText(big);
 }
 
 TEST(CompareTest, OneRunASideHasNoInterval) {

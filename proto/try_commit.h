@@ -13,6 +13,7 @@
 #ifndef PROTO_TRY_COMMIT_H_
 #define PROTO_TRY_COMMIT_H_
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,18 @@ namespace farm::proto {
 
 // The build job's workload param holding the patch text.
 inline constexpr char kPatchParam[] = "patch";
+
+// The largest patch text the farm takes: it travels whole in the spec and
+// in its build job's param (a spec is bounded by farm-scheduler
+// --max-spec-bytes, 1 MiB by default), and a review of the DMA path is a
+// few kilobytes.
+inline constexpr size_t kMaxPatchBytes = size_t{512} << 10;
+
+// Why the kernel builder could not apply `patch` as text, "" when it can:
+// over kMaxPatchBytes, or a binary diff (git diff --binary's "GIT binary
+// patch", or plain git diff's "Binary files a/X and b/X differ", which
+// `git apply` refuses), named by its file.
+std::string PatchTextProblem(std::string_view patch);
 
 std::string TryCommitId(std::string_view base, std::string_view patch);
 // True for an id TryCommitId made.

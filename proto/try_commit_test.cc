@@ -23,5 +23,33 @@ TEST(TryCommitTest, OtherIdsAreNotTryCommits) {
   }
 }
 
+// Text diffs within the bound pass; a binary diff is named by its file, in
+// either form git writes it, and a patch past the bound by its size.
+TEST(TryCommitTest, BinaryDiffsAndPatchesOverTheBoundAreProblems) {
+  const std::string text =
+      "diff --git a/drivers/iommu/dma-iommu.c b/drivers/iommu/dma-iommu.c\n"
+      "--- a/drivers/iommu/dma-iommu.c\n+++ b/drivers/iommu/dma-iommu.c\n@@ -1 +1 @@\n-a\n+b\n";
+  EXPECT_EQ(PatchTextProblem(text), "");
+  const std::string literal =
+      "diff --git a/firmware/x.bin b/firmware/x.bin\nnew file mode 100644\n"
+      "index 0000000..e69de29\nGIT binary patch\nliteral 3\nKcmZ?wNB{r;00031\n\nliteral 0\n"
+      "HcmV?d00001\n";
+  EXPECT_EQ(PatchTextProblem(text + literal),
+            "a binary diff of firmware/x.bin: the farm applies text diffs only (a kernel patch "
+            "for review changes source files)");
+  const std::string plain =
+      "diff --git a/logo.png b/logo.png\nindex 1..2 100644\n"
+      "Binary files a/logo.png and b/logo.png differ\n";
+  EXPECT_NE(PatchTextProblem(plain).find("a binary diff of logo.png:"), std::string::npos);
+  // The words in a diff's text are not a binary diff.
+  EXPECT_EQ(PatchTextProblem(text + "+Binary files are refused, they differ\n+\n"), "");
+
+  std::string big = text;
+  while (big.size() <= kMaxPatchBytes) big += "+/* padding */\n";
+  EXPECT_EQ(PatchTextProblem(big), "the patch is " + std::to_string(big.size()) +
+                                       " bytes, over the farm's bound of " +
+                                       std::to_string(kMaxPatchBytes) + " bytes");
+}
+
 }  // namespace
 }  // namespace farm::proto

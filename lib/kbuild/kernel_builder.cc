@@ -135,6 +135,11 @@ class Build {
   void Log(absl::string_view text) {
     if (log_ != nullptr) absl::StrAppend(log_, text);
   }
+  // The commit as the farm knows it: a try build's is its try id (the
+  // patched commit's own sha exists only in the build directory).
+  const std::string& FarmCommit() const {
+    return req_.store_commit.empty() ? commit_ : req_.store_commit;
+  }
 
   const BuildRequest& req_;
   std::string* log_;
@@ -452,8 +457,8 @@ absl::Status Build::CheckConfig(const std::string& final_config) const {
   if (s.ok()) return s;
   // The commit cannot be built with this config, as for a compile error:
   // permanent, and a bisect skips the commit.
-  return absl::FailedPreconditionError(
-      absl::StrCat("build failed at ", commit_, ": config for ", req_.arch, ": ", s.message()));
+  return absl::FailedPreconditionError(absl::StrCat("build failed at ", FarmCommit(),
+                                                    ": config for ", req_.arch, ": ", s.message()));
 }
 
 // The first line `tool --version` prints, "none" for a tool not on PATH.
@@ -651,7 +656,7 @@ absl::Status Build::RunMake(const std::vector<std::string>& targets,
   const std::string line =
       absl::StrReplaceAll(FirstErrorLine(absl::StrCat(r->stderr_data, "\n", r->stdout_data)),
                           {{src_.string() + "/", ""}, {"../src/", ""}});
-  return absl::FailedPreconditionError(absl::StrCat("build failed at ", commit_, ": ", line));
+  return absl::FailedPreconditionError(absl::StrCat("build failed at ", FarmCommit(), ": ", line));
 }
 
 absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& release,
@@ -673,7 +678,7 @@ absl::StatusOr<kstore::KernelBuild> Build::WriteStoreEntry(const std::string& re
     if (ec) return absl::InternalError(absl::StrCat("copy dma_map_benchmark: ", ec.message()));
     b.dma_map_benchmark = "dma_map_benchmark";
   }
-  b.commit = req_.store_commit.empty() ? commit_ : req_.store_commit;
+  b.commit = FarmCommit();
   b.release = release;
   b.arch = req_.arch;
   b.image = "vmlinuz";

@@ -438,6 +438,28 @@ TEST_F(KernelBuilderTest, ATryBuildIsItsBaseWithThePatchStoredUnderItsTryId) {
   EXPECT_EQ(BuildKernel(req, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A patch that applies but does not compile fails the try build with the
+// compiler's first error, at the try id the farm's jobs know (the patched
+// commit's own sha exists only in the build directory).
+TEST_F(KernelBuilderTest, ATryThatDoesNotBuildFailsAtItsTryIdWithItsFirstErrorLine) {
+  Write("error.txt", "drivers/iommu/dma-iommu.c:697:48: error: expected ';' before 'if'\n");
+  Git({"add", "-N", "error.txt"});
+  Git({"diff"});
+  const std::string patch = last_stdout_;
+  Git({"rm", "-q", "--cached", "error.txt"});
+  fs::remove(tree_ / "error.txt");
+  BuildRequest req = Request();
+  req.rev = first_;
+  req.patch = patch;
+  req.store_commit = first_ + "+0123456789ab";
+  absl::StatusOr<BuildResult> r = BuildKernel(req, nullptr);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_EQ(r.status().message(),
+            absl::StrCat("build failed at ", req.store_commit,
+                         ": drivers/iommu/dma-iommu.c:697:48: error: expected ';' before 'if'"));
+  EXPECT_FALSE(fs::exists(fs::path(req.store_dir) / (req.store_commit + "-x86_64")));
+}
+
 // A try build of a mail series (git format-patch's mbox): the patches
 // apply in order, the second over the first; a series whose second patch
 // does not apply names it.

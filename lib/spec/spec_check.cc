@@ -16,6 +16,7 @@
 #include "proto/kernel_params.h"
 #include "proto/labels.h"
 #include "proto/names.h"
+#include "proto/try_commit.h"
 
 namespace farm::spec {
 bool HasControlCharacter(std::string_view s) {
@@ -280,6 +281,9 @@ void CheckPatch(const pb::MatrixSpec& in, FieldErrors& e, MatrixSpec* spec) {
   const bool new_file = in.patch().find("\n+++ ") != std::string::npos;
   if (!old_file || !new_file) {
     e.AddIfNew("patch", "not a unified diff (no '--- ' and '+++ ' file lines)");
+  }
+  if (std::string problem = ::farm::proto::PatchTextProblem(in.patch()); !problem.empty()) {
+    e.AddIfNew("patch", problem);
   }
 }
 

@@ -318,6 +318,12 @@ TEST(SpecCheckTest, APatchIsADiffOnOneCommitOfARealMatrix) {
             "patch: applies to one commit, the base: commits: [ID]");
   EXPECT_EQ(ErrorOf(real + "patch: \"just text\"\n"),
             "patch: not a unified diff (no '--- ' and '+++ ' file lines)");
+  // What the builder could not apply as text is refused at submit, before
+  // a job exists (proto::PatchTextProblem).
+  EXPECT_EQ(ErrorOf(real + "patch: \"diff --git a/x.bin b/x.bin\\n--- a/x.bin\\n+++ b/x.bin\\n"
+                           "GIT binary patch\\nliteral 0\\n\"\n"),
+            "patch: a binary diff of x.bin: the farm applies text diffs only (a kernel patch for "
+            "review changes source files)");
 }
 
 // A typed spec meets every submit check, each error naming its field.
