@@ -540,6 +540,12 @@ ALTER TABLE regressions ADD COLUMN strength double precision NOT NULL DEFAULT 0;
 CREATE INDEX regressions_group_idx ON regressions (group_id) WHERE group_id IS NOT NULL;
 )SQL";
 
+// When retention (RetentionStore, farmctl prune --raw-only) emptied a
+// result's raw output; NULL while it is the tool's output as reported.
+const char* const kV24RawPrunedAt = R"SQL(
+ALTER TABLE results ADD COLUMN raw_pruned_at timestamptz;
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -595,6 +601,7 @@ const std::vector<Migration>& AllMigrations() {
        kV22BuildKeyConfig},
       {23, "regression_groups and regressions.group_id, strength: one bisect and alert a group",
        kV23RegressionGroups},
+      {24, "results.raw_pruned_at: raw output dropped by retention, samples kept", kV24RawPrunedAt},
   };
   return *kAll;
 }
