@@ -6,6 +6,9 @@
 // raw-only prune whose results farmctl reports as pruned.
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -257,8 +260,9 @@ TEST_F(RetentionPgTest, DryRunThenPruneKeepWhatAnswersUseAndOnlyAdminsMayPrune) 
   EXPECT_EQ(dry.unfinished(), 1);
   EXPECT_EQ(Count("SELECT count(*) FROM matrices"), matrices_before);
 
-  for (const auto& [name, role] :
-       {std::pair<std::string, std::string>{"v", "viewer"}, {"s", "submitter"}}) {
+  const std::vector<std::pair<std::string, std::string>> others = {{"v", "viewer"},
+                                                                   {"s", "submitter"}};
+  for (const auto& [name, role] : others) {
     pb::PruneResponse refused;
     EXPECT_EQ(Prune(Token(name, role), false, false, &refused).error_code(),
               grpc::StatusCode::PERMISSION_DENIED)
