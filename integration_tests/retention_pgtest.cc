@@ -18,7 +18,7 @@
 #include "cli/commands.h"
 #include "cli/results.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
-#include "lib/auth/auth.h"
+#include "lib/client/client.h"
 #include "lib/metrics/metrics.h"
 #include "scheduler/server.h"
 #include "testing/service_harness.h"
@@ -79,10 +79,10 @@ class RetentionPgTest : public ::testing::Test {
   }
 
   std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token = "s3cret") {
-    auto c = std::make_unique<grpc::ClientContext>();
-    auth::AttachBearer(c.get(), token);
-    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    return c;
+    client::ClientOptions c;
+    c.server = server_->address();
+    c.token = token;
+    return client::NewContext(c, absl::Seconds(60));
   }
   std::string Token(const std::string& name, const std::string& role) {
     pb::CreateTokenRequest req;
