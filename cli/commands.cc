@@ -145,6 +145,7 @@ Commands::Commands(client::ClientOptions options, std::ostream& out, std::ostrea
   jobs_ = pb::JobService::NewStub(channel_);
   analysis_ = pb::AnalysisService::NewStub(channel_);
   access_ = pb::AccessService::NewStub(channel_);
+  retention_ = pb::RetentionService::NewStub(channel_);
   err_is_tty_ = (&err == &std::cerr) && isatty(STDERR_FILENO) == 1;
 }
 

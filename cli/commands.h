@@ -58,6 +58,7 @@ class Commands {
   pb::JobService::Stub& jobs() { return *jobs_; }
   pb::AnalysisService::Stub& analysis() { return *analysis_; }
   pb::AccessService::Stub& access() { return *access_; }
+  pb::RetentionService::Stub& retention() { return *retention_; }
   // The context of a unary call: the token, and farmctl's deadline for one.
   std::unique_ptr<grpc::ClientContext> UnaryContext() const;
 
@@ -118,6 +119,7 @@ class Commands {
   std::unique_ptr<pb::JobService::Stub> jobs_;
   std::unique_ptr<pb::AnalysisService::Stub> analysis_;
   std::unique_ptr<pb::AccessService::Stub> access_;
+  std::unique_ptr<pb::RetentionService::Stub> retention_;
   bool err_is_tty_ = false;
   absl::Time last_progress_print_ = absl::InfinitePast();
   std::string last_progress_line_;

@@ -10,6 +10,7 @@
 #include "cli/gate.h"
 #include "cli/kernels.h"
 #include "cli/matrix.h"
+#include "cli/prune.h"
 #include "cli/regressions.h"
 #include "cli/report_command.h"
 #include "cli/results.h"
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   cli::AddMatrixCommands(app, &subcommands);
   cli::AddResultCommands(app, &subcommands);
   cli::AddTokenCommands(app, &subcommands);
+  cli::AddPruneCommand(app, &subcommands);
   cli::AddAgentsCommand(app, &subcommands);
   cli::AddCatalogCommands(app, &subcommands);
   cli::AddKernelsCommands(app, &subcommands);

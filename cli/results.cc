@@ -54,6 +54,11 @@ void AddResultCommands(CLI::App& app, Subcommands* out) {
       {raw_output, [a](Commands& c) { return RunRawOutput(c, a->raw_job, a->raw_attempt); }});
 }
 
+std::string RawPrunedText(const google::protobuf::Timestamp& at) {
+  return absl::StrCat("raw output pruned by retention at ", FormatTimestamp(at),
+                      " (farmctl prune --raw-only); its samples are kept");
+}
+
 int RunResults(Commands& commands, int64_t matrix_id, OutputFormat format, bool raw) {
   if (format == OutputFormat::kTable) {
     // The table sizes its columns over every result (without raw output).
@@ -70,8 +75,10 @@ int RunResults(Commands& commands, int64_t matrix_id, OutputFormat format, bool 
   const bool with_raw = raw && format == OutputFormat::kJson;
   absl::Status raw_error;
   std::string failed_at;
+  int64_t pruned = 0;
   absl::Status st = commands.StreamResults(matrix_id, false, [&](const pb::Result& r) {
     if (!raw_error.ok()) return;  // stop writing after the first failed fetch
+    if (r.has_raw_pruned_at()) ++pruned;
     if (!with_raw || r.raw_size() == 0) {
       writer.Add(r);
       return;
@@ -90,11 +97,18 @@ int RunResults(Commands& commands, int64_t matrix_id, OutputFormat format, bool 
   if (!st.ok()) return commands.Fail(absl::StrCat("GetResults ", matrix_id), st);
   if (!raw_error.ok()) return commands.Fail(failed_at, raw_error);
   writer.Finish();
+  if (with_raw && pruned > 0) {
+    commands.err() << "farmctl: the raw output of " << pruned << " result"
+                   << (pruned == 1 ? " was" : "s was")
+                   << " pruned by retention (raw_output_pruned); samples are kept\n";
+  }
   return 0;
 }
 
 int RunRawOutput(Commands& commands, int64_t job_id, int attempt) {
+  std::string pruned;
   absl::Status st = commands.StreamRawOutput(job_id, attempt, [&](const pb::RawOutputChunk& c) {
+    if (c.has_raw_pruned_at()) pruned = RawPrunedText(c.raw_pruned_at());
     commands.out().write(c.data().data(), static_cast<std::streamsize>(c.data().size()));
     commands.out().flush();
   });
@@ -102,6 +116,10 @@ int RunRawOutput(Commands& commands, int64_t job_id, int attempt) {
     return commands.Fail(absl::StrCat("GetRawOutput job ", job_id,
                                       attempt > 0 ? absl::StrCat(" attempt ", attempt) : ""),
                          st);
+  }
+  if (!pruned.empty()) {
+    commands.err() << "farmctl: job " << job_id << ": " << pruned << "\n";
+    return 1;
   }
   return 0;
 }
@@ -232,6 +250,7 @@ nlohmann::ordered_json ResultJson(const pb::Result& r) {
     o["raw_format"] = r.raw_format();
     o["raw_output"] = r.raw_output();
   }
+  if (r.has_raw_pruned_at()) o["raw_output_pruned"] = RawPrunedText(r.raw_pruned_at());
   return o;
 }
 

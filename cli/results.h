@@ -25,11 +25,17 @@ namespace farm::cli {
 void AddResultCommands(CLI::App& app, Subcommands* out);
 
 // With raw and kJson, each result's raw output comes through
-// GetRawOutput, one result at a time.
+// GetRawOutput, one result at a time; a result whose raw output retention
+// dropped carries "raw_output_pruned" instead, and a note on stderr counts
+// them.
 int RunResults(Commands& commands, int64_t matrix_id, OutputFormat format, bool raw);
 // Writes one result's raw output (attempt 0: the job's latest result) to
-// `out` verbatim, chunk by chunk as it arrives.
+// `out` verbatim, chunk by chunk as it arrives; exit 1 with RawPrunedText
+// on stderr when retention dropped it.
 int RunRawOutput(Commands& commands, int64_t job_id, int attempt);
+
+// What farmctl says of a raw output retention dropped at `at`.
+std::string RawPrunedText(const google::protobuf::Timestamp& at);
 
 // The text table. Platform and phase columns appear only when the results
 // have more than one platform / any phase.

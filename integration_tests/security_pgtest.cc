@@ -108,6 +108,7 @@ const std::vector<Expected>& ExpectedRoles() {
       {"AccessService/CreateToken", {kD}},
       {"AccessService/ListTokens", {kD}},
       {"AccessService/RevokeToken", {kD}},
+      {"RetentionService/Prune", {kD}},
   };
   return *kTable;
 }
@@ -209,6 +210,7 @@ TEST_F(SecurityPgTest, EveryRpcEveryRole) {
       {"AgentService", "iommufarm.v1.AgentService"},
       {"AnalysisService", "iommufarm.v1.AnalysisService"},
       {"AccessService", "iommufarm.v1.AccessService"},
+      {"RetentionService", "iommufarm.v1.RetentionService"},
   };
   // The expectation covers every method of every service, once.
   std::set<std::string> expected_rpcs;

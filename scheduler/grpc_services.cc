@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "lib/auth/auth.h"
+#include "lib/storage/row_codec.h"
 #include "proto/progress_rate.h"
 #include "scheduler/stream_admission.h"
 #include "scheduler/watch_reactor.h"
@@ -220,6 +221,9 @@ class RawOutputReactor final : public grpc::ServerWriteReactor<pb::RawOutputChun
       attempt_ = slice->attempt;
       chunk_.set_raw_format(slice->raw_format);
       chunk_.set_attempt(attempt_);
+      if (slice->raw_pruned_at.has_value()) {
+        storage::SetTime(*slice->raw_pruned_at, chunk_.mutable_raw_pruned_at());
+      }
     }
     chunk_.set_offset(bytes_);
     chunk_.set_total_size(slice->total_bytes);
@@ -573,6 +577,13 @@ grpc::ServerUnaryReactor* AccessServiceGrpc::RevokeToken(grpc::CallbackServerCon
                  spdlog::info("token revoked: name \"{}\"", absl::CEscape(req->name()));
                  return pb::RevokeTokenResponse();
                });
+}
+
+grpc::ServerUnaryReactor* RetentionServiceGrpc::Prune(grpc::CallbackServerContext* ctx,
+                                                      const pb::PruneRequest* req,
+                                                      pb::PruneResponse* resp) {
+  return Unary(ctx, pool_, authz_, "RetentionService/Prune", resp,
+               [this, req] { return svc_->Prune(*req); });
 }
 
 }  // namespace farm::scheduler

@@ -1,5 +1,5 @@
-// gRPC callback-API adapters for JobService, AgentService, AnalysisService
-// and AccessService: hand the call to the WorkerPool (database work never
+// gRPC callback-API adapters for JobService, AgentService, AnalysisService,
+// AccessService and RetentionService: hand the call to the WorkerPool (database work never
 // runs on gRPC's threads), authorize it there (scheduler/authz.h: the
 // principal, its role against the RPC table, an agent's own name and
 // leases), call the plain service class, convert absl::Status to
@@ -25,6 +25,7 @@
 #include "lib/storage/access_store.h"
 #include "lib/storage/repositories.h"
 #include "scheduler/authz.h"
+#include "scheduler/retention_service.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/watch_hub.h"
 #include "scheduler/worker_pool.h"
@@ -198,6 +199,22 @@ class AccessServiceGrpc final : public pb::AccessService::CallbackService {
 
  private:
   storage::AccessStore* const store_;
+  WorkerPool* const pool_;
+  Authorizer* const authz_;
+};
+
+// farmctl prune: admins only, on the heavy pool (a prune reads every
+// matrix's facts and deletes in many transactions).
+class RetentionServiceGrpc final : public pb::RetentionService::CallbackService {
+ public:
+  RetentionServiceGrpc(RetentionService* svc, WorkerPool* pool, Authorizer* authz)
+      : svc_(svc), pool_(pool), authz_(authz) {}
+
+  grpc::ServerUnaryReactor* Prune(grpc::CallbackServerContext* ctx, const pb::PruneRequest* req,
+                                  pb::PruneResponse* resp) override;
+
+ private:
+  RetentionService* const svc_;
   WorkerPool* const pool_;
   Authorizer* const authz_;
 };

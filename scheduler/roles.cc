@@ -79,6 +79,7 @@ const std::vector<RpcRule>& RpcRoleTable() {
       {"AccessService/CreateToken", kAdmins},
       {"AccessService/ListTokens", kAdmins},
       {"AccessService/RevokeToken", kAdmins},
+      {"RetentionService/Prune", kAdmins},
   };
   return *kTable;
 }

@@ -175,6 +175,10 @@ void SchedulerServer::MakeAdapters(const ServerOptions& options) {
   analysis_grpc_ =
       std::make_unique<AnalysisServiceGrpc>(analysis_service_.get(), workers_.get(), authz_.get());
   access_grpc_ = std::make_unique<AccessServiceGrpc>(access_.get(), workers_.get(), authz_.get());
+  retention_store_ = std::make_unique<storage::PgRetentionStore>(pool_.get());
+  retention_service_ = std::make_unique<RetentionService>(retention_store_.get());
+  retention_grpc_ = std::make_unique<RetentionServiceGrpc>(retention_service_.get(),
+                                                           heavy_workers_.get(), authz_.get());
 }
 
 absl::Status SchedulerServer::Listen(const ServerOptions& options) {
@@ -193,6 +197,7 @@ absl::Status SchedulerServer::Listen(const ServerOptions& options) {
   builder.RegisterService(agent_grpc_.get());
   builder.RegisterService(analysis_grpc_.get());
   builder.RegisterService(access_grpc_.get());
+  builder.RegisterService(retention_grpc_.get());
   // A reply may carry a whole catalog (up to kMaxCatalogBytes) or a page of
   // raw outputs; what a caller may send is the smaller, configured bound.
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_message_bytes));

@@ -27,6 +27,7 @@
 #include "lib/storage/pg/pg_access_store.h"
 #include "lib/storage/pg/pg_listener.h"
 #include "lib/storage/pg/pg_pool.h"
+#include "lib/storage/pg/pg_retention_store.h"
 #include "lib/storage/pg/pg_store.h"
 #include "scheduler/authz.h"
 #include "scheduler/grpc_services.h"
@@ -136,6 +137,8 @@ class SchedulerServer final {
   std::unique_ptr<AgentService> agent_service_;
   std::unique_ptr<AnalysisService> analysis_service_;
   std::unique_ptr<storage::PgAccessStore> access_;
+  std::unique_ptr<storage::PgRetentionStore> retention_store_;
+  std::unique_ptr<RetentionService> retention_service_;
   std::unique_ptr<Authorizer> authz_;
   std::unique_ptr<Reaper> reaper_;
   // Outlives the gRPC adapters: streams unsubscribe when gRPC is done.
@@ -152,6 +155,7 @@ class SchedulerServer final {
   std::unique_ptr<AgentServiceGrpc> agent_grpc_;
   std::unique_ptr<AnalysisServiceGrpc> analysis_grpc_;
   std::unique_ptr<AccessServiceGrpc> access_grpc_;
+  std::unique_ptr<RetentionServiceGrpc> retention_grpc_;
   std::unique_ptr<grpc::Server> server_;
   // Health: SERVING only while PostgreSQL answers (checked every second
   // over the lease connections). Stopped before server_ goes.

@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::storage {
@@ -47,6 +49,8 @@ struct RawOutputSlice {
   int64_t total_bytes = 0;  // octet length of the whole raw output
   std::string raw_format;
   int attempt = 0;  // the result's attempt (the one asked for, or the latest)
+  // Set when retention emptied the raw output (RetentionStore).
+  std::optional<absl::Time> raw_pruned_at;
 };
 
 class MatrixStore {

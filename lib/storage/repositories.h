@@ -8,14 +8,16 @@
 //   access_store.h    AccessStore: API tokens, agent-name ownership and
 //                     lease holders, for the scheduler's authorization
 //   analyzer_store.h  AnalyzerStore: what farm-analyzer reads and writes
+//   retention_store.h RetentionStore: what a prune keeps, and the prune
 // This header includes the first five, the ones the scheduler's services
-// take; the last two are included where they are used (the scheduler's
-// authorization, the analyzer). Implementations: PostgreSQL in pg/
-// (pg_store.h bundles the catalogs, matrices, queue and analysis over one
-// pool; pg_listener.h is the change events; pg_access_store.h,
-// pg_analyzer_store.h) and in memory for tests in memory/ (memory_store.h
-// bundles the same four and the change events; memory_access_store.h,
-// memory_analyzer_store.h). The contract suite in contract/
+// take; the last three are included where they are used (the scheduler's
+// authorization and prune, the analyzer). Implementations: PostgreSQL in
+// pg/ (pg_store.h bundles the catalogs, matrices, queue and analysis over
+// one pool; pg_listener.h is the change events; pg_access_store.h,
+// pg_analyzer_store.h, pg_retention_store.h) and in memory for tests in
+// memory/ (memory_store.h bundles the same four and the change events;
+// memory_access_store.h, memory_analyzer_store.h,
+// memory_retention_store.h). The contract suite in contract/
 // (repository_contract.h) holds both to the same behaviour.
 //
 // The data model is the API's protobuf messages (iommufarm.v1): they are the

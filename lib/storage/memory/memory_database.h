@@ -95,6 +95,7 @@ struct ResultRow {
   int64_t wall_time_ns = 0;
   absl::Time finished_at;
   pb::Monitors monitors;
+  std::optional<absl::Time> raw_pruned_at;  // retention emptied raw_output
 };
 
 // regressions: `regression` holds the columns AnalysisStore reads (its

@@ -246,6 +246,7 @@ absl::StatusOr<std::vector<pb::Result>> MemoryMatrixStore::ListResults(int64_t m
       res.mutable_wall_time()->set_seconds(r.wall_time_ns / 1000000000);
       res.mutable_wall_time()->set_nanos(static_cast<int32_t>(r.wall_time_ns % 1000000000));
       SetTime(r.finished_at, res.mutable_finished_at());
+      if (r.raw_pruned_at.has_value()) SetTime(*r.raw_pruned_at, res.mutable_raw_pruned_at());
       out.push_back(std::move(res));
     }
     return out;
@@ -284,6 +285,7 @@ absl::StatusOr<RawOutputSlice> MemoryMatrixStore::ReadRawOutput(int64_t job_id, 
     out.total_bytes = static_cast<int64_t>(raw.size());
     out.raw_format = it->second.raw_format;
     out.attempt = it->first.second;
+    out.raw_pruned_at = it->second.raw_pruned_at;
     return out;
   });
 }

@@ -547,6 +547,12 @@ const char* const kV24JobProgress = R"SQL(
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS progress jsonb;
 )SQL";
 
+// When retention (RetentionStore, farmctl prune --raw-only) emptied a
+// result's raw output; NULL while it is the tool's output as reported.
+const char* const kV25RawPrunedAt = R"SQL(
+ALTER TABLE results ADD COLUMN IF NOT EXISTS raw_pruned_at timestamptz;
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -603,6 +609,7 @@ const std::vector<Migration>& AllMigrations() {
       {23, "regression_groups and regressions.group_id, strength: one bisect and alert a group",
        kV23RegressionGroups},
       {24, "jobs.progress: a running kernel build's phase and objects", kV24JobProgress},
+      {25, "results.raw_pruned_at: raw output dropped by retention, samples kept", kV25RawPrunedAt},
   };
   return *kAll;
 }

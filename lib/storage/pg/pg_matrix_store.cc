@@ -240,7 +240,8 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
                  kJobCols +
                  ", r.attempt, r.agent, r.samples::text, CASE WHEN $4 THEN r.raw_output ELSE '' "
                  "END, r.raw_format, r.host::text, r.tool_version, r.wall_time_ns, "
-                 "(extract(epoch from r.finished_at) * 1000000)::bigint, p.n, r.monitors::text "
+                 "(extract(epoch from r.finished_at) * 1000000)::bigint, p.n, r.monitors::text, "
+                 "(extract(epoch from r.raw_pruned_at) * 1000000)::bigint "
                  "FROM page p JOIN results r ON r.job_id = p.job_id AND r.attempt = p.attempt "
                  "JOIN jobs j ON j.id = r.job_id "
                  "WHERE p.k = 1 OR NOT $4 OR $5 <= 0 OR p.upto <= $5 "
@@ -265,6 +266,7 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
       pb::Monitors monitors;
       JsonToMonitors(r[b + 10].as<std::string>(), &monitors);
       if (monitors.ByteSizeLong() > 0) *res.mutable_monitors() = std::move(monitors);
+      if (!r[b + 11].is_null()) SetMicros(r[b + 11].as<int64_t>(), res.mutable_raw_pruned_at());
       out.push_back(std::move(res));
     }
     return out;
@@ -279,7 +281,8 @@ absl::StatusOr<RawOutputSlice> PgMatrixStore::ReadRawOutput(int64_t job_id, int 
     // size without fetching the value.
     pqxx::result r = t.exec_params(
         "SELECT substr(raw_output, $3::int + 1, $4::int), octet_length(raw_output), raw_format, "
-        "attempt FROM results WHERE job_id = $1 AND ($2 = 0 OR attempt = $2) "
+        "attempt, (extract(epoch from raw_pruned_at) * 1000000)::bigint "
+        "FROM results WHERE job_id = $1 AND ($2 = 0 OR attempt = $2) "
         "ORDER BY attempt DESC LIMIT 1",
         job_id, attempt, from_char, max_chars);
     if (r.empty()) {
@@ -291,6 +294,7 @@ absl::StatusOr<RawOutputSlice> PgMatrixStore::ReadRawOutput(int64_t job_id, int 
     out.total_bytes = r[0][1].as<int64_t>();
     out.raw_format = r[0][2].as<std::string>();
     out.attempt = r[0][3].as<int>();
+    if (!r[0][4].is_null()) out.raw_pruned_at = absl::FromUnixMicros(r[0][4].as<int64_t>());
     return out;
   });
 }
