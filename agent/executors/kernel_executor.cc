@@ -14,6 +14,7 @@
 #include "agent/runners/params.h"
 #include "agent/runners/runners.h"
 #include "lib/toolspec/dma_map_bench_spec.h"
+#include "proto/kernel_config.h"
 #include "proto/kernel_offers.h"
 #include "proto/kernel_params.h"
 #include "proto/names.h"
@@ -253,7 +254,9 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunKexec(const pb::Job& job,
   // The job's kernel runs in its mode: the host's own fio runs the job (its
   // kernel parameters are the command line's, not fio's).
   pb::Job tool_job = job;
-  tool_job.mutable_workload()->mutable_params()->erase(std::string(proto::kKernelParamsKey));
+  auto& tool_params = *tool_job.mutable_workload()->mutable_params();
+  tool_params.erase(std::string(proto::kKernelParamsKey));
+  tool_params.erase(std::string(proto::kKernelConfigParam));
   absl::StatusOr<ExecutionResult> out = host_tool_->Run(tool_job, cancel);
   if (!out.ok()) return out;
   pb::HostFacts facts = host_;
@@ -282,7 +285,9 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
     if (!error.empty()) return absl::InvalidArgumentError(error);
     params.erase(it);  // the guest's command line, not the tool's
   }
-  params.erase(proto::kAccelParam);  // the offer's, chosen at lease
+  // The offer's, chosen at lease: what the kernel is, not the tool's options.
+  params.erase(proto::kAccelParam);
+  params.erase(proto::kKernelConfigParam);
   kernels::KernelRequest request;
   request.kernel_release = offer.release();
   request.commit = offer.commit();

@@ -171,7 +171,7 @@ pb::MatrixSpec RerunSpec(const SeriesSpec& spec, const std::string& name,
   // So is the accelerator, through the spec's accel.
   if (auto accel = w->params().find(proto::kAccelParam); accel != w->params().end()) {
     m.set_accel(accel->second);
-    w->mutable_params()->erase(accel);
+    w->mutable_params()->erase(std::string(proto::kAccelParam));
   }
   m.set_repeats(repeats);
   m.set_executor(spec.executor == pb::EXECUTOR_UNSPECIFIED ? pb::EXECUTOR_EMULATOR : spec.executor);
