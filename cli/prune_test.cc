@@ -44,7 +44,7 @@ TEST(FormatPruneReportTest, DryRunAndRealRunShareTheRows) {
   EXPECT_NE(dry.find("would go"), std::string::npos) << dry;
   EXPECT_NE(real.find("(3 transactions)"), std::string::npos) << real;
   EXPECT_EQ(real.find("would go"), std::string::npos) << real;
-  EXPECT_NE(real.find("2 (matrices 4 9 ...)"), std::string::npos) << real;
+  EXPECT_NE(real.find("2 (matrices 4 9)"), std::string::npos) << real;
   EXPECT_NE(real.find("kept: newest 100 of a series"), std::string::npos) << real;
   auto j = nlohmann::json::parse(FormatPruneReport(Report(false), OutputFormat::kJson));
   EXPECT_EQ(j["pruned"]["samples"], "24") << j.dump();  // proto JSON: int64 as a string
