@@ -32,9 +32,9 @@ using ::farm::testing::PostgresInstance;
 const char* const kCatalog = R"(
 catalog: ret
 commits:
-  - id: v5.10
-  - id: v5.11
-  - id: v5.12
+  - {id: v5.10, subject: "Linux 5.10"}
+  - {id: v5.11, subject: "Linux 5.11"}
+  - {id: v5.12, subject: "Linux 5.12"}
 )";
 
 const char* const kSpec = R"(
@@ -214,7 +214,10 @@ TEST_F(RetentionPgTest, DryRunThenPruneKeepWhatAnswersUseAndOnlyAdminsMayPrune) 
   pb::LoadCatalogRequest cat;
   cat.set_yaml(kCatalog);
   pb::LoadCatalogResponse cat_resp;
-  ASSERT_TRUE(jobs_->LoadCatalog(Ctx().get(), cat, &cat_resp).ok());
+  {
+    const grpc::Status st = jobs_->LoadCatalog(Ctx().get(), cat, &cat_resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
   const int64_t original = Submit();
   RunAll();
   ASSERT_EQ(Count(absl::StrCat("SELECT count(*) FROM jobs WHERE matrix_id = ", original,
@@ -295,7 +298,10 @@ TEST_F(RetentionPgTest, RawOnlyKeepsSamplesAndFarmctlSaysTheRawOutputWasPruned) 
   pb::LoadCatalogRequest cat;
   cat.set_yaml(kCatalog);
   pb::LoadCatalogResponse cat_resp;
-  ASSERT_TRUE(jobs_->LoadCatalog(Ctx().get(), cat, &cat_resp).ok());
+  {
+    const grpc::Status st = jobs_->LoadCatalog(Ctx().get(), cat, &cat_resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
   const int64_t original = Submit();
   RunAll();
   const int64_t old = Clone(original, 200);
