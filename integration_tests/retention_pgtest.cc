@@ -93,6 +93,14 @@ class RetentionPgTest : public ::testing::Test {
     EXPECT_TRUE(access->CreateToken(Ctx().get(), req, &resp).ok());
     return resp.token();
   }
+  // Loads kCatalog as the admin; ASSERTs.
+  void LoadCatalog() {
+    pb::LoadCatalogRequest cat;
+    cat.set_yaml(kCatalog);
+    pb::LoadCatalogResponse resp;
+    const grpc::Status st = jobs_->LoadCatalog(Ctx().get(), cat, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
   int64_t Submit() {
     pb::SubmitMatrixRequest req;
     req.set_spec_yaml(kSpec);
@@ -211,13 +219,7 @@ class RetentionPgTest : public ::testing::Test {
 };
 
 TEST_F(RetentionPgTest, DryRunThenPruneKeepWhatAnswersUseAndOnlyAdminsMayPrune) {
-  pb::LoadCatalogRequest cat;
-  cat.set_yaml(kCatalog);
-  pb::LoadCatalogResponse cat_resp;
-  {
-    const grpc::Status st = jobs_->LoadCatalog(Ctx().get(), cat, &cat_resp);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-  }
+  ASSERT_NO_FATAL_FAILURE(LoadCatalog());
   const int64_t original = Submit();
   RunAll();
   ASSERT_EQ(Count(absl::StrCat("SELECT count(*) FROM jobs WHERE matrix_id = ", original,
@@ -295,13 +297,7 @@ TEST_F(RetentionPgTest, DryRunThenPruneKeepWhatAnswersUseAndOnlyAdminsMayPrune) 
 }
 
 TEST_F(RetentionPgTest, RawOnlyKeepsSamplesAndFarmctlSaysTheRawOutputWasPruned) {
-  pb::LoadCatalogRequest cat;
-  cat.set_yaml(kCatalog);
-  pb::LoadCatalogResponse cat_resp;
-  {
-    const grpc::Status st = jobs_->LoadCatalog(Ctx().get(), cat, &cat_resp);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-  }
+  ASSERT_NO_FATAL_FAILURE(LoadCatalog());
   const int64_t original = Submit();
   RunAll();
   const int64_t old = Clone(original, 200);
