@@ -44,22 +44,26 @@ absl::StatusOr<absl::Duration> ParsePruneAge(const std::string& text) {
 void AddPruneCommand(CLI::App& app, Subcommands* out) {
   struct Args {
     std::string older_than, format;
-    bool raw_only = false, dry_run = false;
+    bool raw_only = false, dry_run = false, keep_used = false;
     int keep = 0;
   };
   auto a = std::make_shared<Args>();
   auto* prune = app.add_subcommand(
       "prune",
       "delete (admin) matrices that finished before --older-than with their jobs, results, "
-      "samples and raw output, or with --raw-only only their raw tool output; keeps matrices a "
-      "regression or bisect uses, the newest --keep-per-series of every analyser series, those "
-      "holding a kernel build a queued job waits for, and every unfinished one "
-      "(docs/scheduler.md \"Retention\")");
+      "samples and raw output, or with --raw-only only their raw tool output; keeps the newest "
+      "--keep-per-series of every analyser series, those holding a kernel build a queued job "
+      "waits for, and every unfinished one; refuses, deleting nothing, when matrices a regression "
+      "or its bisect uses are older than --older-than, unless --keep-used (docs/scheduler.md "
+      "\"Retention\")");
   prune->add_option("--older-than", a->older_than, "age, e.g. 180d, 36h (at least 1h)")->required();
   prune->add_flag("--raw-only", a->raw_only,
                   "empty only the raw tool output (samples and rows stay; `results --raw` then "
                   "says it was pruned)");
   prune->add_flag("--dry-run", a->dry_run, "report what would go, delete nothing");
+  prune->add_flag("--keep-used", a->keep_used,
+                  "keep the matrices a regression or its bisect uses and delete the rest, "
+                  "instead of refusing");
   prune->add_option("--keep-per-series", a->keep,
                     "matrices kept per analyser series (default and least: 100, the analyzer's "
                     "history depth)");
@@ -71,6 +75,7 @@ void AddPruneCommand(CLI::App& app, Subcommands* out) {
                     request.mutable_older_than()->set_seconds(absl::ToInt64Seconds(*age));
                     request.set_raw_only(a->raw_only);
                     request.set_dry_run(a->dry_run);
+                    request.set_keep_used(a->keep_used);
                     request.set_keep_per_series(a->keep);
                     return RunPrune(c, request, ToFormat(a->format));
                   }});

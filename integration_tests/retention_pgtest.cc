@@ -191,12 +191,13 @@ class RetentionPgTest : public ::testing::Test {
     pqxx::read_transaction t(*db_);
     return t.exec1(sql)[0].as<int64_t>();
   }
-  grpc::Status Prune(const std::string& token, bool dry_run, bool raw_only,
-                     pb::PruneResponse* out) {
+  grpc::Status Prune(const std::string& token, bool dry_run, bool raw_only, pb::PruneResponse* out,
+                     bool keep_used = false) {
     pb::PruneRequest req;
     req.mutable_older_than()->set_seconds(180 * 86400);
     req.set_dry_run(dry_run);
     req.set_raw_only(raw_only);
+    req.set_keep_used(keep_used);
     return retention_->Prune(Ctx(token).get(), req, out);
   }
   static void Print(const char* what, const pb::PruneResponse& r) {
@@ -275,8 +276,19 @@ TEST_F(RetentionPgTest, DryRunThenPruneKeepWhatAnswersUseAndOnlyAdminsMayPrune) 
   }
   EXPECT_EQ(Count("SELECT count(*) FROM matrices"), matrices_before);
 
+  // The cutoff reaches the regression's and the bisect step's matrices:
+  // without keep_used nothing goes, and the refusal names them.
+  pb::PruneResponse refused;
+  st = Prune("s3cret", false, false, &refused);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+  std::cout << "prune without keep_used: " << st.error_message() << "\n";
+  EXPECT_NE(st.error_message().find(absl::StrCat("(matrices ", clones[0], " ", clones[1], ")")),
+            std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(Count("SELECT count(*) FROM matrices"), matrices_before);
+
   pb::PruneResponse real;
-  st = Prune("s3cret", false, false, &real);
+  st = Prune("s3cret", false, false, &real, /*keep_used=*/true);
   ASSERT_TRUE(st.ok()) << st.error_message();
   Print("prune", real);
   EXPECT_EQ(real.pruned().SerializeAsString(), dry.pruned().SerializeAsString());
@@ -292,7 +304,7 @@ TEST_F(RetentionPgTest, DryRunThenPruneKeepWhatAnswersUseAndOnlyAdminsMayPrune) 
             Count("SELECT count(*) FROM jobs WHERE state = 3"));
 
   pb::PruneResponse again;
-  ASSERT_TRUE(Prune("s3cret", false, false, &again).ok());
+  ASSERT_TRUE(Prune("s3cret", false, false, &again, /*keep_used=*/true).ok());
   EXPECT_EQ(again.pruned().matrices(), 0);
 }
 

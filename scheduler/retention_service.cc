@@ -3,8 +3,25 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace farm::scheduler {
+namespace {
+
+// Why a prune without keep_used deletes nothing: the matrices in reach of
+// its cutoff that a regression or its bisect uses (a dry run's report).
+absl::Status RefuseUsedMatrices(const pb::PruneResponse& dry) {
+  const bool all_listed = dry.kept_regression_matrices_size() == dry.kept_for_regressions();
+  return absl::FailedPreconditionError(absl::StrCat(
+      dry.kept_for_regressions(), " of the matrices that finished before ",
+      absl::FormatTime(absl::FromUnixSeconds(dry.cutoff().seconds())),
+      " are used by regressions or their bisects (matrices ",
+      absl::StrJoin(dry.kept_regression_matrices(), " "), all_listed ? "" : " ...",
+      "); nothing was deleted. Prune again with --keep-used to keep them and delete the rest, "
+      "or with an --older-than that reaches past them"));
+}
+
+}  // namespace
 
 absl::StatusOr<storage::PruneOptions> PruneOptionsOf(const pb::PruneRequest& req, absl::Time now) {
   const absl::Duration age =
@@ -30,6 +47,19 @@ absl::StatusOr<storage::PruneOptions> PruneOptionsOf(const pb::PruneRequest& req
 absl::StatusOr<pb::PruneResponse> RetentionService::Prune(const pb::PruneRequest& req) {
   absl::StatusOr<storage::PruneOptions> options = PruneOptionsOf(req, clock_());
   if (!options.ok()) return options.status();
+  if (!options->dry_run && !req.keep_used()) {
+    // The store re-checks its keep rules in every transaction, so a
+    // regression recorded after this plan still keeps its matrices.
+    storage::PruneOptions plan = *options;
+    plan.dry_run = true;
+    absl::StatusOr<pb::PruneResponse> dry = store_->Prune(plan);
+    if (!dry.ok()) return dry.status();
+    if (dry->kept_for_regressions() > 0) {
+      spdlog::warn("prune before {} refused: {} matrices in use", absl::FormatTime(plan.cutoff),
+                   dry->kept_for_regressions());
+      return RefuseUsedMatrices(*dry);
+    }
+  }
   absl::StatusOr<pb::PruneResponse> out = store_->Prune(*options);
   if (!out.ok()) return out.status();
   const pb::PruneCounts& c = out->pruned();

@@ -2,7 +2,10 @@
 // PruneRequest into PruneOptions (the cutoff on the scheduler's clock, the
 // history depth never below the analyzer's) and runs it on the
 // RetentionStore (lib/storage/retention_store.h says what is kept and how
-// the deletion is batched). Who may call it is roles.cc's table (admins).
+// the deletion is batched). A prune whose cutoff reaches matrices that a
+// regression or its bisect uses refuses unless the request says keep_used:
+// deleting history from under an open question should be a decision, not
+// a side effect of an age. Who may call it is roles.cc's table (admins).
 //
 // Thread-safety: thread-safe; the store is not owned and must outlive it.
 // Prune blocks for the whole deletion: call it on the heavy worker pool.
