@@ -49,16 +49,17 @@ void ExpectFloor(const Floor& f) {
   EXPECT_LE(loud.per100, kFalseAlertCeiling) << NoiseName(f.noise) << ": false alerts at CV 5%";
 }
 
-// Measured at these seeds (600 trials a cell): gaussian 96.8% and 92.8%,
-// outliers 94.3% and 91.2%, bimodal 95.0% and 93.3%, drift 98.0% and 95.5%;
-// false alerts at most 0.026 per 100 commits. Each floor is about three
-// binomial standard errors (0.9 to 1.2 points) under its figure, except
-// outliers at 3%/CV 2%: two, since the means-only detector measures 92.2%
-// there at these seeds and the floor is to tell them apart.
-TEST(RecallFloorTest, Gaussian) { ExpectFloor({Noise::kGaussian, 0.93, 0.89}); }
-TEST(RecallFloorTest, Outliers) { ExpectFloor({Noise::kOutliers, 0.925, 0.87}); }
-TEST(RecallFloorTest, Bimodal) { ExpectFloor({Noise::kBimodal, 0.92, 0.89}); }
-TEST(RecallFloorTest, Drift) { ExpectFloor({Noise::kDrift, 0.95, 0.92}); }
+// Measured at these seeds (600 trials a cell): gaussian 98.2% and 94.7%,
+// outliers 96.0% and 95.3%, bimodal 96.0% and 95.0%, drift 98.5% and 97.5%;
+// false alerts at most 0.026 per 100 commits. Each floor is three binomial
+// standard errors (1.5 to 2.7 points) under its figure, rounded down to half
+// a point: the seeds are fixed, so only a change to the pipeline or to how
+// the trials draw their randomness moves a figure, and a reshuffle of the
+// draws moves it by about one standard error.
+TEST(RecallFloorTest, Gaussian) { ExpectFloor({Noise::kGaussian, 0.965, 0.92}); }
+TEST(RecallFloorTest, Outliers) { ExpectFloor({Noise::kOutliers, 0.935, 0.925}); }
+TEST(RecallFloorTest, Bimodal) { ExpectFloor({Noise::kBimodal, 0.935, 0.92}); }
+TEST(RecallFloorTest, Drift) { ExpectFloor({Noise::kDrift, 0.97, 0.955}); }
 
 }  // namespace
 }  // namespace farm::bench
