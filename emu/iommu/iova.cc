@@ -117,7 +117,8 @@ uint64_t IovaDomain::AllocAndInsertRangeLocked(uint64_t size, uint64_t limit_pfn
 
   // pfn_lo is size-aligned when size_aligned; `prev` is a valid place to
   // start the insertion (iova_insert_rbtree with a start node).
-  It n = tree_.emplace_hint(prev, IovaRange{new_pfn, new_pfn + size - 1});
+  It n = tree_.emplace_hint(
+      prev, IovaRange{new_pfn, new_pfn + size - 1, inserting_cpu_, inserting_node_});
   // __cached_rbnode_insert_update()
   if (n->pfn_hi < dma_32bit_pfn_) {
     cached32_node_ = n;
@@ -138,16 +139,18 @@ void IovaDomain::DeleteUpdateCached(It free) {
   if (free->pfn_lo >= cached.pfn_lo) cached_node_ = std::next(free);
 }
 
-bool IovaDomain::ContainsLocked(uint64_t pfn, int* visited) const {
+bool IovaDomain::ContainsLocked(uint64_t pfn, int* visited, const IovaRange** found) const {
   FARM_DCHECK(RbtreeLockHeldOrNoEngine(), "iova_rbtree_lock held");
   *visited += LookupDepth();
   auto it = tree_.upper_bound(IovaRange{pfn, pfn});
   if (it == tree_.begin()) return false;
   --it;
-  return it->pfn_lo <= pfn && pfn <= it->pfn_hi && it != anchor_;
+  if (it->pfn_lo > pfn || pfn > it->pfn_hi || it == anchor_) return false;
+  if (found) *found = &*it;
+  return true;
 }
 
-bool IovaDomain::RemoveLocked(uint64_t pfn, int* visited) {
+bool IovaDomain::RemoveLocked(uint64_t pfn, int* visited, IovaRange* owner) {
   FARM_DCHECK(RbtreeLockHeldOrNoEngine(), "iova_rbtree_lock held");
   // private_find_iova()
   *visited += LookupDepth();
@@ -155,6 +158,7 @@ bool IovaDomain::RemoveLocked(uint64_t pfn, int* visited) {
   if (it == tree_.begin()) return false;
   --it;
   if (it == anchor_ || pfn > it->pfn_hi) return false;
+  if (owner) *owner = *it;
   // remove_iova()
   DeleteUpdateCached(it);
   tree_.erase(it);
@@ -163,12 +167,29 @@ bool IovaDomain::RemoveLocked(uint64_t pfn, int* visited) {
 
 // ---- Kernel entry points.
 
+// The struct iova that find_iova()/__free_iova() reach (pfn_lo/pfn_hi read,
+// its rb_node rewritten by rb_erase(), free_iova_mem() storing SLUB's free
+// pointer in it) was written by the CPU whose alloc_iova() created it. When
+// another CPU finds or frees it (v4.6 flush_unmaps() freeing every CPU's
+// deferred IOVAs with __free_iova(), an unmap on a CPU other than the
+// mapping one) the line comes from that CPU's cache: a dependent miss inside
+// the iova_rbtree_lock critical section, not overlapped with the next
+// entry's, since each entry takes the lock (a locked instruction) first.
+// iova_magazine_free_pfns() frees a whole magazine under one lock hold, where
+// the misses of consecutive entries may overlap: not charged there.
+Time IovaDomain::RemoteIovaLine(const Cpu& cpu, const IovaRange& owner) const {
+  if (owner.owner_cpu < 0 || owner.owner_cpu == cpu.index()) return 0;
+  return sim_->engine->Transfer(owner.owner_node, cpu.node());
+}
+
 Task<uint64_t> IovaDomain::AllocIova(Cpu& cpu, uint64_t size, uint64_t limit_pfn,
                                      bool size_aligned) {
   const Model& m = sim_->m();
   Counters& k = sim_->counters;
   cpu.Charge(Sym::kKmemCache, m.kmem_cache);  // alloc_iova_mem()
   co_await rbtree_lock_.Lock(cpu, Sym::kAllocIova);
+  inserting_cpu_ = cpu.index();
+  inserting_node_ = cpu.node();
   int visited = 0;
   // alloc_iova() passes limit_pfn + 1: the walk's limit is exclusive.
   uint64_t pfn = AllocAndInsertRangeLocked(size, limit_pfn + 1, size_aligned, &visited);
@@ -191,10 +212,12 @@ Task<void> IovaDomain::FreeIova(Cpu& cpu, uint64_t pfn) {
   Counters& k = sim_->counters;
   co_await rbtree_lock_.Lock(cpu, Sym::kFreeIova);
   int visited = 0;
-  bool found = RemoveLocked(pfn, &visited);
+  IovaRange node{};
+  bool found = RemoveLocked(pfn, &visited, &node);
   k.rbtree_nodes_visited += visited;
   if (found) ++k.rbtree_frees;
-  cpu.Charge(Sym::kFreeIova, visited * m.rb_visit + (found ? m.rb_erase : 0));
+  cpu.Charge(Sym::kFreeIova,
+             visited * m.rb_visit + (found ? m.rb_erase + RemoteIovaLine(cpu, node) : 0));
   rbtree_lock_.Unlock(cpu, found ? m.rb_dirty_lines : 0);
   cpu.Charge(Sym::kKmemCache, m.kmem_cache);  // free_iova_mem()
 }
@@ -204,9 +227,10 @@ Task<void> IovaDomain::FreeFoundIova(Cpu& cpu, uint64_t pfn) {
   Counters& k = sim_->counters;
   co_await rbtree_lock_.Lock(cpu, Sym::kFreeIova);
   int unused = 0;  // the node is in hand: no walk to charge
-  bool found = RemoveLocked(pfn, &unused);
+  IovaRange node{};
+  bool found = RemoveLocked(pfn, &unused, &node);
   if (found) ++k.rbtree_frees;
-  cpu.Charge(Sym::kFreeIova, found ? m.rb_erase : 0);
+  cpu.Charge(Sym::kFreeIova, found ? m.rb_erase + RemoteIovaLine(cpu, node) : 0);
   rbtree_lock_.Unlock(cpu, found ? m.rb_dirty_lines : 0);
   cpu.Charge(Sym::kKmemCache, m.kmem_cache);  // free_iova_mem()
 }
@@ -215,10 +239,17 @@ Task<void> IovaDomain::FindIova(Cpu& cpu, uint64_t pfn) {
   const Model& m = sim_->m();
   co_await rbtree_lock_.Lock(cpu, Sym::kFindIova);
   int visited = 0;
-  ContainsLocked(pfn, &visited);
+  const IovaRange* node = nullptr;
+  Time line = 0;
+  if (ContainsLocked(pfn, &visited, &node)) {
+    line = RemoteIovaLine(cpu, *node);
+    // The finder now holds the line's latest copy (the caller frees it next).
+    node->owner_cpu = cpu.index();
+    node->owner_node = cpu.node();
+  }
   ++sim_->counters.find_iova;
   sim_->counters.rbtree_nodes_visited += visited;
-  cpu.Charge(Sym::kFindIova, visited * m.rb_visit);
+  cpu.Charge(Sym::kFindIova, visited * m.rb_visit + line);
   rbtree_lock_.Unlock(cpu, 0);
 }
 

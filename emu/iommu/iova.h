@@ -37,6 +37,11 @@ inline constexpr int kIovaShift = 12;
 struct IovaRange {
   uint64_t pfn_lo;
   uint64_t pfn_hi;
+  //! The CPU whose cache holds the range's struct iova line: the one whose
+  //! alloc_iova() wrote it, or the last to find_iova() it. -1 = none
+  //! (anchor, tests). Not part of the ordering.
+  mutable int owner_cpu = -1;
+  mutable int owner_node = 0;
 };
 
 class IovaDomain {
@@ -79,9 +84,10 @@ class IovaDomain {
   uint64_t AllocAndInsertRangeLocked(uint64_t size, uint64_t limit_pfn, bool size_aligned,
                                      int* visited);
   //! private_find_iova() + remove_iova(). Returns false if pfn not allocated.
-  bool RemoveLocked(uint64_t pfn, int* visited);
-  //! private_find_iova() only.
-  bool ContainsLocked(uint64_t pfn, int* visited) const;
+  //! With `owner`, the removed range's owner_cpu/owner_node are copied there.
+  bool RemoveLocked(uint64_t pfn, int* visited, IovaRange* owner = nullptr);
+  //! private_find_iova() only; with `found`, the range found.
+  bool ContainsLocked(uint64_t pfn, int* visited, const IovaRange** found = nullptr) const;
 
   size_t tree_size() const { return tree_.size() - 1; }  // excluding the anchor
   uint64_t max32_alloc_size() const { return max32_alloc_size_; }
@@ -124,6 +130,10 @@ class IovaDomain {
   }
   int LookupDepth() const;
   void DeleteUpdateCached(It free);  // __cached_rbnode_delete_update
+  //! The found struct iova's line, pulled by `cpu` when another CPU's cache
+  //! holds it: find_iova() and free_iova()/__free_iova(), not
+  //! iova_magazine_free_pfns().
+  Time RemoteIovaLine(const Cpu& cpu, const IovaRange& owner) const;
   Magazine* NewMagazine();
   void FreeMagazine(Magazine* m);
   uint64_t MagazinePop(Magazine* m, uint64_t limit_pfn);
@@ -143,6 +153,9 @@ class IovaDomain {
   It cached_node_;
   It cached32_node_;
   SpinLock rbtree_lock_;
+  // The CPU whose alloc_iova() is inserting (owner of the new struct iova).
+  int inserting_cpu_ = -1;
+  int inserting_node_ = 0;
   std::vector<std::unique_ptr<Rcache>> rcaches_;
   std::vector<std::unique_ptr<Magazine>> magazines_;  // every magazine ever made
   std::vector<Magazine*> free_mags_;

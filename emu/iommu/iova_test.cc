@@ -92,6 +92,58 @@ TEST(IovaRbtree, FragmentationMakesTheWalkLong) {
 // The rcache's depot when one CPU frees what another allocated (a queue's
 // IRQ CPU unmapping what the submitting CPU mapped, with nothing reallocated
 // on the freeing CPU): 37 magazines' worth of single pages freed on CPU 0.
+// Time a CPU on node 1 spends in free_iova() of a range that a CPU on node 0
+// (`remote`) or the freeing CPU itself allocated, the node-0 CPU having held
+// iova_rbtree_lock last either way; with `find_first`, find_iova() +
+// __free_iova() (intel_unmap() of v4.6), timing both.
+Time FreeCost(bool remote, bool find_first) {
+  const Platform* p = *FindPlatform("intel-vtd-snb16c");
+  Model m = *Model::From(*ModelConfig().Apply(p->settings));
+  Engine e(p->topology, m.line, 1);
+  Sim sim;
+  sim.engine = &e;
+  sim.model = &m;
+  IovaDomain d(&sim, "t", 1, 16);
+  Cpu& other = e.AddCpu(0);
+  Cpu& self = e.AddCpu(8);
+  uint64_t own = 0, theirs = 0;
+  Time cost = 0;
+  auto other_cpu = [&](Cpu& c) -> Task<void> {
+    c.Idle(1000);
+    theirs = co_await d.AllocIova(c, 1, (1ULL << 20) - 1, true);
+  };
+  auto self_cpu = [&](Cpu& c) -> Task<void> {
+    own = co_await d.AllocIova(c, 1, (1ULL << 20) - 1, true);
+    c.Idle(kNsPerMs);
+    co_await c.Sync();
+    const uint64_t pfn = remote ? theirs : own;
+    Time t0 = c.now();
+    if (find_first) {
+      co_await d.FindIova(c, pfn);
+      co_await d.FreeFoundIova(c, pfn);
+    } else {
+      co_await d.FreeIova(c, pfn);
+    }
+    cost = c.now() - t0;
+  };
+  e.Start(other, other_cpu(other));
+  e.Start(self, self_cpu(self));
+  EXPECT_TRUE(e.Run().ok());
+  EXPECT_NE(own, 0u);
+  EXPECT_NE(theirs, 0u);
+  return cost;
+}
+
+// The struct iova another CPU allocated comes from that CPU's cache: freeing
+// it costs one line transfer more than freeing one's own (here across the
+// sockets), once per find_iova() + __free_iova() pair.
+TEST(IovaRbtree, FreeingAnotherCpusRangePullsItsStructIova) {
+  const Platform* p = *FindPlatform("intel-vtd-snb16c");
+  Model m = *Model::From(*ModelConfig().Apply(p->settings));
+  EXPECT_EQ(FreeCost(true, false) - FreeCost(false, false), m.line.remote);
+  EXPECT_EQ(FreeCost(true, true) - FreeCost(false, true), m.line.remote);
+}
+
 struct DepotRun {
   uint64_t stores = 0, full_frees = 0, trims = 0;
   size_t tree_after_frees = 0, tree_after_trims = 0;

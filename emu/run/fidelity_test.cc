@@ -218,7 +218,19 @@ TEST(Fidelity, ModeOrderingHoldsEverywhere) {
         // steady-state window after a warm-up (ramp_ms) by the device work
         // done in it, so device-bound modes tie bit for bit instead of
         // showing where the window cut the pipeline (docs/fidelity.md).
-        EXPECT_LE(tput[0], tput[1]) << platform.name << " " << kernel << " " << w.name;
+        // The 2016 kernels' deferred flushing (the global list, then
+        // aa4732406e12's per-CPU lists) was intel-iommu's own: dma-iommu, the
+        // Arm SMMUs' path, had no lazy mode before v4.14. There "lazy" at
+        // those kernels composes intel's lists with dma-iommu's find_iova() +
+        // __free_iova(), which no kernel shipped, and its flushing CPU frees
+        // every CPU's struct iova from their caches under iova_rbtree_lock
+        // (docs/fidelity.md, "Mode ordering"): strict is not compared there.
+        const std::string& type = platform.settings.at("iommu.type");
+        const bool shipped_lazy =
+            std::string(kernel) == "latest" || (type != "smmuv3" && type != "mmu500");
+        if (shipped_lazy) {
+          EXPECT_LE(tput[0], tput[1]) << platform.name << " " << kernel << " " << w.name;
+        }
         EXPECT_LE(tput[1], tput[2]) << platform.name << " " << kernel << " " << w.name;
       }
     }
