@@ -103,6 +103,30 @@ const char* const kLeaseHolder = "farm_lease_holder";
 const char* const kRawUpsert =
     "ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size WHERE false";
 
+// A report batch's raw outputs as kReportBatch takes them: per report the
+// inline text or the digest (the other empty), and each distinct
+// out-of-row output once, compressed here rather than in the database.
+struct RawColumns {
+  std::vector<std::string> inline_text, digests, blob_digests, blob_frames;
+  std::vector<int32_t> blob_sizes;
+  std::set<std::string> packed;
+
+  void Add(const std::string& raw) {
+    if (!StoredOutOfRow(raw)) {
+      inline_text.push_back(raw);
+      digests.emplace_back();
+      return;
+    }
+    PackedRaw p = PackRaw(raw);
+    inline_text.emplace_back();
+    digests.push_back(p.digest_hex);
+    if (!packed.insert(p.digest_hex).second) return;
+    blob_digests.push_back(std::move(p.digest_hex));
+    blob_sizes.push_back(p.size);
+    blob_frames.push_back(std::move(p.zstd_hex));
+  }
+};
+
 // The answer to a report of a current lease another agent holds: the
 // authorizer passes it on as PERMISSION_DENIED.
 absl::Status HeldByAnother(int64_t job_id, int64_t holder) {
@@ -509,12 +533,8 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
   if (reqs.empty()) return Out{};
   std::vector<int64_t> ids, agents, walls;
   std::vector<int32_t> attempts;
-  std::vector<std::string> tokens, samples, raws, formats, hosts, tools, monitors, digests;
-  // Out-of-row outputs, each distinct one once, compressed here rather
-  // than in the database.
-  std::vector<std::string> blob_digests, blob_frames;
-  std::vector<int32_t> blob_sizes;
-  std::set<std::string> packed;
+  std::vector<std::string> tokens, samples, formats, hosts, tools, monitors;
+  RawColumns raws;
   // Each lease once (the first copy): the statement's join relies on it. A
   // later copy is answered as a duplicate by the single path below.
   std::set<std::string> sent;
@@ -527,19 +547,7 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
     tokens.push_back(l.lease_token());
     agents.push_back(r.agent_id());
     samples.push_back(SamplesToJson(r.samples()));
-    if (StoredOutOfRow(r.raw_output())) {
-      PackedRaw p = PackRaw(r.raw_output());
-      raws.emplace_back();
-      digests.push_back(p.digest_hex);
-      if (packed.insert(p.digest_hex).second) {
-        blob_digests.push_back(std::move(p.digest_hex));
-        blob_sizes.push_back(p.size);
-        blob_frames.push_back(std::move(p.zstd_hex));
-      }
-    } else {
-      raws.push_back(r.raw_output());
-      digests.emplace_back();
-    }
+    raws.Add(r.raw_output());
     formats.push_back(r.raw_format());
     hosts.push_back(HostToJson(r.host()));
     tools.push_back(r.tool_version());
@@ -553,11 +561,11 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
     pqxx::nontransaction n(c);
     pqxx::result up = n.exec_prepared(
         kReportBatch, ArrayLiteral(ids), ArrayLiteral(attempts), QuotedArrayLiteral(tokens),
-        ArrayLiteral(agents), QuotedArrayLiteral(samples), QuotedArrayLiteral(raws),
+        ArrayLiteral(agents), QuotedArrayLiteral(samples), QuotedArrayLiteral(raws.inline_text),
         QuotedArrayLiteral(formats), QuotedArrayLiteral(hosts), QuotedArrayLiteral(tools),
-        ArrayLiteral(walls), QuotedArrayLiteral(monitors), QuotedArrayLiteral(digests),
-        QuotedArrayLiteral(blob_digests), ArrayLiteral(blob_sizes),
-        QuotedArrayLiteral(blob_frames));
+        ArrayLiteral(walls), QuotedArrayLiteral(monitors), QuotedArrayLiteral(raws.digests),
+        QuotedArrayLiteral(raws.blob_digests), ArrayLiteral(raws.blob_sizes),
+        QuotedArrayLiteral(raws.blob_frames));
     for (const pqxx::row& r : up) {
       ReportOutcome o;
       o.accepted = true;
