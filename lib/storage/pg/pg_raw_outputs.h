@@ -41,7 +41,7 @@ struct PackedRaw {
 // True when `raw` is stored out of row.
 inline bool StoredOutOfRow(std::string_view raw) { return raw.size() > kRawInlineMaxBytes; }
 
-// SHA-256 and zstd (level 3) of `raw`.
+// SHA-256 and zstd (level 1) of `raw`.
 PackedRaw PackRaw(std::string_view raw);
 
 // The output of a zstd frame read back from raw_outputs (a bytea field).
