@@ -61,6 +61,7 @@
 #include "lib/storage/pg/migrations.h"
 #include "lib/storage/pg/pg_analyzer_store.h"
 #include "lib/storage/pg/pg_pool.h"
+#include "lib/storage/pg/pg_raw_outputs.h"
 #include "lib/storage/pg/pg_rows.h"
 #include "lib/storage/pg/pg_store.h"
 #include "testing/service_harness.h"
@@ -472,6 +473,42 @@ void FillMatrices(pqxx::work& w, const Year& y, int wide_commits) {
   w.exec("CREATE INDEX ON mk (id)");
 }
 
+// The outputs of batch_raw (job_id, raw) longer than the inline bound into
+// raw_outputs, packed as PgJobQueue packs them, and raw_map (job_id,
+// digest) naming each job's.
+void StoreBatchRaws(pqxx::work& w) {
+  w.exec("CREATE TEMP TABLE raw_map (job_id bigint, digest bytea) ON COMMIT DROP");
+  const pqxx::result rows = w.exec_params(
+      "SELECT job_id, raw FROM batch_raw WHERE octet_length(raw) > $1 ORDER BY job_id",
+      static_cast<int64_t>(farm::storage::kRawInlineMaxBytes));
+  constexpr size_t kChunk = 2000;
+  std::set<std::string> stored;
+  for (size_t at = 0; at < rows.size(); at += kChunk) {
+    std::vector<int64_t> jobs;
+    std::vector<std::string> digests, blob_digests, frames;
+    std::vector<int32_t> sizes;
+    for (size_t i = at; i < std::min(rows.size(), at + kChunk); ++i) {
+      farm::storage::PackedRaw p =
+          farm::storage::PackRaw(std::string_view(rows[i][1].c_str(), rows[i][1].size()));
+      jobs.push_back(rows[i][0].as<int64_t>());
+      digests.push_back(p.digest_hex);
+      if (!stored.insert(p.digest_hex).second) continue;
+      blob_digests.push_back(std::move(p.digest_hex));
+      sizes.push_back(p.size);
+      frames.push_back(std::move(p.zstd_hex));
+    }
+    w.exec_params(
+        "WITH blobs AS (INSERT INTO raw_outputs (digest, size, zstd) "
+        "  SELECT * FROM unnest($3::bytea[], $4::int[], $5::bytea[]) "
+        "  ON CONFLICT (digest) DO NOTHING) "
+        "INSERT INTO raw_map SELECT * FROM unnest($1::bigint[], $2::bytea[])",
+        farm::storage::ArrayLiteral(jobs), farm::storage::QuotedArrayLiteral(digests),
+        farm::storage::QuotedArrayLiteral(blob_digests), farm::storage::ArrayLiteral(sizes),
+        farm::storage::QuotedArrayLiteral(frames));
+  }
+  w.exec("CREATE INDEX ON raw_map (job_id)");
+}
+
 // Jobs and results of the matrices with from <= mk.id < to: every job
 // succeeded at attempt 1; samples drawn per job around each metric's base
 // (mode factors 1, 1.01, 1.4, 1.15), raw outputs from the pool.
@@ -492,20 +529,32 @@ void FillJobsAndResults(pqxx::work& w, int64_t from, int64_t to) {
       "CROSS JOIN generate_series(0, $5 - 1) r "
       "WHERE mk.id >= $1 AND mk.id < $2 ORDER BY mk.id, c, p, wl.i, mo, r",
       from, to, kAgents, kPlatforms, kRepeats);
+  // Each result's own output: the pool's with its job id written over 12
+  // characters, so that no two results share one (a tool's output carries
+  // its own measurements), stored as ReportResults stores it.
+  w.exec_params(
+      "CREATE TEMP TABLE batch_raw ON COMMIT DROP AS "
+      "SELECT j.id AS job_id, overlay(rp.raw placing lpad(j.id::text, 12, '0') from 20) AS raw "
+      "FROM jobs j JOIN wl ON wl.name = j.workload AND wl.params = j.params "
+      "JOIN raw_pool rp ON rp.wi = wl.i AND rp.variant = j.id % $3 "
+      "WHERE j.matrix_id >= $1 AND j.matrix_id < $2",
+      from, to, kRawVariants);
+  StoreBatchRaws(w);
   w.exec_params(
       "INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, raw_output, "
-      "  raw_format, host, tool_version, wall_time_ns, finished_at) "
+      "  raw_digest, raw_format, host, tool_version, wall_time_ns, finished_at) "
       "SELECT j.id, 1, j.matrix_id, a.id, a.name, "
       "  (SELECT jsonb_agg(jsonb_build_object('metric', wl.metrics[i], 'unit', wl.units[i], "
       "     'phase', wl.phases[i], 'value', wl.base[i] * (ARRAY[1, 1.01, 1.4, "
       "1.15]::float8[])[j.mode] "
       "     * (0.985 + 0.03 * random()))) FROM generate_series(1, cardinality(wl.metrics)) i), "
-      "  rp.raw, wl.fmt, a.host, wl.tool, (5e9 + random() * 5e9)::bigint, j.finished_at "
+      "  CASE WHEN m.digest IS NULL THEN b.raw ELSE '' END, m.digest, "
+      "  wl.fmt, a.host, wl.tool, (5e9 + random() * 5e9)::bigint, j.finished_at "
       "FROM jobs j JOIN wl ON wl.name = j.workload AND wl.params = j.params "
-      "JOIN raw_pool rp ON rp.wi = wl.i AND rp.variant = j.id % $3 "
+      "JOIN batch_raw b ON b.job_id = j.id LEFT JOIN raw_map m ON m.job_id = j.id "
       "JOIN agents a ON a.id = j.lease_agent "
       "WHERE j.matrix_id >= $1 AND j.matrix_id < $2",
-      from, to, kRawVariants);
+      from, to);
 }
 
 // Every tenth nightly matrix a regression with a done bisect of 8 steps
@@ -737,7 +786,11 @@ pb::ReportResultRequest ResultFor(int64_t agent_id, const pb::JobLease& lease, s
       s->set_value(m.base * kFactor[job.mode() % 5] * noise(rng));
     }
     const std::vector<std::string>& pool = raws.at(absl::StrCat(w.name, w.params));
-    rr.set_raw_output(pool[rng() % pool.size()]);
+    // The job's own output (see FillJobsAndResults): no two results share one.
+    std::string raw = pool[rng() % pool.size()];
+    const std::string id = absl::StrFormat("%012d", job.id());
+    if (raw.size() > 19 + id.size()) raw.replace(19, id.size(), id);
+    rr.set_raw_output(std::move(raw));
     rr.set_raw_format(w.raw_format);
     rr.set_tool_version(w.tool_version);
     rr.mutable_host()->set_hostname("farm-agent");
@@ -1006,26 +1059,60 @@ void MeasureDashboards(const Context& ctx, bool big, Report* report) {
   }
 }
 
+// Where the bytes of results, jobs and raw_outputs go: each relation
+// (heap, TOAST with its index, each index) per sample, largest first.
+void PrintRelationBytes(pqxx::nontransaction& n, const char* label, double samples) {
+  std::printf("%s: bytes per sample by relation\n", label);
+  for (const pqxx::row& r : n.exec(
+           "WITH t AS (SELECT oid, relname, reltoastrelid FROM pg_class "
+           "  WHERE relname IN ('results', 'jobs', 'raw_outputs')) "
+           "SELECT name, bytes FROM (SELECT relname AS name, pg_relation_size(oid) AS bytes FROM t "
+           "  UNION ALL SELECT relname || ' (TOAST)', pg_total_relation_size(reltoastrelid) FROM t "
+           "  WHERE reltoastrelid <> 0 "
+           "  UNION ALL SELECT i.relname, pg_relation_size(i.oid) FROM t "
+           "  JOIN pg_index x ON x.indrelid = t.oid JOIN pg_class i ON i.oid = x.indexrelid) s "
+           "ORDER BY bytes DESC, name")) {
+    std::printf("  %-40s %8.1f B\n", r[0].c_str(), r[1].as<double>() / samples);
+  }
+  std::fflush(stdout);
+}
+
+// Bytes per sample in PostgreSQL: results, jobs and the out-of-row raw
+// outputs (raw_outputs), with and without the raw output. The inline raw
+// output's bytes are its column's; an out-of-row one's are raw_outputs',
+// while its digest in results counts as the result's.
 void MeasureBytes(const Context& ctx, bool big, Report* report) {
   pqxx::connection c(ctx.uri);
   pqxx::nontransaction n(c);
   const pqxx::row r = n.exec1(
       "SELECT sum(jsonb_array_length(samples))::float8, count(*)::float8, "
-      "  sum(octet_length(raw_output))::float8, sum(pg_column_size(raw_output))::float8, "
+      "  sum(coalesce(o.size, octet_length(raw_output)))::float8, "
+      "  sum(pg_column_size(raw_output))::float8, "
       "  sum(pg_column_size(samples))::float8, pg_total_relation_size('results')::float8, "
-      "  pg_total_relation_size('jobs')::float8, pg_database_size(current_database())::float8 "
-      "FROM results");
+      "  pg_total_relation_size('jobs')::float8, pg_database_size(current_database())::float8, "
+      "  pg_total_relation_size('raw_outputs')::float8, "
+      "  (SELECT coalesce(sum(pg_column_size(zstd)), 0) FROM raw_outputs)::float8 "
+      "FROM results LEFT JOIN raw_outputs o ON o.digest = raw_digest");
   const double samples = r[0].as<double>(), results = r[1].as<double>();
+  const double inline_raw = r[3].as<double>(), raw_table = r[8].as<double>();
+  const double rows = r[5].as<double>() + r[6].as<double>();
   report->Set(big, "samples in the database", "samples", samples);
   report->Set(big, "database size", "B", r[7].as<double>());
+  report->Set(big, "bytes per sample: results + jobs + raw_outputs", "B",
+              (rows + raw_table) / samples, "<= 200 B", 200);
+  report->Set(big, "bytes per sample: results + jobs, raw output excluded", "B",
+              (rows - inline_raw) / samples, "<= 200 B", 200);
+  report->Set(big, "bytes per sample: raw output (inline + raw_outputs)", "B",
+              (inline_raw + raw_table) / samples);
   report->Set(big, "bytes per sample: results (heap, TOAST, indexes)", "B",
-              r[5].as<double>() / samples, "<= 200 B", 200);
-  report->Set(big, "bytes per sample: results + jobs", "B",
-              (r[5].as<double>() + r[6].as<double>()) / samples, "<= 200 B", 200);
+              r[5].as<double>() / samples);
   report->Set(big, "bytes per sample: the samples column alone", "B", r[4].as<double>() / samples);
   report->Set(big, "bytes per raw output: as reported", "B", r[2].as<double>() / results);
-  report->Set(big, "bytes per raw output: as stored (compressed)", "B",
-              r[3].as<double>() / results);
+  report->Set(big, "bytes per raw output: as stored (inline + zstd frames)", "B",
+              (inline_raw + r[9].as<double>()) / results);
+  report->Set(big, "bytes per raw output: raw_outputs with its index", "B",
+              (inline_raw + raw_table) / results);
+  PrintRelationBytes(n, big ? "big" : "small", samples);
 }
 
 void MeasureDatabase(const std::string& uri, const Year& y, const Options& o, bool big,

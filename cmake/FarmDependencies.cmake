@@ -25,6 +25,8 @@ find_package(CURL REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PQ REQUIRED IMPORTED_TARGET libpq)
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
+# Results' raw tool output is stored zstd-compressed (lib/storage/pg/pg_raw_outputs.h).
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 # Debian builds cpp-httplib as a shared library (not header-only).
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 if(FARM_BUILD_TESTS)

@@ -20,6 +20,7 @@
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 #include "lib/metrics/metrics.h"
+#include "lib/storage/pg/pg_raw_outputs.h"
 #include "scheduler/server.h"
 #include "testing/service_harness.h"
 
@@ -166,11 +167,15 @@ class RetentionPgTest : public ::testing::Test {
         "priority, kind, state, attempt, max_attempts, model_set, seed, workload_index, "
         "fair_rank, ",
         at, ", ", at, ", ", at, " FROM jobs j JOIN map m ON m.old_id = j.id"));
-    w.exec(absl::StrCat(
-        "INSERT INTO results (job_id, attempt, matrix_id, agent, samples, raw_output, "
-        "raw_format, host, tool_version, wall_time_ns, finished_at) SELECT m.new_id, attempt, ",
-        id, ", agent, samples, raw_output, raw_format, host, tool_version, wall_time_ns, ", at,
-        " FROM results r JOIN map m ON m.old_id = r.job_id"));
+    w.exec(
+        absl::StrCat("INSERT INTO results (job_id, attempt, matrix_id, agent, samples, raw_output, "
+                     "raw_digest, raw_format, host, tool_version, wall_time_ns, finished_at) "
+                     "SELECT m.new_id, attempt, ",
+                     id,
+                     ", agent, samples, raw_output, raw_digest, raw_format, host, tool_version, "
+                     "wall_time_ns, ",
+                     at, " FROM results r JOIN map m ON m.old_id = r.job_id"));
+    OwnRawOutputs(w, id);
     w.exec(absl::StrCat("INSERT INTO matrix_workloads SELECT ", id,
                         ", workload_index, params FROM matrix_workloads WHERE matrix_id = ", src));
     w.exec(absl::StrCat(
@@ -186,6 +191,29 @@ class RetentionPgTest : public ::testing::Test {
                         "', '{}'::jsonb)"));
     w.commit();
     return id;
+  }
+  // Gives each result of `matrix` a raw output of its own (kRawBytes,
+  // stored out of row as ReportResults stores it), named by no other result.
+  static void OwnRawOutputs(pqxx::work& w, int64_t matrix) {
+    for (const pqxx::row& r :
+         w.exec(absl::StrCat("SELECT job_id, attempt FROM results WHERE matrix_id = ", matrix))) {
+      std::string raw = absl::StrCat("job ", r[0].as<int64_t>(), " ");
+      raw.resize(kRawBytes, 'r');
+      const storage::PackedRaw p = storage::PackRaw(raw);
+      w.exec_params(
+          "INSERT INTO raw_outputs (digest, size, zstd) VALUES ($1::bytea, $2, $3::bytea)",
+          p.digest_hex, p.size, p.zstd_hex);
+      w.exec_params(
+          "UPDATE results SET raw_output = '', raw_digest = $1::bytea "
+          "WHERE job_id = $2 AND attempt = $3",
+          p.digest_hex, r[0].as<int64_t>(), r[1].as<int>());
+    }
+  }
+  // Raw outputs stored out of row that no result names (retention deletes them).
+  int64_t UnnamedRawOutputs() {
+    return Count(
+        "SELECT count(*) FROM raw_outputs o "
+        "WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.raw_digest = o.digest)");
   }
   int64_t Count(const std::string& sql) {
     pqxx::read_transaction t(*db_);
@@ -287,6 +315,8 @@ TEST_F(RetentionPgTest, DryRunThenPruneKeepWhatAnswersUseAndOnlyAdminsMayPrune) 
       << st.error_message();
   EXPECT_EQ(Count("SELECT count(*) FROM matrices"), matrices_before);
 
+  const int64_t raw_before = Count("SELECT count(*) FROM raw_outputs");
+  ASSERT_GT(raw_before, results_gone);  // the clones' own and the original's shared one
   pb::PruneResponse real;
   st = Prune("s3cret", false, false, &real, /*keep_used=*/true);
   ASSERT_TRUE(st.ok()) << st.error_message();
@@ -296,6 +326,9 @@ TEST_F(RetentionPgTest, DryRunThenPruneKeepWhatAnswersUseAndOnlyAdminsMayPrune) 
   EXPECT_EQ(Count("SELECT count(*) FROM matrices"), matrices_before - 8);
   EXPECT_EQ(Count("SELECT count(*) FROM jobs WHERE " + gone), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM results WHERE " + gone), 0);
+  // The pruned results' raw outputs went with them; every other is named.
+  EXPECT_EQ(Count("SELECT count(*) FROM raw_outputs"), raw_before - results_gone);
+  EXPECT_EQ(UnnamedRawOutputs(), 0);
   EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM matrices WHERE id IN (", clones[0], ", ",
                                clones[1], ")")),
             2);
@@ -314,6 +347,7 @@ TEST_F(RetentionPgTest, RawOnlyKeepsSamplesAndFarmctlSaysTheRawOutputWasPruned) 
   RunAll();
   const int64_t old = Clone(original, 200);
   const int64_t samples_before = Count("SELECT sum(jsonb_array_length(samples)) FROM results");
+  const int64_t raw_before = Count("SELECT count(*) FROM raw_outputs");
 
   pb::PruneResponse r;
   grpc::Status st = Prune("s3cret", false, true, &r);
@@ -326,8 +360,13 @@ TEST_F(RetentionPgTest, RawOnlyKeepsSamplesAndFarmctlSaysTheRawOutputWasPruned) 
   EXPECT_EQ(r.pruned().raw_bytes(), results * kRawBytes);
   EXPECT_EQ(Count("SELECT sum(jsonb_array_length(samples)) FROM results"), samples_before);
   EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM results WHERE matrix_id = ", original,
-                               " AND raw_output <> ''")),
+                               " AND (raw_output <> '' OR raw_digest IS NOT NULL)")),
             Count(absl::StrCat("SELECT count(*) FROM results WHERE matrix_id = ", original)));
+  // The old matrix's own raw outputs are deleted; the original's one (all
+  // its results reported the same output) is kept.
+  EXPECT_EQ(Count("SELECT count(*) FROM raw_outputs"), raw_before - results);
+  EXPECT_EQ(Count("SELECT count(*) FROM raw_outputs"), 1);
+  EXPECT_EQ(UnnamedRawOutputs(), 0);
 
   client::ClientOptions options;
   options.server = server_->address();

@@ -9,12 +9,16 @@
 //    so several schedulers (or the analyzer) starting at once against one
 //    database apply each migration exactly once; the others wait, then see
 //    nothing left to do.
+//  - A migration is SQL and, where SQL cannot do the work, a C++ step run
+//    after it in the same transaction (migration 26 compresses raw output).
 //  - Thread-safe (uses one pooled connection for the whole run).
 #ifndef LIB_STORAGE_PG_MIGRATIONS_H_
 #define LIB_STORAGE_PG_MIGRATIONS_H_
 
 #include <string>
 #include <vector>
+
+#include <pqxx/pqxx>
 
 #include "absl/status/statusor.h"
 #include "lib/storage/pg/pg_pool.h"
@@ -25,6 +29,9 @@ struct Migration {
   int version;
   std::string name;
   std::string sql;
+  // Work SQL cannot do (e.g. compressing rows), run after `sql` in the same
+  // transaction; may be null.
+  void (*after)(pqxx::transaction_base& t) = nullptr;
 };
 
 // All migrations, in order.

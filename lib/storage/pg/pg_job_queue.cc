@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "lib/storage/pg/pg_raw_outputs.h"
 #include "lib/storage/pg/pg_rows.h"
 #include "lib/storage/row_codec.h"
 #include "lib/storage/run_eligibility.h"
@@ -95,6 +96,37 @@ const char* const kReportBatch = "farm_report_batch";
 const char* const kReportFailure = "farm_report_failure";
 const char* const kLeaseHolder = "farm_lease_holder";
 
+// A raw output already stored is locked, not rewritten (an update WHERE
+// false locks the row): retention, which locks a row before it deletes an
+// unnamed one, then waits for this report and sees its result. The rows
+// go in digest order, so two reports lock shared outputs in one order.
+const char* const kRawUpsert =
+    "ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size WHERE false";
+
+// A report batch's raw outputs as kReportBatch takes them: per report the
+// inline text or the digest (the other empty), and each distinct
+// out-of-row output once, compressed here rather than in the database.
+struct RawColumns {
+  std::vector<std::string> inline_text, digests, blob_digests, blob_frames;
+  std::vector<int32_t> blob_sizes;
+  std::set<std::string> packed;
+
+  void Add(const std::string& raw) {
+    if (!StoredOutOfRow(raw)) {
+      inline_text.push_back(raw);
+      digests.emplace_back();
+      return;
+    }
+    PackedRaw p = PackRaw(raw);
+    inline_text.emplace_back();
+    digests.push_back(p.digest_hex);
+    if (!packed.insert(p.digest_hex).second) return;
+    blob_digests.push_back(std::move(p.digest_hex));
+    blob_sizes.push_back(p.size);
+    blob_frames.push_back(std::move(p.zstd_hex));
+  }
+};
+
 // The answer to a report of a current lease another agent holds: the
 // authorizer passes it on as PERMISSION_DENIED.
 absl::Status HeldByAnother(int64_t job_id, int64_t holder) {
@@ -159,12 +191,18 @@ void PrepareQueueStatements(PgPool* pool) {
       "  AND lease_agent = $4 "
       "  RETURNING id, attempt, matrix_id, executor, "
       "  coalesce(extract(epoch from (now() - started_at)), 0)::float8 AS dur), "
-      "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
-      "  raw_output, raw_format, host, tool_version, wall_time_ns, monitors) "
-      "  SELECT id, attempt, matrix_id, $4, coalesce((SELECT name FROM agents WHERE id = $4), ''), "
-      "  $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11::jsonb FROM up "
-      "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
-      "SELECT executor, dur FROM up");
+      "blob AS (INSERT INTO raw_outputs (digest, size, zstd) "
+      "  SELECT $12::bytea, $13::int, $14::bytea FROM up WHERE $12::bytea <> ''::bytea " +
+          std::string(kRawUpsert) +
+          "), "
+          "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
+          "  raw_output, raw_digest, raw_format, host, tool_version, wall_time_ns, monitors) "
+          "  SELECT id, attempt, matrix_id, $4, coalesce((SELECT name FROM agents WHERE id = $4), "
+          "''), "
+          "  $5::jsonb, $6, nullif($12::bytea, ''::bytea), $7, $8::jsonb, $9, $10, $11::jsonb FROM "
+          "up "
+          "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
+          "SELECT executor, dur FROM up");
   // kReportResult over arrays (one element per report): one statement, so
   // atomic and one round trip for the whole batch. The caller sends each
   // lease (id, attempt, token) once, so a job row joins at most one element
@@ -175,21 +213,28 @@ void PrepareQueueStatements(PgPool* pool) {
       kReportBatch,
       "WITH i AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[], "
       "  $5::jsonb[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::bigint[], "
-      "  $11::jsonb[]) AS x(job_id, attempt, token, agent_id, samples, raw, fmt, host, tool, wall, "
-      "  monitors)), "
+      "  $11::jsonb[], $12::bytea[]) AS x(job_id, attempt, token, agent_id, samples, raw, fmt, "
+      "  host, tool, wall, monitors, digest)), "
       "up AS (UPDATE jobs j SET state = 3, finished_at = now(), lease_expires_at = NULL "
       "  FROM i WHERE j.id = i.job_id AND j.attempt = i.attempt AND j.lease_token = i.token "
       "  AND j.state::int = 2 AND j.lease_agent = i.agent_id "
       "  RETURNING j.id, j.attempt, j.matrix_id, j.executor, "
       "  coalesce(extract(epoch from (now() - j.started_at)), 0)::float8 AS dur, "
-      "  i.token, i.agent_id, i.samples, i.raw, i.fmt, i.host, i.tool, i.wall, i.monitors), "
-      "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
-      "  raw_output, raw_format, host, tool_version, wall_time_ns, monitors) "
-      "  SELECT up.id, up.attempt, up.matrix_id, up.agent_id, coalesce(ag.name, ''), up.samples, "
-      "  up.raw, up.fmt, up.host, up.tool, up.wall, up.monitors FROM up LEFT JOIN agents ag ON "
-      "ag.id = "
-      "  up.agent_id ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
-      "SELECT id, attempt, token, executor, dur FROM up");
+      "  i.token, i.agent_id, i.samples, i.raw, i.fmt, i.host, i.tool, i.wall, i.monitors, "
+      "  nullif(i.digest, ''::bytea) AS digest), "
+      "blobs AS (INSERT INTO raw_outputs (digest, size, zstd) "
+      "  SELECT b.digest, b.size, b.zstd FROM unnest($13::bytea[], $14::int[], $15::bytea[]) "
+      "  AS b(digest, size, zstd) WHERE b.digest IN (SELECT up.digest FROM up) "
+      "  ORDER BY b.digest " +
+          std::string(kRawUpsert) +
+          "), "
+          "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
+          "  raw_output, raw_digest, raw_format, host, tool_version, wall_time_ns, monitors) "
+          "  SELECT up.id, up.attempt, up.matrix_id, up.agent_id, coalesce(ag.name, ''), "
+          "  up.samples, up.raw, up.digest, up.fmt, up.host, up.tool, up.wall, up.monitors "
+          "  FROM up LEFT JOIN agents ag ON ag.id = up.agent_id "
+          "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
+          "SELECT id, attempt, token, executor, dur FROM up");
   // Why a report was not stored. A successful job keeps its lease token
   // and agent, so a retry of an accepted report is recognised.
   pool->Prepare(kReportCheck,
@@ -439,13 +484,16 @@ absl::StatusOr<ReportOutcome> PgJobQueue::ReportResult(const pb::ReportResultReq
     const int64_t wall_ns = req.wall_time().seconds() * 1000000000 + req.wall_time().nanos();
     // One statement, so one round trip and atomic without BEGIN/COMMIT:
     // the fenced state change and the result row go in together or not at all.
+    const bool out_of_row = StoredOutOfRow(req.raw_output());
+    const PackedRaw packed = out_of_row ? PackRaw(req.raw_output()) : PackedRaw{};
     pqxx::result up;
     {
       pqxx::nontransaction n(c);
       up = n.exec_prepared(kReportResult, l.job_id(), l.attempt(), l.lease_token(), req.agent_id(),
-                           SamplesToJson(req.samples()), req.raw_output(), req.raw_format(),
-                           HostToJson(req.host()), req.tool_version(), wall_ns,
-                           MonitorsToJson(req.monitors()));
+                           SamplesToJson(req.samples()), out_of_row ? "" : req.raw_output(),
+                           req.raw_format(), HostToJson(req.host()), req.tool_version(), wall_ns,
+                           MonitorsToJson(req.monitors()), packed.digest_hex, packed.size,
+                           packed.zstd_hex);
     }
     ReportOutcome out;
     if (!up.empty()) {
@@ -485,7 +533,8 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
   if (reqs.empty()) return Out{};
   std::vector<int64_t> ids, agents, walls;
   std::vector<int32_t> attempts;
-  std::vector<std::string> tokens, samples, raws, formats, hosts, tools, monitors;
+  std::vector<std::string> tokens, samples, formats, hosts, tools, monitors;
+  RawColumns raws;
   // Each lease once (the first copy): the statement's join relies on it. A
   // later copy is answered as a duplicate by the single path below.
   std::set<std::string> sent;
@@ -498,7 +547,7 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
     tokens.push_back(l.lease_token());
     agents.push_back(r.agent_id());
     samples.push_back(SamplesToJson(r.samples()));
-    raws.push_back(r.raw_output());
+    raws.Add(r.raw_output());
     formats.push_back(r.raw_format());
     hosts.push_back(HostToJson(r.host()));
     tools.push_back(r.tool_version());
@@ -512,9 +561,11 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
     pqxx::nontransaction n(c);
     pqxx::result up = n.exec_prepared(
         kReportBatch, ArrayLiteral(ids), ArrayLiteral(attempts), QuotedArrayLiteral(tokens),
-        ArrayLiteral(agents), QuotedArrayLiteral(samples), QuotedArrayLiteral(raws),
+        ArrayLiteral(agents), QuotedArrayLiteral(samples), QuotedArrayLiteral(raws.inline_text),
         QuotedArrayLiteral(formats), QuotedArrayLiteral(hosts), QuotedArrayLiteral(tools),
-        ArrayLiteral(walls), QuotedArrayLiteral(monitors));
+        ArrayLiteral(walls), QuotedArrayLiteral(monitors), QuotedArrayLiteral(raws.digests),
+        QuotedArrayLiteral(raws.blob_digests), ArrayLiteral(raws.blob_sizes),
+        QuotedArrayLiteral(raws.blob_frames));
     for (const pqxx::row& r : up) {
       ReportOutcome o;
       o.accepted = true;

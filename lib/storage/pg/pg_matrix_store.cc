@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "lib/storage/pg/pg_raw_outputs.h"
 #include "lib/storage/pg/pg_rows.h"
 #include "lib/storage/row_codec.h"
 
@@ -227,10 +228,12 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
     Out out;
     JobRowDecoder decode;
     // The page's keys first, with the raw bytes before each (octet_length
-    // reads a stored value's size without fetching it), then only the rows
-    // within the byte bound.
+    // reads an inline value's size without fetching it; an out-of-row one
+    // has its size stored), then only the rows within the byte bound.
     for (const pqxx::row& r : t.exec_params(
-             std::string("WITH keys AS (SELECT job_id, attempt, octet_length(raw_output) AS n "
+             std::string("WITH keys AS (SELECT job_id, attempt, coalesce((SELECT o.size "
+                         "  FROM raw_outputs o WHERE o.digest = raw_digest), "
+                         "  octet_length(raw_output)) AS n "
                          "  FROM results WHERE matrix_id = $1 AND job_id > $2 "
                          "  ORDER BY job_id, attempt LIMIT $3), "
                          "page AS (SELECT job_id, attempt, n, "
@@ -241,9 +244,11 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
                  ", r.attempt, r.agent, r.samples::text, CASE WHEN $4 THEN r.raw_output ELSE '' "
                  "END, r.raw_format, r.host::text, r.tool_version, r.wall_time_ns, "
                  "(extract(epoch from r.finished_at) * 1000000)::bigint, p.n, r.monitors::text, "
-                 "(extract(epoch from r.raw_pruned_at) * 1000000)::bigint "
+                 "(extract(epoch from r.raw_pruned_at) * 1000000)::bigint, "
+                 "CASE WHEN $4 THEN o.zstd END "
                  "FROM page p JOIN results r ON r.job_id = p.job_id AND r.attempt = p.attempt "
-                 "JOIN jobs j ON j.id = r.job_id "
+                 "JOIN jobs j ON j.id = r.job_id LEFT JOIN raw_outputs o ON o.digest = "
+                 "r.raw_digest "
                  "WHERE p.k = 1 OR NOT $4 OR $5 <= 0 OR p.upto <= $5 "
                  "ORDER BY r.job_id, r.attempt",
              matrix_id, after_job_id, limit, include_raw, max_raw_bytes)) {
@@ -254,7 +259,13 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
       res.set_attempt(r[b + 0].as<int>());
       res.set_agent(r[b + 1].as<std::string>());
       JsonToSamples(r[b + 2].as<std::string>(), res.mutable_samples());
-      res.set_raw_output(r[b + 3].as<std::string>());
+      if (r[b + 12].is_null()) {
+        res.set_raw_output(r[b + 3].as<std::string>());
+      } else {
+        absl::StatusOr<std::string> raw = UnpackRaw(r[b + 12], r[b + 9].as<int64_t>());
+        if (!raw.ok()) return raw.status();
+        res.set_raw_output(*std::move(raw));
+      }
       res.set_raw_format(r[b + 4].as<std::string>());
       JsonToHost(r[b + 5].as<std::string>(), res.mutable_host());
       res.set_tool_version(r[b + 6].as<std::string>());
@@ -278,20 +289,29 @@ absl::StatusOr<RawOutputSlice> PgMatrixStore::ReadRawOutput(int64_t job_id, int 
   return pool_->Call<RawOutputSlice>([&](pqxx::connection& c) -> absl::StatusOr<RawOutputSlice> {
     pqxx::read_transaction t(c);
     // substr counts characters (1-based); octet_length reads the stored
-    // size without fetching the value.
+    // size without fetching the value. An out-of-row output is read whole
+    // (a few kB compressed) and sliced here alike.
     pqxx::result r = t.exec_params(
-        "SELECT substr(raw_output, $3::int + 1, $4::int), octet_length(raw_output), raw_format, "
-        "attempt, (extract(epoch from raw_pruned_at) * 1000000)::bigint "
-        "FROM results WHERE job_id = $1 AND ($2 = 0 OR attempt = $2) "
-        "ORDER BY attempt DESC LIMIT 1",
+        "SELECT substr(r.raw_output, $3::int + 1, $4::int), "
+        "coalesce(o.size, octet_length(r.raw_output)), r.raw_format, "
+        "r.attempt, (extract(epoch from r.raw_pruned_at) * 1000000)::bigint, o.zstd "
+        "FROM results r LEFT JOIN raw_outputs o ON o.digest = r.raw_digest "
+        "WHERE r.job_id = $1 AND ($2 = 0 OR r.attempt = $2) "
+        "ORDER BY r.attempt DESC LIMIT 1",
         job_id, attempt, from_char, max_chars);
     if (r.empty()) {
       return absl::NotFoundError(absl::StrCat(
           "no result for job ", job_id, attempt > 0 ? absl::StrCat(" attempt ", attempt) : ""));
     }
     RawOutputSlice out;
-    out.data = r[0][0].as<std::string>();
     out.total_bytes = r[0][1].as<int64_t>();
+    if (r[0][5].is_null()) {
+      out.data = r[0][0].as<std::string>();
+    } else {
+      absl::StatusOr<std::string> raw = UnpackRaw(r[0][5], out.total_bytes);
+      if (!raw.ok()) return raw.status();
+      out.data = Utf8Slice(*raw, from_char, max_chars);
+    }
     out.raw_format = r[0][2].as<std::string>();
     out.attempt = r[0][3].as<int>();
     if (!r[0][4].is_null()) out.raw_pruned_at = absl::FromUnixMicros(r[0][4].as<int64_t>());

@@ -53,9 +53,13 @@ std::string SeriesSql() {
 pb::PruneCounts CountRows(pqxx::transaction_base& t, const std::string& ids, bool raw_only) {
   pb::PruneCounts c;
   const pqxx::row r = t.exec_params1(
-      "SELECT count(DISTINCT matrix_id), count(*), coalesce(sum(jsonb_array_length(samples)), 0), "
-      "count(*) FILTER (WHERE raw_output <> ''), coalesce(sum(octet_length(raw_output)), 0) "
-      "FROM results WHERE matrix_id = ANY($1::bigint[]) AND (NOT $2 OR raw_output <> '')",
+      "SELECT count(DISTINCT r.matrix_id), count(*), "
+      "coalesce(sum(jsonb_array_length(r.samples)), 0), "
+      "count(*) FILTER (WHERE r.raw_output <> '' OR r.raw_digest IS NOT NULL), "
+      "coalesce(sum(coalesce(o.size, octet_length(r.raw_output))), 0) "
+      "FROM results r LEFT JOIN raw_outputs o ON o.digest = r.raw_digest "
+      "WHERE r.matrix_id = ANY($1::bigint[]) "
+      "AND (NOT $2 OR r.raw_output <> '' OR r.raw_digest IS NOT NULL)",
       ids, raw_only);
   c.set_results(r[1].as<int64_t>());
   c.set_raw_outputs(r[3].as<int64_t>());
@@ -72,6 +76,24 @@ pb::PruneCounts CountRows(pqxx::transaction_base& t, const std::string& ids, boo
   c.set_matrices(m[0].as<int64_t>());
   c.set_jobs(m[1].as<int64_t>());
   return c;
+}
+
+// Deletes the raw outputs of `digests` (bytea column 0) that no result
+// names. Locked first, then checked by a second statement: a report that
+// stored a result naming one (and locked it, kRawUpsert in pg_job_queue.cc)
+// has committed by then, and this statement's snapshot sees its result.
+void DeleteUnnamedRawOutputs(pqxx::transaction_base& t, const pqxx::result& digests) {
+  if (digests.empty()) return;
+  std::vector<std::string> hex;
+  hex.reserve(digests.size());
+  for (const pqxx::row& r : digests) hex.push_back(r[0].as<std::string>());
+  const std::string list = QuotedArrayLiteral(hex);
+  t.exec_params(
+      "SELECT 1 FROM raw_outputs WHERE digest = ANY($1::bytea[]) ORDER BY digest FOR UPDATE", list);
+  t.exec_params(
+      "DELETE FROM raw_outputs o WHERE o.digest = ANY($1::bytea[]) "
+      "AND NOT EXISTS (SELECT 1 FROM results r WHERE r.raw_digest = o.digest)",
+      list);
 }
 
 }  // namespace
@@ -125,10 +147,16 @@ absl::StatusOr<pb::PruneCounts> PgRetentionStore::RunBatch(const std::vector<int
     }
     const std::string ids = ArrayLiteral(still);
     const pb::PruneCounts counts = CountRows(w, ids, options.raw_only);
+    // The out-of-row outputs these results name; deleted below once no
+    // result names them.
+    const pqxx::result named = w.exec_params(
+        "SELECT DISTINCT raw_digest FROM results "
+        "WHERE matrix_id = ANY($1::bigint[]) AND raw_digest IS NOT NULL",
+        ids);
     if (options.raw_only) {
       w.exec_params(
-          "UPDATE results SET raw_output = '', raw_pruned_at = now() "
-          "WHERE matrix_id = ANY($1::bigint[]) AND raw_output <> ''",
+          "UPDATE results SET raw_output = '', raw_digest = NULL, raw_pruned_at = now() "
+          "WHERE matrix_id = ANY($1::bigint[]) AND (raw_output <> '' OR raw_digest IS NOT NULL)",
           ids);
     } else {
       w.exec_params(
@@ -137,6 +165,7 @@ absl::StatusOr<pb::PruneCounts> PgRetentionStore::RunBatch(const std::vector<int
           ids);
       w.exec_params("DELETE FROM matrices WHERE id = ANY($1::bigint[])", ids);
     }
+    DeleteUnnamedRawOutputs(w, named);
     w.commit();
     return counts;
   });

@@ -5,6 +5,9 @@
 // results, shared params and settings go by ON DELETE CASCADE; the jobs
 // trigger takes terminal jobs off the queue totals) or, raw-only, their
 // results' raw output is emptied and stamped raw_pruned_at (migration 25).
+// Either way the batch then deletes the out-of-row raw outputs
+// (raw_outputs, pg_raw_outputs.h) its results named and no result names
+// any more.
 //
 // Contract: thread-safe; does not own the pool, which must outlive it.
 #ifndef LIB_STORAGE_PG_PG_RETENTION_STORE_H_

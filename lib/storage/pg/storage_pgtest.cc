@@ -17,6 +17,7 @@
 #include "lib/storage/pg/migrations.h"
 #include "lib/storage/pg/pg_listener.h"
 #include "lib/storage/pg/pg_pool.h"
+#include "lib/storage/pg/pg_raw_outputs.h"
 #include "lib/storage/pg/pg_rows.h"
 #include "lib/storage/pg/pg_store.h"
 #include "testing/service_harness.h"
@@ -737,6 +738,120 @@ TEST_F(StoragePgTest, FiftyConcurrentClaimersLeaseTenThousandJobsEachOnce) {
     ASSERT_TRUE(mat.ok());
     EXPECT_EQ(mat->state(), pb::MATRIX_STATE_COMPLETED);
   }
+}
+
+// A raw output longer than kRawInlineMaxBytes, with multi-byte characters;
+// `tag` makes distinct ones.
+std::string LongRaw(const std::string& tag) {
+  std::string out = "{\"tag\": \"" + tag + "\", \"lines\": [";
+  while (out.size() <= 3 * kRawInlineMaxBytes) out += "\"caf\xc3\xa9 \xe2\x82\xac 42\", ";
+  return out + "\"end\"]}";
+}
+
+// Long raw outputs are stored once per content, zstd-compressed, whether
+// reported alone or in a batch; a short one stays in its result row; both
+// read back as reported.
+TEST_F(StoragePgTest, LongRawOutputsAreStoredOncePerContentShortOnesInline) {
+  const int64_t m = MakeMatrix(4);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 4);
+  ASSERT_EQ(ls.size(), 4u);
+  const std::string shared = LongRaw("shared"), own = LongRaw("own"), small = "{\"raw\": 1}";
+  const std::string outputs[] = {shared, shared, small, own};
+  std::vector<pb::ReportResultRequest> batch;
+  for (int i = 0; i < 3; ++i) {
+    pb::ReportResultRequest r;
+    r.set_agent_id(a.agent_id());
+    *r.mutable_lease() = ls[i].lease();
+    r.set_raw_output(outputs[i]);
+    batch.push_back(r);
+  }
+  auto outs = store_->ReportResults(batch);
+  ASSERT_TRUE(outs.ok()) << outs.status();
+  for (const auto& o : *outs) ASSERT_TRUE(o.ok() && o->accepted) << o.status();
+  pb::ReportResultRequest single;
+  single.set_agent_id(a.agent_id());
+  *single.mutable_lease() = ls[3].lease();
+  single.set_raw_output(own);
+  ASSERT_TRUE(store_->ReportResult(single).ok());
+
+  EXPECT_EQ(Scalar<int64_t>("SELECT count(*) FROM raw_outputs"), 2);
+  EXPECT_EQ(Scalar<int64_t>("SELECT count(DISTINCT raw_digest) FROM results"), 2);
+  EXPECT_EQ(Scalar<int64_t>("SELECT count(*) FROM results WHERE raw_digest IS NOT NULL "
+                            "AND raw_output = ''"),
+            3);
+  EXPECT_EQ(Scalar<std::string>("SELECT raw_output FROM results WHERE raw_digest IS NULL"), small);
+  EXPECT_LT(Scalar<int64_t>("SELECT max(octet_length(zstd)) FROM raw_outputs"),
+            static_cast<int64_t>(shared.size() / 2));
+  // Keyed by the SHA-256 of the output as reported.
+  EXPECT_EQ(Scalar<int64_t>("SELECT count(*) FROM raw_outputs "
+                            "WHERE digest = sha256(convert_to('" +
+                            shared + "', 'UTF8'))"),
+            1);
+  auto page = store_->ListResults(m, 0, 100, true, 0);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ((*page)[i].raw_output(), outputs[i]) << i;
+    EXPECT_EQ((*page)[i].raw_size(), static_cast<int64_t>(outputs[i].size())) << i;
+  }
+  // Sliced by characters: everything before the first é is ASCII.
+  const int64_t e_acute = static_cast<int64_t>(shared.find("\xc3\xa9"));
+  auto slice = store_->ReadRawOutput(ls[0].job().id(), 0, e_acute, 3);
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  EXPECT_EQ(slice->data, "\xc3\xa9 \xe2\x82\xac");
+  EXPECT_EQ(slice->total_bytes, static_cast<int64_t>(shared.size()));
+}
+
+// A database at version 25 with raw outputs in its result rows: migration
+// 26 moves the long ones to raw_outputs (one row for two equal ones) and
+// they read back unchanged.
+TEST_F(StoragePgTest, RawOutputMigrationMovesLongOutputsOutOfRow) {
+  auto uri = pg_->CreateDatabase("raw_upgrade");
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  PgPool old_pool(PgPoolOptions{*uri, 2, 3});
+  ASSERT_EQ(AllMigrations()[25].version, 26);
+  const std::string shared = LongRaw("shared"), small = "{\"raw\": 1}";
+  ASSERT_TRUE(old_pool
+                  .Run([&](pqxx::connection& c) {
+                    pqxx::work w(c);
+                    w.exec(
+                        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+                        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+                    for (int i = 0; i < 25; ++i) {
+                      const Migration& m = AllMigrations()[i];
+                      w.exec(m.sql);
+                      w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                                    m.version, m.name);
+                    }
+                    w.exec("INSERT INTO matrices (id, name, spec_yaml) VALUES (1, 'm', '')");
+                    w.exec(
+                        "INSERT INTO jobs (id, matrix_id, commit_id, platform, workload, mode, "
+                        "executor, state) SELECT g, 1, 'c', 'p', 'w', 1, 1, 3 "
+                        "FROM generate_series(1, 3) g");
+                    w.exec_params(
+                        "INSERT INTO results (job_id, attempt, matrix_id, raw_output) "
+                        "VALUES (1, 1, 1, $1), (2, 1, 1, $1), (3, 1, 1, $2)",
+                        shared, small);
+                    w.commit();
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  auto v = ApplyMigrations(old_pool);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, AllMigrations().back().version);
+  EXPECT_EQ(Scalar<int64_t>(old_pool, "SELECT count(*) FROM raw_outputs"), 1);
+  EXPECT_EQ(Scalar<int64_t>(old_pool,
+                            "SELECT count(*) FROM results WHERE raw_output = '' "
+                            "AND raw_digest IS NOT NULL"),
+            2);
+  PgStore store(&old_pool);
+  auto page = store.ListResults(1, 0, 100, true, 0);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 3u);
+  EXPECT_EQ((*page)[0].raw_output(), shared);
+  EXPECT_EQ((*page)[1].raw_output(), shared);
+  EXPECT_EQ((*page)[2].raw_output(), small);
 }
 
 }  // namespace
