@@ -553,6 +553,19 @@ const char* const kV25RawPrunedAt = R"SQL(
 ALTER TABLE results ADD COLUMN IF NOT EXISTS raw_pruned_at timestamptz;
 )SQL";
 
+// Where each bisect step ran: its executor ("emulator", "dma-map-bench",
+// "fio", "iozone") and whether that was a real kernel. A real confirmation
+// of an emulator finding bisects on real kernels, so one regression's steps
+// may run on two executors. Steps written before take their matrix's.
+const char* const kV26BisectStepExecutor = R"SQL(
+ALTER TABLE bisect_steps ADD COLUMN IF NOT EXISTS executor text NOT NULL DEFAULT '';
+ALTER TABLE bisect_steps ADD COLUMN IF NOT EXISTS real_kernel boolean NOT NULL DEFAULT false;
+UPDATE bisect_steps s SET executor = CASE m.executor WHEN 1 THEN 'emulator' WHEN 2 THEN 'fio'
+    WHEN 3 THEN 'iozone' WHEN 5 THEN 'dma-map-bench' ELSE '' END,
+  real_kernel = m.executor IN (2, 3, 5)
+  FROM matrices m WHERE s.matrix_id = m.id AND s.executor = '';
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -610,6 +623,7 @@ const std::vector<Migration>& AllMigrations() {
        kV23RegressionGroups},
       {24, "jobs.progress: a running kernel build's phase and objects", kV24JobProgress},
       {25, "results.raw_pruned_at: raw output dropped by retention, samples kept", kV25RawPrunedAt},
+      {26, "bisect_steps.executor, real_kernel: where each step ran", kV26BisectStepExecutor},
   };
   return *kAll;
 }
