@@ -19,7 +19,9 @@
 // `strict-forced` a commit that makes every default domain strict is found
 // as a mode_changed finding of a passthrough matrix and bisected to. On
 // branch small-cost a strict unmap change of about 3% is found and bisected
-// exactly.
+// exactly. An emulator finding over the tree's catalog is confirmed with
+// dma-map-bench on kernels built for it and bisected on real kernels to the
+// planted commit.
 // Needs: scripts/make-test-kernel-tree and scripts/build-guest-root (scripts/test runs both as
 // root).
 #include <stdlib.h>
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -447,6 +450,87 @@ TEST_F(RealBisectPgTest, ASmallStrictUnmapCostIsFoundAndBisectedExactly) {
   ExpectStepsDecided(reg.bisect_id());
   std::cout << absl::StrFormat("small change %+.2f%% at 3 repeats: submit to culprit %s\n",
                                100 * reg.magnitude(), took);
+}
+
+// The pre-screen joined to real kernels: main's commits as a catalog whose
+// planted commit carries a model setting for what it does (an unmap that
+// costs more: sw.unmap_delta_insns, inherited by the commits after it), an
+// emulator matrix of the planted commit's neighbours on intel-spr-2s56c
+// with `analysis.confirm: {executor: dma-map-bench}`, and a spawned
+// emulator agent beside the builder. Nobody offers a kernel of the tree:
+// the analyzer finds the emulator's throughput regression, confirms it with
+// dma-map-bench on unmap_latency_mean (the latency that rose in the
+// emulator's runs; up is worse) on kernels the scheduler asks the builder
+// to build, and bisects it on real kernels built for each step to the
+// planted commit; every step records that it ran on a real kernel.
+TEST_F(RealBisectPgTest, AnEmulatorFindingIsConfirmedAndBisectedOnKernelsBuiltForIt) {
+  const absl::Time start = absl::Now();
+  std::ostringstream out, err;
+  cli::Commands commands(client_, out, err);
+  const auto planted = std::find(tree_.commits.begin(), tree_.commits.end(), tree_.planted);
+  ASSERT_TRUE(planted != tree_.commits.end() && planted != tree_.commits.begin() &&
+              planted + 1 != tree_.commits.end());
+  std::string yaml = absl::StrCat("catalog: ", kCatalog, "\ncommits:\n");
+  for (const std::string& id : tree_.commits) {
+    absl::StatusOr<std::string> subject =
+        cli::RunProgram({"git", "-C", tree_.dir, "log", "-1", "--format=%s", id});
+    ASSERT_TRUE(subject.ok()) << subject.status();
+    absl::StrAppend(&yaml, "  - id: ", id, "\n    subject: ",
+                    json(std::string(absl::StripAsciiWhitespace(*subject))).dump(), "\n");
+    if (id == tree_.planted) absl::StrAppend(&yaml, "    set: {sw.unmap_delta_insns: 3000}\n");
+  }
+  {
+    auto jobs = Stub<pb::JobService>(client_);
+    pb::LoadCatalogRequest req;
+    req.set_yaml(yaml);
+    req.set_source_name("real_bisect_pgtest");
+    pb::LoadCatalogResponse resp;
+    auto ctx = client::NewContext(client_, absl::Seconds(30));
+    const grpc::Status s = jobs->LoadCatalog(ctx.get(), req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  absl::Status up;
+  auto emu = FarmTest::StartAgent({.name = "emu", .drain_timeout = absl::Seconds(10)}, &up);
+  ASSERT_TRUE(up.ok()) << emu->Out();
+  const std::string good = *(planted - 1), bad = *(planted + 1);
+  auto bulk = commands.SubmitSpec(
+      absl::StrCat("name: prescreen\ncatalog: ", kCatalog, "\nplatform: intel-spr-2s56c\n",
+                   "commits: [", good, ", ", bad,
+                   "]\nmodes: [strict]\nworkloads:\n  - name: dma-map-bench\n"
+                   "    params: {threads: 1, seconds: 0.002}\nrepeats: 5\n"
+                   "analysis:\n  bisect: true\n  confirm:\n    executor: dma-map-bench\n"
+                   "    platform: q35-intel-iommu\n    repeats: 3\n"
+                   "    workload: {name: dma-map-bench, params: {seconds: 1}}\n"),
+      false);
+  ASSERT_TRUE(bulk.ok()) << bulk.status();
+
+  analyzer::Analyzer a(store_.get(), submitter_.get(), nullptr, {}, analyzer::AnalyzerOptions{});
+  const pb::Regression reg = DecidedRegression(a, [](const pb::Regression& r) {
+    return r.platform() == "intel-spr-2s56c" && IsPrimaryRegression(r, pb::IOMMU_MODE_STRICT);
+  });
+  const std::string took = Since(start);
+  for (const pb::Regression& r : Regressions()) std::cout << cli::FormatRegression(r) << "\n";
+  ASSERT_NE(reg.id(), 0) << "no strict regression on intel-spr-2s56c\n" << emu->Out();
+  EXPECT_EQ(reg.state(), pb::REGRESSION_STATE_CONFIRMED) << reg.confirm_note();
+  EXPECT_EQ(reg.confirmed_by(), "dma-map-bench") << reg.confirm_note();
+  EXPECT_TRUE(absl::StrContains(reg.confirm_note(),
+                                "dma-map-bench on real kernels (q35-intel-iommu, dma-map-bench): "
+                                "unmap_latency_mean +"))
+      << reg.confirm_note();
+  EXPECT_TRUE(absl::StrContains(reg.confirm_note(), "; kernels built for it"))
+      << reg.confirm_note();
+  EXPECT_EQ(reg.culprit_id(), tree_.planted) << agent_->Out();
+  EXPECT_EQ(reg.last_good(), good);
+  ExpectStepsDecided(reg.bisect_id());
+  const pqxx::result where = SqlRows(absl::StrCat(
+      "SELECT step, executor, real_kernel FROM bisect_steps WHERE bisect_id = ", reg.bisect_id()));
+  EXPECT_GE(where.size(), 2u);
+  for (const pqxx::row& r : where) {
+    EXPECT_EQ(r[1].as<std::string>(), "dma-map-bench") << "step " << r[0].as<int>();
+    EXPECT_TRUE(r[2].as<bool>()) << "step " << r[0].as<int>();
+  }
+  std::cout << "confirmed: " << reg.confirm_note() << "\nsubmit to culprit: " << took << "\n";
+  EXPECT_EQ(emu->Terminate(), 0) << emu->Out();
 }
 
 // Each commit's software cost from its own kernel: dma-map-bench on every

@@ -11,6 +11,7 @@
 #include "lib/spec/field_errors.h"
 #include "lib/spec/spec_yaml.h"
 #include "lib/spec/table_checks.h"
+#include "lib/stats/metric_roles.h"
 #include "proto/kernel_config.h"
 #include "proto/kernel_offers.h"
 #include "proto/kernel_params.h"
@@ -190,10 +191,23 @@ void CheckConfirmRuns(const pb::AnalysisConfirm& c, const std::string& p, FieldE
     out.metric = ::farm::proto::DefaultConfirmMetric(
         c.executor(), rw == out.workload.params.end() ? "" : rw->second);
   }
-  if (out.metric.empty() && c.executor() != pb::EXECUTOR_UNSPECIFIED) {
+  // dma-map-bench reports a map and an unmap latency: which one stands for
+  // a finding is the analyzer's choice, by the finding (RealConfirmMetric).
+  if (out.metric.empty() && c.executor() != pb::EXECUTOR_UNSPECIFIED &&
+      c.executor() != pb::EXECUTOR_DMA_MAP_BENCH) {
     e.AddIfNew(p + ".metric",
-               "required unless fio's rw is read, randread, write or randwrite (\"metric/phase\" "
-               "of a throughput the tool reports, e.g. iops/read or throughput_kb_s/read)");
+               "required unless fio's rw is read, randread, write or randwrite or the executor is "
+               "dma-map-bench (\"metric/phase\" the tool reports, e.g. iops/read, "
+               "throughput_kb_s/read or unmap_latency_mean)");
+  }
+  // The verdict reads the metric's direction from its name (latency up is
+  // worse, throughput down is worse): a name that says neither cannot judge.
+  if (!c.metric().empty() && ::farm::stats::MetricPolarity(c.metric().substr(
+                                 0, c.metric().find('/'))) == ::farm::stats::Polarity::kUnknown) {
+    e.AddIfNew(p + ".metric",
+               absl::StrCat("\"", c.metric(),
+                            "\" says neither higher nor lower is better (a throughput, iops, "
+                            "bandwidth or a latency, e.g. unmap_latency_mean)"));
   }
 }
 

@@ -416,6 +416,39 @@ TEST(ConfirmSpecTest, ParsesAndRoundTrips) {
   EXPECT_FALSE(none->confirm.enabled);
 }
 
+// dma-map-bench confirms without a metric (the analyzer chooses the map or
+// unmap latency by the finding); a metric named must say which way is
+// worse, and its params are the tool's, checked by its validator.
+TEST(ConfirmSpecTest, DmaMapBenchConfirmsWithTheMetricItsFindingCallsFor) {
+  auto d = ParseMatrixSpec(
+      WithAnalysis("analysis: {bisect: true, confirm: {executor: dma-map-bench, platform: "
+                   "q35-intel-iommu, workload: {name: dma-map-bench, params: {seconds: 1}}}}\n"),
+      {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->confirm.executor, pb::EXECUTOR_DMA_MAP_BENCH);
+  EXPECT_EQ(d->confirm.metric, "");  // chosen per finding
+  EXPECT_EQ(d->confirm.platform, "q35-intel-iommu");
+  auto named = ParseMatrixSpec(
+      WithAnalysis("analysis: {confirm: {executor: dma-map-bench, metric: map_latency_mean, "
+                   "workload: {name: dma-map-bench, params: {seconds: 1}}}}\n"),
+      {});
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->confirm.metric, "map_latency_mean");
+  EXPECT_NE(ErrorOf(WithAnalysis("analysis: {confirm: {executor: dma-map-bench, metric: "
+                                 "map_calls, workload: {name: dma-map-bench}}}\n"))
+                .find("analysis.confirm.metric: \"map_calls\" says neither higher nor lower is "
+                      "better"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(WithAnalysis("analysis: {confirm: {executor: dma-map-bench, workload: {name: "
+                                 "dma-map-bench, params: {threadz: 2}}}}\n"))
+                .find("analysis.confirm.workload.params: "),
+            std::string::npos);
+  // A named throughput with its phase reads as before.
+  EXPECT_EQ(ErrorOf(WithAnalysis("analysis: {confirm: {executor: fio, metric: iops/read, "
+                                 "workload: {name: w, params: {rw: randrw, bs: 4k}}}}\n")),
+            "");
+}
+
 TEST(SpecTest, DmaMapBenchRunsInVmGuestsWithTheKernelsLimits) {
   const std::string ok = R"(
 name: strict-unmap

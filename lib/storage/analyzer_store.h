@@ -208,6 +208,10 @@ struct BisectUpdate {
   struct Step {
     BisectStepRecord record;
     int64_t matrix_id = 0;
+    // The executor the step's runs used (bisect_steps.executor, and
+    // real_kernel for a real tool): "emulator", or a real tool on real
+    // kernels ("dma-map-bench", "fio", "iozone"); "" leaves both as they are.
+    std::string executor;
   };
   std::vector<Step> steps;
   // The confirmation step's executor ("emulator", "fio", "iozone"), its
@@ -358,6 +362,11 @@ class AnalyzerStore {
   // of every agent that sent a heartbeat within `live`, in agent id order.
   virtual absl::StatusOr<std::vector<iommufarm::v1::KernelOffer>> LiveOffers(
       iommufarm::v1::Executor executor, absl::Duration live) = 0;
+  // The capabilities of every registered agent, connected or not (one entry
+  // per agent, in agent id order): the agents the scheduler's submit plans
+  // kernel builds with (scheduler/kernel_builds.h).
+  virtual absl::StatusOr<std::vector<std::vector<iommufarm::v1::Capability>>>
+  AgentCapabilities() = 0;
   // Writes the check's state (analyzer_state 'fixcheck:<regression>') and
   // the regression's fix_check columns in one transaction; a regression no
   // longer fixed (re-opened meanwhile) keeps its columns. A non-empty

@@ -20,6 +20,7 @@
 #include "services/analyzer/bisect_state.h"
 #include "services/analyzer/log.h"
 #include "services/analyzer/mode_change.h"
+#include "services/analyzer/stats.h"
 
 namespace farm::analyzer {
 namespace {
@@ -102,6 +103,29 @@ bool PassingFailure(const absl::Status& s) {
     default:
       return false;
   }
+}
+
+// The emulator's map and unmap mean latencies in the finding's cell: their
+// relative change between its commits, positive the finding's way (a rise
+// for a regression), for DmaMapBenchConfirmMetric.
+std::map<std::string, double> LatencyChanges(const std::vector<Series>& series, const Finding& f) {
+  std::map<std::string, double> out;
+  for (const Series& s : series) {
+    const SeriesKey& k = s.key;
+    if (k.platform != f.platform || k.workload != f.workload || k.params != f.params ||
+        k.mode != f.mode || k.overhead != f.overhead_series ||
+        (k.metric != "map_latency_mean" && k.metric != "unmap_latency_mean"))
+      continue;
+    double good = 0, bad = 0;
+    for (const SeriesPoint& p : s.points) {
+      if (p.values.empty()) continue;
+      if (p.commit_id == f.last_good) good = Mean(p.values);
+      if (p.commit_id == f.first_bad) bad = Mean(p.values);
+    }
+    if (good <= 0 || bad <= 0) continue;
+    out[k.metric] = (f.regression ? 1 : -1) * (bad / good - 1);
+  }
+  return out;
 }
 
 }  // namespace
@@ -368,7 +392,7 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
 
   std::vector<NewRegression> found;
   for (const Finding& f : findings) {
-    absl::StatusOr<NewRegression> n = NewRegressionFor(m, f, primary);
+    absl::StatusOr<NewRegression> n = NewRegressionFor(m, f, primary, series);
     if (!n.ok()) return n.status();
     found.push_back(*std::move(n));
   }
@@ -399,7 +423,8 @@ absl::Status Analyzer::AnalyzeMatrix(const MatrixInfo& m) {
 }
 
 absl::StatusOr<NewRegression> Analyzer::NewRegressionFor(const MatrixInfo& m, const Finding& f,
-                                                         const PrimaryMetricMap& primary) {
+                                                         const PrimaryMetricMap& primary,
+                                                         const std::vector<Series>& series) {
   absl::StatusOr<SeriesSpec> cell = store_->Cell(m.id, f.platform, f.workload, f.params);
   if (!cell.ok()) return cell.status();
   auto pm = primary.find({f.platform, f.workload});
@@ -435,9 +460,13 @@ absl::StatusOr<NewRegression> Analyzer::NewRegressionFor(const MatrixInfo& m, co
     st.mode_before = EffectiveModeName(f.per_mode.front().before);
     st.mode_after = EffectiveModeName(f.per_mode.front().after);
   } else if (f.primary_metric) {
-    // A real tool measures the workload's throughput, which stands for a
-    // primary metric only: secondary findings are confirmed on the emulator.
+    // A real tool's metric stands for a primary metric only: secondary
+    // findings are confirmed on the emulator.
     st.real_confirm = RealConfirmFromSpecYaml(m.spec_yaml);
+    if (st.real_confirm.has_value() && st.real_confirm->metric.empty()) {
+      st.real_confirm->metric =
+          DmaMapBenchConfirmMetric(f.metric, LatencyChanges(series, f), options_.detect.magnitude);
+    }
   }
   n.bisect_state_json = BisectStateToJson(st);
   Log(absl::StrCat("matrix ", m.id, ": ", f.primary_metric ? "" : "secondary-metric ",

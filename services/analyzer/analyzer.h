@@ -13,7 +13,8 @@
 //      re-run interleaved, one matrix per round; while the result is only
 //      suggestive, another round doubling both commits' repeats; on real
 //      kernels with the spec's `analysis.confirm` when live agents offer
-//      them, see RealConfirm), then
+//      them or a registered agent builds them, see RealConfirm; the bisect
+//      then runs on real kernels too), then
 //      bisection steps submitted as high-priority matrices through the
 //      scheduler, down to every culprit of the range; every step, the
 //      culprits and the planner state are written to PostgreSQL after each
@@ -181,9 +182,11 @@ class Analyzer final {
                                                   const std::vector<Series>& series,
                                                   const OwnCommits& own,
                                                   std::vector<SeriesFailure>* failed);
-  // The regression row and bisect record of one finding of `m`.
+  // The regression row and bisect record of one finding of `m`, found in
+  // `series`.
   absl::StatusOr<NewRegression> NewRegressionFor(const MatrixInfo& m, const Finding& f,
-                                                 const PrimaryMetricMap& primary);
+                                                 const PrimaryMetricMap& primary,
+                                                 const std::vector<Series>& series);
   // The regression row of a decay within the runs of one commit of `m`:
   // confirmed by those runs, not re-run and not bisected.
   absl::StatusOr<NewRegression> NewDecayFor(const MatrixInfo& m, const DecayFinding& d,

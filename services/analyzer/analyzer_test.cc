@@ -487,6 +487,9 @@ class OneBisectStore final : public AnalyzerStore {
     offers_asked_for.push_back(executor);
     return offers;
   }
+  absl::StatusOr<std::vector<std::vector<pb::Capability>>> AgentCapabilities() override {
+    return agents;
+  }
   absl::Status SaveFixCheck(int64_t, const std::string&, const std::string&, double,
                             const std::string&, const std::string&) override {
     return absl::OkStatus();
@@ -498,6 +501,7 @@ class OneBisectStore final : public AnalyzerStore {
   std::vector<NewRegression> recorded;
   std::vector<iommufarm::v1::KernelOffer> offers;
   std::vector<int> offers_asked_for;
+  std::vector<std::vector<pb::Capability>> agents;  // AgentCapabilities
   std::vector<SampleRow> samples;
   std::map<int64_t, std::vector<std::string>> failures;  // matrix -> its failed jobs' reasons
   std::vector<BisectUpdate> updates;
@@ -668,15 +672,15 @@ TEST(RealConfirmTest, OfferedKernelsConfirmAsRealJobsAndTheRegressionRecordsFio)
   EXPECT_EQ(submitter.specs.size(), 2u);
 }
 
-// After a real confirmation the bisect runs on the emulator and measures its
-// own references: the real samples are another metric.
-TEST(RealConfirmTest, TheBisectAfterARealConfirmationRunsOnTheEmulator) {
+// After a real confirmation the bisect runs the same real cell: the real
+// runs are its references, each step runs beside them, and every step
+// records that it ran on a real kernel.
+TEST(RealConfirmTest, TheBisectAfterARealConfirmationRunsOnRealKernels) {
   OneBisectStore store(StateWithRealConfirm(/*first_bad=*/8));
   store.offers = {Offer("c5", "", {iommufarm::v1::IOMMU_MODE_STRICT}),
                   Offer("c8", "", {iommufarm::v1::IOMMU_MODE_STRICT})};
   RecordingSubmitter submitter;
-  AnalyzerOptions options;
-  Analyzer analyzer(&store, &submitter, nullptr, {}, options);
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
   ASSERT_TRUE(analyzer.Tick().ok());
   ASSERT_EQ(submitter.specs.size(), 2u);
   for (int64_t m : {101, 102}) {
@@ -686,9 +690,52 @@ TEST(RealConfirmTest, TheBisectAfterARealConfirmationRunsOnTheEmulator) {
   ASSERT_TRUE(analyzer.Tick().ok());
   ASSERT_EQ(submitter.specs.size(), 3u);
   const pb::MatrixSpec& step = submitter.specs[2];
-  EXPECT_EQ(step.executor(), pb::EXECUTOR_EMULATOR) << step.DebugString();
+  EXPECT_EQ(step.executor(), pb::EXECUTOR_FIO) << step.DebugString();
   EXPECT_EQ(step.kind(), pb::JOB_KIND_BISECT) << step.DebugString();
   ASSERT_EQ(step.platform_size(), 1);
+  EXPECT_EQ(step.platform(0), "vm-smmuv3");
+  ASSERT_EQ(step.workloads_size(), 1);
+  EXPECT_EQ(step.workloads(0).name(), "fio-nvme");
+  EXPECT_TRUE(step.set().empty()) << step.DebugString();
+  // The references are the confirmation's real runs: the first step is a
+  // midpoint, beside both of them.
+  const std::vector<std::string> ids = Ids(step);
+  ASSERT_EQ(ids.size(), 3u) << step.DebugString();
+  EXPECT_EQ(ids.front(), "c5");
+  EXPECT_EQ(ids.back(), "c8");
+  const BisectUpdate& u = store.updates.back();
+  EXPECT_EQ(u.confirmed_by, "fio");
+  EXPECT_EQ(u.regression_state, 2);
+  ASSERT_FALSE(u.steps.empty());
+  for (const BisectUpdate::Step& s : u.steps) EXPECT_EQ(s.executor, "fio") << s.record.step;
+  absl::StatusOr<BisectState> st = BisectStateFromJson(u.state_json);
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_TRUE(st->bisect_series.has_value());
+  EXPECT_EQ(st->BisectCell().executor, pb::EXECUTOR_FIO);
+  EXPECT_EQ(st->series.executor, pb::EXECUTOR_EMULATOR);  // the finding's own
+  EXPECT_EQ(st->confirm_kernels, "offered");
+}
+
+// A confirm over another catalog than the finding's: the commits' places
+// differ, so the bisect stays on the emulator and measures its references.
+TEST(RealConfirmTest, AConfirmOverAnotherCatalogBisectsOnTheEmulator) {
+  nlohmann::json j = nlohmann::json::parse(StateWithRealConfirm(/*first_bad=*/8));
+  j["real_confirm"]["catalog"] = "other";
+  OneBisectStore store(j.dump());
+  store.offers = {Offer("c5", "", {iommufarm::v1::IOMMU_MODE_STRICT}),
+                  Offer("c8", "", {iommufarm::v1::IOMMU_MODE_STRICT})};
+  RecordingSubmitter submitter;
+  AnalyzerOptions options;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, options);
+  ASSERT_TRUE(analyzer.Tick().ok());
+  for (int64_t m : {101, 102}) {
+    store.samples.push_back(RealRow(m, "c5", 8000 + m));
+    store.samples.push_back(RealRow(m, "c8", 6000 + m));
+  }
+  ASSERT_TRUE(analyzer.Tick().ok());
+  ASSERT_EQ(submitter.specs.size(), 3u);
+  const pb::MatrixSpec& step = submitter.specs[2];
+  EXPECT_EQ(step.executor(), pb::EXECUTOR_EMULATOR) << step.DebugString();
   EXPECT_EQ(step.platform(0), "kunpeng920-smmuv3");
   // The planner's first request is a reference, not the midpoint.
   EXPECT_EQ(Ids(step), std::vector<std::string>{"c5"});
@@ -753,8 +800,277 @@ TEST(RealConfirmTest, WithoutOfferedKernelsTheEmulatorConfirmsAndSaysWhy) {
   ASSERT_EQ(store.updates.size(), 1u);
   EXPECT_EQ(store.updates[0].confirmed_by, "emulator");
   EXPECT_EQ(store.updates[0].confirm_note,
-            "not confirmed on real kernels: no live agent offers a fio kernel for c6 in strict; "
+            "not confirmed on real kernels: no live agent offers a fio kernel for c6 in strict, "
+            "and vm-smmuv3 is not a vm platform (a host's kernel is not built); confirmed on the "
+            "emulator");
+}
+
+TEST(DmaMapBenchConfirmTest, TheMetricFollowsTheFinding) {
+  // A map or unmap figure of the finding's own: its mean latency.
+  EXPECT_EQ(DmaMapBenchConfirmMetric("unmap_latency_p99", {}, 0.03), "unmap_latency_mean");
+  EXPECT_EQ(DmaMapBenchConfirmMetric("avg_unmap_100ns", {}, 0.03), "unmap_latency_mean");
+  EXPECT_EQ(DmaMapBenchConfirmMetric("map_latency_mean", {}, 0.03), "map_latency_mean");
+  EXPECT_EQ(DmaMapBenchConfirmMetric("map_stddev", {{"unmap_latency_mean", 0.5}}, 0.03),
+            "map_latency_mean");
+  // A throughput: the latency that moved more the finding's way.
+  EXPECT_EQ(
+      DmaMapBenchConfirmMetric("throughput/write",
+                               {{"map_latency_mean", 0.01}, {"unmap_latency_mean", 0.3}}, 0.03),
+      "unmap_latency_mean");
+  EXPECT_EQ(DmaMapBenchConfirmMetric(
+                "throughput", {{"map_latency_mean", 0.2}, {"unmap_latency_mean", -0.1}}, 0.03),
+            "map_latency_mean");
+  // Neither moved that way by the magnitude, or neither measured: the spec
+  // must name one.
+  EXPECT_EQ(DmaMapBenchConfirmMetric(
+                "throughput", {{"map_latency_mean", 0.01}, {"unmap_latency_mean", -0.2}}, 0.03),
+            "");
+  EXPECT_EQ(DmaMapBenchConfirmMetric("throughput", {}, 0.03), "");
+  // Without a metric the spec reads for dma-map-bench only.
+  std::optional<RealConfirm> c = RealConfirmFromSpecYaml(
+      "analysis: {confirm: {executor: dma-map-bench, platform: q35-intel-iommu, "
+      "workload: {name: dma-map-bench, params: {seconds: 1}}}}\n");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->executor, pb::EXECUTOR_DMA_MAP_BENCH);
+  EXPECT_EQ(c->metric, "");
+  EXPECT_FALSE(RealConfirmFromSpecYaml(
+                   "analysis: {confirm: {executor: iozone, workload: {name: iozone-nfs}}}\n")
+                   .has_value());
+}
+
+TEST(DmaMapBenchConfirmTest, TheExpectedChangeIsTheRealMetricsBadDirection) {
+  // An emulator throughput regression of -20%: latency up is worse.
+  EXPECT_DOUBLE_EQ(RealExpectedChange("unmap_latency_mean", true, -0.2), 0.2);
+  EXPECT_DOUBLE_EQ(RealExpectedChange("iops", true, -0.2), -0.2);
+  // An emulator latency regression of +30% confirmed by a throughput.
+  EXPECT_DOUBLE_EQ(RealExpectedChange("iops", true, 0.3), -0.3);
+  // Improvements the other way.
+  EXPECT_DOUBLE_EQ(RealExpectedChange("map_latency_mean", false, 0.1), -0.1);
+  EXPECT_DOUBLE_EQ(RealExpectedChange("throughput_kb_s", false, -0.1), 0.1);
+  // A name that says neither keeps the emulator's sign.
+  EXPECT_DOUBLE_EQ(RealExpectedChange("invalidations", true, -0.2), -0.2);
+}
+
+TEST(DmaMapBenchConfirmTest, NotBuildableNamesTheCatalogAndArchitecture) {
+  SeriesSpec real;
+  real.catalog = "kernels";
+  real.platform = "q35-intel-iommu";
+  pb::Capability kbuild;
+  kbuild.set_name("kbuild");
+  pb::BuildOffer* b = kbuild.add_builds();
+  b->set_catalog("kernels");
+  b->add_architectures("x86_64");
+  pb::Capability emulator;
+  emulator.set_name("emulator");
+  EXPECT_EQ(NotBuildable({{emulator}, {emulator, kbuild}}, real), "");
+  EXPECT_EQ(NotBuildable({{emulator}}, real),
+            "no registered agent builds catalog kernels for x86_64");
+  real.platform = "virt-smmuv3";  // aarch64
+  EXPECT_EQ(NotBuildable({{kbuild}}, real),
+            "no registered agent builds catalog kernels for aarch64");
+  real.platform = "my-lab-box";
+  EXPECT_EQ(NotBuildable({{kbuild}}, real),
+            "my-lab-box is not a vm platform (a host's kernel is not built)");
+}
+
+// The state of an emulator throughput finding at c5..c8 (-20%) whose spec
+// confirms with dma-map-bench on q35-intel-iommu, the metric chosen.
+std::string StateWithDmaMapBenchConfirm() {
+  nlohmann::json st = nlohmann::json::parse(StateWithRealConfirm(/*first_bad=*/8));
+  st["real_confirm"] = {{"executor", pb::EXECUTOR_DMA_MAP_BENCH},
+                        {"workload", "dma-map-bench"},
+                        {"params", {{"seconds", "1"}}},
+                        {"catalog", ""},
+                        {"platform", "q35-intel-iommu"},
+                        {"repeats", 2},
+                        {"max_repeats", 2},
+                        {"metric", "unmap_latency_mean"},
+                        {"phase", ""}};
+  return st.dump();
+}
+
+std::vector<pb::Capability> Builder(const std::string& catalog, const std::string& arch) {
+  pb::Capability kbuild;
+  kbuild.set_name("kbuild");
+  pb::BuildOffer* b = kbuild.add_builds();
+  b->set_catalog(catalog);
+  b->add_architectures(arch);
+  pb::Capability bench;
+  bench.set_name("dma-map-bench");
+  return {kbuild, bench};
+}
+
+SampleRow UnmapRow(int64_t matrix, const std::string& commit, double ns) {
+  SampleRow r;
+  r.matrix_id = matrix;
+  r.commit_id = commit;
+  r.platform = "q35-intel-iommu";
+  r.workload = "dma-map-bench";
+  r.mode = "strict";
+  r.metric = "unmap_latency_mean";
+  r.value = ns;
+  return r;
+}
+
+// Nobody offers the kernels but a registered agent builds the catalog for
+// x86_64: the confirmation runs as real matrices (the scheduler's submit
+// asks for the builds). The unmap latency rises by 30% where the
+// emulator's throughput fell by 20%: confirmed, by the latency's own
+// direction; the bisect then runs dma-map-bench steps beside the real
+// references, each recorded as run on a real kernel.
+TEST(DmaMapBenchConfirmTest, KernelsBuiltForItConfirmByLatencyAndBisectOnRealKernels) {
+  OneBisectStore store(StateWithDmaMapBenchConfirm());
+  store.agents = {Builder("kernels", "x86_64")};
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  ASSERT_TRUE(analyzer.Tick().ok());
+  EXPECT_EQ(store.offers_asked_for, std::vector<int>{pb::EXECUTOR_DMA_MAP_BENCH});
+  ASSERT_EQ(submitter.specs.size(), 2u);
+  for (const pb::MatrixSpec& y : submitter.specs) {
+    EXPECT_EQ(y.executor(), pb::EXECUTOR_DMA_MAP_BENCH) << y.DebugString();
+    EXPECT_EQ(y.platform(0), "q35-intel-iommu");
+    EXPECT_EQ(y.catalog(), "kernels");
+    EXPECT_EQ(Ids(y), (std::vector<std::string>{"c5", "c8"}));
+  }
+  EXPECT_EQ(store.updates.back().confirmed_by, "dma-map-bench");
+
+  for (int64_t m : {101, 102}) {
+    store.samples.push_back(UnmapRow(m, "c5", 1000 + m % 3));
+    store.samples.push_back(UnmapRow(m, "c8", 1300 + m % 3));
+  }
+  ASSERT_TRUE(analyzer.Tick().ok());
+  const BisectUpdate& u = store.updates.back();
+  EXPECT_EQ(u.regression_state, pb::REGRESSION_STATE_CONFIRMED) << u.confirm_note;
+  EXPECT_FALSE(u.magnitude.has_value());  // the emulator's stays
+  EXPECT_NE(u.confirm_note.find("dma-map-bench on real kernels (q35-intel-iommu, dma-map-bench): "
+                                "unmap_latency_mean +30"),
+            std::string::npos)
+      << u.confirm_note;
+  EXPECT_NE(u.confirm_note.find("confirmed; kernels built for it"), std::string::npos)
+      << u.confirm_note;
+  ASSERT_EQ(submitter.specs.size(), 3u);
+  const pb::MatrixSpec& step = submitter.specs[2];
+  EXPECT_EQ(step.executor(), pb::EXECUTOR_DMA_MAP_BENCH) << step.DebugString();
+  EXPECT_EQ(step.kind(), pb::JOB_KIND_BISECT);
+  EXPECT_EQ(step.platform(0), "q35-intel-iommu");
+  const std::vector<std::string> ids = Ids(step);
+  ASSERT_EQ(ids.size(), 3u) << step.DebugString();
+  EXPECT_TRUE(ids[1] == "c6" || ids[1] == "c7") << ids[1];
+  ASSERT_GE(u.steps.size(), 2u);  // the confirmation and the pending midpoint
+  for (const BisectUpdate::Step& s : u.steps) {
+    EXPECT_EQ(s.executor, "dma-map-bench") << s.record.step;
+  }
+
+  // The midpoint measures like c5: good, and the next step runs on real
+  // kernels too.
+  for (int r = 0; r < step.repeats(); ++r) {
+    for (const std::string& c : ids) {
+      store.samples.push_back(UnmapRow(103, c, (c == "c8" ? 1300 : 1000) + r % 3));
+    }
+  }
+  ASSERT_TRUE(analyzer.Tick().ok());
+  ASSERT_EQ(submitter.specs.size(), 4u);
+  EXPECT_EQ(submitter.specs[3].executor(), pb::EXECUTOR_DMA_MAP_BENCH);
+  for (const BisectUpdate::Step& s : store.updates.back().steps) {
+    EXPECT_EQ(s.executor, "dma-map-bench") << s.record.step;
+  }
+}
+
+// Latency down on the real kernels where the emulator's throughput fell:
+// the real kernels did not show the regression, whatever the sign of the
+// emulator's change.
+TEST(DmaMapBenchConfirmTest, ALatencyThatFellIsNotReproduced) {
+  OneBisectStore store(StateWithDmaMapBenchConfirm());
+  store.agents = {Builder("kernels", "x86_64")};
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  ASSERT_TRUE(analyzer.Tick().ok());
+  for (int64_t m : {101, 102}) {
+    store.samples.push_back(UnmapRow(m, "c5", 1000 + m % 3));
+    store.samples.push_back(UnmapRow(m, "c8", 700 + m % 3));
+  }
+  ASSERT_TRUE(analyzer.Tick().ok());
+  const BisectUpdate& u = store.updates.back();
+  EXPECT_EQ(u.regression_state, pb::REGRESSION_STATE_REJECTED) << u.confirm_note;
+  EXPECT_NE(u.confirm_note.find("unmap_latency_mean -30"), std::string::npos) << u.confirm_note;
+  EXPECT_NE(u.confirm_note.find("not-reproduced"), std::string::npos) << u.confirm_note;
+  EXPECT_EQ(submitter.specs.size(), 2u);  // no bisect
+}
+
+TEST(DmaMapBenchConfirmTest, NeitherOfferedNorBuildableConfirmsOnTheEmulator) {
+  OneBisectStore store(StateWithDmaMapBenchConfirm());
+  store.agents = {Builder("other-tree", "x86_64"), Builder("kernels", "aarch64")};
+  RecordingSubmitter submitter;
+  Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+  ASSERT_TRUE(analyzer.Tick().ok());
+  ASSERT_FALSE(submitter.specs.empty());
+  EXPECT_EQ(submitter.specs[0].executor(), pb::EXECUTOR_EMULATOR);
+  EXPECT_EQ(store.updates.back().confirmed_by, "emulator");
+  EXPECT_EQ(store.updates.back().confirm_note,
+            "not confirmed on real kernels: no live agent offers a dma-map-bench kernel for c5 in "
+            "strict, c8 in strict, and no registered agent builds catalog kernels for x86_64; "
             "confirmed on the emulator");
+}
+
+// An emulator dma-map-bench matrix whose throughput falls at c24 while its
+// unmap latency rises: the throughput finding is confirmed on
+// unmap_latency_mean; with neither latency rising the metric stays unchosen
+// and the emulator confirms, saying so.
+TEST(DmaMapBenchConfirmTest, AThroughputFindingIsConfirmedOnTheLatencyThatRose) {
+  for (const bool unmap_rises : {true, false}) {
+    SCOPED_TRACE(unmap_rises);
+    OneBisectStore store("{}");
+    store.matrices.push_back(MatrixInfo{
+        1, "kernels", true, pb::EXECUTOR_EMULATOR,
+        "name: x\nanalysis:\n  bisect: true\n  confirm:\n    executor: dma-map-bench\n"
+        "    platform: q35-intel-iommu\n    workload: {name: dma-map-bench, params: {seconds: "
+        "1}}\n"});
+    std::mt19937_64 rng(7);
+    std::normal_distribution<double> noise(0, 1);
+    for (int c = 0; c <= 40; c += 8) {
+      for (int r = 0; r < 5; ++r) {
+        const bool bad = c >= 24;
+        SampleRow t = Row(1, "c" + std::to_string(c), "strict", r,
+                          1200 * (bad ? 0.8 : 1) * (1 + 0.003 * noise(rng)));
+        t.commit_index = c;
+        store.samples.push_back(t);
+        SampleRow l = t;
+        l.phase = "";
+        for (const char* metric : {"map_latency_mean", "unmap_latency_mean"}) {
+          l.metric = metric;
+          const bool rises = unmap_rises && l.metric == "unmap_latency_mean";
+          l.value = 500 * (bad && rises ? 1.25 : 1) * (1 + 0.003 * noise(rng));
+          store.samples.push_back(l);
+        }
+      }
+    }
+    RecordingSubmitter submitter;
+    Analyzer analyzer(&store, &submitter, nullptr, {}, AnalyzerOptions{});
+    (void)analyzer.Tick();
+    bool found = false;
+    for (const NewRegression& n : store.recorded) {
+      if (n.metric_rank != "primary") continue;
+      found = true;
+      const nlohmann::json st = nlohmann::json::parse(n.bisect_state_json);
+      ASSERT_TRUE(st.contains("real_confirm")) << st.dump();
+      EXPECT_EQ(st["real_confirm"]["metric"], unmap_rises ? "unmap_latency_mean" : "");
+    }
+    EXPECT_TRUE(found);
+    if (unmap_rises) continue;
+    // The bisect's first move names what is missing.
+    for (const NewRegression& n : store.recorded) {
+      if (n.metric_rank != "primary") continue;
+      OneBisectStore bisect(n.bisect_state_json);
+      Analyzer b(&bisect, &submitter, nullptr, {}, AnalyzerOptions{});
+      ASSERT_TRUE(b.Tick().ok());
+      EXPECT_EQ(bisect.updates.back().confirmed_by, "emulator");
+      EXPECT_NE(bisect.updates.back().confirm_note.find(
+                    "analysis.confirm.metric is needed for a throughput/write finding under "
+                    "dma-map-bench"),
+                std::string::npos)
+          << bisect.updates.back().confirm_note;
+    }
+  }
 }
 
 // A real series' finding (the kernel's dma_map_benchmark, unmap latency

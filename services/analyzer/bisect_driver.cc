@@ -56,7 +56,15 @@ BisectUpdate::Step ConfirmStep(const BisectState& st, const std::string& verdict
   s.record = BisectStepRecord{0,       st.first_bad.index, st.first_bad.id, verdict,
                               repeats, test.mean_b,        test.p_value,    test.relative_change};
   s.matrix_id = matrix_id;
+  s.executor = ExecutorName(st.confirm_by);
   return s;
+}
+
+// The kernels a real confirmation ran on, as its note ends.
+std::string KernelsNote(const BisectState& st) {
+  if (st.confirm_kernels == "built") return "; kernels built for it";
+  if (st.confirm_kernels == "offered") return "; kernels offered";
+  return "";
 }
 
 absl::Status Save(AnalyzerStore* store, BisectState& st, BisectUpdate& u) {
@@ -134,6 +142,7 @@ absl::Status BisectDriver::ConfirmModeChange(Move& m) {
   m.u.confirm_note = st.confirm_note;
   BisectUpdate::Step step;
   step.record = BisectStepRecord{0, st.first_bad.index, st.first_bad.id, "confirmed", 0, 0, 0, 0};
+  step.executor = ExecutorName(st.confirm_by);
   m.u.steps.push_back(step);
   m.u.regression_state = pb::REGRESSION_STATE_CONFIRMED;
   Log(absl::StrCat("bisect ", m.bisect_id, ": ", st.confirm_note, " between ", st.last_good.id,
@@ -145,8 +154,9 @@ absl::Status BisectDriver::ConfirmModeChange(Move& m) {
 // real matrix's finding is confirmed by its own executor on its own cell
 // (its kernels are built on demand like its bisect steps'). An emulator
 // finding: the spec's real executor when live agents offer kernels for both
-// commits in every mode of the cell, else the emulator (saying why). The
-// emulator does not wait for kernels: a real confirmation that cannot run
+// commits in every mode of the cell or a registered agent can build them
+// (WhyNotReal), else the emulator (saying why). The emulator does not wait
+// for kernels nobody can offer or build: a real confirmation that cannot run
 // would hold the bisect forever.
 absl::Status BisectDriver::ChooseConfirmExecutor(Move& m) {
   BisectState& st = m.st;
@@ -161,20 +171,58 @@ absl::Status BisectDriver::ChooseConfirmExecutor(Move& m) {
   }
   if (!st.real_confirm.has_value() || !st.confirm_matrices.empty()) return absl::OkStatus();
   const RealConfirm& rc = *st.real_confirm;
+  if (rc.metric.empty()) {
+    st.confirm_note = absl::StrCat(
+        "not confirmed on real kernels: analysis.confirm.metric is needed for a ",
+        SeriesMetricName(st.series.metric, st.series.phase), " finding under ",
+        ExecutorName(rc.executor),
+        " (neither map_latency_mean nor unmap_latency_mean rose in the emulator's runs); "
+        "confirmed on the emulator");
+    Log(absl::StrCat("bisect ", m.bisect_id, ": ", st.confirm_note));
+    return absl::OkStatus();
+  }
   const SeriesSpec real = RealConfirmSpec(st.series, rc);
-  absl::StatusOr<std::vector<pb::KernelOffer>> offers = store_->LiveOffers(rc.executor, kLiveAgent);
-  if (!offers.ok()) return offers.status();
-  const std::string missing = MissingKernels(*offers, real, {st.last_good.id, st.first_bad.id});
-  if (missing.empty()) {
+  absl::StatusOr<std::string> why_not =
+      WhyNotReal(real, {st.last_good.id, st.first_bad.id}, &st.confirm_kernels);
+  if (!why_not.ok()) return why_not.status();
+  if (why_not->empty()) {
     st.confirm_by = rc.executor == pb::EXECUTOR_UNSPECIFIED ? pb::EXECUTOR_EMULATOR : rc.executor;
     st.confirm_series = real;
   } else {
     st.confirm_note =
-        absl::StrCat("not confirmed on real kernels: ", missing, "; confirmed on the emulator");
+        absl::StrCat("not confirmed on real kernels: ", *why_not, "; confirmed on the emulator");
   }
-  Log(absl::StrCat("bisect ", m.bisect_id, ": confirmation by ", ExecutorName(st.confirm_by),
-                   missing.empty() ? "" : " (" + missing + ")"));
+  Log(absl::StrCat(
+      "bisect ", m.bisect_id, ": confirmation by ", ExecutorName(st.confirm_by),
+      st.real() ? absl::StrCat(" on kernels ", st.confirm_kernels) : " (" + *why_not + ")"));
   return absl::OkStatus();
+}
+
+// Offered or buildable: the kernels of `real` at `commits` are offered by a
+// live agent, or else a registered agent builds the cell's catalog for its
+// platform's architecture, so the scheduler's submit asks for the builds
+// (scheduler/kernel_builds.h PlanKernels, the same rule). Sets
+// st.confirm_kernels to "offered" or "built" through `kernels`; "" when the
+// kernels can be had, else why not.
+absl::StatusOr<std::string> BisectDriver::WhyNotReal(const SeriesSpec& real,
+                                                     const std::vector<std::string>& commits,
+                                                     std::string* kernels) {
+  absl::StatusOr<std::vector<pb::KernelOffer>> offers =
+      store_->LiveOffers(real.executor, kLiveAgent);
+  if (!offers.ok()) return offers.status();
+  const std::string missing = MissingKernels(*offers, real, commits);
+  if (missing.empty()) {
+    *kernels = "offered";
+    return std::string();
+  }
+  absl::StatusOr<std::vector<std::vector<pb::Capability>>> agents = store_->AgentCapabilities();
+  if (!agents.ok()) return agents.status();
+  const std::string unbuildable = NotBuildable(*agents, real);
+  if (unbuildable.empty()) {
+    *kernels = "built";
+    return std::string();
+  }
+  return absl::StrCat(missing, ", and ", unbuildable);
 }
 
 absl::StatusOr<BisectDriver::ConfirmPlan> BisectDriver::PlanConfirmation(
@@ -242,6 +290,7 @@ absl::Status BisectDriver::RefuseRealConfirmation(Move& m, const absl::Status& r
       absl::StrCat("not confirmed on real kernels: the scheduler refused ",
                    "the real matrix: ", refused.message(), "; confirmed on the emulator");
   st.confirm_series.reset();
+  st.confirm_kernels.clear();
   m.u.confirmed_by = ExecutorName(st.confirm_by);
   m.u.confirm_note = st.confirm_note;
   Log(absl::StrCat("bisect ", m.bisect_id, ": ", m.u.confirm_note));
@@ -259,7 +308,12 @@ absl::Status BisectDriver::JudgeConfirmation(Move& m, const ConfirmPlan& plan) {
   if (!samples.ok()) return samples.status();
   const std::vector<double> good = SeriesValuesAt(*samples, plan.cell, st.last_good.id);
   const std::vector<double> bad = SeriesValuesAt(*samples, plan.cell, st.first_bad.id);
-  const Confirmation c = EvaluateConfirmation(good, bad, st.expected_change, plan.options);
+  // A real tool's metric of an emulator finding has its own bad direction
+  // (latency up where the emulator's throughput fell).
+  const double expected =
+      plan.own_series ? st.expected_change
+                      : RealExpectedChange(plan.cell.metric, st.regression, st.expected_change);
+  const Confirmation c = EvaluateConfirmation(good, bad, expected, plan.options);
   const int runs = static_cast<int>(std::min(good.size(), bad.size()));
   const std::string figures =
       absl::StrCat(Percent(c.test.relative_change), absl::StrFormat(" p=%.2g", c.test.p_value),
@@ -283,7 +337,7 @@ absl::Status BisectDriver::JudgeConfirmation(Move& m, const ConfirmPlan& plan) {
     m.u.confirm_note =
         absl::StrCat(m.u.confirmed_by, " on real kernels (", cell.platform, ", ", cell.workload,
                      "): ", cell.metric, cell.phase.empty() ? "" : "/" + cell.phase, " ", figures,
-                     "): ", verdict);
+                     "): ", verdict, KernelsNote(st));
     st.confirm_note = m.u.confirm_note;
   }
   if (!c.confirmed) {
@@ -297,7 +351,13 @@ absl::Status BisectDriver::JudgeConfirmation(Move& m, const ConfirmPlan& plan) {
     m.u.magnitude = c.test.relative_change;
     m.u.p_value = c.test.p_value;
   }
-  return StartBisection(m, c, plan.own_series, good, bad);
+  // Confirmed on real kernels: the bisect runs the same real cell, its
+  // steps' kernels offered or built like the confirmation's, and the
+  // confirmation's runs are its references. Over another catalog than the
+  // finding's the commits' places differ: the bisect stays on the emulator.
+  const bool real_bisect = plan.real && !plan.own_series && plan.cell.catalog == st.series.catalog;
+  if (real_bisect) st.bisect_series = plan.cell;
+  return StartBisection(m, c, plan.own_series || real_bisect, good, bad);
 }
 
 namespace {
@@ -403,10 +463,9 @@ absl::Status BisectDriver::StartBisection(Move& m, const Confirmation& c, bool o
     Log(absl::StrCat("bisect ", m.bisect_id, ": ", range->suspects, " suspects in the history of ",
                      fb.id, " after ", lg.id, " (merges: bisected as git bisect does)"));
   }
-  // The bisect runs on the series' own executor. The confirmation's runs
-  // are its references when they measured that series; after a real
-  // confirmation of an emulator finding they are another metric, so the
-  // planner measures its own.
+  // The bisect runs its cell (BisectCell: the finding's series, or the real
+  // cell that confirmed it). The confirmation's runs are its references when
+  // they measured that cell; otherwise the planner measures its own.
   BisectOptions options = options_;
   options.categorical = st.categorical();
   BisectPlanner planner =
@@ -472,6 +531,7 @@ absl::Status BisectDriver::AdvanceBisection(Move& m) {
     BisectUpdate::Step s;
     s.record = r;
     if (auto it = st.step_matrix.find(r.step); it != st.step_matrix.end()) s.matrix_id = it->second;
+    s.executor = ExecutorName(st.BisectCell().executor);
     m.u.steps.push_back(s);
   }
   if (planner->Done() || stuck) Finish(m, *planner);
@@ -493,11 +553,12 @@ absl::StatusOr<bool> BisectDriver::ReadStepValues(Move& m, BisectPlanner& planne
   // step is judged against them too.
   for (int ref : {planner.GoodReferenceIndex(), planner.BadReferenceIndex()}) {
     if (ref == st.pending_index) continue;
-    const std::vector<double> beside = SeriesValuesAt(*samples, st.series, planner.CommitId(ref));
+    const std::vector<double> beside =
+        SeriesValuesAt(*samples, st.BisectCell(), planner.CommitId(ref));
     if (!beside.empty()) planner.AddSamples(ref, beside);
   }
   const std::vector<double> values =
-      SeriesValuesAt(*samples, st.series, planner.CommitId(st.pending_index));
+      SeriesValuesAt(*samples, st.BisectCell(), planner.CommitId(st.pending_index));
   bool skipped = false;
   if (values.empty()) {
     absl::StatusOr<bool> s = SkipIfUnbuilt(m, planner);
@@ -548,8 +609,8 @@ absl::Status BisectDriver::SubmitStepMatrix(Move& m, const BisectPlanner& planne
   FARM_DCHECK(next.has_value(), "a planner not done asks for a run");
   const BisectRequest& req = *next;
   absl::StatusOr<int64_t> id =
-      Submit(m, st.series, absl::StrCat("step", planner.Steps().size()),
-             StepCommits(st.series, planner, req), req.repeats, pb::JOB_KIND_BISECT);
+      Submit(m, st.BisectCell(), absl::StrCat("step", planner.Steps().size()),
+             StepCommits(st.BisectCell(), planner, req), req.repeats, pb::JOB_KIND_BISECT);
   if (!id.ok()) return id.status();
   st.pending_matrices.push_back(*id);
   st.pending_index = req.commit_index;

@@ -86,6 +86,9 @@ class BisectDriver final {
   // and the bisect measures both ends again as its references.
   absl::Status ConfirmModeChange(Move& m);
   absl::Status ChooseConfirmExecutor(Move& m);
+  absl::StatusOr<std::string> WhyNotReal(const SeriesSpec& real,
+                                         const std::vector<std::string>& commits,
+                                         std::string* kernels);
   absl::StatusOr<ConfirmPlan> PlanConfirmation(const BisectState& st) const;
   absl::Status SubmitConfirmRounds(Move& m, const ConfirmPlan& plan);
   absl::Status RefuseRealConfirmation(Move& m, const absl::Status& refused);

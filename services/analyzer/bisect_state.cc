@@ -124,6 +124,8 @@ void OptionalKeysToJson(const BisectState& s, json& j) {
     j["confirm_note"] = s.confirm_note;
   }
   if (s.confirm_series.has_value()) j["confirm_series"] = SeriesToJson(*s.confirm_series);
+  if (!s.confirm_kernels.empty()) j["confirm_kernels"] = s.confirm_kernels;
+  if (s.bisect_series.has_value()) j["bisect_series"] = SeriesToJson(*s.bisect_series);
   if (s.confirm_round != 0) j["confirm_round"] = s.confirm_round;
   if (!s.planner_json.empty()) j["planner"] = json::parse(s.planner_json);
   if (!s.culprit_subjects.empty()) j["culprit_subjects"] = s.culprit_subjects;
@@ -140,6 +142,8 @@ void OptionalKeysFromJson(const json& j, BisectState& s) {
   }
   s.confirm_note = j.value("confirm_note", "");
   if (j.contains("confirm_series")) s.confirm_series = SeriesFromJson(j.at("confirm_series"));
+  s.confirm_kernels = j.value("confirm_kernels", "");
+  if (j.contains("bisect_series")) s.bisect_series = SeriesFromJson(j.at("bisect_series"));
   s.confirm_round = j.value("confirm_round", 0);
   if (j.contains("planner")) s.planner_json = j.at("planner").dump();
   if (j.contains("culprit_subjects")) {

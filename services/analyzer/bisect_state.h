@@ -6,7 +6,8 @@
 // The JSON keys are the field names below; rows written by any earlier
 // analyzer read back (keys added later have defaults: confirm_round 0,
 // confirm_note "", no confirm_by = executor not chosen yet, no mode_before /
-// mode_after = a performance finding).
+// mode_after = a performance finding, no confirm_kernels, no bisect_series =
+// the bisect runs the finding's series).
 //
 // Thread-compatible value type.
 #ifndef SERVICES_ANALYZER_BISECT_STATE_H_
@@ -56,6 +57,11 @@ struct BisectState {
   iommufarm::v1::Executor confirm_by = iommufarm::v1::EXECUTOR_UNSPECIFIED;
   std::string confirm_note;
   std::optional<SeriesSpec> confirm_series;
+  // Where the real confirmation's kernels come from: "offered" (a live
+  // agent offered them when it started) or "built" (none did; a registered
+  // agent builds the catalog for the platform's architecture, so the
+  // scheduler's submit asked for builds). "" before or on the emulator.
+  std::string confirm_kernels;
   int confirm_round = 0;                  // repeats doubled this many times
   std::vector<int64_t> confirm_matrices;  // every round's, in submission order
 
@@ -63,6 +69,10 @@ struct BisectState {
   // pending_*: the step matrices being waited for and the commit they run;
   // empty_rounds: consecutive steps that gave no value (3 fail the bisect);
   // step_matrix: the first matrix of each planner step.
+  // bisect_series: the cell the bisect runs when it is not `series`: the
+  // real cell of a real confirmation of an emulator finding (its steps run
+  // on real kernels, built for them when nobody offers them).
+  std::optional<SeriesSpec> bisect_series;
   std::string planner_json;
   std::vector<int64_t> pending_matrices;
   int pending_index = -1;
@@ -77,6 +87,8 @@ struct BisectState {
   std::string mode_before;
   std::string mode_after;
   bool categorical() const { return !mode_after.empty(); }
+
+  const SeriesSpec& BisectCell() const { return bisect_series ? *bisect_series : series; }
 
   bool real() const {
     return confirm_by != iommufarm::v1::EXECUTOR_UNSPECIFIED &&

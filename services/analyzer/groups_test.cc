@@ -185,6 +185,9 @@ class GroupsStore final : public AnalyzerStore {
   absl::StatusOr<std::vector<pb::KernelOffer>> LiveOffers(pb::Executor, absl::Duration) override {
     return No();
   }
+  absl::StatusOr<std::vector<std::vector<pb::Capability>>> AgentCapabilities() override {
+    return No();
+  }
   absl::Status SaveFixCheck(int64_t, const std::string&, const std::string&, double,
                             const std::string&, const std::string&) override {
     return No();

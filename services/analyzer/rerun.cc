@@ -1,5 +1,6 @@
 #include "services/analyzer/rerun.h"
 
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -101,7 +102,7 @@ std::optional<RealConfirm> RealConfirmFromSpecYaml(const std::string& spec_yaml)
       metric = proto::DefaultConfirmMetric(
           executor, params.contains("rw") ? params["rw"].get<std::string>() : "");
     }
-    if (metric.empty()) return std::nullopt;
+    if (metric.empty() && executor != pb::EXECUTOR_DMA_MAP_BENCH) return std::nullopt;
     const size_t slash = metric.find('/');
     out.metric = metric.substr(0, slash);
     out.phase = slash == std::string::npos ? "" : metric.substr(slash + 1);
@@ -109,6 +110,48 @@ std::optional<RealConfirm> RealConfirmFromSpecYaml(const std::string& spec_yaml)
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+std::string DmaMapBenchConfirmMetric(const std::string& finding_metric,
+                                     const std::map<std::string, double>& latency_change,
+                                     double min_change) {
+  static constexpr char kMap[] = "map_latency_mean";
+  static constexpr char kUnmap[] = "unmap_latency_mean";
+  const std::string name = finding_metric.substr(0, finding_metric.find('/'));
+  if (name.find("unmap") != std::string::npos) return kUnmap;
+  if (name.find("map") != std::string::npos) return kMap;
+  auto rise = [&](const char* m) {
+    auto it = latency_change.find(m);
+    return it == latency_change.end() ? 0.0 : it->second;
+  };
+  const double map = rise(kMap), unmap = rise(kUnmap);
+  if (map < min_change && unmap < min_change) return "";
+  return unmap >= map ? kUnmap : kMap;
+}
+
+double RealExpectedChange(const std::string& real_metric, bool regression, double emulated_change) {
+  const Polarity polarity = MetricPolarity(real_metric);
+  if (polarity == Polarity::kUnknown) return emulated_change;
+  const bool up_is_bad = polarity == Polarity::kLowerIsBetter;
+  const double size = std::fabs(emulated_change);
+  return regression == up_is_bad ? size : -size;
+}
+
+std::string NotBuildable(const std::vector<std::vector<pb::Capability>>& agent_capabilities,
+                         const SeriesSpec& real) {
+  const proto::VmPlatform* vm = proto::FindVmPlatform(real.platform);
+  if (vm == nullptr) {
+    return absl::StrCat(real.platform, " is not a vm platform (a host's kernel is not built)");
+  }
+  pb::Job build;
+  build.set_catalog(real.catalog);
+  build.set_platform(std::string(vm->architecture));
+  build.set_executor(pb::EXECUTOR_KBUILD);
+  for (const std::vector<pb::Capability>& caps : agent_capabilities) {
+    if (proto::BuildOfferRuns(caps, build)) return "";
+  }
+  return absl::StrCat("no registered agent builds catalog ", real.catalog, " for ",
+                      std::string(vm->architecture));
 }
 
 SeriesSpec RealConfirmSpec(const SeriesSpec& emulated, const RealConfirm& c) {

@@ -8,6 +8,7 @@
 #define SERVICES_ANALYZER_RERUN_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,21 +32,55 @@ std::vector<double> SeriesValuesAt(const std::vector<SampleRow>& samples, const 
 // `analysis.confirm` of a matrix spec: the confirmation step of its findings
 // run as real jobs (docs/analyzer.md "Confirmation on real kernels").
 struct RealConfirm {
-  iommufarm::v1::Executor executor = iommufarm::v1::EXECUTOR_UNSPECIFIED;  // fio or iozone
+  // fio, iozone or dma-map-bench
+  iommufarm::v1::Executor executor = iommufarm::v1::EXECUTOR_UNSPECIFIED;
   std::string workload;
   std::string params_json = "{}";
   std::string catalog;   // "": the finding's
   std::string platform;  // "": the finding's
   int repeats = 3;       // per commit, first round
   int max_repeats = 3;   // doubling cap of a suggestive result
-  std::string metric;    // Sample.metric
+  std::string metric;    // Sample.metric; "" for dma-map-bench until a finding chooses
   std::string phase;     // Sample.phase
 };
 
 // The spec's analysis.confirm as the scheduler accepted it (the same
-// defaults: 3 repeats, max_repeats = repeats, proto::DefaultConfirmMetric);
-// nullopt when it has none or it cannot be read.
+// defaults: 3 repeats, max_repeats = repeats, proto::DefaultConfirmMetric;
+// a dma-map-bench confirm without a metric keeps it empty, for
+// RealConfirmMetric); nullopt when it has none or it cannot be read.
 std::optional<RealConfirm> RealConfirmFromSpecYaml(const std::string& spec_yaml);
+
+// The metric a dma-map-bench confirmation compares when the spec names
+// none, chosen by the finding (`finding_metric`, "metric" or
+// "metric/phase"): a map or unmap figure of its own (map_latency_p99,
+// avg_unmap_100ns ...) stands for map_latency_mean or unmap_latency_mean,
+// the tool's two mean latencies; any other (the emulator's throughput) for
+// the one of those two that moved more the finding's way between its commits
+// in the emulator's own runs of its cell (`latency_change`: metric ->
+// relative change, signed so that positive is the finding's way: a rise for
+// a regression, a fall for an improvement; the ones measured). "" when that
+// is ambiguous: neither moved that way by `min_change` (the detector's
+// magnitude: less is noise).
+std::string DmaMapBenchConfirmMetric(const std::string& finding_metric,
+                                     const std::map<std::string, double>& latency_change,
+                                     double min_change);
+
+// The change a real confirmation expects of its metric, from an emulator
+// finding of `emulated_change`: the same size, its sign the real metric's
+// bad direction for a regression (latency up, throughput down:
+// stats::MetricPolarity) and the good one for an improvement. A metric of
+// unknown polarity keeps the emulator's sign.
+double RealExpectedChange(const std::string& real_metric, bool regression, double emulated_change);
+
+// Why `real` cannot have its kernels at `commits` built on demand: "" when a
+// registered agent (`agent_capabilities`, one entry per agent) builds the
+// cell's catalog for the architecture of its vm platform
+// (proto::BuildOfferRuns, the rule the scheduler's PlanKernels applies at
+// submit), else a sentence, e.g. "no registered agent builds catalog
+// test-tree for x86_64".
+std::string NotBuildable(
+    const std::vector<std::vector<iommufarm::v1::Capability>>& agent_capabilities,
+    const SeriesSpec& real);
 
 // The cell the real confirmation of `emulated` runs: the real workload,
 // executor and metric, the finding's mode (and off for an overhead series),

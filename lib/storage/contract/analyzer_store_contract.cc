@@ -1029,5 +1029,24 @@ TEST_P(AnalyzerStoreContractTest, LiveOffersAreTheLiveAgentsOffersForTheExecutor
   EXPECT_TRUE(analyzer().LiveOffers(pb::EXECUTOR_FIO, absl::ZeroDuration())->empty());
 }
 
+TEST_P(AnalyzerStoreContractTest, AgentCapabilitiesAreEveryRegisteredAgents) {
+  pb::RegisterRequest builder = testrows::Registration("builder", "kbuild");
+  pb::BuildOffer* b = builder.mutable_capabilities(0)->add_builds();
+  b->set_catalog("test-tree");
+  b->add_architectures("x86_64");
+  ASSERT_TRUE(queue().RegisterAgent(builder, retry_).ok());
+  Register("emu");
+  absl::StatusOr<std::vector<std::vector<pb::Capability>>> got = analyzer().AgentCapabilities();
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 2u);  // in agent id order
+  ASSERT_EQ((*got)[0].size(), 1u);
+  EXPECT_EQ((*got)[0][0].SerializeAsString(), builder.capabilities(0).SerializeAsString());
+  pb::Job build;
+  build.set_catalog("test-tree");
+  build.set_platform("x86_64");
+  EXPECT_TRUE(proto::BuildOfferRuns((*got)[0], build));
+  EXPECT_FALSE(proto::BuildOfferRuns((*got)[1], build));
+}
+
 }  // namespace
 }  // namespace farm::storage

@@ -835,6 +835,16 @@ absl::StatusOr<std::vector<pb::KernelOffer>> MemoryAnalyzerStore::LiveOffers(pb:
   });
 }
 
+absl::StatusOr<std::vector<std::vector<pb::Capability>>> MemoryAnalyzerStore::AgentCapabilities() {
+  using Out = std::vector<std::vector<pb::Capability>>;
+  return db_->Read([&](const Tables& t) -> absl::StatusOr<Out> {
+    Out out;
+    for (const auto& [id, a] : t.agents)
+      out.emplace_back(a.capabilities.begin(), a.capabilities.end());
+    return out;
+  });
+}
+
 absl::Status MemoryAnalyzerStore::SaveFixCheck(int64_t regression_id, const std::string& fix_check,
                                                const std::string& commit, double change,
                                                const std::string& state_json,

@@ -59,6 +59,7 @@ class MemoryAnalyzerStore final : public AnalyzerStore {
   absl::StatusOr<CommitRow> LatestCommit(const std::string& catalog) override;
   absl::StatusOr<std::vector<iommufarm::v1::KernelOffer>> LiveOffers(
       iommufarm::v1::Executor executor, absl::Duration live) override;
+  absl::StatusOr<std::vector<std::vector<iommufarm::v1::Capability>>> AgentCapabilities() override;
   absl::Status SaveFixCheck(int64_t regression_id, const std::string& fix_check,
                             const std::string& commit, double change, const std::string& state_json,
                             const std::string& reopen_note) override;

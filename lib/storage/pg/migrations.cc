@@ -577,6 +577,19 @@ CREATE INDEX results_raw_digest_idx ON results USING hash (raw_digest);
 
 void MoveRawOutputs(pqxx::transaction_base& t) { MoveInlineRawOutputs(t); }
 
+// Where each bisect step ran: its executor ("emulator", "dma-map-bench",
+// "fio", "iozone") and whether that was a real kernel. A real confirmation
+// of an emulator finding bisects on real kernels, so one regression's steps
+// may run on two executors. Steps written before take their matrix's.
+const char* const kV27BisectStepExecutor = R"SQL(
+ALTER TABLE bisect_steps ADD COLUMN IF NOT EXISTS executor text NOT NULL DEFAULT '';
+ALTER TABLE bisect_steps ADD COLUMN IF NOT EXISTS real_kernel boolean NOT NULL DEFAULT false;
+UPDATE bisect_steps s SET executor = CASE m.executor WHEN 1 THEN 'emulator' WHEN 2 THEN 'fio'
+    WHEN 3 THEN 'iozone' WHEN 5 THEN 'dma-map-bench' ELSE '' END,
+  real_kernel = m.executor IN (2, 3, 5)
+  FROM matrices m WHERE s.matrix_id = m.id AND s.executor = '';
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -636,6 +649,7 @@ const std::vector<Migration>& AllMigrations() {
       {25, "results.raw_pruned_at: raw output dropped by retention, samples kept", kV25RawPrunedAt},
       {26, "raw_outputs: long raw output stored once per content, zstd-compressed", kV26RawOutputs,
        &MoveRawOutputs},
+      {27, "bisect_steps.executor, real_kernel: where each step ran", kV27BisectStepExecutor},
   };
   return *kAll;
 }

@@ -486,17 +486,22 @@ class PgAnalyzerStore final : public AnalyzerStore {
         const BisectStepRecord& r = s.record;
         w.exec_params(
             "INSERT INTO bisect_steps (bisect_id, step, commit_id, commit_index, verdict, "
-            "  repeats, mean, p_value, relative_change, matrix_id) "
-            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, 0)) "
+            "  repeats, mean, p_value, relative_change, matrix_id, executor, real_kernel) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, 0), $11, $12) "
             "ON CONFLICT (bisect_id, step) DO UPDATE SET commit_id = excluded.commit_id, "
             "  commit_index = excluded.commit_index, "
             "  at = CASE WHEN bisect_steps.verdict = excluded.verdict THEN bisect_steps.at "
             "            ELSE now() END, "
             "  verdict = excluded.verdict, repeats = excluded.repeats, mean = excluded.mean, "
             "  p_value = excluded.p_value, relative_change = excluded.relative_change, "
-            "  matrix_id = coalesce(excluded.matrix_id, bisect_steps.matrix_id)",
+            "  matrix_id = coalesce(excluded.matrix_id, bisect_steps.matrix_id), "
+            "  executor = CASE WHEN excluded.executor = '' THEN bisect_steps.executor "
+            "                  ELSE excluded.executor END, "
+            "  real_kernel = CASE WHEN excluded.executor = '' THEN bisect_steps.real_kernel "
+            "                     ELSE excluded.real_kernel END",
             u.bisect_id, r.step, r.commit_id, r.commit_index, r.verdict, r.repeats, r.mean,
-            r.p_value, r.relative_change, s.matrix_id);
+            r.p_value, r.relative_change, s.matrix_id, s.executor,
+            proto::IsRealExecutor(proto::ExecutorFromName(s.executor)));
       }
       w.commit();
       return absl::OkStatus();
@@ -675,6 +680,20 @@ class PgAnalyzerStore final : public AnalyzerStore {
         const std::vector<pb::KernelOffer> offers =
             proto::OffersFor({caps.begin(), caps.end()}, executor, host);
         out.insert(out.end(), offers.begin(), offers.end());
+      }
+      return out;
+    });
+  }
+
+  absl::StatusOr<std::vector<std::vector<pb::Capability>>> AgentCapabilities() override {
+    using Out = std::vector<std::vector<pb::Capability>>;
+    return pool_->Call<Out>([&](pqxx::connection& c) -> absl::StatusOr<Out> {
+      pqxx::read_transaction t(c);
+      Out out;
+      for (const pqxx::row& r : t.exec("SELECT capabilities::text FROM agents ORDER BY id")) {
+        google::protobuf::RepeatedPtrField<pb::Capability> caps;
+        JsonToCaps(r[0].as<std::string>(), &caps);
+        out.emplace_back(caps.begin(), caps.end());
       }
       return out;
     });
