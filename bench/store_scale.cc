@@ -479,8 +479,10 @@ void FillMatrices(pqxx::work& w, const Year& y, int wide_commits) {
 void StoreBatchRaws(pqxx::work& w) {
   w.exec("CREATE TEMP TABLE raw_map (job_id bigint, digest bytea) ON COMMIT DROP");
   const pqxx::result rows = w.exec_params(
-      "SELECT job_id, raw FROM batch_raw WHERE octet_length(raw) > $1 ORDER BY job_id",
-      static_cast<int64_t>(farm::storage::kRawInlineMaxBytes));
+      "SELECT job_id, raw FROM batch_raw WHERE octet_length(raw) > $1 "
+      "AND octet_length(raw) <= $2 ORDER BY job_id",
+      static_cast<int64_t>(farm::storage::kRawInlineMaxBytes),
+      static_cast<int64_t>(farm::storage::kRawOutOfRowMaxBytes));
   constexpr size_t kChunk = 2000;
   std::set<std::string> stored;
   for (size_t at = 0; at < rows.size(); at += kChunk) {

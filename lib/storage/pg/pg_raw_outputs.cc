@@ -84,8 +84,10 @@ int64_t MoveInlineRawOutputs(pqxx::transaction_base& t) {
     const pqxx::result rows = t.exec_params(
         "SELECT job_id, attempt, raw_output FROM results "
         "WHERE (job_id, attempt) > ($1, $2) AND raw_digest IS NULL "
-        "AND octet_length(raw_output) > $3 ORDER BY job_id, attempt LIMIT $4",
-        after_job, after_attempt, static_cast<int64_t>(kRawInlineMaxBytes), kMoveBatch);
+        "AND octet_length(raw_output) > $3 AND octet_length(raw_output) <= $5 "
+        "ORDER BY job_id, attempt LIMIT $4",
+        after_job, after_attempt, static_cast<int64_t>(kRawInlineMaxBytes), kMoveBatch,
+        static_cast<int64_t>(kRawOutOfRowMaxBytes));
     if (rows.empty()) return moved;
     std::vector<int64_t> jobs;
     std::vector<int32_t> attempts;

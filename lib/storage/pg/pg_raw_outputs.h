@@ -29,6 +29,11 @@ namespace farm::storage {
 // a primary-key entry: well over 100 bytes. Below this the saving is nil
 // and a read costs a second lookup; above it zstd and sharing pay.
 constexpr size_t kRawInlineMaxBytes = 256;
+// Longer outputs stay in results.raw_output too: a reader of one
+// (GetRawOutput, ListResults) takes it in slices that PostgreSQL's substr
+// cuts from TOAST, so the scheduler never holds a multi-megabyte output
+// whole, where a zstd frame is decompressed whole for every slice.
+constexpr size_t kRawOutOfRowMaxBytes = size_t{1} << 20;
 
 // An output as it is stored out of row; the digest and frame as bytea
 // input literals ("\x" and hex digits), ready for a parameter or an array.
@@ -39,7 +44,9 @@ struct PackedRaw {
 };
 
 // True when `raw` is stored out of row.
-inline bool StoredOutOfRow(std::string_view raw) { return raw.size() > kRawInlineMaxBytes; }
+inline bool StoredOutOfRow(std::string_view raw) {
+  return raw.size() > kRawInlineMaxBytes && raw.size() <= kRawOutOfRowMaxBytes;
+}
 
 // SHA-256 and zstd (level 1) of `raw`.
 PackedRaw PackRaw(std::string_view raw);
@@ -52,7 +59,7 @@ absl::StatusOr<std::string> UnpackRaw(const pqxx::field& zstd, int64_t size);
 // continuation bytes).
 std::string Utf8Slice(const std::string& text, int64_t from_char, int64_t max_chars);
 
-// Moves every inline raw output longer than kRawInlineMaxBytes to
+// Moves every inline raw output that StoredOutOfRow takes to
 // raw_outputs, in batches; returns how many results it moved.
 int64_t MoveInlineRawOutputs(pqxx::transaction_base& t);
 
