@@ -484,20 +484,16 @@ void StoreBatchRaws(pqxx::work& w) {
       static_cast<int64_t>(farm::storage::kRawInlineMaxBytes),
       static_cast<int64_t>(farm::storage::kRawOutOfRowMaxBytes));
   constexpr size_t kChunk = 2000;
-  std::set<std::string> stored;
+  farm::storage::RawBlobs blobs;
   for (size_t at = 0; at < rows.size(); at += kChunk) {
     std::vector<int64_t> jobs;
-    std::vector<std::string> digests, blob_digests, frames;
-    std::vector<int32_t> sizes;
+    std::vector<std::string> digests;
+    blobs.digests.clear();  // `seen` stays: a blob stored by an earlier chunk is not sent again
+    blobs.sizes.clear();
+    blobs.frames.clear();
     for (size_t i = at; i < std::min(rows.size(), at + kChunk); ++i) {
-      farm::storage::PackedRaw p =
-          farm::storage::PackRaw(std::string_view(rows[i][1].c_str(), rows[i][1].size()));
       jobs.push_back(rows[i][0].as<int64_t>());
-      digests.push_back(p.digest_hex);
-      if (!stored.insert(p.digest_hex).second) continue;
-      blob_digests.push_back(std::move(p.digest_hex));
-      sizes.push_back(p.size);
-      frames.push_back(std::move(p.zstd_hex));
+      digests.push_back(blobs.Add(std::string_view(rows[i][1].c_str(), rows[i][1].size())));
     }
     w.exec_params(
         "WITH blobs AS (INSERT INTO raw_outputs (digest, size, zstd) "
@@ -505,8 +501,8 @@ void StoreBatchRaws(pqxx::work& w) {
         "  ON CONFLICT (digest) DO NOTHING) "
         "INSERT INTO raw_map SELECT * FROM unnest($1::bigint[], $2::bytea[])",
         farm::storage::ArrayLiteral(jobs), farm::storage::QuotedArrayLiteral(digests),
-        farm::storage::QuotedArrayLiteral(blob_digests), farm::storage::ArrayLiteral(sizes),
-        farm::storage::QuotedArrayLiteral(frames));
+        farm::storage::QuotedArrayLiteral(blobs.digests), farm::storage::ArrayLiteral(blobs.sizes),
+        farm::storage::QuotedArrayLiteral(blobs.frames));
   }
   w.exec("CREATE INDEX ON raw_map (job_id)");
 }

@@ -107,9 +107,8 @@ const char* const kRawUpsert =
 // inline text or the digest (the other empty), and each distinct
 // out-of-row output once, compressed here rather than in the database.
 struct RawColumns {
-  std::vector<std::string> inline_text, digests, blob_digests, blob_frames;
-  std::vector<int32_t> blob_sizes;
-  std::set<std::string> packed;
+  std::vector<std::string> inline_text, digests;
+  RawBlobs blobs;
 
   void Add(const std::string& raw) {
     if (!StoredOutOfRow(raw)) {
@@ -117,13 +116,8 @@ struct RawColumns {
       digests.emplace_back();
       return;
     }
-    PackedRaw p = PackRaw(raw);
     inline_text.emplace_back();
-    digests.push_back(p.digest_hex);
-    if (!packed.insert(p.digest_hex).second) return;
-    blob_digests.push_back(std::move(p.digest_hex));
-    blob_sizes.push_back(p.size);
-    blob_frames.push_back(std::move(p.zstd_hex));
+    digests.push_back(blobs.Add(raw));
   }
 };
 
@@ -564,8 +558,8 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
         ArrayLiteral(agents), QuotedArrayLiteral(samples), QuotedArrayLiteral(raws.inline_text),
         QuotedArrayLiteral(formats), QuotedArrayLiteral(hosts), QuotedArrayLiteral(tools),
         ArrayLiteral(walls), QuotedArrayLiteral(monitors), QuotedArrayLiteral(raws.digests),
-        QuotedArrayLiteral(raws.blob_digests), ArrayLiteral(raws.blob_sizes),
-        QuotedArrayLiteral(raws.blob_frames));
+        QuotedArrayLiteral(raws.blobs.digests), ArrayLiteral(raws.blobs.sizes),
+        QuotedArrayLiteral(raws.blobs.frames));
     for (const pqxx::row& r : up) {
       ReportOutcome o;
       o.accepted = true;

@@ -76,6 +76,17 @@ std::string Utf8Slice(const std::string& text, int64_t from_char, int64_t max_ch
   return text.substr(begin, end - begin);
 }
 
+std::string RawBlobs::Add(std::string_view raw) {
+  PackedRaw p = PackRaw(raw);
+  std::string digest = p.digest_hex;
+  if (seen.insert(p.digest_hex).second) {
+    digests.push_back(std::move(p.digest_hex));
+    sizes.push_back(p.size);
+    frames.push_back(std::move(p.zstd_hex));
+  }
+  return digest;
+}
+
 int64_t MoveInlineRawOutputs(pqxx::transaction_base& t) {
   int64_t moved = 0;
   int64_t after_job = -1;
@@ -91,18 +102,12 @@ int64_t MoveInlineRawOutputs(pqxx::transaction_base& t) {
     if (rows.empty()) return moved;
     std::vector<int64_t> jobs;
     std::vector<int32_t> attempts;
-    std::vector<std::string> digests, blob_digests, blob_frames;
-    std::vector<int32_t> blob_sizes;
-    std::map<std::string, bool> seen;
+    std::vector<std::string> digests;
+    RawBlobs blobs;
     for (const pqxx::row& r : rows) {
       jobs.push_back(r[0].as<int64_t>());
       attempts.push_back(r[1].as<int32_t>());
-      PackedRaw p = PackRaw(std::string_view(r[2].c_str(), r[2].size()));
-      digests.push_back(p.digest_hex);
-      if (!seen.emplace(p.digest_hex, true).second) continue;
-      blob_digests.push_back(std::move(p.digest_hex));
-      blob_sizes.push_back(p.size);
-      blob_frames.push_back(std::move(p.zstd_hex));
+      digests.push_back(blobs.Add(std::string_view(r[2].c_str(), r[2].size())));
     }
     t.exec_params(
         "WITH blobs AS (INSERT INTO raw_outputs (digest, size, zstd) "
@@ -112,8 +117,8 @@ int64_t MoveInlineRawOutputs(pqxx::transaction_base& t) {
         "FROM unnest($1::bigint[], $2::int[], $3::bytea[]) AS b(job_id, attempt, digest) "
         "WHERE r.job_id = b.job_id AND r.attempt = b.attempt",
         ArrayLiteral(jobs), ArrayLiteral(attempts), QuotedArrayLiteral(digests),
-        QuotedArrayLiteral(blob_digests), ArrayLiteral(blob_sizes),
-        QuotedArrayLiteral(blob_frames));
+        QuotedArrayLiteral(blobs.digests), ArrayLiteral(blobs.sizes),
+        QuotedArrayLiteral(blobs.frames));
     moved += static_cast<int64_t>(rows.size());
     after_job = jobs.back();
     after_attempt = attempts.back();

@@ -18,6 +18,9 @@
 
 #include <pqxx/pqxx>
 
+#include <set>
+#include <vector>
+
 #include "absl/status/statusor.h"
 
 namespace farm::storage {
@@ -41,6 +44,19 @@ struct PackedRaw {
   std::string digest_hex;
   int32_t size = 0;
   std::string zstd_hex;
+};
+
+// The distinct out-of-row outputs of one batch, as the array parameters of
+// an `INSERT INTO raw_outputs ... SELECT * FROM unnest(digests, sizes,
+// frames) ON CONFLICT (digest) DO NOTHING`: each content packed once.
+struct RawBlobs {
+  std::vector<std::string> digests, frames;
+  std::vector<int32_t> sizes;
+  std::set<std::string> seen;
+
+  // Packs `raw` (PackRaw) and returns its digest literal; the first time a
+  // digest is seen, its blob joins the arrays.
+  std::string Add(std::string_view raw);
 };
 
 // True when `raw` is stored out of row.
