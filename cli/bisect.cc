@@ -43,6 +43,11 @@ int RunBisect(Commands& commands, int64_t id, bool id_is_bisect, OutputFormat fo
   return 0;
 }
 
+std::string StepRanOn(const pb::BisectStep& step) {
+  if (step.executor().empty()) return "-";
+  return step.real_kernel() ? absl::StrCat(step.executor(), " on real kernels") : step.executor();
+}
+
 std::string FormatBisectTable(const pb::Bisect& b) {
   std::string out = absl::StrCat(
       "bisect ", b.id(), " for regression ", b.regression_id(), ": ", b.state(), "\n",
@@ -56,10 +61,11 @@ std::string FormatBisectTable(const pb::Bisect& b) {
     rows.push_back({absl::StrCat(s.step()), s.commit_id(), absl::StrCat(s.commit_index()),
                     s.verdict(), absl::StrCat(s.repeats()), FormatNumber(s.mean()),
                     absl::StrFormat("%+.2f%%", 100.0 * s.relative_change()),
-                    absl::StrFormat("%.3g", s.p_value())});
+                    absl::StrFormat("%.3g", s.p_value()), StepRanOn(s)});
   }
   if (rows.empty()) return out + "  no steps yet\n";
-  return out + RenderTable({"step", "commit", "index", "verdict", "repeats", "mean", "change", "p"},
+  return out + RenderTable({"step", "commit", "index", "verdict", "repeats", "mean", "change", "p",
+                            "ran on"},
                            rows);
 }
 
@@ -67,14 +73,16 @@ std::string FormatBisectJson(const pb::Bisect& bisect) { return ProtoToJson(bise
 
 std::string FormatBisectCsv(const pb::Bisect& b) {
   std::string out =
-      "bisect,regression,state,culprit,step,commit,index,verdict,repeats,mean,change,p\n";
+      "bisect,regression,state,culprit,step,commit,index,verdict,repeats,mean,change,p,"
+      "executor,real_kernel\n";
   const std::string prefix = absl::StrCat(b.id(), ",", b.regression_id(), ",", CsvField(b.state()),
                                           ",", CsvField(b.culprit_id()), ",");
   for (const auto& s : b.steps()) {
     absl::StrAppend(&out, prefix, s.step(), ",", CsvField(s.commit_id()), ",", s.commit_index(),
                     ",", CsvField(s.verdict()), ",", s.repeats(), ",", FormatExactNumber(s.mean()),
                     ",", FormatExactNumber(s.relative_change()), ",",
-                    FormatExactNumber(s.p_value()), "\n");
+                    FormatExactNumber(s.p_value()), ",", CsvField(s.executor()), ",",
+                    s.real_kernel() ? "true" : "false", "\n");
   }
   return out;
 }

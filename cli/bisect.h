@@ -21,6 +21,9 @@ void AddBisectCommand(CLI::App& app, Subcommands* out);
 int RunBisect(Commands& commands, int64_t id, bool id_is_bisect, OutputFormat format);
 
 std::string FormatBisectTable(const pb::Bisect& bisect);
+// Where a step's runs ran: "emulator", "<tool> on real kernels", or "-" when
+// the store did not record it.
+std::string StepRanOn(const pb::BisectStep& step);
 std::string FormatBisectJson(const pb::Bisect& bisect);
 // One line per step, each with the bisect's id, regression, state and
 // culprit; header line first.

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/bisect.h"
 #include "nlohmann/json.hpp"
@@ -274,6 +275,30 @@ TEST(FormatBisectTest, TableListsEveryCulprit) {
   EXPECT_EQ(j["culprits"][1]["commit_id"], "c588072bba6b");
 }
 
+TEST(FormatBisectTest, EachStepSaysWhereItRan) {
+  pb::Bisect b;
+  b.set_id(3);
+  b.set_regression_id(9);
+  const char* executors[] = {"emulator", "dma-map-bench", ""};
+  for (int i = 0; i < 3; ++i) {
+    pb::BisectStep* s = b.add_steps();
+    s->set_step(i);
+    s->set_commit_id(absl::StrCat("c", i));
+    s->set_verdict("bad");
+    s->set_executor(executors[i]);
+    s->set_real_kernel(i == 1);
+  }
+  const std::string text = FormatBisectTable(b);
+  EXPECT_NE(text.find("ran on"), std::string::npos) << text;
+  EXPECT_NE(text.find("dma-map-bench on real kernels"), std::string::npos) << text;
+  EXPECT_EQ(StepRanOn(b.steps(0)), "emulator");
+  EXPECT_EQ(StepRanOn(b.steps(2)), "-");
+  const std::string csv = FormatBisectCsv(b);
+  EXPECT_NE(csv.find(",executor,real_kernel\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",dma-map-bench,true\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",emulator,false\n"), std::string::npos) << csv;
+}
+
 TEST(FormatBisectTest, CsvHasOneRowPerStep) {
   pb::Bisect b;
   b.set_id(3);
@@ -292,9 +317,10 @@ TEST(FormatBisectTest, CsvHasOneRowPerStep) {
     s->set_p_value(0.001);
   }
   EXPECT_EQ(FormatBisectCsv(b),
-            "bisect,regression,state,culprit,step,commit,index,verdict,repeats,mean,change,p\n"
-            "3,9,done,f5caa960c7ef,1,f5caa960c7ef,9,bad,5,1.5,0.25,0.001\n"
-            "3,9,done,f5caa960c7ef,2,3fe465c9a8b7,8,good,5,1.5,0.25,0.001\n");
+            "bisect,regression,state,culprit,step,commit,index,verdict,repeats,mean,change,p,"
+            "executor,real_kernel\n"
+            "3,9,done,f5caa960c7ef,1,f5caa960c7ef,9,bad,5,1.5,0.25,0.001,,false\n"
+            "3,9,done,f5caa960c7ef,2,3fe465c9a8b7,8,good,5,1.5,0.25,0.001,,false\n");
 }
 
 }  // namespace

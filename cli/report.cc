@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "cli/bisect.h"
 #include "cli/format.h"
 #include "cli/monitor_diff.h"
 #include "cli/number_format.h"
@@ -346,12 +347,13 @@ ReportTable BisectTable(const pb::Bisect& b, const Commits& commits) {
   t.title = absl::StrCat("Bisect ", b.id(), " of regression ", b.regression_id(), ": ", b.state(),
                          ", last good ", b.last_good().empty() ? "-" : b.last_good(),
                          ", first bad ", b.first_bad().empty() ? "-" : b.first_bad());
-  t.headers = {"step", "commit", "subject", "verdict", "repeats", "mean", "change", "p"};
+  t.headers = {"step", "commit", "subject", "verdict", "repeats", "mean", "change", "p", "ran on"};
   t.empty_text = "no steps yet";
   for (const auto& s : b.steps()) {
     t.rows.push_back({absl::StrCat(s.step()), s.commit_id(), commits.Subject(s.commit_id()),
                       s.verdict(), absl::StrCat(s.repeats()), FormatNumber(s.mean()),
-                      Percent(s.relative_change()), absl::StrFormat("%.3g", s.p_value())});
+                      Percent(s.relative_change()), absl::StrFormat("%.3g", s.p_value()),
+                      StepRanOn(s)});
   }
   return t;
 }

@@ -803,7 +803,7 @@ TEST_P(AnalyzerStoreContractTest, SaveBisectRoundTripsStepsCulpritsAndTheRegress
   u.confirmed_by = "emulator";
   u.confirm_matrix_id = m;
   u.confirm_note = "confirmed with 8 repeats";
-  u.steps = {{{0, 5, "c5", "bad", 16, 80, 1e-6, -0.25}, m}};
+  u.steps = {{{0, 5, "c5", "bad", 16, 80, 1e-6, -0.25}, m, "emulator"}};
   ASSERT_TRUE(analyzer().SaveBisect(u).ok());
   absl::StatusOr<std::vector<ActiveBisect>> active = analyzer().ActiveBisects();
   ASSERT_TRUE(active.ok()) << active.status();
@@ -826,8 +826,9 @@ TEST_P(AnalyzerStoreContractTest, SaveBisectRoundTripsStepsCulpritsAndTheRegress
   done.culprit_id = "c4";
   done.culprit_subject = "subject 4";
   done.culprits = {{Culprit{3, 4, "c4", -0.25, 1, {}}, "c3", "subject 4"}};
-  done.steps = {u.steps[0],
-                {{1, 3, "c3", "good", 3, 100, 0.5, 0}, m + 1},
+  // Step 0 again without an executor keeps the one it had.
+  done.steps = {{u.steps[0].record, m, ""},
+                {{1, 3, "c3", "good", 3, 100, 0.5, 0}, m + 1, "dma-map-bench"},
                 {{2, 4, "c4", "bad", 3, 80, 1e-3, -0.2}, m + 2}};
   ASSERT_TRUE(analyzer().SaveBisect(done).ok());
   EXPECT_TRUE(analyzer().ActiveBisects()->empty());
@@ -844,6 +845,11 @@ TEST_P(AnalyzerStoreContractTest, SaveBisectRoundTripsStepsCulpritsAndTheRegress
   EXPECT_EQ(b->steps(2).commit_index(), 4);
   EXPECT_EQ(b->steps(2).repeats(), 3);
   EXPECT_EQ(b->steps(2).mean(), 80);
+  EXPECT_EQ(b->steps(0).executor(), "emulator");
+  EXPECT_FALSE(b->steps(0).real_kernel());
+  EXPECT_EQ(b->steps(1).executor(), "dma-map-bench");
+  EXPECT_TRUE(b->steps(1).real_kernel());
+  EXPECT_EQ(b->steps(2).executor(), "");
   ASSERT_EQ(b->culprits_size(), 1);
   EXPECT_EQ(b->culprits(0).commit_id(), "c4");
   EXPECT_EQ(b->culprits(0).commit_index(), 4);

@@ -330,8 +330,10 @@ void UpdateRegressionFromBisect(RegressionRow& row, const BisectUpdate& u, absl:
   row.updated_at = now;
 }
 
-// The upsert of one bisect_steps row: `at` moves only with the verdict.
-void UpsertStep(pb::Bisect& b, const BisectStepRecord& r, absl::Time now) {
+// The upsert of one bisect_steps row: `at` moves only with the verdict, the
+// executor only when the update names one.
+void UpsertStep(pb::Bisect& b, const BisectUpdate::Step& u, absl::Time now) {
+  const BisectStepRecord& r = u.record;
   pb::BisectStep* step = nullptr;
   for (pb::BisectStep& s : *b.mutable_steps()) {
     if (s.step() == r.step) step = &s;
@@ -350,6 +352,10 @@ void UpsertStep(pb::Bisect& b, const BisectStepRecord& r, absl::Time now) {
   step->set_mean(r.mean);
   step->set_p_value(r.p_value);
   step->set_relative_change(r.relative_change);
+  if (!u.executor.empty()) {
+    step->set_executor(u.executor);
+    step->set_real_kernel(proto::IsRealExecutor(proto::ExecutorFromName(u.executor)));
+  }
 }
 
 // to_char(... AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"').
@@ -707,7 +713,7 @@ absl::Status MemoryAnalyzerStore::SaveBisect(const BisectUpdate& u) {
         c->set_share(row.culprit.share);
       }
     }
-    for (const BisectUpdate::Step& s : u.steps) UpsertStep(bisect, s.record, now);
+    for (const BisectUpdate::Step& s : u.steps) UpsertStep(bisect, s, now);
     return absl::OkStatus();
   });
 }

@@ -107,7 +107,8 @@ absl::StatusOr<pb::Bisect> PgAnalysisStore::GetBisect(int64_t bisect_id, int64_t
     b.set_culprit_subject(r[0][6].as<std::string>());
     for (const pqxx::row& s :
          t.exec_params("SELECT step, commit_id, commit_index, verdict, repeats, mean, p_value, "
-                       "relative_change, (extract(epoch from at) * 1000000)::bigint "
+                       "relative_change, (extract(epoch from at) * 1000000)::bigint, executor, "
+                       "real_kernel "
                        "FROM bisect_steps WHERE bisect_id = $1 ORDER BY step",
                        b.id())) {
       pb::BisectStep* st = b.add_steps();
@@ -120,6 +121,8 @@ absl::StatusOr<pb::Bisect> PgAnalysisStore::GetBisect(int64_t bisect_id, int64_t
       st->set_p_value(s[6].as<double>());
       st->set_relative_change(s[7].as<double>());
       SetMicros(s[8].as<int64_t>(), st->mutable_at());
+      st->set_executor(s[9].as<std::string>());
+      st->set_real_kernel(s[10].as<bool>());
     }
     std::map<int64_t, std::vector<pb::Culprit>> culprits = ReadCulprits(t, {b.id()});
     for (const pb::Culprit& cu : culprits[b.id()]) *b.add_culprits() = cu;
