@@ -36,8 +36,6 @@
 // is the inverse ratio of their CPU per job ("rounds SQL/gRPC CPU per job").
 // That tells how much of a gap is work the path does (CPU) rather than
 // waiting, and which side does it.
-#include <dirent.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <algorithm>
@@ -46,10 +44,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -61,6 +57,7 @@
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_format.h"
+#include "bench/proc_cpu.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/base/file.h"
 #include "lib/client/client.h"
@@ -105,26 +102,6 @@ std::string NewDatabase() {
   return *uri;
 }
 
-// CPU seconds (user + system) that /proc/PID/stat counts for `pid`, with
-// those of its reaped children when `reaped`; its parent in *ppid. 0 when
-// the process is gone.
-double StatCpu(pid_t pid, bool reaped, pid_t* ppid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return 0;
-  // The command name, field 2, may hold spaces: fields after it only.
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream in(line.substr(close + 2));
-  std::vector<std::string> field;  // field[0] is stat's field 3 (state)
-  for (std::string t; in >> t && field.size() < 15;) field.push_back(t);
-  if (field.size() < 15) return 0;
-  if (ppid != nullptr) *ppid = static_cast<pid_t>(std::atoll(field[1].c_str()));
-  double ticks = std::atof(field[11].c_str()) + std::atof(field[12].c_str());
-  if (reaped) ticks += std::atof(field[13].c_str()) + std::atof(field[14].c_str());
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 // CPU seconds so far of this process (every thread: the in-process
 // scheduler and the clients) and of the bench's PostgreSQL: the postmaster
 // with the children it reaped (backends of closed sessions) plus its live
@@ -133,24 +110,7 @@ struct CpuSample {
   double self = 0, pg = 0;
 };
 CpuSample SampleCpu() {
-  CpuSample out;
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  out.self = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-             1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-  const pid_t postmaster = g_pg->pid();
-  out.pg = StatCpu(postmaster, /*reaped=*/true, nullptr);
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return out;
-  while (dirent* e = readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoll(e->d_name));
-    if (pid <= 0 || pid == postmaster) continue;
-    pid_t parent = 0;
-    const double cpu = StatCpu(pid, /*reaped=*/true, &parent);
-    if (parent == postmaster) out.pg += cpu;
-  }
-  closedir(proc);
-  return out;
+  return {farm::bench::SelfCpuSeconds(), farm::bench::PostgresCpuSeconds(g_pg->pid())};
 }
 
 // Schema + one matrix of g_jobs emulator jobs.
