@@ -10,6 +10,8 @@
 #   e2e    several farm binaries talking to each other
 #   slow   hermetic but long (model sweeps)
 #   kbuild builds a real kernel (the test tree of scripts/make-test-kernel-tree)
+#   lab    a VM lab host: a QEMU guest with a Debian root
+#          (scripts/build-lab-root) whose agent reboots by real kexec
 #   long   (extra label only) a real-kernel end to end of ten minutes or
 #          more on a 2-core machine with no kernel build cached; CI runs
 #          one of them per run, in rotation (scripts/test
@@ -20,7 +22,7 @@
 # scripts/build-guest-root) says so in one "Needs: ..." line of its
 # registration, naming the script; scripts/test prepares every one of them
 # before CTest, and a test whose resource is missing fails naming the script.
-set(FARM_TEST_LABELS unit pg tools vm e2e slow kbuild long)
+set(FARM_TEST_LABELS unit pg tools vm e2e slow kbuild lab long)
 # `unit` tests are the fast loop: each case gets this long at most.
 set(FARM_UNIT_TEST_TIMEOUT 60)
 
