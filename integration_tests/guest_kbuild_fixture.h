@@ -120,14 +120,15 @@ class GuestKbuildTest : public ::testing::Test {
   }
 
   // A one-second dma_map_benchmark job of `commit` under `mode`, as the
-  // scheduler hands it out.
-  static ::iommufarm::v1::Job DmaMapBenchJob(int64_t id, const std::string& commit,
-                                             ::iommufarm::v1::IommuMode mode) {
+  // scheduler hands it out, on arch_'s machine (q35 + intel-iommu, or virt +
+  // SMMUv3).
+  ::iommufarm::v1::Job DmaMapBenchJob(int64_t id, const std::string& commit,
+                                      ::iommufarm::v1::IommuMode mode) const {
     ::iommufarm::v1::Job job;
     job.set_id(id);
     job.set_executor(::iommufarm::v1::EXECUTOR_DMA_MAP_BENCH);
     job.set_commit_id(commit);
-    job.set_platform("q35-intel-iommu");
+    job.set_platform(arch_ == "aarch64" ? "virt-smmuv3" : "q35-intel-iommu");
     job.set_mode(mode);
     job.mutable_workload()->set_name("dma-map-bench");
     (*job.mutable_workload()->mutable_params())["seconds"] = "1";

@@ -14,7 +14,8 @@
 // first aarch64 build of the tree is a cold one) the same two commits are
 // built for aarch64 and booted on virt + SMMUv3, where lazy is real: under
 // a lazy request the parent runs lazy (DMA-FQ) and the forcing commit
-// strict.
+// strict, and the parent runs dma_map_benchmark as a farm job in all four
+// modes.
 // Needs: scripts/make-test-kernel-tree and scripts/build-guest-root (scripts/test runs both as
 // root).
 #include <gtest/gtest.h>
@@ -73,8 +74,10 @@ class ModeForcedKbuildTest : public GuestKbuildTest {
   }
 
   // The facts of `commit`'s result under `mode`: a one-second
-  // dma_map_benchmark run, as a farm job.
-  pb::HostFacts RanOn(const std::string& commit, pb::IommuMode mode) {
+  // dma_map_benchmark run, as a farm job. Its samples by metric go to
+  // `samples` when given.
+  pb::HostFacts RanOn(const std::string& commit, pb::IommuMode mode,
+                      std::map<std::string, double>* samples = nullptr) {
     agent::CancelToken cancel;
     const absl::Time start = absl::Now();
     absl::StatusOr<agent::ExecutionResult> r =
@@ -84,10 +87,14 @@ class ModeForcedKbuildTest : public GuestKbuildTest {
     EXPECT_TRUE(r->ran_on.has_value());
     if (!r->ran_on.has_value()) return {};
     EXPECT_FALSE(r->samples.empty());
+    std::map<std::string, double> by_metric;
+    for (const pb::Sample& sample : r->samples) by_metric[sample.metric()] = sample.value();
     std::cout << commit.substr(0, 12) << " requested " << proto::ModeName(mode) << ": ran "
               << proto::ModeName(r->ran_on->iommu_mode()) << " (" << r->ran_on->iommu_detail()
               << ") in " << absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Seconds(1)))
-              << "\n";
+              << ", map " << by_metric["map_latency_mean"] << " ns, unmap "
+              << by_metric["unmap_latency_mean"] << " ns\n";
+    if (samples != nullptr) *samples = std::move(by_metric);
     EXPECT_EQ(r->ran_on->guest().requested_mode(), mode);
     return *r->ran_on;
   }
@@ -110,6 +117,27 @@ TEST_F(ModeForcedKbuildTest, UnderLazyTheForcingCommitRunsStrictWhereItsParentRu
                                 "the kernel ran strict although its command line asked for "
                                 "lazy (iommu.strict=0)"))
       << forced.effective_detail;
+}
+
+// A kernel the farm built for aarch64 runs the kernel's dma_map_benchmark as
+// a farm job in each of the four modes, and runs each as asked: on virt +
+// SMMUv3 all four are real (the SMMU's absence, identity, DMA, DMA-FQ).
+TEST_F(ModeForcedKbuildTest, TheParentRunsDmaMapBenchInEveryModeAsAsked) {
+  const std::map<pb::IommuMode, std::string> domain = {{pb::IOMMU_MODE_PASSTHROUGH, "identity"},
+                                                       {pb::IOMMU_MODE_STRICT, "DMA"},
+                                                       {pb::IOMMU_MODE_LAZY, "DMA-FQ"}};
+  for (pb::IommuMode mode : {pb::IOMMU_MODE_OFF, pb::IOMMU_MODE_PASSTHROUGH, pb::IOMMU_MODE_STRICT,
+                             pb::IOMMU_MODE_LAZY}) {
+    std::map<std::string, double> samples;
+    const pb::HostFacts ran = RanOn(parent_, mode, &samples);
+    EXPECT_EQ(ran.iommu_mode(), mode) << ran.iommu_detail();
+    if (auto it = domain.find(mode); it != domain.end()) {
+      EXPECT_EQ(ran.guest().machine_model(), "virt+smmuv3");
+      EXPECT_EQ(ran.guest().domain_type(), it->second) << proto::ModeName(mode);
+    }
+    EXPECT_GT(samples["map_latency_mean"], 0) << proto::ModeName(mode);
+    EXPECT_GT(samples["unmap_latency_mean"], 0) << proto::ModeName(mode);
+  }
 }
 #else
 TEST_F(ModeForcedKbuildTest, TheForcingCommitRunsStrictWhereItsParentRunsTheRequestedMode) {
