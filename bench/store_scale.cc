@@ -1095,13 +1095,14 @@ void PrintColumnBytes(pqxx::nontransaction& n, const char* label, double samples
     }
     std::string sql = absl::StrCat("SELECT sum(pg_column_size(t.*))::float8");
     for (const std::string& col : cols) {
-      absl::StrAppend(&sql, ", sum(pg_column_size(", n.quote_name(col), "))::float8");
+      absl::StrAppend(&sql, ", coalesce(sum(pg_column_size(", n.quote_name(col), ")), 0)::float8");
     }
     const pqxx::row r = n.exec1(absl::StrCat(sql, " FROM ", table, " t"));
     std::printf("%s: bytes per sample by column of %s (row %.1f B)\n", label, table,
                 r[0].as<double>() / samples);
     for (size_t i = 0; i < cols.size(); ++i) {
-      std::printf("  %-40s %8.1f B\n", cols[i].c_str(), r[static_cast<int>(i + 1)].as<double>() / samples);
+      std::printf("  %-40s %8.1f B\n", cols[i].c_str(),
+                  r[static_cast<int>(i + 1)].as<double>() / samples);
     }
   }
   std::fflush(stdout);
