@@ -514,7 +514,8 @@ void StoreBatchRaws(pqxx::work& w) {
 
 // Jobs and results of the matrices with from <= mk.id < to: every job
 // succeeded at attempt 1; samples drawn per job around each metric's base
-// (mode factors 1, 1.01, 1.4, 1.15), raw outputs from the pool.
+// (mode factors 1, 1.01, 1.4, 1.15) as SamplesToJson writes them (no
+// empty phase), raw outputs from the pool.
 void FillJobsAndResults(pqxx::work& w, int64_t from, int64_t to) {
   w.exec_params(
       "INSERT INTO jobs (matrix_id, catalog, commit_id, commit_index, platform, workload, "
@@ -547,10 +548,10 @@ void FillJobsAndResults(pqxx::work& w, int64_t from, int64_t to) {
       "INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, raw_output, "
       "  raw_digest, raw_format, host_id, tool_version, wall_time_ns, finished_at) "
       "SELECT j.id, 1, j.matrix_id, a.id, a.name, "
-      "  (SELECT jsonb_agg(jsonb_build_object('metric', wl.metrics[i], 'unit', wl.units[i], "
-      "     'phase', wl.phases[i], 'value', wl.base[i] * (ARRAY[1, 1.01, 1.4, "
-      "1.15]::float8[])[j.mode] "
-      "     * (0.985 + 0.03 * random()))) FROM generate_series(1, cardinality(wl.metrics)) i), "
+      "  (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('metric', wl.metrics[i], "
+      "     'unit', nullif(wl.units[i], ''), 'phase', nullif(wl.phases[i], ''), "
+      "     'value', wl.base[i] * (ARRAY[1, 1.01, 1.4, 1.15]::float8[])[j.mode] "
+      "     * (0.985 + 0.03 * random())))) FROM generate_series(1, cardinality(wl.metrics)) i), "
       "  CASE WHEN m.digest IS NULL THEN b.raw ELSE '' END, m.digest, "
       "  wl.fmt, rh.id, wl.tool, (5e9 + random() * 5e9)::bigint, j.finished_at "
       "FROM jobs j JOIN wl ON wl.name = j.workload AND wl.params = j.params "
