@@ -418,6 +418,11 @@ void FillReference(pqxx::work& w, const Year& y) {
         "VALUES ($1, md5($1), '[{\"name\": \"emulator\", \"version\": \"1\"}]', '{1}', $2, 8)",
         absl::StrCat("farm-agent-", a), HostJson(a));
   }
+  // Each agent's facts once, as a report stores them (result_hosts).
+  w.exec(
+      "INSERT INTO result_hosts (digest, host) "
+      "SELECT DISTINCT sha256(convert_to(host::text, 'UTF8')), host FROM agents "
+      "ON CONFLICT (digest) DO NOTHING");
   const int commits = kDays * kCommitsPerDay + 2 * kCommitsPerDay;
   w.exec_params(
       "INSERT INTO catalogs (name, source) SELECT n, 'git://synthetic/' || n "
@@ -509,7 +514,8 @@ void StoreBatchRaws(pqxx::work& w) {
 
 // Jobs and results of the matrices with from <= mk.id < to: every job
 // succeeded at attempt 1; samples drawn per job around each metric's base
-// (mode factors 1, 1.01, 1.4, 1.15), raw outputs from the pool.
+// (mode factors 1, 1.01, 1.4, 1.15) as SamplesToJson writes them (no
+// empty phase), raw outputs from the pool.
 void FillJobsAndResults(pqxx::work& w, int64_t from, int64_t to) {
   w.exec_params(
       "INSERT INTO jobs (matrix_id, catalog, commit_id, commit_index, platform, workload, "
@@ -540,17 +546,17 @@ void FillJobsAndResults(pqxx::work& w, int64_t from, int64_t to) {
   StoreBatchRaws(w);
   w.exec_params(
       "INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, raw_output, "
-      "  raw_digest, raw_format, host, tool_version, wall_time_ns, finished_at) "
+      "  raw_digest, raw_format, host_id, tool_version, wall_time_ns, finished_at) "
       "SELECT j.id, 1, j.matrix_id, a.id, a.name, "
-      "  (SELECT jsonb_agg(jsonb_build_object('metric', wl.metrics[i], 'unit', wl.units[i], "
-      "     'phase', wl.phases[i], 'value', wl.base[i] * (ARRAY[1, 1.01, 1.4, "
-      "1.15]::float8[])[j.mode] "
-      "     * (0.985 + 0.03 * random()))) FROM generate_series(1, cardinality(wl.metrics)) i), "
+      "  (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('metric', wl.metrics[i], "
+      "     'unit', nullif(wl.units[i], ''), 'phase', nullif(wl.phases[i], ''), "
+      "     'value', wl.base[i] * (ARRAY[1, 1.01, 1.4, 1.15]::float8[])[j.mode] "
+      "     * (0.985 + 0.03 * random())))) FROM generate_series(1, cardinality(wl.metrics)) i), "
       "  CASE WHEN m.digest IS NULL THEN b.raw ELSE '' END, m.digest, "
-      "  wl.fmt, a.host, wl.tool, (5e9 + random() * 5e9)::bigint, j.finished_at "
+      "  wl.fmt, rh.id, wl.tool, (5e9 + random() * 5e9)::bigint, j.finished_at "
       "FROM jobs j JOIN wl ON wl.name = j.workload AND wl.params = j.params "
       "JOIN batch_raw b ON b.job_id = j.id LEFT JOIN raw_map m ON m.job_id = j.id "
-      "JOIN agents a ON a.id = j.lease_agent "
+      "JOIN agents a ON a.id = j.lease_agent JOIN result_hosts rh ON rh.host = a.host "
       "WHERE j.matrix_id >= $1 AND j.matrix_id < $2",
       from, to);
 }
@@ -1063,7 +1069,7 @@ void PrintRelationBytes(pqxx::nontransaction& n, const char* label, double sampl
   std::printf("%s: bytes per sample by relation\n", label);
   for (const pqxx::row& r : n.exec(
            "WITH t AS (SELECT oid, relname, reltoastrelid FROM pg_class "
-           "  WHERE relname IN ('results', 'jobs', 'raw_outputs')) "
+           "  WHERE relname IN ('results', 'jobs', 'raw_outputs', 'result_hosts')) "
            "SELECT name, bytes FROM (SELECT relname AS name, pg_relation_size(oid) AS bytes FROM t "
            "  UNION ALL SELECT relname || ' (TOAST)', pg_total_relation_size(reltoastrelid) FROM t "
            "  WHERE reltoastrelid <> 0 "
@@ -1071,6 +1077,34 @@ void PrintRelationBytes(pqxx::nontransaction& n, const char* label, double sampl
            "  JOIN pg_index x ON x.indrelid = t.oid JOIN pg_class i ON i.oid = x.indexrelid) s "
            "ORDER BY bytes DESC, name")) {
     std::printf("  %-40s %8.1f B\n", r[0].c_str(), r[1].as<double>() / samples);
+  }
+  std::fflush(stdout);
+}
+
+// Where a results and a jobs row's bytes go: each column's stored size
+// (pg_column_size: compressed, or the TOAST pointer) and the whole row's
+// per sample; the heap's figure above less these is tuple headers, line
+// pointers, alignment and free space.
+void PrintColumnBytes(pqxx::nontransaction& n, const char* label, double samples) {
+  for (const char* table : {"results", "jobs"}) {
+    std::vector<std::string> cols;
+    for (const pqxx::row& r : n.exec_params(
+             "SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 "
+             "AND NOT attisdropped ORDER BY attnum",
+             table)) {
+      cols.push_back(r[0].as<std::string>());
+    }
+    std::string sql = absl::StrCat("SELECT sum(pg_column_size(t.*))::float8");
+    for (const std::string& col : cols) {
+      absl::StrAppend(&sql, ", coalesce(sum(pg_column_size(", n.quote_name(col), ")), 0)::float8");
+    }
+    const pqxx::row r = n.exec1(absl::StrCat(sql, " FROM ", table, " t"));
+    std::printf("%s: bytes per sample by column of %s (row %.1f B)\n", label, table,
+                r[0].as<double>() / samples);
+    for (size_t i = 0; i < cols.size(); ++i) {
+      std::printf("  %-40s %8.1f B\n", cols[i].c_str(),
+                  r[static_cast<int>(i + 1)].as<double>() / samples);
+    }
   }
   std::fflush(stdout);
 }
@@ -1087,7 +1121,8 @@ void MeasureBytes(const Context& ctx, bool big, Report* report) {
       "  sum(coalesce(o.size, octet_length(raw_output)))::float8, "
       "  sum(pg_column_size(raw_output))::float8, "
       "  sum(pg_column_size(samples))::float8, pg_total_relation_size('results')::float8, "
-      "  pg_total_relation_size('jobs')::float8, pg_database_size(current_database())::float8, "
+      "  pg_total_relation_size('jobs')::float8 + pg_total_relation_size('result_hosts'), "
+      "  pg_database_size(current_database())::float8, "
       "  pg_total_relation_size('raw_outputs')::float8, "
       "  (SELECT coalesce(sum(pg_column_size(zstd)), 0) FROM raw_outputs)::float8 "
       "FROM results LEFT JOIN raw_outputs o ON o.digest = raw_digest");
@@ -1096,9 +1131,9 @@ void MeasureBytes(const Context& ctx, bool big, Report* report) {
   const double rows = r[5].as<double>() + r[6].as<double>();
   report->Set(big, "samples in the database", "samples", samples);
   report->Set(big, "database size", "B", r[7].as<double>());
-  report->Set(big, "bytes per sample: results + jobs + raw_outputs", "B",
+  report->Set(big, "bytes per sample: results + jobs + result_hosts + raw_outputs", "B",
               (rows + raw_table) / samples, "<= 200 B", 200);
-  report->Set(big, "bytes per sample: results + jobs, raw output excluded", "B",
+  report->Set(big, "bytes per sample: results + jobs + result_hosts, raw output excluded", "B",
               (rows - inline_raw) / samples, "<= 200 B", 200);
   report->Set(big, "bytes per sample: raw output (inline + raw_outputs)", "B",
               (inline_raw + raw_table) / samples);
@@ -1111,6 +1146,7 @@ void MeasureBytes(const Context& ctx, bool big, Report* report) {
   report->Set(big, "bytes per raw output: raw_outputs with its index", "B",
               (inline_raw + raw_table) / results);
   PrintRelationBytes(n, big ? "big" : "small", samples);
+  PrintColumnBytes(n, big ? "big" : "small", samples);
 }
 
 void MeasureDatabase(const std::string& uri, const Year& y, const Options& o, bool big,

@@ -235,9 +235,9 @@ TEST_F(ConfirmRealPgTest, EmulatorFindingIsConfirmedByFioOnTheCommitsKernels) {
   pqxx::connection c(DbUri());
   pqxx::work w(c);
   pqxx::result rows = w.exec_params(
-      "SELECT j.commit_id, j.executor, r.host->>'kernel_release', "
-      "r.host->'guest'->>'domain_type', r.host->'guest'->>'provider', j.kind "
-      "FROM results r JOIN jobs j ON j.id = r.job_id "
+      "SELECT j.commit_id, j.executor, h.host->>'kernel_release', "
+      "h.host->'guest'->>'domain_type', h.host->'guest'->>'provider', j.kind "
+      "FROM results r JOIN jobs j ON j.id = r.job_id JOIN result_hosts h ON h.id = r.host_id "
       "WHERE j.matrix_id IN ($1::bigint, $1::bigint + 1) AND j.executor = $2 ORDER BY j.commit_id",
       reg.confirm_matrix_id(), static_cast<int>(pb::EXECUTOR_FIO));
   ASSERT_EQ(rows.size(), 4u) << vm_agent_->Out();

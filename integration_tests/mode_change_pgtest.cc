@@ -150,9 +150,9 @@ TEST_F(ModeChangePgTest, ACommitThatFlipsLazyToStrictIsFoundAndBisectedToIt) {
   // The stored facts: m08's run asked for lazy and ran strict, as the
   // emulated kernel said; m04's ran lazy.
   const pqxx::result facts = SqlRows(absl::StrCat(
-      "SELECT j.commit_id, (r.host->>'iommu_mode')::int, (r.host->'guest'->>'requested_mode')::int,"
-      " r.host->>'iommu_detail', r.host->'guest'->>'provider' FROM results r JOIN jobs j ON "
-      "j.id = r.job_id WHERE j.matrix_id = ",
+      "SELECT j.commit_id, (h.host->>'iommu_mode')::int, (h.host->'guest'->>'requested_mode')::int,"
+      " h.host->>'iommu_detail', h.host->'guest'->>'provider' FROM results r JOIN jobs j ON "
+      "j.id = r.job_id JOIN result_hosts h ON h.id = r.host_id WHERE j.matrix_id = ",
       matrix, " ORDER BY j.commit_index"));
   ASSERT_EQ(facts.size(), 3u);
   for (const pqxx::row& f : facts) {
@@ -228,9 +228,11 @@ TEST_F(ModeChangePgTest, ACommitThatKeepsTheModeRaisesNoModeChange) {
       },
       "bulk matrix analysed", absl::Seconds(240), [&] { return agent_->Out(); });
   // The runs stated their modes (all lazy), and none changed.
-  EXPECT_EQ(Sql(absl::StrCat("SELECT count(*) FROM results WHERE matrix_id = ", matrix,
-                             " AND (host->>'iommu_mode')::int = ", pb::IOMMU_MODE_LAZY)),
-            3);
+  EXPECT_EQ(
+      Sql(absl::StrCat("SELECT count(*) FROM results r JOIN result_hosts h ON h.id = r.host_id "
+                       "WHERE r.matrix_id = ",
+                       matrix, " AND (h.host->>'iommu_mode')::int = ", pb::IOMMU_MODE_LAZY)),
+      3);
   EXPECT_EQ(Sql(absl::StrCat("SELECT count(*) FROM regressions WHERE change_class = ",
                              pb::CHANGE_CLASS_MODE_CHANGED)),
             0);

@@ -169,10 +169,10 @@ class RetentionPgTest : public ::testing::Test {
         at, ", ", at, ", ", at, " FROM jobs j JOIN map m ON m.old_id = j.id"));
     w.exec(
         absl::StrCat("INSERT INTO results (job_id, attempt, matrix_id, agent, samples, raw_output, "
-                     "raw_digest, raw_format, host, tool_version, wall_time_ns, finished_at) "
+                     "raw_digest, raw_format, host_id, tool_version, wall_time_ns, finished_at) "
                      "SELECT m.new_id, attempt, ",
                      id,
-                     ", agent, samples, raw_output, raw_digest, raw_format, host, tool_version, "
+                     ", agent, samples, raw_output, raw_digest, raw_format, host_id, tool_version, "
                      "wall_time_ns, ",
                      at, " FROM results r JOIN map m ON m.old_id = r.job_id"));
     OwnRawOutputs(w, id);

@@ -201,13 +201,14 @@ TEST_F(VmRunsPgTest, StrictAndPassthroughRunInTheGuestAndLandWithTheirEffectiveM
   EXPECT_EQ(seen, (std::set<std::string>{"strict", "passthrough"}));
 
   // The rows themselves: the effective mode and the guest's facts are in
-  // results.host.
+  // the result's host facts (result_hosts).
   pqxx::connection c(DbUri());
   pqxx::work w(c);
   pqxx::result rows = w.exec_params(
-      "SELECT j.mode, (r.host->>'iommu_mode')::int, r.host->'guest'->>'domain_type', "
-      "r.host->>'kernel_release', r.host->'guest'->>'iommu_driver', "
-      "r.host->'guest'->>'qemu_version' FROM results r JOIN jobs j ON j.id = r.job_id "
+      "SELECT j.mode, (h.host->>'iommu_mode')::int, h.host->'guest'->>'domain_type', "
+      "h.host->>'kernel_release', h.host->'guest'->>'iommu_driver', "
+      "h.host->'guest'->>'qemu_version' FROM results r JOIN jobs j ON j.id = r.job_id "
+      "JOIN result_hosts h ON h.id = r.host_id "
       "WHERE r.matrix_id = $1 ORDER BY j.mode",
       matrix_id);
   ASSERT_EQ(rows.size(), 2u);

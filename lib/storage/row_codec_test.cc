@@ -58,6 +58,29 @@ TEST(RowCodecTest, SamplesReadBackExactlyWhateverTheyHold) {
   }
 }
 
+TEST(RowCodecTest, EmptyUnitAndPhaseAreLeftOut) {
+  google::protobuf::RepeatedPtrField<pb::Sample> in;
+  pb::Sample* plain = in.Add();
+  plain->set_metric("iops");
+  plain->set_value(2);
+  pb::Sample* full = in.Add();
+  full->set_metric("throughput_kb_s");
+  full->set_unit("KB/s");
+  full->set_phase("write");
+  full->set_value(3);
+  const json j = json::parse(SamplesToJson(in));
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0], json::parse(R"({"metric": "iops", "value": 2})"));
+  EXPECT_EQ(j[1]["phase"], "write");
+  EXPECT_EQ(j[1]["unit"], "KB/s");
+  google::protobuf::RepeatedPtrField<pb::Sample> out;
+  JsonToSamples(SamplesToJson(in), &out);
+  ASSERT_EQ(out.size(), 2);
+  EXPECT_EQ(out[0].unit(), "");
+  EXPECT_EQ(out[0].phase(), "");
+  EXPECT_EQ(out[1].phase(), "write");
+}
+
 TEST(RowCodecTest, NonFiniteSampleValuesAreKeptAsText) {
   google::protobuf::RepeatedPtrField<pb::Sample> in;
   in.Add()->set_value(std::numeric_limits<double>::infinity());

@@ -590,6 +590,34 @@ UPDATE bisect_steps s SET executor = CASE m.executor WHEN 1 THEN 'emulator' WHEN
   FROM matrices m WHERE s.matrix_id = m.id AND s.executor = '';
 )SQL";
 
+// The host facts of a result stored once per distinct content and named
+// by results.host_id: an agent reports the same facts with every result
+// (bench/store_scale: 317 bytes of jsonb per result, 57 per sample, from a
+// handful of distinct values). digest: SHA-256 of the facts' canonical
+// jsonb text, the key a report looks its facts up by; id 0 is no facts. Rows are never
+// deleted: there are as many as there are distinct hosts and guest setups,
+// and a report may name one it found a moment before (no foreign key, whose
+// per-row check and key-share lock on the few hot rows ingest would pay).
+const char* const kV28ResultHosts = R"SQL(
+CREATE TABLE result_hosts (
+  id      serial PRIMARY KEY,
+  digest  bytea NOT NULL UNIQUE,
+  host    jsonb NOT NULL
+);
+-- Id 0: no facts, the default of a result stored without them (as '{}'
+-- was the old column's).
+INSERT INTO result_hosts (id, digest, host) VALUES (0, sha256(convert_to('{}', 'UTF8')), '{}');
+INSERT INTO result_hosts (digest, host)
+  SELECT sha256(convert_to(d.host::text, 'UTF8')), d.host
+  FROM (SELECT DISTINCT host FROM results WHERE host <> '{}') d ORDER BY 1;
+-- The rewritten rows carry NULL where their facts were: a dropped column's
+-- bytes stay in every row until it is written again.
+ALTER TABLE results ADD COLUMN host_id integer NOT NULL DEFAULT 0,
+  ALTER COLUMN host DROP NOT NULL;
+UPDATE results r SET host_id = h.id, host = NULL FROM result_hosts h WHERE h.host = r.host;
+ALTER TABLE results DROP COLUMN host;
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -650,6 +678,7 @@ const std::vector<Migration>& AllMigrations() {
       {26, "raw_outputs: long raw output stored once per content, zstd-compressed", kV26RawOutputs,
        &MoveRawOutputs},
       {27, "bisect_steps.executor, real_kernel: where each step ran", kV27BisectStepExecutor},
+      {28, "result_hosts: a result's host facts stored once per content", kV28ResultHosts},
   };
   return *kAll;
 }

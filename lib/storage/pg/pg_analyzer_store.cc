@@ -146,10 +146,10 @@ class PgAnalyzerStore final : public AnalyzerStore {
   // (analyzer_rows.h kEffectiveModeMetric), empty when it states none.
   static std::string EffectiveModeSql() {
     return absl::StrCat(
-        "CASE WHEN coalesce((r.host->'guest'->>'requested_mode')::int, 0) <> 0 "
-        "AND coalesce((r.host->>'iommu_mode')::int, 0) <> 0 "
+        "CASE WHEN coalesce((rh.host->'guest'->>'requested_mode')::int, 0) <> 0 "
+        "AND coalesce((rh.host->>'iommu_mode')::int, 0) <> 0 "
         "THEN jsonb_build_array(jsonb_build_object('metric', '",
-        kEffectiveModeMetric, "', 'value', (r.host->>'iommu_mode')::int)) ELSE '[]'::jsonb END");
+        kEffectiveModeMetric, "', 'value', (rh.host->>'iommu_mode')::int)) ELSE '[]'::jsonb END");
   }
 
   // Every numeric sample of the accepted results of the jobs `where` picks
@@ -158,17 +158,18 @@ class PgAnalyzerStore final : public AnalyzerStore {
     return "SELECT r.matrix_id, j.catalog, j.commit_id, j.commit_index, j.platform, "
            "  j.workload, j.mode, j.repeat, s->>'metric', coalesce(s->>'phase', ''), "
            "  (s->>'value')::float8, r.job_id, coalesce(s->>'unit', ''), "
-           "  coalesce(r.host->'guest'->>'accel', ''), "
-           "  coalesce(r.host->'guest'->>'icount_shift', '0'), " +
+           "  coalesce(rh.host->'guest'->>'accel', ''), "
+           "  coalesce(rh.host->'guest'->>'icount_shift', '0'), " +
            std::string(kJobParamsSql) +
            "::text, j.executor, "
-           "  coalesce(r.host->'hygiene'->>'governor', ''), "
-           "  coalesce(r.host->'hygiene'->>'turbo', ''), "
-           "  coalesce(r.host->'hygiene'->>'smt', ''), "
-           "  coalesce(r.host->'hygiene'->>'cpus_allowed', ''), "
-           "  coalesce(r.host->'hygiene'->>'mems_allowed', ''), "
+           "  coalesce(rh.host->'hygiene'->>'governor', ''), "
+           "  coalesce(rh.host->'hygiene'->>'turbo', ''), "
+           "  coalesce(rh.host->'hygiene'->>'smt', ''), "
+           "  coalesce(rh.host->'hygiene'->>'cpus_allowed', ''), "
+           "  coalesce(rh.host->'hygiene'->>'mems_allowed', ''), "
            "  coalesce(s->'intervals', '[]'::jsonb)::text "
            "FROM results r JOIN jobs j ON j.id = r.job_id "
+           "LEFT JOIN result_hosts rh ON rh.id = r.host_id "
            "CROSS JOIN LATERAL jsonb_array_elements(r.samples || " +
            EffectiveModeSql() +
            ") s "

@@ -103,6 +103,27 @@ const char* const kLeaseHolder = "farm_lease_holder";
 const char* const kRawUpsert =
     "ON CONFLICT (digest) DO UPDATE SET size = EXCLUDED.size WHERE false";
 
+// CTEs that name each host facts document of the jsonb[] `hosts` by its
+// result_hosts id: hid(ix, id), ix its 1-based position. Facts stored
+// before are found; the others are inserted in digest order (two reports
+// of one new host lock it in one order), and the update of a conflicting
+// row returns its id even when another report committed it after this
+// statement's snapshot, where a DO NOTHING would return none.
+std::string HostIdsCtes(const std::string& hosts) {
+  return absl::StrCat(
+      "hx AS (SELECT u.ix::int AS ix, u.host, sha256(convert_to(u.host::text, 'UTF8')) AS digest "
+      "  FROM unnest(",
+      hosts,
+      ") WITH ORDINALITY AS u(host, ix)), "
+      "hold AS (SELECT hx.ix, rh.id FROM hx JOIN result_hosts rh ON rh.digest = hx.digest), "
+      "hnew AS (INSERT INTO result_hosts (digest, host) "
+      "  SELECT DISTINCT ON (hx.digest) hx.digest, hx.host FROM hx "
+      "  WHERE hx.ix NOT IN (SELECT ix FROM hold) ORDER BY hx.digest "
+      "  ON CONFLICT (digest) DO UPDATE SET digest = EXCLUDED.digest RETURNING id, digest), "
+      "hid AS (SELECT ix, id FROM hold "
+      "  UNION ALL SELECT hx.ix, hnew.id FROM hx JOIN hnew ON hnew.digest = hx.digest), ");
+}
+
 // A report batch's raw outputs as kReportBatch takes them: per report the
 // inline text or the digest (the other empty), and each distinct
 // out-of-row output once, compressed here rather than in the database.
@@ -180,21 +201,22 @@ void PrepareQueueStatements(PgPool* pool) {
   // stale lease afterwards.
   pool->Prepare(
       kReportResult,
-      "WITH up AS (UPDATE jobs SET state = 3, finished_at = now(), lease_expires_at = NULL "
-      "  WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state::int = 2 "
-      "  AND lease_agent = $4 "
-      "  RETURNING id, attempt, matrix_id, executor, "
-      "  coalesce(extract(epoch from (now() - started_at)), 0)::float8 AS dur), "
-      "blob AS (INSERT INTO raw_outputs (digest, size, zstd) "
-      "  SELECT $12::bytea, $13::int, $14::bytea FROM up WHERE $12::bytea <> ''::bytea " +
+      "WITH " + HostIdsCtes("ARRAY[$8::jsonb]") +
+          "up AS (UPDATE jobs SET state = 3, finished_at = now(), lease_expires_at = NULL "
+          "  WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state::int = 2 "
+          "  AND lease_agent = $4 "
+          "  RETURNING id, attempt, matrix_id, executor, "
+          "  coalesce(extract(epoch from (now() - started_at)), 0)::float8 AS dur), "
+          "blob AS (INSERT INTO raw_outputs (digest, size, zstd) "
+          "  SELECT $12::bytea, $13::int, $14::bytea FROM up WHERE $12::bytea <> ''::bytea " +
           std::string(kRawUpsert) +
           "), "
           "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
-          "  raw_output, raw_digest, raw_format, host, tool_version, wall_time_ns, monitors) "
+          "  raw_output, raw_digest, raw_format, host_id, tool_version, wall_time_ns, monitors) "
           "  SELECT id, attempt, matrix_id, $4, coalesce((SELECT name FROM agents WHERE id = $4), "
           "''), "
-          "  $5::jsonb, $6, nullif($12::bytea, ''::bytea), $7, $8::jsonb, $9, $10, $11::jsonb FROM "
-          "up "
+          "  $5::jsonb, $6, nullif($12::bytea, ''::bytea), $7, (SELECT id FROM hid), $9, $10, "
+          "  $11::jsonb FROM up "
           "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
           "SELECT executor, dur FROM up");
   // kReportResult over arrays (one element per report): one statement, so
@@ -206,27 +228,29 @@ void PrepareQueueStatements(PgPool* pool) {
   pool->Prepare(
       kReportBatch,
       "WITH i AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[], "
-      "  $5::jsonb[], $6::text[], $7::text[], $8::jsonb[], $9::text[], $10::bigint[], "
+      "  $5::jsonb[], $6::text[], $7::text[], $8::int[], $9::text[], $10::bigint[], "
       "  $11::jsonb[], $12::bytea[]) AS x(job_id, attempt, token, agent_id, samples, raw, fmt, "
-      "  host, tool, wall, monitors, digest)), "
-      "up AS (UPDATE jobs j SET state = 3, finished_at = now(), lease_expires_at = NULL "
-      "  FROM i WHERE j.id = i.job_id AND j.attempt = i.attempt AND j.lease_token = i.token "
-      "  AND j.state::int = 2 AND j.lease_agent = i.agent_id "
-      "  RETURNING j.id, j.attempt, j.matrix_id, j.executor, "
-      "  coalesce(extract(epoch from (now() - j.started_at)), 0)::float8 AS dur, "
-      "  i.token, i.agent_id, i.samples, i.raw, i.fmt, i.host, i.tool, i.wall, i.monitors, "
-      "  nullif(i.digest, ''::bytea) AS digest), "
-      "blobs AS (INSERT INTO raw_outputs (digest, size, zstd) "
-      "  SELECT b.digest, b.size, b.zstd FROM unnest($13::bytea[], $14::int[], $15::bytea[]) "
-      "  AS b(digest, size, zstd) WHERE b.digest IN (SELECT up.digest FROM up) "
-      "  ORDER BY b.digest " +
+      "  host_ix, tool, wall, monitors, digest)), " +
+          HostIdsCtes("$16::jsonb[]") +
+          "up AS (UPDATE jobs j SET state = 3, finished_at = now(), lease_expires_at = NULL "
+          "  FROM i WHERE j.id = i.job_id AND j.attempt = i.attempt AND j.lease_token = i.token "
+          "  AND j.state::int = 2 AND j.lease_agent = i.agent_id "
+          "  RETURNING j.id, j.attempt, j.matrix_id, j.executor, "
+          "  coalesce(extract(epoch from (now() - j.started_at)), 0)::float8 AS dur, "
+          "  i.token, i.agent_id, i.samples, i.raw, i.fmt, i.host_ix, i.tool, i.wall, i.monitors, "
+          "  nullif(i.digest, ''::bytea) AS digest), "
+          "blobs AS (INSERT INTO raw_outputs (digest, size, zstd) "
+          "  SELECT b.digest, b.size, b.zstd FROM unnest($13::bytea[], $14::int[], $15::bytea[]) "
+          "  AS b(digest, size, zstd) WHERE b.digest IN (SELECT up.digest FROM up) "
+          "  ORDER BY b.digest " +
           std::string(kRawUpsert) +
           "), "
           "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
-          "  raw_output, raw_digest, raw_format, host, tool_version, wall_time_ns, monitors) "
+          "  raw_output, raw_digest, raw_format, host_id, tool_version, wall_time_ns, monitors) "
           "  SELECT up.id, up.attempt, up.matrix_id, up.agent_id, coalesce(ag.name, ''), "
-          "  up.samples, up.raw, up.digest, up.fmt, up.host, up.tool, up.wall, up.monitors "
+          "  up.samples, up.raw, up.digest, up.fmt, hid.id, up.tool, up.wall, up.monitors "
           "  FROM up LEFT JOIN agents ag ON ag.id = up.agent_id "
+          "  LEFT JOIN hid ON hid.ix = up.host_ix "
           "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
           "SELECT id, attempt, token, executor, dur FROM up");
   // Why a report was not stored. A successful job keeps its lease token
@@ -527,7 +551,10 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
   if (reqs.empty()) return Out{};
   std::vector<int64_t> ids, agents, walls;
   std::vector<int32_t> attempts;
+  std::vector<int32_t> host_ix;
   std::vector<std::string> tokens, samples, formats, hosts, tools, monitors;
+  // Each distinct host facts document once: a batch is mostly one agent's.
+  std::map<std::string, int32_t> host_at;
   RawColumns raws;
   // Each lease once (the first copy): the statement's join relies on it. A
   // later copy is answered as a duplicate by the single path below.
@@ -543,7 +570,9 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
     samples.push_back(SamplesToJson(r.samples()));
     raws.Add(r.raw_output());
     formats.push_back(r.raw_format());
-    hosts.push_back(HostToJson(r.host()));
+    auto [at, added] = host_at.emplace(HostToJson(r.host()), static_cast<int32_t>(hosts.size()));
+    if (added) hosts.push_back(at->first);
+    host_ix.push_back(at->second + 1);
     tools.push_back(r.tool_version());
     monitors.push_back(MonitorsToJson(r.monitors()));
     walls.push_back(r.wall_time().seconds() * 1000000000 + r.wall_time().nanos());
@@ -556,10 +585,10 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
     pqxx::result up = n.exec_prepared(
         kReportBatch, ArrayLiteral(ids), ArrayLiteral(attempts), QuotedArrayLiteral(tokens),
         ArrayLiteral(agents), QuotedArrayLiteral(samples), QuotedArrayLiteral(raws.inline_text),
-        QuotedArrayLiteral(formats), QuotedArrayLiteral(hosts), QuotedArrayLiteral(tools),
+        QuotedArrayLiteral(formats), ArrayLiteral(host_ix), QuotedArrayLiteral(tools),
         ArrayLiteral(walls), QuotedArrayLiteral(monitors), QuotedArrayLiteral(raws.digests),
         QuotedArrayLiteral(raws.blobs.digests), ArrayLiteral(raws.blobs.sizes),
-        QuotedArrayLiteral(raws.blobs.frames));
+        QuotedArrayLiteral(raws.blobs.frames), QuotedArrayLiteral(hosts));
     for (const pqxx::row& r : up) {
       ReportOutcome o;
       o.accepted = true;

@@ -242,13 +242,13 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
                          "SELECT ") +
                  kJobCols +
                  ", r.attempt, r.agent, r.samples::text, CASE WHEN $4 THEN r.raw_output ELSE '' "
-                 "END, r.raw_format, r.host::text, r.tool_version, r.wall_time_ns, "
+                 "END, r.raw_format, coalesce(h.host, '{}')::text, r.tool_version, r.wall_time_ns, "
                  "(extract(epoch from r.finished_at) * 1000000)::bigint, p.n, r.monitors::text, "
                  "(extract(epoch from r.raw_pruned_at) * 1000000)::bigint, "
                  "CASE WHEN $4 THEN o.zstd END "
                  "FROM page p JOIN results r ON r.job_id = p.job_id AND r.attempt = p.attempt "
                  "JOIN jobs j ON j.id = r.job_id LEFT JOIN raw_outputs o ON o.digest = "
-                 "r.raw_digest "
+                 "r.raw_digest LEFT JOIN result_hosts h ON h.id = r.host_id "
                  "WHERE p.k = 1 OR NOT $4 OR $5 <= 0 OR p.upto <= $5 "
                  "ORDER BY r.job_id, r.attempt",
              matrix_id, after_job_id, limit, include_raw, max_raw_bytes)) {

@@ -854,5 +854,129 @@ TEST_F(StoragePgTest, RawOutputMigrationMovesLongOutputsOutOfRow) {
   EXPECT_EQ((*page)[2].raw_output(), small);
 }
 
+// Reports with equal host facts, through the single and the batched path
+// and from agents reporting at once, store the facts once; other facts get
+// their own row, and each result reads back its own.
+TEST_F(StoragePgTest, EqualHostFactsAreStoredOnce) {
+  const int64_t m = MakeMatrix(40);
+  ASSERT_NE(m, 0);
+  const int64_t before = Scalar<int64_t>("SELECT count(*) FROM result_hosts");
+  pb::RegisterResponse a = Register("hosts-a"), b = Register("hosts-b");
+  auto host_of = [](int k) {
+    pb::HostFacts h;
+    h.set_kernel_release(k % 2 == 0 ? "6.1" : "6.6");
+    h.set_iommu_mode(pb::IOMMU_MODE_STRICT);
+    h.mutable_hygiene()->set_governor("performance");
+    return h;
+  };
+  auto request = [&](const pb::RegisterResponse& ag, const pb::JobLease& l, int k) {
+    pb::ReportResultRequest r;
+    r.set_agent_id(ag.agent_id());
+    *r.mutable_lease() = l.lease();
+    r.add_samples()->set_value(1.0);
+    *r.mutable_host() = host_of(k);
+    return r;
+  };
+  // Both agents at once, each in batches whose reports alternate the facts.
+  std::vector<std::thread> agents;
+  std::atomic<int> stored{0};
+  for (const pb::RegisterResponse* ag : {&a, &b}) {
+    agents.emplace_back([&, ag] {
+      for (std::vector<pb::JobLease> ls = Lease(*ag, 5); !ls.empty(); ls = Lease(*ag, 5)) {
+        std::vector<pb::ReportResultRequest> batch;
+        for (size_t k = 0; k < ls.size(); ++k)
+          batch.push_back(request(*ag, ls[k], ls[k].job().id()));
+        auto outs = store_->ReportResults(batch);
+        ASSERT_TRUE(outs.ok()) << outs.status();
+        for (const auto& o : *outs) stored += o.ok() && o->accepted;
+      }
+    });
+  }
+  for (std::thread& t : agents) t.join();
+  EXPECT_EQ(stored.load(), 40);
+  EXPECT_EQ(Scalar<int64_t>("SELECT count(*) FROM result_hosts") - before, 2);
+  // The single path finds the stored row; a third document is a third row.
+  const int64_t m2 = MakeMatrix(2);
+  std::vector<pb::JobLease> ls = Lease(a, 2);
+  ASSERT_EQ(ls.size(), 2u);
+  ASSERT_TRUE(store_->ReportResult(request(a, ls[0], 0)).ok());
+  pb::ReportResultRequest other = request(a, ls[1], 0);
+  other.mutable_host()->set_cpus(96);
+  ASSERT_TRUE(store_->ReportResult(other).ok());
+  EXPECT_EQ(Scalar<int64_t>("SELECT count(*) FROM result_hosts") - before, 3);
+  EXPECT_EQ(Scalar<int64_t>("SELECT count(DISTINCT host_id) FROM results"), 3);
+  auto page = store_->ListResults(m, 0, 100, false, 0);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 40u);
+  for (const pb::Result& r : *page) {
+    EXPECT_EQ(r.host().kernel_release(), host_of(r.job_id()).kernel_release()) << r.job_id();
+    EXPECT_EQ(r.host().hygiene().governor(), "performance");
+  }
+  auto page2 = store_->ListResults(m2, 0, 100, false, 0);
+  ASSERT_TRUE(page2.ok()) << page2.status();
+  ASSERT_EQ(page2->size(), 2u);
+  EXPECT_EQ((*page2)[0].host().cpus() + (*page2)[1].host().cpus(), 96u);
+}
+
+// A database at version 27 with host facts in its result rows: migration
+// 28 stores each distinct document once in result_hosts (equal ones
+// written in another key order too), drops results.host, and every result
+// reads back its own facts.
+TEST_F(StoragePgTest, ResultHostsMigrationStoresEachHostOnce) {
+  auto uri = pg_->CreateDatabase("hosts_upgrade");
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  PgPool old_pool(PgPoolOptions{*uri, 2, 3});
+  ASSERT_EQ(AllMigrations()[26].version, 27);
+  ASSERT_TRUE(old_pool
+                  .Run([&](pqxx::connection& c) {
+                    pqxx::work w(c);
+                    w.exec(
+                        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+                        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+                    for (int i = 0; i < 27; ++i) {
+                      const Migration& m = AllMigrations()[i];
+                      w.exec(m.sql);
+                      if (m.after != nullptr) m.after(w);
+                      w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                                    m.version, m.name);
+                    }
+                    w.exec("INSERT INTO matrices (id, name, spec_yaml) VALUES (1, 'm', '')");
+                    w.exec(
+                        "INSERT INTO jobs (id, matrix_id, commit_id, platform, workload, mode, "
+                        "executor, state) SELECT g, 1, 'c', 'p', 'w', 1, 1, 3 "
+                        "FROM generate_series(1, 4) g");
+                    w.exec(
+                        "INSERT INTO results (job_id, attempt, matrix_id, host) VALUES "
+                        "(1, 1, 1, '{\"kernel_release\": \"6.1\", \"cpus\": 8}'), "
+                        "(2, 1, 1, '{\"cpus\": 8, \"kernel_release\": \"6.1\"}'), "
+                        "(3, 1, 1, '{\"kernel_release\": \"6.6\"}')");
+                    w.exec("INSERT INTO results (job_id, attempt, matrix_id) VALUES (4, 1, 1)");
+                    w.commit();
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  auto v = ApplyMigrations(old_pool);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, AllMigrations().back().version);
+  EXPECT_EQ(Scalar<int64_t>(old_pool, "SELECT count(*) FROM result_hosts"), 3);
+  EXPECT_EQ(Scalar<int64_t>(old_pool, "SELECT host_id FROM results WHERE job_id = 4"), 0);
+  EXPECT_EQ(Scalar<int64_t>(old_pool,
+                            "SELECT count(DISTINCT host_id) FROM results WHERE job_id IN (1, 2)"),
+            1);
+  EXPECT_EQ(Scalar<int64_t>(old_pool,
+                            "SELECT count(*) FROM information_schema.columns "
+                            "WHERE table_name = 'results' AND column_name = 'host'"),
+            0);
+  PgStore store(&old_pool);
+  auto page = store.ListResults(1, 0, 100, false, 0);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 4u);
+  EXPECT_EQ((*page)[0].host().kernel_release(), "6.1");
+  EXPECT_EQ((*page)[0].host().cpus(), 8u);
+  EXPECT_EQ((*page)[1].host().kernel_release(), "6.1");
+  EXPECT_EQ((*page)[2].host().kernel_release(), "6.6");
+  EXPECT_EQ((*page)[3].host().kernel_release(), "");
+}
+
 }  // namespace
 }  // namespace farm::storage
