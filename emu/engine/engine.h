@@ -387,14 +387,20 @@ class SpinLock {
   //! follow the lock to the next holder. Never suspends.
   void Unlock(Cpu& cpu, int dirty_lines = 1);
 
+  //! Lock() in two halves, for a caller that is a plain function while it
+  //! need not wait: TryAcquireNow() takes the lock when this CPU is the
+  //! earliest and the lock is free (what Lock()'s co_await does without
+  //! suspending) and returns true; on false the caller must next, before
+  //! charging anything, co_await AcquireSlow(), which is the rest of Lock().
+  bool TryAcquireNow(Cpu& cpu, Sym data_sym);
+  Task<void> AcquireSlow(Cpu& cpu, Sym data_sym);
+
   const std::string& name() const { return name_; }
   const ContentionStats& stats() const { return stats_; }
   void ResetStats() { stats_ = {}; }
   Cpu* holder() const { return holder_; }
 
  private:
-  bool TryAcquireNow(Cpu& cpu, Sym data_sym);
-  Task<void> AcquireSlow(Cpu& cpu, Sym data_sym);
   void Take(Cpu& cpu, Sym data_sym);
   //! Price of moving one of the lock's lines from a CPU on `from` to one on `to`.
   Time LineMove(int from, int to) const;

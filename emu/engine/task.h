@@ -7,10 +7,14 @@
 // queue) is a Task; code that only charges private CPU time is a plain
 // function.
 //
-// An empty Task<void> (default-constructed, no frame) is already complete:
-// awaiting it does nothing. A function with nothing to wait for returns one
-// (`return {};`), and a function whose only work is to await another Task
-// returns that Task, so neither starts a coroutine of its own.
+// A Task without a frame is already complete: awaiting it does nothing but
+// hand back its value. A function with nothing to wait for returns one
+// (`return {};` for Task<void>, `return value;` for Task<T>), and a function
+// whose only work is to await another Task returns that Task, so neither
+// starts a coroutine of its own. A function that waits only sometimes (a lock
+// that is contended, a magazine that is empty) does its work as plain code
+// while nothing waits and hands the rest to a coroutine when something does;
+// its caller can test ready() and go on without a coroutine either.
 //
 // Frames are recycled through FramePool, a per-thread size-class free list, so
 // a simulated map/unmap pair performs no heap allocation once warm.
@@ -132,11 +136,16 @@ class [[nodiscard]] Task {
 
   Task() = default;
   explicit Task(std::coroutine_handle<promise_type> h) : h_(h) {}
-  Task(Task&& o) noexcept : h_(std::exchange(o.h_, {})) {}
+  //! A complete Task holding `v` (non-void T only).
+  template <typename U = T>
+  requires(!std::is_void_v<U>) Task(std::type_identity_t<U> v)
+      : value_(std::move(v)) {}  // NOLINT: implicit: `return v;`
+  Task(Task&& o) noexcept : h_(std::exchange(o.h_, {})), value_(std::move(o.value_)) {}
   Task& operator=(Task&& o) noexcept {
     if (this != &o) {
       if (h_) h_.destroy();
       h_ = std::exchange(o.h_, {});
+      value_ = std::move(o.value_);
     }
     return *this;
   }
@@ -146,23 +155,28 @@ class [[nodiscard]] Task {
     if (h_) h_.destroy();
   }
 
-  bool await_ready() const noexcept {
-    if constexpr (std::is_void_v<T>) return !h_;
-    return false;
-  }
+  bool await_ready() const noexcept { return !h_; }
   std::coroutine_handle<> await_suspend(std::coroutine_handle<> cont) noexcept {
     h_.promise().continuation = cont;
     return h_;
   }
   T await_resume() {
-    if constexpr (!std::is_void_v<T>) return std::move(h_.promise().value);
+    if constexpr (!std::is_void_v<T>) return h_ ? std::move(h_.promise().value) : std::move(value_);
   }
 
   std::coroutine_handle<promise_type> handle() const { return h_; }
   bool done() const { return !h_ || h_.done(); }
+  //! Complete without a coroutine: awaiting it would not suspend.
+  bool ready() const { return !h_; }
+  //! The value of a ready() Task.
+  template <typename U = T>
+  requires(!std::is_void_v<U>) const U& value() const { return value_; }
 
  private:
+  // An empty stand-in for Task<void>'s value.
+  struct NoValue {};
   std::coroutine_handle<promise_type> h_;
+  [[no_unique_address]] std::conditional_t<std::is_void_v<T>, NoValue, T> value_{};
 };
 
 namespace internal {

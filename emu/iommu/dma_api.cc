@@ -253,6 +253,8 @@ bool DmaApi::PgtblLocked() const {
 
 // ---- map/unmap entry points.
 
+// Plain code until something waits (dma_map_page() on an uncontended path
+// starts no coroutine); then the rest is a coroutine.
 Task<uint64_t> DmaApi::MapPage(Cpu& cpu, int dev, uint64_t phys, uint64_t size, DmaDir dir) {
   const Model& m = sim_->m();
   ++sim_->counters.dma_maps;
@@ -260,24 +262,55 @@ Task<uint64_t> DmaApi::MapPage(Cpu& cpu, int dev, uint64_t phys, uint64_t size, 
     // dma_direct_map_page(); passthrough = identity domain, same path.
     cpu.Charge(Sym::kDmaDirectMap, m.dma_direct);
     if (!m.dev_coherent && dir != DmaDir::kFromDevice) CacheMaint(cpu, Sym::kDmaDirectMap, size);
-    co_return phys;
+    return phys;
   }
   DmaDomain& d = *domains_[dev];
   Sym entry = IntelPrivate() ? Sym::kIntelMapPage : Sym::kIommuDmaMapPage;
   EntryCall(cpu, entry, /*map=*/true);
   if (!m.dev_coherent && dir != DmaDir::kFromDevice) CacheMaint(cpu, entry, size);
   uint64_t npages = PagesFor(phys, size);
-  uint64_t pfn = co_await AllocIova(cpu, d, npages);
-  if (!pfn) co_return kDmaMappingError;
+  Task<uint64_t> alloc = AllocIova(cpu, d, npages);
+  if (!alloc.ready()) return MapPageAfterAlloc(cpu, d, std::move(alloc), phys, npages);
+  return MapIova(cpu, d, alloc.value(), phys, npages);
+}
+
+Task<uint64_t> DmaApi::MapPageAfterAlloc(Cpu& cpu, DmaDomain& d, Task<uint64_t> alloc,
+                                         uint64_t phys, uint64_t npages) {
+  const uint64_t pfn = co_await alloc;
+  const uint64_t addr = co_await MapIova(cpu, d, pfn, phys, npages);
+  co_return addr;
+}
+
+// iommu_dma_map_page() once the IOVA is allocated (0: none).
+Task<uint64_t> DmaApi::MapIova(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys,
+                               uint64_t npages) {
+  const Model& m = sim_->m();
+  if (!pfn) return kDmaMappingError;
   if (!IntelPrivate()) {
     cpu.Charge(Sym::kIommuMap, m.iommu_map_call);  // iommu_map() -> __iommu_map()
     ++sim_->counters.iommu_map_calls;
   } else {
     cpu.Charge(Sym::kIntelMapPage, m.vtd_private_map_extra);
   }
-  co_await InstallPtes(cpu, d, pfn, phys >> kIovaShift, npages);
-  co_await inv_->SyncMap(cpu, d.tlb, pfn, npages);
-  co_return (pfn << kIovaShift) | (phys & kPageMask);
+  const uint64_t addr = (pfn << kIovaShift) | (phys & kPageMask);
+  Task<void> install = InstallPtes(cpu, d, pfn, phys >> kIovaShift, npages);
+  if (!install.ready()) return MapIovaTail(cpu, d, std::move(install), pfn, npages, addr);
+  Task<void> sync = inv_->SyncMap(cpu, d.tlb, pfn, npages);
+  if (!sync.ready()) return MapIovaTail(cpu, d, {}, pfn, npages, addr, std::move(sync));
+  return addr;
+}
+
+// The waits of MapIova: the PTE install (when it has not run), then
+// iotlb_sync_map (`sync` when already called, else called here).
+Task<uint64_t> DmaApi::MapIovaTail(Cpu& cpu, DmaDomain& d, Task<void> install, uint64_t pfn,
+                                   uint64_t npages, uint64_t addr, Task<void> sync) {
+  if (!install.ready()) {
+    co_await install;
+    co_await inv_->SyncMap(cpu, d.tlb, pfn, npages);
+  } else {
+    co_await sync;
+  }
+  co_return addr;
 }
 
 Task<void> DmaApi::UnmapPage(Cpu& cpu, int dev, uint64_t dma, uint64_t size, DmaDir dir) {
@@ -286,15 +319,23 @@ Task<void> DmaApi::UnmapPage(Cpu& cpu, int dev, uint64_t dma, uint64_t size, Dma
   if (direct_[dev]) {
     cpu.Charge(Sym::kDmaDirectUnmap, m.dma_direct);
     if (!m.dev_coherent && dir != DmaDir::kToDevice) CacheMaint(cpu, Sym::kDmaDirectUnmap, size);
-    co_return;
+    return {};
   }
   DmaDomain& d = *domains_[dev];
   Sym entry = IntelPrivate() ? Sym::kIntelUnmap : Sym::kIommuDmaUnmapPage;
   EntryCall(cpu, entry, /*map=*/false);
   if (!m.dev_coherent && dir != DmaDir::kToDevice) CacheMaint(cpu, entry, size);
   uint64_t pfn = dma >> kIovaShift;
-  if (IntelPrivate() && m.vtd_unmap_find_iova) co_await d.iovad.FindIova(cpu, pfn);
-  co_await UnmapRange(cpu, d, pfn, PagesFor(dma, size));
+  if (IntelPrivate() && m.vtd_unmap_find_iova) {
+    return FindIovaThenUnmap(cpu, d, pfn, PagesFor(dma, size));
+  }
+  return UnmapRange(cpu, d, pfn, PagesFor(dma, size));
+}
+
+// v4.6 intel_unmap(): find_iova() for the range's size first.
+Task<void> DmaApi::FindIovaThenUnmap(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {
+  co_await d.iovad.FindIova(cpu, pfn);
+  co_await UnmapRange(cpu, d, pfn, npages);
 }
 
 Task<void> DmaApi::UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {

@@ -89,6 +89,15 @@ class DmaApi final : public DmaPath {
   bool DmaIommuAllocIova() const;
   uint64_t LimitPfn(const DmaDomain& d) const;
   Task<uint64_t> AllocIova(Cpu& cpu, DmaDomain& d, uint64_t npages);
+  //! MapPage's rest once AllocIova waited: `alloc` not yet awaited.
+  Task<uint64_t> MapPageAfterAlloc(Cpu& cpu, DmaDomain& d, Task<uint64_t> alloc, uint64_t phys,
+                                   uint64_t npages);
+  //! __iommu_map() and iotlb_sync_map for the allocated `pfn`; the mapping's
+  //! address, or kDmaMappingError for pfn 0.
+  Task<uint64_t> MapIova(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t phys, uint64_t npages);
+  Task<uint64_t> MapIovaTail(Cpu& cpu, DmaDomain& d, Task<void> install, uint64_t pfn,
+                             uint64_t npages, uint64_t addr, Task<void> sync = {});
+  Task<void> FindIovaThenUnmap(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);
   Task<uint64_t> AllocIova32First(Cpu& cpu, DmaDomain& d, uint64_t npages, uint64_t limit);
   //! `flush` = false leaves the VT-d clflush to the caller (one iotlb_sync_map
   //! over a whole scatterlist, 933fcd01e97e).

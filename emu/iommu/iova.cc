@@ -286,68 +286,110 @@ uint64_t IovaDomain::MagazinePop(Magazine* mag, uint64_t limit_pfn) {
   return pfn;
 }
 
-// __iova_rcache_get()
+// __iova_rcache_get(): plain code while the CPU's rcache lock is free and
+// its loaded or prev magazine has entries; coroutines for the rest.
 Task<uint64_t> IovaDomain::RcacheGet(Cpu& cpu, uint64_t size, uint64_t limit_pfn) {
-  const Model& m = sim_->m();
   int log = OrderBase2(size);
-  if (log >= m.rcache_max_order) co_return 0;
+  if (log >= sim_->m().rcache_max_order) return uint64_t{0};
   Rcache& rc = *rcaches_[log];
   CpuRcache& cr = *rc.cpu[cpu.cpu()];
-  co_await cr.lock.Lock(cpu, Sym::kRcacheGet);
-  bool has_pfn = false;
-  if (cr.loaded->size > 0) {
-    has_pfn = true;
-  } else if (cr.prev->size > 0) {
-    std::swap(cr.prev, cr.loaded);
-    has_pfn = true;
-  } else {
-    co_await rc.lock.Lock(cpu, Sym::kRcacheGet);
-    if (!rc.depot.empty()) {
-      FreeMagazine(cr.loaded);
-      cr.loaded = rc.depot.back();
-      rc.depot.pop_back();
-      ++sim_->counters.depot_loads;
-      has_pfn = true;
-    }
-    cpu.Charge(Sym::kRcacheGet, m.rcache_op);
-    rc.lock.Unlock(cpu, 1);
+  if (!cr.lock.TryAcquireNow(cpu, Sym::kRcacheGet)) {
+    return RcacheGetContended(cpu, rc, cr, size, limit_pfn);
   }
-  uint64_t pfn = has_pfn ? MagazinePop(cr.loaded, limit_pfn - size) : 0;
-  cpu.Charge(Sym::kRcacheGet, m.rcache_op);
-  cr.lock.Unlock(cpu, 1);
+  return RcacheGetLocked(cpu, rc, cr, size, limit_pfn);
+}
+
+Task<uint64_t> IovaDomain::RcacheGetContended(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t size,
+                                              uint64_t limit_pfn) {
+  co_await cr.lock.AcquireSlow(cpu, Sym::kRcacheGet);
+  const uint64_t pfn = co_await RcacheGetLocked(cpu, rc, cr, size, limit_pfn);
   co_return pfn;
 }
 
-// __iova_rcache_insert()
-Task<bool> IovaDomain::RcacheInsert(Cpu& cpu, uint64_t pfn, uint64_t size) {
-  const Model& m = sim_->m();
-  int log = OrderBase2(size);
-  if (log >= m.rcache_max_order) co_return false;
-  Rcache& rc = *rcaches_[log];
-  CpuRcache& cr = *rc.cpu[cpu.cpu()];
-  Magazine* mag_to_free = nullptr;
-  co_await cr.lock.Lock(cpu, Sym::kRcacheInsert);
-  if (cr.loaded->size < m.mag_size) {
-    // can insert
-  } else if (cr.prev->size < m.mag_size) {
+Task<uint64_t> IovaDomain::RcacheGetLocked(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t size,
+                                           uint64_t limit_pfn) {
+  if (cr.loaded->size > 0) {
+    // pop from the loaded magazine
+  } else if (cr.prev->size > 0) {
     std::swap(cr.prev, cr.loaded);
   } else {
-    Magazine* new_mag = NewMagazine();  // iova_magazine_alloc(GFP_ATOMIC)
-    cpu.Charge(Sym::kKmemCache, m.kmem_cache);
-    co_await rc.lock.Lock(cpu, Sym::kRcacheInsert);
-    if (m.depot == DepotKind::kList || static_cast<int>(rc.depot.size()) < m.max_global_mags) {
-      rc.depot.push_back(cr.loaded);
-      ++sim_->counters.depot_stores;
-    } else {
-      mag_to_free = cr.loaded;
-    }
-    cpu.Charge(Sym::kRcacheInsert, m.rcache_op);
-    rc.lock.Unlock(cpu, 1);
-    cr.loaded = new_mag;
+    return RcacheGetFromDepot(cpu, rc, cr, size, limit_pfn);
   }
-  cr.loaded->pfns[cr.loaded->size++] = pfn;  // iova_magazine_push()
-  cpu.Charge(Sym::kRcacheInsert, m.rcache_op);
+  return RcachePopUnlock(cpu, cr, /*has_pfn=*/true, size, limit_pfn);
+}
+
+Task<uint64_t> IovaDomain::RcacheGetFromDepot(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t size,
+                                              uint64_t limit_pfn) {
+  bool has_pfn = false;
+  co_await rc.lock.Lock(cpu, Sym::kRcacheGet);
+  if (!rc.depot.empty()) {
+    FreeMagazine(cr.loaded);
+    cr.loaded = rc.depot.back();
+    rc.depot.pop_back();
+    ++sim_->counters.depot_loads;
+    has_pfn = true;
+  }
+  cpu.Charge(Sym::kRcacheGet, sim_->m().rcache_op);
+  rc.lock.Unlock(cpu, 1);
+  co_return RcachePopUnlock(cpu, cr, has_pfn, size, limit_pfn);
+}
+
+uint64_t IovaDomain::RcachePopUnlock(Cpu& cpu, CpuRcache& cr, bool has_pfn, uint64_t size,
+                                     uint64_t limit_pfn) {
+  uint64_t pfn = has_pfn ? MagazinePop(cr.loaded, limit_pfn - size) : 0;
+  cpu.Charge(Sym::kRcacheGet, sim_->m().rcache_op);
   cr.lock.Unlock(cpu, 1);
+  return pfn;
+}
+
+// __iova_rcache_insert(): plain code while the CPU's rcache lock is free and
+// its loaded or prev magazine has room; coroutines for the rest.
+Task<bool> IovaDomain::RcacheInsert(Cpu& cpu, uint64_t pfn, uint64_t size) {
+  int log = OrderBase2(size);
+  if (log >= sim_->m().rcache_max_order) return false;
+  Rcache& rc = *rcaches_[log];
+  CpuRcache& cr = *rc.cpu[cpu.cpu()];
+  if (!cr.lock.TryAcquireNow(cpu, Sym::kRcacheInsert)) {
+    return RcacheInsertContended(cpu, rc, cr, pfn);
+  }
+  return RcacheInsertLocked(cpu, rc, cr, pfn);
+}
+
+Task<bool> IovaDomain::RcacheInsertContended(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t pfn) {
+  co_await cr.lock.AcquireSlow(cpu, Sym::kRcacheInsert);
+  const bool inserted = co_await RcacheInsertLocked(cpu, rc, cr, pfn);
+  co_return inserted;
+}
+
+Task<bool> IovaDomain::RcacheInsertLocked(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t pfn) {
+  const int mag_size = sim_->m().mag_size;
+  if (cr.loaded->size < mag_size) {
+    // can insert
+  } else if (cr.prev->size < mag_size) {
+    std::swap(cr.prev, cr.loaded);
+  } else {
+    return RcacheInsertToDepot(cpu, rc, cr, pfn);
+  }
+  MagazinePushUnlock(cpu, cr, pfn);
+  return true;
+}
+
+Task<bool> IovaDomain::RcacheInsertToDepot(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t pfn) {
+  const Model& m = sim_->m();
+  Magazine* mag_to_free = nullptr;
+  Magazine* new_mag = NewMagazine();  // iova_magazine_alloc(GFP_ATOMIC)
+  cpu.Charge(Sym::kKmemCache, m.kmem_cache);
+  co_await rc.lock.Lock(cpu, Sym::kRcacheInsert);
+  if (m.depot == DepotKind::kList || static_cast<int>(rc.depot.size()) < m.max_global_mags) {
+    rc.depot.push_back(cr.loaded);
+    ++sim_->counters.depot_stores;
+  } else {
+    mag_to_free = cr.loaded;
+  }
+  cpu.Charge(Sym::kRcacheInsert, m.rcache_op);
+  rc.lock.Unlock(cpu, 1);
+  cr.loaded = new_mag;
+  MagazinePushUnlock(cpu, cr, pfn);
   if (mag_to_free) {
     // A full depot: the whole magazine goes back to the rbtree under its
     // lock, 128 lookups and erases in one critical section.
@@ -357,6 +399,12 @@ Task<bool> IovaDomain::RcacheInsert(Cpu& cpu, uint64_t pfn, uint64_t size) {
     cpu.Charge(Sym::kKmemCache, m.kmem_cache);
   }
   co_return true;
+}
+
+void IovaDomain::MagazinePushUnlock(Cpu& cpu, CpuRcache& cr, uint64_t pfn) {
+  cr.loaded->pfns[cr.loaded->size++] = pfn;  // iova_magazine_push()
+  cpu.Charge(Sym::kRcacheInsert, sim_->m().rcache_op);
+  cr.lock.Unlock(cpu, 1);
 }
 
 // iova_magazine_free_pfns()
@@ -377,12 +425,25 @@ Task<void> IovaDomain::MagazineFreePfns(Cpu& cpu, Magazine* mag) {
   mag->size = 0;
 }
 
+// alloc_iova_fast(): an rcache hit that did not wait returns without a
+// coroutine.
 Task<uint64_t> IovaDomain::AllocIovaFast(Cpu& cpu, uint64_t size, uint64_t limit_pfn,
                                          bool flush_rcache) {
   const Model& m = sim_->m();
   if (size < (1ULL << (m.rcache_max_order - 1))) size = std::bit_ceil(size);
-  bool cacheable = OrderBase2(size) < m.rcache_max_order;
-  uint64_t pfn = co_await RcacheGet(cpu, size, limit_pfn + 1);
+  Task<uint64_t> get = RcacheGet(cpu, size, limit_pfn + 1);
+  if (get.ready() && get.value() != 0) {
+    ++sim_->counters.rcache_hits;
+    return get.value();
+  }
+  return AllocIovaFastSlow(cpu, std::move(get), size, limit_pfn, flush_rcache);
+}
+
+Task<uint64_t> IovaDomain::AllocIovaFastSlow(Cpu& cpu, Task<uint64_t> get, uint64_t size,
+                                             uint64_t limit_pfn, bool flush_rcache) {
+  const Model& m = sim_->m();
+  const bool cacheable = OrderBase2(size) < m.rcache_max_order;
+  uint64_t pfn = co_await get;
   if (pfn) {
     ++sim_->counters.rcache_hits;
     co_return pfn;
@@ -398,11 +459,22 @@ Task<uint64_t> IovaDomain::AllocIovaFast(Cpu& cpu, uint64_t size, uint64_t limit
   }
 }
 
+// free_iova_fast(): an rcache insert that did not wait returns without a
+// coroutine.
 Task<void> IovaDomain::FreeIovaFast(Cpu& cpu, uint64_t pfn, uint64_t size) {
   const Model& m = sim_->m();
   if (size < (1ULL << (m.rcache_max_order - 1))) size = std::bit_ceil(size);
-  bool ok = co_await RcacheInsert(cpu, pfn, size);
-  if (ok) {
+  Task<bool> insert = RcacheInsert(cpu, pfn, size);
+  if (insert.ready() && insert.value()) {
+    ++sim_->counters.rcache_inserts;
+    return {};
+  }
+  return FreeIovaFastSlow(cpu, std::move(insert), pfn);
+}
+
+Task<void> IovaDomain::FreeIovaFastSlow(Cpu& cpu, Task<bool> insert, uint64_t pfn) {
+  const bool inserted = co_await insert;
+  if (inserted) {
     ++sim_->counters.rcache_inserts;
     co_return;
   }

@@ -140,7 +140,29 @@ class IovaDomain {
   //! iova_magazine_free_pfns(): frees a magazine's pfns under the rbtree lock.
   Task<void> MagazineFreePfns(Cpu& cpu, Magazine* mag);
   Task<uint64_t> RcacheGet(Cpu& cpu, uint64_t size, uint64_t limit_pfn);
+  // RcacheGet's parts: the lock taken after a wait, the rest with
+  // cpu_rcache->lock held, a magazine from the depot, and the pop + unlock.
+  Task<uint64_t> RcacheGetContended(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t size,
+                                    uint64_t limit_pfn);
+  Task<uint64_t> RcacheGetLocked(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t size,
+                                 uint64_t limit_pfn);
+  Task<uint64_t> RcacheGetFromDepot(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t size,
+                                    uint64_t limit_pfn);
+  uint64_t RcachePopUnlock(Cpu& cpu, CpuRcache& cr, bool has_pfn, uint64_t size,
+                           uint64_t limit_pfn);
   Task<bool> RcacheInsert(Cpu& cpu, uint64_t pfn, uint64_t size);
+  // RcacheInsert's parts, as RcacheGet's; the depot part also frees a
+  // magazine a full bounded depot refused.
+  Task<bool> RcacheInsertContended(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t pfn);
+  Task<bool> RcacheInsertLocked(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t pfn);
+  Task<bool> RcacheInsertToDepot(Cpu& cpu, Rcache& rc, CpuRcache& cr, uint64_t pfn);
+  void MagazinePushUnlock(Cpu& cpu, CpuRcache& cr, uint64_t pfn);
+  //! alloc_iova_fast() once the rcache step waited or found nothing: `get`
+  //! is that step, not yet awaited.
+  Task<uint64_t> AllocIovaFastSlow(Cpu& cpu, Task<uint64_t> get, uint64_t size, uint64_t limit_pfn,
+                                   bool flush_rcache);
+  //! free_iova_fast() once the rcache insert waited or failed.
+  Task<void> FreeIovaFastSlow(Cpu& cpu, Task<bool> insert, uint64_t pfn);
 
   Sim* sim_;
   std::string name_;
