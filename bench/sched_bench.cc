@@ -58,6 +58,7 @@
 
 #include "absl/strings/str_format.h"
 #include "bench/proc_cpu.h"
+#include "bench/sim_fleet.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/base/file.h"
 #include "lib/client/client.h"
@@ -179,9 +180,7 @@ void StatementProfile(const std::string& uri, const char* path, int64_t jobs) {
   }
 }
 
-const char* const kRaw =
-    "{\"workload\":\"dma-map-bench\",\"throughput\":123.4,\"map_latency_mean\":512,"
-    "\"unmap_latency_mean\":733,\"counters\":{\"invalidations\":1000,\"rcache_hits\":990}}";
+const char* const kRaw = farm::bench::kEmulatorRawOutput;
 const char* const kSamples =
     "[{\"metric\":\"throughput\",\"value\":123.4,\"unit\":\"Mops\",\"phase\":\"\"},"
     "{\"metric\":\"map_latency_mean\",\"value\":512,\"unit\":\"ns\",\"phase\":\"\"},"
@@ -248,25 +247,6 @@ void SqlWorker(const std::string& uri, int64_t agent_id, bool batched, std::atom
   }
 }
 
-// What an agent reports for one leased job (the same in every path that
-// sends per-job results).
-pb::ReportResultRequest ResultFor(int64_t agent_id, const pb::LeaseRef& lease) {
-  pb::ReportResultRequest rr;
-  rr.set_agent_id(agent_id);
-  *rr.mutable_lease() = lease;
-  for (const auto& [metric, value, unit] :
-       {std::tuple{"throughput", 123.4, "Mops"}, std::tuple{"map_latency_mean", 512.0, "ns"},
-        std::tuple{"unmap_latency_mean", 733.0, "ns"}}) {
-    pb::Sample* s = rr.add_samples();
-    s->set_metric(metric);
-    s->set_value(value);
-    s->set_unit(unit);
-  }
-  rr.set_raw_output(kRaw);
-  rr.set_raw_format("emu-json");
-  return rr;
-}
-
 // The queue's own statements without gRPC or the scheduler: PgJobQueue
 // (lib/storage) called directly, one pool connection per worker, with the
 // scheduler's claim rules. The same SQL, parameters and row decoding as
@@ -290,7 +270,8 @@ void QueueWorker(farm::storage::PgJobQueue* queue, int index, bool batched,
     }
     if (leases->empty()) return;
     std::vector<pb::ReportResultRequest> batch;
-    for (const pb::JobLease& l : *leases) batch.push_back(ResultFor(a->agent_id(), l.lease()));
+    for (const pb::JobLease& l : *leases)
+      batch.push_back(farm::bench::EmulatorResultFor(a->agent_id(), l.lease()));
     if (batched) {
       auto outs = queue->ReportResults(batch);
       if (!outs.ok()) std::exit(1);
@@ -346,7 +327,7 @@ void GrpcWorker(pb::AgentService::Stub* stub, int index, bool batched, std::atom
     if (leases.leases_size() == 0) return;
     pb::ReportResultsRequest batch;
     for (const pb::JobLease& l : leases.leases()) {
-      pb::ReportResultRequest rr = ResultFor(a.agent_id(), l.lease());
+      pb::ReportResultRequest rr = farm::bench::EmulatorResultFor(a.agent_id(), l.lease());
       if (batched) {
         *batch.add_results() = std::move(rr);
         continue;

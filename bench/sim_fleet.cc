@@ -41,9 +41,18 @@ std::unique_ptr<pb::AgentService::Stub> AgentStub(const std::string& address) {
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
 }
 
-// What an emulator agent reports for one job: 3 samples and a ~150-byte
-// raw output (sched_bench's result).
-pb::ReportResultRequest ResultFor(int64_t agent_id, const pb::LeaseRef& lease) {
+absl::Duration FromProto(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+bool SameLease(const pb::LeaseRef& a, const pb::LeaseRef& b) {
+  return a.job_id() == b.job_id() && a.attempt() == b.attempt() &&
+         a.lease_token() == b.lease_token();
+}
+
+}  // namespace
+
+pb::ReportResultRequest EmulatorResultFor(int64_t agent_id, const pb::LeaseRef& lease) {
   pb::ReportResultRequest rr;
   rr.set_agent_id(agent_id);
   *rr.mutable_lease() = lease;
@@ -55,23 +64,10 @@ pb::ReportResultRequest ResultFor(int64_t agent_id, const pb::LeaseRef& lease) {
     s->set_value(value);
     s->set_unit(unit);
   }
-  rr.set_raw_output(
-      "{\"workload\":\"dma-map-bench\",\"throughput\":123.4,\"map_latency_mean\":512,"
-      "\"unmap_latency_mean\":733,\"counters\":{\"invalidations\":1000,\"rcache_hits\":990}}");
+  rr.set_raw_output(kEmulatorRawOutput);
   rr.set_raw_format("emu-json");
   return rr;
 }
-
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-
-bool SameLease(const pb::LeaseRef& a, const pb::LeaseRef& b) {
-  return a.job_id() == b.job_id() && a.attempt() == b.attempt() &&
-         a.lease_token() == b.lease_token();
-}
-
-}  // namespace
 
 double Latency::Quantile(double q) const {
   if (ms.empty()) return 0;
@@ -276,7 +272,7 @@ std::function<void()> SimFleet::Lease(int i) {
 std::function<void()> SimFleet::Report(int i, const pb::LeaseRef& lease) {
   Agent& a = agents_[static_cast<size_t>(i)];
   auto call = std::make_shared<Call<pb::ReportResultsRequest, pb::ReportResultsResponse>>();
-  *call->req.add_results() = ResultFor(a.id, lease);
+  *call->req.add_results() = EmulatorResultFor(a.id, lease);
   a.reporting.push_back(lease.job_id());
   ++in_flight_;
   pb::AgentService::Stub* stub = a.stub.get();

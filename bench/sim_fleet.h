@@ -35,6 +35,16 @@
 
 namespace farm::bench {
 
+// The raw output of the emulator result the benches report (~150 bytes).
+inline constexpr char kEmulatorRawOutput[] =
+    "{\"workload\":\"dma-map-bench\",\"throughput\":123.4,\"map_latency_mean\":512,"
+    "\"unmap_latency_mean\":733,\"counters\":{\"invalidations\":1000,\"rcache_hits\":990}}";
+
+// What an emulator agent reports for one job: 3 samples and
+// kEmulatorRawOutput.
+iommufarm::v1::ReportResultRequest EmulatorResultFor(int64_t agent_id,
+                                                     const iommufarm::v1::LeaseRef& lease);
+
 struct FleetOptions {
   std::string address;      // the scheduler's host:port (plaintext)
   std::string name_prefix;  // agents are named <prefix>-<i>
