@@ -121,8 +121,9 @@ class RealBisectPgTest : public testing::FarmTest {
   }
 
   // Two slots: a build and a guest, or two guests, at once. Under
-  // tcg-icount a guest's figures follow its instructions, not the host's
-  // load, so neither perturbs the other's numbers.
+  // tcg-icount (x86_64) a guest's figures follow its instructions, not the
+  // host's load, so neither perturbs the other's numbers; on aarch64 (plain
+  // tcg) they are wall time and do.
   void StartAgent() {
     absl::Status up;
     agent_ = FarmTest::StartAgent(
@@ -357,14 +358,14 @@ TEST_F(RealBisectPgTest, StrictFindsConfirmsAndBisectsThePlantedCommitPassthroug
   PlantedInStrictOnly("passthrough");
 }
 #else
-// On virt + SMMUv3: lazy, real there, defers the IOTLB flush the planted
-// commit adds to strict unmaps, so it finds nothing.
+// On virt + SMMUv3, where lazy is real: a lazy unmap queues its IOVA for a
+// deferred flush and never takes the strict path the planted flush is on.
 TEST_F(RealBisectPgTest, OnArm64StrictFindsAndBisectsThePlantedCommitLazyFindsNothing) {
   PlantedInStrictOnly("lazy");
 }
 #endif
 
-// The x86_64 binary only: the cases below are the same on either arch.
+// The other cases run in the x86_64 binary only.
 #ifndef FARM_REAL_BISECT_ARM64
 // A merge-based history: main's commits, the topic branch forked from
 // main's last but one commit (a comment, the planted extra IOTLB flush after
