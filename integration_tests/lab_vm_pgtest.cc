@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "cli/commands.h"
 #include "gtest/gtest.h"
+#include "integration_tests/cached_kernels.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/base/file.h"
 #include "lib/client/client.h"
@@ -59,16 +60,7 @@ struct StoreKernel {
 // The newest two *-cloud-amd64 builds of the store, newest first, with the
 // commit their manifest names.
 std::vector<StoreKernel> TwoCloudKernels(const std::string& cache) {
-  std::vector<std::string> releases;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(cache, ec)) {
-    const std::string name = e.path().filename().string();
-    if (absl::EndsWith(name, "-cloud-amd64") && fs::exists(e.path() / ".complete") &&
-        fs::is_regular_file(e.path() / "vmlinuz")) {
-      releases.push_back(name);
-    }
-  }
-  std::sort(releases.rbegin(), releases.rend());
+  const std::vector<std::string> releases = CachedAmd64CloudReleases(cache);
   std::vector<StoreKernel> out;
   for (const std::string& r : releases) {
     if (out.size() == 2) break;

@@ -24,6 +24,7 @@
 #include "agent/runners/fio_json.h"
 #include "cli/commands.h"
 #include "gtest/gtest.h"
+#include "integration_tests/cached_kernels.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 #include "lib/process/process.h"
@@ -43,17 +44,8 @@ constexpr char kFetchHint[] =
     "scripts/install-deps installs qemu-system-x86)";
 
 std::string NewestAmd64Release(const std::string& cache) {
-  std::vector<std::string> releases;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(cache, ec)) {
-    std::string name = e.path().filename().string();
-    if (absl::EndsWith(name, "-cloud-amd64") && fs::exists(e.path() / ".complete") &&
-        fs::is_regular_file(e.path() / "vmlinuz")) {
-      releases.push_back(name);
-    }
-  }
-  std::sort(releases.begin(), releases.end());
-  return releases.empty() ? "" : releases.back();
+  const std::vector<std::string> releases = CachedAmd64CloudReleases(cache);
+  return releases.empty() ? "" : releases.front();
 }
 
 class VmRunsPgTest : public testing::FarmTest {
