@@ -66,6 +66,8 @@ int RunResults(Commands& commands, int64_t matrix_id, OutputFormat format, bool 
     if (!results.ok())
       return commands.Fail(absl::StrCat("GetResults ", matrix_id), results.status());
     commands.out() << FormatResultsTable(*results);
+    const std::string kernels = FormatKernelRunsTable(*results);
+    if (!kernels.empty()) commands.out() << "\n" << kernels;
     return 0;
   }
   // CSV and JSON go out as the results arrive; raw outputs one at a time
@@ -180,6 +182,60 @@ std::string FormatResultsTable(const std::vector<pb::Result>& results) {
                       " (mean and 95% Student-t confidence interval over "
                       "repeats)\n",
                       InstructionTimedNote(results), RenderTable(headers, cells));
+}
+
+namespace {
+
+// The key of a kernel-runs row; ordered so rows come in commit order, then
+// the modes' own order.
+struct KernelRunKey {
+  int32_t commit_index;
+  std::string commit;
+  pb::IommuMode requested;
+  std::string release, group_type;
+  pb::IommuMode effective;
+  std::string machine, accel;
+  auto operator<=>(const KernelRunKey&) const = default;
+};
+
+bool RanOnARealKernel(const pb::Result& r) {
+  return r.host().has_guest() && !r.host().guest().provider().empty() &&
+         r.host().guest().provider() != "emulator";
+}
+
+}  // namespace
+
+std::string FormatKernelRunsTable(const std::vector<pb::Result>& results) {
+  std::map<KernelRunKey, int64_t> runs;
+  for (const pb::Result& r : results) {
+    if (!RanOnARealKernel(r)) continue;
+    const pb::GuestFacts& g = r.host().guest();
+    ++runs[{r.job().commit_index(), r.job().commit_id(), g.requested_mode(),
+            r.host().kernel_release(), g.domain_type().empty() ? "no IOMMU" : g.domain_type(),
+            r.host().iommu_mode(), g.machine_model().empty() ? "host" : g.machine_model(),
+            g.accel().empty() ? "-" : g.accel()}];
+  }
+  if (runs.empty()) return "";
+  int64_t mismatched = 0;
+  std::vector<std::vector<std::string>> cells;
+  for (const auto& [k, n] : runs) {
+    const bool as_asked = k.effective == k.requested;
+    if (!as_asked) mismatched += n;
+    cells.push_back({k.commit, k.release, ModeName(k.requested), k.group_type,
+                     as_asked ? ModeName(k.effective) : ModeName(k.effective) + " (!)", k.machine,
+                     k.accel, absl::StrCat(n)});
+  }
+  std::string out =
+      "the kernel and IOMMU mode each real run had (from the booted kernel's own facts)\n";
+  absl::StrAppend(&out, RenderTable({"commit", "booted", "requested", "group type", "effective",
+                                     "machine", "accel", "runs"},
+                                    cells));
+  if (mismatched > 0) {
+    absl::StrAppend(&out, mismatched,
+                    " run(s) marked (!) ran in another IOMMU mode than asked: their figures "
+                    "describe that mode\n");
+  }
+  return out;
 }
 
 namespace {

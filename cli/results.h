@@ -40,6 +40,13 @@ std::string RawPrunedText(const google::protobuf::Timestamp& at);
 // The text table. Platform and phase columns appear only when the results
 // have more than one platform / any phase.
 std::string FormatResultsTable(const std::vector<pb::Result>& results);
+// The kernels real runs ran under (results with guest facts from a booted
+// kernel: vm or kexec; emulator runs are left out): per commit, booted
+// release, requested mode, the device's group type, the effective mode,
+// machine and accel, how many runs. A run whose effective mode is not the one
+// asked for is marked, since its figures answer another question. "" when no
+// result ran on a real kernel.
+std::string FormatKernelRunsTable(const std::vector<pb::Result>& results);
 // One row per sample, header first; RFC 4180 quoting.
 std::string FormatResultsCsv(const std::vector<pb::Result>& results);
 // A JSON array, one object per result with its job cell and every sample;

@@ -155,5 +155,54 @@ TEST(FormatResultsJsonTest, CarriesTheMonitorsOfARealRun) {
   EXPECT_EQ(j[0]["monitors"]["vmstat"]["pgfault"], "800");
 }
 
+// A guest run's facts as the vm provider records them.
+pb::Result GuestRun(int64_t job_id, const std::string& commit, int index, pb::IommuMode asked,
+                    pb::IommuMode effective, const std::string& group_type) {
+  pb::Result r = MakeResult(job_id, commit, index, asked, 0, 100);
+  r.mutable_host()->set_kernel_release("6.1.0-57-cloud-arm64");
+  r.mutable_host()->set_iommu_mode(effective);
+  pb::GuestFacts* g = r.mutable_host()->mutable_guest();
+  g->set_provider("vm");
+  g->set_requested_mode(asked);
+  g->set_domain_type(group_type);
+  g->set_machine_model("virt+smmuv3");
+  g->set_accel("tcg-icount");
+  return r;
+}
+
+TEST(FormatKernelRunsTableTest, CountsRunsPerKernelAndModeInCommitOrder) {
+  std::vector<pb::Result> results = {
+      GuestRun(1, "v6.1.192", 1, pb::IOMMU_MODE_STRICT, pb::IOMMU_MODE_STRICT, "DMA"),
+      GuestRun(2, "v6.1.190", 0, pb::IOMMU_MODE_LAZY, pb::IOMMU_MODE_LAZY, "DMA-FQ"),
+      GuestRun(3, "v6.1.190", 0, pb::IOMMU_MODE_OFF, pb::IOMMU_MODE_OFF, ""),
+      GuestRun(4, "v6.1.190", 0, pb::IOMMU_MODE_LAZY, pb::IOMMU_MODE_LAZY, "DMA-FQ"),
+      MakeResult(5, "v6.1.190", 0, pb::IOMMU_MODE_STRICT, 0, 1),  // emulator: left out
+  };
+  const std::string t = FormatKernelRunsTable(results);
+  const size_t off = t.find("v6.1.190  6.1.0-57-cloud-arm64  off");
+  const size_t lazy = t.find("v6.1.190  6.1.0-57-cloud-arm64  lazy");
+  const size_t strict = t.find("v6.1.192  6.1.0-57-cloud-arm64  strict");
+  ASSERT_NE(off, std::string::npos) << t;
+  ASSERT_NE(lazy, std::string::npos) << t;
+  ASSERT_NE(strict, std::string::npos) << t;
+  EXPECT_LT(off, lazy);
+  EXPECT_LT(lazy, strict);
+  EXPECT_NE(t.find("no IOMMU"), std::string::npos) << t;
+  EXPECT_NE(t.find("DMA-FQ      lazy       virt+smmuv3  tcg-icount  2"), std::string::npos) << t;
+  EXPECT_EQ(t.find("(!)"), std::string::npos) << t;
+}
+
+TEST(FormatKernelRunsTableTest, MarksARunThatRanInAnotherModeThanAsked) {
+  const std::string t = FormatKernelRunsTable(
+      {GuestRun(1, "v6.1.192", 0, pb::IOMMU_MODE_LAZY, pb::IOMMU_MODE_STRICT, "DMA")});
+  EXPECT_NE(t.find("strict (!)"), std::string::npos) << t;
+  EXPECT_NE(t.find("1 run(s) marked (!) ran in another IOMMU mode than asked"), std::string::npos)
+      << t;
+}
+
+TEST(FormatKernelRunsTableTest, SaysNothingForEmulatorResults) {
+  EXPECT_EQ(FormatKernelRunsTable({MakeResult(1, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 1)}), "");
+}
+
 }  // namespace
 }  // namespace farm::cli

@@ -23,9 +23,10 @@ grep -q "^culprit $planted: the planted commit" <<<"$out" || fail "part 1 named 
 grep -qE "\"culprit\": *\"$planted\"" <<<"$out" || fail "part 1 printed no alert naming $planted"
 grep -q "^passthrough: no regression" <<<"$out" || fail "part 1: passthrough not checked"
 # Each of the 2 kernels (catalog ids v6.1.N, booted as *-cloud-arm64) x 4
-# modes ran its 3 repeats under the mode asked.
+# modes ran its 3 repeats under the mode asked (farmctl results' kernel table).
 for mode in off:"no IOMMU" passthrough:identity strict:DMA lazy:DMA-FQ; do
-  n=$(grep -cE "^ *v[0-9][^ ]* +\| [^ ]+-cloud-arm64 +\| ${mode%%:*} +\| ${mode#*:} +\| virt\+smmuv3 +\| tcg-icount +\| +3$" <<<"$out" || true)
+  m=${mode%%:*}
+  n=$(grep -cE "^v[0-9][^ ]* +[^ ]+-cloud-arm64 +$m +${mode#*:} +$m +virt\+smmuv3 +tcg-icount +3$" <<<"$out" || true)
   [[ $n -eq 2 ]] || fail "mode ${mode%%:*}: expected 2 kernels x 3 runs as ${mode#*:}, got $n rows"
 done
 grep -q "matrix [0-9]* analysed" <<<"$out" || fail "no analyzer conclusion"
