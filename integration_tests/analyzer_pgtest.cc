@@ -806,7 +806,7 @@ TEST_F(AnalyzerPgTest, AnUnbuildableCommitIsSkippedAndNamedAmongTheCandidates) {
     grpc::ClientContext ctx;
     ASSERT_TRUE(analysis_->GetBisect(&ctx, br, &bisect).ok());
   }
-  const std::string one_of = "first bad is one of: t20 t21 (t20 skipped: do not build)";
+  const std::string one_of = "first bad is one of: t20 t21 (t20 skipped: do not build or boot)";
   EXPECT_EQ(bisect.state(), "done");
   EXPECT_EQ(bisect.last_good(), "t19");
   EXPECT_EQ(bisect.culprit_id(), "t21");

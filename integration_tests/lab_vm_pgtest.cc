@@ -27,6 +27,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -40,6 +41,7 @@
 #include "proto/names.h"
 #include "testing/child_process.h"
 #include "testing/farm_fixture.h"
+#include "testing/service_harness.h"
 
 namespace farm {
 namespace {
@@ -105,9 +107,10 @@ class LabVmPgTest : public testing::FarmTest {
     ASSERT_TRUE(process::ResolveExecutable("qemu-system-x86_64").ok())
         << "no qemu-system-x86_64: " << kKernelHint;
 
-    StartScheduler(testing::FarmMode::kPlaintext, [](scheduler::ServerOptions& options) {
+    StartScheduler(testing::FarmMode::kPlaintext, [this](scheduler::ServerOptions& options) {
       options.config.lease_ttl = absl::Seconds(60);
       options.config.max_boot_timeout = absl::Minutes(6);
+      ConfigureScheduler(options);
     });
     ASSERT_TRUE(server_ != nullptr);
     client_ = Client();
@@ -118,6 +121,9 @@ class LabVmPgTest : public testing::FarmTest {
     }
     LoadCatalog(catalog);
   }
+
+  // What a test of this fixture changes in the scheduler's options.
+  virtual void ConfigureScheduler(scheduler::ServerOptions&) {}
 
   // scripts/build-lab-root: the cached Debian root, then this run's disk with
   // the agent, the two kernels and the agent's flags.
@@ -177,6 +183,7 @@ class LabVmPgTest : public testing::FarmTest {
         "-netdev", "user,id=net0",
         "-device", "virtio-net-pci,netdev=net0",
         "-serial", absl::StrCat("file:", console_),
+        "-monitor", absl::StrCat("tcp:127.0.0.1:", monitor_port_, ",server,nowait"),
         "-kernel", absl::StrCat(kernels_dir_, "/", kernels_[0].release, "/vmlinuz"),
         "-append", "root=/dev/nvme0n1 rw console=ttyS0 init=/sbin/farm-lab-init panic=-1 "
                    "no_timer_check intel_iommu=off",
@@ -186,6 +193,21 @@ class LabVmPgTest : public testing::FarmTest {
   }
 
   std::string Console() const { return base::ReadFileOrEmpty(console_); }
+
+  // A matrix of `commits` x `modes` x a 2 s fio randread, one repeat each.
+  int64_t Submit(cli::Commands& commands, const std::vector<std::string>& commits,
+                 const std::string& modes) {
+    auto submitted = commands.SubmitSpec(
+        absl::StrCat("name: lab-vm\ncatalog: lab-kernels\nplatform: lab\ncommits: [\"",
+                     absl::StrJoin(commits, "\", \""), "\"]\nmodes: ", modes, "\n",
+                     "workloads:\n  - name: fio-nvme\n    params: {rw: randread, bs: 4k, size: "
+                     "16m, iodepth: 8, ioengine: libaio, direct: 1, runtime: 2, time_based: 1}\n",
+                     "repeats: 1\nexecutor: fio\n"),
+        /*dry_run=*/false);
+    EXPECT_TRUE(submitted.ok()) << submitted.status();
+    if (!submitted.ok()) return 0;
+    return submitted->matrix().id();
+  }
 
   // Polls the matrix until it is done, the guest dies or `limit` passes.
   pb::Matrix WaitForMatrix(int64_t id, absl::Duration limit) {
@@ -219,6 +241,8 @@ class LabVmPgTest : public testing::FarmTest {
     FarmTest::TearDown();
   }
 
+  // The guest's QEMU monitor (HMP over TCP): the lab host's power switch.
+  const int monitor_port_ = testing::PickFreePort();
   std::string kernels_dir_, image_, console_;
   std::vector<StoreKernel> kernels_;
   client::ClientOptions client_;
@@ -235,16 +259,9 @@ TEST_F(LabVmPgTest, TwoKernelsTimesStrictAndPassthroughRunThroughRealKexecReboot
   // first registration.
   std::ostringstream out, err;
   cli::Commands commands(client_, out, err);
-  auto submitted = commands.SubmitSpec(
-      absl::StrCat("name: lab-vm\ncatalog: lab-kernels\nplatform: lab\ncommits: [\"",
-                   kernels_[0].commit, "\", \"", kernels_[1].commit,
-                   "\"]\nmodes: [strict, passthrough]\n",
-                   "workloads:\n  - name: fio-nvme\n    params: {rw: randread, bs: 4k, size: 16m, "
-                   "iodepth: 8, ioengine: libaio, direct: 1, runtime: 2, time_based: 1}\n",
-                   "repeats: 1\nexecutor: fio\n"),
-      /*dry_run=*/false);
-  ASSERT_TRUE(submitted.ok()) << submitted.status();
-  const int64_t matrix_id = submitted->matrix().id();
+  const int64_t matrix_id =
+      Submit(commands, {kernels_[0].commit, kernels_[1].commit}, "[strict, passthrough]");
+  if (HasFatalFailure()) return;
 
   BootGuest();
   const pb::Matrix done = WaitForMatrix(matrix_id, absl::Minutes(15));
@@ -303,6 +320,78 @@ TEST_F(LabVmPgTest, TwoKernelsTimesStrictAndPassthroughRunThroughRealKexecReboot
             << absl::ToDoubleSeconds(finished - built) << " s ("
             << absl::ToDoubleSeconds(finished - built) / 4 << " s a job, kexec to result), "
             << "4 kexec reboots\n";
+}
+
+// A kernel that hangs after the kexec: the guest is stopped through QEMU's
+// monitor the moment its agent kexecs, which is what a hung kernel looks like
+// from outside (no console, no network). The scheduler's hold passes, the
+// reaper fails the job as not booting, LabRecovery reads the serial console
+// and cycles the power through the same monitor (system_reset, cont), and
+// the host, back on its default kernel, runs the matrix's next job.
+class LabVmRecoveryPgTest : public LabVmPgTest {
+ protected:
+  void ConfigureScheduler(scheduler::ServerOptions& options) override {
+    options.config.max_boot_timeout = absl::Seconds(90);
+    scheduler::LabHost& h = options.lab_hosts[kAgentName];
+    h.power_cycle = {std::string(FARM_SOURCE_DIR) + "/integration_tests/qemu_monitor.sh",
+                     absl::StrCat(monitor_port_), "system_reset", "cont"};
+    h.console = {"tail", "-c", "16384", TestDir() + "/console.log"};
+    h.console_lines = 20;
+    h.timeout = absl::Seconds(30);
+  }
+
+  void Monitor(const std::string& command) {
+    process::ProcessOptions p;
+    p.argv = {std::string(FARM_SOURCE_DIR) + "/integration_tests/qemu_monitor.sh",
+              absl::StrCat(monitor_port_), command};
+    p.timeout = absl::Seconds(30);
+    absl::StatusOr<process::ProcessResult> r = process::RunProcess(p);
+    ASSERT_TRUE(r.ok() && r->ok())
+        << (r.ok() ? r->Describe() + r->stderr_data : r.status().ToString());
+  }
+};
+
+TEST_F(LabVmRecoveryPgTest, AHungKernelIsPowerCycledAndTheHostRunsTheNextJob) {
+  BuildImage();
+  if (HasFatalFailure()) return;
+  std::ostringstream out, err;
+  cli::Commands commands(client_, out, err);
+  // One kernel, two modes, one slot: the first job's kernel hangs, the
+  // second job runs after the recovery. Neither is the default kernel.
+  const int64_t matrix_id = Submit(commands, {kernels_[1].commit}, "[strict, passthrough]");
+  if (HasFatalFailure()) return;
+  BootGuest();
+  const absl::Time deadline = absl::Now() + absl::Minutes(5);
+  while (CountPrefix(LabLines(Console()), "farm-lab: systemctl kexec") == 0 &&
+         absl::Now() < deadline && qemu_->Alive()) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(CountPrefix(LabLines(Console()), "farm-lab: systemctl kexec"), 1) << Console();
+  Monitor("stop");
+  const absl::Time hung = absl::Now();
+
+  const pb::Matrix done = WaitForMatrix(matrix_id, absl::Minutes(12));
+  const absl::Time finished = absl::Now();
+  EXPECT_EQ(done.counts().failed(), 1) << done.ShortDebugString();
+  EXPECT_EQ(done.counts().succeeded(), 1) << done.ShortDebugString();
+  const std::string reason = SqlText(absl::StrCat(
+      "SELECT failure_reason FROM jobs WHERE matrix_id = ", matrix_id, " AND state = 4"));
+  std::cout << "lab vm recovery: the hung job's reason:\n" << reason << "\n";
+  EXPECT_TRUE(absl::StrContains(reason, "so it does not boot on this host (agent lab-vm-1)"))
+      << reason;
+  EXPECT_TRUE(absl::StrContains(reason, "console (tail -c 16384")) << reason;
+  const size_t tail = reason.find("), its last lines:\n");
+  ASSERT_NE(tail, std::string::npos) << reason;
+  EXPECT_NE(reason[tail + 19], '\n') << "an empty console tail: " << reason;
+  EXPECT_TRUE(absl::StrContains(reason, "power-cycled into the default kernel by")) << reason;
+  EXPECT_EQ(Sql(absl::StrCat("SELECT count(*) FROM results WHERE matrix_id = ", matrix_id)), 1);
+
+  // The cold boot, the power cycle's cold boot, the second job's kernel.
+  const std::vector<std::string> lines = LabLines(Console());
+  EXPECT_EQ(CountPrefix(lines, "farm-lab: systemctl kexec"), 2) << Console();
+  EXPECT_EQ(CountPrefix(lines, "farm-lab: up "), 3) << Console();
+  std::cout << "lab vm recovery: hung to matrix done " << absl::ToDoubleSeconds(finished - hung)
+            << " s (boot hold 90 s, recovery, cold boot, the next job)\n";
 }
 
 }  // namespace

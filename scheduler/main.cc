@@ -45,6 +45,7 @@ struct Flags {
   int64_t max_jobs = 100000;
   size_t max_spec_bytes = 1 << 20;
   std::string catalog_dir = FARM_DEFAULT_CATALOG_DIR;
+  std::string lab_hosts;
   std::string log_level = "info";
   int db_connections = 8;
   farm::metrics::MetricsTls metrics_tls;
@@ -109,6 +110,11 @@ void AddFlags(CLI::App& app, Flags* f) {
                  "calls wait or fail RESOURCE_EXHAUSTED")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{64} << 20, int64_t{64} << 30));
+  app.add_option("--lab-hosts", f->lab_hosts,
+                 "YAML file of lab hosts' power-cycle and console commands by agent name: run "
+                 "when a host does not come back from a reboot into a job's kernel "
+                 "(docs/kernels.md \"Power, console and recovery\"; empty: none)")
+      ->envname("FARM_LAB_HOSTS");
   app.add_option("--catalog-dir", f->catalog_dir,
                  "load every *.yaml catalog in DIR that is not in the database yet (empty: none)")
       ->capture_default_str();
@@ -182,6 +188,11 @@ absl::StatusOr<farm::scheduler::ServerOptions> ResolveOptions(const Flags& f) {
     }
   }
   opts.catalog_dir = catalog_dir;
+  if (!f.lab_hosts.empty()) {
+    absl::StatusOr<farm::scheduler::LabHosts> hosts = farm::scheduler::LoadLabHosts(f.lab_hosts);
+    if (!hosts.ok()) return Usage(absl::StrCat("--lab-hosts ", hosts.status().message()));
+    opts.lab_hosts = *std::move(hosts);
+  }
   opts.catalog_source = catalog_dir == FARM_DEFAULT_CATALOG_DIR ? "builtin" : "";
   absl::Status hp = farm::scheduler::CheckHostPort(f.metrics_addr, "--metrics");
   if (!hp.ok()) return Usage(std::string(hp.message()));

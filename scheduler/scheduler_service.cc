@@ -708,8 +708,13 @@ absl::Status AnalysisService::CheckRegressionOwner(const pb::Regression& r, cons
 // =================================================================== Reaper
 
 Reaper::Reaper(storage::JobQueue* queue, metrics::SchedulerMetrics* metrics,
-               const SchedulerConfig& config)
-    : queue_(queue), metrics_(metrics), config_(config), loop_([this] { return Tick(); }) {}
+               const SchedulerConfig& config,
+               std::function<void(const storage::UnbootedLease&)> on_unbooted)
+    : queue_(queue),
+      metrics_(metrics),
+      config_(config),
+      on_unbooted_(std::move(on_unbooted)),
+      loop_([this] { return Tick(); }) {}
 
 Reaper::~Reaper() { Stop(); }
 
@@ -755,6 +760,13 @@ absl::StatusOr<storage::ReapOutcome> Reaper::RunOnce() {
     total.failed += r->failed;
     metrics_->leases_expired.Increment(static_cast<double>(r->requeued + r->failed));
     metrics_->jobs_failed.Increment(static_cast<double>(r->failed));
+    for (const storage::UnbootedLease& u : r->unbooted) {
+      spdlog::warn(
+          "reaper: job {} attempt {} failed: agent {} did not come back from the "
+          "reboot into its kernel",
+          u.job_id, u.attempt, u.agent);
+      if (on_unbooted_) on_unbooted_(u);
+    }
     if (r->requeued + r->failed < kBatch) break;
   }
   if (total.requeued + total.failed > 0) {

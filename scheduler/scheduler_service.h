@@ -134,6 +134,7 @@ class JobService final {
   storage::JobQueue* const queue_;
   metrics::SchedulerMetrics* const metrics_;
   const SchedulerConfig config_;
+  const std::function<void(const storage::UnbootedLease&)> on_unbooted_;
 };
 
 class AgentService final {
@@ -165,6 +166,7 @@ class AgentService final {
   storage::JobQueue* const queue_;
   metrics::SchedulerMetrics* const metrics_;
   const SchedulerConfig config_;
+  const std::function<void(const storage::UnbootedLease&)> on_unbooted_;
   // An extra filter over the claimed jobs (config_.claim already matches
   // real runs to hosts inside the claim); empty = none.
   const storage::JobPredicate eligible_;
@@ -210,8 +212,12 @@ class AnalysisService final {
 // and heartbeat before anything is reaped. RunOnce() reaps regardless.
 class Reaper final {
  public:
+  // `on_unbooted` (may be empty) gets every lease a pass failed because its
+  // host did not come back from a reboot into the job's kernel, on the
+  // reaper's thread: it must return at once (LabRecovery::Recover queues).
   Reaper(storage::JobQueue* queue, metrics::SchedulerMetrics* metrics,
-         const SchedulerConfig& config);
+         const SchedulerConfig& config,
+         std::function<void(const storage::UnbootedLease&)> on_unbooted = {});
   Reaper(const Reaper&) = delete;
   Reaper& operator=(const Reaper&) = delete;
   ~Reaper();  // stops the thread
@@ -233,6 +239,7 @@ class Reaper final {
   storage::JobQueue* const queue_;
   metrics::SchedulerMetrics* const metrics_;
   const SchedulerConfig config_;
+  const std::function<void(const storage::UnbootedLease&)> on_unbooted_;
   // Loop-thread state (Start() resets it before the thread runs).
   absl::Duration grace_until_;  // boot-time clock
   absl::Duration last_pass_end_;

@@ -244,7 +244,10 @@ void SchedulerServer::StartBackground(const ServerOptions& options) {
     return absl::Seconds(1);
   });
   health_loop_->Start();
-  reaper_ = std::make_unique<Reaper>(store_.get(), metrics_.get(), options.config);
+  lab_recovery_ = std::make_unique<LabRecovery>(store_.get(), options.lab_hosts);
+  reaper_ = std::make_unique<Reaper>(
+      store_.get(), metrics_.get(), options.config,
+      [r = lab_recovery_.get()](const storage::UnbootedLease& u) { r->Recover(u); });
   if (options.run_reaper) reaper_->Start();
 }
 
@@ -253,6 +256,7 @@ void SchedulerServer::Shutdown(absl::Duration deadline) {
   if (shut_down_) return;
   shut_down_ = true;
   if (reaper_) reaper_->Stop();
+  if (lab_recovery_) lab_recovery_->Stop();
   if (health_loop_) health_loop_->Stop();
   for (WorkerPool* p : {workers_.get(), heavy_workers_.get(), lease_workers_.get()}) {
     if (p != nullptr) p->BeginStopping();

@@ -31,6 +31,7 @@
 #include "lib/storage/pg/pg_store.h"
 #include "scheduler/authz.h"
 #include "scheduler/grpc_services.h"
+#include "scheduler/lab_recovery.h"
 #include "scheduler/scheduler_service.h"
 #include "scheduler/worker_pool.h"
 
@@ -83,6 +84,9 @@ struct ServerOptions {
   // How long Start() keeps retrying when the database is not up yet.
   absl::Duration db_wait = absl::Seconds(30);
   bool run_reaper = true;
+  // Lab hosts whose power and console the scheduler drives when one does
+  // not come back from a job's kernel (lab_recovery.h); empty: none.
+  LabHosts lab_hosts;
   // WatchMatrix: LISTEN/NOTIFY wake-ups on one extra connection (off: the
   // fallback poll only) and the pacing of reads.
   bool watch_events = true;
@@ -140,6 +144,7 @@ class SchedulerServer final {
   std::unique_ptr<storage::PgRetentionStore> retention_store_;
   std::unique_ptr<RetentionService> retention_service_;
   std::unique_ptr<Authorizer> authz_;
+  std::unique_ptr<LabRecovery> lab_recovery_;  // before reaper_, which calls it
   std::unique_ptr<Reaper> reaper_;
   // Outlives the gRPC adapters: streams unsubscribe when gRPC is done.
   std::unique_ptr<storage::PgMatrixListener> listener_;

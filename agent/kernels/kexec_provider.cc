@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "lib/base/file.h"
 #include "lib/kstore/kernel_store.h"
+#include "proto/failure_marks.h"
 #include "proto/kernel_params.h"
 #include "proto/names.h"
 
@@ -311,9 +312,8 @@ absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Check() {
   if (facts->release != boot->release) {
     reason = facts->release == boot->default_release
                  ? absl::StrCat("kernel ", wanted,
-                                " did not come back: the host runs its default "
-                                "kernel ",
-                                facts->release)
+                                " did not come back: the host runs its default kernel ",
+                                facts->release, ", so it ", std::string(proto::kDoesNotBootMark))
                  : absl::StrCat("booted kernel ", facts->release, ", wanted ", wanted);
   } else if (now > boot->deadline) {
     reason = absl::StrCat("kernel ", wanted, " came back after the boot timeout (",

@@ -181,7 +181,7 @@ TEST_F(KexecTest, AKernelThatDoesNotComeBackFailsTheJob) {
   EXPECT_EQ(resumed->boot.lease.job_id, 42);
   EXPECT_EQ(resumed->reason,
             "kernel 6.1.0-57-cloud-amd64 (commit kernel-a1) did not come back: the host runs its "
-            "default kernel 6.1.0-13-amd64");
+            "default kernel 6.1.0-13-amd64, so it does not boot on this host");
   EXPECT_TRUE(host_.commands.empty());  // already on the default kernel
   EXPECT_FALSE(fs::exists(p->StatePath()));
 }

@@ -68,9 +68,21 @@ struct ReportOutcome {
   double duration_seconds = 0;  // lease start to acceptance (first acceptance only)
 };
 
+// A lease held through its agent's reboot (kexec) whose hold passed: the
+// job's kernel did not come back on that host. The reaper fails the job for
+// good (its reason carries proto::kDoesNotBootMark) and names it here, so
+// the host's power can be cycled (scheduler/lab_recovery.h).
+struct UnbootedLease {
+  int64_t job_id = 0;
+  int32_t attempt = 0;
+  std::string agent;  // the lease's owner by name
+  bool operator==(const UnbootedLease&) const = default;
+};
+
 struct ReapOutcome {
   int64_t requeued = 0;
-  int64_t failed = 0;
+  int64_t failed = 0;  // out of attempts, and every unbooted lease
+  std::vector<UnbootedLease> unbooted;
 };
 
 // The hold a heartbeat asks for, capped at max_hold; zero for none.
@@ -139,8 +151,14 @@ class JobQueue {
                                                      const RetryPolicy& retry) = 0;
   // Back to queued without spending an attempt. kNotFound on bad session.
   virtual absl::StatusOr<int> ReleaseLeases(const pb::ReleaseLeasesRequest& req) = 0;
-  // Requeues (or fails, at max attempts) up to `limit` expired leases.
+  // Requeues (or fails, at max attempts) up to `limit` expired leases; a
+  // lease held through a reboot fails its job at once (UnbootedLease).
   virtual absl::StatusOr<ReapOutcome> ReapExpired(const RetryPolicy& retry, int limit) = 0;
+  // Appends `detail`, on a line of its own, to the failure reason of job
+  // `job_id` when it failed at `attempt`; false when it did not (it runs
+  // again, or never failed).
+  virtual absl::StatusOr<bool> AnnotateFailure(int64_t job_id, int32_t attempt,
+                                               const std::string& detail) = 0;
   // Job counts over all matrices, indexed by pb::JobState number.
   virtual absl::StatusOr<std::array<int64_t, 6>> QueueCounts() = 0;
   // Queued jobs by executor (pb::Executor number; executors with none are

@@ -1206,6 +1206,24 @@ TEST_F(BisectDriverSkipTest, AStepWhoseKernelDoesNotBuildIsSkippedAndANeighbourT
   EXPECT_EQ(EmptyRounds(), 0);  // a skip is not a step without value
 }
 
+// A kernel that did not bring its host back (the reaper's reason for an
+// expired hold, or the kexec agent's on the default kernel) is skipped as an
+// unbuildable one is, also beside a build failure in the same step.
+TEST_F(BisectDriverSkipTest, AStepWhoseKernelDoesNotBootIsSkipped) {
+  Start(10, 14);
+  ASSERT_TRUE(Advance().ok());
+  store_->failures[101] = {
+      "attempt 1 of 3: lease held through the agent's reboot expired: the job's kernel did not "
+      "come back within the boot timeout, so it does not boot on this host (agent lab-1)\n"
+      "console (last 1 lines):\nKernel panic - not syncing",
+      BuildFailed("c12")};
+  ASSERT_TRUE(Advance().ok());
+  ASSERT_EQ(submitter_.specs.size(), 2u);
+  EXPECT_EQ(Ids(submitter_.specs[1]), std::vector<std::string>{"c11"});
+  EXPECT_EQ(store_->updates.back().steps[0].record.verdict, "skip");
+  EXPECT_EQ(EmptyRounds(), 0);
+}
+
 TEST_F(BisectDriverSkipTest, OtherFailuresLeaveAStepWithoutValue) {
   Start(10, 14);
   ASSERT_TRUE(Advance().ok());
@@ -1234,7 +1252,8 @@ TEST_F(BisectDriverSkipTest, OnlyUnbuildableCommitsBetweenEndsNamesThemAll) {
   EXPECT_EQ(u.last_good, "c10");
   EXPECT_EQ(u.first_bad, "c13");
   EXPECT_EQ(u.culprit_id, "c13");
-  const std::string one_of = "first bad is one of: c11 c12 c13 (c11 c12 skipped: do not build)";
+  const std::string one_of =
+      "first bad is one of: c11 c12 c13 (c11 c12 skipped: do not build or boot)";
   EXPECT_EQ(u.culprit_subject, one_of);
   ASSERT_EQ(u.culprits.size(), 1u);
   EXPECT_EQ(u.culprits[0].last_good, "c10");

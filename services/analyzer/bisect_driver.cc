@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/base/check.h"
 #include "proto/catalog_dag.h"
+#include "proto/failure_marks.h"
 #include "proto/names.h"
 #include "services/analyzer/log.h"
 #include "services/analyzer/rerun.h"
@@ -36,17 +37,13 @@ uint64_t SubmissionSeed(int64_t bisect_id, int seq) {
          1;
 }
 
-// What the failure reason of a job holds when the kernel of its commit
-// failed to build: "build failed at <sha>: <first error line>".
-constexpr std::string_view kBuildFailed = "build failed at ";
-
 // The subject of a culprit whose part ended with only skipped commits
 // before its first bad: every commit that can be the first bad.
 std::string OneOfSubject(const BisectPlanner& planner, const Culprit& c) {
   std::vector<std::string> skipped;
   for (int i : c.skipped) skipped.push_back(planner.CommitId(i));
   return absl::StrCat("first bad is one of: ", absl::StrJoin(skipped, " "), " ", c.commit_id, " (",
-                      absl::StrJoin(skipped, " "), " skipped: do not build)");
+                      absl::StrJoin(skipped, " "), " skipped: do not build or boot)");
 }
 
 // Step 0 of a bisect: the confirmation, recorded at the first bad commit.
@@ -561,7 +558,7 @@ absl::StatusOr<bool> BisectDriver::ReadStepValues(Move& m, BisectPlanner& planne
       SeriesValuesAt(*samples, st.BisectCell(), planner.CommitId(st.pending_index));
   bool skipped = false;
   if (values.empty()) {
-    absl::StatusOr<bool> s = SkipIfUnbuilt(m, planner);
+    absl::StatusOr<bool> s = SkipIfUnmeasurable(m, planner);
     if (!s.ok()) return s.status();
     skipped = *s;
   }
@@ -575,18 +572,20 @@ absl::StatusOr<bool> BisectDriver::ReadStepValues(Move& m, BisectPlanner& planne
   return true;
 }
 
-absl::StatusOr<bool> BisectDriver::SkipIfUnbuilt(Move& m, BisectPlanner& planner) {
+absl::StatusOr<bool> BisectDriver::SkipIfUnmeasurable(Move& m, BisectPlanner& planner) {
   const BisectState& st = m.st;
   absl::StatusOr<std::vector<std::string>> reasons = store_->FailureReasons(st.pending_matrices);
   if (!reasons.ok()) return reasons.status();
-  const bool unbuilt =
+  const bool unmeasurable =
       !reasons->empty() && std::all_of(reasons->begin(), reasons->end(), [](const std::string& r) {
-        return r.find(kBuildFailed) != std::string::npos;
+        return !proto::UnmeasurableMark(r).empty();
       });
-  if (!unbuilt || !planner.Skip(st.pending_index)) return false;
+  if (!unmeasurable || !planner.Skip(st.pending_index)) return false;
   const std::string& first = reasons->front();
+  const bool unbuilt = proto::UnmeasurableMark(first) == proto::kBuildFailedMark;
   Log(absl::StrCat("bisect ", m.bisect_id, ": skipping ", planner.CommitId(st.pending_index),
-                   ", its kernel does not build (", first.substr(first.find(kBuildFailed)), ")"));
+                   unbuilt ? ", its kernel does not build (" : ", its kernel does not boot (",
+                   unbuilt ? first.substr(first.find(proto::kBuildFailedMark)) : first, ")"));
   return true;
 }
 

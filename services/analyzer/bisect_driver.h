@@ -15,11 +15,12 @@
 //             read the pending step's values -> ask the planner for the next
 //             commit and submit its step matrix -> finish (culprits) when the
 //             planner is done or three steps in a row gave no value. A step
-//             whose jobs all failed with "build failed at " in their reason
-//             is skipped (planner Skip, verdict "skip"), not a step without
+//             whose jobs all failed because the commit's kernel does not
+//             build or does not boot on the host (proto/failure_marks.h) is
+//             skipped (planner Skip, verdict "skip"), not a step without
 //             value; a part that ends with only skipped commits before its
 //             first bad names them all in its culprit's subject
-//             ("first bad is one of: A B C (A B skipped: do not build)").
+//             ("first bad is one of: A B C (A B skipped: do not build or boot)").
 //
 // Every move is written with AnalyzerStore::SaveBisect (state, steps,
 // culprits, regression columns) in one transaction; submissions carry the
@@ -112,7 +113,7 @@ class BisectDriver final {
   // The pending step gave no values: when every failed job of its matrices
   // failed because its commit's kernel did not build, the planner skips the
   // commit (true).
-  absl::StatusOr<bool> SkipIfUnbuilt(Move& m, BisectPlanner& planner);
+  absl::StatusOr<bool> SkipIfUnmeasurable(Move& m, BisectPlanner& planner);
   absl::Status SubmitStepMatrix(Move& m, const BisectPlanner& planner);
   void Finish(Move& m, const BisectPlanner& planner);
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/storage/contract/test_rows.h"
 #include "lib/storage/run_eligibility.h"
+#include "proto/failure_marks.h"
 
 namespace farm::storage {
 
@@ -985,14 +986,16 @@ TEST_P(RepositoryContractTest, HeldLeaseMovesToTheResumingSession) {
   EXPECT_EQ(a3->resumed_size(), 0);
 }
 
-// A held lease whose agent does not come back within the hold is expired
-// by the reaper with a reason naming the boot timeout, and the attempt rules
-// retry it; the hold never carries over to the next lease of the job.
-TEST_P(RepositoryContractTest, HeldLeaseExpiresAfterItsHold) {
+// A held lease whose agent does not come back within the hold: the job's
+// kernel does not boot on that host. The reaper fails the job at once, its
+// reason carrying the mark a bisect skips on, and names the lease so the
+// host's power can be cycled; the console's tail can be added to the reason.
+TEST_P(RepositoryContractTest, HeldLeaseExpiryFailsTheJobAsNotBooting) {
   MakeMatrix(1);
   pb::RegisterResponse a = Register("a1");
   std::vector<pb::JobLease> ls = Lease(a, 1);
   ASSERT_EQ(ls.size(), 1u);
+  const int64_t job = ls[0].job().id();
   pb::HeartbeatRequest hb;
   hb.set_agent_id(a.agent_id());
   hb.set_session(a.session());
@@ -1004,37 +1007,63 @@ TEST_P(RepositoryContractTest, HeldLeaseExpiresAfterItsHold) {
   backend().ExpireAllLeases();
   auto reaped = queue().ReapExpired(retry_, 100);
   ASSERT_TRUE(reaped.ok()) << reaped.status();
-  EXPECT_EQ(reaped->requeued, 1);
-  EXPECT_EQ(backend().StateOf(ls[0].job().id()), pb::JOB_STATE_QUEUED);
-  EXPECT_EQ(backend().FailureReason(ls[0].job().id()),
-            "attempt 1 of 3: lease held through the agent's reboot expired: the agent did not "
-            "come back within its boot timeout (agent a1)");
+  EXPECT_EQ(reaped->requeued, 0);
+  EXPECT_EQ(reaped->failed, 1);
+  EXPECT_EQ(reaped->unbooted, (std::vector<UnbootedLease>{{job, 1, "a1"}}));
+  EXPECT_EQ(backend().StateOf(job), pb::JOB_STATE_FAILED);
+  const std::string reason = backend().FailureReason(job);
+  EXPECT_EQ(reason,
+            "attempt 1 of 3: lease held through the agent's reboot expired: the job's kernel did "
+            "not come back within the boot timeout, so it does not boot on this host (agent a1)");
+  EXPECT_EQ(proto::UnmeasurableMark(reason), proto::kDoesNotBootMark);
+  // The console's tail goes with the attempt that failed, and only with it.
+  auto wrong = queue().AnnotateFailure(job, 2, "console: not this attempt");
+  ASSERT_TRUE(wrong.ok()) << wrong.status();
+  EXPECT_FALSE(*wrong);
+  auto noted = queue().AnnotateFailure(job, 1, "console (last 2 lines):\nKernel panic");
+  ASSERT_TRUE(noted.ok()) << noted.status();
+  EXPECT_TRUE(*noted);
+  EXPECT_EQ(backend().FailureReason(job), reason + "\nconsole (last 2 lines):\nKernel panic");
   // Coming back late resumes nothing.
   pb::RegisterRequest r = testrows::Registration("a1", "emulator");
   *r.add_resumes() = ls[0].lease();
   auto a2 = queue().RegisterAgent(r, retry_);
   ASSERT_TRUE(a2.ok()) << a2.status();
   EXPECT_EQ(a2->resumed_size(), 0);
+}
+
+// A lease that was not held expires under the attempt rules and names no
+// host to power-cycle; a held lease its agent re-registers without naming
+// (the agent came back, the kernel booted) is retried too.
+TEST_P(RepositoryContractTest, OnlyAnExpiredHoldFailsAJobAtOnce) {
+  MakeMatrix(1);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  const int64_t job = ls[0].job().id();
   backend().ExpireAllLeases();
-  std::vector<pb::JobLease> next = Lease(*a2, 1);
+  auto reaped = queue().ReapExpired(retry_, 100);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->requeued, 1);
+  EXPECT_TRUE(reaped->unbooted.empty());
+  EXPECT_EQ(backend().FailureReason(job), "attempt 1 of 3: lease expired (agent a1)");
+  auto not_failed = queue().AnnotateFailure(job, 1, "x");
+  ASSERT_TRUE(not_failed.ok()) << not_failed.status();
+  EXPECT_FALSE(*not_failed);
+  backend().ExpireAllLeases();
+  std::vector<pb::JobLease> next = Lease(a, 1);
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].lease().attempt(), 2);
-  backend().ExpireAllLeases();
-  ASSERT_TRUE(queue().ReapExpired(retry_, 100).ok());
-  EXPECT_EQ(backend().FailureReason(ls[0].job().id()), "attempt 2 of 3: lease expired (agent a1)");
-  // A held lease its agent re-registers without naming is expired too.
-  backend().ExpireAllLeases();
-  std::vector<pb::JobLease> third = Lease(*a2, 1);
-  ASSERT_EQ(third.size(), 1u);
-  hb.set_agent_id(a2->agent_id());
-  hb.set_session(a2->session());
-  hb.clear_leases();
-  *hb.add_leases() = third[0].lease();
+  pb::HeartbeatRequest hb;
+  hb.set_agent_id(a.agent_id());
+  hb.set_session(a.session());
+  *hb.add_leases() = next[0].lease();
+  hb.mutable_hold_for()->set_seconds(60);
   ASSERT_TRUE(queue().Heartbeat(hb, absl::Seconds(30), absl::Minutes(5)).ok());
   Register("a1");
-  EXPECT_EQ(backend().StateOf(ls[0].job().id()), pb::JOB_STATE_FAILED);
-  EXPECT_EQ(backend().FailureReason(ls[0].job().id()),
-            "attempt 3 of 3: agent re-registered without resuming the lease it held through "
+  EXPECT_EQ(backend().StateOf(job), pb::JOB_STATE_QUEUED);
+  EXPECT_EQ(backend().FailureReason(job),
+            "attempt 2 of 3: agent re-registered without resuming the lease it held through "
             "its reboot (agent a1)");
 }
 

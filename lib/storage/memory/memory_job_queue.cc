@@ -58,12 +58,13 @@ absl::Time RetryAt(absl::Time now, const RetryPolicy& retry, int attempt) {
 // The reaper's and re-registration's expiry (kExpireSet): the lease spends
 // its attempt; the job is requeued after the backoff or fails at
 // max_attempts. lease_owner stays, naming the agent in the reason.
-// A lease held through its agent's reboot gets `held_reason` instead.
-void ExpireLease(JobRow& j, const std::string& reason, const std::string& held_reason,
-                 const RetryPolicy& retry, absl::Time now) {
+// A lease held through its agent's reboot gets `held_reason` instead, and
+// with `held_fails` fails its job at once. Returns whether it was held.
+bool ExpireLease(JobRow& j, const std::string& reason, const std::string& held_reason,
+                 bool held_fails, const RetryPolicy& retry, absl::Time now) {
   pb::Job& job = j.job;
-  const bool out_of_attempts = job.attempt() >= job.max_attempts();
   const bool held = j.lease_hold_token.has_value() && j.lease_hold_token == j.lease_token;
+  const bool out_of_attempts = job.attempt() >= job.max_attempts() || (held_fails && held);
   job.set_failure_reason(absl::StrCat(
       "attempt ", job.attempt(), " of ", job.max_attempts(), ": ", held ? held_reason : reason,
       job.lease_owner().empty() ? "" : absl::StrCat(" (agent ", job.lease_owner(), ")")));
@@ -77,12 +78,13 @@ void ExpireLease(JobRow& j, const std::string& reason, const std::string& held_r
   j.lease_token.reset();
   j.lease_agent.reset();
   j.lease_expires_at.reset();
+  return held;
 }
 
 // PgJobQueue's kHeldLeaseExpired and kHeldLeaseNotResumed.
 constexpr char kHeldLeaseExpired[] =
-    "lease held through the agent's reboot expired: the agent did not come back within its "
-    "boot timeout";
+    "lease held through the agent's reboot expired: the job's kernel did not come back within "
+    "the boot timeout, so it does not boot on this host";
 constexpr char kHeldLeaseNotResumed[] =
     "agent re-registered without resuming the lease it held through its reboot";
 
@@ -147,8 +149,8 @@ absl::StatusOr<pb::RegisterResponse> MemoryJobQueue::RegisterAgent(const pb::Reg
     for (auto& [id, j] : t.jobs) {
       if (j.job.state() != pb::JOB_STATE_LEASED || j.lease_agent != a->id) continue;
       if (kept.count(id) != 0) continue;
-      ExpireLease(j, "agent re-registered while holding the lease", kHeldLeaseNotResumed, retry,
-                  now);
+      ExpireLease(j, "agent re-registered while holding the lease", kHeldLeaseNotResumed, false,
+                  retry, now);
       changes.insert(j.job.matrix_id());
     }
     out.set_agent_id(a->id);
@@ -397,7 +399,9 @@ absl::StatusOr<ReapOutcome> MemoryJobQueue::ReapExpired(const RetryPolicy& retry
     if (static_cast<int>(expired.size()) > limit) expired.resize(std::max(limit, 0));
     ReapOutcome out;
     for (JobRow* j : expired) {
-      ExpireLease(*j, "lease expired", kHeldLeaseExpired, retry, now);
+      if (ExpireLease(*j, "lease expired", kHeldLeaseExpired, true, retry, now)) {
+        out.unbooted.push_back({j->job.id(), j->job.attempt(), j->job.lease_owner()});
+      }
       changes.insert(j->job.matrix_id());
       if (j->job.state() == pb::JOB_STATE_FAILED) {
         ++out.failed;
@@ -406,6 +410,18 @@ absl::StatusOr<ReapOutcome> MemoryJobQueue::ReapExpired(const RetryPolicy& retry
       }
     }
     return out;
+  });
+}
+
+absl::StatusOr<bool> MemoryJobQueue::AnnotateFailure(int64_t job_id, int32_t attempt,
+                                                     const std::string& detail) {
+  return db_->Write([&](Tables& t, Changes&) -> absl::StatusOr<bool> {
+    auto it = t.jobs.find(job_id);
+    if (it == t.jobs.end()) return false;
+    pb::Job& job = it->second.job;
+    if (job.attempt() != attempt || job.state() != pb::JOB_STATE_FAILED) return false;
+    job.set_failure_reason(absl::StrCat(job.failure_reason(), "\n", detail));
+    return true;
   });
 }
 

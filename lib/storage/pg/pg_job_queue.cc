@@ -58,21 +58,27 @@ std::string Key(int64_t id, int32_t attempt, const std::string& token) {
 // fails once max_attempts are spent. $1 = reason, $2 = base backoff s,
 // $3 = max backoff s.
 // A lease held through its agent's reboot (lease_hold_token = lease_token)
-// gets reason $5 instead (kHeldLeaseExpired, kHeldLeaseNotResumed).
-const char* const kExpireSet =
-    "state = CASE WHEN attempt >= max_attempts THEN 4 ELSE 1 END, "
-    "failure_reason = 'attempt ' || attempt || ' of ' || max_attempts || ': ' || "
-    "  CASE WHEN lease_hold_token = lease_token THEN $5 ELSE $1 END || "
-    "  CASE WHEN lease_owner <> '' THEN ' (agent ' || lease_owner || ')' ELSE '' END, "
-    "finished_at = CASE WHEN attempt >= max_attempts THEN now() END, "
-    "not_before = now() + make_interval(secs => least($2 * power(2, greatest(attempt, 1) - 1), "
-    "$3)), "
-    "lease_token = NULL, lease_agent = NULL, lease_expires_at = NULL";
+// gets reason $5 instead (kHeldLeaseExpired, kHeldLeaseNotResumed); with
+// `held_fails` its job fails at once whatever its attempts.
+std::string ExpireSet(bool held_fails) {
+  const std::string fails = absl::StrCat("attempt >= max_attempts",
+                                         held_fails ? " OR lease_hold_token = lease_token" : "");
+  return absl::StrCat(
+      "state = CASE WHEN ", fails, " THEN 4 ELSE 1 END, ",
+      "failure_reason = 'attempt ' || attempt || ' of ' || max_attempts || ': ' || "
+      "  CASE WHEN lease_hold_token = lease_token THEN $5 ELSE $1 END || "
+      "  CASE WHEN lease_owner <> '' THEN ' (agent ' || lease_owner || ')' ELSE '' END, ",
+      "finished_at = CASE WHEN ", fails, " THEN now() END, ",
+      "not_before = now() + make_interval(secs => least($2 * power(2, greatest(attempt, 1) - 1), "
+      "$3)), "
+      "lease_token = NULL, lease_agent = NULL, lease_expires_at = NULL");
+}
 
-// The reason of an expired lease that was held through a reboot.
+// The reason of an expired lease that was held through a reboot: the job's
+// kernel did not bring the host back (proto::kDoesNotBootMark).
 const char* const kHeldLeaseExpired =
-    "lease held through the agent's reboot expired: the agent did not come back within its "
-    "boot timeout";
+    "lease held through the agent's reboot expired: the job's kernel did not come back within "
+    "the boot timeout, so it does not boot on this host";
 const char* const kHeldLeaseNotResumed =
     "agent re-registered without resuming the lease it held through its reboot";
 
@@ -315,7 +321,7 @@ absl::StatusOr<pb::RegisterResponse> PgJobQueue::RegisterAgent(const pb::Registe
             l->set_lease_token(k[2].as<std::string>());
           }
         }
-        w.exec_params(std::string("UPDATE jobs SET ") + kExpireSet +
+        w.exec_params("UPDATE jobs SET " + ExpireSet(false) +
                           " WHERE state = 2 AND lease_agent = $4 AND NOT (id = ANY($6::bigint[]))",
                       "agent re-registered while holding the lease", Secs(retry.base_backoff),
                       Secs(retry.max_backoff), id, kHeldLeaseNotResumed, ArrayLiteral(kept));
@@ -661,10 +667,16 @@ absl::StatusOr<int> PgJobQueue::ReleaseLeases(const pb::ReleaseLeasesRequest& re
 absl::StatusOr<ReapOutcome> PgJobQueue::ReapExpired(const RetryPolicy& retry, int limit) {
   return pool_->Call<ReapOutcome>([&](pqxx::connection& c) -> absl::StatusOr<ReapOutcome> {
     pqxx::work w(c);
+    // `e` reads each lease before the update clears it: whether it was held
+    // through a reboot, and by whom.
     pqxx::result up = w.exec_params(
-        std::string("UPDATE jobs SET ") + kExpireSet +
-            " WHERE id IN (SELECT id FROM jobs WHERE state = 2 AND lease_expires_at < now() "
-            "ORDER BY lease_expires_at LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING state",
+        "WITH e AS (SELECT id AS job, lease_hold_token = lease_token AS held, "
+        "  lease_owner AS owner FROM jobs WHERE state = 2 AND lease_expires_at < now() "
+        "  ORDER BY lease_expires_at LIMIT $4 FOR UPDATE SKIP LOCKED) "
+        "UPDATE jobs SET " +
+            ExpireSet(true) +
+            " FROM e WHERE jobs.id = e.job "
+            "RETURNING jobs.state, jobs.id, jobs.attempt, coalesce(e.held, false), e.owner",
         "lease expired", Secs(retry.base_backoff), Secs(retry.max_backoff), limit,
         kHeldLeaseExpired);
     w.commit();
@@ -675,8 +687,24 @@ absl::StatusOr<ReapOutcome> PgJobQueue::ReapExpired(const RetryPolicy& retry, in
       } else {
         ++out.requeued;
       }
+      if (r[3].as<bool>()) {
+        out.unbooted.push_back({r[1].as<int64_t>(), r[2].as<int32_t>(), r[4].as<std::string>()});
+      }
     }
     return out;
+  });
+}
+
+absl::StatusOr<bool> PgJobQueue::AnnotateFailure(int64_t job_id, int32_t attempt,
+                                                 const std::string& detail) {
+  return pool_->Call<bool>([&](pqxx::connection& c) -> absl::StatusOr<bool> {
+    pqxx::work w(c);
+    pqxx::result r = w.exec_params(
+        "UPDATE jobs SET failure_reason = failure_reason || E'\\n' || $3 "
+        "WHERE id = $1 AND attempt = $2 AND state = 4",
+        job_id, attempt, detail);
+    w.commit();
+    return r.affected_rows() == 1;
   });
 }
 

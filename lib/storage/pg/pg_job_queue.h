@@ -44,6 +44,8 @@ class PgJobQueue : public JobQueue {
                                              const RetryPolicy& retry) override;
   absl::StatusOr<int> ReleaseLeases(const pb::ReleaseLeasesRequest& req) override;
   absl::StatusOr<ReapOutcome> ReapExpired(const RetryPolicy& retry, int limit) override;
+  absl::StatusOr<bool> AnnotateFailure(int64_t job_id, int32_t attempt,
+                                       const std::string& detail) override;
   absl::StatusOr<std::array<int64_t, 6>> QueueCounts() override;
   absl::StatusOr<std::map<int, int64_t>> QueuedByExecutor() override;
   absl::StatusOr<int64_t> CountConnectedAgents(absl::Duration liveness) override;

@@ -1,0 +1,96 @@
+// LabRecovery: brings a lab host back when the kernel it kexec'd into for a
+// job never did (docs/kernels.md "Power, console and recovery").
+//
+// The reaper fails a job whose lease was held through its agent's reboot and
+// whose hold passed (storage::UnbootedLease). For an agent named in the lab
+// hosts file (farm-scheduler --lab-hosts), LabRecovery then runs, on its own
+// thread, the host's console command (its output's last lines are what the
+// console showed: a panic, a hang), then its power-cycle command, which
+// resets the host into its default kernel; both outcomes and the console's
+// tail are appended to the failed job's reason (JobQueue::AnnotateFailure).
+// The agent on the default kernel registers again and leases the next job:
+// the host returns to service. An agent without an entry gets a note on the
+// job instead, saying that nobody cycles its power.
+//
+// The commands are argv lists run without a shell (lib/process), each within
+// its timeout. They come from the scheduler's own configuration, never from
+// an agent: a lab's operator decides what the scheduler may run.
+//
+// Thread-safety: Recover() and Stop() from any thread; one worker thread
+// runs the commands in order. Ownership: the queue is not owned and must
+// outlive the LabRecovery (Stop() or the destructor joins the worker).
+#ifndef SCHEDULER_LAB_RECOVERY_H_
+#define SCHEDULER_LAB_RECOVERY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "lib/storage/job_queue.h"
+
+namespace farm::scheduler {
+
+// One lab host's recovery commands, by its agent's name.
+struct LabHost {
+  std::vector<std::string> power_cycle;       // required
+  std::vector<std::string> console;           // optional: prints the console log
+  absl::Duration timeout = absl::Minutes(2);  // per command
+  int console_lines = 40;                     // how much of the console to keep
+};
+using LabHosts = std::map<std::string, LabHost>;
+
+// Parses the lab hosts file (YAML):
+//   hosts:
+//     <agent name>:
+//       power_cycle: [ipmitool, -I, lanplus, -H, bmc-7, -E, chassis, power, cycle]
+//       console: [tail, -c, "65536", /var/log/conserver/lab-7.log]
+//       timeout: 2m          # optional, per command
+//       console_lines: 40    # optional
+// InvalidArgument naming the host and key for anything else.
+absl::StatusOr<LabHosts> ParseLabHosts(std::string_view yaml);
+// ParseLabHosts of a file; the error names the file.
+absl::StatusOr<LabHosts> LoadLabHosts(const std::string& path);
+
+// The last `lines` lines of `text` (all of it when it has fewer).
+std::string TailLines(std::string_view text, int lines);
+
+class LabRecovery final {
+ public:
+  LabRecovery(storage::JobQueue* queue, LabHosts hosts);
+  LabRecovery(const LabRecovery&) = delete;
+  LabRecovery& operator=(const LabRecovery&) = delete;
+  ~LabRecovery();  // Stop()
+
+  // Queues the recovery of `lease`'s host; returns at once.
+  void Recover(const storage::UnbootedLease& lease) ABSL_LOCKS_EXCLUDED(mu_);
+  // Finishes the recovery under way, drops the queued ones and joins.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Recoveries finished (commands run or the note written), for tests.
+  int64_t finished() const { return finished_.load(); }
+
+ private:
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs the host's commands and returns the text appended to the job.
+  std::string RecoverHost(const storage::UnbootedLease& lease);
+
+  storage::JobQueue* const queue_;
+  const LabHosts hosts_;
+  absl::Mutex mu_;
+  std::deque<storage::UnbootedLease> pending_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int64_t> finished_{0};
+  std::thread worker_;
+};
+
+}  // namespace farm::scheduler
+
+#endif  // SCHEDULER_LAB_RECOVERY_H_

@@ -1,0 +1,165 @@
+// The lab hosts file and LabRecovery: a host that did not come back from a
+// job's kernel has its console read and its power cycled by real commands,
+// and the job's reason says what they did.
+#include "scheduler/lab_recovery.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "lib/base/file.h"
+#include "lib/process/scoped_temp_dir.h"
+#include "lib/storage/contract/test_rows.h"
+#include "lib/storage/memory/memory_store.h"
+
+namespace farm::scheduler {
+namespace {
+
+namespace pb = ::iommufarm::v1;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(ParseLabHostsTest, ReadsEachHostsCommands) {
+  absl::StatusOr<LabHosts> h = ParseLabHosts(R"(
+hosts:
+  lab-7:
+    power_cycle: [ipmitool, -I, lanplus, -H, bmc-7, -E, chassis, power, cycle]
+    console: [tail, -c, "65536", /var/log/conserver/lab-7.log]
+    timeout: 90s
+    console_lines: 12
+  lab-8:
+    power_cycle: [/usr/local/bin/pdu, outlet, "8", cycle]
+)");
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->size(), 2u);
+  const LabHost& a = h->at("lab-7");
+  EXPECT_EQ(a.power_cycle.back(), "cycle");
+  EXPECT_EQ(a.console.size(), 4u);
+  EXPECT_EQ(a.timeout, absl::Seconds(90));
+  EXPECT_EQ(a.console_lines, 12);
+  const LabHost& b = h->at("lab-8");
+  EXPECT_TRUE(b.console.empty());
+  EXPECT_EQ(b.timeout, absl::Minutes(2));
+  EXPECT_EQ(b.console_lines, 40);
+}
+
+TEST(ParseLabHostsTest, NamesTheHostAndKeyOfAMistake) {
+  struct Case {
+    const char* yaml;
+    const char* error;
+  };
+  for (const Case& c : {
+           Case{"hosts:\n  h1:\n    console: [cat, x]\n", "hosts.h1.power_cycle: is required"},
+           Case{"hosts:\n  h1:\n    power_cycle: reboot\n", "hosts.h1.power_cycle: must be a"},
+           Case{"hosts:\n  h1:\n    power_cycle: [x]\n    timeout: soon\n",
+                "hosts.h1.timeout: must be a positive duration"},
+           Case{"hosts:\n  h1:\n    power_cycle: [x]\n    timeout: -1s\n", "hosts.h1.timeout"},
+           Case{"hosts:\n  h1:\n    power_cycle: [x]\n    consol: [y]\n",
+                "hosts.h1.consol: unknown key"},
+           Case{"hosts:\n  h1:\n    power_cycle: [x]\n    console_lines: 0\n",
+                "hosts.h1.console_lines"},
+           Case{"hosts:\n  h1:\n    power_cycle: [[x]]\n", "every item must be a string"},
+           Case{"hosts: [h1]\n", "must be a map with one key"},
+           Case{"lab: {}\n", "must be a map with one key"},
+           Case{"hosts:\n  h1: {power_cycle: [x]}\n  h1: {power_cycle: [y]}\n", "appears twice"},
+           Case{"hosts: {h1: [\n", "not YAML"},
+       }) {
+    absl::StatusOr<LabHosts> h = ParseLabHosts(c.yaml);
+    ASSERT_FALSE(h.ok()) << c.yaml;
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << c.yaml;
+    EXPECT_THAT(std::string(h.status().message()), HasSubstr(c.error)) << c.yaml;
+  }
+}
+
+TEST(TailLinesTest, KeepsTheLastLinesAsText) {
+  EXPECT_EQ(TailLines("a\nb\nc\n", 2), "b\nc");
+  EXPECT_EQ(TailLines("a\nb\nc", 1), "c");
+  EXPECT_EQ(TailLines("a\nb", 5), "a\nb");
+  EXPECT_EQ(TailLines("", 3), "");
+  EXPECT_EQ(TailLines("boot\r\nKernel panic\r\n", 1), "Kernel panic");
+  // Serial junk: control bytes shown as '?', bytes that are not UTF-8 replaced.
+  EXPECT_EQ(TailLines(std::string("ok\n\x1b[0mpanic\xff\n", 14), 1), "?[0mpanic\xEF\xBF\xBD");
+  EXPECT_EQ(TailLines(std::string(20000, 'x'), 1).size(), 8192u);
+}
+
+// One job leased by `agent`, held through its reboot, and reaped when the
+// hold passed: the lease LabRecovery is handed.
+class LabRecoveryTest : public ::testing::Test {
+ protected:
+  storage::UnbootedLease Unbooted(const std::string& agent) {
+    auto m = store_.CreateMatrix(
+        storage::testrows::Matrix(1, 3, 0, pb::EXECUTOR_EMULATOR, pb::JOB_KIND_BULK));
+    EXPECT_TRUE(m.ok()) << m.status();
+    auto a = store_.RegisterAgent(storage::testrows::Registration(agent, "emulator"), {});
+    EXPECT_TRUE(a.ok()) << a.status();
+    auto ls = store_.LeaseJobs(a->agent_id(), a->session(), 1, absl::Seconds(30),
+                               [](const pb::Job&, const storage::AgentView&) { return true; });
+    EXPECT_TRUE(ls.ok() && ls->size() == 1u);
+    pb::HeartbeatRequest hb;
+    hb.set_agent_id(a->agent_id());
+    hb.set_session(a->session());
+    *hb.add_leases() = (*ls)[0].lease();
+    hb.mutable_hold_for()->set_seconds(60);
+    EXPECT_TRUE(store_.Heartbeat(hb, absl::Seconds(30), absl::Minutes(5)).ok());
+    store_.db().Write([&](storage::MemoryDatabase::Tables& t, storage::MemoryDatabase::Changes&) {
+      for (auto& [id, j] : t.jobs) j.lease_expires_at = store_.db().Now() - absl::Seconds(1);
+      return 0;
+    });
+    auto reaped = store_.ReapExpired({}, 10);
+    EXPECT_TRUE(reaped.ok() && reaped->unbooted.size() == 1u);
+    return reaped->unbooted.at(0);
+  }
+  std::string Reason(int64_t job) {
+    return store_.db().Read([&](const storage::MemoryDatabase::Tables& t) {
+      return t.jobs.at(job).job.failure_reason();
+    });
+  }
+  static void WaitFor(const LabRecovery& r, int64_t n) {
+    for (int i = 0; i < 1000 && r.finished() < n; ++i) absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_EQ(r.finished(), n);
+  }
+
+  storage::MemoryStore store_;
+  process::ScopedTempDir dir_ =
+      *process::ScopedTempDir::Create(std::filesystem::temp_directory_path(), "lab-recovery-");
+};
+
+TEST_F(LabRecoveryTest, ReadsTheConsoleThenCyclesThePowerAndSaysSoOnTheJob) {
+  const std::string log = (dir_.path() / "power.log").string();
+  LabHosts hosts;
+  hosts["lab-7"].console = {"sh", "-c",
+                            "printf 'booting 6.1.0\\nKernel panic - not syncing: VFS\\n'"};
+  hosts["lab-7"].power_cycle = {"sh", "-c", "echo cycle >> " + log};
+  hosts["lab-7"].console_lines = 1;
+  LabRecovery recovery(&store_, hosts);
+  const storage::UnbootedLease u = Unbooted("lab-7");
+  recovery.Recover(u);
+  WaitFor(recovery, 1);
+  EXPECT_EQ(base::ReadFileOrEmpty(log), "cycle\n");
+  const std::string reason = Reason(u.job_id);
+  EXPECT_THAT(reason, HasSubstr("so it does not boot on this host (agent lab-7)\nconsole (sh -c"));
+  EXPECT_THAT(reason, HasSubstr("exit 0), its last lines:\nKernel panic - not syncing: VFS\n"));
+  EXPECT_THAT(reason, Not(HasSubstr("lines:\nbooting 6.1.0")));  // one line kept
+  EXPECT_THAT(reason, HasSubstr("power-cycled into the default kernel by sh -c echo cycle"));
+}
+
+TEST_F(LabRecoveryTest, AFailedPowerCycleAndAHostWithoutOneAreSaid) {
+  LabHosts hosts;
+  hosts["lab-7"].power_cycle = {"sh", "-c", "echo 'bmc unreachable' >&2; exit 3"};
+  LabRecovery recovery(&store_, hosts);
+  const storage::UnbootedLease broken = Unbooted("lab-7");
+  recovery.Recover(broken);
+  WaitFor(recovery, 1);
+  EXPECT_THAT(Reason(broken.job_id),
+              HasSubstr("the power cycle failed: sh -c echo 'bmc unreachable' >&2; exit 3 (exit "
+                        "3): bmc unreachable"));
+  const storage::UnbootedLease unknown = Unbooted("lab-9");
+  recovery.Recover(unknown);
+  WaitFor(recovery, 2);
+  EXPECT_THAT(Reason(unknown.job_id),
+              HasSubstr("no power command for agent lab-9 (farm-scheduler --lab-hosts)"));
+}
+
+}  // namespace
+}  // namespace farm::scheduler
