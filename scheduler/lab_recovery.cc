@@ -170,8 +170,9 @@ void LabRecovery::Loop() {
     storage::UnbootedLease lease;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]()
-                       ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || !pending_.empty(); };
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !pending_.empty();
+      };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) return;
       lease = pending_.front();
