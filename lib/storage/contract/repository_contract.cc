@@ -74,6 +74,16 @@ absl::StatusOr<int> RepositoryContractTest::Release(const pb::RegisterResponse& 
   return queue().ReleaseLeases(rel);
 }
 
+absl::StatusOr<pb::HeartbeatResponse> RepositoryContractTest::HoldThroughReboot(
+    const pb::RegisterResponse& a, const pb::LeaseRef& l) {
+  pb::HeartbeatRequest hb;
+  hb.set_agent_id(a.agent_id());
+  hb.set_session(a.session());
+  *hb.add_leases() = l;
+  hb.mutable_hold_for()->set_seconds(60);
+  return queue().Heartbeat(hb, absl::Seconds(30), absl::Minutes(5));
+}
+
 absl::StatusOr<pb::JobState> RepositoryContractTest::Fail(const pb::RegisterResponse& a,
                                                           const pb::LeaseRef& l,
                                                           const std::string& reason,
@@ -996,12 +1006,7 @@ TEST_P(RepositoryContractTest, HeldLeaseExpiryFailsTheJobAsNotBooting) {
   std::vector<pb::JobLease> ls = Lease(a, 1);
   ASSERT_EQ(ls.size(), 1u);
   const int64_t job = ls[0].job().id();
-  pb::HeartbeatRequest hb;
-  hb.set_agent_id(a.agent_id());
-  hb.set_session(a.session());
-  *hb.add_leases() = ls[0].lease();
-  hb.mutable_hold_for()->set_seconds(60);
-  auto held = queue().Heartbeat(hb, absl::Seconds(30), absl::Minutes(5));
+  auto held = HoldThroughReboot(a, ls[0].lease());
   ASSERT_TRUE(held.ok()) << held.status();
   ASSERT_TRUE(held->has_held_until());
   backend().ExpireAllLeases();
@@ -1054,12 +1059,7 @@ TEST_P(RepositoryContractTest, OnlyAnExpiredHoldFailsAJobAtOnce) {
   std::vector<pb::JobLease> next = Lease(a, 1);
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].lease().attempt(), 2);
-  pb::HeartbeatRequest hb;
-  hb.set_agent_id(a.agent_id());
-  hb.set_session(a.session());
-  *hb.add_leases() = next[0].lease();
-  hb.mutable_hold_for()->set_seconds(60);
-  ASSERT_TRUE(queue().Heartbeat(hb, absl::Seconds(30), absl::Minutes(5)).ok());
+  ASSERT_TRUE(HoldThroughReboot(a, next[0].lease()).ok());
   Register("a1");
   EXPECT_EQ(backend().StateOf(job), pb::JOB_STATE_QUEUED);
   EXPECT_EQ(backend().FailureReason(job),

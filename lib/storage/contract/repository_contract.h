@@ -92,6 +92,10 @@ class RepositoryContractTest : public ::testing::TestWithParam<ContractParam> {
   absl::StatusOr<ReportOutcome> Report(const pb::RegisterResponse& a, const pb::LeaseRef& l,
                                        double value = 1.0);
   absl::StatusOr<int> Release(const pb::RegisterResponse& a, const pb::LeaseRef& l);
+  // A heartbeat asking to hold `l` through a reboot for 60 s (the store
+  // caps it at 5 min).
+  absl::StatusOr<pb::HeartbeatResponse> HoldThroughReboot(const pb::RegisterResponse& a,
+                                                          const pb::LeaseRef& l);
   absl::StatusOr<pb::JobState> Fail(const pb::RegisterResponse& a, const pb::LeaseRef& l,
                                     const std::string& reason, bool retryable);
 
