@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "lib/base/file.h"
 #include "lib/spec/spec_check.h"
 #include "lib/spec/spec_yaml.h"
@@ -293,9 +294,13 @@ std::string FormatBuilding(const pb::Matrix& m, const std::string& indent) {
 std::string FormatFailures(const pb::Matrix& m, const std::string& indent) {
   std::string out;
   for (const pb::JobFailure& f : m.failures()) {
+    // A reason of several lines (a lab host's console tail) goes on under
+    // its first, indented.
+    const std::string reason = absl::StrReplaceAll(PrintableLines(f.reason()),
+                                                   {{"\n", absl::StrCat("\n", indent, "    ")}});
     absl::StrAppend(&out, indent, f.jobs(),
                     f.state() == pb::JOB_STATE_CANCELLED ? " cancelled" : " failed", " (first job ",
-                    f.first_job_id(), "): ", Printable(f.reason()), "\n");
+                    f.first_job_id(), "): ", reason, "\n");
   }
   return out;
 }

@@ -42,7 +42,9 @@ std::string FormatMatrixList(const std::vector<pb::Matrix>& matrices,
                              OutputFormat format = OutputFormat::kTable);
 std::string FormatMatrixDetail(const pb::Matrix& matrix);
 // Matrix.failures, one line per group, each line opened by `indent`:
-// "3 failed (first job 12): kernel build 7 failed: ...". "" without any.
+// "3 failed (first job 12): kernel build 7 failed: ...", the further lines
+// of a reason (a lab host's console tail) under it, indented. Control
+// characters are shown escaped. "" without any.
 std::string FormatFailures(const pb::Matrix& matrix, const std::string& indent);
 // The kernel builds running for the matrix (Matrix.building), a line each
 // (FormatBuildProgress) after `indent`; "" when none.

@@ -13,6 +13,21 @@
 namespace farm::cli {
 namespace {
 
+TEST(FormatFailuresTest, AReasonOfSeveralLinesGoesOnIndented) {
+  pb::Matrix m;
+  pb::JobFailure* f = m.add_failures();
+  f->set_jobs(1);
+  f->set_first_job_id(12);
+  f->set_state(pb::JOB_STATE_FAILED);
+  f->set_reason(
+      "attempt 1 of 3: ... does not boot on this host\nconsole (tail: exit 0):\n\x1b[2JKernel "
+      "panic");
+  EXPECT_EQ(FormatFailures(m, "  "),
+            "  1 failed (first job 12): attempt 1 of 3: ... does not boot on this host\n"
+            "      console (tail: exit 0):\n"
+            "      \\x1b[2JKernel panic\n");
+}
+
 TEST(FormatMatrixListTest, TableCsvAndJson) {
   pb::Matrix m;
   m.set_id(7);
