@@ -71,10 +71,12 @@ struct CommandOutcome {
   std::string output;  // stdout, then stderr
 };
 
-CommandOutcome RunCommand(const std::vector<std::string>& argv, absl::Duration timeout) {
+CommandOutcome RunCommand(const std::vector<std::string>& argv, absl::Duration timeout,
+                          const std::atomic<bool>& cancel) {
   process::ProcessOptions o;
   o.argv = argv;
   o.timeout = timeout;
+  o.cancelled = [&cancel] { return cancel.load(); };
   o.max_stdout = 1 << 20;
   absl::StatusOr<process::ProcessResult> r = process::RunProcess(o);
   if (!r.ok()) return {false, r.status().ToString(), ""};
@@ -157,6 +159,7 @@ void LabRecovery::Recover(const storage::UnbootedLease& lease) {
 }
 
 void LabRecovery::Stop() {
+  cancel_.store(true);
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -203,12 +206,12 @@ std::string LabRecovery::RecoverHost(const storage::UnbootedLease& lease) {
   const LabHost& h = it->second;
   std::string note;
   if (!h.console.empty()) {
-    const CommandOutcome c = RunCommand(h.console, h.timeout);
+    const CommandOutcome c = RunCommand(h.console, h.timeout, cancel_);
     const std::string tail = TailLines(c.output, h.console_lines);
     absl::StrAppend(&note, "console (", absl::StrJoin(h.console, " "), ": ", c.describe,
                     "), its last lines:\n", tail, "\n");
   }
-  const CommandOutcome p = RunCommand(h.power_cycle, h.timeout);
+  const CommandOutcome p = RunCommand(h.power_cycle, h.timeout, cancel_);
   spdlog::info("lab recovery: agent {} did not come back from job {}'s kernel; power cycle {}: {}",
                lease.agent, lease.job_id, absl::StrJoin(h.power_cycle, " "), p.describe);
   absl::StrAppend(&note,

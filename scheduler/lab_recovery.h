@@ -72,7 +72,8 @@ class LabRecovery final {
 
   // Queues the recovery of `lease`'s host; returns at once.
   void Recover(const storage::UnbootedLease& lease) ABSL_LOCKS_EXCLUDED(mu_);
-  // Finishes the recovery under way, drops the queued ones and joins.
+  // Cancels the commands under way (their group is killed), drops the
+  // queued recoveries and joins.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
   // Recoveries finished (commands run or the note written), for tests.
   int64_t finished() const { return finished_.load(); }
@@ -88,6 +89,7 @@ class LabRecovery final {
   std::deque<storage::UnbootedLease> pending_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> finished_{0};
+  std::atomic<bool> cancel_{false};
   std::thread worker_;
 };
 

@@ -161,5 +161,18 @@ TEST_F(LabRecoveryTest, AFailedPowerCycleAndAHostWithoutOneAreSaid) {
               HasSubstr("no power command for agent lab-9 (farm-scheduler --lab-hosts)"));
 }
 
+// A power switch that never answers does not hold the scheduler's
+// shutdown for its timeout.
+TEST_F(LabRecoveryTest, StopCancelsACommandUnderWay) {
+  LabHosts hosts;
+  hosts["lab-7"].power_cycle = {"sleep", "600"};
+  auto recovery = std::make_unique<LabRecovery>(&store_, hosts);
+  recovery->Recover(Unbooted("lab-7"));
+  absl::SleepFor(absl::Milliseconds(200));
+  const absl::Time start = absl::Now();
+  recovery->Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
 }  // namespace
 }  // namespace farm::scheduler
