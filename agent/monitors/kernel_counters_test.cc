@@ -1,12 +1,15 @@
 #include "agent/monitors/kernel_counters.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/fake_root_for_test.h"
 #include "agent/monitors/monitors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -16,9 +19,33 @@ namespace farm::monitors {
 namespace {
 
 namespace pb = ::iommufarm::v1;
-using ::farm::agent::FakeRoot;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+
+// A temporary directory standing for "/" (or a tracefs), removed at scope
+// end.
+class FakeRoot {
+ public:
+  FakeRoot()
+      : root_(std::filesystem::path(::testing::TempDir()) /
+              absl::StrCat("counters-root-", ::getpid(), "-", counter_++)) {
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_);
+  }
+  ~FakeRoot() { std::filesystem::remove_all(root_); }
+  FakeRoot(const FakeRoot&) = delete;
+  FakeRoot& operator=(const FakeRoot&) = delete;
+  void Write(const std::string& rel, const std::string& text) {
+    std::filesystem::create_directories((root_ / rel).parent_path());
+    std::ofstream(root_ / rel) << text;
+  }
+  void Dir(const std::string& rel) { std::filesystem::create_directories(root_ / rel); }
+  std::string path() const { return root_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path root_;
+};
 
 // kernel/trace/trace.c tracing_stats_read for one CPU whose buffer wrapped
 // (overrun) and one that did not.
