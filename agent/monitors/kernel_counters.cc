@@ -241,8 +241,11 @@ void KernelCounters::StartTrace() {
     // counters (trace.c tracing_open -> tracing_reset_online_cpus).
     WriteKernelFile(in.dir + "/trace", "");
     const std::string event_dir = absl::StrCat(in.dir, "/events/iommu/", e.name);
-    if (fs::exists(event_dir + "/hist", ec) &&
-        WriteKernelFile(event_dir + "/trigger", absl::StrCat("hist:keys=", e.size_field)).empty()) {
+    if (!fs::exists(event_dir + "/hist", ec)) {
+      notes_.push_back(TraceNote(
+          absl::StrCat("iommu:", e.name, ": no bytes (a kernel without CONFIG_HIST_TRIGGERS)")));
+    } else if (WriteKernelFile(event_dir + "/trigger", absl::StrCat("hist:keys=", e.size_field))
+                   .empty()) {
       in.hist_key = e.size_field;
     }
     why = WriteKernelFile(event_dir + "/enable", "1");
