@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/monitors/kernel_counters.h"
 #include "agent/sysfs_tree.h"
 #include "lib/base/file.h"
 
@@ -175,6 +176,13 @@ pb::Inventory DetectInventory(const InventoryScope& scope, const std::string& ro
   }
   for (const std::string& dir : scope.allow_dirs) {
     *inv.add_devices() = DescribePath(root, dir, /*is_device=*/false);
+  }
+  // Said here once, so that a run's monitors need not repeat what the host
+  // lacks.
+  monitors::KernelCounterOptions counters;
+  counters.root = root;
+  for (pb::MonitorCounter& c : monitors::CounterInventory(counters)) {
+    *inv.add_monitor_counters() = std::move(c);
   }
   return inv;
 }

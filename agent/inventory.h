@@ -4,7 +4,9 @@
 // the attributes its driver exports, and every device or directory the
 // agent's jobs may touch with the PCI function, driver and IOMMU group
 // behind it. Two hosts that answer to one platform label can then be told
-// apart when their figures differ.
+// apart when their figures differ. It also says which kernel counters the
+// monitors can read around a real run here (agent/monitors/kernel_counters.h)
+// and why each absent one is absent.
 //
 // All paths are read under a root directory, so tests feed fake trees; a
 // fact the tree does not hold is left empty (never an error: a container or

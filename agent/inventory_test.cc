@@ -1,8 +1,10 @@
 #include "agent/inventory.h"
 
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "agent/fake_root_for_test.h"
@@ -106,6 +108,29 @@ TEST(DetectInventoryTest, AnEmptyTreeGivesAnEmptyInventoryNotAnError) {
   EXPECT_EQ(inv.sockets(), 0u);
   ASSERT_EQ(inv.devices_size(), 1);
   EXPECT_EQ(inv.devices(0).pci_address(), "");
+  // Every monitor counter is listed, absent, each with its reason.
+  ASSERT_EQ(inv.monitor_counters_size(), 5);
+  for (const pb::MonitorCounter& c : inv.monitor_counters()) {
+    EXPECT_FALSE(c.present()) << c.name();
+    EXPECT_FALSE(c.note().empty()) << c.name();
+  }
+}
+
+TEST(DetectInventoryTest, ListsTheMonitorCountersThisHostHas) {
+  FakeRoot root;
+  root.Dir("sys/kernel/tracing/instances");
+  root.Dir("sys/kernel/tracing/events/iommu/map");
+  root.Dir("sys/kernel/tracing/events/iommu/unmap");
+  root.Write("sys/kernel/debug/iommu/intel/dmar_perf_latency", "");
+  root.Write("sys/kernel/debug/iommu/intel/invalidation_queue", "");
+  pb::Inventory inv = DetectInventory({}, root.path());
+  std::map<std::string, bool> present;
+  for (const pb::MonitorCounter& c : inv.monitor_counters()) present[c.name()] = c.present();
+  EXPECT_EQ(present, (std::map<std::string, bool>{{"dmar_perf_latency", true},
+                                                  {"invalidation_queue", true},
+                                                  {"pmcg", false},
+                                                  {"trace/iommu:map", true},
+                                                  {"trace/iommu:unmap", true}}));
 }
 
 }  // namespace

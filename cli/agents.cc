@@ -41,6 +41,11 @@ std::string HardwareSummary(const pb::HostFacts& host) {
     units.push_back(u.driver().empty() ? u.name() : absl::StrCat(u.name(), ":", u.driver()));
   }
   if (!units.empty()) parts.push_back(absl::StrCat("iommus ", absl::StrJoin(units, " ")));
+  std::vector<std::string> absent;
+  for (const pb::MonitorCounter& c : inv.monitor_counters()) {
+    if (!c.present()) absent.push_back(c.name());
+  }
+  if (!absent.empty()) parts.push_back(absl::StrCat("no ", absl::StrJoin(absent, " ")));
   for (const pb::InventoryDevice& d : inv.devices()) {
     std::string where = d.block().empty() ? "no block device" : d.block();
     if (!d.pci_address().empty()) absl::StrAppend(&where, " ", d.pci_address());

@@ -35,6 +35,12 @@ TEST(FormatAgentsTest, TableCsvAndJsonShareTheRows) {
   dev->set_block("nvme0n1");
   dev->set_pci_address("0000:17:00.0");
   dev->set_group_type("DMA-FQ");
+  pb::MonitorCounter* counter = inv->add_monitor_counters();
+  counter->set_name("trace/iommu:map");
+  counter->set_present(true);
+  counter = inv->add_monitor_counters();
+  counter->set_name("pmcg");
+  counter->set_note("no smmuv3_pmcg_* PMU");
   a.mutable_health()->set_checked(true);
   a.mutable_health()->set_ok(false);
   a.mutable_health()->set_detail("fio: INTERNAL: disk full");
@@ -51,7 +57,7 @@ TEST(FormatAgentsTest, TableCsvAndJsonShareTheRows) {
   EXPECT_EQ(csv[1],
             "agent-1,5,yes,1/2,\"emulator,fio\",\"nic=cx6,platform=spr-lab\","
             "FAILED: fio: INTERNAL: disk full,6.1.0,8,strict,"
-            "\"Xeon 8480+; 2 sockets, 8 cpus, 2 nodes, 512 GiB; iommus dmar0; "
+            "\"Xeon 8480+; 2 sockets, 8 cpus, 2 nodes, 512 GiB; iommus dmar0; no pmcg; "
             "/dev/nvme0n1 (nvme0n1 0000:17:00.0 DMA-FQ)\",host 6.1.0 [strict],-");
   auto j = nlohmann::json::parse(FormatAgents({a}, OutputFormat::kJson));
   ASSERT_EQ(j["agents"].size(), 1u);

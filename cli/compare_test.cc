@@ -268,6 +268,27 @@ TEST(CompareMonitorsTest, ShowsOnlyWhatChangedLargestFirst) {
   EXPECT_NE(html.find("<td>interrupts/nvme0q1</td>"), std::string::npos);
 }
 
+// The kernel's event counts are diffed by their own names: a side whose
+// runs mapped nothing (passthrough) against one that mapped (strict).
+TEST(CompareMonitorsTest, DiffsTheKernelEventsByTheirNames) {
+  std::vector<pb::Result> a = WithMonitors(Results("v5.10", "1", 2, 1000, 1), 1000, 0, 2.0);
+  std::vector<pb::Result> b = WithMonitors(Results("v5.10", "1", 2, 1000, 2), 1000, 0, 2.0);
+  for (pb::Result& r : a) (*r.mutable_monitors()->mutable_events())["trace/iommu:map"] = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    auto& ev = *b[i].mutable_monitors()->mutable_events();
+    ev["trace/iommu:map"] = 1000 * static_cast<int64_t>(i + 1);
+    ev["trace/iommu:map/bytes"] = 4096 * 1000 * static_cast<int64_t>(i + 1);
+  }
+  const std::vector<MonitorRow> rows = CompareMonitors(a, b);
+  ASSERT_EQ(rows.size(), 2u);
+  // Both rose from 0: the larger move first.
+  EXPECT_EQ(rows[0].counter, "trace/iommu:map/bytes");
+  EXPECT_EQ(rows[0].mean_b, 1500 * 4096);
+  EXPECT_EQ(rows[1].counter, "trace/iommu:map");
+  EXPECT_EQ(rows[1].mean_a, 0);
+  EXPECT_EQ(rows[1].mean_b, 1500);
+}
+
 TEST(CompareMonitorsTest, NothingWithoutMonitorsOnBothSides) {
   EXPECT_TRUE(
       CompareMonitors(Results("a", "1", 2, 1, 1), WithMonitors(Results("b", "1", 2, 1, 2), 1, 1, 1))

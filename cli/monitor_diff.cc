@@ -35,6 +35,7 @@ std::map<std::string, double> RunCounters(const pb::Monitors& m) {
     out[absl::StrCat("iommu/", c.name())] = c.gauge() ? c.after() : c.delta();
   }
   for (const pb::PerfSymbol& s : m.perf()) out[absl::StrCat("perf/", s.symbol())] += s.share();
+  for (const auto& [name, count] : m.events()) out[name] = static_cast<double>(count);
   return out;
 }
 

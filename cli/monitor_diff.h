@@ -5,9 +5,10 @@
 // Counters, one name each: "interrupts/<source>" (an action's interrupts
 // summed over CPUs: "interrupts/nvme0q1"), "interrupts-cpu/<CPU>" (every
 // source on that CPU), "vmstat/<name>", "iommu/<name>" (a debugfs counter's
-// delta, a gauge's level after the run) and "perf/<symbol>" (its share of
-// the profile, in percent). A run with monitors that lacks a counter counts
-// it as 0; runs without monitors (emulator runs) are not counted.
+// delta, a gauge's level after the run), "perf/<symbol>" (its share of
+// the profile, in percent) and the kernel events by their own names
+// ("trace/iommu:map", "trace/iommu:map/bytes", "pmcg/<pmu>/tlb_miss"). A run with monitors that
+// lacks a counter counts it as 0; runs without monitors (emulator runs) are not counted.
 //
 // Pure functions over results already fetched; thread-safe.
 #ifndef CLI_MONITOR_DIFF_H_

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -670,6 +671,87 @@ TEST(GuestInitTest, MonitorSnapshotIsWhatTheParserReads) {
   EXPECT_FALSE(s->interrupts.lines.empty());
   EXPECT_GT(s->vmstat.count("pgfault"), 0u);
   EXPECT_TRUE(!s->iommu_note.empty() || !s->iommu_files.empty());
+}
+
+// A temporary directory standing for "/" (or a tracefs), removed at scope
+// end.
+class InitTree {
+ public:
+  InitTree()
+      : root_(std::filesystem::path(::testing::TempDir()) /
+              absl::StrCat("init-tree-", ::getpid(), "-", counter_++)) {
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_);
+  }
+  ~InitTree() { std::filesystem::remove_all(root_); }
+  InitTree(const InitTree&) = delete;
+  InitTree& operator=(const InitTree&) = delete;
+  void Write(const std::string& rel, const std::string& text) {
+    std::filesystem::create_directories((root_ / rel).parent_path());
+    std::ofstream(root_ / rel) << text;
+  }
+  void Dir(const std::string& rel) { std::filesystem::create_directories(root_ / rel); }
+  std::string path() const { return root_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path root_;
+};
+
+// The init's counters_start / counters_stop / latency_off, run by this
+// machine's sh on a fixture tracefs and dmar_perf_latency file: what they
+// switch on and off, and the after-snapshot parts the host's parser reads.
+absl::StatusOr<process::ProcessResult> RunInitCounters(const InitTree& root,
+                                                       const std::string& call) {
+  process::ProcessOptions p;
+  p.argv = {"/bin/sh", "-c",
+            "eval \"$(sed -n -e '/^farm_/p' -e '/^counters_start() {/,/^}/p' "
+            "-e '/^counters_stop() {/,/^}/p' -e '/^latency_off() {/,/^}/p' \"$0\")\" && " +
+                call,
+            std::string(FARM_SOURCE_DIR) + "/agent/kernels/guest/init"};
+  p.env = {"PATH=/usr/bin:/bin", "farm_tracefs=" + root.path() + "/tracing",
+           "farm_latency=" + root.path() + "/dmar_perf_latency",
+           "farm_notes=" + root.path() + "/notes"};
+  p.timeout = absl::Seconds(30);
+  return process::RunProcess(p);
+}
+
+TEST(GuestInitTest, CountersAreWhatTheParserReads) {
+  InitTree root;
+  root.Dir("tracing/events/iommu/map");  // no iommu:unmap in this "kernel"
+  const std::string in = "tracing/instances/farm-iommu-map";
+  root.Write(in + "/events/iommu/map/enable", "0");
+  root.Write(in + "/events/iommu/map/hist",
+             "# event histogram\n{ size:       4096 } hitcount:        700\n\nTotals:\n"
+             "    Hits: 700\n");
+  root.Write(in + "/events/iommu/map/trigger", "");
+  root.Write(in + "/per_cpu/cpu0/stats", "entries: 500\noverrun: 100\n");
+  root.Write(in + "/per_cpu/cpu1/stats", "entries: 100\noverrun: 0\n");
+  root.Write("dmar_perf_latency", "");
+  absl::StatusOr<process::ProcessResult> r = RunInitCounters(root, "counters_start");
+  ASSERT_TRUE(r.ok() && r->ok()) << (r.ok() ? r->stderr_data : r.status().ToString());
+  auto read = [&root](const std::string& rel) {
+    std::ifstream f(root.path() + "/" + rel);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(read(in + "/events/iommu/map/enable"), "1\n");
+  EXPECT_EQ(read(in + "/events/iommu/map/trigger"), "hist:keys=size\n");
+  EXPECT_EQ(read("dmar_perf_latency"), "4\n");
+  r = RunInitCounters(root, "counters_stop && latency_off");
+  ASSERT_TRUE(r.ok() && r->ok()) << (r.ok() ? r->stderr_data : r.status().ToString());
+  EXPECT_EQ(read(in + "/events/iommu/map/enable"), "0\n");
+  EXPECT_EQ(read(in + "/events/iommu/map/trigger"), "!hist:keys=size\n");
+  EXPECT_EQ(read("dmar_perf_latency"), "0\n");
+  const std::string base = "%% interrupts\n CPU0\n%% vmstat\npgfault 1\n";
+  absl::StatusOr<monitors::Snapshot> b = monitors::ParseSnapshot(base);
+  absl::StatusOr<monitors::Snapshot> a = monitors::ParseSnapshot(base + r->stdout_data);
+  ASSERT_TRUE(b.ok() && a.ok()) << r->stdout_data;
+  const pb::Monitors m = monitors::Diff(*b, *a, "guest");
+  EXPECT_EQ(m.events().at("trace/iommu:map"), 700) << r->stdout_data;
+  EXPECT_EQ(m.events().at("trace/iommu:map/bytes"), 700 * 4096);
+  EXPECT_EQ(m.events().count("trace/iommu:unmap"), 0u);
+  ASSERT_EQ(m.event_notes_size(), 1) << r->stdout_data;
+  EXPECT_EQ(m.event_notes(0), "trace: no iommu:unmap event in this kernel");
 }
 
 // The guest's command line says strict (iommu.strict=1): the farm did not

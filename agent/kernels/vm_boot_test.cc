@@ -1,4 +1,5 @@
 // Boots the Debian amd64 cloud kernel that scripts/fetch-test-kernels fetched
+// (or the store entry FARM_KERNEL_RELEASE names)
 // under QEMU (TCG) on q35 + intel-iommu (caching mode) with an emulated NVMe,
 // through the vm provider: the effective mode of each requested mode, a real
 // fio randread parsed by ParseFioJson, the lazy-under-caching-mode mismatch,
@@ -20,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "agent/kernels/guest_archive.h"
 #include "agent/kernels/vm_provider.h"
@@ -62,7 +64,10 @@ class VmBootTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const char* env = std::getenv("FARM_KERNEL_CACHE");
     kernels_dir_ = new std::string(env ? env : "/var/cache/iommu-farm/kernels");
-    release_ = new std::string(NewestAmd64Release(*kernels_dir_));
+    // FARM_KERNEL_RELEASE: a store entry other than the newest cloud kernel
+    // (a farm-built one, whose config has VT-d's debugfs).
+    const char* pick = std::getenv("FARM_KERNEL_RELEASE");
+    release_ = new std::string(pick ? pick : NewestAmd64Release(*kernels_dir_));
     initramfs_ = new std::string();
     if (release_->empty() || !process::ResolveExecutable("qemu-system-x86_64").ok()) return;
     process::ProcessOptions build;
@@ -107,6 +112,13 @@ class VmBootTest : public ::testing::Test {
     fs::remove_all(allow_dir_, ec);
   }
 
+  // Whether the booted kernel's config sets `option` (CONFIG_X=y).
+  bool KernelHas(const std::string& option) const {
+    std::ifstream f(fs::path(*kernels_dir_) / *release_ / "config");
+    std::string config((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return absl::StrContains(absl::StrCat("\n", config), absl::StrCat("\n", option, "=y\n"));
+  }
+
   KernelRequest Request(pb::IommuMode mode) const {
     KernelRequest r;
     r.kernel_release = *release_;
@@ -146,6 +158,39 @@ void ExpectGuestMonitors(const KernelRun& run) {
             << "\n";
 }
 
+// The iommu:map / iommu:unmap tracepoint counts of the guest's tool (the
+// guest init's tracefs instances): what the DMA API mapped in the NVMe's
+// domain. Returns the map count, -1 when absent (the note says why).
+int64_t TraceMaps(const std::string& what, const KernelRun& run) {
+  const pb::Monitors& m = *run.monitors;
+  auto count = [&m](const std::string& name) {
+    auto it = m.events().find(name);
+    return it == m.events().end() ? int64_t{-1} : it->second;
+  };
+  std::string notes;
+  for (const std::string& n : m.event_notes()) absl::StrAppend(&notes, " [", n, "]");
+  std::cout << what << ": trace/iommu:map " << count("trace/iommu:map") << ", trace/iommu:unmap "
+            << count("trace/iommu:unmap") << ", trace/iommu:map/bytes "
+            << count("trace/iommu:map/bytes") << notes << "\n";
+  return count("trace/iommu:map");
+}
+
+// The IOTLB invalidations VT-d's dmar_perf_latency sampled in the tool's
+// run (its latency buckets' deltas summed), -1 when the file was not there.
+int64_t SampledIotlbInvalidations(const std::string& what, const KernelRun& run) {
+  int64_t n = -1;
+  std::string rows;
+  for (const pb::IommuCounter& c : run.monitors->iommu()) {
+    if (!absl::StartsWith(c.name(), "dmar_perf_latency/")) continue;
+    absl::StrAppend(&rows, " ", c.name(), "=", c.gauge() ? c.after() : c.delta());
+    if (!c.gauge() && absl::StrContains(c.name(), "/inv_iotlb/")) {
+      n = std::max<int64_t>(n, 0) + static_cast<int64_t>(c.delta());
+    }
+  }
+  std::cout << what << ": dmar_perf_latency inv_iotlb samples " << n << rows << "\n";
+  return n;
+}
+
 void Report(const std::string& what, const KernelRun& run) {
   std::cout << what << ": boot-to-result " << absl::FormatDuration(run.wall_time) << ", effective "
             << run.effective_detail << ", cmdline '" << run.facts.cmdline << "'\n";
@@ -175,19 +220,59 @@ TEST_F(VmBootTest, StrictRunsFioOnTheNvmeUnderDma) {
   ExpectGuestMonitors(*run);
   std::cout << "strict: fio " << report->fio_version << " randread 4k qd16 read IOPS "
             << report->jobs[0].read.iops << "\n";
+  // A strict unmap invalidates the IOTLB through the queue, which
+  // dmar_perf_latency times once the farm enabled it: only in a kernel
+  // with VT-d's debugfs (CONFIG_DMAR_PERF; Debian's has none).
+  const int64_t iotlb = SampledIotlbInvalidations("strict", *run);
+  if (KernelHas("CONFIG_DMAR_PERF")) {
+    EXPECT_GT(iotlb, 0) << run->monitors->ShortDebugString();
+  } else {
+    EXPECT_EQ(iotlb, -1);
+  }
+  // Every read maps its buffer in the NVMe's DMA domain, and unmaps it;
+  // a kernel without event tracing says so instead.
+  if (!KernelHas("CONFIG_EVENT_TRACING")) {
+    EXPECT_EQ(TraceMaps("strict", *run), -1);
+    EXPECT_THAT(absl::StrJoin(run->monitors->event_notes(), "; "), HasSubstr("no tracefs"));
+    return;
+  }
+  const int64_t maps = TraceMaps("strict", *run);
+  EXPECT_GT(maps, 0) << run->monitors->ShortDebugString();
+  const auto& events = run->monitors->events();
+  ASSERT_EQ(events.count("trace/iommu:unmap"), 1u);
+  EXPECT_GT(events.at("trace/iommu:unmap"), 0);
+  // Debian's kernel has hist triggers: the sizes are summed, a 4 KiB page a read.
+  ASSERT_EQ(events.count("trace/iommu:map/bytes"), 1u);
+  EXPECT_GE(events.at("trace/iommu:map/bytes"), maps * 4096);
 }
 
+// The same fio under passthrough: the identity domain maps nothing, so the
+// tracepoints the strict run counted stay at 0.
 TEST_F(VmBootTest, PassthroughGivesTheNvmeAnIdentityDomain) {
   VmKernelProvider vm(config_);
   KernelRequest r = Request(pb::IOMMU_MODE_PASSTHROUGH);
   r.kernel_params = {"nokaslr"};  // an allow-listed extra reaches the guest
+  r.tool_argv = {"fio",         "--name=randread", "--filename=/dev/nvme0n1", "--rw=randread",
+                 "--bs=4k",     "--direct=1",      "--ioengine=libaio",       "--iodepth=16",
+                 "--runtime=2", "--time_based",    "--output-format=json"};
+  r.tool_runtime = absl::Seconds(2);
   absl::StatusOr<KernelRun> run = vm.Run(r);
   ASSERT_TRUE(run.ok()) << run.status();
   Report("passthrough", *run);
   EXPECT_THAT(run->facts.cmdline, HasSubstr(" nokaslr iommu.passthrough=1"));
   EXPECT_EQ(run->effective, pb::IOMMU_MODE_PASSTHROUGH);
   EXPECT_THAT(run->effective_detail, HasSubstr(": identity"));
-  EXPECT_EQ(run->tool_exit, -1);  // facts only
+  ASSERT_EQ(run->tool_exit, 0) << run->tool_stderr;
+  ExpectGuestMonitors(*run);
+  // No unmap in an identity domain, so no IOTLB invalidation to time.
+  EXPECT_LE(SampledIotlbInvalidations("passthrough", *run), 0);
+  if (!KernelHas("CONFIG_EVENT_TRACING")) {
+    EXPECT_EQ(TraceMaps("passthrough", *run), -1);
+    return;
+  }
+  EXPECT_EQ(TraceMaps("passthrough", *run), 0) << run->monitors->ShortDebugString();
+  ASSERT_EQ(run->monitors->events().count("trace/iommu:unmap"), 1u);
+  EXPECT_EQ(run->monitors->events().at("trace/iommu:unmap"), 0);
 }
 
 TEST_F(VmBootTest, OffLeavesTheNvmeWithoutGroup) {

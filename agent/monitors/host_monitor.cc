@@ -116,7 +116,25 @@ std::string PerfRefusal(const HostMonitorOptions& options) {
   return "";
 }
 
-HostMonitor::HostMonitor(HostMonitorOptions options) : options_(std::move(options)) {}
+namespace {
+
+// The kernel counters' options of a monitor: a tag unique in this process,
+// so that monitors of runs side by side have their own instances.
+KernelCounterOptions CounterOptions(const HostMonitorOptions& o) {
+  static std::atomic<int> tags{0};
+  KernelCounterOptions k;
+  k.root = o.root;
+  k.trace = k.latency = k.pmcg = o.kernel_counters;
+  k.perf_tool = o.perf_tool;
+  k.scratch_dir = o.scratch_dir;
+  k.tag = absl::StrCat(::getpid(), "-", tags.fetch_add(1));
+  return k;
+}
+
+}  // namespace
+
+HostMonitor::HostMonitor(HostMonitorOptions options)
+    : options_(std::move(options)), counters_(CounterOptions(options_)) {}
 
 HostMonitor::~HostMonitor() {
   StopPerf();
@@ -147,6 +165,7 @@ void HostMonitor::Start() {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  counters_.Start();
   before_ = CaptureSnapshot(options_.root);
 }
 
@@ -157,7 +176,9 @@ void HostMonitor::StopPerf() {
 }
 
 pb::Monitors HostMonitor::Finish() {
-  const std::string after = CaptureSnapshot(options_.root);
+  const std::string events = counters_.Stop();
+  const std::string after = CaptureSnapshot(options_.root) + events;
+  counters_.DisableLatency();
   StopPerf();
   absl::StatusOr<Snapshot> b = ParseSnapshot(before_);
   absl::StatusOr<Snapshot> a = ParseSnapshot(after);

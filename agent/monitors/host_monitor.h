@@ -5,6 +5,10 @@
 // and returns the delta with the profile's top symbols, or the reason there
 // is no profile (no perf, perf_event_paranoid, perf failed) in perf_note.
 //
+// Around the tool it also counts the kernel's IOMMU events
+// (kernel_counters.h: the iommu tracepoints, VT-d latency sampling, SMMUv3
+// PMCG), which the delta carries in `events`.
+//
 // Monitors never fail a run: a file that cannot be read is left out and an
 // unreadable snapshot gives empty monitors with the reason in iommu_note.
 //
@@ -22,6 +26,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "agent/monitors/kernel_counters.h"
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::monitors {
@@ -33,6 +38,7 @@ struct HostMonitorOptions {
   std::string perf_tool = "perf";    // executable (tests)
   std::string scratch_dir = "/tmp";  // the profile's data file goes here
   int perf_frequency = 999;          // samples per second per CPU
+  bool kernel_counters = true;       // kernel_counters.h's events around the tool
 };
 
 // The snapshot layout of monitors.h from the files under `root`: its
@@ -59,6 +65,7 @@ class HostMonitor {
   void StopPerf();
 
   const HostMonitorOptions options_;
+  KernelCounters counters_;
   std::string before_;
   std::string perf_data_;  // the profile's file; "" when none is taken
   std::string perf_note_;  // why there is none, or how it failed

@@ -94,6 +94,21 @@ std::string IommuName(absl::string_view line) {
   return w.empty() ? "" : std::string(w[0]);
 }
 
+// The event parts of a snapshot (monitors.h's layout); others are skipped.
+void ReadEventPart(const std::string& kind, const std::string& argument, const std::string& part,
+                   Snapshot& s) {
+  if (kind == "trace") {
+    s.events[absl::StrCat("trace/", argument)] = ParseTraceStats(part);
+  } else if (kind == "trace-hist") {
+    const int64_t bytes = ParseHistBytes(part);
+    if (bytes >= 0) s.events[absl::StrCat("trace/", argument, "/bytes")] = bytes;
+  } else if (kind == "perf-stat") {
+    for (const auto& [name, v] : ParsePerfStat(part)) s.events[name] = v;
+  } else if (kind == "event-note") {
+    s.event_notes.push_back(argument);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<InterruptTable> ParseInterrupts(absl::string_view text) {
@@ -188,6 +203,55 @@ std::map<std::string, IommuValue> ParseInvalidationQueue(absl::string_view text)
   return out;
 }
 
+int64_t ParseTraceStats(absl::string_view text) {
+  static constexpr absl::string_view kFired[] = {
+      "entries:", "overrun:", "commit overrun:", "dropped events:", "read events:"};
+  int64_t total = 0;
+  for (absl::string_view line : Lines(text)) {
+    for (absl::string_view key : kFired) {
+      absl::string_view rest = line;
+      int64_t v = 0;
+      if (absl::ConsumePrefix(&rest, key) &&
+          absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &v)) {
+        total += v;
+      }
+    }
+  }
+  return total;
+}
+
+int64_t ParseHistBytes(absl::string_view text) {
+  // "{ size:       4096 } hitcount:        123"
+  int64_t bytes = 0;
+  bool any = false;
+  for (absl::string_view line : Lines(text)) {
+    std::vector<absl::string_view> w = Words(line);
+    if (!w.empty() && w[0] == "Hits:") any = true;
+    if (w.size() < 6 || w[0] != "{" || w[3] != "}" || w[4] != "hitcount:") continue;
+    int64_t size = 0, hits = 0;
+    if (absl::SimpleAtoi(w[2], &size) && absl::SimpleAtoi(w[5], &hits)) {
+      bytes += size * hits;
+      any = true;
+    }
+  }
+  return any ? bytes : -1;
+}
+
+std::map<std::string, int64_t> ParsePerfStat(absl::string_view text) {
+  std::map<std::string, int64_t> out;
+  for (absl::string_view line : Lines(text)) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ',');
+    if (f.size() < 3 || absl::StartsWith(line, "#")) continue;
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(f[0], &v)) continue;  // "<not counted>", a comment
+    // "smmuv3_pmcg_100020/tlb_miss/" (perf may add a modifier after the slash).
+    std::vector<absl::string_view> ev = absl::StrSplit(f[2], '/', absl::SkipEmpty());
+    if (ev.size() < 2) continue;
+    out[absl::StrCat("pmcg/", ev[0], "/", ev[1])] += v;
+  }
+  return out;
+}
+
 absl::StatusOr<Snapshot> ParseSnapshot(absl::string_view text) {
   std::map<std::string, std::string> parts;  // "<part> [<argument>]" -> body
   std::string* body = nullptr;
@@ -220,6 +284,8 @@ absl::StatusOr<Snapshot> ParseSnapshot(absl::string_view text) {
       s.iommu.merge(ParseDmarPerfLatency(part));
     } else if (kind == "iommu" && absl::EndsWith(kv.second, "invalidation_queue")) {
       s.iommu.merge(ParseInvalidationQueue(part));
+    } else {
+      ReadEventPart(kind, kv.second, part, s);
     }
   }
   if (parts.count("interrupts") == 0 || parts.count("vmstat") == 0) {
@@ -251,6 +317,11 @@ pb::Monitors Diff(const Snapshot& before, const Snapshot& after, absl::string_vi
     auto b = before.iommu.find(name);
     if (!v.gauge) c->set_delta(v.value - (b == before.iommu.end() ? 0 : b->second.value));
   }
+  for (const auto& [name, v] : after.events) {
+    auto b = before.events.find(name);
+    (*out.mutable_events())[name] = v - (b == before.events.end() ? 0 : b->second);
+  }
+  for (const std::string& n : after.event_notes) out.add_event_notes(n);
   if (!after.iommu_note.empty()) {
     out.set_iommu_note(after.iommu_note);
   } else if (after.iommu_files.empty()) {

@@ -15,6 +15,12 @@
 //   %% iommu <file>          that file's contents (intel/dmar_perf_latency,
 //                            intel/invalidation_queue)
 //   %% iommu-note <text>     why no debugfs files could be read
+//   %% trace <event>         after the tool only: the per_cpu/cpuN/stats
+//                            files of the event's private tracefs instance,
+//                            concatenated ("iommu:map")
+//   %% trace-hist <event>    that instance's hist file of the event (sizes)
+//   %% perf-stat             `perf stat -x,` output of the PMCG events
+//   %% event-note <text>     an event source that could not be counted, why
 // Unknown parts are skipped, so an older reader takes a newer snapshot.
 //
 // Contract: pure functions of their input (no I/O), thread-safe. Parsers
@@ -60,6 +66,8 @@ struct Snapshot {
   std::map<std::string, IommuValue> iommu;
   std::vector<std::string> iommu_files;
   std::string iommu_note;
+  std::map<std::string, int64_t> events;  // "trace/iommu:map", "pmcg/<pmu>/tlb_miss"
+  std::vector<std::string> event_notes;
 };
 
 // The text of /proc/interrupts: x86 (IO-APIC, PCI-MSIX, LOC, ERR, MIS) and
@@ -79,6 +87,28 @@ std::map<std::string, IommuValue> ParseDmarPerfLatency(absl::string_view text);
 // ring positions), "invalidation_queue/<iommu>/head".
 std::map<std::string, IommuValue> ParseInvalidationQueue(absl::string_view text);
 
+// The events a tracefs instance recorded, from its per_cpu/cpuN/stats files
+// (any number of them, concatenated). kernel/trace/trace.c's
+// tracing_stats_read prints per CPU "entries" (ring_buffer_entries_cpu:
+// rb_num_of_entries = entries written - (overrun + read), i.e. what is still
+// in the buffer), "overrun" (events overwritten when the buffer wrapped in
+// overwrite mode), "commit overrun" (events lost to a wrap inside a nested
+// commit), "dropped events" (events refused when full with overwrite off)
+// and "read events" (consumed by a reader). Every event that fired while
+// the instance recorded is in exactly one of them, so their sum is the
+// count, however small the buffer.
+int64_t ParseTraceStats(absl::string_view text);
+
+// The bytes of an event's hist trigger keyed by a size field
+// ("hist:keys=size"): the sum of key * hitcount over its entries; -1 when
+// the text has no such entries and no "Hits:" total (no hist output).
+int64_t ParseHistBytes(absl::string_view text);
+
+// `perf stat -x,` lines of PMU events ("1234,,smmuv3_pmcg_100020/tlb_miss/,
+// ...") as "pmcg/<pmu>/<event>" counts; "<not counted>" and "<not
+// supported>" lines are left out.
+std::map<std::string, int64_t> ParsePerfStat(absl::string_view text);
+
 // A snapshot in the layout above.
 absl::StatusOr<Snapshot> ParseSnapshot(absl::string_view text);
 
@@ -89,7 +119,9 @@ std::string InterruptSource(const InterruptLine& line);
 // The change from `before` to `after`: lines whose count moved (a line new
 // in `after` counts from 0; a CPU new in `after` too; a count that went down
 // was reset, so its delta is its count after), vmstat deltas other than
-// zero, IOMMU counters present after. `where` is "host" or "guest".
+// zero, IOMMU counters present after, and every event of `after` (zero
+// included: a map count of 0 is a finding) less its `before` count. `where`
+// is "host" or "guest".
 iommufarm::v1::Monitors Diff(const Snapshot& before, const Snapshot& after,
                              absl::string_view where);
 
