@@ -188,6 +188,11 @@ pb::ReportResultRequest Agent::ResultRequestFor(int64_t agent_id, const pb::JobL
     request.mutable_host()->set_hostname(options_.host.hostname());
     *request.mutable_host()->mutable_labels() = options_.host.labels();
   }
+  // The agent counted kernel events around the tool, host or guest alike.
+  if (const std::string& on = options_.host.hygiene().kernel_counters();
+      !on.empty() && !result.samples.empty()) {
+    request.mutable_host()->mutable_hygiene()->set_kernel_counters(on);
+  }
   if (result.emulated) {
     pb::HostFacts* host = request.mutable_host();
     host->set_iommu_mode(result.emulated->effective);

@@ -167,6 +167,12 @@ void AddRunOptions(CLI::App& app, farm::agent::ExecutorConfig* config) {
                  "profile each real run on this host with a system-wide perf record (its top "
                  "symbols are stored with the result's monitors; false: none)")
       ->default_val(true);
+  app.add_option("--kernel-counters", config->kernel_counters,
+                 "count the kernel's IOMMU events around each real run, on this host and in "
+                 "guests (iommu:map/unmap tracepoints, VT-d invalidation latency, SMMUv3 PMCG; "
+                 "docs/usage.md). They add work to the measured path, so results with them are "
+                 "another series (hygiene kernel_counters=on)")
+      ->default_val(false);
   app.add_option("--emu-catalog", config->emu_catalog,
                  "commit catalog file for the emulator (default: the shipped "
                  "linux-iommu catalog)");
@@ -305,6 +311,7 @@ absl::Status SetHygiene(const Flags& f) {
 void DescribeHost(Flags& f) {
   iommufarm::v1::HostFacts host = farm::agent::DetectHostFacts("/");
   host.mutable_hygiene()->set_governor_set(!f.set_governor.empty());
+  if (f.executor_config.kernel_counters) host.mutable_hygiene()->set_kernel_counters("on");
   *host.mutable_labels() = f.options.host.labels();
   farm::agent::InventoryScope scope;
   // Bad values are the executors' to refuse; the inventory lists good ones.

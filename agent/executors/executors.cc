@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<kernels::VmKernelProvider>> MakeVmProvider(
   vm.kernels_dir = config.vm_kernels_dir;
   vm.initramfs = config.vm_initramfs;
   vm.allow_dir = config.allow_dirs.front();
+  vm.kernel_counters = config.kernel_counters;
   if (absl::Status accel = kernels::CheckAccel(config.vm_accel, vm.arch, kernels::HostArch());
       !accel.ok()) {
     return accel;
@@ -92,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Executor>> HostTool(pb::Executor kind, const std:
   real.allow_devices = config.allow_devices;
   real.tool = kind == pb::EXECUTOR_FIO ? config.fio : config.iozone;
   real.monitors.perf = config.perf;
+  real.monitors.kernel_counters = config.kernel_counters;
   if (!config.allow_dirs.empty()) real.monitors.scratch_dir = config.allow_dirs.front();
   return farm::runners::MakeRealExecutor(cap, real);
 }

@@ -33,7 +33,10 @@ struct ExecutorConfig {
   std::vector<std::string> allow_devices;  // --allow-device DEV[:rw]
   std::string fio, iozone;                 // --fio, --iozone ("": found on the default PATH)
   bool perf = true;                        // --perf: profile host runs with perf record -a
-  std::string emu_catalog;                 // --emu-catalog FILE ("" = shipped)
+  // --kernel-counters: count the kernel's IOMMU events around each real run
+  // (agent/monitors/kernel_counters.h), on the host and in guests.
+  bool kernel_counters = false;
+  std::string emu_catalog;  // --emu-catalog FILE ("" = shipped)
   // --emulator-time-limit: an emulator run still going after this long
   // fails for good (zero: no limit).
   absl::Duration emu_time_limit = absl::Minutes(30);

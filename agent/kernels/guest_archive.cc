@@ -90,7 +90,7 @@ absl::Status CheckGuestIozoneArgv(const std::vector<std::string>& argv) {
 absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool_argv,
                                             const std::string& wait_device,
                                             const std::string& channel,
-                                            const std::string& tool_binary) {
+                                            const std::string& tool_binary, bool kernel_counters) {
   std::vector<std::pair<std::string, std::string>> files;
   if (!tool_argv.empty()) {
     const std::string tool = fs::path(tool_argv[0]).filename().string();
@@ -125,6 +125,7 @@ absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool
       files.emplace_back("farm/scratch-fs", absl::StrCat(wait_device, " ", kGuestScratchDir, "\n"));
     }
   }
+  if (kernel_counters && !tool_argv.empty()) files.emplace_back("farm/kernel-counters", "on\n");
   if (!wait_device.empty()) files.emplace_back("farm/wait-device", wait_device + "\n");
   if (!channel.empty()) files.emplace_back("farm/channel", channel + "\n");
   return NewcArchive(files);

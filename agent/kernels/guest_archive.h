@@ -45,14 +45,17 @@ inline constexpr char kBenchDeviceId[] = "1234:11e8";
 // dma_map_benchmark farm/bin/dma_map_benchmark (`tool_binary`, executable)
 // and farm/bench-device (kBenchDeviceId: the init binds that device to the
 // kernel's driver, and the tool does not run when that fails) and, when
-// given, farm/channel (the farm channel's device). InvalidArgument for an
+// given, farm/channel (the farm channel's device); with `kernel_counters`
+// and a tool, farm/kernel-counters (the init counts the kernel's IOMMU
+// events around the tool). InvalidArgument for an
 // argv the guest cannot run (argv[0] not fio, iozone or dma_map_benchmark,
 // an iozone argv CheckGuestIozoneArgv refuses or without a device, a
 // dma_map_benchmark without its binary, an argument with a newline or NUL).
 absl::StatusOr<std::string> GuestJobArchive(const std::vector<std::string>& tool_argv,
                                             const std::string& wait_device,
                                             const std::string& channel = "",
-                                            const std::string& tool_binary = "");
+                                            const std::string& tool_binary = "",
+                                            bool kernel_counters = false);
 
 // The archive of `modules` (paths) for the guest's init: each file as
 // farm/modules/<basename>, and farm/modules.order naming them in order.

@@ -335,6 +335,11 @@ TEST(GuestJobArchiveTest, IozoneGetsAScratchFileSystemOnTheDevice) {
   // fio takes the raw device: no file system.
   EXPECT_THAT(*GuestJobArchive({"fio", "--name=r"}, "/dev/nvme0n1"),
               ::testing::Not(HasSubstr("scratch-fs")));
+  // Kernel event counters only when the agent asks for them.
+  EXPECT_THAT(*GuestJobArchive({"fio", "--name=r"}, "/dev/nvme0n1"),
+              ::testing::Not(HasSubstr("farm/kernel-counters")));
+  EXPECT_THAT(*GuestJobArchive({"fio", "--name=r"}, "/dev/nvme0n1", "", "", true),
+              HasSubstr("farm/kernel-counters"));
   // No device to put the file system on.
   EXPECT_EQ(GuestJobArchive(argv, "").status().code(), absl::StatusCode::kInvalidArgument);
 }

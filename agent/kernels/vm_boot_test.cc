@@ -103,6 +103,7 @@ class VmBootTest : public ::testing::Test {
     config_.initramfs = *initramfs_;
     config_.allow_dir = allow_dir_;
     config_.boot_timeout = absl::Seconds(60);
+    config_.kernel_counters = true;  // farm-agent --kernel-counters
   }
   void TearDown() override {
     if (allow_dir_.empty()) return;

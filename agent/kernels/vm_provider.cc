@@ -284,7 +284,8 @@ absl::StatusOr<KernelRun> VmKernelProvider::Run(const KernelRequest& request) {
   absl::StatusOr<std::string> bench_tool = BenchToolBinary(request, *build);
   if (!bench_tool.ok()) return bench_tool.status();
   absl::StatusOr<std::string> job = GuestJobArchive(
-      request.tool_argv, kGuestNvme, config_.arch == kArchArm64 ? "/dev/ttyAMA0" : "", *bench_tool);
+      request.tool_argv, kGuestNvme, config_.arch == kArchArm64 ? "/dev/ttyAMA0" : "", *bench_tool,
+      config_.kernel_counters);
   if (!job.ok()) return job.status();
   const bool scratch_fs =
       !request.tool_argv.empty() && fs::path(request.tool_argv[0]).filename() == "iozone";

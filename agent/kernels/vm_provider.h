@@ -76,6 +76,9 @@ struct VmConfig {
   std::uint64_t nvme_bytes = std::uint64_t{256} << 20;
   absl::Duration boot_timeout = absl::Seconds(60);
   absl::Duration margin = absl::Seconds(30);
+  // The guest's init counts the kernel's IOMMU events around the tool
+  // (farm-agent --kernel-counters; the guest archive's farm/kernel-counters).
+  bool kernel_counters = false;
 };
 
 // <kernels_dir>/<release>/vmlinuz; InvalidArgument for a release that is not

@@ -38,7 +38,10 @@ struct HostMonitorOptions {
   std::string perf_tool = "perf";    // executable (tests)
   std::string scratch_dir = "/tmp";  // the profile's data file goes here
   int perf_frequency = 999;          // samples per second per CPU
-  bool kernel_counters = true;       // kernel_counters.h's events around the tool
+  // kernel_counters.h's events around the tool: they add work to the
+  // measured path (a tracepoint per map and unmap), so only when asked
+  // (farm-agent --kernel-counters).
+  bool kernel_counters = false;
 };
 
 // The snapshot layout of monitors.h from the files under `root`: its

@@ -66,6 +66,7 @@ inline std::string GuestTiming(const std::string& accel, const std::string& icou
 // host told; "" when it told none.
 struct HostHygiene {
   std::string governor, turbo, smt, cpus, mems;
+  std::string counters;  // Hygiene.kernel_counters
 };
 inline std::string HygieneTiming(const HostHygiene& h) {
   std::string out;
@@ -74,7 +75,8 @@ inline std::string HygieneTiming(const HostHygiene& h) {
         {"turbo", &h.turbo},
         {"smt", &h.smt},
         {"cpus", &h.cpus},
-        {"mems", &h.mems}}) {
+        {"mems", &h.mems},
+        {"kernel-counters", &h.counters}}) {
     if (value->empty()) continue;
     if (!out.empty()) out += ' ';
     out += std::string(key) + "=" + *value;

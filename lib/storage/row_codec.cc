@@ -133,6 +133,9 @@ std::string HostToJson(const pb::HostFacts& h) {
     AppendMember(&out, "cpus_allowed", y.cpus_allowed());
     AppendMember(&out, "mems_allowed", y.mems_allowed());
     AppendMember(&out, "governor_set", int64_t{y.governor_set() ? 1 : 0});
+    // Only when set: the documents of hosts without it stay as they were
+    // (result_hosts keeps one row per distinct document).
+    if (!y.kernel_counters().empty()) AppendMember(&out, "kernel_counters", y.kernel_counters());
     out.push_back('}');
   }
   if (h.labels_size() > 0) {
@@ -186,6 +189,7 @@ void JsonToHost(const std::string& text, pb::HostFacts* h) {
     y->set_cpus_allowed(hygiene->value("cpus_allowed", ""));
     y->set_mems_allowed(hygiene->value("mems_allowed", ""));
     y->set_governor_set(hygiene->value("governor_set", 0) != 0);
+    y->set_kernel_counters(hygiene->value("kernel_counters", ""));
   }
   auto labels = j.find("labels");
   if (labels != j.end() && labels->is_object()) JsonToMap(labels->dump(), h->mutable_labels());

@@ -221,16 +221,17 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
 }
 
 // A real run on the host itself carries the host's measurement hygiene as
-// its timing: another governor, turbo, SMT or binding is another series. An
-// emulator run's figures do not depend on the agent's host: no timing.
+// its timing: another governor, turbo, SMT or binding, or the kernel's event
+// counters on, is another series. An emulator run's figures do not depend on
+// the agent's host: no timing.
 TEST_P(AnalyzerStoreContractTest, RealRunsCarryTheirHostsHygieneAsTiming) {
   auto created =
-      matrices().CreateMatrix(testrows::Matrix(2, 1, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK));
+      matrices().CreateMatrix(testrows::Matrix(3, 1, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK));
   ASSERT_TRUE(created.ok()) << created.status();
   const int64_t real = created->matrix.id();
   const int64_t emu = MakeMatrix(1);
   auto report = [&](const pb::RegisterResponse& a, const pb::JobLease& l,
-                    const std::string& governor) {
+                    const std::string& governor, const std::string& counters = "") {
     pb::ReportResultRequest r;
     r.set_agent_id(a.agent_id());
     *r.mutable_lease() = l.lease();
@@ -241,13 +242,15 @@ TEST_P(AnalyzerStoreContractTest, RealRunsCarryTheirHostsHygieneAsTiming) {
     h->set_smt("on");
     h->set_cpus_allowed("0-3");
     h->set_mems_allowed("0");
+    h->set_kernel_counters(counters);
     ASSERT_TRUE(queue().ReportResult(r).ok());
   };
   const pb::RegisterResponse fio = Register("fio-host", "fio");
   const std::vector<pb::JobLease> leased = Lease(fio, 10);
-  ASSERT_EQ(leased.size(), 2u);
+  ASSERT_EQ(leased.size(), 3u);
   report(fio, leased[0], "performance");
   report(fio, leased[1], "powersave");
+  report(fio, leased[2], "performance", "on");
   const pb::RegisterResponse e = Register("emu-host");
   for (const pb::JobLease& l : Lease(e, 10)) report(e, l, "performance");
 
@@ -256,8 +259,10 @@ TEST_P(AnalyzerStoreContractTest, RealRunsCarryTheirHostsHygieneAsTiming) {
   std::set<std::string> timings;
   for (const SampleRow& r : *rows) timings.insert(r.timing);
   EXPECT_EQ(timings,
-            (std::set<std::string>{"governor=performance turbo=off smt=on cpus=0-3 mems=0",
-                                   "governor=powersave turbo=off smt=on cpus=0-3 mems=0"}));
+            (std::set<std::string>{
+                "governor=performance turbo=off smt=on cpus=0-3 mems=0",
+                "governor=powersave turbo=off smt=on cpus=0-3 mems=0",
+                "governor=performance turbo=off smt=on cpus=0-3 mems=0 kernel-counters=on"}));
   absl::StatusOr<std::vector<SampleRow>> emu_rows = analyzer().Samples({emu});
   ASSERT_TRUE(emu_rows.ok() && !emu_rows->empty());
   for (const SampleRow& r : *emu_rows) EXPECT_EQ(r.timing, "");

@@ -110,10 +110,10 @@ std::vector<SampleRow> SamplesOf(const Tables& t, const Picked& picked) {
       row.intervals.assign(s.intervals().begin(), s.intervals().end());
       row.unit = s.unit();
       const pb::Hygiene& h = result.host.hygiene();
-      row.timing =
-          ResultTiming(proto::IsRealExecutor(j.executor()), result.host.guest().accel(),
-                       std::to_string(result.host.guest().icount_shift()),
-                       {h.governor(), h.turbo(), h.smt(), h.cpus_allowed(), h.mems_allowed()});
+      row.timing = ResultTiming(proto::IsRealExecutor(j.executor()), result.host.guest().accel(),
+                                std::to_string(result.host.guest().icount_shift()),
+                                {h.governor(), h.turbo(), h.smt(), h.cpus_allowed(),
+                                 h.mems_allowed(), h.kernel_counters()});
       out.push_back(std::move(row));
     }
   }

@@ -167,7 +167,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
            "  coalesce(rh.host->'hygiene'->>'smt', ''), "
            "  coalesce(rh.host->'hygiene'->>'cpus_allowed', ''), "
            "  coalesce(rh.host->'hygiene'->>'mems_allowed', ''), "
-           "  coalesce(s->'intervals', '[]'::jsonb)::text "
+           "  coalesce(s->'intervals', '[]'::jsonb)::text, "
+           "  coalesce(rh.host->'hygiene'->>'kernel_counters', '') "
            "FROM results r JOIN jobs j ON j.id = r.job_id "
            "LEFT JOIN result_hosts rh ON rh.id = r.host_id "
            "CROSS JOIN LATERAL jsonb_array_elements(r.samples || " +
@@ -199,7 +200,7 @@ class PgAnalyzerStore final : public AnalyzerStore {
     s.unit = r[12].as<std::string>();
     const HostHygiene hygiene{r[17].as<std::string>(), r[18].as<std::string>(),
                               r[19].as<std::string>(), r[20].as<std::string>(),
-                              r[21].as<std::string>()};
+                              r[21].as<std::string>(), r[23].as<std::string>()};
     s.timing = ResultTiming(proto::IsRealExecutor(static_cast<pb::Executor>(r[16].as<int>())),
                             r[13].as<std::string>(), r[14].as<std::string>(), hygiene);
     s.params = CanonicalJsonObject(r[15].as<std::string>());
