@@ -14,6 +14,7 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -146,6 +147,23 @@ void ExpectGuestMonitors(const KernelRun& run) {
             << "\n";
 }
 
+// The guest's IOMMU environment, printed (docs/usage.md quotes it), and
+// the unit key ending in `suffix` whose name starts with `unit_prefix`.
+std::string EnvironmentFact(const std::string& what, const KernelRun& run,
+                            const std::string& unit_prefix, const std::string& suffix) {
+  const pb::IommuEnvironment& env = run.facts.iommu_environment;
+  std::cout << what << ": iommu environment " << env.digest() << "\n";
+  std::map<std::string, std::string> facts(env.facts().begin(), env.facts().end());
+  for (const auto& [key, value] : facts) std::cout << "  " << key << " = " << value << "\n";
+  for (const auto& [key, why] : env.unavailable()) {
+    std::cout << "  unavailable " << key << ": " << why << "\n";
+  }
+  for (const auto& [key, value] : facts) {
+    if (absl::StartsWith(key, "unit/" + unit_prefix) && absl::EndsWith(key, suffix)) return value;
+  }
+  return "";
+}
+
 void Report(const std::string& what, const KernelRun& run) {
   std::cout << what << ": boot-to-result " << absl::FormatDuration(run.wall_time) << ", effective "
             << run.effective_detail << ", cmdline '" << run.facts.cmdline << "'\n";
@@ -215,6 +233,11 @@ TEST_F(VmBootTest, LazyUnderCachingModeReportsStrict) {
   EXPECT_THAT(run->effective_detail,
               HasSubstr("the kernel ran strict although its command line asked for lazy "
                         "(iommu.strict=0)"));
+  // Why: q35's intel-iommu sets caching mode, and the guest's environment
+  // says so from its cap register.
+  EXPECT_EQ(EnvironmentFact("lazy", *run, "dmar", "/caching_mode"), "1");
+  EXPECT_FALSE(EnvironmentFact("lazy", *run, "dmar", "/ecap").empty());
+  EXPECT_EQ(run->facts.iommu_environment.digest().size(), 64u);
 }
 
 TEST_F(VmBootTest, CorruptImageFailsWithTheConsoleTail) {
@@ -446,6 +469,8 @@ TEST_F(VmArm64BootTest, StrictIsDmaOnSmmuV3) {
   EXPECT_EQ(run->domain_type, "DMA");
   EXPECT_EQ(run->machine_model, "virt+smmuv3");
   EXPECT_THAT(run->facts.iommu, HasSubstr("smmu3"));
+  // SMMUv3 exports no register: its features come from the driver's boot line.
+  EXPECT_THAT(EnvironmentFact("arm64 strict", *run, "smmu3", "/features"), HasSubstr("0x"));
   ExpectFioRead("strict", *run);
 }
 
