@@ -113,7 +113,8 @@ std::vector<SampleRow> SamplesOf(const Tables& t, const Picked& picked) {
       row.timing =
           ResultTiming(proto::IsRealExecutor(j.executor()), result.host.guest().accel(),
                        std::to_string(result.host.guest().icount_shift()),
-                       {h.governor(), h.turbo(), h.smt(), h.cpus_allowed(), h.mems_allowed()});
+                       {h.governor(), h.turbo(), h.smt(), h.cpus_allowed(), h.mems_allowed()},
+                       result.host.iommu_environment().digest());
       out.push_back(std::move(row));
     }
   }
