@@ -147,18 +147,22 @@ void ExpectGuestMonitors(const KernelRun& run) {
             << "\n";
 }
 
-// The guest's IOMMU environment, printed (docs/usage.md quotes it), and
-// the unit key ending in `suffix` whose name starts with `unit_prefix`.
-std::string EnvironmentFact(const std::string& what, const KernelRun& run,
-                            const std::string& unit_prefix, const std::string& suffix) {
+// The guest's IOMMU environment, printed (docs/usage.md quotes it).
+void PrintEnvironment(const std::string& what, const KernelRun& run) {
   const pb::IommuEnvironment& env = run.facts.iommu_environment;
   std::cout << what << ": iommu environment " << env.digest() << "\n";
-  std::map<std::string, std::string> facts(env.facts().begin(), env.facts().end());
+  const std::map<std::string, std::string> facts(env.facts().begin(), env.facts().end());
   for (const auto& [key, value] : facts) std::cout << "  " << key << " = " << value << "\n";
   for (const auto& [key, why] : env.unavailable()) {
     std::cout << "  unavailable " << key << ": " << why << "\n";
   }
-  for (const auto& [key, value] : facts) {
+}
+
+// The guest's environment fact of the unit key ending in `suffix` whose
+// unit name starts with `unit_prefix`; "" for none.
+std::string EnvironmentFact(const KernelRun& run, const std::string& unit_prefix,
+                            const std::string& suffix) {
+  for (const auto& [key, value] : run.facts.iommu_environment.facts()) {
     if (absl::StartsWith(key, "unit/" + unit_prefix) && absl::EndsWith(key, suffix)) return value;
   }
   return "";
@@ -235,8 +239,9 @@ TEST_F(VmBootTest, LazyUnderCachingModeReportsStrict) {
                         "(iommu.strict=0)"));
   // Why: q35's intel-iommu sets caching mode, and the guest's environment
   // says so from its cap register.
-  EXPECT_EQ(EnvironmentFact("lazy", *run, "dmar", "/caching_mode"), "1");
-  EXPECT_FALSE(EnvironmentFact("lazy", *run, "dmar", "/ecap").empty());
+  PrintEnvironment("lazy", *run);
+  EXPECT_EQ(EnvironmentFact(*run, "dmar", "/caching_mode"), "1");
+  EXPECT_FALSE(EnvironmentFact(*run, "dmar", "/ecap").empty());
   EXPECT_EQ(run->facts.iommu_environment.digest().size(), 64u);
 }
 
@@ -470,7 +475,8 @@ TEST_F(VmArm64BootTest, StrictIsDmaOnSmmuV3) {
   EXPECT_EQ(run->machine_model, "virt+smmuv3");
   EXPECT_THAT(run->facts.iommu, HasSubstr("smmu3"));
   // SMMUv3 exports no register: its features come from the driver's boot line.
-  EXPECT_THAT(EnvironmentFact("arm64 strict", *run, "smmu3", "/features"), HasSubstr("0x"));
+  PrintEnvironment("arm64 strict", *run);
+  EXPECT_THAT(EnvironmentFact(*run, "smmu3", "/features"), HasSubstr("0x"));
   ExpectFioRead("strict", *run);
 }
 
