@@ -97,6 +97,9 @@ struct AgentOptions {
   // the result's, not the start's (host.hygiene keeps governor_set). Empty:
   // host.hygiene as given.
   std::function<iommufarm::v1::Hygiene()> read_hygiene;
+  // Likewise for host.iommu_environment (agent/host_iommu_environment.h
+  // RefreshIommuEnvironment). Empty: host.iommu_environment as given.
+  std::function<iommufarm::v1::IommuEnvironment()> read_iommu_environment;
 };
 
 // Capability name <-> executor kind ("emulator" <-> EXECUTOR_EMULATOR).

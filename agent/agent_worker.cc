@@ -182,6 +182,9 @@ pb::ReportResultRequest Agent::ResultRequestFor(int64_t agent_id, const pb::JobL
     request.mutable_host()->mutable_hygiene()->set_governor_set(
         options_.host.hygiene().governor_set());
   }
+  if (!result.ran_on && options_.read_iommu_environment) {
+    *request.mutable_host()->mutable_iommu_environment() = options_.read_iommu_environment();
+  }
   if (result.ran_on) {
     // The guest's kernel facts, on the agent's host: its name and labels.
     *request.mutable_host() = *result.ran_on;

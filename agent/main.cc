@@ -24,6 +24,7 @@
 #include "agent/agent.h"
 #include "agent/executors/executors.h"
 #include "agent/host_facts.h"
+#include "agent/host_iommu_environment.h"
 #include "agent/inventory.h"
 #include "agent/kernels/kexec_provider.h"
 #include "agent/runners/targets.h"
@@ -307,7 +308,7 @@ absl::Status SetHygiene(const Flags& f) {
 }
 
 // The host facts every registration and result carries: what the host runs,
-// its hygiene, its labels (ResolveFlags) and its inventory.
+// its hygiene, its labels (ResolveFlags), its inventory and IOMMU environment.
 void DescribeHost(Flags& f) {
   iommufarm::v1::HostFacts host = farm::agent::DetectHostFacts("/");
   host.mutable_hygiene()->set_governor_set(!f.set_governor.empty());
@@ -324,8 +325,12 @@ void DescribeHost(Flags& f) {
     }
   }
   *host.mutable_inventory() = farm::agent::DetectInventory(scope, "/");
-  f.options.host = std::move(host);
+  *host.mutable_iommu_environment() = farm::agent::DetectIommuEnvironment("/");
   f.options.read_hygiene = [] { return farm::agent::DetectHygiene("/"); };
+  f.options.read_iommu_environment = [at_start = host.iommu_environment()] {
+    return farm::agent::RefreshIommuEnvironment(at_start, "/");
+  };
+  f.options.host = std::move(host);
 }
 
 // With --kexec-state-dir: the kexec provider, shared by the agent and its

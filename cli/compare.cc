@@ -233,12 +233,15 @@ std::string VerdictText(const CompareRow& r) {
 
 std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::string& label_a,
                                const std::string& label_b, const std::vector<MonitorRow>& monitors,
-                               bool all) {
-  const std::string monitor_table =
+                               bool all, const EnvironmentDiff& environment) {
+  // The diffs that follow the series: monitors, then the IOMMU environment.
+  std::string diffs =
       monitors.empty() ? std::string() : absl::StrCat("\n", FormatMonitorDiffTable(monitors));
+  if (const std::string env = FormatEnvironmentDiffTable(environment); !env.empty()) {
+    absl::StrAppend(&diffs, "\n", env);
+  }
   if (rows.empty()) {
-    return absl::StrCat("no series measured both in ", label_a, " and in ", label_b, "\n",
-                        monitor_table);
+    return absl::StrCat("no series measured both in ", label_a, " and in ", label_b, "\n", diffs);
   }
   std::vector<std::vector<std::string>> cells;
   int headline = 0, headline_changed = 0, other_changed = 0;
@@ -268,11 +271,12 @@ std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::s
       RenderTable({"platform", "workload", "mode", "metric", "unit", "runs A/B", "mean A", "mean B",
                    "change", "95% interval", "A of off", "B of off", "verdict"},
                   cells),
-      counts, "\n", RobustNote(rows), monitor_table);
+      counts, "\n", RobustNote(rows), diffs);
 }
 
 std::string FormatCompareCsv(const std::vector<CompareRow>& rows,
-                             const std::vector<MonitorRow>& monitors) {
+                             const std::vector<MonitorRow>& monitors,
+                             const EnvironmentDiff& environment) {
   std::string out =
       "platform,workload,params,metric,mode,unit,n_a,n_b,mean_a,mean_b,change,ci_lo,ci_hi,"
       "p_value,changed,primary,of_off_a,of_off_b\n";
@@ -292,6 +296,7 @@ std::string FormatCompareCsv(const std::vector<CompareRow>& rows,
         "\n");
   }
   if (!monitors.empty()) absl::StrAppend(&out, "\n", FormatMonitorDiffCsv(monitors));
+  if (environment.groups > 0) absl::StrAppend(&out, "\n", FormatEnvironmentDiffCsv(environment));
   return out;
 }
 
@@ -306,7 +311,8 @@ PlotPoint SidePoint(int32_t index, const std::string& label, int64_t n, double m
 }  // namespace
 
 std::string FormatCompareHtml(const std::vector<CompareRow>& rows, const std::string& label_a,
-                              const std::string& label_b, const std::vector<MonitorRow>& monitors) {
+                              const std::string& label_b, const std::vector<MonitorRow>& monitors,
+                              const EnvironmentDiff& environment) {
   ReportData page;
   page.title = absl::StrCat("compare: ", label_a, " (A) vs ", label_b, " (B)");
   int changed = 0;
@@ -334,11 +340,13 @@ std::string FormatCompareHtml(const std::vector<CompareRow>& rows, const std::st
                               " series changed (p < 0.01, interval reaching 3%)");
   page.tables.push_back(std::move(table));
   page.tables.push_back(MonitorDiffTable(monitors));
+  page.tables.push_back(EnvironmentDiffTable(environment));
   return RenderReportHtml(page);
 }
 
 std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::string& label_a,
-                              const std::string& label_b, const std::vector<MonitorRow>& monitors) {
+                              const std::string& label_b, const std::vector<MonitorRow>& monitors,
+                              const EnvironmentDiff& environment) {
   nlohmann::json series = nlohmann::json::array();
   // An unbounded interval (fewer than two runs a side) is null, not inf.
   auto finite = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
@@ -373,7 +381,21 @@ std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::st
                         {"mean_b", r.mean_b},
                         {"change", r.change}});
   }
-  return nlohmann::json{{"a", label_a}, {"b", label_b}, {"series", series}, {"monitors", counters}}
+  nlohmann::json facts = nlohmann::json::array();
+  for (const EnvironmentRow& r : environment.rows) {
+    facts.push_back({{"platform", r.platform},
+                     {"host", r.host},
+                     {"mode", r.mode},
+                     {"key", r.key},
+                     {"a", r.a},
+                     {"b", r.b}});
+  }
+  return nlohmann::json{{"a", label_a},
+                        {"b", label_b},
+                        {"series", series},
+                        {"monitors", counters},
+                        {"environment_groups", environment.groups},
+                        {"environment", facts}}
              .dump(2) +
          "\n";
 }
@@ -507,16 +529,17 @@ int RunCompare(Commands& commands, int64_t matrix_a, int64_t matrix_b, const std
   }
   const std::vector<CompareRow> rows = CompareSides(side_a, side_b);
   const std::vector<MonitorRow> monitors = CompareMonitors(side_a, side_b);
+  const EnvironmentDiff environment = CompareEnvironments(side_a, side_b);
   if (!html_path.empty()) {
-    absl::Status written =
-        base::WriteFile(html_path, FormatCompareHtml(rows, label_a, label_b, monitors));
+    absl::Status written = base::WriteFile(
+        html_path, FormatCompareHtml(rows, label_a, label_b, monitors, environment));
     if (!written.ok()) return commands.Fail(absl::StrCat("compare --html ", html_path), written);
   }
   commands.out() << (format == OutputFormat::kJson
-                         ? FormatCompareJson(rows, label_a, label_b, monitors)
+                         ? FormatCompareJson(rows, label_a, label_b, monitors, environment)
                      : format == OutputFormat::kCsv
-                         ? FormatCompareCsv(rows, monitors)
-                         : FormatCompareTable(rows, label_a, label_b, monitors, all));
+                         ? FormatCompareCsv(rows, monitors, environment)
+                         : FormatCompareTable(rows, label_a, label_b, monitors, all, environment));
   return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "cli/app.h"
 #include "cli/commands.h"
+#include "cli/environment_diff.h"
 #include "cli/format.h"
 #include "cli/monitor_diff.h"
 #include "iommufarm/v1/farm.pb.h"
@@ -135,20 +136,28 @@ std::string VerdictText(const CompareRow& r);
 // `monitors` is the sides' monitor diff (CompareMonitors, monitor_diff.h),
 // shown after the series: its own table; in CSV a second table after a
 // blank line (only when it has rows); in JSON the "monitors" array.
+// `environment` is the sides' IOMMU environment diff (CompareEnvironments,
+// environment_diff.h), shown last in the same way (in CSV a table after a
+// blank line when any group was compared; in JSON the "environment" array
+// and "environment_groups").
 std::string FormatCompareTable(const std::vector<CompareRow>& rows, const std::string& label_a,
                                const std::string& label_b,
-                               const std::vector<MonitorRow>& monitors = {}, bool all = false);
+                               const std::vector<MonitorRow>& monitors = {}, bool all = false,
+                               const EnvironmentDiff& environment = {});
 std::string FormatCompareCsv(const std::vector<CompareRow>& rows,
-                             const std::vector<MonitorRow>& monitors = {});
+                             const std::vector<MonitorRow>& monitors = {},
+                             const EnvironmentDiff& environment = {});
 // One self-contained HTML page (the report's style, cli/report.h): the
-// table and the monitor diff's table, then per series a plot of both sides'
-// means with their 95% bands.
+// table, the monitor and environment diffs' tables, then per series a plot
+// of both sides' means with their 95% bands.
 std::string FormatCompareHtml(const std::vector<CompareRow>& rows, const std::string& label_a,
                               const std::string& label_b,
-                              const std::vector<MonitorRow>& monitors = {});
+                              const std::vector<MonitorRow>& monitors = {},
+                              const EnvironmentDiff& environment = {});
 std::string FormatCompareJson(const std::vector<CompareRow>& rows, const std::string& label_a,
                               const std::string& label_b,
-                              const std::vector<MonitorRow>& monitors = {});
+                              const std::vector<MonitorRow>& monitors = {},
+                              const EnvironmentDiff& environment = {});
 
 }  // namespace farm::cli
 

@@ -338,6 +338,8 @@ absl::StatusOr<ExecutionResult> KernelExecutor::RunInVm(const pb::Job& job,
   facts.set_architecture(run->facts.machine);
   facts.set_cpus(static_cast<uint32_t>(vm_->GuestCpus()));
   facts.set_numa_nodes(1);
+  // The guest is the host of this run: its IOMMU, not the agent's.
+  *facts.mutable_iommu_environment() = run->facts.iommu_environment;
   pb::GuestFacts* g = facts.mutable_guest();
   g->set_provider(run->provider);
   g->set_requested_mode(run->requested);

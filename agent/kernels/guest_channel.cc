@@ -1,5 +1,6 @@
 #include "agent/kernels/guest_channel.h"
 
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/kernels/iommu_environment.h"
 #include "agent/monitors/monitors.h"
 
 namespace farm::kernels {
@@ -83,6 +85,31 @@ absl::StatusOr<GuestOutput> ParseGuestChannel(absl::string_view text) {
   return out;
 }
 
+iommufarm::v1::IommuEnvironment GuestIommuEnvironment(absl::string_view facts_body,
+                                                      absl::string_view iommus) {
+  std::map<std::string, std::string> raw, unavailable;
+  for (absl::string_view line : absl::StrSplit(facts_body, '\n', absl::SkipEmpty())) {
+    if (!absl::ConsumePrefix(&line, "env.")) continue;
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(line, absl::MaxSplits('=', 1));
+    const absl::string_view value = absl::StripAsciiWhitespace(kv.second);
+    if (!kv.first.empty() && !value.empty()) raw[std::string(kv.first)] = std::string(value);
+  }
+  if (raw.empty()) return {};
+  for (absl::string_view unit : absl::StrSplit(iommus, ' ', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> nd =
+        absl::StrSplit(unit, absl::MaxSplits(':', 1));
+    if (nd.second != "arm-smmu-v3") continue;
+    const std::string prefix = absl::StrCat("unit/", nd.first, "/");
+    unavailable[prefix + "iidr"] = "the kernel exports no SMMUv3 register (not even its IIDR)";
+    if (!raw.contains(absl::StrCat(prefix, "smmu_log"))) {
+      unavailable[prefix + "features"] = "no arm-smmu-v3 boot line in the guest's kernel log";
+    }
+  }
+  unavailable["device/*/ats"] = "the guest init does not read PCI config space";
+  return FinishIommuEnvironment(std::move(raw), std::move(unavailable));
+}
+
 absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output) {
   KernelFacts facts;
   auto facts_it = output.sections.find("facts");
@@ -100,6 +127,7 @@ absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output) {
   if (facts.release.empty()) {
     return absl::InvalidArgumentError("guest channel: facts section has no release");
   }
+  facts.iommu_environment = GuestIommuEnvironment(facts_it->second.body, facts.iommu);
   if (auto it = output.sections.find("iommu-groups"); it != output.sections.end()) {
     for (absl::string_view line : absl::StrSplit(it->second.body, '\n', absl::SkipEmpty())) {
       std::vector<std::string> f = Fields(line);

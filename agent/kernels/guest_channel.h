@@ -8,7 +8,9 @@
 //   @@farm-end <section> <exit status>
 //   ...
 //   @@farm-done
-// Sections the init writes: facts (key=value: release, machine, cmdline),
+// Sections the init writes: facts (key=value: release, machine, cmdline,
+// iommu, and "env.<key>" for each IOMMU environment fact, whose keys readers
+// that know none of them skip),
 // iommu-groups ("<id> <type> <device>..."), nvme ("<name> <pci> <group|->
 // <namespace>..."), tool (the tool's stdout), tool-stderr, monitor-before and
 // monitor-after (agent/monitors/monitors.h's snapshot layout, taken just
@@ -43,8 +45,18 @@ struct GuestOutput {
 absl::StatusOr<GuestOutput> ParseGuestChannel(absl::string_view text);
 
 // The facts, iommu-groups and nvme sections as KernelFacts. InvalidArgument
-// when the facts section is missing or a line is malformed.
+// when the facts section is missing or a line is malformed. The env. lines
+// become KernelFacts::iommu_environment (GuestIommuEnvironment); none leave
+// it empty.
 absl::StatusOr<KernelFacts> KernelFactsFromGuest(const GuestOutput& output);
+
+// The IOMMU environment of a guest's facts section's "env.<key>=<value>"
+// lines (empty values skipped), with what the guest cannot tell named as
+// unavailable: SMMUv3 registers (IIDR never; features when the boot line
+// was not in the log) for units of `iommus` (KernelFacts::iommu) driven by
+// arm-smmu-v3, and ATS. Empty when there are no env. lines.
+iommufarm::v1::IommuEnvironment GuestIommuEnvironment(absl::string_view facts_body,
+                                                      absl::string_view iommus);
 
 // The guest's monitors: the delta from its monitor-before to its
 // monitor-after snapshot, parsed by the code that parses the host's

@@ -94,6 +94,9 @@ struct KernelFacts {
   std::string iommu;
   std::vector<IommuGroup> groups;
   std::vector<NvmeController> nvme;
+  // The kernel's IOMMU environment (iommu_environment.h); empty when the
+  // kernel's reporter told none (a guest root older than the env. lines).
+  iommufarm::v1::IommuEnvironment iommu_environment;
 };
 
 struct KernelRun {

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -192,6 +193,27 @@ int64_t SampledIotlbInvalidations(const std::string& what, const KernelRun& run)
   return n;
 }
 
+// The guest's IOMMU environment, printed (docs/usage.md quotes it).
+void PrintEnvironment(const std::string& what, const KernelRun& run) {
+  const pb::IommuEnvironment& env = run.facts.iommu_environment;
+  std::cout << what << ": iommu environment " << env.digest() << "\n";
+  const std::map<std::string, std::string> facts(env.facts().begin(), env.facts().end());
+  for (const auto& [key, value] : facts) std::cout << "  " << key << " = " << value << "\n";
+  for (const auto& [key, why] : env.unavailable()) {
+    std::cout << "  unavailable " << key << ": " << why << "\n";
+  }
+}
+
+// The guest's environment fact of the unit key ending in `suffix` whose
+// unit name starts with `unit_prefix`; "" for none.
+std::string EnvironmentFact(const KernelRun& run, const std::string& unit_prefix,
+                            const std::string& suffix) {
+  for (const auto& [key, value] : run.facts.iommu_environment.facts()) {
+    if (absl::StartsWith(key, "unit/" + unit_prefix) && absl::EndsWith(key, suffix)) return value;
+  }
+  return "";
+}
+
 void Report(const std::string& what, const KernelRun& run) {
   std::cout << what << ": boot-to-result " << absl::FormatDuration(run.wall_time) << ", effective "
             << run.effective_detail << ", cmdline '" << run.facts.cmdline << "'\n";
@@ -301,6 +323,12 @@ TEST_F(VmBootTest, LazyUnderCachingModeReportsStrict) {
   EXPECT_THAT(run->effective_detail,
               HasSubstr("the kernel ran strict although its command line asked for lazy "
                         "(iommu.strict=0)"));
+  // Why: q35's intel-iommu sets caching mode, and the guest's environment
+  // says so from its cap register.
+  PrintEnvironment("lazy", *run);
+  EXPECT_EQ(EnvironmentFact(*run, "dmar", "/caching_mode"), "1");
+  EXPECT_FALSE(EnvironmentFact(*run, "dmar", "/ecap").empty());
+  EXPECT_EQ(run->facts.iommu_environment.digest().size(), 64u);
 }
 
 TEST_F(VmBootTest, CorruptImageFailsWithTheConsoleTail) {
@@ -532,6 +560,9 @@ TEST_F(VmArm64BootTest, StrictIsDmaOnSmmuV3) {
   EXPECT_EQ(run->domain_type, "DMA");
   EXPECT_EQ(run->machine_model, "virt+smmuv3");
   EXPECT_THAT(run->facts.iommu, HasSubstr("smmu3"));
+  // SMMUv3 exports no register: its features come from the driver's boot line.
+  PrintEnvironment("arm64 strict", *run);
+  EXPECT_THAT(EnvironmentFact(*run, "smmu3", "/features"), HasSubstr("0x"));
   ExpectFioRead("strict", *run);
 }
 

@@ -43,8 +43,9 @@ struct SampleRow {
   std::string unit;    // Sample.unit, may be empty
   // How the figures were timed (ResultTiming below): a guest's clock
   // ("tcg-icount shift 7", "tcg", "kvm"), or a real host run's hygiene
-  // ("governor=performance turbo=off smt=on cpus=0-15 mems=0"); empty for
-  // the emulator. Figures of different timings never share a series.
+  // ("governor=performance turbo=off smt=on cpus=0-15 mems=0"), then a real
+  // run's IOMMU environment ("iommu-env=3f2a9c01d4e7"); empty for the
+  // emulator. Figures of different timings never share a series.
   std::string timing;
   int repeat = 0;
   double value = 0;
@@ -84,13 +85,27 @@ inline std::string HygieneTiming(const HostHygiene& h) {
   return out;
 }
 
-// A result's timing: a guest's clock (GuestTiming) when it ran in a guest,
-// else for a real run the host's hygiene; "" for the emulator, whose figures
-// do not depend on the agent's host.
+// A result's timing: a guest's clock (GuestTiming) when it ran in a guest
+// (and whether the kernel's event counters were on), else for a real run the
+// host's hygiene; "" for the emulator, whose figures
+// do not depend on the agent's host. A real run's IOMMU environment
+// (HostFacts.iommu_environment.digest, "" for results that carry none)
+// follows as "iommu-env=<its first 12 hex digits>": a kernel under other
+// firmware, IOMMU registers or domain types is another series.
 inline std::string ResultTiming(bool real, const std::string& accel,
-                                const std::string& icount_shift, const HostHygiene& h) {
-  if (!accel.empty()) return GuestTiming(accel, icount_shift);
-  return real ? HygieneTiming(h) : "";
+                                const std::string& icount_shift, const HostHygiene& h,
+                                const std::string& environment_digest) {
+  std::string timing = !accel.empty() ? GuestTiming(accel, icount_shift)
+                       : real         ? HygieneTiming(h)
+                                      : "";
+  // A guest's run counted with the kernel's event counters on did more
+  // work on the measured path (hygiene's own parts are the host's).
+  if (!accel.empty() && !h.counters.empty()) timing += " kernel-counters=" + h.counters;
+  if (real && !environment_digest.empty()) {
+    if (!timing.empty()) timing += ' ';
+    timing += "iommu-env=" + environment_digest.substr(0, 12);
+  }
+  return timing;
 }
 
 // One judgement of a bisect (a bisect_steps row); step 0 is the

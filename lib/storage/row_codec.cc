@@ -153,6 +153,16 @@ std::string HostToJson(const pb::HostFacts& h) {
       out.append(inventory);
     }
   }
+  if (h.has_iommu_environment()) {
+    std::string environment;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    if (google::protobuf::util::MessageToJsonString(h.iommu_environment(), &environment, options)
+            .ok()) {
+      AppendJsonKey(&out, "iommu_environment");
+      out.append(environment);
+    }
+  }
   out.push_back('}');
   return out;
 }
@@ -201,6 +211,16 @@ void JsonToHost(const std::string& text, pb::HostFacts* h) {
                                                      options)
              .ok()) {
       h->clear_inventory();
+    }
+  }
+  auto environment = j.find("iommu_environment");
+  if (environment != j.end() && environment->is_object()) {
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true;
+    if (!google::protobuf::util::JsonStringToMessage(environment->dump(),
+                                                     h->mutable_iommu_environment(), options)
+             .ok()) {
+      h->clear_iommu_environment();
     }
   }
 }

@@ -226,7 +226,7 @@ TEST_P(AnalyzerStoreContractTest, SamplesAreTheNumericValuesOfSucceededJobs) {
 // the agent's host: no timing.
 TEST_P(AnalyzerStoreContractTest, RealRunsCarryTheirHostsHygieneAsTiming) {
   auto created =
-      matrices().CreateMatrix(testrows::Matrix(3, 1, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK));
+      matrices().CreateMatrix(testrows::Matrix(4, 1, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK));
   ASSERT_TRUE(created.ok()) << created.status();
   const int64_t real = created->matrix.id();
   const int64_t emu = MakeMatrix(1);
@@ -247,10 +247,19 @@ TEST_P(AnalyzerStoreContractTest, RealRunsCarryTheirHostsHygieneAsTiming) {
   };
   const pb::RegisterResponse fio = Register("fio-host", "fio");
   const std::vector<pb::JobLease> leased = Lease(fio, 10);
-  ASSERT_EQ(leased.size(), 3u);
+  ASSERT_EQ(leased.size(), 4u);
   report(fio, leased[0], "performance");
   report(fio, leased[1], "powersave");
   report(fio, leased[2], "performance", "on");
+  // A guest's run is timed by its clock; the counters still set it apart.
+  pb::ReportResultRequest guest;
+  guest.set_agent_id(fio.agent_id());
+  *guest.mutable_lease() = leased[3].lease();
+  *guest.add_samples() = Sample("iops", "read", 1000);
+  guest.mutable_host()->mutable_guest()->set_accel("tcg-icount");
+  guest.mutable_host()->mutable_guest()->set_icount_shift(7);
+  guest.mutable_host()->mutable_hygiene()->set_kernel_counters("on");
+  ASSERT_TRUE(queue().ReportResult(guest).ok());
   const pb::RegisterResponse e = Register("emu-host");
   for (const pb::JobLease& l : Lease(e, 10)) report(e, l, "performance");
 
@@ -258,14 +267,50 @@ TEST_P(AnalyzerStoreContractTest, RealRunsCarryTheirHostsHygieneAsTiming) {
   ASSERT_TRUE(rows.ok()) << rows.status();
   std::set<std::string> timings;
   for (const SampleRow& r : *rows) timings.insert(r.timing);
-  EXPECT_EQ(timings,
-            (std::set<std::string>{
-                "governor=performance turbo=off smt=on cpus=0-3 mems=0",
-                "governor=powersave turbo=off smt=on cpus=0-3 mems=0",
-                "governor=performance turbo=off smt=on cpus=0-3 mems=0 kernel-counters=on"}));
+  EXPECT_EQ(timings, (std::set<std::string>{
+                         "governor=performance turbo=off smt=on cpus=0-3 mems=0",
+                         "governor=powersave turbo=off smt=on cpus=0-3 mems=0",
+                         "governor=performance turbo=off smt=on cpus=0-3 mems=0 kernel-counters=on",
+                         "tcg-icount shift 7 kernel-counters=on"}));
   absl::StatusOr<std::vector<SampleRow>> emu_rows = analyzer().Samples({emu});
   ASSERT_TRUE(emu_rows.ok() && !emu_rows->empty());
   for (const SampleRow& r : *emu_rows) EXPECT_EQ(r.timing, "");
+}
+
+// Two results of one host whose IOMMU environments differ (another
+// firmware, a VT-d caching mode, a group's domain type) never share a
+// series; a result without an environment (recorded before there was one)
+// keeps the series it had.
+TEST_P(AnalyzerStoreContractTest, AnotherIommuEnvironmentIsAnotherSeries) {
+  auto created =
+      matrices().CreateMatrix(testrows::Matrix(3, 1, 0, pb::EXECUTOR_FIO, pb::JOB_KIND_BULK));
+  ASSERT_TRUE(created.ok()) << created.status();
+  const int64_t m = created->matrix.id();
+  const pb::RegisterResponse fio = Register("fio-host", "fio");
+  const std::vector<pb::JobLease> leased = Lease(fio, 10);
+  ASSERT_EQ(leased.size(), 3u);
+  const std::string digests[] = {std::string(64, 'a'), std::string(64, 'b'), ""};
+  for (size_t i = 0; i < leased.size(); ++i) {
+    pb::ReportResultRequest r;
+    r.set_agent_id(fio.agent_id());
+    *r.mutable_lease() = leased[i].lease();
+    *r.add_samples() = Sample("iops", "read", 1000);
+    r.mutable_host()->set_hostname("fio-host");
+    r.mutable_host()->mutable_hygiene()->set_governor("performance");
+    if (!digests[i].empty()) {
+      pb::IommuEnvironment* env = r.mutable_host()->mutable_iommu_environment();
+      (*env->mutable_facts())["device/0000:00:04.0/domain"] = i == 0 ? "DMA-FQ" : "identity";
+      env->set_digest(digests[i]);
+    }
+    ASSERT_TRUE(queue().ReportResult(r).ok());
+  }
+  absl::StatusOr<std::vector<SampleRow>> rows = analyzer().Samples({m});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  std::set<std::string> timings;
+  for (const SampleRow& r : *rows) timings.insert(r.timing);
+  EXPECT_EQ(timings, (std::set<std::string>{"governor=performance iommu-env=aaaaaaaaaaaa",
+                                            "governor=performance iommu-env=bbbbbbbbbbbb",
+                                            "governor=performance"}));
 }
 
 // A result that states the mode its kernel really ran for the job's (the

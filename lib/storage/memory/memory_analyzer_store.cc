@@ -113,7 +113,8 @@ std::vector<SampleRow> SamplesOf(const Tables& t, const Picked& picked) {
       row.timing = ResultTiming(proto::IsRealExecutor(j.executor()), result.host.guest().accel(),
                                 std::to_string(result.host.guest().icount_shift()),
                                 {h.governor(), h.turbo(), h.smt(), h.cpus_allowed(),
-                                 h.mems_allowed(), h.kernel_counters()});
+                                 h.mems_allowed(), h.kernel_counters()},
+                                result.host.iommu_environment().digest());
       out.push_back(std::move(row));
     }
   }

@@ -168,7 +168,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
            "  coalesce(rh.host->'hygiene'->>'cpus_allowed', ''), "
            "  coalesce(rh.host->'hygiene'->>'mems_allowed', ''), "
            "  coalesce(s->'intervals', '[]'::jsonb)::text, "
-           "  coalesce(rh.host->'hygiene'->>'kernel_counters', '') "
+           "  coalesce(rh.host->'hygiene'->>'kernel_counters', ''), "
+           "  coalesce(rh.host->'iommu_environment'->>'digest', '') "
            "FROM results r JOIN jobs j ON j.id = r.job_id "
            "LEFT JOIN result_hosts rh ON rh.id = r.host_id "
            "CROSS JOIN LATERAL jsonb_array_elements(r.samples || " +
@@ -202,7 +203,8 @@ class PgAnalyzerStore final : public AnalyzerStore {
                               r[19].as<std::string>(), r[20].as<std::string>(),
                               r[21].as<std::string>(), r[23].as<std::string>()};
     s.timing = ResultTiming(proto::IsRealExecutor(static_cast<pb::Executor>(r[16].as<int>())),
-                            r[13].as<std::string>(), r[14].as<std::string>(), hygiene);
+                            r[13].as<std::string>(), r[14].as<std::string>(), hygiene,
+                            r[24].as<std::string>());
     s.params = CanonicalJsonObject(r[15].as<std::string>());
     s.intervals = JsonNumbers(r[22].as<std::string>());
     return s;
