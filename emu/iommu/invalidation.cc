@@ -459,43 +459,30 @@ class SmmuV3Cmdq final : public ArmInvalidator {
   // A stop at a Sync() means TrySyncNow() said no, so the CPU parks with
   // SyncSlow() (the engine is not asked twice); a stop at a Block() blocks.
   Task<void> IssueLockfreeWait(Cpu& cpu, Issue is, Resume from) {
+    // One line per label, read as a table.
+    // clang-format off
     switch (from) {
-      case Resume::kPrevOwnerBlock:
-        goto prev_owner_block;
-      case Resume::kValidMapBlock:
-        goto valid_map_block;
-      case Resume::kSyncBlock:
-        goto sync_block;
-      default:
-        break;
+      case Resume::kPrevOwnerBlock: goto prev_owner_block;
+      case Resume::kValidMapBlock: goto valid_map_block;
+      case Resume::kSyncBlock: goto sync_block;
+      default: break;
     }
     co_await cpu.SyncSlow();
     switch (from) {
-      case Resume::kReserve:
-        goto reserve;
-      case Resume::kCmpxchg:
-        goto cmpxchg;
-      case Resume::kReload:
-        goto reload;
-      case Resume::kSharedLock:
-        goto shared_lock;
-      case Resume::kValidMap:
-        goto valid_map;
-      case Resume::kOwnerWait:
-        goto owner_wait;
-      case Resume::kCloseBatch:
-        goto close_batch;
-      case Resume::kValidMapLoad:
-        goto valid_map_load;
-      case Resume::kDispatch:
-        goto dispatch;
-      case Resume::kTryUnlock:
-        goto try_unlock;
-      case Resume::kPublishCons:
-        goto publish_cons;
-      default:
-        goto shared_unlock;
+      case Resume::kReserve: goto reserve;
+      case Resume::kCmpxchg: goto cmpxchg;
+      case Resume::kReload: goto reload;
+      case Resume::kSharedLock: goto shared_lock;
+      case Resume::kValidMap: goto valid_map;
+      case Resume::kOwnerWait: goto owner_wait;
+      case Resume::kCloseBatch: goto close_batch;
+      case Resume::kValidMapLoad: goto valid_map_load;
+      case Resume::kDispatch: goto dispatch;
+      case Resume::kTryUnlock: goto try_unlock;
+      case Resume::kPublishCons: goto publish_cons;
+      default: goto shared_unlock;
     }
+    // clang-format on
   reserve:
     Observe(cpu, is);
     for (;;) {
