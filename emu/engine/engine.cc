@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "lib/base/check.h"
@@ -193,7 +194,11 @@ Cpu& Engine::AddCpu(int cpu, bool daemon) {
   int node = (cpu >= 0 && cpu < topo_.num_cpus) ? topo_.cpu_node[cpu] : 0;
   int index = static_cast<int>(cpus_.size());
   uint64_t s = seed_ * 0x100000001b3ULL + static_cast<uint64_t>(index) * 0x9e3779b97f4a7c15ULL;
+  if (index >> kIndexBits != 0) {
+    base::CheckFailed(__FILE__, __LINE__, "index < 2^kIndexBits", "too many CPUs for a run key");
+  }
   cpus_.push_back(std::unique_ptr<Cpu>(new Cpu(this, index, cpu, node, daemon, s)));
+  by_index_.push_back(cpus_.back().get());
   return *cpus_.back();
 }
 
@@ -235,32 +240,41 @@ absl::Status Engine::Run() {
   return absl::OkStatus();
 }
 
-// A lambda, not the function itself, so the std heap code inlines the
-// comparison instead of calling through a pointer.
+void Engine::CheckKeyTime(const Cpu& c) {
+  // Unsigned, so a negative clock fails too. Not a FARM_DCHECK: Release
+  // builds must not misorder either.
+  if (static_cast<uint64_t>(c.now_) > static_cast<uint64_t>(kMaxKeyTime)) [[unlikely]] {
+    base::CheckFailed(__FILE__, __LINE__, "0 <= now <= kMaxKeyTime",
+                      "virtual clock out of the run key's range");
+  }
+}
+
+// std::greater: the std heap functions keep a max-heap, this one keeps the
+// least key (the earliest CPU) at the front.
 void Engine::Push(Cpu* c) {
-  heap_.push_back(RunKey{c->now_, c->index_, c});
-  std::push_heap(heap_.begin(), heap_.end(),
-                 [](const RunKey& a, const RunKey& b) { return RunsLater(a, b); });
+  CheckKeyTime(*c);
+  heap_.push_back(KeyOf(*c));
+  std::push_heap(heap_.begin(), heap_.end(), std::greater<RunKey>());
 }
 
 Cpu* Engine::Pop() {
-  std::pop_heap(heap_.begin(), heap_.end(),
-                [](const RunKey& a, const RunKey& b) { return RunsLater(a, b); });
-  Cpu* c = heap_.back().cpu;
+  std::pop_heap(heap_.begin(), heap_.end(), std::greater<RunKey>());
+  Cpu* c = CpuOf(heap_.back());
   heap_.pop_back();
   return c;
 }
 
 Cpu* Engine::ReplaceFront(Cpu* c) {
-  Cpu* front = heap_.front().cpu;
-  const RunKey key{c->now_, c->index_, c};
+  CheckKeyTime(*c);
+  Cpu* front = CpuOf(heap_.front());
+  const RunKey key = KeyOf(*c);
   const size_t n = heap_.size();
   size_t hole = 0;
   for (;;) {
     size_t child = 2 * hole + 1;
     if (child >= n) break;
-    if (child + 1 < n && Before(heap_[child + 1], heap_[child])) ++child;
-    if (!Before(heap_[child], key)) break;
+    if (child + 1 < n && heap_[child + 1] < heap_[child]) ++child;
+    if (!(heap_[child] < key)) break;
     heap_[hole] = heap_[child];
     hole = child;
   }

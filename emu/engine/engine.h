@@ -183,6 +183,20 @@ class Cpu {
   //! Wait until this CPU is the earliest runnable one; required before any
   //! access to shared state.
   SyncAwaiter Sync() { return SyncAwaiter{this}; }
+  //! Sync() in two halves, for a caller that is a plain function while it
+  //! need not wait: TrySyncNow() is what `co_await Sync()` does when it does
+  //! not suspend (true: this CPU is the earliest and synced). On false the
+  //! caller must next, before charging anything, co_await SyncSlow(), which
+  //! parks the CPU without asking the engine again, so the engine counts one
+  //! event either way.
+  bool TrySyncNow();
+  struct YieldAwaiter {
+    Cpu* cpu;
+    bool await_ready() noexcept { return false; }
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) noexcept;
+    void await_resume() noexcept { cpu->synced_at_ = cpu->now_; }
+  };
+  YieldAwaiter SyncSlow() { return YieldAwaiter{this}; }
   //! True while the clock still reads what it read when `co_await Sync()`
   //! last returned: nothing was charged since, so this CPU is still the
   //! earliest and may touch shared state (what FARM_DCHECK checks).
@@ -283,7 +297,7 @@ class Engine {
   // Used by the awaiters.
   bool IsEarliest(Cpu& cpu) {
     ++events_;
-    if (heap_.empty() || Before(RunKey{cpu.now_, cpu.index_, &cpu}, heap_.front())) {
+    if (heap_.empty() || KeyOf(cpu) < heap_.front()) {
       current_ = cpu.now_;
       return true;
     }
@@ -296,19 +310,20 @@ class Engine {
   void Finished(Cpu& cpu);
 
  private:
-  // A runnable CPU in the heap with its ordering key copied beside it, so
-  // the sifts compare without touching the Cpu objects. A parked CPU's clock
-  // does not change until it is popped, so the copy stays exact.
-  struct RunKey {
-    Time now;
-    int index;
-    Cpu* cpu;
-  };
-  static bool Before(const RunKey& a, const RunKey& b) {
-    return a.now < b.now || (a.now == b.now && a.index < b.index);
+  // A runnable CPU's place in the order, (clock, index), packed into one
+  // integer: the clock in the high bits, the index in the low kIndexBits.
+  // The sifts then compare single words and never touch the Cpu objects (a
+  // parked CPU's clock does not change until it is popped, so the key stays
+  // exact). Clocks past kMaxKeyTime (2^47 ns, 39 hours of virtual time) do
+  // not fit and end the process (CheckKeyTime) rather than misorder.
+  using RunKey = uint64_t;
+  static constexpr int kIndexBits = 16;
+  static constexpr Time kMaxKeyTime = (Time{1} << (63 - kIndexBits)) - 1;
+  static RunKey KeyOf(const Cpu& c) {
+    return (static_cast<RunKey>(c.now_) << kIndexBits) | static_cast<RunKey>(c.index_);
   }
-  // The std heap functions keep a max-heap: their "less" is "runs later".
-  static bool RunsLater(const RunKey& a, const RunKey& b) { return Before(b, a); }
+  Cpu* CpuOf(RunKey k) const { return by_index_[k & ((RunKey{1} << kIndexBits) - 1)]; }
+  static void CheckKeyTime(const Cpu& c);
   void Push(Cpu* c);
   Cpu* Pop();
   // Pops the front and pushes `c` in one sift (c runs after the front).
@@ -325,6 +340,7 @@ class Engine {
   LineCosts costs_;
   uint64_t seed_;
   std::vector<std::unique_ptr<Cpu>> cpus_;
+  std::vector<Cpu*> by_index_;  // cpus_ by index, one load from a key
   // Min-heap of runnable CPUs by (clock, index): a binary heap in the
   // std::push_heap layout. Keys are unique, so the order CPUs leave it in
   // does not depend on how it was built.
@@ -340,6 +356,16 @@ class Engine {
 
 inline bool Cpu::SyncAwaiter::await_ready() noexcept { return cpu->engine_->IsEarliest(*cpu); }
 inline std::coroutine_handle<> Cpu::SyncAwaiter::await_suspend(std::coroutine_handle<> h) noexcept {
+  return cpu->engine_->Yield(*cpu, h);
+}
+
+inline bool Cpu::TrySyncNow() {
+  if (!engine_->IsEarliest(*this)) return false;
+  synced_at_ = now_;
+  return true;
+}
+inline std::coroutine_handle<> Cpu::YieldAwaiter::await_suspend(
+    std::coroutine_handle<> h) noexcept {
   return cpu->engine_->Yield(*cpu, h);
 }
 

@@ -63,6 +63,73 @@ TEST(Engine, StopCheckEndsARunThatWouldNotEnd) {
   EXPECT_EQ(e.switches(), 3 * Engine::kStopCheckSwitches);
 }
 
+// A plain caller's TrySyncNow() + SyncSlow() is co_await Sync(): the same
+// order of shared accesses, the same events and switches.
+struct SyncRun {
+  std::vector<std::pair<Time, int>> log;
+  uint64_t events = 0;
+  uint64_t switches = 0;
+};
+SyncRun RunSyncs(bool split) {
+  Engine e(TwoNodes(4), Costs(), 1);
+  SyncRun r;
+  auto prog = [&r, split](Cpu& cpu, Time step) -> Task<void> {
+    for (int i = 0; i < 50; ++i) {
+      cpu.Charge(Sym::kApp, step + (i % 3));
+      if (!split) {
+        co_await cpu.Sync();
+      } else if (!cpu.TrySyncNow()) {
+        co_await cpu.SyncSlow();
+      }
+      EXPECT_TRUE(cpu.synced());
+      r.log.emplace_back(cpu.now(), cpu.index());
+    }
+  };
+  for (int c = 0; c < 8; ++c) {
+    Cpu& cpu = e.AddCpu(c);
+    e.Start(cpu, prog(cpu, 3 + c % 4));
+  }
+  EXPECT_TRUE(e.Run().ok());
+  r.events = e.events();
+  r.switches = e.switches();
+  return r;
+}
+
+TEST(Engine, TrySyncNowThenSyncSlowIsSync) {
+  const SyncRun whole = RunSyncs(false);
+  const SyncRun split = RunSyncs(true);
+  EXPECT_EQ(split.log, whole.log);
+  EXPECT_EQ(split.events, whole.events);
+  EXPECT_EQ(split.switches, whole.switches);
+  EXPECT_EQ(whole.events, 8u * 50u);
+  EXPECT_GT(whole.switches, 8u);
+}
+
+// The run queue orders by (clock, index): among many CPUs at equal clocks
+// the lower index runs first, and the accesses never go back in time.
+TEST(Engine, ManyCpusRunByClockThenIndex) {
+  Topology t;
+  t.num_cpus = 100;
+  t.node_socket = {0};
+  t.cpu_node.assign(100, 0);
+  Engine e(t, Costs(), 1);
+  std::vector<std::pair<Time, int>> log;
+  auto prog = [&log](Cpu& cpu, Time step) -> Task<void> {
+    for (int i = 0; i < 20; ++i) {
+      cpu.Charge(Sym::kApp, step);
+      co_await cpu.Sync();
+      log.emplace_back(cpu.now(), cpu.index());
+    }
+  };
+  for (int c = 0; c < 100; ++c) {
+    Cpu& cpu = e.AddCpu(c);
+    e.Start(cpu, prog(cpu, 10 + 10 * (c % 3)));
+  }
+  ASSERT_TRUE(e.Run().ok());
+  ASSERT_EQ(log.size(), 2000u);
+  EXPECT_TRUE(std::is_sorted(log.begin(), log.end()));
+}
+
 TEST(Engine, SharedAccessIsInGlobalTimeOrder) {
   Engine e(TwoNodes(2), Costs(), 1);
   std::vector<std::pair<Time, int>> log;

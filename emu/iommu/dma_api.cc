@@ -338,32 +338,67 @@ Task<void> DmaApi::FindIovaThenUnmap(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint6
   co_await UnmapRange(cpu, d, pfn, npages);
 }
 
+// A plain function while the pgtbl_lock (if any) is free, no leaf table is
+// freed and the IOTLB sync does not wait; the rest is a coroutine from the
+// first wait.
 Task<void> DmaApi::UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {
   const bool locked = PgtblLocked();  // arm_smmu_unmap()
-  if (locked) co_await d.pgtbl_lock.Lock(cpu, inv_->unmap_sym());
-  const PtWork w = ClearPtes(cpu, d, pfn, npages);
-  const int lines = w.lines;
-  if (w.tables_freed > 0) co_await FreeTables(cpu, d, w);
-  if (!d.flush_queue) {
-    // iommu_iotlb_sync() then free: the IOVA is reusable only once the
-    // IOTLB can no longer hold it. Under the driver's pgtbl_lock this is
-    // arm_lpae_unmap()'s io_pgtable_tlb_sync(), inside the lock. The gather
-    // holds one page size: iommu_iotlb_gather_add_page() syncs what it has
-    // before a leaf of another size joins, so blocks and 4 KiB leaves of one
-    // unmap are two syncs.
-    if (w.blocks > 0) {
-      co_await inv_->InvalidateRange(cpu, d.tlb, pfn, w.blocks * IoPageTable::kBlockPages,
-                                     IoPageTable::kBlockPages);
-    }
-    if (w.ptes > 0 || w.blocks == 0) {
-      co_await inv_->InvalidateRange(cpu, d.tlb, pfn, static_cast<uint64_t>(w.ptes), 1);
-    }
-    if (locked) d.pgtbl_lock.Unlock(cpu, lines);
-    co_await d.FreeIova(cpu, pfn, npages);
-    co_return;
+  if (locked && !d.pgtbl_lock.TryAcquireNow(cpu, inv_->unmap_sym())) {
+    return UnmapRangeLocking(cpu, d, pfn, npages);
   }
-  if (locked) d.pgtbl_lock.Unlock(cpu, lines);
-  co_await flush_->Add(cpu, d, pfn, npages);
+  const PtWork w = ClearPtes(cpu, d, pfn, npages);
+  if (w.tables_freed > 0) return FreeTablesThenSync(cpu, d, pfn, npages, w, locked);
+  return IotlbSyncThenFree(cpu, d, pfn, npages, w, locked);
+}
+
+// UnmapRange once the pgtbl_lock is contended: AcquireSlow() is the rest of
+// its Lock().
+Task<void> DmaApi::UnmapRangeLocking(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages) {
+  co_await d.pgtbl_lock.AcquireSlow(cpu, inv_->unmap_sym());
+  const PtWork w = ClearPtes(cpu, d, pfn, npages);
+  if (w.tables_freed > 0) co_await FreeTables(cpu, d, w);
+  co_await IotlbSyncThenFree(cpu, d, pfn, npages, w, /*locked=*/true);
+}
+
+Task<void> DmaApi::FreeTablesThenSync(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages,
+                                      PtWork w, bool locked) {
+  co_await FreeTables(cpu, d, w);
+  co_await IotlbSyncThenFree(cpu, d, pfn, npages, w, locked);
+}
+
+Task<void> DmaApi::IotlbSyncThenFree(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages,
+                                     const PtWork& w, bool locked) {
+  if (d.flush_queue) {
+    if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);
+    return flush_->Add(cpu, d, pfn, npages);
+  }
+  // iommu_iotlb_sync() then free: the IOVA is reusable only once the
+  // IOTLB can no longer hold it. Under the driver's pgtbl_lock this is
+  // arm_lpae_unmap()'s io_pgtable_tlb_sync(), inside the lock. The gather
+  // holds one page size: iommu_iotlb_gather_add_page() syncs what it has
+  // before a leaf of another size joins, so blocks and 4 KiB leaves of one
+  // unmap are two syncs.
+  if (w.blocks > 0) {
+    Task<void> sync = inv_->InvalidateRange(cpu, d.tlb, pfn, w.blocks * IoPageTable::kBlockPages,
+                                            IoPageTable::kBlockPages);
+    if (!sync.ready()) return IotlbSyncWait(cpu, d, pfn, npages, w, locked, std::move(sync), true);
+  }
+  if (w.ptes > 0 || w.blocks == 0) {
+    Task<void> sync = inv_->InvalidateRange(cpu, d.tlb, pfn, static_cast<uint64_t>(w.ptes), 1);
+    if (!sync.ready()) return IotlbSyncWait(cpu, d, pfn, npages, w, locked, std::move(sync), false);
+  }
+  if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);
+  return d.FreeIova(cpu, pfn, npages);
+}
+
+Task<void> DmaApi::IotlbSyncWait(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages, PtWork w,
+                                 bool locked, Task<void> sync, bool leaves_left) {
+  co_await sync;
+  if (leaves_left && (w.ptes > 0 || w.blocks == 0)) {
+    co_await inv_->InvalidateRange(cpu, d.tlb, pfn, static_cast<uint64_t>(w.ptes), 1);
+  }
+  if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);
+  co_await d.FreeIova(cpu, pfn, npages);
 }
 
 Task<uint64_t> DmaApi::MapSg(Cpu& cpu, int dev, const SgSegment* segs, int nsegs, DmaDir dir) {

@@ -120,7 +120,22 @@ class DmaApi final : public DmaPath {
   Task<void> FreeTables(Cpu& cpu, DmaDomain& d, const PtWork& w);
   //! Whether the driver serialises map/unmap on the domain's pgtbl_lock.
   bool PgtblLocked() const;
+  //! __iommu_dma_unmap() after the IOVA lookup: iommu_unmap_fast() (the
+  //! driver's unmap under pgtbl_lock where it has one), then the IOTLB sync
+  //! and IOVA free, or the flush queue in lazy mode.
   Task<void> UnmapRange(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);
+  //! UnmapRange's rest when the pgtbl_lock waits, or a leaf table is freed.
+  Task<void> UnmapRangeLocking(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages);
+  Task<void> FreeTablesThenSync(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages, PtWork w,
+                                bool locked);
+  //! iommu_iotlb_sync() over the cleared leaves, the pgtbl_lock's release,
+  //! then the IOVA free (strict), or queue_iova() (lazy).
+  Task<void> IotlbSyncThenFree(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages,
+                               const PtWork& w, bool locked);
+  //! IotlbSyncThenFree's rest once `sync` waits; `leaves_left`: it was the
+  //! blocks' sync and the 4 KiB leaves' is still to come.
+  Task<void> IotlbSyncWait(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages, PtWork w,
+                           bool locked, Task<void> sync, bool leaves_left);
   void CacheMaint(Cpu& cpu, Sym sym, uint64_t bytes);
   // The entry point's fixed body and the commit's measured instruction delta
   // (map or unmap side), then the dma_map_ops indirect call when it exists.

@@ -221,25 +221,46 @@ class SmmuV3Cmdq final : public ArmInvalidator {
   // commands CMDQ_BATCH_ENTRIES at a time, the last batch with CMD_SYNC.
   // CMDQ_MAX_TLBI_OPS: past it an SMMU without range invalidation gets one
   // ASID-wide TLBI rather than a soft lockup's worth of commands.
+  // A plain function while every batch goes through without waiting.
   Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
                              uint64_t granule) override {
-    if (npages == 0) co_return;
+    if (npages == 0) return {};
     const Model& m = sim_->m();
     const uint64_t commands = TlbiCommands(m, npages, granule);
     if (m.smmu_max_tlbi_ops > 0 && !(m.smmu_range_inv && m.smmu_ril) &&
         commands >= static_cast<uint64_t>(m.smmu_max_tlbi_ops)) {
-      co_await InvalidateDomain(cpu, tlb);
-      co_return;
+      return InvalidateDomain(cpu, tlb);
     }
     ++sim_->counters.inv_range;
     sim_->counters.tlbi_va += commands;
-    uint64_t left = commands;
-    while (left > 0) {
-      int n = static_cast<int>(std::min<uint64_t>(left, static_cast<uint64_t>(m.cmdq_batch)));
+    for (uint64_t left = commands; left > 0;) {
+      const int n = BatchSize(left);
       left -= n;
-      co_await IssueCmdlist(cpu, n, left == 0, n * m.smmu_tlbi);
+      Task<void> issue = IssueCmdlist(cpu, n, left == 0, n * m.smmu_tlbi);
+      if (!issue.ready()) {
+        return InvalidateRangeWait(cpu, tlb, pfn, npages, std::move(issue), left);
+      }
     }
     tlb.InvalidateRange(pfn, npages);
+    return {};
+  }
+
+  // InvalidateRange's rest once a batch waits: `issue` not yet awaited,
+  // `left` commands after it.
+  Task<void> InvalidateRangeWait(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                                 Task<void> issue, uint64_t left) {
+    co_await issue;
+    while (left > 0) {
+      const int n = BatchSize(left);
+      left -= n;
+      co_await IssueCmdlist(cpu, n, left == 0, n * sim_->m().smmu_tlbi);
+    }
+    tlb.InvalidateRange(pfn, npages);
+  }
+
+  // At most CMDQ_BATCH_ENTRIES commands of `left` in one cmdlist.
+  int BatchSize(uint64_t left) const {
+    return static_cast<int>(std::min<uint64_t>(left, static_cast<uint64_t>(sim_->m().cmdq_batch)));
   }
 
   // arm_smmu_tlb_inv_walk(): the same, leaf=false, at the 4 KiB granule.
@@ -356,119 +377,284 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     cmdq_lock_.Unlock(cpu, 1);
   }
 
-  // 587e6c10a7ce and later: arm_smmu_cmdq_issue_cmdlist().
-  Task<void> IssueLockfree(Cpu& cpu, int n, bool sync, Time hw_work) {
-    const Model& m = sim_->m();
-    Engine& eng = cpu.engine();
-    Member& me = MemberOf(cpu);
-    int slots = n + (sync ? 1 : 0);
+  // 587e6c10a7ce and later: arm_smmu_cmdq_issue_cmdlist(). Every access to
+  // the shared queue state comes after a Sync(). IssueLockfree runs as plain
+  // code for as long as each Sync() finds this CPU the earliest (one CPU
+  // alone on the queue never waits) and hands the rest to IssueLockfreeWait,
+  // the same sequence as a coroutine, at the first Sync() that would suspend
+  // or the first Block(): a frame only when something waits, and the engine
+  // sees the same calls in the same order either way. The work between two
+  // waits is in the small functions below, which both run.
+  enum class Resume : uint8_t {
+    kReserve,         // the Sync() before the first load of cmdq->q.llq.val
+    kCmpxchg,         // before one cmpxchg attempt
+    kReload,          // before a failed attempt's returned word
+    kSharedLock,      // before arm_smmu_cmdq_shared_lock()
+    kValidMap,        // before arm_smmu_cmdq_set_valid_map()
+    kOwnerWait,       // before the look at the previous owner
+    kPrevOwnerBlock,  // the Block() for the previous owner's PROD write
+    kCloseBatch,      // before atomic_fetch_andnot(CMDQ_PROD_OWNED_FLAG)
+    kValidMapBlock,   // the Block() of arm_smmu_cmdq_poll_valid_map()
+    kValidMapLoad,    // before the one read of an already valid bitmap
+    kDispatch,        // before the PROD write's effect
+    kSyncBlock,       // the Block() of arm_smmu_cmdq_poll_until_sync()
+    kTryUnlock,       // before arm_smmu_cmdq_shared_tryunlock()
+    kPublishCons,     // before the last reader's WRITE_ONCE(llq.cons)
+    kSharedUnlock,    // before arm_smmu_cmdq_shared_unlock()
+  };
+  // The kernel function's locals.
+  struct Issue {
+    int n;
+    bool sync;
+    Time hw_work;
+    int slots;
+    Member* me;
+    uint64_t observed = 0;
+    bool owner = false;
+    Batch* b = nullptr;
+  };
 
+  Task<void> IssueLockfree(Cpu& cpu, int n, bool sync, Time hw_work) {
+    Issue is{n, sync, hw_work, n + (sync ? 1 : 0), &MemberOf(cpu)};
     // 1. Reserve slots: cmpxchg loop on cmdq->q.llq.val.
-    co_await cpu.Sync();
-    uint64_t observed = llq_.Observe(cpu, Sym::kCmdqIssue);
+    if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kReserve);
+    Observe(cpu, is);
     for (;;) {
-      cpu.Charge(Sym::kCmdqIssue, 2);  // queue_has_space(), queue_inc_prod_n()
-      co_await cpu.Sync();
-      ++sim_->counters.cmdq_cmpxchg_attempts;
-      if (llq_.TryCmpxchg(cpu, observed, Sym::kCmdqIssue)) break;
-      ++sim_->counters.cmdq_cmpxchg_failures;
-      // cmpxchg_relaxed() returns the word as the home held it when the
-      // attempt executed, after the wait behind the RMWs queued there, and
-      // the loop retries with it (llq.val = old). The engine decides the
-      // compare at issue; taking the value at issue would leave a retrier's
-      // view older by its whole queue wait than a newcomer's fresh load, so
-      // a retrier on a busy home would lose to every newcomer for as long as
-      // newcomers keep coming.
-      co_await cpu.Sync();
-      observed = llq_.Current();
+      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kCmpxchg);
+      if (Cmpxchg(cpu, is)) break;
+      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kReload);
+      Reload(cpu, is);
     }
-    // owner = !(llq.prod & CMDQ_PROD_OWNED_FLAG)
-    bool owner = open_ == nullptr;
-    if (owner) {
+    Gather(cpu, is);
+    if (is.sync) {
+      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kSharedLock);
+      SharedLock(cpu);
+    }
+    if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kValidMap);
+    SetValidMap(cpu, is);
+    if (is.owner) {
+      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kOwnerWait);
+      if (PrevOwnerPending(cpu)) return IssueLockfreeWait(cpu, is, Resume::kPrevOwnerBlock);
+      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kCloseBatch);
+      if (CloseBatch(cpu, is)) return IssueLockfreeWait(cpu, is, Resume::kValidMapBlock);
+      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kValidMapLoad);
+      valid_map_.Load(cpu, Sym::kCmdqPollValid);
+      cpu.Charge(Sym::kCmdqIssue, sim_->m().mmio_write);  // 5d. writel_relaxed(prod)
+      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kDispatch);
+      Dispatch(cpu, is.b);
+    }
+    if (!is.sync) return {};
+    if (SyncPending(cpu, is)) return IssueLockfreeWait(cpu, is, Resume::kSyncBlock);
+    if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kTryUnlock);
+    if (TryUnlock(cpu)) {
+      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kPublishCons);
+      llq_.Modify(cpu, Sym::kCmdqIssue);
+    }
+    if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kSharedUnlock);
+    SharedUnlock(cpu);
+    return {};
+  }
+
+  // IssueLockfree from `from`: its labels mark where the plain code can stop.
+  // A stop at a Sync() means TrySyncNow() said no, so the CPU parks with
+  // SyncSlow() (the engine is not asked twice); a stop at a Block() blocks.
+  Task<void> IssueLockfreeWait(Cpu& cpu, Issue is, Resume from) {
+    // One line per label, read as a table.
+    // clang-format off
+    switch (from) {
+      case Resume::kPrevOwnerBlock: goto prev_owner_block;
+      case Resume::kValidMapBlock: goto valid_map_block;
+      case Resume::kSyncBlock: goto sync_block;
+      default: break;
+    }
+    co_await cpu.SyncSlow();
+    switch (from) {
+      case Resume::kReserve: goto reserve;
+      case Resume::kCmpxchg: goto cmpxchg;
+      case Resume::kReload: goto reload;
+      case Resume::kSharedLock: goto shared_lock;
+      case Resume::kValidMap: goto valid_map;
+      case Resume::kOwnerWait: goto owner_wait;
+      case Resume::kCloseBatch: goto close_batch;
+      case Resume::kValidMapLoad: goto valid_map_load;
+      case Resume::kDispatch: goto dispatch;
+      case Resume::kTryUnlock: goto try_unlock;
+      case Resume::kPublishCons: goto publish_cons;
+      default: goto shared_unlock;
+    }
+    // clang-format on
+  reserve:
+    Observe(cpu, is);
+    for (;;) {
+      co_await cpu.Sync();
+    cmpxchg:
+      if (Cmpxchg(cpu, is)) break;
+      co_await cpu.Sync();
+    reload:
+      Reload(cpu, is);
+    }
+    Gather(cpu, is);
+    if (is.sync) {
+      co_await cpu.Sync();
+    shared_lock:
+      SharedLock(cpu);
+    }
+    co_await cpu.Sync();
+  valid_map:
+    SetValidMap(cpu, is);
+    if (is.owner) {
+      co_await cpu.Sync();
+    owner_wait:
+      if (PrevOwnerPending(cpu)) {
+      prev_owner_block:
+        co_await cpu.Block(Sym::kCmdqIssue);
+      }
+      co_await cpu.Sync();
+    close_batch:
+      if (CloseBatch(cpu, is)) {
+      valid_map_block:
+        co_await cpu.Block(Sym::kCmdqPollValid);
+      } else {
+        co_await cpu.Sync();
+      valid_map_load:
+        valid_map_.Load(cpu, Sym::kCmdqPollValid);
+      }
+      cpu.Charge(Sym::kCmdqIssue, sim_->m().mmio_write);  // 5d. writel_relaxed(prod)
+      co_await cpu.Sync();
+    dispatch:
+      Dispatch(cpu, is.b);
+    }
+    if (!is.sync) co_return;
+    if (SyncPending(cpu, is)) {
+    sync_block:
+      co_await cpu.Block(Sym::kCmdqIssue);
+    }
+    co_await cpu.Sync();
+  try_unlock:
+    if (TryUnlock(cpu)) {
+      co_await cpu.Sync();
+    publish_cons:
+      llq_.Modify(cpu, Sym::kCmdqIssue);
+    }
+    co_await cpu.Sync();
+  shared_unlock:
+    SharedUnlock(cpu);
+  }
+
+  // READ_ONCE(cmdq->q.llq.val), then the first queue_has_space().
+  [[gnu::always_inline]] void Observe(Cpu& cpu, Issue& is) {
+    is.observed = llq_.Observe(cpu, Sym::kCmdqIssue);
+    cpu.Charge(Sym::kCmdqIssue, 2);  // queue_has_space(), queue_inc_prod_n()
+  }
+  [[gnu::always_inline]] bool Cmpxchg(Cpu& cpu, Issue& is) {
+    ++sim_->counters.cmdq_cmpxchg_attempts;
+    if (llq_.TryCmpxchg(cpu, is.observed, Sym::kCmdqIssue)) return true;
+    ++sim_->counters.cmdq_cmpxchg_failures;
+    return false;
+  }
+  // cmpxchg_relaxed() returns the word as the home held it when the attempt
+  // executed, after the wait behind the RMWs queued there, and the loop
+  // retries with it (llq.val = old). The engine decides the compare at issue;
+  // taking the value at issue would leave a retrier's view older by its whole
+  // queue wait than a newcomer's fresh load, so a retrier on a busy home
+  // would lose to every newcomer for as long as newcomers keep coming.
+  [[gnu::always_inline]] void Reload(Cpu& cpu, Issue& is) {
+    is.observed = llq_.Current();
+    cpu.Charge(Sym::kCmdqIssue, 2);
+  }
+
+  // owner = !(llq.prod & CMDQ_PROD_OWNED_FLAG); 2. arm_smmu_cmdq_write_entries().
+  [[gnu::always_inline]] void Gather(Cpu& cpu, Issue& is) {
+    const Model& m = sim_->m();
+    is.owner = open_ == nullptr;
+    if (is.owner) {
       open_ = NewBatch();
       open_->owner = &cpu;
     }
-    Batch* b = open_;
+    Batch* b = is.b = open_;
     b->members.push_back(cpu.index());
     ++b->unvalidated;
+    Member& me = *is.me;
     me.batch = b;
-    me.hw_ns = slots * m.smmu_cmd + hw_work + (sync ? m.smmu_sync : 0);
+    me.hw_ns = is.slots * m.smmu_cmd + is.hw_work + (is.sync ? m.smmu_sync : 0);
     me.done = false;
     me.waiting = false;
+    // Private queue memory writes.
+    cpu.Charge(Sym::kCmdqIssue, is.slots * m.cmd_write);
+  }
 
-    // 2. arm_smmu_cmdq_write_entries(): private queue memory writes.
-    cpu.Charge(Sym::kCmdqIssue, slots * m.cmd_write);
-    // 3. arm_smmu_cmdq_shared_lock() for a CMD_SYNC.
-    if (sync) {
-      co_await cpu.Sync();
-      shared_lock_.Rmw(cpu, Sym::kCmdqIssue);
-      ++shared_holders_;
-    }
-    // 4. arm_smmu_cmdq_set_valid_map(): atomic xor into the bitmap.
-    co_await cpu.Sync();
+  // 3. arm_smmu_cmdq_shared_lock() for a CMD_SYNC.
+  [[gnu::always_inline]] void SharedLock(Cpu& cpu) {
+    shared_lock_.Rmw(cpu, Sym::kCmdqIssue);
+    ++shared_holders_;
+  }
+
+  // 4. arm_smmu_cmdq_set_valid_map(): atomic xor into the bitmap.
+  [[gnu::always_inline]] void SetValidMap(Cpu& cpu, Issue& is) {
+    Batch* b = is.b;
     valid_map_.Rmw(cpu, Sym::kCmdqPollValid);
     b->valid_max = std::max(b->valid_max, cpu.now());
     if (--b->unvalidated == 0 && b->owner_waiting) {
       b->owner_waiting = false;
-      eng.Wake(*b->owner, cpu.now() + m.poll);
+      cpu.engine().Wake(*b->owner, cpu.now() + sim_->m().poll);
     }
+  }
 
-    if (owner) {
-      // 5a. Wait for the previous owner to publish PROD (cmdq->owner_prod).
-      co_await cpu.Sync();
-      if (last_closed_ && !last_closed_->dispatched) {
-        last_closed_->successor = &cpu;
-        co_await cpu.Block(Sym::kCmdqIssue);
-      } else {
-        cpu.SpinUntil(last_prod_write_ + m.poll, Sym::kCmdqIssue);
-      }
-      // 5b. atomic_fetch_andnot(CMDQ_PROD_OWNED_FLAG): stop gathering.
-      co_await cpu.Sync();
-      llq_.Modify(cpu, Sym::kCmdqIssue);
-      open_ = nullptr;
-      last_closed_ = b;
-      // 5c. arm_smmu_cmdq_poll_valid_map() over the gathered range.
-      if (b->unvalidated > 0) {
-        b->owner_waiting = true;
-        co_await cpu.Block(Sym::kCmdqPollValid);
-      } else {
-        // Every slot is already valid: atomic_long_cond_read_relaxed() is
-        // one read of the bitmap word, no spin. It costs what the line's
-        // state dictates: a fetch from the home node after other CPUs' far
-        // xors, an L1 hit when this CPU alone set the bits.
-        cpu.SpinUntil(b->valid_max, Sym::kCmdqPollValid);
-        co_await cpu.Sync();
-        valid_map_.Load(cpu, Sym::kCmdqPollValid);
-      }
-      // 5d. writel_relaxed(prod, cmdq->q.prod_reg); owner_prod = prod.
-      cpu.Charge(Sym::kCmdqIssue, m.mmio_write);
-      co_await cpu.Sync();
-      Dispatch(cpu, b);
+  // 5a. Wait for the previous owner to publish PROD (cmdq->owner_prod): true
+  // when this CPU must block until it does.
+  [[gnu::always_inline]] bool PrevOwnerPending(Cpu& cpu) {
+    if (last_closed_ && !last_closed_->dispatched) {
+      last_closed_->successor = &cpu;
+      return true;
     }
+    cpu.SpinUntil(last_prod_write_ + sim_->m().poll, Sym::kCmdqIssue);
+    return false;
+  }
 
-    // 6. arm_smmu_cmdq_poll_until_sync(), then shared unlock.
-    if (sync) {
-      if (!me.done) {
-        me.waiting = true;
-        co_await cpu.Block(Sym::kCmdqIssue);
-      } else {
-        cpu.SpinUntil(me.completion + m.poll, Sym::kCmdqIssue);
-      }
-      // arm_smmu_cmdq_shared_tryunlock(): atomic_read(&cmdq->lock) == 1 means
-      // this is the last reader, which then publishes the consumer index it
-      // polled: WRITE_ONCE(cmdq->q.llq.cons, llq.cons). That store changes the
-      // llq word, so every reserver's expected value goes stale and its next
-      // cmpxchg fails, exactly like a competing reservation.
-      co_await cpu.Sync();
-      shared_lock_.Load(cpu, Sym::kCmdqIssue);
-      if (shared_holders_ == 1) {
-        co_await cpu.Sync();
-        llq_.Modify(cpu, Sym::kCmdqIssue);
-      }
-      co_await cpu.Sync();
-      shared_lock_.Rmw(cpu, Sym::kCmdqIssue);  // arm_smmu_cmdq_shared_unlock()
-      --shared_holders_;
+  // 5b. atomic_fetch_andnot(CMDQ_PROD_OWNED_FLAG): stop gathering; 5c. true
+  // when arm_smmu_cmdq_poll_valid_map() must block for a slot still invalid.
+  [[gnu::always_inline]] bool CloseBatch(Cpu& cpu, Issue& is) {
+    Batch* b = is.b;
+    llq_.Modify(cpu, Sym::kCmdqIssue);
+    open_ = nullptr;
+    last_closed_ = b;
+    if (b->unvalidated > 0) {
+      b->owner_waiting = true;
+      return true;
     }
+    // Every slot is already valid: atomic_long_cond_read_relaxed() is one
+    // read of the bitmap word, no spin. It costs what the line's state
+    // dictates: a fetch from the home node after other CPUs' far xors, an
+    // L1 hit when this CPU alone set the bits.
+    cpu.SpinUntil(b->valid_max, Sym::kCmdqPollValid);
+    return false;
+  }
+
+  // 6. arm_smmu_cmdq_poll_until_sync(): true when this CPU must block until
+  // the SMMU consumes its CMD_SYNC.
+  [[gnu::always_inline]] bool SyncPending(Cpu& cpu, Issue& is) {
+    if (!is.me->done) {
+      is.me->waiting = true;
+      return true;
+    }
+    cpu.SpinUntil(is.me->completion + sim_->m().poll, Sym::kCmdqIssue);
+    return false;
+  }
+
+  // arm_smmu_cmdq_shared_tryunlock(): atomic_read(&cmdq->lock) == 1 means
+  // this is the last reader, which then publishes the consumer index it
+  // polled: WRITE_ONCE(cmdq->q.llq.cons, llq.cons). That store changes the
+  // llq word, so every reserver's expected value goes stale and its next
+  // cmpxchg fails, exactly like a competing reservation. True: the last.
+  [[gnu::always_inline]] bool TryUnlock(Cpu& cpu) {
+    shared_lock_.Load(cpu, Sym::kCmdqIssue);
+    return shared_holders_ == 1;
+  }
+
+  // arm_smmu_cmdq_shared_unlock().
+  [[gnu::always_inline]] void SharedUnlock(Cpu& cpu) {
+    shared_lock_.Rmw(cpu, Sym::kCmdqIssue);
+    --shared_holders_;
   }
 
   // The SMMU consumes the gathered batch in slot order.
