@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/fake_root_for_test.h"
+#include "lib/base/fake_root_for_test.h"
 
 namespace farm::agent {
 namespace {
+
+using base::FakeRoot;
 
 namespace pb = ::iommufarm::v1;
 namespace fs = std::filesystem;

@@ -4,11 +4,13 @@
 
 #include <string>
 
-#include "agent/fake_root_for_test.h"
+#include "lib/base/fake_root_for_test.h"
 #include "lib/base/sha256.h"
 
 namespace farm::agent {
 namespace {
+
+using base::FakeRoot;
 
 namespace pb = ::iommufarm::v1;
 

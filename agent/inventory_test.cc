@@ -7,10 +7,12 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "agent/fake_root_for_test.h"
+#include "lib/base/fake_root_for_test.h"
 
 namespace farm::agent {
 namespace {
+
+using base::FakeRoot;
 
 namespace pb = ::iommufarm::v1;
 

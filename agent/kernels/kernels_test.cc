@@ -31,6 +31,7 @@
 #include "agent/kernels/qemu_args.h"
 #include "agent/kernels/vm_provider.h"
 #include "agent/monitors/monitors.h"
+#include "lib/base/fake_root_for_test.h"
 #include "lib/process/process.h"
 
 namespace farm::kernels {
@@ -678,30 +679,7 @@ TEST(GuestInitTest, MonitorSnapshotIsWhatTheParserReads) {
   EXPECT_TRUE(!s->iommu_note.empty() || !s->iommu_files.empty());
 }
 
-// A temporary directory standing for "/" (or a tracefs), removed at scope
-// end.
-class InitTree {
- public:
-  InitTree()
-      : root_(std::filesystem::path(::testing::TempDir()) /
-              absl::StrCat("init-tree-", ::getpid(), "-", counter_++)) {
-    std::filesystem::remove_all(root_);
-    std::filesystem::create_directories(root_);
-  }
-  ~InitTree() { std::filesystem::remove_all(root_); }
-  InitTree(const InitTree&) = delete;
-  InitTree& operator=(const InitTree&) = delete;
-  void Write(const std::string& rel, const std::string& text) {
-    std::filesystem::create_directories((root_ / rel).parent_path());
-    std::ofstream(root_ / rel) << text;
-  }
-  void Dir(const std::string& rel) { std::filesystem::create_directories(root_ / rel); }
-  std::string path() const { return root_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  std::filesystem::path root_;
-};
+using InitTree = base::FakeRoot;
 
 // The init's counters_start / counters_stop / latency_off, run by this
 // machine's sh on a fixture tracefs and dmar_perf_latency file: what they

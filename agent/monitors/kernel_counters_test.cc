@@ -13,6 +13,7 @@
 #include "agent/monitors/monitors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lib/base/fake_root_for_test.h"
 #include "lib/base/file.h"
 
 namespace farm::monitors {
@@ -22,30 +23,7 @@ namespace pb = ::iommufarm::v1;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// A temporary directory standing for "/" (or a tracefs), removed at scope
-// end.
-class FakeRoot {
- public:
-  FakeRoot()
-      : root_(std::filesystem::path(::testing::TempDir()) /
-              absl::StrCat("counters-root-", ::getpid(), "-", counter_++)) {
-    std::filesystem::remove_all(root_);
-    std::filesystem::create_directories(root_);
-  }
-  ~FakeRoot() { std::filesystem::remove_all(root_); }
-  FakeRoot(const FakeRoot&) = delete;
-  FakeRoot& operator=(const FakeRoot&) = delete;
-  void Write(const std::string& rel, const std::string& text) {
-    std::filesystem::create_directories((root_ / rel).parent_path());
-    std::ofstream(root_ / rel) << text;
-  }
-  void Dir(const std::string& rel) { std::filesystem::create_directories(root_ / rel); }
-  std::string path() const { return root_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  std::filesystem::path root_;
-};
+using base::FakeRoot;
 
 // kernel/trace/trace.c tracing_stats_read for one CPU whose buffer wrapped
 // (overrun) and one that did not.

@@ -1,10 +1,11 @@
-// FakeRoot: a temporary directory standing for "/" in tests of code that
-// reads /proc and /sys under a root (host facts, inventory). Removed when it
-// goes out of scope.
+// FakeRoot: a temporary directory standing for "/" (or a tracefs, a sysfs
+// subtree) in tests of code that reads /proc and /sys under a root (host
+// facts, inventory, the monitors' kernel counters, the guest init's shell).
+// Header-only, tests only. Removed when it goes out of scope.
 //
 // Thread-safety: one test thread. Owns its directory.
-#ifndef AGENT_FAKE_ROOT_FOR_TEST_H_
-#define AGENT_FAKE_ROOT_FOR_TEST_H_
+#ifndef LIB_BASE_FAKE_ROOT_FOR_TEST_H_
+#define LIB_BASE_FAKE_ROOT_FOR_TEST_H_
 
 #include <unistd.h>
 
@@ -12,7 +13,7 @@
 #include <fstream>
 #include <string>
 
-namespace farm::agent {
+namespace farm::base {
 
 class FakeRoot {
  public:
@@ -46,6 +47,6 @@ class FakeRoot {
   std::filesystem::path root_;
 };
 
-}  // namespace farm::agent
+}  // namespace farm::base
 
-#endif  // AGENT_FAKE_ROOT_FOR_TEST_H_
+#endif  // LIB_BASE_FAKE_ROOT_FOR_TEST_H_
