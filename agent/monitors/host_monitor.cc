@@ -30,16 +30,11 @@ namespace pb = ::iommufarm::v1;
 constexpr const char* kIommuCounterFiles[] = {"intel/dmar_perf_latency",
                                               "intel/invalidation_queue"};
 
-bool IsEmptyDir(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_directory(p, ec) && fs::directory_iterator(p, ec) == fs::directory_iterator();
-}
-
 // debugfs is usually mounted; an agent as root mounts it where it is not.
 std::string MountDebugfs(const fs::path& debug) {
   std::error_code ec;
   if (!fs::is_directory(debug, ec)) return "none exposed (no sys/kernel/debug)";
-  if (!IsEmptyDir(debug)) return "";
+  if (!base::IsEmptyDirectory(debug.string())) return "";
   if (::mount("debugfs", debug.c_str(), "debugfs", 0, nullptr) != 0) {
     return absl::StrCat("none exposed (debugfs not mounted and mounting it failed: ",
                         std::system_category().message(errno), ")");

@@ -58,11 +58,6 @@ bool IsTracefs(const fs::path& dir) {
   return fs::is_directory(dir / "instances", ec);
 }
 
-bool IsEmptyDir(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_directory(p, ec) && fs::directory_iterator(p, ec) == fs::directory_iterator();
-}
-
 std::string TraceNote(const std::string& why) { return absl::StrCat("trace: ", why); }
 
 // The stats of every CPU of an instance, concatenated (ParseTraceStats).
@@ -86,8 +81,8 @@ std::string FindTracefs(const std::string& root, std::string* why) {
   const fs::path old = fs::path(root) / "sys/kernel/debug/tracing";
   if (IsTracefs(own)) return own.string();
   if (IsTracefs(old)) return old.string();
-  if (IsEmptyDir(own) && ::mount("nodev", own.c_str(), "tracefs", 0, nullptr) == 0 &&
-      IsTracefs(own)) {
+  if (base::IsEmptyDirectory(own.string()) &&
+      ::mount("nodev", own.c_str(), "tracefs", 0, nullptr) == 0 && IsTracefs(own)) {
     return own.string();
   }
   std::error_code ec;

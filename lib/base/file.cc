@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -24,6 +25,12 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 std::string ReadFileOrEmpty(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path);
   return text.ok() ? *std::move(text) : std::string();
+}
+
+bool IsEmptyDirectory(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) &&
+         std::filesystem::directory_iterator(path, ec) == std::filesystem::directory_iterator();
 }
 
 absl::Status WriteFile(const std::string& path, absl::string_view contents) {

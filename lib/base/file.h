@@ -30,6 +30,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path);
 // running kernel lacks).
 std::string ReadFileOrEmpty(const std::string& path);
 
+// True when `path` is a directory with nothing in it: a mount point nothing
+// is mounted on yet (debugfs, tracefs). False when it is missing, not a
+// directory, unreadable or not empty.
+bool IsEmptyDirectory(const std::string& path);
+
 // Creates or truncates `path` and writes `contents`. Internal "cannot write
 // PATH" when it cannot be opened or written.
 absl::Status WriteFile(const std::string& path, absl::string_view contents);
