@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "lib/storage/contract/test_rows.h"
 #include "lib/storage/pg/migrations.h"
 #include "lib/storage/pg/pg_listener.h"
@@ -113,6 +115,21 @@ class StoragePgTest : public ::testing::Test {
   template <typename T>
   T Scalar(const std::string& sql) {
     return Scalar<T>(*pool_, sql);
+  }
+
+  // Brings an empty database to schema `version` as a farm of that age left
+  // it (its migrations, each recorded), in `w`: the start of every upgrade test.
+  static void MigrateOnlyTo(pqxx::work& w, int version) {
+    w.exec(
+        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+    for (const Migration& m : AllMigrations()) {
+      if (m.version > version) break;
+      w.exec(m.sql);
+      if (m.after != nullptr) m.after(w);
+      w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version,
+                    m.name);
+    }
   }
 
   // Backdates every current lease so it is expired now (no sleeping).
@@ -323,15 +340,7 @@ TEST_F(StoragePgTest, MetricRankMigrationAppliesOnAnExistingDatabase) {
   ASSERT_TRUE(old_pool
                   .Run([](pqxx::connection& c) {
                     pqxx::work w(c);
-                    w.exec(
-                        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
-                        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
-                    for (int i = 0; i < 2; ++i) {
-                      const Migration& m = AllMigrations()[i];
-                      w.exec(m.sql);
-                      w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                                    m.version, m.name);
-                    }
+                    MigrateOnlyTo(w, 2);
                     w.exec(
                         "INSERT INTO regressions (id, metric, note) VALUES "
                         "(1, 'throughput_kb_s', 'primary metric of iozone-nfsrdma'), "
@@ -380,15 +389,7 @@ TEST_F(StoragePgTest, TheOneLiveBuildMigrationSettlesEarlierDuplicates) {
   ASSERT_TRUE(old_pool
                   .Run([](pqxx::connection& c) {
                     pqxx::work w(c);
-                    w.exec(
-                        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
-                        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
-                    for (int i = 0; i < 13; ++i) {
-                      const Migration& m = AllMigrations()[i];
-                      w.exec(m.sql);
-                      w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                                    m.version, m.name);
-                    }
+                    MigrateOnlyTo(w, 13);
                     // The columns today's CreateMatrix writes (version 17,
                     // which adds them only where missing).
                     for (const Migration& m : AllMigrations()) {
@@ -815,15 +816,7 @@ TEST_F(StoragePgTest, RawOutputMigrationMovesLongOutputsOutOfRow) {
   ASSERT_TRUE(old_pool
                   .Run([&](pqxx::connection& c) {
                     pqxx::work w(c);
-                    w.exec(
-                        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
-                        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
-                    for (int i = 0; i < 25; ++i) {
-                      const Migration& m = AllMigrations()[i];
-                      w.exec(m.sql);
-                      w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                                    m.version, m.name);
-                    }
+                    MigrateOnlyTo(w, 25);
                     w.exec("INSERT INTO matrices (id, name, spec_yaml) VALUES (1, 'm', '')");
                     w.exec(
                         "INSERT INTO jobs (id, matrix_id, commit_id, platform, workload, mode, "
@@ -930,16 +923,7 @@ TEST_F(StoragePgTest, ResultHostsMigrationStoresEachHostOnce) {
   ASSERT_TRUE(old_pool
                   .Run([&](pqxx::connection& c) {
                     pqxx::work w(c);
-                    w.exec(
-                        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
-                        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
-                    for (int i = 0; i < 27; ++i) {
-                      const Migration& m = AllMigrations()[i];
-                      w.exec(m.sql);
-                      if (m.after != nullptr) m.after(w);
-                      w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                                    m.version, m.name);
-                    }
+                    MigrateOnlyTo(w, 27);
                     w.exec("INSERT INTO matrices (id, name, spec_yaml) VALUES (1, 'm', '')");
                     w.exec(
                         "INSERT INTO jobs (id, matrix_id, commit_id, platform, workload, mode, "
@@ -976,6 +960,102 @@ TEST_F(StoragePgTest, ResultHostsMigrationStoresEachHostOnce) {
   EXPECT_EQ((*page)[1].host().kernel_release(), "6.1");
   EXPECT_EQ((*page)[2].host().kernel_release(), "6.6");
   EXPECT_EQ((*page)[3].host().kernel_release(), "");
+}
+
+// The pid of the one backend of `pool`'s database, other than the caller's,
+// that waits on `wait_event` ("relation": a table lock; "advisory": the
+// migration lock), or 0 when none does within 30 s.
+int WaitingBackend(PgPool& pool, const std::string& wait_event) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    int pid = 0;
+    absl::Status st = pool.Run([&](pqxx::connection& c) {
+      pqxx::nontransaction n(c);
+      pqxx::result r = n.exec_params(
+          "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+          "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND wait_event = $1",
+          wait_event);
+      if (r.size() == 1) pid = r[0][0].as<int>();
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(st.ok()) << st;
+    if (pid != 0) return pid;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return 0;
+}
+
+// A scheduler killed in the middle of a migration (its backend terminated,
+// as a crash or an OOM kill ends it) leaves the database at the version
+// before, with none of the half-applied migration visible; a second
+// scheduler that was waiting for the migration lock takes it over and
+// finishes, and no row is lost.
+TEST_F(StoragePgTest, AMigratorKilledMidwayLeavesThePreviousVersionAndTheNextFinishes) {
+  auto uri = pg_->CreateDatabase("killed_upgrade");
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  PgPool first(PgPoolOptions{*uri, 1, 3});
+  PgPool second(PgPoolOptions{*uri, 1, 3});
+  PgPool watcher(PgPoolOptions{*uri, 2, 3});
+  ASSERT_EQ(AllMigrations()[27].version, 28);
+  ASSERT_TRUE(watcher
+                  .Run([&](pqxx::connection& c) {
+                    pqxx::work w(c);
+                    MigrateOnlyTo(w, 27);
+                    w.exec("INSERT INTO matrices (id, name, spec_yaml) VALUES (1, 'm', '')");
+                    w.exec(
+                        "INSERT INTO jobs (id, matrix_id, commit_id, platform, workload, mode, "
+                        "executor, state) SELECT g, 1, 'c', 'p', 'w', 1, 1, 3 "
+                        "FROM generate_series(1, 2) g");
+                    w.exec(
+                        "INSERT INTO results (job_id, attempt, matrix_id, host) VALUES "
+                        "(1, 1, 1, '{\"kernel_release\": \"6.1\"}'), "
+                        "(2, 1, 1, '{\"kernel_release\": \"6.6\"}')");
+                    w.commit();
+                    return absl::OkStatus();
+                  })
+                  .ok());
+
+  // Migration 28 reads `results`; a table lock held here stops it there,
+  // after it has created result_hosts in its own transaction.
+  pqxx::connection blocker(*uri);
+  pqxx::work hold(blocker);
+  hold.exec("LOCK TABLE results IN ACCESS EXCLUSIVE MODE");
+
+  absl::StatusOr<int> first_outcome = 0;
+  std::thread first_run([&] { first_outcome = ApplyMigrations(first); });
+  const int first_pid = WaitingBackend(watcher, "relation");
+  ASSERT_NE(first_pid, 0) << "the first migrator never reached migration 28";
+  absl::StatusOr<int> second_outcome = 0;
+  std::thread second_run([&] { second_outcome = ApplyMigrations(second); });
+  EXPECT_NE(WaitingBackend(watcher, "advisory"), 0) << "the second migrator did not wait";
+
+  EXPECT_TRUE(Scalar<bool>(watcher, absl::StrCat("SELECT pg_terminate_backend(", first_pid, ")")));
+  first_run.join();
+  EXPECT_FALSE(first_outcome.ok());
+  EXPECT_EQ(Scalar<int>(watcher, "SELECT max(version) FROM schema_migrations"), 27);
+  EXPECT_TRUE(Scalar<bool>(watcher, "SELECT to_regclass('result_hosts') IS NULL"));
+  EXPECT_EQ(Scalar<int64_t>(watcher,
+                            "SELECT count(*) FROM information_schema.columns "
+                            "WHERE table_name = 'results' AND column_name = 'host'"),
+            1);
+
+  // The second migrator now holds the migration lock and waits on the table.
+  const int second_pid = WaitingBackend(watcher, "relation");
+  EXPECT_NE(second_pid, 0);
+  EXPECT_NE(second_pid, first_pid);
+  hold.abort();
+  second_run.join();
+  ASSERT_TRUE(second_outcome.ok()) << second_outcome.status();
+  EXPECT_EQ(*second_outcome, AllMigrations().back().version);
+  EXPECT_EQ(Scalar<int64_t>(watcher, "SELECT count(*) FROM schema_migrations WHERE version = 28"),
+            1);
+  EXPECT_EQ(Scalar<int64_t>(watcher, "SELECT count(*) FROM result_hosts"), 3);
+  PgStore store(&watcher);
+  auto page = store.ListResults(1, 0, 100, false, 0);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].host().kernel_release(), "6.1");
+  EXPECT_EQ((*page)[1].host().kernel_release(), "6.6");
 }
 
 }  // namespace
