@@ -132,6 +132,15 @@ class StoragePgTest : public ::testing::Test {
     }
   }
 
+  // Matrix 1 with `n` finished jobs, ids 1 to n, for an upgrade test's rows.
+  static void InsertFinishedJobs(pqxx::work& w, int n) {
+    w.exec("INSERT INTO matrices (id, name, spec_yaml) VALUES (1, 'm', '')");
+    w.exec_params(
+        "INSERT INTO jobs (id, matrix_id, commit_id, platform, workload, mode, executor, state) "
+        "SELECT g, 1, 'c', 'p', 'w', 1, 1, 3 FROM generate_series(1, $1) g",
+        n);
+  }
+
   // Backdates every current lease so it is expired now (no sleeping).
   void ExpireAllLeases() {
     ASSERT_TRUE(pool_
@@ -817,11 +826,7 @@ TEST_F(StoragePgTest, RawOutputMigrationMovesLongOutputsOutOfRow) {
                   .Run([&](pqxx::connection& c) {
                     pqxx::work w(c);
                     MigrateOnlyTo(w, 25);
-                    w.exec("INSERT INTO matrices (id, name, spec_yaml) VALUES (1, 'm', '')");
-                    w.exec(
-                        "INSERT INTO jobs (id, matrix_id, commit_id, platform, workload, mode, "
-                        "executor, state) SELECT g, 1, 'c', 'p', 'w', 1, 1, 3 "
-                        "FROM generate_series(1, 3) g");
+                    InsertFinishedJobs(w, 3);
                     w.exec_params(
                         "INSERT INTO results (job_id, attempt, matrix_id, raw_output) "
                         "VALUES (1, 1, 1, $1), (2, 1, 1, $1), (3, 1, 1, $2)",
@@ -924,11 +929,7 @@ TEST_F(StoragePgTest, ResultHostsMigrationStoresEachHostOnce) {
                   .Run([&](pqxx::connection& c) {
                     pqxx::work w(c);
                     MigrateOnlyTo(w, 27);
-                    w.exec("INSERT INTO matrices (id, name, spec_yaml) VALUES (1, 'm', '')");
-                    w.exec(
-                        "INSERT INTO jobs (id, matrix_id, commit_id, platform, workload, mode, "
-                        "executor, state) SELECT g, 1, 'c', 'p', 'w', 1, 1, 3 "
-                        "FROM generate_series(1, 4) g");
+                    InsertFinishedJobs(w, 4);
                     w.exec(
                         "INSERT INTO results (job_id, attempt, matrix_id, host) VALUES "
                         "(1, 1, 1, '{\"kernel_release\": \"6.1\", \"cpus\": 8}'), "
@@ -1001,11 +1002,7 @@ TEST_F(StoragePgTest, AMigratorKilledMidwayLeavesThePreviousVersionAndTheNextFin
                   .Run([&](pqxx::connection& c) {
                     pqxx::work w(c);
                     MigrateOnlyTo(w, 27);
-                    w.exec("INSERT INTO matrices (id, name, spec_yaml) VALUES (1, 'm', '')");
-                    w.exec(
-                        "INSERT INTO jobs (id, matrix_id, commit_id, platform, workload, mode, "
-                        "executor, state) SELECT g, 1, 'c', 'p', 'w', 1, 1, 3 "
-                        "FROM generate_series(1, 2) g");
+                    InsertFinishedJobs(w, 2);
                     w.exec(
                         "INSERT INTO results (job_id, attempt, matrix_id, host) VALUES "
                         "(1, 1, 1, '{\"kernel_release\": \"6.1\"}'), "
