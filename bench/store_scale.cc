@@ -1028,8 +1028,9 @@ std::vector<std::pair<std::string, std::string>> DashboardQueries(const Year& y)
   };
   walk(d["panels"]);
   for (const nlohmann::json& v : d["templating"]["list"]) {
-    if (v.value("type", "") == "query" && v["query"].is_string() &&
-        v["query"].get<std::string>().starts_with("SELECT")) {
+    const nlohmann::json ds = v.value("datasource", nlohmann::json::object());
+    if (v.value("type", "") == "query" && v["query"].is_string() && ds.is_object() &&
+        ds.value("type", "") == "grafana-postgresql-datasource") {
       out.emplace_back("variable $" + v["name"].get<std::string>(), v["query"]);
     }
   }
