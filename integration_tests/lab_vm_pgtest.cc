@@ -209,12 +209,26 @@ class LabVmPgTest : public testing::FarmTest {
     return submitted->matrix().id();
   }
 
-  // Polls the matrix until it is done, the guest dies or `limit` passes.
+  // The console line that says the guest lost its root disk, or "": its
+  // agent can then neither finish a job nor reboot, and waiting for the
+  // matrix's limit would only hide the cause (a kexec'd kernel whose NVMe
+  // completions never arrive under TCG ends this way).
+  std::string GuestDiskFailure() const {
+    for (absl::string_view line : absl::StrSplit(Console(), '\n')) {
+      if (absl::StrContains(line, "Aborting journal on device")) return std::string(line);
+    }
+    return "";
+  }
+
+  // Polls the matrix until it is done, the guest dies or loses its disk, or
+  // `limit` passes.
   pb::Matrix WaitForMatrix(int64_t id, absl::Duration limit) {
     auto stub = Stub<pb::JobService>(client_);
     const absl::Time deadline = absl::Now() + limit;
     pb::Matrix m;
-    while (absl::Now() < deadline && qemu_->Alive()) {
+    std::string disk_failure;
+    while (absl::Now() < deadline && qemu_->Alive() &&
+           (disk_failure = GuestDiskFailure()).empty()) {
       pb::GetMatrixRequest req;
       req.set_matrix_id(id);
       auto ctx = client::NewContext(client_, absl::Seconds(30));
@@ -226,8 +240,11 @@ class LabVmPgTest : public testing::FarmTest {
       std::this_thread::sleep_for(std::chrono::seconds(2));
     }
     ADD_FAILURE() << "matrix " << id << " not done in " << limit
-                  << (qemu_->Alive() ? "" : " (QEMU exited)") << ": "
-                  << m.counts().ShortDebugString() << "\nconsole:\n"
+                  << (qemu_->Alive() ? "" : " (QEMU exited)")
+                  << (disk_failure.empty()
+                          ? ""
+                          : " (the guest lost its root disk: " + disk_failure + ")")
+                  << ": " << m.counts().ShortDebugString() << "\nconsole:\n"
                   << Console();
     return m;
   }
