@@ -7,10 +7,14 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <utility>
+#include <vector>
 
+#include <spdlog/spdlog.h>
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "agent/kernels/iommu_environment.h"
 #include "agent/sysfs_tree.h"
 #include "lib/base/file.h"
@@ -70,9 +74,64 @@ std::string SmmuLine(const std::string& log, const std::string& device) {
   return found;
 }
 
-void ReadUnits(const std::string& root, Facts* raw, Facts* unavailable) {
-  std::optional<std::string> log;
-  bool log_read = false;
+// The kernel-log facts recorded for one boot (KernelLogRecord in the
+// header): "boot_id <id>", then "<raw key>=<line>" per SMMUv3 unit.
+Facts ReadRecord(const std::string& path, const std::string& boot_id) {
+  Facts lines;
+  const std::string text = base::ReadFileOrEmpty(path);
+  std::vector<absl::string_view> rows = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  if (rows.empty() || rows[0] != absl::StrCat("boot_id ", boot_id)) return lines;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(rows[i], absl::MaxSplits('=', 1));
+    if (!kv.second.empty()) lines[kv.first] = kv.second;
+  }
+  return lines;
+}
+
+void WriteRecord(const std::string& path, const std::string& boot_id, const Facts& lines) {
+  std::string text = absl::StrCat("boot_id ", boot_id, "\n");
+  for (const auto& [key, line] : lines) absl::StrAppend(&text, key, "=", line, "\n");
+  if (absl::Status st = base::WriteFileAtomically(path, text, 0644); !st.ok()) {
+    spdlog::warn(
+        "IOMMU environment: {} (an agent restarted after the kernel log wraps will "
+        "miss the SMMUv3 features)",
+        std::string(st.message()));
+  }
+}
+
+// The SMMUv3 units' boot lines: from the kernel log, else from the record of
+// this boot. The lines are what the driver printed at probe, so they are
+// fixed for the boot; the record keeps them for an agent restarted after the
+// log wrapped, and the digest with them (a value that vanished with the log
+// would split one host's series in two with nothing changed). A record of
+// another boot is never used: the next kernel may be another build, whose
+// driver reports other features.
+void ReadSmmuLines(const std::string& root, const std::string& record,
+                   const std::map<std::string, std::string>& devices, Facts* raw,
+                   Facts* unavailable) {
+  const std::optional<std::string> log = KernelLog(root);
+  const std::string boot_id = ReadTrimmed(Under(root, "/proc/sys/kernel/random/boot_id"));
+  const bool keep = !record.empty() && !boot_id.empty();
+  const Facts recorded = keep ? ReadRecord(record, boot_id) : Facts();
+  Facts lines = recorded;
+  for (const auto& [unit, device] : devices) {
+    const std::string key = absl::StrCat("unit/", unit, kernels::kSmmuLogSuffix);
+    if (std::string line = log ? SmmuLine(*log, device) : ""; !line.empty()) lines[key] = line;
+    if (auto it = lines.find(key); it != lines.end()) {
+      (*raw)[key] = it->second;
+      continue;
+    }
+    (*unavailable)[absl::StrCat("unit/", unit, "/features")] =
+        log ? absl::StrCat("no arm-smmu-v3 boot line for ", device,
+                           " in the kernel log (it has wrapped since boot)",
+                           keep ? " nor in the agent's record of this boot" : "")
+            : "the kernel log is unreadable (/dev/kmsg: not root, or dmesg_restrict)";
+  }
+  if (keep && lines != recorded) WriteRecord(record, boot_id, lines);
+}
+
+void ReadUnits(const std::string& root, const std::string& record, Facts* raw, Facts* unavailable) {
+  std::map<std::string, std::string> smmus;  // unit -> its platform device
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(Under(root, "/sys/class/iommu"), ec)) {
     const std::string unit = e.path().filename().string();
@@ -87,21 +146,10 @@ void ReadUnits(const std::string& root, Facts* raw, Facts* unavailable) {
     }
     if (LinkName(e.path() / "device" / "driver") != "arm-smmu-v3") continue;
     (*unavailable)[prefix + "iidr"] = "the kernel exports no SMMUv3 register (not even its IIDR)";
-    if (!log_read) {  // once, and only on a host with an SMMUv3
-      log = KernelLog(root);
-      log_read = true;
-    }
-    const std::string device = LinkName(e.path() / "device");
-    const std::string line = log ? SmmuLine(*log, device) : "";
-    if (!line.empty()) {
-      (*raw)[absl::StrCat("unit/", unit, kernels::kSmmuLogSuffix)] = line;
-    } else {
-      (*unavailable)[prefix + "features"] =
-          log ? absl::StrCat("no arm-smmu-v3 boot line for ", device,
-                             " in the kernel log (it has wrapped since boot)")
-              : "the kernel log is unreadable (/dev/kmsg: not root, or dmesg_restrict)";
-    }
+    smmus[unit] = LinkName(e.path() / "device");
   }
+  // The log is read only on a host with an SMMUv3.
+  if (!smmus.empty()) ReadSmmuLines(root, record, smmus, raw, unavailable);
 }
 
 void ReadFirmware(const std::string& root, Facts* raw, Facts* unavailable) {
@@ -148,9 +196,10 @@ void ReadDevices(const std::string& root, Facts* raw, Facts* unavailable) {
 
 }  // namespace
 
-pb::IommuEnvironment DetectIommuEnvironment(const std::string& root) {
+pb::IommuEnvironment DetectIommuEnvironment(const std::string& root,
+                                            const std::string& kernel_log_record) {
   Facts raw, unavailable;
-  ReadUnits(root, &raw, &unavailable);
+  ReadUnits(root, kernel_log_record, &raw, &unavailable);
   ReadFirmware(root, &raw, &unavailable);
   ReadDevices(root, &raw, &unavailable);
   return kernels::FinishIommuEnvironment(std::move(raw), std::move(unavailable));

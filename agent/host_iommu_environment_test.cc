@@ -88,6 +88,58 @@ TEST(HostIommuEnvironmentTest, SmmuFeaturesComeFromTheKernelLog) {
   EXPECT_FALSE(env.facts().contains("unit/smmu3.0x0000000009060000/features"));
 }
 
+// An SMMUv3 host of boot `boot_id` whose kernel log still holds the unit's
+// boot line, or (`wrapped`) no longer does.
+void WriteSmmuHost(FakeRoot& root, const std::string& boot_id, bool wrapped) {
+  root.Link("sys/class/iommu/smmu3.0x0000000009050000/device",
+            "../../../devices/platform/arm-smmu-v3.0.auto");
+  root.Link("sys/devices/platform/arm-smmu-v3.0.auto/driver",
+            "../../../bus/platform/drivers/arm-smmu-v3");
+  root.Write("proc/sys/kernel/random/boot_id", boot_id + "\n");
+  root.Write("dev/kmsg", wrapped ? "6,90312,9401234,-;nvme nvme0: 8/0/0 default/read/poll queues\n"
+                                 : "6,313,401240,-;arm-smmu-v3 arm-smmu-v3.0.auto: ias 48-bit, "
+                                   "oas 48-bit (features 0x00001fef)\n");
+}
+
+TEST(HostIommuEnvironmentTest, TheRecordOfTheBootKeepsWhatTheWrappedLogLost) {
+  FakeRoot root, state;
+  const std::string record = state.path() + "/iommu-environment.kmsg";
+  WriteSmmuHost(root, "5e1f0c1e-aaaa", false);
+  const pb::IommuEnvironment start = DetectIommuEnvironment(root.path(), record);
+  ASSERT_EQ(start.facts().at("unit/smmu3.0x0000000009050000/features"), "0x00001fef");
+
+  // The agent restarts in the same boot after the log wrapped: same facts,
+  // same digest, from the record.
+  FakeRoot later;
+  WriteSmmuHost(later, "5e1f0c1e-aaaa", true);
+  const pb::IommuEnvironment restarted = DetectIommuEnvironment(later.path(), record);
+  EXPECT_EQ(restarted.digest(), start.digest());
+  EXPECT_FALSE(restarted.unavailable().contains("unit/smmu3.0x0000000009050000/features"));
+  // Without the record the same log loses the features, and the digest.
+  const pb::IommuEnvironment unkept = DetectIommuEnvironment(later.path());
+  EXPECT_NE(unkept.digest(), start.digest());
+  EXPECT_TRUE(unkept.unavailable().contains("unit/smmu3.0x0000000009050000/features"));
+
+  // Another boot (maybe another kernel build) never takes this boot's record.
+  FakeRoot next_boot;
+  WriteSmmuHost(next_boot, "77d0b007-bbbb", true);
+  const pb::IommuEnvironment other = DetectIommuEnvironment(next_boot.path(), record);
+  EXPECT_FALSE(other.facts().contains("unit/smmu3.0x0000000009050000/features"));
+  EXPECT_NE(other.unavailable()
+                .at("unit/smmu3.0x0000000009050000/features")
+                .find("nor in the agent's record of this boot"),
+            std::string::npos);
+}
+
+TEST(HostIommuEnvironmentTest, AnUnwritableRecordOnlyCostsTheRecord) {
+  FakeRoot root;
+  WriteSmmuHost(root, "5e1f0c1e-aaaa", false);
+  const pb::IommuEnvironment env =
+      DetectIommuEnvironment(root.path(), root.path() + "/no/such/dir/record");
+  EXPECT_EQ(env.facts().at("unit/smmu3.0x0000000009050000/features"), "0x00001fef");
+  EXPECT_EQ(env.digest(), DetectIommuEnvironment(root.path()).digest());
+}
+
 TEST(HostIommuEnvironmentTest, NamesWhatItCouldNotRead) {
   FakeRoot root;
   root.Link("sys/class/iommu/smmu3.0x0000000009050000/device",

@@ -92,6 +92,7 @@ struct Flags {
   farm::client::SecurityFlags security;
   farm::agent::ExecutorConfig executor_config;
   std::string kexec_state_dir;
+  std::string state_dir;
   std::string set_governor;
   std::string set_turbo, set_smt;  // "", "on", "off"
   std::string kexec_default_release;
@@ -149,6 +150,11 @@ void AddLabOptions(CLI::App& app, Flags* f) {
                "1 MiB there); "
                "by default an agent whose health job fails registers as failed and takes no "
                "work until a retry passes");
+  app.add_option("--state-dir", f->state_dir,
+                 "where the agent keeps what it reads once per boot: the SMMUv3 boot lines of "
+                 "the kernel log (DIR/iommu-environment.kmsg), so that an agent restarted after "
+                 "the log wrapped keeps its IOMMU environment and its results' series; created "
+                 "if missing (default: --kexec-state-dir, else none)");
   farm::service::AddDurationOption(app, "--health-retry", &f->options.health_retry, "10m",
                                    "how often a failed health job is run again",
                                    farm::service::DurationRange::kPositive);
@@ -307,6 +313,15 @@ absl::Status SetHygiene(const Flags& f) {
   return absl::OkStatus();
 }
 
+// The file of the kernel-log facts of this boot (--state-dir); "" for none.
+std::string KernelLogRecord(const Flags& f) {
+  const std::string& dir = f.state_dir.empty() ? f.kexec_state_dir : f.state_dir;
+  if (dir.empty()) return "";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // a failed write warns
+  return (std::filesystem::path(dir) / "iommu-environment.kmsg").string();
+}
+
 // The host facts every registration and result carries: what the host runs,
 // its hygiene, its labels (ResolveFlags), its inventory and IOMMU environment.
 void DescribeHost(Flags& f) {
@@ -325,7 +340,7 @@ void DescribeHost(Flags& f) {
     }
   }
   *host.mutable_inventory() = farm::agent::DetectInventory(scope, "/");
-  *host.mutable_iommu_environment() = farm::agent::DetectIommuEnvironment("/");
+  *host.mutable_iommu_environment() = farm::agent::DetectIommuEnvironment("/", KernelLogRecord(f));
   f.options.read_hygiene = [] { return farm::agent::DetectHygiene("/"); };
   f.options.read_iommu_environment = [at_start = host.iommu_environment()] {
     return farm::agent::RefreshIommuEnvironment(at_start, "/");

@@ -9,11 +9,17 @@
 //   build/bin/vm_bench [--arch aarch64|x86_64] [--kernels DIR] [--release R]
 //                      [--initramfs FILE] [--repeats 5] [--runtime 2]
 //                      [--model q35+amd-iommu] [--mode lazy]...
+//                      [--kernel-counters off|on|both] [--accel tcg-icount]
 //
 // --model picks the machine model (default: the arch's, q35+intel-iommu or
 // virt+smmuv3); --mode (repeatable) the modes to boot, offered or not (to
 // measure what a model really runs): a mode that ends in a mode mismatch is
-// reported as such and left out of the table.
+// reported as such and left out of the table. --kernel-counters runs the
+// guests with the init's IOMMU counters around fio (farm-agent
+// --kernel-counters: iommu:map/unmap tracepoints in tracefs instances with a
+// hist trigger, VT-d dmar_perf_latency where the kernel has it); `both` runs
+// every mode without and with them, in turn (the order swapped each repeat),
+// and reports the IOPS ratio with/without per mode: the counters' overhead.
 //
 // The IOPS are the guest's under TCG: they measure the emulated machine
 // (QEMU's SMMUv3 or VT-d model and its NVMe), not a real IOMMU, and say
@@ -28,12 +34,14 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "agent/kernels/accel_probe.h"
@@ -61,8 +69,12 @@ double Median(std::vector<double> v) {
 struct ModeStats {
   std::vector<double> seconds;  // boot to result
   std::vector<double> iops;
+  std::vector<double> maps;  // iommu:map events counted; empty without counters
   std::string domain_type;
 };
+
+// A mode, and whether its guests counted the kernel's IOMMU events.
+using Variant = std::pair<pb::IommuMode, bool>;
 
 int Fail(const std::string& what) {
   std::fprintf(stderr, "vm_bench: %s\n", what.c_str());
@@ -76,6 +88,8 @@ struct Flags {
   int repeats = 5, runtime = 2;
   std::string model;
   std::vector<std::string> mode_names;
+  std::string counters = "off";  // off, on, both
+  std::string accel = "tcg";
 };
 
 void AddFlags(CLI::App& app, Flags* f) {
@@ -100,6 +114,16 @@ void AddFlags(CLI::App& app, Flags* f) {
           {farm::kernels::kModelIntel, farm::kernels::kModelAmd, farm::kernels::kModelSmmuv3}));
   app.add_option("--mode", f->mode_names, "mode to boot, repeatable (default: the offered ones)")
       ->check(CLI::IsMember(farm::proto::ModeNames()));
+  app.add_option("--accel", f->accel,
+                 "QEMU accelerator: tcg, tcg-icount (x86_64: one CPU, instruction-timed figures "
+                 "that repeat) or kvm")
+      ->check(CLI::IsMember({"tcg", "tcg-icount", "kvm"}))
+      ->capture_default_str();
+  app.add_option("--kernel-counters", f->counters,
+                 "the guests count the kernel's IOMMU events around fio (on), or not (off), or "
+                 "each mode runs both ways and the IOPS ratio with/without is printed (both)")
+      ->check(CLI::IsMember({"off", "on", "both"}))
+      ->capture_default_str();
 }
 
 // The guest root scripts/build-guest-root builds (or finds) for `arch`.
@@ -164,78 +188,115 @@ KernelRequest FioRequest(const Flags& f, pb::IommuMode mode) {
   return r;
 }
 
-// Every repeat boots every mode once, in turn, into `stats`; a mode mismatch
-// is printed and skipped, any other failure ends the benchmark.
-absl::Status RunRepeats(VmKernelProvider& vm, const Flags& f,
-                        const std::vector<pb::IommuMode>& modes,
-                        std::map<pb::IommuMode, ModeStats>* stats) {
+// One boot of `mode` by `vm` into `stats`; a mode mismatch is printed and
+// skipped, any other failure ends the benchmark.
+absl::Status RunOnce(VmKernelProvider& vm, const Flags& f, int rep, Variant variant,
+                     std::map<Variant, ModeStats>* stats) {
+  const auto [mode, counted] = variant;
+  absl::StatusOr<KernelRun> run = vm.Run(FioRequest(f, mode));
+  const std::string name = absl::StrCat(farm::proto::ModeName(mode), counted ? "+counters" : "");
+  if (!run.ok() && run.status().code() == absl::StatusCode::kFailedPrecondition &&
+      absl::StrContains(run.status().message(), "requested IOMMU mode")) {
+    std::printf("  repeat %d %-20s mismatch: %s\n", rep + 1, name.c_str(),
+                std::string(run.status().message()).c_str());
+    std::fflush(stdout);
+    return absl::OkStatus();
+  }
+  if (!run.ok()) return absl::InternalError(absl::StrCat(name, ": ", run.status().ToString()));
+  // A kernel that chose another mode is a run, not a figure of this mode.
+  if (run->effective != mode) {
+    std::printf("  repeat %d %-20s mismatch: ran %s: %s\n", rep + 1, name.c_str(),
+                farm::proto::ModeName(run->effective).c_str(), run->effective_detail.c_str());
+    std::fflush(stdout);
+    return absl::OkStatus();
+  }
+  if (run->tool_exit != 0) {
+    return absl::InternalError(absl::StrCat(name, ": fio failed: ", run->tool_stderr));
+  }
+  absl::StatusOr<farm::runners::FioReport> report = farm::runners::ParseFioJson(run->tool_stdout);
+  if (!report.ok() || report->jobs.size() != 1) {
+    return absl::InternalError(absl::StrCat(
+        name, ": fio's JSON: ", report.ok() ? "not one job" : report.status().ToString()));
+  }
+  ModeStats& s = (*stats)[variant];
+  s.seconds.push_back(absl::ToDoubleSeconds(run->wall_time));
+  s.iops.push_back(report->jobs[0].read.iops);
+  s.domain_type = run->domain_type.empty() ? "none" : run->domain_type;
+  std::string counts;
+  if (counted && run->monitors) {
+    auto it = run->monitors->events().find("trace/iommu:map");
+    if (it != run->monitors->events().end()) {
+      s.maps.push_back(static_cast<double>(it->second));
+      counts = absl::StrCat(", ", it->second, " iommu:map");
+    } else {
+      counts =
+          absl::StrCat(", no iommu:map count: ", absl::StrJoin(run->monitors->event_notes(), "; "));
+    }
+  }
+  std::printf("  repeat %d %-20s %6.2f s  %8.0f IOPS  (%s%s)\n", rep + 1, name.c_str(),
+              s.seconds.back(), s.iops.back(), s.domain_type.c_str(), counts.c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+// Every repeat boots every mode once per provider (`providers`: whether its
+// guests count, and the provider), in turn, the providers' order swapped
+// each repeat so that neither always runs first.
+absl::Status RunRepeats(const std::vector<std::pair<bool, VmKernelProvider*>>& providers,
+                        const Flags& f, const std::vector<pb::IommuMode>& modes,
+                        std::map<Variant, ModeStats>* stats) {
   for (int rep = 0; rep < f.repeats; ++rep) {
     for (pb::IommuMode mode : modes) {
-      absl::StatusOr<KernelRun> run = vm.Run(FioRequest(f, mode));
-      const std::string name = farm::proto::ModeName(mode);
-      if (!run.ok() && run.status().code() == absl::StatusCode::kFailedPrecondition &&
-          absl::StrContains(run.status().message(), "requested IOMMU mode")) {
-        std::printf("  repeat %d %-11s mismatch: %s\n", rep + 1, name.c_str(),
-                    std::string(run.status().message()).c_str());
-        std::fflush(stdout);
-        continue;
+      for (size_t i = 0; i < providers.size(); ++i) {
+        const auto& [counted, vm] = providers[rep % 2 == 0 ? i : providers.size() - 1 - i];
+        if (absl::Status st = RunOnce(*vm, f, rep, {mode, counted}, stats); !st.ok()) return st;
       }
-      if (!run.ok()) return absl::InternalError(absl::StrCat(name, ": ", run.status().ToString()));
-      // A kernel that chose another mode is a run, not a figure of this mode.
-      if (run->effective != mode) {
-        std::printf("  repeat %d %-11s mismatch: ran %s: %s\n", rep + 1, name.c_str(),
-                    farm::proto::ModeName(run->effective).c_str(), run->effective_detail.c_str());
-        std::fflush(stdout);
-        continue;
-      }
-      if (run->tool_exit != 0) {
-        return absl::InternalError(absl::StrCat(name, ": fio failed: ", run->tool_stderr));
-      }
-      absl::StatusOr<farm::runners::FioReport> report =
-          farm::runners::ParseFioJson(run->tool_stdout);
-      if (!report.ok() || report->jobs.size() != 1) {
-        return absl::InternalError(absl::StrCat(
-            name, ": fio's JSON: ", report.ok() ? "not one job" : report.status().ToString()));
-      }
-      ModeStats& s = (*stats)[mode];
-      s.seconds.push_back(absl::ToDoubleSeconds(run->wall_time));
-      s.iops.push_back(report->jobs[0].read.iops);
-      s.domain_type = run->domain_type.empty() ? "none" : run->domain_type;
-      std::printf("  repeat %d %-11s %6.2f s  %8.0f IOPS  (%s)\n", rep + 1, name.c_str(),
-                  s.seconds.back(), s.iops.back(), s.domain_type.c_str());
-      std::fflush(stdout);
     }
   }
   return absl::OkStatus();
 }
 
-// The table per mode, the overall boot-to-result median and the IOPS
-// ratios against off. False when no mode ran as requested.
-bool PrintResults(const std::vector<pb::IommuMode>& modes,
-                  std::map<pb::IommuMode, ModeStats>& stats) {
-  std::printf("\n| mode | group type | boot-to-result median (min-max) | read IOPS median |\n");
-  std::printf("|---|---|---|---|\n");
+// The table per mode, the overall boot-to-result median, the IOPS ratios
+// against off and, with both, with/without the counters. False when no mode
+// ran as requested.
+bool PrintResults(const std::vector<pb::IommuMode>& modes, std::map<Variant, ModeStats>& stats) {
+  std::printf(
+      "\n| mode | counters | group type | boot-to-result median (min-max) | read IOPS median "
+      "| iommu:map median |\n");
+  std::printf("|---|---|---|---|---|---|\n");
   std::vector<double> all;
   for (pb::IommuMode mode : modes) {
-    if (stats.count(mode) == 0) continue;  // mismatched on every repeat
-    const ModeStats& s = stats[mode];
-    all.insert(all.end(), s.seconds.begin(), s.seconds.end());
-    std::printf("| %s | %s | %.2f s (%.2f-%.2f) | %.0f |\n", farm::proto::ModeName(mode).c_str(),
-                s.domain_type.c_str(), Median(s.seconds),
-                *std::min_element(s.seconds.begin(), s.seconds.end()),
-                *std::max_element(s.seconds.begin(), s.seconds.end()), Median(s.iops));
+    for (bool counted : {false, true}) {
+      if (stats.count({mode, counted}) == 0) continue;  // not run, or mismatched every time
+      const ModeStats& s = stats[{mode, counted}];
+      all.insert(all.end(), s.seconds.begin(), s.seconds.end());
+      std::printf("| %s | %s | %s | %.2f s (%.2f-%.2f) | %.0f | %s |\n",
+                  farm::proto::ModeName(mode).c_str(), counted ? "on" : "off",
+                  s.domain_type.c_str(), Median(s.seconds),
+                  *std::min_element(s.seconds.begin(), s.seconds.end()),
+                  *std::max_element(s.seconds.begin(), s.seconds.end()), Median(s.iops),
+                  s.maps.empty() ? "-" : absl::StrCat(Median(s.maps)).c_str());
+    }
   }
   if (all.empty()) return false;
   std::printf("\nboot-to-result per VM job, all modes: median %.2f s over %zu runs\n", Median(all),
               all.size());
-  if (stats.count(pb::IOMMU_MODE_OFF) != 0) {
-    const double off = Median(stats[pb::IOMMU_MODE_OFF].iops);
+  for (bool counted : {false, true}) {
+    if (stats.count({pb::IOMMU_MODE_OFF, counted}) == 0) continue;
+    const double off = Median(stats[{pb::IOMMU_MODE_OFF, counted}].iops);
     for (pb::IommuMode mode :
          {pb::IOMMU_MODE_STRICT, pb::IOMMU_MODE_LAZY, pb::IOMMU_MODE_PASSTHROUGH}) {
-      if (stats.count(mode) == 0 || off <= 0) continue;
-      std::printf("read IOPS %s/off: %.3f\n", farm::proto::ModeName(mode).c_str(),
-                  Median(stats[mode].iops) / off);
+      if (stats.count({mode, counted}) == 0 || off <= 0) continue;
+      std::printf("read IOPS %s/off%s: %.3f\n", farm::proto::ModeName(mode).c_str(),
+                  counted ? " (counters on)" : "", Median(stats[{mode, counted}].iops) / off);
     }
+  }
+  for (pb::IommuMode mode : modes) {
+    if (stats.count({mode, false}) == 0 || stats.count({mode, true}) == 0) continue;
+    const double without = Median(stats[{mode, false}].iops);
+    if (without <= 0) continue;
+    std::printf("read IOPS with/without kernel counters, %s: %.3f\n",
+                farm::proto::ModeName(mode).c_str(), Median(stats[{mode, true}].iops) / without);
   }
   return true;
 }
@@ -263,18 +324,27 @@ int main(int argc, char** argv) {
   config.initramfs = flags.initramfs;
   config.allow_dir = scratch->path().string();
   config.boot_timeout = absl::Seconds(120);
+  config.accel = flags.accel;
   VmKernelProvider vm(config);
+  VmConfig counted_config = config;
+  counted_config.kernel_counters = true;
+  VmKernelProvider counted_vm(counted_config);
+  std::vector<std::pair<bool, VmKernelProvider*>> providers;
+  if (flags.counters != "on") providers.emplace_back(false, &vm);
+  if (flags.counters != "off") providers.emplace_back(true, &counted_vm);
   absl::StatusOr<std::vector<pb::IommuMode>> modes = ChooseModes(vm, flags);
   if (!modes.ok()) return Fail(std::string(modes.status().message()));
 
   absl::StatusOr<std::string> qemu_version = farm::kernels::QemuVersion(config.qemu);
-  std::printf("vm_bench: %s on %s (%s, %s), fio randread 4k qd16 libaio direct %d s, %d repeats\n",
-              flags.release.c_str(), flags.model.c_str(), config.accel.c_str(),
-              qemu_version.ok() ? qemu_version->c_str() : "qemu version unknown", flags.runtime,
-              flags.repeats);
+  std::printf(
+      "vm_bench: %s on %s (%s, %s), fio randread 4k qd16 libaio direct %d s, %d repeats, "
+      "kernel counters %s\n",
+      flags.release.c_str(), flags.model.c_str(), config.accel.c_str(),
+      qemu_version.ok() ? qemu_version->c_str() : "qemu version unknown", flags.runtime,
+      flags.repeats, flags.counters.c_str());
   std::fflush(stdout);
-  std::map<pb::IommuMode, ModeStats> stats;
-  if (absl::Status st = RunRepeats(vm, flags, *modes, &stats); !st.ok()) {
+  std::map<Variant, ModeStats> stats;
+  if (absl::Status st = RunRepeats(providers, flags, *modes, &stats); !st.ok()) {
     return Fail(std::string(st.message()));
   }
   if (!PrintResults(*modes, stats)) return Fail("no mode ran as requested");

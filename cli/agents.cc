@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cli/environment_diff.h"
 #include "proto/kernel_offers.h"
 #include "proto/labels.h"
 
@@ -76,6 +77,14 @@ std::string KernelsSummary(const pb::Agent& agent) {
   return absl::StrJoin(out, "; ");
 }
 
+// The digest real runs' series carry ("iommu-env=<12 hex>") and what it
+// stands for.
+std::string IommuEnvironmentCell(const pb::HostFacts& host) {
+  const pb::IommuEnvironment& env = host.iommu_environment();
+  if (env.digest().empty()) return "-";
+  return absl::StrCat(ShortDigest(env.digest()), ": ", EnvironmentSummary(env));
+}
+
 std::string HealthSummary(const pb::AgentHealth& health) {
   if (!health.checked()) return "-";
   return health.ok() ? "ok" : absl::StrCat("FAILED: ", health.detail());
@@ -93,13 +102,15 @@ std::string FormatAgents(const std::vector<pb::Agent>& agents, OutputFormat form
                     absl::StrCat(a.running_jobs(), "/", a.slots()), absl::StrJoin(caps, ","),
                     ::farm::proto::LabelsText(a.host().labels()), HealthSummary(a.health()),
                     a.host().kernel_release(), absl::StrCat(a.host().cpus()),
-                    ModeName(a.host().iommu_mode()), HardwareSummary(a.host()), KernelsSummary(a),
+                    ModeName(a.host().iommu_mode()), IommuEnvironmentCell(a.host()),
+                    HardwareSummary(a.host()), KernelsSummary(a),
                     FormatTimestamp(a.last_heartbeat())});
     *message.add_agents() = a;
   }
-  return RenderList({"name", "id", "connected", "running", "capabilities", "labels", "health",
-                     "kernel", "cpus", "iommu", "hardware", "kernels offered", "last heartbeat"},
-                    rows, message, format, "no agents\n");
+  return RenderList(
+      {"name", "id", "connected", "running", "capabilities", "labels", "health", "kernel", "cpus",
+       "iommu", "iommu environment", "hardware", "kernels offered", "last heartbeat"},
+      rows, message, format, "no agents\n");
 }
 
 }  // namespace farm::cli

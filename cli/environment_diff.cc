@@ -1,11 +1,13 @@
 #include "cli/environment_diff.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "cli/format.h"
 #include "proto/names.h"
 
@@ -122,6 +124,121 @@ ReportTable EnvironmentDiffTable(const EnvironmentDiff& diff) {
   t.headers = EnvironmentHeaders();
   t.rows = EnvironmentCells(diff);
   return t;
+}
+
+std::string ShortDigest(const std::string& digest) {
+  return digest.empty() ? "-" : digest.substr(0, 12);
+}
+
+namespace {
+
+// "unit/<name>/<attr>" or "device/<pci>/<attr>" split at its last '/'.
+struct FactKey {
+  std::string kind, name, attr;
+};
+
+std::optional<FactKey> SplitFactKey(absl::string_view key) {
+  const size_t first = key.find('/');
+  const size_t last = key.rfind('/');
+  if (first == absl::string_view::npos || last == first) return std::nullopt;
+  return FactKey{std::string(key.substr(0, first)),
+                 std::string(key.substr(first + 1, last - first - 1)),
+                 std::string(key.substr(last + 1))};
+}
+
+// "2 VT-d units (caching mode 0,1)" per kind of unit.
+std::vector<std::string> UnitParts(
+    const std::map<std::string, std::map<std::string, std::string>>& units) {
+  struct Kind {
+    int count = 0;
+    std::set<std::string> detail;
+  };
+  std::map<std::string, Kind> kinds;
+  for (const auto& [name, attrs] : units) {
+    auto value = [&attrs](const char* a) {
+      auto it = attrs.find(a);
+      return it == attrs.end() ? std::string() : it->second;
+    };
+    if (attrs.contains("ecap")) {
+      Kind& k = kinds["VT-d"];
+      ++k.count;
+      if (!value("caching_mode").empty()) k.detail.insert("caching mode " + value("caching_mode"));
+    } else if (attrs.contains("oas")) {
+      Kind& k = kinds["SMMUv3"];
+      ++k.count;
+      if (!value("features").empty()) k.detail.insert("features " + value("features"));
+    } else {
+      Kind& k = kinds["AMD-Vi"];
+      ++k.count;
+      if (!value("features").empty()) k.detail.insert("features " + value("features"));
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& [kind, k] : kinds) {
+    std::string part = absl::StrCat(k.count, " ", kind, k.count == 1 ? " unit" : " units");
+    if (!k.detail.empty()) absl::StrAppend(&part, " (", absl::StrJoin(k.detail, ", "), ")");
+    out.push_back(std::move(part));
+  }
+  return out;
+}
+
+// "ATS on 1/3 devices; domains DMA x2, identity x1".
+std::vector<std::string> DeviceParts(const pb::IommuEnvironment& env,
+                                     const std::map<std::string, std::string>& ats,
+                                     const std::map<std::string, int>& domains) {
+  std::vector<std::string> out;
+  if (!ats.empty()) {
+    int on = 0;
+    for (const auto& [device, state] : ats) on += state == "on" ? 1 : 0;
+    out.push_back(
+        absl::StrCat("ATS on ", on, "/", ats.size(), ats.size() == 1 ? " device" : " devices"));
+  } else if (env.unavailable().contains("device/*/ats")) {
+    out.push_back("ATS unread");
+  }
+  if (!domains.empty()) {
+    std::vector<std::string> counted;
+    for (const auto& [type, n] : domains) counted.push_back(absl::StrCat(type, " x", n));
+    out.push_back(absl::StrCat("domains ", absl::StrJoin(counted, ", ")));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EnvironmentSummary(const pb::IommuEnvironment& env) {
+  if (env.facts().empty()) return "-";
+  std::map<std::string, std::map<std::string, std::string>> units;
+  std::map<std::string, std::string> ats, firmware;
+  std::map<std::string, int> domains;
+  std::vector<std::string> tables;
+  const std::map<std::string, std::string> facts(env.facts().begin(), env.facts().end());
+  for (const auto& [key, value] : facts) {
+    std::optional<FactKey> k = SplitFactKey(key);
+    if (!k) {
+      continue;
+    } else if (k->kind == "unit") {
+      units[k->name][k->attr] = value;
+    } else if (k->kind == "device" && k->attr == "ats") {
+      ats[k->name] = value;
+    } else if (k->kind == "device" && k->attr == "domain") {
+      ++domains[value];
+    } else if (k->kind == "acpi") {
+      tables.push_back(k->name);
+    }
+  }
+  std::vector<std::string> parts = UnitParts(units);
+  for (std::string& p : DeviceParts(env, ats, domains)) parts.push_back(std::move(p));
+  std::vector<std::string> fw;
+  for (const char* file : {"bios_vendor", "bios_version", "bios_date"}) {
+    auto it = env.facts().find(absl::StrCat("firmware/", file));
+    if (it != env.facts().end()) fw.push_back(it->second);
+  }
+  if (!fw.empty()) parts.push_back(absl::StrCat("firmware ", absl::StrJoin(fw, " ")));
+  if (!tables.empty()) parts.push_back(absl::StrCat("ACPI ", absl::StrJoin(tables, ",")));
+  if (env.unavailable_size() > 0) {
+    parts.push_back(absl::StrCat(env.unavailable_size(), " unavailable"));
+  }
+  return absl::StrJoin(parts, "; ");
 }
 
 }  // namespace farm::cli

@@ -11,6 +11,9 @@
 // figures do not depend on the agent's host) and results recorded without
 // one are left out.
 //
+// EnvironmentSummary is the one-cell form `farmctl agents` and `farmctl
+// results` show of one environment.
+//
 // Pure functions over results already fetched; thread-safe.
 #ifndef CLI_ENVIRONMENT_DIFF_H_
 #define CLI_ENVIRONMENT_DIFF_H_
@@ -45,6 +48,18 @@ EnvironmentDiff CompareEnvironments(const std::vector<iommufarm::v1::Result>& a,
 std::string FormatEnvironmentDiffTable(const EnvironmentDiff& diff);
 std::string FormatEnvironmentDiffCsv(const EnvironmentDiff& diff);
 ReportTable EnvironmentDiffTable(const EnvironmentDiff& diff);
+
+// The series key's share of a digest (its first 12 hex digits, as
+// lib/storage/analyzer_rows.h puts it in "iommu-env=..."); "-" when empty.
+std::string ShortDigest(const std::string& digest);
+
+// One line of what decides an environment's costs, for a table cell:
+// "2 VT-d units (caching mode 1); ATS on 1/3 devices; domains DMA-FQ x3;
+// firmware SeaBIOS 1.16.2 2014-04-01; ACPI DMAR; 1 unavailable". Units are
+// counted per kind (VT-d: an ecap; SMMUv3: an oas; AMD-Vi: the rest) with
+// their distinct caching modes or SMMUv3 features. "-" for an environment
+// without facts (a result recorded without one).
+std::string EnvironmentSummary(const iommufarm::v1::IommuEnvironment& env);
 
 }  // namespace farm::cli
 

@@ -111,5 +111,42 @@ TEST(EnvironmentDiffTest, ASideWhoseRunsDisagreeShowsAllItsValues) {
   EXPECT_EQ(diff.rows[0].b, "DMA | identity");
 }
 
+TEST(EnvironmentSummaryTest, CountsUnitsPerKindWithTheirModesAndFeatures) {
+  pb::IommuEnvironment env;
+  auto& f = *env.mutable_facts();
+  f["unit/dmar0/ecap"] = "f00f4a";
+  f["unit/dmar0/caching_mode"] = "1";
+  f["unit/dmar1/ecap"] = "f00f4a";
+  f["unit/dmar1/caching_mode"] = "0";
+  f["unit/smmu3.0x9050000/oas"] = "44";
+  f["unit/smmu3.0x9050000/features"] = "0x00008305";
+  f["unit/ivhd0/features"] = "0x25bf";
+  f["device/0000:00:03.0/ats"] = "on";
+  f["device/0000:00:04.0/ats"] = "off";
+  f["device/0000:00:03.0/domain"] = "DMA-FQ";
+  f["device/0000:00:04.0/domain"] = "DMA-FQ";
+  f["device/0000:00:05.0/domain"] = "identity";
+  f["firmware/bios_vendor"] = "SeaBIOS";
+  f["firmware/bios_version"] = "1.16.2";
+  f["firmware/bios_date"] = "04/01/2014";
+  f["acpi/DMAR/sha256"] = "ab12";
+  (*env.mutable_unavailable())["unit/smmu3.0x9050000/iidr"] = "not exported";
+  EXPECT_EQ(EnvironmentSummary(env),
+            "1 AMD-Vi unit (features 0x25bf); 1 SMMUv3 unit (features 0x00008305); "
+            "2 VT-d units (caching mode 0, caching mode 1); ATS on 1/2 devices; "
+            "domains DMA-FQ x2, identity x1; firmware SeaBIOS 1.16.2 04/01/2014; ACPI DMAR; "
+            "1 unavailable");
+}
+
+TEST(EnvironmentSummaryTest, SaysWhenAtsWasNotRead) {
+  pb::IommuEnvironment env;
+  (*env.mutable_facts())["device/0000:00:03.0/domain"] = "DMA";
+  (*env.mutable_unavailable())["device/*/ats"] = "root only";
+  EXPECT_EQ(EnvironmentSummary(env), "ATS unread; domains DMA x1; 1 unavailable");
+  EXPECT_EQ(EnvironmentSummary(pb::IommuEnvironment()), "-");
+  EXPECT_EQ(ShortDigest("3afae21b82da9d731c76e5e0"), "3afae21b82da");
+  EXPECT_EQ(ShortDigest(""), "-");
+}
+
 }  // namespace
 }  // namespace farm::cli

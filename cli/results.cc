@@ -8,13 +8,16 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "cli/environment_diff.h"
 #include "cli/number_format.h"
 #include "lib/base/check.h"
 #include "nlohmann/json.hpp"
+#include "proto/names.h"
 
 namespace farm::cli {
 
@@ -68,6 +71,8 @@ int RunResults(Commands& commands, int64_t matrix_id, OutputFormat format, bool 
     commands.out() << FormatResultsTable(*results);
     const std::string kernels = FormatKernelRunsTable(*results);
     if (!kernels.empty()) commands.out() << "\n" << kernels;
+    const std::string environments = FormatEnvironmentsTable(*results);
+    if (!environments.empty()) commands.out() << "\n" << environments;
     return 0;
   }
   // CSV and JSON go out as the results arrive; raw outputs one at a time
@@ -238,6 +243,39 @@ std::string FormatKernelRunsTable(const std::vector<pb::Result>& results) {
   return out;
 }
 
+std::string FormatEnvironmentsTable(const std::vector<pb::Result>& results) {
+  // platform, agent, digest -> runs, and the environment it stands for.
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> runs;
+  std::map<std::string, const pb::IommuEnvironment*> by_digest;
+  std::map<std::string, std::set<std::string>> digests_of_agent;
+  for (const pb::Result& r : results) {
+    const pb::IommuEnvironment& env = r.host().iommu_environment();
+    if (!::farm::proto::IsRealExecutor(r.job().executor()) || env.digest().empty()) continue;
+    ++runs[{r.job().platform(), r.agent(), env.digest()}];
+    by_digest.emplace(env.digest(), &env);
+    digests_of_agent[r.agent()].insert(env.digest());
+  }
+  if (runs.empty()) return "";
+  std::vector<std::vector<std::string>> cells;
+  for (const auto& [key, n] : runs) {
+    const auto& [platform, agent, digest] = key;
+    cells.push_back({platform, agent, ShortDigest(digest),
+                     EnvironmentSummary(*by_digest.at(digest)), absl::StrCat(n)});
+  }
+  std::string out =
+      "the IOMMU environment each real run had (its series key: iommu-env=<the 12 hex "
+      "digits>)\n";
+  absl::StrAppend(&out,
+                  RenderTable({"platform", "agent", "iommu-env", "environment", "runs"}, cells));
+  for (const auto& [agent, digests] : digests_of_agent) {
+    if (digests.size() < 2) continue;
+    absl::StrAppend(&out, "agent ", agent, " ran under ", digests.size(),
+                    " IOMMU environments: its results are as many series (`farmctl compare` "
+                    "lists the facts that differ)\n");
+  }
+  return out;
+}
+
 namespace {
 
 using google::protobuf::util::TimeUtil;
@@ -300,6 +338,15 @@ nlohmann::ordered_json ResultJson(const pb::Result& r) {
     opts.preserve_proto_field_names = true;
     if (google::protobuf::util::MessageToJsonString(r.monitors(), &text, opts).ok()) {
       o["monitors"] = nlohmann::ordered_json::parse(text, nullptr, false);
+    }
+  }
+  if (!r.host().iommu_environment().digest().empty()) {
+    std::string text;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.preserve_proto_field_names = true;
+    if (google::protobuf::util::MessageToJsonString(r.host().iommu_environment(), &text, opts)
+            .ok()) {
+      o["iommu_environment"] = nlohmann::ordered_json::parse(text, nullptr, false);
     }
   }
   if (!r.raw_output().empty()) {

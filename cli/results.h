@@ -47,10 +47,18 @@ std::string FormatResultsTable(const std::vector<pb::Result>& results);
 // asked for is marked, since its figures answer another question. "" when no
 // result ran on a real kernel.
 std::string FormatKernelRunsTable(const std::vector<pb::Result>& results);
+// The IOMMU environments real runs had (HostFacts.iommu_environment; fio,
+// iozone, dma-map-bench; results recorded without one are left out): per
+// platform, agent and digest, the series key's 12 hex digits, the
+// environment's summary (cli/environment_diff.h) and how many runs. An agent
+// with more than one environment is named below the table, since its
+// results split into that many series. "" when no result has one.
+std::string FormatEnvironmentsTable(const std::vector<pb::Result>& results);
 // One row per sample, header first; RFC 4180 quoting.
 std::string FormatResultsCsv(const std::vector<pb::Result>& results);
 // A JSON array, one object per result with its job cell and every sample;
-// raw_output included when the results carry it.
+// iommu_environment (the proto's JSON) when the result has one; raw_output
+// included when the results carry it.
 std::string FormatResultsJson(const std::vector<pb::Result>& results);
 
 // The CSV and JSON forms written one result at a time, so `farmctl

@@ -204,5 +204,56 @@ TEST(FormatKernelRunsTableTest, SaysNothingForEmulatorResults) {
   EXPECT_EQ(FormatKernelRunsTable({MakeResult(1, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 1)}), "");
 }
 
+// A fio run of `agent` under an environment of one VT-d unit whose caching
+// mode is `cm`; its digest stands in for the agent's SHA-256.
+pb::Result EnvironmentRun(int64_t job_id, const std::string& agent, const std::string& cm) {
+  pb::Result r = MakeResult(job_id, "v6.1.190", 0, pb::IOMMU_MODE_STRICT, 0, 1);
+  r.mutable_job()->set_executor(pb::EXECUTOR_FIO);
+  r.set_agent(agent);
+  pb::IommuEnvironment* env = r.mutable_host()->mutable_iommu_environment();
+  (*env->mutable_facts())["unit/dmar0/ecap"] = "f00f4a";
+  (*env->mutable_facts())["unit/dmar0/caching_mode"] = cm;
+  (*env->mutable_facts())["device/0000:00:03.0/domain"] = "DMA";
+  env->set_digest(cm == "1" ? "3afae21b82da9d731c76e5e0" : "0123456789abcdef01234567");
+  return r;
+}
+
+TEST(FormatEnvironmentsTableTest, CountsRunsPerAgentAndEnvironment) {
+  const std::string t = FormatEnvironmentsTable({
+      EnvironmentRun(1, "lab-1", "1"), EnvironmentRun(2, "lab-1", "1"),
+      EnvironmentRun(3, "lab-2", "0"),
+      MakeResult(4, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 1),  // emulator: left out
+  });
+  EXPECT_NE(t.find("lab-1  3afae21b82da  1 VT-d unit (caching mode 1); domains DMA x1  2"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("lab-2  0123456789ab  1 VT-d unit (caching mode 0); domains DMA x1  1"),
+            std::string::npos)
+      << t;
+  EXPECT_EQ(t.find("ran under"), std::string::npos) << t;
+  EXPECT_EQ(t.find("a1"), std::string::npos) << t;
+}
+
+TEST(FormatEnvironmentsTableTest, NamesAnAgentWhoseEnvironmentChanged) {
+  const std::string t =
+      FormatEnvironmentsTable({EnvironmentRun(1, "lab-1", "0"), EnvironmentRun(2, "lab-1", "1")});
+  EXPECT_NE(t.find("agent lab-1 ran under 2 IOMMU environments"), std::string::npos) << t;
+}
+
+TEST(FormatEnvironmentsTableTest, SaysNothingWithoutEnvironments) {
+  pb::Result fio = MakeResult(1, "aaa", 0, pb::IOMMU_MODE_STRICT, 0, 1);
+  fio.mutable_job()->set_executor(pb::EXECUTOR_FIO);
+  EXPECT_EQ(FormatEnvironmentsTable({fio}), "");
+}
+
+TEST(FormatResultsJsonTest, CarriesTheIommuEnvironmentOfARealRun) {
+  auto plain =
+      nlohmann::json::parse(FormatResultsJson({MakeResult(1, "a", 0, pb::IOMMU_MODE_OFF, 0, 1)}));
+  EXPECT_FALSE(plain[0].contains("iommu_environment"));
+  auto j = nlohmann::json::parse(FormatResultsJson({EnvironmentRun(1, "lab-1", "1")}));
+  EXPECT_EQ(j[0]["iommu_environment"]["digest"], "3afae21b82da9d731c76e5e0");
+  EXPECT_EQ(j[0]["iommu_environment"]["facts"]["unit/dmar0/caching_mode"], "1");
+}
+
 }  // namespace
 }  // namespace farm::cli

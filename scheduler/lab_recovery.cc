@@ -148,8 +148,13 @@ std::string TailLines(std::string_view text, int lines) {
   return out;
 }
 
-LabRecovery::LabRecovery(storage::JobQueue* queue, LabHosts hosts)
-    : queue_(queue), hosts_(std::move(hosts)), worker_([this] { Loop(); }) {}
+LabRecovery::LabRecovery(storage::JobQueue* queue, LabHosts hosts,
+                         metrics::SchedulerMetrics* metrics)
+    : queue_(queue), hosts_(std::move(hosts)), metrics_(metrics), worker_([this] { Loop(); }) {}
+
+void LabRecovery::Count(const std::string& agent, const char* outcome) {
+  if (metrics_ != nullptr) metrics_->power_cycles(agent, outcome).Increment();
+}
 
 LabRecovery::~LabRecovery() { Stop(); }
 
@@ -200,6 +205,7 @@ std::string LabRecovery::RecoverHost(const storage::UnbootedLease& lease) {
         "lab recovery: agent {} did not come back from job {}'s kernel and has no "
         "power command (farm-scheduler --lab-hosts): its host stays down",
         lease.agent, lease.job_id);
+    Count(lease.agent, "no_command");
     return absl::StrCat("no power command for agent ", lease.agent,
                         " (farm-scheduler --lab-hosts): the host was not power-cycled");
   }
@@ -212,6 +218,7 @@ std::string LabRecovery::RecoverHost(const storage::UnbootedLease& lease) {
                     "), its last lines:\n", tail, "\n");
   }
   const CommandOutcome p = RunCommand(h.power_cycle, h.timeout, cancel_);
+  Count(lease.agent, p.ok ? "power_cycled" : "failed");
   spdlog::info("lab recovery: agent {} did not come back from job {}'s kernel; power cycle {}: {}",
                lease.agent, lease.job_id, absl::StrJoin(h.power_cycle, " "), p.describe);
   absl::StrAppend(&note,

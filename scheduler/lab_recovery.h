@@ -12,13 +12,18 @@
 // the host returns to service. An agent without an entry gets a note on the
 // job instead, saying that nobody cycles its power.
 //
+// Each recovery counts once in the scheduler's metrics (when given):
+// farm_lab_power_cycles_total{agent, outcome} (lib/metrics/metrics.h), so
+// that a lab alerts on hosts that keep failing to boot or stay down.
+//
 // The commands are argv lists run without a shell (lib/process), each within
 // its timeout. They come from the scheduler's own configuration, never from
 // an agent: a lab's operator decides what the scheduler may run.
 //
 // Thread-safety: Recover() and Stop() from any thread; one worker thread
-// runs the commands in order. Ownership: the queue is not owned and must
-// outlive the LabRecovery (Stop() or the destructor joins the worker).
+// runs the commands in order. Ownership: the queue and the metrics are not
+// owned and must outlive the LabRecovery (Stop() or the destructor joins the
+// worker).
 #ifndef SCHEDULER_LAB_RECOVERY_H_
 #define SCHEDULER_LAB_RECOVERY_H_
 
@@ -35,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "lib/metrics/metrics.h"
 #include "lib/storage/job_queue.h"
 
 namespace farm::scheduler {
@@ -65,7 +71,9 @@ std::string TailLines(std::string_view text, int lines);
 
 class LabRecovery final {
  public:
-  LabRecovery(storage::JobQueue* queue, LabHosts hosts);
+  // `metrics` may be null (no counting).
+  LabRecovery(storage::JobQueue* queue, LabHosts hosts,
+              metrics::SchedulerMetrics* metrics = nullptr);
   LabRecovery(const LabRecovery&) = delete;
   LabRecovery& operator=(const LabRecovery&) = delete;
   ~LabRecovery();  // Stop()
@@ -83,8 +91,12 @@ class LabRecovery final {
   // Runs the host's commands and returns the text appended to the job.
   std::string RecoverHost(const storage::UnbootedLease& lease);
 
+  // Counts one recovery of `agent` with `outcome`, when there are metrics.
+  void Count(const std::string& agent, const char* outcome);
+
   storage::JobQueue* const queue_;
   const LabHosts hosts_;
+  metrics::SchedulerMetrics* const metrics_;
   absl::Mutex mu_;
   std::deque<storage::UnbootedLease> pending_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

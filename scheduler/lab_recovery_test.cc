@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <vector>
 
 #include "lib/base/file.h"
 #include "lib/process/scoped_temp_dir.h"
@@ -159,6 +160,31 @@ TEST_F(LabRecoveryTest, AFailedPowerCycleAndAHostWithoutOneAreSaid) {
   WaitFor(recovery, 2);
   EXPECT_THAT(Reason(unknown.job_id),
               HasSubstr("no power command for agent lab-9 (farm-scheduler --lab-hosts)"));
+}
+
+// Each recovery counts once by agent and outcome in the scheduler's
+// metrics, the family the scheduler's /metrics serves.
+TEST_F(LabRecoveryTest, CountsPowerCyclesPerAgentAndOutcome) {
+  LabHosts hosts;
+  hosts["lab-6"].power_cycle = {"true"};
+  hosts["lab-7"].power_cycle = {"true"};
+  hosts["lab-8"].power_cycle = {"sh", "-c", "exit 3"};
+  metrics::MetricsRegistry registry;
+  metrics::SchedulerMetrics metrics(registry.registry());
+  LabRecovery recovery(&store_, hosts, &metrics);
+  EXPECT_EQ(registry.Serialize().find("farm_lab_power_cycles_total{"), std::string::npos);
+  std::vector<storage::UnbootedLease> leases;
+  for (const char* agent : {"lab-6", "lab-7", "lab-8", "lab-9"}) leases.push_back(Unbooted(agent));
+  for (const storage::UnbootedLease& u : leases) recovery.Recover(u);
+  WaitFor(recovery, 4);
+  const std::string text = registry.Serialize();
+  EXPECT_THAT(text, HasSubstr("farm_lab_power_cycles_total{agent=\"lab-7\",outcome=\"power_"
+                              "cycled\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("farm_lab_power_cycles_total{agent=\"lab-8\",outcome=\"failed\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("farm_lab_power_cycles_total{agent=\"lab-9\",outcome=\"no_"
+                              "command\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("agent=\"lab-8\",outcome=\"power_cycled\"")));
 }
 
 // A power switch that never answers does not hold the scheduler's

@@ -244,7 +244,7 @@ void SchedulerServer::StartBackground(const ServerOptions& options) {
     return absl::Seconds(1);
   });
   health_loop_->Start();
-  lab_recovery_ = std::make_unique<LabRecovery>(store_.get(), options.lab_hosts);
+  lab_recovery_ = std::make_unique<LabRecovery>(store_.get(), options.lab_hosts, metrics_.get());
   reaper_ = std::make_unique<Reaper>(
       store_.get(), metrics_.get(), options.config,
       [r = lab_recovery_.get()](const storage::UnbootedLease& u) { r->Recover(u); });

@@ -90,6 +90,17 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& r)
   }
   duration_[0] = duration_[1];
   queued_[0] = queued_[1];
+  power_cycles_ = &prometheus::BuildCounter()
+                       .Name("farm_lab_power_cycles_total")
+                       .Help(
+                           "Lab hosts power-cycled after a job's kernel did not come back, "
+                           "by agent and outcome (power_cycled, failed, no_command)")
+                       .Register(r);
+}
+
+prometheus::Counter& SchedulerMetrics::power_cycles(const std::string& agent,
+                                                    const std::string& outcome) {
+  return power_cycles_->Add({{"agent", agent}, {"outcome", outcome}});
 }
 
 prometheus::Gauge& SchedulerMetrics::queue_jobs(int job_state) {

@@ -69,6 +69,13 @@ class SchedulerMetrics final {
   // farm_job_duration_seconds{executor}: lease grant to accepted result.
   // `executor` is the iommufarm.v1.Executor number.
   prometheus::Histogram& job_duration(int executor);
+  // farm_lab_power_cycles_total{agent, outcome}: lab hosts that did not come
+  // back from a job's kernel (scheduler/lab_recovery.h), by agent and what
+  // became of the power cycle: "power_cycled", "failed" (the command failed,
+  // timed out or was stopped) or "no_command" (the agent has no lab hosts
+  // entry: its host stays down). Agent names are a lab's hosts, few and
+  // fixed. Thread-safe (the family adds a series under its own lock).
+  prometheus::Counter& power_cycles(const std::string& agent, const std::string& outcome);
 
   // Executor numbers the per-executor families have a series for (1..5).
   static constexpr int kExecutors = 6;
@@ -77,6 +84,7 @@ class SchedulerMetrics final {
   std::array<prometheus::Gauge*, 6> queue_{};
   std::array<prometheus::Gauge*, kExecutors> queued_{};
   std::array<prometheus::Histogram*, kExecutors> duration_{};
+  prometheus::Family<prometheus::Counter>* power_cycles_ = nullptr;
 };
 
 // Agent-side families (farm-agent).
