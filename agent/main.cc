@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -356,6 +357,16 @@ void DescribeHost(Flags& f) {
 absl::Status SetUpKexec(Flags& f) {
   if (f.executor_config.vm_kernels_dir.empty()) {
     return absl::InvalidArgumentError("--kexec-state-dir needs --kernel-store");
+  }
+  // A host under test builds nothing: a build would load the host its
+  // measurements run on and reboot it out from under the build.
+  for (absl::string_view cap : absl::StrSplit(f.capabilities, ',', absl::SkipWhitespace())) {
+    if (absl::StripAsciiWhitespace(cap) ==
+        farm::proto::ExecutorName(iommufarm::v1::EXECUTOR_KBUILD)) {
+      return absl::InvalidArgumentError(
+          "a kexec host (--kexec-state-dir) does not build kernels: drop kbuild from "
+          "--capabilities and run the build on a build agent of the host's architecture");
+    }
   }
   if (f.options.slots != 1) {
     return absl::InvalidArgumentError("a kexec host runs one slot (--slots 1)");

@@ -31,6 +31,7 @@ void AddKernelsBuildOptions(CLI::App* build, kbuild::BuildRequest* request, std:
   const std::string models = absl::StrJoin(machines, ", ");
   // The farm's build jobs' config: its build directory is the one they reuse.
   machines.push_back(kbuild::kAllMachines);
+  machines.push_back(kbuild::kHostMachine);
   build->add_option("--tree", request->tree, "the kernel git tree: a local repository or a URL")
       ->required();
   build->add_option("--rev", request->rev, "any git revision of the tree (branch, tag, commit)")
@@ -38,7 +39,9 @@ void AddKernelsBuildOptions(CLI::App* build, kbuild::BuildRequest* request, std:
   build
       ->add_option("--machine", request->machine,
                    "vm machine model whose shipped fragment is merged: " + models +
-                       ", or all (every model of the arch, as the farm's build jobs do)")
+                       ", or all (every model of the arch, as the farm's build jobs do), or "
+                       "host (a lab host's kernel: the host fragment of --arch, the base's "
+                       "modules built in, stored as a host platform's build jobs store it)")
       ->check(CLI::IsMember(machines));
   build
       ->add_option("--arch", request->arch,
@@ -74,6 +77,7 @@ void AddKernelsBuildOptions(CLI::App* build, kbuild::BuildRequest* request, std:
 
 void FinishKernelsBuildRequest(double cache_gib, kbuild::BuildRequest* request) {
   request->cache_max_bytes = static_cast<std::uint64_t>(cache_gib * (1u << 30));
+  request->modules_built_in = request->machine == kbuild::kHostMachine;
   if (!request->arch.empty()) return;
   request->arch = kstore::kArchX86;
   for (const kbuild::MachineModel& m : kbuild::MachineModels()) {
@@ -192,7 +196,8 @@ namespace {
 
 // The id the farm's build jobs give a kernel of this base and these
 // fragments (proto/kernel_config.h), so that a spec's `kernel_config`
-// naming them runs on it: "" for tinyconfig alone (the agents' default).
+// naming them runs on it: "" for tinyconfig alone (the agents' default);
+// a host build's with "+host".
 absl::StatusOr<std::string> ConfigIdOf(const kbuild::BuildRequest& request) {
   pb::KernelConfig config;
   if (request.base != "tinyconfig" || !request.fragments.empty()) {
@@ -210,7 +215,9 @@ absl::StatusOr<std::string> ConfigIdOf(const kbuild::BuildRequest& request) {
       f->set_text(*text);
     }
   }
-  return proto::BuildConfigId(proto::KernelConfigId(config), request.dma_map_bench);
+  std::string id = proto::KernelConfigId(config);
+  if (request.machine == kbuild::kHostMachine) id = proto::HostBuildConfigId(id);
+  return proto::BuildConfigId(id, request.dma_map_bench);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "lib/base/sha256.h"
+#include "proto/kernel_offers.h"
 
 namespace farm::proto {
 
@@ -168,13 +169,28 @@ bool IsDmaMapBenchBuild(std::string_view build_config_id) {
                         "dma-map-bench");
 }
 
+std::string HostBuildConfigId(std::string_view config_id) {
+  return config_id.empty()
+             ? "host"
+             : absl::StrCat(absl::string_view(config_id.data(), config_id.size()), "+host");
+}
+
+bool IsHostBuild(std::string_view build_config_id) {
+  absl::string_view id(build_config_id.data(), build_config_id.size());
+  absl::ConsumeSuffix(&id, "dma-map-bench");
+  absl::ConsumeSuffix(&id, "+");
+  return id == "host" || absl::EndsWith(id, "+host");
+}
+
 std::string JobConfigId(const pb::Job& job) {
   auto it = job.workload().params().find(kKernelConfigParam);
   return it == job.workload().params().end() ? "" : it->second;
 }
 
 std::string JobBuildConfigId(const pb::Job& job) {
-  return BuildConfigId(JobConfigId(job), job.executor() == pb::EXECUTOR_DMA_MAP_BENCH);
+  std::string id = JobConfigId(job);
+  if (!id.empty() && FindVmPlatform(job.platform()) == nullptr) id = HostBuildConfigId(id);
+  return BuildConfigId(id, job.executor() == pb::EXECUTOR_DMA_MAP_BENCH);
 }
 
 std::string EncodeKernelConfig(const pb::KernelConfig& config) {

@@ -15,7 +15,11 @@
 //
 // A kernel a dma-map-bench job boots is built with the shipped
 // dma-map-bench fragment (CONFIG_DMA_MAP_BENCHMARK) too: that build is
-// another kernel, named by BuildConfigId(id, true). Offers (OfferRuns,
+// another kernel, named by BuildConfigId(id, true). A kernel a job of a host
+// platform boots (a lab host kexecs into it) is built with the shipped host
+// fragment instead of the vm guests' ones: another kernel too, named by
+// HostBuildConfigId(id); only a config other than the default is built for
+// a host (the default on a host is the host's own kernel). Offers (OfferRuns,
 // proto/kernel_offers.h): a job runs on a vm or kexec offer whose
 // kernel_config is JobBuildConfigId(job), and on a host offer only with the
 // default config.
@@ -76,9 +80,20 @@ std::string BuildConfigId(std::string_view config_id, bool dma_map_bench);
 // True for a BuildConfigId made with dma_map_bench.
 bool IsDmaMapBenchBuild(std::string_view build_config_id);
 
+// The id of the build of config `config_id` for a host platform:
+// "<config_id>+host" ("host" for the default's, which is never built);
+// BuildConfigId of it adds "+dma-map-bench".
+std::string HostBuildConfigId(std::string_view config_id);
+
+// True for a build config id made by HostBuildConfigId (with or without
+// the dma-map-bench suffix).
+bool IsHostBuild(std::string_view build_config_id);
+
 // The config id a real job asks for: its kernel_config param, "" when
-// none. JobBuildConfigId: the id of the build it boots, BuildConfigId of
-// that with dma_map_bench for a dma-map-bench job.
+// none. JobBuildConfigId: the id of the build it boots: on a host platform
+// (not a vm platform, proto/kernel_offers.h) with a config other than the
+// default its HostBuildConfigId, else the id; then BuildConfigId of that
+// with dma_map_bench for a dma-map-bench job.
 std::string JobConfigId(const iommufarm::v1::Job& job);
 std::string JobBuildConfigId(const iommufarm::v1::Job& job);
 

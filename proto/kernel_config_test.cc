@@ -78,10 +78,33 @@ TEST(KernelConfigTest, TheDmaMapBenchBuildIsAnotherKernel) {
   EXPECT_FALSE(IsDmaMapBenchBuild(""));
   pb::Job job;
   (*job.mutable_workload()->mutable_params())[kKernelConfigParam] = id;
+  job.set_platform("q35-intel-iommu");
   job.set_executor(pb::EXECUTOR_FIO);
   EXPECT_EQ(JobBuildConfigId(job), id);
   job.set_executor(pb::EXECUTOR_DMA_MAP_BENCH);
   EXPECT_EQ(JobBuildConfigId(job), BuildConfigId(id, true));
+}
+
+// A lab host boots a kernel built with the host fragment, not the guests':
+// another build of the same config, and only of a config the job names.
+TEST(KernelConfigTest, AHostPlatformsBuildIsAnotherKernel) {
+  const std::string id = KernelConfigId(Config("defconfig"));
+  EXPECT_EQ(HostBuildConfigId(id), id + "+host");
+  EXPECT_TRUE(IsHostBuild(HostBuildConfigId(id)));
+  EXPECT_TRUE(IsHostBuild(BuildConfigId(HostBuildConfigId(id), true)));
+  EXPECT_TRUE(IsDmaMapBenchBuild(BuildConfigId(HostBuildConfigId(id), true)));
+  EXPECT_FALSE(IsHostBuild(id));
+  EXPECT_FALSE(IsHostBuild(BuildConfigId(id, true)));
+  EXPECT_FALSE(IsHostBuild(""));
+  EXPECT_FALSE(IsHostBuild("dma-map-bench"));
+  pb::Job job;
+  job.set_executor(pb::EXECUTOR_FIO);
+  job.set_platform("lab");
+  EXPECT_EQ(JobBuildConfigId(job), "");  // the host's own kernel
+  (*job.mutable_workload()->mutable_params())[kKernelConfigParam] = id;
+  EXPECT_EQ(JobBuildConfigId(job), id + "+host");
+  job.set_platform("virt-smmuv3");
+  EXPECT_EQ(JobBuildConfigId(job), id);
 }
 
 TEST(KernelConfigTest, BadInputIsNamedByField) {

@@ -7,8 +7,10 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "proto/kernel_config.h"
 #include "proto/kernel_params.h"
+#include "proto/labels.h"
 #include "proto/names.h"
 #include "proto/try_commit.h"
 #include "scheduler/spec.h"
@@ -45,6 +47,55 @@ struct Need {
   std::string unrunnable;  // set when neither
 };
 
+// The platform a run on `a`'s own host answers to (proto/labels.h).
+std::string PlatformOf(const pb::Agent& a) {
+  auto it = a.host().labels().find(proto::kPlatformLabel);
+  return it == a.host().labels().end() || it->second.empty() ? a.name() : it->second;
+}
+
+// Where a host platform's kernel is built: the architecture its registered
+// agents run (uname -m), or why there is none.
+absl::StatusOr<std::string> HostArchitecture(const std::string& platform,
+                                             const std::vector<pb::Agent>& agents) {
+  std::set<std::string> archs;
+  for (const pb::Agent& a : agents) {
+    if (PlatformOf(a) == platform && !a.host().architecture().empty()) {
+      archs.insert(a.host().architecture());
+    }
+  }
+  if (archs.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("no agent of platform ", platform, " is registered to say its architecture"));
+  }
+  if (archs.size() > 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the agents of platform ", platform, " run ", absl::StrJoin(archs, " and "),
+                     ": a platform's kernel is built for one architecture"));
+  }
+  return *archs.begin();
+}
+
+// The build key of `job`'s kernel and its architecture, or why it is not
+// built: on a vm platform, the platform's architecture; on a host platform,
+// only with a kernel config (the default there is the host's own kernel),
+// for the architecture of the platform's agents.
+absl::StatusOr<proto::BuildKey> BuildKeyFor(const pb::Job& job,
+                                            const std::vector<pb::Agent>& agents) {
+  std::string arch;
+  if (const proto::VmPlatform* vm = proto::FindVmPlatform(job.platform()); vm != nullptr) {
+    arch = std::string(vm->architecture);
+  } else if (proto::JobConfigId(job).empty()) {
+    return absl::FailedPreconditionError(
+        "a host platform's kernel is built only with a kernel config: the spec's "
+        "kernel_config, or the host's kernel_config in farm-scheduler --lab-hosts");
+  } else {
+    absl::StatusOr<std::string> host = HostArchitecture(job.platform(), agents);
+    if (!host.ok()) return host.status();
+    arch = *host;
+  }
+  return proto::BuildKey{job.catalog(), job.commit_id(), arch, proto::JobBuildConfigId(job)};
+}
+
 Need Decide(const pb::Job& job, const std::vector<pb::Agent>& agents) {
   Need need;
   if (AnyAgentOffers(job, agents)) {
@@ -54,20 +105,18 @@ Need Decide(const pb::Job& job, const std::vector<pb::Agent>& agents) {
   const std::string cell =
       absl::StrCat(job.commit_id(), " on ", job.platform(), " in mode ",
                    proto::ModeName(job.mode()), " under ", proto::ExecutorName(job.executor()));
-  const proto::VmPlatform* vm = proto::FindVmPlatform(job.platform());
-  if (vm == nullptr) {
-    need.unrunnable = absl::StrCat(cell, ": no agent offers this kernel (the kernel of a host ",
-                                   "platform is the host's own and is not built)");
+  absl::StatusOr<proto::BuildKey> key = BuildKeyFor(job, agents);
+  if (!key.ok()) {
+    need.unrunnable =
+        absl::StrCat(cell, ": no agent offers this kernel, and ", key.status().message());
     return need;
   }
-  proto::BuildKey key{job.catalog(), job.commit_id(), std::string(vm->architecture),
-                      proto::JobBuildConfigId(job)};
-  if (AnyAgentBuilds(MakeBuildJob(key, job.commit_index(), 1), agents)) {
-    need.build = std::move(key);
+  if (AnyAgentBuilds(MakeBuildJob(*key, job.commit_index(), 1), agents)) {
+    need.build = *std::move(key);
     return need;
   }
   need.unrunnable = absl::StrCat(cell, ": no agent offers this kernel, and none builds catalog ",
-                                 job.catalog(), " for ", std::string(vm->architecture));
+                                 job.catalog(), " for ", key->arch);
   return need;
 }
 
@@ -124,6 +173,44 @@ pb::Job MakeBuildJob(const proto::BuildKey& key, int commit_index, int max_attem
   j.set_priority(JobPriority(pb::JOB_KIND_BUILD, 0));
   j.set_max_attempts(max_attempts);
   return j;
+}
+
+absl::StatusOr<std::optional<LabConfig>> LabKernelConfig(
+    const std::vector<std::string>& platforms, const std::vector<pb::Agent>& agents,
+    const std::map<std::string, pb::KernelConfig>& lab_configs) {
+  std::map<std::string, std::string> platform_of;  // agent name -> its platform
+  for (const pb::Agent& a : agents) platform_of[a.name()] = PlatformOf(a);
+  std::optional<LabConfig> out;
+  std::string vm_platform;
+  for (const std::string& platform : platforms) {
+    if (proto::FindVmPlatform(platform) != nullptr) {
+      vm_platform = platform;
+      continue;
+    }
+    for (const auto& [agent, config] : lab_configs) {
+      // An agent not registered yet answers to its name.
+      auto p = platform_of.find(agent);
+      if ((p == platform_of.end() ? agent : p->second) != platform) continue;
+      LabConfig found{config, proto::KernelConfigId(config), agent, platform};
+      if (out.has_value() && out->id != found.id) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "platform: the lab hosts file (farm-scheduler --lab-hosts) names two kernel configs "
+            "for this matrix's hosts: ",
+            out->id, " (agent ", out->agent, ", platform ", out->platform, ") and ", found.id,
+            " (agent ", agent, ", platform ", platform,
+            "); submit each platform in a matrix of its own, or name one in the spec's "
+            "kernel_config"));
+      }
+      if (!out.has_value()) out = std::move(found);
+    }
+  }
+  if (out.has_value() && !vm_platform.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("platform: ", out->platform, "'s kernel config (agent ", out->agent,
+                     " in farm-scheduler --lab-hosts) would be built for vm platform ", vm_platform,
+                     " too; submit the vm platforms in a matrix of their own"));
+  }
+  return out;
 }
 
 std::vector<std::string> UnrunnableWarnings(const KernelPlan& plan, absl::Duration wait,

@@ -9,18 +9,33 @@
 // (catalog, commit, architecture, build config), shared by every job and
 // matrix that needs it, so each commit is built once per config. The build
 // config (proto/kernel_config.h) is the matrix's `kernel_config`, with the
-// dma-map-bench fragment when a dma-map-bench job boots the kernel. A job whose kernel nobody
-// offers and nobody can build (a host platform's kernel is never built) is named in a submit
-// warning; the reaper fails it after SchedulerConfig::unrunnable_wait unless an agent that can run
-// it registers.
+// dma-map-bench fragment when a dma-map-bench job boots the kernel.
+//
+// On a host platform (any other platform name: a lab's hosts, which kexec
+// into the job's kernel) a kernel is built only for a matrix with a kernel
+// config (the spec's, or the one the lab hosts file names for the
+// platform's hosts: LabKernelConfig), for the architecture the platform's
+// registered agents run, as a host build (HostBuildConfigId: the host
+// fragment instead of the guests'), by a build agent: a kexec host builds
+// nothing itself (farm-agent refuses kbuild with --kexec-state-dir), so the
+// build never runs on the host under test. With the default config a host
+// platform's kernel is the host's own and is not built.
+//
+// A job whose kernel nobody offers and nobody can build is named in a
+// submit warning saying why; the reaper fails it after
+// SchedulerConfig::unrunnable_wait unless an agent that can run it
+// registers.
 //
 // Pure functions of their arguments; thread-safe.
 #ifndef SCHEDULER_KERNEL_BUILDS_H_
 #define SCHEDULER_KERNEL_BUILDS_H_
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "iommufarm/v1/farm.pb.h"
 #include "proto/kernel_offers.h"
@@ -38,6 +53,24 @@ struct KernelPlan {
 // The plan for `jobs` (one matrix's) given the registered `agents`.
 KernelPlan PlanKernels(const std::vector<iommufarm::v1::Job>& jobs,
                        const std::vector<iommufarm::v1::Agent>& agents);
+
+// The kernel config the lab hosts file names for a real matrix on
+// `platforms` that names none itself: the config of a host in
+// `lab_configs` (by agent name, farm-scheduler --lab-hosts) whose agent's
+// platform (its "platform" label, else its name; an agent not registered
+// yet answers to its name) is one of `platforms`. nullopt when no such host
+// names one. InvalidArgument, naming the field "platform", when two such
+// hosts name different configs or the matrix has a vm platform too (the
+// lab's config would be built for the guests).
+struct LabConfig {
+  iommufarm::v1::KernelConfig config;
+  std::string id;        // proto::KernelConfigId(config)
+  std::string agent;     // the host whose entry names it
+  std::string platform;  // that host's platform
+};
+absl::StatusOr<std::optional<LabConfig>> LabKernelConfig(
+    const std::vector<std::string>& platforms, const std::vector<iommufarm::v1::Agent>& agents,
+    const std::map<std::string, iommufarm::v1::KernelConfig>& lab_configs);
 
 // The build job of `key`: platform = architecture, workload "kbuild", kind
 // BUILD at the build band's priority, `commit_index` its catalog position;

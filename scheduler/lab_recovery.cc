@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "lib/base/utf8.h"
 #include "lib/process/process.h"
 #include "lib/spec/yaml_document.h"
+#include "proto/kernel_config.h"
 #include "spdlog/spdlog.h"
 
 namespace farm::scheduler {
@@ -34,33 +36,106 @@ absl::StatusOr<std::vector<std::string>> ReadArgv(const YAML::Node& n, const std
   return argv;
 }
 
+// One host's `kernel_fragments`: a list of file names.
+absl::Status ReadFragmentNames(const YAML::Node& n, const std::string& host, LabHost* h) {
+  if (!n.IsSequence() || n.size() == 0) {
+    return HostError(host, "kernel_fragments", "must be a non-empty list of config files");
+  }
+  for (const YAML::Node& f : n) {
+    if (!f.IsScalar() || f.as<std::string>().empty()) {
+      return HostError(host, "kernel_fragments", "every item must be a file name");
+    }
+    h->kernel_fragment_files.push_back(f.as<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadHostKey(const std::string& name, const std::string& key, const YAML::Node& v,
+                         LabHost* h) {
+  if (key == "power_cycle" || key == "console") {
+    absl::StatusOr<std::vector<std::string>> argv = ReadArgv(v, name, key);
+    if (!argv.ok()) return argv.status();
+    (key == "console" ? h->console : h->power_cycle) = *std::move(argv);
+  } else if (key == "timeout") {
+    if (!v.IsScalar() || !absl::ParseDuration(v.as<std::string>(), &h->timeout) ||
+        h->timeout <= absl::ZeroDuration()) {
+      return HostError(name, key, "must be a positive duration such as 90s or 2m");
+    }
+  } else if (key == "console_lines") {
+    int lines = 0;
+    if (!v.IsScalar() || !YAML::convert<int>::decode(v, lines) || lines < 1 || lines > 10000) {
+      return HostError(name, key, "must be a whole number from 1 to 10000");
+    }
+    h->console_lines = lines;
+  } else if (key == "kernel_config") {
+    if (!v.IsScalar() || v.as<std::string>().empty()) {
+      return HostError(name, key, "must be the file name of the host's kernel config");
+    }
+    h->kernel_config_file = v.as<std::string>();
+  } else if (key == "kernel_fragments") {
+    return ReadFragmentNames(v, name, h);
+  } else {
+    return HostError(name, key,
+                     "unknown key (power_cycle, console, timeout, console_lines, kernel_config, "
+                     "kernel_fragments)");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<LabHost> ReadHost(const std::string& name, const YAML::Node& n) {
-  if (!n.IsMap()) return HostError(name, "", "must be a map (power_cycle, console, timeout)");
+  if (!n.IsMap()) {
+    return HostError(name, "", "must be a map (power_cycle, console, timeout, kernel_config)");
+  }
   LabHost h;
   for (const auto& kv : n) {
-    const std::string key = kv.first.as<std::string>();
-    if (key == "power_cycle" || key == "console") {
-      absl::StatusOr<std::vector<std::string>> argv = ReadArgv(kv.second, name, key);
-      if (!argv.ok()) return argv.status();
-      (key == "console" ? h.console : h.power_cycle) = *std::move(argv);
-    } else if (key == "timeout") {
-      if (!kv.second.IsScalar() || !absl::ParseDuration(kv.second.as<std::string>(), &h.timeout) ||
-          h.timeout <= absl::ZeroDuration()) {
-        return HostError(name, key, "must be a positive duration such as 90s or 2m");
-      }
-    } else if (key == "console_lines") {
-      int lines = 0;
-      if (!kv.second.IsScalar() || !YAML::convert<int>::decode(kv.second, lines) || lines < 1 ||
-          lines > 10000) {
-        return HostError(name, key, "must be a whole number from 1 to 10000");
-      }
-      h.console_lines = lines;
-    } else {
-      return HostError(name, key, "unknown key (power_cycle, console, timeout, console_lines)");
+    if (absl::Status s = ReadHostKey(name, kv.first.as<std::string>(), kv.second, &h); !s.ok()) {
+      return s;
     }
   }
-  if (h.power_cycle.empty()) return HostError(name, "power_cycle", "is required");
+  if (h.power_cycle.empty() && h.kernel_config_file.empty()) {
+    return HostError(name, "power_cycle", "is required (unless the host names a kernel_config)");
+  }
+  if (!h.kernel_fragment_files.empty() && h.kernel_config_file.empty()) {
+    return HostError(name, "kernel_fragments", "needs kernel_config: the base they merge over");
+  }
   return h;
+}
+
+// A config file of `host`'s entry, read relative to `dir`.
+absl::StatusOr<std::string> ReadConfigFile(const std::filesystem::path& dir,
+                                           const std::string& host, absl::string_view key,
+                                           const std::string& file) {
+  std::filesystem::path path(file);
+  if (path.is_relative()) path = dir / path;
+  absl::StatusOr<std::string> text = base::ReadFile(path.string());
+  if (!text.ok()) return HostError(host, key, text.status().message());
+  return text;
+}
+
+// Reads and checks `h`'s kernel config files.
+absl::Status ReadKernelConfig(const std::filesystem::path& dir, const std::string& name,
+                              LabHost* h) {
+  if (h->kernel_config_file.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> base =
+      ReadConfigFile(dir, name, "kernel_config", h->kernel_config_file);
+  if (!base.ok()) return base.status();
+  h->kernel_config.set_base(std::filesystem::path(h->kernel_config_file).filename().string());
+  h->kernel_config.set_base_text(*base);
+  for (size_t i = 0; i < h->kernel_fragment_files.size(); ++i) {
+    const std::string& file = h->kernel_fragment_files[i];
+    absl::StatusOr<std::string> text =
+        ReadConfigFile(dir, name, absl::StrCat("kernel_fragments[", i + 1, "]"), file);
+    if (!text.ok()) return text.status();
+    iommufarm::v1::ConfigFragment* f = h->kernel_config.add_fragments();
+    f->set_name(std::filesystem::path(file).filename().string());
+    f->set_text(*text);
+  }
+  // As a spec's kernel_config: its problems, named by the spec's field,
+  // are this entry's ("kernel_config.base: line 2 ...").
+  const auto problems = proto::CheckKernelConfig(h->kernel_config);
+  if (problems.empty()) return absl::OkStatus();
+  return HostError(name, problems[0].first,
+                   absl::StrCat(problems[0].second, " (", h->kernel_config_file, ")"));
 }
 
 // Runs `argv` within `timeout`; the outcome as a line for the job's reason
@@ -118,7 +193,21 @@ absl::StatusOr<LabHosts> LoadLabHosts(const std::string& path) {
   if (!hosts.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", hosts.status().message()));
   }
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  for (auto& [name, host] : *hosts) {
+    if (absl::Status s = ReadKernelConfig(dir, name, &host); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+    }
+  }
   return hosts;
+}
+
+std::map<std::string, iommufarm::v1::KernelConfig> LabKernelConfigs(const LabHosts& hosts) {
+  std::map<std::string, iommufarm::v1::KernelConfig> out;
+  for (const auto& [name, host] : hosts) {
+    if (!proto::IsDefaultKernelConfig(host.kernel_config)) out.emplace(name, host.kernel_config);
+  }
+  return out;
 }
 
 std::string TailLines(std::string_view text, int lines) {
@@ -200,7 +289,7 @@ void LabRecovery::Loop() {
 
 std::string LabRecovery::RecoverHost(const storage::UnbootedLease& lease) {
   auto it = hosts_.find(lease.agent);
-  if (it == hosts_.end()) {
+  if (it == hosts_.end() || it->second.power_cycle.empty()) {
     spdlog::warn(
         "lab recovery: agent {} did not come back from job {}'s kernel and has no "
         "power command (farm-scheduler --lab-hosts): its host stays down",

@@ -16,8 +16,10 @@
 // farm_lab_power_cycles_total{agent, outcome} (lib/metrics/metrics.h), so
 // that a lab alerts on hosts that keep failing to boot or stay down.
 //
-// The commands are argv lists run without a shell (lib/process), each within
-// its timeout. They come from the scheduler's own configuration, never from
+// A host without a power command (its entry names only a kernel config) is
+// left down with a note on the job, as one without an entry. The commands
+// are argv lists run without a shell (lib/process), each within its
+// timeout. They come from the scheduler's own configuration, never from
 // an agent: a lab's operator decides what the scheduler may run.
 //
 // Thread-safety: Recover() and Stop() from any thread; one worker thread
@@ -40,17 +42,24 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "iommufarm/v1/farm.pb.h"
 #include "lib/metrics/metrics.h"
 #include "lib/storage/job_queue.h"
 
 namespace farm::scheduler {
 
-// One lab host's recovery commands, by its agent's name.
+// One lab host's recovery commands and kernel config, by its agent's name.
 struct LabHost {
-  std::vector<std::string> power_cycle;       // required
+  std::vector<std::string> power_cycle;       // required unless kernel_config_file is set
   std::vector<std::string> console;           // optional: prints the console log
   absl::Duration timeout = absl::Minutes(2);  // per command
   int console_lines = 40;                     // how much of the console to keep
+  // The config the farm builds the host's kernels from (its base file and
+  // fragments, as the file names them; kernel_builds.h LabKernelConfig), and
+  // what LoadLabHosts read of them. "" and the default config: none named.
+  std::string kernel_config_file;
+  std::vector<std::string> kernel_fragment_files;
+  iommufarm::v1::KernelConfig kernel_config;
 };
 using LabHosts = std::map<std::string, LabHost>;
 
@@ -61,10 +70,20 @@ using LabHosts = std::map<std::string, LabHost>;
 //       console: [tail, -c, "65536", /var/log/conserver/lab-7.log]
 //       timeout: 2m          # optional, per command
 //       console_lines: 40    # optional
-// InvalidArgument naming the host and key for anything else.
+//       kernel_config: lab-7.config           # optional: the host's kernel config
+//       kernel_fragments: [nvme-root.config]  # optional, needs kernel_config
+// InvalidArgument naming the host and key for anything else. The config
+// files are named, not read (LoadLabHosts reads them).
 absl::StatusOr<LabHosts> ParseLabHosts(std::string_view yaml);
-// ParseLabHosts of a file; the error names the file.
+// ParseLabHosts of a file, then each host's kernel config files read
+// (relative paths from the file's directory) into LabHost::kernel_config
+// and checked as a spec's kernel_config is (proto/kernel_config.h); the
+// error names the file, the host and the key (a config file that does not
+// read, an option line that does not parse).
 absl::StatusOr<LabHosts> LoadLabHosts(const std::string& path);
+
+// The kernel configs `hosts` name, by agent name.
+std::map<std::string, iommufarm::v1::KernelConfig> LabKernelConfigs(const LabHosts& hosts);
 
 // The last `lines` lines of `text` (all of it when it has fewer).
 std::string TailLines(std::string_view text, int lines);

@@ -73,6 +73,60 @@ TEST(ParseLabHostsTest, NamesTheHostAndKeyOfAMistake) {
   }
 }
 
+// A host's kernel config: its files read from beside the lab hosts file,
+// checked as a spec's kernel_config; an entry naming only a config needs no
+// power command.
+TEST(LoadLabHostsTest, ReadsEachHostsKernelConfigFiles) {
+  absl::StatusOr<process::ScopedTempDir> dir =
+      process::ScopedTempDir::Create(std::filesystem::temp_directory_path(), "lab-hosts-");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::filesystem::path d = dir->path();
+  ASSERT_TRUE(
+      base::WriteFile((d / "lab.config").string(), "# lab-7\nCONFIG_BLK_DEV_NVME=y\n").ok());
+  ASSERT_TRUE(base::WriteFile((d / "ext4.config").string(), "CONFIG_EXT4_FS=y\n").ok());
+  const std::string yaml = (d / "lab.yaml").string();
+  ASSERT_TRUE(base::WriteFile(yaml,
+                              "hosts:\n  lab-7:\n    kernel_config: lab.config\n"
+                              "    kernel_fragments: [ext4.config]\n"
+                              "  lab-8:\n    power_cycle: [x]\n")
+                  .ok());
+  absl::StatusOr<LabHosts> h = LoadLabHosts(yaml);
+  ASSERT_TRUE(h.ok()) << h.status();
+  const pb::KernelConfig& c = h->at("lab-7").kernel_config;
+  EXPECT_EQ(c.base(), "lab.config");
+  EXPECT_EQ(c.base_text(), "# lab-7\nCONFIG_BLK_DEV_NVME=y\n");
+  ASSERT_EQ(c.fragments_size(), 1);
+  EXPECT_EQ(c.fragments(0).name(), "ext4.config");
+  EXPECT_EQ(c.fragments(0).text(), "CONFIG_EXT4_FS=y\n");
+  EXPECT_TRUE(h->at("lab-7").power_cycle.empty());
+  const std::map<std::string, pb::KernelConfig> configs = LabKernelConfigs(*h);
+  ASSERT_EQ(configs.size(), 1u);
+  EXPECT_EQ(configs.count("lab-7"), 1u);
+
+  struct Case {
+    std::string yaml;
+    std::string error;
+  };
+  for (const Case& c : {
+           Case{"hosts:\n  h1:\n    kernel_config: missing.config\n",
+                "lab.yaml: hosts.h1.kernel_config: "},
+           Case{"hosts:\n  h1:\n    kernel_config: lab.config\n"
+                "    kernel_fragments: [ext4.config, gone.config]\n",
+                "hosts.h1.kernel_fragments[2]: "},
+           Case{"hosts:\n  h1:\n    kernel_config: bad.config\n",
+                "hosts.h1.kernel_config.base: line 1 is not CONFIG_X=value"},
+           Case{"hosts:\n  h1:\n    power_cycle: [x]\n    kernel_fragments: [ext4.config]\n",
+                "hosts.h1.kernel_fragments: needs kernel_config"},
+       }) {
+    ASSERT_TRUE(base::WriteFile((d / "bad.config").string(), "CONFIG_X y\n").ok());
+    ASSERT_TRUE(base::WriteFile(yaml, c.yaml).ok());
+    absl::StatusOr<LabHosts> bad = LoadLabHosts(yaml);
+    ASSERT_FALSE(bad.ok()) << c.yaml;
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << c.yaml;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr(c.error)) << c.yaml;
+  }
+}
+
 TEST(TailLinesTest, KeepsTheLastLinesAsText) {
   EXPECT_EQ(TailLines("a\nb\nc\n", 2), "b\nc");
   EXPECT_EQ(TailLines("a\nb\nc", 1), "c");

@@ -113,7 +113,9 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--lab-hosts", f->lab_hosts,
                  "YAML file of lab hosts' power-cycle and console commands by agent name: run "
                  "when a host does not come back from a reboot into a job's kernel "
-                 "(docs/kernels.md \"Power, console and recovery\"; empty: none)")
+                 "(docs/kernels.md \"Power, console and recovery\"), and the kernel config "
+                 "the farm builds each host's kernels with (\"Kernels for a host platform\"; "
+                 "empty: none)")
       ->envname("FARM_LAB_HOSTS");
   app.add_option("--catalog-dir", f->catalog_dir,
                  "load every *.yaml catalog in DIR that is not in the database yet (empty: none)")
@@ -191,6 +193,7 @@ absl::StatusOr<farm::scheduler::ServerOptions> ResolveOptions(const Flags& f) {
   if (!f.lab_hosts.empty()) {
     absl::StatusOr<farm::scheduler::LabHosts> hosts = farm::scheduler::LoadLabHosts(f.lab_hosts);
     if (!hosts.ok()) return Usage(absl::StrCat("--lab-hosts ", hosts.status().message()));
+    opts.config.lab_kernel_configs = farm::scheduler::LabKernelConfigs(*hosts);
     opts.lab_hosts = *std::move(hosts);
   }
   opts.catalog_source = catalog_dir == FARM_DEFAULT_CATALOG_DIR ? "builtin" : "";

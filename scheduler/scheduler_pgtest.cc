@@ -12,6 +12,7 @@
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/auth/auth.h"
 #include "lib/metrics/metrics.h"
+#include "proto/kernel_config.h"
 #include "scheduler/server.h"
 #include "testing/service_harness.h"
 
@@ -63,6 +64,7 @@ class SchedulerGrpcPgTest : public ::testing::Test {
     o.db_connections = 4;
     o.worker_threads = 4;
     o.watch.fallback_poll = watch_fallback_;
+    o.config.lab_kernel_configs = lab_kernel_configs_;
     auto s = SchedulerServer::Start(o, &registry_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
@@ -116,6 +118,8 @@ class SchedulerGrpcPgTest : public ::testing::Test {
   }
 
   absl::Duration watch_fallback_ = absl::Seconds(2);
+  // farm-scheduler --lab-hosts' kernel configs, by agent name.
+  std::map<std::string, pb::KernelConfig> lab_kernel_configs_;
   std::unique_ptr<PostgresInstance> pg_;
   metrics::MetricsRegistry registry_;
   std::unique_ptr<SchedulerServer> server_;
@@ -426,6 +430,99 @@ TEST_F(SchedulerGrpcPgTest, MatricesOfOtherKernelConfigsGetOtherBuildJobs) {
   ASSERT_TRUE(jobs_->GetMatrix(Ctx().get(), gm, &m).ok());
   EXPECT_NE(m.spec_yaml().find("CONFIG_IOMMU_DEFAULT_DMA_LAZY=y"), std::string::npos)
       << m.spec_yaml();
+}
+
+// A lab host's platform on PostgreSQL: the matrix takes the config the lab
+// hosts file names for the host, its kernel is one build job of the host
+// build's key for the host's architecture, and the claim's SQL leases the
+// job to the host's kexec offer of that build only, not to one of the same
+// config built for guests.
+class LabHostBuildPgTest : public SchedulerGrpcPgTest {
+ protected:
+  LabHostBuildPgTest() {
+    pb::KernelConfig lab;
+    lab.set_base("lab-1.config");
+    lab.set_base_text("CONFIG_BLK_DEV_NVME=y\nCONFIG_EXT4_FS=y\n");
+    lab_kernel_configs_ = {{"lab-1", lab}};
+    id_ = proto::KernelConfigId(lab);
+  }
+  pb::RegisterRequest LabHost(const std::string& kernel_config) const {
+    pb::RegisterRequest req;
+    req.set_name("lab-1");
+    req.set_slots(1);
+    req.mutable_host()->set_kernel_release("6.1.0-lab");
+    req.mutable_host()->set_architecture("x86_64");
+    req.mutable_host()->set_iommu_mode(pb::IOMMU_MODE_STRICT);
+    (*req.mutable_host()->mutable_labels())["platform"] = "lab";
+    pb::Capability* fio = req.add_capabilities();
+    fio->set_name("fio");
+    if (!kernel_config.empty()) {
+      pb::KernelOffer* o = fio->add_kernels();
+      o->set_provider("kexec");
+      o->set_commit("v5.11");
+      o->set_release("6.1.192-gv511");
+      o->set_architecture("x86_64");
+      o->set_kernel_config(kernel_config);
+      o->add_modes(pb::IOMMU_MODE_STRICT);
+    }
+    return req;
+  }
+  std::string id_;
+};
+
+TEST_F(LabHostBuildPgTest, AHostPlatformsJobRunsOnlyOnItsHostBuild) {
+  LoadCatalog();
+  pb::RegisterRequest reg;
+  reg.set_name("builder");
+  pb::BuildOffer* offer = reg.add_capabilities()->add_builds();
+  reg.mutable_capabilities(0)->set_name("kbuild");
+  offer->set_catalog("test-iommu");
+  offer->set_tree("/src/linux");
+  offer->add_architectures("x86_64");
+  reg.set_slots(4);
+  pb::RegisterResponse builder;
+  ASSERT_TRUE(agents_->Register(Ctx().get(), reg, &builder).ok());
+  pb::RegisterResponse host;
+  ASSERT_TRUE(agents_->Register(Ctx().get(), LabHost(""), &host).ok());
+
+  pb::SubmitMatrixRequest req;
+  req.set_spec_yaml(
+      "name: lab-run\ncatalog: test-iommu\nplatform: lab\ncommits: [v5.11]\nmodes: [strict]\n"
+      "workloads:\n  - name: fio-nvme\n    params: {rw: randread}\nexecutor: fio\n");
+  pb::SubmitMatrixResponse sub;
+  grpc::Status st = jobs_->SubmitMatrix(Ctx().get(), req, &sub);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(sub.build_job_ids_size(), 1);
+
+  pb::LeaseJobsResponse builds = LeaseVia(builder, 10);
+  ASSERT_EQ(builds.leases_size(), 1);
+  EXPECT_EQ(builds.leases(0).job().platform(), "x86_64");
+  EXPECT_EQ(builds.leases(0).job().workload().params().at("kernel_config"), id_ + "+host");
+  pb::ReportResultRequest rr;
+  rr.set_agent_id(builder.agent_id());
+  *rr.mutable_lease() = builds.leases(0).lease();
+  pb::Sample* sample = rr.add_samples();
+  sample->set_metric("build_seconds");
+  sample->set_value(1);
+  pb::ReportResultResponse rresp;
+  ASSERT_TRUE(agents_->ReportResult(Ctx().get(), rr, &rresp).ok());
+
+  const auto lease_offering = [&](const std::string& kernel_config) {
+    pb::LeaseJobsRequest lr;
+    lr.set_agent_id(host.agent_id());
+    lr.set_session(host.session());
+    lr.set_max_jobs(1);
+    *lr.add_capabilities() = LabHost(kernel_config).capabilities(0);
+    pb::LeaseJobsResponse resp;
+    grpc::Status s = agents_->LeaseJobs(Ctx().get(), lr, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  };
+  EXPECT_EQ(lease_offering(id_).leases_size(), 0) << "a guest build of the config";
+  pb::LeaseJobsResponse leased = lease_offering(id_ + "+host");
+  ASSERT_EQ(leased.leases_size(), 1);
+  EXPECT_EQ(leased.leases(0).job().matrix_id(), sub.matrix().id());
+  EXPECT_EQ(leased.leases(0).job().workload().params().at("kernel_config"), id_);
 }
 
 TEST_F(SchedulerGrpcPgTest, CancelRevokesLeases) {

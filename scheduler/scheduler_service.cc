@@ -147,6 +147,9 @@ absl::StatusOr<pb::SubmitMatrixResponse> JobService::SubmitMatrix(
   pb::SubmitMatrixResponse resp;
   for (const std::string& w : spec->warnings) resp.add_warnings(w);
   const bool real = proto::IsRealExecutor(spec->executor);
+  if (real) {
+    if (absl::Status s = ApplyLabKernelConfig(&*spec, &resp); !s.ok()) return s;
+  }
   // Real matrices are expanded before a dry run too: it names the kernels
   // to build and the jobs nothing can run.
   if (real || !req.dry_run()) {
@@ -192,6 +195,25 @@ absl::StatusOr<std::vector<pb::Agent>> JobService::AllAgents() {
     if (static_cast<int>(page->size()) < kPage) return all;
     after = all.back().name();
   }
+}
+
+absl::Status JobService::ApplyLabKernelConfig(spec::MatrixSpec* spec,
+                                              pb::SubmitMatrixResponse* resp) {
+  if (!spec->kernel_config_id.empty() || config_.lab_kernel_configs.empty()) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<pb::Agent>> agents = AllAgents();
+  if (!agents.ok()) return agents.status();
+  absl::StatusOr<std::optional<LabConfig>> lab =
+      LabKernelConfig(spec->platforms, *agents, config_.lab_kernel_configs);
+  if (!lab.ok()) return lab.status();
+  if (!lab->has_value()) return absl::OkStatus();
+  spec->kernel_config = (*lab)->config;
+  spec->kernel_config_id = (*lab)->id;
+  resp->add_warnings(absl::StrCat("kernel_config: ", (*lab)->platform, "'s hosts' config ",
+                                  (*lab)->id, " (", (*lab)->config.base(), ", agent ",
+                                  (*lab)->agent, " in farm-scheduler --lab-hosts)"));
+  return absl::OkStatus();
 }
 
 absl::Status JobService::AttachKernelBuilds(const pb::SubmitMatrixRequest& req,

@@ -49,6 +49,11 @@ struct SchedulerConfig {
   // long (JobQueue::FailBlockedJobs) instead of waiting forever; submit
   // names such jobs at once.
   absl::Duration unrunnable_wait = absl::Hours(1);
+  // The kernel configs of lab hosts (farm-scheduler --lab-hosts
+  // kernel_config), by agent name: a real matrix on a host's platform that
+  // names no kernel_config is built with its host's (kernel_builds.h
+  // LabKernelConfig).
+  std::map<std::string, pb::KernelConfig> lab_kernel_configs;
   // Heartbeat interval handed to agents.
   absl::Duration heartbeat_interval() const { return lease_ttl / 3; }
   // An agent counts as connected with a heartbeat this recent.
@@ -116,6 +121,10 @@ class JobService final {
  private:
   // Every registered agent, connected or not.
   absl::StatusOr<std::vector<pb::Agent>> AllAgents();
+  // A real matrix without a kernel_config on a lab host's platform takes
+  // the host's (config_.lab_kernel_configs, kernel_builds.h
+  // LabKernelConfig) before its jobs are made, and the response says so.
+  absl::Status ApplyLabKernelConfig(spec::MatrixSpec* spec, pb::SubmitMatrixResponse* resp);
   // The kernel builds nm's real jobs wait for (kernel_builds.h): live build
   // jobs of another matrix are shared, missing ones become a build matrix;
   // sets the jobs' waits_for_job and the response's build fields and

@@ -15,13 +15,17 @@
 #include <utility>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "lib/metrics/metrics.h"
 #include "lib/spec/spec_yaml.h"
 #include "lib/storage/memory/memory_store.h"
 #include "proto/kernel_config.h"
+#include "proto/labels.h"
 #include "proto/try_commit.h"
 #include "testing/manual_clock.h"
 
@@ -1256,6 +1260,158 @@ TEST_F(KernelBuildsTest, AFailedBuildFailsTheJobsWaitingForIt) {
   const pb::SubmitMatrixResponse again = Submit(FioSpec("again", "q35-intel-iommu"));
   ASSERT_EQ(again.build_job_ids_size(), 1);
   EXPECT_NE(again.build_job_ids(0), m.build_job_ids(0));
+}
+
+// A lab host: platform label "lab", x86_64, its fio capability the kexec
+// provider's offers of `commits` built with `kernel_config` (none: the
+// host's own kernel, 6.1.0-lab, which runs none of the catalog's commits).
+pb::RegisterRequest LabAgent(const std::string& name, const std::string& arch,
+                             const std::vector<std::string>& commits = {},
+                             const std::string& kernel_config = "") {
+  pb::RegisterRequest req;
+  req.set_name(name);
+  req.set_slots(1);
+  pb::HostFacts* host = req.mutable_host();
+  host->set_kernel_release("6.1.0-lab");
+  host->set_architecture(arch);
+  host->set_iommu_mode(pb::IOMMU_MODE_STRICT);
+  (*host->mutable_labels())[proto::kPlatformLabel] = "lab";
+  pb::Capability* fio = req.add_capabilities();
+  fio->set_name("fio");
+  for (const std::string& commit : commits) {
+    pb::KernelOffer* o = fio->add_kernels();
+    o->set_provider("kexec");
+    o->set_commit(commit);
+    o->set_release("6.1.192-g" + commit);
+    o->set_architecture(arch);
+    o->set_kernel_config(kernel_config);
+    o->add_modes(pb::IOMMU_MODE_STRICT);
+  }
+  return req;
+}
+
+pb::KernelConfig LabConfigText(const std::string& text) {
+  pb::KernelConfig c;
+  c.set_base("lab-1.config");
+  c.set_base_text(text);
+  return c;
+}
+
+// A host platform's kernel is built, by a build agent, with the config the
+// lab hosts file names for its host (the matrix names none), for the
+// architecture its agents run, as a host build; the host's kexec offer of
+// that build runs the job, an offer of the same config built for guests
+// does not.
+TEST_F(KernelBuildsTest, AHostPlatformsKernelIsBuiltWithItsLabConfigForItsArchitecture) {
+  SchedulerConfig cfg = config_;
+  const pb::KernelConfig lab = LabConfigText("CONFIG_BLK_DEV_NVME=y\nCONFIG_EXT4_FS=y\n");
+  const std::string id = proto::KernelConfigId(lab);
+  cfg.lab_kernel_configs = {{"lab-1", lab}};
+  JobService jobs(&store_, &store_, &store_, &metrics_, cfg);
+  LoadCatalog();
+  auto host = agents_.Register(LabAgent("lab-1", "x86_64"));
+  ASSERT_TRUE(host.ok()) << host.status();
+  pb::RegisterResponse builder = RegisterBuilder();
+  std::string spec = FioSpec("lab-run", "lab");
+  spec.replace(spec.find("[v5.10, v5.11]"), 14, "[v5.10]");
+  pb::SubmitMatrixRequest req;
+  req.set_spec_yaml(spec);
+  auto m = jobs.SubmitMatrix(req, "tester");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->build_job_ids_size(), 1);
+  ASSERT_EQ(m->warnings_size(), 1);
+  EXPECT_EQ(m->warnings(0), absl::StrCat("kernel_config: lab's hosts' config ", id,
+                                         " (lab-1.config, agent lab-1 in farm-scheduler "
+                                         "--lab-hosts)"));
+
+  pb::LeaseJobsResponse build = Lease(builder, 10);
+  ASSERT_EQ(build.leases_size(), 1);
+  const pb::Job& b = build.leases(0).job();
+  EXPECT_EQ(b.platform(), "x86_64");
+  EXPECT_EQ(b.workload().params().at(proto::kKernelConfigParam), id + "+host");
+  auto text = proto::DecodeKernelConfig(b.workload().params().at(proto::kKernelConfigTextParam));
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->base_text(), lab.base_text());
+  ASSERT_TRUE(agents_.ReportResult(ResultFor(builder, build.leases(0))).ok());
+
+  // The job carries the lab's config; the host's offer of a guest build of
+  // it does not run it, its host build does.
+  pb::LeaseJobsRequest lr;
+  lr.set_agent_id(host->agent_id());
+  lr.set_session(host->session());
+  lr.set_max_jobs(1);
+  *lr.add_capabilities() = LabAgent("lab-1", "x86_64", {"v5.10"}, id).capabilities(0);
+  auto guest_build = agents_.LeaseJobs(lr);
+  ASSERT_TRUE(guest_build.ok()) << guest_build.status();
+  EXPECT_EQ(guest_build->leases_size(), 0);
+  *lr.mutable_capabilities(0) =
+      LabAgent("lab-1", "x86_64", {"v5.10"}, id + "+host").capabilities(0);
+  auto leased = agents_.LeaseJobs(lr);
+  ASSERT_TRUE(leased.ok()) << leased.status();
+  ASSERT_EQ(leased->leases_size(), 1);
+  EXPECT_EQ(leased->leases(0).job().matrix_id(), m->matrix().id());
+  EXPECT_EQ(leased->leases(0).job().workload().params().at(proto::kKernelConfigParam), id);
+}
+
+// What stops a host platform's kernel from being built is said at submit:
+// no config, no registered agent to say the architecture, no builder of
+// it; two hosts of one matrix naming two configs, or a vm platform beside
+// the lab's, are refused.
+TEST_F(KernelBuildsTest, AHostPlatformsKernelThatCannotBeBuiltSaysWhy) {
+  LoadCatalog();
+  RegisterBuilder();  // x86_64 only
+  std::string spec = FioSpec("lab-run", "lab");
+  spec.replace(spec.find("[v5.10, v5.11]"), 14, "[v5.10]");
+  const std::string with_config =
+      spec +
+      "kernel_config: {base: defconfig, fragments: [{name: l.config, text: "
+      "\"CONFIG_IOMMU_DEFAULT_DMA_LAZY=y\\n\"}]}\n";
+  const std::string cell = "v5.10 on lab in mode strict under fio: no agent offers this kernel, ";
+  pb::SubmitMatrixResponse m = Submit(with_config);
+  EXPECT_THAT(absl::StrJoin(m.warnings(), "\n"),
+              ::testing::HasSubstr(cell + "and no agent of platform lab is registered to say its "
+                                          "architecture; its jobs fail after 1h"));
+  ASSERT_TRUE(agents_.Register(LabAgent("lab-1", "x86_64")).ok());
+  m = Submit(spec);
+  EXPECT_THAT(absl::StrJoin(m.warnings(), "\n"),
+              ::testing::HasSubstr(
+                  cell + "and a host platform's kernel is built only with a kernel config"));
+  EXPECT_EQ(m.build_job_ids_size(), 0);
+  ASSERT_TRUE(agents_.Register(LabAgent("lab-2", "aarch64")).ok());
+  m = Submit(with_config);
+  EXPECT_THAT(absl::StrJoin(m.warnings(), "\n"),
+              ::testing::HasSubstr(cell + "and the agents of platform lab run aarch64 and "
+                                          "x86_64: a platform's kernel is built for one"));
+  pb::RegisterRequest arm = LabAgent("lab-2", "aarch64");
+  (*arm.mutable_host()->mutable_labels())[proto::kPlatformLabel] = "lab-arm";
+  ASSERT_TRUE(agents_.Register(arm).ok());
+  std::string arm_spec = with_config;
+  arm_spec.replace(arm_spec.find("platform: lab"), 13, "platform: lab-arm");
+  m = Submit(arm_spec);
+  EXPECT_THAT(absl::StrJoin(m.warnings(), "\n"),
+              ::testing::HasSubstr("no agent offers this kernel, and none builds catalog "
+                                   "test-iommu for aarch64"));
+
+  SchedulerConfig cfg = config_;
+  cfg.lab_kernel_configs = {{"lab-1", LabConfigText("CONFIG_EXT4_FS=y\n")},
+                            {"lab-2", LabConfigText("CONFIG_XFS_FS=y\n")}};
+  JobService jobs(&store_, &store_, &store_, &metrics_, cfg);
+  pb::SubmitMatrixRequest req;
+  req.set_spec_yaml(absl::StrReplaceAll(spec, {{"platform: lab", "platform: [lab, lab-arm]"}}));
+  auto two = jobs.SubmitMatrix(req, "tester");
+  EXPECT_EQ(two.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(two.status().message()),
+              ::testing::HasSubstr("names two kernel configs for this matrix's hosts"));
+  req.set_spec_yaml(absl::StrReplaceAll(spec, {{"platform: lab", "platform: [lab, q35-vtd]"}}));
+  auto mixed = jobs.SubmitMatrix(req, "tester");
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(mixed.status().message()),
+              ::testing::HasSubstr("would be built for vm platform q35-vtd too"));
+  // The spec's own config wins over the lab's.
+  req.set_spec_yaml(with_config);
+  auto own = jobs.SubmitMatrix(req, "tester");
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->build_job_ids_size(), 1);
 }
 
 TEST_F(KernelBuildsTest, JobsNothingCanRunAreNamedAtSubmitAndFailAfterTheWait) {

@@ -48,13 +48,27 @@ absl::Status ApplyKernelConfig(const pb::Job& job, kbuild::BuildRequest* req) {
   const auto& params = job.workload().params();
   req->config_id = proto::JobConfigId(job);
   req->dma_map_bench = proto::IsDmaMapBenchBuild(req->config_id);
+  // A host platform's kernel: the host fragment instead of the guests', and
+  // the base's modules built in, as a kexec'd host has no initramfs.
+  const bool host = proto::IsHostBuild(req->config_id);
+  if (host) {
+    req->machine = kbuild::kHostMachine;
+    req->modules_built_in = true;
+  }
   auto text = params.find(proto::kKernelConfigTextParam);
-  if (text == params.end()) return absl::OkStatus();
+  if (text == params.end()) {
+    if (host) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "build config ", req->config_id, " is a host's: the build job carries no config"));
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<pb::KernelConfig> config = proto::DecodeKernelConfig(text->second);
   if (!config.ok()) return config.status();
   // The id is of the config it carries, so the store entry is its kernel.
-  if (const std::string id =
-          proto::BuildConfigId(proto::KernelConfigId(*config), req->dma_map_bench);
+  std::string config_id = proto::KernelConfigId(*config);
+  if (host) config_id = proto::HostBuildConfigId(config_id);
+  if (const std::string id = proto::BuildConfigId(config_id, req->dma_map_bench);
       id != req->config_id) {
     return absl::InvalidArgumentError(absl::StrCat("the build job's kernel config is ", id,
                                                    ", its kernel_config param ", req->config_id));

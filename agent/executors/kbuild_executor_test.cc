@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "proto/kernel_config.h"
 
 namespace farm::agent {
 namespace {
@@ -47,6 +49,39 @@ TEST(KbuildExecutorTest, AJobOfACatalogWithoutATreeFailsPermanently) {
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(IsPermanentFailure(r.status().code())) << r.status();
   EXPECT_EQ(r.status().message(), "this agent has no tree for catalog other");
+}
+
+// A host build job must carry its config, and the config must be the one
+// its id names as a host's; both refused before anything is built.
+TEST(KbuildExecutorTest, AHostBuildJobMustCarryTheHostsConfig) {
+  KbuildConfig config;
+  config.trees = {{"linux-iommu", "/src/linux"}};
+  config.store_dir = "/tmp/store";
+  KbuildExecutor executor(config);
+  pb::KernelConfig lab;
+  lab.set_base("lab.config");
+  lab.set_base_text("CONFIG_BLK_DEV_NVME=y\n");
+  const std::string id = proto::KernelConfigId(lab);
+  pb::Job job;
+  job.set_catalog("linux-iommu");
+  job.set_commit_id("abc1234");
+  job.set_platform("x86_64");
+  auto& params = *job.mutable_workload()->mutable_params();
+  params[proto::kKernelConfigParam] = proto::HostBuildConfigId(id);
+  CancelToken cancel;
+  absl::StatusOr<ExecutionResult> r = executor.Run(job, cancel);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_EQ(
+      r.status().message(),
+      absl::StrCat("build config ", id, "+host is a host's: the build job carries no config"));
+  // A config other than the one the id names.
+  params[proto::kKernelConfigParam] = proto::HostBuildConfigId(id);
+  params[proto::kKernelConfigTextParam] =
+      proto::EncodeKernelConfig(lab) + "fragments { name: \"x\" text: \"CONFIG_X=y\" }";
+  r = executor.Run(job, cancel);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("the build job's kernel config is "), absl::string_view::npos)
+      << r.status();
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "agent/kernels/kernel_provider.h"
 
+#include "absl/algorithm/container.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "proto/kernel_config.h"
@@ -99,6 +101,12 @@ std::vector<std::string> OfferedConfigs(const kstore::KernelBuild& build) {
     out.push_back(proto::BuildConfigId(build.kernel_config, true));
   }
   return out;
+}
+
+bool BootsOn(const kstore::KernelBuild& build, BootTarget target) {
+  if (proto::IsHostBuild(build.kernel_config)) return target == BootTarget::kHost;
+  if (absl::c_linear_search(build.fragments, "guest.config")) return target == BootTarget::kGuest;
+  return true;
 }
 
 bool OffersConfig(const kstore::KernelBuild& build, const std::string& kernel_config) {

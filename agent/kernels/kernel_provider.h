@@ -172,6 +172,15 @@ std::vector<std::string> OfferedConfigs(const kstore::KernelBuild& build);
 // True when `build` is offered under `kernel_config` (OfferedConfigs).
 bool OffersConfig(const kstore::KernelBuild& build, const std::string& kernel_config);
 
+// Where a store's build boots. A farm build for a host platform
+// (proto::IsHostBuild: the host fragment, no initramfs of the farm's) boots
+// a bare-metal host by kexec and not a vm guest; a farm build for guests
+// (its fragments hold guest.config: it runs from the guest initramfs, with
+// none of a host's drivers) boots a guest and not a host; a packaged kernel
+// (no fragments: farmctl kernels import, scripts/fetch-test-kernels) both.
+enum class BootTarget { kHost, kGuest };
+bool BootsOn(const kstore::KernelBuild& build, BootTarget target);
+
 }  // namespace farm::kernels
 
 #endif  // AGENT_KERNELS_KERNEL_PROVIDER_H_

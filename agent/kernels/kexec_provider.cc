@@ -61,7 +61,7 @@ absl::StatusOr<kstore::KernelBuild> StoreBuild(const std::string& kernels_dir,
   absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(kernels_dir);
   if (!store.ok()) return absl::FailedPreconditionError(store.status().message());
   for (const kstore::KernelBuild& b : store->builds) {
-    if (b.arch == arch && b.release == request.kernel_release &&
+    if (b.arch == arch && BootsOn(b, BootTarget::kHost) && b.release == request.kernel_release &&
         (request.commit.empty() ||
          (b.commit == request.commit && OffersConfig(b, request.kernel_config)))) {
       return b;
@@ -158,7 +158,7 @@ absl::Status KexecKernelProvider::CanRun(const KernelRequest& request) const {
   absl::StatusOr<kstore::StoreListing> store = kstore::ReadStore(config_.kernels_dir);
   if (!store.ok()) return absl::FailedPreconditionError(store.status().message());
   for (const kstore::KernelBuild& b : store->builds) {
-    if (b.arch != config_.arch) continue;
+    if (b.arch != config_.arch || !BootsOn(b, BootTarget::kHost)) continue;
     if (request.commit.empty()
             ? b.release == request.kernel_release
             : b.commit == request.commit && b.release == request.kernel_release &&
@@ -177,7 +177,7 @@ std::vector<pb::KernelOffer> KexecKernelProvider::Offers() const {
   const absl::StatusOr<kstore::StoreListing>& store = *snapshot.listing;
   if (!store.ok()) return out;
   for (const kstore::KernelBuild& b : store->builds) {
-    if (b.arch != config_.arch) continue;
+    if (b.arch != config_.arch || !BootsOn(b, BootTarget::kHost)) continue;
     for (const std::string& kernel_config : OfferedConfigs(b)) {
       pb::KernelOffer& o = out.emplace_back();
       o.set_provider("kexec");

@@ -9,6 +9,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+
+#include "absl/strings/str_join.h"
 
 namespace farm::kernels {
 namespace {
@@ -330,6 +333,42 @@ TEST_F(KexecTest, OffersEveryModeOfTheStoresKernels) {
   EXPECT_EQ(offers[0].commit(), "kernel-a1");
   EXPECT_EQ(offers[0].release(), kJobKernel);
   EXPECT_EQ(offers[0].modes_size(), 4);
+}
+
+// A lab host kexecs into a kernel the farm built for its platform (a host
+// build: the host fragment, its config id's "+host") and into packaged
+// ones, never into a farm build for vm guests, which runs only from the
+// guests' initramfs; the job's request for the host build boots it.
+TEST_F(KexecTest, OffersHostBuildsAndPackagedKernelsButNotGuestBuilds) {
+  const auto add = [this](const std::string& dir, const std::string& commit,
+                          const std::string& release, const std::string& extra) {
+    fs::create_directories(dir_ / "store" / dir);
+    std::ofstream(dir_ / "store" / dir / "kernel.yaml")
+        << "commit: " << commit << "\nrelease: " << release << "\narch: x86_64\nimage: vmlinuz\n"
+        << extra;
+    std::ofstream(dir_ / "store" / dir / "vmlinuz") << "image";
+  };
+  add("c0ffee-x86_64-0123456789abcdef+host", "c0ffee", "6.1.192-gc0ffee",
+      "fragments: [host-x86.config]\nkernel_config: 0123456789abcdef+host\n");
+  add("c0ffee-x86_64", "c0ffee", "6.1.192-gc0ffee",
+      "fragments: [guest.config, q35-intel-iommu.config, q35-amd-iommu.config]\n");
+  std::vector<pb::KernelOffer> offers = Provider()->Offers();
+  std::set<std::string> offered;
+  for (const pb::KernelOffer& o : offers) offered.insert(o.commit() + "/" + o.kernel_config());
+  EXPECT_EQ(offered, (std::set<std::string>{"kernel-a1/", "c0ffee/0123456789abcdef+host"}));
+
+  KernelRequest req = Request(pb::IOMMU_MODE_STRICT);
+  req.commit = "c0ffee";
+  req.kernel_release = "6.1.192-gc0ffee";
+  req.kernel_config = "0123456789abcdef+host";
+  absl::StatusOr<KernelRun> run = Provider()->RunLeased(req, {43, 1, "token-43", ""});
+  ASSERT_EQ(run.status().code(), absl::StatusCode::kUnavailable) << run.status();
+  ASSERT_FALSE(host_.commands.empty());
+  EXPECT_THAT(absl::StrJoin(host_.commands.front(), " "),
+              HasSubstr("c0ffee-x86_64-0123456789abcdef+host/vmlinuz"));
+  // The guest build of the same commit is not the host's to boot.
+  req.kernel_config = "";
+  EXPECT_EQ(Provider()->CanRun(req).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(KexecTest, ReadsTheRunningKernelsFacts) {

@@ -115,7 +115,7 @@ std::vector<pb::KernelOffer> VmKernelProvider::Offers() const {
   offers_.clear();
   if (!store.ok()) return offers_;
   for (const kstore::KernelBuild& b : store->builds) {
-    if (b.arch != config_.arch) continue;
+    if (b.arch != config_.arch || !BootsOn(b, BootTarget::kGuest)) continue;
     for (const std::string& kernel_config : OfferedConfigs(b)) {
       for (const std::string& model : IommuModelsFor(b, config_.arch)) {
         pb::KernelOffer& o = out.emplace_back();
@@ -153,7 +153,7 @@ absl::StatusOr<kstore::KernelBuild> VmKernelProvider::FindKernel(
                      "; scripts/fetch-test-kernels fetches the test kernels)"));
   }
   for (const kstore::KernelBuild& b : store->builds) {
-    if (b.arch != config_.arch) continue;
+    if (b.arch != config_.arch || !BootsOn(b, BootTarget::kGuest)) continue;
     if (request.commit.empty()
             ? b.release == request.kernel_release
             : b.commit == request.commit && OffersConfig(b, request.kernel_config)) {

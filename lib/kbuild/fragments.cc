@@ -38,6 +38,13 @@ const std::vector<MachineModel>& MachineModels() {
 
 absl::StatusOr<std::vector<Fragment>> MachineFragments(absl::string_view machine,
                                                        absl::string_view arch) {
+  if (machine == kHostMachine) {
+    if (arch == kstore::kArchX86) return std::vector<Fragment>{{"host-x86.config", kHostX86Config}};
+    if (arch == kstore::kArchArm64) {
+      return std::vector<Fragment>{{"host-arm64.config", kHostArm64Config}};
+    }
+    return absl::InvalidArgumentError(absl::StrCat("no host fragment for ", arch));
+  }
   if (machine == kAllMachines) {
     std::vector<Fragment> out{{"guest.config", kGuestConfig}};
     for (const Shipped& s : ShippedFragments()) {
@@ -60,7 +67,8 @@ absl::StatusOr<std::vector<Fragment>> MachineFragments(absl::string_view machine
                                  {absl::StrCat(machine, ".config"), s.text}};
   }
   return absl::InvalidArgumentError(absl::StrCat("no config fragment for machine model '", machine,
-                                                 "' (", absl::StrJoin(names, ", "), ")"));
+                                                 "' (", absl::StrJoin(names, ", "), ", ",
+                                                 kHostMachine, ")"));
 }
 
 Fragment DmaMapBenchFragment() { return {"dma-map-bench.config", kDmaMapBenchConfig}; }

@@ -2,8 +2,12 @@
 // model (lib/kbuild/fragments/*.config, compiled into the library so that a
 // build never depends on where the sources are): `guest.config`, what every
 // guest of the vm provider needs, then the model's own (serial console,
-// IOMMU driver); `dma-map-bench.config` (CONFIG_DMA_MAP_BENCHMARK) only for
-// a kernel a dma-map-bench job boots. Thread-safe: constant data.
+// IOMMU driver); one per architecture for the kernel of a host platform,
+// which a lab host kexecs into (`host-x86.config`, `host-arm64.config`:
+// kexec, what the agent and fio use, the IOMMU drivers and their debugfs;
+// no guest.config: a host boots from its own root, not the guests'
+// initramfs); `dma-map-bench.config` (CONFIG_DMA_MAP_BENCHMARK) only for a
+// kernel a dma-map-bench job boots. Thread-safe: constant data.
 #ifndef LIB_KBUILD_FRAGMENTS_H_
 #define LIB_KBUILD_FRAGMENTS_H_
 
@@ -33,9 +37,14 @@ const std::vector<MachineModel>& MachineModels();
 // intel-iommu and with amd-iommu).
 inline constexpr char kAllMachines[] = "all";
 
+// The machine name of a host platform's kernel: the host fragment of the
+// architecture alone.
+inline constexpr char kHostMachine[] = "host";
+
 // guest.config and the fragment of `machine` for `arch` (every fragment of
-// `arch`, in MachineModels() order, for kAllMachines). InvalidArgument for
-// a machine without a fragment or one of another architecture.
+// `arch`, in MachineModels() order, for kAllMachines; the host fragment of
+// `arch` alone for kHostMachine). InvalidArgument for a machine without a
+// fragment or one of another architecture.
 absl::StatusOr<std::vector<Fragment>> MachineFragments(absl::string_view machine,
                                                        absl::string_view arch);
 

@@ -58,6 +58,21 @@ bool IsFullSha(absl::string_view rev) {
   return true;
 }
 
+// `config` with every `CONFIG_X=m` line as `CONFIG_X=y`.
+std::string ModulesBuiltIn(absl::string_view config) {
+  std::string out;
+  out.reserve(config.size());
+  for (absl::string_view line : absl::StrSplit(config, '\n')) {
+    if (absl::StartsWith(line, "CONFIG_") && absl::EndsWith(line, "=m")) {
+      absl::StrAppend(&out, line.substr(0, line.size() - 1), "y\n");
+    } else {
+      absl::StrAppend(&out, line, "\n");
+    }
+  }
+  out.pop_back();  // the newline after the last piece, which had none
+  return out;
+}
+
 bool BaseIsFile(const std::string& base) {
   std::error_code ec;
   return absl::StrContains(base, '/') || fs::is_regular_file(base, ec);
@@ -281,7 +296,8 @@ absl::Status Build::Prepare() {
     return absl::InvalidArgumentError(
         absl::StrCat("kernel config id '", req_.config_id, "' is not a plain name"));
   }
-  std::string config_key = absl::StrCat(req_.arch, "\n", req_.base, "\n");
+  std::string config_key = absl::StrCat(req_.arch, "\n", req_.base, "\n",
+                                        req_.modules_built_in ? "modules built in\n" : "");
   if (!req_.base_text.empty()) {
     absl::StrAppend(&config_key, req_.base_text);
   } else if (BaseIsFile(req_.base)) {
@@ -445,6 +461,7 @@ absl::StatusOr<std::string> Build::MergedConfig() {
   }
   absl::StatusOr<std::string> base = base::ReadFile(dot_config);
   if (!base.ok()) return absl::InternalError(base.status().message());
+  if (req_.modules_built_in) return MergeConfig(ModulesBuiltIn(*base), requested_);
   return MergeConfig(*base, requested_);
 }
 

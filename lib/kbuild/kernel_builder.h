@@ -74,6 +74,12 @@ struct BuildRequest {
   // The base config's text when it is given rather than read (a build job's
   // kernel_config); `base` then only names it.
   std::string base_text;
+  // The base's modules are built in: every `CONFIG_X=m` of the base (a file
+  // or a make target's output) is read as `=y` before the fragments merge.
+  // The builder builds no modules, so without it a host's config would lose
+  // its modular drivers (its root device among them) instead of booting
+  // without an initramfs.
+  bool modules_built_in = false;
   // Merge the shipped dma-map-bench fragment (CONFIG_DMA_MAP_BENCHMARK)
   // after the machine's: a dma-map-bench job boots the kernel.
   bool dma_map_bench = false;

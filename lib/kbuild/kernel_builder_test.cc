@@ -380,6 +380,50 @@ TEST_F(KernelBuilderTest, AGivenConfigIsBuiltAndStoredUnderItsId) {
   EXPECT_EQ(BuildKernel(req, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A host platform's kernel: the host fragment alone (no guest.config), and
+// the base's modules built in, since the builder builds no modules and a
+// kexec'd host has no initramfs; another build directory than the guests'.
+TEST_F(KernelBuilderTest, AHostsKernelHasTheHostFragmentAndItsBasesModulesBuiltIn) {
+  absl::StatusOr<std::vector<Fragment>> host = MachineFragments(kHostMachine, "x86_64");
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_EQ(host->size(), 1u);
+  EXPECT_EQ((*host)[0].name, "host-x86.config");
+  std::string kconfig = base::ReadFileOrEmpty((tree_ / "Kconfig").string()) + "config NVME\n";
+  for (const ConfigOption& o : ParseConfig((*host)[0].text)) {
+    absl::StrAppend(&kconfig, "config ", o.symbol.substr(7), "\n");
+  }
+  Write("Kconfig", kconfig);
+  Commit("host symbols", "2024-01-02 12:00:00 +0000");
+  absl::StatusOr<BuildResult> guest = BuildKernel(Request(), nullptr);
+  ASSERT_TRUE(guest.ok()) << guest.status();
+  BuildRequest req = Request();
+  req.machine = kHostMachine;
+  req.modules_built_in = true;
+  req.base = "lab.config";
+  req.base_text = "CONFIG_SMP=y\nCONFIG_NVME=m\n";
+  req.config_id = "0123456789abcdef+host";
+  absl::StatusOr<BuildResult> r = BuildKernel(req, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string config = base::ReadFileOrEmpty(r->build.ConfigPath());
+  EXPECT_NE(config.find("CONFIG_NVME=y\n"), std::string::npos) << config;
+  EXPECT_EQ(config.find("CONFIG_NVME=m"), std::string::npos) << config;
+  EXPECT_NE(config.find("CONFIG_KEXEC=y\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("CONFIG_AMD_IOMMU=y\n"), std::string::npos) << config;
+  EXPECT_EQ(config.find("CONFIG_BLK_DEV_INITRD"), std::string::npos) << "no guest.config";
+  EXPECT_EQ(r->build.fragments, std::vector<std::string>{"host-x86.config"});
+  EXPECT_EQ(r->build.kernel_config, "0123456789abcdef+host");
+  EXPECT_EQ(fs::path(r->build.dir).filename().string(),
+            r->commit + "-x86_64-0123456789abcdef+host");
+  EXPECT_NE(r->build_dir, guest->build_dir);
+  // Without modules_built_in the base's modules stay modules (not built).
+  req.modules_built_in = false;
+  req.config_id = "0123456789abcdef";
+  r = BuildKernel(req, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(base::ReadFileOrEmpty(r->build.ConfigPath()).find("CONFIG_NVME=m\n"),
+            std::string::npos);
+}
+
 TEST_F(KernelBuilderTest, ACommitThatDoesNotBuildFailsWithItsFirstErrorLine) {
   Write("error.txt",
         "  CC      drivers/iommu/dma-iommu.o\n"

@@ -40,12 +40,18 @@ std::string VmPlatformOfferSql() {
 // OfferRuns's config clause over an offer `k` (proto/kernel_config.h): a
 // host offer only for a job of the default config; any other only when its
 // kernel_config is JobBuildConfigId (the job's param kernel_config, with
+// "+host" on a host platform when it is not the default's, then
 // "+dma-map-bench" for a dma-map-bench job, or "dma-map-bench" alone).
 std::string KernelConfigOfferSql() {
   const std::string id =
       absl::StrCat("coalesce(", kJobParamsSql, "->>'", ::farm::proto::kKernelConfigParam, "', '')");
+  std::string vm_platforms;
+  for (const ::farm::proto::VmPlatform& p : ::farm::proto::VmPlatforms()) {
+    absl::StrAppend(&vm_platforms, vm_platforms.empty() ? "" : ", ", "'", std::string(p.name), "'");
+  }
   return absl::StrCat("(CASE WHEN k->>'provider' = 'host' THEN ", id,
-                      " = '' ELSE coalesce(k->>'kernel_config', '') = ", id,
+                      " = '' ELSE coalesce(k->>'kernel_config', '') = ", id, " || (CASE WHEN ", id,
+                      " <> '' AND j.platform NOT IN (", vm_platforms, ") THEN '+host' ELSE '' END)",
                       " || (CASE WHEN j.executor <> 5 THEN '' WHEN ", id,
                       " = '' THEN 'dma-map-bench' ELSE '+dma-map-bench' END) END)");
 }
