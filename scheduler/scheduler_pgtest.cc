@@ -95,6 +95,23 @@ class SchedulerGrpcPgTest : public ::testing::Test {
     EXPECT_EQ(resp.catalog().commits_size(), 4);
   }
 
+  // An agent named "builder" that builds catalog test-iommu for x86_64.
+  pb::RegisterResponse RegisterBuilder() {
+    pb::RegisterRequest reg;
+    reg.set_name("builder");
+    pb::Capability* kbuild = reg.add_capabilities();
+    kbuild->set_name("kbuild");
+    pb::BuildOffer* offer = kbuild->add_builds();
+    offer->set_catalog("test-iommu");
+    offer->set_tree("/src/linux");
+    offer->add_architectures("x86_64");
+    reg.set_slots(4);
+    pb::RegisterResponse builder;
+    const grpc::Status st = agents_->Register(Ctx().get(), reg, &builder);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return builder;
+  }
+
   pb::RegisterResponse Register(const std::string& name) {
     pb::RegisterRequest req;
     req.set_name(name);
@@ -366,17 +383,8 @@ TEST_F(SchedulerGrpcPgTest, StaleResultRejectedAfterLeaseExpiresAndIsRegranted) 
 // the build job carries the config to the builder.
 TEST_F(SchedulerGrpcPgTest, MatricesOfOtherKernelConfigsGetOtherBuildJobs) {
   LoadCatalog();
-  pb::RegisterRequest reg;
-  reg.set_name("builder");
-  pb::Capability* kbuild = reg.add_capabilities();
-  kbuild->set_name("kbuild");
-  pb::BuildOffer* offer = kbuild->add_builds();
-  offer->set_catalog("test-iommu");
-  offer->set_tree("/src/linux");
-  offer->add_architectures("x86_64");
-  reg.set_slots(4);
-  pb::RegisterResponse builder;
-  ASSERT_TRUE(agents_->Register(Ctx().get(), reg, &builder).ok());
+  const pb::RegisterResponse builder = RegisterBuilder();
+  ASSERT_FALSE(HasFailure());
 
   auto submit = [&](const std::string& name, const std::string& kernel_config) {
     pb::SubmitMatrixRequest req;
@@ -472,16 +480,8 @@ class LabHostBuildPgTest : public SchedulerGrpcPgTest {
 
 TEST_F(LabHostBuildPgTest, AHostPlatformsJobRunsOnlyOnItsHostBuild) {
   LoadCatalog();
-  pb::RegisterRequest reg;
-  reg.set_name("builder");
-  pb::BuildOffer* offer = reg.add_capabilities()->add_builds();
-  reg.mutable_capabilities(0)->set_name("kbuild");
-  offer->set_catalog("test-iommu");
-  offer->set_tree("/src/linux");
-  offer->add_architectures("x86_64");
-  reg.set_slots(4);
-  pb::RegisterResponse builder;
-  ASSERT_TRUE(agents_->Register(Ctx().get(), reg, &builder).ok());
+  const pb::RegisterResponse builder = RegisterBuilder();
+  ASSERT_FALSE(HasFailure());
   pb::RegisterResponse host;
   ASSERT_TRUE(agents_->Register(Ctx().get(), LabHost(""), &host).ok());
 
