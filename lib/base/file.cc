@@ -29,8 +29,10 @@ std::string ReadFileOrEmpty(const std::string& path) {
 
 bool IsEmptyDirectory(const std::string& path) {
   std::error_code ec;
-  return std::filesystem::is_directory(path, ec) &&
-         std::filesystem::directory_iterator(path, ec) == std::filesystem::directory_iterator();
+  if (!std::filesystem::is_directory(path, ec)) return false;
+  // An unreadable directory gives the end iterator too: not empty, unknown.
+  const std::filesystem::directory_iterator it(path, ec);
+  return !ec && it == std::filesystem::directory_iterator();
 }
 
 absl::Status WriteFile(const std::string& path, absl::string_view contents) {

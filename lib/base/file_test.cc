@@ -36,6 +36,16 @@ TEST_F(FileTest, WriteThenReadIsByteForByte) {
   EXPECT_EQ(ReadFileOrEmpty(Path("f")), "short");
 }
 
+// What the agent asks before mounting debugfs or tracefs on a directory.
+TEST_F(FileTest, OnlyAnExistingDirectoryWithNothingInItIsEmpty) {
+  fs::create_directory(dir_ / "mnt");
+  EXPECT_TRUE(IsEmptyDirectory(Path("mnt")));
+  ASSERT_TRUE(WriteFile(Path("mnt/x"), "").ok());
+  EXPECT_FALSE(IsEmptyDirectory(Path("mnt")));
+  EXPECT_FALSE(IsEmptyDirectory(Path("mnt/x")));  // a file
+  EXPECT_FALSE(IsEmptyDirectory(Path("missing")));
+}
+
 TEST_F(FileTest, MissingFileIsNotFoundNamingItOrEmpty) {
   absl::StatusOr<std::string> missing = ReadFile(Path("none"));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
