@@ -29,6 +29,7 @@
 #include "absl/strings/str_replace.h"
 #include "dashboards/dashboard_checks.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
+#include "lib/base/file.h"
 #include "testing/child_process.h"
 #include "testing/farm_fixture.h"
 #include "testing/service_harness.h"
@@ -139,8 +140,12 @@ class DashboardsFarmPgTest : public testing::FarmTest {};
 
 TEST_F(DashboardsFarmPgTest, EveryReferencedMetricIsExportedAndEveryQueryRuns) {
   const std::string db = DbUri();
-  testing::ChildProcess* scheduler =
-      &StartSchedulerProcess(testing::FarmMode::kPlaintext, {"--metrics", "127.0.0.1:0"});
+  // A lab host with a power command: its recovery counters start at 0, so
+  // the lab rules' series exist before any host needs recovering.
+  const std::string lab_hosts = TestDir() + "/lab-hosts.yaml";
+  ASSERT_TRUE(base::WriteFile(lab_hosts, "hosts:\n  lab-1:\n    power_cycle: [\"true\"]\n").ok());
+  testing::ChildProcess* scheduler = &StartSchedulerProcess(
+      testing::FarmMode::kPlaintext, {"--metrics", "127.0.0.1:0", "--lab-hosts", lab_hosts});
   const std::string sched_addr = SchedulerAddress();
   const std::string sched_metrics = WaitAddress(*scheduler, "metrics on ");
   ASSERT_FALSE(sched_addr.empty());

@@ -239,7 +239,18 @@ std::string TailLines(std::string_view text, int lines) {
 
 LabRecovery::LabRecovery(storage::JobQueue* queue, LabHosts hosts,
                          metrics::SchedulerMetrics* metrics)
-    : queue_(queue), hosts_(std::move(hosts)), metrics_(metrics), worker_([this] { Loop(); }) {}
+    : queue_(queue), hosts_(std::move(hosts)), metrics_(metrics), worker_([this] { Loop(); }) {
+  // A counter's series that first appears at 1 is not an increase to
+  // Prometheus: a host's first recovery would be invisible to increase()
+  // and to the alert rules. The hosts with a power command start at 0;
+  // an agent without one cannot be named ahead (the rules see it appear).
+  if (metrics_ == nullptr) return;
+  for (const auto& [agent, host] : hosts_) {
+    if (host.power_cycle.empty()) continue;
+    metrics_->power_cycles(agent, "power_cycled");
+    metrics_->power_cycles(agent, "failed");
+  }
+}
 
 void LabRecovery::Count(const std::string& agent, const char* outcome) {
   if (metrics_ != nullptr) metrics_->power_cycles(agent, outcome).Increment();
