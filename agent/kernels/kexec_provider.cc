@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -51,6 +52,15 @@ absl::Status CommandOk(const absl::StatusOr<process::ProcessResult>& r,
                                            r->stderr_data.substr(0, 512)));
   }
   return absl::OkStatus();
+}
+
+// Whether `systemctl kexec` was ended by the shutdown it started: systemd
+// stops the agent's service on the way into the loaded kernel, and with it
+// every process of the service, the systemctl client too when it has not
+// exited yet (without logind it queues kexec.target itself and the stop
+// can come first). Only SIGTERM, and only when the runner did not send it.
+bool StoppedByTheShutdown(const absl::StatusOr<process::ProcessResult>& r) {
+  return r.ok() && r->signaled && r->term_signal == SIGTERM && !r->timed_out && !r->cancelled;
 }
 
 // The store's build of the request's release (and commit, when it names
@@ -266,7 +276,8 @@ absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(
     return s;
   }
   const std::vector<std::string> exec = {config_.systemctl, "kexec"};
-  if (absl::Status s = CommandOk(runner_->Run(exec, kCommandTimeout), exec); !s.ok()) {
+  const absl::StatusOr<process::ProcessResult> kexec = runner_->Run(exec, kCommandTimeout);
+  if (absl::Status s = CommandOk(kexec, exec); !s.ok() && !StoppedByTheShutdown(kexec)) {
     std::error_code ec;
     fs::remove(StatePath(), ec);
     return s;

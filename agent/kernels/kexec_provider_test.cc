@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -29,6 +30,10 @@ struct FakeHost {
   KernelFacts facts;
   absl::Time now = absl::FromUnixSeconds(1'800'000'000);
   std::string tool_stdout = "{\"fio\": 1}";
+  // How `systemctl kexec` ends: the signal that ended it (0: none), or its
+  // exit status.
+  int systemctl_kexec_signal = 0;
+  int systemctl_kexec_exit = 0;
 };
 
 class FakeRunner : public CommandRunner {
@@ -40,6 +45,11 @@ class FakeRunner : public CommandRunner {
     process::ProcessResult r;
     r.exit_code = 0;
     if (argv[0] == "fio") r.stdout_data = host_->tool_stdout;
+    if (argv[0] == "systemctl" && argv[1] == "kexec") {
+      r.signaled = host_->systemctl_kexec_signal != 0;
+      r.term_signal = host_->systemctl_kexec_signal;
+      r.exit_code = host_->systemctl_kexec_exit;
+    }
     return r;
   }
 
@@ -170,6 +180,32 @@ TEST_F(KexecTest, LeaseKeptAcrossTheReboot) {
   resumed = Provider()->Resume();
   ASSERT_TRUE(resumed.ok());
   EXPECT_EQ(resumed->kind, KexecKernelProvider::Resumed::kNothing);
+}
+
+// systemd stops the agent's service, systemctl client included, on its way
+// into the kernel: the client's SIGTERM is the reboot under way, not a
+// failure, and the pending boot stays for the agent on the job's kernel.
+TEST_F(KexecTest, ASystemctlEndedByTheShutdownStillReboots) {
+  host_.systemctl_kexec_signal = SIGTERM;
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
+  host_.facts = Facts(kJobKernel, "DMA");
+  absl::StatusOr<KexecKernelProvider::Resumed> resumed = Provider()->Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->kind, KexecKernelProvider::Resumed::kRun) << resumed->reason;
+}
+
+// A systemctl that fails on its own (or is killed by anything but the
+// shutdown) fails the job and leaves no pending boot behind.
+TEST_F(KexecTest, ASystemctlThatFailsFailsTheJobAndForgetsTheBoot) {
+  for (const auto& [signal, exit] : {std::pair{0, 1}, std::pair{SIGKILL, -1}}) {
+    host_.systemctl_kexec_signal = signal;
+    host_.systemctl_kexec_exit = exit;
+    auto p = Provider();
+    absl::StatusOr<KernelRun> run = p->RunLeased(Request(pb::IOMMU_MODE_STRICT), {42, 1, "t", ""});
+    EXPECT_EQ(run.status().code(), absl::StatusCode::kAborted) << run.status();
+    EXPECT_THAT(run.status().message(), HasSubstr("systemctl kexec"));
+    EXPECT_FALSE(fs::exists(p->StatePath())) << signal;
+  }
 }
 
 TEST_F(KexecTest, AKernelThatDoesNotComeBackFailsTheJob) {
