@@ -238,6 +238,85 @@ TEST(OtherWorkloadsTest, TcpStreamAndNvmfTargetRun) {
   EXPECT_GT(nvmf->throughput, 0);
 }
 
+// Records memcached's DMA-API calls by size and direction, at no cost.
+struct DmaCalls {
+  std::map<uint64_t, int> rx_maps, rx_unmaps, tx_maps, tx_unmaps;  // bytes -> calls
+};
+class CountingDma final : public DmaPath {
+ public:
+  explicit CountingDma(std::shared_ptr<DmaCalls> calls) : calls_(std::move(calls)) {}
+  Task<uint64_t> MapSg(Cpu&, int, const SgSegment*, int, DmaDir) override { co_return ++next_; }
+  Task<void> UnmapSg(Cpu&, int, uint64_t, const SgSegment*, int, DmaDir) override { co_return; }
+  Task<uint64_t> MapPage(Cpu&, int, uint64_t, uint64_t size, DmaDir dir) override {
+    ++(dir == DmaDir::kFromDevice ? calls_->rx_maps : calls_->tx_maps)[size];
+    co_return (++next_) << 16;
+  }
+  Task<void> UnmapPage(Cpu&, int, uint64_t, uint64_t size, DmaDir dir) override {
+    ++(dir == DmaDir::kFromDevice ? calls_->rx_unmaps : calls_->tx_unmaps)[size];
+    co_return;
+  }
+
+ private:
+  std::shared_ptr<DmaCalls> calls_;
+  uint64_t next_ = 0;
+};
+
+// Where an instance's mapped RX pages and the reply's mappings come from,
+// counted by size: one 32 KiB RX page per 21 fragments of 1,536 bytes,
+// unmapped after its last one; the GET reply's linear part (headers and the
+// 1,110 bytes of "VALUE <key> 0 1024\r\n<value>\r\nEND\r\n"); the 74-byte
+// SET reply inlined. No warm-up: the ring's initial fill is counted.
+TEST(MemcachedTest, DmaCallsFollowTheMlx4DriversRequestShape) {
+  auto calls = std::make_shared<DmaCalls>();
+  auto r = RunFixed(
+      "memcached", "intel-vtd-snb16c",
+      {{"instances", "2"},
+       {"seconds", "0.01"},
+       {"warmup", "0"},
+       {"rx_ring", "1024"},
+       {"rx_frag_stride", "1536"},
+       {"rx_page_bytes", "32768"},
+       {"inline_thold", "104"},
+       {"tx_linear_bytes", "1424"}},
+      [calls] { return std::make_unique<CountingDma>(calls); }, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int requests = static_cast<int>(r->operations);
+  const int sets = static_cast<int>(r->extra.at("set_requests"));
+  ASSERT_GT(requests, 1000);
+  ASSERT_GT(sets, 0);
+  EXPECT_EQ(calls->tx_maps, (std::map<uint64_t, int>{{66 + 1110, requests - sets}}));
+  EXPECT_EQ(calls->tx_unmaps, calls->tx_maps);
+  ASSERT_EQ(calls->rx_maps.size(), 1u);
+  ASSERT_EQ(calls->rx_unmaps.size(), 1u);
+  EXPECT_EQ(calls->rx_maps.begin()->first, 32768u);
+  EXPECT_EQ(calls->rx_unmaps.begin()->first, 32768u);
+  // Each instance: ceil(1024 / 21) pages for the initial ring, then one per
+  // 21 refills; one unmap per 21 completed fragments (+-1 each for where its
+  // last request fell in a page).
+  EXPECT_NEAR(calls->rx_maps.begin()->second, 2 * 49 + requests / 21.0, 2);
+  EXPECT_NEAR(calls->rx_unmaps.begin()->second, requests / 21.0, 2);
+}
+
+// The defaults, the request shape seed 001's platform costs are calibrated
+// with: one RX buffer per packet, GET replies in two mappings (headers with
+// the key, then the rest), SET replies mapped.
+TEST(MemcachedTest, DefaultShapeMapsThreePairsPerGetAndTwoPerSet) {
+  auto calls = std::make_shared<DmaCalls>();
+  auto r = RunFixed(
+      "memcached", "intel-vtd-snb16c", {{"instances", "2"}, {"seconds", "0.01"}, {"warmup", "0"}},
+      [calls] { return std::make_unique<CountingDma>(calls); }, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int requests = static_cast<int>(r->operations);
+  const int sets = static_cast<int>(r->extra.at("set_requests"));
+  ASSERT_GT(sets, 0);
+  EXPECT_EQ(calls->tx_maps,
+            (std::map<uint64_t, int>{
+                {66 + 8, sets}, {66 + 64, requests - sets}, {1110 - 64, requests - sets}}));
+  EXPECT_EQ(calls->tx_unmaps, calls->tx_maps);
+  EXPECT_EQ(calls->rx_maps, (std::map<uint64_t, int>{{2048, 2 + requests}}));
+  EXPECT_EQ(calls->rx_unmaps, (std::map<uint64_t, int>{{2048, requests}}));
+}
+
 // The parameter tables alone: names, types, ranges, choices, no platform.
 TEST(WorkloadParamsTest, SubmitTimeValidationUsesTheTables) {
   EXPECT_TRUE(ValidateWorkloadParams("fio-nvme", {{"bs", "64k"}, {"rw", "read"}}).ok());

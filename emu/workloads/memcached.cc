@@ -1,19 +1,39 @@
 // memcached: N server instances, one per CPU, driven by memslap at full load.
 //
-// Each request on an instance's CPU (NIC interrupts affine to it):
-//   RX: the NIC wrote the request into a mapped RX buffer; the driver
-//       dma_unmap_page()s it (the device-side access goes through the IOTLB);
+// Each request on an instance's CPU (NIC interrupts affine to it), as the
+// v4.6 mlx4_en driver (ConnectX-3, seed 001) makes its DMA-API calls:
+//   RX: the request arrives in the next fragment of the instance's RX ring
+//       (mlx4_en_process_rx_cq()). mlx4_en_alloc_frags() carves each mapped
+//       page (one dma_map_page()) into rx_frag_stride-byte fragments, and
+//       mlx4_en_free_frag() unmaps the page once its last fragment has
+//       completed; at the end of the poll mlx4_en_refill_rx_buffers() hands
+//       the ring its next fragment, mapping a new page when the current one
+//       is used up;
 //   application work (network stack + memcached), app_ns +- app_jitter;
-//   TX: the response is mapped (header, plus the value as a page fragment for
-//       GETs), the NIC reads it, TX completion unmaps each mapping;
-//   RX refill: a new RX buffer is mapped.
+//   TX: mlx4_en_xmit() copies a reply of at most inline_thold bytes into the
+//       send WQE (is_inline(): no mapping); a larger one is mapped as
+//       tcp_sendmsg() built it: the linear part (headers and up to
+//       tx_linear_bytes of payload, dma_map_single()), then a page fragment
+//       per 32 KiB beyond it (skb_frag_dma_map()); TX completion (NAPI on
+//       the same CPU) unmaps each mapping.
+// The defaults keep the request shape seed 001's platform costs were
+// calibrated with: one RX buffer mapped and unmapped per packet (a ring of
+// one, a page per fragment), a GET reply in two mappings (headers with the
+// key, then the rest), the SET reply mapped: 3 map/unmap pairs per GET, 2
+// per SET. The v4.6 driver's own shape at MTU 1500 with memslap's sizes is
+// rx_ring=1024 rx_frag_stride=1536 rx_page_bytes=32768 inline_thold=104
+// tx_linear_bytes=1424: one 32 KiB RX page per 21 packets, the GET reply's
+// linear part, the 74-byte SET reply inlined, about 0.95 pairs per request.
+// Why the defaults are not that shape yet: docs/fidelity.md, "Seed 001".
 // The server is CPU-bound (memslap keeps every instance busy), so throughput
 // is requests / virtual second. Every instance starts cold at time 0 (empty
 // IOVA caches, flush lists in step); like memslap's reported runs, the first
 // `warmup` virtual seconds are run but not measured: at the end of it each CPU
 // drops its profile and latencies, and the first one to get there zeroes the
 // run's counters and lock statistics.
+#include <algorithm>
 #include <cmath>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -42,8 +62,10 @@ constexpr WorkloadParam kMemcachedParams[] = {
      .default_value = "0.01",
      .min = 0,
      .max = 300,
-     .meaning = "virtual seconds run before the measured window (cold IOVA caches and lists); "
-                "excluded from throughput, latencies, profile, counters and lock statistics"},
+     .meaning = "virtual seconds run before the measured window (cold IOVA caches and lists, "
+                "the IOVA population growing until the deferred lists and magazines hold their "
+                "share); excluded from throughput, latencies, profile, counters and lock "
+                "statistics"},
     {.name = "set_ratio",
      .type = ParamType::kDouble,
      .default_value = "0.1",
@@ -75,30 +97,43 @@ constexpr WorkloadParam kMemcachedParams[] = {
      .min = 0,
      .max = 0.9,
      .meaning = "uniform +- fraction applied to app_ns per request"},
-    {.name = "rx_buf_bytes",
+    {.name = "rx_ring",
+     .type = ParamType::kInt,
+     .default_value = "1",
+     .min = 1,
+     .max = 8192,
+     .meaning =
+         "RX descriptors in each instance's ring (mlx4 v4.6: 1024, MLX4_EN_DEF_RX_RING_SIZE)"},
+    {.name = "rx_frag_stride",
      .type = ParamType::kInt,
      .default_value = "2048",
      .min = 64,
      .max = 65536,
-     .meaning = "RX buffer size mapped per packet"},
-    {.name = "rx_dma_per_req",
+     .meaning = "bytes of RX page per packet fragment (mlx4 v4.6 at MTU 1500: 1536, "
+                "mlx4_en_calc_rx_buf())"},
+    {.name = "rx_page_bytes",
      .type = ParamType::kInt,
-     .default_value = "1",
-     .min = 0,
-     .max = 16,
-     .meaning = "RX buffer map+unmap pairs per request"},
-    {.name = "tx_dma_per_get",
+     .default_value = "2048",
+     .min = 64,
+     .max = 1 << 20,
+     .meaning =
+         "RX page mapped at once and carved into fragments (mlx4 v4.6: 32768, order 3, "
+         "MLX4_EN_ALLOC_PREFER_ORDER); equal to rx_frag_stride: one map and unmap per packet"},
+    {.name = "inline_thold",
      .type = ParamType::kInt,
-     .default_value = "2",
+     .default_value = "0",
      .min = 0,
-     .max = 16,
-     .meaning = "TX mappings per GET response (header + value fragment)"},
-    {.name = "tx_dma_per_set",
+     .max = 104,
+     .meaning = "largest reply (headers included) copied into the send WQE instead of mapped (mlx4 "
+                "v4.6: 104, inline_thold = MAX_INLINE); 0 = never inline"},
+    {.name = "tx_linear_bytes",
      .type = ParamType::kInt,
-     .default_value = "1",
+     .default_value = "64",
      .min = 0,
-     .max = 16,
-     .meaning = "TX mappings per SET response"},
+     .max = 65536,
+     .meaning = "reply payload in the skb's linear part, mapped with the headers; the rest is "
+                "one page fragment per 32 KiB (mlx4 v4.6 under tcp_sendmsg() with GSO: 1424, "
+                "SKB_WITH_OVERHEAD(2048 - MAX_TCP_HEADER) on x86-64)"},
     {.name = "device",
      .type = ParamType::kString,
      .default_value = "nic0",
@@ -116,10 +151,16 @@ class Memcached final : public Workload {
     value_ = p.Int("value_bytes");
     app_ns_ = p.Int("app_ns");
     jitter_ = p.Double("app_jitter");
-    rx_buf_ = static_cast<uint64_t>(p.Int("rx_buf_bytes"));
-    rx_n_ = static_cast<int>(p.Int("rx_dma_per_req"));
-    tx_get_ = static_cast<int>(p.Int("tx_dma_per_get"));
-    tx_set_ = static_cast<int>(p.Int("tx_dma_per_set"));
+    rx_ring_ = static_cast<uint64_t>(p.Int("rx_ring"));
+    rx_stride_ = static_cast<uint64_t>(p.Int("rx_frag_stride"));
+    rx_page_ = static_cast<uint64_t>(p.Int("rx_page_bytes"));
+    inline_thold_ = static_cast<uint64_t>(p.Int("inline_thold"));
+    tx_linear_ = static_cast<uint64_t>(p.Int("tx_linear_bytes"));
+    if (rx_page_ < rx_stride_) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter rx_page_bytes: ", rx_page_,
+                                                     " is less than rx_frag_stride ", rx_stride_,
+                                                     " (one page holds at least one fragment)"));
+    }
     device_ = -1;
     const std::string& dev = p.Str("device");
     for (size_t i = 0; i < platform.devices.size(); ++i) {
@@ -173,11 +214,20 @@ class Memcached final : public Workload {
     uint64_t requests = 0, errors = 0, sets = 0;
   };
 
-  Task<uint64_t> Map(Cpu& cpu, State& st, uint64_t phys, uint64_t len, DmaDir dir) {
+  // One instance's RX ring: the pages mapped for its fragments, oldest
+  // first. Fragment f is slot f % per-page of page f / per-page; `cons` is the
+  // next fragment the NIC fills, `prod` the next one handed to the ring.
+  struct RxRing {
+    std::deque<uint64_t> pages;
+    uint64_t cons = 0, prod = 0;
+  };
+
+  // A null `st` maps without recording (the ring's initial fill).
+  Task<uint64_t> Map(Cpu& cpu, State* st, uint64_t phys, uint64_t len, DmaDir dir) {
     Time t0 = cpu.now();
     uint64_t a = co_await ctx_.dma->MapPage(cpu, device_, phys, len, dir);
-    st.map.Add(cpu.now() - t0);
-    if (a == kDmaMappingError) ++st.errors;
+    if (st) st->map.Add(cpu.now() - t0);
+    if (a == kDmaMappingError && st) ++st->errors;
     co_return a;
   }
   Task<void> Unmap(Cpu& cpu, State& st, uint64_t dma, uint64_t len, DmaDir dir) {
@@ -187,18 +237,58 @@ class Memcached final : public Workload {
     st.unmap.Add(cpu.now() - t0);
   }
 
+  uint64_t FragsPerPage() const { return rx_page_ / rx_stride_; }
+
+  // mlx4_en_alloc_frags(): hand the ring its next fragment; when the current
+  // page is used up, mlx4_alloc_pages() maps a new one.
+  Task<void> RxRefill(Cpu& cpu, State* st, RxRing& ring, uint64_t base) {
+    if (ring.prod % FragsPerPage() == 0) {
+      const uint64_t page = ring.prod / FragsPerPage();
+      const uint64_t phys = base + (page * rx_page_) % (1ULL << 27);
+      ring.pages.push_back(co_await Map(cpu, st, phys, rx_page_, DmaDir::kFromDevice));
+    }
+    ++ring.prod;
+  }
+
+  // mlx4_en_process_rx_cq() for one packet of `len` bytes: the NIC wrote it
+  // into the next fragment; mlx4_en_free_frag() unmaps the page once its last
+  // fragment has completed.
+  Task<void> RxComplete(Cpu& cpu, State& st, RxRing& ring, uint64_t len) {
+    const uint64_t slot = ring.cons % FragsPerPage();
+    const uint64_t page = ring.pages.front();
+    if (page != kDmaMappingError) {
+      ctx_.dma->DeviceAccess(device_, page + slot * rx_stride_, std::min(len, rx_stride_));
+    }
+    ++ring.cons;
+    if (slot + 1 == FragsPerPage()) {
+      ring.pages.pop_front();
+      co_await Unmap(cpu, st, page, rx_page_, DmaDir::kFromDevice);
+    }
+  }
+
+  // The reply's mappings (mlx4_en_xmit()): none when it is inlined, else the
+  // linear part, then a page fragment per 32 KiB (sk_page_frag) beyond it.
+  int TxMappings(uint64_t reply, uint64_t* lens, int max) const {
+    if (reply <= inline_thold_) return 0;
+    const uint64_t payload = reply - kHeaderBytes;
+    lens[0] = kHeaderBytes + std::min(payload, tx_linear_);
+    int n = 1;
+    for (uint64_t rest = payload - std::min(payload, tx_linear_); rest > 0 && n < max; ++n) {
+      lens[n] = std::min<uint64_t>(rest, 32768);
+      rest -= lens[n];
+    }
+    return n;
+  }
+
   Task<void> Instance(Cpu& cpu, State& st, int index) {
     DmaPath& dma = *ctx_.dma;
     const uint64_t base = (1ULL << 38) + (static_cast<uint64_t>(index) << 28);
     constexpr int kMaxDma = 16;
-    uint64_t rx[kMaxDma];
-    uint64_t tx[kMaxDma];
+    uint64_t tx[kMaxDma], tx_len[kMaxDma];
     uint64_t seq = 0;
-    // Initial RX ring fill (not measured as requests).
-    for (int i = 0; i < rx_n_; ++i) {
-      rx[i] = co_await dma.MapPage(cpu, device_, base + (seq++ % 4096) * 4096, rx_buf_,
-                                   DmaDir::kFromDevice);
-    }
+    RxRing ring;
+    // mlx4_en_fill_rx_buffers(): the whole ring before traffic (not measured).
+    for (uint64_t i = 0; i < rx_ring_; ++i) co_await RxRefill(cpu, nullptr, ring, base);
     const double app = static_cast<double>(app_ns_) * ctx_.noise.cpu;
     bool measuring = warm_end_ == 0;
     while (cpu.now() < end_) {
@@ -209,37 +299,49 @@ class Memcached final : public Workload {
         cpu.ResetAccounting();
         st = State{};
       }
-      bool is_set = cpu.rng().Uniform() < set_ratio_;
-      uint64_t req_len = 66 + key_ + (is_set ? value_ : 0);
-      // RX completion: the packet is in the buffer; unmap it.
-      for (int i = 0; i < rx_n_; ++i) {
-        if (i == 0) dma.DeviceAccess(device_, rx[i], std::min<uint64_t>(req_len, rx_buf_));
-        co_await Unmap(cpu, st, rx[i], rx_buf_, DmaDir::kFromDevice);
+      const bool is_set = cpu.rng().Uniform() < set_ratio_;
+      // RX: the request, one fragment per MSS-sized segment.
+      const uint64_t req = RequestBytes(is_set);
+      for (uint64_t left = req - kHeaderBytes;; left -= std::min(left, kMss)) {
+        co_await RxComplete(cpu, st, ring, kHeaderBytes + std::min(left, kMss));
+        co_await RxRefill(cpu, &st, ring, base);
+        if (left <= kMss) break;
       }
       // Network stack + memcached.
       double j = 1.0 + jitter_ * (2.0 * cpu.rng().Uniform() - 1.0);
       cpu.Charge(Sym::kApp, static_cast<Time>(app * j));
-      // TX: header (+ value fragment for GET hits).
-      int ntx = std::min(is_set ? tx_set_ : tx_get_, kMaxDma);
+      // TX: the reply, then its completion (NAPI on the same CPU).
+      const int ntx = TxMappings(ReplyBytes(is_set), tx_len, kMaxDma);
       for (int i = 0; i < ntx; ++i) {
-        uint64_t len = (i == 0) ? 66 + (is_set ? 8 : key_) : value_;
-        tx[i] = co_await Map(cpu, st, base + (1ULL << 27) + (seq++ % 4096) * 4096, len,
+        tx[i] = co_await Map(cpu, &st, base + (1ULL << 27) + (seq++ % 1024) * 65536, tx_len[i],
                              DmaDir::kToDevice);
-        if (tx[i] != kDmaMappingError) dma.DeviceAccess(device_, tx[i], len);
+        if (tx[i] != kDmaMappingError) dma.DeviceAccess(device_, tx[i], tx_len[i]);
       }
-      // TX completion (NAPI on the same CPU).
-      for (int i = 0; i < ntx; ++i) {
-        uint64_t len = (i == 0) ? 66 + (is_set ? 8 : key_) : value_;
-        co_await Unmap(cpu, st, tx[i], len, DmaDir::kToDevice);
-      }
-      // RX refill.
-      for (int i = 0; i < rx_n_; ++i) {
-        rx[i] = co_await Map(cpu, st, base + (seq++ % 4096) * 4096, rx_buf_, DmaDir::kFromDevice);
-      }
+      for (int i = 0; i < ntx; ++i) co_await Unmap(cpu, st, tx[i], tx_len[i], DmaDir::kToDevice);
       ++st.requests;
       if (is_set) ++st.sets;
     }
   }
+
+  // Ethernet, IPv4 and TCP headers with the timestamp option.
+  static constexpr uint64_t kHeaderBytes = 66;
+  // TCP payload per segment at MTU 1500 with timestamps.
+  static constexpr uint64_t kMss = 1448;
+
+  // memcached's text protocol: "get <key>\r\n" or
+  // "set <key> 0 0 <bytes>\r\n<value>\r\n".
+  uint64_t RequestBytes(bool is_set) const {
+    const uint64_t key = static_cast<uint64_t>(key_);
+    if (!is_set) return kHeaderBytes + 4 + key + 2;
+    return kHeaderBytes + 4 + key + 5 + Digits(value_) + 2 + static_cast<uint64_t>(value_) + 2;
+  }
+  // "STORED\r\n", or "VALUE <key> 0 <bytes>\r\n<value>\r\nEND\r\n".
+  uint64_t ReplyBytes(bool is_set) const {
+    if (is_set) return kHeaderBytes + 8;
+    return kHeaderBytes + 6 + static_cast<uint64_t>(key_) + 3 + Digits(value_) + 2 +
+           static_cast<uint64_t>(value_) + 2 + 5;
+  }
+  static uint64_t Digits(int64_t v) { return absl::StrCat(v).size(); }
 
   int instances_ = 16;
   double seconds_ = 0.05;
@@ -248,8 +350,8 @@ class Memcached final : public Workload {
   double set_ratio_ = 0.1;
   int64_t key_ = 64, value_ = 1024, app_ns_ = 16000;
   double jitter_ = 0.1;
-  uint64_t rx_buf_ = 2048;
-  int rx_n_ = 1, tx_get_ = 2, tx_set_ = 1;
+  uint64_t rx_ring_ = 1, rx_stride_ = 2048, rx_page_ = 2048;
+  uint64_t inline_thold_ = 0, tx_linear_ = 64;
   int device_ = 0;
   Time end_ = 0;
   WorkloadContext ctx_;
@@ -260,8 +362,10 @@ class Memcached final : public Workload {
 
 WorkloadInfo MemcachedWorkload() {
   return {"memcached",
-          "memcached server under memslap: one instance per CPU, each request = NIC RX unmap + "
-          "refill map, application work, TX map(s) and TX-completion unmap(s)",
+          "memcached server under memslap: one instance per CPU, each request = an RX fragment "
+          "of the instance's ring (its page unmapped after its last fragment, a new page mapped "
+          "on refill), application work, and the reply's TX map(s) and completion unmap(s) "
+          "unless it is inlined",
           kMemcachedParams, ParamStyle::kParameter, MakeWorkload<Memcached>,
           // No published run-to-run spread of memcached under memslap was
           // found (seed 001 gives medians of 10 runs, not their spread): 0
