@@ -199,6 +199,7 @@ Cpu& Engine::AddCpu(int cpu, bool daemon) {
   }
   cpus_.push_back(std::unique_ptr<Cpu>(new Cpu(this, index, cpu, node, daemon, s)));
   by_index_.push_back(cpus_.back().get());
+  run_queue_.Reserve(cpus_.size());
   return *cpus_.back();
 }
 
@@ -216,7 +217,7 @@ void Engine::Start(Cpu& cpu, Task<void> program) {
 absl::Status Engine::Run() {
   ran_ = true;
   while (live_ > 0) {
-    if (heap_.empty()) {
+    if (run_queue_.empty()) {
       int blocked = 0;
       for (auto& c : cpus_) blocked += (c->blocked_ && !c->daemon_) ? 1 : 0;
       return absl::InternalError(
@@ -249,37 +250,16 @@ void Engine::CheckKeyTime(const Cpu& c) {
   }
 }
 
-// std::greater: the std heap functions keep a max-heap, this one keeps the
-// least key (the earliest CPU) at the front.
 void Engine::Push(Cpu* c) {
   CheckKeyTime(*c);
-  heap_.push_back(KeyOf(*c));
-  std::push_heap(heap_.begin(), heap_.end(), std::greater<RunKey>());
+  run_queue_.Push(KeyOf(*c));
 }
 
-Cpu* Engine::Pop() {
-  std::pop_heap(heap_.begin(), heap_.end(), std::greater<RunKey>());
-  Cpu* c = CpuOf(heap_.back());
-  heap_.pop_back();
-  return c;
-}
+Cpu* Engine::Pop() { return CpuOf(run_queue_.Pop()); }
 
 Cpu* Engine::ReplaceFront(Cpu* c) {
   CheckKeyTime(*c);
-  Cpu* front = CpuOf(heap_.front());
-  const RunKey key = KeyOf(*c);
-  const size_t n = heap_.size();
-  size_t hole = 0;
-  for (;;) {
-    size_t child = 2 * hole + 1;
-    if (child >= n) break;
-    if (child + 1 < n && heap_[child + 1] < heap_[child]) ++child;
-    if (!(heap_[child] < key)) break;
-    heap_[hole] = heap_[child];
-    hole = child;
-  }
-  heap_[hole] = key;
-  return front;
+  return CpuOf(run_queue_.ReplaceFront(KeyOf(*c)));
 }
 
 std::coroutine_handle<> Engine::Yield(Cpu& cpu, std::coroutine_handle<> h) {
@@ -289,7 +269,7 @@ std::coroutine_handle<> Engine::Yield(Cpu& cpu, std::coroutine_handle<> h) {
     return std::noop_coroutine();
   }
   // The front is earlier than `cpu` (IsEarliest said so): it leaves the
-  // heap as `cpu` enters it.
+  // queue as `cpu` enters it.
   return SwitchTo(ReplaceFront(&cpu));
 }
 
@@ -322,7 +302,7 @@ std::coroutine_handle<> Engine::BlockCurrent(Cpu& cpu, std::coroutine_handle<> h
 }
 
 std::coroutine_handle<> Engine::Next() {
-  if (live_ == 0 || heap_.empty()) return std::noop_coroutine();
+  if (live_ == 0 || run_queue_.empty()) return std::noop_coroutine();
   return SwitchToEarliest();
 }
 

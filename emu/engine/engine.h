@@ -6,8 +6,8 @@
 // that touches only CPU-private state is charged with Cpu::Charge() and costs
 // no scheduling at all. Before touching shared state a program executes
 // `co_await cpu.Sync()`, which returns at once when this CPU's clock is the
-// earliest of all runnable CPUs, and otherwise parks the CPU in a heap ordered
-// by (clock, index) and transfers control to the earliest one. Shared state is
+// earliest of all runnable CPUs, and otherwise parks the CPU in a run queue
+// ordered by (clock, index) and transfers control to the earliest one. Shared state is
 // therefore always read and written in global time order (a conservative
 // parallel-discrete-event schedule run on one host thread), and a run is a
 // pure function of its inputs and seed: there is no wall clock in model logic.
@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "emu/engine/run_queue.h"
 #include "emu/engine/task.h"
 
 namespace farm::emu {
@@ -297,13 +298,13 @@ class Engine {
   // Used by the awaiters.
   bool IsEarliest(Cpu& cpu) {
     ++events_;
-    if (heap_.empty() || KeyOf(cpu) < heap_.front()) {
+    if (run_queue_.empty() || KeyOf(cpu) < run_queue_.front()) {
       current_ = cpu.now_;
       return true;
     }
     return false;
   }
-  //! REQUIRES: IsEarliest(cpu) just returned false (the heap's front runs first).
+  //! REQUIRES: IsEarliest(cpu) just returned false (the queue's front runs first).
   std::coroutine_handle<> Yield(Cpu& cpu, std::coroutine_handle<> h);
   std::coroutine_handle<> BlockCurrent(Cpu& cpu, std::coroutine_handle<> h);
   std::coroutine_handle<> Next();
@@ -312,12 +313,12 @@ class Engine {
  private:
   // A runnable CPU's place in the order, (clock, index), packed into one
   // integer: the clock in the high bits, the index in the low kIndexBits.
-  // The sifts then compare single words and never touch the Cpu objects (a
-  // parked CPU's clock does not change until it is popped, so the key stays
-  // exact). Clocks past kMaxKeyTime (2^47 ns, 39 hours of virtual time) do
-  // not fit and end the process (CheckKeyTime) rather than misorder.
-  using RunKey = uint64_t;
-  static constexpr int kIndexBits = 16;
+  // The run queue then compares single words and never touches the Cpu
+  // objects (a parked CPU's clock does not change until it is popped, so the
+  // key stays exact). Clocks past kMaxKeyTime (2^47 ns, 39 hours of virtual
+  // time) do not fit and end the process (CheckKeyTime) rather than misorder.
+  using RunKey = RunQueue::Key;
+  static constexpr int kIndexBits = RunQueue::kIdBits;
   static constexpr Time kMaxKeyTime = (Time{1} << (63 - kIndexBits)) - 1;
   static RunKey KeyOf(const Cpu& c) {
     return (static_cast<RunKey>(c.now_) << kIndexBits) | static_cast<RunKey>(c.index_);
@@ -326,7 +327,7 @@ class Engine {
   static void CheckKeyTime(const Cpu& c);
   void Push(Cpu* c);
   Cpu* Pop();
-  // Pops the front and pushes `c` in one sift (c runs after the front).
+  // Pops the front and pushes `c` in one path (c runs after the front).
   Cpu* ReplaceFront(Cpu* c);
   // Advances the switch count and the ordered time to `n`'s clock.
   std::coroutine_handle<> SwitchTo(Cpu* n);
@@ -341,10 +342,8 @@ class Engine {
   uint64_t seed_;
   std::vector<std::unique_ptr<Cpu>> cpus_;
   std::vector<Cpu*> by_index_;  // cpus_ by index, one load from a key
-  // Min-heap of runnable CPUs by (clock, index): a binary heap in the
-  // std::push_heap layout. Keys are unique, so the order CPUs leave it in
-  // does not depend on how it was built.
-  std::vector<RunKey> heap_;
+  // The runnable CPUs by (clock, index).
+  RunQueue run_queue_;
   bool ran_ = false;  // Run() was called: Start() is too late
   int live_ = 0;
   Time current_ = 0;
