@@ -417,24 +417,28 @@ void SpinLock::Unlock(Cpu& cpu, int dirty_lines) {
 
 // ---- AtomicLine.
 
-namespace {
-uint64_t NodeBit(int node) { return 1ULL << std::min(node, 63); }
-}  // namespace
+AtomicLine::AtomicLine(Engine* e, int home_node) : engine_(e), home_node_(home_node) {
+  const int nodes = e->topology().num_nodes();
+  for (int n = 0; n < std::max(nodes, 1); ++n) home_rtt_.push_back(e->Transfer(n, home_node));
+  if (e->line_costs().atomic_far > 0 && nodes <= kSnoopTableNodes) {
+    for (uint64_t others = 0; others < (uint64_t{1} << nodes); ++others) {
+      snoop_.push_back(SnoopOf(others));
+    }
+  }
+}
 
-void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
-  FARM_DCHECK(cpu.synced(), "atomic RMW without `co_await cpu.Sync()` immediately before");
+AtomicLine::Snoop AtomicLine::SnoopOf(uint64_t others) const {
+  Snoop s;
+  for (; others != 0; others &= others - 1) {
+    s.snoops += engine_->line_costs().atomic_far;
+    s.ack = std::max(s.ack, engine_->Transfer(home_node_, std::countr_zero(others)));
+  }
+  return s;
+}
+
+void AtomicLine::RmwNotUnique(Cpu& cpu, Sym sym) {
   Time t = cpu.now();
   if (Time far = engine_->line_costs().atomic_far; far > 0) {
-    if (unique_ == cpu.index()) {
-      // The only copy is in this CPU's L1: a near atomic, nothing at the home,
-      // which knows this CPU's node as the one holder.
-      sharers_ = NodeBit(cpu.node());
-      ++rmws_;
-      last_index_ = cpu.index();
-      last_node_ = cpu.node();
-      cpu.Charge(sym, engine_->line_costs().local);
-      return;
-    }
     if (unique_ >= 0 && unique_node_ == cpu.node()) {
       // The only copies are on this CPU's node: the home still sees the node
       // as the one holder, so the line moves between the node's cores
@@ -454,17 +458,14 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
     // home node tracks one remote holder exactly; once copies span several
     // remote nodes it must snoop each (but the requester's) and wait for the
     // farthest acknowledgement before executing the RMW.
-    if (arrive >= free_at_) sharers_ = 0;
-    sharers_ |= NodeBit(cpu.node());
+    sharers_ = (arrive >= free_at_ ? 0 : sharers_) | NodeBit(cpu.node());
     const uint64_t remote = sharers_ & ~NodeBit(home_node_);
-    Time snoops = 0, ack = 0;
+    Snoop s;
     if ((remote & (remote - 1)) != 0) {  // two or more remote nodes
-      uint64_t others = remote & ~NodeBit(cpu.node());
-      for (; others != 0; others &= others - 1) {
-        snoops += far;
-        ack = std::max(ack, engine_->Transfer(home_node_, std::countr_zero(others)));
-      }
+      const uint64_t others = remote & ~NodeBit(cpu.node());
+      s = others < snoop_.size() ? snoop_[others] : SnoopOf(others);
     }
+    const Time snoops = s.snoops, ack = s.ack;
     // Snoops out one by one, the farthest acknowledgement back, then the
     // atomic itself; the line is busy at the home node throughout.
     free_at_ = start + snoops + ack + far;

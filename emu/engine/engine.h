@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "emu/engine/run_queue.h"
 #include "emu/engine/task.h"
+#include "lib/base/check.h"
 
 namespace farm::emu {
 
@@ -478,9 +479,23 @@ class SpinLock {
 //! (nothing charged in between: FARM_DCHECK(cpu.synced())).
 class AtomicLine {
  public:
-  explicit AtomicLine(Engine* e, int home_node = 0) : engine_(e), home_node_(home_node) {}
+  AtomicLine(Engine* e, int home_node = 0);
   //! One RMW: waits for the line (FIFO), pulls it over, charges `sym`.
-  void Rmw(Cpu& cpu, Sym sym);
+  void Rmw(Cpu& cpu, Sym sym) {
+    FARM_DCHECK(cpu.synced(), "atomic RMW without `co_await cpu.Sync()` immediately before");
+    // Only far atomics make a CPU the unique holder: its L1 has the only
+    // copy, so the atomic is near and the home, which knows this CPU's node
+    // as the one holder, does nothing. Inline: one CPU alone on the line.
+    if (unique_ == cpu.index()) {
+      sharers_ = NodeBit(cpu.node());
+      ++rmws_;
+      last_index_ = cpu.index();
+      last_node_ = cpu.node();
+      cpu.Charge(sym, engine_->line_costs().local);
+      return;
+    }
+    RmwNotUnique(cpu, sym);
+  }
   //! A plain load: pulls a shared copy when another CPU wrote it last.
   void Load(Cpu& cpu, Sym sym);
   uint64_t rmws() const { return rmws_; }
@@ -488,7 +503,7 @@ class AtomicLine {
 
  protected:
   //! Round trip between `node` and the home node (far atomics).
-  Time HomeRoundTrip(int node) const { return engine_->Transfer(node, home_node_); }
+  Time HomeRoundTrip(int node) const { return home_rtt_[node]; }
 
   Engine* engine_;
   int home_node_;
@@ -506,8 +521,24 @@ class AtomicLine {
   int unique_node_ = 0;  // the node of `unique_` (a CPU index)
 
  private:
+  //! A sharer's bit in sharers_.
+  static uint64_t NodeBit(int node) { return uint64_t{1} << (node < 63 ? node : 63); }
+  //! Rmw() of a CPU that does not hold the only copy.
+  void RmwNotUnique(Cpu& cpu, Sym sym);
   //! Far atomics: the RMW of a CPU whose node holds the only copies.
   void RmwWithinNode(Cpu& cpu, Sym sym);
+  //! Far atomics: the snoops of the remote nodes in `others` (atomic_far
+  //! each) and the farthest one's acknowledgement.
+  struct Snoop {
+    Time snoops = 0;
+    Time ack = 0;
+  };
+  Snoop SnoopOf(uint64_t others) const;
+  //! Topologies of at most kSnoopTableNodes nodes: SnoopOf by the set of
+  //! nodes, so an RMW looks its snoops up instead of walking the set.
+  static constexpr int kSnoopTableNodes = 8;
+  std::vector<Snoop> snoop_;
+  std::vector<Time> home_rtt_;  // by node: HomeRoundTrip
   uint64_t rmws_ = 0;
   Time wait_ns_ = 0;
 };

@@ -61,8 +61,11 @@ class RunQueue {
     }
   }
 
-  size_t leaves_ = 1;              // a power of two
-  std::vector<Key> tree_;          // tree_[1] the root, tree_[leaves_ + s] slot s
+  // Slot s is tree_[leaves_ + s], and node i's children are 2i and 2i + 1,
+  // for any leaves_ (not only powers of two): every node's parent chain ends
+  // at the root, tree_[1], so with 129 CPUs most paths are 7 levels, not 8.
+  size_t leaves_ = 1;
+  std::vector<Key> tree_;
   std::vector<uint32_t> free_;     // empty slots
   std::vector<uint32_t> slot_of_;  // by id: the slot of a queued key
 };
