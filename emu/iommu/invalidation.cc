@@ -236,8 +236,12 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     for (uint64_t left = commands; left > 0;) {
       const int n = BatchSize(left);
       left -= n;
-      Task<void> issue = IssueCmdlist(cpu, n, left == 0, n * m.smmu_tlbi);
+      // The last batch's issue, when it waits, ends with the IOTLB's
+      // invalidation itself: no frame of this function's for that wait.
+      const TlbRange then = left == 0 ? TlbRange{&tlb, pfn, npages} : TlbRange{};
+      Task<void> issue = IssueCmdlist(cpu, n, left == 0, n * m.smmu_tlbi, then);
       if (!issue.ready()) {
+        if (then.tlb != nullptr && sim_->m().cmdq != CmdqKind::kSpinlock) return issue;
         return InvalidateRangeWait(cpu, tlb, pfn, npages, std::move(issue), left);
       }
     }
@@ -340,11 +344,22 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     return b;
   }
 
-  Task<void> IssueCmdlist(Cpu& cpu, int n, bool sync, Time hw_work) {
+  // An IOTLB range to invalidate in the model once a cmdlist is complete.
+  // (No member initializers: `TlbRange{}`, all zero, is a default argument
+  // inside the class.)
+  struct TlbRange {
+    Iotlb* tlb;
+    uint64_t pfn;
+    uint64_t npages;
+  };
+
+  // `then`: the lock-free issue, when it waits, invalidates that range at
+  // its end (when it does not wait, the caller does); the locked one ignores it.
+  Task<void> IssueCmdlist(Cpu& cpu, int n, bool sync, Time hw_work, TlbRange then = {}) {
     sim_->counters.cmdq_commands += n + (sync ? 1 : 0);
     if (sync) ++sim_->counters.syncs;
     if (sim_->m().cmdq == CmdqKind::kSpinlock) return IssueLocked(cpu, n, sync, hw_work);
-    return IssueLockfree(cpu, n, sync, hw_work);
+    return IssueLockfree(cpu, n, sync, hw_work, then);
   }
 
   // Before 587e6c10a7ce: arm_smmu_cmdq_issue_cmd() per command, then
@@ -409,13 +424,14 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     Time hw_work;
     int slots;
     Member* me;
+    TlbRange then;  // not the kernel's: the caller's next step, see IssueCmdlist
     uint64_t observed = 0;
     bool owner = false;
     Batch* b = nullptr;
   };
 
-  Task<void> IssueLockfree(Cpu& cpu, int n, bool sync, Time hw_work) {
-    Issue is{n, sync, hw_work, n + (sync ? 1 : 0), &MemberOf(cpu)};
+  Task<void> IssueLockfree(Cpu& cpu, int n, bool sync, Time hw_work, TlbRange then) {
+    Issue is{n, sync, hw_work, n + (sync ? 1 : 0), &MemberOf(cpu), then};
     // 1. Reserve slots: cmpxchg loop on cmdq->q.llq.val.
     if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kReserve);
     Observe(cpu, is);
@@ -524,7 +540,10 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     dispatch:
       Dispatch(cpu, is.b);
     }
-    if (!is.sync) co_return;
+    if (!is.sync) {
+      Then(is);
+      co_return;
+    }
     if (SyncPending(cpu, is)) {
     sync_block:
       co_await cpu.Block(Sym::kCmdqIssue);
@@ -539,6 +558,12 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     co_await cpu.Sync();
   shared_unlock:
     SharedUnlock(cpu);
+    Then(is);
+  }
+
+  // The caller's step after a cmdlist that waited (IssueCmdlist's `then`).
+  static void Then(const Issue& is) {
+    if (is.then.tlb != nullptr) is.then.tlb->InvalidateRange(is.then.pfn, is.then.npages);
   }
 
   // READ_ONCE(cmdq->q.llq.val), then the first queue_has_space().
