@@ -199,6 +199,7 @@ Cpu& Engine::AddCpu(int cpu, bool daemon) {
   }
   cpus_.push_back(std::unique_ptr<Cpu>(new Cpu(this, index, cpu, node, daemon, s)));
   by_index_.push_back(cpus_.back().get());
+  run_queue_.Reserve(cpus_.size());
   return *cpus_.back();
 }
 
@@ -216,7 +217,7 @@ void Engine::Start(Cpu& cpu, Task<void> program) {
 absl::Status Engine::Run() {
   ran_ = true;
   while (live_ > 0) {
-    if (heap_.empty()) {
+    if (run_queue_.empty()) {
       int blocked = 0;
       for (auto& c : cpus_) blocked += (c->blocked_ && !c->daemon_) ? 1 : 0;
       return absl::InternalError(
@@ -249,37 +250,16 @@ void Engine::CheckKeyTime(const Cpu& c) {
   }
 }
 
-// std::greater: the std heap functions keep a max-heap, this one keeps the
-// least key (the earliest CPU) at the front.
 void Engine::Push(Cpu* c) {
   CheckKeyTime(*c);
-  heap_.push_back(KeyOf(*c));
-  std::push_heap(heap_.begin(), heap_.end(), std::greater<RunKey>());
+  run_queue_.Push(KeyOf(*c));
 }
 
-Cpu* Engine::Pop() {
-  std::pop_heap(heap_.begin(), heap_.end(), std::greater<RunKey>());
-  Cpu* c = CpuOf(heap_.back());
-  heap_.pop_back();
-  return c;
-}
+Cpu* Engine::Pop() { return CpuOf(run_queue_.Pop()); }
 
 Cpu* Engine::ReplaceFront(Cpu* c) {
   CheckKeyTime(*c);
-  Cpu* front = CpuOf(heap_.front());
-  const RunKey key = KeyOf(*c);
-  const size_t n = heap_.size();
-  size_t hole = 0;
-  for (;;) {
-    size_t child = 2 * hole + 1;
-    if (child >= n) break;
-    if (child + 1 < n && heap_[child + 1] < heap_[child]) ++child;
-    if (!(heap_[child] < key)) break;
-    heap_[hole] = heap_[child];
-    hole = child;
-  }
-  heap_[hole] = key;
-  return front;
+  return CpuOf(run_queue_.ReplaceFront(KeyOf(*c)));
 }
 
 std::coroutine_handle<> Engine::Yield(Cpu& cpu, std::coroutine_handle<> h) {
@@ -289,7 +269,7 @@ std::coroutine_handle<> Engine::Yield(Cpu& cpu, std::coroutine_handle<> h) {
     return std::noop_coroutine();
   }
   // The front is earlier than `cpu` (IsEarliest said so): it leaves the
-  // heap as `cpu` enters it.
+  // queue as `cpu` enters it.
   return SwitchTo(ReplaceFront(&cpu));
 }
 
@@ -322,7 +302,7 @@ std::coroutine_handle<> Engine::BlockCurrent(Cpu& cpu, std::coroutine_handle<> h
 }
 
 std::coroutine_handle<> Engine::Next() {
-  if (live_ == 0 || heap_.empty()) return std::noop_coroutine();
+  if (live_ == 0 || run_queue_.empty()) return std::noop_coroutine();
   return SwitchToEarliest();
 }
 
@@ -437,24 +417,28 @@ void SpinLock::Unlock(Cpu& cpu, int dirty_lines) {
 
 // ---- AtomicLine.
 
-namespace {
-uint64_t NodeBit(int node) { return 1ULL << std::min(node, 63); }
-}  // namespace
+AtomicLine::AtomicLine(Engine* e, int home_node) : engine_(e), home_node_(home_node) {
+  const int nodes = e->topology().num_nodes();
+  for (int n = 0; n < std::max(nodes, 1); ++n) home_rtt_.push_back(e->Transfer(n, home_node));
+  if (e->line_costs().atomic_far > 0 && nodes <= kSnoopTableNodes) {
+    for (uint64_t others = 0; others < (uint64_t{1} << nodes); ++others) {
+      snoop_.push_back(SnoopOf(others));
+    }
+  }
+}
 
-void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
-  FARM_DCHECK(cpu.synced(), "atomic RMW without `co_await cpu.Sync()` immediately before");
+AtomicLine::Snoop AtomicLine::SnoopOf(uint64_t others) const {
+  Snoop s;
+  for (; others != 0; others &= others - 1) {
+    s.snoops += engine_->line_costs().atomic_far;
+    s.ack = std::max(s.ack, engine_->Transfer(home_node_, std::countr_zero(others)));
+  }
+  return s;
+}
+
+void AtomicLine::RmwNotUnique(Cpu& cpu, Sym sym) {
   Time t = cpu.now();
   if (Time far = engine_->line_costs().atomic_far; far > 0) {
-    if (unique_ == cpu.index()) {
-      // The only copy is in this CPU's L1: a near atomic, nothing at the home,
-      // which knows this CPU's node as the one holder.
-      sharers_ = NodeBit(cpu.node());
-      ++rmws_;
-      last_index_ = cpu.index();
-      last_node_ = cpu.node();
-      cpu.Charge(sym, engine_->line_costs().local);
-      return;
-    }
     if (unique_ >= 0 && unique_node_ == cpu.node()) {
       // The only copies are on this CPU's node: the home still sees the node
       // as the one holder, so the line moves between the node's cores
@@ -474,17 +458,14 @@ void AtomicLine::Rmw(Cpu& cpu, Sym sym) {
     // home node tracks one remote holder exactly; once copies span several
     // remote nodes it must snoop each (but the requester's) and wait for the
     // farthest acknowledgement before executing the RMW.
-    if (arrive >= free_at_) sharers_ = 0;
-    sharers_ |= NodeBit(cpu.node());
+    sharers_ = (arrive >= free_at_ ? 0 : sharers_) | NodeBit(cpu.node());
     const uint64_t remote = sharers_ & ~NodeBit(home_node_);
-    Time snoops = 0, ack = 0;
+    Snoop s;
     if ((remote & (remote - 1)) != 0) {  // two or more remote nodes
-      uint64_t others = remote & ~NodeBit(cpu.node());
-      for (; others != 0; others &= others - 1) {
-        snoops += far;
-        ack = std::max(ack, engine_->Transfer(home_node_, std::countr_zero(others)));
-      }
+      const uint64_t others = remote & ~NodeBit(cpu.node());
+      s = others < snoop_.size() ? snoop_[others] : SnoopOf(others);
     }
+    const Time snoops = s.snoops, ack = s.ack;
     // Snoops out one by one, the farthest acknowledgement back, then the
     // atomic itself; the line is busy at the home node throughout.
     free_at_ = start + snoops + ack + far;

@@ -6,8 +6,8 @@
 // that touches only CPU-private state is charged with Cpu::Charge() and costs
 // no scheduling at all. Before touching shared state a program executes
 // `co_await cpu.Sync()`, which returns at once when this CPU's clock is the
-// earliest of all runnable CPUs, and otherwise parks the CPU in a heap ordered
-// by (clock, index) and transfers control to the earliest one. Shared state is
+// earliest of all runnable CPUs, and otherwise parks the CPU in a run queue
+// ordered by (clock, index) and transfers control to the earliest one. Shared state is
 // therefore always read and written in global time order (a conservative
 // parallel-discrete-event schedule run on one host thread), and a run is a
 // pure function of its inputs and seed: there is no wall clock in model logic.
@@ -40,7 +40,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "emu/engine/run_queue.h"
 #include "emu/engine/task.h"
+#include "lib/base/check.h"
 
 namespace farm::emu {
 
@@ -297,13 +299,13 @@ class Engine {
   // Used by the awaiters.
   bool IsEarliest(Cpu& cpu) {
     ++events_;
-    if (heap_.empty() || KeyOf(cpu) < heap_.front()) {
+    if (run_queue_.empty() || KeyOf(cpu) < run_queue_.front()) {
       current_ = cpu.now_;
       return true;
     }
     return false;
   }
-  //! REQUIRES: IsEarliest(cpu) just returned false (the heap's front runs first).
+  //! REQUIRES: IsEarliest(cpu) just returned false (the queue's front runs first).
   std::coroutine_handle<> Yield(Cpu& cpu, std::coroutine_handle<> h);
   std::coroutine_handle<> BlockCurrent(Cpu& cpu, std::coroutine_handle<> h);
   std::coroutine_handle<> Next();
@@ -312,12 +314,12 @@ class Engine {
  private:
   // A runnable CPU's place in the order, (clock, index), packed into one
   // integer: the clock in the high bits, the index in the low kIndexBits.
-  // The sifts then compare single words and never touch the Cpu objects (a
-  // parked CPU's clock does not change until it is popped, so the key stays
-  // exact). Clocks past kMaxKeyTime (2^47 ns, 39 hours of virtual time) do
-  // not fit and end the process (CheckKeyTime) rather than misorder.
-  using RunKey = uint64_t;
-  static constexpr int kIndexBits = 16;
+  // The run queue then compares single words and never touches the Cpu
+  // objects (a parked CPU's clock does not change until it is popped, so the
+  // key stays exact). Clocks past kMaxKeyTime (2^47 ns, 39 hours of virtual
+  // time) do not fit and end the process (CheckKeyTime) rather than misorder.
+  using RunKey = RunQueue::Key;
+  static constexpr int kIndexBits = RunQueue::kIdBits;
   static constexpr Time kMaxKeyTime = (Time{1} << (63 - kIndexBits)) - 1;
   static RunKey KeyOf(const Cpu& c) {
     return (static_cast<RunKey>(c.now_) << kIndexBits) | static_cast<RunKey>(c.index_);
@@ -326,7 +328,7 @@ class Engine {
   static void CheckKeyTime(const Cpu& c);
   void Push(Cpu* c);
   Cpu* Pop();
-  // Pops the front and pushes `c` in one sift (c runs after the front).
+  // Pops the front and pushes `c` in one path (c runs after the front).
   Cpu* ReplaceFront(Cpu* c);
   // Advances the switch count and the ordered time to `n`'s clock.
   std::coroutine_handle<> SwitchTo(Cpu* n);
@@ -341,10 +343,8 @@ class Engine {
   uint64_t seed_;
   std::vector<std::unique_ptr<Cpu>> cpus_;
   std::vector<Cpu*> by_index_;  // cpus_ by index, one load from a key
-  // Min-heap of runnable CPUs by (clock, index): a binary heap in the
-  // std::push_heap layout. Keys are unique, so the order CPUs leave it in
-  // does not depend on how it was built.
-  std::vector<RunKey> heap_;
+  // The runnable CPUs by (clock, index).
+  RunQueue run_queue_;
   bool ran_ = false;  // Run() was called: Start() is too late
   int live_ = 0;
   Time current_ = 0;
@@ -479,9 +479,23 @@ class SpinLock {
 //! (nothing charged in between: FARM_DCHECK(cpu.synced())).
 class AtomicLine {
  public:
-  explicit AtomicLine(Engine* e, int home_node = 0) : engine_(e), home_node_(home_node) {}
+  AtomicLine(Engine* e, int home_node = 0);
   //! One RMW: waits for the line (FIFO), pulls it over, charges `sym`.
-  void Rmw(Cpu& cpu, Sym sym);
+  void Rmw(Cpu& cpu, Sym sym) {
+    FARM_DCHECK(cpu.synced(), "atomic RMW without `co_await cpu.Sync()` immediately before");
+    // Only far atomics make a CPU the unique holder: its L1 has the only
+    // copy, so the atomic is near and the home, which knows this CPU's node
+    // as the one holder, does nothing. Inline: one CPU alone on the line.
+    if (unique_ == cpu.index()) {
+      sharers_ = NodeBit(cpu.node());
+      ++rmws_;
+      last_index_ = cpu.index();
+      last_node_ = cpu.node();
+      cpu.Charge(sym, engine_->line_costs().local);
+      return;
+    }
+    RmwNotUnique(cpu, sym);
+  }
   //! A plain load: pulls a shared copy when another CPU wrote it last.
   void Load(Cpu& cpu, Sym sym);
   uint64_t rmws() const { return rmws_; }
@@ -489,7 +503,7 @@ class AtomicLine {
 
  protected:
   //! Round trip between `node` and the home node (far atomics).
-  Time HomeRoundTrip(int node) const { return engine_->Transfer(node, home_node_); }
+  Time HomeRoundTrip(int node) const { return home_rtt_[node]; }
 
   Engine* engine_;
   int home_node_;
@@ -507,8 +521,24 @@ class AtomicLine {
   int unique_node_ = 0;  // the node of `unique_` (a CPU index)
 
  private:
+  //! A sharer's bit in sharers_.
+  static uint64_t NodeBit(int node) { return uint64_t{1} << (node < 63 ? node : 63); }
+  //! Rmw() of a CPU that does not hold the only copy.
+  void RmwNotUnique(Cpu& cpu, Sym sym);
   //! Far atomics: the RMW of a CPU whose node holds the only copies.
   void RmwWithinNode(Cpu& cpu, Sym sym);
+  //! Far atomics: the snoops of the remote nodes in `others` (atomic_far
+  //! each) and the farthest one's acknowledgement.
+  struct Snoop {
+    Time snoops = 0;
+    Time ack = 0;
+  };
+  Snoop SnoopOf(uint64_t others) const;
+  //! Topologies of at most kSnoopTableNodes nodes: SnoopOf by the set of
+  //! nodes, so an RMW looks its snoops up instead of walking the set.
+  static constexpr int kSnoopTableNodes = 8;
+  std::vector<Snoop> snoop_;
+  std::vector<Time> home_rtt_;  // by node: HomeRoundTrip
   uint64_t rmws_ = 0;
   Time wait_ns_ = 0;
 };

@@ -381,20 +381,24 @@ Task<void> DmaApi::IotlbSyncThenFree(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint6
   if (w.blocks > 0) {
     Task<void> sync = inv_->InvalidateRange(cpu, d.tlb, pfn, w.blocks * IoPageTable::kBlockPages,
                                             IoPageTable::kBlockPages);
-    if (!sync.ready()) return IotlbSyncWait(cpu, d, pfn, npages, w, locked, std::move(sync), true);
+    if (!sync.ready()) return IotlbSyncWait(cpu, d, pfn, npages, w, locked, std::move(sync));
   }
+  const AfterIotlbSync after{&DmaApi::FreeIovaAfterSync, &d, pfn, npages, w.lines, locked};
   if (w.ptes > 0 || w.blocks == 0) {
-    Task<void> sync = inv_->InvalidateRange(cpu, d.tlb, pfn, static_cast<uint64_t>(w.ptes), 1);
-    if (!sync.ready()) return IotlbSyncWait(cpu, d, pfn, npages, w, locked, std::move(sync), false);
+    return inv_->InvalidateRangeThen(cpu, d.tlb, pfn, static_cast<uint64_t>(w.ptes), 1, after);
   }
-  if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);
-  return d.FreeIova(cpu, pfn, npages);
+  return FreeIovaAfterSync(after, cpu);
+}
+
+Task<void> DmaApi::FreeIovaAfterSync(const AfterIotlbSync& a, Cpu& cpu) {
+  if (a.locked) a.domain->pgtbl_lock.Unlock(cpu, a.dirty_lines);
+  return a.domain->FreeIova(cpu, a.pfn, a.npages);
 }
 
 Task<void> DmaApi::IotlbSyncWait(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages, PtWork w,
-                                 bool locked, Task<void> sync, bool leaves_left) {
+                                 bool locked, Task<void> sync) {
   co_await sync;
-  if (leaves_left && (w.ptes > 0 || w.blocks == 0)) {
+  if (w.ptes > 0) {
     co_await inv_->InvalidateRange(cpu, d.tlb, pfn, static_cast<uint64_t>(w.ptes), 1);
   }
   if (locked) d.pgtbl_lock.Unlock(cpu, w.lines);

@@ -132,10 +132,13 @@ class DmaApi final : public DmaPath {
   //! then the IOVA free (strict), or queue_iova() (lazy).
   Task<void> IotlbSyncThenFree(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages,
                                const PtWork& w, bool locked);
-  //! IotlbSyncThenFree's rest once `sync` waits; `leaves_left`: it was the
-  //! blocks' sync and the 4 KiB leaves' is still to come.
+  //! The strict unmap's end once the IOTLB is synced: the pgtbl_lock's
+  //! release (when held), then iommu_dma_free_iova().
+  static Task<void> FreeIovaAfterSync(const AfterIotlbSync& a, Cpu& cpu);
+  //! IotlbSyncThenFree's rest once the 2 MiB blocks' `sync` waits: the 4 KiB
+  //! leaves' sync (if any), the pgtbl_lock's release, the IOVA free.
   Task<void> IotlbSyncWait(Cpu& cpu, DmaDomain& d, uint64_t pfn, uint64_t npages, PtWork w,
-                           bool locked, Task<void> sync, bool leaves_left);
+                           bool locked, Task<void> sync);
   void CacheMaint(Cpu& cpu, Sym sym, uint64_t bytes);
   // The entry point's fixed body and the commit's measured instruction delta
   // (map or unmap side), then the dma_map_ops indirect call when it exists.

@@ -9,6 +9,20 @@
 namespace farm::emu {
 namespace {
 
+// `sync`, then `after`, in a frame of their own.
+Task<void> AwaitThenAfter(Task<void> sync, AfterIotlbSync after, Cpu& cpu) {
+  co_await sync;
+  co_await after.run(after, cpu);
+}
+
+// `t` followed by `after` (may be null): a frame only when `t` waits.
+[[gnu::always_inline]] inline Task<void> RunAfter(Task<void> t, const AfterIotlbSync* after,
+                                                  Cpu& cpu) {
+  if (after == nullptr) return t;
+  if (t.ready()) return after->run(*after, cpu);
+  return AwaitThenAfter(std::move(t), *after, cpu);
+}
+
 // ---------------------------------------------------------------------------
 // Intel VT-d invalidation queue.
 class VtdQi final : public Invalidator {
@@ -224,25 +238,42 @@ class SmmuV3Cmdq final : public ArmInvalidator {
   // A plain function while every batch goes through without waiting.
   Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
                              uint64_t granule) override {
-    if (npages == 0) return {};
+    return InvalidateRangeThen(cpu, tlb, pfn, npages, granule, nullptr);
+  }
+  Task<void> InvalidateRangeThen(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                                 uint64_t granule, const AfterIotlbSync& after) override {
+    return InvalidateRangeThen(cpu, tlb, pfn, npages, granule, &after);
+  }
+
+  // `after` (may be null): run once the range is complete. The last batch's
+  // lock-free issue, when it waits, ends with the IOTLB's invalidation and
+  // `after` itself, so that wait needs no frame of this function's or the
+  // caller's.
+  Task<void> InvalidateRangeThen(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                                 uint64_t granule, const AfterIotlbSync* after) {
+    if (npages == 0) return RunAfter({}, after, cpu);
     const Model& m = sim_->m();
     const uint64_t commands = TlbiCommands(m, npages, granule);
     if (m.smmu_max_tlbi_ops > 0 && !(m.smmu_range_inv && m.smmu_ril) &&
         commands >= static_cast<uint64_t>(m.smmu_max_tlbi_ops)) {
-      return InvalidateDomain(cpu, tlb);
+      return RunAfter(InvalidateDomain(cpu, tlb), after, cpu);
     }
     ++sim_->counters.inv_range;
     sim_->counters.tlbi_va += commands;
     for (uint64_t left = commands; left > 0;) {
       const int n = BatchSize(left);
       left -= n;
-      Task<void> issue = IssueCmdlist(cpu, n, left == 0, n * m.smmu_tlbi);
+      const Then then{&tlb, pfn, npages, after};
+      Task<void> issue =
+          IssueCmdlist(cpu, n, left == 0, n * m.smmu_tlbi, left == 0 ? &then : nullptr);
       if (!issue.ready()) {
-        return InvalidateRangeWait(cpu, tlb, pfn, npages, std::move(issue), left);
+        if (left == 0 && sim_->m().cmdq != CmdqKind::kSpinlock) return issue;
+        return RunAfter(InvalidateRangeWait(cpu, tlb, pfn, npages, std::move(issue), left), after,
+                        cpu);
       }
     }
     tlb.InvalidateRange(pfn, npages);
-    return {};
+    return RunAfter({}, after, cpu);
   }
 
   // InvalidateRange's rest once a batch waits: `issue` not yet awaited,
@@ -340,11 +371,29 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     return b;
   }
 
-  Task<void> IssueCmdlist(Cpu& cpu, int n, bool sync, Time hw_work) {
+  // What InvalidateRangeThen does once its last cmdlist is complete: the
+  // model's IOTLB invalidation, then the caller's `after` (when not null).
+  struct Then {
+    Iotlb* tlb;
+    uint64_t pfn;
+    uint64_t npages;
+    const AfterIotlbSync* after;
+  };
+  // A Then kept by a waiting issue's frame.
+  struct ThenCopy {
+    Iotlb* tlb = nullptr;
+    uint64_t pfn = 0;
+    uint64_t npages = 0;
+    AfterIotlbSync after{};  // after.run null: none
+  };
+
+  // `then` (may be null): the lock-free issue, when it waits, does it at its
+  // end (when it does not wait, the caller does); the locked one ignores it.
+  Task<void> IssueCmdlist(Cpu& cpu, int n, bool sync, Time hw_work, const Then* then = nullptr) {
     sim_->counters.cmdq_commands += n + (sync ? 1 : 0);
     if (sync) ++sim_->counters.syncs;
     if (sim_->m().cmdq == CmdqKind::kSpinlock) return IssueLocked(cpu, n, sync, hw_work);
-    return IssueLockfree(cpu, n, sync, hw_work);
+    return IssueLockfree(cpu, n, sync, hw_work, then);
   }
 
   // Before 587e6c10a7ce: arm_smmu_cmdq_issue_cmd() per command, then
@@ -409,56 +458,68 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     Time hw_work;
     int slots;
     Member* me;
+    const Then* then;  // not the kernel's: the caller's next step, see IssueCmdlist
     uint64_t observed = 0;
     bool owner = false;
     Batch* b = nullptr;
   };
 
-  Task<void> IssueLockfree(Cpu& cpu, int n, bool sync, Time hw_work) {
-    Issue is{n, sync, hw_work, n + (sync ? 1 : 0), &MemberOf(cpu)};
+  Task<void> IssueLockfree(Cpu& cpu, int n, bool sync, Time hw_work, const Then* then) {
+    Issue is{n, sync, hw_work, n + (sync ? 1 : 0), &MemberOf(cpu), then};
     // 1. Reserve slots: cmpxchg loop on cmdq->q.llq.val.
-    if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kReserve);
+    if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kReserve);
     Observe(cpu, is);
     for (;;) {
-      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kCmpxchg);
+      if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kCmpxchg);
       if (Cmpxchg(cpu, is)) break;
-      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kReload);
+      if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kReload);
       Reload(cpu, is);
     }
     Gather(cpu, is);
     if (is.sync) {
-      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kSharedLock);
+      if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kSharedLock);
       SharedLock(cpu);
     }
-    if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kValidMap);
+    if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kValidMap);
     SetValidMap(cpu, is);
     if (is.owner) {
-      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kOwnerWait);
-      if (PrevOwnerPending(cpu)) return IssueLockfreeWait(cpu, is, Resume::kPrevOwnerBlock);
-      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kCloseBatch);
-      if (CloseBatch(cpu, is)) return IssueLockfreeWait(cpu, is, Resume::kValidMapBlock);
-      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kValidMapLoad);
+      if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kOwnerWait);
+      if (PrevOwnerPending(cpu)) return Wait(cpu, is, Resume::kPrevOwnerBlock);
+      if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kCloseBatch);
+      if (CloseBatch(cpu, is)) return Wait(cpu, is, Resume::kValidMapBlock);
+      if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kValidMapLoad);
       valid_map_.Load(cpu, Sym::kCmdqPollValid);
       cpu.Charge(Sym::kCmdqIssue, sim_->m().mmio_write);  // 5d. writel_relaxed(prod)
-      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kDispatch);
+      if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kDispatch);
       Dispatch(cpu, is.b);
     }
     if (!is.sync) return {};
-    if (SyncPending(cpu, is)) return IssueLockfreeWait(cpu, is, Resume::kSyncBlock);
-    if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kTryUnlock);
+    if (SyncPending(cpu, is)) return Wait(cpu, is, Resume::kSyncBlock);
+    if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kTryUnlock);
     if (TryUnlock(cpu)) {
-      if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kPublishCons);
+      if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kPublishCons);
       llq_.Modify(cpu, Sym::kCmdqIssue);
     }
-    if (!cpu.TrySyncNow()) return IssueLockfreeWait(cpu, is, Resume::kSharedUnlock);
+    if (!cpu.TrySyncNow()) return Wait(cpu, is, Resume::kSharedUnlock);
     SharedUnlock(cpu);
     return {};
+  }
+
+  // IssueLockfreeWait, its `then` copied into the frame.
+  Task<void> Wait(Cpu& cpu, Issue is, Resume from) {
+    ThenCopy then;
+    if (is.then != nullptr) {
+      then = {is.then->tlb, is.then->pfn, is.then->npages, {}};
+      if (is.then->after != nullptr) then.after = *is.then->after;
+      is.then = nullptr;  // the caller's, gone once the plain code returns
+    }
+    return IssueLockfreeWait(cpu, is, from, then);
   }
 
   // IssueLockfree from `from`: its labels mark where the plain code can stop.
   // A stop at a Sync() means TrySyncNow() said no, so the CPU parks with
   // SyncSlow() (the engine is not asked twice); a stop at a Block() blocks.
-  Task<void> IssueLockfreeWait(Cpu& cpu, Issue is, Resume from) {
+  Task<void> IssueLockfreeWait(Cpu& cpu, Issue is, Resume from, ThenCopy then) {
     // One line per label, read as a table.
     // clang-format off
     switch (from) {
@@ -524,7 +585,10 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     dispatch:
       Dispatch(cpu, is.b);
     }
-    if (!is.sync) co_return;
+    if (!is.sync) {
+      co_await RunThen(then, cpu);
+      co_return;
+    }
     if (SyncPending(cpu, is)) {
     sync_block:
       co_await cpu.Block(Sym::kCmdqIssue);
@@ -539,6 +603,15 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     co_await cpu.Sync();
   shared_unlock:
     SharedUnlock(cpu);
+    co_await RunThen(then, cpu);
+  }
+
+  // A waiting issue's last step: the IOTLB model's invalidation, then the
+  // caller's `after` (a Task that is usually complete).
+  static Task<void> RunThen(const ThenCopy& then, Cpu& cpu) {
+    if (then.tlb != nullptr) then.tlb->InvalidateRange(then.pfn, then.npages);
+    if (then.after.run != nullptr) return then.after.run(then.after, cpu);
+    return {};
   }
 
   // READ_ONCE(cmdq->q.llq.val), then the first queue_has_space().
@@ -719,6 +792,10 @@ class Tegra241Cmdqv final : public ArmInvalidator {
                              uint64_t granule) override {
     return GetCmdq(cpu).InvalidateRange(cpu, tlb, pfn, npages, granule);
   }
+  Task<void> InvalidateRangeThen(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                                 uint64_t granule, const AfterIotlbSync& after) override {
+    return GetCmdq(cpu).InvalidateRangeThen(cpu, tlb, pfn, npages, granule, after);
+  }
   Task<void> FlushWalk(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages) override {
     return GetCmdq(cpu).FlushWalk(cpu, tlb, pfn, npages);
   }
@@ -833,6 +910,11 @@ class Mmu500Tlb final : public ArmInvalidator {
 };
 
 }  // namespace
+
+Task<void> Invalidator::InvalidateRangeThen(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                                            uint64_t granule, const AfterIotlbSync& after) {
+  return RunAfter(InvalidateRange(cpu, tlb, pfn, npages, granule), &after, cpu);
+}
 
 std::unique_ptr<Invalidator> MakeInvalidator(Sim* sim, int max_cpus) {
   switch (sim->m().iommu_type) {

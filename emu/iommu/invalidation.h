@@ -49,6 +49,22 @@
 
 namespace farm::emu {
 
+struct DmaDomain;
+
+//! What a strict unmap does once its IOTLB sync is complete (the rest of
+//! __iommu_dma_unmap() or intel_unmap(): the pgtbl_lock's release and the
+//! IOVA free), as data and a plain function returning a Task, so that a sync
+//! that waits can run it at its own end rather than return to a frame of the
+//! caller's (Invalidator::InvalidateRangeThen).
+struct AfterIotlbSync {
+  Task<void> (*run)(const AfterIotlbSync&, Cpu&);
+  DmaDomain* domain;
+  uint64_t pfn;
+  uint64_t npages;
+  int dirty_lines;  // the pgtbl_lock's Unlock() argument
+  bool locked;      // the pgtbl_lock is held
+};
+
 class Invalidator {
  public:
   virtual ~Invalidator() = default;
@@ -60,6 +76,11 @@ class Invalidator {
   //! is an empty gather.
   virtual Task<void> InvalidateRange(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
                                      uint64_t granule) = 0;
+  //! InvalidateRange, then `after` once it is complete: the Task has run
+  //! both. This default awaits a range that waits in a frame of its own;
+  //! SMMUv3's lock-free cmdq runs `after` at the end of its own wait.
+  virtual Task<void> InvalidateRangeThen(Cpu& cpu, Iotlb& tlb, uint64_t pfn, uint64_t npages,
+                                         uint64_t granule, const AfterIotlbSync& after);
   //! io_pgtable_tlb_flush_walk(): before __arm_lpae_unmap frees a leaf table,
   //! every 4 KiB of the table's range is invalidated and waited for, in
   //! strict and lazy mode alike (the table page is freed at once).
