@@ -208,7 +208,7 @@ void PrepareQueueStatements(PgPool* pool) {
   // stale lease afterwards.
   pool->Prepare(
       kReportResult,
-      "WITH " + HostIdsCtes("ARRAY[$8::jsonb]") + SampleKeyCtes("$17", "$18", "$19") +
+      "WITH " + HostIdsCtes("ARRAY[$8::jsonb]") +
           "up AS (UPDATE jobs SET state = 3, finished_at = now(), lease_expires_at = NULL "
           "  WHERE id = $1 AND attempt = $2 AND lease_token = $3 AND state::int = 2 "
           "  AND lease_agent = $4 "
@@ -216,8 +216,7 @@ void PrepareQueueStatements(PgPool* pool) {
           "  coalesce(extract(epoch from (now() - started_at)), 0)::float8 AS dur), "
           "blob AS (INSERT INTO raw_outputs (digest, size, zstd) "
           "  SELECT $12::bytea, $13::int, $14::bytea FROM up WHERE $12::bytea <> ''::bytea " +
-          std::string(kRawUpsert) +
-          "), "
+          std::string(kRawUpsert) + "), " + SampleKeyCtes("$17", "$18", "$19", "up") +
           "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, "
           "  sample_key_ids, sample_values, sample_series, "
           "  raw_output, raw_digest, raw_format, host_id, tool_version, wall_time_ns, monitors) "
@@ -241,7 +240,7 @@ void PrepareQueueStatements(PgPool* pool) {
       "  $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $10::bigint[], "
       "  $11::jsonb[], $12::bytea[], $17::text[], $18::text[]) AS x(job_id, attempt, token, "
       "  agent_id, key_pos, raw, fmt, host_ix, tool, wall, monitors, digest, vals, series)), " +
-          HostIdsCtes("$16::jsonb[]") + SampleKeyCtes("$19", "$20", "$21") +
+          HostIdsCtes("$16::jsonb[]") +
           "up AS (UPDATE jobs j SET state = 3, finished_at = now(), lease_expires_at = NULL "
           "  FROM i WHERE j.id = i.job_id AND j.attempt = i.attempt AND j.lease_token = i.token "
           "  AND j.state::int = 2 AND j.lease_agent = i.agent_id "
@@ -254,8 +253,7 @@ void PrepareQueueStatements(PgPool* pool) {
           "  SELECT b.digest, b.size, b.zstd FROM unnest($13::bytea[], $14::int[], $15::bytea[]) "
           "  AS b(digest, size, zstd) WHERE b.digest IN (SELECT up.digest FROM up) "
           "  ORDER BY b.digest " +
-          std::string(kRawUpsert) +
-          "), "
+          std::string(kRawUpsert) + "), " + SampleKeyCtes("$19", "$20", "$21", "up") +
           "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, "
           "  sample_key_ids, sample_values, sample_series, "
           "  raw_output, raw_digest, raw_format, host_id, tool_version, wall_time_ns, monitors) "

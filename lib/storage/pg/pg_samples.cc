@@ -52,17 +52,18 @@ void SampleColumns::Add(const google::protobuf::RepeatedPtrField<iommufarm::v1::
 }
 
 std::string SampleKeyCtes(const std::string& metrics, const std::string& units,
-                          const std::string& phases) {
+                          const std::string& phases, const std::string& locked) {
   return absl::StrCat(
       "skx AS (SELECT u.ix::int AS ix, u.metric, u.unit, u.phase FROM unnest(", metrics,
       "::text[], ", units, "::text[], ", phases,
       "::text[]) WITH ORDINALITY AS u(metric, unit, phase, ix)), "
       "skold AS (SELECT skx.ix, k.id FROM skx JOIN sample_keys k ON k.metric = skx.metric "
       "  AND k.unit = skx.unit AND k.phase = skx.phase), "
-      // Ordered, so two reports adding the same keys lock them in one order.
       "sknew AS (INSERT INTO sample_keys (metric, unit, phase) "
       "  SELECT skx.metric, skx.unit, skx.phase FROM skx "
-      "  WHERE skx.ix NOT IN (SELECT ix FROM skold) ORDER BY 1, 2, 3 "
+      "  WHERE skx.ix NOT IN (SELECT ix FROM skold) AND (SELECT count(*) FROM ",
+      locked,
+      ") > 0 ORDER BY 1, 2, 3 "
       "  ON CONFLICT (metric, unit, phase) DO UPDATE SET metric = EXCLUDED.metric "
       "  RETURNING id, metric, unit, phase), "
       "skm AS (SELECT coalesce(array_agg(a.id ORDER BY a.ix), '{}') AS ids FROM ("

@@ -43,9 +43,14 @@ std::string Float8Text(double v);
 // CTEs (each followed by a comma) that store the keys given as text[]
 // parameters `metrics`, `units` and `phases` in sample_keys where they are
 // missing and leave one row `skm(ids)`: their ids, in the parameters'
-// order. A report maps its key positions p to skm.ids[p].
+// order. A report maps its key positions p to skm.ids[p]. Missing keys are
+// inserted only after every row of the earlier CTE `locked` (the report's
+// jobs update) is taken, and in key order: a report waiting on another's
+// new key then holds no lock that one waits for (two reports of one lease
+// would otherwise deadlock, one on the job row, the other on the key).
+// When `locked` is empty nothing is inserted and new keys have no id.
 std::string SampleKeyCtes(const std::string& metrics, const std::string& units,
-                          const std::string& phases);
+                          const std::string& phases, const std::string& locked);
 
 // The int[] of sample_keys ids for a report's key positions `positions`
 // (an int[] expression), given skm joined as `skm`.
