@@ -389,7 +389,8 @@ std::string SpecYaml(const std::string& name, const std::string& catalog,
 void FillReference(pqxx::work& w, const Year& y) {
   w.exec(
       "CREATE TEMP TABLE wl (i int, name text, params jsonb, fmt text, tool text, "
-      "metrics text[], units text[], phases text[], base float8[]) ON COMMIT PRESERVE ROWS");
+      "metrics text[], units text[], phases text[], base float8[], key_ids int[]) "
+      "ON COMMIT PRESERVE ROWS");
   w.exec("CREATE TEMP TABLE raw_pool (wi int, variant int, raw text)");
   std::mt19937_64 rng(42);
   for (size_t i = 0; i < Workloads().size(); ++i) {
@@ -412,6 +413,17 @@ void FillReference(pqxx::work& w, const Year& y) {
                     RawOutput(wl, rng));
     }
   }
+  // Each metric's key once, as a report stores them (sample_keys), and
+  // each workload's keys in its metrics' order.
+  w.exec(
+      "INSERT INTO sample_keys (metric, unit, phase) "
+      "SELECT DISTINCT wl.metrics[g], wl.units[g], wl.phases[g] FROM wl "
+      "CROSS JOIN LATERAL generate_series(1, cardinality(wl.metrics)) g ORDER BY 1, 2, 3 "
+      "ON CONFLICT DO NOTHING");
+  w.exec(
+      "UPDATE wl SET key_ids = ARRAY(SELECT k.id FROM generate_series(1, cardinality(wl.metrics)) "
+      "  i JOIN sample_keys k ON k.metric = wl.metrics[i] AND k.unit = wl.units[i] "
+      "  AND k.phase = wl.phases[i] ORDER BY i)");
   for (int a = 0; a < kAgents; ++a) {
     w.exec_params(
         "INSERT INTO agents (name, session, capabilities, executors, host, slots) "
@@ -514,8 +526,8 @@ void StoreBatchRaws(pqxx::work& w) {
 
 // Jobs and results of the matrices with from <= mk.id < to: every job
 // succeeded at attempt 1; samples drawn per job around each metric's base
-// (mode factors 1, 1.01, 1.4, 1.15) as SamplesToJson writes them (no
-// empty phase), raw outputs from the pool.
+// (mode factors 1, 1.01, 1.4, 1.15) as a report stores them (keys from
+// sample_keys, values as float8[]), raw outputs from the pool.
 void FillJobsAndResults(pqxx::work& w, int64_t from, int64_t to) {
   w.exec_params(
       "INSERT INTO jobs (matrix_id, catalog, commit_id, commit_index, platform, workload, "
@@ -545,13 +557,13 @@ void FillJobsAndResults(pqxx::work& w, int64_t from, int64_t to) {
       from, to, kRawVariants);
   StoreBatchRaws(w);
   w.exec_params(
-      "INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, raw_output, "
-      "  raw_digest, raw_format, host_id, tool_version, wall_time_ns, finished_at) "
-      "SELECT j.id, 1, j.matrix_id, a.id, a.name, "
-      "  (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('metric', wl.metrics[i], "
-      "     'unit', nullif(wl.units[i], ''), 'phase', nullif(wl.phases[i], ''), "
-      "     'value', wl.base[i] * (ARRAY[1, 1.01, 1.4, 1.15]::float8[])[j.mode] "
-      "     * (0.985 + 0.03 * random())))) FROM generate_series(1, cardinality(wl.metrics)) i), "
+      "INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, sample_key_ids, "
+      "  sample_values, raw_output, raw_digest, raw_format, host_id, tool_version, wall_time_ns, "
+      "  finished_at) "
+      "SELECT j.id, 1, j.matrix_id, a.id, a.name, wl.key_ids, "
+      "  ARRAY(SELECT wl.base[i] * (ARRAY[1, 1.01, 1.4, 1.15]::float8[])[j.mode] "
+      "     * (0.985 + 0.03 * random()) FROM generate_series(1, cardinality(wl.metrics)) i "
+      "     ORDER BY i), "
       "  CASE WHEN m.digest IS NULL THEN b.raw ELSE '' END, m.digest, "
       "  wl.fmt, rh.id, wl.tool, (5e9 + random() * 5e9)::bigint, j.finished_at "
       "FROM jobs j JOIN wl ON wl.name = j.workload AND wl.params = j.params "
@@ -1070,7 +1082,7 @@ void PrintRelationBytes(pqxx::nontransaction& n, const char* label, double sampl
   std::printf("%s: bytes per sample by relation\n", label);
   for (const pqxx::row& r : n.exec(
            "WITH t AS (SELECT oid, relname, reltoastrelid FROM pg_class "
-           "  WHERE relname IN ('results', 'jobs', 'raw_outputs', 'result_hosts')) "
+           "  WHERE relname IN ('results', 'jobs', 'raw_outputs', 'result_hosts', 'sample_keys')) "
            "SELECT name, bytes FROM (SELECT relname AS name, pg_relation_size(oid) AS bytes FROM t "
            "  UNION ALL SELECT relname || ' (TOAST)', pg_total_relation_size(reltoastrelid) FROM t "
            "  WHERE reltoastrelid <> 0 "
@@ -1118,11 +1130,14 @@ void MeasureBytes(const Context& ctx, bool big, Report* report) {
   pqxx::connection c(ctx.uri);
   pqxx::nontransaction n(c);
   const pqxx::row r = n.exec1(
-      "SELECT sum(jsonb_array_length(samples))::float8, count(*)::float8, "
+      "SELECT sum(cardinality(sample_values))::float8, count(*)::float8, "
       "  sum(coalesce(o.size, octet_length(raw_output)))::float8, "
       "  sum(pg_column_size(raw_output))::float8, "
-      "  sum(pg_column_size(samples))::float8, pg_total_relation_size('results')::float8, "
-      "  pg_total_relation_size('jobs')::float8 + pg_total_relation_size('result_hosts'), "
+      "  sum(pg_column_size(sample_key_ids) + pg_column_size(sample_values) "
+      "    + coalesce(pg_column_size(sample_series), 0))::float8, "
+      "  pg_total_relation_size('results')::float8, "
+      "  pg_total_relation_size('jobs')::float8 + pg_total_relation_size('result_hosts') "
+      "    + pg_total_relation_size('sample_keys'), "
       "  pg_database_size(current_database())::float8, "
       "  pg_total_relation_size('raw_outputs')::float8, "
       "  (SELECT coalesce(sum(pg_column_size(zstd)), 0) FROM raw_outputs)::float8 "
@@ -1132,15 +1147,17 @@ void MeasureBytes(const Context& ctx, bool big, Report* report) {
   const double rows = r[5].as<double>() + r[6].as<double>();
   report->Set(big, "samples in the database", "samples", samples);
   report->Set(big, "database size", "B", r[7].as<double>());
-  report->Set(big, "bytes per sample: results + jobs + result_hosts + raw_outputs", "B",
+  // results, jobs, result_hosts, sample_keys and raw_outputs; then the same
+  // without the raw output.
+  report->Set(big, "bytes per sample: results, jobs, hosts, keys, raw_outputs", "B",
               (rows + raw_table) / samples, "<= 200 B", 200);
-  report->Set(big, "bytes per sample: results + jobs + result_hosts, raw output excluded", "B",
+  report->Set(big, "bytes per sample: the same without the raw output", "B",
               (rows - inline_raw) / samples, "<= 200 B", 200);
   report->Set(big, "bytes per sample: raw output (inline + raw_outputs)", "B",
               (inline_raw + raw_table) / samples);
   report->Set(big, "bytes per sample: results (heap, TOAST, indexes)", "B",
               r[5].as<double>() / samples);
-  report->Set(big, "bytes per sample: the samples column alone", "B", r[4].as<double>() / samples);
+  report->Set(big, "bytes per sample: the samples columns alone", "B", r[4].as<double>() / samples);
   report->Set(big, "bytes per raw output: as reported", "B", r[2].as<double>() / results);
   report->Set(big, "bytes per raw output: as stored (inline + zstd frames)", "B",
               (inline_raw + r[9].as<double>()) / results);

@@ -252,7 +252,7 @@ std::vector<std::string> DashboardProblems(const json& d, const std::string& nam
         problems.push_back(absl::StrCat(q.where,
                                         ": averages samples over every job kind "
                                         "(bulk, confirmation and bisect runs pooled)"));
-      if (!absl::StrContains(q.text, "'phase'"))
+      if (!absl::StrContains(q.text, ".phase") && !absl::StrContains(q.text, "'phase'"))
         problems.push_back(
             absl::StrCat(q.where, ": averages samples over every phase (e.g. read with write)"));
     }

@@ -155,9 +155,9 @@ TEST(DashboardsJsonTest, UndefinedVariablesAndPooledSeriesAreFound) {
       {"name": "platform", "type": "custom", "query": "a,b"}]},
     "panels": [
       {"id": 1, "type": "table", "datasource": {"type": "grafana-postgresql-datasource", "uid": "${pg}"},
-       "targets": [{"refId": "A", "rawSql": "SELECT avg((s->>'value')::float8) FROM results r JOIN jobs j ON j.id = r.job_id CROSS JOIN LATERAL jsonb_array_elements(r.samples) s WHERE j.platform = '$platform' AND j.workload = '${workload}' AND $__timeFilter(j.finished_at)"}]},
+       "targets": [{"refId": "A", "rawSql": "SELECT avg(s.value) FROM result_samples s JOIN jobs j ON j.id = s.job_id WHERE j.platform = '$platform' AND j.workload = '${workload}' AND $__timeFilter(j.finished_at)"}]},
       {"id": 2, "type": "table", "datasource": {"type": "grafana-postgresql-datasource", "uid": "${pg}"},
-       "targets": [{"refId": "A", "rawSql": "SELECT avg((s->>'value')::float8) FROM results r JOIN jobs j ON j.id = r.job_id CROSS JOIN LATERAL jsonb_array_elements(r.samples) s WHERE j.kind IN (1) AND s->>'phase' = '' AND j.platform = '$platform'"}]}
+       "targets": [{"refId": "A", "rawSql": "SELECT avg(s.value) FROM result_samples s JOIN jobs j ON j.id = s.job_id WHERE j.kind IN (1) AND s.phase = '' AND j.platform = '$platform'"}]}
     ]})js");
   const std::vector<std::string> p = DashboardProblems(d, "t.json");
   ASSERT_EQ(p.size(), 3u) << testing::PrintToString(p);

@@ -105,11 +105,11 @@ TEST_F(DecayPgTest, AnAgingAllocatorDecaysAndASteadyOneDoesNot) {
       << SqlText(absl::StrCat("SELECT string_agg(failure_reason, '; ') ", jobs));
 
   // Every run's throughput sample carries its series: 20 intervals.
-  EXPECT_EQ(Sql(absl::StrCat("SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id, "
-                             "jsonb_array_elements(r.samples) s WHERE j.matrix_id = ",
+  EXPECT_EQ(Sql(absl::StrCat("SELECT count(*) FROM result_samples s JOIN jobs j ON j.id = s.job_id "
+                             "WHERE j.matrix_id = ",
                              matrix,
-                             " AND s->>'metric' = 'throughput' "
-                             "AND jsonb_array_length(s->'intervals') = 20")),
+                             " AND s.metric = 'throughput' "
+                             "AND jsonb_array_length(s.series->'intervals') = 20")),
             4);
 
   storage::PgPool pool(storage::PgPoolOptions{DbUri(), 2, 5});

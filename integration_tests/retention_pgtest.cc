@@ -168,12 +168,13 @@ class RetentionPgTest : public ::testing::Test {
         "fair_rank, ",
         at, ", ", at, ", ", at, " FROM jobs j JOIN map m ON m.old_id = j.id"));
     w.exec(
-        absl::StrCat("INSERT INTO results (job_id, attempt, matrix_id, agent, samples, raw_output, "
-                     "raw_digest, raw_format, host_id, tool_version, wall_time_ns, finished_at) "
+        absl::StrCat("INSERT INTO results (job_id, attempt, matrix_id, agent, sample_key_ids, "
+                     "sample_values, sample_series, raw_output, raw_digest, raw_format, host_id, "
+                     "tool_version, wall_time_ns, finished_at) "
                      "SELECT m.new_id, attempt, ",
                      id,
-                     ", agent, samples, raw_output, raw_digest, raw_format, host_id, tool_version, "
-                     "wall_time_ns, ",
+                     ", agent, sample_key_ids, sample_values, sample_series, raw_output, "
+                     "raw_digest, raw_format, host_id, tool_version, wall_time_ns, ",
                      at, " FROM results r JOIN map m ON m.old_id = r.job_id"));
     OwnRawOutputs(w, id);
     w.exec(absl::StrCat("INSERT INTO matrix_workloads SELECT ", id,
@@ -276,7 +277,7 @@ TEST_F(RetentionPgTest, DryRunThenPruneKeepWhatAnswersUseAndOnlyAdminsMayPrune) 
   const int64_t jobs_gone = Count("SELECT count(*) FROM jobs WHERE " + gone);
   const int64_t results_gone = Count("SELECT count(*) FROM results WHERE " + gone);
   const int64_t samples_gone =
-      Count("SELECT sum(jsonb_array_length(samples)) FROM results WHERE " + gone);
+      Count("SELECT sum(cardinality(sample_values)) FROM results WHERE " + gone);
   const int64_t matrices_before = Count("SELECT count(*) FROM matrices");
   ASSERT_GT(jobs_gone, 0);
 
@@ -346,7 +347,7 @@ TEST_F(RetentionPgTest, RawOnlyKeepsSamplesAndFarmctlSaysTheRawOutputWasPruned) 
   const int64_t original = Submit();
   RunAll();
   const int64_t old = Clone(original, 200);
-  const int64_t samples_before = Count("SELECT sum(jsonb_array_length(samples)) FROM results");
+  const int64_t samples_before = Count("SELECT sum(cardinality(sample_values)) FROM results");
   const int64_t raw_before = Count("SELECT count(*) FROM raw_outputs");
 
   pb::PruneResponse r;
@@ -358,7 +359,7 @@ TEST_F(RetentionPgTest, RawOnlyKeepsSamplesAndFarmctlSaysTheRawOutputWasPruned) 
   EXPECT_EQ(r.pruned().matrices(), 1);
   EXPECT_EQ(r.pruned().raw_outputs(), results);
   EXPECT_EQ(r.pruned().raw_bytes(), results * kRawBytes);
-  EXPECT_EQ(Count("SELECT sum(jsonb_array_length(samples)) FROM results"), samples_before);
+  EXPECT_EQ(Count("SELECT sum(cardinality(sample_values)) FROM results"), samples_before);
   EXPECT_EQ(Count(absl::StrCat("SELECT count(*) FROM results WHERE matrix_id = ", original,
                                " AND (raw_output <> '' OR raw_digest IS NOT NULL)")),
             Count(absl::StrCat("SELECT count(*) FROM results WHERE matrix_id = ", original)));

@@ -142,22 +142,29 @@ class PgAnalyzerStore final : public AnalyzerStore {
         "  ORDER BY j.platform, j.workload, j.matrix_id DESC)");
   }
 
-  // The result's stated effective mode as a one-sample array
-  // (analyzer_rows.h kEffectiveModeMetric), empty when it states none.
-  static std::string EffectiveModeSql() {
+  // A result's samples (metric, phase, value, unit, intervals, ord) and,
+  // last, its stated effective mode as one more sample
+  // (analyzer_rows.h kEffectiveModeMetric) when it states one.
+  static std::string ResultSamplesSql() {
     return absl::StrCat(
-        "CASE WHEN coalesce((rh.host->'guest'->>'requested_mode')::int, 0) <> 0 "
-        "AND coalesce((rh.host->>'iommu_mode')::int, 0) <> 0 "
-        "THEN jsonb_build_array(jsonb_build_object('metric', '",
-        kEffectiveModeMetric, "', 'value', (rh.host->>'iommu_mode')::int)) ELSE '[]'::jsonb END");
+        "SELECT k.metric, k.phase, u.value, k.unit, "
+        "  r.sample_series -> (u.ord::int - 1) -> 'intervals' AS intervals, u.ord "
+        "FROM unnest(r.sample_key_ids, r.sample_values) WITH ORDINALITY AS u(key_id, value, ord) "
+        "JOIN sample_keys k ON k.id = u.key_id "
+        "UNION ALL SELECT '",
+        kEffectiveModeMetric,
+        "', '', (rh.host->>'iommu_mode')::int::float8, '', NULL, "
+        "  cardinality(r.sample_values) + 1 "
+        "WHERE coalesce((rh.host->'guest'->>'requested_mode')::int, 0) <> 0 "
+        "AND coalesce((rh.host->>'iommu_mode')::int, 0) <> 0");
   }
 
-  // Every numeric sample of the accepted results of the jobs `where` picks
+  // Every finite sample of the accepted results of the jobs `where` picks
   // (a condition on results r and jobs j), in job order.
   static std::string SamplesSql(const std::string& where) {
     return "SELECT r.matrix_id, j.catalog, j.commit_id, j.commit_index, j.platform, "
-           "  j.workload, j.mode, j.repeat, s->>'metric', coalesce(s->>'phase', ''), "
-           "  (s->>'value')::float8, r.job_id, coalesce(s->>'unit', ''), "
+           "  j.workload, j.mode, j.repeat, s.metric, s.phase, "
+           "  s.value, r.job_id, s.unit, "
            "  coalesce(rh.host->'guest'->>'accel', ''), "
            "  coalesce(rh.host->'guest'->>'icount_shift', '0'), " +
            std::string(kJobParamsSql) +
@@ -167,21 +174,21 @@ class PgAnalyzerStore final : public AnalyzerStore {
            "  coalesce(rh.host->'hygiene'->>'smt', ''), "
            "  coalesce(rh.host->'hygiene'->>'cpus_allowed', ''), "
            "  coalesce(rh.host->'hygiene'->>'mems_allowed', ''), "
-           "  coalesce(s->'intervals', '[]'::jsonb)::text, "
+           "  coalesce(s.intervals, '[]'::jsonb)::text, "
            "  coalesce(rh.host->'hygiene'->>'kernel_counters', ''), "
            "  coalesce(rh.host->'iommu_environment'->>'digest', '') "
            "FROM results r JOIN jobs j ON j.id = r.job_id "
            "LEFT JOIN result_hosts rh ON rh.id = r.host_id "
-           "CROSS JOIN LATERAL jsonb_array_elements(r.samples || " +
-           EffectiveModeSql() +
+           "CROSS JOIN LATERAL (" +
+           ResultSamplesSql() +
            ") s "
            "WHERE " +
            where +
            " AND j.state = 3 "
            "  AND r.attempt = (SELECT max(r2.attempt) FROM results r2 "
            "                   WHERE r2.job_id = r.job_id) "
-           "  AND s ? 'value' AND jsonb_typeof(s->'value') = 'number' "
-           "ORDER BY r.job_id";
+           "  AND s.value NOT IN ('NaN', 'Infinity', '-Infinity') "
+           "ORDER BY r.job_id, s.ord";
   }
 
   static SampleRow SampleFromRow(const pqxx::row& r) {

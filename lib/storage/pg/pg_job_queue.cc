@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/storage/pg/pg_raw_outputs.h"
 #include "lib/storage/pg/pg_rows.h"
+#include "lib/storage/pg/pg_samples.h"
 #include "lib/storage/row_codec.h"
 #include "lib/storage/run_eligibility.h"
 
@@ -215,14 +216,16 @@ void PrepareQueueStatements(PgPool* pool) {
           "  coalesce(extract(epoch from (now() - started_at)), 0)::float8 AS dur), "
           "blob AS (INSERT INTO raw_outputs (digest, size, zstd) "
           "  SELECT $12::bytea, $13::int, $14::bytea FROM up WHERE $12::bytea <> ''::bytea " +
-          std::string(kRawUpsert) +
-          "), "
-          "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
+          std::string(kRawUpsert) + "), " + SampleKeyCtes("$17", "$18", "$19", "up") +
+          "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, "
+          "  sample_key_ids, sample_values, sample_series, "
           "  raw_output, raw_digest, raw_format, host_id, tool_version, wall_time_ns, monitors) "
           "  SELECT id, attempt, matrix_id, $4, coalesce((SELECT name FROM agents WHERE id = $4), "
-          "''), "
-          "  $5::jsonb, $6, nullif($12::bytea, ''::bytea), $7, (SELECT id FROM hid), $9, $10, "
-          "  $11::jsonb FROM up "
+          "''), " +
+          SampleKeyIdsSql("$5::int[]") +
+          ", $15::float8[], nullif($16, '')::jsonb, "
+          "  $6, nullif($12::bytea, ''::bytea), $7, (SELECT id FROM hid), $9, $10, "
+          "  $11::jsonb FROM up CROSS JOIN skm "
           "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
           "SELECT executor, dur FROM up");
   // kReportResult over arrays (one element per report): one statement, so
@@ -234,28 +237,31 @@ void PrepareQueueStatements(PgPool* pool) {
   pool->Prepare(
       kReportBatch,
       "WITH i AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[], "
-      "  $5::jsonb[], $6::text[], $7::text[], $8::int[], $9::text[], $10::bigint[], "
-      "  $11::jsonb[], $12::bytea[]) AS x(job_id, attempt, token, agent_id, samples, raw, fmt, "
-      "  host_ix, tool, wall, monitors, digest)), " +
+      "  $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $10::bigint[], "
+      "  $11::jsonb[], $12::bytea[], $17::text[], $18::text[]) AS x(job_id, attempt, token, "
+      "  agent_id, key_pos, raw, fmt, host_ix, tool, wall, monitors, digest, vals, series)), " +
           HostIdsCtes("$16::jsonb[]") +
           "up AS (UPDATE jobs j SET state = 3, finished_at = now(), lease_expires_at = NULL "
           "  FROM i WHERE j.id = i.job_id AND j.attempt = i.attempt AND j.lease_token = i.token "
           "  AND j.state::int = 2 AND j.lease_agent = i.agent_id "
           "  RETURNING j.id, j.attempt, j.matrix_id, j.executor, "
           "  coalesce(extract(epoch from (now() - j.started_at)), 0)::float8 AS dur, "
-          "  i.token, i.agent_id, i.samples, i.raw, i.fmt, i.host_ix, i.tool, i.wall, i.monitors, "
+          "  i.token, i.agent_id, i.key_pos, i.vals, i.series, i.raw, i.fmt, i.host_ix, i.tool, "
+          "  i.wall, i.monitors, "
           "  nullif(i.digest, ''::bytea) AS digest), "
           "blobs AS (INSERT INTO raw_outputs (digest, size, zstd) "
           "  SELECT b.digest, b.size, b.zstd FROM unnest($13::bytea[], $14::int[], $15::bytea[]) "
           "  AS b(digest, size, zstd) WHERE b.digest IN (SELECT up.digest FROM up) "
           "  ORDER BY b.digest " +
-          std::string(kRawUpsert) +
-          "), "
-          "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, samples, "
+          std::string(kRawUpsert) + "), " + SampleKeyCtes("$19", "$20", "$21", "up") +
+          "ins AS (INSERT INTO results (job_id, attempt, matrix_id, agent_id, agent, "
+          "  sample_key_ids, sample_values, sample_series, "
           "  raw_output, raw_digest, raw_format, host_id, tool_version, wall_time_ns, monitors) "
-          "  SELECT up.id, up.attempt, up.matrix_id, up.agent_id, coalesce(ag.name, ''), "
-          "  up.samples, up.raw, up.digest, up.fmt, hid.id, up.tool, up.wall, up.monitors "
-          "  FROM up LEFT JOIN agents ag ON ag.id = up.agent_id "
+          "  SELECT up.id, up.attempt, up.matrix_id, up.agent_id, coalesce(ag.name, ''), " +
+          SampleKeyIdsSql("up.key_pos::int[]") +
+          ", up.vals::float8[], nullif(up.series, '')::jsonb, "
+          "  up.raw, up.digest, up.fmt, hid.id, up.tool, up.wall, up.monitors "
+          "  FROM up CROSS JOIN skm LEFT JOIN agents ag ON ag.id = up.agent_id "
           "  LEFT JOIN hid ON hid.ix = up.host_ix "
           "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id) "
           "SELECT id, attempt, token, executor, dur FROM up");
@@ -510,14 +516,18 @@ absl::StatusOr<ReportOutcome> PgJobQueue::ReportResult(const pb::ReportResultReq
     // the fenced state change and the result row go in together or not at all.
     const bool out_of_row = StoredOutOfRow(req.raw_output());
     const PackedRaw packed = out_of_row ? PackRaw(req.raw_output()) : PackedRaw{};
+    SampleColumns samples;
+    samples.Add(req.samples());
     pqxx::result up;
     {
       pqxx::nontransaction n(c);
       up = n.exec_prepared(kReportResult, l.job_id(), l.attempt(), l.lease_token(), req.agent_id(),
-                           SamplesToJson(req.samples()), out_of_row ? "" : req.raw_output(),
+                           samples.key_positions[0], out_of_row ? "" : req.raw_output(),
                            req.raw_format(), HostToJson(req.host()), req.tool_version(), wall_ns,
                            MonitorsToJson(req.monitors()), packed.digest_hex, packed.size,
-                           packed.zstd_hex);
+                           packed.zstd_hex, samples.values[0], samples.series[0],
+                           QuotedArrayLiteral(samples.metrics), QuotedArrayLiteral(samples.units),
+                           QuotedArrayLiteral(samples.phases));
     }
     ReportOutcome out;
     if (!up.empty()) {
@@ -558,7 +568,8 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
   std::vector<int64_t> ids, agents, walls;
   std::vector<int32_t> attempts;
   std::vector<int32_t> host_ix;
-  std::vector<std::string> tokens, samples, formats, hosts, tools, monitors;
+  std::vector<std::string> tokens, formats, hosts, tools, monitors;
+  SampleColumns samples;
   // Each distinct host facts document once: a batch is mostly one agent's.
   std::map<std::string, int32_t> host_at;
   RawColumns raws;
@@ -573,7 +584,7 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
     attempts.push_back(l.attempt());
     tokens.push_back(l.lease_token());
     agents.push_back(r.agent_id());
-    samples.push_back(SamplesToJson(r.samples()));
+    samples.Add(r.samples());
     raws.Add(r.raw_output());
     formats.push_back(r.raw_format());
     auto [at, added] = host_at.emplace(HostToJson(r.host()), static_cast<int32_t>(hosts.size()));
@@ -590,11 +601,14 @@ absl::StatusOr<std::vector<absl::StatusOr<ReportOutcome>>> PgJobQueue::ReportRes
     pqxx::nontransaction n(c);
     pqxx::result up = n.exec_prepared(
         kReportBatch, ArrayLiteral(ids), ArrayLiteral(attempts), QuotedArrayLiteral(tokens),
-        ArrayLiteral(agents), QuotedArrayLiteral(samples), QuotedArrayLiteral(raws.inline_text),
-        QuotedArrayLiteral(formats), ArrayLiteral(host_ix), QuotedArrayLiteral(tools),
-        ArrayLiteral(walls), QuotedArrayLiteral(monitors), QuotedArrayLiteral(raws.digests),
-        QuotedArrayLiteral(raws.blobs.digests), ArrayLiteral(raws.blobs.sizes),
-        QuotedArrayLiteral(raws.blobs.frames), QuotedArrayLiteral(hosts));
+        ArrayLiteral(agents), QuotedArrayLiteral(samples.key_positions),
+        QuotedArrayLiteral(raws.inline_text), QuotedArrayLiteral(formats), ArrayLiteral(host_ix),
+        QuotedArrayLiteral(tools), ArrayLiteral(walls), QuotedArrayLiteral(monitors),
+        QuotedArrayLiteral(raws.digests), QuotedArrayLiteral(raws.blobs.digests),
+        ArrayLiteral(raws.blobs.sizes), QuotedArrayLiteral(raws.blobs.frames),
+        QuotedArrayLiteral(hosts), QuotedArrayLiteral(samples.values),
+        QuotedArrayLiteral(samples.series), QuotedArrayLiteral(samples.metrics),
+        QuotedArrayLiteral(samples.units), QuotedArrayLiteral(samples.phases));
     for (const pqxx::row& r : up) {
       ReportOutcome o;
       o.accepted = true;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/storage/pg/pg_raw_outputs.h"
 #include "lib/storage/pg/pg_rows.h"
+#include "lib/storage/pg/pg_samples.h"
 #include "lib/storage/row_codec.h"
 
 namespace farm::storage {
@@ -240,8 +241,8 @@ absl::StatusOr<std::vector<pb::Result>> PgMatrixStore::ListResults(int64_t matri
                          "  sum(n) OVER (ORDER BY job_id, attempt) AS upto, "
                          "  row_number() OVER (ORDER BY job_id, attempt) AS k FROM keys) "
                          "SELECT ") +
-                 kJobCols +
-                 ", r.attempt, r.agent, r.samples::text, CASE WHEN $4 THEN r.raw_output ELSE '' "
+                 kJobCols + ", r.attempt, r.agent, " + kResultSamplesJsonSql +
+                 ", CASE WHEN $4 THEN r.raw_output ELSE '' "
                  "END, r.raw_format, coalesce(h.host, '{}')::text, r.tool_version, r.wall_time_ns, "
                  "(extract(epoch from r.finished_at) * 1000000)::bigint, p.n, r.monitors::text, "
                  "(extract(epoch from r.raw_pruned_at) * 1000000)::bigint, "

@@ -54,7 +54,7 @@ pb::PruneCounts CountRows(pqxx::transaction_base& t, const std::string& ids, boo
   pb::PruneCounts c;
   const pqxx::row r = t.exec_params1(
       "SELECT count(DISTINCT r.matrix_id), count(*), "
-      "coalesce(sum(jsonb_array_length(r.samples)), 0), "
+      "coalesce(sum(cardinality(r.sample_values)), 0), "
       "count(*) FILTER (WHERE r.raw_output <> '' OR r.raw_digest IS NOT NULL), "
       "coalesce(sum(coalesce(o.size, octet_length(r.raw_output))), 0) "
       "FROM results r LEFT JOIN raw_outputs o ON o.digest = r.raw_digest "

@@ -8,7 +8,9 @@
 // storage_contract_pgtest and on the in-memory repositories in
 // storage_memory_test.
 #include <atomic>
+#include <cmath>
 #include <map>
+#include <random>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -17,11 +19,13 @@
 #include "absl/time/clock.h"
 #include "lib/storage/contract/test_rows.h"
 #include "lib/storage/pg/migrations.h"
+#include "lib/storage/pg/pg_analyzer_store.h"
 #include "lib/storage/pg/pg_listener.h"
 #include "lib/storage/pg/pg_pool.h"
 #include "lib/storage/pg/pg_raw_outputs.h"
 #include "lib/storage/pg/pg_rows.h"
 #include "lib/storage/pg/pg_store.h"
+#include "lib/storage/row_codec.h"
 #include "testing/service_harness.h"
 
 namespace farm::storage {
@@ -961,6 +965,120 @@ TEST_F(StoragePgTest, ResultHostsMigrationStoresEachHostOnce) {
   EXPECT_EQ((*page)[1].host().kernel_release(), "6.1");
   EXPECT_EQ((*page)[2].host().kernel_release(), "6.6");
   EXPECT_EQ((*page)[3].host().kernel_release(), "");
+}
+
+// A sample as a store reads it, for comparing two reads: NaN equals NaN.
+std::string SampleText(const pb::Sample& s) {
+  std::string out = absl::StrCat(s.metric(), "|", s.unit(), "|", s.phase(), "|", s.value(), "|",
+                                 s.interval_seconds(), "|");
+  for (double v : s.intervals()) absl::StrAppend(&out, v, ",");
+  return out;
+}
+
+// A database at version 28 with samples in the results' jsonb column, as
+// the writers before wrote them (SamplesToJson; older rows with empty unit
+// and phase keys, a value missing, non-finite values as text, per-interval
+// figures with a gap): migration 29 moves them to sample_keys and the
+// arrays, drops the column, and every result reads back each of its
+// samples as the version-28 reader (JsonToSamples of the column's text)
+// read it; the analyzer reads its finite ones.
+TEST_F(StoragePgTest, CompactSamplesMigrationReadsEverySampleBack) {
+  auto uri = pg_->CreateDatabase("samples_upgrade");
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  PgPool old_pool(PgPoolOptions{*uri, 2, 3});
+  ASSERT_EQ(AllMigrations()[27].version, 28);
+  constexpr int kResults = 1200;
+  const char* const kMetrics[] = {"throughput", "latency_us", "iops", "map_latency_mean"};
+  const char* const kPhases[] = {"", "", "read", "write"};
+  std::map<int64_t, std::vector<std::string>> want;  // job id -> its samples as read at 28
+  int64_t finite = 0;
+  ASSERT_TRUE(old_pool
+                  .Run([&](pqxx::connection& c) {
+                    pqxx::work w(c);
+                    MigrateOnlyTo(w, 28);
+                    InsertFinishedJobs(w, kResults);
+                    std::mt19937_64 rng(7);
+                    for (int id = 1; id <= kResults; ++id) {
+                      pb::Result r;
+                      const int n = static_cast<int>(rng() % 9);  // some results have none
+                      for (int i = 0; i < n; ++i) {
+                        pb::Sample* s = r.add_samples();
+                        s->set_metric(kMetrics[rng() % 4]);
+                        s->set_unit(rng() % 3 == 0 ? "" : "us");
+                        s->set_phase(kPhases[rng() % 4]);
+                        s->set_value(std::ldexp(static_cast<double>(rng() % 1000003) / 7.0,
+                                                static_cast<int>(rng() % 80) - 40));
+                        if (rng() % 50 == 0) s->set_value(std::nan(""));
+                        if (rng() % 60 == 0) s->set_value(-HUGE_VAL);
+                        if (rng() % 25 == 0) {
+                          for (int k = 0; k < 5; ++k) s->add_intervals(0.1 * k + 1.0 / 3);
+                          s->set_intervals(2, std::nan(""));  // a gap: null in JSON
+                          s->set_interval_seconds(0.25);
+                        }
+                      }
+                      std::string json = SamplesToJson(r.samples());
+                      if (id % 100 == 1) {
+                        json =
+                            "[{\"metric\": \"throughput\", \"unit\": \"\", \"phase\": \"\", "
+                            "\"value\": 2.5}, {\"phase\": \"read\", \"metric\": \"iops\"}, "
+                            "{\"metric\": \"iops\", \"value\": \"inf\", \"unit\": \"IOPS\"}]";
+                      }
+                      w.exec_params(
+                          "INSERT INTO results (job_id, attempt, matrix_id, samples) "
+                          "VALUES ($1, 1, 1, $2::jsonb)",
+                          id, json);
+                    }
+                    for (const pqxx::row& row :
+                         w.exec("SELECT job_id, samples::text FROM results ORDER BY job_id")) {
+                      google::protobuf::RepeatedPtrField<pb::Sample> read;
+                      JsonToSamples(row[1].as<std::string>(), &read);
+                      std::vector<std::string>& texts = want[row[0].as<int64_t>()];
+                      for (const pb::Sample& s : read) {
+                        texts.push_back(SampleText(s));
+                        if (std::isfinite(s.value())) ++finite;
+                      }
+                    }
+                    w.commit();
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  int64_t samples = 0;
+  for (const auto& [job, texts] : want) samples += static_cast<int64_t>(texts.size());
+  ASSERT_GT(samples, 4 * kResults);
+  ASSERT_LT(finite, samples);
+
+  auto v = ApplyMigrations(old_pool);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, AllMigrations().back().version);
+  EXPECT_EQ(Scalar<int64_t>(old_pool,
+                            "SELECT count(*) FROM information_schema.columns "
+                            "WHERE table_name = 'results' AND column_name = 'samples'"),
+            0);
+  // 4 metrics x 2 units x 3 phases drawn, and the hand-written rows' 3.
+  EXPECT_LE(Scalar<int64_t>(old_pool, "SELECT count(*) FROM sample_keys"), 4 * 2 * 3 + 3);
+  EXPECT_EQ(Scalar<int64_t>(old_pool, "SELECT count(*) FROM result_samples"), samples);
+  EXPECT_EQ(Scalar<int64_t>(old_pool, "SELECT sum(cardinality(sample_values)) FROM results"),
+            samples);
+
+  PgStore store(&old_pool);
+  std::map<int64_t, std::vector<std::string>> got;
+  for (int64_t after = 0;;) {
+    auto page = store.ListResults(1, after, 500, false, 0);
+    ASSERT_TRUE(page.ok()) << page.status();
+    if (page->empty()) break;
+    for (const pb::Result& r : *page) {
+      std::vector<std::string>& texts = got[r.job_id()];
+      for (const pb::Sample& s : r.samples()) texts.push_back(SampleText(s));
+      after = r.job_id();
+    }
+  }
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [job, texts] : want) EXPECT_EQ(got[job], texts) << "job " << job;
+
+  std::unique_ptr<AnalyzerStore> analyzer = NewPgAnalyzerStore(&old_pool);
+  auto read = analyzer->Samples({1});
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(static_cast<int64_t>(read->size()), finite);
 }
 
 // The pid of the one backend of `pool`'s database, other than the caller's,
