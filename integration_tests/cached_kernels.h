@@ -5,6 +5,8 @@
 #ifndef INTEGRATION_TESTS_CACHED_KERNELS_H_
 #define INTEGRATION_TESTS_CACHED_KERNELS_H_
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -14,6 +16,13 @@
 #include "absl/strings/match.h"
 
 namespace farm {
+
+// The kernel cache the tests boot from: $FARM_KERNEL_CACHE, or
+// scripts/fetch-test-kernels' default.
+inline std::string KernelCacheDir() {
+  const char* env = std::getenv("FARM_KERNEL_CACHE");
+  return env ? env : "/var/cache/iommu-farm/kernels";
+}
 
 // The complete *-cloud-amd64 releases under `cache`, newest first (one ABI
 // width: lexical order is release order); none when the cache is missing.

@@ -34,6 +34,7 @@
 #include "cli/commands.h"
 #include "cli/regressions.h"
 #include "gtest/gtest.h"
+#include "integration_tests/cached_kernels.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 #include "lib/process/process.h"
@@ -82,8 +83,7 @@ class ConfirmRealPgTest : public testing::FarmTest {
   void SetUp() override {
     FarmTest::SetUp();
     if (HasFatalFailure()) return;
-    const char* env = std::getenv("FARM_KERNEL_CACHE");
-    kernels_dir_ = env ? env : "/var/cache/iommu-farm/kernels";
+    kernels_dir_ = KernelCacheDir();
     kernels_ = Arm64Kernels(kernels_dir_);
     ASSERT_TRUE(kernels_.count("v6.1.190") && kernels_.count("v6.1.192"))
         << "need the arm64 kernels of v6.1.190 and v6.1.192 under " << kernels_dir_ << ": "

@@ -105,8 +105,7 @@ class LabVmPgTest : public testing::FarmTest {
   void SetUp() override {
     FarmTest::SetUp();
     if (HasFatalFailure()) return;
-    const char* env = std::getenv("FARM_KERNEL_CACHE");
-    kernels_dir_ = env ? env : "/var/cache/iommu-farm/kernels";
+    kernels_dir_ = KernelCacheDir();
     kernels_ = TwoCloudKernels(kernels_dir_);
     ASSERT_EQ(kernels_.size(), 2u)
         << "fewer than two *-cloud-amd64 kernels under " << kernels_dir_ << ": " << kKernelHint;

@@ -53,8 +53,7 @@ class VmRunsPgTest : public testing::FarmTest {
   void SetUp() override {
     FarmTest::SetUp();
     if (HasFatalFailure()) return;
-    const char* env = std::getenv("FARM_KERNEL_CACHE");
-    kernels_dir_ = env ? env : "/var/cache/iommu-farm/kernels";
+    kernels_dir_ = KernelCacheDir();
     release_ = NewestAmd64Release(kernels_dir_);
     ASSERT_FALSE(release_.empty())
         << "no *-cloud-amd64 kernel under " << kernels_dir_ << ": " << kFetchHint;
