@@ -19,15 +19,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "cli/commands.h"
 #include "cli/matrix.h"
 #include "gtest/gtest.h"
 #include "integration_tests/lab_vm_fixture.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
-#include "lib/base/file.h"
 #include "lib/kbuild/test_tree.h"
+#include "lib/kstore/kernel_store.h"
 #include "proto/names.h"
 
 namespace farm::lab_vm {
@@ -35,30 +34,15 @@ namespace {
 
 constexpr char kCatalog[] = "test-tree";
 
-// The host builds in `store`: their directories by commit.
-std::map<std::string, std::string> HostBuilds(const std::string& store) {
-  std::map<std::string, std::string> out;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(store, ec)) {
-    const std::string name = e.path().filename().string();
-    if (!absl::EndsWith(name, "+host") || !fs::exists(e.path() / "kernel.yaml")) continue;
-    for (absl::string_view line :
-         absl::StrSplit(base::ReadFileOrEmpty((e.path() / "kernel.yaml").string()), '\n')) {
-      if (absl::ConsumePrefix(&line, "commit: ")) out[std::string(line)] = e.path().string();
-    }
+// The host builds (kernel_config ending in "+host") in `store`, by commit.
+std::map<std::string, kstore::KernelBuild> HostBuilds(const std::string& store) {
+  std::map<std::string, kstore::KernelBuild> out;
+  absl::StatusOr<kstore::StoreListing> listing = kstore::ReadStore(store);
+  if (!listing.ok()) return out;
+  for (const kstore::KernelBuild& b : listing->builds) {
+    if (absl::EndsWith(b.kernel_config, "+host")) out[b.commit] = b;
   }
   return out;
-}
-
-// The `key: ` line of a store entry's manifest.
-std::string ManifestField(const std::string& build, absl::string_view key) {
-  for (absl::string_view line :
-       absl::StrSplit(base::ReadFileOrEmpty(build + "/kernel.yaml"), '\n')) {
-    if (absl::ConsumePrefix(&line, key) && absl::ConsumePrefix(&line, ": ")) {
-      return std::string(absl::StripAsciiWhitespace(line));
-    }
-  }
-  return "";
 }
 
 class LabVmKbuildPgTest : public LabVmPgTest {
@@ -111,11 +95,11 @@ class LabVmKbuildPgTest : public LabVmPgTest {
   }
 
   // Waits for a host build of each of `commits` in store_.
-  std::map<std::string, std::string> AwaitBuilds(const std::vector<std::string>& commits) {
+  std::map<std::string, kstore::KernelBuild> AwaitBuilds(const std::vector<std::string>& commits) {
     const absl::Time start = absl::Now(), deadline = start + absl::Minutes(40);
     absl::Time said = start;
     for (;;) {
-      std::map<std::string, std::string> builds = HostBuilds(store_);
+      std::map<std::string, kstore::KernelBuild> builds = HostBuilds(store_);
       bool all = true;
       for (const std::string& c : commits) all = all && builds.count(c) > 0;
       if (all) {
@@ -164,11 +148,11 @@ TEST_F(LabVmKbuildPgTest, TwoBuiltCommitsTimesStrictAndPassthroughRunThroughReal
   ASSERT_TRUE(spec.ok()) << spec.status();
   const int64_t matrix_id = SubmitYaml(commands, *spec);
   ASSERT_NE(matrix_id, 0);
-  const std::map<std::string, std::string> builds = AwaitBuilds(commits);
+  const std::map<std::string, kstore::KernelBuild> builds = AwaitBuilds(commits);
   ASSERT_EQ(builds.size(), 2u);
 
   const absl::Time booted = absl::Now();
-  BuildImage({builds.begin()->second, builds.rbegin()->second});
+  BuildImage({builds.begin()->second.dir, builds.rbegin()->second.dir});
   if (HasFatalFailure()) return;
   BootGuest();
   const pb::Matrix done = WaitForMatrix(matrix_id, absl::Minutes(15));
@@ -184,12 +168,12 @@ TEST_F(LabVmKbuildPgTest, TwoBuiltCommitsTimesStrictAndPassthroughRunThroughReal
     const std::string cell = absl::StrCat(r.job().commit_id(), "/", mode);
     cells.insert(cell);
     ASSERT_EQ(builds.count(r.job().commit_id()), 1u) << cell;
-    const std::string& build = builds.at(r.job().commit_id());
+    const kstore::KernelBuild& build = builds.at(r.job().commit_id());
     EXPECT_EQ(r.agent(), kAgentName) << cell;
     EXPECT_EQ(r.attempt(), 1) << cell;
     // The farm's build of the job's commit, for this host, in the job's mode.
-    EXPECT_EQ(r.host().kernel_release(), ManifestField(build, "release")) << cell;
-    EXPECT_TRUE(absl::EndsWith(ManifestField(build, "kernel_config"), "+host")) << build;
+    EXPECT_EQ(r.host().kernel_release(), build.release) << cell;
+    EXPECT_TRUE(absl::EndsWith(build.kernel_config, "+host")) << build.dir;
     EXPECT_EQ(r.host().iommu_mode(), r.job().mode()) << cell << ": " << r.host().iommu_detail();
     ASSERT_TRUE(r.host().has_guest()) << cell;
     EXPECT_EQ(r.host().guest().provider(), "kexec") << cell;
