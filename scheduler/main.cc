@@ -94,6 +94,12 @@ void AddFlags(CLI::App& app, Flags* f) {
   app.add_option("--max-attempts", f->max_attempts, "attempts per job before it fails")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
+  app.add_option("--boot-attempts", f->opts.config.retry.boot_attempts,
+                 "boots of a job's kernel on a lab host that do not come back (its lease held "
+                 "through the kexec expires; the host is power-cycled each time) before the job "
+                 "fails as not booting on that host, a bisect skip; each spends an attempt")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   app.add_option("--max-jobs-per-matrix", f->max_jobs, "cap on the jobs one matrix expands to")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{100000000}));

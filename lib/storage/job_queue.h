@@ -59,6 +59,12 @@ struct ClaimRules {
 struct RetryPolicy {
   absl::Duration base_backoff = absl::Seconds(1);  // doubled per spent attempt
   absl::Duration max_backoff = absl::Minutes(5);
+  // Boots of a job's kernel that do not come back (UnbootedLease) before the
+  // job fails with proto::kDoesNotBootMark, a bisect skip. One is not proof:
+  // a kexec'd kernel can hang on a device that did not survive the kexec,
+  // and a skip beside the culprit leaves the bisect with a range, not a
+  // commit. Each boot spends an attempt. At least 1.
+  int boot_attempts = 2;
 };
 
 struct ReportOutcome {
@@ -69,9 +75,10 @@ struct ReportOutcome {
 };
 
 // A lease held through its agent's reboot (kexec) whose hold passed: the
-// job's kernel did not come back on that host. The reaper fails the job for
-// good (its reason carries proto::kDoesNotBootMark) and names it here, so
-// the host's power can be cycled (scheduler/lab_recovery.h).
+// job's kernel did not come back on that host. The reaper requeues the job,
+// or at RetryPolicy::boot_attempts such boots fails it for good (its reason
+// carries proto::kDoesNotBootMark), and names it here either way, so the
+// host's power can be cycled (scheduler/lab_recovery.h).
 struct UnbootedLease {
   int64_t job_id = 0;
   int32_t attempt = 0;
@@ -81,7 +88,7 @@ struct UnbootedLease {
 
 struct ReapOutcome {
   int64_t requeued = 0;
-  int64_t failed = 0;  // out of attempts, and every unbooted lease
+  int64_t failed = 0;  // out of attempts, or out of boots (UnbootedLease)
   std::vector<UnbootedLease> unbooted;
 };
 
@@ -155,8 +162,8 @@ class JobQueue {
   // lease held through a reboot fails its job at once (UnbootedLease).
   virtual absl::StatusOr<ReapOutcome> ReapExpired(const RetryPolicy& retry, int limit) = 0;
   // Appends `detail`, on a line of its own, to the failure reason of job
-  // `job_id` when it failed at `attempt`; false when it did not (it runs
-  // again, or never failed).
+  // `job_id` when its attempt `attempt` failed and it has not run since
+  // (queued again or failed for good); false otherwise.
   virtual absl::StatusOr<bool> AnnotateFailure(int64_t job_id, int32_t attempt,
                                                const std::string& detail) = 0;
   // Job counts over all matrices, indexed by pb::JobState number.

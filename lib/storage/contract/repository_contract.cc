@@ -996,51 +996,101 @@ TEST_P(RepositoryContractTest, HeldLeaseMovesToTheResumingSession) {
   EXPECT_EQ(a3->resumed_size(), 0);
 }
 
-// A held lease whose agent does not come back within the hold: the job's
-// kernel does not boot on that host. The reaper fails the job at once, its
-// reason carrying the mark a bisect skips on, and names the lease so the
-// host's power can be cycled; the console's tail can be added to the reason.
-TEST_P(RepositoryContractTest, HeldLeaseExpiryFailsTheJobAsNotBooting) {
+// A held lease whose agent does not come back within the hold: a boot of the
+// job's kernel that did not come back on that host. The reaper names the
+// lease each time, so the host's power can be cycled, and the console's tail
+// can be added to that attempt's reason. The first such boot requeues the
+// job (a device that did not survive the kexec hangs a kernel that boots);
+// at RetryPolicy::boot_attempts of them the job fails at once, its reason
+// carrying the mark a bisect skips on.
+TEST_P(RepositoryContractTest, HeldLeaseExpiriesFailTheJobAsNotBootingAtTheLastBoot) {
   MakeMatrix(1);
   pb::RegisterResponse a = Register("a1");
-  std::vector<pb::JobLease> ls = Lease(a, 1);
-  ASSERT_EQ(ls.size(), 1u);
-  const int64_t job = ls[0].job().id();
-  auto held = HoldThroughReboot(a, ls[0].lease());
-  ASSERT_TRUE(held.ok()) << held.status();
-  ASSERT_TRUE(held->has_held_until());
-  backend().ExpireAllLeases();
-  auto reaped = queue().ReapExpired(retry_, 100);
-  ASSERT_TRUE(reaped.ok()) << reaped.status();
-  EXPECT_EQ(reaped->requeued, 0);
-  EXPECT_EQ(reaped->failed, 1);
-  EXPECT_EQ(reaped->unbooted, (std::vector<UnbootedLease>{{job, 1, "a1"}}));
-  EXPECT_EQ(backend().StateOf(job), pb::JOB_STATE_FAILED);
-  const std::string reason = backend().FailureReason(job);
-  EXPECT_EQ(reason,
+  // Leases the job, holds its lease through a reboot that never ends.
+  const auto boot_that_hangs = [&](int attempt) -> pb::LeaseRef {
+    std::vector<pb::JobLease> ls = Lease(a, 1);
+    if (ls.size() != 1u) {
+      ADD_FAILURE() << "no lease at attempt " << attempt;
+      return pb::LeaseRef();
+    }
+    EXPECT_EQ(ls[0].lease().attempt(), attempt);
+    auto held = HoldThroughReboot(a, ls[0].lease());
+    EXPECT_TRUE(held.ok() && held->has_held_until()) << held.status();
+    backend().ExpireAllLeases();
+    return ls[0].lease();
+  };
+  ASSERT_EQ(retry_.boot_attempts, 2);
+  const int64_t job = boot_that_hangs(1).job_id();
+  ASSERT_NE(job, 0);
+  auto first = queue().ReapExpired(retry_, 100);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->requeued, 1);
+  EXPECT_EQ(first->failed, 0);
+  EXPECT_EQ(first->unbooted, (std::vector<UnbootedLease>{{job, 1, "a1"}}));
+  EXPECT_EQ(backend().StateOf(job), pb::JOB_STATE_QUEUED);
+  const std::string once = backend().FailureReason(job);
+  EXPECT_EQ(once,
             "attempt 1 of 3: lease held through the agent's reboot expired: the job's kernel did "
-            "not come back within the boot timeout, so it does not boot on this host (agent a1)");
-  EXPECT_EQ(proto::UnmeasurableMark(reason), proto::kDoesNotBootMark);
-  // The console's tail goes with the attempt that failed, and only with it.
+            "not come back within the boot timeout; it boots again before it is marked as not "
+            "booting on this host (boot 1 of 2) (agent a1)");
+  EXPECT_EQ(proto::UnmeasurableMark(once), "");
+  // The console's tail goes with the attempt whose boot hung, and only with it.
   auto wrong = queue().AnnotateFailure(job, 2, "console: not this attempt");
   ASSERT_TRUE(wrong.ok()) << wrong.status();
   EXPECT_FALSE(*wrong);
-  auto noted = queue().AnnotateFailure(job, 1, "console (last 2 lines):\nKernel panic");
+  auto noted = queue().AnnotateFailure(job, 1, "console (last line):\nnvme nvme0: I/O timeout");
   ASSERT_TRUE(noted.ok()) << noted.status();
   EXPECT_TRUE(*noted);
-  EXPECT_EQ(backend().FailureReason(job), reason + "\nconsole (last 2 lines):\nKernel panic");
+  EXPECT_EQ(backend().FailureReason(job), once + "\nconsole (last line):\nnvme nvme0: I/O timeout");
+
+  backend().ExpireAllLeases();
+  const pb::LeaseRef last = boot_that_hangs(2);
+  ASSERT_EQ(last.job_id(), job);
+  auto second = queue().ReapExpired(retry_, 100);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->requeued, 0);
+  EXPECT_EQ(second->failed, 1);
+  EXPECT_EQ(second->unbooted, (std::vector<UnbootedLease>{{job, 2, "a1"}}));
+  EXPECT_EQ(backend().StateOf(job), pb::JOB_STATE_FAILED);
+  const std::string reason = backend().FailureReason(job);
+  EXPECT_EQ(reason,
+            "attempt 2 of 3: lease held through the agent's reboot expired: the job's kernel did "
+            "not come back within the boot timeout, so it does not boot on this host (agent a1)");
+  EXPECT_EQ(proto::UnmeasurableMark(reason), proto::kDoesNotBootMark);
+  auto noted_again = queue().AnnotateFailure(job, 2, "console (last line):\nKernel panic");
+  ASSERT_TRUE(noted_again.ok()) << noted_again.status();
+  EXPECT_TRUE(*noted_again);
   // Coming back late resumes nothing.
   pb::RegisterRequest r = testrows::Registration("a1", "emulator");
-  *r.add_resumes() = ls[0].lease();
+  *r.add_resumes() = last;
   auto a2 = queue().RegisterAgent(r, retry_);
   ASSERT_TRUE(a2.ok()) << a2.status();
   EXPECT_EQ(a2->resumed_size(), 0);
 }
 
+// With one boot allowed, the first boot that does not come back marks the job.
+TEST_P(RepositoryContractTest, OneBootAllowedFailsTheJobAtTheFirstHeldLeaseExpiry) {
+  MakeMatrix(1);
+  pb::RegisterResponse a = Register("a1");
+  std::vector<pb::JobLease> ls = Lease(a, 1);
+  ASSERT_EQ(ls.size(), 1u);
+  ASSERT_TRUE(HoldThroughReboot(a, ls[0].lease()).ok());
+  backend().ExpireAllLeases();
+  RetryPolicy once = retry_;
+  once.boot_attempts = 1;
+  auto reaped = queue().ReapExpired(once, 100);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->failed, 1);
+  EXPECT_EQ(reaped->unbooted.size(), 1u);
+  EXPECT_EQ(backend().StateOf(ls[0].job().id()), pb::JOB_STATE_FAILED);
+  EXPECT_EQ(proto::UnmeasurableMark(backend().FailureReason(ls[0].job().id())),
+            proto::kDoesNotBootMark);
+}
+
 // A lease that was not held expires under the attempt rules and names no
 // host to power-cycle; a held lease its agent re-registers without naming
-// (the agent came back, the kernel booted) is retried too.
-TEST_P(RepositoryContractTest, OnlyAnExpiredHoldFailsAJobAtOnce) {
+// (the agent came back, the kernel booted) is retried too and counts no boot.
+TEST_P(RepositoryContractTest, OnlyAnExpiredHoldCountsAsABootThatDidNotComeBack) {
   MakeMatrix(1);
   pb::RegisterResponse a = Register("a1");
   std::vector<pb::JobLease> ls = Lease(a, 1);
@@ -1052,19 +1102,27 @@ TEST_P(RepositoryContractTest, OnlyAnExpiredHoldFailsAJobAtOnce) {
   EXPECT_EQ(reaped->requeued, 1);
   EXPECT_TRUE(reaped->unbooted.empty());
   EXPECT_EQ(backend().FailureReason(job), "attempt 1 of 3: lease expired (agent a1)");
-  auto not_failed = queue().AnnotateFailure(job, 1, "x");
-  ASSERT_TRUE(not_failed.ok()) << not_failed.status();
-  EXPECT_FALSE(*not_failed);
   backend().ExpireAllLeases();
   std::vector<pb::JobLease> next = Lease(a, 1);
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].lease().attempt(), 2);
   ASSERT_TRUE(HoldThroughReboot(a, next[0].lease()).ok());
-  Register("a1");
+  const pb::RegisterResponse again = Register("a1");
   EXPECT_EQ(backend().StateOf(job), pb::JOB_STATE_QUEUED);
   EXPECT_EQ(backend().FailureReason(job),
             "attempt 2 of 3: agent re-registered without resuming the lease it held through "
             "its reboot (agent a1)");
+  // Neither counted as a boot that did not come back: the next held expiry,
+  // at attempt 3 of 3, is out of attempts and so carries the mark.
+  backend().ExpireAllLeases();
+  std::vector<pb::JobLease> third = Lease(again, 1);
+  ASSERT_EQ(third.size(), 1u);
+  ASSERT_TRUE(HoldThroughReboot(again, third[0].lease()).ok());
+  backend().ExpireAllLeases();
+  auto final_reap = queue().ReapExpired(retry_, 100);
+  ASSERT_TRUE(final_reap.ok()) << final_reap.status();
+  EXPECT_EQ(final_reap->failed, 1);
+  EXPECT_EQ(proto::UnmeasurableMark(backend().FailureReason(job)), proto::kDoesNotBootMark);
 }
 
 TEST_P(RepositoryContractTest, StaleAttemptsAndUnknownIdsAreRefused) {

@@ -74,6 +74,8 @@ struct JobRow {
   std::optional<std::string> lease_token;
   // The lease held through its agent's reboot (jobs.lease_hold_token).
   std::optional<std::string> lease_hold_token;
+  // Boots of the job's kernel that did not come back (jobs.unbooted).
+  int unbooted = 0;
   std::optional<absl::Time> lease_expires_at, started_at, finished_at;
   absl::Time not_before;
   absl::Time created_at;

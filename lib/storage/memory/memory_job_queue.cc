@@ -55,18 +55,40 @@ absl::Time RetryAt(absl::Time now, const RetryPolicy& retry, int attempt) {
   return now + absl::Microseconds(std::llround(secs * 1e6));
 }
 
-// The reaper's and re-registration's expiry (kExpireSet): the lease spends
-// its attempt; the job is requeued after the backoff or fails at
-// max_attempts. lease_owner stays, naming the agent in the reason.
-// A lease held through its agent's reboot gets `held_reason` instead, and
-// with `held_fails` fails its job at once. Returns whether it was held.
+// PgJobQueue's kHeldLeaseExpired, kHeldLeaseNotResumed and kHeldLeaseExpiredOnce.
+constexpr char kHeldLeaseExpired[] =
+    "lease held through the agent's reboot expired: the job's kernel did not come back within "
+    "the boot timeout, so it does not boot on this host";
+constexpr char kHeldLeaseNotResumed[] =
+    "agent re-registered without resuming the lease it held through its reboot";
+constexpr char kHeldLeaseExpiredOnce[] =
+    "lease held through the agent's reboot expired: the job's kernel did not come back within "
+    "the boot timeout; it boots again before it is marked as not booting on this host";
+
+// The reaper's and re-registration's expiry (PgJobQueue's ExpireSet): the
+// lease spends its attempt; the job is requeued after the backoff or fails
+// at max_attempts. lease_owner stays, naming the agent in the reason.
+// A lease held through its agent's reboot gets `held_reason` instead; with
+// `held_unboots` it is a boot that did not come back, and its job fails at
+// once when that makes retry.boot_attempts of them; a job that runs again
+// gets kHeldLeaseExpiredOnce. Returns whether it was held.
 bool ExpireLease(JobRow& j, const std::string& reason, const std::string& held_reason,
-                 bool held_fails, const RetryPolicy& retry, absl::Time now) {
+                 bool held_unboots, const RetryPolicy& retry, absl::Time now) {
   pb::Job& job = j.job;
   const bool held = j.lease_hold_token.has_value() && j.lease_hold_token == j.lease_token;
-  const bool out_of_attempts = job.attempt() >= job.max_attempts() || (held_fails && held);
+  const int boot_attempts = std::max(retry.boot_attempts, 1);
+  const bool does_not_boot = held_unboots && held && j.unbooted + 1 >= boot_attempts;
+  const bool out_of_attempts = job.attempt() >= job.max_attempts() || does_not_boot;
+  std::string why = reason;
+  if (held) {
+    why = held_unboots && !out_of_attempts
+              ? absl::StrCat(kHeldLeaseExpiredOnce, " (boot ", j.unbooted + 1, " of ",
+                             boot_attempts, ")")
+              : held_reason;
+  }
+  if (held_unboots && held) ++j.unbooted;
   job.set_failure_reason(absl::StrCat(
-      "attempt ", job.attempt(), " of ", job.max_attempts(), ": ", held ? held_reason : reason,
+      "attempt ", job.attempt(), " of ", job.max_attempts(), ": ", why,
       job.lease_owner().empty() ? "" : absl::StrCat(" (agent ", job.lease_owner(), ")")));
   job.set_state(out_of_attempts ? pb::JOB_STATE_FAILED : pb::JOB_STATE_QUEUED);
   if (out_of_attempts) {
@@ -80,13 +102,6 @@ bool ExpireLease(JobRow& j, const std::string& reason, const std::string& held_r
   j.lease_expires_at.reset();
   return held;
 }
-
-// PgJobQueue's kHeldLeaseExpired and kHeldLeaseNotResumed.
-constexpr char kHeldLeaseExpired[] =
-    "lease held through the agent's reboot expired: the job's kernel did not come back within "
-    "the boot timeout, so it does not boot on this host";
-constexpr char kHeldLeaseNotResumed[] =
-    "agent re-registered without resuming the lease it held through its reboot";
 
 }  // namespace
 
@@ -419,7 +434,10 @@ absl::StatusOr<bool> MemoryJobQueue::AnnotateFailure(int64_t job_id, int32_t att
     auto it = t.jobs.find(job_id);
     if (it == t.jobs.end()) return false;
     pb::Job& job = it->second.job;
-    if (job.attempt() != attempt || job.state() != pb::JOB_STATE_FAILED) return false;
+    if (job.attempt() != attempt ||
+        (job.state() != pb::JOB_STATE_FAILED && job.state() != pb::JOB_STATE_QUEUED)) {
+      return false;
+    }
     job.set_failure_reason(absl::StrCat(job.failure_reason(), "\n", detail));
     return true;
   });

@@ -688,6 +688,14 @@ CREATE VIEW result_samples AS
   JOIN sample_keys k ON k.id = s.key_id;
 )SQL";
 
+// jobs.unbooted: how many of the job's boots on a lab host did not come back
+// (its lease held through a kexec expired). The reaper marks the job as not
+// booting only at RetryPolicy::boot_attempts of them: a kexec'd kernel that
+// once hung may have met a device that did not survive the kexec.
+const char* const kV30JobUnbooted = R"SQL(
+ALTER TABLE jobs ADD COLUMN unbooted smallint NOT NULL DEFAULT 0;
+)SQL";
+
 const char* const kV14OneLiveBuildPerKey = R"SQL(
 CREATE TEMPORARY TABLE build_duplicates ON COMMIT DROP AS
   SELECT id, keep FROM (
@@ -751,6 +759,8 @@ const std::vector<Migration>& AllMigrations() {
       {28, "result_hosts: a result's host facts stored once per content", kV28ResultHosts},
       {29, "sample_keys, results.sample_key_ids and sample_values: samples as arrays",
        kV29CompactSamples},
+      {30, "jobs.unbooted: a job's boots that did not come back, before it does not boot",
+       kV30JobUnbooted},
   };
   return *kAll;
 }

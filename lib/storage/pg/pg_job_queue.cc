@@ -59,16 +59,32 @@ std::string Key(int64_t id, int32_t attempt, const std::string& token) {
 // fails once max_attempts are spent. $1 = reason, $2 = base backoff s,
 // $3 = max backoff s.
 // A lease held through its agent's reboot (lease_hold_token = lease_token)
-// gets reason $5 instead (kHeldLeaseExpired, kHeldLeaseNotResumed); with
-// `held_fails` its job fails at once whatever its attempts.
-std::string ExpireSet(bool held_fails) {
-  const std::string fails = absl::StrCat("attempt >= max_attempts",
-                                         held_fails ? " OR lease_hold_token = lease_token" : "");
+// gets reason $5 instead (kHeldLeaseExpired, kHeldLeaseNotResumed). With
+// `held_unboots` (the reaper) such a lease is a boot that did not come back:
+// it counts in jobs.unbooted, and the job fails at once whatever its
+// attempts when that makes $6 (RetryPolicy::boot_attempts) of them. A job
+// that runs again gets reason $7 (kHeldLeaseExpiredOnce) instead of $5.
+std::string ExpireSet(bool held_unboots) {
+  const std::string held = "lease_hold_token = lease_token";
+  const std::string unbooted_out = absl::StrCat("(", held, " AND unbooted + 1 >= $6::int)");
+  const std::string fails =
+      absl::StrCat("attempt >= max_attempts", held_unboots ? " OR " + unbooted_out : "");
+  const std::string held_reason =
+      held_unboots
+          ? absl::StrCat(
+                "CASE WHEN ", fails,
+                " THEN $5 ELSE $7::text || ' (boot ' || (unbooted + 1) || ' of ' || $6::int "
+                "|| ')' END")
+          : "$5";
   return absl::StrCat(
       "state = CASE WHEN ", fails, " THEN 4 ELSE 1 END, ",
       "failure_reason = 'attempt ' || attempt || ' of ' || max_attempts || ': ' || "
-      "  CASE WHEN lease_hold_token = lease_token THEN $5 ELSE $1 END || "
+      "  CASE WHEN ",
+      held, " THEN ", held_reason,
+      " ELSE $1 END || "
       "  CASE WHEN lease_owner <> '' THEN ' (agent ' || lease_owner || ')' ELSE '' END, ",
+      held_unboots ? absl::StrCat("unbooted = unbooted + CASE WHEN ", held, " THEN 1 ELSE 0 END, ")
+                   : "",
       "finished_at = CASE WHEN ", fails, " THEN now() END, ",
       "not_before = now() + make_interval(secs => least($2 * power(2, greatest(attempt, 1) - 1), "
       "$3)), "
@@ -80,6 +96,10 @@ std::string ExpireSet(bool held_fails) {
 const char* const kHeldLeaseExpired =
     "lease held through the agent's reboot expired: the job's kernel did not come back within "
     "the boot timeout, so it does not boot on this host";
+// The same before RetryPolicy::boot_attempts such boots: no mark yet.
+const char* const kHeldLeaseExpiredOnce =
+    "lease held through the agent's reboot expired: the job's kernel did not come back within "
+    "the boot timeout; it boots again before it is marked as not booting on this host";
 const char* const kHeldLeaseNotResumed =
     "agent re-registered without resuming the lease it held through its reboot";
 
@@ -692,7 +712,7 @@ absl::StatusOr<ReapOutcome> PgJobQueue::ReapExpired(const RetryPolicy& retry, in
             " FROM e WHERE jobs.id = e.job "
             "RETURNING jobs.state, jobs.id, jobs.attempt, coalesce(e.held, false), e.owner",
         "lease expired", Secs(retry.base_backoff), Secs(retry.max_backoff), limit,
-        kHeldLeaseExpired);
+        kHeldLeaseExpired, std::max(retry.boot_attempts, 1), kHeldLeaseExpiredOnce);
     w.commit();
     ReapOutcome out;
     for (const pqxx::row& r : up) {
@@ -715,7 +735,7 @@ absl::StatusOr<bool> PgJobQueue::AnnotateFailure(int64_t job_id, int32_t attempt
     pqxx::work w(c);
     pqxx::result r = w.exec_params(
         "UPDATE jobs SET failure_reason = failure_reason || E'\\n' || $3 "
-        "WHERE id = $1 AND attempt = $2 AND state = 4",
+        "WHERE id = $1 AND attempt = $2 AND state IN (1, 4)",
         job_id, attempt, detail);
     w.commit();
     return r.affected_rows() == 1;
