@@ -865,18 +865,24 @@ class SmmuV3Cmdq final : public ArmInvalidator {
 // ---------------------------------------------------------------------------
 // NVIDIA Tegra241 CMDQV (tegra241-cmdqv.c, 918eb5c856f6): the kernel's VINTF0
 // owns num_lvcmdqs_per_vintf logical VCMDQs, each an arm_smmu_cmdq of its own
-// (own llq word, shared lock, valid bitmap, consumer), and
+// (own llq word, shared lock, valid bitmap, owner hand-off), and
 // tegra241_cmdqv_get_cmdq() picks one by smp_processor_id() % that number, so
 // only CPUs that share a queue contend on its cmpxchg. The hypervisor-owned
 // VINTF accepts every command, so TLBI and CMD_SYNC never fall back to the
-// SMMU's own cmdq. Whether the VCMDQs are consumed in parallel is not
-// published; the model gives each its own consumer.
+// SMMU's own cmdq. The queues are front ends of one SMMU ("multiple VCMDQ
+// interfaces to supplement the architected SMMU_CMDQ in an effort to reduce
+// contention", the series' v1): every VCMDQ's batches reserve its one command
+// consumer, in the order their owners write PROD. A VCMDQ's CMD_SYNC is
+// CS_NONE, so its issuer busy-polls CONS (arm_smmu_cmdq_needs_busy_polling(),
+// ARM_SMMU_OPT_TEGRA241_CMDQV, same series). What two queues save: the
+// software contention of one queue and, with smmu.sync_per_batch, one queue's
+// CMD_SYNC handshake overlapping the other's commands.
 class Tegra241Cmdqv final : public ArmInvalidator {
  public:
   Tegra241Cmdqv(Sim* sim, int num_vcmdqs) {
     for (int i = 0; i < num_vcmdqs; ++i) {
-      vcmdqs_.push_back(
-          std::make_unique<SmmuV3Cmdq>(sim, "vcmdq" + std::to_string(i) + "->cmdq.lock"));
+      vcmdqs_.push_back(std::make_unique<SmmuV3Cmdq>(
+          sim, "vcmdq" + std::to_string(i) + "->cmdq.lock", &smmu_consumer_, true));
     }
   }
 
@@ -901,6 +907,7 @@ class Tegra241Cmdqv final : public ArmInvalidator {
     return *vcmdqs_[static_cast<size_t>(cpu.index()) % vcmdqs_.size()];
   }
 
+  DeviceQueue smmu_consumer_;  // before vcmdqs_: it outlives the queues that use it
   std::vector<std::unique_ptr<SmmuV3Cmdq>> vcmdqs_;
 };
 

@@ -28,7 +28,9 @@
 //    under cb_lock for the per-context sync of v4.14 (mmu500.tlb_sync),
 //    unlocked before.
 //  - Tegra241Cmdqv: NVIDIA's command-queue virtualisation in front of SMMUv3:
-//    several SmmuV3Cmdq queues, one chosen per CPU (tegra241_cmdqv_get_cmdq).
+//    several SmmuV3Cmdq queues, one chosen per CPU (tegra241_cmdqv_get_cmdq),
+//    sharing the SMMU's one command consumer; their CS_NONE CMD_SYNCs are
+//    waited for by polling the CONS register.
 //  - AmdIommu: the AMD-Vi command buffer, iommu_queue_command_sync() and
 //    iommu_completion_wait() under iommu->lock, the semaphore poll inside or
 //    outside the lock (amd.wait_unlocked).
