@@ -221,8 +221,16 @@ class ArmInvalidator : public Invalidator {
 // Arm SMMUv3 command queue.
 class SmmuV3Cmdq final : public ArmInvalidator {
  public:
-  explicit SmmuV3Cmdq(Sim* sim, std::string lock_name = "smmu->cmdq.lock")
+  //! `consumer`: the SMMU's command consumption (TLB invalidation and
+  //! CMD_SYNC processing), shared by every queue of one SMMU; null gives the
+  //! queue an SMMU of its own. `busy_polling`: the queue's CMD_SYNC is
+  //! CS_NONE and its issuer polls the CONS register
+  //! (arm_smmu_cmdq_needs_busy_polling(), true for a Tegra241 VCMDQ).
+  explicit SmmuV3Cmdq(Sim* sim, std::string lock_name = "smmu->cmdq.lock",
+                      DeviceQueue* consumer = nullptr, bool busy_polling = false)
       : sim_(sim),
+        busy_polling_(busy_polling),
+        hw_(consumer != nullptr ? *consumer : own_hw_),
         cmdq_lock_(sim->engine, std::move(lock_name), HomeNode(sim)),
         llq_(sim->engine, HomeNode(sim)),
         shared_lock_(sim->engine, HomeNode(sim)),
@@ -327,8 +335,10 @@ class SmmuV3Cmdq final : public ArmInvalidator {
   struct Batch;
   struct Member {
     Batch* batch = nullptr;
-    Time hw_ns = 0;
+    Time hw_ns = 0;  // its command slots and TLBI work, CMD_SYNC excluded
+    bool sync = false;
     Time completion = 0;
+    Time wait_from = 0;  // when its CMD_SYNC poll began, if it blocked
     bool done = false;
     bool waiting = false;
   };
@@ -649,7 +659,8 @@ class SmmuV3Cmdq final : public ArmInvalidator {
     ++b->unvalidated;
     Member& me = *is.me;
     me.batch = b;
-    me.hw_ns = is.slots * m.smmu_cmd + is.hw_work + (is.sync ? m.smmu_sync : 0);
+    me.hw_ns = is.slots * m.smmu_cmd + is.hw_work;
+    me.sync = is.sync;
     me.done = false;
     me.waiting = false;
     // Private queue memory writes.
@@ -708,10 +719,41 @@ class SmmuV3Cmdq final : public ArmInvalidator {
   [[gnu::always_inline]] bool SyncPending(Cpu& cpu, Issue& is) {
     if (!is.me->done) {
       is.me->waiting = true;
+      is.me->wait_from = cpu.now();
       return true;
     }
-    cpu.SpinUntil(is.me->completion + sim_->m().poll, Sym::kCmdqIssue);
+    cpu.SpinUntil(SyncSeen(cpu.now(), is.me->completion), Sym::kCmdqIssue);
     return false;
+  }
+
+  // When a CMD_SYNC issuer that starts polling at `from` sees its CMD_SYNC,
+  // complete at `done`. __arm_smmu_cmdq_poll_until_msi(): the SMMU's MSI
+  // write lands in the issuer's cache line, seen one poll later.
+  // __arm_smmu_cmdq_poll_until_consumed() (busy polling): queue_poll() (9
+  // cpu_relax()es, then udelay(1), 2, 4 ... us), then readl(CONS) each round;
+  // a read sees CONS as the SMMU holds it halfway through the read. Without
+  // ARM_SMMU_FEAT_SEV, as here: with it queue_poll() is a wfe(), and a
+  // CS_NONE CMD_SYNC sends no event to end it.
+  [[gnu::always_inline]] Time SyncSeen(Time from, Time done) const {
+    if (!busy_polling_) return done + sim_->m().poll;
+    return ConsSeen(from, done);
+  }
+  Time ConsSeen(Time from, Time done) const {
+    const Model& m = sim_->m();
+    constexpr int kSpinCount = 10;  // ARM_SMMU_POLL_SPIN_COUNT
+    Time t = from;
+    Time delay = kNsPerUs;
+    for (int spin = 1;; ++spin) {
+      if (spin < kSpinCount) {
+        t += m.poll;
+      } else {
+        t += delay;
+        delay *= 2;
+        spin = 0;
+      }
+      t += m.mmio_read;
+      if (t - m.mmio_read / 2 >= done) return t;
+    }
   }
 
   // arm_smmu_cmdq_shared_tryunlock(): atomic_read(&cmdq->lock) == 1 means
@@ -732,20 +774,67 @@ class SmmuV3Cmdq final : public ArmInvalidator {
 
   // The SMMU consumes the gathered batch in slot order.
   void Dispatch(Cpu& cpu, Batch* b) {
+    if (sim_->m().smmu_sync_per_batch) {
+      DispatchSyncPerBatch(cpu, b);
+    } else {
+      DispatchSyncPerCommand(cpu, b);
+    }
+  }
+
+  // Every CMD_SYNC is a hw.smmu_sync_ns of the consumer, in slot order.
+  void DispatchSyncPerCommand(Cpu& cpu, Batch* b) {
     const Model& m = sim_->m();
-    Engine& eng = cpu.engine();
     Time t = hw_.Start(cpu.now(), 0);
     for (int idx : b->members) {
       Member& mb = members_[idx];
-      t += mb.hw_ns;
-      mb.completion = t;
-      mb.done = true;
-      if (mb.waiting) {
-        mb.waiting = false;
-        eng.Wake(*eng.cpus()[idx], t + m.poll);
-      }
+      t += mb.hw_ns + (mb.sync ? m.smmu_sync : 0);
+      Complete(cpu, idx, t);
     }
     hw_.Submit(t, 0);
+    Dispatched(cpu, b);
+  }
+
+  // smmu.sync_per_batch: the consumer performs the batch's commands and TLBIs
+  // (the command slots this PROD write published), then one CMD_SYNC
+  // handshake covers them all: each CMD_SYNC of the batch waits only for
+  // commands before it, all of which are complete once the last is. The
+  // handshake stalls this queue (its CONS cannot pass an incomplete CMD_SYNC)
+  // but not the consumer, which takes other queues' commands meanwhile.
+  void DispatchSyncPerBatch(Cpu& cpu, Batch* b) {
+    const Model& m = sim_->m();
+    Time work = 0;
+    bool sync = false;
+    for (int idx : b->members) {
+      work += members_[idx].hw_ns;
+      sync |= members_[idx].sync;
+    }
+    Time t = hw_.Start(std::max(cpu.now(), queue_stalled_until_), work);
+    const Time synced = t + work + (sync ? m.smmu_sync : 0);
+    for (int idx : b->members) {
+      Member& mb = members_[idx];
+      t += mb.hw_ns;
+      Complete(cpu, idx, mb.sync ? synced : t);
+    }
+    queue_stalled_until_ = synced;
+    Dispatched(cpu, b);
+  }
+
+  // Member `idx`'s commands are complete at `t`: wake it if it waits.
+  [[gnu::always_inline]] void Complete(Cpu& cpu, int idx, Time t) {
+    Member& mb = members_[idx];
+    mb.completion = t;
+    mb.done = true;
+    if (mb.waiting) {
+      Engine& eng = cpu.engine();
+      mb.waiting = false;
+      eng.Wake(*eng.cpus()[idx], SyncSeen(mb.wait_from, t));
+    }
+  }
+
+  // The PROD write's effect on the software side: the batch is published.
+  [[gnu::always_inline]] void Dispatched(Cpu& cpu, Batch* b) {
+    const Model& m = sim_->m();
+    Engine& eng = cpu.engine();
     last_prod_write_ = cpu.now();
     b->dispatched = true;
     ++sim_->counters.cmdq_batches;
@@ -755,12 +844,14 @@ class SmmuV3Cmdq final : public ArmInvalidator {
   }
 
   Sim* sim_;
+  bool busy_polling_;   // arm_smmu_cmdq_needs_busy_polling()
+  DeviceQueue own_hw_;  // the consumer when no other queue shares it
+  DeviceQueue& hw_;     // the SMMU's command consumer, in dispatch order
   SpinLock cmdq_lock_;
   CmpxchgWord llq_;         // cmdq->q.llq (prod, cons, OWNED flag)
   AtomicLine shared_lock_;  // cmdq->lock (shared/exclusive counter)
   int shared_holders_ = 0;  // its value: CMD_SYNC issuers holding it shared
   AtomicLine valid_map_;    // cmdq->valid_map word
-  DeviceQueue hw_;
   // A deque: growing it keeps references held by suspended issuers valid.
   std::deque<Member> members_;
   std::vector<std::unique_ptr<Batch>> batches_;
@@ -768,23 +859,30 @@ class SmmuV3Cmdq final : public ArmInvalidator {
   Batch* open_ = nullptr;
   Batch* last_closed_ = nullptr;
   Time last_prod_write_ = 0;
+  Time queue_stalled_until_ = 0;  // this queue's last CMD_SYNC handshake ends
 };
 
 // ---------------------------------------------------------------------------
 // NVIDIA Tegra241 CMDQV (tegra241-cmdqv.c, 918eb5c856f6): the kernel's VINTF0
 // owns num_lvcmdqs_per_vintf logical VCMDQs, each an arm_smmu_cmdq of its own
-// (own llq word, shared lock, valid bitmap, consumer), and
+// (own llq word, shared lock, valid bitmap, owner hand-off), and
 // tegra241_cmdqv_get_cmdq() picks one by smp_processor_id() % that number, so
 // only CPUs that share a queue contend on its cmpxchg. The hypervisor-owned
 // VINTF accepts every command, so TLBI and CMD_SYNC never fall back to the
-// SMMU's own cmdq. Whether the VCMDQs are consumed in parallel is not
-// published; the model gives each its own consumer.
+// SMMU's own cmdq. The queues are front ends of one SMMU ("multiple VCMDQ
+// interfaces to supplement the architected SMMU_CMDQ in an effort to reduce
+// contention", the series' v1): every VCMDQ's batches reserve its one command
+// consumer, in the order their owners write PROD. A VCMDQ's CMD_SYNC is
+// CS_NONE, so its issuer busy-polls CONS (arm_smmu_cmdq_needs_busy_polling(),
+// ARM_SMMU_OPT_TEGRA241_CMDQV, same series). What two queues save: the
+// software contention of one queue and, with smmu.sync_per_batch, one queue's
+// CMD_SYNC handshake overlapping the other's commands.
 class Tegra241Cmdqv final : public ArmInvalidator {
  public:
   Tegra241Cmdqv(Sim* sim, int num_vcmdqs) {
     for (int i = 0; i < num_vcmdqs; ++i) {
-      vcmdqs_.push_back(
-          std::make_unique<SmmuV3Cmdq>(sim, "vcmdq" + std::to_string(i) + "->cmdq.lock"));
+      vcmdqs_.push_back(std::make_unique<SmmuV3Cmdq>(
+          sim, "vcmdq" + std::to_string(i) + "->cmdq.lock", &smmu_consumer_, true));
     }
   }
 
@@ -809,6 +907,7 @@ class Tegra241Cmdqv final : public ArmInvalidator {
     return *vcmdqs_[static_cast<size_t>(cpu.index()) % vcmdqs_.size()];
   }
 
+  DeviceQueue smmu_consumer_;  // before vcmdqs_: it outlives the queues that use it
   std::vector<std::unique_ptr<SmmuV3Cmdq>> vcmdqs_;
 };
 

@@ -18,6 +18,9 @@
 //    TLBI_NH_VA per granule, or range commands (NUM/SCALE) where driver and
 //    SMMU have range invalidation, or one TLBI_NH_ASID past
 //    smmu.max_tlbi_ops (__arm_smmu_tlb_inv_range).
+//    With smmu.sync_per_batch the SMMU performs a published batch's commands
+//    and then one CMD_SYNC handshake for all of the batch's syncs, stalling
+//    only that queue.
 //  - Mmu500Tlb: arm-smmu.c TLBIVA/TLBIVAL register writes, one per granule
 //    (arm_smmu_tlb_inv_range_s1: tlb_add_page per leaf, tlb_flush_walk over a
 //    freed table's 2 MiB), TLBIASID for the whole context, and the
@@ -25,7 +28,9 @@
 //    under cb_lock for the per-context sync of v4.14 (mmu500.tlb_sync),
 //    unlocked before.
 //  - Tegra241Cmdqv: NVIDIA's command-queue virtualisation in front of SMMUv3:
-//    several SmmuV3Cmdq queues, one chosen per CPU (tegra241_cmdqv_get_cmdq).
+//    several SmmuV3Cmdq queues, one chosen per CPU (tegra241_cmdqv_get_cmdq),
+//    sharing the SMMU's one command consumer; their CS_NONE CMD_SYNCs are
+//    waited for by polling the CONS register.
 //  - AmdIommu: the AMD-Vi command buffer, iommu_queue_command_sync() and
 //    iommu_completion_wait() under iommu->lock, the semaphore poll inside or
 //    outside the lock (amd.wait_unlocked).

@@ -424,6 +424,12 @@ std::vector<ParamSpec> BuildParams() {
                   "Logical VCMDQs of the kernel's VINTF0 (Tegra241 CMDQV; "
                   "num_vcmdqs / num_vintfs). 0 = the SMMU has no CMDQV. Set by the platform.",
                   0, 128));
+  p.push_back(Bool("smmu.sync_per_batch", false,
+                   "SMMUv3 hardware: the command consumer performs the TLBIs of a batch one "
+                   "owner published with one PROD write, then one CMD_SYNC handshake that "
+                   "completes every CMD_SYNC of that batch; the handshake stalls only its own "
+                   "queue (a Tegra241 VCMDQ's stalls no other VCMDQ). false = every CMD_SYNC "
+                   "costs hw.smmu_sync_ns of the consumer, in slot order. Set by the platform."));
   for (const char* side : {"map", "unmap"}) {
     p.push_back(Int(absl::StrCat("sw.", side, "_delta_insns"), 0, "instructions",
                     absl::StrCat("Instructions the commit's dma_", side,
@@ -700,6 +706,7 @@ absl::StatusOr<Model> Model::From(const ModelConfig& cfg) {
   m.fq_init_fails = b("fq.init_fails");
   m.tegra241_cmdqv = b("smmu.tegra241_cmdqv");
   m.smmu_vcmdqs = static_cast<int>(i("smmu.vcmdqs"));
+  m.smmu_sync_per_batch = b("smmu.sync_per_batch");
   m.map_delta_insns = i("sw.map_delta_insns");
   m.unmap_delta_insns = i("sw.unmap_delta_insns");
   m.cmdq = s("smmu.cmdq") == "spinlock" ? CmdqKind::kSpinlock : CmdqKind::kLockfree;

@@ -122,6 +122,7 @@ struct Model {
   bool fq_init_fails = false;                                        // fq.init_fails
   bool tegra241_cmdqv = true;                                        // smmu.tegra241_cmdqv
   int smmu_vcmdqs = 0;                                               // smmu.vcmdqs
+  bool smmu_sync_per_batch = false;                                  // smmu.sync_per_batch
   CmdqKind cmdq = CmdqKind::kLockfree;                               // smmu.cmdq
   int cmdq_batch = 64;                                               // smmu.cmdq_batch
   bool smmu_range_inv = true;                                        // smmu.range_inv

@@ -88,11 +88,6 @@ std::vector<RowDef> Rows() {
     r.published_value = 0.20;
     r.band_lo = 0.10;
     r.band_hi = 0.30;
-    r.known_gap =
-        "the model consumes each VCMDQ in parallel with the others (each a full SmmuV3Cmdq, "
-        "emu/iommu/invalidation.cc), so two queues halve a queue-bound unmap; a 20% ceiling "
-        "says the queues share most of the SMMU's invalidation work. Not a cost: the "
-        "mechanism has to change";
     for (const char* threads : {"8", "32", "72", "144"}) {
       for (const char* kernel : {"b5c58b2fdc42", "918eb5c856f6"}) {
         r.runs.push_back(NoiseFreeSpec(kGrace, kernel, "strict", "dma-map-bench",
