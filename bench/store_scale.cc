@@ -20,6 +20,14 @@
 //
 //   build-rel/bin/store_scale [--samples N] [--small N] [--wide-commits C]
 //       [--ingest-jobs J] [--workers K] [--runs R] [--hold SECONDS]
+//       [--pg-shared-buffers SIZE] [--ingest-against SIZE --ingest-rounds N]
+//
+// The cluster runs with the test harness's shared_buffers (32MB) unless
+// --pg-shared-buffers says otherwise. --ingest-against measures the big
+// database's ingest again after the report, alternating the cluster's
+// shared_buffers between its own and SIZE (ALTER SYSTEM and a restart before
+// each) for --ingest-rounds rounds of six ingests each, so the two settings
+// are compared on one database under the same load.
 //
 // A nightly matrix is one catalog commit x 3 platforms x 5 workloads (two
 // dma-map-bench thread counts, a network-like emulator workload, fio
@@ -78,7 +86,10 @@ struct Options {
   int ingest_jobs = 4000;
   int workers = 4;
   int runs = 2;
-  int hold = 0;  // seconds to keep the databases up after the report
+  int hold = 0;                // seconds to keep the databases up after the report
+  std::string shared_buffers;  // empty: the harness's
+  std::string ingest_against;  // empty: no alternating ingest
+  int ingest_rounds = 3;
 };
 
 constexpr int kPlatforms = 3;
@@ -880,15 +891,18 @@ std::pair<std::string, int> CommitAt(pqxx::connection& c, const std::string& cat
   return {r[0].as<std::string>(), r[1].as<int>()};
 }
 
-// The analyzer's idle listing, then the ingest rate (a matrix of other
-// platforms, marked analysed after).
-void MeasureIngest(const Context& ctx, bool big, Report* report) {
-  pqxx::connection c(ctx.uri);
-  farm::storage::AnalyzerStore* as = ctx.analyzer_store;
-  Clock::time_point t0 = Clock::now();
-  Check(as->MatricesToAnalyze(), "MatricesToAnalyze");
-  report->Set(big, "analyzer store: MatricesToAnalyze (none to analyse)", "s", Seconds(t0));
+// The 1-minute load average, printed with each ingest so a noisy machine
+// shows next to the figure it disturbed.
+std::string LoadAverage() {
+  const std::string s = farm::base::ReadFileOrEmpty("/proc/loadavg");
+  return s.substr(0, s.find(' '));
+}
 
+// Samples per second of one ingest: a matrix of other platforms, leased and
+// reported by --workers agents named `prefix`-N, marked analysed after so
+// the analyzer's listing stays idle.
+double IngestOnce(const Context& ctx, const std::string& prefix) {
+  pqxx::connection c(ctx.uri);
   std::vector<std::string> platforms;
   for (int p = 0; p < kPlatforms; ++p) platforms.push_back(absl::StrCat("ingest-", p));
   const std::string& catalog = ctx.year.catalogs[0];
@@ -896,13 +910,59 @@ void MeasureIngest(const Context& ctx, bool big, Report* report) {
   auto ingest = MatrixOf("ingest", catalog, {CommitAt(c, catalog, next_idx - 1)}, platforms,
                          ctx.options->ingest_jobs, "name: ingest");
   const int64_t ingest_id = Check(ctx.store->CreateMatrix(ingest), "CreateMatrix").matrix.id();
-  t0 = Clock::now();
-  const int64_t samples = RunAgents(ctx.store, ctx.options->workers, "ingest");
-  report->Set(big, absl::StrCat("ingest: lease + ReportResults, ", ctx.options->workers, " agents"),
-              "samples/s", static_cast<double>(samples) / Seconds(t0), ">= 20000", 20000, true);
+  const Clock::time_point t0 = Clock::now();
+  const int64_t samples = RunAgents(ctx.store, ctx.options->workers, prefix);
+  const double rate = static_cast<double>(samples) / Seconds(t0);
   pqxx::nontransaction(c).exec_params(
       "INSERT INTO analyzer_state (key, value) VALUES ('matrix:' || $1, '{\"findings\": 0}')",
       ingest_id);
+  return rate;
+}
+
+// The analyzer's idle listing, then the ingest rate.
+void MeasureIngest(const Context& ctx, bool big, Report* report) {
+  const Clock::time_point t0 = Clock::now();
+  Check(ctx.analyzer_store->MatricesToAnalyze(), "MatricesToAnalyze");
+  report->Set(big, "analyzer store: MatricesToAnalyze (none to analyse)", "s", Seconds(t0));
+  const std::string load = LoadAverage();
+  const double rate = IngestOnce(ctx, "ingest");
+  std::printf("%s: ingest %.0f samples/s (load %s)\n", big ? "big" : "small", rate, load.c_str());
+  report->Set(big, absl::StrCat("ingest: lease + ReportResults, ", ctx.options->workers, " agents"),
+              "samples/s", rate, ">= 20000", 20000, true);
+}
+
+constexpr int kIngestsPerStart = 6;
+
+// --ingest-against: the big database's ingest with the cluster's own
+// shared_buffers and with `o.ingest_against`, alternated. A restart empties
+// shared_buffers, so each setting's first ingest after one starts cold
+// (from the kernel's page cache, its backends without cached plans); the
+// lines show every ingest.
+void AlternateIngest(farm::testing::PostgresInstance* pg, const std::string& uri, const Year& y,
+                     const Options& o) {
+  const std::string own = o.shared_buffers.empty() ? "32MB" : o.shared_buffers;
+  for (int round = 0; round < o.ingest_rounds; ++round) {
+    for (const std::string& size : {own, o.ingest_against}) {
+      {
+        pqxx::connection c(uri);
+        pqxx::nontransaction(c).exec(
+            absl::StrCat("ALTER SYSTEM SET shared_buffers = ", c.quote(size)));
+      }
+      if (absl::Status s = pg->Restart(); !s.ok()) Die(absl::StrCat("restart: ", s.ToString()));
+      farm::storage::PgPool pool({uri, std::max(2, o.workers), 3});
+      farm::storage::PgStore store(&pool);
+      const Context ctx{uri, y, &o, &pool, &store, nullptr};
+      for (int i = 0; i < kIngestsPerStart; ++i) {
+        const std::string load = LoadAverage();
+        const double rate = IngestOnce(ctx, absl::StrCat("ingest-", round, "-", size, "-", i));
+        std::printf(
+            "big: ingest round %d shared_buffers %s, ingest %d after restart: %.0f "
+            "samples/s (load %s)\n",
+            round + 1, size.c_str(), i + 1, rate, load.c_str());
+        std::fflush(stdout);
+      }
+    }
+  }
 }
 
 // The analyzer's store calls for a new nightly matrix of stream 0, the
@@ -1192,6 +1252,12 @@ int main(int argc, char** argv) {
   app.add_option("--ingest-jobs", o.ingest_jobs, "jobs of the ingest matrix");
   app.add_option("--workers", o.workers, "agents reporting concurrently");
   app.add_option("--runs", o.runs, "runs of each timed read (the fastest is reported)");
+  app.add_option("--pg-shared-buffers", o.shared_buffers,
+                 "the cluster's shared_buffers (default: the test harness's 32MB)");
+  app.add_option("--ingest-against", o.ingest_against,
+                 "after the report, alternate the big database's ingest between the cluster's "
+                 "shared_buffers and this one (e.g. 4GB)");
+  app.add_option("--ingest-rounds", o.ingest_rounds, "rounds of --ingest-against");
   app.add_option("--hold", o.hold,
                  "seconds to keep PostgreSQL up after the report (its URIs are printed), to "
                  "look at plans");
@@ -1200,6 +1266,9 @@ int main(int argc, char** argv) {
   farm::testing::PostgresOptions pg_options;
   // Room for the fill's WAL between checkpoints; the rest is PostgreSQL's default.
   pg_options.extra_config = {"max_wal_size = 4GB"};
+  if (!o.shared_buffers.empty()) {
+    pg_options.extra_config.push_back(absl::StrCat("shared_buffers = '", o.shared_buffers, "'"));
+  }
   auto pg = Check(farm::testing::PostgresInstance::Start(pg_options), "postgres");
   Report report;
   std::vector<std::pair<std::string, Year>> dbs;
@@ -1220,6 +1289,7 @@ int main(int argc, char** argv) {
     MeasureDatabase(dbs[i].first, dbs[i].second, o, i == 1, &report);
   }
   report.Print();
+  if (!o.ingest_against.empty()) AlternateIngest(pg.get(), dbs[1].first, dbs[1].second, o);
   if (o.hold > 0) {
     for (const auto& db : dbs) std::printf("holding %s\n", db.first.c_str());
     std::fflush(stdout);
