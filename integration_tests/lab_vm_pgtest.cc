@@ -15,6 +15,7 @@
 // message says what to run.
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -112,18 +113,16 @@ TEST_F(LabVmPgTest, TwoKernelsTimesStrictAndPassthroughRunThroughRealKexecReboot
 
 // A kernel that hangs after the kexec: the guest is stopped through QEMU's
 // monitor the moment its agent kexecs, which is what a hung kernel looks like
-// from outside (no console, no network). The scheduler's hold passes, the
-// reaper fails the job as not booting, LabRecovery reads the serial console
-// and cycles the power through the same monitor (system_reset, cont), and
-// the host, back on its default kernel, runs the matrix's next job.
+// from outside (no console, no network). The scheduler's hold passes,
+// LabRecovery reads the serial console and cycles the power through the
+// same monitor (system_reset, cont), and the host, back on its default
+// kernel, runs the matrix's jobs. With one boot allowed the hung job fails
+// as not booting; with the default two it is booted again and runs.
 class LabVmRecoveryPgTest : public LabVmPgTest {
  protected:
-  // One boot allowed, so that the first hang marks the job: the second boot
-  // the default allows is the storage contract's
-  // (HeldLeaseExpiriesFailTheJobAsNotBootingAtTheLastBoot).
   void ConfigureScheduler(scheduler::ServerOptions& options) override {
     options.config.max_boot_timeout = absl::Seconds(90);
-    options.config.retry.boot_attempts = 1;
+    options.config.retry.boot_attempts = boot_attempts_;
   }
 
   void Monitor(const std::string& command) {
@@ -135,28 +134,42 @@ class LabVmRecoveryPgTest : public LabVmPgTest {
     ASSERT_TRUE(r.ok() && r->ok())
         << (r.ok() ? r->Describe() + r->stderr_data : r.status().ToString());
   }
+
+  // Builds the image, submits one kernel (not the default) x strict and
+  // passthrough, one slot, boots the guest, stops it as its agent kexecs
+  // into the first job's kernel and waits for the matrix. Sets matrix_id_
+  // and hung_to_done_.
+  pb::Matrix HangTheFirstKexecAndWait() {
+    BuildImage();
+    if (HasFatalFailure()) return {};
+    commands_ = std::make_unique<cli::Commands>(client_, out_, err_);
+    matrix_id_ = Submit(*commands_, {kernels_[1].commit}, "[strict, passthrough]");
+    if (HasFatalFailure()) return {};
+    BootGuest();
+    const absl::Time deadline = absl::Now() + absl::Minutes(5);
+    while (KexecsStarted(Console()) == 0 && absl::Now() < deadline && qemu_->Alive()) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    EXPECT_EQ(KexecsStarted(Console()), 1) << Console();
+    if (KexecsStarted(Console()) != 1) return {};
+    Monitor("stop");
+    const absl::Time hung = absl::Now();
+    pb::Matrix done = WaitForMatrix(matrix_id_, absl::Minutes(12));
+    hung_to_done_ = absl::Now() - hung;
+    return done;
+  }
+
+  std::ostringstream out_, err_;
+  std::unique_ptr<cli::Commands> commands_;  // made once client_ is set
+  int64_t matrix_id_ = 0;
+  absl::Duration hung_to_done_;
+  int boot_attempts_ = 1;
 };
 
 TEST_F(LabVmRecoveryPgTest, AHungKernelIsPowerCycledAndTheHostRunsTheNextJob) {
-  BuildImage();
-  if (HasFatalFailure()) return;
-  std::ostringstream out, err;
-  cli::Commands commands(client_, out, err);
-  // One kernel, two modes, one slot: the first job's kernel hangs, the
-  // second job runs after the recovery. Neither is the default kernel.
-  const int64_t matrix_id = Submit(commands, {kernels_[1].commit}, "[strict, passthrough]");
-  if (HasFatalFailure()) return;
-  BootGuest();
-  const absl::Time deadline = absl::Now() + absl::Minutes(5);
-  while (KexecsStarted(Console()) == 0 && absl::Now() < deadline && qemu_->Alive()) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  ASSERT_EQ(KexecsStarted(Console()), 1) << Console();
-  Monitor("stop");
-  const absl::Time hung = absl::Now();
-
-  const pb::Matrix done = WaitForMatrix(matrix_id, absl::Minutes(12));
-  const absl::Time finished = absl::Now();
+  const pb::Matrix done = HangTheFirstKexecAndWait();
+  if (HasFailure()) return;
+  const int64_t matrix_id = matrix_id_;
   EXPECT_EQ(done.counts().failed(), 1) << done.ShortDebugString();
   EXPECT_EQ(done.counts().succeeded(), 1) << done.ShortDebugString();
   const std::string reason = SqlText(absl::StrCat(
@@ -175,8 +188,45 @@ TEST_F(LabVmRecoveryPgTest, AHungKernelIsPowerCycledAndTheHostRunsTheNextJob) {
   const std::vector<std::string> lines = LabLines(Console());
   EXPECT_EQ(KexecsStarted(Console()), 2) << Console();
   EXPECT_EQ(CountPrefix(lines, "farm-lab: up "), 3) << Console();
-  std::cout << "lab vm recovery: hung to matrix done " << absl::ToDoubleSeconds(finished - hung)
+  std::cout << "lab vm recovery: hung to matrix done " << absl::ToDoubleSeconds(hung_to_done_)
             << " s (boot hold 90 s, recovery, cold boot, the next job)\n";
+}
+
+class LabVmBootAgainPgTest : public LabVmRecoveryPgTest {
+ protected:
+  LabVmBootAgainPgTest() { boot_attempts_ = 2; }
+};
+
+// The scheduler's default: one boot that hangs is not proof, so the hung
+// job is booted again after the power cycle and runs; its reason keeps the
+// hang's console tail and the power cycle, and its result is attempt 2.
+TEST_F(LabVmBootAgainPgTest, AKernelThatHangsOnceIsPowerCycledAndBootedAgain) {
+  const pb::Matrix done = HangTheFirstKexecAndWait();
+  if (HasFailure()) return;
+  const int64_t matrix_id = matrix_id_;
+  EXPECT_EQ(done.counts().failed(), 0) << done.ShortDebugString();
+  ASSERT_EQ(done.counts().succeeded(), 2) << done.ShortDebugString();
+  auto results = commands_->FetchResults(matrix_id, /*include_raw=*/false);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 2u);
+  EXPECT_EQ(BootedAgain(*results), 1);
+  const std::string reason = SqlText(absl::StrCat(
+      "SELECT failure_reason FROM jobs WHERE matrix_id = ", matrix_id, " AND attempt = 2"));
+  EXPECT_TRUE(absl::StrContains(reason, "(boot 1 of 2) (agent lab-vm-1)\nconsole (tail -c 16384"))
+      << reason;
+  EXPECT_TRUE(absl::StrContains(reason, "power-cycled into the default kernel by")) << reason;
+  for (const pb::Result& r : *results) {
+    EXPECT_EQ(r.host().kernel_release(), kernels_[1].release);
+    EXPECT_EQ(r.host().iommu_mode(), r.job().mode()) << r.host().iommu_detail();
+  }
+
+  // The cold boot, the hung kexec, the power cycle's cold boot, then the
+  // hung job's kernel again and the other job's.
+  const std::vector<std::string> lines = LabLines(Console());
+  EXPECT_EQ(KexecsStarted(Console()), 3) << Console();
+  EXPECT_EQ(CountPrefix(lines, "farm-lab: up "), 4) << Console();
+  std::cout << "lab vm boot again: hung to matrix done " << absl::ToDoubleSeconds(hung_to_done_)
+            << " s (boot hold 90 s, recovery, cold boot, both jobs)\n";
 }
 
 }  // namespace
