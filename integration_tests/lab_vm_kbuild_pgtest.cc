@@ -155,7 +155,8 @@ TEST_F(LabVmKbuildPgTest, TwoBuiltCommitsTimesStrictAndPassthroughRunThroughReal
   BuildImage({builds.begin()->second.dir, builds.rbegin()->second.dir});
   if (HasFatalFailure()) return;
   BootGuest();
-  const pb::Matrix done = WaitForMatrix(matrix_id, absl::Minutes(15));
+  // Room for one hung kexec: the 6-minute hold, the power cycle, the boot again.
+  const pb::Matrix done = WaitForMatrix(matrix_id, absl::Minutes(25));
   ASSERT_EQ(done.state(), pb::MATRIX_STATE_COMPLETED) << done.ShortDebugString();
   EXPECT_EQ(done.counts().failed(), 0) << done.ShortDebugString();
 

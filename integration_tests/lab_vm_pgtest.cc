@@ -49,7 +49,8 @@ TEST_F(LabVmPgTest, TwoKernelsTimesStrictAndPassthroughRunThroughRealKexecReboot
   if (HasFatalFailure()) return;
 
   BootGuest();
-  const pb::Matrix done = WaitForMatrix(matrix_id, absl::Minutes(15));
+  // Room for one hung kexec: the 6-minute hold, the power cycle, the boot again.
+  const pb::Matrix done = WaitForMatrix(matrix_id, absl::Minutes(25));
   const absl::Time finished = absl::Now();
   ASSERT_EQ(done.state(), pb::MATRIX_STATE_COMPLETED) << done.ShortDebugString();
   EXPECT_EQ(done.counts().succeeded(), 4) << done.ShortDebugString();
