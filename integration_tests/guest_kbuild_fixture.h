@@ -21,6 +21,7 @@
 
 #include "absl/strings/strip.h"
 #include "agent/executors/kernel_executor.h"
+#include "integration_tests/test_tree_fixture.h"
 #include "lib/kbuild/fragments.h"
 #include "lib/kbuild/kernel_builder.h"
 #include "lib/kbuild/test_tree.h"
@@ -37,10 +38,8 @@ class GuestKbuildTest : public ::testing::Test {
 
   // The test tree, the guest root of arch_, and an empty store; ASSERTs.
   void PrepareTreeRootAndStore(const std::string& temp_prefix) {
-    absl::StatusOr<kbuild::TestTree> tree =
-        kbuild::MakeTestTree(std::string(FARM_SOURCE_DIR) + "/scripts/make-test-kernel-tree");
-    ASSERT_TRUE(tree.ok()) << tree.status();
-    tree_ = *std::move(tree);
+    testing::MakeTestTreeOrFail(&tree_);
+    if (HasFatalFailure()) return;
 
     process::ProcessOptions root;
     root.argv = {std::string(FARM_SOURCE_DIR) + "/scripts/build-guest-root", "--arch", arch_,

@@ -33,6 +33,7 @@
 #include "cli/compare.h"
 #include "cli/git_import.h"
 #include "gtest/gtest.h"
+#include "integration_tests/test_tree_fixture.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/base/file.h"
 #include "lib/client/client.h"
@@ -54,11 +55,8 @@ class KbuildFarmPgTest : public testing::FarmTest {
   void SetUp() override {
     FarmTest::SetUp();
     if (HasFatalFailure()) return;
-    absl::StatusOr<kbuild::TestTree> tree =
-        kbuild::MakeTestTree(std::string(FARM_SOURCE_DIR) + "/scripts/make-test-kernel-tree");
-    ASSERT_TRUE(tree.ok()) << tree.status();
-    tree_ = *std::move(tree);
-    ASSERT_GE(tree_.commits.size(), 3u);
+    testing::MakeTestTreeOrFail(&tree_);
+    if (HasFatalFailure()) return;
     absl::StatusOr<std::string> initramfs = BuildGuestRoot(FARM_GUEST_ROOT_DIR);
     ASSERT_TRUE(initramfs.ok()) << initramfs.status();
 

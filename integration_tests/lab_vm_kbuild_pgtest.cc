@@ -24,6 +24,7 @@
 #include "cli/matrix.h"
 #include "gtest/gtest.h"
 #include "integration_tests/lab_vm_fixture.h"
+#include "integration_tests/test_tree_fixture.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/kbuild/test_tree.h"
 #include "lib/kstore/kernel_store.h"
@@ -50,11 +51,8 @@ class LabVmKbuildPgTest : public LabVmPgTest {
   void SetUp() override {
     LabVmPgTest::SetUp();
     if (HasFatalFailure()) return;
-    absl::StatusOr<kbuild::TestTree> tree =
-        kbuild::MakeTestTree(std::string(FARM_SOURCE_DIR) + "/scripts/make-test-kernel-tree");
-    ASSERT_TRUE(tree.ok()) << tree.status();
-    tree_ = *std::move(tree);
-    ASSERT_GE(tree_.commits.size(), 3u);
+    testing::MakeTestTreeOrFail(&tree_);
+    if (HasFatalFailure()) return;
     store_ = TestDir() + "/store";
     fs::create_directories(store_);
   }

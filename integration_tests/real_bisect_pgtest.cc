@@ -49,6 +49,7 @@
 #include "cli/regressions.h"
 #include "gtest/gtest.h"
 #include "integration_tests/analyzer_ticks.h"
+#include "integration_tests/test_tree_fixture.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
 #include "lib/kbuild/test_tree.h"
@@ -88,11 +89,8 @@ class RealBisectPgTest : public testing::FarmTest {
   void SetUp() override {
     FarmTest::SetUp();
     if (HasFatalFailure()) return;
-    absl::StatusOr<kbuild::TestTree> tree =
-        kbuild::MakeTestTree(std::string(FARM_SOURCE_DIR) + "/scripts/make-test-kernel-tree");
-    ASSERT_TRUE(tree.ok()) << tree.status();
-    tree_ = *std::move(tree);
-    ASSERT_GE(tree_.commits.size(), 3u);
+    testing::MakeTestTreeOrFail(&tree_);
+    if (HasFatalFailure()) return;
     absl::StatusOr<std::string> initramfs =
         BuildGuestRoot(FARM_GUEST_ROOT_DIR, kArch, absl::Minutes(10));
     ASSERT_TRUE(initramfs.ok()) << initramfs.status();
