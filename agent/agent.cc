@@ -108,12 +108,28 @@ void Agent::CheckHealth() {
   std::vector<Executor*> executors;
   for (const auto& [kind, executor] : executors_) executors.push_back(executor.get());
   pb::AgentHealth health = RunHealthJobs(executors, options_.host);
+  if (options_.kexec) {
+    const std::string& dir = options_.kexec->config().state_dir;
+    AddWritableDirProbe(dir, ProbeWritableDir(dir), &health);
+  }
   if (health.checked() && health.ok()) spdlog::info("health job passed: {}", health.detail());
   if (health.checked() && !health.ok()) {
     spdlog::error("health job failed, taking no work: {}", health.detail());
   }
   absl::MutexLock lock(&mu_);
   health_ = std::move(health);
+}
+
+absl::Status Agent::CheckHostAfterFailedRun(const absl::Status& failure) {
+  CheckHealth();
+  absl::Status health;
+  {
+    absl::MutexLock lock(&mu_);
+    if (proto::AgentHealthy(health_)) return failure;
+    health = absl::UnavailableError(health_.detail());
+  }
+  return absl::UnavailableError(
+      absl::StrCat(failure.message(), "; ", kexec_->MarkHostUnhealthy(health)));
 }
 
 Agent::Next Agent::AwaitHealthy() {
@@ -218,11 +234,14 @@ Agent::Next Agent::LeaseOnce(client::Backoff& backoff) {
 
 void Agent::ResumeBoot() {
   std::vector<pb::LeaseRef> kept;
+  absl::Status health;
   {
     absl::MutexLock lock(&mu_);
     kept = resumed_;
+    // CheckHealth ran on the job's kernel before the agent registered.
+    if (!proto::AgentHealthy(health_)) health = absl::UnavailableError(health_.detail());
   }
-  KexecResume::Decision decision = kexec_->Decide(kept);
+  KexecResume::Decision decision = kexec_->Decide(kept, health);
   if (decision.kind == KexecResume::Decision::kNothing ||
       decision.kind == KexecResume::Decision::kDropped) {
     return;

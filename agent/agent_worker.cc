@@ -115,6 +115,7 @@ void Agent::RunOne(const pb::JobLease& lease, CancelToken& cancel, bool resumed)
     CountCancelled();
     return;
   }
+  if (resumed && !result.ok()) result = CheckHostAfterFailedRun(result.status());
   if (result.ok() && metrics_ != nullptr && result->events_per_second > 0) {
     metrics_->emulator_events_per_second.Set(result->events_per_second);
     metrics_->emulator_events.Increment(result->events);

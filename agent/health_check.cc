@@ -1,5 +1,11 @@
 #include "agent/health_check.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -105,6 +111,50 @@ pb::AgentHealth RunHealthJobs(const std::vector<Executor*>& executors, const pb:
   *health.mutable_checked_at() =
       google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
   return health;
+}
+
+absl::Status ProbeWritableDir(const std::string& dir, absl::Duration timeout) {
+  struct Probe {
+    absl::Notification done;
+    absl::Status status;
+  };
+  // Shared with the thread, which may outlive this call on a hung disk.
+  auto probe = std::make_shared<Probe>();
+  const std::string path = dir + "/.health-probe";
+  std::thread([probe, path] {
+    probe->status = [&]() -> absl::Status {
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+      const std::string block(4096, 'h');
+      absl::Status st;
+      if (::write(fd, block.data(), block.size()) != static_cast<ssize_t>(block.size())) {
+        st = absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
+      } else if (::fsync(fd) != 0) {
+        st = absl::ErrnoToStatus(errno, absl::StrCat("fsync ", path));
+      }
+      ::close(fd);
+      ::unlink(path.c_str());
+      return st;
+    }();
+    probe->done.Notify();
+  }).detach();
+  if (!probe->done.WaitForNotificationWithTimeout(timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("a 4 KiB synced write to ", path, " did not finish in ",
+                     absl::FormatDuration(timeout), ": the disk does not answer"));
+  }
+  return probe->status;
+}
+
+void AddWritableDirProbe(const std::string& dir, const absl::Status& probe,
+                         pb::AgentHealth* health) {
+  const std::string line =
+      absl::StrCat("state dir ", dir, ": ", probe.ok() ? "ok" : probe.ToString());
+  health->set_detail(health->detail().empty() ? line : absl::StrCat(health->detail(), "; ", line));
+  health->set_ok((!health->checked() || health->ok()) && probe.ok());
+  health->set_checked(true);
+  *health->mutable_checked_at() =
+      google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
 }
 
 }  // namespace farm::agent

@@ -13,15 +13,23 @@
 // kexec) are checked when the agent starts (QEMU, the guest initramfs, the
 // kernel store), the emulator is a model: neither has a health job.
 //
+// A kexec host also proves its state directory takes a synced write
+// (ProbeWritableDir): the host writes its pending boot there before every
+// kexec, and a root that went read-only, or a disk that stopped answering
+// after a kexec, fails that write while a read of a cached file passes.
+//
 // Thread-safety: RunHealthJobs calls the executors' Run(), which is
-// thread-safe; it holds no state. No ownership of the executors.
+// thread-safe; it holds no state. ProbeWritableDir is thread-safe. No
+// ownership of the executors.
 #ifndef AGENT_HEALTH_CHECK_H_
 #define AGENT_HEALTH_CHECK_H_
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/executors/executor.h"
 #include "iommufarm/v1/farm.pb.h"
@@ -40,6 +48,17 @@ std::optional<iommufarm::v1::Job> HealthJobFor(const Executor& executor,
 iommufarm::v1::AgentHealth RunHealthJobs(const std::vector<Executor*>& executors,
                                          const iommufarm::v1::HostFacts& host,
                                          absl::Duration timeout = absl::Minutes(2));
+
+// Creates, writes 4 KiB to, fsyncs and removes a probe file in `dir`. The
+// error names the dir and what failed ("Read-only file system"); a write
+// that does not finish within `timeout` (a disk whose I/O hangs) is
+// DEADLINE_EXCEEDED, and its thread is left to finish on its own.
+absl::Status ProbeWritableDir(const std::string& dir, absl::Duration timeout = absl::Seconds(90));
+
+// `health` with the probe's outcome added as "state dir DIR: ok" or its
+// error (a failure fails the whole check).
+void AddWritableDirProbe(const std::string& dir, const absl::Status& probe,
+                         iommufarm::v1::AgentHealth* health);
 
 }  // namespace farm::agent
 

@@ -47,7 +47,8 @@ std::optional<pb::LeaseRef> KexecResume::pending_lease() const {
   return RefOf(boot_->boot.lease);
 }
 
-KexecResume::Decision KexecResume::Decide(const std::vector<pb::LeaseRef>& kept) {
+KexecResume::Decision KexecResume::Decide(const std::vector<pb::LeaseRef>& kept,
+                                          const absl::Status& health) {
   Decision d;
   if (!boot_.has_value() || decided_) return d;
   decided_ = true;
@@ -70,6 +71,7 @@ KexecResume::Decision KexecResume::Decide(const std::vector<pb::LeaseRef>& kept)
     d.failure = absl::FailedPreconditionError(boot_->reason);
   }
   d.lease.mutable_job()->set_id(held.job_id);
+  if (d.failure.ok() && !health.ok()) d.failure = absl::UnavailableError(MarkHostUnhealthy(health));
   if (!d.failure.ok()) {
     d.kind = Decision::kReportFailure;
     return d;
@@ -78,6 +80,21 @@ KexecResume::Decision KexecResume::Decide(const std::vector<pb::LeaseRef>& kept)
                held.attempt, boot_->boot.release, proto::ModeName(boot_->boot.mode));
   d.kind = Decision::kRun;
   return d;
+}
+
+std::string KexecResume::MarkHostUnhealthy(const absl::Status& health) {
+  FARM_DCHECK(boot_.has_value(), "MarkHostUnhealthy() without a pending boot");
+  // Abandoned, not finished: the firmware reboot resets the device that a
+  // kexec carried over.
+  boot_->kind = Resumed::kFailed;
+  boot_->running = boot_->boot.release;
+  boot_->reset_devices = true;
+  boot_->reason = absl::StrCat("kernel ", boot_->boot.release, " (commit ", boot_->boot.commit,
+                               ") came back in mode ", proto::ModeName(boot_->boot.mode),
+                               ", but the host's health job failed on it (", health.message(),
+                               "); the host reboots into its default kernel and the job runs "
+                               "again");
+  return boot_->reason;
 }
 
 void KexecResume::End() {

@@ -12,7 +12,13 @@
 //     boot is already ended.
 //   - kReportFailure: the kernel did not come back in the job's mode (or the
 //     state holds no readable job): the job is reported failed, permanently,
-//     with the reason, then End().
+//     with the reason, then End(). Or it came back, but the host's health
+//     job failed on it: the job is reported failed for another attempt (the
+//     device may not have survived the kexec, as much as the kernel may have
+//     broken it), then End() returns the host to its default kernel through
+//     a firmware reboot, which resets its devices. The agent runs the
+//     health job again after a job that failed on the booted kernel, with
+//     the same outcome when it fails (MarkHostUnhealthy).
 //   - kRun: the job's kernel runs: the job runs (the executor's resumed
 //     path) and is reported, then End().
 // End() finishes the boot (KexecKernelProvider::Finish), or for a failed one
@@ -58,9 +64,16 @@ class KexecResume {
     absl::Status failure;           // kReportFailure
   };
   // What becomes of the pending boot's job now that the scheduler kept the
-  // leases in `kept` (RegisterResponse.resumed). kNothing without a pending
-  // boot.
-  Decision Decide(const std::vector<iommufarm::v1::LeaseRef>& kept);
+  // leases in `kept` (RegisterResponse.resumed) and the host's health job
+  // on the running kernel ended with `health` (OK when it passed or the
+  // agent has none). kNothing without a pending boot.
+  Decision Decide(const std::vector<iommufarm::v1::LeaseRef>& kept,
+                  const absl::Status& health = absl::OkStatus());
+  // The host's health job failed on the job's kernel (`health` says how),
+  // before the job ran (Decide) or after it failed: End() will return the
+  // host to its default kernel. Returns the reason to report, for another
+  // attempt. Precondition: a pending boot.
+  std::string MarkHostUnhealthy(const absl::Status& health);
   // The boot is over (see above). Precondition: Decide() said
   // kReportFailure or kRun.
   void End();

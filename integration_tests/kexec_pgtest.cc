@@ -7,7 +7,9 @@
 // agent with the same state dir starts on the "booted" kernel, re-registers,
 // keeps the lease and runs the job. Also: a kernel that never comes back
 // (the lease expires after its hold and the job is retried) and a kernel that
-// came back as another release (the job fails permanently, naming both).
+// came back as another release (the job fails permanently, naming both), and
+// a kernel that came back on a host whose health job then fails (the job
+// runs again after a firmware reboot into the default kernel).
 // The tool behind the kexec provider is a fake fio executor that counts its
 // runs: what is under test is the lease's way through the reboot.
 #include <stdlib.h>
@@ -33,6 +35,7 @@
 #include "gtest/gtest.h"
 #include "iommufarm/v1/farm.grpc.pb.h"
 #include "lib/client/client.h"
+#include "proto/failure_marks.h"
 #include "scheduler/server.h"
 #include "testing/farm_fixture.h"
 
@@ -92,14 +95,29 @@ kernels::KernelFacts Facts(const std::string& release, const std::string& type,
   return f;
 }
 
-// The host's fio, faked: counts its runs and returns one sample.
+// The host's fio, faked: counts its runs and returns one sample. When
+// `failing_health` is set, the agent's health job fails as it does on a host
+// whose disk stopped answering; when `failing_job` is set, the next job does
+// and sets `failing_health`.
 class CountingFio : public agent::Executor {
  public:
-  explicit CountingFio(std::atomic<int>* runs) : runs_(runs) {}
+  CountingFio(std::atomic<int>* runs, std::atomic<bool>* failing_health,
+              const std::atomic<bool>* failing_job)
+      : runs_(runs), failing_health_(failing_health), failing_job_(failing_job) {}
   std::string capability() const override { return "fio"; }
   std::string version() const override { return "fio-3.33"; }
-  absl::StatusOr<agent::ExecutionResult> Run(const pb::Job&, agent::CancelToken&) override {
+  absl::StatusOr<agent::ExecutionResult> Run(const pb::Job& job, agent::CancelToken&) override {
     runs_->fetch_add(1);
+    const bool health = job.platform() == "health";
+    if (health && failing_health_->load()) {
+      return absl::InternalError(
+          "fio: io_u error on file /var/lib/farm/health: Input/output error");
+    }
+    if (!health && failing_job_->load()) {
+      // From now on the disk fails every job, the health job too.
+      failing_health_->store(true);
+      return absl::InternalError("fio: io_u error on file /var/lib/farm/job: Input/output error");
+    }
     agent::ExecutionResult r;
     pb::Sample& s = r.samples.emplace_back();
     s.set_metric("iops");
@@ -114,6 +132,8 @@ class CountingFio : public agent::Executor {
 
  private:
   std::atomic<int>* runs_;
+  std::atomic<bool>* failing_health_;
+  const std::atomic<bool>* failing_job_;
 };
 
 struct JobRow {
@@ -169,9 +189,11 @@ class KexecPgTest : public testing::FarmTest {
 
   // An agent named lab-1 on `host` whose kexec provider keeps its state in
   // `state_dir` and asks for `boot_timeout`.
+  // With `health_job`, the agent runs its health job before it registers.
   std::unique_ptr<agent::Agent> MakeAgent(const kernels::KernelFacts& running,
                                           const std::string& state_dir,
-                                          absl::Duration boot_timeout = absl::Minutes(10)) {
+                                          absl::Duration boot_timeout = absl::Minutes(10),
+                                          bool health_job = false) {
     kernels::KexecConfig c;
     c.kernels_dir = (root_ / "store").string();
     c.state_dir = state_dir;
@@ -196,15 +218,16 @@ class KexecPgTest : public testing::FarmTest {
     options.client = client_;
     options.name = "lab-1";
     options.slots = 1;
-    // The tests count the tool's runs; a health job would be one more.
-    options.health_jobs = false;
+    // The tests count the tool's runs; a health job is one more.
+    options.health_jobs = health_job;
     options.drain_timeout = absl::Seconds(5);
     options.idle_poll = absl::Milliseconds(50);
     options.host = host;
     options.kexec = kexec;
     std::vector<std::unique_ptr<agent::Executor>> executors;
     executors.push_back(std::make_unique<agent::KernelExecutor>(
-        std::make_unique<CountingFio>(&tool_runs_), host, nullptr, "", kexec));
+        std::make_unique<CountingFio>(&tool_runs_, &failing_health_, &failing_job_), host, nullptr,
+        "", kexec));
     return std::make_unique<agent::Agent>(options, std::move(executors), nullptr);
   }
 
@@ -264,9 +287,54 @@ class KexecPgTest : public testing::FarmTest {
     EXPECT_EQ(Job().state, pb::JOB_STATE_LEASED);
   }
 
+  // The second agent, on the job's kernel with its health job on, until the
+  // job is no longer leased; the job's row then, and the job's state when
+  // the host was told to reboot (-1: it was not).
+  JobRow ResumeWithHealthJob(int* state_at_reboot) {
+    auto at_reboot = std::make_shared<std::atomic<int>>(-1);
+    host_.on_command = [this, at_reboot](const std::vector<std::string>& argv) {
+      if (argv.size() == 2 && argv[1] == "reboot") *at_reboot = Job().state;
+    };
+    const kernels::KernelFacts booted = Facts(kJobKernel, "DMA", kJobCmdline);
+    Boot(booted);
+    second_ = MakeAgent(booted, (root_ / "state").string(), absl::Minutes(10),
+                        /*health_job=*/true);
+    auto run = std::async(std::launch::async, [&] { return second_->Run(); });
+    JobRow j = WaitForJob([](const JobRow& r) { return r.state != pb::JOB_STATE_LEASED; });
+    // The reboot follows the report (10 s at most).
+    for (int i = 0; i < 200 && *at_reboot == -1; ++i) absl::SleepFor(absl::Milliseconds(50));
+    second_->Shutdown();
+    EXPECT_TRUE(run.get().ok());
+    *state_at_reboot = at_reboot->load();
+    return j;
+  }
+
+  // Another attempt, not a permanent failure and not a does-not-boot mark,
+  // reported before the host went back to its default kernel.
+  void ExpectRunsAgainAfterTheDefaultKernel(const JobRow& j, int state_at_reboot) {
+    EXPECT_EQ(j.state, pb::JOB_STATE_QUEUED) << j.reason;
+    EXPECT_THAT(j.reason,
+                ::testing::HasSubstr("kernel 6.1.0-57-cloud-amd64 (commit kernel-a1) came back in "
+                                     "mode strict, but the host's health job failed on it (fio: "));
+    EXPECT_THAT(j.reason, ::testing::HasSubstr(
+                              "the host reboots into its default kernel and the job runs again"));
+    EXPECT_FALSE(absl::StrContains(j.reason, std::string(proto::kDoesNotBootMark))) << j.reason;
+    EXPECT_EQ(second_->stats().failed, 1);
+    EXPECT_EQ(ResultRows(), 0);
+    std::vector<std::vector<std::string>> commands = Commands();
+    ASSERT_EQ(commands.size(), 3u);
+    EXPECT_THAT(commands[2], ElementsAre("systemctl", "reboot"));
+    EXPECT_EQ(state_at_reboot, pb::JOB_STATE_QUEUED) << "rebooted before reporting";
+    EXPECT_FALSE(fs::exists(root_ / "state" / "kexec-state.json"));
+  }
+
+  std::unique_ptr<agent::Agent> second_;
+
   fs::path root_;
   FakeHost host_;
   std::atomic<int> tool_runs_{0};
+  std::atomic<bool> failing_health_{false};
+  std::atomic<bool> failing_job_{false};
   client::ClientOptions client_;
   int64_t matrix_id_ = 0;
 };
@@ -366,6 +434,33 @@ TEST_F(KexecPgTest, WrongReleaseAfterTheBootFailsTheJobPermanently) {
   EXPECT_THAT(commands[2], ElementsAre("systemctl", "reboot"));
   EXPECT_EQ(state_at_reboot.load(), pb::JOB_STATE_FAILED) << "rebooted before reporting";
   EXPECT_FALSE(fs::exists(root_ / "state" / "kexec-state.json"));
+}
+
+TEST_F(KexecPgTest, AHealthJobThatFailsOnTheJobsKernelRebootsTheHostAndTheJobRunsAgain) {
+  StartFarm(absl::Minutes(15));
+  FirstAgentReboots();
+  // The job's kernel is up in its mode, but the host's disk does not answer
+  // (a device that did not survive the kexec): the health job fails.
+  failing_health_ = true;
+  int state_at_reboot = -1;
+  const JobRow j = ResumeWithHealthJob(&state_at_reboot);
+  EXPECT_THAT(j.reason, ::testing::StartsWith("attempt 1 of 3: kernel 6.1.0-57-cloud-amd64"));
+  EXPECT_THAT(j.reason, ::testing::HasSubstr("Input/output error"));
+  EXPECT_EQ(tool_runs_.load(), 1) << "the job ran on a host that failed its health job";
+  ExpectRunsAgainAfterTheDefaultKernel(j, state_at_reboot);
+}
+
+TEST_F(KexecPgTest, AJobThatFailsOnAHostThatThenFailsItsHealthJobRunsAgain) {
+  StartFarm(absl::Minutes(15));
+  FirstAgentReboots();
+  // The health job passes, then the disk stops answering under the job.
+  failing_job_ = true;
+  int state_at_reboot = -1;
+  const JobRow j = ResumeWithHealthJob(&state_at_reboot);
+  EXPECT_THAT(j.reason, ::testing::StartsWith("attempt 1 of 3: fio: io_u error on file /var/lib/"
+                                              "farm/job: Input/output error; kernel "));
+  EXPECT_EQ(tool_runs_.load(), 3) << "health job, job, health job";
+  ExpectRunsAgainAfterTheDefaultKernel(j, state_at_reboot);
 }
 
 }  // namespace

@@ -298,8 +298,10 @@ absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Resume() {
 absl::Status KexecKernelProvider::Abandon(const Resumed& resumed) {
   std::error_code ec;
   fs::remove(StatePath(), ec);
-  if (!resumed.running.empty()) {
-    if (absl::Status s = ReturnToDefault(resumed.running, resumed.boot.default_release); !s.ok()) {
+  if (!resumed.running.empty() || resumed.reset_devices) {
+    if (absl::Status s =
+            ReturnToDefault(resumed.running, resumed.boot.default_release, resumed.reset_devices);
+        !s.ok()) {
       return absl::AbortedError(
           absl::StrCat("returning to the default kernel failed: ", s.message()));
     }
@@ -349,8 +351,9 @@ absl::StatusOr<KexecKernelProvider::Resumed> KexecKernelProvider::Check() {
 }
 
 absl::Status KexecKernelProvider::ReturnToDefault(const std::string& running,
-                                                  const std::string& default_release) {
-  if (default_release.empty() || running == default_release) {
+                                                  const std::string& default_release,
+                                                  bool reset_devices) {
+  if (!reset_devices && (default_release.empty() || running == default_release)) {
     return absl::OkStatus();
   }
   const std::vector<std::string> reboot = {config_.systemctl, "reboot"};

@@ -142,13 +142,17 @@ class KexecKernelProvider : public KernelProvider {
     PendingBoot boot;     // kRun, kFailed: what was pending
     std::string reason;   // kFailed: why the job fails
     std::string running;  // kFailed: the release that runs
+    // kFailed on a host whose devices failed after the kexec: Abandon
+    // reboots through the firmware even into the same release.
+    bool reset_devices = false;
   };
   // Step 2 above. INTERNAL when the state file or the facts cannot be read.
   absl::StatusOr<Resumed> Resume();
   // Step 2 in two parts, so that the agent reports a failed boot before the
   // host reboots into its default kernel: Check decides and changes
   // nothing; Abandon (kFailed) removes the state file and reboots into the
-  // default kernel when another one runs (ABORTED when that fails).
+  // default kernel when another one runs or the devices need a reset
+  // (ABORTED when that fails).
   // Resume() is Check, then Abandon on kFailed.
   absl::StatusOr<Resumed> Check();
   absl::Status Abandon(const Resumed& resumed);
@@ -182,7 +186,8 @@ class KexecKernelProvider : public KernelProvider {
   }
 
  private:
-  absl::Status ReturnToDefault(const std::string& running, const std::string& default_release);
+  absl::Status ReturnToDefault(const std::string& running, const std::string& default_release,
+                               bool reset_devices = false);
 
   KexecConfig config_;
   std::unique_ptr<CommandRunner> runner_;

@@ -269,6 +269,27 @@ TEST_F(KexecTest, CheckDecidesAndAbandonReboots) {
   EXPECT_FALSE(fs::exists(p->StatePath()));
 }
 
+TEST_F(KexecTest, AbandonResetsTheDevicesEvenOnTheDefaultRelease) {
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
+  host_.facts = Facts(kJobKernel, "DMA");
+  host_.commands.clear();
+  auto p = Provider();
+  absl::StatusOr<KexecKernelProvider::Resumed> checked = p->Check();
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  ASSERT_EQ(checked->kind, KexecKernelProvider::Resumed::kRun);
+  // The agent found the host's devices broken on a kernel that is also the
+  // default one: only a firmware reboot resets them.
+  KexecKernelProvider::Resumed broken = *checked;
+  broken.kind = KexecKernelProvider::Resumed::kFailed;
+  broken.running = broken.boot.default_release;
+  ASSERT_TRUE(p->Abandon(broken).ok());
+  EXPECT_TRUE(host_.commands.empty()) << "a reboot into the release that runs";
+  broken.reset_devices = true;
+  ASSERT_TRUE(p->Abandon(broken).ok());
+  EXPECT_THAT(host_.commands, ElementsAre(ElementsAre("systemctl", "reboot")));
+  EXPECT_FALSE(fs::exists(p->StatePath()));
+}
+
 TEST_F(KexecTest, WrongModeUnderACmdlineThatDidNotAskFailsTheJob) {
   BootIntoTheJobsKernel(pb::IOMMU_MODE_LAZY);
   // Lazy asked, strict runs, and the command line the kernel came back with
