@@ -120,16 +120,18 @@ void Agent::CheckHealth() {
   health_ = std::move(health);
 }
 
-absl::Status Agent::CheckHostAfterFailedRun(const absl::Status& failure) {
+absl::StatusOr<ExecutionResult> Agent::CheckHostAfterRun(
+    absl::StatusOr<ExecutionResult> result) {
   CheckHealth();
   absl::Status health;
   {
     absl::MutexLock lock(&mu_);
-    if (proto::AgentHealthy(health_)) return failure;
+    if (proto::AgentHealthy(health_)) return result;
     health = absl::UnavailableError(health_.detail());
   }
   return absl::UnavailableError(
-      absl::StrCat(failure.message(), "; ", kexec_->MarkHostUnhealthy(health)));
+      absl::StrCat(result.ok() ? "the job ran, but its result is not kept" : result.status().message(),
+                   "; ", kexec_->MarkHostUnhealthy(health)));
 }
 
 Agent::Next Agent::AwaitHealthy() {

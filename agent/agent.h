@@ -172,10 +172,12 @@ class Agent {
   void LeaseLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the health jobs and keeps their outcome for the next Register.
   void CheckHealth() ABSL_LOCKS_EXCLUDED(mu_);
-  // `failure` of a job that ran on the kernel a kexec booted, or, when the
-  // health job fails now too, the failure for another attempt, the host
-  // marked for its default kernel and taking no more work.
-  absl::Status CheckHostAfterFailedRun(const absl::Status& failure) ABSL_LOCKS_EXCLUDED(mu_);
+  // `result` of a job that ran on the kernel a kexec booted, or, when the
+  // health job fails after it, a failure for another attempt (a result
+  // measured on a device that then failed is not kept), the host marked for
+  // its default kernel and taking no more work.
+  absl::StatusOr<ExecutionResult> CheckHostAfterRun(absl::StatusOr<ExecutionResult> result)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // kLease when the last health check passed (or none ran). Otherwise waits
   // health_retry, checks again and has the agent register anew with the
   // outcome (kRegister); kStop when shutdown came first.

@@ -115,7 +115,9 @@ void Agent::RunOne(const pb::JobLease& lease, CancelToken& cancel, bool resumed)
     CountCancelled();
     return;
   }
-  if (resumed && !result.ok()) result = CheckHostAfterFailedRun(result.status());
+  // After every job on a kernel a kexec booted: a device that did not survive
+  // the kexec can fail under the job, or under its figures.
+  if (resumed) result = CheckHostAfterRun(std::move(result));
   if (result.ok() && metrics_ != nullptr && result->events_per_second > 0) {
     metrics_->emulator_events_per_second.Set(result->events_per_second);
     metrics_->emulator_events.Increment(result->events);

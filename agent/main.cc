@@ -383,6 +383,7 @@ absl::Status SetUpKexec(Flags& f) {
   kexec.state_dir = f.kexec_state_dir;
   kexec.arch = host.architecture().empty() ? "x86_64" : host.architecture();
   kexec.boot_timeout = f.kexec_boot_timeout;
+  kexec.reboot_syscall_fallback = true;
   kexec.default_release =
       f.kexec_default_release.empty() ? host.kernel_release() : f.kexec_default_release;
   absl::StatusOr<farm::kernels::KernelFacts> facts = farm::kernels::ReadRunningKernelFacts("/");

@@ -95,15 +95,18 @@ kernels::KernelFacts Facts(const std::string& release, const std::string& type,
   return f;
 }
 
+// How the host's disk dies under the fake fio.
+enum class DiskDies { kNever, kUnderTheJobWhichFails, kUnderTheJobWhichReturnsFigures };
+
 // The host's fio, faked: counts its runs and returns one sample. When
 // `failing_health` is set, the agent's health job fails as it does on a host
-// whose disk stopped answering; when `failing_job` is set, the next job does
-// and sets `failing_health`.
+// whose disk stopped answering; `dies` says whether a job sets it, and
+// whether that job fails or still returns its figures.
 class CountingFio : public agent::Executor {
  public:
   CountingFio(std::atomic<int>* runs, std::atomic<bool>* failing_health,
-              const std::atomic<bool>* failing_job)
-      : runs_(runs), failing_health_(failing_health), failing_job_(failing_job) {}
+              const std::atomic<DiskDies>* dies)
+      : runs_(runs), failing_health_(failing_health), dies_(dies) {}
   std::string capability() const override { return "fio"; }
   std::string version() const override { return "fio-3.33"; }
   absl::StatusOr<agent::ExecutionResult> Run(const pb::Job& job, agent::CancelToken&) override {
@@ -113,10 +116,12 @@ class CountingFio : public agent::Executor {
       return absl::InternalError(
           "fio: io_u error on file /var/lib/farm/health: Input/output error");
     }
-    if (!health && failing_job_->load()) {
+    if (!health && dies_->load() != DiskDies::kNever) {
       // From now on the disk fails every job, the health job too.
       failing_health_->store(true);
-      return absl::InternalError("fio: io_u error on file /var/lib/farm/job: Input/output error");
+      if (dies_->load() == DiskDies::kUnderTheJobWhichFails) {
+        return absl::InternalError("fio: io_u error on file /var/lib/farm/job: Input/output error");
+      }
     }
     agent::ExecutionResult r;
     pb::Sample& s = r.samples.emplace_back();
@@ -133,7 +138,7 @@ class CountingFio : public agent::Executor {
  private:
   std::atomic<int>* runs_;
   std::atomic<bool>* failing_health_;
-  const std::atomic<bool>* failing_job_;
+  const std::atomic<DiskDies>* dies_;
 };
 
 struct JobRow {
@@ -226,7 +231,7 @@ class KexecPgTest : public testing::FarmTest {
     options.kexec = kexec;
     std::vector<std::unique_ptr<agent::Executor>> executors;
     executors.push_back(std::make_unique<agent::KernelExecutor>(
-        std::make_unique<CountingFio>(&tool_runs_, &failing_health_, &failing_job_), host, nullptr,
+        std::make_unique<CountingFio>(&tool_runs_, &failing_health_, &disk_dies_), host, nullptr,
         "", kexec));
     return std::make_unique<agent::Agent>(options, std::move(executors), nullptr);
   }
@@ -334,7 +339,7 @@ class KexecPgTest : public testing::FarmTest {
   FakeHost host_;
   std::atomic<int> tool_runs_{0};
   std::atomic<bool> failing_health_{false};
-  std::atomic<bool> failing_job_{false};
+  std::atomic<DiskDies> disk_dies_{DiskDies::kNever};
   client::ClientOptions client_;
   int64_t matrix_id_ = 0;
 };
@@ -454,11 +459,24 @@ TEST_F(KexecPgTest, AJobThatFailsOnAHostThatThenFailsItsHealthJobRunsAgain) {
   StartFarm(absl::Minutes(15));
   FirstAgentReboots();
   // The health job passes, then the disk stops answering under the job.
-  failing_job_ = true;
+  disk_dies_ = DiskDies::kUnderTheJobWhichFails;
   int state_at_reboot = -1;
   const JobRow j = ResumeWithHealthJob(&state_at_reboot);
   EXPECT_THAT(j.reason, ::testing::StartsWith("attempt 1 of 3: fio: io_u error on file /var/lib/"
                                               "farm/job: Input/output error; kernel "));
+  EXPECT_EQ(tool_runs_.load(), 3) << "health job, job, health job";
+  ExpectRunsAgainAfterTheDefaultKernel(j, state_at_reboot);
+}
+
+TEST_F(KexecPgTest, FiguresOfAJobOnADiskThatThenFailsItsHealthJobAreNotKept) {
+  StartFarm(absl::Minutes(15));
+  FirstAgentReboots();
+  // fio returns figures, but the disk was dying under it.
+  disk_dies_ = DiskDies::kUnderTheJobWhichReturnsFigures;
+  int state_at_reboot = -1;
+  const JobRow j = ResumeWithHealthJob(&state_at_reboot);
+  EXPECT_THAT(j.reason, ::testing::StartsWith(
+                            "attempt 1 of 3: the job ran, but its result is not kept; kernel "));
   EXPECT_EQ(tool_runs_.load(), 3) << "health job, job, health job";
   ExpectRunsAgainAfterTheDefaultKernel(j, state_at_reboot);
 }

@@ -10,9 +10,7 @@
 #include <vector>
 
 #include "lib/base/file.h"
-#include "lib/process/scoped_temp_dir.h"
-#include "lib/storage/contract/test_rows.h"
-#include "lib/storage/memory/memory_store.h"
+#include "scheduler/lab_recovery_fixture.h"
 
 namespace farm::scheduler {
 namespace {
@@ -137,48 +135,6 @@ TEST(TailLinesTest, KeepsTheLastLinesAsText) {
   EXPECT_EQ(TailLines(std::string("ok\n\x1b[0mpanic\xff\n", 14), 1), "?[0mpanic\xEF\xBF\xBD");
   EXPECT_EQ(TailLines(std::string(20000, 'x'), 1).size(), 8192u);
 }
-
-// One job leased by `agent`, held through its reboot, and reaped when the
-// hold passed: the lease LabRecovery is handed.
-class LabRecoveryTest : public ::testing::Test {
- protected:
-  storage::UnbootedLease Unbooted(const std::string& agent) {
-    auto m = store_.CreateMatrix(
-        storage::testrows::Matrix(1, 3, 0, pb::EXECUTOR_EMULATOR, pb::JOB_KIND_BULK));
-    EXPECT_TRUE(m.ok()) << m.status();
-    auto a = store_.RegisterAgent(storage::testrows::Registration(agent, "emulator"), {});
-    EXPECT_TRUE(a.ok()) << a.status();
-    auto ls = store_.LeaseJobs(a->agent_id(), a->session(), 1, absl::Seconds(30),
-                               [](const pb::Job&, const storage::AgentView&) { return true; });
-    EXPECT_TRUE(ls.ok() && ls->size() == 1u);
-    pb::HeartbeatRequest hb;
-    hb.set_agent_id(a->agent_id());
-    hb.set_session(a->session());
-    *hb.add_leases() = (*ls)[0].lease();
-    hb.mutable_hold_for()->set_seconds(60);
-    EXPECT_TRUE(store_.Heartbeat(hb, absl::Seconds(30), absl::Minutes(5)).ok());
-    store_.db().Write([&](storage::MemoryDatabase::Tables& t, storage::MemoryDatabase::Changes&) {
-      for (auto& [id, j] : t.jobs) j.lease_expires_at = store_.db().Now() - absl::Seconds(1);
-      return 0;
-    });
-    auto reaped = store_.ReapExpired({}, 10);
-    EXPECT_TRUE(reaped.ok() && reaped->unbooted.size() == 1u);
-    return reaped->unbooted.at(0);
-  }
-  std::string Reason(int64_t job) {
-    return store_.db().Read([&](const storage::MemoryDatabase::Tables& t) {
-      return t.jobs.at(job).job.failure_reason();
-    });
-  }
-  static void WaitFor(const LabRecovery& r, int64_t n) {
-    for (int i = 0; i < 1000 && r.finished() < n; ++i) absl::SleepFor(absl::Milliseconds(10));
-    ASSERT_EQ(r.finished(), n);
-  }
-
-  storage::MemoryStore store_;
-  process::ScopedTempDir dir_ =
-      *process::ScopedTempDir::Create(std::filesystem::temp_directory_path(), "lab-recovery-");
-};
 
 TEST_F(LabRecoveryTest, ReadsTheConsoleThenCyclesThePowerAndSaysSoOnTheJob) {
   const std::string log = (dir_.path() / "power.log").string();

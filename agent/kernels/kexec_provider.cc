@@ -1,8 +1,12 @@
 #include "agent/kernels/kexec_provider.h"
 
+#include <sys/reboot.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -357,7 +361,12 @@ absl::Status KexecKernelProvider::ReturnToDefault(const std::string& running,
     return absl::OkStatus();
   }
   const std::vector<std::string> reboot = {config_.systemctl, "reboot"};
-  return CommandOk(runner_->Run(reboot, kCommandTimeout), reboot);
+  absl::Status st = CommandOk(runner_->Run(reboot, kCommandTimeout), reboot);
+  if (st.ok() || !reset_devices || !config_.reboot_syscall_fallback) return st;
+  std::fprintf(stderr, "kexec: %s; rebooting by reboot(2), without a sync\n",
+               st.ToString().c_str());
+  ::reboot(RB_AUTOBOOT);
+  return absl::ErrnoToStatus(errno, absl::StrCat(st.message(), "; reboot(2)"));
 }
 
 absl::Status KexecKernelProvider::Finish() {

@@ -82,6 +82,11 @@ struct KexecConfig {
   absl::Duration margin = absl::Seconds(60);  // added to the tool's runtime
   std::string kexec = "kexec";
   std::string systemctl = "systemctl";
+  // When `systemctl reboot` fails for a host whose devices need a reset
+  // (Resumed::reset_devices), reboot(2) without a sync: a root device that
+  // went away takes systemctl's own binary with it. Only farm-agent sets
+  // it; a test's provider never reboots the machine it runs on.
+  bool reboot_syscall_fallback = false;
 };
 
 // The job's lease, kept across the reboot.
