@@ -18,7 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "lib/base/file.h"
 #include "lib/process/process.h"
-#include "scheduler/lab_recovery_fixture.h"
+#include "scheduler/lab_recovery_test_fixture.h"
 #include "testing/child_process.h"
 #include "testing/service_harness.h"
 

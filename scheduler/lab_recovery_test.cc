@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "lib/base/file.h"
-#include "scheduler/lab_recovery_fixture.h"
+#include "scheduler/lab_recovery_test_fixture.h"
 
 namespace farm::scheduler {
 namespace {

@@ -5,8 +5,8 @@
 //
 // Thread-safety: a test's own thread; the store is thread-safe. Ownership:
 // the fixture owns the store and a temporary directory for the commands.
-#ifndef SCHEDULER_LAB_RECOVERY_FIXTURE_H_
-#define SCHEDULER_LAB_RECOVERY_FIXTURE_H_
+#ifndef SCHEDULER_LAB_RECOVERY_TEST_FIXTURE_H_
+#define SCHEDULER_LAB_RECOVERY_TEST_FIXTURE_H_
 
 #include <gtest/gtest.h>
 
@@ -66,4 +66,4 @@ class LabRecoveryTest : public ::testing::Test {
 
 }  // namespace farm::scheduler
 
-#endif  // SCHEDULER_LAB_RECOVERY_FIXTURE_H_
+#endif  // SCHEDULER_LAB_RECOVERY_TEST_FIXTURE_H_
