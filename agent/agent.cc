@@ -120,8 +120,7 @@ void Agent::CheckHealth() {
   health_ = std::move(health);
 }
 
-absl::StatusOr<ExecutionResult> Agent::CheckHostAfterRun(
-    absl::StatusOr<ExecutionResult> result) {
+absl::StatusOr<ExecutionResult> Agent::CheckHostAfterRun(absl::StatusOr<ExecutionResult> result) {
   CheckHealth();
   absl::Status health;
   {
@@ -129,9 +128,9 @@ absl::StatusOr<ExecutionResult> Agent::CheckHostAfterRun(
     if (proto::AgentHealthy(health_)) return result;
     health = absl::UnavailableError(health_.detail());
   }
-  return absl::UnavailableError(
-      absl::StrCat(result.ok() ? "the job ran, but its result is not kept" : result.status().message(),
-                   "; ", kexec_->MarkHostUnhealthy(health)));
+  return absl::UnavailableError(absl::StrCat(
+      result.ok() ? "the job ran, but its result is not kept" : result.status().message(), "; ",
+      kexec_->MarkHostUnhealthy(health)));
 }
 
 Agent::Next Agent::AwaitHealthy() {
