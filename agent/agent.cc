@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "agent/health_check.h"
 #include "agent/rpc_deadline.h"
 #include "proto/labels.h"
@@ -128,9 +130,10 @@ absl::StatusOr<ExecutionResult> Agent::CheckHostAfterRun(absl::StatusOr<Executio
     if (proto::AgentHealthy(health_)) return result;
     health = absl::UnavailableError(health_.detail());
   }
-  return absl::UnavailableError(absl::StrCat(
-      result.ok() ? "the job ran, but its result is not kept" : result.status().message(), "; ",
-      kexec_->MarkHostUnhealthy(health)));
+  return absl::UnavailableError(
+      absl::StrCat(result.ok() ? "the job ran, but its result is not kept"
+                               : absl::StripTrailingAsciiWhitespace(result.status().message()),
+                   "; ", kexec_->MarkHostUnhealthy(health)));
 }
 
 Agent::Next Agent::AwaitHealthy() {

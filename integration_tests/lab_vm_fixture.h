@@ -139,8 +139,8 @@ class LabVmPgTest : public testing::FarmTest {
   virtual void ConfigureScheduler(scheduler::ServerOptions&) {}
 
   // scripts/build-lab-root: the cached Debian root, then this run's disk with
-  // the agent, the two cloud kernels, `builds` (farm-built store entries) and
-  // the agent's flags.
+  // the agent, the two cloud kernels, `builds` (farm-built store entries),
+  // the agent's flags and the test's own units (units_).
   void BuildImage(const std::vector<std::string>& builds = {}) {
     const std::string address = SchedulerAddress();
     const std::string port = address.substr(address.rfind(':') + 1);
@@ -158,6 +158,10 @@ class LabVmPgTest : public testing::FarmTest {
     for (const std::string& b : builds) {
       p.argv.push_back("--build");
       p.argv.push_back(b);
+    }
+    for (const std::string& u : units_) {
+      p.argv.push_back("--unit");
+      p.argv.push_back(u);
     }
     // The host's own flags (FARM_AGENT_ARGS of the guest's farm.env); the
     // rest are the deployed unit's, with the first --release as the default
@@ -273,7 +277,8 @@ class LabVmPgTest : public testing::FarmTest {
                                     "again") ||
                   absl::StrContains(reason, "but the host's health job failed on it"))
           << "job " << r.job().id() << " ran again for another reason: " << reason;
-      std::cout << "lab vm: job " << r.job().id() << " booted again after a hung kexec:\n"
+      std::cout << "lab vm: job " << r.job().id() << " ran again after its first attempt's "
+                << "boot hung or its host failed its health job:\n"
                 << reason << "\n";
       ++again;
     }
@@ -318,6 +323,8 @@ class LabVmPgTest : public testing::FarmTest {
 
   // The guest's QEMU monitor (HMP over TCP): the lab host's power switch.
   const int monitor_port_ = testing::PickFreePort();
+  // systemd units BuildImage installs in the guest (build-lab-root --unit).
+  std::vector<std::string> units_;
   std::string kernels_dir_, image_, console_;
   std::vector<StoreKernel> kernels_;
   client::ClientOptions client_;

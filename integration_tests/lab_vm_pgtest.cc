@@ -12,7 +12,9 @@
 // fio on the guest's NVMe (through the vIOMMU) and reports, then moves on to the next kernel and
 // mode. Every result must carry the kernel and mode it really ran. The test prints its phases' wall
 // times and each boot's "farm-lab: up" line. Missing kernels, root or QEMU fail (never skip): the
-// message says what to run.
+// message says what to run. Also: a kernel that hangs after the kexec (power-cycled through the
+// QEMU monitor, failed or booted again) and a disk that goes away under a job (the host reboots
+// itself and the job runs again).
 #include <iostream>
 #include <map>
 #include <memory>
@@ -228,6 +230,58 @@ TEST_F(LabVmBootAgainPgTest, AKernelThatHangsOnceIsPowerCycledAndBootedAgain) {
   EXPECT_EQ(CountPrefix(lines, "farm-lab: up "), 4) << Console();
   std::cout << "lab vm boot again: hung to matrix done " << absl::ToDoubleSeconds(hung_to_done_)
             << " s (boot hold 90 s, recovery, cold boot, both jobs)\n";
+}
+
+// A device that does not survive the kexec, under the job: on the first
+// kernel in passthrough, once the agent starts the job, the guest's NVMe (its
+// root's disk) leaves the PCI bus (integration_tests/lab_device_loss.service).
+// The job fails, the agent's health job after it fails, the job is reported
+// for another attempt and the host reboots into its default kernel by
+// itself (no power command runs: its hold was never needed), and the job's
+// second attempt runs.
+class LabVmDeviceLossPgTest : public LabVmPgTest {
+ protected:
+  LabVmDeviceLossPgTest() {
+    units_.push_back(std::string(FARM_SOURCE_DIR) + "/integration_tests/lab_device_loss.service");
+  }
+};
+
+TEST_F(LabVmDeviceLossPgTest, AHostWhoseDiskGoesAwayUnderAJobRebootsAndTheJobRunsAgain) {
+  BuildImage();
+  if (HasFatalFailure()) return;
+  std::ostringstream out, err;
+  cli::Commands commands(client_, out, err);
+  const int64_t id = Submit(commands, {kernels_[1].commit}, "[passthrough]");
+  ASSERT_GT(id, 0);
+  BootGuest();
+  const absl::Time start = absl::Now();
+  const pb::Matrix done = WaitForMatrix(id, absl::Minutes(15));
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_EQ(done.state(), pb::MATRIX_STATE_COMPLETED) << done.ShortDebugString();
+  auto results = commands.FetchResults(id, /*include_raw=*/false);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 1u);
+  const pb::Result& r = (*results)[0];
+  EXPECT_EQ(r.attempt(), 2);
+  EXPECT_EQ(BootedAgain(*results), 1);
+  const std::string reason =
+      SqlText(absl::StrCat("SELECT failure_reason FROM jobs WHERE id = ", r.job().id()));
+  EXPECT_TRUE(absl::StrContains(reason,
+                                "came back in mode passthrough, but the host's health job "
+                                "failed on it"))
+      << reason;
+  EXPECT_FALSE(absl::StrContains(reason, "power-cycled")) << reason;
+  EXPECT_EQ(r.host().kernel_release(), kernels_[1].release);
+  EXPECT_EQ(r.host().iommu_mode(), pb::IOMMU_MODE_PASSTHROUGH) << r.host().iommu_detail();
+
+  // The cold boot, the job's kernel (its disk removed), the host's reboot
+  // into its default kernel, the job's kernel again.
+  const std::vector<std::string> lines = LabLines(Console());
+  EXPECT_EQ(CountPrefix(lines, "farm-lab: removing the NVMe"), 1) << Console();
+  EXPECT_EQ(KexecsStarted(Console()), 2) << Console();
+  EXPECT_EQ(CountPrefix(lines, "farm-lab: up "), 4) << Console();
+  std::cout << "lab vm device loss: matrix done in " << absl::ToDoubleSeconds(took)
+            << " s (a kexec, the job's failure, the health job, a reboot, a kexec, the job)\n";
 }
 
 }  // namespace
