@@ -191,6 +191,9 @@ Agent::Next Agent::LeaseOnce(client::Backoff& backoff) {
     while (!ready()) cv_.Wait(&mu_);
     if (shutting_down_) return Next::kStop;
     if (!registered_) return Next::kLease;
+    // A health job failed since the last lease (after a job on a kexec'd
+    // kernel): no more work; AwaitHealthy takes over.
+    if (!proto::AgentHealthy(health_)) return Next::kLease;
     request.set_agent_id(agent_id_);
     request.set_session(session_);
     request.set_max_jobs(options_.slots - static_cast<int>(pending_.size()) - running_);

@@ -181,6 +181,11 @@ class KexecPgTest : public testing::FarmTest {
     auto ctx = client::NewContext(client_, absl::Seconds(30));
     grpc::Status st = stub->LoadCatalog(ctx.get(), load, &loaded);
     ASSERT_TRUE(st.ok()) << st.error_message();
+    matrix_id_ = SubmitStrictJob();
+  }
+
+  // A matrix of one fio job on the store's kernel in strict mode; its id.
+  int64_t SubmitStrictJob() {
     std::ostringstream out, err;
     cli::Commands commands(client_, out, err);
     auto submitted = commands.SubmitSpec(
@@ -188,8 +193,8 @@ class KexecPgTest : public testing::FarmTest {
         "modes: [strict]\nworkloads:\n  - name: fio-nvme\n"
         "    params: {rw: randread, bs: 4k, size: 4m, runtime: 1}\nrepeats: 1\nexecutor: fio\n",
         /*dry_run=*/false);
-    ASSERT_TRUE(submitted.ok()) << submitted.status();
-    matrix_id_ = submitted->matrix().id();
+    EXPECT_TRUE(submitted.ok()) << submitted.status();
+    return submitted.ok() ? submitted->matrix().id() : 0;
   }
 
   // An agent named lab-1 on `host` whose kexec provider keeps its state in
@@ -245,10 +250,13 @@ class KexecPgTest : public testing::FarmTest {
     return host_.commands;
   }
 
-  JobRow Job() {
+  // The job of matrix `matrix` (0: the first matrix's).
+  JobRow Job(int64_t matrix = 0) {
     pqxx::connection c(DbUri());
     pqxx::work w(c);
-    pqxx::row r = w.exec1("SELECT state, attempt, coalesce(failure_reason, '') FROM jobs");
+    pqxx::row r = w.exec1(absl::StrCat(
+        "SELECT state, attempt, coalesce(failure_reason, '') FROM jobs WHERE matrix_id = ",
+        matrix == 0 ? matrix_id_ : matrix));
     return {r[0].as<int>(), r[1].as<int>(), r[2].as<std::string>()};
   }
   int64_t ResultRows() {
@@ -300,6 +308,8 @@ class KexecPgTest : public testing::FarmTest {
     host_.on_command = [this, at_reboot](const std::vector<std::string>& argv) {
       if (argv.size() == 2 && argv[1] == "reboot") *at_reboot = Job().state;
     };
+    // Another job the host could take once it gave its own back.
+    const int64_t other = SubmitStrictJob();
     const kernels::KernelFacts booted = Facts(kJobKernel, "DMA", kJobCmdline);
     Boot(booted);
     second_ = MakeAgent(booted, (root_ / "state").string(), absl::Minutes(10),
@@ -308,6 +318,12 @@ class KexecPgTest : public testing::FarmTest {
     JobRow j = WaitForJob([](const JobRow& r) { return r.state != pb::JOB_STATE_LEASED; });
     // The reboot follows the report (10 s at most).
     for (int i = 0; i < 200 && *at_reboot == -1; ++i) absl::SleepFor(absl::Milliseconds(50));
+    // Until the host goes down, an agent whose health failed leases
+    // nothing: not the other job, not the one it gave back (its backoff is
+    // 1 s).
+    absl::SleepFor(absl::Seconds(3));
+    EXPECT_EQ(Job(other).state, pb::JOB_STATE_QUEUED) << "leased by a host that failed its health";
+    EXPECT_EQ(Job().state, j.state) << "leased again by a host that failed its health job";
     second_->Shutdown();
     EXPECT_TRUE(run.get().ok());
     *state_at_reboot = at_reboot->load();
