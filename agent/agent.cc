@@ -122,14 +122,18 @@ void Agent::CheckHealth() {
   health_ = std::move(health);
 }
 
+absl::Status Agent::HealthLocked() const {
+  return proto::AgentHealthy(health_) ? absl::OkStatus() : absl::UnavailableError(health_.detail());
+}
+
 absl::StatusOr<ExecutionResult> Agent::CheckHostAfterRun(absl::StatusOr<ExecutionResult> result) {
   CheckHealth();
   absl::Status health;
   {
     absl::MutexLock lock(&mu_);
-    if (proto::AgentHealthy(health_)) return result;
-    health = absl::UnavailableError(health_.detail());
+    health = HealthLocked();
   }
+  if (health.ok()) return result;
   return absl::UnavailableError(
       absl::StrCat(result.ok() ? "the job ran, but its result is not kept"
                                : absl::StripTrailingAsciiWhitespace(result.status().message()),
@@ -246,7 +250,7 @@ void Agent::ResumeBoot() {
     absl::MutexLock lock(&mu_);
     kept = resumed_;
     // CheckHealth ran on the job's kernel before the agent registered.
-    if (!proto::AgentHealthy(health_)) health = absl::UnavailableError(health_.detail());
+    health = HealthLocked();
   }
   KexecResume::Decision decision = kexec_->Decide(kept, health);
   if (decision.kind == KexecResume::Decision::kNothing ||

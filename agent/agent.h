@@ -172,6 +172,9 @@ class Agent {
   void LeaseLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the health jobs and keeps their outcome for the next Register.
   void CheckHealth() ABSL_LOCKS_EXCLUDED(mu_);
+  // The last health check as a status: OK when it passed or none ran,
+  // UNAVAILABLE with its detail when it failed.
+  absl::Status HealthLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `result` of a job that ran on the kernel a kexec booted, or, when the
   // health job fails after it, a failure for another attempt (a result
   // measured on a device that then failed is not kept), the host marked for

@@ -300,10 +300,15 @@ class KexecPgTest : public testing::FarmTest {
     EXPECT_EQ(Job().state, pb::JOB_STATE_LEASED);
   }
 
-  // The second agent, on the job's kernel with its health job on, until the
-  // job is no longer leased; the job's row then, and the job's state when
-  // the host was told to reboot (-1: it was not).
-  JobRow ResumeWithHealthJob(int* state_at_reboot) {
+  // The farm, the first agent's reboot into the job's kernel, then the
+  // second agent there with its health job on, until the job is no longer
+  // leased; the job's row then, and the job's state when the host was told
+  // to reboot (-1: it was not).
+  JobRow RebootThenResumeWithHealthJob(int* state_at_reboot) {
+    StartFarm(absl::Minutes(15));
+    if (HasFatalFailure()) return {};
+    FirstAgentReboots();
+    if (HasFatalFailure()) return {};
     auto at_reboot = std::make_shared<std::atomic<int>>(-1);
     host_.on_command = [this, at_reboot](const std::vector<std::string>& argv) {
       if (argv.size() == 2 && argv[1] == "reboot") *at_reboot = Job().state;
@@ -458,13 +463,11 @@ TEST_F(KexecPgTest, WrongReleaseAfterTheBootFailsTheJobPermanently) {
 }
 
 TEST_F(KexecPgTest, AHealthJobThatFailsOnTheJobsKernelRebootsTheHostAndTheJobRunsAgain) {
-  StartFarm(absl::Minutes(15));
-  FirstAgentReboots();
   // The job's kernel is up in its mode, but the host's disk does not answer
   // (a device that did not survive the kexec): the health job fails.
   failing_health_ = true;
   int state_at_reboot = -1;
-  const JobRow j = ResumeWithHealthJob(&state_at_reboot);
+  const JobRow j = RebootThenResumeWithHealthJob(&state_at_reboot);
   EXPECT_THAT(j.reason, ::testing::StartsWith("attempt 1 of 3: kernel 6.1.0-57-cloud-amd64"));
   EXPECT_THAT(j.reason, ::testing::HasSubstr("Input/output error"));
   EXPECT_EQ(tool_runs_.load(), 1) << "the job ran on a host that failed its health job";
@@ -472,12 +475,10 @@ TEST_F(KexecPgTest, AHealthJobThatFailsOnTheJobsKernelRebootsTheHostAndTheJobRun
 }
 
 TEST_F(KexecPgTest, AJobThatFailsOnAHostThatThenFailsItsHealthJobRunsAgain) {
-  StartFarm(absl::Minutes(15));
-  FirstAgentReboots();
   // The health job passes, then the disk stops answering under the job.
   disk_dies_ = DiskDies::kUnderTheJobWhichFails;
   int state_at_reboot = -1;
-  const JobRow j = ResumeWithHealthJob(&state_at_reboot);
+  const JobRow j = RebootThenResumeWithHealthJob(&state_at_reboot);
   EXPECT_THAT(j.reason, ::testing::StartsWith("attempt 1 of 3: fio: io_u error on file /var/lib/"
                                               "farm/job: Input/output error; kernel "));
   EXPECT_EQ(tool_runs_.load(), 3) << "health job, job, health job";
@@ -485,12 +486,10 @@ TEST_F(KexecPgTest, AJobThatFailsOnAHostThatThenFailsItsHealthJobRunsAgain) {
 }
 
 TEST_F(KexecPgTest, FiguresOfAJobOnADiskThatThenFailsItsHealthJobAreNotKept) {
-  StartFarm(absl::Minutes(15));
-  FirstAgentReboots();
   // fio returns figures, but the disk was dying under it.
   disk_dies_ = DiskDies::kUnderTheJobWhichReturnsFigures;
   int state_at_reboot = -1;
-  const JobRow j = ResumeWithHealthJob(&state_at_reboot);
+  const JobRow j = RebootThenResumeWithHealthJob(&state_at_reboot);
   EXPECT_THAT(j.reason, ::testing::StartsWith(
                             "attempt 1 of 3: the job ran, but its result is not kept; kernel "));
   EXPECT_EQ(tool_runs_.load(), 3) << "health job, job, health job";
