@@ -1,9 +1,7 @@
 #include "agent/health_check.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "google/protobuf/util/time_util.h"
+#include "lib/base/file.h"
 #include "proto/kernel_offers.h"
 #include "proto/names.h"
 
@@ -122,20 +121,10 @@ absl::Status ProbeWritableDir(const std::string& dir, absl::Duration timeout) {
   auto probe = std::make_shared<Probe>();
   const std::string path = dir + "/.health-probe";
   std::thread([probe, path] {
-    probe->status = [&]() -> absl::Status {
-      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
-      const std::string block(4096, 'h');
-      absl::Status st;
-      if (::write(fd, block.data(), block.size()) != static_cast<ssize_t>(block.size())) {
-        st = absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
-      } else if (::fsync(fd) != 0) {
-        st = absl::ErrnoToStatus(errno, absl::StrCat("fsync ", path));
-      }
-      ::close(fd);
-      ::unlink(path.c_str());
-      return st;
-    }();
+    // The write the pending boot's state takes before every kexec.
+    probe->status = base::WriteFileAtomically(path, std::string(4096, 'h'), 0600);
+    ::unlink(path.c_str());
+    ::unlink((path + ".tmp").c_str());
     probe->done.Notify();
   }).detach();
   if (!probe->done.WaitForNotificationWithTimeout(timeout)) {

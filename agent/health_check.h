@@ -49,8 +49,9 @@ iommufarm::v1::AgentHealth RunHealthJobs(const std::vector<Executor*>& executors
                                          const iommufarm::v1::HostFacts& host,
                                          absl::Duration timeout = absl::Minutes(2));
 
-// Creates, writes 4 KiB to, fsyncs and removes a probe file in `dir`. The
-// error names the dir and what failed ("Read-only file system"); a write
+// Writes 4 KiB to a probe file in `dir` as the kexec state is written
+// (base::WriteFileAtomically: write, fsync, rename), then removes it. The
+// error names the file and what failed ("Read-only file system"); a write
 // that does not finish within `timeout` (a disk whose I/O hangs) is
 // DEADLINE_EXCEEDED, and its thread is left to finish on its own.
 absl::Status ProbeWritableDir(const std::string& dir, absl::Duration timeout = absl::Seconds(90));

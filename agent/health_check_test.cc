@@ -34,7 +34,7 @@ TEST(ProbeWritableDirTest, ADirThatCannotBeWrittenNamesThePathAndTheError) {
   fs::remove_all(dir);
   const absl::Status st = ProbeWritableDir(dir);
   EXPECT_FALSE(st.ok());
-  EXPECT_THAT(st.message(), HasSubstr("open " + dir + "/.health-probe"));
+  EXPECT_THAT(st.message(), HasSubstr("cannot write " + dir + "/.health-probe"));
   EXPECT_THAT(st.message(), HasSubstr("No such file or directory"));
 }
 
