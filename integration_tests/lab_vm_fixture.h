@@ -113,6 +113,10 @@ class LabVmPgTest : public testing::FarmTest {
     StartScheduler(testing::FarmMode::kPlaintext, [this](scheduler::ServerOptions& options) {
       options.config.lease_ttl = absl::Seconds(60);
       options.config.max_boot_timeout = absl::Minutes(6);
+      // Room for the NVMe hang below (BootGuest) to come twice to one job:
+      // each time costs the job an attempt, and a run has seen it on two
+      // kexecs in a row.
+      options.config.max_attempts = 5;
       // The lab host's power switch and console, as a lab's hosts have
       // them: QEMU's monitor on a loopback port and its serial port's file
       // (LabRecovery). A kexec'd kernel that hangs (below, BootGuest) is
@@ -261,9 +265,9 @@ class LabVmPgTest : public testing::FarmTest {
     return last;
   }
 
-  // Results on attempt 1, or on attempt 2 after a first boot that did not
+  // Results on attempt 1, or on a later attempt after a boot that did not
   // come back, or came back to a disk that failed the host's health job
-  // (its reason says which): the hung kexec that BootGuest describes, which
+  // (the last failed attempt's reason says which): the hung kexec that BootGuest describes, which
   // the farm survives. Returns how many were booted again.
   int BootedAgain(const std::vector<pb::Result>& results) const {
     int again = 0;
@@ -271,7 +275,7 @@ class LabVmPgTest : public testing::FarmTest {
       if (r.attempt() == 1) continue;
       const std::string reason =
           SqlText(absl::StrCat("SELECT failure_reason FROM jobs WHERE id = ", r.job().id()));
-      EXPECT_EQ(r.attempt(), 2) << reason;
+      EXPECT_GE(r.attempt(), 2) << reason;
       EXPECT_TRUE(absl::StrContains(reason,
                                     "did not come back within the boot timeout; it boots "
                                     "again") ||

