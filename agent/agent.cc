@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/health_check.h"
 #include "agent/rpc_deadline.h"
+#include "lib/base/file.h"
 #include "proto/labels.h"
 #include "proto/names.h"
 
@@ -109,7 +110,10 @@ void Agent::CheckHealth() {
   if (!options_.health_jobs) return;
   std::vector<Executor*> executors;
   for (const auto& [kind, executor] : executors_) executors.push_back(executor.get());
-  pb::AgentHealth health = RunHealthJobs(executors, options_.host);
+  std::vector<HealthFigure> figures;
+  pb::AgentHealth health = RunHealthJobs(executors, options_.host, absl::Minutes(2), &figures);
+  JudgeBaseline(figures, &health);
+  AddIommuGroupCheck(options_.host, base::ReadFileOrEmpty("/proc/cmdline"), &health);
   if (options_.kexec) {
     const std::string& dir = options_.kexec->config().state_dir;
     AddWritableDirProbe(dir, ProbeWritableDir(dir), &health);
@@ -120,6 +124,24 @@ void Agent::CheckHealth() {
   }
   absl::MutexLock lock(&mu_);
   health_ = std::move(health);
+}
+
+void Agent::JudgeBaseline(const std::vector<HealthFigure>& figures, pb::AgentHealth* health) {
+  if (options_.health_baseline.empty() || figures.empty()) return;
+  absl::MutexLock lock(&baseline_mu_);
+  if (!baseline_loaded_) {
+    baseline_loaded_ = true;
+    absl::StatusOr<HealthBaseline> loaded = HealthBaseline::Load(options_.health_baseline);
+    if (!loaded.ok()) {
+      spdlog::warn("health baseline: {}; starting a new one", loaded.status().ToString());
+      loaded = HealthBaseline::Empty(options_.health_baseline);
+    }
+    baseline_ = *std::move(loaded);
+  }
+  AddBaselineCheck(options_.host, figures, options_.health_band, &*baseline_, health);
+  if (absl::Status st = baseline_->Save(); !st.ok()) {
+    spdlog::warn("health baseline not saved: {}", st.ToString());
+  }
 }
 
 absl::Status Agent::HealthLocked() const {

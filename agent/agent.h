@@ -64,6 +64,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/executors/executor.h"
+#include "agent/health_baseline.h"
+#include "agent/health_check.h"
 #include "agent/kernels/kexec_provider.h"
 #include "agent/kexec_resume.h"
 #include "agent/report_batcher.h"
@@ -92,6 +94,10 @@ struct AgentOptions {
   // the new outcome). A failed agent stays registered and leases nothing.
   bool health_jobs = true;
   absl::Duration health_retry = absl::Minutes(10);
+  // The host's health baseline (health_baseline.h): its file ("" keeps
+  // none) and the band a health figure must reach of its key's median.
+  std::string health_baseline;
+  double health_band = 0.5;
   // Reads the host's measurement hygiene when each job on the host's own
   // kernel ends, so a governor or binding changed under a running agent is
   // the result's, not the start's (host.hygiene keeps governor_set). Empty:
@@ -171,7 +177,12 @@ class Agent {
   absl::Status CheckPendingBoot();
   void LeaseLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the health jobs and keeps their outcome for the next Register.
-  void CheckHealth() ABSL_LOCKS_EXCLUDED(mu_);
+  void CheckHealth() ABSL_LOCKS_EXCLUDED(mu_, baseline_mu_);
+  // The health figures judged against the host's baseline, which is loaded
+  // at the first call (a file that does not parse is started afresh, with a
+  // warning) and saved after each.
+  void JudgeBaseline(const std::vector<HealthFigure>& figures, iommufarm::v1::AgentHealth* health)
+      ABSL_LOCKS_EXCLUDED(baseline_mu_);
   // The last health check as a status: OK when it passed or none ran,
   // UNAVAILABLE with its detail when it failed.
   absl::Status HealthLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -227,6 +238,12 @@ class Agent {
   std::unique_ptr<ReportBatcher> batcher_;
   // Null unless options_.kexec.
   std::unique_ptr<KexecResume> kexec_;
+
+  // Serialises the health checks' use of the baseline file.
+  absl::Mutex baseline_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Loaded at the first check; nullopt without options_.health_baseline.
+  std::optional<HealthBaseline> baseline_ ABSL_GUARDED_BY(baseline_mu_);
+  bool baseline_loaded_ ABSL_GUARDED_BY(baseline_mu_) = false;
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;  // any change of the fields below

@@ -18,6 +18,12 @@
 // kexec, and a root that went read-only, or a disk that stopped answering
 // after a kexec, fails that write while a read of a cached file passes.
 //
+// The IOMMU is checked too (AddIommuGroupCheck): every device the jobs may
+// use must sit in an IOMMU group that runs the host's mode, or its jobs
+// would measure another mode than the one their results name (a device the
+// kernel quirked into an identity domain, one bound to VFIO, a group whose
+// type was changed through sysfs).
+//
 // Thread-safety: RunHealthJobs calls the executors' Run(), which is
 // thread-safe; it holds no state. ProbeWritableDir is thread-safe. No
 // ownership of the executors.
@@ -27,11 +33,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/executors/executor.h"
+#include "agent/health_baseline.h"
 #include "iommufarm/v1/farm.pb.h"
 
 namespace farm::agent {
@@ -42,12 +50,30 @@ namespace farm::agent {
 std::optional<iommufarm::v1::Job> HealthJobFor(const Executor& executor,
                                                const iommufarm::v1::HostFacts& host);
 
+// A passing health job's headline figure, for the host's baseline
+// (health_baseline.h): fio's read IOPS.
+struct HealthFigure {
+  std::string name;  // "fio read IOPS"
+  double value = 0;
+};
+
 // Runs every executor's health job, each cancelled after `timeout`.
 // checked is false when none had one; detail names each job's outcome
-// ("fio: ok, 1 samples; iozone: INTERNAL: ...").
+// ("fio: ok, 1 samples; iozone: INTERNAL: ..."). The passing jobs'
+// figures are appended to *figures when it is given.
 iommufarm::v1::AgentHealth RunHealthJobs(const std::vector<Executor*>& executors,
                                          const iommufarm::v1::HostFacts& host,
-                                         absl::Duration timeout = absl::Minutes(2));
+                                         absl::Duration timeout = absl::Minutes(2),
+                                         std::vector<HealthFigure>* figures = nullptr);
+
+// `health` with each of `figures` judged against `baseline` (the key: the
+// host's kernel release, its mode and the figure's name) within `band`,
+// as "baseline: 6.1.0-57-amd64 strict fio read IOPS 10450, at least 11200
+// x 0.50 (median of this host's last 5)"; a figure below its band fails
+// the whole check. Adds nothing without figures.
+void AddBaselineCheck(const iommufarm::v1::HostFacts& host,
+                      const std::vector<HealthFigure>& figures, double band,
+                      HealthBaseline* baseline, iommufarm::v1::AgentHealth* health);
 
 // Writes 4 KiB to a probe file in `dir` as the kexec state is written
 // (base::WriteFileAtomically: write, fsync, rename), then removes it. The
@@ -60,6 +86,23 @@ absl::Status ProbeWritableDir(const std::string& dir, absl::Duration timeout = a
 // error (a failure fails the whole check).
 void AddWritableDirProbe(const std::string& dir, const absl::Status& probe,
                          iommufarm::v1::AgentHealth* health);
+
+// The devices of host.inventory() on PCI whose IOMMU group runs another
+// mode than host.iommu_mode(), one line each ("/dev/nvme0n1 (nvme0n1 at
+// 0000:00:04.0): IOMMU group 3 of type identity runs passthrough, the host
+// strict"). A device's mode is read by the one rule the host's is
+// (iommu_mode::ReadRunningMode over its group's type alone, with the
+// host's `cmdline` for a pre-v5.15 "DMA"); a device without a group runs
+// off. Empty when the host's mode is unknown or every device agrees; a
+// device whose group shows no mode is not judged.
+std::vector<std::string> IommuGroupMismatches(const iommufarm::v1::HostFacts& host,
+                                              std::string_view cmdline);
+
+// `health` with the group check added as "iommu groups: ok (N devices in
+// <mode>)" or its mismatches (which fail the whole check). Adds nothing
+// when no device was judged (the host's mode unknown, no device on PCI).
+void AddIommuGroupCheck(const iommufarm::v1::HostFacts& host, std::string_view cmdline,
+                        iommufarm::v1::AgentHealth* health);
 
 }  // namespace farm::agent
 

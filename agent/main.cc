@@ -152,10 +152,18 @@ void AddLabOptions(CLI::App& app, Flags* f) {
                "by default an agent whose health job fails registers as failed and takes no "
                "work until a retry passes");
   app.add_option("--state-dir", f->state_dir,
-                 "where the agent keeps what it reads once per boot: the SMMUv3 boot lines of "
+                 "where the agent keeps what outlives a boot: the SMMUv3 boot lines of "
                  "the kernel log (DIR/iommu-environment.kmsg), so that an agent restarted after "
-                 "the log wrapped keeps its IOMMU environment and its results' series; created "
-                 "if missing (default: --kexec-state-dir, else none)");
+                 "the log wrapped keeps its IOMMU environment and its results' series, and the "
+                 "health job's recent figures per kernel and mode (DIR/health-baseline.json, "
+                 "--health-band); created if missing (default: --kexec-state-dir, else none)");
+  app.add_option("--health-band", f->options.health_band,
+                 "with a --state-dir: the health job fails when fio's read IOPS fall below this "
+                 "share of the median of the host's last 5 passes on the same kernel and mode "
+                 "(judged once 3 are kept; a kernel is compared with itself only, so a slower "
+                 "kernel under test is never the host's fault); 0 judges nothing")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   farm::service::AddDurationOption(app, "--health-retry", &f->options.health_retry, "10m",
                                    "how often a failed health job is run again",
                                    farm::service::DurationRange::kPositive);
@@ -314,14 +322,18 @@ absl::Status SetHygiene(const Flags& f) {
   return absl::OkStatus();
 }
 
-// The file of the kernel-log facts of this boot (--state-dir); "" for none.
-std::string KernelLogRecord(const Flags& f) {
+// The file `name` in the agent's --state-dir, which is created if missing;
+// "" for none.
+std::string StateFile(const Flags& f, const char* name) {
   const std::string& dir = f.state_dir.empty() ? f.kexec_state_dir : f.state_dir;
   if (dir.empty()) return "";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);  // a failed write warns
-  return (std::filesystem::path(dir) / "iommu-environment.kmsg").string();
+  return (std::filesystem::path(dir) / name).string();
 }
+
+// The file of the kernel-log facts of this boot; "" for none.
+std::string KernelLogRecord(const Flags& f) { return StateFile(f, "iommu-environment.kmsg"); }
 
 // The host facts every registration and result carries: what the host runs,
 // its hygiene, its labels (ResolveFlags), its inventory and IOMMU environment.
@@ -347,6 +359,7 @@ void DescribeHost(Flags& f) {
     return farm::agent::RefreshIommuEnvironment(at_start, "/");
   };
   f.options.host = std::move(host);
+  f.options.health_baseline = StateFile(f, "health-baseline.json");
 }
 
 // With --kexec-state-dir: the kexec provider, shared by the agent and its
