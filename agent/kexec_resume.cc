@@ -76,6 +76,7 @@ KexecResume::Decision KexecResume::Decide(const std::vector<pb::LeaseRef>& kept,
     d.kind = Decision::kReportFailure;
     return d;
   }
+  if (!boot_->note.empty()) spdlog::warn("job {}: {}", held.job_id, boot_->note);
   spdlog::info("job {} attempt {}: kernel {} came back in mode {}; running the job", held.job_id,
                held.attempt, boot_->boot.release, proto::ModeName(boot_->boot.mode));
   d.kind = Decision::kRun;

@@ -97,6 +97,9 @@ struct KernelFacts {
   // The kernel's IOMMU environment (iommu_environment.h); empty when the
   // kernel's reporter told none (a guest root older than the env. lines).
   iommufarm::v1::IommuEnvironment iommu_environment;
+  // How long the kernel has run (/proc/uptime): a clock of its own boot,
+  // which no wall-clock step moves; zero when not read.
+  absl::Duration uptime = absl::ZeroDuration();
 };
 
 struct KernelRun {

@@ -9,7 +9,12 @@
 //      `systemctl kexec`. RunLeased returns UNAVAILABLE ("rebooting into
 //      ...") when both succeeded: the job is neither done nor failed.
 //   2. Resume (at agent start, before it registers): the state file, the
-//      running kernel's facts and the clock decide. No file: nothing
+//      running kernel's facts and the clock decide (the boot is late only
+//      when the wall clock is past the deadline and the kernel's uptime,
+//      where read, is past the boot timeout too: a clock that steps after
+//      the kexec, an RTC read as local time or an NTP correction, moves the
+//      wall clock and not the uptime; the scheduler's hold stays the
+//      authority on a boot that took too long before the kernel started). No file: nothing
 //      pending. The job's kernel is running within the deadline and its
 //      effective mode is the job's, or one the kernel chose itself under a
 //      command line that asked for the job's (CheckRanMode; the result
@@ -147,6 +152,10 @@ class KexecKernelProvider : public KernelProvider {
     PendingBoot boot;     // kRun, kFailed: what was pending
     std::string reason;   // kFailed: why the job fails
     std::string running;  // kFailed: the release that runs
+    // kRun: what the agent logs about the boot (a wall clock that jumped
+    // past the deadline while the kernel's uptime says it came back in
+    // time); "" for nothing.
+    std::string note;
     // kFailed on a host whose devices failed after the kexec: Abandon
     // reboots through the firmware even into the same release.
     bool reset_devices = false;

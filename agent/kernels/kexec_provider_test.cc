@@ -239,6 +239,48 @@ TEST_F(KexecTest, BootTimeoutFailsTheJobAndReturnsToTheDefaultKernel) {
   EXPECT_THAT(host_.commands, ElementsAre(ElementsAre("systemctl", "reboot")));
 }
 
+TEST_F(KexecTest, AClockThatJumpedPastTheDeadlineDoesNotFailAKernelWhoseUptimeIsInTime) {
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
+  // An RTC read as local time, or an NTP step: hours on the wall clock,
+  // while the new kernel has run for 25 s.
+  host_.facts = Facts(kJobKernel, "DMA");
+  host_.facts.uptime = absl::Seconds(25);
+  host_.now += absl::Hours(5);
+  host_.commands.clear();
+  absl::StatusOr<KexecKernelProvider::Resumed> resumed = Provider()->Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->kind, KexecKernelProvider::Resumed::kRun) << resumed->reason;
+  EXPECT_THAT(resumed->note,
+              HasSubstr("kernel 6.1.0-57-cloud-amd64 (commit kernel-a1) has run for 25.0 s of its "
+                        "10m: the clock moved after the kexec"));
+  EXPECT_TRUE(host_.commands.empty());
+}
+
+TEST_F(KexecTest, ALateBootIsLateByTheWallClockAndTheUptimeBoth) {
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
+  // A kernel that took 11 minutes to come up: both clocks say so.
+  host_.facts = Facts(kJobKernel, "DMA");
+  host_.facts.uptime = absl::Minutes(11);
+  host_.now += absl::Minutes(11) + absl::Seconds(20);
+  host_.commands.clear();
+  absl::StatusOr<KexecKernelProvider::Resumed> resumed = Provider()->Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_EQ(resumed->kind, KexecKernelProvider::Resumed::kFailed);
+  EXPECT_EQ(resumed->reason,
+            "kernel 6.1.0-57-cloud-amd64 (commit kernel-a1) came back after the boot timeout "
+            "(10m); it has run for 660.0 s");
+  // In time by both clocks: the ordinary case, with nothing to say.
+  host_.facts = Facts(kDefault, "DMA-FQ");
+  BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
+  host_.facts = Facts(kJobKernel, "DMA");
+  host_.facts.uptime = absl::Seconds(30);
+  host_.now += absl::Seconds(40);
+  resumed = Provider()->Resume();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->kind, KexecKernelProvider::Resumed::kRun);
+  EXPECT_EQ(resumed->note, "");
+}
+
 TEST_F(KexecTest, WrongReleaseAfterBootFailsTheJob) {
   BootIntoTheJobsKernel(pb::IOMMU_MODE_STRICT);
   host_.facts = Facts("6.1.0-99-other", "DMA");
@@ -433,6 +475,7 @@ TEST_F(KexecTest, ReadsTheRunningKernelsFacts) {
   fs::create_directories(r / "proc/sys/kernel");
   std::ofstream(r / "proc/sys/kernel/osrelease") << kJobKernel << "\n";
   std::ofstream(r / "proc/cmdline") << "root=/dev/sda1 iommu.strict=1\n";
+  std::ofstream(r / "proc/uptime") << "31.47 55.02\n";
   fs::create_directories(r / "sys/class/iommu/dmar0");
   fs::create_directories(r / "sys/kernel/iommu_groups/7/devices/0000:01:00.0");
   std::ofstream(r / "sys/kernel/iommu_groups/7/type") << "DMA\n";
@@ -442,6 +485,7 @@ TEST_F(KexecTest, ReadsTheRunningKernelsFacts) {
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->release, kJobKernel);
   EXPECT_EQ(f->cmdline, "root=/dev/sda1 iommu.strict=1");
+  EXPECT_EQ(f->uptime, absl::Milliseconds(31470));
   EXPECT_EQ(f->iommu, "dmar0");
   ASSERT_EQ(f->nvme.size(), 1u);
   EXPECT_EQ(f->nvme[0].group, "7");
