@@ -109,13 +109,17 @@ class GuestKbuildTest : public ::testing::Test {
     return c;
   }
 
-  std::unique_ptr<agent::KernelExecutor> Executor() const {
+  // The agent's executor of guest jobs; `kernel_counters` as farm-agent
+  // --kernel-counters (the guest counts IOMMU events around the tool).
+  std::unique_ptr<agent::KernelExecutor> Executor(bool kernel_counters = false) const {
     ::iommufarm::v1::HostFacts host;
     host.set_kernel_release("host");
     host.set_architecture("x86_64");
+    kernels::VmConfig vm = Vm();
+    vm.kernel_counters = kernel_counters;
     return std::make_unique<agent::KernelExecutor>(
         std::make_unique<agent::GuestOnlyTool>("dma-map-bench"), host,
-        std::make_unique<kernels::VmKernelProvider>(Vm()), "qemu under test");
+        std::make_unique<kernels::VmKernelProvider>(vm), "qemu under test");
   }
 
   // A one-second dma_map_benchmark job of `commit` under `mode`, as the
