@@ -401,6 +401,11 @@ absl::Status SetUpKexec(Flags& f) {
       f.kexec_default_release.empty() ? host.kernel_release() : f.kexec_default_release;
   absl::StatusOr<farm::kernels::KernelFacts> facts = farm::kernels::ReadRunningKernelFacts("/");
   if (facts.ok()) kexec.base_cmdline = facts->cmdline;
+  kexec.root_needs = farm::kernels::ReadRootNeeds("/");
+  for (const farm::kernels::RootNeed& n : kexec.root_needs) {
+    std::fprintf(stderr, "farm-agent: a kernel without an initramfs needs %s=y: %s\n",
+                 n.option.c_str(), n.why.c_str());
+  }
   absl::Status tools = facts.ok() ? farm::kernels::CheckKexecTools(kexec) : facts.status();
   if (!tools.ok()) {
     std::fprintf(stderr, "farm-agent: kexec kernels not offered: %s\n",

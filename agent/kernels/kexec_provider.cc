@@ -264,6 +264,9 @@ absl::StatusOr<KernelRun> KexecKernelProvider::RunLeased(
   absl::StatusOr<kstore::KernelBuild> build =
       StoreBuild(config_.kernels_dir, config_.arch, request);
   if (!build.ok()) return build.status();
+  // A kernel that cannot mount the root would panic, and only a power cycle
+  // would bring the host back.
+  if (absl::Status s = CheckMountsRoot(*build, config_.root_needs); !s.ok()) return s;
   absl::StatusOr<std::string> cmdline =
       KexecCmdline(config_.base_cmdline, request.mode, request.kernel_params);
   if (!cmdline.ok()) return cmdline.status();

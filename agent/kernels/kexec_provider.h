@@ -63,6 +63,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/kernels/kernel_provider.h"
+#include "agent/kernels/root_mount.h"
 #include "lib/kstore/store_watch.h"
 #include "lib/process/process.h"
 
@@ -92,6 +93,10 @@ struct KexecConfig {
   // went away takes systemctl's own binary with it. Only farm-agent sets
   // it; a test's provider never reboots the machine it runs on.
   bool reboot_syscall_fallback = false;
+  // What a kernel must build in to mount the host's root (root_mount.h
+  // ReadRootNeeds); a build without an initramfs that lacks one fails its
+  // job before the kexec. Empty: not judged.
+  std::vector<RootNeed> root_needs;
 };
 
 // The job's lease, kept across the reboot.

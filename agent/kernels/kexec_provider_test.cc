@@ -98,6 +98,7 @@ class KexecTest : public ::testing::Test {
     c.base_cmdline = "BOOT_IMAGE=/vmlinuz root=UUID=1234 ro quiet iommu.strict=0 intel_iommu=on";
     c.default_release = kDefault;
     c.boot_timeout = absl::Minutes(10);
+    c.root_needs = root_needs_;
     return std::make_unique<KexecKernelProvider>(
         c, std::make_unique<FakeRunner>(&host_),
         [this]() -> absl::StatusOr<KernelFacts> { return host_.facts; },
@@ -126,6 +127,7 @@ class KexecTest : public ::testing::Test {
 
   fs::path dir_;
   FakeHost host_;
+  std::vector<RootNeed> root_needs_;
 };
 
 TEST_F(KexecTest, CmdlineKeepsTheHostsAndReplacesTheMode) {
@@ -279,6 +281,39 @@ TEST_F(KexecTest, ALateBootIsLateByTheWallClockAndTheUptimeBoth) {
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(resumed->kind, KexecKernelProvider::Resumed::kRun);
   EXPECT_EQ(resumed->note, "");
+}
+
+// A farm build has no initramfs: one whose config leaves the root's driver a
+// module would panic at boot, so its job fails before the kexec.
+TEST_F(KexecTest, ABuildThatCannotMountTheRootFailsAsNotBootingWithoutAKexec) {
+  const fs::path b = dir_ / "store" / "kernel-b2";
+  fs::create_directories(b);
+  std::ofstream(b / "kernel.yaml") << "commit: kernel-b2\nrelease: 6.1.192-gb2\narch: "
+                                      "x86_64\nimage: vmlinuz\nconfig: config\n";
+  std::ofstream(b / "vmlinuz") << "image";
+  std::ofstream(b / "config") << "CONFIG_BLK_DEV_NVME=m\nCONFIG_EXT4_FS=y\n";
+  root_needs_ = {{"CONFIG_BLK_DEV_NVME", "the root /dev/nvme0n1 is on driver nvme"},
+                 {"CONFIG_EXT4_FS", "the root is ext4"}};
+  KernelRequest req = Request(pb::IOMMU_MODE_STRICT);
+  req.commit = "kernel-b2";
+  req.kernel_release = "6.1.192-gb2";
+  auto p = Provider();
+  absl::StatusOr<KernelRun> run = p->RunLeased(req, {43, 1, "token-43", ""});
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
+  EXPECT_EQ(run.status().message(),
+            "kernel 6.1.192-gb2 (commit kernel-b2) cannot mount this host's root without an "
+            "initramfs, which the build does not have: CONFIG_BLK_DEV_NVME=m (the root "
+            "/dev/nvme0n1 is on driver nvme); so it does not boot on this host (no kexec was "
+            "tried)");
+  EXPECT_TRUE(host_.commands.empty());
+  EXPECT_FALSE(fs::exists(p->StatePath()));
+
+  // Built in, it boots as any other.
+  std::ofstream(b / "config") << "CONFIG_BLK_DEV_NVME=y\nCONFIG_EXT4_FS=y\n";
+  run = Provider()->RunLeased(req, {43, 1, "token-43", ""});
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kUnavailable) << run.status();
+  ASSERT_FALSE(host_.commands.empty());
+  EXPECT_EQ(host_.commands[0][0], "kexec");
 }
 
 TEST_F(KexecTest, WrongReleaseAfterBootFailsTheJob) {
