@@ -14,8 +14,8 @@
 //      where read, is past the boot timeout too: a clock that steps after
 //      the kexec, an RTC read as local time or an NTP correction, moves the
 //      wall clock and not the uptime; the scheduler's hold stays the
-//      authority on a boot that took too long before the kernel started). No file: nothing
-//      pending. The job's kernel is running within the deadline and its
+//      authority on a boot that took too long before the kernel started).
+//      No file: nothing pending. The job's kernel is running within the deadline and its
 //      effective mode is the job's, or one the kernel chose itself under a
 //      command line that asked for the job's (CheckRanMode; the result
 //      reports the mode it ran): kRun, the lease is kept and the job runs
