@@ -129,8 +129,7 @@ void Agent::CheckHealth() {
 void Agent::JudgeBaseline(const std::vector<HealthFigure>& figures, pb::AgentHealth* health) {
   if (options_.health_baseline.empty() || figures.empty()) return;
   absl::MutexLock lock(&baseline_mu_);
-  if (!baseline_loaded_) {
-    baseline_loaded_ = true;
+  if (!baseline_.has_value()) {
     absl::StatusOr<HealthBaseline> loaded = HealthBaseline::Load(options_.health_baseline);
     if (!loaded.ok()) {
       spdlog::warn("health baseline: {}; starting a new one", loaded.status().ToString());

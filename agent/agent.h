@@ -241,9 +241,8 @@ class Agent {
 
   // Serialises the health checks' use of the baseline file.
   absl::Mutex baseline_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  // Loaded at the first check; nullopt without options_.health_baseline.
+  // Loaded at the first check that has a figure and a baseline file.
   std::optional<HealthBaseline> baseline_ ABSL_GUARDED_BY(baseline_mu_);
-  bool baseline_loaded_ ABSL_GUARDED_BY(baseline_mu_) = false;
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;  // any change of the fields below

@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "agent/monitors/monitors.h"
 #include "integration_tests/guest_kbuild_fixture.h"
 #include "proto/names.h"
 
@@ -104,19 +105,10 @@ class DmaMapBenchKbuildTest : public GuestKbuildTest {
     if (!r.ok()) return -1;
     EXPECT_TRUE(r->monitors.has_value()) << "the guest's monitors did not parse";
     if (!r->monitors.has_value()) return -1;
-    int64_t n = 0;
-    int counters = 0;
-    std::string rows;
-    for (const pb::IommuCounter& c : r->monitors->iommu()) {
-      if (!absl::StartsWith(c.name(), "dmar_perf_latency/")) continue;
-      ++counters;
-      if (!absl::StrContains(c.name(), "/inv_iotlb/")) continue;
-      absl::StrAppend(&rows, " ", c.name(), "=", c.gauge() ? c.after() : c.delta());
-      if (!c.gauge()) n += static_cast<int64_t>(c.delta());
-    }
+    const int64_t n = monitors::SampledIotlbInvalidations(*r->monitors);
     std::cout << proto::ModeName(mode) << " " << commit.substr(0, 12)
-              << " counted: dmar_perf_latency inv_iotlb samples " << n << rows << "\n";
-    EXPECT_GT(counters, 0) << "no dmar_perf_latency counters: " << r->monitors->ShortDebugString();
+              << " counted: dmar_perf_latency inv_iotlb samples " << n << "\n";
+    EXPECT_GE(n, 0) << "no dmar_perf_latency counters: " << r->monitors->ShortDebugString();
     return n;
   }
 

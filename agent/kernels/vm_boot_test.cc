@@ -26,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "agent/kernels/guest_archive.h"
 #include "agent/kernels/vm_provider.h"
+#include "agent/monitors/monitors.h"
 #include "agent/runners/fio_json.h"
 #include "agent/runners/iozone_report.h"
 #include "agent/runners/iozone_spec.h"
@@ -178,18 +179,10 @@ int64_t TraceMaps(const std::string& what, const KernelRun& run) {
 }
 
 // The IOTLB invalidations VT-d's dmar_perf_latency sampled in the tool's
-// run (its latency buckets' deltas summed), -1 when the file was not there.
+// run (monitors::SampledIotlbInvalidations), printed.
 int64_t SampledIotlbInvalidations(const std::string& what, const KernelRun& run) {
-  int64_t n = -1;
-  std::string rows;
-  for (const pb::IommuCounter& c : run.monitors->iommu()) {
-    if (!absl::StartsWith(c.name(), "dmar_perf_latency/")) continue;
-    absl::StrAppend(&rows, " ", c.name(), "=", c.gauge() ? c.after() : c.delta());
-    if (!c.gauge() && absl::StrContains(c.name(), "/inv_iotlb/")) {
-      n = std::max<int64_t>(n, 0) + static_cast<int64_t>(c.delta());
-    }
-  }
-  std::cout << what << ": dmar_perf_latency inv_iotlb samples " << n << rows << "\n";
+  const int64_t n = monitors::SampledIotlbInvalidations(*run.monitors);
+  std::cout << what << ": dmar_perf_latency inv_iotlb samples " << n << "\n";
   return n;
 }
 

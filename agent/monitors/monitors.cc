@@ -353,4 +353,16 @@ std::vector<pb::PerfSymbol> ParsePerfReport(absl::string_view text, int max) {
   return out;
 }
 
+int64_t SampledIotlbInvalidations(const pb::Monitors& m) {
+  int64_t n = -1;
+  for (const pb::IommuCounter& c : m.iommu()) {
+    if (!absl::StartsWith(c.name(), "dmar_perf_latency/")) continue;
+    n = std::max<int64_t>(n, 0);
+    if (!c.gauge() && absl::StrContains(c.name(), "/inv_iotlb/")) {
+      n += static_cast<int64_t>(c.delta());
+    }
+  }
+  return n;
+}
+
 }  // namespace farm::monitors

@@ -125,6 +125,11 @@ std::string InterruptSource(const InterruptLine& line);
 iommufarm::v1::Monitors Diff(const Snapshot& before, const Snapshot& after,
                              absl::string_view where);
 
+// The IOTLB invalidations VT-d's dmar_perf_latency timed in `m`: the deltas
+// of its inv_iotlb buckets, summed over every IOMMU; -1 when `m` holds no
+// dmar_perf_latency counter (a kernel without CONFIG_DMAR_PERF).
+int64_t SampledIotlbInvalidations(const iommufarm::v1::Monitors& m);
+
 // `perf report --stdio --sort sym -q` lines ("  13.93%  [k] iommu_dma_map_page"),
 // at most `max` of them, largest share first.
 std::vector<iommufarm::v1::PerfSymbol> ParsePerfReport(absl::string_view text, int max = 20);

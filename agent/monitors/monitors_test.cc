@@ -183,6 +183,27 @@ TEST(ParseDmarPerfLatency, CountsBucketsAndKeepsMinMaxAverageAsLevels) {
   EXPECT_TRUE(v.at("dmar_perf_latency/dmar0/inv_iotlb/max(us)").gauge);
 }
 
+TEST(SampledIotlbInvalidations, SumsTheInvIotlbBucketsOfEveryIommu) {
+  pb::Monitors m;
+  EXPECT_EQ(SampledIotlbInvalidations(m), -1) << "no dmar_perf_latency: a kernel without it";
+  auto add = [&](const std::string& name, double delta, bool gauge) {
+    pb::IommuCounter* c = m.add_iommu();
+    c->set_name(name);
+    c->set_delta(delta);
+    c->set_after(delta);
+    c->set_gauge(gauge);
+  };
+  add("invalidation_queue/dmar0/head", 7, true);
+  EXPECT_EQ(SampledIotlbInvalidations(m), -1);
+  add("dmar_perf_latency/dmar0/inv_iotlb/1us-10us", 0, false);
+  EXPECT_EQ(SampledIotlbInvalidations(m), 0) << "counted, and none came";
+  add("dmar_perf_latency/dmar0/inv_iotlb/10us-100us", 1852, false);
+  add("dmar_perf_latency/dmar0/inv_iotlb/max(us)", 379, true);
+  add("dmar_perf_latency/dmar0/inv_iec/1us-10us", 5, false);
+  add("dmar_perf_latency/dmar1/inv_iotlb/100us-1ms", 18, false);
+  EXPECT_EQ(SampledIotlbInvalidations(m), 1870);
+}
+
 TEST(ParseInvalidationQueue, ReadsEachIommusHeadAndTail) {
   std::map<std::string, IommuValue> v = ParseInvalidationQueue(kInvalidationQueue);
   ASSERT_EQ(v.size(), 2u);
